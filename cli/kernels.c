@@ -1,0 +1,4 @@
+/* kernels.c: placeholder until this subcommand is built; it says so and exits 1. */
+#include <stdio.h>
+#include "cli/commands.h"
+int cmd_kernels(int argc, char **argv) { fprintf(stderr, "boost: '%s' is not built yet\n", argv[0]); return 1; }

@@ -1,0 +1,33 @@
+/* main.c: bin/boost, one binary with subcommands. It only dispatches; every subcommand lives
+ * with the part of the project that owns it (see commands.h). */
+#include <stdio.h>
+#include <string.h>
+#include "cli/commands.h"
+
+static const struct { const char *name; int (*fn)(int, char **); const char *help; } commands[] = {
+    {"gen",     cmd_gen,     "generate plan.txt, kernels.cu and report.md for a run spec"},
+    {"report",  cmd_report,  "print a run's report (parameters, FLOPs, collectives, memory); --json"},
+    {"train",   cmd_train,   "train a run on the cpu or cuda backend"},
+    {"project", cmd_project, "project seconds per iteration for megatron, naive and btp layouts"},
+    {"tune",    cmd_tune,    "time kernel configurations on a GPU and write the tuning file"},
+    {"kernels", cmd_kernels, "compile a kernels.cu with NVRTC, report registers and spills"},
+    {"plot",    cmd_plot,    "plot loss curves from a training log (gnuplot)"},
+};
+#define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: boost COMMAND [ARGS]   (boost COMMAND --help for its options)\n\ncommands:\n");
+    for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 2; }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout); return 0;
+    }
+    for (int i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "boost: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

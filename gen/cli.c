@@ -1,0 +1,5 @@
+/* cli.c: placeholder until this subcommand is built; it says so and exits 1. */
+#include <stdio.h>
+#include "cli/commands.h"
+int cmd_gen(int argc, char **argv) { fprintf(stderr, "boost: '%s' is not built yet\n", argv[0]); return 1; }
+int cmd_report(int argc, char **argv) { fprintf(stderr, "boost: '%s' is not built yet\n", argv[0]); return 1; }

@@ -1,0 +1,25 @@
+/* gen.h: the generator's public API, used by the CLI (cli/) and the tests: load a run spec (Lua,
+ * sandboxed) into a Run, and write a run's outputs (plan.txt, kernels.cu, report.md) to a folder.
+ * Errors come back as "file:line: what is wrong (what to do)"; status 2 means bad input. */
+#ifndef BOOST_GEN_H
+#define BOOST_GEN_H
+
+#include <stddef.h>
+#include "gen/model.h"
+
+/* run_arg: a path to a run spec, or a name found as specs/runs/NAME.lua. The specs folder is
+ * $BOOST_SPECS, else the "specs" folder that holds the run file's folder, else ./specs.
+ * Overrides are applied after the spec is evaluated and checked like spec fields.
+ * Returns 0, or 2 with a message in err. */
+int spec_load_run(const char *run_arg, const Override *ov, int nov, Run *run, char *err, size_t errlen);
+
+/* Parse "-D name=value" style arguments: returns the number of overrides stored in ov (at most
+ * max), or -1 with a message when one is malformed. */
+int parse_override(const char *arg, Override *ov, char *err, size_t errlen);
+
+/* Write plan.txt, kernels.cu and report.md for a run into outdir (created if absent). All or
+ * nothing: files are written to a temporary folder beside outdir and renamed into place, so a
+ * failure never leaves a partial output. Returns 0, 2 (bad input) or 1 (I/O). */
+int gen_write(const Run *run, const char *outdir, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,103 @@
+/* model.h: the plain C structs a Lua spec evaluates to (gen/spec.c fills them; the Lua state is
+ * closed before anything else runs). A Run holds the model, the GPU and the run's own settings.
+ * Nothing here knows Lua; nothing in runtime/ includes this file (the plan file is the contract). */
+#ifndef BOOST_MODEL_H
+#define BOOST_MODEL_H
+
+#include <stdint.h>
+
+#define MAX_LAYERS 256
+#define NAME_LEN 64
+#define PATH_LEN 512
+
+/* The seven projections of a decoder layer, in execution order. */
+enum Proj { PROJ_Q, PROJ_K, PROJ_V, PROJ_O, PROJ_GATE, PROJ_UP, PROJ_DOWN, NPROJ };
+
+/* How one projection is parametrised. */
+enum Factor {
+    FACTOR_FULL,   /* dense W (d_in x d_out) */
+    FACTOR_COLA,   /* A (d_in x r) -> sigma -> B (r x d_out) */
+    FACTOR_SVD,    /* A -> identity -> B (also LORO-style) */
+};
+
+enum Act { ACT_NONE, ACT_SILU };
+enum Layout { LAYOUT_MEGATRON, LAYOUT_NAIVE, LAYOUT_BTP };
+enum Checkpoint { CKPT_NONE, CKPT_LOWRANK };
+enum DType { DT_BF16, DT_FP32 };
+
+typedef struct {
+    int factor;  /* enum Factor */
+    int rank;    /* r; 0 for FACTOR_FULL */
+    int act;     /* enum Act: sigma between A and B */
+} ProjSpec;
+
+typedef struct {
+    char name[NAME_LEN];
+    char file[PATH_LEN];      /* spec file it came from, for messages */
+    char family[16];          /* "full" | "cola" | "svd" | "lax" */
+    int hidden;               /* d */
+    int layers;
+    int heads;
+    int kv_heads;             /* == heads for MHA */
+    int head_dim;             /* hidden / heads */
+    int ffn;                  /* d_ff */
+    int vocab;
+    double norm_eps;
+    double rope_theta;
+    int mlp_gate_act;         /* enum Act on the gate before gate*up: SILU (SwiGLU) for full rank,
+                                 NONE for CoLA (the only nonlinearity is sigma inside each factor) */
+    int lax;                  /* 1: LaX latent crossing: B_p's input = z_p + z_prev(p), with
+                                 prev(o)=v, prev(gate)=prev(up)=o, prev(down)=up (same rank needed) */
+    ProjSpec proj[MAX_LAYERS][NPROJ];   /* per layer, per projection */
+    double init_std;          /* std of full-rank weights and embeddings (0.02) */
+} Model;
+
+typedef struct {
+    char name[NAME_LEN];      /* "a100" | "h100" | "h200" */
+    char file[PATH_LEN];
+    char arch[16];            /* "sm_80" | "sm_90" */
+    int sm_count;
+    double bf16_tflops;       /* dense bf16 peak (datasheet or measured) */
+    double hbm_gbs;           /* HBM bandwidth, GB/s */
+    double nvlink_gbs;        /* per-GPU NVLink bandwidth, GB/s, one direction */
+    double net_gbs;           /* per-GPU inter-node bandwidth, GB/s */
+    double nvlink_latency_us; /* alpha of the alpha-beta all-reduce model, within a node */
+    double net_latency_us;    /* across nodes */
+    int gpus_per_node;
+    double memory_gb;
+    /* kernel tuning: threads per block for elementwise/row kernels and attention tile sizes */
+    int tune_row_block;       /* threads per block for row-wise kernels (norm, act, xent) */
+    int tune_elem_block;      /* threads per block for elementwise kernels */
+    int tune_attn_block_q;    /* queries per attention block */
+    int tune_attn_block_k;    /* keys per inner tile */
+} Gpu;
+
+typedef struct {
+    char name[NAME_LEN];
+    char file[PATH_LEN];
+    Model model;
+    Gpu gpu;
+    int tp, pp, dp;
+    int layout;               /* enum Layout */
+    int micro_batch, seq, grad_accum;
+    int dtype;                /* enum DType of activations and weights on the GPU */
+    int online_rmsnorm;       /* 1: online (stats ride in the next all-reduce); 0: sync */
+    int group_linears;        /* 1: concatenated A's, batched/grouped B's */
+    int checkpoint;           /* enum Checkpoint */
+    /* training */
+    int steps, warmup;
+    double lr, min_lr, beta1, beta2, adam_eps, weight_decay, clip;
+    int decay_embeddings;     /* weight decay on embedding and LM head too */
+    uint64_t seed;
+    int eval_every;           /* validation loss every N steps (0: only at the end) */
+    char data[PATH_LEN];      /* "" | "corpus" | a path to a .bin token file or a .txt file */
+    double val_fraction;
+} Run;
+
+/* One -D name=value override from the command line. */
+typedef struct { const char *name; const char *value; } Override;
+
+const char *layout_name(int layout);
+const char *proj_name(int proj);
+
+#endif

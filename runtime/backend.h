@@ -1,0 +1,42 @@
+/* backend.h: what a backend implements for the executor (runtime/exec.c). The executor walks the
+ * plan's steps and resolves operands to pointers; a backend owns the memory of each rank and runs
+ * the step kinds. cpu.c is the fp32 reference; cuda.c runs the same steps on a GPU. */
+#ifndef BOOST_BACKEND_H
+#define BOOST_BACKEND_H
+
+#include "runtime/plan.h"
+
+typedef struct BackendRank BackendRank;   /* one rank's memory and streams, backend-defined */
+
+typedef struct Backend {
+    const char *name;
+    int elem_bytes_fp32_only;  /* 1: every tensor is fp32 (CPU); 0: tensors have their dtype */
+    /* Create rank `rank` of `tp`: allocate the arena, inputs/outputs, params, grads, AdamW state. */
+    BackendRank *(*rank_open)(const Plan *p, int rank, int tp, char *err, size_t errlen);
+    void (*rank_close)(BackendRank *r);
+    /* Base pointer of tensor t (device pointer on CUDA) and its element size there. */
+    void *(*tensor_ptr)(BackendRank *r, int t);
+    int (*gemm)(BackendRank *r, const GemmArgs *g, void *A, void *B, void *C);
+    int (*grouped_gemm)(BackendRank *r, int n, const GemmArgs *g, void **A, void **B, void **C);
+    int (*kernel)(BackendRank *r, const KernelArgs *k, void **ops);
+    /* Collectives across the ranks of this process; implementations synchronise the ranks. */
+    int (*allreduce)(BackendRank *r, const CollArgs *c, void *buf);
+    int (*allgather)(BackendRank *r, const CollArgs *c, void *src, void *dst);
+    /* Host <-> backend copies of whole tensors as fp32 (params, grads, inputs, loss). */
+    int (*to_host)(BackendRank *r, int t, float *host);
+    int (*from_host)(BackendRank *r, int t, const float *host);
+    int (*set_i32)(BackendRank *r, int t, const int32_t *host);
+    /* AdamW over all local params with the given scalars; grad scaled by `grad_scale` first
+     * (clipping). Adam state lives in the backend. slot 1/2 = m/v for checkpoints. */
+    int (*adamw)(BackendRank *r, float lr, float grad_scale, int t_step);
+    double (*grad_sq_norm)(BackendRank *r);   /* sum of squares of local grads, rep=1 parts only on rank 0 */
+    int (*zero_grads)(BackendRank *r);
+    int (*state_to_host)(BackendRank *r, int param, int slot, float *host);   /* slot 1 m, 2 v */
+    int (*state_from_host)(BackendRank *r, int param, int slot, const float *host);
+    const char *(*last_error)(BackendRank *r);
+} Backend;
+
+extern const Backend backend_cpu;
+extern const Backend backend_cuda;     /* runtime/cuda.c; rank_open fails clearly without a GPU */
+
+#endif

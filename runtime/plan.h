@@ -1,0 +1,136 @@
+/* plan.h: the runtime's in-memory form of plan.txt (docs/plan-format.md is the contract) and the
+ * loader's API. The loader checks the version and every line, so the executor and the backends
+ * can trust what they get. Values written "a%rb" in the file are kept as (a, b): a + rank*b. */
+#ifndef BOOST_PLAN_H
+#define BOOST_PLAN_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#define PLAN_VERSION 1
+#define PLAN_NAME_LEN 96
+#define PLAN_MAX_KEYS 40
+
+enum PlanDType { PDT_BF16, PDT_FP32, PDT_I32 };
+enum TensorKind { TK_ACT, TK_INPUT, TK_OUTPUT, TK_PARAM, TK_GRAD };
+
+/* A number that may depend on the rank: value = base + rank * per_rank. */
+typedef struct { int64_t base, per_rank; } RankInt;
+static inline int64_t rank_int(RankInt v, int rank) { return v.base + (int64_t)rank * v.per_rank; }
+
+typedef struct {
+    char name[PLAN_NAME_LEN];
+    int kind;                 /* enum TensorKind */
+    int dtype;                /* enum PlanDType */
+    int64_t rows, cols;       /* 1-D tensors: rows = 1 */
+    int64_t offset;           /* TK_ACT: byte offset in the activation arena at dtype */
+    int live0, live1;         /* TK_ACT: first and last step index touching it */
+    int param;                /* TK_PARAM/TK_GRAD: index into Plan.params; else -1 */
+} PlanTensor;
+
+typedef struct {
+    char name[PLAN_NAME_LEN];
+    int64_t rows, cols;       /* full shape */
+    int init;                 /* 0 normal, 1 ones, 2 zeros */
+    double std;
+    uint64_t seed;
+    int decay;
+} PlanCanon;
+
+typedef struct {
+    int canon;                /* index into Plan.canons */
+    RankInt r0, r1, c0, c1;   /* block of the canon (rows r0..r1-1, cols c0..c1-1) */
+    RankInt lr, lc;           /* where it goes in the local param */
+    int rep;                  /* 1: every rank holds this block (count once, save from rank 0) */
+} PlanPart;
+
+typedef struct {
+    char name[PLAN_NAME_LEN];
+    int tensor;               /* index of its TK_PARAM tensor */
+    int grad;                 /* index of its TK_GRAD tensor (d.NAME) */
+    int64_t rows, cols;
+    int first_part, nparts;   /* into Plan.parts */
+    int decay;                /* decay of its canons (all parts agree) */
+} PlanParam;
+
+/* An operand: tensor index plus an element offset (which may depend on the rank). */
+typedef struct { int tensor; RankInt off; } Operand;
+
+enum StepKind {
+    ST_GEMM, ST_BATCHED_GEMM, ST_GROUPED_GEMM, ST_KERNEL, ST_ALLREDUCE, ST_ALLGATHER,
+    ST_SAVE, ST_RECOMPUTE_BEGIN, ST_RECOMPUTE_END, ST_OPTIMIZER
+};
+
+typedef struct {
+    int ta, tb;
+    int64_t m, n, k, lda, ldb, ldc, sA, sB, sC, batch;
+    double alpha, beta;
+    Operand A, B, C;
+} GemmArgs;
+
+/* A kernel's operands (in catalog order) and constants, as key/value pairs. */
+typedef struct {
+    char kind[32];            /* catalog kind, e.g. "online_norm_fwd" */
+    char name[PLAN_NAME_LEN]; /* procedural name in kernels.cu */
+    int64_t grid, block, smem;
+    int nops;                 /* operands in the order of the line */
+    char op_key[PLAN_MAX_KEYS][16];
+    Operand op[PLAN_MAX_KEYS];
+    int nconst;
+    char const_key[PLAN_MAX_KEYS][16];
+    RankInt const_int[PLAN_MAX_KEYS];    /* integer constants (may carry %r) */
+    double const_val[PLAN_MAX_KEYS];     /* the same constant as a double */
+} KernelArgs;
+
+typedef struct {
+    Operand buf, src, dst;    /* allreduce: buf; allgather: src, dst */
+    int64_t elems;            /* allreduce */
+    int64_t rows, cols, ld_src, ld_dst;   /* allgather */
+    int dtype, bwd;           /* bwd: dir=bwd */
+    char tag[PLAN_NAME_LEN];
+} CollArgs;
+
+typedef struct {
+    int kind;                 /* enum StepKind */
+    int section;              /* 0 forward, 1 backward, 2 optimizer */
+    int line;                 /* line in plan.txt, for messages */
+    GemmArgs gemm;            /* ST_GEMM, ST_BATCHED_GEMM */
+    int first_member, nmembers;   /* ST_GROUPED_GEMM: into Plan.members */
+    KernelArgs *kernel;       /* ST_KERNEL (owned by the plan) */
+    CollArgs coll;            /* ST_ALLREDUCE, ST_ALLGATHER */
+    int marker_tensor;        /* ST_SAVE */
+    char chunk[PLAN_NAME_LEN];/* ST_RECOMPUTE_* */
+} PlanStep;
+
+typedef struct {
+    /* header */
+    char model_name[PLAN_NAME_LEN], family[16];
+    int hidden, layers, heads, kv_heads, head_dim, ffn, vocab;
+    double eps, rope_theta;
+    char run_name[PLAN_NAME_LEN], layout[16], gpu[16], arch[16];
+    int tp, pp, dp, micro_batch, seq, grad_accum, dtype, online_rmsnorm, group_linears, checkpoint;
+    int steps, warmup, eval_every;
+    double lr, min_lr, beta1, beta2, adam_eps, weight_decay, clip;
+    uint64_t seed;
+    char data_path[512];
+    double val_fraction;
+    int64_t arena_bytes;
+    /* tables */
+    PlanTensor *tensors; int ntensors;
+    PlanCanon *canons;   int ncanons;
+    PlanParam *params;   int nparams;
+    PlanPart *parts;     int nparts;
+    PlanStep *steps_;    int nsteps;       /* forward, backward, then optimizer */
+    GemmArgs *members;   int nmembers;     /* grouped_gemm members */
+    int tokens, targets, loss;             /* tensor indices of the inputs and the output */
+    char path[512];
+} Plan;
+
+/* Load and check plan.txt. Returns NULL with a message "PATH:LINE: what is wrong" in err. */
+Plan *plan_load(const char *path, char *err, size_t errlen);
+void plan_free(Plan *p);
+int plan_find_tensor(const Plan *p, const char *name);   /* -1 when absent */
+int plan_find_canon(const Plan *p, const char *name);
+size_t plan_dtype_size(int dtype);
+
+#endif

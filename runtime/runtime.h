@@ -1,0 +1,44 @@
+/* runtime.h: the runtime's public API. An Engine runs one plan on one backend for all the
+ * tensor-parallel ranks of this process (threads on the CPU backend; shards in one process, or one
+ * rank per process, on CUDA). The training loop (runtime/train.c) and the tests use only this. */
+#ifndef BOOST_RUNTIME_H
+#define BOOST_RUNTIME_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "runtime/plan.h"
+
+typedef struct Engine Engine;
+
+/* What a checkpoint holds per canonical tensor. */
+enum CanonSlot { SLOT_PARAM, SLOT_ADAM_M, SLOT_ADAM_V, SLOT_GRAD };
+
+/* backend: "cpu", "cuda" or "auto" (cuda when a GPU is there, else cpu). On failure returns NULL
+ * and a message saying what is wrong and what to do (e.g. no GPU: use --backend cpu). */
+Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t errlen);
+void engine_free(Engine *e);
+const char *engine_backend_name(const Engine *e);
+
+/* Fill every local param from its canons' init rules (TP-invariant); zero grads and AdamW state. */
+int engine_init_params(Engine *e, char *err, size_t errlen);
+
+/* One micro-batch: forward and backward, gradients accumulate. tokens/targets: micro_batch*seq
+ * values each (every rank sees the same batch). *loss: the micro-batch's mean loss. */
+int engine_forward_backward(Engine *e, const int32_t *tokens, const int32_t *targets, float *loss,
+                            char *err, size_t errlen);
+/* Forward only (validation). */
+int engine_forward(Engine *e, const int32_t *tokens, const int32_t *targets, float *loss,
+                   char *err, size_t errlen);
+/* Clip by the global gradient norm, AdamW at optimizer step `step` (0-based), zero the grads.
+ * Reports the pre-clip norm and the learning rate used. */
+int engine_optimizer_step(Engine *e, int step, float *grad_norm, float *lr, char *err, size_t errlen);
+float engine_lr_at(const Plan *p, int step);
+
+/* Canonical (full, unsharded) tensors, rows*cols floats, gathered from / scattered to the ranks. */
+int engine_get_canon(Engine *e, int canon, int slot, float *full);
+int engine_set_canon(Engine *e, int canon, int slot, const float *full);
+
+/* Collective bytes moved by one forward+backward, per rank (sum of allreduce/allgather payloads). */
+int64_t engine_collective_bytes(const Engine *e);
+
+#endif

@@ -1,0 +1,21 @@
+/* testlib.h: the few macros every C test uses. A test prints "ok - NAME" or "FAIL - NAME: why"
+ * per check (tests/run.sh counts them) and exits non-zero when any check failed. */
+#ifndef BOOST_TESTLIB_H
+#define BOOST_TESTLIB_H
+#include <stdio.h>
+#include <stdarg.h>
+
+static int tl_failed;
+
+/* CHECK(cond, name, fmt, ...): one verdict line; fmt explains a failure. */
+static void tl_check(int ok, const char *name, const char *fmt, ...) {
+    if (ok) { printf("ok - %s\n", name); fflush(stdout); return; }
+    tl_failed = 1;
+    printf("FAIL - %s: ", name);
+    va_list ap; va_start(ap, fmt); vprintf(fmt, ap); va_end(ap);
+    printf("\n"); fflush(stdout);
+}
+#define CHECK(cond, name, ...) tl_check((cond) ? 1 : 0, (name), __VA_ARGS__)
+#define TEST_EXIT() return tl_failed ? 1 : 0
+
+#endif
