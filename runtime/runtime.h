@@ -38,6 +38,10 @@ float engine_lr_at(const Plan *p, int step);
 int engine_get_canon(Engine *e, int canon, int slot, float *full);
 int engine_set_canon(Engine *e, int canon, int slot, const float *full);
 
+/* Copy a tensor of rank `rank` (a buffer, param or grad, by its plan name) to the host as fp32.
+ * Activation buffers hold what the last pass left there (the arena reuses memory). */
+int engine_read_tensor(Engine *e, int rank, const char *name, float *host, char *err, size_t errlen);
+
 /* Collective bytes moved by one forward+backward, per rank (sum of allreduce/allgather payloads). */
 int64_t engine_collective_bytes(const Engine *e);
 
