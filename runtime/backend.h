@@ -34,6 +34,9 @@ typedef struct Backend {
     int (*state_to_host)(BackendRank *r, int param, int slot, float *host);   /* slot 1 m, 2 v */
     int (*state_from_host)(BackendRank *r, int param, int slot, const float *host);
     const char *(*last_error)(BackendRank *r);
+    /* Optional (NULL: nothing to do): called once after all ranks are open, so the ranks can find
+     * each other for collectives. */
+    int (*group_init)(BackendRank **ranks, int tp, char *err, size_t errlen);
 } Backend;
 
 extern const Backend backend_cpu;

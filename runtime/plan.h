@@ -133,4 +133,12 @@ int plan_find_tensor(const Plan *p, const char *name);   /* -1 when absent */
 int plan_find_canon(const Plan *p, const char *name);
 size_t plan_dtype_size(int dtype);
 
+/* Kernel line accessors (runtime/plan.c). kernel_op: index into k->op of operand `key`, -1 when
+ * absent. kernel_int: integer constant at `rank` (a%rb forms resolved), dflt when absent.
+ * kernel_num: the constant as a double, dflt when absent. */
+int kernel_op(const KernelArgs *k, const char *key);
+int kernel_has(const KernelArgs *k, const char *key);
+int64_t kernel_int(const KernelArgs *k, const char *key, int rank, int64_t dflt);
+double kernel_num(const KernelArgs *k, const char *key, double dflt);
+
 #endif
