@@ -1,4 +1,188 @@
-/* plot.c: placeholder until this subcommand is built; it says so and exits 1. */
-#include <stdio.h>
+/* plot.c: `boost plot LOG [-o FILE.png] [--title TEXT]`: the loss curve (and the validation loss
+ * where the log has it) of a training log in JSON lines ({"step":..,"loss":..,"val_loss":..} a
+ * line), drawn with gnuplot into a PNG. The PNG is written beside its final name and renamed into
+ * place, so a failure never leaves a partial picture. Not a JSON parser: it reads numeric fields. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>       // defines: FILE, fopen, popen, snprintf, rename
+#include <stdlib.h>      // defines: strtod, getenv, mkstemp
+#include <string.h>
+#include <sys/stat.h>    // defines: stat
+#include <sys/wait.h>    // defines: WIFEXITED, WEXITSTATUS
+#include <unistd.h>      // defines: access, unlink, close
 #include "cli/commands.h"
-int cmd_plot(int argc, char **argv) { fprintf(stderr, "boost: '%s' is not built yet\n", argv[0]); return 1; }
+
+static void plot_usage(FILE *f) {
+    fprintf(f, "usage: boost plot LOG [-o FILE.png] [--title TEXT]\n"
+               "  LOG: a training log in JSON lines ({\"step\":N,\"loss\":X,\"val_loss\":Y} a line),\n"
+               "       as written by 'boost train ... --log LOG'\n"
+               "  -o:  the PNG to write (default: LOG with its extension replaced by .png)\n");
+}
+
+/* Find "key" followed by ':' and a number in a JSON line; 1 and *out on success. A key that is
+ * present with null or a string counts as absent. */
+static int json_number(const char *line, const char *key, double *out) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    for (const char *p = strstr(line, pat); p; p = strstr(p + 1, pat)) {
+        const char *q = p + strlen(pat);
+        while (isspace((unsigned char)*q)) q++;
+        if (*q != ':') continue;
+        q++;
+        while (isspace((unsigned char)*q)) q++;
+        char *end;
+        errno = 0;
+        double v = strtod(q, &end);
+        if (end == q || errno) return 0;
+        *out = v;
+        return 1;
+    }
+    return 0;
+}
+
+/* Search PATH for an executable; 1 when found. $GNUPLOT may name the program instead. */
+static int find_program(const char *name, char *path, size_t pathlen) {
+    if (strchr(name, '/')) {
+        snprintf(path, pathlen, "%s", name);
+        return access(path, X_OK) == 0;
+    }
+    const char *env = getenv("PATH");
+    if (!env) env = "/usr/bin:/bin";
+    while (*env) {
+        const char *colon = strchr(env, ':');
+        size_t len = colon ? (size_t)(colon - env) : strlen(env);
+        snprintf(path, pathlen, "%.*s/%s", (int)len, env, name);
+        if (len && access(path, X_OK) == 0) return 1;
+        env += len + (colon ? 1 : 0);
+    }
+    return 0;
+}
+
+/* gnuplot's string quoting: single quotes, a quote doubled. */
+static void gp_quote(FILE *f, const char *s) {
+    fputc('\'', f);
+    for (; *s; s++) { if (*s == '\'') fputc('\'', f); fputc(*s, f); }
+    fputc('\'', f);
+}
+
+int cmd_plot(int argc, char **argv) {
+    const char *log = NULL, *png = NULL, *title = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { plot_usage(stdout); return 0; }
+        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--title")) {
+            if (i + 1 >= argc) { fprintf(stderr, "boost plot: %s needs a value\n", argv[i]); return 2; }
+            if (argv[i][1] == 'o') png = argv[++i]; else title = argv[++i];
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "boost plot: unknown option '%s'\n", argv[i]); plot_usage(stderr); return 2;
+        } else if (!log) {
+            log = argv[i];
+        } else {
+            fprintf(stderr, "boost plot: one log at a time ('%s' and '%s')\n", log, argv[i]); return 2;
+        }
+    }
+    if (!log) { plot_usage(stderr); return 2; }
+
+    char default_png[4096];
+    if (!png) {
+        snprintf(default_png, sizeof default_png, "%s", log);
+        char *dot = strrchr(default_png, '.'), *slash = strrchr(default_png, '/');
+        if (dot && (!slash || dot > slash)) *dot = 0;
+        if (strlen(default_png) + 5 > sizeof default_png) { fprintf(stderr, "boost plot: log path too long\n"); return 2; }
+        strcat(default_png, ".png");
+        png = default_png;
+    }
+
+    FILE *in = fopen(log, "r");
+    if (!in) {
+        fprintf(stderr, "%s: cannot open the log (%s): write one with 'boost train RUN --log %s'\n",
+                log, strerror(errno), log);
+        return 2;
+    }
+
+    /* The points go to a temporary data file: "step loss val_loss" with NaN for a missing value. */
+    char data_path[] = "/tmp/boost-plot.XXXXXX";
+    int fd = mkstemp(data_path);
+    FILE *data = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!data) {
+        fprintf(stderr, "boost plot: cannot create a temporary file in /tmp (%s)\n", strerror(errno));
+        if (fd >= 0) { close(fd); unlink(data_path); }
+        fclose(in);
+        return 1;
+    }
+    char line[8192];
+    int lineno = 0, nloss = 0, nval = 0, nbad = 0, first_bad = 0;
+    while (fgets(line, sizeof line, in)) {
+        lineno++;
+        const char *p = line;
+        while (isspace((unsigned char)*p)) p++;
+        if (!*p) continue;
+        if (*p != '{') { if (!nbad++) first_bad = lineno; continue; }
+        double step, loss, val;
+        if (!json_number(p, "step", &step)) continue;   /* lines of other kinds (config, events) */
+        int has_loss = json_number(p, "loss", &loss), has_val = json_number(p, "val_loss", &val);
+        if (!has_loss && !has_val) continue;
+        fprintf(data, "%.10g %.10g %.10g\n", step, has_loss ? loss : 0.0 / 0.0, has_val ? val : 0.0 / 0.0);
+        nloss += has_loss; nval += has_val;
+    }
+    fclose(in);
+    if (fclose(data) != 0) {
+        fprintf(stderr, "boost plot: cannot write %s (%s)\n", data_path, strerror(errno));
+        unlink(data_path);
+        return 1;
+    }
+    if (nbad)
+        fprintf(stderr, "%s:%d: warning: %d line(s) are not JSON objects and were skipped\n", log, first_bad, nbad);
+    if (nloss + nval == 0) {
+        fprintf(stderr, "%s: no line has \"step\" with \"loss\" or \"val_loss\": is this a training log "
+                        "from 'boost train --log'?\n", log);
+        unlink(data_path);
+        return 2;
+    }
+
+    char gnuplot[4096];
+    const char *prog = getenv("GNUPLOT") ? getenv("GNUPLOT") : "gnuplot";
+    if (!find_program(prog, gnuplot, sizeof gnuplot)) {
+        fprintf(stderr, "boost plot: gnuplot not found (looked for '%s' on PATH): install it "
+                        "(Debian: apt-get install gnuplot-nox) or set GNUPLOT=/path/to/gnuplot\n", prog);
+        unlink(data_path);
+        return 1;
+    }
+
+    char tmp_png[4200];
+    snprintf(tmp_png, sizeof tmp_png, "%s.tmp%ld", png, (long)getpid());
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "'%s' 2>&1", gnuplot);
+    FILE *gp = popen(cmd, "w");
+    if (!gp) {
+        fprintf(stderr, "boost plot: cannot start %s (%s)\n", gnuplot, strerror(errno));
+        unlink(data_path);
+        return 1;
+    }
+    /* pngcairo draws smoother lines; the libgd png terminal is the fallback. */
+    fprintf(gp, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 900,560 } "
+                "else { set terminal png size 900,560 }\n");
+    fprintf(gp, "set output "); gp_quote(gp, tmp_png); fputc('\n', gp);
+    fprintf(gp, "set title "); gp_quote(gp, title ? title : log); fprintf(gp, " noenhanced\n");
+    fprintf(gp, "set xlabel 'step'\nset ylabel 'loss'\nset grid\nset key top right\nset datafile missing NaN\n");
+    fprintf(gp, "plot ");
+    if (nloss) { gp_quote(gp, data_path); fprintf(gp, " using 1:2 with lines lw 2 title 'loss'"); }
+    if (nloss && nval) fprintf(gp, ", ");
+    if (nval) { gp_quote(gp, data_path); fprintf(gp, " using 1:3 with linespoints pt 7 lw 2 title 'val loss'"); }
+    fprintf(gp, "\nset output\n");
+    int status = pclose(gp);
+    unlink(data_path);
+
+    struct stat st;
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || stat(tmp_png, &st) != 0 || st.st_size == 0) {
+        fprintf(stderr, "boost plot: gnuplot failed to draw %s (messages above); nothing written\n", png);
+        unlink(tmp_png);
+        return 1;
+    }
+    if (rename(tmp_png, png) != 0) {
+        fprintf(stderr, "boost plot: cannot write %s (%s)\n", png, strerror(errno));
+        unlink(tmp_png);
+        return 1;
+    }
+    printf("%s: %d loss and %d val_loss points from %s\n", png, nloss, nval, log);
+    return 0;
+}
