@@ -22,4 +22,11 @@ int nvrtc_available(char *err, size_t errlen);
 int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin_size,
                   KernelStat *stats, int max, char *err, size_t errlen);
 
+/* The CUDA toolkit folder (BOOST_CUDA_HOME, CUDA_HOME, else the build's default). */
+const char *nvrtc_cuda_home(void);
+/* NVRTC's version; 0 on success, -1 when NVRTC cannot be loaded. */
+int nvrtc_version(int *major, int *minor);
+/* Parse ptxas -v output (the NVRTC program log) into stats; returns the number filled. */
+int nvrtc_parse_ptxas(const char *log, KernelStat *stats, int max);
+
 #endif

@@ -1,0 +1,195 @@
+/* nvrtc.c: NVRTC loaded with dlopen (see nvrtc.h). Compiles CUDA source to a cubin for one arch
+ * with ptxas's verbose report switched on, and parses that report into per-kernel statistics
+ * (registers, spill bytes, static shared memory). No CUDA header is needed to build this file. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include "common/nvrtc.h"
+
+#ifndef BOOST_CUDA_HOME
+#define BOOST_CUDA_HOME "/usr/local/cuda"
+#endif
+
+/* The slice of the NVRTC API used here (nvrtcResult is an int, nvrtcProgram a pointer). */
+typedef int (*CreateFn)(void **prog, const char *src, const char *name, int nheaders,
+                        const char *const *headers, const char *const *include_names);
+typedef int (*CompileFn)(void *prog, int nopts, const char *const *opts);
+typedef int (*SizeFn)(void *prog, size_t *size);
+typedef int (*GetFn)(void *prog, char *out);
+typedef int (*DestroyFn)(void **prog);
+typedef int (*VersionFn)(int *major, int *minor);
+typedef const char *(*ErrStrFn)(int result);
+
+static struct {
+    int tried, ok;
+    char why[512];
+    CreateFn create; CompileFn compile; SizeFn log_size; GetFn log; SizeFn cubin_size; GetFn cubin;
+    DestroyFn destroy; VersionFn version; ErrStrFn errstr;
+} nv;
+static pthread_mutex_t nv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The CUDA toolkit folder: BOOST_CUDA_HOME, CUDA_HOME, then the build-time default. */
+const char *nvrtc_cuda_home(void) {
+    const char *h = getenv("BOOST_CUDA_HOME");
+    if (h && *h) return h;
+    h = getenv("CUDA_HOME");
+    if (h && *h) return h;
+    return BOOST_CUDA_HOME[0] ? BOOST_CUDA_HOME : "/usr/local/cuda";
+}
+
+static void nv_load(void) {
+    if (nv.tried) return;
+    nv.tried = 1;
+    const char *names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
+    void *h = NULL;
+    for (int i = 0; i < 3 && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    char path[1024];
+    for (int i = 0; i < 3 && !h; i++) {
+        snprintf(path, sizeof path, "%s/lib64/%s", nvrtc_cuda_home(), names[i]);
+        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!h) {
+        snprintf(nv.why, sizeof nv.why, "libnvrtc not found (tried libnvrtc.so, .so.13, .so.12 and "
+                 "%s/lib64): install the CUDA toolkit or set CUDA_HOME", nvrtc_cuda_home());
+        return;
+    }
+#define NV_SYM(field, type, sym) \
+    if (!(nv.field = (type)dlsym(h, sym))) { \
+        snprintf(nv.why, sizeof nv.why, "libnvrtc has no symbol %s: NVRTC too old (need CUDA 12+)", sym); \
+        return; }
+    NV_SYM(create, CreateFn, "nvrtcCreateProgram");
+    NV_SYM(compile, CompileFn, "nvrtcCompileProgram");
+    NV_SYM(log_size, SizeFn, "nvrtcGetProgramLogSize");
+    NV_SYM(log, GetFn, "nvrtcGetProgramLog");
+    NV_SYM(cubin_size, SizeFn, "nvrtcGetCUBINSize");
+    NV_SYM(cubin, GetFn, "nvrtcGetCUBIN");
+    NV_SYM(destroy, DestroyFn, "nvrtcDestroyProgram");
+    NV_SYM(version, VersionFn, "nvrtcVersion");
+    NV_SYM(errstr, ErrStrFn, "nvrtcGetErrorString");
+#undef NV_SYM
+    nv.ok = 1;
+}
+
+int nvrtc_available(char *err, size_t errlen) {
+    pthread_mutex_lock(&nv_lock);
+    nv_load();
+    pthread_mutex_unlock(&nv_lock);
+    if (!nv.ok && err) snprintf(err, errlen, "%s", nv.why);
+    return nv.ok;
+}
+
+int nvrtc_version(int *major, int *minor) {
+    if (!nvrtc_available(NULL, 0)) return -1;
+    return nv.version(major, minor) == 0 ? 0 : -1;
+}
+
+/* Find or add the stat for kernel `name`. */
+static KernelStat *stat_for(KernelStat *stats, int max, int *n, const char *name) {
+    for (int i = 0; i < *n; i++) if (!strcmp(stats[i].name, name)) return &stats[i];
+    if (*n >= max) return NULL;
+    KernelStat *s = &stats[(*n)++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    return s;
+}
+
+/* ptxas -v writes, per kernel:
+ *   ptxas info    : Compiling entry function 'NAME' for 'sm_90'
+ *   ptxas info    : Function properties for NAME
+ *       0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ *   ptxas info    : Used 30 registers, used 0 barriers, 384 bytes cmem[0], 8 bytes smem
+ * The "Used" line follows the entry it belongs to. */
+int nvrtc_parse_ptxas(const char *log, KernelStat *stats, int max) {
+    int n = 0;
+    KernelStat *cur = NULL;
+    char name[128];
+    for (const char *line = log; line && *line; ) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[1024];
+        if (len >= sizeof buf) len = sizeof buf - 1;
+        memcpy(buf, line, len); buf[len] = 0;
+        const char *p;
+        if ((p = strstr(buf, "Compiling entry function '"))) {
+            p += strlen("Compiling entry function '");
+            size_t k = strcspn(p, "'");
+            if (k >= sizeof name) k = sizeof name - 1;
+            memcpy(name, p, k); name[k] = 0;
+            cur = stat_for(stats, max, &n, name);
+        } else if ((p = strstr(buf, "Function properties for "))) {
+            p += strlen("Function properties for ");
+            size_t k = strcspn(p, " \r");
+            if (k >= sizeof name) k = sizeof name - 1;
+            memcpy(name, p, k); name[k] = 0;
+            cur = stat_for(stats, max, &n, name);
+        } else if (cur && (p = strstr(buf, "bytes spill stores"))) {
+            const char *q = strstr(buf, "stack frame,");
+            int st = 0, ld = 0;
+            if (q && sscanf(q, "stack frame, %d bytes spill stores, %d bytes spill loads", &st, &ld) == 2) {
+                cur->spill_stores = st; cur->spill_loads = ld;
+            }
+        } else if (cur && (p = strstr(buf, "Used "))) {
+            sscanf(p, "Used %d registers", &cur->registers);
+            const char *s = strstr(p, "bytes smem");
+            if (s) {   /* walk back over the number before " bytes smem" */
+                const char *b = s - 1;
+                while (b > p && *b == ' ') b--;
+                while (b > p && b[-1] >= '0' && b[-1] <= '9') b--;
+                cur->smem_bytes = atoi(b);
+            }
+        }
+        line = end ? end + 1 : NULL;
+    }
+    return n;
+}
+
+int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin_size,
+                  KernelStat *stats, int max, char *err, size_t errlen) {
+    if (cubin) *cubin = NULL;
+    if (cubin_size) *cubin_size = 0;
+    if (!nvrtc_available(err, errlen)) return -1;
+    if (strncmp(arch, "sm_", 3) != 0) {
+        snprintf(err, errlen, "arch '%s' is not of the form sm_XX (e.g. sm_80, sm_90)", arch);
+        return -1;
+    }
+    char opt_arch[64], opt_inc[1024];
+    snprintf(opt_arch, sizeof opt_arch, "-arch=%s", arch);
+    snprintf(opt_inc, sizeof opt_inc, "-I%s/include", nvrtc_cuda_home());
+    const char *opts[] = {opt_arch, "-default-device", "-std=c++17", opt_inc,
+                          "--ptxas-options=-v", "-lineinfo"};
+    void *prog = NULL;
+    int rc = nv.create(&prog, src, "kernels.cu", 0, NULL, NULL);
+    if (rc != 0) {
+        snprintf(err, errlen, "nvrtcCreateProgram: %s", nv.errstr(rc));
+        return -1;
+    }
+    int crc = nv.compile(prog, (int)(sizeof opts / sizeof opts[0]), opts);
+    size_t logn = 0;
+    nv.log_size(prog, &logn);
+    char *log = calloc(logn + 1, 1);
+    if (!log) { nv.destroy(&prog); snprintf(err, errlen, "out of memory"); return -1; }
+    nv.log(prog, log);
+    if (crc != 0) {
+        snprintf(err, errlen, "NVRTC failed to compile kernels.cu for %s (%s):\n%s", arch, nv.errstr(crc), log);
+        free(log); nv.destroy(&prog);
+        return -1;
+    }
+    int n = stats ? nvrtc_parse_ptxas(log, stats, max) : 0;
+    if (cubin) {
+        size_t sz = 0;
+        nv.cubin_size(prog, &sz);
+        void *bin = malloc(sz ? sz : 1);
+        if (!bin || nv.cubin(prog, bin) != 0) {
+            free(bin); free(log); nv.destroy(&prog);
+            snprintf(err, errlen, "nvrtcGetCUBIN failed for %s", arch);
+            return -1;
+        }
+        *cubin = bin;
+        if (cubin_size) *cubin_size = sz;
+    }
+    free(log);
+    nv.destroy(&prog);
+    return n;
+}
