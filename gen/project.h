@@ -1,0 +1,100 @@
+/* project.h: the cost model behind `boost project`: seconds for one training iteration (forward,
+ * backward, optimizer; pipeline stages and micro-batches) of a run, per layout, from the
+ * generator's schedule (every GEMM shape, kernel, attention and collective). The formulas and
+ * their constants are documented in docs/cost-model.md; this header is their C form. */
+#ifndef BOOST_PROJECT_H
+#define BOOST_PROJECT_H
+
+#include <stddef.h>
+#include "gen/model.h"
+
+/* Constants of the model that are not in the GPU file (docs/cost-model.md says why each). */
+typedef struct {
+    double gemm_eff_max;      /* fraction of bf16 peak a large GEMM reaches (0.80) */
+    double gemm_half_dim;     /* a dimension of this size halves the efficiency factor (64) */
+    double hbm_eff;           /* fraction of HBM bandwidth elementwise kernels reach (0.80) */
+    double attn_fwd_eff;      /* flash-attention forward, fraction of bf16 peak (0.60) */
+    double attn_bwd_eff;      /* flash-attention backward (0.45) */
+    double launch_us;         /* fixed cost per kernel or GEMM launch (4 us) */
+    double optim_bytes_per_param; /* AdamW HBM traffic per local parameter (fp32 master, m, v,
+                                     grad read; master, m, v and bf16 weight written: 30 B) */
+} CostConsts;
+
+void cost_consts_default(CostConsts *c);
+
+/* One measured GEMM rate (the .md files of bench/results, "| gemm | GPU | M | N | K | TFLOPS |" rows). */
+typedef struct { char gpu[16]; double m, n, k, tflops; } GemmRate;
+
+typedef struct {
+    GemmRate *rows;
+    int n, cap;
+    int files;                /* how many result files were read */
+} GemmRates;
+
+/* Read every *.md under dir (or the one file path) for "| gemm | ..." rows; a missing dir is no
+ * error (no measured rates). Returns 0, or 1 with a message in err. */
+int gemm_rates_load(GemmRates *r, const char *path, char *err, size_t errlen);
+void gemm_rates_free(GemmRates *r);
+
+/* The shape-dependent efficiency of the simple model: eff_max * f(m) f(n) f(k), f(x) = x/(x+h). */
+double gemm_eff_model(const CostConsts *c, double m, double n, double k);
+
+/* The efficiency used: the model, scaled by measured/model at the nearest measured shape of the
+ * same GPU (log distance) when rates has any; *measured set to 1 when a measurement was used. */
+double gemm_eff(const CostConsts *c, const GemmRates *rates, const Gpu *gpu,
+                double m, double n, double k, int *measured);
+
+/* Roofline of one GEMM (batch GEMMs of m x n x k, bf16 operands): max(FLOPs/(peak*eff), bytes/HBM)
+ * plus one launch. */
+double gemm_seconds(const CostConsts *c, const GemmRates *rates, const Gpu *gpu,
+                    double m, double n, double k, double batch);
+
+/* Memory-bound kernel: bytes over HBM at hbm_eff, plus one launch. */
+double hbm_seconds(const CostConsts *c, const Gpu *gpu, double bytes);
+
+/* Flash attention: max(flops/(peak*eff), bytes/HBM) plus one launch; backward=1 uses attn_bwd_eff. */
+double attention_seconds(const CostConsts *c, const Gpu *gpu, double flops, double bytes, int backward);
+
+/* Ring all-reduce of `bytes` over t ranks: 2(t-1)/t * bytes / bw + 2(t-1) * alpha; 0 when t = 1.
+ * bw_gbs in GB/s (1e9 bytes/s), alpha_us in microseconds. */
+double allreduce_seconds(double bytes, int t, double bw_gbs, double alpha_us);
+
+/* Ring all-gather of `bytes` (the gathered size) over t ranks: (t-1)/t * bytes / bw + (t-1) alpha. */
+double allgather_seconds(double bytes, int t, double bw_gbs, double alpha_us);
+
+/* Point-to-point send between pipeline stages: bytes / bw + alpha. */
+double send_seconds(double bytes, double bw_gbs, double alpha_us);
+
+/* The TP group's link: NVLink when tp <= gpus_per_node (TP groups sit within a node), else the
+ * network. Pipeline stages cross nodes when tp*pp > gpus_per_node. */
+void tp_link(const Gpu *gpu, int tp, double *bw_gbs, double *alpha_us);
+void pp_link(const Gpu *gpu, int tp, int pp, double *bw_gbs, double *alpha_us);
+
+/* Pipeline (1F1B): m micro-batches through pp stages of (slowest) time stage_s each, with one
+ * stage-to-stage send of send_s forward and one backward per step: (m + pp - 1)(stage_s + 2 send_s)
+ * when pp > 1, else m * stage_s. The bubble fraction is (pp-1)/(m+pp-1). */
+double pipeline_seconds(double stage_s, double send_s, int micro_batches, int pp);
+
+/* The projection of one layout. Times are seconds per iteration on the slowest rank. */
+typedef struct {
+    int layout;               /* enum Layout */
+    double seconds;           /* the whole iteration */
+    double compute_s;         /* GEMMs + kernels + attention (incl. recompute), all micro-batches
+                                 and the pipeline's idle share of them */
+    double comm_s;            /* TP collectives + pipeline sends + DP gradient all-reduce */
+    double gemm_s, kernel_s, attn_s, recompute_s, tp_comm_s, pp_send_s, dp_comm_s, optim_s;
+    double bubble;            /* (pp-1)/(m+pp-1) */
+    double stage_s;           /* one micro-batch forward+backward through the slowest stage */
+    double gemm_flops;        /* per iteration per GPU */
+    double tp_bytes_fwd, tp_bytes_bwd;   /* TP all-reduce/all-gather payload per iteration per GPU */
+    double params_local;      /* parameters on one GPU (largest stage) */
+    int gemms_measured, gemms_modelled;  /* GEMM shapes costed from measured rates vs the model */
+} Projection;
+
+/* Project one layout of a run: layout is LAYOUT_MEGATRON (the full-rank twin of the run's model,
+ * same d, d_ff, heads, layers), LAYOUT_NAIVE or LAYOUT_BTP. Returns 0, 2 (the run cannot be laid
+ * out so) or 1, with a message in err. */
+int project_layout(const Run *run, int layout, const CostConsts *c, const GemmRates *rates,
+                   Projection *out, char *err, size_t errlen);
+
+#endif
