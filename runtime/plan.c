@@ -1,0 +1,1169 @@
+/* plan.c: reads plan.txt (docs/plan-format.md, version 1) into a Plan and checks every line:
+ * known line/step/kernel kinds, known tensors, numbers, part blocks inside their canon and param,
+ * operand extents inside their tensors for every rank, live buffers disjoint in the arena.
+ * Anything wrong gives NULL and "PATH:LINE: what is wrong"; garbage never crashes it. */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/plan.h"
+
+#define MAX_TOKENS 96
+#define MAX_PLAN_BYTES ((size_t)1 << 30)
+
+/* ---- kernel catalog: operand keys in CUDA order; '?' marks an optional operand ---- */
+typedef struct { const char *kind; const char *ops; } CatalogEntry;
+static const CatalogEntry CATALOG[] = {
+    {"embedding_fwd", "tokens table out"},
+    {"embedding_bwd", "tokens dout dtable"},
+    {"rmsnorm_fwd", "x gamma out rstd sumsq?"},
+    {"rmsnorm_bwd", "x gamma rstd dout dot? dx? dgamma?"},
+    {"sumsq", "x out"},
+    {"online_norm_fwd", "x gamma xhat rho stat"},
+    {"online_norm_rescale", "h rho"},
+    {"bottleneck_act", "h y? z rstd?"},
+    {"bottleneck_act_bwd", "h y rstd? rho? dz dh dstat?"},
+    {"online_norm_bwd", "x gamma rho dxhat dstat dx dgamma?"},
+    {"rope", "x"},
+    {"attention_fwd", "q k v out lse"},
+    {"attention_bwd", "q k v out dout lse dq dk dv"},
+    {"glu_fwd", "gate up out"},
+    {"glu_bwd", "gate up dout dgate dup"},
+    {"add", "a b out"},
+    {"copy", "src dst"},
+    {"xent_fwd", "logits targets stats"},
+    {"xent_combine", "stats_all lse loss"},
+    {"xent_bwd", "logits targets lse dlogits"},
+};
+#define NCATALOG ((int)(sizeof CATALOG / sizeof CATALOG[0]))
+
+static int catalog_find(const char *kind) {
+    for (int i = 0; i < NCATALOG; i++)
+        if (!strcmp(CATALOG[i].kind, kind)) return i;
+    return -1;
+}
+
+/* Is `key` an operand of catalog entry c? Sets *optional. */
+static int catalog_is_operand(int c, const char *key, int *optional) {
+    const char *s = CATALOG[c].ops;
+    size_t kl = strlen(key);
+    while (*s) {
+        const char *e = s;
+        while (*e && *e != ' ') e++;
+        size_t n = (size_t)(e - s);
+        int opt = n > 0 && s[n - 1] == '?';
+        if ((opt ? n - 1 : n) == kl && !strncmp(s, key, kl)) { if (optional) *optional = opt; return 1; }
+        s = *e ? e + 1 : e;
+    }
+    return 0;
+}
+
+/* ---- loader state ---- */
+typedef struct {
+    Plan *p;
+    const char *path;
+    int line;
+    char *err; size_t errlen;
+    int failed;
+    /* name -> tensor index hash */
+    int *hash; int hcap;
+    int *part_param; int part_cap;  /* param index of each part, in file order */
+    int tcap, ccap, pcap, scap, mcap;
+    int section;                   /* -1 header, 0 fwd, 1 bwd, 2 optimizer */
+    int saw_optimizer_line;
+    int seen_model, seen_run, seen_train, seen_arena, seen_data;
+    int pending_members;           /* members still expected by the last grouped_gemm */
+    int step_index;                /* over forward + backward */
+} Loader;
+
+static int fail(Loader *L, const char *fmt, ...) {
+    if (L->failed) return -1;
+    L->failed = 1;
+    int n = snprintf(L->err, L->errlen, "%s:%d: ", L->path, L->line);
+    if (n < 0) n = 0;
+    if ((size_t)n < L->errlen) {
+        va_list ap; va_start(ap, fmt);
+        vsnprintf(L->err + n, L->errlen - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static void *grow(void *arr, int *cap, int need, size_t elem) {
+    if (need <= *cap) return arr;
+    int nc = *cap ? *cap : 16;
+    while (nc < need) nc *= 2;
+    void *n = realloc(arr, (size_t)nc * elem);
+    if (!n) return NULL;
+    memset((char *)n + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
+    *cap = nc;
+    return n;
+}
+
+static uint64_t fnv(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) { h ^= (unsigned char)*s; h *= 1099511628211ULL; }
+    return h;
+}
+
+static int hash_rebuild(Loader *L) {
+    int cap = 64;
+    while (cap < 2 * L->p->ntensors + 2) cap *= 2;
+    int *h = malloc((size_t)cap * sizeof *h);
+    if (!h) return -1;
+    for (int i = 0; i < cap; i++) h[i] = -1;
+    for (int t = 0; t < L->p->ntensors; t++) {
+        uint64_t k = fnv(L->p->tensors[t].name) & (uint64_t)(cap - 1);
+        while (h[k] >= 0) k = (k + 1) & (uint64_t)(cap - 1);
+        h[k] = t;
+    }
+    free(L->hash); L->hash = h; L->hcap = cap;
+    return 0;
+}
+
+static int find_tensor(const Loader *L, const char *name) {
+    if (!L->hash) return -1;
+    uint64_t k = fnv(name) & (uint64_t)(L->hcap - 1);
+    while (L->hash[k] >= 0) {
+        if (!strcmp(L->p->tensors[L->hash[k]].name, name)) return L->hash[k];
+        k = (k + 1) & (uint64_t)(L->hcap - 1);
+    }
+    return -1;
+}
+
+/* ---- number parsing ---- */
+static int parse_i64(const char *s, int64_t *out) {
+    if (!*s) return -1;
+    errno = 0;
+    char *end;
+    long long v = strtoll(s, &end, 0);
+    if (*end || errno) return -1;
+    *out = v;
+    return 0;
+}
+
+/* "a" or "a%rb" */
+static int parse_rankint(const char *s, RankInt *out) {
+    const char *pct = strstr(s, "%r");
+    if (!pct) { out->per_rank = 0; return parse_i64(s, &out->base); }
+    char a[64];
+    size_t n = (size_t)(pct - s);
+    if (n == 0 || n >= sizeof a) return -1;
+    memcpy(a, s, n); a[n] = 0;
+    if (parse_i64(a, &out->base) || parse_i64(pct + 2, &out->per_rank)) return -1;
+    return 0;
+}
+
+static int parse_f64(const char *s, double *out) {
+    if (!*s) return -1;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+    if (!*s || *s == '-') return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (*end || errno) return -1;
+    *out = v;
+    return 0;
+}
+
+/* ---- key=value access on one tokenised line ---- */
+typedef struct {
+    int n;
+    char *tok[MAX_TOKENS];
+    char *key[MAX_TOKENS], *val[MAX_TOKENS];   /* key NULL: a bare word */
+    unsigned char used[MAX_TOKENS];
+} Line;
+
+static const char *get(Line *ln, const char *key) {
+    for (int i = 0; i < ln->n; i++)
+        if (ln->key[i] && !strcmp(ln->key[i], key)) { ln->used[i] = 1; return ln->val[i]; }
+    return NULL;
+}
+
+static int need_str(Loader *L, Line *ln, const char *key, const char **out) {
+    *out = get(ln, key);
+    if (!*out) return fail(L, "'%s' line: missing key %s=", ln->tok[0], key);
+    return 0;
+}
+
+static int need_i64(Loader *L, Line *ln, const char *key, int64_t *out, int64_t min) {
+    const char *v;
+    if (need_str(L, ln, key, &v)) return -1;
+    if (parse_i64(v, out)) return fail(L, "'%s' line: %s=%s is not an integer", ln->tok[0], key, v);
+    if (*out < min) return fail(L, "'%s' line: %s=%s must be at least %lld", ln->tok[0], key, v, (long long)min);
+    return 0;
+}
+
+static int need_int(Loader *L, Line *ln, const char *key, int *out, int min) {
+    int64_t v;
+    if (need_i64(L, ln, key, &v, min)) return -1;
+    if (v > 2000000000) return fail(L, "'%s' line: %s=%lld is too large", ln->tok[0], key, (long long)v);
+    *out = (int)v;
+    return 0;
+}
+
+static int opt_int(Loader *L, Line *ln, const char *key, int *out, int dflt) {
+    if (!get(ln, key)) { *out = dflt; return 0; }
+    return need_int(L, ln, key, out, 0);
+}
+
+static int need_f64(Loader *L, Line *ln, const char *key, double *out) {
+    const char *v;
+    if (need_str(L, ln, key, &v)) return -1;
+    if (parse_f64(v, out)) return fail(L, "'%s' line: %s=%s is not a number", ln->tok[0], key, v);
+    return 0;
+}
+
+static int opt_f64(Loader *L, Line *ln, const char *key, double *out, double dflt) {
+    if (!get(ln, key)) { *out = dflt; return 0; }
+    return need_f64(L, ln, key, out);
+}
+
+static void copy_name(char *dst, size_t cap, const char *src) {
+    snprintf(dst, cap, "%s", src ? src : "");
+}
+
+static int parse_dtype(const char *s) {
+    if (!strcmp(s, "bf16")) return PDT_BF16;
+    if (!strcmp(s, "fp32")) return PDT_FP32;
+    if (!strcmp(s, "i32")) return PDT_I32;
+    return -1;
+}
+
+/* "RxC" */
+static int parse_shape(Loader *L, const char *s, int64_t *rows, int64_t *cols) {
+    char buf[64];
+    if (strlen(s) >= sizeof buf) return fail(L, "shape=%.40s... is malformed (want ROWSxCOLS)", s);
+    strcpy(buf, s);
+    char *x = strchr(buf, 'x');
+    if (!x) {  /* a 1-D shape N is 1xN */
+        *rows = 1;
+        if (parse_i64(buf, cols) || *cols <= 0) return fail(L, "shape=%s is malformed (want ROWSxCOLS)", s);
+        return 0;
+    }
+    *x = 0;
+    if (parse_i64(buf, rows) || parse_i64(x + 1, cols) || *rows <= 0 || *cols <= 0)
+        return fail(L, "shape=%s is malformed (want ROWSxCOLS with positive sizes)", s);
+    if (*rows > ((int64_t)1 << 40) / *cols) return fail(L, "shape=%s is too large", s);
+    return 0;
+}
+
+static int add_tensor(Loader *L, const char *name, int kind, int dtype, int64_t rows, int64_t cols) {
+    Plan *p = L->p;
+    if (strlen(name) >= PLAN_NAME_LEN) return fail(L, "name %.40s... is longer than %d characters", name, PLAN_NAME_LEN - 1);
+    if (find_tensor(L, name) >= 0) return fail(L, "tensor %s is defined twice", name);
+    PlanTensor *nt = grow(p->tensors, &L->tcap, p->ntensors + 1, sizeof *nt);
+    if (!nt) return fail(L, "out of memory");
+    p->tensors = nt;
+    PlanTensor *t = &p->tensors[p->ntensors++];
+    memset(t, 0, sizeof *t);
+    copy_name(t->name, sizeof t->name, name);
+    t->kind = kind; t->dtype = dtype; t->rows = rows; t->cols = cols; t->param = -1;
+    t->live0 = -1; t->live1 = -1;
+    if (2 * p->ntensors + 2 > L->hcap) { if (hash_rebuild(L)) return fail(L, "out of memory"); }
+    else {
+        uint64_t k = fnv(name) & (uint64_t)(L->hcap - 1);
+        while (L->hash[k] >= 0) k = (k + 1) & (uint64_t)(L->hcap - 1);
+        L->hash[k] = p->ntensors - 1;
+    }
+    return p->ntensors - 1;
+}
+
+/* Reject keys the line kind does not know (steps only: header lines ignore unknown keys). */
+static int no_unused(Loader *L, Line *ln, int from) {
+    for (int i = from; i < ln->n; i++)
+        if (!ln->used[i]) {
+            if (ln->key[i]) return fail(L, "'%s' line: unknown key %s=", ln->tok[0], ln->key[i]);
+            return fail(L, "'%s' line: unexpected word '%s'", ln->tok[0], ln->tok[i]);
+        }
+    return 0;
+}
+
+/* ---- header lines ---- */
+static int line_model(Loader *L, Line *ln) {
+    Plan *p = L->p;
+    const char *v;
+    if ((v = get(ln, "name"))) copy_name(p->model_name, sizeof p->model_name, v);
+    if ((v = get(ln, "family"))) copy_name(p->family, sizeof p->family, v);
+    if (need_int(L, ln, "hidden", &p->hidden, 1) || need_int(L, ln, "layers", &p->layers, 0) ||
+        need_int(L, ln, "heads", &p->heads, 1) || opt_int(L, ln, "kv_heads", &p->kv_heads, p->heads) ||
+        need_int(L, ln, "head_dim", &p->head_dim, 1) || opt_int(L, ln, "ffn", &p->ffn, 0) ||
+        need_int(L, ln, "vocab", &p->vocab, 1) || opt_f64(L, ln, "eps", &p->eps, 1e-5) ||
+        opt_f64(L, ln, "rope_theta", &p->rope_theta, 10000))
+        return -1;
+    L->seen_model = 1;
+    return 0;
+}
+
+static int line_run(Loader *L, Line *ln) {
+    Plan *p = L->p;
+    const char *v;
+    if ((v = get(ln, "name"))) copy_name(p->run_name, sizeof p->run_name, v);
+    if ((v = get(ln, "layout"))) copy_name(p->layout, sizeof p->layout, v);
+    if ((v = get(ln, "gpu"))) copy_name(p->gpu, sizeof p->gpu, v);
+    if ((v = get(ln, "arch"))) copy_name(p->arch, sizeof p->arch, v);
+    if (need_int(L, ln, "tp", &p->tp, 1) || opt_int(L, ln, "pp", &p->pp, 1) || opt_int(L, ln, "dp", &p->dp, 1) ||
+        need_int(L, ln, "micro_batch", &p->micro_batch, 1) || need_int(L, ln, "seq", &p->seq, 1) ||
+        opt_int(L, ln, "grad_accum", &p->grad_accum, 1) || opt_int(L, ln, "online_rmsnorm", &p->online_rmsnorm, 0) ||
+        opt_int(L, ln, "group_linears", &p->group_linears, 0))
+        return -1;
+    if (p->tp > 64) return fail(L, "run: tp=%d is more than this runtime supports (64)", p->tp);
+    if (p->grad_accum < 1) return fail(L, "run: grad_accum must be at least 1");
+    p->dtype = PDT_BF16;
+    if ((v = get(ln, "dtype"))) {
+        p->dtype = parse_dtype(v);
+        if (p->dtype < 0) return fail(L, "run: dtype=%s is not one of bf16, fp32", v);
+    }
+    p->checkpoint = 0;
+    if ((v = get(ln, "checkpoint"))) p->checkpoint = strcmp(v, "none") ? 1 : 0;
+    L->seen_run = 1;
+    return 0;
+}
+
+static int line_train(Loader *L, Line *ln) {
+    Plan *p = L->p;
+    const char *v;
+    if (need_int(L, ln, "steps", &p->steps, 0) || need_f64(L, ln, "lr", &p->lr) ||
+        opt_f64(L, ln, "min_lr", &p->min_lr, p->lr) || opt_int(L, ln, "warmup", &p->warmup, 0) ||
+        opt_f64(L, ln, "beta1", &p->beta1, 0.9) || opt_f64(L, ln, "beta2", &p->beta2, 0.95) ||
+        opt_f64(L, ln, "adam_eps", &p->adam_eps, 1e-8) || opt_f64(L, ln, "weight_decay", &p->weight_decay, 0) ||
+        opt_f64(L, ln, "clip", &p->clip, 0) || opt_int(L, ln, "eval_every", &p->eval_every, 0))
+        return -1;
+    p->seed = 0;
+    if ((v = get(ln, "seed")) && parse_u64(v, &p->seed)) return fail(L, "train: seed=%s is not an integer", v);
+    L->seen_train = 1;
+    return 0;
+}
+
+static int line_data(Loader *L, Line *ln) {
+    Plan *p = L->p;
+    const char *v = get(ln, "path");
+    copy_name(p->data_path, sizeof p->data_path, v);
+    if (opt_f64(L, ln, "val_fraction", &p->val_fraction, 0.1)) return -1;
+    L->seen_data = 1;
+    return 0;
+}
+
+static int line_arena(Loader *L, Line *ln) {
+    if (ln->n < 2 || strcmp(ln->tok[1], "act")) return fail(L, "arena: expected 'arena act bytes=N'");
+    int64_t b;
+    if (need_i64(L, ln, "bytes", &b, 0)) return -1;
+    L->p->arena_bytes = b;
+    L->seen_arena = 1;
+    return 0;
+}
+
+static int line_canon(Loader *L, Line *ln) {
+    Plan *p = L->p;
+    if (ln->n < 2 || ln->key[1]) return fail(L, "canon: expected 'canon NAME shape=RxC ...'");
+    const char *name = ln->tok[1];
+    if (strlen(name) >= PLAN_NAME_LEN) return fail(L, "canon name too long");
+    for (int i = 0; i < p->ncanons; i++)
+        if (!strcmp(p->canons[i].name, name)) return fail(L, "canon %s is defined twice", name);
+    PlanCanon c = {0};
+    copy_name(c.name, sizeof c.name, name);
+    const char *v;
+    if (need_str(L, ln, "shape", &v) || parse_shape(L, v, &c.rows, &c.cols)) return -1;
+    if (need_str(L, ln, "init", &v)) return -1;
+    if (!strcmp(v, "normal")) c.init = 0;
+    else if (!strcmp(v, "ones")) c.init = 1;
+    else if (!strcmp(v, "zeros")) c.init = 2;
+    else return fail(L, "canon %s: init=%s is not one of normal, ones, zeros", name, v);
+    if (opt_f64(L, ln, "std", &c.std, 0)) return -1;
+    if (c.init == 0 && !(c.std >= 0)) return fail(L, "canon %s: std must be >= 0", name);
+    if ((v = get(ln, "seed")) && parse_u64(v, &c.seed)) return fail(L, "canon %s: seed=%s is not an integer", name, v);
+    if (opt_int(L, ln, "decay", &c.decay, 0)) return -1;
+    PlanCanon *n = grow(p->canons, &L->ccap, p->ncanons + 1, sizeof *n);
+    if (!n) return fail(L, "out of memory");
+    p->canons = n;
+    p->canons[p->ncanons++] = c;
+    return 0;
+}
+
+static int line_param(Loader *L, Line *ln) {
+    Plan *p = L->p;
+    if (ln->n < 2 || ln->key[1]) return fail(L, "param: expected 'param NAME shape=RxC dtype=D'");
+    const char *name = ln->tok[1], *v;
+    int64_t rows, cols;
+    if (need_str(L, ln, "shape", &v) || parse_shape(L, v, &rows, &cols)) return -1;
+    int dtype = PDT_FP32;
+    if ((v = get(ln, "dtype")) && (dtype = parse_dtype(v)) < 0) return fail(L, "param %s: dtype=%s is unknown", name, v);
+    char gname[PLAN_NAME_LEN + 4];
+    snprintf(gname, sizeof gname, "d.%s", name);
+    if (strlen(gname) >= PLAN_NAME_LEN) return fail(L, "param name %s is too long", name);
+    int t = add_tensor(L, name, TK_PARAM, dtype, rows, cols);
+    if (t < 0) return -1;
+    int g = add_tensor(L, gname, TK_GRAD, PDT_FP32, rows, cols);
+    if (g < 0) return -1;
+    PlanParam *np = grow(p->params, &L->pcap, p->nparams + 1, sizeof *np);
+    if (!np) return fail(L, "out of memory");
+    p->params = np;
+    PlanParam *pp = &p->params[p->nparams];
+    memset(pp, 0, sizeof *pp);
+    copy_name(pp->name, sizeof pp->name, name);
+    pp->tensor = t; pp->grad = g; pp->rows = rows; pp->cols = cols; pp->decay = -1;
+    p->tensors[t].param = p->tensors[g].param = p->nparams;
+    p->nparams++;
+    return 0;
+}
+
+static int parse_range(const char *s, RankInt *a, RankInt *b) {
+    char buf[64];
+    if (strlen(s) >= sizeof buf) return -1;
+    strcpy(buf, s);
+    char *c = strchr(buf, ':');
+    if (!c) return -1;
+    *c = 0;
+    return parse_rankint(buf, a) || parse_rankint(c + 1, b) ? -1 : 0;
+}
+
+static int line_part(Loader *L, Line *ln) {
+    Plan *p = L->p;
+    if (ln->n < 2 || ln->key[1]) return fail(L, "part: expected 'part PARAM canon=C src=r0:r1,c0:c1 dst=lr,lc rep=R'");
+    int t = find_tensor(L, ln->tok[1]);
+    if (t < 0 || p->tensors[t].kind != TK_PARAM) return fail(L, "part: %s is not a param defined above", ln->tok[1]);
+    const char *v;
+    PlanPart part = {0};
+    if (need_str(L, ln, "canon", &v)) return -1;
+    part.canon = plan_find_canon(p, v);
+    if (part.canon < 0) return fail(L, "part %s: canon %s is not defined above", ln->tok[1], v);
+    if (need_str(L, ln, "src", &v)) return -1;
+    char buf[128];
+    if (strlen(v) >= sizeof buf) return fail(L, "part %s: src= is malformed", ln->tok[1]);
+    strcpy(buf, v);
+    char *comma = strchr(buf, ',');
+    if (!comma) return fail(L, "part %s: src=%s is malformed (want r0:r1,c0:c1)", ln->tok[1], v);
+    *comma = 0;
+    if (parse_range(buf, &part.r0, &part.r1) || parse_range(comma + 1, &part.c0, &part.c1))
+        return fail(L, "part %s: src=%s is malformed (want r0:r1,c0:c1)", ln->tok[1], v);
+    if (need_str(L, ln, "dst", &v)) return -1;
+    if (strlen(v) >= sizeof buf) return fail(L, "part %s: dst= is malformed", ln->tok[1]);
+    strcpy(buf, v);
+    comma = strchr(buf, ',');
+    if (!comma) return fail(L, "part %s: dst=%s is malformed (want lr,lc)", ln->tok[1], v);
+    *comma = 0;
+    if (parse_rankint(buf, &part.lr) || parse_rankint(comma + 1, &part.lc))
+        return fail(L, "part %s: dst=%s is malformed (want lr,lc)", ln->tok[1], v);
+    if (opt_int(L, ln, "rep", &part.rep, 0)) return -1;
+    if (part.rep > 1) return fail(L, "part %s: rep must be 0 or 1", ln->tok[1]);
+    /* bounds for every rank */
+    const PlanCanon *c = &p->canons[part.canon];
+    const PlanTensor *pt = &p->tensors[t];
+    for (int r = 0; r < p->tp; r++) {
+        int64_t r0 = rank_int(part.r0, r), r1 = rank_int(part.r1, r), c0 = rank_int(part.c0, r), c1 = rank_int(part.c1, r);
+        int64_t lr = rank_int(part.lr, r), lc = rank_int(part.lc, r);
+        if (r0 < 0 || c0 < 0 || r1 <= r0 || c1 <= c0 || r1 > c->rows || c1 > c->cols)
+            return fail(L, "part %s: src block %lld:%lld,%lld:%lld (rank %d) is outside canon %s (%lldx%lld)",
+                        ln->tok[1], (long long)r0, (long long)r1, (long long)c0, (long long)c1, r, c->name,
+                        (long long)c->rows, (long long)c->cols);
+        if (lr < 0 || lc < 0 || lr + (r1 - r0) > pt->rows || lc + (c1 - c0) > pt->cols)
+            return fail(L, "part %s: block lands at %lld,%lld (rank %d), outside the param (%lldx%lld)",
+                        ln->tok[1], (long long)lr, (long long)lc, r, (long long)pt->rows, (long long)pt->cols);
+    }
+    PlanParam *pp = &p->params[pt->param];
+    if (pp->decay < 0) pp->decay = c->decay;
+    else if (pp->decay != c->decay) return fail(L, "part %s: canon %s has decay=%d but the param's other parts have %d",
+                                                ln->tok[1], c->name, c->decay, pp->decay);
+    PlanPart *np = grow(p->parts, &L->scap, p->nparts + 1, sizeof *np);
+    if (!np) return fail(L, "out of memory");
+    p->parts = np;
+    int cap = L->part_cap;
+    int *pi = grow(L->part_param, &cap, p->nparts + 1, sizeof *pi);
+    if (!pi) return fail(L, "out of memory");
+    L->part_param = pi; L->part_cap = cap;
+    L->part_param[p->nparts] = pt->param;
+    p->parts[p->nparts++] = part;
+    return 0;
+}
+
+static int line_buffer(Loader *L, Line *ln, int kind) {
+    Plan *p = L->p;
+    if (ln->n < 2 || ln->key[1]) return fail(L, "%s: expected '%s NAME dtype=D shape=S ...'", ln->tok[0], ln->tok[0]);
+    const char *v;
+    int dtype;
+    if (need_str(L, ln, "dtype", &v)) return -1;
+    if ((dtype = parse_dtype(v)) < 0) return fail(L, "%s %s: dtype=%s is not one of bf16, fp32, i32", ln->tok[0], ln->tok[1], v);
+    int64_t rows, cols;
+    if (need_str(L, ln, "shape", &v) || parse_shape(L, v, &rows, &cols)) return -1;
+    int t = add_tensor(L, ln->tok[1], kind, dtype, rows, cols);
+    if (t < 0) return -1;
+    PlanTensor *pt = &p->tensors[t];
+    if (kind == TK_ACT) {
+        if (need_i64(L, ln, "offset", &pt->offset, 0) || need_str(L, ln, "live", &v)) return -1;
+        RankInt a, b;
+        if (parse_range(v, &a, &b) || a.per_rank || b.per_rank || a.base < 0 || b.base < a.base || b.base > 2000000000)
+            return fail(L, "buffer %s: live=%s is malformed (want FIRST:LAST step indices)", pt->name, v);
+        pt->live0 = (int)a.base; pt->live1 = (int)b.base;
+        if (!L->seen_arena) return fail(L, "buffer %s: the 'arena act bytes=N' line must come before the buffers", pt->name);
+        int64_t bytes = rows * cols * (int64_t)plan_dtype_size(dtype);
+        if (pt->offset + bytes > p->arena_bytes)
+            return fail(L, "buffer %s: offset %lld + %lld bytes is past the arena's %lld bytes", pt->name,
+                        (long long)pt->offset, (long long)bytes, (long long)p->arena_bytes);
+    }
+    if (kind == TK_INPUT && !strcmp(pt->name, "tokens")) p->tokens = t;
+    if (kind == TK_INPUT && !strcmp(pt->name, "targets")) p->targets = t;
+    if (kind == TK_OUTPUT && !strcmp(pt->name, "loss")) p->loss = t;
+    return 0;
+}
+
+/* ---- operands ---- */
+static int parse_operand(Loader *L, const char *s, Operand *op) {
+    char name[PLAN_NAME_LEN + 2];
+    const char *plus = strchr(s, '+');
+    size_t n = plus ? (size_t)(plus - s) : strlen(s);
+    if (n == 0 || n >= PLAN_NAME_LEN) return fail(L, "operand '%.60s' is malformed", s);
+    memcpy(name, s, n); name[n] = 0;
+    op->tensor = find_tensor(L, name);
+    if (op->tensor < 0) return fail(L, "unknown tensor %s", name);
+    op->off.base = 0; op->off.per_rank = 0;
+    if (plus && parse_rankint(plus + 1, &op->off)) return fail(L, "operand %s: offset '%s' is not a number", s, plus + 1);
+    return 0;
+}
+
+static int64_t numel(const PlanTensor *t) { return t->rows * t->cols; }
+
+/* Does a rows x cols view with leading dimension ld (plus `extra` elements further, e.g. batch
+ * strides) starting at op fit its tensor on every rank? */
+static int check_view(Loader *L, const Plan *p, const Operand *op, int64_t rows, int64_t cols, int64_t ld,
+                      int64_t extra, const char *what) {
+    const PlanTensor *t = &p->tensors[op->tensor];
+    if (rows <= 0 || cols <= 0) return fail(L, "%s: empty view (%lld x %lld)", what, (long long)rows, (long long)cols);
+    if (rows > 1 && ld < cols) return fail(L, "%s: ld=%lld is smaller than its %lld columns", what, (long long)ld, (long long)cols);
+    if (extra < 0) return fail(L, "%s: negative stride", what);
+    for (int r = 0; r < p->tp; r++) {
+        int64_t off = rank_int(op->off, r);
+        if (off < 0) return fail(L, "%s: offset %lld (rank %d) is negative", what, (long long)off, r);
+        double end = (double)off + (double)(rows - 1) * (double)ld + (double)cols + (double)extra;
+        if (end > (double)numel(t))
+            return fail(L, "%s: operand range outside tensor %s: %lldx%lld view, ld %lld, offset %lld (rank %d) needs %.0f elements, the tensor has %lld",
+                        what, t->name, (long long)rows, (long long)cols, (long long)ld, (long long)off, r, end, (long long)numel(t));
+    }
+    return 0;
+}
+
+/* Mark step index use of activation buffers (liveness check). */
+static int check_live(Loader *L, const Plan *p, const Operand *op) {
+    const PlanTensor *t = &p->tensors[op->tensor];
+    if (t->kind != TK_ACT || L->section > 1) return 0;
+    if (L->step_index < t->live0 || L->step_index > t->live1)
+        return fail(L, "buffer %s is used at step %d, outside its live range %d:%d", t->name, L->step_index, t->live0, t->live1);
+    return 0;
+}
+
+static int parse_gemm_fields(Loader *L, Line *ln, GemmArgs *g, int batched) {
+    const char *v;
+    int64_t ta, tb;
+    if (need_i64(L, ln, "ta", &ta, 0) || need_i64(L, ln, "tb", &tb, 0)) return -1;
+    if (ta > 1 || tb > 1) return fail(L, "%s: ta and tb must be 0 or 1", ln->tok[0]);
+    g->ta = (int)ta; g->tb = (int)tb;
+    if (need_i64(L, ln, "m", &g->m, 1) || need_i64(L, ln, "n", &g->n, 1) || need_i64(L, ln, "k", &g->k, 1) ||
+        need_i64(L, ln, "lda", &g->lda, 1) || need_i64(L, ln, "ldb", &g->ldb, 1) || need_i64(L, ln, "ldc", &g->ldc, 1))
+        return -1;
+    if (need_str(L, ln, "A", &v) || parse_operand(L, v, &g->A) || need_str(L, ln, "B", &v) || parse_operand(L, v, &g->B) ||
+        need_str(L, ln, "C", &v) || parse_operand(L, v, &g->C))
+        return -1;
+    g->alpha = 1; g->beta = 0;
+    if (opt_f64(L, ln, "alpha", &g->alpha, 1) || opt_f64(L, ln, "beta", &g->beta, 0)) return -1;
+    g->batch = 1; g->sA = g->sB = g->sC = 0;
+    if (batched) {
+        if (need_i64(L, ln, "batch", &g->batch, 1) || need_i64(L, ln, "sA", &g->sA, 0) ||
+            need_i64(L, ln, "sB", &g->sB, 0) || need_i64(L, ln, "sC", &g->sC, 0))
+            return -1;
+    }
+    const Plan *p = L->p;
+    int64_t ar = g->ta ? g->k : g->m, ac = g->ta ? g->m : g->k;
+    int64_t br = g->tb ? g->n : g->k, bc = g->tb ? g->k : g->n;
+    if (check_view(L, p, &g->A, ar, ac, g->lda, (g->batch - 1) * g->sA, "gemm operand A") ||
+        check_view(L, p, &g->B, br, bc, g->ldb, (g->batch - 1) * g->sB, "gemm operand B") ||
+        check_view(L, p, &g->C, g->m, g->n, g->ldc, (g->batch - 1) * g->sC, "gemm operand C"))
+        return -1;
+    if (ar == 1 && g->lda < ac) return fail(L, "gemm: lda=%lld is smaller than A's %lld columns", (long long)g->lda, (long long)ac);
+    if (br == 1 && g->ldb < bc) return fail(L, "gemm: ldb=%lld is smaller than B's %lld columns", (long long)g->ldb, (long long)bc);
+    if (g->m == 1 && g->ldc < g->n) return fail(L, "gemm: ldc=%lld is smaller than C's %lld columns", (long long)g->ldc, (long long)g->n);
+    if (p->tensors[g->C.tensor].kind == TK_PARAM || p->tensors[g->C.tensor].kind == TK_INPUT)
+        return fail(L, "gemm: C=%s is a param or an input; steps never write those", p->tensors[g->C.tensor].name);
+    for (int i = 0; i < 3; i++) {
+        const Operand *o = i == 0 ? &g->A : i == 1 ? &g->B : &g->C;
+        if (p->tensors[o->tensor].dtype == PDT_I32) return fail(L, "gemm: operand %s is i32", p->tensors[o->tensor].name);
+        if (check_live(L, p, o)) return -1;
+    }
+    return 0;
+}
+
+/* ---- kernels: operand extents per kind ---- */
+static int64_t kc(const KernelArgs *k, const char *key, int64_t d) { return kernel_int(k, key, 0, d); }
+
+static int kview(Loader *L, const KernelArgs *k, const char *key, int64_t rows, int64_t cols, int64_t ld) {
+    int i = kernel_op(k, key);
+    if (i < 0) return 0;
+    char what[80];
+    snprintf(what, sizeof what, "kernel %s operand %s", k->kind, key);
+    return check_view(L, L->p, &k->op[i], rows, cols, ld, 0, what);
+}
+
+static int need_consts(Loader *L, const KernelArgs *k, const char *keys) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", keys);
+    for (char *s = strtok(buf, " "); s; s = strtok(NULL, " "))
+        if (!kernel_has(k, s)) return fail(L, "kernel %s: missing key %s=", k->kind, s);
+    return 0;
+}
+
+static int need_op(Loader *L, const KernelArgs *k, const char *key, const char *why) {
+    if (kernel_op(k, key) < 0) return fail(L, "kernel %s: operand %s= is required %s", k->kind, key, why);
+    return 0;
+}
+
+static int check_kernel_extents(Loader *L, const KernelArgs *k) {
+    const char *kind = k->kind;
+    int64_t rows = kc(k, "rows", 0), cols = kc(k, "cols", 0);
+#define LD(key, dflt) kc(k, key, dflt)
+    if (!strcmp(kind, "embedding_fwd") || !strcmp(kind, "embedding_bwd")) {
+        if (need_consts(L, k, "rows cols vocab")) return -1;
+        int64_t vocab = kc(k, "vocab", 0);
+        const char *tab = kind[10] == 'f' ? "table" : "dtable", *o = kind[10] == 'f' ? "out" : "dout";
+        return kview(L, k, "tokens", 1, rows, rows) || kview(L, k, tab, vocab, cols, cols) ||
+               kview(L, k, o, rows, cols, LD("ldo", cols));
+    }
+    if (!strcmp(kind, "rmsnorm_fwd")) {
+        if (need_consts(L, k, "rows cols divisor eps")) return -1;
+        return kview(L, k, "x", rows, cols, LD("ldx", cols)) || kview(L, k, "gamma", 1, cols, cols) ||
+               kview(L, k, "out", rows, cols, LD("ldo", cols)) || kview(L, k, "rstd", 1, rows, rows) ||
+               kview(L, k, "sumsq", 1, rows, rows);
+    }
+    if (!strcmp(kind, "rmsnorm_bwd")) {
+        if (need_consts(L, k, "rows cols divisor")) return -1;
+        int64_t phase = kc(k, "phase", 0);
+        if (phase < 0 || phase > 2) return fail(L, "kernel rmsnorm_bwd: phase must be 0, 1 or 2");
+        if (phase != 0 && need_op(L, k, "dot", "with phase 1 or 2")) return -1;
+        if (phase != 1 && need_op(L, k, "dx", "with phase 0 or 2")) return -1;
+        return kview(L, k, "x", rows, cols, LD("ldx", cols)) || kview(L, k, "gamma", 1, cols, cols) ||
+               kview(L, k, "rstd", 1, rows, rows) || kview(L, k, "dout", rows, cols, LD("ldo", cols)) ||
+               kview(L, k, "dot", 1, rows, rows) || kview(L, k, "dx", rows, cols, LD("lddx", LD("ldx", cols))) ||
+               kview(L, k, "dgamma", 1, cols, cols);
+    }
+    if (!strcmp(kind, "sumsq")) {
+        if (need_consts(L, k, "rows cols")) return -1;
+        return kview(L, k, "x", rows, cols, LD("ldx", cols)) || kview(L, k, "out", 1, rows, rows);
+    }
+    if (!strcmp(kind, "online_norm_fwd")) {
+        if (need_consts(L, k, "rows cols divisor eps")) return -1;
+        return kview(L, k, "x", rows, cols, LD("ldx", cols)) || kview(L, k, "gamma", 1, cols, cols) ||
+               kview(L, k, "xhat", rows, cols, LD("ldxhat", cols)) || kview(L, k, "rho", 1, rows, rows) ||
+               kview(L, k, "stat", rows, 1, LD("ldstat", 1));
+    }
+    if (!strcmp(kind, "online_norm_rescale")) {
+        if (need_consts(L, k, "rows cols")) return -1;
+        return kview(L, k, "h", rows, cols, LD("ldh", cols)) || kview(L, k, "rho", 1, rows, rows);
+    }
+    if (!strcmp(kind, "bottleneck_act")) {
+        if (need_consts(L, k, "rows cols")) return -1;
+        int64_t norm = kc(k, "norm", 0);
+        if (norm && need_op(L, k, "rstd", "with norm=1")) return -1;
+        return kview(L, k, "h", rows, cols + (norm ? 1 : 0), LD("ldh", cols + (norm ? 1 : 0))) ||
+               kview(L, k, "y", rows, cols, LD("ldy", cols)) || kview(L, k, "z", rows, cols, LD("ldz", cols)) ||
+               kview(L, k, "rstd", 1, rows, rows);
+    }
+    if (!strcmp(kind, "bottleneck_act_bwd")) {
+        if (need_consts(L, k, "rows cols")) return -1;
+        int64_t norm = kc(k, "norm", 0);
+        if (norm && (need_op(L, k, "rstd", "with norm=1") || need_op(L, k, "rho", "with norm=1") ||
+                     need_op(L, k, "dstat", "with norm=1") || need_consts(L, k, "divisor")))
+            return -1;
+        return kview(L, k, "h", rows, cols, LD("ldh", cols)) || kview(L, k, "y", rows, cols, LD("ldy", cols)) ||
+               kview(L, k, "rstd", 1, rows, rows) || kview(L, k, "rho", 1, rows, rows) ||
+               kview(L, k, "dz", rows, cols, LD("ldz", cols)) || kview(L, k, "dh", rows, cols, LD("lddh", cols)) ||
+               kview(L, k, "dstat", 1, rows, rows);
+    }
+    if (!strcmp(kind, "online_norm_bwd")) {
+        if (need_consts(L, k, "rows cols")) return -1;
+        return kview(L, k, "x", rows, cols, LD("ldx", cols)) || kview(L, k, "gamma", 1, cols, cols) ||
+               kview(L, k, "rho", 1, rows, rows) || kview(L, k, "dxhat", rows, cols, LD("lddxhat", cols)) ||
+               kview(L, k, "dstat", 1, rows, rows) || kview(L, k, "dx", rows, cols, LD("lddx", LD("ldx", cols))) ||
+               kview(L, k, "dgamma", 1, cols, cols);
+    }
+    if (!strcmp(kind, "rope")) {
+        if (need_consts(L, k, "rows heads head_dim seq theta")) return -1;
+        int64_t w = kc(k, "heads", 0) * kc(k, "head_dim", 0);
+        if (kc(k, "head_dim", 0) % 2) return fail(L, "kernel rope: head_dim must be even");
+        if (kc(k, "seq", 0) <= 0) return fail(L, "kernel rope: seq must be positive");
+        return kview(L, k, "x", rows, w, LD("ldx", w));
+    }
+    if (!strcmp(kind, "attention_fwd") || !strcmp(kind, "attention_bwd")) {
+        if (need_consts(L, k, "batch seq heads kv_heads head_dim scale")) return -1;
+        int64_t b = kc(k, "batch", 0), s = kc(k, "seq", 0), h = kc(k, "heads", 0), kvh = kc(k, "kv_heads", 0), hd = kc(k, "head_dim", 0);
+        if (b <= 0 || s <= 0 || h <= 0 || kvh <= 0 || hd <= 0 || h % kvh)
+            return fail(L, "kernel %s: batch, seq, heads, kv_heads, head_dim must be positive and heads a multiple of kv_heads", kind);
+        int64_t M = b * s, wq = h * hd, wk = kvh * hd;
+        int64_t ldq = LD("ldq", wq), ldk = LD("ldk", wk), ldv = LD("ldv", wk), ldo = LD("ldo", wq);
+        return kview(L, k, "q", M, wq, ldq) || kview(L, k, "k", M, wk, ldk) || kview(L, k, "v", M, wk, ldv) ||
+               kview(L, k, "out", M, wq, ldo) || kview(L, k, "lse", 1, b * h * s, b * h * s) ||
+               kview(L, k, "dout", M, wq, LD("lddo", ldo)) || kview(L, k, "dq", M, wq, LD("lddq", ldq)) ||
+               kview(L, k, "dk", M, wk, LD("lddk", ldk)) || kview(L, k, "dv", M, wk, LD("lddv", ldv));
+    }
+    if (!strcmp(kind, "glu_fwd")) {
+        if (need_consts(L, k, "rows cols")) return -1;
+        return kview(L, k, "gate", rows, cols, LD("ldg", cols)) || kview(L, k, "up", rows, cols, LD("ldu", cols)) ||
+               kview(L, k, "out", rows, cols, LD("ldo", cols));
+    }
+    if (!strcmp(kind, "glu_bwd")) {
+        if (need_consts(L, k, "rows cols")) return -1;
+        return kview(L, k, "gate", rows, cols, LD("ldg", cols)) || kview(L, k, "up", rows, cols, LD("ldu", cols)) ||
+               kview(L, k, "dout", rows, cols, LD("ldo", cols)) || kview(L, k, "dgate", rows, cols, LD("lddg", cols)) ||
+               kview(L, k, "dup", rows, cols, LD("lddu", cols));
+    }
+    if (!strcmp(kind, "add")) {
+        if (need_consts(L, k, "rows cols")) return -1;
+        return kview(L, k, "a", rows, cols, LD("lda", cols)) || kview(L, k, "b", rows, cols, LD("ldb", cols)) ||
+               kview(L, k, "out", rows, cols, LD("ldo", cols));
+    }
+    if (!strcmp(kind, "copy")) {
+        if (need_consts(L, k, "rows cols")) return -1;
+        return kview(L, k, "src", rows, cols, LD("lds", cols)) || kview(L, k, "dst", rows, cols, LD("ldd", cols));
+    }
+    if (!strcmp(kind, "xent_fwd")) {
+        if (need_consts(L, k, "rows cols vocab_offset")) return -1;
+        return kview(L, k, "logits", rows, cols, LD("ldl", cols)) || kview(L, k, "targets", 1, rows, rows) ||
+               kview(L, k, "stats", rows, 3, 3);
+    }
+    if (!strcmp(kind, "xent_combine")) {
+        if (need_consts(L, k, "rows tp")) return -1;
+        int64_t tp = kc(k, "tp", 0);
+        if (tp < 1) return fail(L, "kernel xent_combine: tp must be positive");
+        return kview(L, k, "stats_all", rows, 3 * tp, 3 * tp) || kview(L, k, "lse", 1, rows, rows) ||
+               kview(L, k, "loss", 1, 1, 1);
+    }
+    if (!strcmp(kind, "xent_bwd")) {
+        if (need_consts(L, k, "rows cols vocab_offset scale")) return -1;
+        return kview(L, k, "logits", rows, cols, LD("ldl", cols)) || kview(L, k, "targets", 1, rows, rows) ||
+               kview(L, k, "lse", 1, rows, rows) || kview(L, k, "dlogits", rows, cols, LD("lddl", LD("ldl", cols)));
+    }
+#undef LD
+    return fail(L, "unknown kernel kind %s", kind);
+}
+
+static int line_kernel(Loader *L, Line *ln, KernelArgs *k) {
+    if (ln->n < 2 || ln->key[1]) return fail(L, "kernel: expected 'kernel KIND name=N grid=G block=B smem=S ...'");
+    int c = catalog_find(ln->tok[1]);
+    if (c < 0) return fail(L, "unknown kernel kind %s (the catalog is in docs/plan-format.md)", ln->tok[1]);
+    copy_name(k->kind, sizeof k->kind, ln->tok[1]);
+    ln->used[1] = 1;
+    const char *v = get(ln, "name");
+    if (!v) return fail(L, "kernel %s: missing key name=", k->kind);
+    copy_name(k->name, sizeof k->name, v);
+    if (need_i64(L, ln, "grid", &k->grid, 0) || need_i64(L, ln, "block", &k->block, 0) || need_i64(L, ln, "smem", &k->smem, 0))
+        return -1;
+    for (int i = 2; i < ln->n; i++) {
+        if (ln->used[i]) continue;
+        if (!ln->key[i]) return fail(L, "kernel %s: unexpected word '%s'", k->kind, ln->tok[i]);
+        ln->used[i] = 1;
+        const char *key = ln->key[i], *val = ln->val[i];
+        if (strlen(key) >= sizeof k->op_key[0]) return fail(L, "kernel %s: key %s is too long", k->kind, key);
+        for (int j = 0; j < k->nops; j++) if (!strcmp(k->op_key[j], key)) return fail(L, "kernel %s: duplicate key %s=", k->kind, key);
+        for (int j = 0; j < k->nconst; j++) if (!strcmp(k->const_key[j], key)) return fail(L, "kernel %s: duplicate key %s=", k->kind, key);
+        int opt;
+        if (catalog_is_operand(c, key, &opt)) {
+            if (k->nops >= PLAN_MAX_KEYS) return fail(L, "kernel %s: too many operands", k->kind);
+            if (parse_operand(L, val, &k->op[k->nops])) return -1;
+            if (check_live(L, L->p, &k->op[k->nops])) return -1;
+            copy_name(k->op_key[k->nops], sizeof k->op_key[0], key);
+            k->nops++;
+        } else {
+            if (k->nconst >= PLAN_MAX_KEYS) return fail(L, "kernel %s: too many constants", k->kind);
+            RankInt ri = {0, 0};
+            double d;
+            if (!strcmp(val, "silu")) { ri.base = 1; d = 1; }
+            else if (!strcmp(val, "none")) { ri.base = 0; d = 0; }
+            else if (parse_dtype(val) >= 0) { ri.base = parse_dtype(val); d = (double)ri.base; }
+            else if (!parse_rankint(val, &ri)) d = (double)ri.base;
+            else if (!parse_f64(val, &d)) { ri.base = (int64_t)d; }
+            else return fail(L, "kernel %s: %s=%s is neither a tensor operand of this kind nor a number", k->kind, key, val);
+            copy_name(k->const_key[k->nconst], sizeof k->const_key[0], key);
+            k->const_int[k->nconst] = ri;
+            k->const_val[k->nconst] = d;
+            k->nconst++;
+        }
+    }
+    /* required operands */
+    const char *s = CATALOG[c].ops;
+    while (*s) {
+        const char *e = s;
+        while (*e && *e != ' ') e++;
+        char key[32];
+        size_t n = (size_t)(e - s);
+        if (n < sizeof key && s[n - 1] != '?') {
+            memcpy(key, s, n); key[n] = 0;
+            if (kernel_op(k, key) < 0) return fail(L, "kernel %s: missing operand %s=", k->kind, key);
+        }
+        s = *e ? e + 1 : e;
+    }
+    return check_kernel_extents(L, k);
+}
+
+static int line_collective(Loader *L, Line *ln, CollArgs *c, int gather) {
+    const Plan *p = L->p;
+    const char *v;
+    if (need_str(L, ln, "dtype", &v)) return -1;
+    if ((c->dtype = parse_dtype(v)) < 0) return fail(L, "%s: dtype=%s is unknown", ln->tok[0], v);
+    c->bwd = 0;
+    if ((v = get(ln, "dir"))) {
+        if (!strcmp(v, "bwd")) c->bwd = 1;
+        else if (strcmp(v, "fwd")) return fail(L, "%s: dir=%s is not fwd or bwd", ln->tok[0], v);
+    }
+    copy_name(c->tag, sizeof c->tag, get(ln, "tag"));
+    if (!gather) {
+        if (need_str(L, ln, "buf", &v) || parse_operand(L, v, &c->buf) || need_i64(L, ln, "elems", &c->elems, 1)) return -1;
+        if ((v = get(ln, "op")) && strcmp(v, "sum")) return fail(L, "allreduce: op=%s is not supported (only sum)", v);
+        if (check_view(L, p, &c->buf, 1, c->elems, c->elems, 0, "allreduce buf") || check_live(L, p, &c->buf)) return -1;
+        return 0;
+    }
+    if (need_str(L, ln, "src", &v) || parse_operand(L, v, &c->src) || need_str(L, ln, "dst", &v) || parse_operand(L, v, &c->dst) ||
+        need_i64(L, ln, "rows", &c->rows, 1) || need_i64(L, ln, "cols", &c->cols, 1))
+        return -1;
+    c->ld_src = c->cols; c->ld_dst = c->cols * p->tp;
+    if ((get(ln, "ld_src") && need_i64(L, ln, "ld_src", &c->ld_src, 1)) || (get(ln, "ld_dst") && need_i64(L, ln, "ld_dst", &c->ld_dst, 1)))
+        return -1;
+    if (check_view(L, p, &c->src, c->rows, c->cols, c->ld_src, 0, "allgather src") ||
+        check_view(L, p, &c->dst, c->rows, c->cols * p->tp, c->ld_dst, 0, "allgather dst") ||
+        check_live(L, p, &c->src) || check_live(L, p, &c->dst))
+        return -1;
+    return 0;
+}
+
+static PlanStep *new_step(Loader *L, int kind) {
+    Plan *p = L->p;
+    PlanStep *n = grow(p->steps_, &L->mcap, p->nsteps + 1, sizeof *n);
+    if (!n) { fail(L, "out of memory"); return NULL; }
+    p->steps_ = n;
+    PlanStep *s = &p->steps_[p->nsteps++];
+    memset(s, 0, sizeof *s);
+    s->kind = kind; s->section = L->section; s->line = L->line; s->marker_tensor = -1;
+    return s;
+}
+
+static int line_step(Loader *L, Line *ln) {
+    Plan *p = L->p;
+    const char *w = ln->tok[0];
+    if (L->pending_members && strcmp(w, "member"))
+        return fail(L, "grouped_gemm: %d member line(s) missing before this line", L->pending_members);
+    if (L->section == 2) {
+        if (strcmp(w, "optimizer")) return fail(L, "section optimizer holds only the 'optimizer adamw' line, not '%s'", w);
+        if (ln->n != 2 || strcmp(ln->tok[1], "adamw")) return fail(L, "optimizer: only 'optimizer adamw' is supported");
+        if (L->saw_optimizer_line) return fail(L, "optimizer line given twice");
+        if (!new_step(L, ST_OPTIMIZER)) return -1;
+        L->saw_optimizer_line = 1;
+        return 0;
+    }
+    if (!strcmp(w, "member")) {
+        if (!L->pending_members) return fail(L, "member line outside a grouped_gemm");
+        GemmArgs g;
+        memset(&g, 0, sizeof g);
+        L->step_index--;   /* members belong to their grouped_gemm's step */
+        int rc = parse_gemm_fields(L, ln, &g, 0);
+        L->step_index++;
+        if (rc || no_unused(L, ln, 1)) return -1;
+        GemmArgs *nm = realloc(p->members, (size_t)(p->nmembers + 1) * sizeof *nm);
+        if (!nm) return fail(L, "out of memory");
+        p->members = nm;
+        p->members[p->nmembers++] = g;
+        p->steps_[p->nsteps - 1].nmembers++;
+        L->pending_members--;
+        return 0;
+    }
+    PlanStep *s;
+    int rc = 0;
+    if (!strcmp(w, "gemm") || !strcmp(w, "batched_gemm")) {
+        int b = w[0] == 'b';
+        if (!(s = new_step(L, b ? ST_BATCHED_GEMM : ST_GEMM))) return -1;
+        rc = parse_gemm_fields(L, ln, &s->gemm, b) || no_unused(L, ln, 1);
+    } else if (!strcmp(w, "grouped_gemm")) {
+        if (!(s = new_step(L, ST_GROUPED_GEMM))) return -1;
+        int64_t count;
+        if (need_i64(L, ln, "count", &count, 1) || no_unused(L, ln, 1)) return -1;
+        if (count > 4096) return fail(L, "grouped_gemm: count=%lld is too large", (long long)count);
+        s->first_member = p->nmembers; s->nmembers = 0;
+        L->pending_members = (int)count;
+    } else if (!strcmp(w, "kernel")) {
+        if (!(s = new_step(L, ST_KERNEL))) return -1;
+        s->kernel = calloc(1, sizeof *s->kernel);
+        if (!s->kernel) return fail(L, "out of memory");
+        rc = line_kernel(L, ln, s->kernel);
+    } else if (!strcmp(w, "allreduce") || !strcmp(w, "allgather")) {
+        int g = w[3] == 'g';
+        if (!(s = new_step(L, g ? ST_ALLGATHER : ST_ALLREDUCE))) return -1;
+        rc = line_collective(L, ln, &s->coll, g) || no_unused(L, ln, 1);
+    } else if (!strcmp(w, "save")) {
+        if (!(s = new_step(L, ST_SAVE))) return -1;
+        const char *v;
+        if (need_str(L, ln, "buf", &v)) return -1;
+        s->marker_tensor = find_tensor(L, v);
+        if (s->marker_tensor < 0) return fail(L, "save: unknown tensor %s", v);
+        rc = no_unused(L, ln, 1);
+    } else if (!strcmp(w, "recompute")) {
+        if (ln->n < 2 || (strcmp(ln->tok[1], "begin") && strcmp(ln->tok[1], "end")))
+            return fail(L, "recompute: expected 'recompute begin|end chunk=NAME'");
+        if (!(s = new_step(L, ln->tok[1][0] == 'b' ? ST_RECOMPUTE_BEGIN : ST_RECOMPUTE_END))) return -1;
+        ln->used[1] = 1;
+        copy_name(s->chunk, sizeof s->chunk, get(ln, "chunk"));
+        rc = no_unused(L, ln, 1);
+    } else if (!strcmp(w, "optimizer")) {
+        return fail(L, "the optimizer line belongs in 'section optimizer'");
+    } else {
+        return fail(L, "unknown step kind '%s'", w);
+    }
+    L->step_index++;
+    return rc ? -1 : 0;
+}
+
+static int line_section(Loader *L, Line *ln) {
+    static const char *names[] = {"forward", "backward", "optimizer"};
+    if (ln->n != 2) return fail(L, "section: expected 'section forward|backward|optimizer'");
+    if (L->pending_members) return fail(L, "grouped_gemm: %d member line(s) missing", L->pending_members);
+    int want = L->section + 1;
+    if (want > 2 || strcmp(ln->tok[1], names[want]))
+        return fail(L, "section %s out of order: sections are forward, backward, optimizer, each once", ln->tok[1]);
+    if (want == 0 && (!L->seen_model || !L->seen_run || !L->seen_train || !L->seen_arena))
+        return fail(L, "the header lines (model, run, train, arena) must come before section forward");
+    L->section = want;
+    return 0;
+}
+
+/* Tokenise in place; returns -1 on too many tokens. */
+static int tokenise(char *s, Line *ln) {
+    memset(ln, 0, sizeof *ln);
+    while (*s) {
+        while (*s == ' ' || *s == '\t' || *s == '\r') *s++ = 0;
+        if (!*s) break;
+        if (ln->n >= MAX_TOKENS) return -1;
+        ln->tok[ln->n] = s;
+        while (*s && *s != ' ' && *s != '\t' && *s != '\r') s++;
+        ln->n++;
+    }
+    for (int i = 0; i < ln->n; i++) {
+        char *eq = strchr(ln->tok[i], '=');
+        if (eq && i > 0) {
+            /* key=value: the key is copied into the token storage by splitting at '=' */
+            *eq = 0;
+            ln->key[i] = ln->tok[i];
+            ln->val[i] = eq + 1;
+        }
+    }
+    return 0;
+}
+
+/* Checks over the whole plan once every line is read. */
+static int final_checks(Loader *L) {
+    Plan *p = L->p;
+    if (L->section < 2) return fail(L, "the plan is truncated: no 'section optimizer' (regenerate it with 'boost gen')");
+    if (!L->saw_optimizer_line) return fail(L, "the plan is truncated: no 'optimizer' line (regenerate it with 'boost gen')");
+    if (L->pending_members) return fail(L, "the plan is truncated inside a grouped_gemm");
+    if (p->tokens < 0 || p->targets < 0 || p->loss < 0)
+        return fail(L, "the plan lacks 'input tokens', 'input targets' or 'output loss'");
+    int64_t M = (int64_t)p->micro_batch * p->seq;
+    if (numel(&p->tensors[p->tokens]) != M || numel(&p->tensors[p->targets]) != M ||
+        p->tensors[p->tokens].dtype != PDT_I32 || p->tensors[p->targets].dtype != PDT_I32)
+        return fail(L, "inputs tokens/targets must be i32 with micro_batch*seq = %lld elements", (long long)M);
+    /* group parts by param (stable) */
+    PlanPart *sorted = malloc((size_t)(p->nparts ? p->nparts : 1) * sizeof *sorted);
+    if (!sorted) return fail(L, "out of memory");
+    int n = 0;
+    for (int q = 0; q < p->nparams; q++) {
+        p->params[q].first_part = n;
+        for (int i = 0; i < p->nparts; i++)
+            if (L->part_param[i] == q) sorted[n++] = p->parts[i];
+        p->params[q].nparts = n - p->params[q].first_part;
+        if (p->params[q].decay < 0) p->params[q].decay = 0;
+    }
+    free(p->parts);
+    p->parts = sorted;
+    /* parts cover each param exactly (area sum + no pairwise overlap) on every rank */
+    for (int q = 0; q < p->nparams; q++) {
+        const PlanParam *pp = &p->params[q];
+        if (pp->nparts == 0) return fail(L, "param %s has no part lines (where do its values come from?)", pp->name);
+        for (int r = 0; r < p->tp; r++) {
+            int64_t area = 0;
+            for (int i = 0; i < pp->nparts; i++) {
+                const PlanPart *a = &p->parts[pp->first_part + i];
+                int64_t ah = rank_int(a->r1, r) - rank_int(a->r0, r), aw = rank_int(a->c1, r) - rank_int(a->c0, r);
+                int64_t ar = rank_int(a->lr, r), acl = rank_int(a->lc, r);
+                area += ah * aw;
+                for (int j = 0; j < i; j++) {
+                    const PlanPart *b = &p->parts[pp->first_part + j];
+                    int64_t bh = rank_int(b->r1, r) - rank_int(b->r0, r), bw = rank_int(b->c1, r) - rank_int(b->c0, r);
+                    int64_t br = rank_int(b->lr, r), bcl = rank_int(b->lc, r);
+                    if (ar < br + bh && br < ar + ah && acl < bcl + bw && bcl < acl + aw)
+                        return fail(L, "param %s: two parts overlap in the local param (rank %d)", pp->name, r);
+                }
+            }
+            if (area != pp->rows * pp->cols)
+                return fail(L, "param %s: its parts cover %lld of its %lld elements (rank %d)", pp->name, (long long)area,
+                            (long long)(pp->rows * pp->cols), r);
+        }
+    }
+    /* live buffers never overlap in the arena */
+    for (int a = 0; a < p->ntensors; a++) {
+        const PlanTensor *ta = &p->tensors[a];
+        if (ta->kind != TK_ACT) continue;
+        int64_t a0 = ta->offset, a1 = a0 + numel(ta) * (int64_t)plan_dtype_size(ta->dtype);
+        for (int b = 0; b < a; b++) {
+            const PlanTensor *tb = &p->tensors[b];
+            if (tb->kind != TK_ACT) continue;
+            if (ta->live0 > tb->live1 || tb->live0 > ta->live1) continue;
+            int64_t b0 = tb->offset, b1 = b0 + numel(tb) * (int64_t)plan_dtype_size(tb->dtype);
+            if (a0 < b1 && b0 < a1)
+                return fail(L, "buffers %s and %s overlap in the arena (bytes %lld..%lld and %lld..%lld) while both are live (steps %d:%d and %d:%d)",
+                            tb->name, ta->name, (long long)b0, (long long)b1, (long long)a0, (long long)a1, tb->live0, tb->live1,
+                            ta->live0, ta->live1);
+        }
+    }
+    return 0;
+}
+
+Plan *plan_load(const char *path, char *err, size_t errlen) {
+    if (errlen) err[0] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errlen, "%s: cannot open the plan: %s (run 'boost gen' to write it)", path, strerror(errno)); return NULL; }
+    size_t cap = 1 << 16, len = 0;
+    char *text = malloc(cap + 1);
+    while (text) {
+        size_t got = fread(text + len, 1, cap - len, f);
+        len += got;
+        if (len < cap) break;
+        if (cap >= MAX_PLAN_BYTES) { free(text); text = NULL; break; }
+        cap *= 2;
+        char *n = realloc(text, cap + 1);
+        if (!n) { free(text); text = NULL; }
+        text = n;
+    }
+    int ioerr = ferror(f);
+    fclose(f);
+    if (!text || ioerr) {
+        free(text);
+        snprintf(err, errlen, "%s: cannot read the plan (too large or unreadable)", path);
+        return NULL;
+    }
+    text[len] = 0;
+    if (memchr(text, 0, len)) {
+        free(text);
+        snprintf(err, errlen, "%s:1: the plan is not a text file (it contains NUL bytes)", path);
+        return NULL;
+    }
+
+    Plan *p = calloc(1, sizeof *p);
+    Loader L = {0};
+    L.p = p; L.path = path; L.err = err; L.errlen = errlen; L.section = -1;
+    if (!p || hash_rebuild(&L)) { free(p); free(text); snprintf(err, errlen, "%s: out of memory", path); return NULL; }
+    copy_name(p->path, sizeof p->path, path);
+    p->tokens = p->targets = p->loss = -1;
+    p->tp = 1;
+
+    char *s = text;
+    int first = 1;
+    while (*s && !L.failed) {
+        char *nl = strchr(s, '\n');
+        if (nl) *nl = 0;
+        L.line++;
+        Line ln;
+        if (first) {
+            first = 0;
+            int ver;
+            char extra;
+            char *cr = strchr(s, '\r');
+            if (cr) *cr = 0;
+            if (sscanf(s, "boost-plan %d%c", &ver, &extra) != 1) {
+                fail(&L, "not a plan file: the first line must be 'boost-plan 1'");
+            } else if (ver != PLAN_VERSION) {
+                L.failed = 1;
+                snprintf(err, errlen, "plan.txt: version %d, this runtime reads version %d: regenerate it with 'boost gen' (%s)",
+                         ver, PLAN_VERSION, path);
+            }
+        } else if (tokenise(s, &ln)) {
+            fail(&L, "too many fields on one line (at most %d)", MAX_TOKENS);
+        } else if (ln.n == 0 || ln.tok[0][0] == '#') {
+            /* blank or comment */
+        } else {
+            const char *w = ln.tok[0];
+            ln.used[0] = 1;
+            if (!strcmp(w, "section")) line_section(&L, &ln);
+            else if (L.section >= 0) line_step(&L, &ln);
+            else if (!strcmp(w, "model")) line_model(&L, &ln);
+            else if (!strcmp(w, "run")) line_run(&L, &ln);
+            else if (!strcmp(w, "train")) line_train(&L, &ln);
+            else if (!strcmp(w, "data")) line_data(&L, &ln);
+            else if (!strcmp(w, "arena")) line_arena(&L, &ln);
+            else if (!L.seen_run && (!strcmp(w, "canon") || !strcmp(w, "param") || !strcmp(w, "part") || !strcmp(w, "buffer")))
+                fail(&L, "'%s' before the 'run' line (the header comes first)", w);
+            else if (!strcmp(w, "canon")) line_canon(&L, &ln);
+            else if (!strcmp(w, "param")) line_param(&L, &ln);
+            else if (!strcmp(w, "part")) line_part(&L, &ln);
+            else if (!strcmp(w, "buffer")) line_buffer(&L, &ln, TK_ACT);
+            else if (!strcmp(w, "input")) line_buffer(&L, &ln, TK_INPUT);
+            else if (!strcmp(w, "output")) line_buffer(&L, &ln, TK_OUTPUT);
+            else fail(&L, "unknown line kind '%s'", w);
+        }
+        if (!nl) break;
+        s = nl + 1;
+    }
+    if (first && !L.failed) { L.line = 1; fail(&L, "the plan is empty (regenerate it with 'boost gen')"); }
+    if (!L.failed) final_checks(&L);
+    free(text);
+    free(L.hash);
+    free(L.part_param);
+    if (L.failed) { plan_free(p); return NULL; }
+    return p;
+}
+
+void plan_free(Plan *p) {
+    if (!p) return;
+    for (int i = 0; i < p->nsteps; i++) free(p->steps_[i].kernel);
+    free(p->tensors); free(p->canons); free(p->params); free(p->parts); free(p->steps_); free(p->members);
+    free(p);
+}
+
+int plan_find_tensor(const Plan *p, const char *name) {
+    for (int i = 0; i < p->ntensors; i++)
+        if (!strcmp(p->tensors[i].name, name)) return i;
+    return -1;
+}
+
+int plan_find_canon(const Plan *p, const char *name) {
+    for (int i = 0; i < p->ncanons; i++)
+        if (!strcmp(p->canons[i].name, name)) return i;
+    return -1;
+}
+
+size_t plan_dtype_size(int dtype) { return dtype == PDT_BF16 ? 2 : 4; }
+
+int kernel_op(const KernelArgs *k, const char *key) {
+    for (int i = 0; i < k->nops; i++)
+        if (!strcmp(k->op_key[i], key)) return i;
+    return -1;
+}
+
+int kernel_has(const KernelArgs *k, const char *key) {
+    for (int i = 0; i < k->nconst; i++)
+        if (!strcmp(k->const_key[i], key)) return 1;
+    return 0;
+}
+
+int64_t kernel_int(const KernelArgs *k, const char *key, int rank, int64_t dflt) {
+    for (int i = 0; i < k->nconst; i++)
+        if (!strcmp(k->const_key[i], key)) return rank_int(k->const_int[i], rank);
+    return dflt;
+}
+
+double kernel_num(const KernelArgs *k, const char *key, double dflt) {
+    for (int i = 0; i < k->nconst; i++)
+        if (!strcmp(k->const_key[i], key)) return k->const_val[i];
+    return dflt;
+}
