@@ -1,0 +1,369 @@
+/* test_ckpt.c: safetensors writer/reader round trip, the file read by Python's json module (and by
+ * torch.frombuffer when torch is there), damaged files rejected, checkpoint folders saved and read
+ * back, the fingerprint, and an atomic save under a simulated full disk (RLIMIT_FSIZE with SIGXFSZ
+ * ignored) that leaves the earlier checkpoint byte-identical and no temporary folder behind. */
+#include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "tests/unit/testlib.h"
+#include "runtime/checkpoint.h"    // defines: CkptState, ckpt_*
+#include "runtime/safetensors.h"   // defines: st_*, json_*
+
+static char dir[] = "/tmp/boost-test-ckpt.XXXXXX";
+
+/* Value of element (r, c) of tensor i in slot s: a closed form the reader can check. */
+static float value_at(int slot, int i, int64_t r, int64_t c) { return (float)(slot * 1000 + i * 100) + (float)r + 0.25f * (float)c; }
+
+static const StEntry canons[] = {
+    {"embed", 16, 8}, {"L0.attn_norm", 1, 8}, {"L0.q.A", 8, 3}, {"L0.q.B", 3, 8}, {"final_norm", 1, 8}, {"head", 8, 16},
+};
+#define NCANON (int)(sizeof canons / sizeof canons[0])
+
+typedef struct { int offset; int fail_at; } FillCtx;
+
+static int fill_closed_form(void *ctx, int slot, int i, float *out) {
+    FillCtx *f = ctx;
+    if (f && f->fail_at == i) return 1;
+    for (int64_t r = 0; r < canons[i].rows; r++)
+        for (int64_t c = 0; c < canons[i].cols; c++)
+            out[r * canons[i].cols + c] = value_at(slot, i, r, c) + (f ? (float)f->offset : 0.f);
+    return 0;
+}
+
+static int st_fill(void *ctx, int i, float *out) { return fill_closed_form(ctx, 0, i, out); }
+
+static int file_bytes(const char *path, unsigned char **out, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    *len = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *out = malloc(*len + 1);
+    size_t got = fread(*out, 1, *len, f);
+    fclose(f);
+    return got == *len ? 0 : -1;
+}
+
+static void write_bytes(const char *path, const void *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    fwrite(b, 1, n, f);
+    fclose(f);
+}
+
+static void test_json(void) {
+    char err[200];
+    const char *text = "{\"a\": [1, 2.5e1, -3], \"b\": {\"c\": \"x\\n\\u00e9\\\"\"}, \"t\": true, \"n\": null}";
+    Json *j = json_parse(text, strlen(text), err, sizeof err);
+    const Json *a = json_get(j, "a"), *c = json_get(json_get(j, "b"), "c");
+    CHECK(j && a && a->n == 3 && a->items[1].num == 25 && a->items[2].num == -3 && c && !strcmp(c->str, "x\n\xc3\xa9\"")
+          && json_get(j, "t")->num == 1 && json_get(j, "n")->type == JSON_NULL, "json_parse", "%s", j ? "wrong values" : err);
+    json_free(j);
+    const char *bad[] = {"{\"a\": }", "{\"a\" 1}", "[1, 2", "{\"a\": 1} x", "\"abc", ""};
+    int all = 1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        Json *b = json_parse(bad[i], strlen(bad[i]), err, sizeof err);
+        if (b || !strstr(err, "byte ")) { all = 0; printf("# accepted: %s\n", bad[i]); }
+        json_free(b);
+    }
+    CHECK(all, "json_rejects_bad_text", "a malformed text was accepted");
+}
+
+static void test_safetensors(void) {
+    char path[300], err[600];
+    snprintf(path, sizeof path, "%s/t.safetensors", dir);
+    const char *meta[] = {"format", "pt", "model", "tiny \"quoted\""};
+    int rc = st_write_f32(path, canons, NCANON, meta, 2, st_fill, NULL, err, sizeof err);
+    CHECK(rc == 0, "safetensors_write", "rc %d: %s", rc, err);
+
+    unsigned char *bytes; size_t len;
+    file_bytes(path, &bytes, &len);
+    uint64_t hlen = 0;
+    for (int i = 0; i < 8; i++) hlen |= (uint64_t)bytes[i] << (8 * i);
+    size_t data = 0;
+    for (int i = 0; i < NCANON; i++) data += (size_t)(canons[i].rows * canons[i].cols * 4);
+    CHECK(hlen % 8 == 0 && 8 + hlen + data == len && bytes[8] == '{', "safetensors_layout",
+          "header %llu bytes, file %zu, data %zu", (unsigned long long)hlen, len, data);
+
+    StFile f;
+    rc = st_open(path, &f, err, sizeof err);
+    int exact = rc == 0 && f.ntensors == NCANON;
+    for (int i = 0; exact && i < NCANON; i++) {
+        const StTensor *t = st_find(&f, canons[i].name);
+        if (!t || strcmp(t->dtype, "F32") || t->ndim != 2 || t->shape[0] != canons[i].rows || t->shape[1] != canons[i].cols) { exact = 0; break; }
+        float *v = malloc((size_t)st_numel(t) * sizeof(float));
+        st_read_f32(&f, t, v);
+        for (int64_t r = 0; r < canons[i].rows; r++)
+            for (int64_t c = 0; c < canons[i].cols; c++)
+                if (v[r * canons[i].cols + c] != value_at(0, i, r, c)) exact = 0;
+        free(v);
+    }
+    CHECK(exact, "safetensors_round_trip", "rc %d (%s)", rc, err);
+    CHECK(rc == 0 && st_meta(&f, "model") && !strcmp(st_meta(&f, "model"), "tiny \"quoted\""), "safetensors_metadata",
+          "model metadata %s", rc == 0 && st_meta(&f, "model") ? st_meta(&f, "model") : "(none)");
+    st_close(&f);
+
+    // Python reads it: the json module for the header, struct for the values; torch.frombuffer too
+    // when torch is installed (the way PyTorch code reads a safetensors data section).
+    if (system("command -v python3 >/dev/null 2>&1") == 0) {
+        double expect = 0;
+        for (int i = 0; i < NCANON; i++)
+            for (int64_t r = 0; r < canons[i].rows; r++)
+                for (int64_t c = 0; c < canons[i].cols; c++) expect += value_at(0, i, r, c);
+        char script[300], cmd[1200];
+        snprintf(script, sizeof script, "%s/check.py", dir);
+        const char *py =
+            "import json, struct, sys\n"
+            "raw = open(sys.argv[1], 'rb').read()\n"
+            "n = struct.unpack('<Q', raw[:8])[0]\n"
+            "h = json.loads(raw[8:8 + n])\n"
+            "data = raw[8 + n:]\n"
+            "assert h['__metadata__']['format'] == 'pt'\n"
+            "total = 0.0\n"
+            "for name, t in h.items():\n"
+            "    if name == '__metadata__': continue\n"
+            "    assert t['dtype'] == 'F32', name\n"
+            "    b, e = t['data_offsets']\n"
+            "    count = 1\n"
+            "    for s in t['shape']: count *= s\n"
+            "    assert e - b == 4 * count, name\n"
+            "    total += sum(struct.unpack('<%df' % count, data[b:e]))\n"
+            "assert abs(total - float(sys.argv[2])) < 1e-3 * abs(float(sys.argv[2])), (total, sys.argv[2])\n"
+            "try:\n"
+            "    import warnings; warnings.filterwarnings('ignore')\n"
+            "    import torch\n"
+            "except Exception:\n"
+            "    print('torch: not installed, json check only'); sys.exit(0)\n"
+            "t = h['L0.q.A']; b, e = t['data_offsets']\n"
+            "x = torch.frombuffer(bytearray(data[b:e]), dtype=torch.float32).reshape(t['shape'])\n"
+            "assert x[2, 1].item() == 200 + 2 + 0.25, x\n"
+            "print('torch: read', tuple(x.shape))\n";
+        write_bytes(script, py, strlen(py));
+        snprintf(cmd, sizeof cmd, "python3 '%s' '%s' %.17g > '%s/py.out' 2>&1", script, path, expect, dir);
+        rc = system(cmd);
+        char out[300] = "", outpath[300];
+        snprintf(outpath, sizeof outpath, "%s/py.out", dir);
+        FILE *o = fopen(outpath, "r");
+        if (o) { size_t n = fread(out, 1, sizeof out - 1, o); out[n] = 0; fclose(o); }
+        CHECK(rc == 0, "safetensors_python_reads", "python3 failed: %s", out);
+        printf("# %s", out);
+    } else {
+        printf("ok - safetensors_python_reads # skipped: no python3\n");
+    }
+
+    // damaged files: truncated data, truncated header, not a safetensors file, bad offsets
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/cut.safetensors", dir);
+    write_bytes(bad, bytes, len - 10);
+    rc = st_open(bad, &f, err, sizeof err);
+    CHECK(rc == 2 && strstr(err, "truncated") && strstr(err, bad), "safetensors_truncated_data", "rc %d: %s", rc, err);
+    write_bytes(bad, bytes, 100);
+    rc = st_open(bad, &f, err, sizeof err);
+    CHECK(rc == 2 && strstr(err, "truncated"), "safetensors_truncated_header", "rc %d: %s", rc, err);
+    write_bytes(bad, "hello, this is text and not tensors at all", 42);
+    rc = st_open(bad, &f, err, sizeof err);
+    CHECK(rc == 2 && strstr(err, "not a safetensors file"), "safetensors_not_one", "rc %d: %s", rc, err);
+    write_bytes(bad, "", 0);
+    rc = st_open(bad, &f, err, sizeof err);
+    CHECK(rc == 2, "safetensors_empty_file", "rc %d: %s", rc, err);
+    const char *hdr = "{\"x\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,12]}}    ";
+    unsigned char buf[128] = {0};
+    buf[0] = (unsigned char)strlen(hdr);
+    memcpy(buf + 8, hdr, strlen(hdr));
+    write_bytes(bad, buf, 8 + strlen(hdr) + 16);
+    rc = st_open(bad, &f, err, sizeof err);
+    CHECK(rc == 2 && strstr(err, "'x'"), "safetensors_offsets_disagree_with_shape", "rc %d: %s", rc, err);
+    free(bytes);
+}
+
+static void test_fingerprint(void) {
+    StEntry shuffled[NCANON], changed[NCANON];
+    for (int i = 0; i < NCANON; i++) { shuffled[i] = canons[NCANON - 1 - i]; changed[i] = canons[i]; }
+    changed[2].cols = 4;
+    uint64_t a = ckpt_fingerprint(canons, NCANON);
+    CHECK(a == ckpt_fingerprint(shuffled, NCANON), "fingerprint_ignores_order", "differs by order");
+    CHECK(a != ckpt_fingerprint(changed, NCANON), "fingerprint_sees_shapes", "same for another shape");
+    CHECK(a != ckpt_fingerprint(canons, NCANON - 1), "fingerprint_sees_names", "same without one canon");
+}
+
+static int same_file(const char *a, const char *b) {
+    unsigned char *x, *y; size_t nx, ny;
+    if (file_bytes(a, &x, &nx) || file_bytes(b, &y, &ny)) return 0;
+    int same = nx == ny && !memcmp(x, y, nx);
+    free(x); free(y);
+    return same;
+}
+
+static int count_hidden(const char *outdir) {
+    DIR *d = opendir(outdir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d))) if (e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static CkptState make_state(int64_t step) {
+    static float losses[] = {5.5f, 5.25f, 4.125f, 3.0625f, 2.5f, 2.25f};
+    static float vl[] = {5.0f, 2.75f};
+    static int64_t vs[] = {0, 6};
+    CkptState st = {0};
+    st.step = step;
+    st.data_position = step * 2;
+    st.seed = 0xdeadbeefcafef00dULL;
+    snprintf(st.model, sizeof st.model, "tiny-test");
+    snprintf(st.run, sizeof st.run, "tiny-test-run");
+    snprintf(st.layout, sizeof st.layout, "btp");
+    snprintf(st.backend, sizeof st.backend, "cpu");
+    st.fingerprint = ckpt_fingerprint(canons, NCANON);
+    st.ncanons = NCANON;
+    st.tp = 2;
+    st.losses = losses; st.nlosses = (int)step;
+    st.val_losses = vl; st.val_steps = vs; st.nval = 2;
+    return st;
+}
+
+static void test_checkpoint_folder(void) {
+    char outdir[300], saved[1200], err[4096], resolved[1200];
+    snprintf(outdir, sizeof outdir, "%s/run/out", dir);
+    CkptState st = make_state(6);
+    int rc = ckpt_save(outdir, &st, canons, NCANON, fill_closed_form, NULL, saved, sizeof saved, err, sizeof err);
+    char expect[400];
+    snprintf(expect, sizeof expect, "%s/step-000006", outdir);
+    CHECK(rc == 0 && !strcmp(saved, expect), "ckpt_save", "rc %d: %s (%s)", rc, err, saved);
+    CHECK(count_hidden(outdir) == 0, "ckpt_save_leaves_no_temporary", "%d hidden entries", count_hidden(outdir));
+
+    CkptState back;
+    rc = ckpt_read_state(saved, &back, err, sizeof err);
+    CHECK(rc == 0 && back.step == 6 && back.data_position == 12 && back.seed == st.seed && back.tp == 2 &&
+          back.fingerprint == st.fingerprint && back.ncanons == NCANON && !strcmp(back.model, "tiny-test") &&
+          back.nlosses == 6 && back.losses[3] == 3.0625f && back.nval == 2 && back.val_steps[1] == 6 && back.val_losses[1] == 2.75f,
+          "ckpt_state_round_trip", "rc %d: %s", rc, err);
+    ckpt_state_free(&back);
+
+    StFile model, optim;
+    rc = ckpt_open_tensors(saved, canons, NCANON, &model, &optim, err, sizeof err);
+    int exact = rc == 0;
+    for (int i = 0; exact && i < NCANON; i++) {
+        const char *prefix[3] = {"", "m.", "v."};
+        for (int slot = 0; slot < 3; slot++) {
+            char name[128];
+            snprintf(name, sizeof name, "%s%s", prefix[slot], canons[i].name);
+            const StTensor *t = st_find(slot ? &optim : &model, name);
+            float *v = malloc((size_t)st_numel(t) * sizeof(float));
+            st_read_f32(slot ? &optim : &model, t, v);
+            for (int64_t r = 0; r < canons[i].rows; r++)
+                for (int64_t c = 0; c < canons[i].cols; c++)
+                    if (v[r * canons[i].cols + c] != value_at(slot, i, r, c)) exact = 0;
+            free(v);
+        }
+    }
+    CHECK(exact, "ckpt_tensors_round_trip", "rc %d: %s", rc, err);
+    if (rc == 0) { st_close(&model); st_close(&optim); }
+
+    // another model's canons are refused with the tensor's name
+    StEntry other[NCANON];
+    memcpy(other, canons, sizeof other);
+    other[2].cols = 5;
+    rc = ckpt_open_tensors(saved, other, NCANON, &model, &optim, err, sizeof err);
+    CHECK(rc == 2 && strstr(err, "L0.q.A") && strstr(err, "another model"), "ckpt_other_model_refused", "rc %d: %s", rc, err);
+
+    // a second save and resolution of the run folder to its newest step
+    CkptState st8 = make_state(6);
+    st8.step = 8;
+    rc = ckpt_save(outdir, &st8, canons, NCANON, fill_closed_form, NULL, saved, sizeof saved, err, sizeof err);
+    rc |= ckpt_resolve(outdir, resolved, sizeof resolved, err, sizeof err);
+    snprintf(expect, sizeof expect, "%s/step-000008", outdir);
+    CHECK(rc == 0 && !strcmp(resolved, expect), "ckpt_resolve_newest", "rc %d: %s -> %s", rc, err, resolved);
+    rc = ckpt_resolve(dir, resolved, sizeof resolved, err, sizeof err);
+    CHECK(rc == 2 && strstr(err, "not a checkpoint"), "ckpt_resolve_not_a_checkpoint", "rc %d: %s", rc, err);
+
+    // a failing tensor read (fill error) aborts the save and removes the temporary folder
+    FillCtx failing = {0, 3};
+    CkptState st10 = make_state(6);
+    st10.step = 10;
+    rc = ckpt_save(outdir, &st10, canons, NCANON, fill_closed_form, &failing, saved, sizeof saved, err, sizeof err);
+    struct stat sb;
+    CHECK(rc == 1 && strstr(err, "not written") && stat(saved, &sb) != 0 && count_hidden(outdir) == 0,
+          "ckpt_fill_failure_cleans_up", "rc %d: %s", rc, err);
+
+    // a damaged state.json is a clear error
+    char sp[1300];
+    snprintf(sp, sizeof sp, "%s/step-000008/state.json", outdir);
+    write_bytes(sp, "{\"format\": \"boost-checkpoint\", \"vers", 36);
+    snprintf(sp, sizeof sp, "%s/step-000008", outdir);
+    rc = ckpt_read_state(sp, &back, err, sizeof err);
+    CHECK(rc == 2 && strstr(err, "state.json") && strstr(err, "truncated"), "ckpt_damaged_state_refused", "rc %d: %s", rc, err);
+}
+
+/* Save under a file-size limit far below the checkpoint's size (a full disk as write() sees it:
+ * EFBIG with SIGXFSZ ignored), in a child process, over an existing checkpoint of the same step
+ * and as a new step. */
+static void test_full_disk(void) {
+    char outdir[300], saved[1200], err[4096], keep[400], cmd[2000];
+    snprintf(outdir, sizeof outdir, "%s/full/out", dir);
+    CkptState st = make_state(6);
+    int rc = ckpt_save(outdir, &st, canons, NCANON, fill_closed_form, NULL, saved, sizeof saved, err, sizeof err);
+    snprintf(keep, sizeof keep, "%s/full/copy", dir);
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", saved, keep);
+    if (rc != 0 || system(cmd) != 0) { CHECK(0, "full_disk_setup", "rc %d: %s", rc, err); return; }
+
+    for (int replace = 1; replace >= 0; replace--) {
+        int pipefd[2];
+        if (pipe(pipefd) != 0) { CHECK(0, "full_disk_pipe", "pipe failed"); return; }
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(pipefd[0]);
+            signal(SIGXFSZ, SIG_IGN);
+            struct rlimit lim = {600, 600};   // bytes: the model file alone is larger
+            setrlimit(RLIMIT_FSIZE, &lim);
+            CkptState s = make_state(6);
+            if (!replace) s.step = 7;
+            FillCtx other = {1000, -1};    // different values, so a half-replaced file would show
+            char e[4096], out[1200];
+            int r = ckpt_save(outdir, &s, canons, NCANON, fill_closed_form, &other, out, sizeof out, e, sizeof e);
+            if (write(pipefd[1], e, strlen(e) + 1) < 0) _exit(3);
+            _exit(r);
+        }
+        close(pipefd[1]);
+        char msg[4096] = "";
+        ssize_t got = read(pipefd[0], msg, sizeof msg - 1);
+        if (got > 0) msg[got] = 0;
+        close(pipefd[0]);
+        int status;
+        waitpid(pid, &status, 0);
+        int child_rc = WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+        const char *name = replace ? "full_disk_same_step_keeps_old" : "full_disk_new_step_fails_cleanly";
+        char a[1300], b[1300];
+        int intact = 1;
+        const char *files[] = {"model.safetensors", "optimizer.safetensors", "state.json"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(a, sizeof a, "%s/%s", saved, files[i]);
+            snprintf(b, sizeof b, "%s/%s", keep, files[i]);
+            if (!same_file(a, b)) intact = 0;
+        }
+        char step7[1200];
+        ckpt_step_dir(outdir, 7, step7, sizeof step7);
+        struct stat sb;
+        CHECK(child_rc == 1 && strstr(msg, "File too large") && strstr(msg, "untouched") && intact &&
+              count_hidden(outdir) == 0 && stat(step7, &sb) != 0,
+              name, "child rc %d, intact %d, %d hidden entries, message: %s", child_rc, intact, count_hidden(outdir), msg);
+    }
+}
+
+int main(void) {
+    if (!mkdtemp(dir)) { printf("FAIL - tmpdir: mkdtemp failed\n"); return 1; }
+    test_json();
+    test_safetensors();
+    test_fingerprint();
+    test_checkpoint_folder();
+    test_full_disk();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) printf("# could not remove %s\n", dir);
+    TEST_EXIT();
+}
