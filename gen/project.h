@@ -89,6 +89,10 @@ typedef struct {
     double tp_bytes_fwd, tp_bytes_bwd;   /* TP all-reduce/all-gather payload per iteration per GPU */
     double params_local;      /* parameters on one GPU (largest stage) */
     int gemms_measured, gemms_modelled;  /* GEMM shapes costed from measured rates vs the model */
+    /* the collectives of one decoder layer, one micro-batch (layer 0 of the schedule) */
+    double layer_fwd_elems, layer_bwd_elems;    /* all-reduced elements */
+    double layer_fwd_bytes, layer_bwd_bytes;    /* the same in bytes (bf16 payload) */
+    int layer_fwd_count, layer_bwd_count;       /* how many collectives */
 } Projection;
 
 /* Project one layout of a run: layout is LAYOUT_MEGATRON (the full-rank twin of the run's model,
