@@ -1,0 +1,111 @@
+/* log.c: what `boost train` shows while it runs: on a terminal one updating progress line
+ * (`step 12/200 loss 4.512 val 4.601 lr 2.9e-03 3.1k tok/s ETA 1m02s`), otherwise plain lines every
+ * few steps; and the JSON-lines log ({"step":..,"loss":..,"val_loss":..,"tokens_per_s":..,"lr":..,
+ * "grad_norm":..} a line), flushed each step so a killed run leaves a complete log. */
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+#include <unistd.h>
+#include "runtime/train.h"   // defines: TrainLog, StepReport, trainlog_*, format_*
+
+void format_count(double v, char *out, size_t outlen) {
+    if (v >= 1e9) snprintf(out, outlen, "%.1fG", v / 1e9);
+    else if (v >= 1e6) snprintf(out, outlen, "%.1fM", v / 1e6);
+    else if (v >= 1e3) snprintf(out, outlen, "%.1fk", v / 1e3);
+    else snprintf(out, outlen, "%.0f", v);
+}
+
+void format_duration(double s, char *out, size_t outlen) {
+    if (!(s >= 0) || s > 1e8) { snprintf(out, outlen, "?"); return; }
+    long t = (long)(s + 0.5);
+    if (t < 60) snprintf(out, outlen, "%lds", t);
+    else if (t < 3600) snprintf(out, outlen, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(out, outlen, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+}
+
+void format_bytes(double b, char *out, size_t outlen) {
+    if (b >= 1024.0 * 1024 * 1024) snprintf(out, outlen, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    else if (b >= 1024.0 * 1024) snprintf(out, outlen, "%.1f MiB", b / (1024.0 * 1024));
+    else if (b >= 1024.0) snprintf(out, outlen, "%.1f KiB", b / 1024.0);
+    else snprintf(out, outlen, "%.0f B", b);
+}
+
+int trainlog_open(TrainLog *lg, const char *json_path, int append, int steps, int print_every, int quiet,
+                  char *err, size_t errlen) {
+    memset(lg, 0, sizeof *lg);
+    lg->tty = isatty(fileno(stdout));
+    lg->steps = steps;
+    lg->quiet = quiet;
+    lg->print_every = print_every > 0 ? print_every : (steps >= 20 ? steps / 20 : 1);
+    if (json_path) {
+        lg->json = fopen(json_path, append ? "a" : "w");
+        if (!lg->json) { snprintf(err, errlen, "%s: cannot open the log: %s", json_path, strerror(errno)); return 1; }
+    }
+    return 0;
+}
+
+static void end_line(TrainLog *lg) {
+    if (lg->line_open) { fputc('\n', stdout); lg->line_open = 0; }
+}
+
+void trainlog_note(TrainLog *lg, const char *fmt, ...) {
+    end_line(lg);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+    fflush(stdout);
+}
+
+/* JSON has no NaN or Infinity: write them as null (the run stops at such a value anyway). */
+static void json_num(FILE *f, const char *key, double v) {
+    if (isfinite(v)) fprintf(f, ",\"%s\":%.9g", key, v);
+    else fprintf(f, ",\"%s\":null", key);
+}
+
+void trainlog_initial_val(TrainLog *lg, double val_loss) {
+    if (lg->json) {
+        fprintf(lg->json, "{\"step\":0");
+        json_num(lg->json, "val_loss", val_loss);
+        fprintf(lg->json, "}\n");
+        fflush(lg->json);
+    }
+    if (!lg->quiet) trainlog_note(lg, "step 0/%d val %.4f", lg->steps, val_loss);
+}
+
+void trainlog_step(TrainLog *lg, const StepReport *r) {
+    if (lg->json) {
+        fprintf(lg->json, "{\"step\":%d", r->step);
+        json_num(lg->json, "loss", r->loss);
+        if (r->val_loss >= 0) json_num(lg->json, "val_loss", r->val_loss);
+        json_num(lg->json, "tokens_per_s", r->tokens_per_s);
+        json_num(lg->json, "lr", r->lr);
+        json_num(lg->json, "grad_norm", r->grad_norm);
+        fprintf(lg->json, "}\n");
+        fflush(lg->json);
+    }
+    if (lg->quiet) return;
+    char line[256], val[32] = "", tok[32], eta[32];
+    if (r->val_loss >= 0) snprintf(val, sizeof val, " val %.4f", r->val_loss);
+    format_count(r->tokens_per_s, tok, sizeof tok);
+    format_duration(r->eta_s, eta, sizeof eta);
+    snprintf(line, sizeof line, "step %d/%d loss %.4f%s lr %.2e %s tok/s ETA %s", r->step, lg->steps, r->loss, val,
+             r->lr, tok, eta);
+    if (lg->tty) {
+        fprintf(stdout, "\r%s\033[K", line);
+        lg->line_open = 1;
+        if (r->val_loss >= 0 || r->step == lg->steps) end_line(lg);   // keep the validation points on screen
+        fflush(stdout);
+    } else if (r->step % lg->print_every == 0 || r->val_loss >= 0 || r->step == lg->steps || r->step == 1) {
+        fprintf(stdout, "%s\n", line);
+        fflush(stdout);
+    }
+}
+
+void trainlog_close(TrainLog *lg) {
+    end_line(lg);
+    if (lg->json) fclose(lg->json);
+    lg->json = NULL;
+}

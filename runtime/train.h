@@ -1,0 +1,68 @@
+/* train.h: the training loop behind `boost train` (runtime/train.c) and its progress/log output
+ * (runtime/log.c). The loop starts from a loaded plan (cli/train.c turns a run spec into one) and
+ * uses only the Engine API (runtime/runtime.h), the data batcher (runtime/data.h) and checkpoints
+ * (runtime/checkpoint.h). */
+#ifndef BOOST_TRAIN_H
+#define BOOST_TRAIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "runtime/plan.h"
+
+#define TRAIN_MAX_OVERRIDES 64
+
+/* One -D name=value (the same shape as gen/model.h's Override, kept apart so runtime/ does not
+ * include the generator's headers). */
+typedef struct { const char *name; const char *value; } TrainOverride;
+
+typedef struct {
+    const char *backend;      /* "cpu" | "cuda" | "auto" */
+    const char *log_path;     /* JSON lines, or NULL */
+    const char *outdir;       /* -o: checkpoints (and the generated plan) go here, or NULL */
+    const char *resume;       /* --resume: a step folder or a run's output folder, or NULL */
+    int save_every;           /* checkpoint every N steps (and at the end) when outdir is set */
+    int print_every;          /* without a terminal: a progress line every N steps (0: about 20 lines) */
+    int val_batches;          /* validation micro-batches per evaluation (0: 8) */
+    int quiet;                /* no progress lines (errors and the summary only) */
+} TrainOptions;
+
+/* Train with a loaded plan: data, engine, init or resume, the loop, validation, checkpoints.
+ * Returns the exit status: 0, 1 (a failure while running: I/O, NaN loss, device), 2 (bad input). */
+int train_with_plan(Plan *plan, const TrainOptions *opt);
+
+/* Apply -D overrides of training settings to a loaded plan (with --plan: the model and the layout
+ * are fixed in the plan, the training settings are not). Returns 0, or 2 with a message. */
+int train_apply_overrides(Plan *plan, const TrainOverride *ov, int nov, char *err, size_t errlen);
+
+/* ---- runtime/log.c: progress lines and the JSON-lines log ---- */
+typedef struct {
+    FILE *json;               /* --log file or NULL */
+    int tty;                  /* stdout is a terminal: one updating line */
+    int print_every;
+    int quiet;
+    int line_open;            /* a progress line without its newline is on the terminal */
+    int steps;                /* total steps, for "step 12/200" and the ETA */
+} TrainLog;
+
+/* One optimizer step's numbers; val_loss < 0 when not measured at this step. */
+typedef struct {
+    int step;                 /* steps done (1-based) */
+    double loss, val_loss, lr, grad_norm, tokens_per_s, eta_s;
+} StepReport;
+
+int trainlog_open(TrainLog *lg, const char *json_path, int append, int steps, int print_every, int quiet,
+                  char *err, size_t errlen);
+void trainlog_step(TrainLog *lg, const StepReport *r);
+void trainlog_initial_val(TrainLog *lg, double val_loss);   /* the step-0 validation loss */
+/* A message line that must not be mixed into an open progress line (to stdout). */
+void trainlog_note(TrainLog *lg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void trainlog_close(TrainLog *lg);
+
+/* "3.1k", "12.4M" ... */
+void format_count(double v, char *out, size_t outlen);
+/* "45s", "1m02s", "2h05m" */
+void format_duration(double seconds, char *out, size_t outlen);
+/* "512 B", "12.3 KiB", "4.0 MiB", "1.50 GiB" */
+void format_bytes(double bytes, char *out, size_t outlen);
+
+#endif
