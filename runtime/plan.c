@@ -667,7 +667,7 @@ static int check_kernel_extents(Loader *L, const KernelArgs *k) {
         return kview(L, k, "h", rows, cols, LD("ldh", cols)) || kview(L, k, "rho", 1, rows, rows);
     }
     if (!strcmp(kind, "bottleneck_act")) {
-        if (need_consts(L, k, "rows cols")) return -1;
+        if (need_consts(L, k, "rows cols act")) return -1;
         int64_t norm = kc(k, "norm", 0);
         if (norm && need_op(L, k, "rstd", "with norm=1")) return -1;
         return kview(L, k, "h", rows, cols + (norm ? 1 : 0), LD("ldh", cols + (norm ? 1 : 0))) ||
@@ -675,7 +675,7 @@ static int check_kernel_extents(Loader *L, const KernelArgs *k) {
                kview(L, k, "rstd", 1, rows, rows);
     }
     if (!strcmp(kind, "bottleneck_act_bwd")) {
-        if (need_consts(L, k, "rows cols")) return -1;
+        if (need_consts(L, k, "rows cols act")) return -1;
         int64_t norm = kc(k, "norm", 0);
         if (norm && (need_op(L, k, "rstd", "with norm=1") || need_op(L, k, "rho", "with norm=1") ||
                      need_op(L, k, "dstat", "with norm=1") || need_consts(L, k, "divisor")))
@@ -712,12 +712,12 @@ static int check_kernel_extents(Loader *L, const KernelArgs *k) {
                kview(L, k, "dk", M, wk, LD("lddk", ldk)) || kview(L, k, "dv", M, wk, LD("lddv", ldv));
     }
     if (!strcmp(kind, "glu_fwd")) {
-        if (need_consts(L, k, "rows cols")) return -1;
+        if (need_consts(L, k, "rows cols act")) return -1;
         return kview(L, k, "gate", rows, cols, LD("ldg", cols)) || kview(L, k, "up", rows, cols, LD("ldu", cols)) ||
                kview(L, k, "out", rows, cols, LD("ldo", cols));
     }
     if (!strcmp(kind, "glu_bwd")) {
-        if (need_consts(L, k, "rows cols")) return -1;
+        if (need_consts(L, k, "rows cols act")) return -1;
         return kview(L, k, "gate", rows, cols, LD("ldg", cols)) || kview(L, k, "up", rows, cols, LD("ldu", cols)) ||
                kview(L, k, "dout", rows, cols, LD("ldo", cols)) || kview(L, k, "dgate", rows, cols, LD("lddg", cols)) ||
                kview(L, k, "dup", rows, cols, LD("lddu", cols));

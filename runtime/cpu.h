@@ -1,0 +1,17 @@
+/* cpu.h: the CPU backend's kernels and GEMM as plain functions, for the tests (the executor
+ * reaches them through backend_cpu). fp32 in and out; every kernel is the math of the catalog in
+ * docs/plan-format.md, deterministic. */
+#ifndef BOOST_CPU_H
+#define BOOST_CPU_H
+
+#include <stddef.h>
+#include "runtime/plan.h"
+
+/* Run kernel k with operand pointers ops[i] for k->op_key[i] (fp32, i32 for tokens/targets),
+ * constants resolved at `rank`. Returns 0, or -1 with a message in err. */
+int cpu_kernel_run(const KernelArgs *k, void **ops, int rank, char *err, size_t errlen);
+
+/* C = alpha op(A) op(B) + beta C for each batch (row-major, OpenBLAS). */
+void cpu_gemm(const GemmArgs *g, const float *A, const float *B, float *C);
+
+#endif

@@ -1,0 +1,473 @@
+/* exec.c: the Engine (runtime/runtime.h). It opens one backend rank per tensor-parallel rank, runs
+ * each rank on its own persistent worker thread, walks the plan's steps in order on every rank
+ * (collectives synchronise the ranks inside the backend), and does what sits around the steps:
+ * TP-invariant initialisation, the global gradient norm, clipping, the AdamW schedule, and
+ * gathering/scattering canonical tensors. Backend-agnostic: all backend work goes through the
+ * Backend vtable, so the same code drives cpu and cuda. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/backend.h"
+#include "runtime/runtime.h"
+
+typedef int (*RankJob)(Engine *e, int rank, void *arg);
+
+struct Engine {
+    const Plan *p;
+    const Backend *be;
+    int tp;
+    BackendRank **ranks;
+    /* worker pool: one thread per rank */
+    pthread_t *threads;
+    int nthreads;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    int gen, remaining, quit;
+    RankJob job;
+    void *job_arg;
+    int first_failed;             /* rank whose job failed first in this run, -1 none */
+    char (*rank_err)[512];
+    int broken;                   /* a pass failed part way: the ranks are out of step */
+    int fwd0, fwd1, bwd0, bwd1;   /* step index ranges [a, b) of the sections */
+    int64_t coll_bytes;
+};
+
+/* ---------------- worker pool ---------------- */
+typedef struct { Engine *e; int rank; } WorkerArg;
+
+static void *worker_main(void *argp) {
+    WorkerArg *wa = argp;
+    Engine *e = wa->e;
+    int rank = wa->rank;
+    free(wa);
+    int seen = 0;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (!e->quit && e->gen == seen) pthread_cond_wait(&e->cv_work, &e->mu);
+        if (e->quit) break;
+        seen = e->gen;
+        RankJob job = e->job;
+        void *arg = e->job_arg;
+        pthread_mutex_unlock(&e->mu);
+        e->rank_err[rank][0] = 0;
+        int rc = job(e, rank, arg);
+        pthread_mutex_lock(&e->mu);
+        if (rc && e->first_failed < 0) e->first_failed = rank;
+        if (--e->remaining == 0) pthread_cond_signal(&e->cv_done);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* Run job on every rank at once; returns 0, or -1 with the first failing rank's message. */
+static int run_all(Engine *e, RankJob job, void *arg, char *err, size_t errlen) {
+    pthread_mutex_lock(&e->mu);
+    e->job = job; e->job_arg = arg;
+    e->remaining = e->tp;
+    e->first_failed = -1;
+    e->gen++;
+    pthread_cond_broadcast(&e->cv_work);
+    while (e->remaining > 0) pthread_cond_wait(&e->cv_done, &e->mu);
+    int failed = e->first_failed;
+    pthread_mutex_unlock(&e->mu);
+    if (failed >= 0) {
+        if (err && errlen) snprintf(err, errlen, "%s", e->rank_err[failed]);
+        return -1;
+    }
+    return 0;
+}
+
+static int rank_error(Engine *e, int rank, const char *fmt, const char *a, const char *b) {
+    snprintf(e->rank_err[rank], sizeof e->rank_err[rank], fmt, a, b);
+    return -1;
+}
+
+static const char *backend_msg(Engine *e, int rank) {
+    if (!e->ranks || !e->ranks[rank] || !e->be->last_error) return "backend error";
+    const char *m = e->be->last_error(e->ranks[rank]);
+    return m && *m ? m : "backend error";
+}
+
+/* ---------------- create / free ---------------- */
+typedef struct { const Backend *be; } OpenArg;
+
+static int job_open(Engine *e, int rank, void *arg) {
+    e->ranks[rank] = e->be->rank_open(e->p, rank, e->tp, e->rank_err[rank], sizeof e->rank_err[rank]);
+    if (!e->ranks[rank] && !e->rank_err[rank][0]) rank_error(e, rank, "%s backend: cannot open rank%s", e->be->name, "");
+    return e->ranks[rank] ? 0 : -1;
+}
+
+static int job_close(Engine *e, int rank, void *arg) {
+    if (e->ranks[rank] && e->be->rank_close) e->be->rank_close(e->ranks[rank]);
+    e->ranks[rank] = NULL;
+    return 0;
+}
+
+static void pool_stop(Engine *e) {
+    pthread_mutex_lock(&e->mu);
+    e->quit = 1;
+    pthread_cond_broadcast(&e->cv_work);
+    pthread_mutex_unlock(&e->mu);
+    for (int i = 0; i < e->nthreads; i++) pthread_join(e->threads[i], NULL);
+    e->nthreads = 0;
+}
+
+static void engine_release(Engine *e) {
+    if (!e) return;
+    if (e->nthreads == e->tp && e->ranks) run_all(e, job_close, NULL, NULL, 0);
+    pool_stop(e);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv_work);
+    pthread_cond_destroy(&e->cv_done);
+    free(e->threads); free(e->ranks); free(e->rank_err);
+    free(e);
+}
+
+static Engine *engine_open(const Plan *plan, const Backend *be, char *err, size_t errlen) {
+    Engine *e = calloc(1, sizeof *e);
+    if (!e) { snprintf(err, errlen, "out of memory creating the engine"); return NULL; }
+    e->p = plan; e->be = be; e->tp = plan->tp;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv_work, NULL);
+    pthread_cond_init(&e->cv_done, NULL);
+    e->threads = calloc((size_t)e->tp, sizeof *e->threads);
+    e->ranks = calloc((size_t)e->tp, sizeof *e->ranks);
+    e->rank_err = calloc((size_t)e->tp, sizeof *e->rank_err);
+    if (!e->threads || !e->ranks || !e->rank_err) { snprintf(err, errlen, "out of memory creating the engine"); engine_release(e); return NULL; }
+    for (int r = 0; r < e->tp; r++) {
+        WorkerArg *wa = malloc(sizeof *wa);
+        if (!wa) break;
+        wa->e = e; wa->rank = r;
+        if (pthread_create(&e->threads[r], NULL, worker_main, wa)) { free(wa); break; }
+        e->nthreads++;
+    }
+    if (e->nthreads != e->tp) { snprintf(err, errlen, "cannot start %d worker threads", e->tp); engine_release(e); return NULL; }
+    if (run_all(e, job_open, NULL, err, errlen)) { engine_release(e); return NULL; }
+    if (be->group_init && be->group_init(e->ranks, e->tp, err, errlen)) { engine_release(e); return NULL; }
+    /* section ranges and collective bytes */
+    e->fwd0 = e->fwd1 = e->bwd0 = e->bwd1 = 0;
+    int i = 0;
+    while (i < plan->nsteps && plan->steps_[i].section == 0) i++;
+    e->fwd1 = i; e->bwd0 = i;
+    while (i < plan->nsteps && plan->steps_[i].section == 1) i++;
+    e->bwd1 = i;
+    for (int s = 0; s < e->bwd1; s++) {
+        const PlanStep *st = &plan->steps_[s];
+        if (st->kind == ST_ALLREDUCE) e->coll_bytes += st->coll.elems * (int64_t)plan_dtype_size(st->coll.dtype);
+        if (st->kind == ST_ALLGATHER)
+            e->coll_bytes += st->coll.rows * st->coll.cols * e->tp * (int64_t)plan_dtype_size(st->coll.dtype);
+    }
+    return e;
+}
+
+Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t errlen) {
+    if (!plan) { snprintf(err, errlen, "engine_create: no plan"); return NULL; }
+    if (!backend || !strcmp(backend, "cpu")) return engine_open(plan, &backend_cpu, err, errlen);
+    if (!strcmp(backend, "cuda")) return engine_open(plan, &backend_cuda, err, errlen);
+    if (!strcmp(backend, "auto")) {
+        char quiet[512];
+        Engine *e = backend_cuda.rank_open ? engine_open(plan, &backend_cuda, quiet, sizeof quiet) : NULL;
+        return e ? e : engine_open(plan, &backend_cpu, err, errlen);
+    }
+    snprintf(err, errlen, "unknown backend '%s': use cpu, cuda or auto", backend);
+    return NULL;
+}
+
+void engine_free(Engine *e) { engine_release(e); }
+
+const char *engine_backend_name(const Engine *e) { return e->be->name; }
+
+int64_t engine_collective_bytes(const Engine *e) { return e->coll_bytes; }
+
+/* ---------------- steps ---------------- */
+static void *resolve(Engine *e, int rank, const Operand *op) {
+    const PlanTensor *t = &e->p->tensors[op->tensor];
+    size_t esize = e->be->elem_bytes_fp32_only ? 4 : plan_dtype_size(t->dtype);
+    char *base = e->be->tensor_ptr(e->ranks[rank], op->tensor);
+    return base + rank_int(op->off, rank) * (int64_t)esize;
+}
+
+static const char *STEP_NAMES[] = {"gemm", "batched_gemm", "grouped_gemm", "kernel", "allreduce", "allgather",
+                                   "save", "recompute begin", "recompute end", "optimizer"};
+
+static int run_step(Engine *e, int rank, const PlanStep *st) {
+    const Backend *be = e->be;
+    BackendRank *R = e->ranks[rank];
+    int rc = 0;
+    switch (st->kind) {
+    case ST_GEMM:
+    case ST_BATCHED_GEMM: {
+        const GemmArgs *g = &st->gemm;
+        rc = be->gemm(R, g, resolve(e, rank, &g->A), resolve(e, rank, &g->B), resolve(e, rank, &g->C));
+        break;
+    }
+    case ST_GROUPED_GEMM: {
+        int n = st->nmembers;
+        void *stackp[3 * 16];
+        void **ptrs = n <= 16 ? stackp : malloc((size_t)(3 * n) * sizeof *ptrs);
+        if (!ptrs) return rank_error(e, rank, "grouped_gemm: out of memory%s%s", "", "");
+        const GemmArgs *ms = &e->p->members[st->first_member];
+        for (int i = 0; i < n; i++) {
+            ptrs[i] = resolve(e, rank, &ms[i].A);
+            ptrs[n + i] = resolve(e, rank, &ms[i].B);
+            ptrs[2 * n + i] = resolve(e, rank, &ms[i].C);
+        }
+        rc = be->grouped_gemm(R, n, ms, ptrs, ptrs + n, ptrs + 2 * n);
+        if (ptrs != stackp) free(ptrs);
+        break;
+    }
+    case ST_KERNEL: {
+        const KernelArgs *k = st->kernel;
+        void *ops[PLAN_MAX_KEYS];
+        for (int i = 0; i < k->nops; i++) ops[i] = resolve(e, rank, &k->op[i]);
+        rc = be->kernel(R, k, ops);
+        break;
+    }
+    case ST_ALLREDUCE:
+        rc = be->allreduce(R, &st->coll, resolve(e, rank, &st->coll.buf));
+        break;
+    case ST_ALLGATHER:
+        rc = be->allgather(R, &st->coll, resolve(e, rank, &st->coll.src), resolve(e, rank, &st->coll.dst));
+        break;
+    default:
+        break;   /* markers */
+    }
+    if (rc) {
+        snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "%.200s:%d: %s step failed on rank %d: %.250s", e->p->path, st->line,
+                 STEP_NAMES[st->kind], rank, backend_msg(e, rank));
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct { const int32_t *tokens, *targets; int backward; } PassArg;
+
+static int job_pass(Engine *e, int rank, void *argp) {
+    const PassArg *a = argp;
+    BackendRank *R = e->ranks[rank];
+    if (e->be->set_i32(R, e->p->tokens, a->tokens) || e->be->set_i32(R, e->p->targets, a->targets)) {
+        snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "rank %d: cannot load the batch: %s", rank, backend_msg(e, rank));
+        return -1;
+    }
+    int end = a->backward ? e->bwd1 : e->fwd1;
+    for (int s = e->fwd0; s < end; s++)
+        if (run_step(e, rank, &e->p->steps_[s])) return -1;
+    return 0;
+}
+
+static int run_pass(Engine *e, const int32_t *tokens, const int32_t *targets, float *loss, int backward, char *err,
+                    size_t errlen) {
+    if (e->broken) { snprintf(err, errlen, "the engine stopped after an earlier error; create a new one"); return -1; }
+    int64_t M = (int64_t)e->p->micro_batch * e->p->seq;
+    for (int64_t i = 0; i < M; i++)
+        if (tokens[i] < 0 || tokens[i] >= e->p->vocab || targets[i] < 0 || targets[i] >= e->p->vocab) {
+            snprintf(err, errlen, "batch: token %lld (%d -> %d) is outside the vocabulary 0..%d; the data does not match the model",
+                     (long long)i, tokens[i], targets[i], e->p->vocab - 1);
+            return -1;
+        }
+    PassArg a = {tokens, targets, backward};
+    if (run_all(e, job_pass, &a, err, errlen)) { e->broken = 1; return -1; }
+    float l[1];
+    if (loss) {
+        if (e->be->to_host(e->ranks[0], e->p->loss, l)) {
+            snprintf(err, errlen, "cannot read the loss: %s", backend_msg(e, 0));
+            return -1;
+        }
+        *loss = l[0];
+    }
+    return 0;
+}
+
+int engine_forward_backward(Engine *e, const int32_t *tokens, const int32_t *targets, float *loss, char *err, size_t errlen) {
+    return run_pass(e, tokens, targets, loss, 1, err, errlen);
+}
+
+int engine_forward(Engine *e, const int32_t *tokens, const int32_t *targets, float *loss, char *err, size_t errlen) {
+    return run_pass(e, tokens, targets, loss, 0, err, errlen);
+}
+
+/* ---------------- optimizer ---------------- */
+float engine_lr_at(const Plan *p, int step) {
+    if (step < p->warmup) return (float)(p->lr * (step + 1) / p->warmup);
+    int span = p->steps - p->warmup;
+    if (span <= 0) return (float)p->min_lr;
+    double progress = (double)(step - p->warmup) / span;
+    if (progress > 1) progress = 1;
+    return (float)(p->min_lr + 0.5 * (p->lr - p->min_lr) * (1.0 + cos(M_PI * progress)));
+}
+
+typedef struct { double *sq; float lr, scale; int t; } OptArg;
+
+static int job_sq(Engine *e, int rank, void *argp) {
+    OptArg *a = argp;
+    a->sq[rank] = e->be->grad_sq_norm(e->ranks[rank]);
+    return 0;
+}
+
+static int job_adamw(Engine *e, int rank, void *argp) {
+    OptArg *a = argp;
+    if (e->be->adamw(e->ranks[rank], a->lr, a->scale, a->t) || e->be->zero_grads(e->ranks[rank])) {
+        snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "optimizer step failed on rank %d: %s", rank, backend_msg(e, rank));
+        return -1;
+    }
+    return 0;
+}
+
+int engine_optimizer_step(Engine *e, int step, float *grad_norm, float *lr, char *err, size_t errlen) {
+    if (e->broken) { snprintf(err, errlen, "the engine stopped after an earlier error; create a new one"); return -1; }
+    double sq[64];
+    double *sqp = e->tp <= 64 ? sq : malloc((size_t)e->tp * sizeof *sqp);
+    if (!sqp) { snprintf(err, errlen, "out of memory"); return -1; }
+    OptArg a = {sqp, 0, 1, step + 1};
+    run_all(e, job_sq, &a, NULL, 0);
+    double total = 0;
+    for (int r = 0; r < e->tp; r++) total += sqp[r];   /* rank order: deterministic */
+    if (sqp != sq) free(sqp);
+    double norm = sqrt(total);
+    if (grad_norm) *grad_norm = (float)norm;
+    a.lr = engine_lr_at(e->p, step);
+    if (lr) *lr = a.lr;
+    if (!isfinite(norm)) {
+        snprintf(err, errlen, "optimizer step %d: the gradient norm is not finite (%g); the update was skipped "
+                 "(lower the learning rate or check the data)", step, norm);
+        return -1;
+    }
+    a.scale = (e->p->clip > 0 && norm > e->p->clip) ? (float)(e->p->clip / norm) : 1.0f;
+    return run_all(e, job_adamw, &a, err, errlen);
+}
+
+/* ---------------- parameters ---------------- */
+static uint64_t splitmix64(uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* The counter-based standard normal N(seed, idx) of docs/plan-format.md. */
+static double counter_normal(uint64_t seed, uint64_t idx) {
+    double u1 = (double)(splitmix64(seed ^ (2 * idx)) >> 11) * 0x1p-53;
+    double u2 = (double)(splitmix64(seed ^ (2 * idx + 1)) >> 11) * 0x1p-53;
+    return sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2);
+}
+
+static float canon_init_value(const PlanCanon *c, int64_t i, int64_t j) {
+    if (c->init == 1) return 1.0f;
+    if (c->init == 2) return 0.0f;
+    return (float)(c->std * counter_normal(c->seed, (uint64_t)(i * c->cols + j)));
+}
+
+static int job_init(Engine *e, int rank, void *argp) {
+    const Plan *p = e->p;
+    BackendRank *R = e->ranks[rank];
+    for (int q = 0; q < p->nparams; q++) {
+        const PlanParam *pp = &p->params[q];
+        size_t n = (size_t)(pp->rows * pp->cols);
+        float *buf = calloc(n, sizeof *buf);
+        if (!buf) return rank_error(e, rank, "out of memory initialising %s%s", pp->name, "");
+        for (int k = 0; k < pp->nparts; k++) {
+            const PlanPart *pt = &p->parts[pp->first_part + k];
+            const PlanCanon *c = &p->canons[pt->canon];
+            int64_t r0 = rank_int(pt->r0, rank), r1 = rank_int(pt->r1, rank), c0 = rank_int(pt->c0, rank), c1 = rank_int(pt->c1, rank);
+            int64_t lr = rank_int(pt->lr, rank), lc = rank_int(pt->lc, rank);
+            for (int64_t i = r0; i < r1; i++)
+                for (int64_t j = c0; j < c1; j++) buf[(lr + i - r0) * pp->cols + lc + j - c0] = canon_init_value(c, i, j);
+        }
+        int rc = e->be->from_host(R, pp->tensor, buf);
+        memset(buf, 0, n * sizeof *buf);
+        rc = rc || e->be->from_host(R, pp->grad, buf) || e->be->state_from_host(R, q, 1, buf) || e->be->state_from_host(R, q, 2, buf);
+        free(buf);
+        if (rc) return rank_error(e, rank, "initialising %s failed: %s", pp->name, backend_msg(e, rank));
+    }
+    return 0;
+}
+
+int engine_init_params(Engine *e, char *err, size_t errlen) {
+    return run_all(e, job_init, NULL, err, errlen);
+}
+
+typedef struct { int canon, slot, set; float *full; } CanonArg;
+
+static int slot_io(Engine *e, int rank, int q, int slot, float *buf, int to_backend) {
+    const PlanParam *pp = &e->p->params[q];
+    BackendRank *R = e->ranks[rank];
+    const Backend *be = e->be;
+    switch (slot) {
+    case SLOT_PARAM: return to_backend ? be->from_host(R, pp->tensor, buf) : be->to_host(R, pp->tensor, buf);
+    case SLOT_GRAD: return to_backend ? be->from_host(R, pp->grad, buf) : be->to_host(R, pp->grad, buf);
+    case SLOT_ADAM_M: return to_backend ? be->state_from_host(R, q, 1, buf) : be->state_to_host(R, q, 1, buf);
+    case SLOT_ADAM_V: return to_backend ? be->state_from_host(R, q, 2, buf) : be->state_to_host(R, q, 2, buf);
+    }
+    return -1;
+}
+
+static int job_canon(Engine *e, int rank, void *argp) {
+    CanonArg *a = argp;
+    const Plan *p = e->p;
+    const PlanCanon *c = &p->canons[a->canon];
+    for (int q = 0; q < p->nparams; q++) {
+        const PlanParam *pp = &p->params[q];
+        int uses = 0;
+        for (int k = 0; k < pp->nparts; k++) {
+            const PlanPart *pt = &p->parts[pp->first_part + k];
+            if (pt->canon == a->canon && (a->set || !pt->rep || rank == 0)) uses = 1;
+        }
+        if (!uses) continue;
+        float *buf = malloc((size_t)(pp->rows * pp->cols) * sizeof *buf);
+        if (!buf) return rank_error(e, rank, "out of memory reading %s%s", pp->name, "");
+        if (slot_io(e, rank, q, a->slot, buf, 0)) {
+            free(buf);
+            return rank_error(e, rank, "reading %s failed: %s", pp->name, backend_msg(e, rank));
+        }
+        for (int k = 0; k < pp->nparts; k++) {
+            const PlanPart *pt = &p->parts[pp->first_part + k];
+            if (pt->canon != a->canon || (!a->set && pt->rep && rank != 0)) continue;
+            int64_t r0 = rank_int(pt->r0, rank), r1 = rank_int(pt->r1, rank), c0 = rank_int(pt->c0, rank), c1 = rank_int(pt->c1, rank);
+            int64_t lr = rank_int(pt->lr, rank), lc = rank_int(pt->lc, rank);
+            for (int64_t i = r0; i < r1; i++) {
+                float *local = buf + (lr + i - r0) * pp->cols + lc;
+                float *canon = a->full + i * c->cols + c0;
+                if (a->set) memcpy(local, canon, (size_t)(c1 - c0) * sizeof *local);
+                else memcpy(canon, local, (size_t)(c1 - c0) * sizeof *local);
+            }
+        }
+        int rc = a->set ? slot_io(e, rank, q, a->slot, buf, 1) : 0;
+        free(buf);
+        if (rc) return rank_error(e, rank, "writing %s failed: %s", pp->name, backend_msg(e, rank));
+    }
+    return 0;
+}
+
+int engine_get_canon(Engine *e, int canon, int slot, float *full) {
+    if (canon < 0 || canon >= e->p->ncanons || slot < SLOT_PARAM || slot > SLOT_GRAD) return -1;
+    const PlanCanon *c = &e->p->canons[canon];
+    memset(full, 0, (size_t)(c->rows * c->cols) * sizeof *full);
+    CanonArg a = {canon, slot, 0, full};
+    return run_all(e, job_canon, &a, NULL, 0);
+}
+
+int engine_set_canon(Engine *e, int canon, int slot, const float *full) {
+    if (canon < 0 || canon >= e->p->ncanons || slot < SLOT_PARAM || slot > SLOT_GRAD) return -1;
+    CanonArg a = {canon, slot, 1, (float *)full};
+    return run_all(e, job_canon, &a, NULL, 0);
+}
+
+typedef struct { int target, tensor; float *host; } ReadArg;
+
+static int job_read(Engine *e, int rank, void *argp) {
+    ReadArg *a = argp;
+    if (rank != a->target) return 0;
+    if (e->be->to_host(e->ranks[rank], a->tensor, a->host))
+        return rank_error(e, rank, "reading %s failed: %s", e->p->tensors[a->tensor].name, backend_msg(e, rank));
+    return 0;
+}
+
+int engine_read_tensor(Engine *e, int rank, const char *name, float *host, char *err, size_t errlen) {
+    if (rank < 0 || rank >= e->tp) { snprintf(err, errlen, "rank %d is outside 0..%d", rank, e->tp - 1); return -1; }
+    int t = plan_find_tensor(e->p, name);
+    if (t < 0) { snprintf(err, errlen, "the plan has no tensor named %s", name); return -1; }
+    ReadArg a = {rank, t, host};
+    return run_all(e, job_read, &a, err, errlen);
+}
