@@ -1,0 +1,8 @@
+-- cola-7b-tp4: CoLA LLaMA-7B on one 4xA100 node with bottleneck-aware TP (the paper's main comparison).
+return run {
+  model = "cola-llama-7b",
+  gpu = "a100",
+  parallel = { tp = 4, pp = 1, dp = 1, layout = "btp" },
+  features = { online_rmsnorm = true, group_linears = true, checkpoint = "lowrank" },
+  train = { micro_batch = 4, seq = 4096, lr = 3e-4, min_lr = 3e-5, warmup = 100, steps = 1000 },
+}

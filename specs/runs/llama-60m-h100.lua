@@ -1,0 +1,8 @@
+-- llama-60m-h100: full-rank LLaMA-60M on a single H100.
+return run {
+  model = "llama-60m",
+  gpu = "h100",
+  parallel = { tp = 1, pp = 1, dp = 1, layout = "megatron" },
+  features = { online_rmsnorm = false, group_linears = true, checkpoint = "none" },
+  train = { micro_batch = 16, seq = 1024, lr = 3e-4, min_lr = 3e-5, warmup = 100, steps = 1000 },
+}
