@@ -1,19 +1,444 @@
-/* kernels.c: placeholder kernel specialiser until the template emitter is built: names a kernel
- * from its kind and constants and gives a default launch configuration; emits no source. */
+/* kernels.c: specialises the fused kernels of the catalog (docs/plan-format.md) for one run and
+ * GPU. kernel_specialise checks a kernel's constants against the catalog, names it procedurally
+ * and picks its launch configuration; kernels_emit fills the templates/ text (holes {{KEY}}) with
+ * the constants and writes one self-contained kernels.cu. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "gen/kernels.h"
 
-int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
-    int n = snprintf(k->name, sizeof k->name, "%s", k->kind);
-    for (int i = 0; i < k->nconst && n < (int)sizeof k->name - 16; i++)
-        n += snprintf(k->name + n, sizeof k->name - n, "_%g", k->val[i]);
-    for (char *c = k->name; *c; c++) if (*c == '.' || *c == '-' || *c == '+') *c = 'p';
-    k->grid = 1; k->block = 256; k->smem = 0;
+/* How a kind is launched (1-D grids). */
+enum Launch {
+    L_ROW,        /* one block per row */
+    L_ROW_COLS,   /* one block per row, then column blocks for a parameter gradient */
+    L_ELEM,       /* one thread per VEC columns of every row */
+    L_ROPE,       /* one thread per rotated pair */
+    L_COLS,       /* one thread per column */
+    L_ATTN_FWD, L_ATTN_BWD,
+    L_SINGLE,     /* one block */
+};
+
+typedef struct { const char *name, *dtype; } OpSpec;
+
+typedef struct {
+    const char *kind;
+    int launch;
+    OpSpec ops[10];            /* catalog order; dtype is the default storage type */
+    const char *consts;        /* catalog order; "?key" optional (ld* default cols, others 0) */
+} KindSpec;
+
+static const KindSpec catalog[] = {
+    {"embedding_fwd", L_ELEM, {{"tokens", "i32"}, {"table", "bf16"}, {"out", "bf16"}},
+     "rows cols vocab ?ldo"},
+    {"embedding_bwd", L_COLS, {{"tokens", "i32"}, {"dout", "bf16"}, {"dtable", "fp32"}},
+     "rows cols vocab ?ldo"},
+    {"rmsnorm_fwd", L_ROW, {{"x", "bf16"}, {"gamma", "bf16"}, {"out", "bf16"}, {"rstd", "fp32"}, {"sumsq", "fp32"}},
+     "rows cols ?ldx ?ldo divisor eps"},
+    {"rmsnorm_bwd", L_ROW_COLS, {{"x", "bf16"}, {"gamma", "bf16"}, {"rstd", "fp32"}, {"dout", "bf16"},
+                                 {"dot", "fp32"}, {"dx", "bf16"}, {"dgamma", "fp32"}},
+     "rows cols ?ldx ?ldo divisor ?acc ?phase"},
+    {"sumsq", L_ROW, {{"x", "bf16"}, {"out", "fp32"}}, "rows cols ?ldx"},
+    {"online_norm_fwd", L_ROW, {{"x", "bf16"}, {"gamma", "bf16"}, {"xhat", "bf16"}, {"rho", "fp32"}, {"stat", "bf16"}},
+     "rows cols ?ldx ?ldstat divisor eps ?ldo"},
+    {"online_norm_rescale", L_ELEM, {{"h", "bf16"}, {"rho", "fp32"}}, "rows cols ?ldh"},
+    {"bottleneck_act", L_ROW, {{"h", "bf16"}, {"y", "bf16"}, {"z", "bf16"}, {"rstd", "fp32"}},
+     "rows cols ?ldh ?ldy ?ldz ?act ?norm ?eps"},
+    {"bottleneck_act_bwd", L_ROW, {{"h", "bf16"}, {"y", "bf16"}, {"rstd", "fp32"}, {"rho", "fp32"},
+                                   {"dz", "bf16"}, {"dh", "bf16"}, {"dstat", "fp32"}},
+     "rows cols ?ldh ?ldy ?ldz ?lddh ?act ?norm ?divisor ?acc"},
+    {"online_norm_bwd", L_ROW_COLS, {{"x", "bf16"}, {"gamma", "bf16"}, {"rho", "fp32"}, {"dxhat", "bf16"},
+                                     {"dstat", "fp32"}, {"dx", "bf16"}, {"dgamma", "fp32"}},
+     "rows cols ?ldx ?acc"},
+    {"rope", L_ROPE, {{"x", "bf16"}}, "rows heads head_dim ?ldx seq theta ?inverse"},
+    {"attention_fwd", L_ATTN_FWD, {{"q", "bf16"}, {"k", "bf16"}, {"v", "bf16"}, {"out", "bf16"}, {"lse", "fp32"}},
+     "batch seq heads kv_heads head_dim ldq ldk ldv ldo scale"},
+    {"attention_bwd", L_ATTN_BWD, {{"q", "bf16"}, {"k", "bf16"}, {"v", "bf16"}, {"out", "bf16"}, {"dout", "bf16"},
+                                   {"lse", "fp32"}, {"dq", "bf16"}, {"dk", "bf16"}, {"dv", "bf16"}},
+     "batch seq heads kv_heads head_dim ldq ldk ldv ldo scale"},
+    {"glu_fwd", L_ELEM, {{"gate", "bf16"}, {"up", "bf16"}, {"out", "bf16"}}, "rows cols ?ldg ?ldu ?ldo ?act"},
+    {"glu_bwd", L_ELEM, {{"gate", "bf16"}, {"up", "bf16"}, {"dout", "bf16"}, {"dgate", "bf16"}, {"dup", "bf16"}},
+     "rows cols ?ldg ?ldu ?ldo ?lddg ?lddu ?act"},
+    {"add", L_ELEM, {{"a", "bf16"}, {"b", "bf16"}, {"out", "bf16"}}, "rows cols ?lda ?ldb ?ldo"},
+    {"copy", L_ELEM, {{"src", "bf16"}, {"dst", "bf16"}}, "rows cols ?lds ?ldd ?acc"},
+    {"xent_fwd", L_ROW, {{"logits", "bf16"}, {"targets", "i32"}, {"stats", "fp32"}}, "rows cols ?ldl vocab_offset"},
+    {"xent_combine", L_SINGLE, {{"stats_all", "fp32"}, {"lse", "fp32"}, {"loss", "fp32"}}, "rows tp"},
+    {"xent_bwd", L_ELEM, {{"logits", "bf16"}, {"targets", "i32"}, {"lse", "fp32"}, {"dlogits", "bf16"}},
+     "rows cols ?ldl vocab_offset scale"},
+};
+#define NKINDS (int)(sizeof catalog / sizeof catalog[0])
+
+static const KindSpec *kind_spec(const char *kind) {
+    for (int i = 0; i < NKINDS; i++) if (!strcmp(catalog[i].kind, kind)) return &catalog[i];
+    return NULL;
+}
+
+int kernel_kind_count(void) { return NKINDS; }
+const char *kernel_kind_name(int i) { return i >= 0 && i < NKINDS ? catalog[i].kind : NULL; }
+
+/* Constants that are floats in the source; every other constant is an integer. */
+static int is_float_key(const char *key) {
+    return !strcmp(key, "eps") || !strcmp(key, "theta") || !strcmp(key, "scale");
+}
+
+/* Short tag of a constant in the procedural name. */
+static const char *name_tag(const char *key) {
+    static const char *map[][2] = {
+        {"rows", "r"}, {"cols", "c"}, {"vocab", "v"}, {"divisor", "dv"}, {"eps", "e"}, {"act", "a"},
+        {"norm", "n"}, {"acc", "acc"}, {"phase", "ph"}, {"heads", "h"}, {"kv_heads", "kv"},
+        {"head_dim", "d"}, {"seq", "s"}, {"batch", "b"}, {"theta", "th"}, {"inverse", "inv"},
+        {"scale", "sc"}, {"tp", "tp"}, {"vocab_offset", "vo"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) if (!strcmp(map[i][0], key)) return map[i][1];
+    return key;   /* ld keys name themselves */
+}
+
+static int find_const(const KernelInst *k, const char *key) {
+    for (int i = 0; i < k->nconst; i++) if (!strcmp(k->key[i], key)) return i;
+    return -1;
+}
+
+/* The value of a catalog constant: given, or its default (ld* -> cols, flags -> 0). */
+static double const_value(const KernelInst *k, const char *key) {
+    int i = find_const(k, key);
+    if (i >= 0) return k->val[i];
+    if (!strncmp(key, "ld", 2) && strcmp(key, "ldstat")) {
+        int c = find_const(k, "cols");
+        return c >= 0 ? k->val[c] : 0;
+    }
+    if (!strcmp(key, "ldstat")) return 1;
     return 0;
 }
 
-int kernels_emit(FILE *out, const KernelInst *ks, int n, const Run *run, char *err, size_t errlen) {
-    fprintf(out, "// kernels.cu: not emitted yet\n");
+/* Iterate the catalog constant list "a ?b c": returns the next key (without '?') or NULL. */
+static const char *next_key(const char **cursor, char *buf, size_t n, int *optional) {
+    const char *s = *cursor;
+    while (*s == ' ') s++;
+    if (!*s) return NULL;
+    *optional = (*s == '?');
+    if (*optional) s++;
+    size_t len = strcspn(s, " ");
+    if (len >= n) len = n - 1;
+    memcpy(buf, s, len); buf[len] = 0;
+    *cursor = s + len;
+    return buf;
+}
+
+static const char *op_dtype(const KernelInst *k, const KindSpec *ks, int i) {
+    if (i < KMAX_OPS && k->op_dtype[i][0]) return k->op_dtype[i];
+    return ks->ops[i].dtype;
+}
+
+static int block_of(int tuned, int dflt) {
+    int b = tuned > 0 ? tuned : dflt;
+    if (b < 32) b = 32;
+    if (b > 1024) b = 1024;
+    return b & ~31;
+}
+
+/* 8-wide vectors when every row start stays a multiple of 8 elements. */
+static int vec_width(const KernelInst *k, const KindSpec *ks) {
+    if (ks->launch == L_ROPE || ks->launch == L_COLS || ks->launch == L_SINGLE ||
+        ks->launch == L_ATTN_FWD || ks->launch == L_ATTN_BWD) return 1;
+    if ((int64_t)const_value(k, "cols") % 8) return 1;
+    const char *cur = ks->consts; char key[16]; int opt;
+    while (next_key(&cur, key, sizeof key, &opt))
+        if (!strncmp(key, "ld", 2) && strcmp(key, "ldstat") && (int64_t)const_value(k, key) % 8) return 1;
+    return 8;
+}
+
+static uint32_t fnv1a32(const char *s) {
+    uint32_t h = 2166136261u;
+    for (; *s; s++) { h ^= (unsigned char)*s; h *= 16777619u; }
+    return h;
+}
+
+int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
+    const KindSpec *ks = kind_spec(k->kind);
+    if (!ks) {
+        snprintf(err, errlen, "kernel kind '%s' is not in the catalog (docs/plan-format.md)", k->kind);
+        return -1;
+    }
+    /* every given constant is known, every required one is given */
+    for (int i = 0; i < k->nconst; i++) {
+        const char *cur = ks->consts; char key[16]; int opt, found = 0;
+        while (next_key(&cur, key, sizeof key, &opt)) if (!strcmp(key, k->key[i])) found = 1;
+        if (!found) {
+            snprintf(err, errlen, "kernel %s: constant '%s' is not one of its catalog keys (%s)",
+                     k->kind, k->key[i], ks->consts);
+            return -1;
+        }
+    }
+    const char *cur = ks->consts; char key[16]; int opt;
+    while (next_key(&cur, key, sizeof key, &opt))
+        if (!opt && find_const(k, key) < 0) {
+            snprintf(err, errlen, "kernel %s: constant '%s' missing", k->kind, key);
+            return -1;
+        }
+    const Gpu *gpu = &run->gpu;
+    int row_block = block_of(gpu->tune_row_block, 256), elem_block = block_of(gpu->tune_elem_block, 256);
+    int bq = gpu->tune_attn_block_q > 0 ? gpu->tune_attn_block_q : 64;
+    int bk = gpu->tune_attn_block_k > 0 ? gpu->tune_attn_block_k : 64;
+    int64_t rows = (int64_t)const_value(k, "rows"), cols = (int64_t)const_value(k, "cols");
+    int vec = vec_width(k, ks);
+    int block = row_block;
+    switch (ks->launch) {
+    case L_ROW: k->grid = rows; break;
+    case L_ROW_COLS:
+        k->grid = rows;
+        if (!(!strcmp(k->kind, "rmsnorm_bwd") && (int)const_value(k, "phase") == 1))
+            k->grid += (cols + row_block - 1) / row_block;
+        break;
+    case L_ELEM: block = elem_block; k->grid = (rows * (cols / vec) + block - 1) / block; break;
+    case L_ROPE: {
+        block = elem_block;
+        int64_t pairs = rows * (int64_t)const_value(k, "heads") * ((int64_t)const_value(k, "head_dim") / 2);
+        k->grid = (pairs + block - 1) / block;
+        break;
+    }
+    case L_COLS: block = elem_block; k->grid = (cols + block - 1) / block; break;
+    case L_ATTN_FWD: case L_ATTN_BWD: {
+        int hd = (int)const_value(k, "head_dim");
+        int heads = (int)const_value(k, "heads"), kvh = (int)const_value(k, "kv_heads");
+        if (hd % 16 || hd < 32 || hd > 256) {
+            snprintf(err, errlen, "kernel %s: head_dim %d not supported (a multiple of 16 in 32..256)", k->kind, hd);
+            return -1;
+        }
+        if (kvh <= 0 || heads % kvh) {
+            snprintf(err, errlen, "kernel %s: heads %d not a multiple of kv_heads %d", k->kind, heads, kvh);
+            return -1;
+        }
+        /* the backward keeps 4 x 16 fp32 accumulators a thread: at most 256 threads a block so
+         * that ptxas may use up to 255 registers (no spills) */
+        int max_threads = ks->launch == L_ATTN_BWD ? 256 : 1024;
+        if (bq * (hd / 16) > max_threads) bq = max_threads / (hd / 16);
+        block = bq * (hd / 16);
+        /* static shared memory: two bf16 tiles of bk x hd (48 KiB limit) */
+        while (bk > 16 && 2 * bk * hd * 2 + 8 * bk > 48 * 1024) bk /= 2;
+        int64_t b = (int64_t)const_value(k, "batch"), seq = (int64_t)const_value(k, "seq");
+        int64_t nb = (seq + bq - 1) / bq;
+        k->grid = b * heads * nb + (ks->launch == L_ATTN_BWD ? b * kvh * nb : 0);
+        break;
+    }
+    case L_SINGLE: k->grid = 1; break;
+    }
+    k->block = block;
+    k->smem = 0;   /* tiles use static shared memory */
+    k->tune_bq = bq; k->tune_bk = bk; k->vec = vec;
+    if (rows <= 0 && ks->launch != L_ATTN_FWD && ks->launch != L_ATTN_BWD) {
+        snprintf(err, errlen, "kernel %s: rows must be positive", k->kind);
+        return -1;
+    }
+
+    /* procedural name: kind, constants in catalog order, operand dtypes, tuning */
+    char name[512];
+    int n = snprintf(name, sizeof name, "%s", k->kind);
+    cur = ks->consts;
+    while (next_key(&cur, key, sizeof key, &opt) && n < (int)sizeof name - 64) {
+        int i = find_const(k, key);
+        if (i < 0) continue;
+        if (k->per_rank[i] != 0) { n += snprintf(name + n, sizeof name - n, "_%sR", name_tag(key)); continue; }
+        if (!strcmp(key, "act")) { n += snprintf(name + n, sizeof name - n, "_%s", k->val[i] ? "silu" : "id"); continue; }
+        if (is_float_key(key)) n += snprintf(name + n, sizeof name - n, "_%s%.7g", name_tag(key), k->val[i]);
+        else n += snprintf(name + n, sizeof name - n, "_%s%lld", name_tag(key), (long long)k->val[i]);
+    }
+    for (int i = 0; i < 10 && ks->ops[i].name; i++)
+        if (strcmp(op_dtype(k, ks, i), ks->ops[i].dtype))
+            n += snprintf(name + n, sizeof name - n, "_%s%s", ks->ops[i].name, op_dtype(k, ks, i));
+    if (ks->launch == L_ATTN_FWD || ks->launch == L_ATTN_BWD)
+        n += snprintf(name + n, sizeof name - n, "_bf16_q%dk%d", bq, bk);
+    else
+        n += snprintf(name + n, sizeof name - n, "_bf16_b%d", block);
+    for (char *c = name; *c; c++) if (*c == '.') *c = 'p'; else if (*c == '-') *c = 'm'; else if (*c == '+') *c = 'P';
+    if (n >= (int)sizeof k->name) {   /* too long: keep a prefix and a hash of the whole */
+        uint32_t h = fnv1a32(name);
+        snprintf(name + sizeof k->name - 10, 10, "_%08x", h);
+    }
+    memcpy(k->name, name, sizeof k->name - 1);
+    k->name[sizeof k->name - 1] = 0;
     return 0;
+}
+
+/* ---- templates ---- */
+
+/* The templates/ folder: $BOOST_HOME/templates, else next to the binary's folder (bin/..),
+ * else two levels up (build/tests/..). */
+int kernels_template_dir(char *dir, size_t n, char *err, size_t errlen) {
+    char probe[PATH_MAX + 64];
+    const char *home = getenv("BOOST_HOME");
+    if (home && *home) {
+        snprintf(probe, sizeof probe, "%s/templates/prelude.cuh", home);
+        if (access(probe, R_OK) == 0) { snprintf(dir, n, "%s/templates", home); return 0; }
+        snprintf(err, errlen, "BOOST_HOME=%s has no templates/prelude.cuh: point BOOST_HOME at the "
+                 "BOOST repository", home);
+        return -1;
+    }
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = 0;
+        for (int up = 1; up <= 2; up++) {
+            char *slash = strrchr(exe, '/');
+            if (!slash) break;
+            *slash = 0;
+            snprintf(probe, sizeof probe, "%s/../templates/prelude.cuh", exe);
+            if (access(probe, R_OK) == 0) { snprintf(dir, n, "%s/../templates", exe); return 0; }
+        }
+    }
+    snprintf(err, errlen, "templates/ not found next to the binary's folder: set BOOST_HOME to the "
+             "BOOST repository (the folder holding templates/)");
+    return -1;
+}
+
+static char *read_text(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errlen, "%s: cannot read template: %s", path, strerror(errno)); return NULL; }
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc(sz + 1);
+    if (!s || fread(s, 1, sz, f) != (size_t)sz) {
+        free(s); fclose(f);
+        snprintf(err, errlen, "%s: read failed", path);
+        return NULL;
+    }
+    s[sz] = 0;
+    fclose(f);
+    return s;
+}
+
+static const char *ctype_of(const char *dtype) {
+    if (!strcmp(dtype, "fp32")) return "float";
+    if (!strcmp(dtype, "i32")) return "int";
+    return "bf16";
+}
+
+/* Value of hole `hole` (upper case) for kernel k, written into out; 0 when unknown. */
+static int hole_value(const KernelInst *k, const KindSpec *ks, const char *hole, char *out, size_t n) {
+    char lower[64];
+    size_t i;
+    for (i = 0; hole[i] && i < sizeof lower - 1; i++) lower[i] = (char)tolower((unsigned char)hole[i]);
+    lower[i] = 0;
+    if (!strcmp(hole, "NAME")) { snprintf(out, n, "%s", k->name); return 1; }
+    if (!strcmp(hole, "BLOCK")) { snprintf(out, n, "%lld", (long long)k->block); return 1; }
+    if (!strcmp(hole, "VEC")) { snprintf(out, n, "%d", k->vec); return 1; }
+    if (!strcmp(hole, "BLOCK_Q")) { snprintf(out, n, "%d", k->tune_bq); return 1; }
+    if (!strcmp(hole, "BLOCK_K")) { snprintf(out, n, "%d", k->tune_bk); return 1; }
+    if (!strcmp(hole, "RANK_ARGS")) {
+        size_t m = 0; out[0] = 0;
+        for (int c = 0; c < k->nconst; c++)
+            if (k->per_rank[c] != 0) m += snprintf(out + m, n - m, ", long long %s_arg", k->key[c]);
+        return 1;
+    }
+    if (!strncmp(hole, "T_", 2)) {
+        for (int o = 0; o < 10 && ks->ops[o].name; o++)
+            if (!strcmp(ks->ops[o].name, lower + 2)) { snprintf(out, n, "%s", ctype_of(op_dtype(k, ks, o))); return 1; }
+        return 0;
+    }
+    const char *cur = ks->consts; char key[16]; int opt;
+    while (next_key(&cur, key, sizeof key, &opt)) {
+        if (strcmp(key, lower)) continue;
+        int c = find_const(k, key);
+        if (c >= 0 && k->per_rank[c] != 0) { snprintf(out, n, "%s_arg", key); return 1; }
+        double v = const_value(k, key);
+        if (is_float_key(key)) snprintf(out, n, "%.9gf", v);
+        else snprintf(out, n, "%lldLL", (long long)v);
+        /* plain int literals read better and keep int arithmetic where it fits */
+        if (!is_float_key(key) && v >= -2147483647.0 && v <= 2147483647.0) snprintf(out, n, "%lld", (long long)v);
+        if (is_float_key(key) && !strchr(out, '.') && !strchr(out, 'e') && !strchr(out, 'n') && !strchr(out, 'i'))
+            snprintf(out, n, "%.9g.f", v);
+        return 1;
+    }
+    return 0;
+}
+
+/* Write template text with its holes filled. */
+static int fill_template(FILE *out, const char *text, const char *path, const KernelInst *k,
+                         const KindSpec *ks, char *err, size_t errlen) {
+    for (const char *s = text; *s; ) {
+        const char *open = strstr(s, "{{");
+        if (!open) { fputs(s, out); break; }
+        fwrite(s, 1, open - s, out);
+        const char *close = strstr(open + 2, "}}");
+        if (!close || close - open - 2 >= 64) {
+            snprintf(err, errlen, "%s: unterminated '{{' hole", path);
+            return -1;
+        }
+        char hole[64], val[512];
+        memcpy(hole, open + 2, close - open - 2);
+        hole[close - open - 2] = 0;
+        if (!hole_value(k, ks, hole, val, sizeof val)) {
+            int line = 1;
+            for (const char *c = text; c < open; c++) line += (*c == '\n');
+            snprintf(err, errlen, "%s:%d: unknown hole {{%s}} for kernel kind %s", path, line, hole, k->kind);
+            return -1;
+        }
+        fputs(val, out);
+        s = close + 2;
+    }
+    return 0;
+}
+
+static int emit_to(FILE *out, const KernelInst *ks, int n, const Run *run, char *err, size_t errlen) {
+    char dir[PATH_MAX], path[PATH_MAX + 64];
+    if (kernels_template_dir(dir, sizeof dir, err, errlen) != 0) return -1;
+    char *prelude, *runtime;
+    snprintf(path, sizeof path, "%s/prelude.cuh", dir);
+    if (!(prelude = read_text(path, err, errlen))) return -1;
+    snprintf(path, sizeof path, "%s/runtime.cu", dir);
+    if (!(runtime = read_text(path, err, errlen))) { free(prelude); return -1; }
+
+    int distinct = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = !strcmp(ks[j].name, ks[i].name);
+        if (!seen) distinct++;
+    }
+    fprintf(out, "// kernels.cu: the fused kernels of run %s (model %s) for %s (%s), specialised from\n"
+                 "// BOOST's templates/ by 'boost gen'; %d kernels plus the runtime's own. Do not edit:\n"
+                 "// regenerate. Compiled at run time with NVRTC; every kernel is extern \"C\".\n",
+            run->name, run->model.name, run->gpu.name[0] ? run->gpu.name : "any GPU",
+            run->gpu.arch[0] ? run->gpu.arch : "sm_80+", distinct);
+    fprintf(out, "#include <cuda_bf16.h>\n\n");
+    fputs(prelude, out);
+    fputs("\n", out);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = !strcmp(ks[j].name, ks[i].name);
+        if (seen) continue;
+        const KindSpec *spec = kind_spec(ks[i].kind);
+        if (!spec || !ks[i].name[0]) {
+            snprintf(err, errlen, "kernel %d (%s) was not specialised before kernels_emit", i, ks[i].kind);
+            rc = -1; break;
+        }
+        snprintf(path, sizeof path, "%s/%s.cu", dir, ks[i].kind);
+        char *text = read_text(path, err, errlen);
+        if (!text) { rc = -1; break; }
+        fprintf(out, "\n");
+        rc = fill_template(out, text, path, &ks[i], spec, err, errlen);
+        free(text);
+    }
+    if (rc == 0) { fprintf(out, "\n"); fputs(runtime, out); }
+    free(prelude); free(runtime);
+    return rc;
+}
+
+/* Build the whole text in memory first, so a failure leaves no partial kernels.cu. */
+int kernels_emit(FILE *out, const KernelInst *ks, int n, const Run *run, char *err, size_t errlen) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&buf, &len);
+    if (!mem) { snprintf(err, errlen, "out of memory"); return -1; }
+    int rc = emit_to(mem, ks, n, run, err, errlen);
+    fclose(mem);
+    if (rc == 0 && fwrite(buf, 1, len, out) != len) {
+        snprintf(err, errlen, "writing kernels.cu failed: %s", strerror(errno));
+        rc = -1;
+    }
+    free(buf);
+    return rc;
 }

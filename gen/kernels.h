@@ -10,6 +10,7 @@
 #include "gen/model.h"
 
 #define KMAX_CONST 24
+#define KMAX_OPS 10
 
 typedef struct {
     char kind[32];                 /* catalog kind, e.g. "bottleneck_act" */
@@ -17,9 +18,13 @@ typedef struct {
     char key[KMAX_CONST][16];      /* constant names as in the catalog (rows, cols, act, ...) */
     double val[KMAX_CONST];        /* value (ints stored exactly; act: 0 none, 1 silu) */
     double per_rank[KMAX_CONST];   /* non-zero: value = val + rank*per_rank, passed at launch */
+    /* optional: storage type of operand i (catalog order), "bf16" | "fp32" | "i32"; "" (zeroed)
+     * = the catalog default (docs/plan-format.md, "Kernel operands on CUDA") */
+    char op_dtype[KMAX_OPS][8];
     /* filled by kernel_specialise: */
     char name[96];                 /* procedural name encoding kind, constants, dtype, tuning */
     int64_t grid, block, smem;
+    int vec, tune_bq, tune_bk;     /* vector width; attention query/key tile sizes */
 } KernelInst;
 
 /* Name it and choose its launch configuration from the GPU's tuning table. */
@@ -28,5 +33,20 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen);
 /* Write a self-contained kernels.cu (only cuda_bf16.h included) with one definition per distinct
  * name among ks[0..n-1]. */
 int kernels_emit(FILE *out, const KernelInst *ks, int n, const Run *run, char *err, size_t errlen);
+
+/* The catalog's kinds, in catalog order (for tests and tools). */
+int kernel_kind_count(void);
+const char *kernel_kind_name(int i);
+
+/* The templates/ folder ($BOOST_HOME/templates or next to the binary's folder). */
+int kernels_template_dir(char *dir, size_t n, char *err, size_t errlen);
+
+/* Kernels every kernels.cu carries for the CUDA backend itself (templates/runtime.cu). */
+#define KERNEL_ADAMW          "adamw_fp32_master_bf16"
+#define KERNEL_SUMSQ_FP32     "boost_sumsq_fp32"
+#define KERNEL_ALLREDUCE_BF16 "boost_allreduce_bf16"
+#define KERNEL_ALLREDUCE_FP32 "boost_allreduce_fp32"
+#define KERNEL_FP32_TO_BF16   "boost_fp32_to_bf16"
+#define KERNEL_BF16_TO_FP32   "boost_bf16_to_fp32"
 
 #endif

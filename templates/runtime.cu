@@ -1,0 +1,58 @@
+// runtime.cu: kernels the CUDA backend itself launches (not plan steps): AdamW with fp32 master
+// weights and a bf16 copy, the gradient square sum for clipping, the local-mode all-reduce over
+// the ranks' buffers, and fp32 <-> bf16 conversion for host copies. Fixed names (gen/kernels.h).
+extern "C" __global__ void __launch_bounds__(256)
+adamw_fp32_master_bf16(float *master, bf16 *param, const float *grad, float *m, float *v, long long n,
+                       float lr, float beta1, float beta2, float eps, float weight_decay,
+                       float grad_scale, float bias1, float bias2) {
+    for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < n; i += (long long)gridDim.x * 256) {
+        const float g = grad[i] * grad_scale;
+        const float mi = beta1 * m[i] + (1.f - beta1) * g;
+        const float vi = beta2 * v[i] + (1.f - beta2) * g * g;
+        m[i] = mi; v[i] = vi;
+        float p = master[i];
+        p -= lr * ((mi / bias1) / (sqrtf(vi / bias2) + eps) + weight_decay * p);
+        master[i] = p;
+        if (param) param[i] = __float2bfloat16(p);
+    }
+}
+
+// partial[blockIdx.x] = sum of x[i]^2 over the block's grid-stride share (the host adds the
+// partials in double, in order: deterministic).
+extern "C" __global__ void __launch_bounds__(256)
+boost_sumsq_fp32(const float *x, long long n, float *partial) {
+    float s = 0.f;
+    for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < n; i += (long long)gridDim.x * 256)
+        s += x[i] * x[i];
+    s = block_sum<256>(s);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+// Local-mode all-reduce: bufs[r][i] = sum over r' of bufs[r'][i], in rank order 0..n-1.
+extern "C" __global__ void __launch_bounds__(256)
+boost_allreduce_bf16(bf16 *const *bufs, int nranks, long long n) {
+    for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < n; i += (long long)gridDim.x * 256) {
+        float s = 0.f;
+        for (int r = 0; r < nranks; r++) s += __bfloat162float(bufs[r][i]);
+        for (int r = 0; r < nranks; r++) bufs[r][i] = __float2bfloat16(s);
+    }
+}
+extern "C" __global__ void __launch_bounds__(256)
+boost_allreduce_fp32(float *const *bufs, int nranks, long long n) {
+    for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < n; i += (long long)gridDim.x * 256) {
+        float s = 0.f;
+        for (int r = 0; r < nranks; r++) s += bufs[r][i];
+        for (int r = 0; r < nranks; r++) bufs[r][i] = s;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+boost_fp32_to_bf16(const float *src, bf16 *dst, long long n) {
+    for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < n; i += (long long)gridDim.x * 256)
+        dst[i] = __float2bfloat16(src[i]);
+}
+extern "C" __global__ void __launch_bounds__(256)
+boost_bf16_to_fp32(const bf16 *src, float *dst, long long n) {
+    for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < n; i += (long long)gridDim.x * 256)
+        dst[i] = __bfloat162float(src[i]);
+}
