@@ -72,7 +72,7 @@ void trainlog_initial_val(TrainLog *lg, double val_loss) {
         fprintf(lg->json, "}\n");
         fflush(lg->json);
     }
-    if (!lg->quiet) trainlog_note(lg, "step 0/%d val %.4f", lg->steps, val_loss);
+    if (!lg->quiet) trainlog_note(lg, "step 0/%d val %.4g", lg->steps, val_loss);
 }
 
 void trainlog_step(TrainLog *lg, const StepReport *r) {
@@ -88,10 +88,10 @@ void trainlog_step(TrainLog *lg, const StepReport *r) {
     }
     if (lg->quiet) return;
     char line[256], val[32] = "", tok[32], eta[32];
-    if (r->val_loss >= 0) snprintf(val, sizeof val, " val %.4f", r->val_loss);
+    if (r->val_loss >= 0) snprintf(val, sizeof val, " val %.4g", r->val_loss);
     format_count(r->tokens_per_s, tok, sizeof tok);
     format_duration(r->eta_s, eta, sizeof eta);
-    snprintf(line, sizeof line, "step %d/%d loss %.4f%s lr %.2e %s tok/s ETA %s", r->step, lg->steps, r->loss, val,
+    snprintf(line, sizeof line, "step %d/%d loss %.4g%s lr %.2e %s tok/s ETA %s", r->step, lg->steps, r->loss, val,
              r->lr, tok, eta);
     if (lg->tty) {
         fprintf(stdout, "\r%s\033[K", line);

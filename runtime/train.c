@@ -273,8 +273,9 @@ static int run_loop(Trainer *t, TrainLog *lg) {
     format_count(done > 0 ? (double)tokens_per_step * done / train_time : 0, tok, sizeof tok);
     format_duration(train_time, dur, sizeof dur);
     if (done > 0)
-        trainlog_note(lg, "done: %d steps in %s (%s tok/s); loss %.4f -> %.4f%s", done, dur, tok, first_loss, last_loss, "");
-    if (first_val >= 0 && last_val >= 0) trainlog_note(lg, "validation loss %.4f -> %.4f", first_val, last_val);
+        trainlog_note(lg, "done: %d steps in %s (%s tok/s); loss %.4g -> %.4g%s%s", done, dur, tok, first_loss, last_loss,
+                      should_save ? "; checkpoint " : "", should_save ? t->last_ckpt : "");
+    if (first_val >= 0 && last_val >= 0) trainlog_note(lg, "validation loss %.4g -> %.4g", first_val, last_val);
     return 0;
 }
 
