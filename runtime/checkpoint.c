@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +110,28 @@ static int write_state(const char *path, const CkptState *st, char *err, size_t 
     return 0;
 }
 
+/* Leftovers of a save that was killed part way (by another process id that is gone): a temporary
+ * folder is removed; a previous checkpoint moved aside is put back when its step has no folder. */
+static void clean_stale(const char *outdir) {
+    DIR *d = opendir(outdir);
+    if (!d) return;
+    struct dirent *e;
+    char path[1200], final[1200];
+    while ((e = readdir(d))) {
+        long long step;
+        int pid;
+        char kind[8];
+        if (sscanf(e->d_name, ".step-%lld.%3[a-z]-%d", &step, kind, &pid) != 3) continue;
+        if (pid == (int)getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;
+        snprintf(path, sizeof path, "%s/%s", outdir, e->d_name);
+        ckpt_step_dir(outdir, step, final, sizeof final);
+        struct stat sb;
+        if (!strcmp(kind, "old") && stat(final, &sb) != 0) rename(path, final);
+        else ckpt_remove_tree(path);
+    }
+    closedir(d);
+}
+
 int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, int n,
               CkptFillFn fill, void *ctx, char *saved_dir, size_t saved_len, char *err, size_t errlen) {
     char final[1024], tmp[1100], old[1100], path[1200], why[4096] = "";
@@ -121,6 +144,7 @@ int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, in
         snprintf(err, errlen, "%s: cannot create the checkpoint folder: %s", outdir, strerror(errno));
         return 1;
     }
+    clean_stale(outdir);
     ckpt_remove_tree(tmp);
     if (mkdir(tmp, 0777) != 0) {
         snprintf(err, errlen, "%s: cannot create %s: %s; earlier checkpoints are untouched", final, tmp, strerror(errno));

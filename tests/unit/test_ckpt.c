@@ -3,6 +3,7 @@
  * back, the fingerprint, and an atomic save under a simulated full disk (RLIMIT_FSIZE with SIGXFSZ
  * ignored) that leaves the earlier checkpoint byte-identical and no temporary folder behind. */
 #include <dirent.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -355,6 +356,30 @@ static void test_full_disk(void) {
     }
 }
 
+/* A save killed part way leaves a temporary folder, or a previous checkpoint moved aside; the next
+ * save (another process) removes the first and puts the second back. */
+static void test_stale_leftovers(void) {
+    char outdir[300], p[700], saved[1200], err[4096];
+    snprintf(outdir, sizeof outdir, "%s/stale", dir);
+    mkdir(outdir, 0777);
+    int dead = 4000000;
+    while (kill(dead, 0) == 0 || errno != ESRCH) dead++;
+    snprintf(p, sizeof p, "%s/.step-000005.tmp-%d", outdir, dead);
+    mkdir(p, 0777);
+    snprintf(p, sizeof p, "%s/.step-000005.tmp-%d/model.safetensors", outdir, dead);
+    write_bytes(p, "partial", 7);
+    snprintf(p, sizeof p, "%s/.step-000004.old-%d", outdir, dead);
+    mkdir(p, 0777);
+    snprintf(p, sizeof p, "%s/.step-000004.old-%d/state.json", outdir, dead);
+    write_bytes(p, "{}", 2);
+    CkptState st = make_state(6);
+    int rc = ckpt_save(outdir, &st, canons, NCANON, fill_closed_form, NULL, saved, sizeof saved, err, sizeof err);
+    snprintf(p, sizeof p, "%s/step-000004/state.json", outdir);
+    struct stat sb;
+    CHECK(rc == 0 && count_hidden(outdir) == 0 && stat(p, &sb) == 0, "ckpt_stale_leftovers_cleaned",
+          "rc %d, %d hidden entries left, step-000004 restored: %d", rc, count_hidden(outdir), stat(p, &sb) == 0);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) { printf("FAIL - tmpdir: mkdtemp failed\n"); return 1; }
     test_json();
@@ -362,6 +387,7 @@ int main(void) {
     test_fingerprint();
     test_checkpoint_folder();
     test_full_disk();
+    test_stale_leftovers();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) printf("# could not remove %s\n", dir);
