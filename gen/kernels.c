@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,46 +29,49 @@ typedef struct {
     const char *kind;
     int launch;
     OpSpec ops[10];            /* catalog order; dtype is the default storage type */
-    const char *consts;        /* catalog order; "?key" optional (ld* default cols, others 0) */
+    const char *consts;        /* catalog order; "?key=default" optional: a number, another key,
+                                  "a*b", "cols+norm" or "rsqrt(head_dim)" */
 } KindSpec;
 
 static const KindSpec catalog[] = {
     {"embedding_fwd", L_ELEM, {{"tokens", "i32"}, {"table", "bf16"}, {"out", "bf16"}},
-     "rows cols vocab ?ldo"},
+     "rows cols vocab ?ldo=cols"},
     {"embedding_bwd", L_COLS, {{"tokens", "i32"}, {"dout", "bf16"}, {"dtable", "fp32"}},
-     "rows cols vocab ?ldo"},
+     "rows cols vocab ?ldo=cols"},
     {"rmsnorm_fwd", L_ROW, {{"x", "bf16"}, {"gamma", "bf16"}, {"out", "bf16"}, {"rstd", "fp32"}, {"sumsq", "fp32"}},
-     "rows cols ?ldx ?ldo divisor eps"},
+     "rows cols ?ldx=cols ?ldo=cols ?divisor=cols ?eps=1e-5"},
     {"rmsnorm_bwd", L_ROW_COLS, {{"x", "bf16"}, {"gamma", "bf16"}, {"rstd", "fp32"}, {"dout", "bf16"},
                                  {"dot", "fp32"}, {"dx", "bf16"}, {"dgamma", "fp32"}},
-     "rows cols ?ldx ?ldo divisor ?acc ?phase"},
-    {"sumsq", L_ROW, {{"x", "bf16"}, {"out", "fp32"}}, "rows cols ?ldx"},
+     "rows cols ?ldx=cols ?ldo=cols ?divisor=cols ?acc=0 ?phase=0 ?lddx=ldx"},
+    {"sumsq", L_ROW, {{"x", "bf16"}, {"out", "fp32"}}, "rows cols ?ldx=cols"},
     {"online_norm_fwd", L_ROW, {{"x", "bf16"}, {"gamma", "bf16"}, {"xhat", "bf16"}, {"rho", "fp32"}, {"stat", "bf16"}},
-     "rows cols ?ldx ?ldstat divisor eps ?ldo"},
-    {"online_norm_rescale", L_ELEM, {{"h", "bf16"}, {"rho", "fp32"}}, "rows cols ?ldh"},
+     "rows cols ?ldx=cols ?ldstat=1 ?divisor=cols ?eps=1e-5 ?ldxhat=cols"},
+    {"online_norm_rescale", L_ELEM, {{"h", "bf16"}, {"rho", "fp32"}}, "rows cols ?ldh=cols"},
     {"bottleneck_act", L_ROW, {{"h", "bf16"}, {"y", "bf16"}, {"z", "bf16"}, {"rstd", "fp32"}},
-     "rows cols ?ldh ?ldy ?ldz ?act ?norm ?eps"},
+     "rows cols ?ldh=cols+norm ?ldy=cols ?ldz=cols ?act=0 ?norm=0 ?eps=1e-5"},
     {"bottleneck_act_bwd", L_ROW, {{"h", "bf16"}, {"y", "bf16"}, {"rstd", "fp32"}, {"rho", "fp32"},
                                    {"dz", "bf16"}, {"dh", "bf16"}, {"dstat", "fp32"}},
-     "rows cols ?ldh ?ldy ?ldz ?lddh ?act ?norm ?divisor ?acc"},
+     "rows cols ?ldh=cols ?ldy=cols ?ldz=cols ?lddh=cols ?act=0 ?norm=0 ?divisor=1 ?acc=0"},
     {"online_norm_bwd", L_ROW_COLS, {{"x", "bf16"}, {"gamma", "bf16"}, {"rho", "fp32"}, {"dxhat", "bf16"},
                                      {"dstat", "fp32"}, {"dx", "bf16"}, {"dgamma", "fp32"}},
-     "rows cols ?ldx ?acc"},
-    {"rope", L_ROPE, {{"x", "bf16"}}, "rows heads head_dim ?ldx seq theta ?inverse"},
+     "rows cols ?ldx=cols ?acc=0 ?lddxhat=cols ?lddx=ldx"},
+    {"rope", L_ROPE, {{"x", "bf16"}}, "rows heads head_dim ?ldx=heads*head_dim ?seq=1 ?theta=10000 ?inverse=0"},
     {"attention_fwd", L_ATTN_FWD, {{"q", "bf16"}, {"k", "bf16"}, {"v", "bf16"}, {"out", "bf16"}, {"lse", "fp32"}},
-     "batch seq heads kv_heads head_dim ldq ldk ldv ldo scale"},
+     "batch seq heads ?kv_heads=heads head_dim ?ldq=heads*head_dim ?ldk=kv_heads*head_dim "
+     "?ldv=kv_heads*head_dim ?ldo=heads*head_dim ?scale=rsqrt(head_dim)"},
     {"attention_bwd", L_ATTN_BWD, {{"q", "bf16"}, {"k", "bf16"}, {"v", "bf16"}, {"out", "bf16"}, {"dout", "bf16"},
                                    {"lse", "fp32"}, {"dq", "bf16"}, {"dk", "bf16"}, {"dv", "bf16"}},
-     "batch seq heads kv_heads head_dim ldq ldk ldv ldo scale"},
-    {"glu_fwd", L_ELEM, {{"gate", "bf16"}, {"up", "bf16"}, {"out", "bf16"}}, "rows cols ?ldg ?ldu ?ldo ?act"},
+     "batch seq heads ?kv_heads=heads head_dim ?ldq=heads*head_dim ?ldk=kv_heads*head_dim "
+     "?ldv=kv_heads*head_dim ?ldo=heads*head_dim ?scale=rsqrt(head_dim) ?lddo=ldo ?lddq=ldq ?lddk=ldk ?lddv=ldv"},
+    {"glu_fwd", L_ELEM, {{"gate", "bf16"}, {"up", "bf16"}, {"out", "bf16"}}, "rows cols ?ldg=cols ?ldu=cols ?ldo=cols ?act=0"},
     {"glu_bwd", L_ELEM, {{"gate", "bf16"}, {"up", "bf16"}, {"dout", "bf16"}, {"dgate", "bf16"}, {"dup", "bf16"}},
-     "rows cols ?ldg ?ldu ?ldo ?lddg ?lddu ?act"},
-    {"add", L_ELEM, {{"a", "bf16"}, {"b", "bf16"}, {"out", "bf16"}}, "rows cols ?lda ?ldb ?ldo"},
-    {"copy", L_ELEM, {{"src", "bf16"}, {"dst", "bf16"}}, "rows cols ?lds ?ldd ?acc"},
-    {"xent_fwd", L_ROW, {{"logits", "bf16"}, {"targets", "i32"}, {"stats", "fp32"}}, "rows cols ?ldl vocab_offset"},
-    {"xent_combine", L_SINGLE, {{"stats_all", "fp32"}, {"lse", "fp32"}, {"loss", "fp32"}}, "rows tp"},
+     "rows cols ?ldg=cols ?ldu=cols ?ldo=cols ?lddg=cols ?lddu=cols ?act=0"},
+    {"add", L_ELEM, {{"a", "bf16"}, {"b", "bf16"}, {"out", "bf16"}}, "rows cols ?lda=cols ?ldb=cols ?ldo=cols"},
+    {"copy", L_ELEM, {{"src", "bf16"}, {"dst", "bf16"}}, "rows cols ?lds=cols ?ldd=cols ?acc=0"},
+    {"xent_fwd", L_ROW, {{"logits", "bf16"}, {"targets", "i32"}, {"stats", "fp32"}}, "rows cols ?ldl=cols ?vocab_offset=0"},
+    {"xent_combine", L_SINGLE, {{"stats_all", "fp32"}, {"lse", "fp32"}, {"loss", "fp32"}}, "rows ?tp=1"},
     {"xent_bwd", L_ELEM, {{"logits", "bf16"}, {"targets", "i32"}, {"lse", "fp32"}, {"dlogits", "bf16"}},
-     "rows cols ?ldl vocab_offset scale"},
+     "rows cols ?ldl=cols ?vocab_offset=0 ?scale=1 ?lddl=ldl"},
 };
 #define NKINDS (int)(sizeof catalog / sizeof catalog[0])
 
@@ -101,30 +105,51 @@ static int find_const(const KernelInst *k, const char *key) {
     return -1;
 }
 
-/* The value of a catalog constant: given, or its default (ld* -> cols, flags -> 0). */
-static double const_value(const KernelInst *k, const char *key) {
-    int i = find_const(k, key);
-    if (i >= 0) return k->val[i];
-    if (!strncmp(key, "ld", 2) && strcmp(key, "ldstat")) {
-        int c = find_const(k, "cols");
-        return c >= 0 ? k->val[c] : 0;
-    }
-    if (!strcmp(key, "ldstat")) return 1;
-    return 0;
-}
-
-/* Iterate the catalog constant list "a ?b c": returns the next key (without '?') or NULL. */
-static const char *next_key(const char **cursor, char *buf, size_t n, int *optional) {
+/* Iterate the catalog constant list "a ?b=dflt c": the next key (without '?' and default) or
+ * NULL at the end; its default expression goes to dflt ("" when required). */
+static const char *next_key_d(const char **cursor, char *buf, size_t n, int *optional, char *dflt, size_t dn) {
     const char *s = *cursor;
     while (*s == ' ') s++;
     if (!*s) return NULL;
     *optional = (*s == '?');
     if (*optional) s++;
     size_t len = strcspn(s, " ");
-    if (len >= n) len = n - 1;
-    memcpy(buf, s, len); buf[len] = 0;
+    char tok[64];
+    if (len >= sizeof tok) len = sizeof tok - 1;
+    memcpy(tok, s, len); tok[len] = 0;
     *cursor = s + len;
+    char *eq = strchr(tok, '=');
+    if (dflt) snprintf(dflt, dn, "%s", eq ? eq + 1 : "");
+    if (eq) *eq = 0;
+    size_t kl = strlen(tok) < n ? strlen(tok) : n - 1;
+    memcpy(buf, tok, kl); buf[kl] = 0;
     return buf;
+}
+static const char *next_key(const char **cursor, char *buf, size_t n, int *optional) {
+    return next_key_d(cursor, buf, n, optional, NULL, 0);
+}
+
+/* The value of a catalog constant of kind ks: given, or its default expression. */
+static double const_value_of(const KernelInst *k, const KindSpec *ks, const char *key, int depth) {
+    int i = find_const(k, key);
+    if (i >= 0) return k->val[i];
+    if (depth > 4) return 0;
+    const char *cur = ks->consts; char name[32], d[48]; int opt;
+    while (next_key_d(&cur, name, sizeof name, &opt, d, sizeof d)) {
+        if (strcmp(name, key)) continue;
+        if (!d[0]) return 0;
+        if (!strcmp(d, "rsqrt(head_dim)")) return 1.0 / sqrt(const_value_of(k, ks, "head_dim", depth + 1));
+        char *star = strchr(d, '*'), *plus = strchr(d, '+');
+        if (star) { *star = 0; return const_value_of(k, ks, d, depth + 1) * const_value_of(k, ks, star + 1, depth + 1); }
+        if (plus) { *plus = 0; return const_value_of(k, ks, d, depth + 1) + const_value_of(k, ks, plus + 1, depth + 1); }
+        if ((d[0] >= '0' && d[0] <= '9') || d[0] == '-') return atof(d);
+        return const_value_of(k, ks, d, depth + 1);
+    }
+    return 0;
+}
+static double const_value(const KernelInst *k, const char *key) {
+    const KindSpec *ks = kind_spec(k->kind);
+    return ks ? const_value_of(k, ks, key, 0) : 0;
 }
 
 static const char *op_dtype(const KernelInst *k, const KindSpec *ks, int i) {
@@ -147,6 +172,7 @@ static int vec_width(const KernelInst *k, const KindSpec *ks) {
     const char *cur = ks->consts; char key[16]; int opt;
     while (next_key(&cur, key, sizeof key, &opt))
         if (!strncmp(key, "ld", 2) && strcmp(key, "ldstat") && (int64_t)const_value(k, key) % 8) return 1;
+    if (!strcmp(k->kind, "bottleneck_act") && (int64_t)const_value(k, "ldh") % 8) return 1;
     return 8;
 }
 

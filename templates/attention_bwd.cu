@@ -25,7 +25,7 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * ({{HEAD_DIM}} / 16), 
         for (int t = 0; t < DT; t++) {
             const long long c = h * D + g * DT + t;
             qr[t] = valid ? ld(q + row * {{LDQ}} + c) : 0.f;
-            dor[t] = valid ? ld(dout + row * {{LDO}} + c) : 0.f;
+            dor[t] = valid ? ld(dout + row * {{LDDO}} + c) : 0.f;
             delta += valid ? dor[t] * ld(out + row * {{LDO}} + c) : 0.f;
             acc[t] = 0.f;
         }
@@ -57,7 +57,7 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * ({{HEAD_DIM}} / 16), 
             }
         }
         if (!valid) return;
-        for (int t = 0; t < DT; t++) st(dq + row * {{LDQ}} + h * D + g * DT + t, acc[t] * {{SCALE}});
+        for (int t = 0; t < DT; t++) st(dq + row * {{LDDQ}} + h * D + g * DT + t, acc[t] * {{SCALE}});
         return;
     }
     // key blocks
@@ -82,7 +82,7 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * ({{HEAD_DIM}} / 16), 
                 const int qq = idx / D, d = idx % D, qp = q0 + qq;
                 const long long qrow = (long long)b * {{SEQ}} + qp;
                 s1[idx] = __float2bfloat16(qp < {{SEQ}} ? ld(q + qrow * {{LDQ}} + h * D + d) : 0.f);
-                s2[idx] = __float2bfloat16(qp < {{SEQ}} ? ld(dout + qrow * {{LDO}} + h * D + d) : 0.f);
+                s2[idx] = __float2bfloat16(qp < {{SEQ}} ? ld(dout + qrow * {{LDDO}} + h * D + d) : 0.f);
             }
             for (int qq = own; qq < BK; qq += BQ) {          // delta and lse of the tile's queries
                 const int qp = q0 + qq;
@@ -91,7 +91,7 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * ({{HEAD_DIM}} / 16), 
                 if (qp < {{SEQ}})
                     for (int t = 0; t < DT; t++) {
                         const long long c = h * D + g * DT + t;
-                        part += ld(dout + qrow * {{LDO}} + c) * ld(out + qrow * {{LDO}} + c);
+                        part += ld(dout + qrow * {{LDDO}} + c) * ld(out + qrow * {{LDO}} + c);
                     }
                 part = group_sum<G>(part);
                 if (g == 0) {
@@ -122,7 +122,7 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * ({{HEAD_DIM}} / 16), 
     if (!valid) return;
     for (int t = 0; t < DT; t++) {
         const long long c = kvh * D + g * DT + t;
-        st(dk + krow * {{LDK}} + c, gk[t] * {{SCALE}});
-        st(dv + krow * {{LDV}} + c, gv[t]);
+        st(dk + krow * {{LDDK}} + c, gk[t] * {{SCALE}});
+        st(dv + krow * {{LDDV}} + c, gv[t]);
     }
 }

@@ -24,6 +24,6 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}})
         ldv<{{VEC}}>(xr + j, a);
         ldv<{{VEC}}>(gamma + j, g);
         for (int e = 0; e < {{VEC}}; e++) a[e] = a[e] * inv * g[e];
-        stv<{{VEC}}>(xhat + m * {{LDO}} + j, a);
+        stv<{{VEC}}>(xhat + m * {{LDXHAT}} + j, a);
     }
 }

@@ -38,9 +38,9 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}})
     for (int j = threadIdx.x * {{VEC}}; j < {{COLS}}; j += {{BLOCK}} * {{VEC}}) {
         float a[{{VEC}}], g[{{VEC}}], d[{{VEC}}], o[{{VEC}}];
         ldv<{{VEC}}>(xr + j, a); ldv<{{VEC}}>(gamma + j, g); ldv<{{VEC}}>(dr + j, d);
-        if ({{ACC}}) ldv<{{VEC}}>(dx + m * {{LDX}} + j, o);
+        if ({{ACC}}) ldv<{{VEC}}>(dx + m * {{LDDX}} + j, o);
         else for (int e = 0; e < {{VEC}}; e++) o[e] = 0.f;
         for (int e = 0; e < {{VEC}}; e++) o[e] += r * g[e] * d[e] - a[e] * c;
-        stv<{{VEC}}>(dx + m * {{LDX}} + j, o);
+        stv<{{VEC}}>(dx + m * {{LDDX}} + j, o);
     }
 }

@@ -1,5 +1,5 @@
 // xent_bwd: dlogits[m,j] = (exp(logits[m,j] - lse[m]) - [vocab_offset + j == targets[m]]) * scale.
-// dlogits has the leading dimension of logits. One thread per VEC columns of a row.
+// One thread per VEC columns of a row.
 extern "C" __global__ void __launch_bounds__({{BLOCK}})
 {{NAME}}(const {{T_LOGITS}} *logits, const int *targets, const {{T_LSE}} *lse, {{T_DLOGITS}} *dlogits{{RANK_ARGS}}) {
     constexpr long long CHUNKS = {{COLS}} / {{VEC}};
@@ -12,5 +12,5 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}})
     ldv<{{VEC}}>(logits + m * {{LDL}} + j, a);
     for (int e = 0; e < {{VEC}}; e++)
         a[e] = (expf(a[e] - l) - (j + e == t ? 1.f : 0.f)) * {{SCALE}};
-    stv<{{VEC}}>(dlogits + m * {{LDL}} + j, a);
+    stv<{{VEC}}>(dlogits + m * {{LDDL}} + j, a);
 }
