@@ -1,4 +1,94 @@
-/* kernels.c: placeholder until this subcommand is built; it says so and exits 1. */
+/* kernels.c: `boost kernels DIR|kernels.cu [--arch sm_80,sm_90] [--md]`: compiles a generated
+ * kernels.cu with NVRTC for each arch and prints one row per kernel (registers, static shared
+ * memory, spill bytes). Exit 1 on a compile error (the log is shown) or any spill, 2 on bad input. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include "cli/commands.h"
-int cmd_kernels(int argc, char **argv) { fprintf(stderr, "boost: '%s' is not built yet\n", argv[0]); return 1; }
+#include "common/nvrtc.h"
+
+#define MAX_STATS 1024
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: boost kernels DIR|kernels.cu [--arch sm_80,sm_90] [--md]\n"
+               "  compiles the kernels with NVRTC (no GPU needed) and reports registers, shared memory\n"
+               "  and spills per kernel; exit 1 on a compile error or any spill\n");
+}
+
+static char *slurp(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errlen, "%s: cannot open", path); return NULL; }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc(n + 1);
+    if (!s || fread(s, 1, n, f) != (size_t)n) { free(s); fclose(f); snprintf(err, errlen, "%s: read failed", path); return NULL; }
+    s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+int cmd_kernels(int argc, char **argv) {
+    const char *input = NULL, *archs = "sm_80,sm_90";
+    int md = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
+        else if (!strcmp(argv[i], "--md")) md = 1;
+        else if (!strcmp(argv[i], "--arch")) {
+            if (++i >= argc) { fprintf(stderr, "boost kernels: --arch needs a value such as sm_80,sm_90\n"); return 2; }
+            archs = argv[i];
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "boost kernels: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else if (input) {
+            fprintf(stderr, "boost kernels: one input only ('%s' and '%s')\n", input, argv[i]);
+            return 2;
+        } else input = argv[i];
+    }
+    if (!input) { usage(stderr); return 2; }
+    char path[4096], err[1 << 16];
+    struct stat sb;
+    if (stat(input, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(path, sizeof path, "%s/kernels.cu", input);
+    else snprintf(path, sizeof path, "%s", input);
+    char *src = slurp(path, err, sizeof err);
+    if (!src) { fprintf(stderr, "%s: run 'boost gen' to write it\n", err); return 2; }
+    if (!nvrtc_available(err, sizeof err)) { fprintf(stderr, "boost kernels: %s\n", err); free(src); return 1; }
+
+    char list[256];
+    snprintf(list, sizeof list, "%s", archs);
+    int failed = 0, spilling = 0, total = 0;
+    if (md) printf("| kernel | arch | registers | smem (B) | spill st/ld (B) |\n|---|---|---:|---:|---:|\n");
+    else printf("%-88s %-6s %5s %7s %s\n", "kernel", "arch", "regs", "smem", "spill st/ld");
+    for (char *arch = strtok(list, ","); arch; arch = strtok(NULL, ",")) {
+        if (strncmp(arch, "sm_", 3) || !arch[3]) {
+            fprintf(stderr, "boost kernels: arch '%s' is not of the form sm_XX (e.g. sm_80)\n", arch);
+            free(src);
+            return 2;
+        }
+        static KernelStat st[MAX_STATS];
+        int n = nvrtc_compile(src, arch, NULL, NULL, st, MAX_STATS, err, sizeof err);
+        if (n < 0) { fprintf(stderr, "%s: %s\n", path, err); failed = 1; continue; }
+        for (int i = 0; i < n; i++) {
+            if (!strncmp(st[i].name, "__", 2)) continue;    /* device helpers, not kernels */
+            total++;
+            int spill = st[i].spill_stores || st[i].spill_loads;
+            if (spill) {
+                spilling++;
+                fprintf(stderr, "%s: kernel %s spills on %s (%d bytes stored, %d loaded): lower its block "
+                        "size or tile in the GPU spec's tuning\n", path, st[i].name, arch,
+                        st[i].spill_stores, st[i].spill_loads);
+            }
+            if (md) printf("| `%s` | %s | %d | %d | %d/%d |\n", st[i].name, arch, st[i].registers,
+                           st[i].smem_bytes, st[i].spill_stores, st[i].spill_loads);
+            else printf("%-88s %-6s %5d %7d %d/%d%s\n", st[i].name, arch, st[i].registers, st[i].smem_bytes,
+                        st[i].spill_stores, st[i].spill_loads, spill ? "  SPILL" : "");
+        }
+    }
+    free(src);
+    if (failed) return 1;
+    if (spilling) { fprintf(stderr, "%s: %d kernel builds spill\n", path, spilling); return 1; }
+    fprintf(stderr, "%s: %d kernel builds, no spills\n", path, total);
+    return 0;
+}
