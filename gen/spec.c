@@ -545,6 +545,7 @@ static void describe_value(lua_State *L, int idx, char *buf, size_t n) {
     case LUA_TNUMBER: snprintf(buf, n, "%.17g", lua_tonumber(L, idx)); break;
     case LUA_TSTRING: snprintf(buf, n, "the string \"%.40s\"", lua_tostring(L, idx)); break;
     case LUA_TBOOLEAN: snprintf(buf, n, "%s", lua_toboolean(L, idx) ? "true" : "false"); break;
+    case LUA_TNIL: case LUA_TNONE: snprintf(buf, n, "nil"); break;
     default: snprintf(buf, n, "a %s", luaL_typename(L, idx)); break;
     }
 }
@@ -800,7 +801,12 @@ static void read_ranks(Ctx *c, const Obj *fo, Model *m) {
                 lua_pushvalue(L, -1);
                 lua_pushinteger(L, l);
                 lua_pushstring(L, PROJ_NAMES[p]);
-                lua_call(L, 2, 1);
+                if (lua_pcall(L, 2, 1, 0) != LUA_OK) {   /* say which call failed, then pass it on */
+                    const char *msg = lua_tostring(L, -1);
+                    if (msg && !strstr(msg, "spec runs too long"))
+                        lua_pushfstring(L, "%s (in the rank function, called for layer %d, '%s')", msg, l, PROJ_NAMES[p]);
+                    lua_error(L);
+                }
                 double v = lua_tonumber(L, -1);
                 if (lua_type(L, -1) != LUA_TNUMBER || v != floor(v) || !isfinite(v) || fabs(v) > 1e9) {
                     char got[100];
@@ -1240,8 +1246,8 @@ static void check_run(Ctx *c, const Obj *ro, const Obj *par, const Obj *feat, co
         spec_error(c, key_loc(c, par, "pp"), "layers (%d) must be divisible by pp (%d): each pipeline stage holds layers/pp layers",
                    m->layers, r->pp);
     if (r->tp > r->gpu.gpus_per_node)
-        spec_error(c, tp_loc, "tp (%d) is larger than a %s node (%d GPUs): tensor parallelism stays within a node; "
-                   "use pp or dp across nodes", r->tp, r->gpu.name, r->gpu.gpus_per_node);
+        spec_error(c, tp_loc, "tp (%d) is more than the %d GPUs of one %s node: tensor parallelism stays within a node; "
+                   "use pp or dp across nodes", r->tp, r->gpu.gpus_per_node, r->gpu.name);
     if ((double)r->tp * r->pp * r->dp > 65536)
         spec_error(c, tp_loc, "tp*pp*dp = %.0f GPUs is more than this generator plans for (65536)", (double)r->tp * r->pp * r->dp);
     if (r->checkpoint == CKPT_LOWRANK && !lowrank)

@@ -1,0 +1,6 @@
+-- A run must name its model.
+-- expect-at: 4
+-- expect: run needs model
+return run {
+  gpu = "h100",
+}
