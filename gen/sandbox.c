@@ -16,8 +16,10 @@ struct Sandbox {
     size_t used, cap;        /* bytes held by Lua now, and the most it may hold */
     long instructions, limit;
     int out_of_memory;       /* the allocator refused a request during the current call */
-    char oom_where[300];     /* "file:line" of the Lua code that asked for it */
+    char oom_where[700];     /* "file:line" of the Lua code that asked for it */
     char defined[400];       /* host-defined globals, for messages: "model, run, ..." */
+    char chunks[16][600];    /* paths of the chunks loaded, to undo Lua's 60-character cut */
+    int nchunks;
 };
 
 /* Names a spec might reach for that are deliberately absent. */
@@ -31,8 +33,35 @@ void sandbox_where(lua_State *L, int level, char *buf, size_t len) {
     buf[0] = 0;
     for (; lua_getstack(L, level, &ar); level++) {
         if (!lua_getinfo(L, "Sl", &ar)) break;
-        if (ar.currentline > 0) { snprintf(buf, len, "%s:%d", ar.short_src, ar.currentline); return; }
+        if (ar.currentline > 0) {
+            const char *src = ar.source && ar.source[0] == '@' ? ar.source + 1 : ar.short_src;
+            snprintf(buf, len, "%s:%d", src, ar.currentline);
+            return;
+        }
     }
+}
+
+/* Lua shortens long chunk names to "...tail:LINE: msg"; put the full path back when the tail
+ * belongs to a chunk this sandbox loaded. Returns msg or buf. */
+static const char *full_path_message(Sandbox *sb, const char *msg, char *buf, size_t n) {
+    if (strncmp(msg, "...", 3) != 0) return msg;
+    const char *colon = NULL;
+    for (const char *p = msg + 3; *p && *p != '\n'; p++) {
+        if (*p != ':') continue;
+        const char *q = p + 1;
+        while (*q >= '0' && *q <= '9') q++;
+        if (q > p + 1 && *q == ':') { colon = p; break; }
+    }
+    if (!colon) return msg;
+    size_t tail = colon - (msg + 3);
+    for (int i = 0; i < sb->nchunks; i++) {
+        size_t len = strlen(sb->chunks[i]);
+        if (len >= tail && strncmp(sb->chunks[i] + len - tail, msg + 3, tail) == 0) {
+            snprintf(buf, n, "%s%s", sb->chunks[i], colon);
+            return buf;
+        }
+    }
+    return msg;
 }
 
 /* Counting allocator with a cap. On refusal it notes where the spec was, because Lua raises
@@ -66,7 +95,7 @@ static void sb_hook(lua_State *L, lua_Debug *ar) {
     Sandbox *sb = sandbox_of(L);
     sb->instructions += HOOK_EVERY;
     if (sb->instructions > sb->limit) {
-        char where[300];
+        char where[700];
         sandbox_where(L, 0, where, sizeof where);
         lua_pushfstring(L, "%s%sspec runs too long (more than %d instructions; infinite loop?)",
                         where, where[0] ? ": " : "", (int)sb->limit);
@@ -93,11 +122,12 @@ static int sb_message_handler(lua_State *L) {
         else msg = lua_pushfstring(L, "error() was given a %s value instead of a message", luaL_typename(L, 1));
     }
     if (!has_location(msg)) {
-        char where[300];
+        char where[700];
         sandbox_where(L, 1, where, sizeof where);
         if (where[0]) msg = lua_pushfstring(L, "%s: %s", where, msg);
     }
-    lua_pushstring(L, msg);
+    char full[2000];
+    lua_pushstring(L, full_path_message(sandbox_of(L), msg, full, sizeof full));
     return 1;
 }
 
@@ -202,6 +232,7 @@ static void oom_message(Sandbox *sb, char *err, size_t errlen) {
 int sandbox_load(Sandbox *sb, const char *path, const char *text, size_t len, char *err, size_t errlen) {
     char chunkname[600];
     snprintf(chunkname, sizeof chunkname, "@%s", path);
+    if (sb->nchunks < 16) snprintf(sb->chunks[sb->nchunks++], sizeof sb->chunks[0], "%s", path);
     sb->out_of_memory = 0;
     int rc = luaL_loadbufferx(sb->L, text, len, chunkname, "t");
     if (rc == LUA_OK) return 0;
@@ -210,7 +241,10 @@ int sandbox_load(Sandbox *sb, const char *path, const char *text, size_t len, ch
         const char *msg = lua_tostring(sb->L, -1);
         if (msg && strstr(msg, "binary chunk"))
             snprintf(err, errlen, "%s: is a compiled (binary) chunk; specs must be Lua source text", path);
-        else snprintf(err, errlen, "%s", msg ? msg : "syntax error");
+        else {
+            char full[2000];
+            snprintf(err, errlen, "%s", msg ? full_path_message(sb, msg, full, sizeof full) : "syntax error");
+        }
     }
     lua_pop(sb->L, 1);
     return 2;

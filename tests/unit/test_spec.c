@@ -394,6 +394,30 @@ static void test_bad_specs(void) {
     CHECK(access("/tmp/boost-spec-escape", F_OK) != 0, "os.execute did not run", "/tmp/boost-spec-escape exists");
 }
 
+/* Lua cuts chunk names to 60 characters; messages must still carry the whole path. */
+static void test_long_paths(void) {
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/a-folder-with-a-rather-long-name/and-another-one-below-it", tmpdir);
+    char mk[800];
+    snprintf(mk, sizeof mk, "mkdir -p '%s'", dir);
+    if (system(mk) != 0) { CHECK(0, "long paths", "cannot create %s", dir); return; }
+    const char *cases[][3] = {
+        {"global.lua", "return run {\n  model = tiny_cola,\n}\n", "2: undeclared global 'tiny_cola'"},
+        {"syntax.lua", "return run {\n  model = \"tiny-cola\"\n  gpu = \"h100\",\n}\n", "3: '}' expected"},
+        {"loop.lua", "local n = 0\nwhile true do n = n + 1 end\n", "2: spec runs too long"},
+        {"field.lua", "return run {\n  model = \"tiny-cola\",\n  train = { seq = -1 },\n}\n", "3: seq must be"},
+    };
+    for (int i = 0; i < 4; i++) {
+        char path[800], want[900], name[100];
+        snprintf(path, sizeof path, "%s/%s", dir, cases[i][0]);
+        write_file(path, cases[i][1]);
+        snprintf(want, sizeof want, "%s:%s", path, cases[i][2]);
+        snprintf(name, sizeof name, "long path kept whole: %s", cases[i][0]);
+        int rc = load(path, NULL, 0);
+        CHECK(rc == 2 && strncmp(err, want, strlen(want)) == 0, name, "rc=%d, want '%s', got: %s", rc, want, err);
+    }
+}
+
 static void test_failure_leaves_run_alone(void) {
     memset(&run, 0x5a, sizeof run);
     err[0] = 0;
@@ -431,6 +455,7 @@ int main(void) {
     test_overrides();
     test_tuning();
     test_bad_specs();
+    test_long_paths();
     test_failure_leaves_run_alone();
     test_speed();
     char cmd[400];
