@@ -240,7 +240,7 @@ int sandbox_load(Sandbox *sb, const char *path, const char *text, size_t len, ch
     else {
         const char *msg = lua_tostring(sb->L, -1);
         if (msg && strstr(msg, "binary chunk"))
-            snprintf(err, errlen, "%s: is a compiled (binary) chunk; specs must be Lua source text", path);
+            snprintf(err, errlen, "%s:1: this is a compiled (binary) chunk; specs must be Lua source text", path);
         else {
             char full[2000];
             snprintf(err, errlen, "%s", msg ? full_path_message(sb, msg, full, sizeof full) : "syntax error");

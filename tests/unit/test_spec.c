@@ -418,6 +418,16 @@ static void test_long_paths(void) {
     }
 }
 
+static void test_binary_chunk(void) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/binary.lua", tmpdir);
+    write_file(path, "\x1bLua\x54\x00\x19\x93\r\n\x1a\n");
+    int rc = load(path, NULL, 0);
+    char want[800];
+    snprintf(want, sizeof want, "%s:1: this is a compiled (binary) chunk", path);
+    CHECK(rc == 2 && strncmp(err, want, strlen(want)) == 0, "bytecode is refused", "rc=%d: %s", rc, err);
+}
+
 static void test_failure_leaves_run_alone(void) {
     memset(&run, 0x5a, sizeof run);
     err[0] = 0;
@@ -456,6 +466,7 @@ int main(void) {
     test_tuning();
     test_bad_specs();
     test_long_paths();
+    test_binary_chunk();
     test_failure_leaves_run_alone();
     test_speed();
     char cmd[400];
