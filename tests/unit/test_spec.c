@@ -329,6 +329,8 @@ static void test_tuning(void) {
     if (!h100 || !tiny) { CHECK(0, "tuning file overrides tune", "cannot read shipped specs"); return; }
     write_file(tmp_path("specs/gpus/h100.lua"), h100);
     write_file(tmp_path("specs/models/tiny-cola.lua"), tiny);
+    free(h100);
+    free(tiny);
     write_file(tmp_path("specs/runs/t.lua"), "return run { model = \"tiny-cola\", gpu = \"h100\" }\n");
     write_file(tmp_path("specs/gpus/h100.tuning.lua"),
                "-- written by boost tune\nreturn tune { row_block = 128, attn_block_k = 32 }\n");
