@@ -1,0 +1,606 @@
+/* backward.c: the backward section, generated from the forward tape in reverse. Every forward op
+ * kind has a rule that emits explicit steps (GEMMs, *_bwd kernels, the collectives that are the
+ * duals of the forward ones). Parameter gradients always accumulate (the runtime zeroes them per
+ * optimizer step); an activation gradient is written by its first contribution and accumulated by
+ * the later ones (tracked per rectangle). With checkpoint=lowrank, the forward values a chunk's
+ * rules read are recomputed from the saved tensors just before the chunk's backward. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gen/ir.h"
+
+enum { W_NONE, W_FULL, W_MIXED };
+
+typedef struct {
+    Graph *g;
+    int *fmap;             /* forward tensor -> tensor holding its value now (itself or rc.*) */
+    int cur;               /* forward op whose rule is running */
+    int rc_failed;
+} Bw;
+
+static int bfail(Bw *b, const char *fmt, const char *a, const char *c) {
+    snprintf(b->g->err, sizeof b->g->err, fmt, a, c);
+    b->rc_failed = 1;
+    return 1;
+}
+
+static Op *bop(Bw *b, int kind) {
+    Graph *g = b->g;
+    Op *src = &g->fwd[b->cur];
+    Op *o = ir_push(g, &g->steps, &g->nsteps, &g->caps);
+    o->kind = kind;
+    o->section = SEC_BWD;
+    o->layer = src->layer;
+    snprintf(o->chunk, sizeof o->chunk, "%s", src->chunk);
+    return o;
+}
+
+static Op *bk(Bw *b, const char *kind) {
+    Op *o = bop(b, OP_KERNEL);
+    snprintf(o->k.kind, sizeof o->k.kind, "%s", kind);
+    return o;
+}
+
+static int gtensor(Graph *g, int t) {
+    if (g->t[t].grad >= 0) return g->t[t].grad;
+    char nm[110];
+    snprintf(nm, sizeof nm, "d.%s", g->t[t].name);
+    int role = g->t[t].role == TR_PARAM ? TR_PARAM_GRAD : TR_GRAD;
+    int dt = role == TR_PARAM_GRAD ? IR_FP32 : g->t[t].dtype;
+    int gt = ir_tensor(g, nm, g->t[t].rows, g->t[t].cols, dt, role, g->t[t].state);
+    g->t[t].grad = gt;
+    return gt;
+}
+
+static int statgrad(Graph *g, int t) {
+    if (g->t[t].stat_grad >= 0) return g->t[t].stat_grad;
+    char nm[110];
+    snprintf(nm, sizeof nm, "d.%s_stat", g->t[t].name);
+    int gt = ir_tensor(g, nm, 1, g->t[t].rows, IR_FP32, TR_GRAD, PS_REPLICATED);
+    g->t[t].stat_grad = gt;
+    return gt;
+}
+
+/* The gradient view of a forward view covering `rows x cols`, and its rectangle in the gradient. */
+typedef struct { Opnd v; int64_t r0, nr, c0, nc; } GView;
+
+static GView gview(Graph *g, Opnd f, int64_t rows, int64_t cols) {
+    GView r;
+    int64_t tcols = g->t[f.t].cols;
+    if (g->t[f.t].has_stat && f.off.base == tcols - 1 && cols == 1) {   /* an online-norm stat column */
+        int sg = statgrad(g, f.t);
+        r.v = opnd(sg, 0, 1);
+        r.r0 = 0; r.nr = 1; r.c0 = 0; r.nc = g->t[sg].cols;
+        return r;
+    }
+    int gt = gtensor(g, f.t);
+    r.v = opnd_r(gt, f.off, f.ld ? f.ld : tcols);
+    r.r0 = f.off.base / tcols; r.c0 = f.off.base % tcols; r.nr = rows; r.nc = cols;
+    return r;
+}
+
+static int wstatus(const Tensor *t, const GView *v) {
+    int64_t area = 0;
+    for (int i = 0; i < t->nwritten; i++) {
+        const int64_t *w = t->written[i];
+        int64_t r0 = v->r0 > w[0] ? v->r0 : w[0], r1 = (v->r0 + v->nr) < (w[0] + w[1]) ? v->r0 + v->nr : w[0] + w[1];
+        int64_t c0 = v->c0 > w[2] ? v->c0 : w[2], c1 = (v->c0 + v->nc) < (w[2] + w[3]) ? v->c0 + v->nc : w[2] + w[3];
+        if (r1 > r0 && c1 > c0) area += (r1 - r0) * (c1 - c0);
+    }
+    if (area == 0) return W_NONE;
+    return area == v->nr * v->nc ? W_FULL : W_MIXED;
+}
+
+static void wmark(Graph *g, const GView *v) {
+    Tensor *t = &g->t[v->v.t];
+    if (t->role == TR_PARAM_GRAD) return;
+    if (wstatus(t, v) != W_NONE) return;
+    t->written = realloc(t->written, (size_t)(t->nwritten + 1) * sizeof *t->written);
+    t->written[t->nwritten][0] = v->r0; t->written[t->nwritten][1] = v->nr;
+    t->written[t->nwritten][2] = v->c0; t->written[t->nwritten][3] = v->nc;
+    t->nwritten++;
+}
+
+/* Status of a gradient view about to be written: 0 write, 1 accumulate; -1 error (mixed). */
+static int wacc(Bw *b, const GView *v) {
+    const Tensor *t = &b->g->t[v->v.t];
+    if (t->role == TR_PARAM_GRAD) return 1;
+    int s = wstatus(t, v);
+    if (s == W_MIXED) { bfail(b, "backward: %s is partly written when %s accumulates into it", t->name, b->g->fwd[b->cur].chunk); return -1; }
+    return s == W_FULL;
+}
+
+/* A gradient that must hold its full value before it is read. */
+static int need_full(Bw *b, const GView *v) {
+    const Tensor *t = &b->g->t[v->v.t];
+    if (wstatus(t, v) != W_FULL)
+        return bfail(b, "backward: the gradient %s is read before it is complete (%s)", t->name, b->g->fwd[b->cur].chunk);
+    return 0;
+}
+
+static Opnd FV(Bw *b, Opnd o) { o.t = b->fmap[o.t]; return o; }
+
+static void kop(Op *o, const char *key, Opnd v) {
+    snprintf(o->opkey[o->nops], sizeof o->opkey[0], "%s", key);
+    o->ops[o->nops++] = v;
+}
+
+static double kconst(const Op *o, const char *key) {
+    for (int i = 0; i < o->k.nconst; i++) if (!strcmp(o->k.key[i], key)) return o->k.val[i];
+    return 0;
+}
+
+static int opi(const Op *o, const char *key) {
+    for (int i = 0; i < o->nops; i++) if (!strcmp(o->opkey[i], key)) return i;
+    return -1;
+}
+
+/* ---- gemm rules: C = A @ B  =>  dA (+)= dC @ B^T, dB += A^T @ dC ---- */
+
+static void gemm_bwd_members(Bw *b, const Gemm *mem, int n) {
+    Graph *g = b->g;
+    Gemm da[8], db[8];
+    int nda = 0, ndb = 0;
+    for (int j = 0; j < n; j++) {
+        const Gemm *x = &mem[j];
+        GView dc = gview(g, x->C, x->m, x->n);
+        if (need_full(b, &dc)) return;
+        int arole = g->t[x->A.t].role;
+        if (arole == TR_ACT) {
+            GView dav = gview(g, x->A, x->m, x->k);
+            int acc = wacc(b, &dav);
+            if (acc < 0) return;
+            Gemm d; memset(&d, 0, sizeof d);
+            d.ta = 0; d.tb = 1; d.m = x->m; d.n = x->k; d.k = x->n;
+            d.A = dc.v; d.B = x->B; d.C = dav.v; d.batch = 1; d.alpha = 1; d.beta = acc;
+            da[nda++] = d;
+        }
+        if (g->t[x->B.t].role == TR_PARAM) {
+            GView dbv = gview(g, x->B, x->k, x->n);
+            Gemm d; memset(&d, 0, sizeof d);
+            d.ta = 1; d.tb = 0; d.m = x->k; d.n = x->n; d.k = x->m;
+            d.A = FV(b, x->A); d.B = dc.v; d.C = dbv.v; d.batch = 1; d.alpha = 1; d.beta = 1;
+            db[ndb++] = d;
+        }
+    }
+    /* activation grads first (written), then the parameter grads (accumulated) */
+    for (int pass = 0; pass < 2; pass++) {
+        Gemm *arr = pass ? db : da;
+        int cnt = pass ? ndb : nda;
+        if (!cnt) continue;
+        if (cnt == 1) {
+            Op *o = bop(b, OP_GEMM);
+            o->g = arr[0];
+        } else {
+            Op *o = bop(b, OP_GROUPED_GEMM);
+            o->members = malloc((size_t)cnt * sizeof *o->members);
+            memcpy(o->members, arr, (size_t)cnt * sizeof *arr);
+            o->nmembers = cnt;
+        }
+        if (!pass) for (int j = 0; j < n; j++)
+            if (g->t[mem[j].A.t].role == TR_ACT) { GView v = gview(g, mem[j].A, mem[j].m, mem[j].k); wmark(g, &v); }
+    }
+}
+
+static void rule_gemm(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    if (f->kind == OP_GROUPED_GEMM) { gemm_bwd_members(b, f->members, f->nmembers); return; }
+    const Gemm *x = &f->g;
+    if (x->batch <= 1) { gemm_bwd_members(b, x, 1); return; }
+    /* batched: one batched step per direction when every batch member has the same write status */
+    Gemm mem[8];
+    int n = (int)x->batch;
+    for (int j = 0; j < n; j++) {
+        mem[j] = *x; mem[j].batch = 1;
+        mem[j].A.off.base += j * x->sA; mem[j].B.off.base += j * x->sB; mem[j].C.off.base += j * x->sC;
+    }
+    int same = 1, s0 = -1;
+    if (g->t[x->A.t].role == TR_ACT)
+        for (int j = 0; j < n; j++) {
+            GView v = gview(g, mem[j].A, x->m, x->k);
+            int s = wstatus(&g->t[v.v.t], &v);
+            if (j == 0) s0 = s; else if (s != s0) same = 0;
+            if (s == W_MIXED) same = 0;
+        }
+    if (!same) { gemm_bwd_members(b, mem, n); return; }
+    GView dc = gview(g, x->C, x->m, x->n);
+    for (int j = 0; j < n; j++) { GView v = gview(g, mem[j].C, x->m, x->n); if (need_full(b, &v)) return; }
+    if (g->t[x->A.t].role == TR_ACT) {
+        GView da = gview(g, x->A, x->m, x->k);
+        Op *o = bop(b, OP_BATCHED_GEMM);
+        o->g.ta = 0; o->g.tb = 1; o->g.m = x->m; o->g.n = x->k; o->g.k = x->n;
+        o->g.A = dc.v; o->g.sA = x->sC; o->g.B = x->B; o->g.sB = x->sB; o->g.C = da.v; o->g.sC = x->sA;
+        o->g.batch = n; o->g.alpha = 1; o->g.beta = s0 == W_FULL;
+        for (int j = 0; j < n; j++) { GView v = gview(g, mem[j].A, x->m, x->k); wmark(g, &v); }
+    }
+    if (g->t[x->B.t].role == TR_PARAM) {
+        GView db = gview(g, x->B, x->k, x->n);
+        Op *o = bop(b, OP_BATCHED_GEMM);
+        o->g.ta = 1; o->g.tb = 0; o->g.m = x->k; o->g.n = x->n; o->g.k = x->m;
+        o->g.A = FV(b, x->A); o->g.sA = x->sA; o->g.B = dc.v; o->g.sB = x->sC; o->g.C = db.v; o->g.sC = x->sB;
+        o->g.batch = n; o->g.alpha = 1; o->g.beta = 1;
+    }
+}
+
+/* ---- kernel rules ---- */
+
+static void rule_kernel(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    const char *kind = f->k.kind;
+    int64_t M = g->M;
+#define OPV(key) f->ops[opi(f, key)]
+    if (f->no_grad || !strcmp(kind, "online_norm_rescale") || !strcmp(kind, "sumsq")) return;
+    if (!strcmp(kind, "embedding_fwd")) {
+        GView dout = gview(g, OPV("out"), M, (int64_t)kconst(f, "cols"));
+        if (need_full(b, &dout)) return;
+        Op *o = bk(b, "embedding_bwd");
+        kop(o, "tokens", OPV("tokens")); kop(o, "dout", dout.v);
+        kop(o, "dtable", gview(g, OPV("table"), 1, 1).v);
+        k_const(o, "rows", kconst(f, "rows")); k_const(o, "cols", kconst(f, "cols")); k_const(o, "vocab", kconst(f, "vocab"));
+        return;
+    }
+    if (!strcmp(kind, "rmsnorm_fwd")) {
+        int64_t cols = (int64_t)kconst(f, "cols");
+        Opnd x = OPV("x");
+        GView dout = gview(g, OPV("out"), M, cols), dx = gview(g, x, M, cols);
+        if (need_full(b, &dout)) return;
+        int acc = wacc(b, &dx);
+        if (acc < 0) return;
+        Opnd dgamma = gview(g, OPV("gamma"), 1, cols).v;
+        int sync = opi(f, "sumsq") >= 0;
+        int dot = -1;
+        if (sync) {
+            char nm[110];
+            snprintf(nm, sizeof nm, "%s_dot", g->t[x.t].name);
+            dot = ir_tensor(g, nm, 1, M, IR_FP32, TR_GRAD, PS_PARTIAL);
+        }
+        for (int phase = sync ? 1 : 0; phase <= (sync ? 2 : 0); phase++) {
+            Op *o = bk(b, "rmsnorm_bwd");
+            kop(o, "x", FV(b, x)); kop(o, "gamma", OPV("gamma")); kop(o, "rstd", FV(b, OPV("rstd")));
+            kop(o, "dout", dout.v);
+            if (sync) kop(o, "dot", opnd(dot, 0, M));
+            if (phase != 1) { kop(o, "dx", dx.v); kop(o, "dgamma", dgamma); }
+            k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols);
+            k_const(o, "ldx", kconst(f, "ldx")); k_const(o, "ldo", kconst(f, "ldo"));
+            k_const(o, "divisor", kconst(f, "divisor")); k_const(o, "acc", acc); k_const(o, "phase", phase);
+            if (phase == 1) {
+                Op *a = bop(b, OP_ALLREDUCE);
+                a->buf = opnd(dot, 0, M); a->elems = M; a->dtype = IR_FP32; a->dir = 1;
+                a->bytes = M * 4;
+                snprintf(a->tag, sizeof a->tag, "%s", g->params[g->t[OPV("gamma").t].param].name);
+                a->dual = "allreduce";
+            }
+        }
+        wmark(g, &dx);
+        return;
+    }
+    if (!strcmp(kind, "online_norm_fwd")) {
+        int64_t cols = (int64_t)kconst(f, "cols");
+        Opnd x = OPV("x");
+        GView dxhat = gview(g, OPV("xhat"), M, cols), dx = gview(g, x, M, cols);
+        GView dstat = gview(g, OPV("stat"), M, 1);
+        if (need_full(b, &dxhat) || need_full(b, &dstat)) return;
+        int acc = wacc(b, &dx);
+        if (acc < 0) return;
+        Op *o = bk(b, "online_norm_bwd");
+        kop(o, "x", FV(b, x)); kop(o, "gamma", OPV("gamma")); kop(o, "rho", FV(b, OPV("rho")));
+        kop(o, "dxhat", dxhat.v); kop(o, "dstat", dstat.v); kop(o, "dx", dx.v);
+        kop(o, "dgamma", gview(g, OPV("gamma"), 1, cols).v);
+        k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols); k_const(o, "ldx", kconst(f, "ldx"));
+        k_const(o, "acc", acc);
+        wmark(g, &dx);
+        return;
+    }
+    if (!strcmp(kind, "bottleneck_act")) {
+        int64_t cols = (int64_t)kconst(f, "cols");
+        int norm = (int)kconst(f, "norm");
+        Opnd h = OPV("h");
+        GView dz = gview(g, OPV("z"), M, cols), dh = gview(g, h, M, cols);
+        if (need_full(b, &dz)) return;
+        int acc = wacc(b, &dh);
+        if (acc < 0) return;
+        Op *o = bk(b, "bottleneck_act_bwd");
+        kop(o, "h", FV(b, h)); kop(o, "y", FV(b, OPV("y")));
+        GView ds;
+        if (norm) {
+            if (acc) { bfail(b, "backward: %s receives a second gradient%s", g->t[dh.v.t].name, ""); return; }
+            kop(o, "rstd", FV(b, OPV("rstd"))); kop(o, "rho", FV(b, opnd(f->aux, 0, M)));
+        }
+        kop(o, "dz", dz.v); kop(o, "dh", dh.v);
+        if (norm) {
+            ds = gview(g, opnd(h.t, g->t[h.t].cols - 1, g->t[h.t].cols), M, 1);
+            kop(o, "dstat", ds.v);
+        }
+        k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols);
+        k_const(o, "ldh", kconst(f, "ldh")); k_const(o, "ldy", kconst(f, "ldy")); k_const(o, "ldz", kconst(f, "ldz"));
+        k_const(o, "lddh", (double)dh.v.ld); k_const(o, "act", kconst(f, "act")); k_const(o, "norm", norm);
+        k_const(o, "divisor", (double)g->run->model.hidden); k_const(o, "acc", acc);
+        wmark(g, &dh);
+        if (norm) wmark(g, &ds);
+        return;
+    }
+    if (!strcmp(kind, "rope")) {
+        int64_t cols = (int64_t)(kconst(f, "heads") * kconst(f, "head_dim"));
+        GView dx = gview(g, OPV("x"), M, cols);
+        if (need_full(b, &dx)) return;
+        Op *o = bk(b, "rope");
+        kop(o, "x", dx.v);
+        for (int i = 0; i < f->k.nconst; i++) k_const(o, f->k.key[i], strcmp(f->k.key[i], "inverse") ? f->k.val[i] : 1);
+        return;
+    }
+    if (!strcmp(kind, "attention_fwd")) {
+        int64_t hl = (int64_t)kconst(f, "heads"), kvl = (int64_t)kconst(f, "kv_heads"), hd = (int64_t)kconst(f, "head_dim");
+        GView dout = gview(g, OPV("out"), M, hl * hd);
+        GView dq = gview(g, OPV("q"), M, hl * hd), dk = gview(g, OPV("k"), M, kvl * hd), dv = gview(g, OPV("v"), M, kvl * hd);
+        if (need_full(b, &dout)) return;
+        if (wacc(b, &dq) || wacc(b, &dk) || wacc(b, &dv)) {
+            if (!b->rc_failed) bfail(b, "backward: attention_bwd overwrites %s, which already holds a gradient%s", g->t[dq.v.t].name, "");
+            return;
+        }
+        Op *o = bk(b, "attention_bwd");
+        kop(o, "q", FV(b, OPV("q"))); kop(o, "k", FV(b, OPV("k"))); kop(o, "v", FV(b, OPV("v")));
+        kop(o, "out", FV(b, OPV("out"))); kop(o, "dout", dout.v); kop(o, "lse", FV(b, OPV("lse")));
+        kop(o, "dq", dq.v); kop(o, "dk", dk.v); kop(o, "dv", dv.v);
+        for (int i = 0; i < f->k.nconst; i++) k_const(o, f->k.key[i], f->k.val[i]);
+        wmark(g, &dq); wmark(g, &dk); wmark(g, &dv);
+        return;
+    }
+    if (!strcmp(kind, "glu_fwd")) {
+        int64_t cols = (int64_t)kconst(f, "cols");
+        GView dout = gview(g, OPV("out"), M, cols), dg = gview(g, OPV("gate"), M, cols), du = gview(g, OPV("up"), M, cols);
+        if (need_full(b, &dout)) return;
+        if (wacc(b, &dg) || wacc(b, &du)) {
+            if (!b->rc_failed) bfail(b, "backward: glu_bwd overwrites %s, which already holds a gradient%s", g->t[dg.v.t].name, "");
+            return;
+        }
+        Op *o = bk(b, "glu_bwd");
+        kop(o, "gate", FV(b, OPV("gate"))); kop(o, "up", FV(b, OPV("up"))); kop(o, "dout", dout.v);
+        kop(o, "dgate", dg.v); kop(o, "dup", du.v);
+        k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols);
+        k_const(o, "ldg", kconst(f, "ldg")); k_const(o, "ldu", kconst(f, "ldu")); k_const(o, "ldo", kconst(f, "ldo"));
+        k_const(o, "lddg", (double)dg.v.ld); k_const(o, "lddu", (double)du.v.ld); k_const(o, "act", kconst(f, "act"));
+        wmark(g, &dg); wmark(g, &du);
+        return;
+    }
+    if (!strcmp(kind, "add") || !strcmp(kind, "copy")) {
+        int64_t cols = (int64_t)kconst(f, "cols");
+        int isadd = !strcmp(kind, "add");
+        Opnd out = isadd ? OPV("out") : OPV("dst");
+        GView dout = gview(g, out, isadd ? M : (int64_t)kconst(f, "rows"), cols);
+        if (need_full(b, &dout)) return;
+        const char *ins[2] = {isadd ? "a" : "src", "b"};
+        int aliased_a = 0;
+        for (int j = 0; j < (isadd ? 2 : 1); j++) {
+            Opnd in = OPV(ins[j]);
+            Tensor *ti = &g->t[in.t], *to = &g->t[out.t];
+            int whole = in.off.base == 0 && out.off.base == 0 && ti->rows == to->rows && ti->cols == to->cols &&
+                        ti->cols == cols && !ti->has_stat && !to->has_stat && ti->grad < 0 && ti->role == TR_ACT;
+            if (whole && j == 1 && aliased_a) {
+                /* b may share the buffer only if nothing accumulates into a's gradient before b's
+                   producer has read it: every other reader of a comes before b's first writer */
+                int pb = -1;
+                for (int k = 0; k < b->cur; k++) if (g->fwd[k].kind != OP_TP_COPY) {
+                    const Op *w = &g->fwd[k];
+                    if (w->kind == OP_KERNEL) { for (int q = 0; q < w->nops; q++) if ((w->out_mask >> q & 1) && w->ops[q].t == in.t && pb < 0) pb = k; }
+                    else if ((w->kind == OP_GEMM || w->kind == OP_BATCHED_GEMM) && w->g.C.t == in.t && pb < 0) pb = k;
+                    else if (w->kind == OP_GROUPED_GEMM) for (int q = 0; q < w->nmembers; q++) if (w->members[q].C.t == in.t && pb < 0) pb = k;
+                }
+                Opnd a = OPV("a");
+                for (int k = pb + 1; k < b->cur && whole; k++) {
+                    const Op *w = &g->fwd[k];
+                    if (w->kind == OP_KERNEL) { for (int q = 0; q < w->nops; q++) if (w->ops[q].t == a.t) whole = 0; }
+                    else if (w->kind == OP_GEMM || w->kind == OP_BATCHED_GEMM) { if (w->g.A.t == a.t) whole = 0; }
+                    else if (w->kind == OP_GROUPED_GEMM) { for (int q = 0; q < w->nmembers; q++) if (w->members[q].A.t == a.t) whole = 0; }
+                }
+            }
+            if (whole) {   /* the same gradient: share the buffer, no step */
+                ti->grad = dout.v.t;
+                if (j == 0) aliased_a = 1;
+                continue;
+            }
+            GView din = gview(g, in, dout.nr, cols);
+            int acc = wacc(b, &din);
+            if (acc < 0) return;
+            Op *o = bk(b, "copy");
+            kop(o, "src", dout.v); kop(o, "dst", din.v);
+            k_const(o, "rows", (double)dout.nr); k_const(o, "cols", (double)cols);
+            k_const(o, "lds", (double)dout.v.ld); k_const(o, "ldd", (double)din.v.ld); k_const(o, "acc", acc);
+            wmark(g, &din);
+        }
+        return;
+    }
+    if (!strcmp(kind, "xent_combine")) {
+        Opnd logits = opnd(f->aux, 0, 0);
+        int64_t vl = g->t[f->aux].cols;
+        GView dl = gview(g, logits, M, vl);
+        Op *o = bk(b, "xent_bwd");
+        kop(o, "logits", FV(b, opnd(f->aux, 0, vl))); kop(o, "targets", opnd(g->targets, 0, M));
+        kop(o, "lse", FV(b, OPV("lse"))); kop(o, "dlogits", dl.v);
+        k_const(o, "rows", (double)M); k_const(o, "cols", (double)vl); k_const(o, "ldl", (double)vl);
+        k_const_r(o, "vocab_offset", 0, (double)vl);
+        k_const(o, "scale", 1.0 / ((double)M * (g->run->grad_accum > 0 ? g->run->grad_accum : 1)));
+        wmark(g, &dl);
+        return;
+    }
+    bfail(b, "backward: no rule for kernel %s (%s)", kind, f->chunk);
+#undef OPV
+}
+
+static void rule_collective(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    if (f->kind == OP_ALLREDUCE || f->no_grad) return;   /* identity backward */
+    if (f->kind == OP_ALLGATHER) {   /* dual: each rank takes its column block of the gradient */
+        GView dd = gview(g, f->dst, f->rows, f->cols * g->tp);
+        if (need_full(b, &dd)) return;
+        GView ds = gview(g, f->src, f->rows, f->cols);
+        int acc = wacc(b, &ds);
+        if (acc < 0) return;
+        Op *o = bk(b, "copy");
+        Opnd src = dd.v; src.off = rint_r(dd.v.off.base, f->cols);
+        kop(o, "src", src); kop(o, "dst", ds.v);
+        k_const(o, "rows", (double)f->rows); k_const(o, "cols", (double)f->cols);
+        k_const(o, "lds", (double)dd.v.ld); k_const(o, "ldd", (double)ds.v.ld); k_const(o, "acc", acc);
+        wmark(g, &ds);
+        return;
+    }
+    if (f->kind == OP_TP_COPY) {     /* dual: all-reduce of the input gradient */
+        int t = f->marker_tensor;
+        GView dv = gview(g, opnd(t, 0, 0), g->t[t].rows, g->t[t].cols);
+        if (need_full(b, &dv)) return;
+        Op *o = bop(b, OP_ALLREDUCE);
+        o->buf = dv.v;
+        o->elems = g->t[t].rows * g->t[t].cols;
+        o->dtype = g->t[dv.v.t].dtype;
+        o->bytes = o->elems * (int64_t)ir_dtype_size(o->dtype);
+        o->dir = 1;
+        snprintf(o->tag, sizeof o->tag, "%s", f->tag);
+        o->dual = "identity";
+    }
+}
+
+/* ---- recompute (checkpoint=lowrank) ---- */
+
+static int writes(const Op *o, int t) {
+    switch (o->kind) {
+    case OP_GEMM: case OP_BATCHED_GEMM: return o->g.C.t == t;
+    case OP_GROUPED_GEMM: for (int i = 0; i < o->nmembers; i++) if (o->members[i].C.t == t) return 1; return 0;
+    case OP_KERNEL: for (int i = 0; i < o->nops; i++) if ((o->out_mask >> i & 1) && o->ops[i].t == t) return 1; return 0;
+    case OP_ALLREDUCE: return o->buf.t == t;
+    case OP_ALLGATHER: return o->dst.t == t;
+    }
+    return 0;
+}
+
+static void op_inputs(const Op *o, int *out, int *n) {
+    *n = 0;
+    switch (o->kind) {
+    case OP_GEMM: case OP_BATCHED_GEMM: out[(*n)++] = o->g.A.t; out[(*n)++] = o->g.B.t; break;
+    case OP_GROUPED_GEMM: for (int i = 0; i < o->nmembers; i++) { out[(*n)++] = o->members[i].A.t; out[(*n)++] = o->members[i].B.t; } break;
+    case OP_KERNEL:
+        for (int i = 0; i < o->nops; i++) if (!(o->out_mask >> i & 1)) out[(*n)++] = o->ops[i].t;
+        if (o->aux >= 0) out[(*n)++] = o->aux;
+        break;
+    case OP_ALLREDUCE: out[(*n)++] = o->buf.t; break;
+    case OP_ALLGATHER: out[(*n)++] = o->src.t; break;
+    }
+}
+
+/* Forward values the backward rule of op f reads. */
+static void op_needs(const Op *o, int *out, int *n) {
+    *n = 0;
+    switch (o->kind) {
+    case OP_GEMM: case OP_BATCHED_GEMM: out[(*n)++] = o->g.A.t; break;
+    case OP_GROUPED_GEMM: for (int i = 0; i < o->nmembers; i++) out[(*n)++] = o->members[i].A.t; break;
+    case OP_KERNEL:
+        for (int i = 0; i < o->nops; i++) if (o->bwd_needs >> i & 1) out[(*n)++] = o->ops[i].t;
+        if (o->aux >= 0) out[(*n)++] = o->aux;
+        break;
+    }
+}
+
+static Opnd remap(Bw *b, Opnd o) { o.t = b->fmap[o.t]; return o; }
+
+static int rc_tensor(Bw *b, int t) {
+    Graph *g = b->g;
+    char nm[110];
+    snprintf(nm, sizeof nm, "rc.%s", g->t[t].name);
+    int r = ir_tensor(g, nm, g->t[t].rows, g->t[t].cols, g->t[t].dtype, TR_ACT, g->t[t].state);
+    g->t[r].recompute_of = t;
+    b->fmap[t] = r;
+    return r;
+}
+
+static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
+    Graph *g = b->g;
+    int nt = g->nt;
+    char *want = calloc((size_t)nt, 1), *replay = calloc((size_t)g->nfwd, 1);
+    int buf[64], n;
+    int any = 0;
+    for (int k = first; k <= last; k++) {
+        op_needs(&g->fwd[k], buf, &n);
+        for (int j = 0; j < n; j++) {
+            int t = buf[j];
+            if (t < nt && g->t[t].role == TR_ACT && !g->t[t].saved && b->fmap[t] == t) { want[t] = 1; any = 1; }
+        }
+    }
+    /* closure: every writer of a wanted tensor is replayed; its dropped inputs are wanted too */
+    for (int changed = any; changed;) {
+        changed = 0;
+        for (int k = g->nfwd - 1; k >= 0; k--) {
+            if (replay[k]) continue;
+            const Op *o = &g->fwd[k];
+            int hit = 0;
+            for (int t = 0; t < nt && !hit; t++) if (want[t] && writes(o, t)) hit = 1;
+            if (!hit) continue;
+            replay[k] = 1; changed = 1;
+            op_inputs(o, buf, &n);
+            for (int j = 0; j < n; j++) {
+                int t = buf[j];
+                if (g->t[t].role == TR_ACT && !g->t[t].saved && b->fmap[t] == t) want[t] = 1;
+            }
+        }
+    }
+    int rc = 0;
+    if (any) {
+        Op *o = ir_push(g, &g->steps, &g->nsteps, &g->caps);
+        o->kind = OP_RC_BEGIN; o->section = SEC_RECOMPUTE; o->layer = g->fwd[first].layer;
+        snprintf(o->chunk, sizeof o->chunk, "%s", chunk);
+        for (int t = 0; t < nt; t++) if (want[t]) rc_tensor(b, t);
+        for (int k = 0; k < g->nfwd; k++) {
+            if (!replay[k]) continue;
+            const Op *f = &g->fwd[k];
+            if (f->kind == OP_ALLREDUCE || f->kind == OP_ALLGATHER) {
+                snprintf(g->err, sizeof g->err, "checkpoint: recomputing %s would repeat the collective %s; "
+                         "its output must be saved", chunk, f->tag);
+                rc = 2; break;
+            }
+            if (f->kind == OP_TP_COPY) continue;
+            Op *o2 = ir_push(g, &g->steps, &g->nsteps, &g->caps);
+            *o2 = *f;
+            o2->section = SEC_RECOMPUTE;
+            if (f->members) {
+                o2->members = malloc((size_t)f->nmembers * sizeof *f->members);
+                memcpy(o2->members, f->members, (size_t)f->nmembers * sizeof *f->members);
+                for (int i = 0; i < o2->nmembers; i++) {
+                    o2->members[i].A = remap(b, o2->members[i].A); o2->members[i].C = remap(b, o2->members[i].C);
+                }
+            }
+            o2->g.A = remap(b, o2->g.A); o2->g.C = remap(b, o2->g.C);
+            for (int i = 0; i < o2->nops; i++) o2->ops[i] = remap(b, o2->ops[i]);
+        }
+        o = ir_push(g, &g->steps, &g->nsteps, &g->caps);
+        o->kind = OP_RC_END; o->section = SEC_RECOMPUTE; o->layer = g->fwd[first].layer;
+        snprintf(o->chunk, sizeof o->chunk, "%s", chunk);
+    }
+    free(want); free(replay);
+    return rc;
+}
+
+int build_backward(Graph *g) {
+    Bw b = {g, NULL, 0, 0};
+    /* tensors created below (gradients, rc.* copies, dots) number at most a few per forward one */
+    int cap = 6 * g->nt + 1024;
+    b.fmap = malloc((size_t)cap * sizeof *b.fmap);
+    for (int i = 0; i < cap; i++) b.fmap[i] = i;
+    int ckpt = g->run->checkpoint == CKPT_LOWRANK;
+    int rc = 0;
+    for (int k = g->nfwd - 1; k >= 0 && !rc; k--) {
+        if (ckpt && (k == g->nfwd - 1 || strcmp(g->fwd[k].chunk, g->fwd[k + 1].chunk))) {
+            int first = k;
+            while (first > 0 && !strcmp(g->fwd[first - 1].chunk, g->fwd[k].chunk)) first--;
+            rc = emit_recompute(&b, g->fwd[k].chunk, first, k);
+            if (rc) break;
+        }
+        b.cur = k;
+        const Op *f = &g->fwd[k];
+        switch (f->kind) {
+        case OP_GEMM: case OP_BATCHED_GEMM: case OP_GROUPED_GEMM: rule_gemm(&b, f); break;
+        case OP_KERNEL: rule_kernel(&b, f); break;
+        default: rule_collective(&b, f); break;
+        }
+        if (g->nt >= cap) { snprintf(g->err, sizeof g->err, "backward: internal: tensor table overflow"); rc = 1; }
+        if (b.rc_failed) rc = 2;
+    }
+    free(b.fmap);
+    return rc;
+}

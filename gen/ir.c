@@ -1,0 +1,146 @@
+/* ir.c: building blocks of the generator's IR (gen/ir.h): tensors, operands, growable op lists,
+ * kernel ops with operands in catalog order, and the pipeline that turns a Run into a finished
+ * schedule (forward tape -> state check -> checkpoint -> backward -> memory plan). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gen/ir.h"
+
+static void *grow(void *p, int n, int *cap, size_t elem) {
+    if (n < *cap) return p;
+    int nc = *cap ? *cap * 2 : 64;
+    void *q = realloc(p, (size_t)nc * elem);
+    if (!q) { fprintf(stderr, "boost gen: out of memory\n"); exit(1); }
+    memset((char *)q + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
+    *cap = nc;
+    return q;
+}
+
+Graph *graph_new(const Run *run, int layout) {
+    Graph *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->run = run;
+    g->layout = layout;
+    g->tp = run->tp;
+    g->M = (int64_t)run->micro_batch * run->seq;
+    g->tokens = g->targets = g->loss = -1;
+    return g;
+}
+
+void graph_free(Graph *g) {
+    if (!g) return;
+    for (int i = 0; i < g->nt; i++) free(g->t[i].written);
+    for (int i = 0; i < g->nfwd; i++) if (g->fwd[i].members) free(g->fwd[i].members);
+    for (int i = 0; i < g->nsteps; i++) if (g->steps[i].members) free(g->steps[i].members);
+    free(g->owned_run);
+    free(g->t); free(g->canons); free(g->params); free(g->parts); free(g->fwd); free(g->steps);
+    free(g);
+}
+
+size_t ir_dtype_size(int dtype) { return dtype == IR_BF16 ? 2 : 4; }
+int ir_act_dtype(const Graph *g) { return g->run->dtype == DT_FP32 ? IR_FP32 : IR_BF16; }
+
+int ir_tensor(Graph *g, const char *name, int64_t rows, int64_t cols, int dtype, int role, int state) {
+    g->t = grow(g->t, g->nt, &g->capt, sizeof *g->t);
+    Tensor *t = &g->t[g->nt];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->rows = rows; t->cols = cols; t->dtype = dtype; t->role = role; t->state = state;
+    t->param = -1; t->grad = -1; t->stat_grad = -1; t->saved = 1; t->recompute_of = -1;
+    t->live0 = t->live1 = -1;
+    return g->nt++;
+}
+
+int ir_find(const Graph *g, const char *name) {
+    for (int i = g->nt - 1; i >= 0; i--) if (!strcmp(g->t[i].name, name)) return i;
+    return -1;
+}
+
+Opnd opnd(int t, int64_t off, int64_t ld) { Opnd o = {t, {off, 0}, ld}; return o; }
+Opnd opnd_r(int t, RInt off, int64_t ld) { Opnd o = {t, off, ld}; return o; }
+
+Op *ir_push(Graph *g, Op **arr, int *n, int *cap) {
+    *arr = grow(*arr, *n, cap, sizeof **arr);
+    Op *o = &(*arr)[(*n)++];
+    memset(o, 0, sizeof *o);
+    o->marker_tensor = -1;
+    o->layer = -1;
+    o->aux = -1;
+    return o;
+}
+
+uint64_t fnv1a64(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) { h ^= (unsigned char)*s; h *= 0x100000001b3ull; }
+    return h;
+}
+
+Op *fwd_op(Graph *g, int kind) {
+    Op *o = ir_push(g, &g->fwd, &g->nfwd, &g->capf);
+    o->kind = kind;
+    o->section = SEC_FWD;
+    o->layer = g->cur_layer;
+    snprintf(o->chunk, sizeof o->chunk, "%s", g->cur_chunk);
+    return o;
+}
+
+Op *k_begin(Graph *g, const char *kind) {
+    Op *o = fwd_op(g, OP_KERNEL);
+    snprintf(o->k.kind, sizeof o->k.kind, "%s", kind);
+    return o;
+}
+
+void k_op(Graph *g, Op *o, const char *key, Opnd v, int is_out, int bwd_needed) {
+    (void)g;
+    if (o->nops >= OP_MAX_OPND) { fprintf(stderr, "boost gen: too many operands on %s\n", o->k.kind); exit(1); }
+    snprintf(o->opkey[o->nops], sizeof o->opkey[0], "%s", key);
+    if (v.ld == 0 && v.t >= 0) v.ld = g->t[v.t].cols;
+    o->ops[o->nops] = v;
+    if (is_out) { o->out_mask |= 1u << o->nops; o->ostate[o->nops] = is_out; }
+    if (bwd_needed) o->bwd_needs |= 1u << o->nops;
+    o->nops++;
+}
+
+void k_const(Op *o, const char *key, double v) { k_const_r(o, key, v, 0); }
+
+void k_const_r(Op *o, const char *key, double base, double per_rank) {
+    KernelInst *k = &o->k;
+    if (k->nconst >= KMAX_CONST) { fprintf(stderr, "boost gen: too many constants on %s\n", k->kind); exit(1); }
+    snprintf(k->key[k->nconst], sizeof k->key[0], "%s", key);
+    k->val[k->nconst] = base;
+    k->per_rank[k->nconst] = per_rank;
+    k->nconst++;
+}
+
+Graph *graph_build(const Run *run, int layout, int checkpoint, char *err, size_t errlen, int *status) {
+    Run local = *run;
+    local.layout = layout;
+    local.checkpoint = checkpoint;
+    Run *copy = malloc(sizeof *copy);
+    if (!copy) { snprintf(err, errlen, "out of memory"); *status = 1; return NULL; }
+    *copy = local;
+    Graph *g = graph_new(copy, layout);
+    g->owned_run = copy;
+    int rc = build_forward(g);
+    if (!rc) rc = check_states(g);
+    if (!rc) { checkpoint_classify(g); rc = emit_forward_steps(g); }
+    if (!rc) rc = build_backward(g);
+    if (!rc) rc = memplan(g);
+    for (int s = 0; s < g->nsteps && !rc; s++) {
+        Op *o = &g->steps[s];
+        if (o->kind != OP_KERNEL) continue;
+        char kerr[256] = "";
+        if (kernel_specialise(&o->k, copy, kerr, sizeof kerr)) {
+            snprintf(g->err, sizeof g->err, "kernel %s: %s", o->k.kind, kerr);
+            rc = 2;
+        }
+    }
+    if (rc) {
+        snprintf(err, errlen, "%s", g->err);
+        *status = rc;
+        graph_free(g);
+        return NULL;
+    }
+    *status = 0;
+    return g;
+}

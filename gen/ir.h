@@ -1,0 +1,189 @@
+/* ir.h: the generator's intermediate form: tensors with shapes, dtypes and parallel states, and
+ * the ordered steps of one forward + backward pass (the schedule) over them. The layout builders
+ * (gen/build.c) fill a Graph; the passes (backward, checkpoint, memplan) extend it; the plan
+ * writer and the report read it. The cost model may read a finished Graph too: every field that
+ * matters to it (GEMM shapes, collective bytes, layer, section) is documented here. */
+#ifndef BOOST_IR_H
+#define BOOST_IR_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "gen/model.h"
+#include "gen/kernels.h"
+
+/* A number that may depend on the tensor-parallel rank: base + rank * per_rank ("a%rb" in the plan). */
+typedef struct { int64_t base, per_rank; } RInt;
+static inline RInt rint_c(int64_t v) { RInt r = {v, 0}; return r; }
+static inline RInt rint_r(int64_t base, int64_t per_rank) { RInt r = {base, per_rank}; return r; }
+
+/* Parallel state of a tensor over the TP group. */
+enum PState {
+    PS_REPLICATED,  /* every rank holds the same full values */
+    PS_SHARD0,      /* every rank holds its block of rows (params: row-parallel weights) */
+    PS_SHARD1,      /* every rank holds its block of columns */
+    PS_PARTIAL,     /* every rank holds a summand; the full value is the sum over ranks */
+};
+
+enum TensorRole { TR_ACT, TR_PARAM, TR_INPUT, TR_OUTPUT, TR_GRAD /* activation gradient */,
+                  TR_PARAM_GRAD /* d.P in the runtime's grad arena, not a buffer */ };
+enum IrDType { IR_BF16, IR_FP32, IR_I32 };
+
+typedef struct {
+    char name[96];
+    int64_t rows, cols;      /* local (per-rank) shape; vectors are 1 x N */
+    int dtype;               /* enum IrDType */
+    int role;                /* enum TensorRole */
+    int state;               /* enum PState as the forward builder left it */
+    int param;               /* TR_PARAM: index into Graph.params; else -1 */
+    int grad;                /* gradient tensor (activation grads: TR_GRAD buffer), -1 if none yet */
+    int stat_grad;           /* for an all-reduce buffer carrying an online-norm stat column: the
+                                [1 x M] fp32 gradient of that stat; -1 otherwise */
+    int keep;                /* the builder marks residual-stream buffers and norm statistics:
+                                checkpointing keeps them */
+    int has_stat;            /* an all-reduce buffer whose last column carries an online-norm stat */
+    int saved;               /* checkpoint pass: 1 = kept for backward, 0 = dropped and recomputed */
+    int recompute_of;        /* an rc.* tensor: the forward tensor it recomputes; else -1 */
+    /* memory plan (activation arena; TR_ACT and TR_GRAD only) */
+    int live0, live1;        /* first and last step index that touches it; -1 if never */
+    int64_t offset;          /* byte offset in the arena */
+    /* backward bookkeeping: rectangles of this gradient already written */
+    int nwritten; int64_t (*written)[4];   /* row0, rows, col0, cols */
+} Tensor;
+
+/* A view of a tensor: element offset (may depend on the rank) and leading dimension. */
+typedef struct { int t; RInt off; int64_t ld; } Opnd;
+
+typedef struct {
+    char name[96];
+    int64_t rows, cols;
+    int init;                /* 0 normal, 1 ones, 2 zeros */
+    double std;
+    uint64_t seed;
+    int decay;
+} Canon;
+
+typedef struct {
+    int canon;
+    RInt r0, r1, c0, c1;     /* block of the canon */
+    int64_t lr, lc;          /* where the block goes in the local param */
+    int rep;                 /* every rank holds this block */
+} Part;
+
+typedef struct {
+    char name[96];
+    int tensor;              /* its TR_PARAM tensor */
+    int64_t rows, cols;
+    int first_part, nparts;
+    int dtype;
+} Param;
+
+enum OpKind {
+    OP_GEMM, OP_BATCHED_GEMM, OP_GROUPED_GEMM, OP_KERNEL, OP_ALLREDUCE, OP_ALLGATHER,
+    OP_TP_COPY,              /* no step: identity forward over a replicated input of a
+                                column-parallel op; its backward dual is an allreduce of the grad */
+    OP_SAVE, OP_RC_BEGIN, OP_RC_END,
+};
+enum Section { SEC_FWD, SEC_BWD, SEC_RECOMPUTE };
+
+typedef struct {
+    int ta, tb;
+    int64_t m, n, k;
+    Opnd A, B, C;            /* lda/ldb/ldc are the operands' ld */
+    int64_t sA, sB, sC, batch;
+    double alpha, beta;
+} Gemm;
+
+#define OP_MAX_OPND 12
+
+typedef struct {
+    int kind;                /* enum OpKind */
+    int section;             /* enum Section */
+    int layer;               /* decoder layer, -1 for the embedding and the tail */
+    char chunk[48];          /* segment between two collectives, e.g. "L0.attn" */
+    /* gemm family: one Gemm (batch = 1 for OP_GEMM); grouped: members */
+    Gemm g;
+    Gemm *members; int nmembers;
+    /* kernel: instance + operands in catalog order */
+    KernelInst k;
+    int nops; char opkey[OP_MAX_OPND][12]; Opnd ops[OP_MAX_OPND];
+    unsigned out_mask;       /* bit i: ops[i] is written */
+    int ostate[OP_MAX_OPND]; /* written operand: its parallel state + 1; read-only operand: 0 */
+    int aux;                 /* rule-specific tensor (bottleneck_act: the rho it undoes; xent_combine: logits) */
+    unsigned bwd_needs;      /* bit i: the backward rule reads ops[i]'s forward value */
+    /* collectives */
+    Opnd buf, src, dst;      /* allreduce: buf; allgather: src, dst */
+    int64_t elems, rows, cols;
+    int dtype, dir;          /* dir: 0 fwd, 1 bwd */
+    char tag[96];
+    int64_t bytes;           /* payload per rank: elems (or rows*cols*t for allgather) * dtype size */
+    const char *dual;        /* backward dual for readers: "identity", "allreduce", "slice" */
+    int marker_tensor;       /* OP_SAVE, OP_TP_COPY */
+    int no_grad;             /* forward op with no backward rule (statistics, loss partials) */
+    int state_out;           /* gemm family / kernels: parallel state of the output(s) */
+} Op;
+
+typedef struct {
+    const Run *run;
+    int layout, tp;
+    int64_t M;               /* micro_batch * seq */
+    Tensor *t; int nt, capt;
+    Canon *canons; int ncanons, capc;
+    Param *params; int nparams, capp;
+    Part *parts; int nparts, capparts;
+    Op *fwd; int nfwd, capf;      /* the forward tape */
+    Op *steps; int nsteps, caps;  /* the final schedule: forward (with markers) then backward */
+    int nfwd_steps;               /* steps[0..nfwd_steps-1] are the forward section */
+    int tokens, targets, loss;
+    int64_t arena_bytes;
+    int cur_layer;                /* builder state: layer and chunk stamped on new ops */
+    char cur_chunk[48];
+    Run *owned_run;               /* the copy of the run this graph was built for */
+    char err[512];
+} Graph;
+
+/* ---- ir.c: building blocks ---- */
+Graph *graph_new(const Run *run, int layout);
+void graph_free(Graph *g);
+int ir_tensor(Graph *g, const char *name, int64_t rows, int64_t cols, int dtype, int role, int state);
+int ir_find(const Graph *g, const char *name);
+Opnd opnd(int t, int64_t off, int64_t ld);     /* ld 0: the tensor's cols */
+Opnd opnd_r(int t, RInt off, int64_t ld);
+Op *ir_push(Graph *g, Op **arr, int *n, int *cap);
+size_t ir_dtype_size(int dtype);
+uint64_t fnv1a64(const char *s);
+int ir_act_dtype(const Graph *g);              /* the run's activation dtype */
+/* kernel op helpers: start a kernel op on the tape, add operands and constants in catalog order */
+Op *fwd_op(Graph *g, int kind);                 /* new op on the forward tape, stamped with cur_* */
+Op *k_begin(Graph *g, const char *kind);
+void k_op(Graph *g, Op *o, const char *key, Opnd v, int out_state_plus1, int bwd_needed);
+void k_const(Op *o, const char *key, double v);
+void k_const_r(Op *o, const char *key, double base, double per_rank);
+
+/* ---- build.c: forward tape for the run's layout (sets g->err and returns 2 on bad input) ---- */
+int build_forward(Graph *g);
+/* The static parallel-state check over the forward tape: 0, or 2 with g->err set. */
+int check_states(Graph *g);
+
+/* ---- checkpoint.c ---- */
+void checkpoint_classify(Graph *g);            /* sets Tensor.saved for every forward activation */
+int emit_forward_steps(Graph *g);              /* tape -> steps with save markers */
+
+/* ---- backward.c ---- */
+int build_backward(Graph *g);                  /* appends the backward section (with recompute) */
+
+/* ---- memplan.c ---- */
+int memplan(Graph *g);                         /* liveness, offsets, overlap check */
+
+/* ---- plan_write.c ---- */
+int plan_write(const Graph *g, FILE *f);
+
+/* ---- the whole pipeline: a finished Graph for a run and layout, or NULL with err ---- */
+Graph *graph_build(const Run *run, int layout, int checkpoint, char *err, size_t errlen, int *status);
+
+/* ---- build_fixture.c: hand-made runs for tests and for bootstrapping without the spec loader ---- */
+void run_tiny_cola(Run *run);                  /* the demo model, tp=2, btp */
+
+/* ---- report.c ---- */
+int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,95 @@
+/* memplan.c: the static memory plan of the activation arena. Every activation buffer and
+ * activation gradient gets its live range (first and last step that touches it) and a 256-byte
+ * aligned offset, chosen greedily (largest first, lowest offset free over its whole live range);
+ * then every pair of buffers live at the same time is checked not to overlap. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gen/ir.h"
+
+#define ALIGN 256
+
+static void touch(Graph *g, int t, int step) {
+    if (t < 0) return;
+    Tensor *x = &g->t[t];
+    if (x->role != TR_ACT && x->role != TR_GRAD) return;
+    if (x->live0 < 0 || step < x->live0) x->live0 = step;
+    if (step > x->live1) x->live1 = step;
+}
+
+static int64_t tbytes(const Tensor *t) {
+    int64_t b = t->rows * t->cols * (int64_t)ir_dtype_size(t->dtype);
+    return (b + ALIGN - 1) / ALIGN * ALIGN;
+}
+
+static const Graph *sort_g;
+static int by_size(const void *a, const void *b) {
+    const Tensor *x = &sort_g->t[*(const int *)a], *y = &sort_g->t[*(const int *)b];
+    int64_t sx = tbytes(x), sy = tbytes(y);
+    if (sx != sy) return sx > sy ? -1 : 1;
+    if (x->live0 != y->live0) return x->live0 < y->live0 ? -1 : 1;
+    return *(const int *)a - *(const int *)b;
+}
+
+typedef struct { int64_t lo, hi; } Ival;
+static int by_lo(const void *a, const void *b) {
+    const Ival *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+int memplan(Graph *g) {
+    for (int i = 0; i < g->nt; i++) { g->t[i].live0 = g->t[i].live1 = -1; g->t[i].offset = 0; }
+    for (int s = 0; s < g->nsteps; s++) {
+        const Op *o = &g->steps[s];
+        switch (o->kind) {
+        case OP_GEMM: case OP_BATCHED_GEMM: touch(g, o->g.A.t, s); touch(g, o->g.B.t, s); touch(g, o->g.C.t, s); break;
+        case OP_GROUPED_GEMM:
+            for (int i = 0; i < o->nmembers; i++) {
+                touch(g, o->members[i].A.t, s); touch(g, o->members[i].B.t, s); touch(g, o->members[i].C.t, s);
+            }
+            break;
+        case OP_KERNEL: for (int i = 0; i < o->nops; i++) touch(g, o->ops[i].t, s); break;
+        case OP_ALLREDUCE: touch(g, o->buf.t, s); break;
+        case OP_ALLGATHER: touch(g, o->src.t, s); touch(g, o->dst.t, s); break;
+        case OP_SAVE: touch(g, o->marker_tensor, s); break;
+        }
+    }
+    int n = 0;
+    int *order = malloc((size_t)g->nt * sizeof *order);
+    for (int i = 0; i < g->nt; i++) if (g->t[i].live0 >= 0) order[n++] = i;
+    sort_g = g;
+    qsort(order, (size_t)n, sizeof *order, by_size);
+    Ival *busy = malloc((size_t)(n + 1) * sizeof *busy);
+    int64_t top = 0;
+    for (int a = 0; a < n; a++) {
+        Tensor *x = &g->t[order[a]];
+        int nb = 0;
+        for (int b = 0; b < a; b++) {
+            const Tensor *y = &g->t[order[b]];
+            if (y->live1 < x->live0 || x->live1 < y->live0) continue;
+            busy[nb].lo = y->offset; busy[nb].hi = y->offset + tbytes(y); nb++;
+        }
+        qsort(busy, (size_t)nb, sizeof *busy, by_lo);
+        int64_t off = 0, need = tbytes(x);
+        for (int b = 0; b < nb; b++) {
+            if (busy[b].lo >= off + need) break;
+            if (busy[b].hi > off) off = busy[b].hi;
+        }
+        x->offset = off;
+        if (off + need > top) top = off + need;
+    }
+    g->arena_bytes = top;
+    /* check: no two buffers live at the same step share bytes */
+    int rc = 0;
+    for (int a = 0; a < n && !rc; a++)
+        for (int b = a + 1; b < n; b++) {
+            const Tensor *x = &g->t[order[a]], *y = &g->t[order[b]];
+            if (y->live1 < x->live0 || x->live1 < y->live0) continue;
+            if (x->offset < y->offset + tbytes(y) && y->offset < x->offset + tbytes(x)) {
+                snprintf(g->err, sizeof g->err, "memory plan: %s and %s overlap while both are live", x->name, y->name);
+                rc = 1; break;
+            }
+        }
+    free(order); free(busy);
+    return rc;
+}

@@ -1,0 +1,128 @@
+/* plan_write.c: writes a finished Graph as plan.txt, exactly as docs/plan-format.md says:
+ * header, canonical and local parameters with their parts, buffers with arena offsets and live
+ * ranges, then the forward, backward and optimizer sections. Output is deterministic: the same
+ * Graph always gives the same bytes. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include "gen/ir.h"
+
+static const char *dtype_name(int d) { return d == IR_BF16 ? "bf16" : d == IR_FP32 ? "fp32" : "i32"; }
+
+static void pr_rint(FILE *f, RInt v) {
+    if (v.per_rank) fprintf(f, "%" PRId64 "%%r%" PRId64, v.base, v.per_rank);
+    else fprintf(f, "%" PRId64, v.base);
+}
+
+static void pr_opnd(FILE *f, const Graph *g, const char *key, Opnd o) {
+    fprintf(f, " %s=%s", key, g->t[o.t].name);
+    if (o.off.base || o.off.per_rank) { fputc('+', f); pr_rint(f, o.off); }
+}
+
+static void pr_num(FILE *f, const char *key, double v) { fprintf(f, " %s=%.9g", key, v); }
+
+static void pr_gemm_fields(FILE *f, const Graph *g, const Gemm *x, int batched) {
+    fprintf(f, " ta=%d tb=%d m=%" PRId64 " n=%" PRId64 " k=%" PRId64, x->ta, x->tb, x->m, x->n, x->k);
+    pr_opnd(f, g, "A", x->A); fprintf(f, " lda=%" PRId64, x->A.ld);
+    if (batched) fprintf(f, " sA=%" PRId64, x->sA);
+    pr_opnd(f, g, "B", x->B); fprintf(f, " ldb=%" PRId64, x->B.ld);
+    if (batched) fprintf(f, " sB=%" PRId64, x->sB);
+    pr_opnd(f, g, "C", x->C); fprintf(f, " ldc=%" PRId64, x->C.ld);
+    if (batched) fprintf(f, " sC=%" PRId64, x->sC);
+    pr_num(f, "alpha", x->alpha); pr_num(f, "beta", x->beta);
+    if (batched) fprintf(f, " batch=%" PRId64, x->batch);
+}
+
+static void pr_step(FILE *f, const Graph *g, const Op *o) {
+    switch (o->kind) {
+    case OP_GEMM: fprintf(f, "gemm"); pr_gemm_fields(f, g, &o->g, 0); break;
+    case OP_BATCHED_GEMM: fprintf(f, "batched_gemm"); pr_gemm_fields(f, g, &o->g, 1); break;
+    case OP_GROUPED_GEMM:
+        fprintf(f, "grouped_gemm count=%d", o->nmembers);
+        for (int i = 0; i < o->nmembers; i++) { fprintf(f, "\nmember"); pr_gemm_fields(f, g, &o->members[i], 0); }
+        break;
+    case OP_KERNEL:
+        fprintf(f, "kernel %s name=%s grid=%" PRId64 " block=%" PRId64 " smem=%" PRId64,
+                o->k.kind, o->k.name, o->k.grid, o->k.block, o->k.smem);
+        for (int i = 0; i < o->nops; i++) pr_opnd(f, g, o->opkey[i], o->ops[i]);
+        for (int i = 0; i < o->k.nconst; i++) {
+            if (o->k.per_rank[i]) {
+                RInt v = {(int64_t)o->k.val[i], (int64_t)o->k.per_rank[i]};
+                fprintf(f, " %s=", o->k.key[i]); pr_rint(f, v);
+            } else pr_num(f, o->k.key[i], o->k.val[i]);
+        }
+        break;
+    case OP_ALLREDUCE:
+        fprintf(f, "allreduce");
+        pr_opnd(f, g, "buf", o->buf);
+        fprintf(f, " elems=%" PRId64 " dtype=%s op=sum dir=%s tag=%s", o->elems, dtype_name(o->dtype),
+                o->dir ? "bwd" : "fwd", o->tag);
+        break;
+    case OP_ALLGATHER:
+        fprintf(f, "allgather");
+        pr_opnd(f, g, "src", o->src); pr_opnd(f, g, "dst", o->dst);
+        fprintf(f, " rows=%" PRId64 " cols=%" PRId64 " ld_src=%" PRId64 " ld_dst=%" PRId64 " dtype=%s dir=%s tag=%s",
+                o->rows, o->cols, o->src.ld, o->dst.ld, dtype_name(o->dtype), o->dir ? "bwd" : "fwd", o->tag);
+        break;
+    case OP_SAVE: fprintf(f, "save buf=%s", g->t[o->marker_tensor].name); break;
+    case OP_RC_BEGIN: fprintf(f, "recompute begin chunk=%s", o->chunk); break;
+    case OP_RC_END: fprintf(f, "recompute end chunk=%s", o->chunk); break;
+    }
+    fputc('\n', f);
+}
+
+int plan_write(const Graph *g, FILE *f) {
+    const Run *r = g->run;
+    const Model *m = &r->model;
+    fprintf(f, "boost-plan 1\n");
+    fprintf(f, "model name=%s family=%s hidden=%d layers=%d heads=%d kv_heads=%d head_dim=%d ffn=%d vocab=%d eps=%.9g rope_theta=%.9g lax=%d\n",
+            m->name, g->layout == LAYOUT_MEGATRON && strcmp(m->family, "full") ? "full" : m->family,
+            m->hidden, m->layers, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab, m->norm_eps, m->rope_theta,
+            g->layout == LAYOUT_MEGATRON ? 0 : m->lax);
+    fprintf(f, "run name=%s tp=%d pp=%d dp=%d layout=%s micro_batch=%d seq=%d grad_accum=%d dtype=%s online_rmsnorm=%d "
+            "group_linears=%d checkpoint=%s gpu=%s arch=%s\n",
+            r->name, r->tp, r->pp, r->dp, layout_name(g->layout), r->micro_batch, r->seq, r->grad_accum,
+            r->dtype == DT_FP32 ? "fp32" : "bf16", r->online_rmsnorm, r->group_linears,
+            r->checkpoint == CKPT_LOWRANK ? "lowrank" : "none", r->gpu.name, r->gpu.arch);
+    fprintf(f, "train steps=%d lr=%.9g min_lr=%.9g warmup=%d beta1=%.9g beta2=%.9g adam_eps=%.9g weight_decay=%.9g "
+            "clip=%.9g seed=%" PRIu64 " eval_every=%d\n",
+            r->steps, r->lr, r->min_lr, r->warmup, r->beta1, r->beta2, r->adam_eps, r->weight_decay, r->clip,
+            r->seed, r->eval_every);
+    fprintf(f, "data path=%s val_fraction=%.9g\n", r->data, r->val_fraction);
+    fprintf(f, "arena act bytes=%" PRId64 "\n", g->arena_bytes);
+    fprintf(f, "\n# canonical parameters (full tensors, the same for every layout and tp)\n");
+    for (int i = 0; i < g->ncanons; i++) {
+        const Canon *c = &g->canons[i];
+        fprintf(f, "canon %s shape=%" PRId64 "x%" PRId64 " init=%s std=%.9g seed=0x%016" PRIx64 " decay=%d\n",
+                c->name, c->rows, c->cols, c->init == 0 ? "normal" : c->init == 1 ? "ones" : "zeros",
+                c->std, c->seed, c->decay);
+    }
+    fprintf(f, "\n# local parameters of one rank and the canonical blocks they hold\n");
+    for (int i = 0; i < g->nparams; i++) {
+        const Param *p = &g->params[i];
+        fprintf(f, "param %s shape=%" PRId64 "x%" PRId64 " dtype=%s\n", p->name, p->rows, p->cols, dtype_name(p->dtype));
+        for (int j = p->first_part; j < p->first_part + p->nparts; j++) {
+            const Part *q = &g->parts[j];
+            fprintf(f, "part %s canon=%s src=", p->name, g->canons[q->canon].name);
+            pr_rint(f, q->r0); fputc(':', f); pr_rint(f, q->r1); fputc(',', f);
+            pr_rint(f, q->c0); fputc(':', f); pr_rint(f, q->c1);
+            fprintf(f, " dst=%" PRId64 ",%" PRId64 " rep=%d\n", q->lr, q->lc, q->rep);
+        }
+    }
+    fprintf(f, "\n# activation buffers and their gradients (arena offsets in bytes, live = step range)\n");
+    for (int i = 0; i < g->nt; i++) {
+        const Tensor *t = &g->t[i];
+        if ((t->role != TR_ACT && t->role != TR_GRAD) || t->live0 < 0) continue;
+        fprintf(f, "buffer %s dtype=%s shape=%" PRId64 "x%" PRId64 " offset=%" PRId64 " live=%d:%d\n",
+                t->name, dtype_name(t->dtype), t->rows, t->cols, t->offset, t->live0, t->live1);
+    }
+    fprintf(f, "input tokens dtype=i32 shape=%" PRId64 "\n", g->M);
+    fprintf(f, "input targets dtype=i32 shape=%" PRId64 "\n", g->M);
+    fprintf(f, "output loss dtype=fp32 shape=1\n");
+    fprintf(f, "\nsection forward\n");
+    for (int s = 0; s < g->nfwd_steps; s++) pr_step(f, g, &g->steps[s]);
+    fprintf(f, "\nsection backward\n");
+    for (int s = g->nfwd_steps; s < g->nsteps; s++) pr_step(f, g, &g->steps[s]);
+    fprintf(f, "\nsection optimizer\noptimizer adamw\n");
+    return ferror(f) ? 1 : 0;
+}

@@ -1,0 +1,95 @@
+/* write.c: gen_write: one run's outputs (plan.txt, kernels.cu, report.md) into a folder, all or
+ * nothing: everything is written into DIR.tmp-PID beside it and renamed into place at the end;
+ * on any error the temporary folder is removed and DIR is left as it was. */
+#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "gen/gen.h"
+#include "gen/ir.h"
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st; (void)flag; (void)ftw;
+    return remove(path);
+}
+static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* mkdir -p for the parents of path */
+static int make_parents(const char *path) {
+    char buf[PATH_LEN * 2];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return 0;
+}
+
+static int write_files(const Run *run, Graph *g, const char *dir, char *err, size_t errlen) {
+    char path[PATH_LEN * 2 + 32];
+    snprintf(path, sizeof path, "%s/plan.txt", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) { snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
+    int rc = plan_write(g, f);
+    if (fclose(f) || rc) { snprintf(err, errlen, "%s: write failed (disk full?)", path); return 1; }
+
+    snprintf(path, sizeof path, "%s/kernels.cu", dir);
+    f = fopen(path, "w");
+    if (!f) { snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
+    int nk = 0;
+    for (int s = 0; s < g->nsteps; s++) nk += g->steps[s].kind == OP_KERNEL;
+    KernelInst *ks = malloc((size_t)(nk + 1) * sizeof *ks);
+    nk = 0;
+    for (int s = 0; s < g->nsteps; s++) if (g->steps[s].kind == OP_KERNEL) ks[nk++] = g->steps[s].k;
+    char kerr[512] = "";
+    rc = kernels_emit(f, ks, nk, run, kerr, sizeof kerr);
+    free(ks);
+    if (fclose(f) || rc) {
+        snprintf(err, errlen, "%s: %s", path, kerr[0] ? kerr : "write failed (disk full?)");
+        return rc == 2 ? 2 : 1;
+    }
+
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    f = fopen(path, "w");
+    if (!f) { snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
+    rc = report_write(run, f, 0, err, errlen);
+    if (fclose(f) && !rc) { snprintf(err, errlen, "%s: write failed (disk full?)", path); return 1; }
+    return rc;
+}
+
+int gen_write(const Run *run, const char *outdir, char *err, size_t errlen) {
+    int status = 0;
+    Graph *g = graph_build(run, run->layout, run->checkpoint, err, errlen, &status);
+    if (!g) return status ? status : 1;
+    char tmp[PATH_LEN * 2], old[PATH_LEN * 2];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%d", outdir, (int)getpid());
+    snprintf(old, sizeof old, "%s.old-%d", outdir, (int)getpid());
+    if (make_parents(outdir) || (mkdir(tmp, 0777) && errno != EEXIST)) {
+        snprintf(err, errlen, "%s: cannot create the output folder: %s (choose another place with -o DIR)",
+                 outdir, strerror(errno));
+        graph_free(g);
+        return 1;
+    }
+    int rc = write_files(run, g, tmp, err, errlen);
+    graph_free(g);
+    if (!rc) {
+        struct stat st;
+        int had = stat(outdir, &st) == 0;
+        if (had && rename(outdir, old)) {
+            snprintf(err, errlen, "%s: cannot replace it: %s", outdir, strerror(errno));
+            rc = 1;
+        } else if (rename(tmp, outdir)) {
+            snprintf(err, errlen, "%s: cannot rename the new output into place: %s", outdir, strerror(errno));
+            if (had) rename(old, outdir);
+            rc = 1;
+        } else if (had) rm_tree(old);
+    }
+    if (rc) rm_tree(tmp);
+    return rc;
+}
