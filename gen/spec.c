@@ -949,7 +949,7 @@ static void load_model(Ctx *c, const Obj *ro) {
     size_t n = strlen(ref);
     int by_path = strchr(ref, '/') || (n > 4 && strcmp(ref + n - 4, ".lua") == 0);
     if (by_path) {
-        if (ref[0] == '/') snprintf(path, sizeof path, "%s", ref);
+        if (ref[0] == '/' || loc.ov >= 0) snprintf(path, sizeof path, "%s", ref);   /* -D: from the cwd */
         else {
             char dir[PATH_LEN];
             snprintf(dir, sizeof dir, "%s", c->run_path);

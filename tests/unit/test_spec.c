@@ -278,6 +278,11 @@ static void test_overrides(void) {
     CHECK(rc == 0 && strcmp(run.model.name, "tiny-llama") == 0 && run.layout == LAYOUT_MEGATRON,
           "override the model", "rc=%d %s", rc, err);
 
+    Override by_path = {"model", "tests/specs_bad/models/bad-heads.lua"};
+    rc = load("tiny-cola", &by_path, 1);
+    CHECK(rc == 2 && strncmp(err, "tests/specs_bad/models/bad-heads.lua:4: hidden (100)", 52) == 0,
+          "-D model=PATH reads the file from the working folder", "rc=%d: %s", rc, err);
+
     /* bad ones */
     Override o;
     int k = parse_override("tp=x", &o, err, sizeof err);
