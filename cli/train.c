@@ -1,4 +1,151 @@
-/* train.c: placeholder until this subcommand is built; it says so and exits 1. */
+/* train.c: `boost train RUN [-D name=value ...] [--backend cpu|cuda|auto] [--log FILE]
+ * [--save-every N] [-o DIR] [--resume CKPT] [--plan PLAN]`: turns the run spec into a plan (written
+ * to DIR/plan/, or a temporary folder without -o), or takes a generated plan with --plan, then
+ * hands it to the training loop (runtime/train.c). Exit 0 done, 1 failure while running, 2 bad input. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "cli/commands.h"
-int cmd_train(int argc, char **argv) { fprintf(stderr, "boost: '%s' is not built yet\n", argv[0]); return 1; }
+#include "gen/gen.h"              // defines: spec_load_run, parse_override, gen_write
+#include "runtime/plan.h"         // defines: plan_load, plan_free
+#include "runtime/train.h"        // defines: TrainOptions, train_with_plan, train_apply_overrides
+#include "runtime/checkpoint.h"   // defines: ckpt_remove_tree
+
+static void train_usage(FILE *f) {
+    fprintf(f,
+        "usage: boost train RUN [-D name=value ...] [--backend cpu|cuda|auto] [--log FILE]\n"
+        "                       [--save-every N] [-o DIR] [--resume CKPT] [--plan PLAN]\n"
+        "  RUN             a run spec: a path, or a name under specs/runs/ (e.g. tiny-cola)\n"
+        "  -D name=value   override a spec setting (tp=2, steps=50, lr=1e-3, data=FILE, ...)\n"
+        "  --backend B     cpu, cuda or auto (cuda when a GPU is there; default auto)\n"
+        "  --log FILE      JSON lines, one per step: step, loss, val_loss, tokens_per_s, lr, grad_norm\n"
+        "  -o DIR          checkpoints DIR/step-NNNNNN/ (and the generated plan in DIR/plan/)\n"
+        "  --save-every N  a checkpoint every N steps (always one at the end with -o)\n"
+        "  --resume CKPT   continue from a checkpoint folder (or the newest one in a run's DIR);\n"
+        "                  any tp and layout of the same model\n"
+        "  --plan PLAN     train a generated plan (plan.txt or its folder) instead of a run spec;\n"
+        "                  -D may then change only training settings (steps, lr, data, ...)\n"
+        "  --print-every N without a terminal: a progress line every N steps\n"
+        "  --val-batches N validation micro-batches per evaluation (default 8)\n"
+        "  --quiet         only the header, errors and the summary\n");
+}
+
+static int int_arg(const char *flag, const char *v, int lo, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v ? v : "", &end, 10);
+    if (!v || end == v || *end || errno || x < lo || x > 1000000000) {
+        fprintf(stderr, "boost train: %s needs a whole number >= %d, got '%s'\n", flag, lo, v ? v : "");
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+int cmd_train(int argc, char **argv) {
+    TrainOptions opt;
+    memset(&opt, 0, sizeof opt);
+    opt.backend = "auto";
+    const char *run_arg = NULL, *plan_arg = NULL;
+    const char *dvals[TRAIN_MAX_OVERRIDES];
+    int ndefs = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { train_usage(stdout); return 0; }
+        if (!strncmp(a, "-D", 2)) {
+            const char *def = a[2] ? a + 2 : next;
+            if (!a[2]) i++;
+            if (!def) { fprintf(stderr, "boost train: -D needs name=value\n"); return 2; }
+            if (ndefs == TRAIN_MAX_OVERRIDES) { fprintf(stderr, "boost train: too many -D (at most %d)\n", TRAIN_MAX_OVERRIDES); return 2; }
+            dvals[ndefs++] = def;
+            continue;
+        }
+        int takes_value = !strcmp(a, "--backend") || !strcmp(a, "--log") || !strcmp(a, "-o") || !strcmp(a, "--resume") ||
+                          !strcmp(a, "--plan") || !strcmp(a, "--save-every") || !strcmp(a, "--print-every") ||
+                          !strcmp(a, "--val-batches");
+        if (takes_value && !next) { fprintf(stderr, "boost train: %s needs a value\n", a); return 2; }
+        if (!strcmp(a, "--backend")) {
+            if (strcmp(next, "cpu") && strcmp(next, "cuda") && strcmp(next, "auto")) {
+                fprintf(stderr, "boost train: --backend %s: expected cpu, cuda or auto\n", next); return 2;
+            }
+            opt.backend = next; i++;
+        } else if (!strcmp(a, "--log")) { opt.log_path = next; i++; }
+        else if (!strcmp(a, "-o")) { opt.outdir = next; i++; }
+        else if (!strcmp(a, "--resume")) { opt.resume = next; i++; }
+        else if (!strcmp(a, "--plan")) { plan_arg = next; i++; }
+        else if (!strcmp(a, "--save-every")) { if (int_arg(a, next, 1, &opt.save_every)) return 2; i++; }
+        else if (!strcmp(a, "--print-every")) { if (int_arg(a, next, 1, &opt.print_every)) return 2; i++; }
+        else if (!strcmp(a, "--val-batches")) { if (int_arg(a, next, 1, &opt.val_batches)) return 2; i++; }
+        else if (!strcmp(a, "--quiet")) opt.quiet = 1;
+        else if (a[0] == '-') { fprintf(stderr, "boost train: unknown option %s\n", a); train_usage(stderr); return 2; }
+        else if (run_arg) { fprintf(stderr, "boost train: one run spec only (got '%s' and '%s')\n", run_arg, a); return 2; }
+        else run_arg = a;
+    }
+    if (!run_arg && !plan_arg) { train_usage(stderr); return 2; }
+    if (run_arg && plan_arg) {
+        fprintf(stderr, "boost train: give a run spec or --plan, not both\n");
+        return 2;
+    }
+
+    char err[4096], plan_file[1200], tmpdir[64] = "";
+    if (plan_arg) {
+        struct stat st;
+        if (stat(plan_arg, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(plan_file, sizeof plan_file, "%s/plan.txt", plan_arg);
+        else snprintf(plan_file, sizeof plan_file, "%s", plan_arg);
+    } else {
+        Override ov[TRAIN_MAX_OVERRIDES];
+        for (int i = 0; i < ndefs; i++)
+            if (parse_override(dvals[i], &ov[i], err, sizeof err) < 0) { fprintf(stderr, "boost train: %s\n", err); return 2; }
+        Run *run = calloc(1, sizeof *run);
+        if (!run) { fprintf(stderr, "boost train: out of memory\n"); return 1; }
+        int rc = spec_load_run(run_arg, ov, ndefs, run, err, sizeof err);
+        if (rc) { fprintf(stderr, "%s\n", err); free(run); return rc; }
+        char plan_dir[1100];
+        if (opt.outdir) snprintf(plan_dir, sizeof plan_dir, "%s/plan", opt.outdir);
+        else {
+            snprintf(tmpdir, sizeof tmpdir, "/tmp/boost-train.XXXXXX");
+            if (!mkdtemp(tmpdir)) { fprintf(stderr, "boost train: cannot create a temporary folder: %s\n", strerror(errno)); free(run); return 1; }
+            snprintf(plan_dir, sizeof plan_dir, "%s/plan", tmpdir);
+        }
+        if (opt.outdir && mkdir(opt.outdir, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "boost train: %s: cannot create: %s\n", opt.outdir, strerror(errno));
+            free(run); return 1;
+        }
+        rc = gen_write(run, plan_dir, err, sizeof err);
+        free(run);
+        if (rc) {
+            fprintf(stderr, "%s\n", err);
+            if (tmpdir[0]) ckpt_remove_tree(tmpdir);
+            return rc;
+        }
+        snprintf(plan_file, sizeof plan_file, "%s/plan.txt", plan_dir);
+    }
+
+    Plan *plan = plan_load(plan_file, err, sizeof err);
+    int rc = 0;
+    if (!plan) { fprintf(stderr, "%s\n", err); rc = 2; }
+    if (!rc && plan_arg && ndefs > 0) {
+        TrainOverride tov[TRAIN_MAX_OVERRIDES];
+        for (int i = 0; i < ndefs; i++) {
+            static char names[TRAIN_MAX_OVERRIDES][64];
+            const char *eq = strchr(dvals[i], '=');
+            if (!eq || eq == dvals[i] || eq - dvals[i] >= 64) {
+                fprintf(stderr, "boost train: -D %s: expected name=value, e.g. -D steps=50\n", dvals[i]);
+                rc = 2; break;
+            }
+            memcpy(names[i], dvals[i], (size_t)(eq - dvals[i]));
+            names[i][eq - dvals[i]] = 0;
+            tov[i].name = names[i];
+            tov[i].value = eq + 1;
+        }
+        if (!rc && train_apply_overrides(plan, tov, ndefs, err, sizeof err)) { fprintf(stderr, "boost train: %s\n", err); rc = 2; }
+    }
+    if (!rc) rc = train_with_plan(plan, &opt);
+    if (plan) plan_free(plan);
+    if (tmpdir[0]) ckpt_remove_tree(tmpdir);
+    return rc;
+}
