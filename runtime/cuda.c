@@ -1,11 +1,803 @@
-/* cuda.c: placeholder CUDA backend until the real one is built: opening a rank fails with a
- * clear message, so `--backend cuda` never crashes. */
+/* cuda.c: backend_cuda, the GPU backend. The driver API (libcuda.so.1), NVRTC and cuBLAS are loaded
+ * with dlopen, so bin/boost starts without them and says clearly when there is no GPU. kernels.cu
+ * (next to plan.txt) is JIT-compiled for the device's arch with an on-disk cubin cache. Local mode:
+ * the tp ranks are shards in one process on one device (one stream and cuBLAS handle each); a
+ * collective meets at a barrier and one device kernel sums the ranks' buffers in rank order, so
+ * results are deterministic. NCCL (one process per GPU) is not wired yet. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "runtime/backend.h"
+#include "runtime/cuda_api.h"
+#include "common/nvrtc.h"
+
+#define CUDA_MAX_TP 64
+#define ALIGN_ELEMS 64            /* params and grads start on 256-byte boundaries */
+#define SUMSQ_BLOCKS 256
+
+/* ---------------- libraries ---------------- */
+static CudaApi api;
+static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+static char api_why[512];
+static int api_ok;
+
+static void api_load(void) { api_ok = cuda_api_load(&api, api_why, sizeof api_why) == 0; }
+
+/* ---------------- the shared module (one per process) ---------------- */
+typedef struct { char name[96]; CUfunction fn; } FnEntry;
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    CUcontext ctx;
+    CUdevice dev;
+    CUmodule mod;
+    char arch[16];
+    char src_path[1100];
+    FnEntry *fns; int nfns, capfns;
+    int users;
+} shared;
+
+/* The ranks of one Engine: an abortable barrier and each rank's published pointer. */
+typedef struct {
+    int tp;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int count, gen, aborted;
+    CUdeviceptr ptr[CUDA_MAX_TP];
+    CUdeviceptr dptrs;            /* device copy of ptr[] for the all-reduce kernel */
+    BackendRank *ranks[CUDA_MAX_TP];
+} CudaGroup;
+
+struct BackendRank {
+    const Plan *p;
+    int rank, tp;
+    CUstream stream;
+    void *blas;
+    CUdeviceptr arena, io, params, grads, master, adam_m, adam_v, scratch;
+    size_t io_bytes, scratch_bytes;
+    int64_t nelems;               /* elements of grads/master/m/v (with alignment padding) */
+    int64_t *param_off;           /* per param: element offset */
+    CUdeviceptr *tptr;            /* per tensor */
+    CudaGroup *group;
+    int sync_steps;               /* BOOST_CUDA_SYNC=1: synchronise after every step */
+    char err[1024];
+};
+
+static int rfail(BackendRank *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int rfail(BackendRank *r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    va_end(ap);
+    if (r->group) {
+        pthread_mutex_lock(&r->group->mu);
+        r->group->aborted = 1;
+        pthread_cond_broadcast(&r->group->cv);
+        pthread_mutex_unlock(&r->group->mu);
+    }
+    return -1;
+}
+
+static const char *cu_str(CUresult rc) {
+    const char *s = NULL;
+    if (api.cuGetErrorString) api.cuGetErrorString(rc, &s);
+    return s ? s : "unknown CUDA error";
+}
+
+#define CU(r, call) do { CUresult rc_ = (call); if (rc_ != 0) { \
+    char m_[256]; snprintf(m_, sizeof m_, "%s (CUDA error %d) at %s:%d", cu_str(rc_), (int)rc_, __FILE__, __LINE__); \
+    return rfail((r), "%s", m_); } } while (0)
+
+static int group_barrier(CudaGroup *g) {
+    if (!g || g->tp <= 1) return 0;
+    pthread_mutex_lock(&g->mu);
+    if (g->aborted) { pthread_mutex_unlock(&g->mu); return -1; }
+    int gen = g->gen;
+    if (++g->count == g->tp) { g->count = 0; g->gen++; pthread_cond_broadcast(&g->cv); }
+    else while (gen == g->gen && !g->aborted) pthread_cond_wait(&g->cv, &g->mu);
+    int ab = g->aborted && gen == g->gen;
+    pthread_mutex_unlock(&g->mu);
+    return ab ? -1 : 0;
+}
+
+/* ---------------- JIT with an on-disk cache ---------------- */
+static uint64_t fnv1a64(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
+    return h;
+}
+
+static int mkdirs(const char *path) {
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *s = tmp + 1; *s; s++)
+        if (*s == '/') { *s = 0; mkdir(tmp, 0755); *s = '/'; }
+    return mkdir(tmp, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+static void cache_dir(char *out, size_t n) {
+    const char *c = getenv("BOOST_CACHE");
+    if (c && *c) { snprintf(out, n, "%s", c); return; }
+    const char *home = getenv("HOME");
+    snprintf(out, n, "%s/.cache/boost", home && *home ? home : "/tmp");
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc(n + 1);
+    if (s && fread(s, 1, n, f) != (size_t)n) { free(s); s = NULL; }
+    fclose(f);
+    if (s) { s[n] = 0; if (len) *len = n; }
+    return s;
+}
+
+/* Compile (or fetch from the cache) the cubin of src for arch. */
+static void *jit_cubin(const char *src, const char *arch, size_t *size, char *err, size_t errlen) {
+    int maj = 0, min = 0;
+    nvrtc_version(&maj, &min);
+    const char *opts = "-default-device -std=c++17 --ptxas-options=-v -lineinfo";
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv1a64(h, src, strlen(src));
+    h = fnv1a64(h, opts, strlen(opts));
+    h = fnv1a64(h, arch, strlen(arch));
+    h = fnv1a64(h, &maj, sizeof maj);
+    h = fnv1a64(h, &min, sizeof min);
+    char dir[900], path[1024];
+    cache_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/%016llx-%s.cubin", dir, (unsigned long long)h, arch);
+    void *bin = read_file(path, size);
+    if (bin && *size > 0) return bin;
+    free(bin);
+    fprintf(stderr, "boost: compiling kernels.cu for %s with NVRTC %d.%d (first run; cached in %s)\n", arch, maj,
+            min, dir);
+    bin = NULL;
+    if (nvrtc_compile(src, arch, &bin, size, NULL, 0, err, errlen) < 0) return NULL;
+    if (mkdirs(dir) == 0) {   /* atomically: a temp file, then rename */
+        char tmp[1100];
+        snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
+        FILE *f = fopen(tmp, "wb");
+        if (f) {
+            int ok = fwrite(bin, 1, *size, f) == *size;
+            ok = (fclose(f) == 0) && ok;
+            if (ok) rename(tmp, path); else unlink(tmp);
+        }
+    }
+    return bin;
+}
+
+/* Make the process's context current; open the device, compile and load kernels.cu once. */
+static int shared_open(const Plan *p, char *err, size_t errlen) {
+    pthread_mutex_lock(&shared_mu);
+    if (shared.users > 0) {
+        api.cuCtxSetCurrent(shared.ctx);
+        shared.users++;
+        pthread_mutex_unlock(&shared_mu);
+        return 0;
+    }
+    int count = 0;
+    CUresult rc = api.cuInit(0);
+    if (rc == 0) rc = api.cuDeviceGetCount(&count);
+    if (rc != 0 || count == 0) {
+        snprintf(err, errlen, "no CUDA device found (%s): use --backend cpu",
+                 rc ? cu_str(rc) : "the driver reports 0 devices");
+        pthread_mutex_unlock(&shared_mu);
+        return -1;
+    }
+    int ord = 0;
+    const char *want = getenv("BOOST_DEVICE");
+    if (want && *want) ord = atoi(want);
+    int ccmaj = 0, ccmin = 0;
+    if ((rc = api.cuDeviceGet(&shared.dev, ord)) != 0 ||
+        (rc = api.cuDeviceGetAttribute(&ccmaj, 75 /* COMPUTE_CAPABILITY_MAJOR */, shared.dev)) != 0 ||
+        (rc = api.cuDeviceGetAttribute(&ccmin, 76 /* COMPUTE_CAPABILITY_MINOR */, shared.dev)) != 0 ||
+        (rc = api.cuDevicePrimaryCtxRetain(&shared.ctx, shared.dev)) != 0 ||
+        (rc = api.cuCtxSetCurrent(shared.ctx)) != 0) {
+        snprintf(err, errlen, "CUDA device %d cannot be opened (%s): use --backend cpu", ord, cu_str(rc));
+        pthread_mutex_unlock(&shared_mu);
+        return -1;
+    }
+    if (ccmaj < 8) {
+        snprintf(err, errlen, "CUDA device %d has compute capability %d.%d; BOOST's kernels need bf16 (8.0+): "
+                 "use --backend cpu", ord, ccmaj, ccmin);
+        api.cuDevicePrimaryCtxRelease(shared.dev);
+        pthread_mutex_unlock(&shared_mu);
+        return -1;
+    }
+    snprintf(shared.arch, sizeof shared.arch, "sm_%d%d", ccmaj, ccmin);
+    /* kernels.cu lives next to plan.txt */
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", p->path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0; else snprintf(dir, sizeof dir, ".");
+    snprintf(shared.src_path, sizeof shared.src_path, "%s/kernels.cu", dir);
+    size_t len = 0;
+    char *src = read_file(shared.src_path, &len);
+    if (!src) {
+        snprintf(err, errlen, "%s: cannot read the plan's kernels (%s): regenerate with 'boost gen'",
+                 shared.src_path, strerror(errno));
+        api.cuDevicePrimaryCtxRelease(shared.dev);
+        pthread_mutex_unlock(&shared_mu);
+        return -1;
+    }
+    size_t bin_size = 0;
+    char cerr[8192];
+    void *bin = jit_cubin(src, shared.arch, &bin_size, cerr, sizeof cerr);
+    free(src);
+    if (!bin) {
+        snprintf(err, errlen, "%s: %s", shared.src_path, cerr);
+        api.cuDevicePrimaryCtxRelease(shared.dev);
+        pthread_mutex_unlock(&shared_mu);
+        return -1;
+    }
+    rc = api.cuModuleLoadData(&shared.mod, bin);
+    free(bin);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s: loading the compiled kernels failed (%s)", shared.src_path, cu_str(rc));
+        api.cuDevicePrimaryCtxRelease(shared.dev);
+        pthread_mutex_unlock(&shared_mu);
+        return -1;
+    }
+    shared.users = 1;
+    pthread_mutex_unlock(&shared_mu);
+    return 0;
+}
+
+static void shared_close(void) {
+    pthread_mutex_lock(&shared_mu);
+    if (shared.users > 0 && --shared.users == 0) {
+        api.cuModuleUnload(shared.mod);
+        free(shared.fns); shared.fns = NULL; shared.nfns = shared.capfns = 0;
+        api.cuDevicePrimaryCtxRelease(shared.dev);
+    }
+    pthread_mutex_unlock(&shared_mu);
+}
+
+static CUfunction get_fn(const char *name) {
+    CUfunction fn = NULL;
+    pthread_mutex_lock(&shared_mu);
+    for (int i = 0; i < shared.nfns; i++)
+        if (!strcmp(shared.fns[i].name, name)) { fn = shared.fns[i].fn; break; }
+    if (!fn && api.cuModuleGetFunction(&fn, shared.mod, name) == 0) {
+        if (shared.nfns == shared.capfns) {
+            int cap = shared.capfns ? 2 * shared.capfns : 64;
+            FnEntry *n = realloc(shared.fns, cap * sizeof *n);
+            if (n) { shared.fns = n; shared.capfns = cap; }
+        }
+        if (shared.nfns < shared.capfns) {
+            snprintf(shared.fns[shared.nfns].name, sizeof shared.fns[0].name, "%s", name);
+            shared.fns[shared.nfns++].fn = fn;
+        }
+    } else if (!fn) fn = NULL;
+    pthread_mutex_unlock(&shared_mu);
+    return fn;
+}
+
+/* ---------------- the catalog's operand order (docs/plan-format.md) ---------------- */
+static const struct { const char *kind; const char *ops[10]; } OPERANDS[] = {
+    {"embedding_fwd", {"tokens", "table", "out"}},
+    {"embedding_bwd", {"tokens", "dout", "dtable"}},
+    {"rmsnorm_fwd", {"x", "gamma", "out", "rstd", "sumsq"}},
+    {"rmsnorm_bwd", {"x", "gamma", "rstd", "dout", "dot", "dx", "dgamma"}},
+    {"sumsq", {"x", "out"}},
+    {"online_norm_fwd", {"x", "gamma", "xhat", "rho", "stat"}},
+    {"online_norm_rescale", {"h", "rho"}},
+    {"bottleneck_act", {"h", "y", "z", "rstd"}},
+    {"bottleneck_act_bwd", {"h", "y", "rstd", "rho", "dz", "dh", "dstat"}},
+    {"online_norm_bwd", {"x", "gamma", "rho", "dxhat", "dstat", "dx", "dgamma"}},
+    {"rope", {"x"}},
+    {"attention_fwd", {"q", "k", "v", "out", "lse"}},
+    {"attention_bwd", {"q", "k", "v", "out", "dout", "lse", "dq", "dk", "dv"}},
+    {"glu_fwd", {"gate", "up", "out"}},
+    {"glu_bwd", {"gate", "up", "dout", "dgate", "dup"}},
+    {"add", {"a", "b", "out"}},
+    {"copy", {"src", "dst"}},
+    {"xent_fwd", {"logits", "targets", "stats"}},
+    {"xent_combine", {"stats_all", "lse", "loss"}},
+    {"xent_bwd", {"logits", "targets", "lse", "dlogits"}},
+};
+
+/* ---------------- open / close ---------------- */
+static int64_t numel(const PlanTensor *t) { return t->rows * t->cols; }
+static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+static void cuda_rank_close(BackendRank *r) {
+    if (!r) return;
+    if (api_ok && r->stream) {
+        api.cuCtxSetCurrent(shared.ctx);
+        api.cuStreamSynchronize(r->stream);
+        if (r->blas) api.cublasDestroy_v2(r->blas);
+        CUdeviceptr bufs[] = {r->arena, r->io, r->params, r->grads, r->master, r->adam_m, r->adam_v, r->scratch};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) api.cuMemFree_v2(bufs[i]);
+        api.cuStreamDestroy_v2(r->stream);
+        shared_close();
+    }
+    free(r->param_off);
+    free(r->tptr);
+    free(r);
+}
+
+static CUresult alloc_zero(CUdeviceptr *p, size_t bytes) {
+    if (bytes == 0) bytes = 256;
+    CUresult rc = api.cuMemAlloc_v2(p, bytes);
+    if (rc == 0) rc = api.cuMemsetD8_v2(*p, 0, bytes);
+    return rc;
+}
 
 static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, size_t errlen) {
-    snprintf(err, errlen, "the CUDA backend is not built in this binary; use --backend cpu");
+    pthread_once(&api_once, api_load);
+    if (!api_ok) { snprintf(err, errlen, "no CUDA device found (%s): use --backend cpu", api_why); return NULL; }
+    if (tp > CUDA_MAX_TP) { snprintf(err, errlen, "tp=%d: the CUDA backend runs at most %d local ranks", tp, CUDA_MAX_TP); return NULL; }
+    char nerr[512];
+    if (!nvrtc_available(nerr, sizeof nerr)) {
+        snprintf(err, errlen, "the CUDA backend needs NVRTC to compile kernels.cu: %s", nerr);
+        return NULL;
+    }
+    if (shared_open(p, err, errlen) != 0) return NULL;
+    BackendRank *r = calloc(1, sizeof *r);
+    if (!r) { shared_close(); snprintf(err, errlen, "out of memory"); return NULL; }
+    r->p = p; r->rank = rank; r->tp = tp;
+    const char *sync = getenv("BOOST_CUDA_SYNC");
+    r->sync_steps = sync && *sync == '1';
+    r->tptr = calloc(p->ntensors, sizeof *r->tptr);
+    r->param_off = calloc(p->nparams + 1, sizeof *r->param_off);
+    CUresult rc = 0;
+    const char *what = "";
+    if (!r->tptr || !r->param_off) { snprintf(err, errlen, "out of memory"); goto fail_nostream; }
+    if ((rc = api.cuStreamCreate(&r->stream, 0)) != 0) { what = "creating a stream"; goto fail_cu; }
+    if (api.cublasCreate_v2(&r->blas) != 0) {
+        snprintf(err, errlen, "cuBLAS could not be initialised on rank %d", rank);
+        goto fail;
+    }
+    api.cublasSetStream_v2(r->blas, r->stream);
+    /* params: element offsets, 256-byte aligned */
+    for (int i = 0; i < p->nparams; i++) {
+        r->param_off[i] = r->nelems;
+        r->nelems = align_up(r->nelems + p->params[i].rows * p->params[i].cols, ALIGN_ELEMS);
+        if (p->tensors[p->params[i].grad].dtype != PDT_FP32) {
+            snprintf(err, errlen, "%s: gradient d.%s is not fp32; the CUDA backend keeps gradients in fp32 "
+                     "(docs/plan-format.md): regenerate the plan", p->path, p->params[i].name);
+            goto fail;
+        }
+    }
+    r->io_bytes = 0;
+    for (int t = 0; t < p->ntensors; t++)
+        if (p->tensors[t].kind == TK_INPUT || p->tensors[t].kind == TK_OUTPUT)
+            r->io_bytes = align_up(r->io_bytes + numel(&p->tensors[t]) * plan_dtype_size(p->tensors[t].dtype), 256);
+    r->scratch_bytes = 1 << 20;
+    if ((rc = alloc_zero(&r->arena, p->arena_bytes)) || (rc = alloc_zero(&r->io, r->io_bytes)) ||
+        (rc = alloc_zero(&r->params, r->nelems * 2)) || (rc = alloc_zero(&r->grads, r->nelems * 4)) ||
+        (rc = alloc_zero(&r->master, r->nelems * 4)) || (rc = alloc_zero(&r->adam_m, r->nelems * 4)) ||
+        (rc = alloc_zero(&r->adam_v, r->nelems * 4)) || (rc = alloc_zero(&r->scratch, r->scratch_bytes))) {
+        what = "allocating device memory (arena, params, grads, AdamW state)";
+        goto fail_cu;
+    }
+    size_t io_off = 0;
+    for (int t = 0; t < p->ntensors; t++) {
+        const PlanTensor *T = &p->tensors[t];
+        switch (T->kind) {
+        case TK_ACT: r->tptr[t] = r->arena + T->offset; break;
+        case TK_INPUT: case TK_OUTPUT:
+            r->tptr[t] = r->io + io_off;
+            io_off = align_up(io_off + numel(T) * plan_dtype_size(T->dtype), 256);
+            break;
+        case TK_PARAM:   /* bf16 params: the bf16 copy; fp32 params: the master weights themselves */
+            r->tptr[t] = T->dtype == PDT_BF16 ? r->params + r->param_off[T->param] * 2 : r->master + r->param_off[T->param] * 4;
+            break;
+        case TK_GRAD: r->tptr[t] = r->grads + r->param_off[T->param] * 4; break;
+        }
+    }
+    return r;
+fail_cu:
+    snprintf(err, errlen, "rank %d: %s failed: %s", rank, what, cu_str(rc));
+fail:
+fail_nostream:
+    cuda_rank_close(r);
     return NULL;
 }
 
-const Backend backend_cuda = { .name = "cuda", .rank_open = cuda_rank_open };
+static int cuda_group_init(BackendRank **ranks, int tp, char *err, size_t errlen) {
+    CudaGroup *g = calloc(1, sizeof *g);
+    if (!g) { snprintf(err, errlen, "out of memory"); return -1; }
+    g->tp = tp;
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    api.cuCtxSetCurrent(shared.ctx);
+    if (api.cuMemAlloc_v2(&g->dptrs, CUDA_MAX_TP * sizeof(CUdeviceptr)) != 0) {
+        snprintf(err, errlen, "allocating the all-reduce pointer table failed");
+        free(g);
+        return -1;
+    }
+    for (int i = 0; i < tp; i++) { g->ranks[i] = ranks[i]; ranks[i]->group = g; }
+    /* the group is freed with the process: ranks close in their own threads in any order */
+    return 0;
+}
+
+static void *cuda_tensor_ptr(BackendRank *r, int t) { return (void *)(uintptr_t)r->tptr[t]; }
+
+static int after_step(BackendRank *r, const char *what) {
+    if (!r->sync_steps) return 0;
+    CUresult rc = api.cuStreamSynchronize(r->stream);
+    if (rc) return rfail(r, "%s failed on the device: %s (BOOST_CUDA_SYNC=1 stops at the first failing step)",
+                         what, cu_str(rc));
+    return 0;
+}
+
+/* ---------------- GEMMs ---------------- */
+static int dtype_of(const BackendRank *r, const Operand *op) { return r->p->tensors[op->tensor].dtype; }
+static int cublas_type(int dt) { return dt == PDT_FP32 ? CUDA_R_32F_ : CUDA_R_16BF_; }
+
+/* Row-major C = alpha op(A) op(B) + beta C as column-major C^T = op(B)^T op(A)^T. */
+static int gemm_one(BackendRank *r, const GemmArgs *g, void *A, void *B, void *C, int batched) {
+    int ta = g->tb ? 1 : 0, tb = g->ta ? 1 : 0;       /* swapped */
+    int at = dtype_of(r, &g->A), bt = dtype_of(r, &g->B), ct = dtype_of(r, &g->C);
+    if (at != bt) return rfail(r, "gemm with A and B of different dtypes (%s, %s): the CUDA backend needs one "
+                               "dtype for both", r->p->tensors[g->A.tensor].name, r->p->tensors[g->B.tensor].name);
+    float alpha = (float)g->alpha, beta = (float)g->beta;
+    int st;
+    if (batched && g->batch > 1)
+        st = api.cublasGemmStridedBatchedEx(r->blas, ta, tb, (int)g->n, (int)g->m, (int)g->k, &alpha,
+                                            B, cublas_type(bt), (int)g->ldb, g->sB,
+                                            A, cublas_type(at), (int)g->lda, g->sA, &beta,
+                                            C, cublas_type(ct), (int)g->ldc, g->sC, (int)g->batch,
+                                            CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
+    else
+        st = api.cublasGemmEx(r->blas, ta, tb, (int)g->n, (int)g->m, (int)g->k, &alpha,
+                              B, cublas_type(bt), (int)g->ldb, A, cublas_type(at), (int)g->lda, &beta,
+                              C, cublas_type(ct), (int)g->ldc, CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
+    if (st != 0) {
+        char m[200];
+        snprintf(m, sizeof m, "m=%lld n=%lld k=%lld ta=%d tb=%d", (long long)g->m, (long long)g->n, (long long)g->k, g->ta, g->tb);
+        return rfail(r, "cuBLAS GEMM failed (%s), status %d", m, st);
+    }
+    return 0;
+}
+
+static int cuda_gemm(BackendRank *r, const GemmArgs *g, void *A, void *B, void *C) {
+    api.cuCtxSetCurrent(shared.ctx);
+    if (gemm_one(r, g, A, B, C, 1)) return -1;
+    return after_step(r, "gemm");
+}
+
+static int cuda_grouped_gemm(BackendRank *r, int n, const GemmArgs *g, void **A, void **B, void **C) {
+    api.cuCtxSetCurrent(shared.ctx);
+    int same = api.cublasGemmGroupedBatchedEx != NULL && !getenv("BOOST_NO_GROUPED") && n <= 64;
+    for (int i = 1; i < n && same; i++)
+        same = dtype_of(r, &g[i].A) == dtype_of(r, &g[0].A) && dtype_of(r, &g[i].B) == dtype_of(r, &g[0].B) &&
+               dtype_of(r, &g[i].C) == dtype_of(r, &g[0].C) && dtype_of(r, &g[i].A) == dtype_of(r, &g[i].B);
+    if (!same) {   /* a loop of GEMMs on the same stream */
+        for (int i = 0; i < n; i++) if (gemm_one(r, &g[i], A[i], B[i], C[i], 0)) return -1;
+        return after_step(r, "grouped_gemm");
+    }
+    int transa[64], transb[64], m[64], nn[64], k[64], lda[64], ldb[64], ldc[64], size[64];
+    float alpha[64], beta[64];
+    CUdeviceptr hp[3 * 64];
+    for (int i = 0; i < n; i++) {
+        transa[i] = g[i].tb ? 1 : 0; transb[i] = g[i].ta ? 1 : 0;
+        m[i] = (int)g[i].n; nn[i] = (int)g[i].m; k[i] = (int)g[i].k;
+        lda[i] = (int)g[i].ldb; ldb[i] = (int)g[i].lda; ldc[i] = (int)g[i].ldc;
+        alpha[i] = (float)g[i].alpha; beta[i] = (float)g[i].beta; size[i] = 1;
+        hp[i] = (CUdeviceptr)(uintptr_t)B[i]; hp[n + i] = (CUdeviceptr)(uintptr_t)A[i]; hp[2 * n + i] = (CUdeviceptr)(uintptr_t)C[i];
+    }
+    /* the pointer arrays live in device scratch; wait for the previous grouped call to finish reading them */
+    CU(r, api.cuStreamSynchronize(r->stream));
+    CU(r, api.cuMemcpyHtoD_v2(r->scratch, hp, 3 * n * sizeof *hp));
+    CUdeviceptr dp = r->scratch;
+    int at = cublas_type(dtype_of(r, &g[0].A)), ct = cublas_type(dtype_of(r, &g[0].C));
+    int st = api.cublasGemmGroupedBatchedEx(r->blas, transa, transb, m, nn, k, alpha,
+                                            (const void *const *)(uintptr_t)dp, at, lda,
+                                            (const void *const *)(uintptr_t)(dp + n * sizeof(CUdeviceptr)), at, ldb,
+                                            beta, (void *const *)(uintptr_t)(dp + 2 * n * sizeof(CUdeviceptr)), ct, ldc,
+                                            n, size, CUBLAS_COMPUTE_32F_);
+    if (st != 0) {   /* e.g. a type combination the grouped call does not support: loop instead */
+        for (int i = 0; i < n; i++) if (gemm_one(r, &g[i], A[i], B[i], C[i], 0)) return -1;
+    }
+    return after_step(r, "grouped_gemm");
+}
+
+/* ---------------- fused kernels ---------------- */
+static int launch(BackendRank *r, const char *name, int64_t grid, int64_t block, int64_t smem, void **args) {
+    CUfunction fn = get_fn(name);
+    if (!fn) return rfail(r, "kernel %s is not in %s: regenerate the plan and kernels with 'boost gen'", name, shared.src_path);
+    if (grid <= 0 || grid > 0x7fffffff || block <= 0 || block > 1024)
+        return rfail(r, "kernel %s: launch configuration out of range (grid %lld)", name, (long long)grid);
+    CU(r, api.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, (unsigned)smem, r->stream, args, NULL));
+    return 0;
+}
+
+static int cuda_kernel(BackendRank *r, const KernelArgs *k, void **ops) {
+    api.cuCtxSetCurrent(shared.ctx);
+    int kind = -1;
+    for (size_t i = 0; i < sizeof OPERANDS / sizeof OPERANDS[0]; i++)
+        if (!strcmp(OPERANDS[i].kind, k->kind)) kind = (int)i;
+    if (kind < 0) return rfail(r, "kernel kind %s is not in the catalog", k->kind);
+    CUdeviceptr ptrs[10];
+    long long consts[PLAN_MAX_KEYS];
+    void *args[10 + PLAN_MAX_KEYS];
+    int na = 0;
+    for (int o = 0; o < 10 && OPERANDS[kind].ops[o]; o++) {
+        ptrs[o] = 0;
+        for (int i = 0; i < k->nops; i++)
+            if (!strcmp(k->op_key[i], OPERANDS[kind].ops[o])) ptrs[o] = (CUdeviceptr)(uintptr_t)ops[i];
+        args[na++] = &ptrs[o];
+    }
+    int nc = 0;
+    for (int i = 0; i < k->nconst; i++)
+        if (k->const_int[i].per_rank != 0) {
+            consts[nc] = (long long)rank_int(k->const_int[i], r->rank);
+            args[na++] = &consts[nc++];
+        }
+    if (launch(r, k->name, k->grid, k->block, k->smem, args)) return -1;
+    return after_step(r, k->name);
+}
+
+/* ---------------- collectives (local mode) ---------------- */
+static int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
+    CudaGroup *g = r->group;
+    if (!g || g->tp <= 1) return 0;
+    api.cuCtxSetCurrent(shared.ctx);
+    g->ptr[r->rank] = (CUdeviceptr)(uintptr_t)buf;
+    CU(r, api.cuStreamSynchronize(r->stream));           /* this rank's buffer is complete */
+    if (group_barrier(g)) return rfail(r, "all-reduce abandoned: another rank failed");
+    int rc = 0;
+    if (r->rank == 0) {
+        CUresult e = api.cuMemcpyHtoD_v2(g->dptrs, g->ptr, g->tp * sizeof(CUdeviceptr));
+        long long n = c->elems;
+        int tpv = g->tp;
+        CUdeviceptr d = g->dptrs;
+        void *args[] = {&d, &tpv, &n};
+        int64_t blocks = (n + 255) / 256;
+        if (blocks > 4096) blocks = 4096;
+        if (e == 0)
+            rc = launch(r, c->dtype == PDT_FP32 ? "boost_allreduce_fp32" : "boost_allreduce_bf16", blocks, 256, 0, args);
+        else rc = rfail(r, "all-reduce: pointer table upload failed: %s", cu_str(e));
+        if (rc == 0 && api.cuStreamSynchronize(r->stream) != 0) rc = rfail(r, "all-reduce kernel failed");
+    }
+    if (group_barrier(g)) return rfail(r, "all-reduce abandoned: another rank failed");
+    return rc;
+}
+
+static int cuda_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst) {
+    CudaGroup *g = r->group;
+    int tp = g ? g->tp : 1;
+    api.cuCtxSetCurrent(shared.ctx);
+    size_t es = plan_dtype_size(c->dtype);
+    if (g) g->ptr[r->rank] = (CUdeviceptr)(uintptr_t)src;
+    CU(r, api.cuStreamSynchronize(r->stream));
+    if (group_barrier(g)) return rfail(r, "all-gather abandoned: another rank failed");
+    for (int q = 0; q < tp; q++) {
+        CUDA_MEMCPY2D_ m;
+        memset(&m, 0, sizeof m);
+        m.srcMemoryType = CU_MEMORYTYPE_DEVICE_;
+        m.srcDevice = g ? g->ptr[q] : (CUdeviceptr)(uintptr_t)src;
+        m.srcPitch = c->ld_src * es;
+        m.dstMemoryType = CU_MEMORYTYPE_DEVICE_;
+        m.dstDevice = (CUdeviceptr)(uintptr_t)dst + q * c->cols * es;
+        m.dstPitch = c->ld_dst * es;
+        m.WidthInBytes = c->cols * es;
+        m.Height = c->rows;
+        CU(r, api.cuMemcpy2DAsync_v2(&m, r->stream));
+    }
+    CU(r, api.cuStreamSynchronize(r->stream));           /* done reading the others' src */
+    if (group_barrier(g)) return rfail(r, "all-gather abandoned: another rank failed");
+    return 0;
+}
+
+/* ---------------- host copies ---------------- */
+static uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40);   /* NaN stays NaN */
+    u += 0x7fff + ((u >> 16) & 1);                                           /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+static float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The fp32 view of tensor t: params read their master weights. */
+static CUdeviceptr fp32_source(BackendRank *r, int t, int *is_bf16) {
+    const PlanTensor *T = &r->p->tensors[t];
+    *is_bf16 = 0;
+    if (T->kind == TK_PARAM) return r->master + r->param_off[T->param] * 4;
+    *is_bf16 = T->dtype == PDT_BF16;
+    return r->tptr[t];
+}
+
+static int cuda_to_host(BackendRank *r, int t, float *host) {
+    api.cuCtxSetCurrent(shared.ctx);
+    const PlanTensor *T = &r->p->tensors[t];
+    int64_t n = numel(T);
+    int bf;
+    CUdeviceptr src = fp32_source(r, t, &bf);
+    CU(r, api.cuStreamSynchronize(r->stream));
+    if (T->dtype == PDT_I32 && T->kind != TK_PARAM) {
+        int32_t *tmp = malloc(n * 4);
+        if (!tmp) return rfail(r, "out of memory");
+        CUresult rc = api.cuMemcpyDtoH_v2(tmp, src, n * 4);
+        for (int64_t i = 0; i < n; i++) host[i] = (float)tmp[i];
+        free(tmp);
+        CU(r, rc);
+        return 0;
+    }
+    if (!bf) { CU(r, api.cuMemcpyDtoH_v2(host, src, n * 4)); return 0; }
+    uint16_t *tmp = malloc(n * 2);
+    if (!tmp) return rfail(r, "out of memory");
+    CUresult rc = api.cuMemcpyDtoH_v2(tmp, src, n * 2);
+    for (int64_t i = 0; i < n; i++) host[i] = bf16_to_f32(tmp[i]);
+    free(tmp);
+    CU(r, rc);
+    return 0;
+}
+
+static int upload(BackendRank *r, CUdeviceptr dst, const float *host, int64_t n, int as_bf16) {
+    if (!as_bf16) { CU(r, api.cuMemcpyHtoD_v2(dst, host, n * 4)); return 0; }
+    uint16_t *tmp = malloc(n * 2);
+    if (!tmp) return rfail(r, "out of memory");
+    for (int64_t i = 0; i < n; i++) tmp[i] = f32_to_bf16(host[i]);
+    CUresult rc = api.cuMemcpyHtoD_v2(dst, tmp, n * 2);
+    free(tmp);
+    CU(r, rc);
+    return 0;
+}
+
+static int cuda_from_host(BackendRank *r, int t, const float *host) {
+    api.cuCtxSetCurrent(shared.ctx);
+    const PlanTensor *T = &r->p->tensors[t];
+    int64_t n = numel(T);
+    CU(r, api.cuStreamSynchronize(r->stream));
+    if (T->kind == TK_PARAM) {   /* master weights and, for bf16 params, the bf16 copy */
+        if (upload(r, r->master + r->param_off[T->param] * 4, host, n, 0)) return -1;
+        if (T->dtype == PDT_BF16 && upload(r, r->tptr[t], host, n, 1)) return -1;
+        return 0;
+    }
+    if (T->dtype == PDT_I32) {
+        int32_t *tmp = malloc(n * 4);
+        if (!tmp) return rfail(r, "out of memory");
+        for (int64_t i = 0; i < n; i++) tmp[i] = (int32_t)host[i];
+        CUresult rc = api.cuMemcpyHtoD_v2(r->tptr[t], tmp, n * 4);
+        free(tmp);
+        CU(r, rc);
+        return 0;
+    }
+    return upload(r, r->tptr[t], host, n, T->dtype == PDT_BF16);
+}
+
+static int cuda_set_i32(BackendRank *r, int t, const int32_t *host) {
+    api.cuCtxSetCurrent(shared.ctx);
+    CU(r, api.cuStreamSynchronize(r->stream));
+    CU(r, api.cuMemcpyHtoD_v2(r->tptr[t], host, numel(&r->p->tensors[t]) * 4));
+    return 0;
+}
+
+/* ---------------- optimizer ---------------- */
+static int cuda_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
+    api.cuCtxSetCurrent(shared.ctx);
+    const Plan *p = r->p;
+    float b1 = (float)p->beta1, b2 = (float)p->beta2, eps = (float)p->adam_eps;
+    float bias1 = (float)(1.0 - pow(p->beta1, t_step)), bias2 = (float)(1.0 - pow(p->beta2, t_step));
+    for (int i = 0; i < p->nparams; i++) {
+        const PlanParam *pp = &p->params[i];
+        int64_t off = r->param_off[i];
+        long long n = pp->rows * pp->cols;
+        CUdeviceptr master = r->master + off * 4, grad = r->grads + off * 4, m = r->adam_m + off * 4, v = r->adam_v + off * 4;
+        CUdeviceptr param = p->tensors[pp->tensor].dtype == PDT_BF16 ? r->params + off * 2 : 0;
+        float wd = pp->decay ? (float)p->weight_decay : 0.f;
+        void *args[] = {&master, &param, &grad, &m, &v, &n, &lr, &b1, &b2, &eps, &wd, &grad_scale, &bias1, &bias2};
+        int64_t blocks = (n + 255) / 256;
+        if (blocks > 4096) blocks = 4096;
+        if (launch(r, "adamw_fp32_master_bf16", blocks, 256, 0, args)) return -1;
+    }
+    CU(r, api.cuStreamSynchronize(r->stream));
+    return 0;
+}
+
+/* Sum of squares of n fp32 values at x (device), added in double on the host in a fixed order. */
+static int dev_sumsq(BackendRank *r, CUdeviceptr x, long long n, double *out) {
+    CUdeviceptr part = r->scratch;
+    void *args[] = {&x, &n, &part};
+    if (launch(r, "boost_sumsq_fp32", SUMSQ_BLOCKS, 256, 0, args)) return -1;
+    float h[SUMSQ_BLOCKS];
+    CU(r, api.cuStreamSynchronize(r->stream));
+    CU(r, api.cuMemcpyDtoH_v2(h, part, sizeof h));
+    double s = 0;
+    for (int i = 0; i < SUMSQ_BLOCKS; i++) s += h[i];
+    *out = s;
+    return 0;
+}
+
+static double cuda_grad_sq_norm(BackendRank *r) {
+    api.cuCtxSetCurrent(shared.ctx);
+    const Plan *p = r->p;
+    double total = 0;
+    if (dev_sumsq(r, r->grads, (long long)r->nelems, &total)) return NAN;   /* padding is zero */
+    if (r->rank == 0) return total;
+    /* other ranks: leave out the replicated (rep=1) blocks, read back and summed on the host */
+    for (int i = 0; i < p->nparams; i++) {
+        const PlanParam *pp = &p->params[i];
+        float *g = NULL;
+        for (int q = 0; q < pp->nparts; q++) {
+            const PlanPart *pt = &p->parts[pp->first_part + q];
+            if (!pt->rep) continue;
+            if (!g) {
+                g = malloc(pp->rows * pp->cols * sizeof *g);
+                if (!g || api.cuMemcpyDtoH_v2(g, r->grads + r->param_off[i] * 4, pp->rows * pp->cols * 4) != 0) {
+                    free(g);
+                    return NAN;
+                }
+            }
+            int64_t h = rank_int(pt->r1, r->rank) - rank_int(pt->r0, r->rank);
+            int64_t w = rank_int(pt->c1, r->rank) - rank_int(pt->c0, r->rank);
+            int64_t lr = rank_int(pt->lr, r->rank), lc = rank_int(pt->lc, r->rank);
+            for (int64_t a = 0; a < h; a++)
+                for (int64_t b = 0; b < w; b++) {
+                    double x = g[(lr + a) * pp->cols + lc + b];
+                    total -= x * x;
+                }
+        }
+        free(g);
+    }
+    return total < 0 ? 0 : total;
+}
+
+static int cuda_zero_grads(BackendRank *r) {
+    api.cuCtxSetCurrent(shared.ctx);
+    CU(r, api.cuMemsetD32Async(r->grads, 0, r->nelems, r->stream));
+    return 0;
+}
+
+static int cuda_state_to_host(BackendRank *r, int param, int slot, float *host) {
+    api.cuCtxSetCurrent(shared.ctx);
+    const PlanParam *pp = &r->p->params[param];
+    CUdeviceptr src = (slot == 1 ? r->adam_m : r->adam_v) + r->param_off[param] * 4;
+    CU(r, api.cuStreamSynchronize(r->stream));
+    CU(r, api.cuMemcpyDtoH_v2(host, src, pp->rows * pp->cols * 4));
+    return 0;
+}
+
+static int cuda_state_from_host(BackendRank *r, int param, int slot, const float *host) {
+    api.cuCtxSetCurrent(shared.ctx);
+    const PlanParam *pp = &r->p->params[param];
+    CUdeviceptr dst = (slot == 1 ? r->adam_m : r->adam_v) + r->param_off[param] * 4;
+    CU(r, api.cuStreamSynchronize(r->stream));
+    CU(r, api.cuMemcpyHtoD_v2(dst, host, pp->rows * pp->cols * 4));
+    return 0;
+}
+
+static const char *cuda_last_error(BackendRank *r) { return r->err; }
+
+const Backend backend_cuda = {
+    .name = "cuda",
+    .elem_bytes_fp32_only = 0,
+    .rank_open = cuda_rank_open,
+    .rank_close = cuda_rank_close,
+    .tensor_ptr = cuda_tensor_ptr,
+    .gemm = cuda_gemm,
+    .grouped_gemm = cuda_grouped_gemm,
+    .kernel = cuda_kernel,
+    .allreduce = cuda_allreduce,
+    .allgather = cuda_allgather,
+    .to_host = cuda_to_host,
+    .from_host = cuda_from_host,
+    .set_i32 = cuda_set_i32,
+    .adamw = cuda_adamw,
+    .grad_sq_norm = cuda_grad_sq_norm,
+    .zero_grads = cuda_zero_grads,
+    .state_to_host = cuda_state_to_host,
+    .state_from_host = cuda_state_from_host,
+    .last_error = cuda_last_error,
+    .group_init = cuda_group_init,
+};

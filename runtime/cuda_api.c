@@ -1,0 +1,48 @@
+/* cuda_api.c: fills a CudaApi (cuda_api.h) with dlopen/dlsym: the driver from libcuda.so.1, cuBLAS
+ * from libcublas.so.13 / .12 (or the toolkit's lib64). Nothing here touches a device. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/cuda_api.h"
+#include "common/nvrtc.h"
+
+static void *open_first(const char *const *names, int n, const char *home) {
+    void *h = NULL;
+    for (int i = 0; i < n && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_GLOBAL);
+    char path[1024];
+    for (int i = 0; i < n && !h && home; i++) {
+        snprintf(path, sizeof path, "%s/lib64/%s", home, names[i]);
+        h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    }
+    return h;
+}
+
+int cuda_api_load(CudaApi *a, char *why, size_t n) {
+    memset(a, 0, sizeof *a);
+    const char *drv[] = {"libcuda.so.1", "libcuda.so"};
+    void *hd = open_first(drv, 2, NULL);
+    if (!hd) { snprintf(why, n, "the CUDA driver libcuda.so.1 is not installed"); return -1; }
+#define SYM(h, name) \
+    if (!(*(void **)&a->name = dlsym(h, #name))) { snprintf(why, n, "%s lacks %s: driver or toolkit too old", \
+                                                            h == hd ? "libcuda.so.1" : "libcublas", #name); return -1; }
+    SYM(hd, cuInit); SYM(hd, cuDeviceGetCount); SYM(hd, cuDeviceGet); SYM(hd, cuDeviceGetAttribute);
+    SYM(hd, cuDevicePrimaryCtxRetain); SYM(hd, cuDevicePrimaryCtxRelease); SYM(hd, cuCtxSetCurrent);
+    SYM(hd, cuMemAlloc_v2); SYM(hd, cuMemFree_v2); SYM(hd, cuMemsetD8_v2); SYM(hd, cuMemsetD32Async);
+    SYM(hd, cuMemcpyHtoD_v2); SYM(hd, cuMemcpyDtoH_v2); SYM(hd, cuMemcpy2DAsync_v2);
+    SYM(hd, cuStreamCreate); SYM(hd, cuStreamDestroy_v2); SYM(hd, cuStreamSynchronize);
+    SYM(hd, cuModuleLoadData); SYM(hd, cuModuleUnload); SYM(hd, cuModuleGetFunction); SYM(hd, cuLaunchKernel);
+    SYM(hd, cuGetErrorString);
+    const char *blas[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+    void *hb = open_first(blas, 3, nvrtc_cuda_home());
+    if (!hb) {
+        snprintf(why, n, "cuBLAS (libcublas.so.13 or .12) not found, also not in %s/lib64: install the CUDA toolkit "
+                 "or set CUDA_HOME", nvrtc_cuda_home());
+        return -1;
+    }
+    SYM(hb, cublasCreate_v2); SYM(hb, cublasDestroy_v2); SYM(hb, cublasSetStream_v2);
+    SYM(hb, cublasGemmEx); SYM(hb, cublasGemmStridedBatchedEx);
+#undef SYM
+    *(void **)&a->cublasGemmGroupedBatchedEx = dlsym(hb, "cublasGemmGroupedBatchedEx");
+    return 0;
+}

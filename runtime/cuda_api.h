@@ -1,0 +1,87 @@
+/* cuda_api.h: the slice of the CUDA driver API and cuBLAS that backend_cuda uses, as function
+ * pointers filled by dlopen/dlsym (cuda_api.c), with the few types and constants restated here so
+ * that bin/boost builds without CUDA headers and starts on machines without a GPU. */
+#ifndef BOOST_CUDA_API_H
+#define BOOST_CUDA_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef __cuda_cuda_h__   /* with cuda.h included first (the layout test), its own types are used */
+typedef int CUresult;                 /* 0 = CUDA_SUCCESS */
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef unsigned long long CUdeviceptr;
+#endif
+
+enum { CU_MEMORYTYPE_HOST_ = 1, CU_MEMORYTYPE_DEVICE_ = 2 };
+
+/* Same layout as cuda.h's CUDA_MEMCPY2D (checked against the header in tests/unit/test_cuda_backend.c). */
+typedef struct {
+    size_t srcXInBytes, srcY;
+    int srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    void *srcArray;
+    size_t srcPitch;
+    size_t dstXInBytes, dstY;
+    int dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    void *dstArray;
+    size_t dstPitch;
+    size_t WidthInBytes, Height;
+} CUDA_MEMCPY2D_;
+
+/* cuBLAS enums (cublas_api.h, library_types.h) */
+enum { CUDA_R_32F_ = 0, CUDA_R_16BF_ = 14 };
+enum { CUBLAS_COMPUTE_32F_ = 68 };
+enum { CUBLAS_GEMM_DEFAULT_ = -1 };
+
+typedef struct {
+    /* driver */
+    CUresult (*cuInit)(unsigned);
+    CUresult (*cuDeviceGetCount)(int *);
+    CUresult (*cuDeviceGet)(CUdevice *, int);
+    CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*cuDevicePrimaryCtxRelease)(CUdevice);
+    CUresult (*cuCtxSetCurrent)(CUcontext);
+    CUresult (*cuMemAlloc_v2)(CUdeviceptr *, size_t);
+    CUresult (*cuMemFree_v2)(CUdeviceptr);
+    CUresult (*cuMemsetD8_v2)(CUdeviceptr, unsigned char, size_t);
+    CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
+    CUresult (*cuMemcpyHtoD_v2)(CUdeviceptr, const void *, size_t);
+    CUresult (*cuMemcpyDtoH_v2)(void *, CUdeviceptr, size_t);
+    CUresult (*cuMemcpy2DAsync_v2)(const CUDA_MEMCPY2D_ *, CUstream);
+    CUresult (*cuStreamCreate)(CUstream *, unsigned);
+    CUresult (*cuStreamDestroy_v2)(CUstream);
+    CUresult (*cuStreamSynchronize)(CUstream);
+    CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+    CUresult (*cuModuleUnload)(CUmodule);
+    CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+    CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               CUstream, void **, void **);
+    CUresult (*cuGetErrorString)(CUresult, const char **);
+    /* cuBLAS (status 0 = success; handles are opaque) */
+    int (*cublasCreate_v2)(void **);
+    int (*cublasDestroy_v2)(void *);
+    int (*cublasSetStream_v2)(void *, CUstream);
+    int (*cublasGemmEx)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int,
+                        const void *, void *, int, int, int, int);
+    int (*cublasGemmStridedBatchedEx)(void *, int, int, int, int, int, const void *, const void *, int, int, long long,
+                                      const void *, int, int, long long, const void *, void *, int, int, long long, int,
+                                      int, int);
+    /* optional (cuBLAS 12.5+); NULL: grouped GEMMs run as a loop */
+    int (*cublasGemmGroupedBatchedEx)(void *, const int *, const int *, const int *, const int *, const int *,
+                                      const void *, const void *const *, int, const int *, const void *const *, int,
+                                      const int *, const void *, void *const *, int, const int *, int, const int *, int);
+} CudaApi;
+
+/* Load libcuda.so.1 and libcublas (.so.13, .so.12, or $CUDA_HOME/lib64). 0, or -1 with why. */
+int cuda_api_load(CudaApi *api, char *why, size_t n);
+
+#endif
