@@ -157,6 +157,39 @@ static int sb_print(lua_State *L) {
     return 0;
 }
 
+/* Edit distance between two short names (0 when equal), capped for long ones. */
+static int name_distance(const char *a, const char *b) {
+    int la = strlen(a), lb = strlen(b);
+    if (la > 31 || lb > 31) return 99;
+    int d[32][32];
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            d[i][j] = best;
+        }
+    return d[la][lb];
+}
+
+/* The global closest to name (at most 2 edits away) into buf, or "". */
+static void nearest_global(lua_State *L, const char *name, char *buf, size_t n) {
+    int best = 3;
+    buf[0] = 0;
+    lua_pushglobaltable(L);
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) continue;
+        const char *key = lua_tostring(L, -1);
+        int d = name_distance(name, key);
+        if (d < best) { best = d; snprintf(buf, n, "%s", key); }
+    }
+    lua_pop(L, 1);
+}
+
 static int strict_index(lua_State *L) {
     Sandbox *sb = sandbox_of(L);
     const char *name = lua_tostring(L, 2);
@@ -166,9 +199,12 @@ static int strict_index(lua_State *L) {
             return luaL_error(L, "'%s' is not available in specs (specs are data: they cannot run "
                                  "programs, open files or load code; compute values with plain Lua, "
                                  "string, table, math and utf8)", name);
-    return luaL_error(L, "undeclared global '%s' (misspelt? a spec sees only %s, the Lua basics and "
+    char near[64], hint[100] = "misspelt?";
+    nearest_global(L, name, near, sizeof near);
+    if (near[0]) snprintf(hint, sizeof hint, "did you mean '%s'?", near);
+    return luaL_error(L, "undeclared global '%s' (%s a spec sees only %s, the Lua basics and "
                          "string, table, math, utf8; declare your own names with 'local')",
-                      name, sb->defined[0] ? sb->defined : "the libraries");
+                      name, hint, sb->defined[0] ? sb->defined : "the libraries");
 }
 
 static int strict_newindex(lua_State *L) {

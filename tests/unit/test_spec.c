@@ -450,6 +450,47 @@ static void test_failure_leaves_run_alone(void) {
           "%s", err);
 }
 
+/* Random damage to a valid spec (a byte changed, dropped or doubled) must give status 0 or 2,
+ * and every message must start with the file and a line number. */
+static void test_fuzz(void) {
+    const char *base =
+        "return run { model = model \"fz\" {\n"
+        "  hidden = 128, layers = 2, heads = 4, kv_heads = 2, ffn = 352, vocab = 256,\n"
+        "  lowrank = lax { rank = { attn = 32, mlp = 32 }, base = \"svd\" } },\n"
+        "  gpu = \"a100\", parallel = { tp = 2, layout = \"btp\" },\n"
+        "  train = { micro_batch = 2, seq = 64, lr = 1e-3, steps = 10 }, data = { path = \"corpus\" } }\n";
+    const char *alphabet = "{}()=,\"'-.0123456789abcdefghijklmnopqrstuvwxyz_ \n[]#~";
+    char path[700], text[2048], where[800];
+    snprintf(path, sizeof path, "%s/fuzz.lua", tmpdir);
+    snprintf(where, sizeof where, "%s:", path);
+    unsigned seed = 12345;
+    int bad = 0, ok = 0, errors = 0;
+    char first[12000] = "";
+    for (int it = 0; it < 400; it++) {
+        snprintf(text, sizeof text, "%s", base);
+        for (int k = 0; k < 1 + it % 3; k++) {
+            size_t len = strlen(text);
+            seed = seed * 1103515245u + 12345u;
+            size_t at = (seed >> 8) % len;
+            int op = (seed >> 4) % 3;
+            char ch = alphabet[(seed >> 16) % strlen(alphabet)];
+            if (op == 0) text[at] = ch;
+            else if (op == 1) memmove(text + at, text + at + 1, len - at);
+            else if (len + 2 < sizeof text) { memmove(text + at + 1, text + at, len - at + 1); text[at] = ch; }
+        }
+        write_file(path, text);
+        int rc = load(path, NULL, 0);
+        if (rc == 0) { ok++; continue; }
+        errors++;
+        if (getenv("SPEC_FUZZ_SHOW")) printf("# %s\n", err);
+        int good = rc == 2 && strncmp(err, where, strlen(where)) == 0 && err[strlen(where)] >= '1' &&
+                   err[strlen(where)] <= '9';
+        if (!good && !bad++) snprintf(first, sizeof first, "rc=%d for:\n%s\n-> %s", rc, text, err);
+    }
+    printf("# fuzz: %d loaded, %d rejected\n", ok, errors);
+    CHECK(bad == 0 && errors > 100, "fuzzed specs: status 2 with file:line, never a crash", "%d bad; first: %s", bad, first);
+}
+
 static void test_speed(void) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -475,6 +516,7 @@ int main(void) {
     test_long_paths();
     test_binary_chunk();
     test_failure_leaves_run_alone();
+    test_fuzz();
     test_speed();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
