@@ -132,7 +132,9 @@ static void finite_differences(Case *c, const char *what) {
         float *p = malloc((size_t)n * sizeof *p);
         engine_get_canon(c->e, i, SLOT_PARAM, p);
         float keep = p[best];
-        double eps = 2e-2 * fmax(1.0, fabs(keep));
+        double ss = 0;
+        for (int64_t k = 0; k < n; k++) ss += (double)p[k] * p[k];
+        double eps = fmin(2e-2, 0.1 * sqrt(ss / (double)n));   /* small against the tensor's scale */
         float lp, lm;
         p[best] = (float)(keep + eps); engine_set_canon(c->e, i, SLOT_PARAM, p);
         engine_forward(c->e, batch_tokens, batch_targets, &lp, err, sizeof err);
