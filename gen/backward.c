@@ -398,12 +398,13 @@ static void rule_kernel(Bw *b, const Op *f) {
                 if (j == 0) aliased_a = 1;
                 continue;
             }
-            GView din = gview(g, in, dout.nr, cols);
+            int stat = g->t[out.t].has_stat && cols == 1;   /* a stat column: its gradient is a [1 x M] vector */
+            GView din = gview(g, in, stat ? M : dout.nr, cols);
             int acc = wacc(b, &din);
             if (acc < 0) return;
             Op *o = bk(b, "copy");
             kop(o, "src", dout.v); kop(o, "dst", din.v);
-            k_const(o, "rows", (double)dout.nr); k_const(o, "cols", (double)cols);
+            k_const(o, "rows", (double)(stat ? M : dout.nr)); k_const(o, "cols", (double)cols);
             k_const(o, "lds", (double)dout.v.ld); k_const(o, "ldd", (double)din.v.ld); k_const(o, "acc", acc);
             wmark(g, &din);
         }

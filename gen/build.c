@@ -238,11 +238,11 @@ static void k_add(Graph *g, Opnd a, Opnd b, Opnd out, int64_t cols, int state) {
     k_const(o, "lda", (double)a.ld); k_const(o, "ldb", (double)b.ld); k_const(o, "ldo", (double)out.ld);
 }
 
-static void k_rope(Graph *g, Opnd x, int heads) {
+static void k_rope(Graph *g, Opnd x, int heads, int state) {
     x = fix(g, x);
     const Model *m = &g->run->model;
     Op *o = k_begin(g, "rope");
-    k_op(g, o, "x", x, OUT(g->t[x.t].state), 0);
+    k_op(g, o, "x", x, OUT(state), 0);
     k_const(o, "rows", (double)g->M); k_const(o, "heads", heads); k_const(o, "head_dim", m->head_dim);
     k_const(o, "ldx", (double)x.ld); k_const(o, "seq", g->run->seq); k_const(o, "theta", m->rope_theta);
     k_const(o, "inverse", 0);
@@ -413,8 +413,8 @@ static int megatron_layer(Graph *g, int i, int x) {
         }
     }
     (void)fullw;
-    k_rope(g, opnd(qkv, 0, W), m->heads / t);
-    k_rope(g, opnd(qkv, qw, W), m->kv_heads / t);
+    k_rope(g, opnd(qkv, 0, W), m->heads / t, PS_SHARD1);
+    k_rope(g, opnd(qkv, qw, W), m->kv_heads / t, PS_SHARD1);
     int attn = tn(g, PS_SHARD1, M, qw, ad, "L%d.attn", i);
     int lse = tn(g, PS_SHARD1, 1, (int64_t)r->micro_batch * (m->heads / t) * r->seq, IR_FP32, "L%d.lse", i);
     k_attention(g, opnd(qkv, 0, W), opnd(qkv, qw, W), opnd(qkv, qw + kw, W), attn, lse, m->heads / t, m->kv_heads / t);
@@ -584,8 +584,8 @@ static int naive_layer(Graph *g, int i, int x) {
     naive_B(g, i, zin, qp, 3, outs, off, "qkv");
     set_chunk(g, i, "L%d.o", i);
     Opnd q = opnd(outs[0], off[0], qw), k = opnd(outs[1], off[1], kw), v = opnd(outs[2], off[2], kw);
-    k_rope(g, q, m->heads);
-    k_rope(g, k, m->kv_heads);
+    k_rope(g, q, m->heads, PS_REPLICATED);
+    k_rope(g, k, m->kv_heads, PS_REPLICATED);
     int attn = tn(g, PS_REPLICATED, M, qw, ad, "L%d.attn", i);
     int lse = tn(g, PS_REPLICATED, 1, (int64_t)r->micro_batch * m->heads * r->seq, IR_FP32, "L%d.lse", i);
     k_attention(g, q, k, v, attn, lse, m->heads, m->kv_heads);
@@ -832,8 +832,8 @@ static int btp_layer(Graph *g, int i, int x) {
     btp_A(g, i, x, cn, qp, 3, "qkv", zq);
     int qkv = tn(g, PS_SHARD1, M, W, ad, "L%d.qkv", i);
     btp_B(g, i, zq, qp, 3, qkv, "qkv");
-    k_rope(g, opnd(qkv, 0, W), m->heads / t);
-    k_rope(g, opnd(qkv, qw, W), m->kv_heads / t);
+    k_rope(g, opnd(qkv, 0, W), m->heads / t, PS_SHARD1);
+    k_rope(g, opnd(qkv, qw, W), m->kv_heads / t, PS_SHARD1);
     int attn = tn(g, PS_SHARD1, M, qw, ad, "L%d.attn", i);
     int lse = tn(g, PS_SHARD1, 1, (int64_t)r->micro_batch * (m->heads / t) * r->seq, IR_FP32, "L%d.lse", i);
     k_attention(g, opnd(qkv, 0, W), opnd(qkv, qw, W), opnd(qkv, qw + kw, W), attn, lse, m->heads / t, m->kv_heads / t);
@@ -953,7 +953,7 @@ int check_states(Graph *g) {
                 if (o->ostate[j]) continue;
                 int s = st[o->ops[j].t];
                 if (s < 0) rc = fail(g, "state check (%s): %s reads %s before it is written", o->chunk, o->k.kind, g->t[o->ops[j].t].name);
-                else if (s == PS_PARTIAL)
+                else if (s == PS_PARTIAL && !(!strcmp(o->k.kind, "copy") && o->ostate[1] == OUT(PS_PARTIAL)))
                     rc = fail(g, "state check (%s): %s consumes the partial sum %s as %s; it needs full values "
                               "(all-reduce it first)", o->chunk, o->k.kind, g->t[o->ops[j].t].name, o->opkey[j]);
             }
