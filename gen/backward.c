@@ -461,17 +461,6 @@ static void rule_collective(Bw *b, const Op *f) {
 
 /* ---- recompute (checkpoint=lowrank) ---- */
 
-static int writes(const Op *o, int t) {
-    switch (o->kind) {
-    case OP_GEMM: case OP_BATCHED_GEMM: return o->g.C.t == t;
-    case OP_GROUPED_GEMM: for (int i = 0; i < o->nmembers; i++) if (o->members[i].C.t == t) return 1; return 0;
-    case OP_KERNEL: for (int i = 0; i < o->nops; i++) if ((o->out_mask >> i & 1) && o->ops[i].t == t) return 1; return 0;
-    case OP_ALLREDUCE: return o->buf.t == t;
-    case OP_ALLGATHER: return o->dst.t == t;
-    }
-    return 0;
-}
-
 static void op_inputs(const Op *o, int *out, int *n) {
     *n = 0;
     switch (o->kind) {
@@ -531,7 +520,13 @@ static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
             if (replay[k]) continue;
             const Op *o = &g->fwd[k];
             int hit = 0;
-            for (int t = 0; t < nt && !hit; t++) if (want[t] && writes(o, t)) hit = 1;
+            switch (o->kind) {
+            case OP_GEMM: case OP_BATCHED_GEMM: hit = want[o->g.C.t]; break;
+            case OP_GROUPED_GEMM: for (int i = 0; i < o->nmembers; i++) hit |= want[o->members[i].C.t]; break;
+            case OP_KERNEL: for (int i = 0; i < o->nops; i++) if (o->out_mask >> i & 1) hit |= want[o->ops[i].t]; break;
+            case OP_ALLREDUCE: hit = want[o->buf.t]; break;
+            case OP_ALLGATHER: hit = want[o->dst.t]; break;
+            }
             if (!hit) continue;
             replay[k] = 1; changed = 1;
             op_inputs(o, buf, &n);
