@@ -45,6 +45,19 @@ static int int_arg(const char *flag, const char *v, int lo, int *out) {
     return 0;
 }
 
+/* mkdir -p: 0, or -1 with errno set. */
+static int make_dirs(const char *path) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
 int cmd_train(int argc, char **argv) {
     TrainOptions opt;
     memset(&opt, 0, sizeof opt);
@@ -111,7 +124,7 @@ int cmd_train(int argc, char **argv) {
             if (!mkdtemp(tmpdir)) { fprintf(stderr, "boost train: cannot create a temporary folder: %s\n", strerror(errno)); free(run); return 1; }
             snprintf(plan_dir, sizeof plan_dir, "%s/plan", tmpdir);
         }
-        if (opt.outdir && mkdir(opt.outdir, 0777) != 0 && errno != EEXIST) {
+        if (opt.outdir && make_dirs(opt.outdir) != 0) {
             fprintf(stderr, "boost train: %s: cannot create: %s\n", opt.outdir, strerror(errno));
             free(run); return 1;
         }
