@@ -16,6 +16,8 @@ typedef struct {
     double attn_fwd_eff;      /* flash-attention forward, fraction of bf16 peak (0.60) */
     double attn_bwd_eff;      /* flash-attention backward (0.45) */
     double launch_us;         /* fixed cost per kernel or GEMM launch (4 us) */
+    double coll_eff;          /* fraction of the GPU file's link bandwidth a collective reaches
+                                 (NCCL bus bandwidth over the per-direction link figure: 0.75) */
     double optim_bytes_per_param; /* AdamW HBM traffic per local parameter (fp32 master, m, v,
                                      grad read; master, m, v and bf16 weight written: 30 B) */
 } CostConsts;

@@ -1,0 +1,214 @@
+/* project_sched.c: prices the generator's schedule (gen/ir.h, graph_build) step by step with the
+ * formulas of project_model.c, splits the layers over the pipeline stages and composes one
+ * training iteration: (m + pp - 1) pipeline steps of the slowest stage, plus the optimizer and the
+ * data-parallel gradient all-reduce. docs/cost-model.md is the prose of this file. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gen/ir.h"        // defines: graph_build, Graph, Op, Tensor, Param
+#include "gen/project.h"
+
+/* What one pipeline stage spends on one micro-batch (forward + backward). */
+typedef struct {
+    double gemm, kernel, attn, recompute, tp_comm;
+    double flops, bytes_fwd, bytes_bwd;
+    double params;
+} StageCost;
+
+static double kconst(const KernelInst *k, const char *key, double dflt) {
+    for (int i = 0; i < k->nconst; i++) if (!strcmp(k->key[i], key)) return k->val[i];
+    return dflt;
+}
+
+/* HBM bytes of a fused kernel: each operand once (read or written; written with acc=1: both),
+ * at most rows x cols of it (a vector operand counts its own size). */
+static double kernel_bytes(const Graph *g, const Op *o) {
+    double rows = kconst(&o->k, "rows", -1), cols = kconst(&o->k, "cols", -1);
+    int acc = kconst(&o->k, "acc", 0) != 0;
+    double bytes = 0;
+    for (int i = 0; i < o->nops; i++) {
+        int t = o->ops[i].t;
+        if (t < 0 || t >= g->nt) continue;
+        double elems = (double)g->t[t].rows * g->t[t].cols;
+        if (rows > 0 && cols > 0 && elems > rows * cols) elems = rows * cols;
+        double b = elems * ir_dtype_size(g->t[t].dtype);
+        bytes += (o->out_mask >> i & 1) && acc ? 2 * b : b;
+    }
+    return bytes;
+}
+
+/* Causal flash attention FLOPs (QK^T and PV over the lower triangle); backward is 2.5x. */
+static double attention_flops(const Op *o) {
+    double b = kconst(&o->k, "batch", 1), s = kconst(&o->k, "seq", 0);
+    double h = kconst(&o->k, "heads", 0), hd = kconst(&o->k, "head_dim", 0);
+    double fwd = 2.0 * b * h * s * s * hd;
+    return strstr(o->k.kind, "bwd") ? 2.5 * fwd : fwd;
+}
+
+static void gemm_cost(const CostConsts *c, const GemmRates *rates, const Gpu *gpu, const Gemm *gm,
+                      double *seconds, double *flops, Projection *p) {
+    int measured = 0;
+    double batch = gm->batch > 0 ? (double)gm->batch : 1;
+    *seconds += gemm_seconds(c, rates, gpu, (double)gm->m, (double)gm->n, (double)gm->k, batch);
+    *flops += 2.0 * gm->m * gm->n * gm->k * batch;
+    gemm_eff(c, rates, gpu, (double)gm->m, (double)gm->n, (double)gm->k, &measured);
+    if (measured) p->gemms_measured++; else p->gemms_modelled++;
+}
+
+/* The layer of a parameter from its name ("L12.q.A" -> 12), -1 for embed/head/final_norm. */
+static int param_layer(const char *name) {
+    int l;
+    if (name[0] == 'L' && sscanf(name + 1, "%d.", &l) == 1) return l;
+    return -1;
+}
+
+/* The full-rank twin: same shapes, every projection dense, SwiGLU gate, no LaX crossing. */
+static void full_rank_twin(const Run *run, Run *twin) {
+    *twin = *run;
+    Model *m = &twin->model;
+    for (int l = 0; l < m->layers; l++)
+        for (int p = 0; p < NPROJ; p++) { m->proj[l][p].factor = FACTOR_FULL; m->proj[l][p].rank = 0; m->proj[l][p].act = ACT_NONE; }
+    snprintf(m->family, sizeof m->family, "full");
+    m->lax = 0;
+    m->mlp_gate_act = ACT_SILU;
+    twin->layout = LAYOUT_MEGATRON;
+}
+
+int project_layout(const Run *run, int layout, const CostConsts *c, const GemmRates *rates,
+                   Projection *out, char *err, size_t errlen) {
+    memset(out, 0, sizeof *out);
+    out->layout = layout;
+    static Run twin;   /* large: not on the stack */
+    const Run *r = run;
+    if (layout == LAYOUT_MEGATRON) { full_rank_twin(run, &twin); r = &twin; }
+    /* Low-rank checkpointing belongs to btp; the baselines keep every activation. */
+    int ckpt = layout == LAYOUT_BTP ? run->checkpoint : CKPT_NONE;
+    int status = 0;
+    Graph *g = graph_build(r, layout, ckpt, err, errlen, &status);
+    if (!g) return status ? status : 1;
+
+    const Gpu *gpu = &r->gpu;
+    int pp = r->pp > 0 ? r->pp : 1, tp = r->tp > 0 ? r->tp : 1;
+    int layers = r->model.layers;
+    if (pp > layers) {
+        snprintf(err, errlen, "%s: pp=%d is more than the model's %d layers (lower pp)", run->file, pp, layers);
+        graph_free(g);
+        return 2;
+    }
+    StageCost *st = calloc(pp, sizeof *st);
+    if (!st) { graph_free(g); snprintf(err, errlen, "out of memory"); return 1; }
+    double tp_bw, tp_alpha;
+    tp_link(gpu, tp, &tp_bw, &tp_alpha);
+    tp_bw *= c->coll_eff;
+
+    /* Which stage an op belongs to: its layer's; layer -1 ops before the first layer op of a
+       section are the model's front (forward: embedding, stage 0; backward: the tail's backward,
+       last stage), those after it the other end. */
+    int seen_layer_fwd = 0, seen_layer_bwd = 0;
+    for (int i = 0; i < g->nsteps; i++) {
+        const Op *o = &g->steps[i];
+        int bwd = o->section != SEC_FWD;
+        int stage;
+        if (o->layer >= 0) {
+            stage = (int)((long)o->layer * pp / layers);
+            if (bwd) seen_layer_bwd = 1; else seen_layer_fwd = 1;
+        } else if (!bwd) stage = seen_layer_fwd ? pp - 1 : 0;
+        else stage = seen_layer_bwd ? 0 : pp - 1;
+        StageCost *s = &st[stage];
+        double t = 0, flops = 0;
+        int is_compute = 1;
+        switch (o->kind) {
+        case OP_GEMM: case OP_BATCHED_GEMM:
+            gemm_cost(c, rates, gpu, &o->g, &t, &flops, out);
+            s->gemm += o->section == SEC_RECOMPUTE ? 0 : t;
+            break;
+        case OP_GROUPED_GEMM:
+            for (int j = 0; j < o->nmembers; j++) gemm_cost(c, rates, gpu, &o->members[j], &t, &flops, out);
+            t -= (o->nmembers - 1) * c->launch_us * 1e-6;            /* one launch for the group */
+            s->gemm += o->section == SEC_RECOMPUTE ? 0 : t;
+            break;
+        case OP_KERNEL:
+            if (!strncmp(o->k.kind, "attention", 9)) {
+                t = attention_seconds(c, gpu, attention_flops(o), kernel_bytes(g, o), strstr(o->k.kind, "bwd") != NULL);
+                s->attn += o->section == SEC_RECOMPUTE ? 0 : t;
+            } else {
+                t = hbm_seconds(c, gpu, kernel_bytes(g, o));
+                s->kernel += o->section == SEC_RECOMPUTE ? 0 : t;
+            }
+            break;
+        case OP_ALLREDUCE: case OP_ALLGATHER: {
+            is_compute = 0;
+            int allgather = o->kind == OP_ALLGATHER;
+            double bytes = (double)o->bytes;
+            double elems = allgather ? (double)o->rows * o->cols * tp : (double)o->elems;
+            t = allgather ? allgather_seconds(bytes, tp, tp_bw, tp_alpha) : allreduce_seconds(bytes, tp, tp_bw, tp_alpha);
+            s->tp_comm += t;
+            if (o->dir) s->bytes_bwd += bytes; else s->bytes_fwd += bytes;
+            if (o->layer == 0) {
+                if (o->dir) { out->layer_bwd_elems += elems; out->layer_bwd_bytes += bytes; out->layer_bwd_count++; }
+                else { out->layer_fwd_elems += elems; out->layer_fwd_bytes += bytes; out->layer_fwd_count++; }
+            }
+            break;
+        }
+        default:
+            is_compute = 0;   /* markers and TP copies: no step */
+        }
+        if (is_compute && o->section == SEC_RECOMPUTE) s->recompute += t;
+        s->flops += flops;
+    }
+    for (int i = 0; i < g->nparams; i++) {
+        const Param *pa = &g->params[i];
+        int l = param_layer(pa->name);
+        int stage = l >= 0 ? (int)((long)l * pp / layers) : (!strncmp(pa->name, "embed", 5) ? 0 : pp - 1);
+        st[stage].params += (double)pa->rows * pa->cols;
+    }
+
+    /* the slowest stage sets the pace */
+    int slow = 0;
+    double slow_t = -1;
+    for (int s = 0; s < pp; s++) {
+        double t = st[s].gemm + st[s].kernel + st[s].attn + st[s].recompute + st[s].tp_comm;
+        if (t > slow_t) { slow_t = t; slow = s; }
+    }
+    const StageCost *S = &st[slow];
+    int m = r->grad_accum > 0 ? r->grad_accum : 1;
+    double send_s = 0;
+    if (pp > 1) {
+        double pp_bw, pp_alpha;
+        pp_link(gpu, tp, pp, &pp_bw, &pp_alpha);
+        pp_bw *= c->coll_eff;
+        double width = layout == LAYOUT_BTP ? (double)r->model.hidden / tp : r->model.hidden;
+        double bytes = (double)g->M * width * (r->dtype == DT_FP32 ? 4 : 2);
+        send_s = send_seconds(bytes, pp_bw, pp_alpha);
+    }
+    double steps = pp > 1 ? m + pp - 1 : m;
+    double params = 0;
+    for (int s = 0; s < pp; s++) if (st[s].params > params) params = st[s].params;
+    out->params_local = params;
+    out->optim_s = hbm_seconds(c, gpu, params * c->optim_bytes_per_param);
+    if (r->dp > 1) {
+        /* fp32 gradients, one all-reduce over the dp group: NVLink when tp*pp*dp fits a node */
+        int per_node = gpu->gpus_per_node > 0 ? gpu->gpus_per_node : 1;
+        int in_node = (long)tp * pp * r->dp <= per_node;
+        out->dp_comm_s = allreduce_seconds(params * 4, r->dp, c->coll_eff * (in_node ? gpu->nvlink_gbs : gpu->net_gbs),
+                                           in_node ? gpu->nvlink_latency_us : gpu->net_latency_us);
+    }
+    out->stage_s = S->gemm + S->kernel + S->attn + S->recompute + S->tp_comm;
+    out->seconds = pipeline_seconds(out->stage_s, send_s, m, pp) + out->optim_s + out->dp_comm_s;
+    out->bubble = pp > 1 ? (double)(pp - 1) / (m + pp - 1) : 0;
+    out->gemm_s = steps * S->gemm;
+    out->kernel_s = steps * S->kernel;
+    out->attn_s = steps * S->attn;
+    out->recompute_s = steps * S->recompute;
+    out->tp_comm_s = steps * S->tp_comm;
+    out->pp_send_s = pp > 1 ? steps * 2 * send_s : 0;
+    out->compute_s = out->gemm_s + out->kernel_s + out->attn_s + out->recompute_s + out->optim_s;
+    out->comm_s = out->tp_comm_s + out->pp_send_s + out->dp_comm_s;
+    out->gemm_flops = m * S->flops;
+    out->tp_bytes_fwd = m * S->bytes_fwd;
+    out->tp_bytes_bwd = m * S->bytes_bwd;
+    free(st);
+    graph_free(g);
+    return 0;
+}
