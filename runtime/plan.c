@@ -776,6 +776,11 @@ static int line_kernel(Loader *L, Line *ln, KernelArgs *k) {
             if (k->nops >= PLAN_MAX_KEYS) return fail(L, "kernel %s: too many operands", k->kind);
             if (parse_operand(L, val, &k->op[k->nops])) return -1;
             if (check_live(L, L->p, &k->op[k->nops])) return -1;
+            int want_i32 = !strcmp(key, "tokens") || !strcmp(key, "targets");
+            const PlanTensor *ot = &L->p->tensors[k->op[k->nops].tensor];
+            if (want_i32 != (ot->dtype == PDT_I32))
+                return fail(L, "kernel %s: operand %s=%s is %s, it must be %s", k->kind, key, ot->name,
+                            ot->dtype == PDT_I32 ? "i32" : "a float tensor", want_i32 ? "i32" : "bf16 or fp32");
             copy_name(k->op_key[k->nops], sizeof k->op_key[0], key);
             k->nops++;
         } else {
@@ -825,6 +830,8 @@ static int line_collective(Loader *L, Line *ln, CollArgs *c, int gather) {
         if (need_str(L, ln, "buf", &v) || parse_operand(L, v, &c->buf) || need_i64(L, ln, "elems", &c->elems, 1)) return -1;
         if ((v = get(ln, "op")) && strcmp(v, "sum")) return fail(L, "allreduce: op=%s is not supported (only sum)", v);
         if (check_view(L, p, &c->buf, 1, c->elems, c->elems, 0, "allreduce buf") || check_live(L, p, &c->buf)) return -1;
+        if (p->tensors[c->buf.tensor].dtype != c->dtype)
+            return fail(L, "allreduce: dtype does not match buffer %s's dtype", p->tensors[c->buf.tensor].name);
         return 0;
     }
     if (need_str(L, ln, "src", &v) || parse_operand(L, v, &c->src) || need_str(L, ln, "dst", &v) || parse_operand(L, v, &c->dst) ||
@@ -837,6 +844,9 @@ static int line_collective(Loader *L, Line *ln, CollArgs *c, int gather) {
         check_view(L, p, &c->dst, c->rows, c->cols * p->tp, c->ld_dst, 0, "allgather dst") ||
         check_live(L, p, &c->src) || check_live(L, p, &c->dst))
         return -1;
+    if (p->tensors[c->src.tensor].dtype != c->dtype || p->tensors[c->dst.tensor].dtype != c->dtype)
+        return fail(L, "allgather: dtype does not match the dtypes of %s and %s", p->tensors[c->src.tensor].name,
+                    p->tensors[c->dst.tensor].name);
     return 0;
 }
 

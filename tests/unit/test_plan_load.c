@@ -135,6 +135,12 @@ int main(void) {
     ln = line_of(text, "kernel rmsnorm_bwd");
     expect_bad(text, "dgamma=d.final_norm rows=8", "dgamma=d.final_norm rows=8 phase=3", "duplicate key phase", ln, "duplicate key");
 
+    ln = line_of(text, "allreduce");
+    expect_bad(text, "dtype=fp32 op=sum", "dtype=bf16 op=sum", "dtype does not match buffer dxn", ln, "allreduce dtype differs from its buffer");
+    ln = line_of(text, "kernel embedding_fwd");
+    expect_bad(text, "tokens=tokens table=embed", "tokens=x table=embed", "operand tokens=x is a float tensor, it must be i32", ln,
+               "kernel token operand that is not i32");
+
     /* fuzz: truncations and byte flips give an error or a plan, never a crash */
     int loaded = 0, refused = 0, bad_msg = 0;
     unsigned seed = 1;
