@@ -37,6 +37,14 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* "NaN", "inf" or the number, for messages about a diverged run. */
+static const char *show(double v, char *buf, size_t n) {
+    if (isnan(v)) return "NaN";
+    if (isinf(v)) return v > 0 ? "inf" : "-inf";
+    snprintf(buf, n, "%g", v);
+    return buf;
+}
+
 static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(int code, const char *fmt, ...) {
     fflush(stdout);
@@ -191,7 +199,7 @@ static int validate(Trainer *t, double *loss) {
     *loss = -1;
     if (n <= 0) return 0;
     double sum = 0;
-    char err[1024];
+    char err[1024], num[32];
     for (int64_t i = 0; i < n; i++) {
         float l;
         batcher_val(&t->batcher, i, t->inputs, t->targets);
@@ -201,8 +209,8 @@ static int validate(Trainer *t, double *loss) {
     }
     *loss = sum / (double)n;
     if (!isfinite(*loss))
-        return fail(1, "step %d: the validation loss is %g: training diverged (lr %g); stopping without saving%s%s",
-                    t->step, *loss, t->plan->lr, t->last_ckpt[0] ? "; last good checkpoint: " : "", t->last_ckpt);
+        return fail(1, "step %d: the validation loss is %s: training diverged (lr %g); stopping without saving%s%s",
+                    t->step, show(*loss, num, sizeof num), t->plan->lr, t->last_ckpt[0] ? "; latest checkpoint: " : "", t->last_ckpt);
     if (t->nval < t->val_cap) {
         t->val_steps[t->nval] = t->step;
         t->val_losses[t->nval++] = (float)*loss;
@@ -221,7 +229,7 @@ static int run_loop(Trainer *t, TrainLog *lg) {
     const Plan *p = t->plan;
     const int64_t tokens_per_step = (int64_t)p->micro_batch * p->seq * p->grad_accum;
     const int should_save = t->opt->outdir != NULL;
-    char err[1024];
+    char err[1024], num[32];
     double train_time = 0, first_loss = -1, first_val = -1, last_val = -1, last_loss = -1;
     int first_step = t->step;
     if (t->nval > 0) first_val = t->val_losses[0];
@@ -243,14 +251,14 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         }
         double loss = sum / p->grad_accum;
         if (!isfinite(loss))
-            return fail(1, "step %d: the loss is %g: training diverged (lr %g); stopping without saving%s%s",
-                        t->step + 1, loss, p->lr, t->last_ckpt[0] ? "; last good checkpoint: " : "", t->last_ckpt);
+            return fail(1, "step %d: the loss is %s: training diverged (lr %g); stopping without saving%s%s",
+                        t->step + 1, show(loss, num, sizeof num), p->lr, t->last_ckpt[0] ? "; latest checkpoint: " : "", t->last_ckpt);
         float grad_norm, lr;
         if (engine_optimizer_step(t->e, t->step, &grad_norm, &lr, err, sizeof err))
             return fail(1, "step %d: optimizer: %s", t->step + 1, err);
         if (!isfinite(grad_norm))
-            return fail(1, "step %d: the gradient norm is %g: training diverged (lr %g); stopping without saving%s%s",
-                        t->step + 1, grad_norm, p->lr, t->last_ckpt[0] ? "; last good checkpoint: " : "", t->last_ckpt);
+            return fail(1, "step %d: the gradient norm is %s: training diverged (lr %g); stopping without saving%s%s",
+                        t->step + 1, show(grad_norm, num, sizeof num), p->lr, t->last_ckpt[0] ? "; latest checkpoint: " : "", t->last_ckpt);
         double dt = now_s() - t0;
         train_time += dt;
         t->losses[t->step] = (float)loss;
