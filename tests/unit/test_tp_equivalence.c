@@ -152,6 +152,42 @@ static void finite_differences(Case *c, const char *what) {
     CHECK(den > 0 && sqrt(num / den) < 3e-2, name, "norm-wise rel err %.3g", den > 0 ? sqrt(num / den) : -1.0);
 }
 
+/* A few optimizer steps on both (same batch): the canonical params and the reported grad norms
+ * stay equal (replicated parts counted once in the norm, every rank updating its shard alike). */
+static void compare_steps(Case *a, Case *ref, const char *what) {
+    if (!a->p || !ref->p) return;
+    char err[1024], name[300];
+    double worst_norm = 0, worst = 0;
+    const char *wname = "";
+    for (int step = 0; step < 3; step++) {
+        float na, nr, lra, lrr, la, lr_;
+        if (step > 0 && (engine_forward_backward(a->e, batch_tokens, batch_targets, &la, err, sizeof err) ||
+                         engine_forward_backward(ref->e, batch_tokens, batch_targets, &lr_, err, sizeof err))) {
+            CHECK(0, what, "forward_backward: %s", err);
+            return;
+        }
+        if (engine_optimizer_step(a->e, step, &na, &lra, err, sizeof err) || engine_optimizer_step(ref->e, step, &nr, &lrr, err, sizeof err)) {
+            CHECK(0, what, "optimizer: %s", err);
+            return;
+        }
+        worst_norm = fmax(worst_norm, fabs(na - nr) / nr);
+    }
+    for (int i = 0; i < ref->p->ncanons; i++) {
+        const PlanCanon *rc = &ref->p->canons[i];
+        int j = plan_find_canon(a->p, rc->name);
+        if (j < 0) continue;
+        int64_t n = rc->rows * rc->cols;
+        float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+        engine_get_canon(a->e, j, SLOT_PARAM, x);
+        engine_get_canon(ref->e, i, SLOT_PARAM, y);
+        double e = rel_err(x, y, n);
+        if (e > worst || e != e) { worst = e; wname = rc->name; }
+        free(x); free(y);
+    }
+    snprintf(name, sizeof name, "%s: same grad norms and params after 3 AdamW steps", what);
+    CHECK(worst_norm < 1e-5 && worst < 1e-5, name, "grad norm rel %.3g, worst param %s rel %.3g", worst_norm, wname, worst);
+}
+
 int main(void) {
     mkdir("build", 0755); mkdir("build/tmp", 0755); mkdir("build/tmp/tp", 0755);
     Case ref, c;
@@ -161,7 +197,10 @@ int main(void) {
         finite_differences(&ref, "tiny-cola btp tp=1");
         if (!open_case(&c, "tiny-cola", "-D tp=2")) { compare(&c, &ref, "tiny-cola btp tp=2 vs tp=1"); finite_differences(&c, "tiny-cola btp tp=2"); }
         close_case(&c);
-        if (!open_case(&c, "tiny-cola", "-D tp=4")) compare(&c, &ref, "tiny-cola btp tp=4 vs tp=1");
+        if (!open_case(&c, "tiny-cola", "-D tp=4")) {
+            compare(&c, &ref, "tiny-cola btp tp=4 vs tp=1");
+            compare_steps(&c, &ref, "tiny-cola btp tp=4 vs tp=1");
+        }
         close_case(&c);
         if (!open_case(&c, "tiny-cola", "-D tp=2 -D online_rmsnorm=false")) compare(&c, &ref, "tiny-cola btp tp=2 sync norm vs online norm tp=1");
         close_case(&c);
@@ -184,7 +223,10 @@ int main(void) {
         finite_differences(&ref, "tiny-llama megatron tp=1");
         if (!open_case(&c, "tiny-llama", "-D tp=2")) { compare(&c, &ref, "tiny-llama megatron tp=2 vs tp=1"); finite_differences(&c, "tiny-llama megatron tp=2"); }
         close_case(&c);
-        if (!open_case(&c, "tiny-llama", "-D tp=4")) compare(&c, &ref, "tiny-llama megatron tp=4 vs tp=1");
+        if (!open_case(&c, "tiny-llama", "-D tp=4")) {
+            compare(&c, &ref, "tiny-llama megatron tp=4 vs tp=1");
+            compare_steps(&c, &ref, "tiny-llama megatron tp=4 vs tp=1");
+        }
         close_case(&c);
     }
     close_case(&ref);
@@ -198,6 +240,11 @@ int main(void) {
                 compare(&c, &ref, what);
                 snprintf(what, sizeof what, "%s tp=2", others[k]);
                 finite_differences(&c, what);
+            }
+            close_case(&c);
+            if (k > 0 && !open_case(&c, others[k], "-D tp=4")) {
+                snprintf(what, sizeof what, "%s tp=4 vs tp=1", others[k]);
+                compare(&c, &ref, what);
             }
             close_case(&c);
         }
