@@ -31,12 +31,6 @@ static int by_size(const void *a, const void *b) {
     return *(const int *)a - *(const int *)b;
 }
 
-typedef struct { int64_t lo, hi; } Ival;
-static int by_lo(const void *a, const void *b) {
-    const Ival *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
 int memplan(Graph *g) {
     for (int i = 0; i < g->nt; i++) { g->t[i].live0 = g->t[i].live1 = -1; g->t[i].offset = 0; }
     for (int s = 0; s < g->nsteps; s++) {
@@ -59,24 +53,26 @@ int memplan(Graph *g) {
     for (int i = 0; i < g->nt; i++) if (g->t[i].live0 >= 0) order[n++] = i;
     sort_g = g;
     qsort(order, (size_t)n, sizeof *order, by_size);
-    Ival *busy = malloc((size_t)(n + 1) * sizeof *busy);
+    /* placed buffers kept sorted by offset: first fit is one pass over them */
+    int *placed = malloc((size_t)(n + 1) * sizeof *placed);
+    int np = 0;
     int64_t top = 0;
     for (int a = 0; a < n; a++) {
         Tensor *x = &g->t[order[a]];
-        int nb = 0;
-        for (int b = 0; b < a; b++) {
-            const Tensor *y = &g->t[order[b]];
-            if (y->live1 < x->live0 || x->live1 < y->live0) continue;
-            busy[nb].lo = y->offset; busy[nb].hi = y->offset + tbytes(y); nb++;
-        }
-        qsort(busy, (size_t)nb, sizeof *busy, by_lo);
         int64_t off = 0, need = tbytes(x);
-        for (int b = 0; b < nb; b++) {
-            if (busy[b].lo >= off + need) break;
-            if (busy[b].hi > off) off = busy[b].hi;
+        for (int b = 0; b < np; b++) {
+            const Tensor *y = &g->t[placed[b]];
+            if (y->live1 < x->live0 || x->live1 < y->live0) continue;
+            if (y->offset >= off + need) break;
+            int64_t hi = y->offset + tbytes(y);
+            if (hi > off) off = hi;
         }
         x->offset = off;
         if (off + need > top) top = off + need;
+        int pos = np;
+        while (pos > 0 && g->t[placed[pos - 1]].offset > off) { placed[pos] = placed[pos - 1]; pos--; }
+        placed[pos] = order[a];
+        np++;
     }
     g->arena_bytes = top;
     /* check: no two buffers live at the same step share bytes */
@@ -90,6 +86,6 @@ int memplan(Graph *g) {
                 rc = 1; break;
             }
         }
-    free(order); free(busy);
+    free(order); free(placed);
     return rc;
 }
