@@ -148,7 +148,7 @@ int cmd_project(int argc, char **argv) {
         for (int k = 0; k < nf; k++) {
             printf("  \"%s\": {", f[0][k].key);
             for (int i = 0; i < nl; i++)
-                printf("%s\"%s\": %.9g", i ? ", " : "", layout_name(layouts[i]), f[i][k].val);
+                printf("%s\"%s\": %.15g", i ? ", " : "", layout_name(layouts[i]), f[i][k].val);
             printf("},\n");
         }
         if (lowrank) printf("  \"speedup\": {\"btp_over_naive\": %.6g, \"btp_over_megatron\": %.6g}\n}\n",
@@ -164,7 +164,7 @@ int cmd_project(int argc, char **argv) {
                run.model.hidden, run.model.ffn, run.model.heads, run.model.kv_heads, run.model.layers,
                run.model.vocab, run.model.proj[0][PROJ_Q].rank, model_rank_uniform(&run.model), run.model.family);
         for (int i = 0; i < nl; i++)
-            for (int k = 0; k < nf; k++) printf("%s.%s %.9g\n", f[i][k].key, layout_name(layouts[i]), f[i][k].val);
+            for (int k = 0; k < nf; k++) printf("%s.%s %.15g\n", f[i][k].key, layout_name(layouts[i]), f[i][k].val);
         if (lowrank) printf("speedup.btp_over_naive %.6g\nspeedup.btp_over_megatron %.6g\n", over_naive, over_megatron);
         return 0;
     }

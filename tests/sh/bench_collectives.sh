@@ -4,6 +4,9 @@
 # (bs(3d+2d_kv+2d_ff) with grouped-query attention, d_kv = kv_heads*head_dim), bs(3d+d_ff)
 # backward; btp 7bsr+2bs forward (online-norm statistics), 7bsr backward; bytes = 2 x elements.
 source "$(dirname "$0")/lib.sh"
+# a private copy of the binary, so that a rebuild in the tree while this runs cannot break it
+for i in $(seq 60); do cp "$BOOST" "$TMP/boost" 2>/dev/null && "$TMP/boost" --help >/dev/null 2>&1 && break; sleep 1; done
+BOOST=$TMP/boost
 b=2; s=64
 run=${BENCH_RUN:-$(ls specs/runs/*.lua 2>/dev/null | head -1)}
 [ -n "$run" ] || { fail collectives_setup "no run spec under specs/runs"; exit 1; }
