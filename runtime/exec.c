@@ -242,7 +242,7 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
     return 0;
 }
 
-typedef struct { const int32_t *tokens, *targets; int backward; } PassArg;
+typedef struct { const int32_t *tokens, *targets; int backward; float loss; } PassArg;
 
 static int job_pass(Engine *e, int rank, void *argp) {
     const PassArg *a = argp;
@@ -254,6 +254,13 @@ static int job_pass(Engine *e, int rank, void *argp) {
     int end = a->backward ? e->bwd1 : e->fwd1;
     for (int s = e->fwd0; s < end; s++)
         if (run_step(e, rank, &e->p->steps_[s])) return -1;
+    if (rank == 0) {   /* read on the rank's own thread (a device context lives there) */
+        PassArg *w = argp;
+        if (e->be->to_host(R, e->p->loss, &w->loss)) {
+            snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "cannot read the loss: %s", backend_msg(e, rank));
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -267,16 +274,9 @@ static int run_pass(Engine *e, const int32_t *tokens, const int32_t *targets, fl
                      (long long)i, tokens[i], targets[i], e->p->vocab - 1);
             return -1;
         }
-    PassArg a = {tokens, targets, backward};
+    PassArg a = {tokens, targets, backward, NAN};
     if (run_all(e, job_pass, &a, err, errlen)) { e->broken = 1; return -1; }
-    float l[1];
-    if (loss) {
-        if (e->be->to_host(e->ranks[0], e->p->loss, l)) {
-            snprintf(err, errlen, "cannot read the loss: %s", backend_msg(e, 0));
-            return -1;
-        }
-        *loss = l[0];
-    }
+    if (loss) *loss = a.loss;
     return 0;
 }
 
@@ -315,6 +315,8 @@ static int job_adamw(Engine *e, int rank, void *argp) {
     return 0;
 }
 
+static int job_zero(Engine *e, int rank, void *argp) { return e->be->zero_grads(e->ranks[rank]); }
+
 int engine_optimizer_step(Engine *e, int step, float *grad_norm, float *lr, char *err, size_t errlen) {
     if (e->broken) { snprintf(err, errlen, "the engine stopped after an earlier error; create a new one"); return -1; }
     double sq[64];
@@ -330,6 +332,7 @@ int engine_optimizer_step(Engine *e, int step, float *grad_norm, float *lr, char
     a.lr = engine_lr_at(e->p, step);
     if (lr) *lr = a.lr;
     if (!isfinite(norm)) {
+        run_all(e, job_zero, NULL, NULL, 0);   /* the next micro-batches start clean */
         snprintf(err, errlen, "optimizer step %d: the gradient norm is not finite (%g); the update was skipped "
                  "(lower the learning rate or check the data)", step, norm);
         return -1;

@@ -267,6 +267,26 @@ int main(void) {
         int rc = engine_forward_backward(r1.e, bad, targets, &loss, err, sizeof err);
         CHECK(rc != 0 && strstr(err, "outside the vocabulary"), "a token outside the vocabulary is refused", "%s", err);
     }
+    /* a non-finite gradient norm: no update, grads cleared, a message */
+    {
+        Run a = open_run(2, 1);
+        float bad_head[128];
+        memcpy(bad_head, h1, sizeof bad_head);
+        bad_head[5] = NAN;
+        engine_set_canon(a.e, plan_find_canon(a.p, "head"), SLOT_PARAM, bad_head);
+        fb(a, tokens, targets);
+        char err[512] = "";
+        float gn, lr;
+        float *before = canon(a, "embed", SLOT_PARAM);
+        int rc = engine_optimizer_step(a.e, 0, &gn, &lr, err, sizeof err);
+        float *after = canon(a, "embed", SLOT_PARAM), *g = canon(a, "embed", SLOT_GRAD);
+        int zero = 1;
+        for (int i = 0; i < 128; i++) zero &= g[i] == 0;
+        CHECK(rc != 0 && strstr(err, "not finite") && !memcmp(before, after, 128 * sizeof(float)) && zero,
+              "a NaN gradient norm skips the update, clears the grads and says so", "rc %d: %s", rc, err);
+        free(before); free(after); free(g);
+        close_run(a);
+    }
     free(e1); free(h1); free(g1); free(h2); free(h4);
     close_run(r1); close_run(r2); close_run(r4);
     TEST_EXIT();
