@@ -1,6 +1,6 @@
-/* test_ckpt.c: safetensors writer/reader round trip, the file read by Python's json module (and by
- * torch.frombuffer when torch is there), damaged files rejected, checkpoint folders saved and read
- * back, the fingerprint, and an atomic save under a simulated full disk (RLIMIT_FSIZE with SIGXFSZ
+/* test_ckpt.c: safetensors writer/reader round trip, the file read by Python's json and struct
+ * modules (tests/sh/train_resume.sh adds torch on a real checkpoint), damaged files rejected,
+ * checkpoint folders saved and read back, the fingerprint, and an atomic save under a simulated full disk (RLIMIT_FSIZE with SIGXFSZ
  * ignored) that leaves the earlier checkpoint byte-identical and no temporary folder behind. */
 #include <dirent.h>
 #include <errno.h>
@@ -108,8 +108,7 @@ static void test_safetensors(void) {
           "model metadata %s", rc == 0 && st_meta(&f, "model") ? st_meta(&f, "model") : "(none)");
     st_close(&f);
 
-    // Python reads it: the json module for the header, struct for the values; torch.frombuffer too
-    // when torch is installed (the way PyTorch code reads a safetensors data section).
+    // Python reads it: the json module for the header, struct for the values.
     if (system("command -v python3 >/dev/null 2>&1") == 0) {
         double expect = 0;
         for (int i = 0; i < NCANON; i++)
@@ -134,15 +133,7 @@ static void test_safetensors(void) {
             "    assert e - b == 4 * count, name\n"
             "    total += sum(struct.unpack('<%df' % count, data[b:e]))\n"
             "assert abs(total - float(sys.argv[2])) < 1e-3 * abs(float(sys.argv[2])), (total, sys.argv[2])\n"
-            "try:\n"
-            "    import warnings; warnings.filterwarnings('ignore')\n"
-            "    import torch\n"
-            "except Exception:\n"
-            "    print('torch: not installed, json check only'); sys.exit(0)\n"
-            "t = h['L0.q.A']; b, e = t['data_offsets']\n"
-            "x = torch.frombuffer(bytearray(data[b:e]), dtype=torch.float32).reshape(t['shape'])\n"
-            "assert x[2, 1].item() == 200 + 2 + 0.25, x\n"
-            "print('torch: read', tuple(x.shape))\n";
+            "print('python: header and values of %d tensors read' % sum(1 for k in h if k != '__metadata__'))\n";
         write_bytes(script, py, strlen(py));
         snprintf(cmd, sizeof cmd, "python3 '%s' '%s' %.17g > '%s/py.out' 2>&1", script, path, expect, dir);
         rc = system(cmd);
