@@ -1,7 +1,8 @@
 /* test_ckpt.c: safetensors writer/reader round trip, the file read by Python's json and struct
  * modules (tests/sh/train_resume.sh adds torch on a real checkpoint), damaged files rejected,
- * checkpoint folders saved and read back, the fingerprint, and an atomic save under a simulated full disk (RLIMIT_FSIZE with SIGXFSZ
- * ignored) that leaves the earlier checkpoint byte-identical and no temporary folder behind. */
+ * checkpoint folders saved and read back, the fingerprint, and an atomic save under a simulated
+ * full disk (RLIMIT_FSIZE with SIGXFSZ ignored) that leaves the earlier checkpoint byte-identical
+ * and no temporary folder behind. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
