@@ -1,12 +1,17 @@
 /* kernels.c: `boost kernels DIR|kernels.cu [--arch sm_80,sm_90] [--md]`: compiles a generated
  * kernels.cu with NVRTC for each arch and prints one row per kernel (registers, static shared
- * memory, spill bytes). Exit 1 on a compile error (the log is shown) or any spill, 2 on bad input. */
+ * memory, spill bytes). Given a folder with plan.txt, also checks that every kernel the plan launches
+ * is defined and reads the dtypes the plan gives its operands. Exit 1 on a compile error (the log is
+ * shown), a spill or a plan mismatch, 2 on bad input. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "cli/commands.h"
 #include "common/nvrtc.h"
+#include "runtime/plan.h"
+#include "runtime/cuda.h"
 
 #define MAX_STATS 1024
 
@@ -56,6 +61,19 @@ int cmd_kernels(int argc, char **argv) {
     if (!src) { fprintf(stderr, "%s: run 'boost gen' to write it\n", err); return 2; }
     if (!nvrtc_available(err, sizeof err)) { fprintf(stderr, "boost kernels: %s\n", err); free(src); return 1; }
 
+    /* plan.txt next to kernels.cu: its kernels must exist and match (names from the first arch) */
+    char plan_path[4200];
+    snprintf(plan_path, sizeof plan_path, "%s", path);
+    char *slash = strrchr(plan_path, '/');
+    if (slash) snprintf(slash + 1, plan_path + sizeof plan_path - slash - 1, "plan.txt");
+    else snprintf(plan_path, sizeof plan_path, "plan.txt");
+    Plan *plan = NULL;
+    if (access(plan_path, R_OK) == 0) {
+        plan = plan_load(plan_path, err, sizeof err);
+        if (!plan) { fprintf(stderr, "%s\n", err); free(src); return 2; }
+    }
+    int plan_checked = 0, plan_bad = 0;
+
     char list[256];
     snprintf(list, sizeof list, "%s", archs);
     int failed = 0, spilling = 0, total = 0;
@@ -70,6 +88,14 @@ int cmd_kernels(int argc, char **argv) {
         static KernelStat st[MAX_STATS];
         int n = nvrtc_compile(src, arch, NULL, NULL, st, MAX_STATS, err, sizeof err);
         if (n < 0) { fprintf(stderr, "%s: %s\n", path, err); failed = 1; continue; }
+        if (plan && !plan_checked) {
+            const char **names = malloc(n * sizeof *names);
+            for (int i = 0; names && i < n; i++) names[i] = st[i].name;
+            plan_bad = cuda_plan_check(plan, names, names ? n : 0, err, sizeof err);
+            if (plan_bad) fprintf(stderr, "%s", err);
+            free(names);
+            plan_checked = 1;
+        }
         for (int i = 0; i < n; i++) {
             if (!strncmp(st[i].name, "__", 2)) continue;    /* device helpers, not kernels */
             total++;
@@ -87,8 +113,10 @@ int cmd_kernels(int argc, char **argv) {
         }
     }
     free(src);
+    if (plan) plan_free(plan);
     if (failed) return 1;
+    if (plan_bad) { fprintf(stderr, "%s: %d mismatches between plan.txt and kernels.cu\n", path, plan_bad); return 1; }
     if (spilling) { fprintf(stderr, "%s: %d kernel builds spill\n", path, spilling); return 1; }
-    fprintf(stderr, "%s: %d kernel builds, no spills\n", path, total);
+    fprintf(stderr, "%s: %d kernel builds, no spills%s\n", path, total, plan_checked ? "; plan.txt matches" : "");
     return 0;
 }

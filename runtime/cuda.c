@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include "runtime/backend.h"
 #include "runtime/cuda_api.h"
+#include "runtime/cuda.h"
 #include "common/nvrtc.h"
 
 #define CUDA_MAX_TP 64
@@ -283,29 +284,95 @@ static CUfunction get_fn(const char *name) {
     return fn;
 }
 
-/* ---------------- the catalog's operand order (docs/plan-format.md) ---------------- */
+/* ---------------- the catalog's operand order and storage types (docs/plan-format.md) ---------------- */
 static const struct { const char *kind; const char *ops[10]; } OPERANDS[] = {
-    {"embedding_fwd", {"tokens", "table", "out"}},
-    {"embedding_bwd", {"tokens", "dout", "dtable"}},
-    {"rmsnorm_fwd", {"x", "gamma", "out", "rstd", "sumsq"}},
-    {"rmsnorm_bwd", {"x", "gamma", "rstd", "dout", "dot", "dx", "dgamma"}},
-    {"sumsq", {"x", "out"}},
-    {"online_norm_fwd", {"x", "gamma", "xhat", "rho", "stat"}},
-    {"online_norm_rescale", {"h", "rho"}},
-    {"bottleneck_act", {"h", "y", "z", "rstd"}},
-    {"bottleneck_act_bwd", {"h", "y", "rstd", "rho", "dz", "dh", "dstat"}},
-    {"online_norm_bwd", {"x", "gamma", "rho", "dxhat", "dstat", "dx", "dgamma"}},
+    {"embedding_fwd", {"tokens:i32", "table", "out"}},
+    {"embedding_bwd", {"tokens:i32", "dout", "dtable:fp32"}},
+    {"rmsnorm_fwd", {"x", "gamma", "out", "rstd:fp32", "sumsq:fp32"}},
+    {"rmsnorm_bwd", {"x", "gamma", "rstd:fp32", "dout", "dot:fp32", "dx", "dgamma:fp32"}},
+    {"sumsq", {"x", "out:fp32"}},
+    {"online_norm_fwd", {"x", "gamma", "xhat", "rho:fp32", "stat"}},
+    {"online_norm_rescale", {"h", "rho:fp32"}},
+    {"bottleneck_act", {"h", "y", "z", "rstd:fp32"}},
+    {"bottleneck_act_bwd", {"h", "y", "rstd:fp32", "rho:fp32", "dz", "dh", "dstat:fp32"}},
+    {"online_norm_bwd", {"x", "gamma", "rho:fp32", "dxhat", "dstat:fp32", "dx", "dgamma:fp32"}},
     {"rope", {"x"}},
-    {"attention_fwd", {"q", "k", "v", "out", "lse"}},
-    {"attention_bwd", {"q", "k", "v", "out", "dout", "lse", "dq", "dk", "dv"}},
+    {"attention_fwd", {"q", "k", "v", "out", "lse:fp32"}},
+    {"attention_bwd", {"q", "k", "v", "out", "dout", "lse:fp32", "dq", "dk", "dv"}},
     {"glu_fwd", {"gate", "up", "out"}},
     {"glu_bwd", {"gate", "up", "dout", "dgate", "dup"}},
     {"add", {"a", "b", "out"}},
     {"copy", {"src", "dst"}},
-    {"xent_fwd", {"logits", "targets", "stats"}},
-    {"xent_combine", {"stats_all", "lse", "loss"}},
-    {"xent_bwd", {"logits", "targets", "lse", "dlogits"}},
+    {"xent_fwd", {"logits", "targets:i32", "stats:fp32"}},
+    {"xent_combine", {"stats_all:fp32", "lse:fp32", "loss:fp32"}},
+    {"xent_bwd", {"logits", "targets:i32", "lse:fp32", "dlogits"}},
 };
+#define NOPKINDS (int)(sizeof OPERANDS / sizeof OPERANDS[0])
+
+static int op_kind(const char *kind) {
+    for (int i = 0; i < NOPKINDS; i++) if (!strcmp(OPERANDS[i].kind, kind)) return i;
+    return -1;
+}
+
+/* Operand o of catalog entry i: its name (into name) and the dtype the kernel was compiled for:
+ * the catalog default, or the "_<operand><dtype>" suffix gen/kernels.c puts in the name. */
+static int op_spec(int i, int o, const char *kname, char *name, size_t n) {
+    const char *s = OPERANDS[i].ops[o];
+    const char *colon = strchr(s, ':');
+    size_t len = colon ? (size_t)(colon - s) : strlen(s);
+    if (len >= n) len = n - 1;
+    memcpy(name, s, len); name[len] = 0;
+    int dt = !colon ? PDT_BF16 : !strcmp(colon + 1, "fp32") ? PDT_FP32 : PDT_I32;
+    static const char *dts[] = {"bf16", "fp32", "i32"};
+    for (int d = 0; d < 3; d++) {
+        char suffix[64];
+        snprintf(suffix, sizeof suffix, "_%s%s", name, dts[d]);
+        const char *hit = strstr(kname, suffix);
+        if (hit && (hit[strlen(suffix)] == '_' || !hit[strlen(suffix)])) dt = d;
+    }
+    return dt;
+}
+
+int cuda_plan_check(const Plan *p, const char *const *names, int nnames, char *err, size_t errlen) {
+    static const char *dts[] = {"bf16", "fp32", "i32"};
+    int problems = 0;
+    size_t used = 0;
+    if (errlen) err[0] = 0;
+#define PROBLEM(...) do { if (problems++ < 8 && used < errlen) used += snprintf(err + used, errlen - used, __VA_ARGS__); } while (0)
+    for (int s = 0; s < p->nsteps; s++) {
+        const PlanStep *st = &p->steps_[s];
+        if (st->kind != ST_KERNEL) continue;
+        const KernelArgs *k = st->kernel;
+        int i = op_kind(k->kind);
+        if (i < 0) { PROBLEM("%s:%d: kernel kind %s is not in the catalog\n", p->path, st->line, k->kind); continue; }
+        for (int q = 0; q < k->nops; q++) {
+            int known = 0;
+            for (int o = 0; o < 10 && OPERANDS[i].ops[o]; o++) {
+                char name[32];
+                int want = op_spec(i, o, k->name, name, sizeof name);
+                if (strcmp(name, k->op_key[q])) continue;
+                known = 1;
+                const PlanTensor *t = &p->tensors[k->op[q].tensor];
+                if (t->dtype != want)
+                    PROBLEM("%s:%d: kernel %s operand %s=%s is %s in the plan but the kernel reads %s: regenerate "
+                            "with a generator that marks the operand's dtype\n", p->path, st->line, k->kind,
+                            name, t->name, dts[t->dtype], dts[want]);
+            }
+            if (!known) PROBLEM("%s:%d: kernel %s has no operand '%s'\n", p->path, st->line, k->kind, k->op_key[q]);
+        }
+        if (k->block <= 0 || k->block > 1024 || k->grid <= 0 || k->grid > 0x7fffffff)
+            PROBLEM("%s:%d: kernel %s launch grid=%lld block=%lld is out of range\n", p->path, st->line, k->name,
+                    (long long)k->grid, (long long)k->block);
+        if (names) {
+            int found = 0;
+            for (int j = 0; j < nnames && !found; j++) found = !strcmp(names[j], k->name);
+            if (!found) PROBLEM("%s:%d: kernel %s is not defined in kernels.cu: regenerate both with 'boost gen'\n",
+                                p->path, st->line, k->name);
+        }
+    }
+#undef PROBLEM
+    return problems;
+}
 
 /* ---------------- open / close ---------------- */
 static int64_t numel(const PlanTensor *t) { return t->rows * t->cols; }
@@ -344,6 +411,7 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
         return NULL;
     }
     if (shared_open(p, err, errlen) != 0) return NULL;
+    if (cuda_plan_check(p, NULL, 0, err, errlen) != 0) { shared_close(); return NULL; }
     BackendRank *r = calloc(1, sizeof *r);
     if (!r) { shared_close(); snprintf(err, errlen, "out of memory"); return NULL; }
     r->p = p; r->rank = rank; r->tp = tp;
@@ -517,18 +585,18 @@ static int launch(BackendRank *r, const char *name, int64_t grid, int64_t block,
 
 static int cuda_kernel(BackendRank *r, const KernelArgs *k, void **ops) {
     api.cuCtxSetCurrent(shared.ctx);
-    int kind = -1;
-    for (size_t i = 0; i < sizeof OPERANDS / sizeof OPERANDS[0]; i++)
-        if (!strcmp(OPERANDS[i].kind, k->kind)) kind = (int)i;
+    int kind = op_kind(k->kind);
     if (kind < 0) return rfail(r, "kernel kind %s is not in the catalog", k->kind);
     CUdeviceptr ptrs[10];
     long long consts[PLAN_MAX_KEYS];
     void *args[10 + PLAN_MAX_KEYS];
     int na = 0;
     for (int o = 0; o < 10 && OPERANDS[kind].ops[o]; o++) {
+        char name[32];
+        op_spec(kind, o, k->name, name, sizeof name);
         ptrs[o] = 0;
         for (int i = 0; i < k->nops; i++)
-            if (!strcmp(k->op_key[i], OPERANDS[kind].ops[o])) ptrs[o] = (CUdeviceptr)(uintptr_t)ops[i];
+            if (!strcmp(k->op_key[i], name)) ptrs[o] = (CUdeviceptr)(uintptr_t)ops[i];
         args[na++] = &ptrs[o];
     }
     int nc = 0;

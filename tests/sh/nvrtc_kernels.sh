@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# nvrtc_kernels.sh: every kernels.cu the generator writes (all of specs/generate.txt, plus the tiny
+# variants and the 7B runs of every family) compiles with NVRTC for sm_80 and sm_90 with no errors
+# and no spills, and matches its plan.txt (kernel names, operand dtypes). Registers are logged as
+# '#' lines. Also: a broken kernels.cu and a plan whose dtypes disagree are rejected (exit 1).
+cd "$(dirname "$0")/../.." || exit 2
+source tests/sh/lib.sh
+gen="$TMP/gen"
+if ! bash tools/generate.sh "$gen" >"$TMP/generate.log" 2>&1; then
+  fail "generate specs/generate.txt" "$(tail -3 "$TMP/generate.log")"
+fi
+# runs specs/generate.txt does not cover (skipped when it does)
+for run in tiny-llama tiny-cola-gqa tiny-svd tiny-lax svd-7b-tp4 lax-7b-tp4; do
+  grep -qE "^[^#]*[[:space:]]$run([[:space:]]|$)" specs/generate.txt && continue
+  "$BOOST" gen "specs/runs/$run.lua" -o "$gen/x-$run" >"$TMP/gen-$run.log" 2>&1 ||
+    fail "generate $run" "$(tail -3 "$TMP/gen-$run.log")"
+done
+dirs=$(find "$gen" -name kernels.cu -printf '%h\n' | sort)
+[ -n "$dirs" ] || fail "kernels generated" "no kernels.cu under $gen"
+# two compiles at a time (one per core)
+printf '%s\n' $dirs | xargs -P 2 -I{} sh -c '"$0" kernels "$1" --arch sm_80,sm_90 >"$1/nvrtc.txt" 2>&1; echo $? >"$1/nvrtc.rc"' "$BOOST" {}
+for d in $dirs; do
+  name=${d#"$gen"/}
+  rc=$(cat "$d/nvrtc.rc")
+  sed 's/^/#   /' "$d/nvrtc.txt"
+  if [ "$rc" = 0 ] && grep -q 'no spills; plan.txt matches' "$d/nvrtc.txt"; then
+    ok "nvrtc $name: sm_80 + sm_90, no spills, plan matches"
+  else
+    fail "nvrtc $name" "boost kernels exited $rc: $(grep -v '^[a-z_]* *sm_' "$d/nvrtc.txt" | head -5)"
+  fi
+done
+# the check can fail: a syntax error, and a plan that disagrees with its kernels
+first=$(printf '%s\n' $dirs | head -1)
+cp -r "$first" "$TMP/broken"
+printf '\nextern "C" __global__ void broken( { }\n' >>"$TMP/broken/kernels.cu"
+"$BOOST" kernels "$TMP/broken" --arch sm_90 >"$TMP/broken.log" 2>&1
+rc=$?
+if [ "$rc" = 1 ] && grep -q 'error' "$TMP/broken.log"; then ok "broken kernels.cu: exit 1 with the compile log"
+else fail "broken kernels.cu" "exit $rc, log: $(head -3 "$TMP/broken.log")"; fi
+cp -r "$first" "$TMP/mismatch"
+sed -i -E '0,/^buffer ([^ ]*) dtype=fp32/s//buffer \1 dtype=bf16/' "$TMP/mismatch/plan.txt"
+"$BOOST" kernels "$TMP/mismatch" --arch sm_90 >"$TMP/mismatch.log" 2>&1
+rc=$?
+if [ "$rc" = 1 ] && grep -q 'is bf16 in the plan but the kernel reads fp32' "$TMP/mismatch.log"; then
+  ok "plan/kernel dtype mismatch: exit 1 naming the line"
+else fail "plan/kernel dtype mismatch" "exit $rc, log: $(head -3 "$TMP/mismatch.log")"; fi
+"$BOOST" kernels "$TMP/nonexistent" >/dev/null 2>&1
+[ $? = 2 ] && ok "missing kernels.cu: exit 2" || fail "missing kernels.cu" "expected exit 2"
