@@ -21,7 +21,8 @@ static void project_usage(FILE *f) {
         "  --json         one JSON object (seconds_per_iter.LAYOUT, compute_s.LAYOUT, comm_s.LAYOUT, ...)\n"
         "  --kv           the same numbers as 'key value' lines, for shell scripts\n"
         "  --rates PATH   measured GEMM rates (a results .md file or a folder of them;\n"
-        "                 default bench/results when it exists); see docs/cost-model.md\n");
+        "                 default bench/results when it exists); see docs/cost-model.md\n"
+        "  --steps LAYOUT also list every step of layer 0 and of the model's ends with its cost\n");
 }
 
 /* 1 when every factored projection of every layer has the same rank (the closed forms hold). */
@@ -77,7 +78,7 @@ static int projection_fields(const Projection *p, Field *f) {
 #define NFIELDS 32
 
 int cmd_project(int argc, char **argv) {
-    const char *run_arg = NULL, *rates_path = NULL;
+    const char *run_arg = NULL, *rates_path = NULL, *steps_layout = NULL;
     int json = 0, kv = 0;
     Override ov[MAX_OVERRIDES];
     int nov = 0;
@@ -87,7 +88,14 @@ int cmd_project(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { project_usage(stdout); return 0; }
         if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--kv")) kv = 1;
-        else if (!strcmp(a, "--rates") || !strcmp(a, "-D")) {
+        else if (!strcmp(a, "--steps")) {
+            if (i + 1 >= argc) { fprintf(stderr, "boost project: --steps needs a layout (megatron, naive or btp)\n"); return 2; }
+            steps_layout = argv[++i];
+            if (strcmp(steps_layout, "megatron") && strcmp(steps_layout, "naive") && strcmp(steps_layout, "btp")) {
+                fprintf(stderr, "boost project: --steps %s: the layouts are megatron, naive and btp\n", steps_layout);
+                return 2;
+            }
+        } else if (!strcmp(a, "--rates") || !strcmp(a, "-D")) {
             if (i + 1 >= argc) { fprintf(stderr, "boost project: %s needs a value\n", a); return 2; }
             if (a[1] == 'D') {
                 if (nov == MAX_OVERRIDES) { fprintf(stderr, "boost project: more than %d -D overrides\n", MAX_OVERRIDES); return 2; }
@@ -122,8 +130,17 @@ int cmd_project(int argc, char **argv) {
     int layouts[3] = {LAYOUT_MEGATRON, LAYOUT_NAIVE, LAYOUT_BTP};
     int nl = lowrank ? 3 : 1;
     Projection proj[3];
+    if (steps_layout && !lowrank && strcmp(steps_layout, "megatron")) {
+        fprintf(stderr, "boost project: --steps %s: %s is full rank, only megatron applies\n", steps_layout, run.model.name);
+        gemm_rates_free(&rates);
+        return 2;
+    }
     for (int i = 0; i < nl; i++) {
-        rc = project_layout(&run, layouts[i], &consts, &rates, &proj[i], err, sizeof err);
+        FILE *trace = steps_layout && !strcmp(steps_layout, layout_name(layouts[i])) && !json && !kv ? stdout : NULL;
+        if (trace) printf("steps of %s (layer 0 and the model's ends; one micro-batch):\n"
+                          "  %-9s %5s %5s  %-60s %13s\n", layout_name(layouts[i]), "section", "layer", "stage", "step", "time");
+        rc = project_layout_trace(&run, layouts[i], &consts, &rates, &proj[i], trace, err, sizeof err);
+        if (trace) printf("\n");
         if (rc) { fprintf(stderr, "%s\n", err); gemm_rates_free(&rates); return rc; }
     }
     int measured = 0, modelled = 0;

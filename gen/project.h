@@ -6,6 +6,7 @@
 #define BOOST_PROJECT_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include "gen/model.h"
 
 /* Constants of the model that are not in the GPU file (docs/cost-model.md says why each). */
@@ -102,5 +103,10 @@ typedef struct {
  * out so) or 1, with a message in err. */
 int project_layout(const Run *run, int layout, const CostConsts *c, const GemmRates *rates,
                    Projection *out, char *err, size_t errlen);
+
+/* The same, writing every step of layer 0 and of the model's ends (embedding, head, loss) with
+ * its seconds to trace (the other layers repeat layer 0): "section layer stage what seconds". */
+int project_layout_trace(const Run *run, int layout, const CostConsts *c, const GemmRates *rates,
+                         Projection *out, FILE *trace, char *err, size_t errlen);
 
 #endif

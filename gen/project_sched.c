@@ -75,8 +75,33 @@ static void full_rank_twin(const Run *run, Run *twin) {
     twin->layout = LAYOUT_MEGATRON;
 }
 
+static const char *section_name(int s) { return s == SEC_FWD ? "fwd" : s == SEC_BWD ? "bwd" : "recompute"; }
+
+/* One line of the --steps trace: section, layer, what, shape, seconds. */
+static void trace_step(FILE *f, const Graph *g, const Op *o, int stage, double t) {
+    char what[160] = "";
+    switch (o->kind) {
+    case OP_GEMM: case OP_BATCHED_GEMM:
+        snprintf(what, sizeof what, "%s m=%lld n=%lld k=%lld batch=%lld", o->kind == OP_GEMM ? "gemm" : "batched_gemm",
+                 (long long)o->g.m, (long long)o->g.n, (long long)o->g.k, (long long)(o->g.batch > 0 ? o->g.batch : 1));
+        break;
+    case OP_GROUPED_GEMM: snprintf(what, sizeof what, "grouped_gemm count=%d", o->nmembers); break;
+    case OP_KERNEL: snprintf(what, sizeof what, "kernel %s", o->k.kind); break;
+    case OP_ALLREDUCE: snprintf(what, sizeof what, "allreduce %lld elems %s", (long long)o->elems, o->tag); break;
+    case OP_ALLGATHER: snprintf(what, sizeof what, "allgather %lldx%lld %s", (long long)o->rows, (long long)o->cols, o->tag); break;
+    default: return;
+    }
+    (void)g;
+    fprintf(f, "  %-9s %5d %5d  %-60s %10.1f us\n", section_name(o->section), o->layer, stage, what, t * 1e6);
+}
+
 int project_layout(const Run *run, int layout, const CostConsts *c, const GemmRates *rates,
                    Projection *out, char *err, size_t errlen) {
+    return project_layout_trace(run, layout, c, rates, out, NULL, err, errlen);
+}
+
+int project_layout_trace(const Run *run, int layout, const CostConsts *c, const GemmRates *rates,
+                         Projection *out, FILE *trace, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     out->layout = layout;
     static Run twin;   /* large: not on the stack */
@@ -154,6 +179,7 @@ int project_layout(const Run *run, int layout, const CostConsts *c, const GemmRa
         default:
             is_compute = 0;   /* markers and TP copies: no step */
         }
+        if (trace && o->layer <= 0) trace_step(trace, g, o, stage, t);
         if (is_compute && o->section == SEC_RECOMPUTE) s->recompute += t;
         s->flops += flops;
     }
