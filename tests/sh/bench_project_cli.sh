@@ -1,0 +1,51 @@
+# bench_project_cli.sh: `boost project` as a command: --json is valid JSON with the keys tools rely
+# on (seconds_per_iter, compute_s, comm_s per layout; parts that add up), --kv agrees with it,
+# a full-rank model gets only megatron, and bad input exits 2 with a message naming the problem.
+source "$(dirname "$0")/lib.sh"
+for i in $(seq 60); do cp "$BOOST" "$TMP/boost" 2>/dev/null && "$TMP/boost" --help >/dev/null 2>&1 && break; sleep 1; done
+BOOST=$TMP/boost
+
+if $BOOST project cola-7b-tp4 -D seq=512 --json >"$TMP/p.json" 2>"$TMP/err"; then
+  if python3 - "$TMP/p.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+for k in ("seconds_per_iter", "compute_s", "comm_s"):
+    for l in ("megatron", "naive", "btp"):
+        assert j[k][l] > 0, (k, l)
+for l in ("megatron", "naive", "btp"):
+    assert abs(j["compute_s"][l] + j["comm_s"][l] - j["seconds_per_iter"][l]) <= 1e-9 * j["seconds_per_iter"][l], l
+assert abs(j["speedup"]["btp_over_naive"] - j["seconds_per_iter"]["naive"] / j["seconds_per_iter"]["btp"]) < 1e-5
+assert j["tp"] == 4 and j["seq"] == 512 and j["gpu"] == "a100"
+PY
+  then ok project_json; else fail project_json "JSON missing keys or parts do not add up: $(head -c 300 "$TMP/p.json")"; fi
+else fail project_json "exit $?: $(cat "$TMP/err")"; fi
+
+$BOOST project cola-7b-tp4 -D seq=512 --kv >"$TMP/p.kv"
+a=$(awk '$1 == "seconds_per_iter.btp" { print $2 }' "$TMP/p.kv")
+b=$(python3 -c "import json; print(repr(json.load(open('$TMP/p.json'))['seconds_per_iter']['btp']))")
+python3 -c "import sys; sys.exit(0 if abs($a - $b) <= 1e-12 * $b else 1)" && ok project_kv_matches_json \
+  || fail project_kv_matches_json "kv $a json $b"
+
+$BOOST project llama-7b-tp4 -D seq=512 --kv >"$TMP/f.kv" 2>"$TMP/err"
+if grep -q '^seconds_per_iter.megatron ' "$TMP/f.kv" && ! grep -q '^seconds_per_iter.btp' "$TMP/f.kv"; then ok project_full_rank_only_megatron
+else fail project_full_rank_only_megatron "$(cat "$TMP/err") $(grep seconds "$TMP/f.kv")"; fi
+
+$BOOST project cola-7b-tp4 -D seq=512 --steps btp >"$TMP/steps" 2>&1
+grep -q 'allreduce .* L0.qkv' "$TMP/steps" && grep -q 'attention_fwd' "$TMP/steps" && ok project_steps \
+  || fail project_steps "$(head -5 "$TMP/steps")"
+
+expect2() { # name, pattern, command...
+  local name=$1 pat=$2; shift 2
+  "$@" >"$TMP/o" 2>"$TMP/e"; local rc=$?
+  if [ $rc = 2 ] && grep -q -- "$pat" "$TMP/e" && [ ! -s "$TMP/o" ]; then ok "$name"
+  else fail "$name" "exit $rc, stderr: $(head -2 "$TMP/e")"; fi
+}
+expect2 project_no_run "usage" $BOOST project
+expect2 project_bad_option "unknown option '--fast'" $BOOST project cola-7b-tp4 --fast
+expect2 project_bad_layout "the layouts are" $BOOST project cola-7b-tp4 --steps fancy
+expect2 project_bad_override "tp" $BOOST project cola-7b-tp4 -D tp=3
+expect2 project_missing_run "nosuchrun" $BOOST project nosuchrun
+expect2 project_json_and_kv "not both" $BOOST project cola-7b-tp4 --json --kv
+printf 'return run {\n  model = "cola-llama-7b",\n  gpu = "a100",\n  parallel = { tp = 4, pp = 99 },\n}\n' >"$TMP/bad.lua"
+$BOOST project "$TMP/bad.lua" >"$TMP/o" 2>"$TMP/e"; rc=$?
+[ $rc = 2 ] && grep -q 'pp' "$TMP/e" && ok project_pp_too_deep || fail project_pp_too_deep "exit $rc: $(cat "$TMP/e")"
