@@ -15,7 +15,45 @@ typedef struct { int n; char names[64][96]; float *g[64]; int64_t sz[64]; float 
 
 static int32_t tokens[256], targets[256];
 
-static int run_variant(const Run *r, Result *res, char *why, size_t whylen) {
+/* Central differences of the loss along single parameters against the schedule's gradient. */
+static void fd_check(Engine *e, const Plan *p, const char *label) {
+    const char *names[] = {"embed", "L0.attn_norm", "L0.q.A", "L0.k.B", "L0.v.A", "L0.o.B", "L0.mlp_norm", "L0.gate.A",
+                           "L0.up.B", "L1.down.A", "L1.down.B", "final_norm", "head", "L1.q.W", "L0.down.W"};
+    char err[600], nm[200];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        int c = plan_find_canon(p, names[i]);
+        if (c < 0) continue;
+        int64_t n = p->canons[c].rows * p->canons[c].cols;
+        float *w = malloc((size_t)n * sizeof *w), *gr = malloc((size_t)n * sizeof *gr);
+        engine_get_canon(e, c, SLOT_PARAM, w);
+        engine_get_canon(e, c, SLOT_GRAD, gr);
+        /* the element with the largest gradient, and one in the middle */
+        int64_t best = 0;
+        for (int64_t k = 1; k < n; k++) if (fabsf(gr[k]) > fabsf(gr[best])) best = k;
+        int64_t idx[2] = {best, n / 2 + 1 < n ? n / 2 + 1 : 0};
+        double worst = 0;
+        for (int j = 0; j < 2; j++) {
+            float keep = w[idx[j]], h = 1e-2f * fmaxf(1.0f, fabsf(keep)), lp, lm;
+            w[idx[j]] = keep + h; engine_set_canon(e, c, SLOT_PARAM, w); engine_forward(e, tokens, targets, &lp, err, sizeof err);
+            w[idx[j]] = keep - h; engine_set_canon(e, c, SLOT_PARAM, w); engine_forward(e, tokens, targets, &lm, err, sizeof err);
+            w[idx[j]] = keep; engine_set_canon(e, c, SLOT_PARAM, w);
+            double fd = ((double)lp - lm) / (2.0 * h), an = gr[idx[j]];
+            /* tolerance: 5% of the largest gradient plus the rounding of two fp32 losses */
+            double noise = 3 * 1.19e-7 * fabs((double)lp) / (2.0 * h);
+            double rel = fabs(fd - an) / (fabs(gr[best]) * 0.05 + noise);
+            if (getenv("FD_VERBOSE")) printf("# %s %s[%lld] fd %.6g analytic %.6g (max %.3g)\n", label, names[i], (long long)idx[j], fd, an, gr[best]);
+            if (rel > worst) worst = rel;
+        }
+        snprintf(nm, sizeof nm, "%s: finite differences of the loss match d.%s", label, names[i]);
+        CHECK(worst < 1, nm, "difference %.3f of the tolerance (5%% of the largest gradient + fp32 rounding)", worst);
+        free(w); free(gr);
+    }
+}
+
+static int run_variant_fd(const Run *r, Result *res, char *why, size_t whylen, const char *fd_label);
+static int run_variant(const Run *r, Result *res, char *why, size_t whylen) { return run_variant_fd(r, res, why, whylen, NULL); }
+
+static int run_variant_fd(const Run *r, Result *res, char *why, size_t whylen, const char *fd_label) {
     char err[1024];
     int status;
     Graph *g = graph_build(r, r->layout, r->checkpoint, err, sizeof err, &status);
@@ -41,6 +79,7 @@ static int run_variant(const Run *r, Result *res, char *why, size_t whylen) {
         res->g[c] = malloc((size_t)res->sz[c] * sizeof(float));
         engine_get_canon(e, c, SLOT_GRAD, res->g[c]);
     }
+    if (fd_label) fd_check(e, p, fd_label);
     engine_free(e);
     plan_free(p);
     return 0;
@@ -105,7 +144,9 @@ int main(void) {
         Result ref = {0};
         char why[1200], nm[128];
         snprintf(nm, sizeof nm, "%s reference tp=1 runs", mname);
-        if (run_variant(&r, &ref, why, sizeof why)) { CHECK(0, nm, "%s", why); continue; }
+        char fdl[64];
+        snprintf(fdl, sizeof fdl, "%s tp=1", mname);
+        if (run_variant_fd(&r, &ref, why, sizeof why, fdl)) { CHECK(0, nm, "%s", why); continue; }
         CHECK(isfinite(ref.loss) && fabs(ref.loss - logf(256)) < 0.5, nm, "loss %f (expected near ln 256)", ref.loss);
         int maxtp = kv == 4 ? 4 : 2;
         for (int tp = 1; tp <= maxtp; tp *= 2)
