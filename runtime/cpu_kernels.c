@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cblas.h>          // defines: cblas_sgemm
 #include "runtime/cpu.h"
 
 typedef struct {
@@ -210,10 +211,13 @@ static int k_rope(const KCtx *c) {
     double theta = cf(c, "theta", 10000);
     float *x = opf(c, "x");
     int64_t half = hd / 2;
+    double *inv_freq = malloc((size_t)(half > 0 ? half : 1) * sizeof *inv_freq);
+    if (!inv_freq) return kfail(c, "out of memory");
+    for (int64_t i = 0; i < half; i++) inv_freq[i] = pow(theta, -2.0 * (double)i / (double)hd);
     for (int64_t m = 0; m < rows; m++) {
         double pos = (double)(m % seq);
         for (int64_t i = 0; i < half; i++) {
-            double f = pos * pow(theta, -2.0 * (double)i / (double)hd);
+            double f = pos * inv_freq[i];
             double cs = cos(f), sn = inverse ? -sin(f) : sin(f);
             for (int64_t h = 0; h < heads; h++) {
                 float *base = x + m * ldx + h * hd;
@@ -223,6 +227,7 @@ static int k_rope(const KCtx *c) {
             }
         }
     }
+    free(inv_freq);
     return 0;
 }
 
@@ -241,40 +246,44 @@ static AttnDims attn_dims(const KCtx *c) {
     return d;
 }
 
+/* Causal attention per (batch, head) as GEMMs: S = scale Q K^T, P = softmax over j <= i (fp32
+ * GEMMs, row statistics in double), out = P V. */
+static void causal_probs(float *S, int64_t seq, const float *lse_row, float *lse_out) {
+    for (int64_t i = 0; i < seq; i++) {
+        float *row = S + i * seq;
+        if (lse_row) {   /* backward: P from the saved log-sum-exp */
+            double l = lse_row[i];
+            for (int64_t j = 0; j <= i; j++) row[j] = (float)exp((double)row[j] - l);
+        } else {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j <= i; j++) if (row[j] > mx) mx = row[j];
+            for (int64_t j = 0; j <= i; j++) sum += exp((double)row[j] - mx);
+            for (int64_t j = 0; j <= i; j++) row[j] = (float)(exp((double)row[j] - mx) / sum);
+            lse_out[i] = (float)(mx + log(sum));
+        }
+        for (int64_t j = i + 1; j < seq; j++) row[j] = 0;
+    }
+}
+
 static int k_attention_fwd(const KCtx *c) {
     AttnDims d = attn_dims(c);
     const float *q = opf(c, "q"), *k = opf(c, "k"), *v = opf(c, "v");
     float *out = opf(c, "out"), *lse = opf(c, "lse");
-    double *sc = malloc((size_t)d.seq * sizeof *sc), *acc = malloc((size_t)d.hd * sizeof *acc);
-    if (!sc || !acc) { free(sc); free(acc); return kfail(c, "out of memory"); }
+    float *S = malloc((size_t)(d.seq * d.seq) * sizeof *S);
+    if (!S) return kfail(c, "out of memory (seq x seq scores)");
     int64_t group = d.heads / d.kvh;
     for (int64_t b = 0; b < d.batch; b++)
         for (int64_t h = 0; h < d.heads; h++) {
             int64_t kh = h / group;
-            for (int64_t i = 0; i < d.seq; i++) {
-                const float *qi = q + (b * d.seq + i) * d.ldq + h * d.hd;
-                double mx = -INFINITY;
-                for (int64_t j = 0; j <= i; j++) {
-                    const float *kj = k + (b * d.seq + j) * d.ldk + kh * d.hd;
-                    double s = 0;
-                    for (int64_t e = 0; e < d.hd; e++) s += (double)qi[e] * kj[e];
-                    sc[j] = s * d.scale;
-                    if (sc[j] > mx) mx = sc[j];
-                }
-                double sum = 0;
-                for (int64_t j = 0; j <= i; j++) { sc[j] = exp(sc[j] - mx); sum += sc[j]; }
-                for (int64_t e = 0; e < d.hd; e++) acc[e] = 0;
-                for (int64_t j = 0; j <= i; j++) {
-                    const float *vj = v + (b * d.seq + j) * d.ldv + kh * d.hd;
-                    double p = sc[j] / sum;
-                    for (int64_t e = 0; e < d.hd; e++) acc[e] += p * vj[e];
-                }
-                float *oi = out + (b * d.seq + i) * d.ldo + h * d.hd;
-                for (int64_t e = 0; e < d.hd; e++) oi[e] = (float)acc[e];
-                lse[(b * d.heads + h) * d.seq + i] = (float)(mx + log(sum));
-            }
+            const float *Q = q + b * d.seq * d.ldq + h * d.hd, *K = k + b * d.seq * d.ldk + kh * d.hd;
+            const float *V = v + b * d.seq * d.ldv + kh * d.hd;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)d.seq, (int)d.seq, (int)d.hd, (float)d.scale, Q, (int)d.ldq,
+                        K, (int)d.ldk, 0.0f, S, (int)d.seq);
+            causal_probs(S, d.seq, NULL, lse + (b * d.heads + h) * d.seq);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)d.seq, (int)d.hd, (int)d.seq, 1.0f, S, (int)d.seq, V,
+                        (int)d.ldv, 0.0f, out + b * d.seq * d.ldo + h * d.hd, (int)d.ldo);
         }
-    free(sc); free(acc);
+    free(S);
     return 0;
 }
 
@@ -283,49 +292,37 @@ static int k_attention_bwd(const KCtx *c) {
     int64_t lddo = ci(c, "lddo", d.ldo), lddq = ci(c, "lddq", d.ldq), lddk = ci(c, "lddk", d.ldk), lddv = ci(c, "lddv", d.ldv);
     const float *q = opf(c, "q"), *k = opf(c, "k"), *v = opf(c, "v"), *dout = opf(c, "dout"), *lse = opf(c, "lse");
     float *dq = opf(c, "dq"), *dk = opf(c, "dk"), *dv = opf(c, "dv");
-    size_t kvn = (size_t)(d.seq * d.hd);
-    double *p = malloc((size_t)d.seq * sizeof *p), *dp = malloc((size_t)d.seq * sizeof *dp);
-    double *dka = malloc(kvn * sizeof *dka), *dva = malloc(kvn * sizeof *dva), *dqa = malloc((size_t)d.hd * sizeof *dqa);
-    if (!p || !dp || !dka || !dva || !dqa) { free(p); free(dp); free(dka); free(dva); free(dqa); return kfail(c, "out of memory"); }
+    size_t ss = (size_t)(d.seq * d.seq);
+    float *P = malloc(ss * sizeof *P), *dS = malloc(ss * sizeof *dS);
+    if (!P || !dS) { free(P); free(dS); return kfail(c, "out of memory (seq x seq scores)"); }
     int64_t group = d.heads / d.kvh;
+    int n = (int)d.seq, hd = (int)d.hd;
     for (int64_t b = 0; b < d.batch; b++)
         for (int64_t kh = 0; kh < d.kvh; kh++) {
-            memset(dka, 0, kvn * sizeof *dka);
-            memset(dva, 0, kvn * sizeof *dva);
-            for (int64_t h = kh * group; h < (kh + 1) * group; h++)
-                for (int64_t i = 0; i < d.seq; i++) {
-                    const float *qi = q + (b * d.seq + i) * d.ldq + h * d.hd;
-                    const float *doi = dout + (b * d.seq + i) * lddo + h * d.hd;
-                    double l = lse[(b * d.heads + h) * d.seq + i], D = 0;
-                    for (int64_t j = 0; j <= i; j++) {
-                        const float *kj = k + (b * d.seq + j) * d.ldk + kh * d.hd;
-                        const float *vj = v + (b * d.seq + j) * d.ldv + kh * d.hd;
-                        double s = 0, t = 0;
-                        for (int64_t e = 0; e < d.hd; e++) { s += (double)qi[e] * kj[e]; t += (double)doi[e] * vj[e]; }
-                        p[j] = exp(s * d.scale - l);
-                        dp[j] = t;
-                        D += p[j] * t;
-                    }
-                    for (int64_t e = 0; e < d.hd; e++) dqa[e] = 0;
-                    for (int64_t j = 0; j <= i; j++) {
-                        const float *kj = k + (b * d.seq + j) * d.ldk + kh * d.hd;
-                        double ds = p[j] * (dp[j] - D) * d.scale;
-                        double *dkj = dka + j * d.hd, *dvj = dva + j * d.hd;
-                        for (int64_t e = 0; e < d.hd; e++) {
-                            dqa[e] += ds * kj[e];
-                            dkj[e] += ds * qi[e];
-                            dvj[e] += p[j] * doi[e];
-                        }
-                    }
-                    float *dqi = dq + (b * d.seq + i) * lddq + h * d.hd;
-                    for (int64_t e = 0; e < d.hd; e++) dqi[e] = (float)dqa[e];
-                }
+            const float *K = k + b * d.seq * d.ldk + kh * d.hd, *V = v + b * d.seq * d.ldv + kh * d.hd;
+            float *dK = dk + b * d.seq * lddk + kh * d.hd, *dV = dv + b * d.seq * lddv + kh * d.hd;
             for (int64_t j = 0; j < d.seq; j++) {
-                float *dkj = dk + (b * d.seq + j) * lddk + kh * d.hd, *dvj = dv + (b * d.seq + j) * lddv + kh * d.hd;
-                for (int64_t e = 0; e < d.hd; e++) { dkj[e] = (float)dka[j * d.hd + e]; dvj[e] = (float)dva[j * d.hd + e]; }
+                memset(dK + j * lddk, 0, (size_t)d.hd * sizeof *dK);
+                memset(dV + j * lddv, 0, (size_t)d.hd * sizeof *dV);
+            }
+            for (int64_t h = kh * group; h < (kh + 1) * group; h++) {
+                const float *Q = q + b * d.seq * d.ldq + h * d.hd, *dO = dout + b * d.seq * lddo + h * d.hd;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, hd, (float)d.scale, Q, (int)d.ldq, K, (int)d.ldk, 0.0f, P, n);
+                causal_probs(P, d.seq, lse + (b * d.heads + h) * d.seq, NULL);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, hd, 1.0f, dO, (int)lddo, V, (int)d.ldv, 0.0f, dS, n);
+                for (int64_t i = 0; i < d.seq; i++) {   /* dS = P (dP - D) scale, D_i = sum_j P_ij dP_ij */
+                    float *pr = P + i * d.seq, *dr = dS + i * d.seq;
+                    double D = 0;
+                    for (int64_t j = 0; j <= i; j++) D += (double)pr[j] * dr[j];
+                    for (int64_t j = 0; j < d.seq; j++) dr[j] = j <= i ? (float)(pr[j] * (dr[j] - D) * d.scale) : 0.0f;
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, n, 1.0f, dS, n, K, (int)d.ldk, 0.0f,
+                            dq + b * d.seq * lddq + h * d.hd, (int)lddq);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, n, 1.0f, dS, n, Q, (int)d.ldq, 1.0f, dK, (int)lddk);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, n, 1.0f, P, n, dO, (int)lddo, 1.0f, dV, (int)lddv);
             }
         }
-    free(p); free(dp); free(dka); free(dva); free(dqa);
+    free(P); free(dS);
     return 0;
 }
 
