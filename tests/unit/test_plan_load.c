@@ -74,7 +74,7 @@ int main(void) {
           "%d params %d parts %d canons", p->nparams, p->nparts, p->ncanons);
     CHECK(head >= 0 && dhead >= 0 && p->tensors[dhead].kind == TK_GRAD && p->tensors[head].cols == 8,
           "each param gets a gradient tensor d.NAME of its shape", "head %d d.head %d", head, dhead);
-    CHECK(p->nsteps == 13 && p->steps_[12].kind == ST_OPTIMIZER && p->steps_[5].section == 0 && p->steps_[6].section == 1,
+    CHECK(p->nsteps == 12 && p->steps_[11].kind == ST_OPTIMIZER && p->steps_[7].kind == ST_GROUPED_GEMM && p->steps_[7].nmembers == 2 && p->steps_[5].section == 0 && p->steps_[6].section == 1,
           "steps are read with their sections", "%d steps", p->nsteps);
     const PlanParam *hp = &p->params[p->tensors[head].param];
     const PlanPart *pt = &p->parts[hp->first_part + 1];
@@ -94,7 +94,7 @@ int main(void) {
                "another version is refused with the regenerate message");
     int ln = line_of(text, "kernel xent_combine");
     expect_bad(text, "kernel xent_combine", "kernel xent_combo", "unknown kernel kind xent_combo", ln, "unknown kernel kind (with file:line)");
-    ln = line_of(text, "gemm ta=0 tb=1");
+    ln = line_of(text, "member ta=0 tb=1");
     expect_bad(text, "C=dxn ldc=8", "C=dxn+8 ldc=8", "operand range outside tensor dxn", ln, "gemm operand outside its tensor");
     ln = line_of(text, "gemm ta=0 tb=0");
     expect_bad(text, "B=head ldb=8", "B=head ldb=9", "operand range outside tensor head", ln, "gemm leading dimension past the tensor");
@@ -140,6 +140,9 @@ int main(void) {
     ln = line_of(text, "kernel embedding_fwd");
     expect_bad(text, "tokens=tokens table=embed", "tokens=x table=embed", "operand tokens=x is a float tensor, it must be i32", ln,
                "kernel token operand that is not i32");
+
+    expect_bad(text, "grouped_gemm count=2", "grouped_gemm count=3", "1 member line(s) missing", line_of(text, "allreduce"),
+               "grouped_gemm with a member missing");
 
     /* fuzz: truncations and byte flips give an error or a plan, never a crash */
     int loaded = 0, refused = 0, bad_msg = 0;

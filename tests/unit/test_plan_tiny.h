@@ -1,6 +1,7 @@
 /* test_plan_tiny.h: writes a small hand-made plan (embedding -> RMSNorm -> vocab-parallel head ->
  * cross-entropy, forward and backward) at any TP degree, so the loader and the Engine can be tested
- * without the generator. Replicated embed/final_norm (rep=1), head split on the vocab. */
+ * without the generator. Replicated embed/final_norm (rep=1), head split on the vocab; the two
+ * backward GEMMs run as one grouped_gemm. */
 #ifndef BOOST_TEST_PLAN_TINY_H
 #define BOOST_TEST_PLAN_TINY_H
 #include <stdio.h>
@@ -35,16 +36,16 @@ static int write_tiny_plan(const char *path, int tp, int grad_accum) {
     fprintf(f, "part head canon=head src=0:%d,0%%r%d:%d%%r%d dst=0,0 rep=0\n", d, vl, vl / 2, vl);
     fprintf(f, "part head canon=head src=0:%d,%d%%r%d:%d%%r%d dst=0,%d rep=0\n", d, vl / 2, vl, vl, vl, vl / 2);
     fprintf(f, "input tokens dtype=i32 shape=%d\ninput targets dtype=i32 shape=%d\noutput loss dtype=fp32 shape=1\n", M, M);
-    fprintf(f, "buffer x dtype=fp32 shape=%dx%d offset=0 live=0:11\n", M, d);
-    fprintf(f, "buffer xn dtype=fp32 shape=%dx%d offset=256 live=1:8\n", M, d);
-    fprintf(f, "buffer rstd dtype=fp32 shape=%d offset=512 live=1:10\n", M);
+    fprintf(f, "buffer x dtype=fp32 shape=%dx%d offset=0 live=0:10\n", M, d);
+    fprintf(f, "buffer xn dtype=fp32 shape=%dx%d offset=256 live=1:7\n", M, d);
+    fprintf(f, "buffer rstd dtype=fp32 shape=%d offset=512 live=1:9\n", M);
     fprintf(f, "buffer logits dtype=fp32 shape=%dx%d offset=544 live=2:6\n", M, vl);
     fprintf(f, "buffer stats dtype=fp32 shape=%dx3 offset=1056 live=3:4\n", M);
     fprintf(f, "buffer stats_all dtype=fp32 shape=%dx%d offset=1152 live=4:5\n", M, 3 * tp);
     fprintf(f, "buffer lse dtype=fp32 shape=%d offset=1536 live=5:6\n", M);
-    fprintf(f, "buffer dlogits dtype=fp32 shape=%dx%d offset=1568 live=6:8\n", M, vl);
-    fprintf(f, "buffer dxn dtype=fp32 shape=%dx%d offset=2080 live=8:10\n", M, d);
-    fprintf(f, "buffer dx dtype=fp32 shape=%dx%d offset=2336 live=10:11\n", M, d);
+    fprintf(f, "buffer dlogits dtype=fp32 shape=%dx%d offset=1568 live=6:7\n", M, vl);
+    fprintf(f, "buffer dxn dtype=fp32 shape=%dx%d offset=2080 live=7:9\n", M, d);
+    fprintf(f, "buffer dx dtype=fp32 shape=%dx%d offset=2336 live=9:10\n", M, d);
     fprintf(f, "section forward\n");
     fprintf(f, "kernel embedding_fwd name=emb grid=1 block=1 smem=0 tokens=tokens table=embed out=x rows=%d cols=%d vocab=%d\n", M, d, TINY_V);
     fprintf(f, "kernel rmsnorm_fwd name=rms grid=1 block=1 smem=0 x=x gamma=final_norm out=xn rstd=rstd rows=%d cols=%d ldx=%d ldo=%d divisor=%d eps=1e-05\n", M, d, d, d, d);
@@ -55,8 +56,9 @@ static int write_tiny_plan(const char *path, int tp, int grad_accum) {
     fprintf(f, "section backward\n");
     fprintf(f, "kernel xent_bwd name=xb grid=1 block=1 smem=0 logits=logits targets=targets lse=lse dlogits=dlogits rows=%d cols=%d ldl=%d vocab_offset=0%%r%d scale=%.9g\n",
             M, vl, vl, vl, 1.0 / (M * grad_accum));
-    fprintf(f, "gemm ta=1 tb=0 m=%d n=%d k=%d A=xn lda=%d B=dlogits ldb=%d C=d.head ldc=%d alpha=1 beta=1\n", d, vl, M, d, vl, vl);
-    fprintf(f, "gemm ta=0 tb=1 m=%d n=%d k=%d A=dlogits lda=%d B=head ldb=%d C=dxn ldc=%d alpha=1 beta=0\n", M, d, vl, vl, vl, d);
+    fprintf(f, "grouped_gemm count=2\n");
+    fprintf(f, "member ta=1 tb=0 m=%d n=%d k=%d A=xn lda=%d B=dlogits ldb=%d C=d.head ldc=%d alpha=1 beta=1\n", d, vl, M, d, vl, vl);
+    fprintf(f, "member ta=0 tb=1 m=%d n=%d k=%d A=dlogits lda=%d B=head ldb=%d C=dxn ldc=%d alpha=1 beta=0\n", M, d, vl, vl, vl, d);
     fprintf(f, "allreduce buf=dxn elems=%d dtype=fp32 op=sum dir=bwd tag=head\n", M * d);
     fprintf(f, "kernel rmsnorm_bwd name=rb grid=1 block=1 smem=0 x=x gamma=final_norm rstd=rstd dout=dxn dx=dx dgamma=d.final_norm rows=%d cols=%d ldx=%d ldo=%d divisor=%d acc=0 phase=0\n", M, d, d, d, d);
     fprintf(f, "kernel embedding_bwd name=eb grid=1 block=1 smem=0 tokens=tokens dout=dx dtable=d.embed rows=%d cols=%d vocab=%d\n", M, d, TINY_V);
