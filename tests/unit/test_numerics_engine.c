@@ -257,6 +257,11 @@ int main(void) {
         char err[512] = "";
         Engine *x = engine_create(r1.p, "tpu", err, sizeof err);
         CHECK(!x && strstr(err, "unknown backend 'tpu'"), "an unknown backend name is refused", "%s", err);
+        err[0] = 0;
+        x = engine_create(r1.p, "cuda", err, sizeof err);
+        CHECK(x ? !strcmp(engine_backend_name(x), "cuda") : strlen(err) > 10, "backend cuda: a cuda engine, or (no GPU) the reason why not",
+              "engine %p, message '%s'", (void *)x, err);
+        engine_free(x);
         x = engine_create(r1.p, "auto", err, sizeof err);
         CHECK(x != NULL, "backend auto opens (cuda when there is a GPU, else cpu)", "%s", err);
         engine_free(x);
