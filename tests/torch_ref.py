@@ -7,6 +7,7 @@
 #     python3 tests/torch_ref.py                      # writes tests/data/torch_ref_v1.bin
 #     python3 tests/torch_ref.py -o /tmp/x.bin        # somewhere else
 #     python3 tests/torch_ref.py --compare A.bin B.bin   # decode two files, report differences
+#     python3 tests/torch_ref.py --mutant NAME -o X.bin  # a deliberately wrong reference (tests)
 # Regenerate whenever specs/models/tiny-cola.lua changes a size (the C test checks the plan's model
 # line against the config stored here and says so when they disagree).
 #
@@ -65,6 +66,9 @@ CONFIG_FLOATS = {
     "weight_decay": 0.5, "clip": 3.0,   # clip: the first step is clipped, the next ones not
 }
 PROJS = ("q", "k", "v", "o", "gate", "up", "down")
+# Deliberate mistakes (--mutant, for tests/sh/torch_mutants.sh: the C test must catch each one)
+MUTANTS = ("norm_eps", "gate_silu", "rope_interleaved", "decay_all", "no_bias_correction")
+MUTANT = None
 
 
 # ---- counter-based normal (docs/plan-format.md, "Parameters") ----
@@ -116,7 +120,7 @@ def weight_table(c):
 
 def decays(name, kind):
     """AdamW decay per the doc: every matrix but embed and head; norms never."""
-    return kind != "norm" and name not in ("embed", "head")
+    return kind != "norm" and (MUTANT == "decay_all" or name not in ("embed", "head"))
 
 
 def make_weights(torch, c, cf):
@@ -142,7 +146,7 @@ def forward(torch, c, cf, W, tokens, targets, builtins=False):
     F = torch.nn.functional
     B, S = tokens.shape
     H, KV, HD = c["heads"], c["kv_heads"], c["head_dim"]
-    eps = cf["eps"]
+    eps = cf["eps"] * (100 if MUTANT == "norm_eps" else 1)
 
     def rmsnorm(x, g):
         if builtins:
@@ -158,6 +162,8 @@ def forward(torch, c, cf, W, tokens, targets, builtins=False):
     cos, sin = ang.cos()[None, :, None, :], ang.sin()[None, :, None, :]
 
     def rope(x):  # [B, S, heads, HD]
+        if MUTANT == "rope_interleaved":   # pairs (2i, 2i+1) instead of (i, i + HD/2)
+            x = x.reshape(*x.shape[:-1], half, 2).transpose(-1, -2).reshape(x.shape)
         a, b = x[..., :half], x[..., half:]
         return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 
@@ -179,7 +185,10 @@ def forward(torch, c, cf, W, tokens, targets, builtins=False):
         att = att.transpose(1, 2).reshape(B, S, H * HD)
         x = x + proj(att, f"L{i}.o")
         n2 = rmsnorm(x, W[f"L{i}.mlp_norm"])
-        x = x + proj(proj(n2, f"L{i}.gate") * proj(n2, f"L{i}.up"), f"L{i}.down")
+        gate = proj(n2, f"L{i}.gate")
+        if MUTANT == "gate_silu":
+            gate = F.silu(gate)
+        x = x + proj(gate * proj(n2, f"L{i}.up"), f"L{i}.down")
     logits = (rmsnorm(x, W["final_norm"]) @ W["head"]).reshape(B * S, -1)
     loss = F.cross_entropy(logits, targets.reshape(-1), reduction="mean")
     return logits, loss
@@ -208,6 +217,8 @@ def adamw_run(torch, c, cf, W, kinds, tokens, targets):
                 m[n].mul_(b1).add_((1 - b1) * g)
                 v[n].mul_(b2).add_((1 - b2) * g * g)
                 mhat, vhat = m[n] / (1 - b1 ** t), v[n] / (1 - b2 ** t)
+                if MUTANT == "no_bias_correction":
+                    mhat, vhat = m[n], v[n]
                 dec = wd if decays(n, kinds[n]) else 0.0
                 p -= lr * (mhat / (vhat.sqrt() + eps) + dec * p)
         with torch.no_grad():
@@ -352,7 +363,14 @@ def main():
                                                            "data", "torch_ref_v1.bin"))
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two reference files")
     ap.add_argument("--tol", type=float, default=1e-6, help="relative tolerance for --compare")
+    ap.add_argument("--mutant", choices=MUTANTS, help="write a reference with this deliberate mistake "
+                    "(needs -o; for the test that checks the C test catches it)")
     args = ap.parse_args()
+    global MUTANT
+    MUTANT = args.mutant
+    if MUTANT and "-o" not in sys.argv and "--output" not in sys.argv:
+        print("torch_ref.py: --mutant needs -o PATH (never overwrite the committed reference)", file=sys.stderr)
+        return 2
     if args.compare:
         try:
             return 0 if compare(args.compare[0], args.compare[1], args.tol) else 1
@@ -376,7 +394,7 @@ def main():
     loss.backward()
     grads = {n: w.grad for n, w in W.items()}
     W0 = {n: w.detach() for n, w in W.items()}
-    if hasattr(torch.nn.functional, "rms_norm"):
+    if hasattr(torch.nn.functional, "rms_norm") and MUTANT is None:
         W2 = {n: w.clone().requires_grad_(True) for n, w in W0.items()}
         logits2, loss2 = forward(torch, c, cf, W2, tokens, targets, builtins=True)
         loss2.backward()

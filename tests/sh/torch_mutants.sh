@@ -1,0 +1,32 @@
+# torch_mutants.sh: the PyTorch comparison must be able to fail. For each deliberate mistake that
+# tests/torch_ref.py --mutant can put into a reference (norm eps, an extra SiLU on the gate, RoPE
+# pairs, weight decay on embed/head, no Adam bias correction), test_torch_ref run against that
+# reference must report the comparison that should catch it. Skipped, with no verdict line, where
+# PyTorch is not importable.
+. tests/sh/lib.sh
+PY=${PYTHON:-python3}
+if ! "$PY" -c "import torch" >/dev/null 2>&1; then
+  echo "# torch_mutants: PyTorch is not importable here, skipped"
+  exit 0
+fi
+T=build/tests/test_torch_ref
+if [ ! -x "$T" ]; then
+  fail torch_mutants "$T is not built: run 'make tests-build'"
+  exit 0
+fi
+# mutant : the check (in the tp2_btp configuration) that must fail
+for pair in "norm_eps:logits" "gate_silu:logits" "rope_interleaved:logits" \
+            "decay_all:distance each weight moved" "no_bias_correction:loss after step 0"; do
+  m=${pair%%:*}; want="FAIL - tp2_btp ${pair#*:}"
+  if ! "$PY" tests/torch_ref.py --mutant "$m" -o "$TMP/$m.bin" >"$TMP/gen.log" 2>&1; then
+    fail "torch_mutants $m" "could not write the mutant: $(tail -1 "$TMP/gen.log")"
+    continue
+  fi
+  BOOST_TORCH_REF="$TMP/$m.bin" "$T" >"$TMP/$m.out" 2>&1
+  rc=$?
+  if [ "$rc" != 0 ] && grep -q "^$want" "$TMP/$m.out"; then
+    ok "torch_mutants $m caught by '${pair#*:}' ($(grep -c '^FAIL' "$TMP/$m.out") checks failed)"
+  else
+    fail "torch_mutants $m" "test_torch_ref (exit $rc) did not report '$want'"
+  fi
+done
