@@ -982,7 +982,6 @@ int check_states(Graph *g) {
                           o->chunk, g->t[o->buf.t].name, ps_name(st[o->buf.t]));
             else if (!(o->buf.off.base == 0 && o->elems == g->t[o->buf.t].rows * g->t[o->buf.t].cols)) {
                 /* one contiguous block of a stacked tensor: the tensor is replicated once every block is */
-                o->state_out = PS_REPLICATED;
                 int last = 1;
                 for (int k = n + 1; k < g->nfwd; k++)
                     if (g->fwd[k].kind == OP_ALLREDUCE && g->fwd[k].buf.t == o->buf.t) last = 0;

@@ -2,7 +2,14 @@
  * the ordered steps of one forward + backward pass (the schedule) over them. The layout builders
  * (gen/build.c) fill a Graph; the passes (backward, checkpoint, memplan) extend it; the plan
  * writer and the report read it. The cost model may read a finished Graph too: every field that
- * matters to it (GEMM shapes, collective bytes, layer, section) is documented here. */
+ * matters to it (GEMM shapes, collective bytes, layer, section) is documented here.
+ *
+ * Reading a finished Graph (graph_build): steps[0 .. nfwd_steps-1] are the forward section,
+ * steps[nfwd_steps .. nsteps-1] the backward one (ops with section SEC_RECOMPUTE sit between
+ * OP_RC_BEGIN/OP_RC_END markers). GEMM family: g (or members) with local m, n, k, batch; FLOPs are
+ * 2*m*n*k*batch per rank. Collectives: kind OP_ALLREDUCE / OP_ALLGATHER, bytes per rank, dir,
+ * layer (-1: embedding and tail). Kernels: k.kind and k.val[] constants (rows, cols, ...). Shapes
+ * are per rank; multiply by tp for model totals of sharded work. */
 #ifndef BOOST_IR_H
 #define BOOST_IR_H
 
@@ -99,7 +106,7 @@ typedef struct {
     int kind;                /* enum OpKind */
     int section;             /* enum Section */
     int layer;               /* decoder layer, -1 for the embedding and the tail */
-    char chunk[48];          /* segment between two collectives, e.g. "L0.attn" */
+    char chunk[48];          /* segment between two collectives, e.g. "L0.attn_A" */
     /* gemm family: one Gemm (batch = 1 for OP_GEMM); grouped: members */
     Gemm g;
     Gemm *members; int nmembers;
@@ -116,10 +123,10 @@ typedef struct {
     int dtype, dir;          /* dir: 0 fwd, 1 bwd */
     char tag[96];
     int64_t bytes;           /* payload per rank: elems (or rows*cols*t for allgather) * dtype size */
-    const char *dual;        /* backward dual for readers: "identity", "allreduce", "slice" */
+    const char *dual;        /* forward collectives: the backward dual ("identity" for an all-reduce,
+                                "slice" for an all-gather, "allreduce" for OP_TP_COPY) */
     int marker_tensor;       /* OP_SAVE, OP_TP_COPY */
     int no_grad;             /* forward op with no backward rule (statistics, loss partials) */
-    int state_out;           /* gemm family / kernels: parallel state of the output(s) */
 } Op;
 
 typedef struct {
