@@ -205,18 +205,57 @@ done
   echo
 } >>"$md"
 
-# ---- 3. GPU measurements ----
+# ---- 3. GPU measurements: GEMM rates at the schedules' shapes ----
+# BENCH_RATES_DEVICE=cpu with BENCH_RATES_GPU=NAME runs this part on the CPU (to test the flow).
+rates_device=${BENCH_RATES_DEVICE:-cuda}
+rates_gpu=${BENCH_RATES_GPU:-}
+if [ -z "$rates_gpu" ] && [ -n "$gpu_name" ]; then
+  lower=$(echo "$gpu_name" | tr 'A-Z' 'a-z')
+  for f in specs/gpus/*.lua; do g=$(basename "$f" .lua); case $lower in *"$g"*) rates_gpu=$g ;; esac; done
+fi
+rates_runs=${BENCH_RATES_RUNS:-cola-1b-tp1 cola-3b-tp2 cola-7b-tp4}
 {
   echo "## GPU measurements"
   echo
-  if [ -z "$gpu_name" ]; then
+  if [ -z "$gpu_name" ] && [ "$rates_device" = cuda ]; then
     echo "Skipped: no GPU on this machine (nvidia-smi finds none). On a GPU machine this section holds"
-    echo "the measured GEMM rates (\`| gemm | GPU | M | N | K | TFLOPS |\` rows that \`boost project\` reads)."
-  elif [ -x tests/gpu/run.sh ] || [ -f tests/gpu/run.sh ]; then
-    echo "GPU: $gpu_name. The device checks are in tests/gpu/run.sh; their GEMM rates, when written, follow."
-    [ -f "${BENCH_GPU_RATES:-/nonexistent}" ] && cat "$BENCH_GPU_RATES"
+    echo "bf16 GEMM rates measured at every GEMM shape of the schedules of $rates_runs"
+    echo "(\`| gemm | GPU | M | N | K | TFLOPS |\` rows, which \`boost project\` reads from bench/results/)."
+  elif [ -z "$rates_gpu" ]; then
+    echo "Skipped: GPU \"$gpu_name\" matches no file under specs/gpus/ (set BENCH_RATES_GPU=NAME)."
+  elif ! python3 -c 'import torch' >/dev/null 2>&1; then
+    echo "Skipped: GPU $gpu_name, but PyTorch (which bench/gemm_rates.py times cuBLAS with) is not installed."
   else
-    echo "GPU: $gpu_name, but no tests/gpu/run.sh to measure with: skipped."
+    : >"$tmp/shapes"
+    for rs in $rates_runs; do
+      $BOOST project "$rs" -D gpu=$rates_gpu -D micro_batch=4 -D seq=4096 --gemms >>"$tmp/shapes" 2>"$tmp/s.err" ||
+        echo "(shapes of $rs not listed: $(head -1 "$tmp/s.err"))"
+    done
+    if python3 bench/gemm_rates.py --gpu "$rates_gpu" --device "$rates_device" ${BENCH_RATES_MIN_SECONDS:+--min-seconds $BENCH_RATES_MIN_SECONDS} \
+         <"$tmp/shapes" >"$tmp/rates.md" 2>"$tmp/rates.err"; then
+      echo "GEMM rates on ${gpu_name:-the CPU ($rates_device, a test of the flow, not a rate)}, labelled \`$rates_gpu\`:"
+      echo "every distinct GEMM shape of the megatron, naive and btp schedules of $rates_runs"
+      echo "(micro-batch 4, seq 4096), timed as one torch.matmul in bf16 (bench/gemm_rates.py)."
+      echo
+      echo "| kind | gpu | m | n | k | TFLOPS |"
+      echo "|---|---|---|---|---|---|"
+      grep '^| gemm |' "$tmp/rates.md"
+      echo
+      echo "Projected seconds per iteration on $rates_gpu, shape model alone vs with these rates:"
+      echo
+      echo "| run | megatron model | megatron measured | naive model | naive measured | btp model | btp measured |"
+      echo "|---|---|---|---|---|---|---|"
+      for rs in $rates_runs; do
+        $BOOST project "$rs" -D gpu=$rates_gpu -D checkpoint=none --rates /nonexistent --kv >"$tmp/r0.kv" 2>/dev/null &&
+        $BOOST project "$rs" -D gpu=$rates_gpu -D checkpoint=none --rates "$tmp/rates.md" --kv >"$tmp/r1.kv" 2>/dev/null || continue
+        printf '| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n' "$rs" \
+          "$(kv "$tmp/r0.kv" seconds_per_iter.megatron)" "$(kv "$tmp/r1.kv" seconds_per_iter.megatron)" \
+          "$(kv "$tmp/r0.kv" seconds_per_iter.naive)" "$(kv "$tmp/r1.kv" seconds_per_iter.naive)" \
+          "$(kv "$tmp/r0.kv" seconds_per_iter.btp)" "$(kv "$tmp/r1.kv" seconds_per_iter.btp)"
+      done
+    else
+      echo "GEMM rate measurement failed on $gpu_name: $(tail -1 "$tmp/rates.err")"
+    fi
   fi
   echo
 } >>"$md"

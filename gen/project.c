@@ -22,7 +22,9 @@ static void project_usage(FILE *f) {
         "  --kv           the same numbers as 'key value' lines, for shell scripts\n"
         "  --rates PATH   measured GEMM rates (a results .md file or a folder of them;\n"
         "                 default bench/results when it exists); see docs/cost-model.md\n"
-        "  --steps LAYOUT also list every step of layer 0 and of the model's ends with its cost\n");
+        "  --steps LAYOUT also list every step of layer 0 and of the model's ends with its cost\n"
+        "  --gemms        only list the distinct GEMM shapes of each layout's schedule\n"
+        "                 (\"LAYOUT m n k batch count\" lines, for bench/gemm_rates.py)\n");
 }
 
 /* 1 when every factored projection of every layer has the same rank (the closed forms hold). */
@@ -79,7 +81,7 @@ static int projection_fields(const Projection *p, Field *f) {
 
 int cmd_project(int argc, char **argv) {
     const char *run_arg = NULL, *rates_path = NULL, *steps_layout = NULL;
-    int json = 0, kv = 0;
+    int json = 0, kv = 0, gemms = 0;
     Override ov[MAX_OVERRIDES];
     int nov = 0;
     char err[1024] = "";
@@ -88,6 +90,7 @@ int cmd_project(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { project_usage(stdout); return 0; }
         if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--kv")) kv = 1;
+        else if (!strcmp(a, "--gemms")) gemms = 1;
         else if (!strcmp(a, "--steps")) {
             if (i + 1 >= argc) { fprintf(stderr, "boost project: --steps needs a layout (megatron, naive or btp)\n"); return 2; }
             steps_layout = argv[++i];
@@ -120,6 +123,15 @@ int cmd_project(int argc, char **argv) {
     int rc = spec_load_run(run_arg, ov, nov, &run, err, sizeof err);
     if (rc) { fprintf(stderr, "%s\n", err); return rc; }
 
+    if (gemms) {
+        int lr = model_is_lowrank(&run.model);
+        int list[3] = {LAYOUT_MEGATRON, LAYOUT_NAIVE, LAYOUT_BTP};
+        for (int i = 0; i < (lr ? 3 : 1); i++) {
+            rc = project_list_gemms(&run, list[i], stdout, err, sizeof err);
+            if (rc) { fprintf(stderr, "%s\n", err); return rc; }
+        }
+        return 0;
+    }
     GemmRates rates;
     if (!rates_path) rates_path = "bench/results";
     if (gemm_rates_load(&rates, rates_path, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 2; }

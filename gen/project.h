@@ -109,4 +109,8 @@ int project_layout(const Run *run, int layout, const CostConsts *c, const GemmRa
 int project_layout_trace(const Run *run, int layout, const CostConsts *c, const GemmRates *rates,
                          Projection *out, FILE *trace, char *err, size_t errlen);
 
+/* The distinct GEMM shapes of a layout's schedule, one line each: "LAYOUT m n k batch count"
+ * (count = how many steps of one micro-batch have that shape). Returns 0, 1 or 2 with err. */
+int project_list_gemms(const Run *run, int layout, FILE *f, char *err, size_t errlen);
+
 #endif

@@ -238,3 +238,44 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     graph_free(g);
     return 0;
 }
+
+/* The distinct GEMM shapes of a layout's schedule (grouped members one by one), as lines
+ * "LAYOUT m n k batch count" for a rate benchmark to measure. */
+int project_list_gemms(const Run *run, int layout, FILE *f, char *err, size_t errlen) {
+    static Run twin;
+    const Run *r = run;
+    if (layout == LAYOUT_MEGATRON) { full_rank_twin(run, &twin); r = &twin; }
+    int status = 0;
+    Graph *g = graph_build(r, layout, layout == LAYOUT_BTP ? run->checkpoint : CKPT_NONE, err, errlen, &status);
+    if (!g) return status ? status : 1;
+    int cap = 64, n = 0;
+    int64_t (*shape)[5] = malloc(cap * sizeof *shape);   /* m n k batch count */
+    if (!shape) { graph_free(g); snprintf(err, errlen, "out of memory"); return 1; }
+    for (int i = 0; i < g->nsteps; i++) {
+        const Op *o = &g->steps[i];
+        int nm = o->kind == OP_GROUPED_GEMM ? o->nmembers : (o->kind == OP_GEMM || o->kind == OP_BATCHED_GEMM);
+        for (int j = 0; j < nm; j++) {
+            const Gemm *gm = o->kind == OP_GROUPED_GEMM ? &o->members[j] : &o->g;
+            int64_t batch = gm->batch > 0 ? gm->batch : 1;
+            int found = 0;
+            for (int q = 0; q < n && !found; q++)
+                if (shape[q][0] == gm->m && shape[q][1] == gm->n && shape[q][2] == gm->k && shape[q][3] == batch) {
+                    shape[q][4]++; found = 1;
+                }
+            if (found) continue;
+            if (n == cap) {
+                void *grown = realloc(shape, 2 * cap * sizeof *shape);
+                if (!grown) { free(shape); graph_free(g); snprintf(err, errlen, "out of memory"); return 1; }
+                shape = grown; cap *= 2;
+            }
+            shape[n][0] = gm->m; shape[n][1] = gm->n; shape[n][2] = gm->k; shape[n][3] = batch; shape[n][4] = 1;
+            n++;
+        }
+    }
+    for (int q = 0; q < n; q++)
+        fprintf(f, "%s %lld %lld %lld %lld %lld\n", layout_name(layout), (long long)shape[q][0], (long long)shape[q][1],
+                (long long)shape[q][2], (long long)shape[q][3], (long long)shape[q][4]);
+    free(shape);
+    graph_free(g);
+    return 0;
+}
