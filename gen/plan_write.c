@@ -120,9 +120,15 @@ int plan_write(const Graph *g, FILE *f) {
     fprintf(f, "input targets dtype=i32 shape=%" PRId64 "\n", g->M);
     fprintf(f, "output loss dtype=fp32 shape=1\n");
     fprintf(f, "\nsection forward\n");
-    for (int s = 0; s < g->nfwd_steps; s++) pr_step(f, g, &g->steps[s]);
-    fprintf(f, "\nsection backward\n");
-    for (int s = g->nfwd_steps; s < g->nsteps; s++) pr_step(f, g, &g->steps[s]);
+    for (int s = 0; s < g->nsteps; s++) {
+        const Op *o = &g->steps[s];
+        if (s == g->nfwd_steps) fprintf(f, "\nsection backward\n");
+        /* a comment line where a new chunk (the segment between two collectives) starts */
+        if (s == 0 || s == g->nfwd_steps || strcmp(o->chunk, g->steps[s - 1].chunk))
+            fprintf(f, "# %s %s (step %d)\n", o->chunk, s < g->nfwd_steps ? "forward" : "backward", s);
+        pr_step(f, g, o);
+    }
+    if (g->nfwd_steps == g->nsteps) fprintf(f, "\nsection backward\n");
     fprintf(f, "\nsection optimizer\noptimizer adamw\n");
     return ferror(f) ? 1 : 0;
 }
