@@ -68,6 +68,7 @@ struct BackendRank {
     CUdeviceptr *tptr;            /* per tensor */
     CudaGroup *group;
     int sync_steps;               /* BOOST_CUDA_SYNC=1: synchronise after every step */
+    int opened;                   /* holds a reference on the shared module */
     char err[1024];
 };
 
@@ -341,6 +342,14 @@ int cuda_plan_check(const Plan *p, const char *const *names, int nnames, char *e
 #define PROBLEM(...) do { if (problems++ < 8 && used < errlen) used += snprintf(err + used, errlen - used, __VA_ARGS__); } while (0)
     for (int s = 0; s < p->nsteps; s++) {
         const PlanStep *st = &p->steps_[s];
+        int ngemm = st->kind == ST_GEMM || st->kind == ST_BATCHED_GEMM ? 1 : st->kind == ST_GROUPED_GEMM ? st->nmembers : 0;
+        for (int q = 0; q < ngemm; q++) {
+            const GemmArgs *g = st->kind == ST_GROUPED_GEMM ? &p->members[st->first_member + q] : &st->gemm;
+            int at = p->tensors[g->A.tensor].dtype, bt = p->tensors[g->B.tensor].dtype;
+            if (at != bt || at == PDT_I32)
+                PROBLEM("%s:%d: gemm A=%s (%s) and B=%s (%s): cuBLAS needs A and B of one float dtype\n", p->path,
+                        st->line, p->tensors[g->A.tensor].name, dts[at], p->tensors[g->B.tensor].name, dts[bt]);
+        }
         if (st->kind != ST_KERNEL) continue;
         const KernelArgs *k = st->kernel;
         int i = op_kind(k->kind);
@@ -380,13 +389,13 @@ static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
 static void cuda_rank_close(BackendRank *r) {
     if (!r) return;
-    if (api_ok && r->stream) {
+    if (api_ok && r->opened) {
         api.cuCtxSetCurrent(shared.ctx);
-        api.cuStreamSynchronize(r->stream);
+        if (r->stream) api.cuStreamSynchronize(r->stream);
         if (r->blas) api.cublasDestroy_v2(r->blas);
         CUdeviceptr bufs[] = {r->arena, r->io, r->params, r->grads, r->master, r->adam_m, r->adam_v, r->scratch};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) api.cuMemFree_v2(bufs[i]);
-        api.cuStreamDestroy_v2(r->stream);
+        if (r->stream) api.cuStreamDestroy_v2(r->stream);
         shared_close();
     }
     free(r->param_off);
@@ -414,6 +423,7 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
     if (cuda_plan_check(p, NULL, 0, err, errlen) != 0) { shared_close(); return NULL; }
     BackendRank *r = calloc(1, sizeof *r);
     if (!r) { shared_close(); snprintf(err, errlen, "out of memory"); return NULL; }
+    r->opened = 1;
     r->p = p; r->rank = rank; r->tp = tp;
     const char *sync = getenv("BOOST_CUDA_SYNC");
     r->sync_steps = sync && *sync == '1';
