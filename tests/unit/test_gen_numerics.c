@@ -115,8 +115,14 @@ static void variant(const char *name, const Result *ref, Run *r) {
     free_result(&x);
 }
 
+static int uneven;   /* a different rank per projection (rank functions in specs) */
+
 static void reset(Run *r, int lax, int kv, int full) {
     run_tiny_cola(r);
+    static const int ranks[NPROJ] = {32, 16, 24, 32, 40, 24, 16};
+    if (uneven)
+        for (int i = 0; i < r->model.layers; i++)
+            for (int p = 0; p < NPROJ; p++) r->model.proj[i][p].rank = ranks[p] + 8 * i;
     r->checkpoint = CKPT_NONE;
     r->tp = 1;
     r->model.lax = lax;
@@ -137,9 +143,10 @@ int main(void) {
         s = s * 6364136223846793005ull + 1442695040888963407ull; targets[i] = (int32_t)(s >> 33) % 256;
     }
     static Run r;
-    for (int model = 0; model < 4; model++) {
+    for (int model = 0; model < 5; model++) {
         int lax = model == 1, kv = model == 2 ? 2 : 4, full = model == 3;
-        const char *mname = model == 0 ? "cola" : model == 1 ? "lax" : model == 2 ? "gqa" : "full";
+        uneven = model == 4;
+        const char *mname = model == 0 ? "cola" : model == 1 ? "lax" : model == 2 ? "gqa" : model == 3 ? "full" : "uneven-ranks";
         reset(&r, lax, kv, full);
         Result ref = {0};
         char why[1200], nm[128];
