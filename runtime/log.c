@@ -37,6 +37,7 @@ int trainlog_open(TrainLog *lg, const char *json_path, int append, int steps, in
     lg->tty = isatty(fileno(stdout));
     lg->steps = steps;
     lg->quiet = quiet;
+    lg->last_val = -1;
     lg->print_every = print_every > 0 ? print_every : (steps >= 20 ? steps / 20 : 1);
     if (json_path) {
         lg->json = fopen(json_path, append ? "a" : "w");
@@ -72,6 +73,7 @@ void trainlog_initial_val(TrainLog *lg, double val_loss) {
         fprintf(lg->json, "}\n");
         fflush(lg->json);
     }
+    lg->last_val = val_loss;
     if (!lg->quiet) trainlog_note(lg, "step 0/%d val %.4g", lg->steps, val_loss);
 }
 
@@ -86,10 +88,11 @@ void trainlog_step(TrainLog *lg, const StepReport *r) {
         fprintf(lg->json, "}\n");
         fflush(lg->json);
     }
+    if (r->val_loss >= 0) lg->last_val = r->val_loss;
     if (lg->quiet) return;
     char line[256], val[32] = "", tok[32], eta[32];
-    if (r->val_loss >= 0) snprintf(val, sizeof val, " val %.4g", r->val_loss);
-    format_count(r->tokens_per_s, tok, sizeof tok);
+    if (lg->last_val >= 0) snprintf(val, sizeof val, " val %.4g", lg->last_val);
+    format_count(r->avg_tokens_per_s > 0 ? r->avg_tokens_per_s : r->tokens_per_s, tok, sizeof tok);
     format_duration(r->eta_s, eta, sizeof eta);
     snprintf(line, sizeof line, "step %d/%d loss %.4g%s lr %.2e %s tok/s ETA %s", r->step, lg->steps, r->loss, val,
              r->lr, tok, eta);

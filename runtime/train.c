@@ -266,8 +266,9 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         if (first_loss < 0) first_loss = loss;
         last_loss = loss;
 
-        StepReport r = {t->step, loss, -1, lr, grad_norm, (double)tokens_per_step / (dt > 0 ? dt : 1e-9), 0};
+        StepReport r = {t->step, loss, -1, lr, grad_norm, (double)tokens_per_step / (dt > 0 ? dt : 1e-9), 0, 0};
         r.eta_s = train_time / (t->step - first_step) * (p->steps - t->step);
+        r.avg_tokens_per_s = (double)tokens_per_step * (t->step - first_step) / (train_time > 0 ? train_time : 1e-9);
         if ((p->eval_every > 0 && t->step % p->eval_every == 0) || t->step == p->steps) {
             if (validate(t, &r.val_loss)) return 1;
             if (r.val_loss >= 0) last_val = r.val_loss;
@@ -343,8 +344,8 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     printf("  layout %s, tp=%d, backend %s; micro_batch %d x seq %d x grad_accum %d = %s tokens per step; %d steps\n",
            p->layout, p->tp, engine_backend_name(t.e), p->micro_batch, p->seq, p->grad_accum, tok, p->steps);
     printf("  data %s: %s training tokens, %s validation tokens\n", ts.source, ntrain, nval);
-    printf("  collective bytes per step: %s per rank (%lld bytes, %s layout, tp=%d)\n", coll, (long long)coll_bytes,
-           p->layout, p->tp);
+    printf("  collective bytes per step: %s per rank (%lld bytes, %s layout, tp=%d%s)\n", coll, (long long)coll_bytes,
+           p->layout, p->tp, p->tp == 1 ? ": the collectives are no-ops at tp=1, this is what they would carry" : "");
     fflush(stdout);
 
     if (opt->resume) rc = resume_from(&t, opt->resume);

@@ -42,12 +42,14 @@ typedef struct {
     int quiet;
     int line_open;            /* a progress line without its newline is on the terminal */
     int steps;                /* total steps, for "step 12/200" and the ETA */
+    double last_val;          /* the latest validation loss, shown on progress lines (-1: none yet) */
 } TrainLog;
 
 /* One optimizer step's numbers; val_loss < 0 when not measured at this step. */
 typedef struct {
     int step;                 /* steps done (1-based) */
     double loss, val_loss, lr, grad_norm, tokens_per_s, eta_s;
+    double avg_tokens_per_s;  /* since the start of this process: the steadier figure to show */
 } StepReport;
 
 int trainlog_open(TrainLog *lg, const char *json_path, int append, int steps, int print_every, int quiet,
