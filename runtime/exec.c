@@ -126,6 +126,10 @@ static void engine_release(Engine *e) {
 }
 
 static Engine *engine_open(const Plan *plan, const Backend *be, char *err, size_t errlen) {
+    if (!be->rank_open || !be->tensor_ptr || !be->kernel) {
+        snprintf(err, errlen, "the %s backend is not available in this binary; use --backend cpu", be->name);
+        return NULL;
+    }
     Engine *e = calloc(1, sizeof *e);
     if (!e) { snprintf(err, errlen, "out of memory creating the engine"); return NULL; }
     e->p = plan; e->be = be; e->tp = plan->tp;

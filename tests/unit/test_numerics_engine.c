@@ -237,7 +237,9 @@ int main(void) {
         float logits1[TINY_M * 16], logits4[TINY_M * 4];
         char err[512];
         fb(r1, tokens, targets);
-        engine_set_canon(a.e, c, SLOT_PARAM, canon(r1, "head", SLOT_PARAM));
+        float *head1 = canon(r1, "head", SLOT_PARAM);
+        engine_set_canon(a.e, c, SLOT_PARAM, head1);
+        free(head1);
         fb(a, tokens, targets);
         int rc = engine_read_tensor(r1.e, 0, "logits", logits1, err, sizeof err) || engine_read_tensor(a.e, 3, "logits", logits4, err, sizeof err);
         d = 0;
