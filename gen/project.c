@@ -200,13 +200,13 @@ int cmd_project(int argc, char **argv) {
     printf("%s: model %s on %s, tp=%d pp=%d dp=%d, micro-batch %d x seq %d, %d micro-batch(es)\n",
            run.name, run.model.name, run.gpu.name, run.tp, run.pp, run.dp, run.micro_batch, run.seq, run.grad_accum);
     printf("GEMM efficiency: %s\n\n", source);
-    printf("%-9s %9s %9s %9s | %8s %8s %8s %8s %8s | %8s %8s %8s\n", "layout", "s/iter", "compute", "comm",
-           "gemm", "kernels", "attn", "recomp", "optim", "tp-comm", "pp-send", "bubble");
+    printf("%-9s %9s %9s %9s | %8s %8s %8s %8s %8s | %8s %8s %8s %8s\n", "layout", "s/iter", "compute", "comm",
+           "gemm", "kernels", "attn", "recomp", "optim", "tp-comm", "pp-send", "dp-comm", "bubble");
     for (int i = 0; i < nl; i++) {
         const Projection *p = &proj[i];
-        printf("%-9s %9.4f %9.4f %9.4f | %8.4f %8.4f %8.4f %8.4f %8.4f | %8.4f %8.4f %7.1f%%\n",
+        printf("%-9s %9.4f %9.4f %9.4f | %8.4f %8.4f %8.4f %8.4f %8.4f | %8.4f %8.4f %8.4f %7.1f%%\n",
                layout_name(layouts[i]), p->seconds, p->compute_s, p->comm_s, p->gemm_s, p->kernel_s, p->attn_s,
-               p->recompute_s, p->optim_s, p->tp_comm_s, p->pp_send_s, 100 * p->bubble);
+               p->recompute_s, p->optim_s, p->tp_comm_s, p->pp_send_s, p->dp_comm_s, 100 * p->bubble);
     }
     printf("\ncollectives of one layer, one micro-batch (elements, bf16 bytes):\n");
     for (int i = 0; i < nl; i++) {
