@@ -152,6 +152,13 @@ static void finite_differences(Case *c, const char *what) {
     CHECK(den > 0 && sqrt(num / den) < 3e-2, name, "norm-wise rel err %.3g", den > 0 ? sqrt(num / den) : -1.0);
 }
 
+/* Another forward+backward on the same batch; the canonical gradients are read again. */
+static void again(Case *c) {
+    char err[1024];
+    if (engine_forward_backward(c->e, batch_tokens, batch_targets, &c->loss, err, sizeof err)) { CHECK(0, c->tag, "%s", err); return; }
+    for (int i = 0; i < c->p->ncanons; i++) engine_get_canon(c->e, i, SLOT_GRAD, c->grad[i]);
+}
+
 /* A few optimizer steps on both (same batch): the canonical params and the reported grad norms
  * stay equal (replicated parts counted once in the norm, every rank updating its shard alike). */
 static void compare_steps(Case *a, Case *ref, const char *what) {
@@ -200,6 +207,11 @@ int main(void) {
         if (!open_case(&c, "tiny-cola", "-D tp=4")) {
             compare(&c, &ref, "tiny-cola btp tp=4 vs tp=1");
             compare_steps(&c, &ref, "tiny-cola btp tp=4 vs tp=1");
+        }
+        close_case(&c);
+        if (!open_case(&c, "tiny-cola", "-D tp=2 -D grad_accum=2")) {
+            again(&c);
+            compare(&c, &ref, "tiny-cola btp tp=2 grad_accum=2, the same micro-batch twice, vs tp=1 once");
         }
         close_case(&c);
         if (!open_case(&c, "tiny-cola", "-D tp=2 -D online_rmsnorm=false")) compare(&c, &ref, "tiny-cola btp tp=2 sync norm vs online norm tp=1");
