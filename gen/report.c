@@ -127,8 +127,12 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
             if (!strncmp(c->name, "L0.", 3)) layer0 += n;
         }
     }
-    int64_t local = 0;
-    for (int i = 0; i < g->nparams; i++) local += g->params[i].rows * g->params[i].cols;
+    int64_t local = 0, local_layers = 0;
+    for (int i = 0; i < g->nparams; i++) {
+        int64_t n = g->params[i].rows * g->params[i].cols;
+        local += n;
+        if (g->params[i].name[0] == 'L') local_layers += n;
+    }
     double attn = 0;
     double fpt = flops_per_token(run, &attn, err, errlen);
     if (fpt < 0) { graph_free(g); return 2; }
@@ -152,6 +156,9 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
     /* weights (bf16) + fp32 master + fp32 grads + AdamW m and v (fp32): 18 bytes per local element */
     double wmem = 18.0 * (double)local;
     int pp = run->pp > 0 ? run->pp : 1;
+    /* with pipeline stages: a stage holds its share of the layers plus the embedding (first) or
+       the final norm and head (last); the larger end is reported */
+    double wmem_stage = 18.0 * ((double)local_layers / pp + (double)(local - local_layers) / (pp > 1 ? 2 : 1));
     int self = run->layout;
     if (json) {
         fprintf(f, "{\"run\": \"%s\", \"model\": \"%s\", \"layout\": \"%s\", \"tp\": %d, \"pp\": %d, \"tokens_per_microbatch\": %" PRId64 ",\n",
@@ -189,8 +196,8 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
             fprintf(f, "%s{\"m\": %" PRId64 ", \"n\": %" PRId64 ", \"k\": %" PRId64 ", \"batch\": %" PRId64 ", \"ta\": %d, \"tb\": %d, \"count\": %d, \"intensity\": %.1f}",
                     i ? ", " : "", sh[i].m, sh[i].n, sh[i].k, sh[i].batch, sh[i].ta, sh[i].tb, sh[i].count, intensity(sh[i].m, sh[i].n, sh[i].k));
         fprintf(f, "],\n \"memory\": {\"activation_bytes\": %" PRId64 ", \"activation_bytes_no_checkpoint\": %" PRId64
-                   ", \"weights_grads_adamw_bytes_per_rank\": %.0f}}\n",
-                lf[self].arena, lf[self].arena_nockpt, wmem);
+                   ", \"weights_grads_adamw_bytes_per_rank\": %.0f, \"weights_grads_adamw_bytes_per_rank_per_stage\": %.0f}}\n",
+                lf[self].arena, lf[self].arena_nockpt, wmem, wmem_stage);
     } else {
         fprintf(f, "# %s: %s, layout %s, tp=%d, pp=%d\n\n", run->name, m->name, layout_name(self), run->tp, pp);
         fprintf(f, "Model: d=%d, %d layers, %d heads (%d kv), head_dim %d, d_ff %d, vocab %d, family %s%s.\n",
@@ -237,9 +244,13 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
         md_bytes(f, (double)lf[self].arena_nockpt);
         fprintf(f, " |\n| weights + grads + AdamW | ");
         md_bytes(f, wmem);
+        if (pp > 1) { fprintf(f, " |\n| weights + grads + AdamW, one pipeline stage (pp=%d) | ", pp); md_bytes(f, wmem_stage); }
         fprintf(f, " |\n\nAssumption: bf16 weights (2 B), fp32 master copy (4 B), fp32 gradients (4 B) and two fp32 "
                    "AdamW moments (8 B): 18 bytes per local parameter. Activation figures are the generated arena "
                    "(forward activations, their gradients, recompute buffers) for one micro-batch.\n");
+        if (pp > 1)
+            fprintf(f, "The plan and the arena cover the whole model; a pipeline stage holds about 1/%d of the layer "
+                       "activations per micro-batch in flight.\n", pp);
         fprintf(f, "\nActivation arena by layout:");
         for (int l = 0; l < 3; l++)
             if (lf[l].ok) { fprintf(f, " %s ", lname[l]); md_bytes(f, (double)lf[l].arena); fprintf(f, " (no checkpoint "); md_bytes(f, (double)lf[l].arena_nockpt); fprintf(f, ")%s", l < 2 ? ";" : "."); }
