@@ -2,8 +2,8 @@
 # train_resume.sh: checkpoints and resume on the CPU backend, with tiny-cola for 20 steps.
 # Run A (tp=2) saves at steps 10 and 20. Resumed from A's step 10, a run gives bit-identical
 # losses and final tensors; a run killed with SIGKILL part way and resumed from its newest
-# checkpoint does too; A's tp=2 checkpoint resumed at tp=1 and tp=4 gives the same losses to
-# ~1e-5. The saved model is read by Python (json + struct, torch when installed): every canon of
+# checkpoint does too; A's tp=2 checkpoint resumed at tp=1 and tp=4, and under the naive layout,
+# gives the same losses to ~1e-5. The saved model is read by Python (json + struct, torch when installed): every canon of
 # the plan, with its shape, as F32.
 . tests/sh/lib.sh
 common=(tiny-cola --backend cpu -D steps=20 -D eval_every=10 --quiet)
@@ -83,6 +83,12 @@ for tp in 1 4; do
   [ $rc = 0 ] && grep -q "saved at tp=2 btp, now tp=$tp" "$TMP/tp$tp.out" && close_losses "$TMP/a.jsonl" "$TMP/tp$tp.jsonl" 11 20 1e-5 \
     && ok resume_tp2_checkpoint_at_tp$tp || fail resume_tp2_checkpoint_at_tp$tp "exit $rc: $(tail -2 "$TMP/tp$tp.out")"
 done
+
+# the same checkpoint under another layout of the same model (naive tensor parallelism)
+$BOOST train "${common[@]}" -D tp=2 -D layout=naive --resume "$TMP/a/step-000010" --log "$TMP/naive.jsonl" >"$TMP/naive.out" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q "saved at tp=2 btp, now tp=2 naive" "$TMP/naive.out" && close_losses "$TMP/a.jsonl" "$TMP/naive.jsonl" 11 20 1e-5 \
+  && ok resume_btp_checkpoint_as_naive || fail resume_btp_checkpoint_as_naive "exit $rc: $(tail -2 "$TMP/naive.out")"
 
 # 4. Python reads the checkpoint: every canon of the plan with its shape, F32, finite values
 if command -v python3 >/dev/null; then
