@@ -1,7 +1,8 @@
 /* test_project_sched.c: the cost model over the generator's real schedule (project_layout):
  * GEMM FLOPs equal 6 x tokens x matmul parameters (closed form, every layout), compute + comm =
  * the iteration, more NVLink bandwidth -> less communication, naive communicates more than btp at
- * r = d/4, tp=1 communicates nothing, the pipeline's bubble and stage split. */
+ * r = d/4, tp=1 communicates nothing, naive's attention is replicated over the tp ranks, the
+ * pipeline's bubble and stage split, recompute without communication. */
 #include <math.h>
 #include <string.h>
 #include "gen/gen.h"
@@ -73,6 +74,16 @@ int main(void) {
           p[1].tp_bytes_fwd, p[2].tp_bytes_fwd);
     CHECK(close_rel(p[2].gemm_flops * 4, 6 * M * low_params, 1e-9), "flops_btp_split_by_tp",
           "per GPU %.6g, a quarter of %.6g expected", p[2].gemm_flops, 6 * M * low_params);
+    /* attention: megatron and btp run the local heads (h/t), naive runs all heads on every GPU */
+    CHECK(close_rel(p[0].attn_s, p[2].attn_s, 1e-12), "attention_megatron_equals_btp", "megatron %g s, btp %g s",
+          p[0].attn_s, p[2].attn_s);
+    {   /* FLOPs and bytes both scale by t, so apart from the 2 launches per layer it is exactly 4x */
+        CostConsts c;
+        cost_consts_default(&c);
+        double launches = 2 * L * c.launch_us * 1e-6;
+        CHECK(close_rel(p[1].attn_s - launches, 4 * (p[2].attn_s - launches), 1e-9), "attention_naive_replicated_x_tp",
+              "naive %g s, 4 x btp %g s (launches %g s)", p[1].attn_s, 4 * p[2].attn_s, launches);
+    }
     /* more NVLink bandwidth -> less communication, same compute */
     run2 = run;
     run2.gpu.nvlink_gbs = run.gpu.nvlink_gbs * 2;
