@@ -3,9 +3,11 @@
 # from docs/plan-format.md and the CoLA math; it writes tests/data/torch_ref_v1.bin, the reference
 # state that tests/unit/test_torch_ref.c compares the engine against (tp=1/2, btp/naive layouts).
 #
-# Regenerate the committed file (deterministic; needs only torch, runs in a few seconds):
-#     python3 tests/torch_ref.py                      # writes tests/data/torch_ref_v1.bin
-#     python3 tests/torch_ref.py -o /tmp/x.bin        # somewhere else
+# Regenerate the committed files (deterministic; needs only torch, runs in a few seconds):
+#     python3 tests/torch_ref.py                      # writes every tests/data/torch_ref_*v1.bin
+#     python3 tests/torch_ref.py --model tiny-lax     # one of them (MODELS below)
+#     python3 tests/torch_ref.py -o /tmp/x.bin        # tiny-cola (or --model) somewhere else
+#     python3 tests/torch_ref.py --outdir /tmp/refs   # all of them somewhere else
 #     python3 tests/torch_ref.py --compare A.bin B.bin   # decode two files, report differences
 #     python3 tests/torch_ref.py --mutant NAME -o X.bin  # a deliberately wrong reference (tests)
 # Regenerate whenever specs/models/tiny-cola.lua changes a size (the C test checks the plan's model
@@ -16,6 +18,9 @@
 # decoder layer: h = x + o(attn(rope(q(n1)), rope(k(n1)), v(n1))),  n1 = rmsnorm(x, attn_norm)
 #                y = h + down(gate(n2) * up(n2)),                      n2 = rmsnorm(h, mlp_norm)
 # then logits = rmsnorm(x_L, final_norm) @ head; loss = mean cross-entropy over the M tokens.
+# Variants (MODELS below): tiny-cola-gqa (2 kv heads: query head h uses kv head h // 2), tiny-svd
+# (identity instead of silu), tiny-lax (B's input z_p + z_prev(p), z = sigma(x @ A): prev(o) = v,
+# prev(gate) = prev(up) = o, prev(down) = up, as gen/model.h defines it).
 # RMSNorm: x * (mean(x^2) + eps)^-1/2 * gamma; RoPE: rotate_half pairs (i, i + head_dim/2) at
 # angle p * theta^(-2i/head_dim), p = position in the sequence; attention causal, scale head_dim^-1/2.
 #
@@ -58,6 +63,9 @@ CONFIG_INTS = {
     "seed": 1234,          # the run's seed: weight seeds are FNV-1a64(name) ^ seed
     "data_seed": 7,        # torch RNG seed of the tokens, targets and norm gammas
     "opt_steps": 3, "warmup": 4, "steps": 100,
+    "silu": 1,             # sigma between A and B: silu (CoLA) or identity (SVD)
+    "lax": 0,              # LaX crossings: B's input = z_p + z_prev(p), prev(o)=v, prev(gate/up)=o, prev(down)=up
+    "all_grads": 1,        # 1: grad.NAME for every weight; 0: a chosen subset (the smaller extra files)
 }
 CONFIG_FLOATS = {
     "eps": 1e-5, "rope_theta": 10000.0, "init_std": 0.02,
@@ -66,6 +74,27 @@ CONFIG_FLOATS = {
     "weight_decay": 0.5, "clip": 3.0,   # clip: the first step is clipped, the next ones not
 }
 PROJS = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+def _layer0_grads(*projs):
+    """Gradient subset of the extra files: embed, the norms and the named factors of layer 0 (whose
+    gradients come back through every later layer's backward)."""
+    return lambda name: (name == "embed" or name.endswith("norm") or
+                         any(name == "L0." + p for p in projs))
+
+
+# The specs this script mirrors: file in tests/data/, config changes, which gradients to store.
+# tiny-cola carries every gradient; the others (kept small) carry logits, loss, the optimizer record
+# and the gradients along the paths where they differ from tiny-cola.
+MODELS = {
+    "tiny-cola": ("torch_ref_v1.bin", {}, None),
+    "tiny-cola-gqa": ("torch_ref_gqa_v1.bin", {"kv_heads": 2, "all_grads": 0},
+                      _layer0_grads("k.A", "k.B", "v.A", "v.B")),
+    "tiny-lax": ("torch_ref_lax_v1.bin", {"lax": 1, "all_grads": 0},
+                 _layer0_grads("v.A", "o.A", "up.A")),
+    "tiny-svd": ("torch_ref_svd_v1.bin", {"silu": 0, "all_grads": 0},
+                 _layer0_grads("q.A", "gate.A")),
+}
 # Deliberate mistakes (--mutant, for tests/sh/torch_mutants.sh: the C test must catch each one)
 MUTANTS = ("norm_eps", "gate_silu", "rope_interleaved", "decay_all", "no_bias_correction")
 MUTANT = None
@@ -153,8 +182,15 @@ def forward(torch, c, cf, W, tokens, targets, builtins=False):
             return F.rms_norm(x, (x.shape[-1],), g.reshape(-1), eps=eps)
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * g.reshape(-1)
 
+    def latent(x, name):                                   # z = sigma(x @ A)   [.., r]
+        h = x @ W[name + ".A"]
+        return F.silu(h) if c["silu"] else h
+
+    def up(z, name, z_prev=None):                          # z (+ z_prev under LaX) @ B
+        return (z + z_prev if c["lax"] and z_prev is not None else z) @ W[name + ".B"]
+
     def proj(x, name):
-        return F.silu(x @ W[name + ".A"]) @ W[name + ".B"]
+        return up(latent(x, name), name)
 
     half = HD // 2
     inv_freq = cf["rope_theta"] ** (-2.0 * torch.arange(half, dtype=torch.float64) / HD)
@@ -171,10 +207,11 @@ def forward(torch, c, cf, W, tokens, targets, builtins=False):
     x = W["embed"][tokens]                                            # [B, S, d]
     for i in range(c["layers"]):
         n1 = rmsnorm(x, W[f"L{i}.attn_norm"])
+        zv = latent(n1, f"L{i}.v")
         q = rope(proj(n1, f"L{i}.q").reshape(B, S, H, HD)).transpose(1, 2)    # [B, H, S, HD]
         k = rope(proj(n1, f"L{i}.k").reshape(B, S, KV, HD)).transpose(1, 2)
-        v = proj(n1, f"L{i}.v").reshape(B, S, KV, HD).transpose(1, 2)
-        k = k.repeat_interleave(H // KV, dim=1)
+        v = up(zv, f"L{i}.v").reshape(B, S, KV, HD).transpose(1, 2)
+        k = k.repeat_interleave(H // KV, dim=1)            # query head h reads kv head h // (H/KV)
         v = v.repeat_interleave(H // KV, dim=1)
         if builtins:
             att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -183,12 +220,14 @@ def forward(torch, c, cf, W, tokens, targets, builtins=False):
             scores = scores.masked_fill(~causal, float("-inf"))
             att = torch.softmax(scores, dim=-1) @ v                  # [B, H, S, HD]
         att = att.transpose(1, 2).reshape(B, S, H * HD)
-        x = x + proj(att, f"L{i}.o")
+        zo = latent(att, f"L{i}.o")
+        x = x + up(zo, f"L{i}.o", zv)
         n2 = rmsnorm(x, W[f"L{i}.mlp_norm"])
-        gate = proj(n2, f"L{i}.gate")
+        zu = latent(n2, f"L{i}.up")
+        gate = up(latent(n2, f"L{i}.gate"), f"L{i}.gate", zo)
         if MUTANT == "gate_silu":
             gate = F.silu(gate)
-        x = x + proj(gate * proj(n2, f"L{i}.up"), f"L{i}.down")
+        x = x + up(latent(gate * up(zu, f"L{i}.up", zo), f"L{i}.down"), f"L{i}.down", zu)
     logits = (rmsnorm(x, W["final_norm"]) @ W["head"]).reshape(B * S, -1)
     loss = F.cross_entropy(logits, targets.reshape(-1), reduction="mean")
     return logits, loss
@@ -357,31 +396,11 @@ def compare(a, b, tol):
     return ok
 
 
-def main():
-    ap = argparse.ArgumentParser(description="write the PyTorch reference state of the tiny CoLA model")
-    ap.add_argument("-o", "--output", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                           "data", "torch_ref_v1.bin"))
-    ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two reference files")
-    ap.add_argument("--tol", type=float, default=1e-6, help="relative tolerance for --compare")
-    ap.add_argument("--mutant", choices=MUTANTS, help="write a reference with this deliberate mistake "
-                    "(needs -o; for the test that checks the C test catches it)")
-    args = ap.parse_args()
-    global MUTANT
-    MUTANT = args.mutant
-    if MUTANT and "-o" not in sys.argv and "--output" not in sys.argv:
-        print("torch_ref.py: --mutant needs -o PATH (never overwrite the committed reference)", file=sys.stderr)
-        return 2
-    if args.compare:
-        try:
-            return 0 if compare(args.compare[0], args.compare[1], args.tol) else 1
-        except (OSError, ValueError, struct.error) as e:
-            print(f"torch_ref.py: {e}", file=sys.stderr); return 2
-
-    import warnings
-    warnings.filterwarnings("ignore", message=".*NumPy.*")   # torch without numpy is fine here
-    import torch
-    torch.set_num_threads(1)          # fixed reduction order: the file is reproducible bit for bit
+def build(torch, model, path):
+    """Compute the reference of one model (a key of MODELS) and write it to path."""
+    fname, changes, grad_subset = MODELS[model]
     c, cf = dict(CONFIG_INTS), dict(CONFIG_FLOATS)
+    c.update(changes)
     gen = torch.Generator().manual_seed(c["data_seed"])
     B, S, V = c["micro_batch"], c["seq"], c["vocab"]
     tokens = torch.randint(0, V, (B, S), generator=gen)
@@ -401,8 +420,8 @@ def main():
         worst = max(float((W2[n].grad - grads[n]).norm() / grads[n].norm()) for n in W0)
         worst = max(worst, float((logits2 - logits).detach().norm() / logits.detach().norm()))
         if worst > 1e-10:
-            print(f"torch_ref.py: the two formulations disagree (relative {worst:.3g}): fix the model code",
-                  file=sys.stderr)
+            print(f"torch_ref.py: {model}: the two formulations disagree (relative {worst:.3g}): fix the "
+                  "model code", file=sys.stderr)
             return 1
     lrs, norms, losses, deltas = adamw_run(torch, c, cf, W0, kinds, tokens, targets)
 
@@ -414,16 +433,51 @@ def main():
     out.tensor(torch, "logits", logits)
     out.tensor(torch, "loss", loss.reshape(1, 1))
     for n, g in grads.items():
-        out.tensor(torch, "grad." + n, g, ENC_F24, sparse_rows=(n == "embed"))
+        if grad_subset is None or grad_subset(n):
+            out.tensor(torch, "grad." + n, g, ENC_F24, sparse_rows=(n == "embed"))
     out.tensor(torch, "opt.lr", torch.tensor([lrs]))
     out.tensor(torch, "opt.grad_norm", torch.tensor([norms]))
     out.tensor(torch, "opt.loss", torch.tensor([losses]))
     for n, dn in deltas.items():
         out.tensor(torch, "opt.delta." + n, torch.tensor([[dn]]))
-    size = out.write(args.output, c, cf)
-    print(f"wrote {args.output}: {size} bytes; loss {loss.item():.6f}, "
-          f"grad norms {', '.join(f'{x:.4f}' for x in norms)}, losses after steps "
-          f"{', '.join(f'{x:.6f}' for x in losses)}")
+    size = out.write(path, c, cf)
+    print(f"{model}: wrote {path}: {size} bytes; loss {loss.item():.6f}, grad norms "
+          f"{', '.join(f'{x:.4f}' for x in norms)}, losses after steps {', '.join(f'{x:.6f}' for x in losses)}")
+    return 0
+
+
+def main():
+    data_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+    ap = argparse.ArgumentParser(description="write the PyTorch reference states of the tiny models")
+    ap.add_argument("--model", choices=MODELS, help="only this model (default: all, or tiny-cola with -o)")
+    ap.add_argument("-o", "--output", help="the file to write (one model; default tests/data/<its file>)")
+    ap.add_argument("--outdir", default=data_dir, help="folder for the files when -o is not given")
+    ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two reference files")
+    ap.add_argument("--tol", type=float, default=1e-6, help="relative tolerance for --compare")
+    ap.add_argument("--mutant", choices=MUTANTS, help="write a reference with this deliberate mistake "
+                    "(needs -o; for the test that checks the C test catches it)")
+    args = ap.parse_args()
+    global MUTANT
+    MUTANT = args.mutant
+    if MUTANT and not args.output:
+        print("torch_ref.py: --mutant needs -o PATH (never overwrite the committed reference)", file=sys.stderr)
+        return 2
+    if args.compare:
+        try:
+            return 0 if compare(args.compare[0], args.compare[1], args.tol) else 1
+        except (OSError, ValueError, struct.error) as e:
+            print(f"torch_ref.py: {e}", file=sys.stderr); return 2
+
+    import warnings
+    warnings.filterwarnings("ignore", message=".*NumPy.*")   # torch without numpy is fine here
+    import torch
+    torch.set_num_threads(1)          # fixed reduction order: the files are reproducible bit for bit
+    if args.output:
+        return build(torch, args.model or "tiny-cola", args.output)
+    for model in ([args.model] if args.model else MODELS):
+        rc = build(torch, model, os.path.join(args.outdir, MODELS[model][0]))
+        if rc:
+            return rc
     return 0
 
 

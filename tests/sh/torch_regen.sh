@@ -1,24 +1,26 @@
-# torch_regen.sh: re-runs tests/torch_ref.py into a scratch file and checks that it reproduces the
-# committed reference state tests/data/torch_ref_v1.bin (determinism of the reference). Skipped,
-# with no verdict line, where PyTorch is not importable.
+# torch_regen.sh: re-runs tests/torch_ref.py into a scratch folder and checks that it reproduces
+# every committed reference state tests/data/torch_ref*_v1.bin (determinism of the references).
+# Skipped, with no verdict line, where PyTorch is not importable.
 . tests/sh/lib.sh
 PY=${PYTHON:-python3}
 if ! "$PY" -c "import torch" >/dev/null 2>&1; then
   echo "# torch_regen: PyTorch is not importable here, skipped"
   exit 0
 fi
-REF=tests/data/torch_ref_v1.bin
-if [ ! -f "$REF" ]; then
-  fail torch_regen "$REF is missing: run 'python3 tests/torch_ref.py' and commit the file"
+if ! "$PY" tests/torch_ref.py --outdir "$TMP" >"$TMP/log" 2>&1; then
+  fail torch_regen "tests/torch_ref.py failed: $(tail -1 "$TMP/log")"
   exit 0
 fi
-if ! "$PY" tests/torch_ref.py -o "$TMP/ref.bin" >"$TMP/log" 2>&1; then
-  fail torch_regen "tests/torch_ref.py failed: $(tail -1 "$TMP/log")"
-elif cmp -s "$REF" "$TMP/ref.bin"; then
-  ok "torch_regen reproduces $REF bit for bit"
-elif "$PY" tests/torch_ref.py --compare "$REF" "$TMP/ref.bin" --tol 1e-6 >"$TMP/cmp" 2>&1; then
-  # another CPU or torch build may round a float64 reduction differently in the last bit
-  ok "torch_regen reproduces $REF within 1e-6 ($(tail -1 "$TMP/cmp"); not bit for bit)"
-else
-  fail torch_regen "regenerated file differs from $REF: $(head -3 "$TMP/cmp" | tr '\n' ';') (spec or script changed? regenerate and commit)"
-fi
+for f in torch_ref_v1.bin torch_ref_gqa_v1.bin torch_ref_lax_v1.bin torch_ref_svd_v1.bin; do
+  REF=tests/data/$f
+  if [ ! -f "$REF" ]; then
+    fail "torch_regen $f" "$REF is missing: run 'python3 tests/torch_ref.py' and commit it"
+  elif cmp -s "$REF" "$TMP/$f"; then
+    ok "torch_regen reproduces $REF bit for bit"
+  elif "$PY" tests/torch_ref.py --compare "$REF" "$TMP/$f" --tol 1e-6 >"$TMP/cmp" 2>&1; then
+    # another CPU or torch build may round a float64 reduction differently in the last bit
+    ok "torch_regen reproduces $REF within 1e-6 ($(tail -1 "$TMP/cmp"); not bit for bit)"
+  else
+    fail "torch_regen $f" "regenerated file differs: $(head -3 "$TMP/cmp" | tr '\n' ';') (spec or script changed? regenerate and commit)"
+  fi
+done

@@ -1,6 +1,7 @@
 /* test_torch_ref.c: the engine (cpu backend) against the PyTorch reference state that
  * tests/torch_ref.py wrote to tests/data/torch_ref_v1.bin: logits, loss, every gradient and three
- * AdamW steps of the tiny CoLA model, at tp=1 and tp=2, btp and naive layouts (plans generated here
+ * AdamW steps of the tiny CoLA model, at tp=1/2/4, btp and naive layouts and feature variants; and
+ * the smaller GQA, LaX and SVD references (logits, loss, chosen gradients, AdamW) (plans generated here
  * with the reference's sizes and hyper-parameters as -D overrides, under build/tmp/; a copy of
  * each plan keeps the logits where the arena does not reuse them, so they can be read back). */
 #include <errno.h>
@@ -249,6 +250,7 @@ static double rel1(double a, double b) { return fabs(a - b) / (fabs(b) > 0 ? fab
 /* ---- one configuration: generate the plan, run the engine, compare ---- */
 
 typedef struct {
+    const char *run;          /* the run spec (specs/runs/RUN.lua) the reference mirrors */
     int tp;
     const char *layout;
     const char *extra;        /* one more override "name=value", or NULL */
@@ -303,7 +305,7 @@ static Plan *pin_logits(const Plan *p, const char *dir, char *err, size_t errlen
     return plan_load(out_path, err, errlen);
 }
 
-/* Generate the tiny-cola plan with the reference's sizes and hyper-parameters into
+/* Generate the run's plan with the reference's sizes and hyper-parameters into
  * build/tmp/torch_ref_LABEL and load it. Returns NULL with a message in err. */
 static Plan *make_plan(const Ref *r, const Config *cf, char *err, size_t errlen) {
     static const char *int_keys[] = { "micro_batch", "seq", "seed", "warmup", "steps" };
@@ -339,7 +341,7 @@ static Plan *make_plan(const Ref *r, const Config *cf, char *err, size_t errlen)
     mkdir("build/tmp", 0777);
     snprintf(dir, sizeof dir, "build/tmp/torch_ref_%s", cf->label);
     Plan *plan = NULL;
-    if (spec_load_run("tiny-cola", ov, n, run, err, errlen) == 0 && gen_write(run, dir, err, errlen) == 0) {
+    if (spec_load_run(cf->run, ov, n, run, err, errlen) == 0 && gen_write(run, dir, err, errlen) == 0) {
         snprintf(path, sizeof path, "%s/plan.txt", dir);
         plan = plan_load(path, err, errlen);
         if (plan) {
@@ -366,6 +368,12 @@ static int config_matches(const Ref *r, const Plan *p, char *why, size_t whylen)
                      sizes[i].key, (long long)sizes[i].plan, (long long)ref_int(r, sizes[i].key));
             return 0;
         }
+    int plan_lax = !strcmp(p->family, "lax"), plan_silu = strcmp(p->family, "svd") != 0;
+    if (plan_lax != ref_int(r, "lax") || plan_silu != ref_int(r, "silu")) {
+        snprintf(why, whylen, "plan family %s, reference lax=%lld silu=%lld", p->family,
+                 (long long)ref_int(r, "lax"), (long long)ref_int(r, "silu"));
+        return 0;
+    }
     if (rel1(p->eps, ref_float(r, "eps")) > 1e-9 || rel1(p->rope_theta, ref_float(r, "rope_theta")) > 1e-9) {
         snprintf(why, whylen, "plan eps=%g rope_theta=%g, reference %g %g", p->eps, p->rope_theta,
                  ref_float(r, "eps"), ref_float(r, "rope_theta"));
@@ -519,6 +527,7 @@ static void run_config(const Ref *r, const Config *cf) {
         char gname[REF_NAME_LEN + 8];
         snprintf(gname, sizeof gname, "grad.%s", t->name);
         const RefTensor *g = ref_tensor(r, gname);
+        if (!g && !ref_int(r, "all_grads")) continue;   /* a file with a chosen subset */
         int got = g && engine_get_canon(e, plan_find_canon(p, t->name), SLOT_GRAD, buf) == 0;
         double ge = got ? rel_err(buf, g->data, (size_t)t->rows * t->cols) : INFINITY;
         if (ge > m_grad) { m_grad = ge; snprintf(m_grad_name, sizeof m_grad_name, "%s", t->name); }
@@ -611,33 +620,62 @@ static void reader_errors(void) {
     remove(path);
 }
 
-int main(void) {
-    reader_errors();
-    char err[1024];
+/* Load one reference file and run its configurations. */
+static void run_reference(const char *path, const Config *configs, int nconfigs) {
+    char err[1024], name[256];
     Ref r;
-    /* BOOST_TORCH_REF: another reference file (tests/sh/torch_mutants.sh feeds deliberately wrong ones) */
-    const char *path = getenv("BOOST_TORCH_REF") ? getenv("BOOST_TORCH_REF") : REF_PATH;
     int rc = ref_load(path, &r, err, sizeof err);
-    CHECK(rc == 0, "reference state file read", "%s", err);
-    if (rc) TEST_EXIT();
+    snprintf(name, sizeof name, "reference state %s read", path);
+    CHECK(rc == 0, name, "%s", err);
+    if (rc) return;
     int complete = ref_tensor(&r, "tokens") && ref_tensor(&r, "targets") && ref_tensor(&r, "logits") &&
                    ref_tensor(&r, "loss") && ref_tensor(&r, "opt.lr") && ref_tensor(&r, "opt.grad_norm") &&
                    ref_tensor(&r, "opt.loss") && ref_int(&r, "opt_steps") > 0 &&
-                   ref_tensor(&r, "opt.lr")->cols >= ref_int(&r, "opt_steps");
-    CHECK(complete, "reference state file holds inputs, logits, loss and the optimizer record",
-          "a tensor is missing (%s)", REF_REGEN);
-    if (!complete) { ref_free(&r); TEST_EXIT(); }
-    static const Config configs[] = {
-        { 1, "btp", NULL, "tp1_btp" },
-        { 2, "btp", NULL, "tp2_btp" },
-        { 2, "naive", NULL, "tp2_naive" },
-        { 1, "naive", NULL, "tp1_naive" },
-        { 4, "btp", NULL, "tp4_btp" },
-        { 2, "btp", "online_rmsnorm=false", "tp2_btp_syncnorm" },
-        { 2, "btp", "checkpoint=none", "tp2_btp_nockpt" },
-        { 2, "btp", "group_linears=false", "tp2_btp_ungrouped" },
-    };
-    for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) run_config(&r, &configs[i]);
+                   ref_tensor(&r, "opt.lr")->cols >= ref_int(&r, "opt_steps") &&
+                   ref_int(&r, "lax") >= 0 && ref_int(&r, "silu") >= 0 && ref_int(&r, "all_grads") >= 0;
+    snprintf(name, sizeof name, "%s holds inputs, logits, loss and the optimizer record", path);
+    CHECK(complete, name, "a tensor or config value is missing (%s)", REF_REGEN);
+    if (complete)
+        for (int i = 0; i < nconfigs; i++) run_config(&r, &configs[i]);
     ref_free(&r);
+}
+
+int main(void) {
+    reader_errors();
+    /* tiny-cola: every gradient, every layout variant */
+    static const Config cola[] = {
+        { "tiny-cola", 1, "btp", NULL, "tp1_btp" },
+        { "tiny-cola", 2, "btp", NULL, "tp2_btp" },
+        { "tiny-cola", 2, "naive", NULL, "tp2_naive" },
+        { "tiny-cola", 1, "naive", NULL, "tp1_naive" },
+        { "tiny-cola", 4, "btp", NULL, "tp4_btp" },
+        { "tiny-cola", 2, "btp", "online_rmsnorm=false", "tp2_btp_syncnorm" },
+        { "tiny-cola", 2, "btp", "checkpoint=none", "tp2_btp_nockpt" },
+        { "tiny-cola", 2, "btp", "group_linears=false", "tp2_btp_ungrouped" },
+    };
+    static const Config gqa[] = {
+        { "tiny-cola-gqa", 1, "btp", NULL, "gqa_tp1_btp" },
+        { "tiny-cola-gqa", 2, "btp", NULL, "gqa_tp2_btp" },
+        { "tiny-cola-gqa", 2, "naive", NULL, "gqa_tp2_naive" },
+    };
+    static const Config lax[] = {
+        { "tiny-lax", 1, "btp", NULL, "lax_tp1_btp" },
+        { "tiny-lax", 2, "btp", NULL, "lax_tp2_btp" },
+        { "tiny-lax", 2, "naive", NULL, "lax_tp2_naive" },
+    };
+    static const Config svd[] = {
+        { "tiny-svd", 1, "btp", NULL, "svd_tp1_btp" },
+        { "tiny-svd", 2, "btp", NULL, "svd_tp2_btp" },
+        { "tiny-svd", 2, "naive", NULL, "svd_tp2_naive" },
+    };
+    /* BOOST_TORCH_REF: another tiny-cola reference, alone (tests/sh/torch_mutants.sh feeds
+     * deliberately wrong ones) */
+    const char *other = getenv("BOOST_TORCH_REF");
+    run_reference(other ? other : REF_PATH, cola, (int)(sizeof cola / sizeof *cola));
+    if (!other) {
+        run_reference("tests/data/torch_ref_gqa_v1.bin", gqa, 3);
+        run_reference("tests/data/torch_ref_lax_v1.bin", lax, 3);
+        run_reference("tests/data/torch_ref_svd_v1.bin", svd, 3);
+    }
     TEST_EXIT();
 }
