@@ -30,7 +30,10 @@ static void train_usage(FILE *f) {
         "                  -D may then change only training settings (steps, lr, data, ...)\n"
         "  --print-every N without a terminal: a progress line every N steps\n"
         "  --val-batches N validation micro-batches per evaluation (default 8)\n"
-        "  --quiet         only the header, errors and the summary\n");
+        "  --quiet         only the header, errors and the summary\n"
+        "SIGINT (Ctrl-C) or SIGTERM ends the step under way, saves a checkpoint (with -o) and stops;\n"
+        "a second one stops at once. Checkpoints are written atomically, so a killed run loses at most\n"
+        "the steps since its last checkpoint.\n");
 }
 
 static int int_arg(const char *flag, const char *v, int lo, int *out) {

@@ -2,8 +2,10 @@
  * initialise or resume from a checkpoint (any tp: tensors travel as full canonical tensors), then
  * per step grad_accum micro-batches, one AdamW step, validation every eval_every steps and at the
  * end, checkpoints every save_every steps and at the end. A NaN/inf loss or gradient norm stops
- * the run (exit 1) before anything is saved over a good checkpoint. */
+ * the run (exit 1) before anything is saved over a good checkpoint; SIGINT/SIGTERM stop it after
+ * the step under way with a checkpoint (exit 130/143). */
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +227,35 @@ static void trainer_free(Trainer *t) {
     free(t->losses); free(t->val_losses); free(t->val_steps);
 }
 
+/* SIGINT / SIGTERM: finish the step under way, save a checkpoint (with -o) and stop; a second
+ * signal ends the process at once. */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig) {
+    if (stop_signal) { signal(sig, SIG_DFL); raise(sig); return; }
+    stop_signal = sig;
+}
+
+static void catch_stop_signals(int on) {
+    static struct sigaction old_int, old_term;
+    static int int_caught;
+    if (on) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        stop_signal = 0;
+        sigaction(SIGTERM, &sa, &old_term);
+        sigaction(SIGINT, NULL, &old_int);
+        int_caught = old_int.sa_handler != SIG_IGN;   // a background job keeps ignoring SIGINT
+        if (int_caught) sigaction(SIGINT, &sa, NULL);
+    } else {
+        sigaction(SIGTERM, &old_term, NULL);
+        if (int_caught) sigaction(SIGINT, &old_int, NULL);
+    }
+}
+
 static int run_loop(Trainer *t, TrainLog *lg) {
     const Plan *p = t->plan;
     const int64_t tokens_per_step = (int64_t)p->micro_batch * p->seq * p->grad_accum;
@@ -274,8 +305,16 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             if (r.val_loss >= 0) last_val = r.val_loss;
         }
         trainlog_step(lg, &r);
-        if (should_save && ((t->opt->save_every > 0 && t->step % t->opt->save_every == 0) || t->step == p->steps))
-            if (save_checkpoint(t, lg)) return 1;
+        int saved_now = should_save && ((t->opt->save_every > 0 && t->step % t->opt->save_every == 0) || t->step == p->steps);
+        if (saved_now && save_checkpoint(t, lg)) return 1;
+        if (stop_signal && t->step < p->steps) {
+            int sig = stop_signal;
+            trainlog_note(lg, "stopped by %s after step %d%s", sig == SIGINT ? "SIGINT" : "SIGTERM", t->step,
+                          should_save ? "" : " (no -o: nothing saved)");
+            if (should_save && !saved_now && save_checkpoint(t, lg)) return 1;
+            if (should_save) trainlog_note(lg, "resume with: --resume %s", t->last_ckpt);
+            return 128 + sig;
+        }
     }
     char tok[32], dur[32];
     int done = t->step - first_step;
@@ -362,7 +401,9 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
         data_free(&ts); trainer_free(&t);
         return fail(1, "%s", err);
     }
+    catch_stop_signals(1);
     rc = run_loop(&t, &lg);
+    catch_stop_signals(0);
     trainlog_close(&lg);
     data_free(&ts);
     trainer_free(&t);

@@ -2,7 +2,7 @@
 # train_resume.sh: checkpoints and resume on the CPU backend, with tiny-cola for 20 steps.
 # Run A (tp=2) saves at steps 10 and 20. Resumed from A's step 10, a run gives bit-identical
 # losses and final tensors; a run killed with SIGKILL part way and resumed from its newest
-# checkpoint does too; A's tp=2 checkpoint resumed at tp=1 and tp=4, and under the naive layout,
+# checkpoint does too, and so does one stopped by SIGTERM (which saves the step it finished); A's tp=2 checkpoint resumed at tp=1 and tp=4, and under the naive layout,
 # gives the same losses to ~1e-5. The saved model is read by Python (json + struct, torch when installed): every canon of
 # the plan, with its shape, as F32.
 . tests/sh/lib.sh
@@ -74,6 +74,25 @@ else
     && cmp -s "$TMP/a/step-000020/model.safetensors" "$TMP/c/step-000020/model.safetensors" \
     && ok kill_resume_bit_identical || fail kill_resume_bit_identical "exit $rc, resumed from step $from: $(tail -2 "$TMP/c2.out")"
   ls -A "$TMP/c" | grep -q '^\.' && fail kill_leaves_no_temporary "$(ls -A "$TMP/c")" || ok kill_leaves_no_temporary
+fi
+
+# SIGTERM: the step under way ends, a checkpoint of it is saved, exit 143; resuming continues exactly
+$BOOST train "${common[@]}" -D tp=2 -o "$TMP/s" --log "$TMP/s.jsonl" >"$TMP/s.out" 2>&1 &
+pid=$!
+for _ in $(seq 600); do n=$(cat "$TMP/s.jsonl" 2>/dev/null | grep -c '"loss"'); [ "${n:-0}" -ge 3 ] && break; sleep 0.05; done
+kill -TERM $pid 2>/dev/null
+wait $pid
+rc=$?
+last=$(grep -o '"step":[0-9]*,"loss"' "$TMP/s.jsonl" | tail -1 | grep -o '[0-9]*')
+if [ $rc = 143 ] && [ -n "$last" ] && [ "$last" -lt 20 ] && [ -f "$TMP/s/step-$(printf %06d "$last")/state.json" ] \
+   && grep -q "stopped by SIGTERM after step $last" "$TMP/s.out"; then
+  ok sigterm_saves_the_last_step
+  $BOOST train "${common[@]}" -D tp=2 --resume "$TMP/s" -o "$TMP/s" --log "$TMP/s2.jsonl" >"$TMP/s2.out" 2>&1
+  rc=$?
+  [ $rc = 0 ] && same_losses "$TMP/a.jsonl" "$TMP/s2.jsonl" $((last + 1)) 20 \
+    && ok sigterm_resume_bit_identical || fail sigterm_resume_bit_identical "exit $rc: $(tail -2 "$TMP/s2.out")"
+else
+  fail sigterm_saves_the_last_step "exit $rc, last logged step '$last', folders: $(ls "$TMP/s" | tr '\n' ' ')"
 fi
 
 # 3. the tp=2 checkpoint resumed at tp=1 and at tp=4: the same model, summed in another order
