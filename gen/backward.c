@@ -551,6 +551,7 @@ static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
                 rc = 2; break;
             }
             if (f->kind == OP_TP_COPY) continue;
+            if (rc) break;
             Op *o2 = ir_push(g, &g->steps, &g->nsteps, &g->caps);
             *o2 = *f;
             o2->section = SEC_RECOMPUTE;
@@ -563,6 +564,28 @@ static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
             }
             o2->g.A = remap(b, o2->g.A); o2->g.C = remap(b, o2->g.C);
             for (int i = 0; i < o2->nops; i++) o2->ops[i] = remap(b, o2->ops[i]);
+            for (int i = 0; i < o2->nops && o2->kind == OP_KERNEL; i++) {
+                const Tensor *w = &g->t[o2->ops[i].t];
+                if ((o2->out_mask >> i & 1) && w->role == TR_ACT && w->recompute_of < 0 && w->saved && !w->keep && strcmp(o2->opkey[i], "stat")) {
+                    snprintf(g->err, sizeof g->err, "checkpoint: recomputing %s would overwrite the saved tensor %s", chunk, w->name);
+                    rc = 2;
+                }
+            }
+            if (o2->kind == OP_KERNEL && !strcmp(o2->k.kind, "online_norm_fwd")) {
+                /* the stat column of the saved all-reduce buffer holds the summed statistic: the
+                   replay writes its local share to a scratch column instead */
+                int si = -1;
+                for (int i = 0; i < o2->nops; i++) if (!strcmp(o2->opkey[i], "stat")) si = i;
+                if (si >= 0) {
+                    char nm[110];
+                    snprintf(nm, sizeof nm, "rc.%s_stat", g->t[o2->ops[si].t].name);
+                    int sc = ir_tensor(g, nm, g->M, 1, g->t[o2->ops[si].t].dtype, TR_ACT, PS_PARTIAL);
+                    g->t[sc].recompute_of = o2->ops[si].t;
+                    o2 = &g->steps[g->nsteps - 1];   /* ir_tensor does not move steps, but be explicit */
+                    o2->ops[si] = opnd(sc, 0, 1);
+                    for (int i = 0; i < o2->k.nconst; i++) if (!strcmp(o2->k.key[i], "ldstat")) o2->k.val[i] = 1;
+                }
+            }
         }
         o = ir_push(g, &g->steps, &g->nsteps, &g->caps);
         o->kind = OP_RC_END; o->section = SEC_RECOMPUTE; o->layer = g->fwd[first].layer;

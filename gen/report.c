@@ -226,6 +226,13 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
             md_bytes(f, (double)lf[l].layer_bwd.bytes);
             fprintf(f, " |\n");
         }
+        if (self == LAYOUT_BTP && run->online_rmsnorm)
+            fprintf(f, "\nOnline RMSNorm: each rank's share of the mean square, s_i/d, rides as one extra column of the "
+                       "all-reduce buffer in the activation dtype (%s), so the forward carries 2 extra elements per token "
+                       "and layer and the backward none. In bf16 each share is rounded to 8 significant bits (relative "
+                       "error <= 2^-9), the same rounding the rank-r entries beside it get; the resulting 1/sqrt error is "
+                       "<= 2^-10 relative, below the bf16 rounding of the normalized activations themselves.\n",
+                    run->dtype == DT_FP32 ? "fp32" : "bf16");
         fprintf(f, "\n## Model-level collectives (%s)\n\n| direction | count | bytes |\n|---|---:|---:|\n", layout_name(self));
         fprintf(f, "| forward (embedding gather, final gather, loss statistics) | %" PRId64 " | ", lf[self].model_fwd.count);
         md_bytes(f, (double)lf[self].model_fwd.bytes);

@@ -1,5 +1,5 @@
 // kernels.cu: the fused kernels of run cola-1b-h200 (model cola-llama-1b) for h200 (sm_90), specialised from
-// BOOST's templates/ by 'boost gen'; 26 kernels plus the runtime's own. Do not edit:
+// BOOST's templates/ by 'boost gen'; 27 kernels plus the runtime's own. Do not edit:
 // regenerate. Compiled at run time with NVRTC; every kernel is extern "C".
 #include <cuda_bf16.h>
 
@@ -607,6 +607,36 @@ bottleneck_act_bwd_r16384_c1024_ldh1025_ldy1024_ldz1024_lddh1025_silu_n1_dv2048_
     if (1) {
         const float s = block_sum<256>(part);
         if (threadIdx.x == 0) st(dstat + m, -s * r * r * r / (2.f * (float)2048));
+    }
+}
+
+// online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
+// xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
+// written into the extra column of the all-reduce buffer). One block per row.
+extern "C" __global__ void __launch_bounds__(256)
+online_norm_fwd_r16384_c2048_ldx2048_ldstat1_dv2048_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
+         bf16 *stat) {
+    const long long m = blockIdx.x;
+    const bf16 *xr = x + m * 2048;
+    float part = 0.f;
+    for (int j = threadIdx.x * 8; j < 2048; j += 256 * 8) {
+        float a[8];
+        ldv<8>(xr + j, a);
+        for (int e = 0; e < 8; e++) part += a[e] * a[e];
+    }
+    const float s = block_sum<256>(part);
+    const float p = sqrtf(s / (float)2048 + 1e-05f);
+    if (threadIdx.x == 0) {
+        st(rho + m, p);
+        if (stat) st(stat + m * 1, s / (float)2048);
+    }
+    const float inv = 1.f / p;
+    for (int j = threadIdx.x * 8; j < 2048; j += 256 * 8) {
+        float a[8], g[8];
+        ldv<8>(xr + j, a);
+        ldv<8>(gamma + j, g);
+        for (int e = 0; e < 8; e++) a[e] = a[e] * inv * g[e];
+        stv<8>(xhat + m * 2048 + j, a);
     }
 }
 
