@@ -255,6 +255,7 @@ typedef struct {
     const char *layout;
     const char *extra;        /* one more override "name=value", or NULL */
     const char *label;
+    int accum;                /* > 1: the batch as this many micro-batches of one optimizer step */
 } Config;
 
 /* The xent_fwd step of a plan (it names the logits buffer and each rank's vocab slice). */
@@ -308,14 +309,16 @@ static Plan *pin_logits(const Plan *p, const char *dir, char *err, size_t errlen
 /* Generate the run's plan with the reference's sizes and hyper-parameters into
  * build/tmp/torch_ref_LABEL and load it. Returns NULL with a message in err. */
 static Plan *make_plan(const Ref *r, const Config *cf, char *err, size_t errlen) {
-    static const char *int_keys[] = { "micro_batch", "seq", "seed", "warmup", "steps" };
+    static const char *int_keys[] = { "seq", "seed", "warmup", "steps" };
+    int accum = cf->accum > 1 ? cf->accum : 1;
     static const char *float_keys[] = { "lr", "min_lr", "beta1", "beta2", "adam_eps", "weight_decay", "clip" };
     char val[24][64];
     const char *name[24];
     int n = 0;
     snprintf(val[n], sizeof val[n], "%d", cf->tp); name[n++] = "tp";
     snprintf(val[n], sizeof val[n], "%s", cf->layout); name[n++] = "layout";
-    snprintf(val[n], sizeof val[n], "1"); name[n++] = "grad_accum";
+    snprintf(val[n], sizeof val[n], "%d", accum); name[n++] = "grad_accum";
+    snprintf(val[n], sizeof val[n], "%lld", (long long)ref_int(r, "micro_batch") / accum); name[n++] = "micro_batch";
     for (size_t i = 0; i < sizeof int_keys / sizeof *int_keys; i++) {
         snprintf(val[n], sizeof val[n], "%lld", (long long)ref_int(r, int_keys[i]));
         name[n++] = int_keys[i];
@@ -359,7 +362,7 @@ static int config_matches(const Ref *r, const Plan *p, char *why, size_t whylen)
     struct { const char *key; int64_t plan; } sizes[] = {
         { "hidden", p->hidden }, { "layers", p->layers }, { "heads", p->heads },
         { "kv_heads", p->kv_heads }, { "head_dim", p->head_dim }, { "ffn", p->ffn },
-        { "vocab", p->vocab }, { "micro_batch", p->micro_batch }, { "seq", p->seq },
+        { "vocab", p->vocab }, { "micro_batch", (int64_t)p->micro_batch * p->grad_accum }, { "seq", p->seq },
     };
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
         if (sizes[i].plan != ref_int(r, sizes[i].key)) {
@@ -435,6 +438,22 @@ static int read_logits(Engine *e, const Plan *p, float *full, int64_t M, int64_t
     return rc;
 }
 
+/* One optimizer step's worth of passes: the batch as `accum` micro-batches of Mc token rows
+ * (forward only, or forward+backward accumulating gradients); *loss = the mean of their losses. */
+static int passes(Engine *e, const int32_t *tokens, const int32_t *targets, int accum, int64_t Mc,
+                  int backward, float *loss, char *err, size_t errlen) {
+    double sum = 0;
+    for (int c = 0; c < accum; c++) {
+        float l = NAN;
+        int rc = backward ? engine_forward_backward(e, tokens + c * Mc, targets + c * Mc, &l, err, errlen)
+                          : engine_forward(e, tokens + c * Mc, targets + c * Mc, &l, err, errlen);
+        if (rc) return rc;
+        sum += l;
+    }
+    *loss = (float)(sum / accum);
+    return 0;
+}
+
 static void run_config(const Ref *r, const Config *cf) {
     char err[1024], name[160];
     const char *L = cf->label;
@@ -503,12 +522,20 @@ static void run_config(const Ref *r, const Config *cf) {
     double m_loss = NAN, m_logits = NAN, m_grad = 0, m_opt = 0;   /* measured, for the summary */
     char m_grad_name[REF_NAME_LEN] = "";
     float loss = NAN;
-    rc = engine_forward(e, tokens, targets, &loss, err, sizeof err);
+    double loss_sum = 0;
+    int accum = p->grad_accum, logits_rc = 0;
+    int64_t Mc = M / accum;
+    for (int c = 0; c < accum && rc == 0 && logits_rc == 0; c++) {
+        rc = engine_forward(e, tokens + c * Mc, targets + c * Mc, &loss, err, sizeof err);
+        loss_sum += loss;
+        if (rc == 0) logits_rc = read_logits(e, p, full + c * Mc * V, Mc, V, why, sizeof why);
+    }
+    loss = (float)(loss_sum / accum);
     snprintf(name, sizeof name, "%s forward loss (rel 1e-5)", L);
     CHECK(rc == 0 && rel1(loss, loss_ref->data[0]) < 1e-5, name, "%s loss %.7f, reference %.7f",
           rc ? err : "", loss, loss_ref->data[0]);
     snprintf(name, sizeof name, "%s logits (norm-wise rel 1e-5)", L);
-    if (rc == 0 && read_logits(e, p, full, M, V, why, sizeof why) == 0) {
+    if (rc == 0 && logits_rc == 0) {
         double le = m_logits = rel_err(full, logits->data, (size_t)(M * V));
         CHECK(le < 1e-5, name, "relative error %.3g", le);
     } else {
@@ -516,7 +543,7 @@ static void run_config(const Ref *r, const Config *cf) {
     }
 
     /* forward + backward: loss and every gradient */
-    rc = engine_forward_backward(e, tokens, targets, &loss, err, sizeof err);
+    rc = passes(e, tokens, targets, accum, Mc, 1, &loss, err, sizeof err);
     m_loss = rel1(loss, loss_ref->data[0]);
     snprintf(name, sizeof name, "%s forward_backward loss (rel 1e-5)", L);
     CHECK(rc == 0 && rel1(loss, loss_ref->data[0]) < 1e-5, name, "%s loss %.7f, reference %.7f",
@@ -546,8 +573,7 @@ static void run_config(const Ref *r, const Config *cf) {
         CHECK(rc == 0 && rel1(gnorm, opt_norm->data[s]) < 1e-4, name, "norm %.7g, reference %.7g", gnorm,
               opt_norm->data[s]);
         if (rc) break;
-        if (s + 1 < nsteps) rc = engine_forward_backward(e, tokens, targets, &loss, err, sizeof err);
-        else rc = engine_forward(e, tokens, targets, &loss, err, sizeof err);
+        rc = passes(e, tokens, targets, accum, Mc, s + 1 < nsteps, &loss, err, sizeof err);
         if (rel1(loss, opt_loss->data[s]) > m_opt) m_opt = rel1(loss, opt_loss->data[s]);
         snprintf(name, sizeof name, "%s loss after step %d (rel 1e-4)", L, s);
         CHECK(rc == 0 && rel1(loss, opt_loss->data[s]) < 1e-4, name, "%s loss %.7f, reference %.7f",
@@ -644,29 +670,30 @@ int main(void) {
     reader_errors();
     /* tiny-cola: every gradient, every layout variant */
     static const Config cola[] = {
-        { "tiny-cola", 1, "btp", NULL, "tp1_btp" },
-        { "tiny-cola", 2, "btp", NULL, "tp2_btp" },
-        { "tiny-cola", 2, "naive", NULL, "tp2_naive" },
-        { "tiny-cola", 1, "naive", NULL, "tp1_naive" },
-        { "tiny-cola", 4, "btp", NULL, "tp4_btp" },
-        { "tiny-cola", 2, "btp", "online_rmsnorm=false", "tp2_btp_syncnorm" },
-        { "tiny-cola", 2, "btp", "checkpoint=none", "tp2_btp_nockpt" },
-        { "tiny-cola", 2, "btp", "group_linears=false", "tp2_btp_ungrouped" },
+        { "tiny-cola", 1, "btp", NULL, "tp1_btp", 1 },
+        { "tiny-cola", 2, "btp", NULL, "tp2_btp", 1 },
+        { "tiny-cola", 2, "naive", NULL, "tp2_naive", 1 },
+        { "tiny-cola", 1, "naive", NULL, "tp1_naive", 1 },
+        { "tiny-cola", 4, "btp", NULL, "tp4_btp", 1 },
+        { "tiny-cola", 2, "btp", "online_rmsnorm=false", "tp2_btp_syncnorm", 1 },
+        { "tiny-cola", 2, "btp", "checkpoint=none", "tp2_btp_nockpt", 1 },
+        { "tiny-cola", 2, "btp", "group_linears=false", "tp2_btp_ungrouped", 1 },
+        { "tiny-cola", 2, "btp", NULL, "tp2_btp_accum2", 2 },
     };
     static const Config gqa[] = {
-        { "tiny-cola-gqa", 1, "btp", NULL, "gqa_tp1_btp" },
-        { "tiny-cola-gqa", 2, "btp", NULL, "gqa_tp2_btp" },
-        { "tiny-cola-gqa", 2, "naive", NULL, "gqa_tp2_naive" },
+        { "tiny-cola-gqa", 1, "btp", NULL, "gqa_tp1_btp", 1 },
+        { "tiny-cola-gqa", 2, "btp", NULL, "gqa_tp2_btp", 1 },
+        { "tiny-cola-gqa", 2, "naive", NULL, "gqa_tp2_naive", 1 },
     };
     static const Config lax[] = {
-        { "tiny-lax", 1, "btp", NULL, "lax_tp1_btp" },
-        { "tiny-lax", 2, "btp", NULL, "lax_tp2_btp" },
-        { "tiny-lax", 2, "naive", NULL, "lax_tp2_naive" },
+        { "tiny-lax", 1, "btp", NULL, "lax_tp1_btp", 1 },
+        { "tiny-lax", 2, "btp", NULL, "lax_tp2_btp", 1 },
+        { "tiny-lax", 2, "naive", NULL, "lax_tp2_naive", 1 },
     };
     static const Config svd[] = {
-        { "tiny-svd", 1, "btp", NULL, "svd_tp1_btp" },
-        { "tiny-svd", 2, "btp", NULL, "svd_tp2_btp" },
-        { "tiny-svd", 2, "naive", NULL, "svd_tp2_naive" },
+        { "tiny-svd", 1, "btp", NULL, "svd_tp1_btp", 1 },
+        { "tiny-svd", 2, "btp", NULL, "svd_tp2_btp", 1 },
+        { "tiny-svd", 2, "naive", NULL, "svd_tp2_naive", 1 },
     };
     /* BOOST_TORCH_REF: another tiny-cola reference, alone (tests/sh/torch_mutants.sh feeds
      * deliberately wrong ones) */
