@@ -1,0 +1,331 @@
+/* test_kernels_emu.c: the generated CUDA kernels, run without a GPU, against the CPU backend's
+ * reference kernels (runtime/cpu_kernels.c). Every catalog kind is specialised at small shapes
+ * (vector and scalar paths, head dims 32 and 64, GQA), emitted into one kernels.cu, compiled with
+ * g++ against tests/gpu/cuda_emu.hpp (a CPU stand-in for the device: a thread per CUDA thread,
+ * real barriers and shuffles, bit-exact bf16) and launched with the same inputs the reference gets
+ * (bf16-representable values). Each output must match within bf16 accuracy. */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "tests/unit/testlib.h"
+#include "gen/kernels.h"
+#include "runtime/plan.h"
+#include "runtime/cpu.h"
+
+#define NBUF (1 << 15)          /* elements per operand buffer: enough for every case below */
+#define MAXCASE 64
+
+typedef struct {
+    KernelInst k;
+    const char *init[10];       /* per operand (catalog order): "rand", "pos", "zero", "tok", "tgt" */
+    int chain;                  /* attention_bwd: take q,k,v,out,lse from the previous case's run */
+} Case;
+
+static Case cases[MAXCASE];
+static int ncases;
+
+static uint64_t rng = 12345;
+static double urand(void) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return ((rng >> 11) + 0.5) / 9007199254740992.0;
+}
+static float bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fff + ((u >> 16) & 1);
+    u &= 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The catalog's operands of each kind with the CUDA dtype (0 bf16, 1 fp32, 2 i32) and whether the
+ * kernel writes it (1) or accumulates into it (2). */
+typedef struct { const char *name; int dtype, out; } Opnd;
+static const struct { const char *kind; Opnd ops[10]; } KINDS[] = {
+    {"embedding_fwd", {{"tokens", 2, 0}, {"table", 0, 0}, {"out", 0, 1}}},
+    {"embedding_bwd", {{"tokens", 2, 0}, {"dout", 0, 0}, {"dtable", 1, 2}}},
+    {"rmsnorm_fwd", {{"x", 0, 0}, {"gamma", 0, 0}, {"out", 0, 1}, {"rstd", 1, 1}, {"sumsq", 1, 0}}},
+    {"rmsnorm_bwd", {{"x", 0, 0}, {"gamma", 0, 0}, {"rstd", 1, 0}, {"dout", 0, 0}, {"dot", 1, 1}, {"dx", 0, 2}, {"dgamma", 1, 2}}},
+    {"sumsq", {{"x", 0, 0}, {"out", 1, 1}}},
+    {"online_norm_fwd", {{"x", 0, 0}, {"gamma", 0, 0}, {"xhat", 0, 1}, {"rho", 1, 1}, {"stat", 0, 1}}},
+    {"online_norm_rescale", {{"h", 0, 2}, {"rho", 1, 0}}},
+    {"bottleneck_act", {{"h", 0, 0}, {"y", 0, 1}, {"z", 0, 1}, {"rstd", 1, 1}}},
+    {"bottleneck_act_bwd", {{"h", 0, 0}, {"y", 0, 0}, {"rstd", 1, 0}, {"rho", 1, 0}, {"dz", 0, 0}, {"dh", 0, 2}, {"dstat", 1, 1}}},
+    {"online_norm_bwd", {{"x", 0, 0}, {"gamma", 0, 0}, {"rho", 1, 0}, {"dxhat", 0, 0}, {"dstat", 1, 0}, {"dx", 0, 2}, {"dgamma", 1, 2}}},
+    {"rope", {{"x", 0, 2}}},
+    {"attention_fwd", {{"q", 0, 0}, {"k", 0, 0}, {"v", 0, 0}, {"out", 0, 1}, {"lse", 1, 1}}},
+    {"attention_bwd", {{"q", 0, 0}, {"k", 0, 0}, {"v", 0, 0}, {"out", 0, 0}, {"dout", 0, 0}, {"lse", 1, 0},
+                       {"dq", 0, 1}, {"dk", 0, 1}, {"dv", 0, 1}}},
+    {"glu_fwd", {{"gate", 0, 0}, {"up", 0, 0}, {"out", 0, 1}}},
+    {"glu_bwd", {{"gate", 0, 0}, {"up", 0, 0}, {"dout", 0, 0}, {"dgate", 0, 1}, {"dup", 0, 1}}},
+    {"add", {{"a", 0, 0}, {"b", 0, 0}, {"out", 0, 1}}},
+    {"copy", {{"src", 0, 0}, {"dst", 0, 2}}},
+    {"xent_fwd", {{"logits", 0, 0}, {"targets", 2, 0}, {"stats", 1, 1}}},
+    {"xent_combine", {{"stats_all", 1, 0}, {"lse", 1, 1}, {"loss", 1, 1}}},
+    {"xent_bwd", {{"logits", 0, 0}, {"targets", 2, 0}, {"lse", 1, 0}, {"dlogits", 0, 1}}},
+};
+
+static int kind_index(const char *kind) {
+    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++) if (!strcmp(KINDS[i].kind, kind)) return (int)i;
+    return -1;
+}
+
+/* add a case: kind, constants "key=value ..." ("a%rb": per rank), operand inits "op=init ...". */
+static Case *add(const char *kind, const char *kv, const char *inits) {
+    Case *c = &cases[ncases++];
+    memset(c, 0, sizeof *c);
+    KernelInst *k = &c->k;
+    snprintf(k->kind, sizeof k->kind, "%s", kind);
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", kv);
+    for (char *t = strtok(buf, " "); t; t = strtok(NULL, " ")) {
+        char *eq = strchr(t, '=');
+        *eq = 0;
+        snprintf(k->key[k->nconst], sizeof k->key[0], "%s", t);
+        k->val[k->nconst] = atof(eq + 1);
+        char *pr = strstr(eq + 1, "%r");
+        if (pr) k->per_rank[k->nconst] = atof(pr + 2);
+        k->nconst++;
+    }
+    int ki = kind_index(kind);
+    for (int o = 0; o < 10 && KINDS[ki].ops[o].name; o++) c->init[o] = "rand";
+    snprintf(buf, sizeof buf, "%s", inits ? inits : "");
+    for (char *t = strtok(buf, " "); t; t = strtok(NULL, " ")) {
+        char *eq = strchr(t, '=');
+        *eq = 0;
+        for (int o = 0; o < 10 && KINDS[ki].ops[o].name; o++)
+            if (!strcmp(KINDS[ki].ops[o].name, t)) c->init[o] = !strcmp(eq + 1, "pos") ? "pos" : !strcmp(eq + 1, "zero") ? "zero"
+                                                             : !strcmp(eq + 1, "tok") ? "tok" : !strcmp(eq + 1, "tgt") ? "tgt"
+                                                             : !strcmp(eq + 1, "null") ? "null" : "rand";
+    }
+    return c;
+}
+
+static void add_cases(void) {
+    /* M = 2 x 16 rows; cols 32 (8-wide vectors) and 24 (scalar path) */
+    for (int v = 0; v < 2; v++) {
+        int c = v ? 24 : 32;
+        char kv[512];
+        snprintf(kv, sizeof kv, "rows=32 cols=%d vocab=40", c);
+        add("embedding_fwd", kv, "tokens=tok");
+        add("embedding_bwd", kv, "tokens=tok");
+        snprintf(kv, sizeof kv, "rows=32 cols=%d ldx=%d ldo=%d divisor=%d eps=1e-05", c, c + 8, c, 2 * c);
+        add("rmsnorm_fwd", kv, "sumsq=null");
+        add("rmsnorm_fwd", kv, "sumsq=pos");
+        for (int ph = 0; ph < 3; ph++) {
+            snprintf(kv, sizeof kv, "rows=32 cols=%d ldx=%d ldo=%d divisor=%d acc=%d phase=%d", c, c, c, 2 * c, ph == 2, ph);
+            add("rmsnorm_bwd", kv, "rstd=pos");
+        }
+        snprintf(kv, sizeof kv, "rows=32 cols=%d ldx=%d", c, c + 8); add("sumsq", kv, NULL);
+        snprintf(kv, sizeof kv, "rows=32 cols=%d ldx=%d ldstat=%d divisor=%d eps=1e-05", c, c, 3 * c + 1, 2 * c);
+        add("online_norm_fwd", kv, NULL);
+        snprintf(kv, sizeof kv, "rows=32 cols=%d ldh=%d", 3 * c, 3 * c + 1); add("online_norm_rescale", kv, "rho=pos");
+        snprintf(kv, sizeof kv, "rows=32 cols=%d ldh=%d ldy=%d ldz=%d act=1 norm=1 eps=1e-05", c, c + 1, c, c);
+        add("bottleneck_act", kv, "h=pos");
+        snprintf(kv, sizeof kv, "rows=32 cols=%d ldh=%d ldy=%d ldz=%d act=0 norm=0", c, c, c, c);
+        add("bottleneck_act", kv, "rstd=null");
+        snprintf(kv, sizeof kv, "rows=32 cols=%d ldh=%d ldy=%d ldz=%d lddh=%d act=1 norm=1 divisor=%d", c, c + 1, c, c, c, 2 * c);
+        add("bottleneck_act_bwd", kv, "rstd=pos rho=pos");
+        snprintf(kv, sizeof kv, "rows=32 cols=%d act=1 norm=0 acc=1", c);
+        add("bottleneck_act_bwd", kv, "rstd=null rho=null dstat=null");
+        snprintf(kv, sizeof kv, "rows=32 cols=%d ldx=%d acc=%d", c, c, v);
+        add("online_norm_bwd", kv, "rho=pos");
+        snprintf(kv, sizeof kv, "rows=32 cols=%d ldg=%d ldu=%d ldo=%d act=1", c, 2 * c, 2 * c, c); add("glu_fwd", kv, NULL);
+        snprintf(kv, sizeof kv, "rows=32 cols=%d ldg=%d ldu=%d ldo=%d lddg=%d lddu=%d act=%d", c, 2 * c, 2 * c, c, 2 * c, 2 * c, 1 - v);
+        add("glu_bwd", kv, NULL);
+        snprintf(kv, sizeof kv, "rows=32 cols=%d lda=%d ldb=%d ldo=%d", c, c, 2 * c, c); add("add", kv, NULL);
+        snprintf(kv, sizeof kv, "rows=32 cols=%d lds=%d ldd=%d acc=%d", c, 2 * c, c, v); add("copy", kv, NULL);
+        snprintf(kv, sizeof kv, "rows=32 cols=%d ldl=%d vocab_offset=0%%r%d", c, c, c); add("xent_fwd", kv, "targets=tgt");
+        snprintf(kv, sizeof kv, "rows=32 cols=%d ldl=%d vocab_offset=0%%r%d scale=0.03125", c, c, c);
+        add("xent_bwd", kv, "targets=tgt");
+    }
+    add("xent_combine", "rows=32 tp=2", "stats_all=pos");
+    add("xent_combine", "rows=32 tp=1", "stats_all=pos");
+    add("rope", "rows=32 heads=3 head_dim=32 ldx=112 seq=16 theta=10000 inverse=0", NULL);
+    add("rope", "rows=32 heads=2 head_dim=64 ldx=128 seq=16 theta=500000 inverse=1", NULL);
+    /* attention: MHA head_dim 32, GQA (4 heads on 2) head_dim 64; the backward reuses the forward */
+    add("attention_fwd", "batch=2 seq=16 heads=2 kv_heads=2 head_dim=32 ldq=192 ldk=192 ldv=192 ldo=64 scale=0.1767767", NULL);
+    add("attention_bwd", "batch=2 seq=16 heads=2 kv_heads=2 head_dim=32 ldq=192 ldk=192 ldv=192 ldo=64 scale=0.1767767", NULL)->chain = 1;
+    add("attention_fwd", "batch=2 seq=16 heads=4 kv_heads=2 head_dim=64 ldq=512 ldk=512 ldv=512 ldo=256 scale=0.125", NULL);
+    add("attention_bwd", "batch=2 seq=16 heads=4 kv_heads=2 head_dim=64 ldq=512 ldk=512 ldv=512 ldo=256 scale=0.125", NULL)->chain = 1;
+}
+
+/* KernelArgs for the CPU reference from a KernelInst (operands in catalog order). */
+static void to_args(const KernelInst *k, int ki, const Case *c, KernelArgs *a) {
+    memset(a, 0, sizeof *a);
+    snprintf(a->kind, sizeof a->kind, "%.31s", k->kind);
+    snprintf(a->name, sizeof a->name, "%.95s", k->name);
+    for (int o = 0; o < 10 && KINDS[ki].ops[o].name; o++) {
+        if (!strcmp(c->init[o], "null")) continue;
+        snprintf(a->op_key[a->nops++], sizeof a->op_key[0], "%s", KINDS[ki].ops[o].name);
+    }
+    for (int i = 0; i < k->nconst; i++) {
+        snprintf(a->const_key[i], sizeof a->const_key[0], "%s", k->key[i]);
+        a->const_int[i].base = (int64_t)k->val[i];
+        a->const_int[i].per_rank = (int64_t)k->per_rank[i];
+        a->const_val[i] = k->val[i];
+    }
+    a->nconst = k->nconst;
+}
+
+int main(void) {
+    char err[8192];
+    Run run;
+    memset(&run, 0, sizeof run);
+    snprintf(run.name, sizeof run.name, "emu");
+    snprintf(run.model.name, sizeof run.model.name, "emu");
+    run.gpu.tune_row_block = 64; run.gpu.tune_elem_block = 64;     /* fewer threads to emulate */
+    run.gpu.tune_attn_block_q = 8; run.gpu.tune_attn_block_k = 8;  /* several tiles per sequence */
+    add_cases();
+    KernelInst ks[MAXCASE];
+    for (int i = 0; i < ncases; i++) {
+        if (kernel_specialise(&cases[i].k, &run, err, sizeof err)) { CHECK(0, "specialise", "%s: %s", cases[i].k.kind, err); TEST_EXIT(); }
+        ks[i] = cases[i].k;
+    }
+    char dir[] = "/tmp/boost-emu.XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0, "tmpdir", "mkdtemp failed"); TEST_EXIT(); }
+    char path[512], cmd[2048];
+    snprintf(path, sizeof path, "%s/cuda_bf16.h", dir);
+    FILE *f = fopen(path, "w"); fclose(f);
+    snprintf(path, sizeof path, "%s/kernels.cu", dir);
+    f = fopen(path, "w");
+    int rc = kernels_emit(f, ks, ncases, &run, err, sizeof err);
+    for (int i = 0; i < ncases; i++) {
+        int seen = 0;
+        for (int j = 0; j < i; j++) seen |= !strcmp(ks[j].name, ks[i].name);
+        if (!seen) fprintf(f, "EMU_ENTRY(%s)\n", ks[i].name);
+    }
+    fclose(f);
+    CHECK(rc == 0, "emit kernels.cu", "%s", err);
+    snprintf(cmd, sizeof cmd, "g++ -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w -I%s -include tests/gpu/cuda_emu.hpp "
+             "-x c++ %s/kernels.cu -o %s/kernels.so -lpthread 2>%s/cc.log", dir, dir, dir, dir);
+    if (system(cmd) != 0) {
+        snprintf(cmd, sizeof cmd, "head -20 %s/cc.log", dir);
+        CHECK(0, "g++ compiles kernels.cu against the emulator", "see below");
+        if (system(cmd)) {}
+        TEST_EXIT();
+    }
+    snprintf(path, sizeof path, "%s/kernels.so", dir);
+    void *so = dlopen(path, RTLD_NOW);
+    CHECK(so != NULL, "load the emulated kernels", "%s", dlerror());
+    if (!so) TEST_EXIT();
+
+    /* buffers: per operand a float copy (reference) and the device-typed copy (emulated) */
+    float *ref[10], *keep[10];
+    void *dev[10];
+    for (int o = 0; o < 10; o++) {
+        ref[o] = aligned_alloc(64, NBUF * sizeof(float));
+        keep[o] = aligned_alloc(64, NBUF * sizeof(float));
+        dev[o] = aligned_alloc(64, NBUF * sizeof(float));
+    }
+    float *chain_ref[10] = {0};
+    for (int o = 0; o < 10; o++) chain_ref[o] = aligned_alloc(64, NBUF * sizeof(float));
+    int kinds_ok[32] = {0}, kinds_seen[32] = {0};
+    for (int ci = 0; ci < ncases; ci++) {
+        Case *c = &cases[ci];
+        KernelInst *k = &c->k;
+        int ki = kind_index(k->kind);
+        int nop = 0;
+        while (nop < 10 && KINDS[ki].ops[nop].name) nop++;
+        int vocab_total = 64;
+        for (int o = 0; o < nop; o++) {
+            const char *in = c->init[o];
+            for (int i = 0; i < NBUF; i++) {
+                float v;
+                if (!strcmp(in, "tok")) v = (float)(int)(urand() * 40);
+                else if (!strcmp(in, "tgt")) v = (float)(int)(urand() * vocab_total);
+                else if (!strcmp(in, "pos")) v = (float)(0.5 + urand());
+                else if (!strcmp(in, "zero")) v = 0;
+                else v = (float)(2 * urand() - 1);
+                if (KINDS[ki].ops[o].out == 1 && strcmp(in, "null")) v = 0;    /* plain outputs start at 0 */
+                if (KINDS[ki].ops[o].dtype == 0) v = bf16_round(v);
+                ref[o][i] = v;
+            }
+        }
+        if (!strcmp(k->kind, "xent_combine"))    /* plausible per-rank maxima, sums, target logits */
+            for (int i = 0; i < NBUF; i++) ref[0][i] = (i % 3 == 1) ? (float)(1 + 20 * urand()) : (float)(4 * urand() - 2);
+        if (c->chain)   /* attention_bwd: q, k, v, out, lse of the forward case before it */
+            for (int o = 0; o < 6; o++) {
+                int from = o == 5 ? 4 : o == 4 ? -1 : o;
+                if (from < 0) continue;
+                memcpy(ref[o], chain_ref[from], NBUF * sizeof(float));
+                if (o == 3) for (int i = 0; i < NBUF; i++) ref[o][i] = bf16_round(ref[o][i]);
+            }
+        /* device copies of the same values */
+        for (int o = 0; o < nop; o++) {
+            int dt = KINDS[ki].ops[o].dtype;
+            for (int i = 0; i < NBUF; i++) {
+                if (dt == 0) { uint32_t u; memcpy(&u, &ref[o][i], 4); ((uint16_t *)dev[o])[i] = (uint16_t)(u >> 16); }
+                else if (dt == 1) ((float *)dev[o])[i] = ref[o][i];
+                else ((int32_t *)dev[o])[i] = (int32_t)ref[o][i];
+            }
+            memcpy(keep[o], ref[o], NBUF * sizeof(float));
+        }
+        /* the reference: fp32 inputs (int operands as int32 arrays) */
+        KernelArgs a;
+        to_args(k, ki, c, &a);
+        void *rops[10];
+        int32_t *ints[10] = {0};
+        int na = 0;
+        for (int o = 0; o < nop; o++) {
+            if (!strcmp(c->init[o], "null")) continue;
+            if (KINDS[ki].ops[o].dtype == 2) {
+                ints[o] = malloc(NBUF * sizeof(int32_t));
+                for (int i = 0; i < NBUF; i++) ints[o][i] = (int32_t)ref[o][i];
+                rops[na++] = ints[o];
+            } else rops[na++] = ref[o];
+        }
+        char name[160];
+        snprintf(name, sizeof name, "%.95s (%.31s)", k->name, k->kind);
+        if (cpu_kernel_run(&a, rops, 0, err, sizeof err)) { CHECK(0, name, "cpu reference: %s", err); continue; }
+        /* the emulated launch: pointers in catalog order (NULL when absent), then per-rank constants */
+        void *ptrs[10];
+        long long rankc[KMAX_CONST];
+        void *params[10 + KMAX_CONST];
+        int np = 0, nr = 0;
+        for (int o = 0; o < nop; o++) { ptrs[o] = strcmp(c->init[o], "null") ? dev[o] : NULL; params[np++] = &ptrs[o]; }
+        for (int i = 0; i < k->nconst; i++) if (k->per_rank[i] != 0) { rankc[nr] = (long long)k->val[i]; params[np++] = &rankc[nr++]; }
+        char sym[140];
+        snprintf(sym, sizeof sym, "emu_%s", k->name);
+        int (*launch)(unsigned, unsigned, void **) = (int (*)(unsigned, unsigned, void **))dlsym(so, sym);
+        if (!launch) { CHECK(0, name, "no %s in the emulated module", sym); continue; }
+        launch((unsigned)k->grid, (unsigned)k->block, params);
+        /* compare every operand the kernel writes */
+        double worst = 0, total_changed = 0;
+        char where[64] = "";
+        for (int o = 0; o < nop; o++) {
+            if (!KINDS[ki].ops[o].out || !strcmp(c->init[o], "null")) continue;
+            int dt = KINDS[ki].ops[o].dtype;
+            double d2 = 0, r2 = 0, changed = 0;
+            for (int i = 0; i < NBUF; i++) {
+                float got;
+                if (dt == 0) { uint32_t u = (uint32_t)((uint16_t *)dev[o])[i] << 16; memcpy(&got, &u, 4); }
+                else got = ((float *)dev[o])[i];
+                double d = (double)got - ref[o][i];
+                if (!isfinite(got)) d = INFINITY;
+                d2 += d * d;
+                if (ref[o][i] != keep[o][i]) { r2 += (double)ref[o][i] * ref[o][i]; changed++; }
+            }
+            double rel = sqrt(d2 / (r2 > 0 ? r2 : 1));
+            total_changed += changed;
+            if (rel > worst || !isfinite(rel)) { worst = rel; snprintf(where, sizeof where, "%s", KINDS[ki].ops[o].name); }
+        }
+        if (total_changed == 0) { worst = INFINITY; snprintf(where, sizeof where, "(the reference wrote nothing)"); }
+        CHECK(worst < 2e-2, name, "operand %s: relative L2 error %.3g against the CPU reference", where, worst);
+        kinds_seen[ki] = 1;
+        kinds_ok[ki] += worst < 2e-2;
+        if (!strcmp(k->kind, "attention_fwd")) for (int o = 0; o < 5; o++) memcpy(chain_ref[o], ref[o], NBUF * sizeof(float));
+        for (int o = 0; o < 10; o++) free(ints[o]);
+    }
+    int covered = 0;
+    for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++) covered += kinds_seen[i];
+    CHECK(covered == 20, "every catalog kind emulated", "%d of 20", covered);
+    dlclose(so);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) {}
+    TEST_EXIT();
+}
