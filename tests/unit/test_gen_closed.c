@@ -238,9 +238,12 @@ int main(void) {
     qsort(names, (size_t)n, sizeof names[0], (int (*)(const void *, const void *))strcmp);
     static Run r;
     char err[1024];
+    static char seen[128][NAME_LEN];
+    int nseen = 0;
     for (int i = 0; i < n; i++) {
         if (spec_load_run(names[i], NULL, 0, &r, err, sizeof err)) { CHECK(0, names[i], "spec: %s", err); continue; }
         const Model *m = &r.model;
+        if (nseen < 128) snprintf(seen[nseen++], NAME_LEN, "%s", m->name);
         int lowrank = m->proj[0][0].factor != FACTOR_FULL;
         int tps[2] = {r.tp, 4};
         for (int k = 0; k < 2; k++) {
@@ -251,5 +254,18 @@ int main(void) {
             if (naive_ok(m, t)) check_layout(r.name, &r, LAYOUT_NAIVE, t);
         }
     }
+    /* every shipped model is covered: each must be named by some run spec */
+    d = opendir("specs/models");
+    int uncovered = 0;
+    char first[300] = "";
+    while (d && (e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l <= 4 || strcmp(e->d_name + l - 4, ".lua")) continue;
+        int found = 0;
+        for (int i = 0; i < nseen; i++) if (strlen(seen[i]) == l - 4 && !strncmp(seen[i], e->d_name, l - 4)) found = 1;
+        if (!found) { if (!uncovered) snprintf(first, sizeof first, "%.250s", e->d_name); uncovered++; }
+    }
+    if (d) closedir(d);
+    CHECK(!uncovered, "every shipped model is checked through a run spec", "%d models have no run, e.g. %s (add one to specs/runs)", uncovered, first);
     TEST_EXIT();
 }
