@@ -209,6 +209,35 @@ done
   echo
 } >>"$md"
 
+# the same configurations on the other GPU files (no measurements to compare with)
+other_gpus=${BENCH_OTHER_GPUS:-$(for f in specs/gpus/*.lua; do g=$(basename "$f" .lua); [ "$g" != "$gpu" ] && echo "$g"; done)}
+if [ -n "$other_gpus" ]; then
+  {
+    echo "The same configurations projected on the other GPU files (as shipped; same assumptions, no"
+    echo "checkpointing). Faster compute with a link that is not as much faster makes communication a"
+    echo "larger share, which widens btp's lead over naive:"
+    echo
+    echo "| model | gpu | tp | pp | megatron s | naive s | btp s | btp/naive | btp/full | comm share btp | comm share naive |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|"
+  } >>"$md"
+  for og in $other_gpus; do
+    echo "$paper" | while read -r size runspec tp pp ngpu p_fr p_v p_b; do
+      if $BOOST project "$runspec" -D gpu=$og -D tp=$tp -D pp=$pp -D dp=1 -D micro_batch=4 -D seq=4096 \
+           -D grad_accum=$accum -D checkpoint=none --kv >"$tmp/o.kv" 2>"$tmp/o.err"; then
+        awk '{ v[$1] = $2 } END {
+          printf "| %s | %s | %s | %s | %.2f | %.2f | %.2f | %.2fx | %.2fx | %.0f%% | %.0f%% |\n", v["model"], v["gpu"], v["tp"], v["pp"],
+            v["seconds_per_iter.megatron"], v["seconds_per_iter.naive"], v["seconds_per_iter.btp"],
+            v["speedup.btp_over_naive"], v["speedup.btp_over_megatron"],
+            100 * v["comm_s.btp"] / v["seconds_per_iter.btp"], 100 * v["comm_s.naive"] / v["seconds_per_iter.naive"] }' "$tmp/o.kv"
+      else
+        # a configuration the GPU file does not allow (e.g. tp beyond its node) is named, not hidden
+        echo "| $size ($runspec) | $og | $tp | $pp | (not projected: $(head -1 "$tmp/o.err")) | | | | | | |"
+      fi
+    done >>"$md"
+  done
+  echo >>"$md"
+fi
+
 # ---- 3. GPU measurements: GEMM rates at the schedules' shapes ----
 # BENCH_RATES_DEVICE=cpu with BENCH_RATES_GPU=NAME runs this part on the CPU (to test the flow).
 rates_device=${BENCH_RATES_DEVICE:-cuda}
