@@ -152,8 +152,18 @@ def decays(name, kind):
     return kind != "norm" and (MUTANT == "decay_all" or name not in ("embed", "head"))
 
 
+_WEIGHT_CACHE = {}
+
+
 def make_weights(torch, c, cf):
     """{name: (float32 tensor, (seed, mean, std))}: the doc's init for matrices, gammas ~ 1."""
+    key = (tuple(sorted(c.items())), tuple(sorted(cf.items())))
+    if key not in _WEIGHT_CACHE:
+        _WEIGHT_CACHE[key] = _draw_weights(torch, c, cf)
+    return {n: (w.clone(), rec) for n, (w, rec) in _WEIGHT_CACHE[key].items()}
+
+
+def _draw_weights(torch, c, cf):
     out = {}
     for name, rows, cols, kind in weight_table(c):
         seed = fnv1a64(name) ^ c["seed"]
@@ -454,13 +464,15 @@ def main():
     ap.add_argument("--outdir", default=data_dir, help="folder for the files when -o is not given")
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two reference files")
     ap.add_argument("--tol", type=float, default=1e-6, help="relative tolerance for --compare")
-    ap.add_argument("--mutant", choices=MUTANTS, help="write a reference with this deliberate mistake "
-                    "(needs -o; for the test that checks the C test catches it)")
+    ap.add_argument("--mutant", choices=MUTANTS + ("all",), help="write a tiny-cola reference with this "
+                    "deliberate mistake (for the test that checks the C test catches it): needs -o, or "
+                    "with 'all' --outdir, which gets one file NAME.bin per mistake")
     args = ap.parse_args()
     global MUTANT
     MUTANT = args.mutant
-    if MUTANT and not args.output:
-        print("torch_ref.py: --mutant needs -o PATH (never overwrite the committed reference)", file=sys.stderr)
+    if MUTANT and not (args.output or (MUTANT == "all" and os.path.realpath(args.outdir) != os.path.realpath(data_dir))):
+        print("torch_ref.py: --mutant needs -o PATH, or with 'all' --outdir DIR (never overwrite the "
+              "committed reference)", file=sys.stderr)
         return 2
     if args.compare:
         try:
@@ -472,6 +484,12 @@ def main():
     warnings.filterwarnings("ignore", message=".*NumPy.*")   # torch without numpy is fine here
     import torch
     torch.set_num_threads(1)          # fixed reduction order: the files are reproducible bit for bit
+    if MUTANT == "all":
+        for MUTANT in MUTANTS:
+            rc = build(torch, "tiny-cola", os.path.join(args.outdir, MUTANT + ".bin"))
+            if rc:
+                return rc
+        return 0
     if args.output:
         return build(torch, args.model or "tiny-cola", args.output)
     for model in ([args.model] if args.model else MODELS):
