@@ -505,6 +505,9 @@ static int line_buffer(Loader *L, Line *ln, int kind) {
             return fail(L, "buffer %s: live=%s is malformed (want FIRST:LAST step indices)", pt->name, v);
         pt->live0 = (int)a.base; pt->live1 = (int)b.base;
         if (!L->seen_arena) return fail(L, "buffer %s: the 'arena act bytes=N' line must come before the buffers", pt->name);
+        if (pt->offset % (int64_t)plan_dtype_size(dtype))
+            return fail(L, "buffer %s: offset %lld is not a multiple of its element size (%d bytes)", pt->name,
+                        (long long)pt->offset, (int)plan_dtype_size(dtype));
         int64_t bytes = rows * cols * (int64_t)plan_dtype_size(dtype);
         if (pt->offset + bytes > p->arena_bytes)
             return fail(L, "buffer %s: offset %lld + %lld bytes is past the arena's %lld bytes", pt->name,

@@ -141,6 +141,8 @@ int main(void) {
     expect_bad(text, "tokens=tokens table=embed", "tokens=x table=embed", "operand tokens=x is a float tensor, it must be i32", ln,
                "kernel token operand that is not i32");
 
+    expect_bad(text, "buffer dx dtype=fp32 shape=8x8 offset=2336", "buffer dx dtype=fp32 shape=8x8 offset=2338",
+               "not a multiple of its element size", line_of(text, "buffer dx "), "a misaligned buffer offset");
     expect_bad(text, "grouped_gemm count=2", "grouped_gemm count=3", "1 member line(s) missing", line_of(text, "allreduce"),
                "grouped_gemm with a member missing");
 
