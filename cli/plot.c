@@ -19,8 +19,8 @@ static void plot_usage(FILE *f) {
                "  -o:  the PNG to write (default: LOG with its extension replaced by .png)\n");
 }
 
-/* Find "key" followed by ':' and a number in a JSON line; 1 and *out on success. A key that is
- * present with null or a string counts as absent. */
+/* Find "key" followed by ':' and a number in a JSON line: 1 and *out on success, 0 when the key
+ * is absent, -1 when it holds something else (null: a non-finite value in the log). */
 static int json_number(const char *line, const char *key, double *out) {
     char pat[64];
     snprintf(pat, sizeof pat, "\"%s\"", key);
@@ -33,7 +33,7 @@ static int json_number(const char *line, const char *key, double *out) {
         char *end;
         errno = 0;
         double v = strtod(q, &end);
-        if (end == q || errno) return 0;
+        if (end == q || errno) return -1;
         *out = v;
         return 1;
     }
@@ -110,7 +110,7 @@ int cmd_plot(int argc, char **argv) {
         return 1;
     }
     char line[8192];
-    int lineno = 0, nloss = 0, nval = 0, nbad = 0, first_bad = 0;
+    int lineno = 0, nloss = 0, nval = 0, nbad = 0, first_bad = 0, nnull = 0, first_null = 0;
     while (fgets(line, sizeof line, in)) {
         lineno++;
         const char *p = line;
@@ -118,8 +118,10 @@ int cmd_plot(int argc, char **argv) {
         if (!*p) continue;
         if (*p != '{') { if (!nbad++) first_bad = lineno; continue; }
         double step, loss, val;
-        if (!json_number(p, "step", &step)) continue;   /* lines of other kinds (config, events) */
-        int has_loss = json_number(p, "loss", &loss), has_val = json_number(p, "val_loss", &val);
+        if (json_number(p, "step", &step) != 1) continue;   /* lines of other kinds (config, events) */
+        int lr = json_number(p, "loss", &loss), vr = json_number(p, "val_loss", &val);
+        if (lr < 0 || vr < 0) { if (!nnull++) first_null = lineno; }
+        int has_loss = lr == 1, has_val = vr == 1;
         if (!has_loss && !has_val) continue;
         fprintf(data, "%.10g %.10g %.10g\n", step, has_loss ? loss : 0.0 / 0.0, has_val ? val : 0.0 / 0.0);
         nloss += has_loss; nval += has_val;
@@ -132,6 +134,9 @@ int cmd_plot(int argc, char **argv) {
     }
     if (nbad)
         fprintf(stderr, "%s:%d: warning: %d line(s) are not JSON objects and were skipped\n", log, first_bad, nbad);
+    if (nnull)
+        fprintf(stderr, "%s:%d: warning: %d line(s) have a loss that is not a number (null: the run "
+                        "diverged?); those points are left out\n", log, first_null, nnull);
     if (nloss + nval == 0) {
         fprintf(stderr, "%s: no line has \"step\" with \"loss\" or \"val_loss\": is this a training log "
                         "from 'boost train --log'?\n", log);

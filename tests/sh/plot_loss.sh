@@ -24,6 +24,15 @@ else
   ls "$TMP" | grep -q 'tmp' && fail plot_no_temp_left "$(ls "$TMP")" || ok plot_no_temp_left
 fi
 
+# a diverged step (loss null) is left out with a warning naming its line
+printf '{"step":1,"loss":3.5}\n{"step":2,"loss":null}\n{"step":3,"loss":3.1}\n' >"$TMP/nan.jsonl"
+if command -v gnuplot >/dev/null; then
+  out=$($BOOST plot "$TMP/nan.jsonl" -o "$TMP/nan.png" 2>&1); rc=$?
+  case $out in *"nan.jsonl:2: warning: 1 line(s) have a loss that is not a number"*"2 loss and 0 val_loss points"*)
+    [ $rc = 0 ] && ok plot_null_loss_warned || fail plot_null_loss_warned "rc=$rc" ;;
+    *) fail plot_null_loss_warned "$out" ;; esac
+fi
+
 $BOOST plot "$TMP/missing.jsonl" -o "$TMP/m.png" 2>"$TMP/err"; rc=$?
 if [ $rc = 2 ] && grep -q 'missing.jsonl: cannot open' "$TMP/err" && [ ! -e "$TMP/m.png" ]; then ok plot_missing_log
 else fail plot_missing_log "rc=$rc: $(cat "$TMP/err")"; fi
