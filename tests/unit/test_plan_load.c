@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include "tests/unit/testlib.h"
 #include "tests/unit/test_plan_tiny.h"
-#include "runtime/plan.h"
+#include "runtime/runtime.h"
 
 static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -163,12 +163,24 @@ int main(void) {
         spit("build/tmp/plan_fuzz.txt", buf, n);
         char e2[1024] = "";
         Plan *q = plan_load("build/tmp/plan_fuzz.txt", e2, sizeof e2);
-        if (q) loaded++;
-        else { refused++; if (!strstr(e2, "plan")) bad_msg++; }
+        if (q) {   /* a plan that loads must also run without crashing */
+            loaded++;
+            Engine *e = engine_create(q, "cpu", e2, sizeof e2);
+            if (e && !engine_init_params(e, e2, sizeof e2)) {
+                int32_t tk[TINY_M], tg[TINY_M];
+                for (int i = 0; i < TINY_M; i++) { tk[i] = (i * 7) % TINY_V; tg[i] = (i * 3) % TINY_V; }
+                float loss, gn, lr;
+                if (q->micro_batch * q->seq == TINY_M && q->vocab >= TINY_V) {
+                    engine_forward_backward(e, tk, tg, &loss, e2, sizeof e2);
+                    engine_optimizer_step(e, 0, &gn, &lr, e2, sizeof e2);
+                }
+            }
+            engine_free(e);
+        } else { refused++; if (!strstr(e2, "plan")) bad_msg++; }
         plan_free(q);
     }
     free(buf);
-    CHECK(refused > 1000 && bad_msg == 0, "1500 truncated or flipped plans: each refused with a message naming the plan, or loaded",
+    CHECK(refused > 1000 && bad_msg == 0, "1500 truncated or flipped plans: each refused with a message naming the plan, or loaded and run",
           "%d loaded, %d refused, %d messages without the path", loaded, refused, bad_msg);
     free(text);
 
