@@ -11,6 +11,8 @@
 #include "gen/ir.h"
 
 typedef struct { int64_t count, elems, bytes; } CollSum;
+typedef struct { int ta, tb; int64_t m, n, k, batch; int count; } Shape;
+
 
 typedef struct {
     int ok;
@@ -19,6 +21,7 @@ typedef struct {
     CollSum all_fwd, all_bwd;              /* every layer */
     CollSum model_fwd, model_bwd;          /* embedding, final gather, head, loss (layer -1) */
     int64_t arena, arena_nockpt;
+    Shape l0[16]; int nl0;                 /* layer 0's forward GEMMs, in order */
 } LayoutFig;
 
 static void add_coll(CollSum *s, const Op *o, int tp) {
@@ -27,9 +30,19 @@ static void add_coll(CollSum *s, const Op *o, int tp) {
     else { s->elems += o->rows * o->cols * tp; s->bytes += o->bytes; }
 }
 
+static void l0_gemm(LayoutFig *f, const Gemm *x, int64_t batch) {
+    if (f->nl0 >= 16) return;
+    Shape s = {x->ta, x->tb, x->m, x->n, x->k, batch, 1};
+    f->l0[f->nl0++] = s;
+}
+
 static void collect(const Graph *g, LayoutFig *f) {
     for (int s = 0; s < g->nsteps; s++) {
         const Op *o = &g->steps[s];
+        if (s < g->nfwd_steps && o->layer == 0) {
+            if (o->kind == OP_GEMM || o->kind == OP_BATCHED_GEMM) l0_gemm(f, &o->g, o->g.batch > 0 ? o->g.batch : 1);
+            if (o->kind == OP_GROUPED_GEMM) for (int i = 0; i < o->nmembers; i++) l0_gemm(f, &o->members[i], 1);
+        }
         if (o->kind != OP_ALLREDUCE && o->kind != OP_ALLGATHER) continue;
         int bwd = s >= g->nfwd_steps;
         if (o->layer == 0) add_coll(bwd ? &f->layer_bwd : &f->layer_fwd, o, g->tp);
@@ -52,8 +65,6 @@ static void layout_fig(const Run *run, int layout, LayoutFig *f) {
     graph_free(g);
     f->ok = 1;
 }
-
-typedef struct { int ta, tb; int64_t m, n, k, batch; int count; } Shape;
 
 static void add_shape(Shape **sh, int *n, int *cap, const Gemm *x, int64_t batch) {
     for (int i = 0; i < *n; i++) {
@@ -188,7 +199,13 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
             fprintf(f, "}, \"model_level\": {");
             json_coll(f, "forward", &lf[l].model_fwd, 1);
             json_coll(f, "backward", &lf[l].model_bwd, 0);
-            fprintf(f, "}, \"activation_bytes\": %" PRId64 ", \"activation_bytes_no_checkpoint\": %" PRId64 "}%s",
+            fprintf(f, "}, \"layer0_forward_gemms\": [");
+            for (int i = 0; i < lf[l].nl0; i++) {
+                const Shape *q = &lf[l].l0[i];
+                fprintf(f, "%s{\"m\": %" PRId64 ", \"n\": %" PRId64 ", \"k\": %" PRId64 ", \"batch\": %" PRId64 ", \"intensity\": %.1f}",
+                        i ? ", " : "", q->m, q->n, q->k, q->batch, intensity(q->m, q->n, q->k));
+            }
+            fprintf(f, "], \"activation_bytes\": %" PRId64 ", \"activation_bytes_no_checkpoint\": %" PRId64 "}%s",
                     lf[l].arena, lf[l].arena_nockpt, l < 2 ? ", " : "");
         }
         fprintf(f, "},\n \"gemms\": [");
@@ -233,6 +250,19 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
                        "error <= 2^-9), the same rounding the rank-r entries beside it get; the resulting 1/sqrt error is "
                        "<= 2^-10 relative, below the bf16 rounding of the normalized activations themselves.\n",
                     run->dtype == DT_FP32 ? "fp32" : "bf16");
+        fprintf(f, "\n## Layer-0 forward GEMMs by layout (per rank)\n\n"
+                   "m x n x k (batch) and arithmetic intensity mnk/(mk+kn+mn), in execution order.\n\n");
+        for (int l = 0; l < 3; l++) {
+            if (!lf[l].ok) continue;
+            fprintf(f, "- %s:", lname[l]);
+            for (int i = 0; i < lf[l].nl0; i++) {
+                const Shape *q = &lf[l].l0[i];
+                fprintf(f, "%s %" PRId64 "x%" PRId64 "x%" PRId64, i ? ";" : "", q->m, q->n, q->k);
+                if (q->batch > 1) fprintf(f, " (x%" PRId64 ")", q->batch);
+                fprintf(f, " AI %.0f", intensity(q->m, q->n, q->k));
+            }
+            fprintf(f, "\n");
+        }
         fprintf(f, "\n## Model-level collectives (%s)\n\n| direction | count | bytes |\n|---|---:|---:|\n", layout_name(self));
         fprintf(f, "| forward (embedding gather, final gather, loss statistics) | %" PRId64 " | ", lf[self].model_fwd.count);
         md_bytes(f, (double)lf[self].model_fwd.bytes);
