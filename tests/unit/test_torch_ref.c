@@ -249,6 +249,18 @@ static double rel1(double a, double b) { return fabs(a - b) / (fabs(b) > 0 ? fab
 
 /* ---- one configuration: generate the plan, run the engine, compare ---- */
 
+/* Tolerances (relative; norm-wise for tensors). The cpu backend computes in fp32 against float64
+ * references. BOOST_TORCH_REF_BACKEND=cuda runs the same comparisons on the CUDA backend (bf16
+ * activations and weights, fp32 accumulation) with looser bounds: set from bf16's 2^-9 rounding
+ * through two layers, not yet measured on a device. They still catch the norm, gate, RoPE and
+ * bias-correction mutants of tests/sh/torch_mutants.sh, but not decay on embed/head (1% of the
+ * distance moved): tighten them once measured. */
+typedef struct { double loss, logits, grad, norm, step_loss, moved; } Tolerance;
+static const Tolerance TOL_CPU = { 1e-5, 1e-5, 1e-4, 1e-4, 1e-4, 1e-3 };
+static const Tolerance TOL_BF16 = { 1e-2, 3e-2, 5e-2, 3e-2, 2e-2, 5e-2 };
+static const char *g_backend = "cpu";
+static const Tolerance *g_tol = &TOL_CPU;
+
 typedef struct {
     const char *run;          /* the run spec (specs/runs/RUN.lua) the reference mirrors */
     int tp;
@@ -465,9 +477,9 @@ static void run_config(const Ref *r, const Config *cf) {
     snprintf(name, sizeof name, "%s plan matches the reference config", L);
     int match = config_matches(r, p, why, sizeof why);
     CHECK(match, name, "%s", why);
-    Engine *e = match ? engine_create(p, "cpu", err, sizeof err) : NULL;
+    Engine *e = match ? engine_create(p, g_backend, err, sizeof err) : NULL;
     if (match) {
-        snprintf(name, sizeof name, "%s cpu engine created", L);
+        snprintf(name, sizeof name, "%s %s engine created", L, g_backend);
         CHECK(e != NULL, name, "%s", err);
     }
     if (!e) { plan_free(p); return; }
@@ -531,13 +543,13 @@ static void run_config(const Ref *r, const Config *cf) {
         if (rc == 0) logits_rc = read_logits(e, p, full + c * Mc * V, Mc, V, why, sizeof why);
     }
     loss = (float)(loss_sum / accum);
-    snprintf(name, sizeof name, "%s forward loss (rel 1e-5)", L);
-    CHECK(rc == 0 && rel1(loss, loss_ref->data[0]) < 1e-5, name, "%s loss %.7f, reference %.7f",
+    snprintf(name, sizeof name, "%s forward loss (rel %g)", L, g_tol->loss);
+    CHECK(rc == 0 && rel1(loss, loss_ref->data[0]) < g_tol->loss, name, "%s loss %.7f, reference %.7f",
           rc ? err : "", loss, loss_ref->data[0]);
-    snprintf(name, sizeof name, "%s logits (norm-wise rel 1e-5)", L);
+    snprintf(name, sizeof name, "%s logits (norm-wise rel %g)", L, g_tol->logits);
     if (rc == 0 && logits_rc == 0) {
         double le = m_logits = rel_err(full, logits->data, (size_t)(M * V));
-        CHECK(le < 1e-5, name, "relative error %.3g", le);
+        CHECK(le < g_tol->logits, name, "relative error %.3g", le);
     } else {
         CHECK(0, name, "%s", rc ? err : why);
     }
@@ -545,8 +557,8 @@ static void run_config(const Ref *r, const Config *cf) {
     /* forward + backward: loss and every gradient */
     rc = passes(e, tokens, targets, accum, Mc, 1, &loss, err, sizeof err);
     m_loss = rel1(loss, loss_ref->data[0]);
-    snprintf(name, sizeof name, "%s forward_backward loss (rel 1e-5)", L);
-    CHECK(rc == 0 && rel1(loss, loss_ref->data[0]) < 1e-5, name, "%s loss %.7f, reference %.7f",
+    snprintf(name, sizeof name, "%s forward_backward loss (rel %g)", L, g_tol->loss);
+    CHECK(rc == 0 && rel1(loss, loss_ref->data[0]) < g_tol->loss, name, "%s loss %.7f, reference %.7f",
           rc ? err : "", loss, loss_ref->data[0]);
     for (int i = 0; i < r->ntensors && rc == 0; i++) {
         const RefTensor *t = &r->tensors[i];
@@ -558,8 +570,8 @@ static void run_config(const Ref *r, const Config *cf) {
         int got = g && engine_get_canon(e, plan_find_canon(p, t->name), SLOT_GRAD, buf) == 0;
         double ge = got ? rel_err(buf, g->data, (size_t)t->rows * t->cols) : INFINITY;
         if (ge > m_grad) { m_grad = ge; snprintf(m_grad_name, sizeof m_grad_name, "%s", t->name); }
-        snprintf(name, sizeof name, "%s %s (norm-wise rel 1e-4)", L, gname);
-        CHECK(ge < 1e-4, name, got ? "relative error %.3g" : "no reference or engine_get_canon failed", ge);
+        snprintf(name, sizeof name, "%s %s (norm-wise rel %g)", L, gname, g_tol->grad);
+        CHECK(ge < g_tol->grad, name, got ? "relative error %.3g" : "no reference or engine_get_canon failed", ge);
     }
 
     /* AdamW steps on the same batch: lr, pre-clip norm, then the loss with the new weights */
@@ -569,14 +581,14 @@ static void run_config(const Ref *r, const Config *cf) {
         snprintf(name, sizeof name, "%s step %d lr", L, s);
         CHECK(rc == 0 && rel1(lr, opt_lr->data[s]) < 1e-6, name, "%s lr %.9g, reference %.9g", rc ? err : "",
               lr, opt_lr->data[s]);
-        snprintf(name, sizeof name, "%s step %d gradient norm before clipping (rel 1e-4)", L, s);
-        CHECK(rc == 0 && rel1(gnorm, opt_norm->data[s]) < 1e-4, name, "norm %.7g, reference %.7g", gnorm,
+        snprintf(name, sizeof name, "%s step %d gradient norm before clipping (rel %g)", L, s, g_tol->norm);
+        CHECK(rc == 0 && rel1(gnorm, opt_norm->data[s]) < g_tol->norm, name, "norm %.7g, reference %.7g", gnorm,
               opt_norm->data[s]);
         if (rc) break;
         rc = passes(e, tokens, targets, accum, Mc, s + 1 < nsteps, &loss, err, sizeof err);
         if (rel1(loss, opt_loss->data[s]) > m_opt) m_opt = rel1(loss, opt_loss->data[s]);
-        snprintf(name, sizeof name, "%s loss after step %d (rel 1e-4)", L, s);
-        CHECK(rc == 0 && rel1(loss, opt_loss->data[s]) < 1e-4, name, "%s loss %.7f, reference %.7f",
+        snprintf(name, sizeof name, "%s loss after step %d (rel %g)", L, s, g_tol->step_loss);
+        CHECK(rc == 0 && rel1(loss, opt_loss->data[s]) < g_tol->step_loss, name, "%s loss %.7f, reference %.7f",
               rc ? err : "", loss, opt_loss->data[s]);
     }
     if (rc == 0) {
@@ -596,8 +608,8 @@ static void run_config(const Ref *r, const Config *cf) {
             double de = d ? rel1(sqrt(moved), d->data[0]) : INFINITY;
             if (de > worst) { worst = de; snprintf(worst_name, sizeof worst_name, "%s", t->name); }
         }
-        snprintf(name, sizeof name, "%s distance each weight moved in %d steps (rel 1e-3)", L, nsteps);
-        CHECK(worst < 1e-3, name, "worst %s: relative error %.3g", worst_name, worst);
+        snprintf(name, sizeof name, "%s distance each weight moved in %d steps (rel %g)", L, nsteps, g_tol->moved);
+        CHECK(worst < g_tol->moved, name, "worst %s: relative error %.3g", worst_name, worst);
         printf("# %s measured: loss %.2g, logits %.2g, worst gradient %.2g (%s), losses after steps %.2g, "
                "distance moved %.2g (%s)\n", L, m_loss, m_logits, m_grad, m_grad_name, m_opt, worst, worst_name);
     }
@@ -667,6 +679,12 @@ static void run_reference(const char *path, const Config *configs, int nconfigs)
 }
 
 int main(void) {
+    const char *backend = getenv("BOOST_TORCH_REF_BACKEND");
+    if (backend && *backend) {
+        g_backend = backend;
+        g_tol = strcmp(backend, "cpu") ? &TOL_BF16 : &TOL_CPU;
+        printf("# backend %s\n", g_backend);
+    }
     reader_errors();
     /* tiny-cola: every gradient, every layout variant */
     static const Config cola[] = {
