@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "runtime/train.h"   // defines: TrainLog, StepReport, trainlog_*, format_*
@@ -31,7 +32,35 @@ void format_bytes(double b, char *out, size_t outlen) {
     else snprintf(out, outlen, "%.0f B", b);
 }
 
-int trainlog_open(TrainLog *lg, const char *json_path, int append, int steps, int print_every, int quiet,
+/* Keep the lines of an existing log up to step `last` (lines without a step are kept), written
+ * beside it and renamed into place. A missing log is fine. Returns 0, or 1 with a message. */
+static int trim_log(const char *path, int last, char *err, size_t errlen) {
+    FILE *in = fopen(path, "r");
+    if (!in) return 0;
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
+    FILE *out = fopen(tmp, "w");
+    if (!out) { snprintf(err, errlen, "%s: cannot write: %s", tmp, strerror(errno)); fclose(in); return 1; }
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, in) > 0) {
+        const char *at = strstr(line, "\"step\":");
+        if (at && atol(at + 7) > last) continue;
+        fputs(line, out);
+    }
+    free(line);
+    fclose(in);
+    int ok = fflush(out) == 0 && !ferror(out);
+    if (fclose(out) != 0) ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "%s: cannot rewrite the log: %s", path, strerror(errno));
+        remove(tmp);
+        return 1;
+    }
+    return 0;
+}
+
+int trainlog_open(TrainLog *lg, const char *json_path, int resume_step, int steps, int print_every, int quiet,
                   char *err, size_t errlen) {
     memset(lg, 0, sizeof *lg);
     lg->tty = isatty(fileno(stdout));
@@ -40,7 +69,8 @@ int trainlog_open(TrainLog *lg, const char *json_path, int append, int steps, in
     lg->last_val = -1;
     lg->print_every = print_every > 0 ? print_every : (steps >= 20 ? steps / 20 : 1);
     if (json_path) {
-        lg->json = fopen(json_path, append ? "a" : "w");
+        if (resume_step >= 0 && trim_log(json_path, resume_step, err, errlen)) return 1;
+        lg->json = fopen(json_path, resume_step >= 0 ? "a" : "w");
         if (!lg->json) { snprintf(err, errlen, "%s: cannot open the log: %s", json_path, strerror(errno)); return 1; }
     }
     return 0;

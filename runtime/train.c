@@ -397,7 +397,7 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     }
 
     TrainLog lg;
-    if (trainlog_open(&lg, opt->log_path, opt->resume != NULL, p->steps, opt->print_every, opt->quiet, err, sizeof err)) {
+    if (trainlog_open(&lg, opt->log_path, opt->resume ? t.step : -1, p->steps, opt->print_every, opt->quiet, err, sizeof err)) {
         data_free(&ts); trainer_free(&t);
         return fail(1, "%s", err);
     }

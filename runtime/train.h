@@ -52,7 +52,9 @@ typedef struct {
     double avg_tokens_per_s;  /* since the start of this process: the steadier figure to show */
 } StepReport;
 
-int trainlog_open(TrainLog *lg, const char *json_path, int append, int steps, int print_every, int quiet,
+/* resume_step >= 0: a resumed run appends to an existing log, first dropping its lines of steps
+ * after resume_step (a killed run logged steps that the resumed one repeats). -1: a fresh log. */
+int trainlog_open(TrainLog *lg, const char *json_path, int resume_step, int steps, int print_every, int quiet,
                   char *err, size_t errlen);
 void trainlog_step(TrainLog *lg, const StepReport *r);
 void trainlog_initial_val(TrainLog *lg, double val_loss);   /* the step-0 validation loss */

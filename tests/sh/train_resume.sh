@@ -37,11 +37,14 @@ grep -q '"step": 10,' "$TMP/a/step-000010/state.json" && grep -q '"data_position
   || fail state_json_fields "$(head -c 400 "$TMP/a/step-000010/state.json")"
 
 # 1. resume from step 10: the same losses, bit for bit, and the same final files
+# (its log starts as a copy of A's, which goes on to step 20: the resumed run drops steps 11..20
+# from it and logs them again)
+cp "$TMP/a.jsonl" "$TMP/b.jsonl"
 $BOOST train "${common[@]}" -D tp=2 --resume "$TMP/a/step-000010" -o "$TMP/b" --log "$TMP/b.jsonl" >"$TMP/b.out" 2>&1
 rc=$?
 [ $rc = 0 ] && grep -q "resumed from .*step-000010: step 10" "$TMP/b.out" && ok resume_runs || fail resume_runs "exit $rc: $(tail -3 "$TMP/b.out")"
-[ "$(grep -c '"loss":' "$TMP/b.jsonl")" = 10 ] && ok resume_runs_the_remaining_steps \
-  || fail resume_runs_the_remaining_steps "$(grep -c '"loss":' "$TMP/b.jsonl") steps logged, expected 11..20"
+[ "$(grep -c '"loss":' "$TMP/b.jsonl")" = 20 ] && [ "$(grep -o '"step":[0-9]*,' "$TMP/b.jsonl" | sort | uniq -d | wc -l)" = 0 ] \
+  && ok resume_log_drops_repeated_steps || fail resume_log_drops_repeated_steps "$(grep -c '"loss":' "$TMP/b.jsonl") steps logged, expected 1..20 once each"
 same_losses "$TMP/a.jsonl" "$TMP/b.jsonl" 11 20 && ok resume_bit_identical_losses \
   || fail resume_bit_identical_losses "losses after resume differ from the uninterrupted run"
 [ "$(field "$TMP/a.jsonl" 20 val_loss)" = "$(field "$TMP/b.jsonl" 20 val_loss)" ] && ok resume_same_val_loss \
@@ -68,11 +71,15 @@ else
   done
   [ $complete = 1 ] && ok killed_run_checkpoints_complete || fail killed_run_checkpoints_complete "a step folder is partial"
   from=$(basename "$newest" | sed 's/step-0*//')
-  $BOOST train "${common[@]}" -D tp=2 --resume "$TMP/c" -o "$TMP/c" --log "$TMP/c2.jsonl" >"$TMP/c2.out" 2>&1
+  # the same log: the steps the killed run logged after its checkpoint are dropped, then logged again
+  $BOOST train "${common[@]}" -D tp=2 --resume "$TMP/c" -o "$TMP/c" --log "$TMP/c.jsonl" >"$TMP/c2.out" 2>&1
   rc=$?
-  [ $rc = 0 ] && same_losses "$TMP/a.jsonl" "$TMP/c2.jsonl" $((from + 1)) 20 \
+  [ $rc = 0 ] && same_losses "$TMP/a.jsonl" "$TMP/c.jsonl" $((from + 1)) 20 \
     && cmp -s "$TMP/a/step-000020/model.safetensors" "$TMP/c/step-000020/model.safetensors" \
     && ok kill_resume_bit_identical || fail kill_resume_bit_identical "exit $rc, resumed from step $from: $(tail -2 "$TMP/c2.out")"
+  [ "$(grep -o '"step":[0-9]*,"loss"' "$TMP/c.jsonl" | sort | uniq -d | wc -l)" = 0 ] \
+    && [ "$(grep -c '"loss"' "$TMP/c.jsonl")" = 20 ] && same_losses "$TMP/a.jsonl" "$TMP/c.jsonl" 1 20 \
+    && ok kill_resume_log_has_each_step_once || fail kill_resume_log_has_each_step_once "$(grep -c '"loss"' "$TMP/c.jsonl") loss lines"
   ls -A "$TMP/c" | grep -q '^\.' && fail kill_leaves_no_temporary "$(ls -A "$TMP/c")" || ok kill_leaves_no_temporary
 fi
 
