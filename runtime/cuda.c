@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "runtime/backend.h"
 #include "runtime/cuda_api.h"
@@ -593,13 +594,16 @@ static int launch(BackendRank *r, const char *name, int64_t grid, int64_t block,
     return 0;
 }
 
-static int cuda_kernel(BackendRank *r, const KernelArgs *k, void **ops) {
-    api.cuCtxSetCurrent(shared.ctx);
+/* The launch parameters of kernel step k: pointers in catalog order (NULL when absent), then the
+ * rank-dependent constants as long long. */
+typedef struct { CUdeviceptr ptrs[10]; long long consts[PLAN_MAX_KEYS]; void *args[10 + PLAN_MAX_KEYS]; } LaunchArgs;
+
+static int kernel_args(BackendRank *r, const KernelArgs *k, void **ops, LaunchArgs *la) {
     int kind = op_kind(k->kind);
     if (kind < 0) return rfail(r, "kernel kind %s is not in the catalog", k->kind);
-    CUdeviceptr ptrs[10];
-    long long consts[PLAN_MAX_KEYS];
-    void *args[10 + PLAN_MAX_KEYS];
+    CUdeviceptr *ptrs = la->ptrs;
+    long long *consts = la->consts;
+    void **args = la->args;
     int na = 0;
     for (int o = 0; o < 10 && OPERANDS[kind].ops[o]; o++) {
         char name[32];
@@ -615,8 +619,62 @@ static int cuda_kernel(BackendRank *r, const KernelArgs *k, void **ops) {
             consts[nc] = (long long)rank_int(k->const_int[i], r->rank);
             args[na++] = &consts[nc++];
         }
-    if (launch(r, k->name, k->grid, k->block, k->smem, args)) return -1;
+    return 0;
+}
+
+static int cuda_kernel(BackendRank *r, const KernelArgs *k, void **ops) {
+    api.cuCtxSetCurrent(shared.ctx);
+    LaunchArgs la;
+    if (kernel_args(r, k, ops, &la)) return -1;
+    if (launch(r, k->name, k->grid, k->block, k->smem, la.args)) return -1;
     return after_step(r, k->name);
+}
+
+/* ---------------- for boost tune: extra modules and timed launches ---------------- */
+void *cuda_module_load(const char *src, char *err, size_t errlen) {
+    pthread_mutex_lock(&shared_mu);
+    int open = shared.users > 0;
+    pthread_mutex_unlock(&shared_mu);
+    if (!open) { snprintf(err, errlen, "no CUDA rank is open"); return NULL; }
+    api.cuCtxSetCurrent(shared.ctx);
+    size_t size = 0;
+    void *bin = jit_cubin(src, shared.arch, &size, err, errlen);
+    if (!bin) return NULL;
+    CUmodule mod = NULL;
+    CUresult rc = api.cuModuleLoadData(&mod, bin);
+    free(bin);
+    if (rc) { snprintf(err, errlen, "loading a candidate module failed: %s", cu_str(rc)); return NULL; }
+    return mod;
+}
+
+void cuda_module_free(void *module) {
+    if (module) { api.cuCtxSetCurrent(shared.ctx); api.cuModuleUnload((CUmodule)module); }
+}
+
+const char *cuda_device_arch(void) { return shared.arch; }
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int cuda_time_kernel(BackendRank *r, void *module, const char *name, const KernelArgs *k, void **ops,
+                     int64_t grid, int64_t block, int reps, double *seconds) {
+    api.cuCtxSetCurrent(shared.ctx);
+    CUfunction fn = NULL;
+    CU(r, api.cuModuleGetFunction(&fn, (CUmodule)module, name));
+    LaunchArgs la;
+    if (kernel_args(r, k, ops, &la)) return -1;
+    if (grid <= 0 || grid > 0x7fffffff || block <= 0 || block > 1024) return rfail(r, "%s: launch out of range", name);
+    CU(r, api.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, 0, r->stream, la.args, NULL));   /* warm-up */
+    CU(r, api.cuStreamSynchronize(r->stream));
+    double t0 = now_s();
+    for (int i = 0; i < reps; i++)
+        CU(r, api.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, 0, r->stream, la.args, NULL));
+    CU(r, api.cuStreamSynchronize(r->stream));
+    *seconds = (now_s() - t0) / (reps > 0 ? reps : 1);
+    return 0;
 }
 
 /* ---------------- collectives (local mode) ---------------- */
