@@ -1,9 +1,9 @@
-/* test_torch_ref.c: the engine (cpu backend) against the PyTorch reference state that
- * tests/torch_ref.py wrote to tests/data/torch_ref_v1.bin: logits, loss, every gradient and three
- * AdamW steps of the tiny CoLA model, at tp=1/2/4, btp and naive layouts and feature variants; and
- * the smaller GQA, LaX and SVD references (logits, loss, chosen gradients, AdamW) (plans generated here
- * with the reference's sizes and hyper-parameters as -D overrides, under build/tmp/; a copy of
- * each plan keeps the logits where the arena does not reuse them, so they can be read back). */
+/* test_torch_ref.c: the engine against the PyTorch reference states tests/torch_ref.py wrote under
+ * tests/data/: logits, loss, every gradient and three AdamW steps of tiny-cola at tp=1/2/4, btp and
+ * naive layouts, feature variants and two accumulated micro-batches; logits, loss, chosen gradients
+ * and AdamW of tiny-cola-gqa, tiny-lax and tiny-svd. Plans are generated here with the references'
+ * sizes and hyper-parameters as -D overrides (build/tmp/torch_ref_*); a copy of each keeps the
+ * logits where the arena does not reuse them. cpu backend, or $BOOST_TORCH_REF_BACKEND. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
