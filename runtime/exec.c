@@ -168,6 +168,11 @@ static Engine *engine_open(const Plan *plan, const Backend *be, char *err, size_
 
 Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t errlen) {
     if (!plan) { snprintf(err, errlen, "engine_create: no plan"); return NULL; }
+    if (plan->pp > 1 || plan->dp > 1) {
+        snprintf(err, errlen, "%.300s: pp=%d dp=%d: this runtime trains tensor parallelism only (pp=1 dp=1); "
+                 "such plans are for the report and projections, regenerate with -D pp=1 -D dp=1 to train", plan->path, plan->pp, plan->dp);
+        return NULL;
+    }
     if (!backend || !strcmp(backend, "cpu")) return engine_open(plan, &backend_cpu, err, errlen);
     if (!strcmp(backend, "cuda")) return engine_open(plan, &backend_cuda, err, errlen);
     if (!strcmp(backend, "auto")) {

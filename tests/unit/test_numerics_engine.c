@@ -259,6 +259,11 @@ int main(void) {
         char err[512] = "";
         Engine *x = engine_create(r1.p, "tpu", err, sizeof err);
         CHECK(!x && strstr(err, "unknown backend 'tpu'"), "an unknown backend name is refused", "%s", err);
+        r1.p->pp = 2;
+        x = engine_create(r1.p, "cpu", err, sizeof err);
+        r1.p->pp = 1;
+        CHECK(!x && strstr(err, "tensor parallelism only"), "a pp=2 plan is refused with the reason", "%s", err);
+        engine_free(x);
         err[0] = 0;
         x = engine_create(r1.p, "cuda", err, sizeof err);
         CHECK(x ? !strcmp(engine_backend_name(x), "cuda") : strlen(err) > 10, "backend cuda: a cuda engine, or (no GPU) the reason why not",
