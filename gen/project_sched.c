@@ -21,17 +21,39 @@ static double kconst(const KernelInst *k, const char *key, double dflt) {
     return dflt;
 }
 
-/* HBM bytes of a fused kernel: each operand once (read or written; written with acc=1: both),
- * at most rows x cols of it (a vector operand counts its own size). */
+/* Operands that hold one value per row (statistics): they move `rows` elements whatever the
+ * buffer they sit in (online_norm_fwd's stat is one column of the all-reduce buffer). */
+static int per_row_operand(const char *key) {
+    static const char *keys[] = {"stat", "rho", "rstd", "lse", "dstat", "dot", "sumsq"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) if (!strcmp(key, keys[i])) return 1;
+    return 0;
+}
+
+/* HBM bytes of a fused kernel: each operand once (an output written with acc=1: read and
+ * written), rows x cols of it (cols = heads x head_dim for rope), a per-row statistic `rows`
+ * elements, never more than the operand's tensor. Attention: q, k, v, out (and their gradients)
+ * at their head widths. */
 static double kernel_bytes(const Graph *g, const Op *o) {
     double rows = kconst(&o->k, "rows", -1), cols = kconst(&o->k, "cols", -1);
+    double heads = kconst(&o->k, "heads", 0), kv_heads = kconst(&o->k, "kv_heads", heads);
+    double head_dim = kconst(&o->k, "head_dim", 0);
+    size_t act = ir_dtype_size(ir_act_dtype(g));
+    if (!strncmp(o->k.kind, "attention", 9)) {
+        double tokens = kconst(&o->k, "batch", 1) * kconst(&o->k, "seq", 0);
+        double q = tokens * heads * head_dim, kv = tokens * kv_heads * head_dim;
+        double lse = tokens * heads * 4;
+        if (strstr(o->k.kind, "bwd")) return act * (3 * q + 2 * kv + q + 2 * kv) + lse;  /* q out dout, k v; dq; dk dv */
+        return act * (2 * q + 2 * kv) + lse;                                              /* q k v out */
+    }
+    if (cols < 0 && heads > 0 && head_dim > 0) cols = heads * head_dim;
     int acc = kconst(&o->k, "acc", 0) != 0;
     double bytes = 0;
     for (int i = 0; i < o->nops; i++) {
         int t = o->ops[i].t;
         if (t < 0 || t >= g->nt) continue;
         double elems = (double)g->t[t].rows * g->t[t].cols;
-        if (rows > 0 && cols > 0 && elems > rows * cols) elems = rows * cols;
+        double want = per_row_operand(o->opkey[i]) ? rows : rows * cols;
+        if (rows > 0 && (cols > 0 || per_row_operand(o->opkey[i])) && want < elems) elems = want;
         double b = elems * ir_dtype_size(g->t[t].dtype);
         bytes += (o->out_mask >> i & 1) && acc ? 2 * b : b;
     }
