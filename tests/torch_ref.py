@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-# torch_ref.py: an independent PyTorch (float64, CPU) implementation of the tiny CoLA model, written
-# from docs/plan-format.md and the CoLA math; it writes tests/data/torch_ref_v1.bin, the reference
-# state that tests/unit/test_torch_ref.c compares the engine against (tp=1/2, btp/naive layouts).
+# torch_ref.py: an independent PyTorch (float64, CPU) implementation of the tiny CoLA model and its
+# GQA, LaX and SVD variants, written from docs/plan-format.md and the CoLA math; it writes the
+# reference states tests/data/torch_ref*_v1.bin that tests/unit/test_torch_ref.c compares the engine
+# against (tp=1/2/4, btp/naive layouts, feature variants).
 #
 # Regenerate the committed files (deterministic; needs only torch, runs in a few seconds):
 #     python3 tests/torch_ref.py                      # writes every tests/data/torch_ref_*v1.bin
@@ -10,7 +11,7 @@
 #     python3 tests/torch_ref.py --outdir /tmp/refs   # all of them somewhere else
 #     python3 tests/torch_ref.py --compare A.bin B.bin   # decode two files, report differences
 #     python3 tests/torch_ref.py --mutant NAME -o X.bin  # a deliberately wrong reference (tests)
-# Regenerate whenever specs/models/tiny-cola.lua changes a size (the C test checks the plan's model
+# Regenerate whenever specs/models/tiny-*.lua change a size (the C test checks each plan's model
 # line against the config stored here and says so when they disagree).
 #
 # The model (CoLA, every projection low rank): for each of q,k,v,o,gate,up,down
@@ -42,8 +43,10 @@
 # Tensors: tokens, targets [micro_batch, seq]; every canonical weight (by its canonical name;
 # matrices with the plan's seed rule FNV-1a64(name) ^ seed and the doc's init std, norm gammas
 # random around 1 so that the gamma paths are exercised); logits [M, vocab]; loss [1, 1];
-# grad.NAME for every weight; opt.lr, opt.grad_norm (pre-clip), opt.loss (loss on the same batch
-# after each AdamW step) [1, opt_steps]; opt.delta.NAME [1, 1] = |W after opt_steps - W before|.
+# grad.NAME for every weight (all_grads=1) or a chosen subset; opt.lr, opt.grad_norm (pre-clip),
+# opt.loss (loss on the same batch after each AdamW step) [1, opt_steps]; opt.delta.NAME [1, 1] =
+# |W after opt_steps - W before|. AdamW as the doc's optimizer section: global-norm clip, bias
+# correction, decay on every matrix but embed and head.
 import argparse
 import math
 import os
