@@ -42,7 +42,8 @@ int engine_set_canon(Engine *e, int canon, int slot, const float *full);
  * Activation buffers hold what the last pass left there (the arena reuses memory). */
 int engine_read_tensor(Engine *e, int rank, const char *name, float *host, char *err, size_t errlen);
 
-/* Collective bytes moved by one forward+backward, per rank (sum of allreduce/allgather payloads). */
+/* Collective bytes moved by one forward+backward, per rank (sum of allreduce/allgather payloads:
+ * an allreduce counts elems * dtype size, an allgather its gathered rows x (tp*cols) * dtype size). */
 int64_t engine_collective_bytes(const Engine *e);
 
 #endif
