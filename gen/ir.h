@@ -142,6 +142,7 @@ typedef struct {
     int nfwd_steps;               /* steps[0..nfwd_steps-1] are the forward section */
     int tokens, targets, loss;
     int64_t arena_bytes;
+    int64_t arena_lower_bound;    /* the most bytes live at any one step: no plan can do better */
     int cur_layer;                /* builder state: layer and chunk stamped on new ops */
     char cur_chunk[48];
     Run *owned_run;               /* the copy of the run this graph was built for */

@@ -75,6 +75,17 @@ int memplan(Graph *g) {
         np++;
     }
     g->arena_bytes = top;
+    /* lower bound: bytes live at the busiest step (difference array over the steps) */
+    int64_t *delta = calloc((size_t)g->nsteps + 2, sizeof *delta);
+    for (int a = 0; a < n; a++) {
+        const Tensor *x = &g->t[order[a]];
+        delta[x->live0] += tbytes(x);
+        delta[x->live1 + 1] -= tbytes(x);
+    }
+    int64_t cur = 0, peak = 0;
+    for (int s = 0; s <= g->nsteps; s++) { cur += delta[s]; if (cur > peak) peak = cur; }
+    g->arena_lower_bound = peak;
+    free(delta);
     /* check: no two buffers live at the same step share bytes */
     int rc = 0;
     for (int a = 0; a < n && !rc; a++)

@@ -20,7 +20,7 @@ typedef struct {
     CollSum layer_fwd, layer_bwd;          /* layer 0, per rank */
     CollSum all_fwd, all_bwd;              /* every layer */
     CollSum model_fwd, model_bwd;          /* embedding, final gather, head, loss (layer -1) */
-    int64_t arena, arena_nockpt;
+    int64_t arena, arena_nockpt, arena_lower;
     Shape l0[16]; int nl0;                 /* layer 0's forward GEMMs, in order */
 } LayoutFig;
 
@@ -213,8 +213,9 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
             fprintf(f, "%s{\"m\": %" PRId64 ", \"n\": %" PRId64 ", \"k\": %" PRId64 ", \"batch\": %" PRId64 ", \"ta\": %d, \"tb\": %d, \"count\": %d, \"intensity\": %.1f}",
                     i ? ", " : "", sh[i].m, sh[i].n, sh[i].k, sh[i].batch, sh[i].ta, sh[i].tb, sh[i].count, intensity(sh[i].m, sh[i].n, sh[i].k));
         fprintf(f, "],\n \"memory\": {\"activation_bytes\": %" PRId64 ", \"activation_bytes_no_checkpoint\": %" PRId64
+                   ", \"activation_bytes_busiest_step\": %" PRId64
                    ", \"weights_grads_adamw_bytes_per_rank\": %.0f, \"weights_grads_adamw_bytes_per_rank_per_stage\": %.0f}}\n",
-                lf[self].arena, lf[self].arena_nockpt, wmem, wmem_stage);
+                lf[self].arena, lf[self].arena_nockpt, g->arena_lower_bound, wmem, wmem_stage);
     } else {
         fprintf(f, "# %s: %s, layout %s, tp=%d, pp=%d\n\n", run->name, m->name, layout_name(self), run->tp, pp);
         fprintf(f, "Model: d=%d, %d layers, %d heads (%d kv), head_dim %d, d_ff %d, vocab %d, family %s%s.\n",
@@ -277,6 +278,9 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
         fprintf(f, "\n## Memory per rank\n\n| | bytes |\n|---|---:|\n| activation arena (checkpoint=%s) | ",
                 run->checkpoint == CKPT_LOWRANK ? "lowrank" : "none");
         md_bytes(f, (double)lf[self].arena);
+        fprintf(f, " (busiest step: ");
+        md_bytes(f, (double)g->arena_lower_bound);
+        fprintf(f, " live)");
         fprintf(f, " |\n| activation arena without checkpointing | ");
         md_bytes(f, (double)lf[self].arena_nockpt);
         fprintf(f, " |\n| weights + grads + AdamW | ");
