@@ -391,7 +391,7 @@ static int megatron_layer(Graph *g, int i, int x) {
     tp_copy(g, xn, nm);
     int qkv = tn(g, PS_SHARD1, M, W, ad, "L%d.qkv", i);
     const int qp[3] = {PROJ_Q, PROJ_K, PROJ_V};
-    const int64_t widths[3] = {qw, kw, kw}, fullw[3] = {(int64_t)m->heads * hd, (int64_t)m->kv_heads * hd, (int64_t)m->kv_heads * hd};
+    const int64_t widths[3] = {qw, kw, kw};
     if (r->group_linears) {
         snprintf(nm, sizeof nm, "L%d.qkv.W", i);
         int w = param_add(g, nm, d, W, PS_SHARD1);
@@ -412,7 +412,6 @@ static int megatron_layer(Graph *g, int i, int x) {
             col += widths[j];
         }
     }
-    (void)fullw;
     k_rope(g, opnd(qkv, 0, W), m->heads / t, PS_SHARD1);
     k_rope(g, opnd(qkv, qw, W), m->kv_heads / t, PS_SHARD1);
     int attn = tn(g, PS_SHARD1, M, qw, ad, "L%d.attn", i);
@@ -668,10 +667,9 @@ static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs
     int ar[4];
     for (int b = 0; b < nbuf; b++) {
         int64_t w = grouped ? R : ranks[b];
-        ar[b] = tn(g, PS_PARTIAL, M, w + (online ? 1 : 0), ad, grouped ? "L%d.%s_ar" : "L%d.%s%s_ar", i,
-                   grouped ? gname : proj_name(projs[b]), grouped ? "" : "");
+        /* [M, r (+1 stat column)]: grouped, one buffer for the whole group; else one per projection */
+        ar[b] = tn(g, PS_PARTIAL, M, w + (online ? 1 : 0), ad, "L%d.%s_ar", i, grouped ? gname : proj_name(projs[b]));
         g->t[ar[b]].has_stat = online;
-        if (!grouped) snprintf(g->t[ar[b]].name, sizeof g->t[ar[b]].name, "L%d.%s_ar", i, proj_name(projs[b]));
     }
     if (online) {
         rho = keep(g, tn(g, PS_SHARD1, 1, M, IR_FP32, "L%d.%s_rho", i, gname));
