@@ -183,6 +183,17 @@ static void *jit_cubin(const char *src, const char *arch, size_t *size, char *er
 static int shared_open(const Plan *p, char *err, size_t errlen) {
     pthread_mutex_lock(&shared_mu);
     if (shared.users > 0) {
+        char want[1100], dir[1024];
+        snprintf(dir, sizeof dir, "%s", p->path);
+        char *sl = strrchr(dir, '/');
+        if (sl) *sl = 0; else snprintf(dir, sizeof dir, ".");
+        snprintf(want, sizeof want, "%s/kernels.cu", dir);
+        if (strcmp(want, shared.src_path)) {   /* one module per process: one plan at a time */
+            snprintf(err, errlen, "%s: the CUDA backend already runs %s in this process; close that engine first",
+                     want, shared.src_path);
+            pthread_mutex_unlock(&shared_mu);
+            return -1;
+        }
         api.cuCtxSetCurrent(shared.ctx);
         shared.users++;
         pthread_mutex_unlock(&shared_mu);
