@@ -21,7 +21,8 @@
 # then logits = rmsnorm(x_L, final_norm) @ head; loss = mean cross-entropy over the M tokens.
 # Variants (MODELS below): tiny-cola-gqa (2 kv heads: query head h uses kv head h // 2), tiny-svd
 # (identity instead of silu), tiny-lax (B's input z_p + z_prev(p), z = sigma(x @ A): prev(o) = v,
-# prev(gate) = prev(up) = o, prev(down) = up, as gen/model.h defines it).
+# prev(gate) = prev(up) = o, prev(down) = up, as gen/model.h defines it), tiny-llama (dense
+# projections x @ W, W: [d_in, d_out], init std 0.02, and the SwiGLU MLP down(silu(gate) * up)).
 # RMSNorm: x * (mean(x^2) + eps)^-1/2 * gamma; RoPE: rotate_half pairs (i, i + head_dim/2) at
 # angle p * theta^(-2i/head_dim), p = position in the sequence; attention causal, scale head_dim^-1/2.
 #
@@ -69,6 +70,7 @@ CONFIG_INTS = {
     "silu": 1,             # sigma between A and B: silu (CoLA) or identity (SVD)
     "lax": 0,              # LaX crossings: B's input = z_p + z_prev(p), prev(o)=v, prev(gate/up)=o, prev(down)=up
     "all_grads": 1,        # 1: grad.NAME for every weight; 0: a chosen subset (the smaller extra files)
+    "full": 0,             # 1: dense projections L{i}.{p}.W and a SwiGLU MLP down(silu(gate) * up)
 }
 CONFIG_FLOATS = {
     "eps": 1e-5, "rope_theta": 10000.0, "init_std": 0.02,
@@ -97,6 +99,8 @@ MODELS = {
                  _layer0_grads("v.A", "o.A", "up.A")),
     "tiny-svd": ("torch_ref_svd_v1.bin", {"silu": 0, "all_grads": 0},
                  _layer0_grads("q.A", "gate.A")),
+    "tiny-llama": ("torch_ref_llama_v1.bin", {"full": 1, "silu": 0, "all_grads": 0},
+                   _layer0_grads("q.W")),
 }
 # Deliberate mistakes (--mutant, for tests/sh/torch_mutants.sh: the C test must catch each one)
 MUTANTS = ("norm_eps", "gate_silu", "rope_interleaved", "decay_all", "no_bias_correction")
@@ -142,6 +146,9 @@ def weight_table(c):
         table.append((f"L{i}.attn_norm", 1, d, "norm"))
         for p in PROJS:
             din, dout = io[p]
+            if c["full"]:
+                table.append((f"L{i}.{p}.W", din, dout, "dense"))
+                continue
             table.append((f"L{i}.{p}.A", din, r, (din, dout)))
             table.append((f"L{i}.{p}.B", r, dout, (din, dout)))
         table.append((f"L{i}.mlp_norm", 1, d, "norm"))
@@ -196,10 +203,14 @@ def forward(torch, c, cf, W, tokens, targets, builtins=False):
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * g.reshape(-1)
 
     def latent(x, name):                                   # z = sigma(x @ A)   [.., r]
+        if c["full"]:                                      # dense: no bottleneck, z is the input
+            return x
         h = x @ W[name + ".A"]
         return F.silu(h) if c["silu"] else h
 
     def up(z, name, z_prev=None):                          # z (+ z_prev under LaX) @ B
+        if c["full"]:
+            return z @ W[name + ".W"]
         return (z + z_prev if c["lax"] and z_prev is not None else z) @ W[name + ".B"]
 
     def proj(x, name):
@@ -238,7 +249,7 @@ def forward(torch, c, cf, W, tokens, targets, builtins=False):
         n2 = rmsnorm(x, W[f"L{i}.mlp_norm"])
         zu = latent(n2, f"L{i}.up")
         gate = up(latent(n2, f"L{i}.gate"), f"L{i}.gate", zo)
-        if MUTANT == "gate_silu":
+        if MUTANT == "gate_silu" or c["full"]:           # SwiGLU for dense models only
             gate = F.silu(gate)
         x = x + up(latent(gate * up(zu, f"L{i}.up", zo), f"L{i}.down"), f"L{i}.down", zu)
     logits = (rmsnorm(x, W["final_norm"]) @ W["head"]).reshape(B * S, -1)

@@ -11,10 +11,13 @@ if ! "$PY" tests/torch_ref.py --outdir "$TMP" >"$TMP/log" 2>&1; then
   fail torch_regen "tests/torch_ref.py failed: $(tail -1 "$TMP/log")"
   exit 0
 fi
-for f in torch_ref_v1.bin torch_ref_gqa_v1.bin torch_ref_lax_v1.bin torch_ref_svd_v1.bin; do
+# every file the script writes, and every committed one
+for f in $( (ls "$TMP"; ls tests/data) | grep '^torch_ref.*\.bin$' | sort -u); do
   REF=tests/data/$f
   if [ ! -f "$REF" ]; then
     fail "torch_regen $f" "$REF is missing: run 'python3 tests/torch_ref.py' and commit it"
+  elif [ ! -f "$TMP/$f" ]; then
+    fail "torch_regen $f" "tests/torch_ref.py no longer writes $f: remove it from tests/data"
   elif cmp -s "$REF" "$TMP/$f"; then
     ok "torch_regen reproduces $REF bit for bit"
   elif "$PY" tests/torch_ref.py --compare "$REF" "$TMP/$f" --tol 1e-6 >"$TMP/cmp" 2>&1; then

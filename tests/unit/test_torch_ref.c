@@ -1,9 +1,10 @@
 /* test_torch_ref.c: the engine against the PyTorch reference states tests/torch_ref.py wrote under
  * tests/data/: logits, loss, every gradient and three AdamW steps of tiny-cola at tp=1/2/4, btp and
  * naive layouts, feature variants and two accumulated micro-batches; logits, loss, chosen gradients
- * and AdamW of tiny-cola-gqa, tiny-lax and tiny-svd. Plans are generated here with the references'
- * sizes and hyper-parameters as -D overrides (build/tmp/torch_ref_*); a copy of each keeps the
- * logits where the arena does not reuse them. cpu backend, or $BOOST_TORCH_REF_BACKEND. */
+ * and AdamW of tiny-cola-gqa, tiny-lax, tiny-svd and tiny-llama (megatron layout). Plans are
+ * generated here with the references' sizes and hyper-parameters as -D overrides
+ * (build/tmp/torch_ref_*); a copy of each keeps the logits where the arena does not reuse them.
+ * cpu backend, or $BOOST_TORCH_REF_BACKEND. */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -383,10 +384,11 @@ static int config_matches(const Ref *r, const Plan *p, char *why, size_t whylen)
                      sizes[i].key, (long long)sizes[i].plan, (long long)ref_int(r, sizes[i].key));
             return 0;
         }
-    int plan_lax = !strcmp(p->family, "lax"), plan_silu = strcmp(p->family, "svd") != 0;
-    if (plan_lax != ref_int(r, "lax") || plan_silu != ref_int(r, "silu")) {
-        snprintf(why, whylen, "plan family %s, reference lax=%lld silu=%lld", p->family,
-                 (long long)ref_int(r, "lax"), (long long)ref_int(r, "silu"));
+    int plan_full = !strcmp(p->family, "full"), plan_lax = !strcmp(p->family, "lax");
+    int plan_silu = !plan_full && strcmp(p->family, "svd") != 0;   /* sigma inside the factors */
+    if (plan_full != ref_int(r, "full") || plan_lax != ref_int(r, "lax") || plan_silu != ref_int(r, "silu")) {
+        snprintf(why, whylen, "plan family %s, reference full=%lld lax=%lld silu=%lld", p->family,
+                 (long long)ref_int(r, "full"), (long long)ref_int(r, "lax"), (long long)ref_int(r, "silu"));
         return 0;
     }
     if (rel1(p->eps, ref_float(r, "eps")) > 1e-9 || rel1(p->rope_theta, ref_float(r, "rope_theta")) > 1e-9) {
@@ -670,7 +672,8 @@ static void run_reference(const char *path, const Config *configs, int nconfigs)
                    ref_tensor(&r, "loss") && ref_tensor(&r, "opt.lr") && ref_tensor(&r, "opt.grad_norm") &&
                    ref_tensor(&r, "opt.loss") && ref_int(&r, "opt_steps") > 0 &&
                    ref_tensor(&r, "opt.lr")->cols >= ref_int(&r, "opt_steps") &&
-                   ref_int(&r, "lax") >= 0 && ref_int(&r, "silu") >= 0 && ref_int(&r, "all_grads") >= 0;
+                   ref_int(&r, "lax") >= 0 && ref_int(&r, "silu") >= 0 && ref_int(&r, "all_grads") >= 0 &&
+                   ref_int(&r, "full") >= 0;
     snprintf(name, sizeof name, "%s holds inputs, logits, loss and the optimizer record", path);
     CHECK(complete, name, "a tensor or config value is missing (%s)", REF_REGEN);
     if (complete)
@@ -713,6 +716,11 @@ int main(void) {
         { "tiny-svd", 2, "btp", NULL, "svd_tp2_btp", 1 },
         { "tiny-svd", 2, "naive", NULL, "svd_tp2_naive", 1 },
     };
+    static const Config llama[] = {   /* dense: the megatron layout */
+        { "tiny-llama", 1, "megatron", NULL, "llama_tp1_megatron", 1 },
+        { "tiny-llama", 2, "megatron", NULL, "llama_tp2_megatron", 1 },
+        { "tiny-llama", 4, "megatron", NULL, "llama_tp4_megatron", 1 },
+    };
     /* BOOST_TORCH_REF: another tiny-cola reference, alone (tests/sh/torch_mutants.sh feeds
      * deliberately wrong ones) */
     const char *other = getenv("BOOST_TORCH_REF");
@@ -721,6 +729,7 @@ int main(void) {
         run_reference("tests/data/torch_ref_gqa_v1.bin", gqa, 3);
         run_reference("tests/data/torch_ref_lax_v1.bin", lax, 3);
         run_reference("tests/data/torch_ref_svd_v1.bin", svd, 3);
+        run_reference("tests/data/torch_ref_llama_v1.bin", llama, 3);
     }
     TEST_EXIT();
 }
