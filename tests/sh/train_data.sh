@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # train_data.sh: the three data sources give the same training. The corpus ("corpus"), the same
 # bytes as a text file, and the same bytes as an llm.c token file (.bin, uint16 tokens) are one
-# token stream, so a short run on each logs the same losses, bit for bit.
+# token stream, so a short run on each logs the same losses, bit for bit. A missing corpus is
+# built on demand, identical to the one in the tree.
 . tests/sh/lib.sh
 common=(tiny-cola --backend cpu -D tp=1 -D steps=4 -D eval_every=0 --quiet)
 field() { grep "^{\"step\":$2[,}]" "$1" | grep -o "\"$3\":[^,}]*" | head -1 | cut -d: -f2; }
@@ -34,3 +35,18 @@ else
   ok "data_token_file_same_as_text # skipped: no python3 to write the token file"
 fi
 
+
+# "corpus" where build/corpus.txt is missing: tools/corpus.sh builds it on demand, byte for byte the
+# same file as the one in this tree (sorted input files: the same corpus on every machine)
+if [ -d /usr/share/games/fortunes ]; then
+  mkdir -p "$TMP/root/tools" "$TMP/elsewhere"
+  cp tools/corpus.sh "$TMP/root/tools/"
+  $BOOST train tiny-cola --backend cpu -D tp=1 -D steps=1 --quiet -o "$TMP/p" >/dev/null 2>&1
+  boost_abs=$(cd "$(dirname "$BOOST")" && pwd)/$(basename "$BOOST")
+  (cd "$TMP/elsewhere" && BOOST_ROOT="$TMP/root" "$boost_abs" train --plan "$TMP/p/plan" -D steps=1 --quiet) >"$TMP/out" 2>&1
+  rc=$?
+  [ $rc = 0 ] && grep -q "building the corpus" "$TMP/out" && cmp -s "$TMP/root/build/corpus.txt" "$corpus" \
+    && ok corpus_built_on_demand || fail corpus_built_on_demand "exit $rc: $(tail -2 "$TMP/out")"
+else
+  ok "corpus_built_on_demand # skipped: Debian's fortunes is not installed"
+fi
