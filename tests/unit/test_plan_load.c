@@ -185,7 +185,10 @@ int main(void) {
     free(text);
 
     /* a generated plan (when the generator is built) */
-    int rc = system("./bin/boost gen specs/runs/tiny-cola.lua -D tp=2 -o build/tmp/gen_tiny_cola >build/tmp/gen.log 2>&1");
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s gen specs/runs/tiny-cola.lua -D tp=2 -o build/tmp/gen_tiny_cola >build/tmp/gen.log 2>&1",
+             getenv("BOOST") ? getenv("BOOST") : "./bin/boost");   /* as tests/sh/lib.sh */
+    int rc = system(cmd);
     if (rc != 0) {
         char *log = slurp("build/tmp/gen.log", NULL);
         int not_built = log && strstr(log, "not built");

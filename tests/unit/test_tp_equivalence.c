@@ -52,7 +52,8 @@ static int open_case(Case *c, const char *run, const char *defs) {
         dir[n] = (*d == ' ' || *d == '=') ? '_' : *d == '-' ? 'D' : *d;
         dir[n + 1] = 0;
     }
-    snprintf(cmd, sizeof cmd, "./bin/boost gen specs/runs/%s.lua %s -o %s >%s.log 2>&1", run, defs, dir, dir);
+    const char *boost = getenv("BOOST") ? getenv("BOOST") : "./bin/boost";   /* as tests/sh/lib.sh */
+    snprintf(cmd, sizeof cmd, "%s gen specs/runs/%s.lua %s -o %s >%s.log 2>&1", boost, run, defs, dir, dir);
     if (system(cmd) != 0) {
         char log[600] = "";
         char lp[300];
@@ -215,6 +216,9 @@ int main(void) {
         }
         close_case(&c);
         if (!open_case(&c, "tiny-cola", "-D tp=2 -D online_rmsnorm=false")) compare(&c, &ref, "tiny-cola btp tp=2 sync norm vs online norm tp=1");
+        close_case(&c);
+        if (!open_case(&c, "tiny-cola", "-D tp=4 -D online_rmsnorm=false -D checkpoint=none"))
+            compare(&c, &ref, "tiny-cola btp tp=4 sync norm, no checkpointing vs tp=1");
         close_case(&c);
         if (!open_case(&c, "tiny-cola", "-D tp=2 -D checkpoint=none")) compare(&c, &ref, "tiny-cola btp tp=2 checkpoint=none vs lowrank");
         close_case(&c);
