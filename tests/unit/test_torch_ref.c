@@ -705,31 +705,35 @@ int main(void) {
         { "tiny-cola-gqa", 1, "btp", NULL, "gqa_tp1_btp", 1 },
         { "tiny-cola-gqa", 2, "btp", NULL, "gqa_tp2_btp", 1 },
         { "tiny-cola-gqa", 2, "naive", NULL, "gqa_tp2_naive", 1 },
+        { "tiny-cola-gqa", 2, "btp", "checkpoint=none", "gqa_tp2_btp_nockpt", 1 },
     };
     static const Config lax[] = {
         { "tiny-lax", 1, "btp", NULL, "lax_tp1_btp", 1 },
         { "tiny-lax", 2, "btp", NULL, "lax_tp2_btp", 1 },
         { "tiny-lax", 2, "naive", NULL, "lax_tp2_naive", 1 },
+        { "tiny-lax", 4, "btp", "online_rmsnorm=false", "lax_tp4_btp_syncnorm", 1 },
     };
     static const Config svd[] = {
         { "tiny-svd", 1, "btp", NULL, "svd_tp1_btp", 1 },
         { "tiny-svd", 2, "btp", NULL, "svd_tp2_btp", 1 },
         { "tiny-svd", 2, "naive", NULL, "svd_tp2_naive", 1 },
+        { "tiny-svd", 4, "btp", NULL, "svd_tp4_btp", 1 },
     };
     static const Config llama[] = {   /* dense: the megatron layout */
         { "tiny-llama", 1, "megatron", NULL, "llama_tp1_megatron", 1 },
         { "tiny-llama", 2, "megatron", NULL, "llama_tp2_megatron", 1 },
         { "tiny-llama", 4, "megatron", NULL, "llama_tp4_megatron", 1 },
+        { "tiny-llama", 2, "megatron", "group_linears=false", "llama_tp2_megatron_ungrouped", 1 },
     };
     /* BOOST_TORCH_REF: another tiny-cola reference, alone (tests/sh/torch_mutants.sh feeds
      * deliberately wrong ones) */
     const char *other = getenv("BOOST_TORCH_REF");
     run_reference(other ? other : REF_PATH, cola, (int)(sizeof cola / sizeof *cola));
     if (!other) {
-        run_reference("tests/data/torch_ref_gqa_v1.bin", gqa, 3);
-        run_reference("tests/data/torch_ref_lax_v1.bin", lax, 3);
-        run_reference("tests/data/torch_ref_svd_v1.bin", svd, 3);
-        run_reference("tests/data/torch_ref_llama_v1.bin", llama, 3);
+        run_reference("tests/data/torch_ref_gqa_v1.bin", gqa, (int)(sizeof gqa / sizeof *gqa));
+        run_reference("tests/data/torch_ref_lax_v1.bin", lax, (int)(sizeof lax / sizeof *lax));
+        run_reference("tests/data/torch_ref_svd_v1.bin", svd, (int)(sizeof svd / sizeof *svd));
+        run_reference("tests/data/torch_ref_llama_v1.bin", llama, (int)(sizeof llama / sizeof *llama));
     }
     TEST_EXIT();
 }
