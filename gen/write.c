@@ -32,7 +32,7 @@ static int make_parents(const char *path) {
 }
 
 static int write_files(const Run *run, Graph *g, const char *dir, char *err, size_t errlen) {
-    char path[PATH_LEN * 2 + 32];
+    char path[PATH_LEN * 2 + 64];
     snprintf(path, sizeof path, "%s/plan.txt", dir);
     FILE *f = fopen(path, "w");
     if (!f) { snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
@@ -63,11 +63,15 @@ static int write_files(const Run *run, Graph *g, const char *dir, char *err, siz
     return rc;
 }
 
-int gen_write(const Run *run, const char *outdir, char *err, size_t errlen) {
+int gen_write(const Run *run, const char *outdir_arg, char *err, size_t errlen) {
     int status = 0;
+    char outdir[PATH_LEN * 2];   /* without trailing slashes: the temporary folder sits beside it */
+    snprintf(outdir, sizeof outdir, "%s", outdir_arg);
+    for (size_t n = strlen(outdir); n > 1 && outdir[n - 1] == '/'; n--) outdir[n - 1] = 0;
+    if (!outdir[0]) { snprintf(err, errlen, "the output folder name is empty"); return 2; }
     Graph *g = graph_build(run, run->layout, run->checkpoint, err, errlen, &status);
     if (!g) return status ? status : 1;
-    char tmp[PATH_LEN * 2], old[PATH_LEN * 2];
+    char tmp[PATH_LEN * 2 + 32], old[PATH_LEN * 2 + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp-%d", outdir, (int)getpid());
     snprintf(old, sizeof old, "%s.old-%d", outdir, (int)getpid());
     if (make_parents(outdir) || (mkdir(tmp, 0777) && errno != EEXIST)) {

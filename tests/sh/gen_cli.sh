@@ -20,6 +20,10 @@ ls -d "$TMP"/out.* >/dev/null 2>&1 && fail "no temporary folders left" "$(ls -d 
 $BOOST gen tiny-cola -D tp=1 -o "$TMP/out" >/dev/null 2>&1; rc=$?
 [ $rc = 0 ] && grep -q " tp=1 " "$TMP/out/plan.txt" && ok "gen replaces an existing output" || fail "gen replaces an existing output" "rc $rc"
 
+# a trailing slash on -o names the same folder
+$BOOST gen tiny-cola -o "$TMP/slash/" >/dev/null 2>&1; rc=$?
+[ $rc = 0 ] && [ -s "$TMP/slash/plan.txt" ] && [ "$(ls "$TMP" | grep -c slash)" = 1 ] && ok "gen -o DIR/ writes DIR" || fail "gen -o DIR/ writes DIR" "rc $rc: $(ls "$TMP")"
+
 # bad spec: exit 2, message with file:line, no output folder
 mkdir -p "$TMP/specs/runs" "$TMP/specs/models" "$TMP/specs/gpus"
 cp specs/models/tiny-cola.lua "$TMP/specs/models/"; cp specs/gpus/*.lua "$TMP/specs/gpus/"
