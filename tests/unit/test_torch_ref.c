@@ -559,6 +559,7 @@ static void run_config(const Ref *r, const Config *cf) {
     /* forward + backward: loss and every gradient */
     rc = passes(e, tokens, targets, accum, Mc, 1, &loss, err, sizeof err);
     m_loss = rel1(loss, loss_ref->data[0]);
+    int ncompared = 0;
     snprintf(name, sizeof name, "%s forward_backward loss (rel %g)", L, g_tol->loss);
     CHECK(rc == 0 && rel1(loss, loss_ref->data[0]) < g_tol->loss, name, "%s loss %.7f, reference %.7f",
           rc ? err : "", loss, loss_ref->data[0]);
@@ -569,12 +570,16 @@ static void run_config(const Ref *r, const Config *cf) {
         snprintf(gname, sizeof gname, "grad.%s", t->name);
         const RefTensor *g = ref_tensor(r, gname);
         if (!g && !ref_int(r, "all_grads")) continue;   /* a file with a chosen subset */
+        ncompared++;
         int got = g && engine_get_canon(e, plan_find_canon(p, t->name), SLOT_GRAD, buf) == 0;
         double ge = got ? rel_err(buf, g->data, (size_t)t->rows * t->cols) : INFINITY;
         if (ge > m_grad) { m_grad = ge; snprintf(m_grad_name, sizeof m_grad_name, "%s", t->name); }
         snprintf(name, sizeof name, "%s %s (norm-wise rel %g)", L, gname, g_tol->grad);
         CHECK(ge < g_tol->grad, name, got ? "relative error %.3g" : "no reference or engine_get_canon failed", ge);
     }
+
+    snprintf(name, sizeof name, "%s gradients compared", L);
+    CHECK(rc == 0 && ncompared > 0, name, "no gradient in the reference (%s)", REF_REGEN);
 
     /* AdamW steps on the same batch: lr, pre-clip norm, then the loss with the new weights */
     for (int s = 0; s < nsteps && rc == 0; s++) {
