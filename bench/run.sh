@@ -2,9 +2,9 @@
 # run.sh: the benchmark suite in one command (`make bench` or `bash bench/run.sh`). Writes
 # bench/results/<date>-<host>.md (host "cpu" without a GPU) with the command that made it: the
 # collectives of one layer for every shipped model and layout, the cost model's projection of the
-# paper's configurations next to the paper's measured seconds per iteration, and two plots.
-# The GPU measurements (GEMM rates, kernels, step time) run only where nvidia-smi finds a GPU;
-# without one they are skipped with a line saying so.
+# paper's configurations next to the paper's measured seconds per iteration (and on the other GPU
+# files), and three plots. The GPU measurements (GEMM rates at the schedules' shapes) run only
+# where nvidia-smi finds a GPU and PyTorch is installed; otherwise a line says they were skipped.
 # Usage: bash bench/run.sh [-o FILE.md]
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -333,15 +333,36 @@ plot '$tmp/proj.dat' using 2:xtic(1) title 'megatron (projected)' lc rgb '#4477a
      '' using (\$0+0.27):7 with points pt 7 ps 1.5 lc rgb '#115511' title 'BOOST (paper)'
 EOF
   fi
+  if [ -s "$tmp/proj.dat" ]; then
+    # columns of proj.dat: size, megatron, naive, btp (projected), FullRank, Vanilla, BOOST (paper)
+    gnuplot >>"$tmp/gp.log" 2>&1 <<EOF && plots_ok=$((plots_ok + 1))
+$term
+set output '$tmp/speedup.png'
+set title 'BOOST speedups: projected (bars) and the paper (points); whiskers: the paper +-20%'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.6 border -1
+set ylabel 'speedup of btp'
+set grid ytics
+set key top left
+set yrange [0:*]
+set xrange [-0.5:$(($(wc -l <"$tmp/proj.dat") - 1)).5]
+plot '$tmp/proj.dat' using (\$3/\$4):xtic(1) title 'over naive (projected)' lc rgb '#cc6677', \
+     '' using (\$2/\$4) title 'over full rank (projected)' lc rgb '#4477aa', \
+     '' using (\$0-0.17):(\$6/\$7):(0.8*\$6/\$7):(1.2*\$6/\$7) with yerrorbars pt 7 ps 1.3 lc rgb '#882244' title 'over Vanilla (paper)', \
+     '' using (\$0+0.17):(\$5/\$7):(0.8*\$5/\$7):(1.2*\$5/\$7) with yerrorbars pt 7 ps 1.3 lc rgb '#223366' title 'over FullRank (paper)'
+EOF
+  fi
 else
   echo "Plots skipped: gnuplot is not installed (make deps installs it)." >>"$md"
 fi
-if [ -f "$tmp/collectives.png" ] || [ -f "$tmp/projection.png" ]; then
+if [ -f "$tmp/collectives.png" ] || [ -f "$tmp/projection.png" ] || [ -f "$tmp/speedup.png" ]; then
   {
     echo "## Plots"
     echo
     [ -f "$tmp/collectives.png" ] && echo "![collective bytes per layer]($(basename "$stem")-collectives.png)"
     [ -f "$tmp/projection.png" ] && echo "![projected seconds per iteration]($(basename "$stem")-projection.png)"
+    [ -f "$tmp/speedup.png" ] && echo "![projected speedups vs the paper]($(basename "$stem")-speedup.png)"
     echo
   } >>"$md"
 fi
@@ -354,5 +375,6 @@ fi
 # everything written: move into place (never a partial result file)
 [ -f "$tmp/collectives.png" ] && mv "$tmp/collectives.png" "$stem-collectives.png"
 [ -f "$tmp/projection.png" ] && mv "$tmp/projection.png" "$stem-projection.png"
+[ -f "$tmp/speedup.png" ] && mv "$tmp/speedup.png" "$stem-speedup.png"
 mv "$md" "$out"
 echo "bench: wrote $out ($nmodels models; plots: $plots_ok)"

@@ -1,7 +1,7 @@
 # bench_run.sh: bench/run.sh writes a complete results file (every shipped model in the collective
 # table with no figure off its closed form; the five paper configurations projected, with the
 # paper's times beside them and the 20% verdict; the GPU section skipped with a reason) and its
-# two PNG plots, into the place asked for and nowhere else.
+# three PNG plots, into the place asked for and nowhere else.
 source "$(dirname "$0")/lib.sh"
 out=$TMP/res/bench.md
 if ! bash bench/run.sh -o "$out" >"$TMP/log" 2>&1; then fail bench_run_exits_0 "$(tail -3 "$TMP/log")"; exit 1; fi
@@ -22,9 +22,9 @@ grep -q '^Target \(met\|missed\)' "$out" && ok bench_verdict || fail bench_verdi
 grep -q "^Made by \`bash bench/run.sh -o $out\`" "$out" && ok bench_command_recorded || fail bench_command_recorded "no command line"
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then ok "bench_gpu_section # SKIP a GPU is present"
 else grep -q '^Skipped: no GPU' "$out" && ok bench_gpu_section || fail bench_gpu_section "no skip line for the GPU part"; fi
-for p in collectives projection; do
+for p in collectives projection speedup; do
   f=$TMP/res/bench-$p.png
   sig=$(head -c 8 "$f" 2>/dev/null | od -An -tx1 | tr -d ' \n')
   [ "$sig" = 89504e470d0a1a0a ] && grep -q "(bench-$p.png)" "$out" && ok "bench_plot_$p" || fail "bench_plot_$p" "no PNG $f or no link to it"
 done
-[ "$(ls "$TMP/res" | wc -l)" = 3 ] && ok bench_no_stray_files || fail bench_no_stray_files "$(ls "$TMP/res")"
+[ "$(ls "$TMP/res" | wc -l)" = 4 ] && ok bench_no_stray_files || fail bench_no_stray_files "$(ls "$TMP/res")"
