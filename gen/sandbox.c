@@ -143,6 +143,55 @@ static int sb_pcall(lua_State *L) {
     return lua_gettop(L);
 }
 
+/* setmetatable without finalizers: Lua runs __gc with hooks off, so a looping finalizer would
+ * escape the instruction limit. */
+static int sb_setmetatable(lua_State *L) {
+    int t = lua_type(L, 2);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
+    if (t == LUA_TTABLE) {
+        lua_pushstring(L, "__gc");
+        if (lua_rawget(L, 2) != LUA_TNIL)
+            return luaL_error(L, "'__gc' metamethods are not available in specs (finalizers would run outside "
+                                 "the instruction limit)");
+        lua_pop(L, 1);
+    }
+    if (luaL_getmetafield(L, 1, "__metatable") != LUA_TNIL)
+        return luaL_error(L, "cannot change a protected metatable");
+    lua_settop(L, 2);
+    lua_setmetatable(L, 1);
+    return 1;
+}
+
+/* Lua's pattern matcher backtracks inside C, out of the instruction hook's sight: a pattern with
+ * q quantifiers can take about n^(q+1) steps on n characters. The string functions that match
+ * refuse work beyond PATTERN_STEPS (far more than any spec needs) instead of hanging. */
+#define PATTERN_STEPS 1e9
+
+static int sb_pattern_guard(lua_State *L) {
+    size_t n = 0, plen = 0;
+    const char *subject = lua_tolstring(L, 1, &n);
+    const char *pattern = lua_tolstring(L, 2, &plen);
+    int plain = lua_toboolean(L, lua_upvalueindex(2)) && lua_toboolean(L, 4);   /* find(s, p, init, true) */
+    if (subject && pattern && !plain) {
+        int quantifiers = 0;
+        for (size_t i = 0; i < plen; i++) {
+            if (pattern[i] == '%') { i++; continue; }
+            if (pattern[i] == '*' || pattern[i] == '+' || pattern[i] == '-' || pattern[i] == '?') quantifiers++;
+        }
+        double steps = 1;
+        for (int k = 0; k <= quantifiers && steps <= PATTERN_STEPS; k++) steps *= (double)n + 1;
+        if (steps > PATTERN_STEPS)
+            return luaL_error(L, "pattern '%s' with %d repetitions on %d characters could backtrack for hours; "
+                                 "use fewer repetitions or a shorter string", plen > 40 ? "..." : pattern,
+                              quantifiers, (int)n);
+    }
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
 /* print goes to stderr so that it never mixes with a command's output. */
 static int sb_print(lua_State *L) {
     int n = lua_gettop(L);
@@ -232,8 +281,16 @@ Sandbox *sandbox_new(size_t mem_cap, long instr_limit) {
     for (int i = 0; UNAVAILABLE[i]; i++) { lua_pushnil(L); lua_setfield(L, -2, UNAVAILABLE[i]); }
     lua_pushcfunction(L, sb_pcall); lua_setfield(L, -2, "pcall");
     lua_pushcfunction(L, sb_print); lua_setfield(L, -2, "print");
+    lua_pushcfunction(L, sb_setmetatable); lua_setfield(L, -2, "setmetatable");
     lua_getfield(L, -1, "string");
     lua_pushnil(L); lua_setfield(L, -2, "dump");     /* bytecode is of no use without load */
+    static const char *const matchers[] = {"find", "match", "gmatch", "gsub", NULL};
+    for (int i = 0; matchers[i]; i++) {
+        lua_getfield(L, -1, matchers[i]);
+        lua_pushboolean(L, strcmp(matchers[i], "find") == 0);   /* has a "plain" 4th argument */
+        lua_pushcclosure(L, sb_pattern_guard, 2);
+        lua_setfield(L, -2, matchers[i]);
+    }
     lua_pop(L, 1);
     lua_newtable(L);                                  /* metatable of _G: strict globals */
     lua_pushcfunction(L, strict_index); lua_setfield(L, -2, "__index");

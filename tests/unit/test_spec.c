@@ -237,6 +237,27 @@ static void test_ranks(void) {
           "lax on an svd base, optional model fields", "rc=%d %s", rc, err);
 }
 
+/* The libraries a spec may use still work (the sandbox wraps some of them). */
+static void test_libraries(void) {
+    int rc = load_text("libs.lua",
+        "local name = 'cola-llama-7b'\n"
+        "local fam, size = name:match('^(%a+)%-llama%-(%w+)$')\n"
+        "assert(fam == 'cola' and size == '7b', 'match')\n"
+        "assert(('a.b'):find('.', 1, true) == 2, 'plain find')\n"
+        "local n = 0\n"
+        "for w in ('q k v o'):gmatch('%a') do n = n + 1 end\n"
+        "assert(n == 4, 'gmatch')\n"
+        "assert(('x-y'):gsub('-', '_') == 'x_y', 'gsub')\n"
+        "assert(string.find(string.rep('a', 100000), 'b', 1, true) == nil, 'long plain find')\n"
+        "assert(math.floor(2.5) == 2 and utf8.len(utf8.char(233, 224)) == 2 and table.concat({1, 2}, ',') == '1,2', 'libs')\n"
+        "local ok, e = pcall(error, 'caught')\n"
+        "assert(not ok and e == 'caught', 'pcall')\n"
+        "local mt = setmetatable({}, { __index = function(t, k) return 10 end })\n"
+        "return run { model = 'tiny-cola', train = { steps = mt.anything + n } }\n", NULL, 0);
+    CHECK(rc == 0 && run.steps == 14, "string, table, math, utf8, pcall and setmetatable work in specs",
+          "rc=%d steps=%d %s", rc, run.steps, err);
+}
+
 static void test_defaults(void) {
     int rc = load_text("only-model.lua", "return run { model = \"tiny-cola\" }\n", NULL, 0);
     CHECK(rc == 0 && run.tp == 1 && run.pp == 1 && run.dp == 1 && run.layout == LAYOUT_BTP &&
@@ -509,6 +530,7 @@ int main(void) {
     test_shipped_models();
     test_fields();
     test_ranks();
+    test_libraries();
     test_defaults();
     test_overrides();
     test_tuning();
