@@ -774,7 +774,6 @@ static void read_ranks(Ctx *c, const Obj *fo, Model *m) {
     lua_State *L = c->L;
     Loc loc = key_loc(c, fo, "rank");
     int t = lua_type(L, -1);
-    const Field *rf = &RANK_TABLE_FIELDS[0];
     if (t == LUA_TNIL) spec_error(c, fo->loc, "%s needs rank (a number, {attn=, mlp=} or function(layer, proj))", fo->schema->what);
     if (t == LUA_TNUMBER) {
         double v = lua_tonumber(L, -1);
@@ -794,7 +793,6 @@ static void read_ranks(Ctx *c, const Obj *fo, Model *m) {
                            PROJ_NAMES[p], p <= PROJ_O ? "attn" : "mlp", PROJ_NAMES[p]);
             for (int l = 0; l < m->layers; l++) m->proj[l][p].rank = (int)v;
         }
-        (void)rf;
     } else if (t == LUA_TFUNCTION) {
         for (int l = 0; l < m->layers; l++)
             for (int p = 0; p < NPROJ; p++) {
@@ -1214,7 +1212,7 @@ static void valid_tps(const Model *m, int naive, char *buf, size_t n) {
     }
 }
 
-static void check_run(Ctx *c, const Obj *ro, const Obj *par, const Obj *feat, const Obj *train) {
+static void check_run(Ctx *c, const Obj *par, const Obj *feat, const Obj *train) {
     Run *r = c->run;
     const Model *m = &r->model;
     int lowrank = strcmp(m->family, "full") != 0;
@@ -1258,7 +1256,6 @@ static void check_run(Ctx *c, const Obj *ro, const Obj *par, const Obj *feat, co
                    (double)r->micro_batch * r->seq, 1 << 24);
     if (r->min_lr > r->lr)
         spec_error(c, key_loc(c, train, "min_lr"), "min_lr (%g) must not exceed lr (%g)", r->min_lr, r->lr);
-    (void)ro;
 }
 
 static void read_run(Ctx *c, int run_src) {
@@ -1314,7 +1311,7 @@ static void read_run(Ctx *c, int run_src) {
     get_string(c, &data, "path", r->data, sizeof r->data);
     r->val_fraction = get_num(c, &data, "val_fraction");
 
-    check_run(c, &ro, &par, &feat, &train);
+    check_run(c, &par, &feat, &train);
 }
 
 /* The body of the one protected call: evaluate the run file and everything it names. */
