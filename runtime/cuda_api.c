@@ -1,5 +1,6 @@
 /* cuda_api.c: fills a CudaApi (cuda_api.h) with dlopen/dlsym: the driver from libcuda.so.1, cuBLAS
- * from libcublas.so.13 / .12 (or the toolkit's lib64). Nothing here touches a device. */
+ * from libcublas.so.13 / .12 (or the toolkit's lib64), or the files $BOOST_LIBCUDA / $BOOST_LIBCUBLAS
+ * name. Nothing here touches a device. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +21,15 @@ static void *open_first(const char *const *names, int n, const char *home) {
 
 int cuda_api_load(CudaApi *a, char *why, size_t n) {
     memset(a, 0, sizeof *a);
+    /* BOOST_LIBCUDA / BOOST_LIBCUBLAS: explicit library paths (another install, or a test's stand-in) */
+    const char *env_drv = getenv("BOOST_LIBCUDA"), *env_blas = getenv("BOOST_LIBCUBLAS");
     const char *drv[] = {"libcuda.so.1", "libcuda.so"};
-    void *hd = open_first(drv, 2, NULL);
-    if (!hd) { snprintf(why, n, "the CUDA driver libcuda.so.1 is not installed"); return -1; }
+    void *hd = env_drv && *env_drv ? dlopen(env_drv, RTLD_NOW | RTLD_LOCAL) : open_first(drv, 2, NULL);
+    if (!hd) {
+        if (env_drv && *env_drv) snprintf(why, n, "BOOST_LIBCUDA=%s cannot be loaded: %s", env_drv, dlerror());
+        else snprintf(why, n, "the CUDA driver libcuda.so.1 is not installed");
+        return -1;
+    }
 #define SYM(h, name) \
     if (!(*(void **)&a->name = dlsym(h, #name))) { snprintf(why, n, "%s lacks %s: driver or toolkit too old", \
                                                             h == hd ? "libcuda.so.1" : "libcublas", #name); return -1; }
@@ -34,7 +41,7 @@ int cuda_api_load(CudaApi *a, char *why, size_t n) {
     SYM(hd, cuModuleLoadData); SYM(hd, cuModuleUnload); SYM(hd, cuModuleGetFunction); SYM(hd, cuLaunchKernel);
     SYM(hd, cuGetErrorString);
     const char *blas[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-    void *hb = open_first(blas, 3, nvrtc_cuda_home());
+    void *hb = env_blas && *env_blas ? dlopen(env_blas, RTLD_NOW | RTLD_LOCAL) : open_first(blas, 3, nvrtc_cuda_home());
     if (!hb) {
         snprintf(why, n, "cuBLAS (libcublas.so.13 or .12) not found, also not in %s/lib64: install the CUDA toolkit "
                  "or set CUDA_HOME", nvrtc_cuda_home());
