@@ -78,8 +78,8 @@ b=4; s=4096
 } >>"$md"
 : >"$tmp/coll.dat"
 nmodels=0
-for mf in specs/models/*.lua; do
-  model=$(basename "$mf" .lua)
+models=${BENCH_MODELS:-$(for mf in specs/models/*.lua; do basename "$mf" .lua; done)}
+for model in $models; do
   # a low-rank model loads with layout btp, a full-rank one only with megatron
   if ! $BOOST project "$base_run" -D model="$model" -D micro_batch=$b -D seq=$s -D tp=1 -D pp=1 -D checkpoint=none \
        -D layout=btp --kv >"$tmp/c.kv" 2>"$tmp/c.err" &&
