@@ -91,7 +91,6 @@ static const char *backend_msg(Engine *e, int rank) {
 }
 
 /* ---------------- create / free ---------------- */
-typedef struct { const Backend *be; } OpenArg;
 
 static int job_open(Engine *e, int rank, void *arg) {
     e->ranks[rank] = e->be->rank_open(e->p, rank, e->tp, e->rank_err[rank], sizeof e->rank_err[rank]);
