@@ -146,8 +146,10 @@ echo "$paper" | while read -r size runspec tp pp ngpu p_fr p_v p_b; do
   awk -v model="$(kv "$tmp/p.kv" model)" -v tp=$tp -v pp=$pp -v g=$ngpu -v m=$m -v n=$n -v t=$t -v tc=$tc \
       -v pm=$p_fr -v pn=$p_v -v pb=$p_b 'BEGIN {
     sn = n / t; ps = pn / pb; sf = m / t; pf = pm / pb
+    en = 100 * (sn / ps - 1); ef = 100 * (sf / pf - 1)
+    if (en > -0.5 && en < 0.5) en = 0; if (ef > -0.5 && ef < 0.5) ef = 0   # no "-0%"
     printf "| %s | %d | %d | %d | %.2f (%.2f) | %.2f (%.2f) | %.2f (%.2f) | %.2fx (%.2fx) | %+.0f%% | %.2fx (%.2fx) | %+.0f%% | %.2f | %.2fx | %.2fx |\n",
-      model, tp, pp, g, m, pm, n, pn, t, pb, sn, ps, 100 * (sn / ps - 1), sf, pf, 100 * (sf / pf - 1), tc, n / tc, m / tc }' >>"$md"
+      model, tp, pp, g, m, pm, n, pn, t, pb, sn, ps, en, sf, pf, ef, tc, n / tc, m / tc }' >>"$md"
   awk -v size=$size -v m=$m -v n=$n -v t=$t -v pm=$p_fr -v pn=$p_v -v pb=$p_b 'BEGIN {
     printf "%s %.4f %.4f %.4f %s %s %s %.4f %.4f\n", size, m, n, t, pm, pn, pb, (n/t)/(pn/pb) - 1, (m/t)/(pm/pb) - 1 }' >>"$tmp/proj.dat"
   cp "$tmp/p.kv" "$tmp/proj-$size.kv"
