@@ -102,8 +102,17 @@ MODELS = {
     "tiny-llama": ("torch_ref_llama_v1.bin", {"full": 1, "silu": 0, "all_grads": 0},
                    _layer0_grads("q.W")),
 }
-# Deliberate mistakes (--mutant, for tests/sh/torch_mutants.sh: the C test must catch each one)
-MUTANTS = ("norm_eps", "gate_silu", "rope_interleaved", "decay_all", "no_bias_correction")
+# Deliberate mistakes (--mutant, for tests/sh/torch_mutants.sh: the C test must catch each one),
+# each with the model it is made in
+MUTANTS = {
+    "norm_eps": "tiny-cola",             # RMSNorm eps 100 times the spec's
+    "gate_silu": "tiny-cola",            # an extra silu on the gate (SwiGLU instead of CoLA's gate*up)
+    "rope_interleaved": "tiny-cola",     # RoPE pairs (2i, 2i+1)
+    "decay_all": "tiny-cola",            # weight decay on embed and head too
+    "no_bias_correction": "tiny-cola",   # AdamW without 1 - beta^t
+    "lax_pre_act": "tiny-lax",           # the crossing adds the previous latent before sigma
+    "gqa_kv_tiled": "tiny-cola-gqa",     # query head h reads kv head h % kv_heads
+}
 MUTANT = None
 
 
@@ -202,16 +211,21 @@ def forward(torch, c, cf, W, tokens, targets, builtins=False):
             return F.rms_norm(x, (x.shape[-1],), g.reshape(-1), eps=eps)
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * g.reshape(-1)
 
+    pre = {}                                               # pre-activations (the lax_pre_act mutant)
+
     def latent(x, name):                                   # z = sigma(x @ A)   [.., r]
         if c["full"]:                                      # dense: no bottleneck, z is the input
             return x
-        h = x @ W[name + ".A"]
+        h = pre[name] = x @ W[name + ".A"]
         return F.silu(h) if c["silu"] else h
 
     def up(z, name, z_prev=None):                          # z (+ z_prev under LaX) @ B
         if c["full"]:
             return z @ W[name + ".W"]
         return (z + z_prev if c["lax"] and z_prev is not None else z) @ W[name + ".B"]
+
+    def cross(name, z):                                    # what a later B's input adds under LaX
+        return pre[name] if MUTANT == "lax_pre_act" else z
 
     def proj(x, name):
         return up(latent(x, name), name)
@@ -235,8 +249,10 @@ def forward(torch, c, cf, W, tokens, targets, builtins=False):
         q = rope(proj(n1, f"L{i}.q").reshape(B, S, H, HD)).transpose(1, 2)    # [B, H, S, HD]
         k = rope(proj(n1, f"L{i}.k").reshape(B, S, KV, HD)).transpose(1, 2)
         v = up(zv, f"L{i}.v").reshape(B, S, KV, HD).transpose(1, 2)
-        k = k.repeat_interleave(H // KV, dim=1)            # query head h reads kv head h // (H/KV)
-        v = v.repeat_interleave(H // KV, dim=1)
+        if MUTANT == "gqa_kv_tiled":
+            k, v = k.repeat(1, H // KV, 1, 1), v.repeat(1, H // KV, 1, 1)
+        else:                                              # query head h reads kv head h // (H/KV)
+            k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
         if builtins:
             att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
@@ -245,13 +261,14 @@ def forward(torch, c, cf, W, tokens, targets, builtins=False):
             att = torch.softmax(scores, dim=-1) @ v                  # [B, H, S, HD]
         att = att.transpose(1, 2).reshape(B, S, H * HD)
         zo = latent(att, f"L{i}.o")
-        x = x + up(zo, f"L{i}.o", zv)
+        x = x + up(zo, f"L{i}.o", cross(f"L{i}.v", zv))
         n2 = rmsnorm(x, W[f"L{i}.mlp_norm"])
         zu = latent(n2, f"L{i}.up")
-        gate = up(latent(n2, f"L{i}.gate"), f"L{i}.gate", zo)
+        gate = up(latent(n2, f"L{i}.gate"), f"L{i}.gate", cross(f"L{i}.o", zo))
         if MUTANT == "gate_silu" or c["full"]:           # SwiGLU for dense models only
             gate = F.silu(gate)
-        x = x + up(latent(gate * up(zu, f"L{i}.up", zo), f"L{i}.down"), f"L{i}.down", zu)
+        hidden = gate * up(zu, f"L{i}.up", cross(f"L{i}.o", zo))
+        x = x + up(latent(hidden, f"L{i}.down"), f"L{i}.down", cross(f"L{i}.up", zu))
     logits = (rmsnorm(x, W["final_norm"]) @ W["head"]).reshape(B * S, -1)
     loss = F.cross_entropy(logits, targets.reshape(-1), reduction="mean")
     return logits, loss
@@ -478,7 +495,7 @@ def main():
     ap.add_argument("--outdir", default=data_dir, help="folder for the files when -o is not given")
     ap.add_argument("--compare", nargs=2, metavar=("A", "B"), help="compare two reference files")
     ap.add_argument("--tol", type=float, default=1e-6, help="relative tolerance for --compare")
-    ap.add_argument("--mutant", choices=MUTANTS + ("all",), help="write a tiny-cola reference with this "
+    ap.add_argument("--mutant", choices=tuple(MUTANTS) + ("all",), help="write a reference with this "
                     "deliberate mistake (for the test that checks the C test catches it): needs -o, or "
                     "with 'all' --outdir, which gets one file NAME.bin per mistake")
     args = ap.parse_args()
@@ -499,11 +516,13 @@ def main():
     import torch
     torch.set_num_threads(1)          # fixed reduction order: the files are reproducible bit for bit
     if MUTANT == "all":
-        for MUTANT in MUTANTS:
-            rc = build(torch, "tiny-cola", os.path.join(args.outdir, MUTANT + ".bin"))
+        for MUTANT, model in MUTANTS.items():
+            rc = build(torch, model, os.path.join(args.outdir, MUTANT + ".bin"))
             if rc:
                 return rc
         return 0
+    if MUTANT:
+        return build(torch, MUTANTS[MUTANT], args.output)
     if args.output:
         return build(torch, args.model or "tiny-cola", args.output)
     for model in ([args.model] if args.model else MODELS):

@@ -686,6 +686,15 @@ static void run_reference(const char *path, const Config *configs, int nconfigs)
     ref_free(&r);
 }
 
+/* Which tiny model a reference mirrors, from its config. */
+static const char *ref_run(const Ref *r) {
+    if (ref_int(r, "full") == 1) return "tiny-llama";
+    if (ref_int(r, "lax") == 1) return "tiny-lax";
+    if (ref_int(r, "silu") == 0) return "tiny-svd";
+    if (ref_int(r, "kv_heads") != ref_int(r, "heads")) return "tiny-cola-gqa";
+    return "tiny-cola";
+}
+
 int main(void) {
     const char *backend = getenv("BOOST_TORCH_REF_BACKEND");
     if (backend && *backend) {
@@ -730,15 +739,30 @@ int main(void) {
         { "tiny-llama", 4, "megatron", NULL, "llama_tp4_megatron", 1 },
         { "tiny-llama", 2, "megatron", "group_linears=false", "llama_tp2_megatron_ungrouped", 1 },
     };
-    /* BOOST_TORCH_REF: another tiny-cola reference, alone (tests/sh/torch_mutants.sh feeds
-     * deliberately wrong ones) */
+    struct { const char *path; const Config *configs; int n; } sets[] = {
+        { REF_PATH, cola, (int)(sizeof cola / sizeof *cola) },
+        { "tests/data/torch_ref_gqa_v1.bin", gqa, (int)(sizeof gqa / sizeof *gqa) },
+        { "tests/data/torch_ref_lax_v1.bin", lax, (int)(sizeof lax / sizeof *lax) },
+        { "tests/data/torch_ref_svd_v1.bin", svd, (int)(sizeof svd / sizeof *svd) },
+        { "tests/data/torch_ref_llama_v1.bin", llama, (int)(sizeof llama / sizeof *llama) },
+    };
+    int nsets = (int)(sizeof sets / sizeof *sets);
+    /* BOOST_TORCH_REF: one other reference file, run with the configurations of the model its
+     * config names (tests/sh/torch_mutants.sh feeds deliberately wrong ones) */
     const char *other = getenv("BOOST_TORCH_REF");
-    run_reference(other ? other : REF_PATH, cola, (int)(sizeof cola / sizeof *cola));
-    if (!other) {
-        run_reference("tests/data/torch_ref_gqa_v1.bin", gqa, (int)(sizeof gqa / sizeof *gqa));
-        run_reference("tests/data/torch_ref_lax_v1.bin", lax, (int)(sizeof lax / sizeof *lax));
-        run_reference("tests/data/torch_ref_svd_v1.bin", svd, (int)(sizeof svd / sizeof *svd));
-        run_reference("tests/data/torch_ref_llama_v1.bin", llama, (int)(sizeof llama / sizeof *llama));
+    if (other && *other) {
+        char err[1024];
+        Ref r;
+        if (ref_load(other, &r, err, sizeof err)) {
+            CHECK(0, "reference state read", "%s", err);
+            TEST_EXIT();
+        }
+        const char *run = ref_run(&r);
+        ref_free(&r);
+        for (int i = 0; i < nsets; i++)
+            if (!strcmp(sets[i].configs[0].run, run)) run_reference(other, sets[i].configs, sets[i].n);
+        TEST_EXIT();
     }
+    for (int i = 0; i < nsets; i++) run_reference(sets[i].path, sets[i].configs, sets[i].n);
     TEST_EXIT();
 }
