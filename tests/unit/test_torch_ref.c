@@ -323,8 +323,8 @@ static Plan *pin_logits(const Plan *p, const char *dir, char *err, size_t errlen
  * build/tmp/torch_ref_LABEL and load it. Returns NULL with a message in err. */
 static Plan *make_plan(const Ref *r, const Config *cf, char *err, size_t errlen) {
     static const char *int_keys[] = { "seq", "seed", "warmup", "steps" };
-    int accum = cf->accum > 1 ? cf->accum : 1;
     static const char *float_keys[] = { "lr", "min_lr", "beta1", "beta2", "adam_eps", "weight_decay", "clip" };
+    int accum = cf->accum > 1 ? cf->accum : 1;
     char val[24][64];
     const char *name[24];
     int n = 0;
