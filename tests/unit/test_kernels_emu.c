@@ -1,6 +1,6 @@
 /* test_kernels_emu.c: the generated CUDA kernels, run without a GPU, against the CPU backend's
  * reference kernels (runtime/cpu_kernels.c). Every catalog kind is specialised at small shapes
- * (vector and scalar paths, head dims 32 and 64, GQA), emitted into one kernels.cu, compiled with
+ * (vector and scalar paths, head dims 32, 64 and 128, GQA), emitted into one kernels.cu, compiled with
  * g++ against tests/gpu/cuda_emu.hpp (a CPU stand-in for the device: a thread per CUDA thread,
  * real barriers and shuffles, bit-exact bf16) and launched with the same inputs the reference gets
  * (bf16-representable values). Each output must match within bf16 accuracy. */
@@ -147,11 +147,13 @@ static void add_cases(void) {
     add("xent_combine", "rows=32 tp=1", "stats_all=pos");
     add("rope", "rows=32 heads=3 head_dim=32 ldx=112 seq=16 theta=10000 inverse=0", NULL);
     add("rope", "rows=32 heads=2 head_dim=64 ldx=128 seq=16 theta=500000 inverse=1", NULL);
-    /* attention: MHA head_dim 32, GQA (4 heads on 2) head_dim 64; the backward reuses the forward */
+    /* attention: MHA head_dim 32, GQA head_dim 64 and 128; the backward reuses the forward's outputs */
     add("attention_fwd", "batch=2 seq=16 heads=2 kv_heads=2 head_dim=32 ldq=192 ldk=192 ldv=192 ldo=64 scale=0.1767767", NULL);
     add("attention_bwd", "batch=2 seq=16 heads=2 kv_heads=2 head_dim=32 ldq=192 ldk=192 ldv=192 ldo=64 scale=0.1767767", NULL)->chain = 1;
     add("attention_fwd", "batch=2 seq=16 heads=4 kv_heads=2 head_dim=64 ldq=512 ldk=512 ldv=512 ldo=256 scale=0.125", NULL);
     add("attention_bwd", "batch=2 seq=16 heads=4 kv_heads=2 head_dim=64 ldq=512 ldk=512 ldv=512 ldo=256 scale=0.125", NULL)->chain = 1;
+    add("attention_fwd", "batch=2 seq=16 heads=2 kv_heads=1 head_dim=128 ldq=512 ldk=512 ldv=512 ldo=256 scale=0.0883883", NULL);
+    add("attention_bwd", "batch=2 seq=16 heads=2 kv_heads=1 head_dim=128 ldq=512 ldk=512 ldv=512 ldo=256 scale=0.0883883", NULL)->chain = 1;
 }
 
 /* KernelArgs for the CPU reference from a KernelInst (operands in catalog order). */
