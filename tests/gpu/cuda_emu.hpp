@@ -1,17 +1,14 @@
 // cuda_emu.hpp: a CPU stand-in for the CUDA device, just enough to run BOOST's generated kernels
-// (templates/) with g++ on a machine without a GPU: each block runs with one OS thread per CUDA
+// (templates/) with g++ on a machine without a GPU: a block's CUDA threads run as fibers of one OS
 // thread, blocks one after another (so __shared__ is a static), __syncthreads is a barrier over
-// the block, and warp shuffles meet at a barrier per (warp, lane mask). bf16 is emulated bit-exactly
+// the block, and warp shuffles meet at a barrier per lane mask. bf16 is emulated bit-exactly
 // (round to nearest even). Slow; meant for small shapes in tests (tests/unit/test_kernels_emu.c).
 // Include it before a kernels.cu (g++ -include), with an empty cuda_bf16.h on the include path.
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#include <pthread.h>
+#include <ucontext.h>
 #include <algorithm>
-#include <condition_variable>
-#include <map>
-#include <mutex>
 #include <utility>
 
 #define __global__
@@ -54,42 +51,94 @@ inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return __nv_bflo
 inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
 
-// ---- block barrier and warp shuffles ----
-inline pthread_barrier_t *emu_block_barrier;
-inline void __syncthreads() { pthread_barrier_wait(emu_block_barrier); }
-
-struct EmuGroup {
-    std::mutex mu;
-    std::condition_variable cv;
-    int count = 0;
-    long gen = 0;
-    float vals[32];
+// ---- threads as fibers: one OS thread runs a block's CUDA threads as coroutines (ucontext);
+// a fiber yields at __syncthreads and at each shuffle, and a round-robin scheduler releases a
+// barrier when every fiber it waits for has arrived. Deterministic and far cheaper than OS threads.
+enum { EMU_RUN, EMU_WAIT_BLOCK, EMU_WAIT_SHFL, EMU_DONE };
+struct EmuFiber {
+    ucontext_t ctx;
+    char *stack;
+    int state;
+    unsigned tid, mask;
 };
-inline std::mutex emu_groups_mu;
-inline std::map<std::pair<unsigned, unsigned>, EmuGroup *> emu_groups;
+inline ucontext_t emu_sched_ctx;
+inline EmuFiber *emu_fibers;
+inline EmuFiber *emu_cur;
+inline unsigned emu_nthreads;
+inline float emu_vals[1024];
+inline void (*emu_body)(void *);
+inline void *emu_body_arg;
 
-inline void emu_group_wait(EmuGroup *g, int n) {
-    std::unique_lock<std::mutex> lk(g->mu);
-    long gen = g->gen;
-    if (++g->count == n) { g->count = 0; g->gen++; g->cv.notify_all(); }
-    else g->cv.wait(lk, [&] { return g->gen != gen; });
+inline void emu_yield(int state) {
+    emu_cur->state = state;
+    swapcontext(&emu_cur->ctx, &emu_sched_ctx);
 }
+inline void __syncthreads() { emu_yield(EMU_WAIT_BLOCK); }
 
 inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
-    unsigned lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    EmuGroup *g;
-    {
-        std::lock_guard<std::mutex> lk(emu_groups_mu);
-        EmuGroup *&slot = emu_groups[std::make_pair(warp, mask)];
-        if (!slot) slot = new EmuGroup();
-        g = slot;
-    }
-    int n = __builtin_popcount(mask);
-    g->vals[lane] = v;
-    emu_group_wait(g, n);          // every lane of the mask has written
-    float r = g->vals[lane ^ (unsigned)lane_mask];
-    emu_group_wait(g, n);          // every lane has read before anyone writes again
+    emu_vals[threadIdx.x] = v;
+    emu_cur->mask = mask;
+    emu_yield(EMU_WAIT_SHFL);        // every lane of the mask has written
+    float r = emu_vals[(threadIdx.x & ~31u) | ((threadIdx.x & 31u) ^ (unsigned)lane_mask)];
+    emu_yield(EMU_WAIT_SHFL);        // every lane has read before anyone writes again
     return r;
+}
+
+inline void emu_fiber_main(unsigned lo, unsigned hi) {
+    EmuFiber *f = (EmuFiber *)(((uintptr_t)hi << 32) | (uintptr_t)lo);
+    threadIdx = dim3{f->tid, 0, 0};
+    emu_body(emu_body_arg);
+    f->state = EMU_DONE;
+}
+
+/* Runs one block: returns -1 on a deadlock (a barrier some fibers never reach). */
+inline int emu_run_block() {
+    for (unsigned t = 0; t < emu_nthreads; t++) {
+        EmuFiber *f = &emu_fibers[t];
+        getcontext(&f->ctx);
+        f->ctx.uc_stack.ss_sp = f->stack;
+        f->ctx.uc_stack.ss_size = 128 * 1024;
+        f->ctx.uc_link = &emu_sched_ctx;
+        f->state = EMU_RUN;
+        f->tid = t;
+        uintptr_t p = (uintptr_t)f;
+        makecontext(&f->ctx, (void (*)())emu_fiber_main, 2, (unsigned)(p & 0xffffffffu), (unsigned)(p >> 32));
+    }
+    for (;;) {
+        int ran = 0, alive = 0;
+        for (unsigned t = 0; t < emu_nthreads; t++) {
+            EmuFiber *f = &emu_fibers[t];
+            if (f->state != EMU_RUN) continue;
+            ran = 1;
+            emu_cur = f;
+            threadIdx = dim3{f->tid, 0, 0};
+            swapcontext(&emu_sched_ctx, &f->ctx);
+        }
+        if (ran) continue;
+        int released = 0, waiting_block = 0;
+        for (unsigned t = 0; t < emu_nthreads; t++) {
+            EmuFiber *f = &emu_fibers[t];
+            if (f->state != EMU_DONE) alive++;
+            if (f->state == EMU_WAIT_BLOCK) waiting_block++;
+            if (f->state != EMU_WAIT_SHFL) continue;
+            unsigned base = t & ~31u, arrived = 0;   // all lanes of its mask waiting on the same mask?
+            for (unsigned l = 0; l < 32 && base + l < emu_nthreads; l++)
+                if (emu_fibers[base + l].state == EMU_WAIT_SHFL && emu_fibers[base + l].mask == f->mask) arrived |= 1u << l;
+            if ((arrived & f->mask) == f->mask) {
+                for (unsigned l = 0; l < 32; l++)
+                    if (f->mask >> l & 1u) emu_fibers[base + l].state = EMU_RUN;
+                released = 1;
+            }
+        }
+        if (!alive) return 0;
+        if (released) continue;
+        if (waiting_block == alive) {
+            for (unsigned t = 0; t < emu_nthreads; t++)
+                if (emu_fibers[t].state == EMU_WAIT_BLOCK) emu_fibers[t].state = EMU_RUN;
+            continue;
+        }
+        return -1;
+    }
 }
 
 // ---- launches: cuLaunchKernel's (grid, block, params) for a kernel of any signature ----
@@ -100,48 +149,32 @@ template <class... P>
 struct EmuLaunch {
     void (*f)(P...);
     void **params;
-    unsigned grid;
-    unsigned tid;
 };
 
 template <class... P>
-inline void *emu_worker(void *arg) {
+inline void emu_body_of(void *arg) {
     EmuLaunch<P...> *l = (EmuLaunch<P...> *)arg;
-    threadIdx = dim3{l->tid, 0, 0};
-    for (unsigned b = 0; b < l->grid; b++) {
-        blockIdx = dim3{b, 0, 0};
-        emu_call(l->f, l->params, std::index_sequence_for<P...>{});
-        pthread_barrier_wait(emu_block_barrier);   // the block is done before the next one starts
-    }
-    return nullptr;
+    emu_call(l->f, l->params, std::index_sequence_for<P...>{});
 }
 
 template <class... P>
 inline int emu_launch(void (*f)(P...), unsigned grid, unsigned block, void **params) {
-    pthread_barrier_t bar;
-    pthread_barrier_init(&bar, nullptr, block);
-    emu_block_barrier = &bar;
+    if (block == 0 || block > 1024) return -1;
     blockDim = dim3{block, 1, 1};
     gridDim = dim3{grid, 1, 1};
-    EmuLaunch<P...> *ls = new EmuLaunch<P...>[block];
-    pthread_t *th = new pthread_t[block];
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
+    EmuLaunch<P...> l{f, params};
+    emu_body = emu_body_of<P...>;
+    emu_body_arg = &l;
+    emu_nthreads = block;
+    emu_fibers = new EmuFiber[block];
+    for (unsigned t = 0; t < block; t++) emu_fibers[t].stack = new char[128 * 1024];
     int rc = 0;
-    unsigned started = 0;
-    for (unsigned t = 0; t < block; t++) {
-        ls[t] = EmuLaunch<P...>{f, params, grid, t};
-        if (pthread_create(&th[t], &attr, emu_worker<P...>, &ls[t])) { rc = -1; break; }
-        started++;
+    for (unsigned b = 0; b < grid && rc == 0; b++) {
+        blockIdx = dim3{b, 0, 0};
+        rc = emu_run_block();
     }
-    for (unsigned t = 0; t < started; t++) pthread_join(th[t], nullptr);
-    pthread_attr_destroy(&attr);
-    pthread_barrier_destroy(&bar);
-    for (auto &kv : emu_groups) delete kv.second;
-    emu_groups.clear();
-    delete[] ls;
-    delete[] th;
+    for (unsigned t = 0; t < block; t++) delete[] emu_fibers[t].stack;
+    delete[] emu_fibers;
     return rc;
 }
 
