@@ -2,9 +2,10 @@
 # train_resume.sh: checkpoints and resume on the CPU backend, with tiny-cola for 20 steps.
 # Run A (tp=2) saves at steps 10 and 20. Resumed from A's step 10, a run gives bit-identical
 # losses and final tensors; a run killed with SIGKILL part way and resumed from its newest
-# checkpoint does too, and so does one stopped by SIGTERM (which saves the step it finished); A's tp=2 checkpoint resumed at tp=1 and tp=4, and under the naive layout,
-# gives the same losses to ~1e-5. The saved model is read by Python (json + struct, torch when installed): every canon of
-# the plan, with its shape, as F32.
+# checkpoint does too, and so does one stopped by SIGTERM (which saves the step it finished).
+# A's tp=2 checkpoint resumed at tp=1 and tp=4, and under the naive layout, gives the same losses
+# to ~1e-5. The saved model is read by Python (json + struct; torch and the safetensors package
+# when installed): every canon of the plan, with its shape, as F32.
 . tests/sh/lib.sh
 common=(tiny-cola --backend cpu -D steps=20 -D eval_every=10 --quiet)
 
@@ -155,6 +156,14 @@ for name in canons:
     state[name] = torch.frombuffer(bytearray(data[b:e]), dtype=torch.float32).reshape(h[name]['shape'])
 assert state['embed'].shape == (256, 128) and torch.isfinite(state['L0.q.A']).all()
 print('python: torch state dict of %d tensors' % len(state))
+try:
+    from safetensors.torch import load_file
+except Exception:
+    print('python: the safetensors package is not installed, its loader not run'); sys.exit(0)
+loaded = load_file(sys.argv[2])
+assert set(loaded) == set(state) and all(torch.equal(loaded[k], state[k]) for k in state)
+assert len(load_file(sys.argv[3])) == 2 * len(state)
+print('python: safetensors.torch.load_file reads model and optimizer')
 EOF
   rc=$?
   sed 's/^/# /' "$TMP/py.out"
