@@ -56,8 +56,8 @@ static void inst_of(const KernelArgs *a, KernelInst *k) {
 
 static void run_for(const Plan *p, int c, Run *run) {
     memset(run, 0, sizeof *run);
-    snprintf(run->name, sizeof run->name, "%s", p->run_name);
-    snprintf(run->model.name, sizeof run->model.name, "%s", p->model_name);
+    snprintf(run->name, sizeof run->name, "%.*s", NAME_LEN - 1, p->run_name);
+    snprintf(run->model.name, sizeof run->model.name, "%.*s", NAME_LEN - 1, p->model_name);
     snprintf(run->gpu.name, sizeof run->gpu.name, "%s", p->gpu);
     snprintf(run->gpu.arch, sizeof run->gpu.arch, "%s", p->arch);
     run->gpu.tune_row_block = ROW[c];

@@ -10,10 +10,12 @@
 #define MAX_OV 64
 
 static void gen_usage(FILE *f) {
-    fprintf(f, "usage: boost gen RUN [-D name=value ...] [-o DIR]\n"
+    fprintf(f, "usage: boost gen RUN [-D name=value ...] [-o DIR] [--compile]\n"
                "  RUN   a run spec: a path, or NAME for specs/runs/NAME.lua\n"
                "  -D    override a spec setting, e.g. -D tp=4 -D layout=naive -D checkpoint=none\n"
                "  -o    output folder (default generated/<run name>); written all or nothing\n"
+               "  --compile  also compile kernels.cu with NVRTC (sm_80, sm_90; no GPU needed) and add\n"
+               "        registers, shared memory and spills per kernel to report.md\n"
                "Writes plan.txt (the schedule the runtime executes), kernels.cu and report.md.\n");
 }
 
@@ -24,7 +26,8 @@ static void report_usage(FILE *f) {
 }
 
 /* Shared argument parsing: returns 0 and fills the run, or an exit status. */
-static int parse_args(int argc, char **argv, int is_gen, Run *run, const char **outdir, int *json) {
+static int parse_args(int argc, char **argv, int is_gen, Run *run, const char **outdir, int *json,
+                      int *compile) {
     const char *run_arg = NULL;
     Override ov[MAX_OV];
     int nov = 0;
@@ -41,6 +44,8 @@ static int parse_args(int argc, char **argv, int is_gen, Run *run, const char **
         } else if (is_gen && !strcmp(a, "-o")) {
             if (i + 1 >= argc) { fprintf(stderr, "boost gen: -o needs a folder\n"); return 2; }
             *outdir = argv[++i];
+        } else if (is_gen && !strcmp(a, "--compile")) {
+            *compile = 1;
         } else if (!is_gen && !strcmp(a, "--json")) {
             *json = 1;
         } else if (a[0] == '-') {
@@ -63,12 +68,12 @@ static Run g_run;   /* large: kept off the stack */
 
 int cmd_gen(int argc, char **argv) {
     const char *outdir = NULL;
-    int json = 0;
-    int rc = parse_args(argc, argv, 1, &g_run, &outdir, &json);
+    int json = 0, compile = 0;
+    int rc = parse_args(argc, argv, 1, &g_run, &outdir, &json, &compile);
     if (rc) return rc < 0 ? 0 : rc;
     char def[PATH_LEN + 16], err[1024] = "";
     if (!outdir) { snprintf(def, sizeof def, "generated/%s", g_run.name); outdir = def; }
-    rc = gen_write(&g_run, outdir, err, sizeof err);
+    rc = gen_write_ex(&g_run, outdir, compile, err, sizeof err);
     if (rc) { fprintf(stderr, "boost gen: %s\n", err); return rc; }
     printf("wrote %s/plan.txt, kernels.cu, report.md\n", outdir);
     return 0;
@@ -76,8 +81,8 @@ int cmd_gen(int argc, char **argv) {
 
 int cmd_report(int argc, char **argv) {
     const char *outdir = NULL;
-    int json = 0;
-    int rc = parse_args(argc, argv, 0, &g_run, &outdir, &json);
+    int json = 0, compile = 0;
+    int rc = parse_args(argc, argv, 0, &g_run, &outdir, &json, &compile);
     if (rc) return rc < 0 ? 0 : rc;
     char err[1024] = "";
     rc = report_write(&g_run, stdout, json, err, sizeof err);

@@ -22,4 +22,9 @@ int parse_override(const char *arg, Override *ov, char *err, size_t errlen);
  * failure never leaves a partial output. Returns 0, 2 (bad input) or 1 (I/O). */
 int gen_write(const Run *run, const char *outdir, char *err, size_t errlen);
 
+/* gen_write, and with compile_kernels set also compile kernels.cu with NVRTC for sm_80 and sm_90
+ * and add a table of registers, static shared memory and spills per kernel to report.md
+ * (NVRTC missing or a compile error: status 1 with the log; nothing is written). */
+int gen_write_ex(const Run *run, const char *outdir, int compile_kernels, char *err, size_t errlen);
+
 #endif

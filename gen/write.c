@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "gen/gen.h"
 #include "gen/ir.h"
+#include "common/nvrtc.h"
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st; (void)flag; (void)ftw;
@@ -31,7 +32,45 @@ static int make_parents(const char *path) {
     return 0;
 }
 
-static int write_files(const Run *run, Graph *g, const char *dir, char *err, size_t errlen) {
+#define MAX_KERNEL_STATS 1024
+
+/* Append "## Kernels" to report.md: every kernel of kernels.cu compiled by NVRTC for the two archs
+ * the shipped GPU files use, one row per kernel and arch. */
+static int append_kernel_table(FILE *report, const char *cu_path, char *err, size_t errlen) {
+    FILE *f = fopen(cu_path, "rb");
+    if (!f) { snprintf(err, errlen, "%s: cannot read back", cu_path); return 1; }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *src = malloc((size_t)n + 1);
+    size_t got = src ? fread(src, 1, (size_t)n, f) : 0;
+    fclose(f);
+    if (!src || got != (size_t)n) { free(src); snprintf(err, errlen, "%s: read failed", cu_path); return 1; }
+    src[n] = 0;
+    if (!nvrtc_available(err, errlen)) { free(src); return 1; }
+    static const char *archs[] = {"sm_80", "sm_90"};
+    static KernelStat st[MAX_KERNEL_STATS];
+    fprintf(report, "\n## Kernels (NVRTC, registers per thread, static shared memory, spills)\n\n"
+                    "| kernel | arch | registers | smem (B) | spill stores/loads (B) |\n|---|---|---:|---:|---:|\n");
+    int spills = 0;
+    for (int a = 0; a < 2; a++) {
+        char log[1 << 14];
+        int k = nvrtc_compile(src, archs[a], NULL, NULL, st, MAX_KERNEL_STATS, log, sizeof log);
+        if (k < 0) { snprintf(err, errlen, "%s: NVRTC (%s): %s", cu_path, archs[a], log); free(src); return 1; }
+        for (int i = 0; i < k; i++) {
+            if (!strncmp(st[i].name, "__", 2)) continue;   /* device helpers */
+            spills += st[i].spill_stores || st[i].spill_loads;
+            fprintf(report, "| `%s` | %s | %d | %d | %d/%d |\n", st[i].name, archs[a], st[i].registers,
+                    st[i].smem_bytes, st[i].spill_stores, st[i].spill_loads);
+        }
+    }
+    fprintf(report, "\n%s\n", spills ? "Some kernels spill (see the last column): lower the block size or tile in the GPU spec's tuning."
+                                       : "No kernel spills.");
+    free(src);
+    return 0;
+}
+
+static int write_files(const Run *run, Graph *g, const char *dir, int compile_kernels, char *err, size_t errlen) {
     char path[PATH_LEN * 2 + 64];
     snprintf(path, sizeof path, "%s/plan.txt", dir);
     FILE *f = fopen(path, "w");
@@ -59,11 +98,20 @@ static int write_files(const Run *run, Graph *g, const char *dir, char *err, siz
     f = fopen(path, "w");
     if (!f) { snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
     rc = report_write(run, f, 0, err, errlen);
+    if (!rc && compile_kernels) {
+        char cu[PATH_LEN * 2 + 64];
+        snprintf(cu, sizeof cu, "%s/kernels.cu", dir);
+        rc = append_kernel_table(f, cu, err, errlen);
+    }
     if (fclose(f) && !rc) { snprintf(err, errlen, "%s: write failed (disk full?)", path); return 1; }
     return rc;
 }
 
 int gen_write(const Run *run, const char *outdir_arg, char *err, size_t errlen) {
+    return gen_write_ex(run, outdir_arg, 0, err, errlen);
+}
+
+int gen_write_ex(const Run *run, const char *outdir_arg, int compile_kernels, char *err, size_t errlen) {
     int status = 0;
     char outdir[PATH_LEN * 2];   /* without trailing slashes: the temporary folder sits beside it */
     snprintf(outdir, sizeof outdir, "%s", outdir_arg);
@@ -80,7 +128,7 @@ int gen_write(const Run *run, const char *outdir_arg, char *err, size_t errlen) 
         graph_free(g);
         return 1;
     }
-    int rc = write_files(run, g, tmp, err, errlen);
+    int rc = write_files(run, g, tmp, compile_kernels, err, errlen);
     graph_free(g);
     if (!rc) {
         struct stat st;

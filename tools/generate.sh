@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # generate.sh: writes generated/ from specs/generate.txt (one output a line: `DIR RUN [-D name=value ...]`,
-# '#' comments). Each DIR is written all or nothing by `boost gen`. Byte-for-byte deterministic.
+# '#' comments). Each DIR is written all or nothing by `boost gen`, its kernels compiled with NVRTC
+# for the report's register/spill table. Byte-for-byte deterministic.
 # Usage: bash tools/generate.sh [OUTROOT]   (default: generated; tests pass a temporary folder)
 cd "$(dirname "$0")/.." || exit 2
 out=${1:-generated}
@@ -10,7 +11,7 @@ while read -r dir run rest; do
   [ -z "$dir" ] && continue
   case "$dir" in \#*) continue ;; esac
   # shellcheck disable=SC2086
-  if ! "$BOOST" gen "$run" $rest -o "$out/$dir" >/dev/null; then
+  if ! "$BOOST" gen "$run" $rest --compile -o "$out/$dir" >/dev/null; then
     echo "generate.sh: $dir ($run $rest) failed" >&2
     status=1
   fi

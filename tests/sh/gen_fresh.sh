@@ -14,3 +14,11 @@ else fail "generated/ is fresh" "generated/ differs from the generator's output 
 bash tools/generate.sh "$TMP/b" >/dev/null 2>&1
 if diff -r "$TMP/a" "$TMP/b" >/dev/null 2>&1; then ok "generation is deterministic"
 else fail "generation is deterministic" "two runs gave different bytes"; fi
+# every shipped report carries the NVRTC kernel table (both archs) and no kernel spills
+bad=""
+for r in generated/*/report.md; do
+  grep -q '^## Kernels (NVRTC' "$r" && grep -q '| sm_80 |' "$r" && grep -q '| sm_90 |' "$r" \
+    && ! awk -F'|' '/\| sm_[0-9]+ \|/ { if ($6 !~ /^ *0\/0 *$/) found=1 } END { exit !found }' "$r" || bad="$bad $r"
+done
+[ -z "$bad" ] && ok "reports list every kernel's registers, no spills" \
+  || fail "reports list every kernel's registers, no spills" "missing table or a spill in:$bad"
