@@ -206,11 +206,12 @@ static int sb_print(lua_State *L) {
     return 0;
 }
 
-/* Edit distance between two short names (0 when equal), capped for long ones. */
-static int name_distance(const char *a, const char *b) {
+/* Edit distance between two short names (0 when equal; 99 for names over 40 characters), for
+ * "did you mean" hints on globals here and on spec keys in spec.c. */
+int name_distance(const char *a, const char *b) {
     int la = strlen(a), lb = strlen(b);
-    if (la > 31 || lb > 31) return 99;
-    int d[32][32];
+    if (la > 40 || lb > 40) return 99;
+    int d[41][41];
     for (int i = 0; i <= la; i++) d[i][0] = i;
     for (int j = 0; j <= lb; j++) d[0][j] = j;
     for (int i = 1; i <= la; i++)

@@ -33,6 +33,9 @@ int sandbox_pcall(Sandbox *sb, int nargs, int nresults, char *err, size_t errlen
  * (empty when no Lua code is running). */
 void sandbox_where(lua_State *L, int level, char *buf, size_t len);
 
+/* Edit distance of two short names (99 when either is over 40 characters): "did you mean" hints. */
+int name_distance(const char *a, const char *b);
+
 size_t sandbox_bytes_used(Sandbox *sb);
 long sandbox_instructions(Sandbox *sb);
 void sandbox_close(Sandbox *sb);

@@ -239,23 +239,6 @@ static int choice_index(const char *choices, const char *s) {
     }
 }
 
-/* Edit distance between two short keys, for "did you mean". */
-static int edit_distance(const char *a, const char *b) {
-    int la = strlen(a), lb = strlen(b);
-    if (la > 40 || lb > 40) return 99;
-    int d[41][41];
-    for (int i = 0; i <= la; i++) d[i][0] = i;
-    for (int j = 0; j <= lb; j++) d[0][j] = j;
-    for (int i = 1; i <= la; i++)
-        for (int j = 1; j <= lb; j++) {
-            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
-            d[i][j] = best;
-        }
-    return d[la][lb];
-}
-
 /* ---------------------------------------------------------------- context and locations */
 
 #define MAX_SOURCES 8
@@ -514,7 +497,7 @@ static void check_keys(Ctx *c, const Obj *o) {
         for (const Field *f = o->schema->fields; f->key; f++) {
             size_t n = strlen(known);
             snprintf(known + n, sizeof known - n, "%s%s", n ? ", " : "", f->key);
-            int d = edit_distance(key, f->key);
+            int d = name_distance(key, f->key);
             if (d < best) { best = d; if (d <= 2) snprintf(near, sizeof near, "did you mean '%s'? ", f->key); }
         }
         if (!o->schema->fields->key)
