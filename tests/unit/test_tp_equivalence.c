@@ -21,8 +21,6 @@ typedef struct {
     float **grad;      /* per canon */
 } Case;
 
-static int gen_missing;
-
 static int32_t *batch_tokens, *batch_targets;
 static int batch_n;
 
@@ -60,7 +58,6 @@ static int open_case(Case *c, const char *run, const char *defs) {
         snprintf(lp, sizeof lp, "%s.log", dir);
         FILE *f = fopen(lp, "r");
         if (f) { size_t n = fread(log, 1, sizeof log - 1, f); log[n] = 0; fclose(f); }
-        if (strstr(log, "not built")) { gen_missing = 1; return -1; }
         CHECK(0, c->tag, "boost gen failed: %s", log);
         return -1;
     }
@@ -232,7 +229,6 @@ int main(void) {
         close_case(&c);
     }
     close_case(&ref);
-    if (gen_missing) { printf("# the generator is not built yet: nothing compared\n"); return 0; }
 
     /* full-rank LLaMA, megatron: tp = 1, 2, 4 */
     if (open_case(&ref, "tiny-llama", "-D tp=1") == 0) {
