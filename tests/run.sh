@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # run.sh: runs every test (the C programs built from tests/unit/*.c and the scripts tests/sh/*.sh)
 # from the repository root. Each test prints lines "ok - NAME" or "FAIL - NAME: why"; a program
-# that exits non-zero without printing FAIL counts as one failure. Ends with "N passed, N failed".
+# that exits non-zero without printing FAIL counts as one failure. A check that cannot run on this
+# machine (a tool or package missing) prints "ok - NAME # SKIP why" and counts as skipped, not passed.
+# Ends with "N passed, N failed, N skipped".
 # Usage: bash tests/run.sh [FILTER]   (FILTER: substring of the test file names to run)
 cd "$(dirname "$0")/.." || exit 2
 filter=${1:-}
-pass=0; fail=0
+pass=0; fail=0; skip=0
 mkdir -p build/test-logs
 run_one() {
   local name=$1; shift
@@ -14,14 +16,16 @@ run_one() {
   "$@" >"$log" 2>&1
   local rc=$?
   local p f
-  p=$(grep -c '^ok - ' "$log"); f=$(grep -c '^FAIL - ' "$log")
+  local k
+  k=$(grep -E '^ok - ' "$log" | grep -ciE '# *skip|\(skipped\)')
+  p=$(( $(grep -c '^ok - ' "$log") - k )); f=$(grep -c '^FAIL - ' "$log")
   if [ "$rc" != 0 ] && [ "$f" = 0 ]; then
     echo "FAIL - $name: exited $rc without a verdict (last lines below)" >>"$log"; f=1
     tail -5 "$log" | sed 's/^/    /'
   fi
   grep '^FAIL - ' "$log"
-  printf '%-28s %3d passed %3d failed  (%ds)\n' "$name" "$p" "$f" $(( $(date +%s) - t0 ))
-  pass=$((pass + p)); fail=$((fail + f))
+  printf '%-28s %3d passed %3d failed%s  (%ds)\n' "$name" "$p" "$f" "$([ "$k" != 0 ] && echo " $k skipped")" $(( $(date +%s) - t0 ))
+  pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + k))
 }
 for t in build/tests/*; do
   [ -x "$t" ] || continue
@@ -34,5 +38,5 @@ for s in tests/sh/*.sh; do
   n=$(basename "$s" .sh); [ -n "$filter" ] && [[ "$n" != *"$filter"* ]] && continue
   run_one "$n" bash "$s"
 done
-echo "$pass passed, $fail failed"
+echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

@@ -5,7 +5,7 @@
 cd "$(dirname "$0")/../.." || exit 2
 source tests/sh/lib.sh
 if [ -e /dev/nvidiactl ] || [ -e /dev/nvidia0 ]; then
-  ok "GPU present: the no-GPU message is not checked here (skipped)"
+  ok "no_gpu_message # SKIP a GPU is present: the no-GPU message is not checked"
 else
   "$BOOST" train tiny-cola -D steps=1 --backend cuda -o "$TMP/cuda" >"$TMP/cuda.log" 2>&1
   rc=$?

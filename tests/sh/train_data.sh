@@ -32,7 +32,7 @@ with open(sys.argv[2], 'wb') as f:
   for s in 1 2 3 4; do [ "$(field "$TMP/corpus.jsonl" $s loss)" = "$(field "$TMP/bin.jsonl" $s loss)" ] || same=0; done
   [ $rc = 0 ] && [ $same = 1 ] && ok data_token_file_same_as_text || fail data_token_file_same_as_text "exit $rc: $(tail -2 "$TMP/out")"
 else
-  ok "data_token_file_same_as_text # skipped: no python3 to write the token file"
+  ok "data_token_file_same_as_text # SKIP no python3 to write the token file"
 fi
 
 
@@ -48,5 +48,5 @@ if [ -d /usr/share/games/fortunes ]; then
   [ $rc = 0 ] && grep -q "building the corpus" "$TMP/out" && cmp -s "$TMP/root/build/corpus.txt" "$corpus" \
     && ok corpus_built_on_demand || fail corpus_built_on_demand "exit $rc: $(tail -2 "$TMP/out")"
 else
-  ok "corpus_built_on_demand # skipped: Debian's fortunes is not installed"
+  ok "corpus_built_on_demand # SKIP Debian's fortunes is not installed"
 fi

@@ -169,5 +169,5 @@ EOF
   sed 's/^/# /' "$TMP/py.out"
   [ $rc = 0 ] && ok checkpoint_python_reads || fail checkpoint_python_reads "$(tail -2 "$TMP/py.out")"
 else
-  ok "checkpoint_python_reads # skipped: no python3"
+  ok "checkpoint_python_reads # SKIP no python3"
 fi

@@ -145,7 +145,7 @@ static void test_safetensors(void) {
         CHECK(rc == 0, "safetensors_python_reads", "python3 failed: %s", out);
         printf("# %s", out);
     } else {
-        printf("ok - safetensors_python_reads # skipped: no python3\n");
+        printf("ok - safetensors_python_reads # SKIP no python3\n");
     }
 
     // damaged files: truncated data, truncated header, not a safetensors file, bad offsets

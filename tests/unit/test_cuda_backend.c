@@ -69,7 +69,7 @@ int main(void) {
           (int)CUDA_R_16BF_ == (int)CUDA_R_16BF && (int)CUDA_R_32F_ == (int)CUDA_R_32F && CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR == 75 &&
           CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR == 76, "enum values match the CUDA headers", "a constant differs");
 #else
-    CHECK(1, "cuda.h not installed: layout checks skipped", "");
+    printf("ok - cuda_header_layout # SKIP cuda.h is not installed: layout checks not run\n");
 #endif
     free(p);
     TEST_EXIT();

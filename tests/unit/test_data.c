@@ -208,7 +208,7 @@ static void test_split_and_batches(void) {
 
 static void test_corpus(void) {
     if (access("/usr/share/games/fortunes", R_OK) != 0) {
-        printf("ok - corpus_loads # skipped: Debian's fortunes is not installed\n");
+        printf("ok - corpus_loads # SKIP Debian's fortunes is not installed\n");
         return;
     }
     char err[512];
