@@ -1,8 +1,11 @@
 /* train.c: `boost train RUN [-D name=value ...] [--backend cpu|cuda|auto] [--log FILE]
  * [--save-every N] [-o DIR] [--resume CKPT] [--plan PLAN]`: turns the run spec into a plan (written
  * to DIR/plan/, or a temporary folder without -o), or takes a generated plan with --plan, then
- * hands it to the training loop (runtime/train.c). Exit 0 done, 1 failure while running, 2 bad input. */
+ * hands it to the training loop (runtime/train.c). Exit 0 done, 1 failure while running, 2 bad input.
+ * One process per GPU (a world in the environment, runtime/world.h): ranks > 0 generate their plan
+ * in a private folder and print and log nothing; the ranks find each other through an NCCL id file. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,7 @@
 #include "runtime/plan.h"         // defines: plan_load, plan_free
 #include "runtime/train.h"        // defines: TrainOptions, train_with_plan, train_apply_overrides
 #include "runtime/checkpoint.h"   // defines: ckpt_remove_tree
+#include "runtime/world.h"        // defines: world_from_env, world_job_id
 
 static void train_usage(FILE *f) {
     fprintf(f,
@@ -121,7 +125,7 @@ int cmd_train(int argc, char **argv) {
         int rc = spec_load_run(run_arg, ov, ndefs, run, err, sizeof err);
         if (rc) { fprintf(stderr, "%s\n", err); free(run); return rc; }
         char plan_dir[1100];
-        if (opt.outdir) snprintf(plan_dir, sizeof plan_dir, "%s/plan", opt.outdir);
+        if (opt.outdir && world_rank() == 0) snprintf(plan_dir, sizeof plan_dir, "%s/plan", opt.outdir);
         else {
             snprintf(tmpdir, sizeof tmpdir, "/tmp/boost-train.XXXXXX");
             if (!mkdtemp(tmpdir)) { fprintf(stderr, "boost train: cannot create a temporary folder: %s\n", strerror(errno)); free(run); return 1; }
@@ -160,7 +164,27 @@ int cmd_train(int argc, char **argv) {
         }
         if (!rc && train_apply_overrides(plan, tov, ndefs, err, sizeof err)) { fprintf(stderr, "boost train: %s\n", err); rc = 2; }
     }
+    int wrank = 0, wsize = 1;
+    char werr[256];
+    int world = world_from_env(&wrank, &wsize, werr, sizeof werr) == 1;
+    if (!rc && world && !getenv("BOOST_NCCL_ID_FILE")) {   /* where rank 0 leaves the NCCL id for the others */
+        char job[64], idfile[1400];
+        world_job_id(job, sizeof job);
+        if (opt.outdir && make_dirs(opt.outdir) == 0) snprintf(idfile, sizeof idfile, "%s/.nccl-%s.id", opt.outdir, job);
+        else snprintf(idfile, sizeof idfile, "/tmp/boost-nccl-%s-%s.id", plan->run_name, job);
+        setenv("BOOST_NCCL_ID_FILE", idfile, 1);
+    }
+    int quiet_fd = -1, saved_stdout = -1;
+    if (!rc && world && wrank > 0) {   /* only rank 0 prints and logs; errors still go to stderr */
+        opt.log_path = NULL;
+        fflush(stdout);
+        quiet_fd = open("/dev/null", O_WRONLY);
+        saved_stdout = quiet_fd >= 0 ? dup(STDOUT_FILENO) : -1;
+        if (saved_stdout >= 0) dup2(quiet_fd, STDOUT_FILENO);
+    }
     if (!rc) rc = train_with_plan(plan, &opt);
+    if (saved_stdout >= 0) { fflush(stdout); dup2(saved_stdout, STDOUT_FILENO); close(saved_stdout); }
+    if (quiet_fd >= 0) close(quiet_fd);
     if (plan) plan_free(plan);
     if (tmpdir[0]) ckpt_remove_tree(tmpdir);
     return rc;

@@ -37,6 +37,10 @@ typedef struct Backend {
     /* Optional (NULL: nothing to do): called once after all ranks are open, so the ranks can find
      * each other for collectives. */
     int (*group_init)(BackendRank **ranks, int tp, char *err, size_t errlen);
+    /* Optional, multi-process mode only (one rank per process; the Engine then passes group_init an
+     * array where only this process's rank is set): sum n values of a host buffer (double when
+     * is_f64, else float) over the processes; every process gets the sum. */
+    int (*world_allreduce_host)(BackendRank *r, void *host, int64_t n, int is_f64);
 } Backend;
 
 extern const Backend backend_cpu;

@@ -3,7 +3,8 @@
  * (next to plan.txt) is JIT-compiled for the device's arch with an on-disk cubin cache. Local mode:
  * the tp ranks are shards in one process on one device (one stream and cuBLAS handle each); a
  * collective meets at a barrier and one device kernel sums the ranks' buffers in rank order, so
- * results are deterministic. NCCL (one process per GPU) is not wired yet. */
+ * results are deterministic. Multi-process mode (a world in the environment, runtime/world.h): this
+ * process holds one rank on device rank % count, and the collectives go through NCCL. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
@@ -20,6 +21,7 @@
 #include "runtime/cuda_api.h"
 #include "runtime/cuda.h"
 #include "common/nvrtc.h"
+#include "runtime/world.h"
 
 #define CUDA_MAX_TP 64
 #define ALIGN_ELEMS 64            /* params and grads start on 256-byte boundaries */
@@ -32,6 +34,13 @@ static char api_why[512];
 static int api_ok;
 
 static void api_load(void) { api_ok = cuda_api_load(&api, api_why, sizeof api_why) == 0; }
+
+static NcclApi nccl;                      /* multi-process mode only */
+static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
+static char nccl_why[512];
+static int nccl_ok;
+
+static void nccl_load(void) { nccl_ok = nccl_api_load(&nccl, nccl_why, sizeof nccl_why) == 0; }
 
 /* ---------------- the shared module (one per process) ---------------- */
 typedef struct { char name[96]; CUfunction fn; } FnEntry;
@@ -68,6 +77,9 @@ struct BackendRank {
     int64_t *param_off;           /* per param: element offset */
     CUdeviceptr *tptr;            /* per tensor */
     CudaGroup *group;
+    ncclComm_t comm;              /* multi-process mode: the NCCL communicator of the world */
+    CUdeviceptr coll_buf;         /* multi-process mode: staging for all-gathers and host sums */
+    size_t coll_bytes;
     int sync_steps;               /* BOOST_CUDA_SYNC=1: synchronise after every step */
     int opened;                   /* holds a reference on the shared module */
     char err[1024];
@@ -211,6 +223,11 @@ static int shared_open(const Plan *p, char *err, size_t errlen) {
     int ord = 0;
     const char *want = getenv("BOOST_DEVICE");
     if (want && *want) ord = atoi(want);
+    else {   /* multi-process mode: one device per rank, round robin over the node's devices */
+        int wr = 0, ws = 1;
+        char werr[256];
+        if (world_from_env(&wr, &ws, werr, sizeof werr) == 1) ord = wr % count;
+    }
     int ccmaj = 0, ccmin = 0;
     if ((rc = api.cuDeviceGet(&shared.dev, ord)) != 0 ||
         (rc = api.cuDeviceGetAttribute(&ccmaj, 75 /* COMPUTE_CAPABILITY_MAJOR */, shared.dev)) != 0 ||
@@ -405,6 +422,8 @@ static void cuda_rank_close(BackendRank *r) {
         api.cuCtxSetCurrent(shared.ctx);
         if (r->stream) api.cuStreamSynchronize(r->stream);
         if (r->blas) api.cublasDestroy_v2(r->blas);
+        if (r->comm) nccl.ncclCommDestroy(r->comm);
+        if (r->coll_buf) api.cuMemFree_v2(r->coll_buf);
         CUdeviceptr bufs[] = {r->arena, r->io, r->params, r->grads, r->master, r->adam_m, r->adam_v, r->scratch};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) api.cuMemFree_v2(bufs[i]);
         if (r->stream) api.cuStreamDestroy_v2(r->stream);
@@ -496,7 +515,160 @@ fail_nostream:
     return NULL;
 }
 
+/* ---------------- multi-process mode: NCCL ---------------- */
+static double wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Where the ranks of one launch exchange the NCCL id: $BOOST_NCCL_ID_FILE, else a file in /tmp keyed
+ * by the plan's folder name and the job id (boost train sets BOOST_NCCL_ID_FILE under -o). */
+static void nccl_id_path(const Plan *p, char *out, size_t n) {
+    const char *env = getenv("BOOST_NCCL_ID_FILE");
+    if (env && *env) { snprintf(out, n, "%s", env); return; }
+    char dir[1024], job[128];
+    snprintf(dir, sizeof dir, "%s", p->path);
+    char *sl = strrchr(dir, '/');
+    if (sl) *sl = 0; else snprintf(dir, sizeof dir, ".");
+    sl = strrchr(dir, '/');
+    const char *name = sl ? sl + 1 : dir;
+    world_job_id(job, sizeof job);
+    snprintf(out, n, "/tmp/boost-nccl-%.200s-%.100s.id", name, job);
+}
+
+/* Rank 0 writes the id atomically (temp file + rename); the others poll for a fresh file. */
+static int nccl_exchange_id(const Plan *p, int rank, ncclUniqueId *id, char *path, size_t pathlen, char *err, size_t errlen) {
+    nccl_id_path(p, path, pathlen);
+    if (rank == 0) {
+        ncclResult_t rc = nccl.ncclGetUniqueId(id);
+        if (rc != 0) { snprintf(err, errlen, "ncclGetUniqueId failed: %s", nccl.ncclGetErrorString(rc)); return -1; }
+        char tmp[1200];
+        snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+        FILE *f = fopen(tmp, "wb");
+        int ok = f && fwrite(id, sizeof *id, 1, f) == 1;
+        if (f && fclose(f) != 0) ok = 0;
+        if (!ok || rename(tmp, path) != 0) {
+            snprintf(err, errlen, "%s: cannot write the NCCL id for the other ranks (%s): set BOOST_NCCL_ID_FILE to a "
+                     "writable file all ranks see", path, strerror(errno));
+            unlink(tmp);
+            return -1;
+        }
+        return 0;
+    }
+    const char *tv = getenv("BOOST_NCCL_TIMEOUT");
+    double timeout = tv && atof(tv) > 0 ? atof(tv) : 300;
+    double start = wall_s();
+    for (;;) {
+        struct stat st;
+        /* a file older than this wait (minus a minute of launch skew) is left over from an earlier run */
+        if (stat(path, &st) == 0 && st.st_size == (off_t)sizeof *id && (double)st.st_mtime >= start - 60) {
+            FILE *f = fopen(path, "rb");
+            int ok = f && fread(id, sizeof *id, 1, f) == 1;
+            if (f) fclose(f);
+            if (ok) return 0;
+        }
+        if (wall_s() - start > timeout) {
+            snprintf(err, errlen, "%s: rank %d waited %.0f s for rank 0's NCCL id and none appeared: start rank 0 "
+                     "with the same run and job id, or point every rank at one file all of them see with "
+                     "BOOST_NCCL_ID_FILE (BOOST_NCCL_TIMEOUT sets the wait)", path, rank, timeout);
+            return -1;
+        }
+        usleep(20000);
+    }
+}
+
+static int world_group_init(BackendRank *r, int rank, int size, char *err, size_t errlen) {
+    pthread_once(&nccl_once, nccl_load);
+    if (!nccl_ok) { snprintf(err, errlen, "rank %d of %d: %s", rank, size, nccl_why); return -1; }
+    if (!r || r->rank != rank || r->tp != size) {
+        snprintf(err, errlen, "multi-process mode: rank %d of %d is not open in this process", rank, size);
+        return -1;
+    }
+    ncclUniqueId id;
+    char path[1100];
+    if (nccl_exchange_id(r->p, rank, &id, path, sizeof path, err, errlen)) return -1;
+    api.cuCtxSetCurrent(shared.ctx);
+    ncclResult_t rc = nccl.ncclCommInitRank(&r->comm, size, id, rank);
+    if (rank == 0) unlink(path);   /* every rank has joined: the id is used up */
+    if (rc != 0) {
+        r->comm = NULL;
+        snprintf(err, errlen, "rank %d of %d: ncclCommInitRank failed: %s", rank, size, nccl.ncclGetErrorString(rc));
+        return -1;
+    }
+    return 0;
+}
+
+static int coll_reserve(BackendRank *r, size_t bytes) {
+    if (bytes <= r->coll_bytes) return 0;
+    if (r->coll_buf) api.cuMemFree_v2(r->coll_buf);
+    r->coll_buf = 0; r->coll_bytes = 0;
+    CU(r, api.cuMemAlloc_v2(&r->coll_buf, bytes));
+    r->coll_bytes = bytes;
+    return 0;
+}
+
+#define NCCL(r, call) do { ncclResult_t nrc_ = (call); if (nrc_ != 0) \
+    return rfail((r), "%s failed: %s (NCCL error %d)", #call, nccl.ncclGetErrorString(nrc_), (int)nrc_); } while (0)
+
+static int nccl_dtype(int dt) { return dt == PDT_FP32 ? NCCL_FLOAT32_ : NCCL_BFLOAT16_; }
+
+static int world_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
+    api.cuCtxSetCurrent(shared.ctx);
+    NCCL(r, nccl.ncclAllReduce(buf, buf, (size_t)c->elems, nccl_dtype(c->dtype), NCCL_SUM_, r->comm, r->stream));
+    return 0;
+}
+
+/* src [rows, cols] with row pitch ld_src -> dst [rows, tp*cols] with pitch ld_dst, rank q's block at
+ * column q*cols: packed into coll_buf's last slot, gathered into slots 0..tp-1, then placed. */
+static int world_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst) {
+    api.cuCtxSetCurrent(shared.ctx);
+    size_t es = plan_dtype_size(c->dtype), block = (size_t)(c->rows * c->cols) * es;
+    if (coll_reserve(r, block * (r->tp + 1))) return -1;
+    CUdeviceptr packed = r->coll_buf + block * r->tp;
+    CUDA_MEMCPY2D_ m;
+    memset(&m, 0, sizeof m);
+    m.srcMemoryType = CU_MEMORYTYPE_DEVICE_;
+    m.srcDevice = (CUdeviceptr)(uintptr_t)src;
+    m.srcPitch = c->ld_src * es;
+    m.dstMemoryType = CU_MEMORYTYPE_DEVICE_;
+    m.dstDevice = packed;
+    m.dstPitch = c->cols * es;
+    m.WidthInBytes = c->cols * es;
+    m.Height = c->rows;
+    CU(r, api.cuMemcpy2DAsync_v2(&m, r->stream));
+    NCCL(r, nccl.ncclAllGather((void *)(uintptr_t)packed, (void *)(uintptr_t)r->coll_buf, (size_t)(c->rows * c->cols),
+                               nccl_dtype(c->dtype), r->comm, r->stream));
+    for (int q = 0; q < r->tp; q++) {
+        m.srcDevice = r->coll_buf + block * q;
+        m.srcPitch = c->cols * es;
+        m.dstDevice = (CUdeviceptr)(uintptr_t)dst + q * c->cols * es;
+        m.dstPitch = c->ld_dst * es;
+        CU(r, api.cuMemcpy2DAsync_v2(&m, r->stream));
+    }
+    return 0;
+}
+
+static int cuda_world_allreduce_host(BackendRank *r, void *host, int64_t n, int is_f64) {
+    if (!r->comm) return rfail(r, "sums across processes need the multi-process mode");
+    api.cuCtxSetCurrent(shared.ctx);
+    size_t bytes = (size_t)n * (is_f64 ? 8 : 4);
+    if (n <= 0) return 0;
+    if (coll_reserve(r, bytes)) return -1;
+    CU(r, api.cuStreamSynchronize(r->stream));
+    CU(r, api.cuMemcpyHtoD_v2(r->coll_buf, host, bytes));
+    NCCL(r, nccl.ncclAllReduce((void *)(uintptr_t)r->coll_buf, (void *)(uintptr_t)r->coll_buf, (size_t)n,
+                               is_f64 ? NCCL_FLOAT64_ : NCCL_FLOAT32_, NCCL_SUM_, r->comm, r->stream));
+    CU(r, api.cuStreamSynchronize(r->stream));
+    CU(r, api.cuMemcpyDtoH_v2(host, r->coll_buf, bytes));
+    return 0;
+}
+
 static int cuda_group_init(BackendRank **ranks, int tp, char *err, size_t errlen) {
+    int wrank = 0, wsize = 1;
+    char werr[256];
+    if (world_from_env(&wrank, &wsize, werr, sizeof werr) == 1 && wsize == tp && wrank < tp)
+        return world_group_init(ranks[wrank], wrank, wsize, err, errlen);
     CudaGroup *g = calloc(1, sizeof *g);
     if (!g) { snprintf(err, errlen, "out of memory"); return -1; }
     g->tp = tp;
@@ -690,6 +862,7 @@ int cuda_time_kernel(BackendRank *r, void *module, const char *name, const Kerne
 
 /* ---------------- collectives (local mode) ---------------- */
 static int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
+    if (r->comm) return world_allreduce(r, c, buf);
     CudaGroup *g = r->group;
     if (!g || g->tp <= 1) return 0;
     api.cuCtxSetCurrent(shared.ctx);
@@ -715,6 +888,7 @@ static int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
 }
 
 static int cuda_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst) {
+    if (r->comm) return world_allgather(r, c, src, dst);
     CudaGroup *g = r->group;
     int tp = g ? g->tp : 1;
     api.cuCtxSetCurrent(shared.ctx);
@@ -947,4 +1121,5 @@ const Backend backend_cuda = {
     .state_from_host = cuda_state_from_host,
     .last_error = cuda_last_error,
     .group_init = cuda_group_init,
+    .world_allreduce_host = cuda_world_allreduce_host,
 };

@@ -53,3 +53,22 @@ int cuda_api_load(CudaApi *a, char *why, size_t n) {
     *(void **)&a->cublasGemmGroupedBatchedEx = dlsym(hb, "cublasGemmGroupedBatchedEx");
     return 0;
 }
+
+int nccl_api_load(NcclApi *a, char *why, size_t n) {
+    memset(a, 0, sizeof *a);
+    const char *env = getenv("BOOST_LIBNCCL");
+    const char *names[] = {"libnccl.so.2", "libnccl.so"};
+    void *h = env && *env ? dlopen(env, RTLD_NOW | RTLD_LOCAL) : open_first(names, 2, nvrtc_cuda_home());
+    if (!h) {
+        if (env && *env) snprintf(why, n, "BOOST_LIBNCCL=%s cannot be loaded: %s", env, dlerror());
+        else snprintf(why, n, "NCCL (libnccl.so.2) not found, also not in %s/lib64: install NCCL or set CUDA_HOME "
+                      "(one process per GPU needs it)", nvrtc_cuda_home());
+        return -1;
+    }
+#define SYM(name) \
+    if (!(*(void **)&a->name = dlsym(h, #name))) { snprintf(why, n, "libnccl lacks %s: NCCL too old", #name); return -1; }
+    SYM(ncclGetUniqueId); SYM(ncclCommInitRank); SYM(ncclAllReduce); SYM(ncclAllGather); SYM(ncclCommDestroy);
+    SYM(ncclGetErrorString);
+#undef SYM
+    return 0;
+}

@@ -84,4 +84,30 @@ typedef struct {
 /* Load libcuda.so.1 and libcublas (.so.13, .so.12, or $CUDA_HOME/lib64). 0, or -1 with why. */
 int cuda_api_load(CudaApi *api, char *why, size_t n);
 
+/* NCCL (nccl.h), for the multi-process mode: one process per GPU. Restated like the driver API;
+ * checked against nccl.h by tests/gpu/check_nccl_api.c. */
+#ifndef NCCL_H_   /* with nccl.h included first (the signature check), its own types are used */
+typedef struct { char internal[128]; } ncclUniqueId;
+typedef struct ncclComm *ncclComm_t;
+typedef int ncclResult_t;             /* 0 = ncclSuccess */
+typedef int NcclDtype_;
+typedef int NcclOp_;
+#else
+typedef ncclDataType_t NcclDtype_;
+typedef ncclRedOp_t NcclOp_;
+#endif
+enum { NCCL_SUM_ = 0, NCCL_FLOAT32_ = 7, NCCL_FLOAT64_ = 8, NCCL_BFLOAT16_ = 9 };
+
+typedef struct {
+    ncclResult_t (*ncclGetUniqueId)(ncclUniqueId *);
+    ncclResult_t (*ncclCommInitRank)(ncclComm_t *, int, ncclUniqueId, int);
+    ncclResult_t (*ncclAllReduce)(const void *, void *, size_t, NcclDtype_, NcclOp_, ncclComm_t, CUstream);
+    ncclResult_t (*ncclAllGather)(const void *, void *, size_t, NcclDtype_, ncclComm_t, CUstream);
+    ncclResult_t (*ncclCommDestroy)(ncclComm_t);
+    const char *(*ncclGetErrorString)(ncclResult_t);
+} NcclApi;
+
+/* Load libnccl.so.2 (or $CUDA_HOME/lib64, or the file $BOOST_LIBNCCL names). 0, or -1 with why. */
+int nccl_api_load(NcclApi *api, char *why, size_t n);
+
 #endif

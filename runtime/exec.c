@@ -3,7 +3,9 @@
  * (collectives synchronise the ranks inside the backend), and does what sits around the steps:
  * TP-invariant initialisation, the global gradient norm, clipping, the AdamW schedule, and
  * gathering/scattering canonical tensors. Backend-agnostic: all backend work goes through the
- * Backend vtable, so the same code drives cpu and cuda. */
+ * Backend vtable, so the same code drives cpu and cuda. Multi-process mode (a world in the
+ * environment, runtime/world.h; cuda only): the Engine holds this process's rank alone, and the
+ * gathers across ranks (canonical tensors, the gradient norm) sum over the processes. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 #include "runtime/backend.h"
 #include "runtime/runtime.h"
+#include "runtime/world.h"
 
 typedef int (*RankJob)(Engine *e, int rank, void *arg);
 
@@ -32,6 +35,8 @@ struct Engine {
     int broken;                   /* a pass failed part way: the ranks are out of step */
     int fwd0, fwd1, bwd0, bwd1;   /* step index ranges [a, b) of the sections */
     int64_t coll_bytes;
+    int world;                    /* multi-process mode: 1, and this process holds rank `lead` only */
+    int lead;                     /* the lowest rank this process holds (0 in local mode) */
 };
 
 /* ---------------- worker pool ---------------- */
@@ -65,7 +70,7 @@ static void *worker_main(void *argp) {
 static int run_all(Engine *e, RankJob job, void *arg, char *err, size_t errlen) {
     pthread_mutex_lock(&e->mu);
     e->job = job; e->job_arg = arg;
-    e->remaining = e->tp;
+    e->remaining = e->nthreads;
     e->first_failed = -1;
     e->gen++;
     pthread_cond_broadcast(&e->cv_work);
@@ -115,7 +120,7 @@ static void pool_stop(Engine *e) {
 
 static void engine_release(Engine *e) {
     if (!e) return;
-    if (e->nthreads == e->tp && e->ranks) run_all(e, job_close, NULL, NULL, 0);
+    if (e->nthreads == (e->world ? 1 : e->tp) && e->ranks) run_all(e, job_close, NULL, NULL, 0);
     pool_stop(e);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv_work);
@@ -124,7 +129,7 @@ static void engine_release(Engine *e) {
     free(e);
 }
 
-static Engine *engine_open(const Plan *plan, const Backend *be, char *err, size_t errlen) {
+static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_or_minus1, char *err, size_t errlen) {
     if (!be->rank_open || !be->tensor_ptr || !be->kernel) {
         snprintf(err, errlen, "the %s backend is not available in this binary; use --backend cpu", be->name);
         return NULL;
@@ -132,6 +137,8 @@ static Engine *engine_open(const Plan *plan, const Backend *be, char *err, size_
     Engine *e = calloc(1, sizeof *e);
     if (!e) { snprintf(err, errlen, "out of memory creating the engine"); return NULL; }
     e->p = plan; e->be = be; e->tp = plan->tp;
+    e->world = world_rank_or_minus1 >= 0;
+    e->lead = e->world ? world_rank_or_minus1 : 0;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv_work, NULL);
     pthread_cond_init(&e->cv_done, NULL);
@@ -139,14 +146,15 @@ static Engine *engine_open(const Plan *plan, const Backend *be, char *err, size_
     e->ranks = calloc((size_t)e->tp, sizeof *e->ranks);
     e->rank_err = calloc((size_t)e->tp, sizeof *e->rank_err);
     if (!e->threads || !e->ranks || !e->rank_err) { snprintf(err, errlen, "out of memory creating the engine"); engine_release(e); return NULL; }
-    for (int r = 0; r < e->tp; r++) {
+    int nlocal = e->world ? 1 : e->tp;
+    for (int r = 0; r < nlocal; r++) {
         WorkerArg *wa = malloc(sizeof *wa);
         if (!wa) break;
-        wa->e = e; wa->rank = r;
+        wa->e = e; wa->rank = e->lead + r;
         if (pthread_create(&e->threads[r], NULL, worker_main, wa)) { free(wa); break; }
         e->nthreads++;
     }
-    if (e->nthreads != e->tp) { snprintf(err, errlen, "cannot start %d worker threads", e->tp); engine_release(e); return NULL; }
+    if (e->nthreads != nlocal) { snprintf(err, errlen, "cannot start %d worker threads", nlocal); engine_release(e); return NULL; }
     if (run_all(e, job_open, NULL, err, errlen)) { engine_release(e); return NULL; }
     if (be->group_init && be->group_init(e->ranks, e->tp, err, errlen)) { engine_release(e); return NULL; }
     /* section ranges and collective bytes */
@@ -172,12 +180,32 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
                  "such plans are for the report and projections, regenerate with -D pp=1 -D dp=1 to train", plan->path, plan->pp, plan->dp);
         return NULL;
     }
-    if (!backend || !strcmp(backend, "cpu")) return engine_open(plan, &backend_cpu, err, errlen);
-    if (!strcmp(backend, "cuda")) return engine_open(plan, &backend_cuda, err, errlen);
+    int wrank = 0, wsize = 1;
+    int world = world_from_env(&wrank, &wsize, err, errlen);
+    if (world < 0) return NULL;
+    if (world) {   /* one process per GPU: this process runs rank wrank of the plan's tp */
+        if (!backend || !strcmp(backend, "cpu")) {
+            snprintf(err, errlen, "the environment gives a world of %d processes (rank %d), but the cpu backend runs tp "
+                     "ranks as threads in one process; launch one process (or use --backend cuda)", wsize, wrank);
+            return NULL;
+        }
+        if (wsize != plan->tp) {
+            snprintf(err, errlen, "%.300s: the environment gives a world of %d processes but the plan has tp=%d: launch "
+                     "tp processes (one per GPU) or regenerate with -D tp=%d", plan->path, wsize, plan->tp, wsize);
+            return NULL;
+        }
+        if (!backend_cuda.rank_open || !backend_cuda.world_allreduce_host) {
+            snprintf(err, errlen, "one process per GPU needs the cuda backend, which this binary lacks; launch one process");
+            return NULL;
+        }
+        return engine_open(plan, &backend_cuda, wrank, err, errlen);   /* auto too: a world means GPUs */
+    }
+    if (!backend || !strcmp(backend, "cpu")) return engine_open(plan, &backend_cpu, -1, err, errlen);
+    if (!strcmp(backend, "cuda")) return engine_open(plan, &backend_cuda, -1, err, errlen);
     if (!strcmp(backend, "auto")) {
         char quiet[512];
-        Engine *e = backend_cuda.rank_open ? engine_open(plan, &backend_cuda, quiet, sizeof quiet) : NULL;
-        return e ? e : engine_open(plan, &backend_cpu, err, errlen);
+        Engine *e = backend_cuda.rank_open ? engine_open(plan, &backend_cuda, -1, quiet, sizeof quiet) : NULL;
+        return e ? e : engine_open(plan, &backend_cpu, -1, err, errlen);
     }
     snprintf(err, errlen, "unknown backend '%s': use cpu, cuda or auto", backend);
     return NULL;
@@ -262,7 +290,7 @@ static int job_pass(Engine *e, int rank, void *argp) {
     int end = a->backward ? e->bwd1 : e->fwd1;
     for (int s = e->fwd0; s < end; s++)
         if (run_step(e, rank, &e->p->steps_[s])) return -1;
-    if (rank == 0) {   /* read on the rank's own thread (a device context lives there) */
+    if (rank == e->lead) {   /* read on the rank's own thread (a device context lives there) */
         PassArg *w = argp;
         if (e->be->to_host(R, e->p->loss, &w->loss)) {
             snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "cannot read the loss: %s", backend_msg(e, rank));
@@ -330,11 +358,18 @@ int engine_optimizer_step(Engine *e, int step, float *grad_norm, float *lr, char
     double sq[64];
     double *sqp = e->tp <= 64 ? sq : malloc((size_t)e->tp * sizeof *sqp);
     if (!sqp) { snprintf(err, errlen, "out of memory"); return -1; }
+    memset(sqp, 0, (size_t)e->tp * sizeof *sqp);   /* multi-process mode: other processes' ranks stay 0 */
     OptArg a = {sqp, 0, 1, step + 1};
     run_all(e, job_sq, &a, NULL, 0);
     double total = 0;
     for (int r = 0; r < e->tp; r++) total += sqp[r];   /* rank order: deterministic */
     if (sqp != sq) free(sqp);
+    if (e->world && e->be->world_allreduce_host(e->ranks[e->lead], &total, 1, 1)) {
+        snprintf(err, errlen, "optimizer step %d: summing the gradient norm over the processes failed: %s", step,
+                 backend_msg(e, e->lead));
+        e->broken = 1;
+        return -1;
+    }
     double norm = sqrt(total);
     if (grad_norm) *grad_norm = (float)norm;
     a.lr = engine_lr_at(e->p, step);
@@ -456,7 +491,11 @@ int engine_get_canon(Engine *e, int canon, int slot, float *full) {
     const PlanCanon *c = &e->p->canons[canon];
     memset(full, 0, (size_t)(c->rows * c->cols) * sizeof *full);
     CanonArg a = {canon, slot, 0, full};
-    return run_all(e, job_canon, &a, NULL, 0);
+    int rc = run_all(e, job_canon, &a, NULL, 0);
+    /* multi-process mode: each process wrote its own blocks (rep=1 ones from rank 0 only) into the
+     * zeroed tensor; the sum over the processes is the full tensor. Every process takes part. */
+    if (e->world && e->be->world_allreduce_host(e->ranks[e->lead], full, c->rows * c->cols, 0)) rc = -1;
+    return rc;
 }
 
 int engine_set_canon(Engine *e, int canon, int slot, const float *full) {
@@ -477,6 +516,7 @@ static int job_read(Engine *e, int rank, void *argp) {
 
 int engine_read_tensor(Engine *e, int rank, const char *name, float *host, char *err, size_t errlen) {
     if (rank < 0 || rank >= e->tp) { snprintf(err, errlen, "rank %d is outside 0..%d", rank, e->tp - 1); return -1; }
+    if (e->world && rank != e->lead) { snprintf(err, errlen, "rank %d runs in another process (this one holds rank %d)", rank, e->lead); return -1; }
     int t = plan_find_tensor(e->p, name);
     if (t < 0) { snprintf(err, errlen, "the plan has no tensor named %s", name); return -1; }
     ReadArg a = {rank, t, host};

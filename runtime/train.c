@@ -3,7 +3,9 @@
  * per step grad_accum micro-batches, one AdamW step, validation every eval_every steps and at the
  * end, checkpoints every save_every steps and at the end. A NaN/inf loss or gradient norm stops
  * the run (exit 1) before anything is saved over a good checkpoint; SIGINT/SIGTERM stop it after
- * the step under way with a checkpoint (exit 130/143). */
+ * the step under way with a checkpoint (exit 130/143). Multi-process mode (one process per GPU,
+ * runtime/world.h): every rank reads the same data and takes part in every gather; only rank 0
+ * writes checkpoints (cli/train.c keeps the other ranks' output quiet). */
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -14,6 +16,7 @@
 #include "runtime/runtime.h"      // defines: Engine, engine_*
 #include "runtime/data.h"         // defines: TokenStream, Batcher, data_load, batcher_*
 #include "runtime/checkpoint.h"   // defines: CkptState, ckpt_*
+#include "runtime/world.h"        // defines: world_rank
 
 typedef struct {
     Plan *plan;
@@ -31,6 +34,7 @@ typedef struct {
     float *val_losses; int64_t *val_steps; int nval, val_cap;
     int bad_canon;            /* a non-finite parameter found while saving, or -1 */
     char last_ckpt[1200];
+    int follower;             /* multi-process mode, rank > 0: gathers for rank 0's checkpoints, writes nothing */
 } Trainer;
 
 static double now_s(void) {
@@ -105,7 +109,21 @@ static int fill_from_engine(void *ctx, int slot, int canon, float *out) {
     return 0;
 }
 
+/* A rank > 0 in multi-process mode: the same gathers as rank 0's ckpt_save, in its order (params,
+ * then AdamW m, then v, canons in plan order), writing nothing. */
+static int follow_checkpoint(Trainer *t) {
+    for (int slot = 0; slot < 3; slot++)
+        for (int c = 0; c < t->ncanons; c++) {
+            int rc = fill_from_engine(t, slot, c, t->buf);
+            if (rc == 2) return fail(1, "checkpoint at step %d not saved: parameter %s holds NaN or inf values (the training "
+                                     "diverged)", t->step, t->canons[c].name);
+            if (rc) return fail(1, "checkpoint at step %d: gathering %s across the processes failed", t->step, t->canons[c].name);
+        }
+    return 0;
+}
+
 static int save_checkpoint(Trainer *t, TrainLog *lg) {
+    if (t->follower) return follow_checkpoint(t);
     CkptState st = {0};
     const Plan *p = t->plan;
     st.step = t->step;
@@ -334,6 +352,7 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     t.plan = p;
     t.opt = opt;
     t.bad_canon = -1;
+    t.follower = world_rank() > 0;
     if (opt->resume && !opt->outdir)
         printf("note: resuming without -o: no checkpoints will be saved\n");
 
