@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# nvrtc_mock_nccl.sh: the CUDA backend's multi-process mode (one process per GPU, NCCL) without a
+# GPU. tiny-cola at tp=2 trains as two processes (BOOST_WORLD_SIZE=2, BOOST_RANK=0/1) on the
+# libcuda/cuBLAS stand-in (tests/gpu/mock_cuda.c) and an NCCL stand-in (tests/gpu/mock_nccl.c,
+# shared memory between the processes); its losses, gradient norms and checkpoint must equal the
+# single-process local-mode run at tp=2 on the same stand-in, the checkpoint must resume in one
+# process, and the error cases must say what is wrong. The restated NCCL API is checked against nccl.h.
+cd "$(dirname "$0")/../.." || exit 2
+source tests/sh/lib.sh
+CUDA_INC=${CUDA_HOME:-/usr/local/cuda}/include
+if [ -f "$CUDA_INC/nccl.h" ]; then
+  if cc -std=gnu11 -Wall -Wextra -Werror -I. -I"$CUDA_INC" -fsyntax-only tests/gpu/check_nccl_api.c 2>"$TMP/api.log"
+  then ok "nccl_api_matches_nccl_h"; else fail "nccl_api_matches_nccl_h" "$(grep error "$TMP/api.log" | head -2)"; fi
+else echo "ok - nccl_api_matches_nccl_h # SKIP nccl.h is not installed"; fi
+if ! cc -O1 -shared -fPIC tests/gpu/mock_cuda.c -o "$TMP/mock_cuda.so" -ldl -lpthread 2>"$TMP/cc.log" ||
+   ! cc -O1 -shared -fPIC tests/gpu/mock_nccl.c -o "$TMP/mock_nccl.so" -lrt 2>>"$TMP/cc.log"; then
+  fail "build the CUDA and NCCL stand-ins" "$(head -3 "$TMP/cc.log")"; exit 0
+fi
+if ! "$BOOST" gen tiny-cola -D tp=2 -D micro_batch=1 -D seq=16 -o "$TMP/cola2" >"$TMP/gen.log" 2>&1; then
+  fail "generate tiny-cola tp=2" "$(tail -2 "$TMP/gen.log")"; exit 0
+fi
+export BOOST_LIBCUDA="$TMP/mock_cuda.so" BOOST_LIBCUBLAS="$TMP/mock_cuda.so" BOOST_LIBNCCL="$TMP/mock_nccl.so"
+export BOOST_CACHE="$TMP/cache" BOOST_EMU_HPP="$PWD/tests/gpu/cuda_emu.hpp" BOOST_EMU_SOURCE="$TMP/cola2/kernels.cu"
+export BOOST_NCCL_TIMEOUT=120 MOCK_NCCL_TIMEOUT=120
+unset OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID SLURM_NTASKS BOOST_RANK BOOST_WORLD_SIZE BOOST_NCCL_ID_FILE
+train=(train --plan "$TMP/cola2" --backend cuda --val-batches 1)
+
+# the reference: one process, local mode, 4 steps with a checkpoint after step 3
+timeout 600 "$BOOST" "${train[@]}" -D steps=4 --save-every 3 -o "$TMP/local" --log "$TMP/local.jsonl" >"$TMP/local.out" 2>&1
+rc=$?
+if [ "$rc" != 0 ]; then fail "local mode tp=2 on the stand-in" "exit $rc: $(tail -2 "$TMP/local.out")"; exit 0; fi
+
+# two processes, 3 steps; rank 1 starts first and waits for rank 0's NCCL id
+BOOST_WORLD_SIZE=2 BOOST_RANK=1 timeout 600 "$BOOST" "${train[@]}" -D steps=3 -o "$TMP/world" --log "$TMP/w1.jsonl" \
+  >"$TMP/w1.out" 2>"$TMP/w1.err" &
+pid1=$!
+BOOST_WORLD_SIZE=2 BOOST_RANK=0 timeout 600 "$BOOST" "${train[@]}" -D steps=3 -o "$TMP/world" --log "$TMP/w0.jsonl" \
+  >"$TMP/w0.out" 2>&1
+rc0=$?
+wait $pid1
+rc1=$?
+if [ "$rc0" = 0 ] && [ "$rc1" = 0 ]; then ok "tiny-cola tp=2 as two processes on the stand-ins"
+else fail "tiny-cola tp=2 as two processes" "exit $rc0/$rc1: $(tail -2 "$TMP/w0.out") $(tail -2 "$TMP/w1.err")"; exit 0; fi
+
+# field FIELD of the log line of step N
+field() { grep "\"step\":$3[,}]" "$1" | sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p"; }
+same=1; detail=""
+for s in 1 2 3; do
+  for f in loss grad_norm; do
+    a=$(field "$TMP/local.jsonl" $f $s); b=$(field "$TMP/w0.jsonl" $f $s)
+    if [ -z "$a" ] || [ -z "$b" ] || ! awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-4 * (a < 0 ? -a : a) + 1e-6) }'
+    then same=0; detail="$detail step $s $f: local $a, two processes $b;"; fi
+  done
+done
+v0=$(field "$TMP/local.jsonl" val_loss 0); w0=$(field "$TMP/w0.jsonl" val_loss 0)
+[ -n "$v0" ] && [ "$v0" = "$w0" ] || { same=0; detail="$detail initial val_loss $v0 vs $w0"; }
+if [ "$same" = 1 ]; then ok "two processes: losses and gradient norms of 3 steps equal the local-mode run"
+else fail "two processes vs local mode" "$detail"; fi
+
+if cmp -s "$TMP/local/step-000003/model.safetensors" "$TMP/world/step-000003/model.safetensors" &&
+   cmp -s "$TMP/local/step-000003/optimizer.safetensors" "$TMP/world/step-000003/optimizer.safetensors"
+then ok "two processes: rank 0's checkpoint (gathered over NCCL) equals the local-mode checkpoint byte for byte"
+else fail "two processes: checkpoint" "step-000003 differs from the local-mode one (or is missing)"; fi
+
+if [ ! -s "$TMP/w1.out" ] && [ ! -e "$TMP/w1.jsonl" ] && grep -q '^step 3/3' "$TMP/w0.out" && [ ! -e "$TMP/world/.nccl-0.id" ]
+then ok "two processes: only rank 0 prints and logs; the NCCL id file is gone"
+else fail "two processes: output" "rank 1 wrote $(wc -c <"$TMP/w1.out") bytes, log $( [ -e "$TMP/w1.jsonl" ] && echo present || echo absent); id file $(ls -a "$TMP/world" | tr '\n' ' ')"; fi
+
+# the 2-process checkpoint resumes in one process: step 4 as in the uninterrupted local run
+timeout 600 "$BOOST" "${train[@]}" -D steps=4 --resume "$TMP/world" --log "$TMP/resumed.jsonl" >"$TMP/resumed.out" 2>&1
+rc=$?
+a=$(field "$TMP/local.jsonl" loss 4); b=$(field "$TMP/resumed.jsonl" loss 4)
+if [ "$rc" = 0 ] && [ -n "$a" ] && [ "$a" = "$b" ]; then ok "the two-process checkpoint resumes in one process (step 4 loss $b as uninterrupted)"
+else fail "resume the two-process checkpoint" "exit $rc, step 4 loss $b vs uninterrupted $a: $(tail -2 "$TMP/resumed.out")"; fi
+
+# errors
+BOOST_WORLD_SIZE=3 BOOST_RANK=0 "$BOOST" "${train[@]}" -D steps=1 >"$TMP/e1.out" 2>&1
+rc=$?
+if [ "$rc" = 1 ] && grep -q 'world of 3 processes but the plan has tp=2' "$TMP/e1.out"; then ok "world size != tp: clear error"
+else fail "world size != tp" "exit $rc: $(tail -2 "$TMP/e1.out")"; fi
+BOOST_WORLD_SIZE=2 BOOST_RANK=0 "$BOOST" train --plan "$TMP/cola2" --backend cpu -D steps=1 >"$TMP/e2.out" 2>&1
+rc=$?
+if [ "$rc" = 1 ] && grep -q 'cpu backend runs tp ranks as threads in one process; launch one process' "$TMP/e2.out"
+then ok "a world with --backend cpu: clear error"; else fail "a world with --backend cpu" "exit $rc: $(tail -2 "$TMP/e2.out")"; fi
+start=$(date +%s)
+BOOST_WORLD_SIZE=2 BOOST_RANK=1 BOOST_NCCL_TIMEOUT=2 BOOST_NCCL_ID_FILE="$TMP/never.id" \
+  timeout 300 "$BOOST" "${train[@]}" -D steps=1 >"$TMP/e3.out" 2>&1
+rc=$?
+took=$(( $(date +%s) - start ))
+if [ "$rc" = 1 ] && grep -q "never.id: rank 1 waited 2 s for rank 0's NCCL id and none appeared" "$TMP/e3.out"
+then ok "no NCCL id file: rank 1 gives up after BOOST_NCCL_TIMEOUT with a clear message"
+else fail "no NCCL id file" "exit $rc after ${took}s: $(tail -2 "$TMP/e3.out")"; fi
+BOOST_WORLD_SIZE=2 BOOST_RANK=2 "$BOOST" "${train[@]}" -D steps=1 >"$TMP/e4.out" 2>&1
+rc=$?
+if [ "$rc" = 1 ] && grep -q 'BOOST_RANK=2 BOOST_WORLD_SIZE=2: expected a rank 0..size-1' "$TMP/e4.out"
+then ok "a rank outside the world: clear error"; else fail "a rank outside the world" "exit $rc: $(tail -2 "$TMP/e4.out")"; fi
