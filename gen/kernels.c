@@ -182,6 +182,42 @@ static uint32_t fnv1a32(const char *s) {
     return h;
 }
 
+/* ---- attention: tensor-core (mma.sync) templates or the CUDA-core ones ----
+ * templates/attention_{fwd,bwd}.cu run on the tensor cores with a warp per 16 rows; they need
+ * head_dim a multiple of 16 and at most 128 (the output accumulators of a warp's 16 rows live in
+ * registers: head_dim/2 floats a thread, twice that in the backward). Larger head dims (256) use
+ * templates/attention_{fwd,bwd}_simt.cu. */
+static int attention_on_tensor_cores(const KernelInst *k) {
+    int hd = (int)const_value(k, "head_dim");
+    return hd % 16 == 0 && hd >= 16 && hd <= 128;
+}
+
+/* Shared memory (bytes) of the tensor-core templates at tiles bq x bk: the forward holds a K tile
+ * [bk, hd] and a transposed V tile [hd, bk]; the backward its own rows [2 bq, hd], streamed tiles
+ * [2 bk, hd] and two fp32 row statistics; rows padded by 8 bf16. */
+static int attention_smem_mma(int bwd, int hd, int bq, int bk) {
+    if (!bwd) return bk * (hd + 8) * 2 + hd * (bk + 8) * 2;
+    return (2 * bq + 2 * bk) * (hd + 8) * 2 + 2 * 4 * (bq > bk ? bq : bk);
+}
+
+/* Tiles of the tensor-core templates from the tuned ones: multiples of 16 (a warp's rows, an mma's
+ * k), at most 128 queries (8 warps), within the 48 KiB of static shared memory: the streamed tile
+ * shrinks first, then the block's rows. */
+static void attention_tiles_mma(int bwd, int hd, int *bq, int *bk) {
+    if (*bq < 16) *bq = 16;
+    if (*bq > 128) *bq = 128;
+    if (*bk < 16) *bk = 16;
+    if (*bk > 128) *bk = 128;
+    while (attention_smem_mma(bwd, hd, *bq, *bk) > 48 * 1024 && *bk > 16) *bk /= 2;
+    while (attention_smem_mma(bwd, hd, *bq, *bk) > 48 * 1024 && *bq > 16) *bq /= 2;
+}
+
+/* The template file of kernel k (without .cu): its kind, or the CUDA-core variant of attention. */
+static void template_name(const KernelInst *k, char *out, size_t n) {
+    int attn = !strcmp(k->kind, "attention_fwd") || !strcmp(k->kind, "attention_bwd");
+    snprintf(out, n, "%s%s", k->kind, attn && !attention_on_tensor_cores(k) ? "_simt" : "");
+}
+
 int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
     const KindSpec *ks = kind_spec(k->kind);
     if (!ks) {
@@ -229,21 +265,27 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
     case L_ATTN_FWD: case L_ATTN_BWD: {
         int hd = (int)const_value(k, "head_dim");
         int heads = (int)const_value(k, "heads"), kvh = (int)const_value(k, "kv_heads");
-        if (hd % 16 || hd < 32 || hd > 256) {
-            snprintf(err, errlen, "kernel %s: head_dim %d not supported (a multiple of 16 in 32..256)", k->kind, hd);
+        if (hd % 16 || hd < 32 || (hd > 128 && hd != 256)) {
+            snprintf(err, errlen, "kernel %s: head_dim %d not supported (a multiple of 16 from 32 to 128, or 256)",
+                     k->kind, hd);
             return -1;
         }
         if (kvh <= 0 || heads % kvh) {
             snprintf(err, errlen, "kernel %s: heads %d not a multiple of kv_heads %d", k->kind, heads, kvh);
             return -1;
         }
-        /* the backward keeps 4 x 16 fp32 accumulators a thread: at most 256 threads a block so
-         * that ptxas may use up to 255 registers (no spills) */
-        int max_threads = ks->launch == L_ATTN_BWD ? 256 : 1024;
-        if (bq * (hd / 16) > max_threads) bq = max_threads / (hd / 16);
-        block = bq * (hd / 16);
-        /* static shared memory: two bf16 tiles of bk x hd (48 KiB limit) */
-        while (bk > 16 && 2 * bk * hd * 2 + 8 * bk > 48 * 1024) bk /= 2;
+        if (attention_on_tensor_cores(k)) {
+            attention_tiles_mma(ks->launch == L_ATTN_BWD, hd, &bq, &bk);
+            block = 2 * bq;   /* a warp per 16 rows */
+        } else {
+            /* the backward keeps 4 x 16 fp32 accumulators a thread: at most 256 threads a block so
+             * that ptxas may use up to 255 registers (no spills) */
+            int max_threads = ks->launch == L_ATTN_BWD ? 256 : 1024;
+            if (bq * (hd / 16) > max_threads) bq = max_threads / (hd / 16);
+            block = bq * (hd / 16);
+            /* static shared memory: two bf16 tiles of bk x hd (48 KiB limit) */
+            while (bk > 16 && 2 * bk * hd * 2 + 8 * bk > 48 * 1024) bk /= 2;
+        }
         int64_t b = (int64_t)const_value(k, "batch"), seq = (int64_t)const_value(k, "seq");
         int64_t nb = (seq + bq - 1) / bq;
         k->grid = b * heads * nb + (ks->launch == L_ATTN_BWD ? b * kvh * nb : 0);
@@ -275,7 +317,7 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
         if (strcmp(op_dtype(k, ks, i), ks->ops[i].dtype))
             n += snprintf(name + n, sizeof name - n, "_%s%s", ks->ops[i].name, op_dtype(k, ks, i));
     if (ks->launch == L_ATTN_FWD || ks->launch == L_ATTN_BWD)
-        n += snprintf(name + n, sizeof name - n, "_bf16_q%dk%d", bq, bk);
+        n += snprintf(name + n, sizeof name - n, attention_on_tensor_cores(k) ? "_bf16_tc_q%dk%d" : "_bf16_q%dk%d", bq, bk);
     else
         n += snprintf(name + n, sizeof name - n, "_bf16_b%d", block);
     for (char *c = name; *c; c++) if (*c == '.') *c = 'p'; else if (*c == '-') *c = 'm'; else if (*c == '+') *c = 'P';
@@ -441,7 +483,9 @@ static int emit_to(FILE *out, const KernelInst *ks, int n, const Run *run, char 
             snprintf(err, errlen, "kernel %d (%s) was not specialised before kernels_emit", i, ks[i].kind);
             rc = -1; break;
         }
-        snprintf(path, sizeof path, "%s/%s.cu", dir, ks[i].kind);
+        char tmpl[48];
+        template_name(&ks[i], tmpl, sizeof tmpl);
+        snprintf(path, sizeof path, "%s/%s.cu", dir, tmpl);
         char *text = read_text(path, err, errlen);
         if (!text) { rc = -1; break; }
         fprintf(out, "\n");

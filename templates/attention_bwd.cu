@@ -1,128 +1,173 @@
-// attention_bwd: the gradient of attention_fwd, recomputing P tile by tile from lse. One launch,
-// two kinds of blocks (both deterministic, no atomics):
-//  - the first batch*heads*ceil(seq/BQ) blocks own BQ queries each: delta_i = sum dout_i*out_i,
-//    then over key tiles in shared memory: p = exp(s - lse_i), dp = dout_i . v_j,
-//    ds = p (dp - delta_i), dq_i = scale * sum_j ds k_j;
-//  - the next batch*kv_heads*ceil(seq/BQ) blocks own BQ keys each and loop over every query head
-//    of their group and over query tiles: dv_j = sum_i p v-grad, dk_j = scale * sum_i ds q_i.
-// A group of G = head_dim/16 threads owns one query (or key), 16 dims per thread.
-extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * ({{HEAD_DIM}} / 16), 1)
+// attention_bwd: the gradient of attention_fwd on the tensor cores (mma.sync m16n8k16, bf16
+// operands, fp32 accumulators), FlashAttention-2 style with P recomputed from lse. One launch, two
+// kinds of blocks of BQ/16 warps, each warp owning 16 rows of the block's BQ; every output element
+// is written by exactly one block and summed in a fixed order, so the result is bitwise
+// deterministic (no atomics; the price is that S and dP are computed twice, 7 products per tile
+// pair instead of FA2's 5):
+//  - the first batch*kv_heads*ceil(seq/BQ) blocks own BQ keys (K, V rows in shared memory) and
+//    stream the query tiles i >= their first key of every query head of their group (Q, dO tiles
+//    of BK rows, with lse and delta_i = sum_d dout_i out_i): per warp, S^T = K Q^T and
+//    dP^T = V dO^T (mma), P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - delta),
+//    dV += P^T dO, dK += dS^T Q (mma, P^T and dS^T as A fragments from registers);
+//    dk = scale dK, dv = dV. Key tiles with more queries after them are launched first.
+//  - the next batch*heads*ceil(seq/BQ) blocks own BQ queries (Q, dO rows in shared memory, lse and
+//    delta) and stream the key tiles j <= their last query: S = Q K^T, dP = dO V^T,
+//    dS = P (dP - delta), dQ += dS K; dq = scale dQ.
+// Shared memory: own rows [2*BQ, D] + streamed tiles [2*BK, D] bf16, rows padded by 8.
+// gen/kernels.c uses this template for head_dim a multiple of 16 up to 128, attention_bwd_simt.cu
+// otherwise.
+extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
 {{NAME}}(const {{T_Q}} *q, const {{T_K}} *k, const {{T_V}} *v, const {{T_OUT}} *out, const {{T_DOUT}} *dout,
          const {{T_LSE}} *lse, {{T_DQ}} *dq, {{T_DK}} *dk, {{T_DV}} *dv{{RANK_ARGS}}) {
-    constexpr int D = {{HEAD_DIM}}, DT = 16, G = D / DT, BQ = {{BLOCK_Q}}, BK = {{BLOCK_K}};
-    constexpr int NT = BQ * G, NB = ({{SEQ}} + BQ - 1) / BQ, GROUP = {{HEADS}} / {{KV_HEADS}};
-    constexpr int QBLOCKS = {{BATCH}} * {{HEADS}} * NB;
-    __shared__ bf16 s1[BK * D], s2[BK * D];       // [BK, D]: k, v tiles or q, dout tiles
-    __shared__ float s_lse[BK], s_delta[BK];
-    const int g = threadIdx.x % G, own = threadIdx.x / G;
-    if (blockIdx.x < QBLOCKS) {
-        const int qb = blockIdx.x % NB, bh = blockIdx.x / NB;
-        const int h = bh % {{HEADS}}, b = bh / {{HEADS}}, kvh = h / GROUP;
-        const int i = qb * BQ + own;
-        const bool valid = i < {{SEQ}};
-        const long long row = (long long)b * {{SEQ}} + i;
-        float qr[DT], dor[DT], acc[DT], delta = 0.f;
-        for (int t = 0; t < DT; t++) {
-            const long long c = h * D + g * DT + t;
-            qr[t] = valid ? ld(q + row * {{LDQ}} + c) : 0.f;
-            dor[t] = valid ? ld(dout + row * {{LDDO}} + c) : 0.f;
-            delta += valid ? dor[t] * ld(out + row * {{LDO}} + c) : 0.f;
-            acc[t] = 0.f;
-        }
-        delta = group_sum<G>(delta);
-        const float L = valid ? ld(lse + ((long long)b * {{HEADS}} + h) * {{SEQ}} + i) : 0.f;
-        const int last = min(qb * BQ + BQ, {{SEQ}}) - 1;
-        for (int k0 = 0; k0 <= last; k0 += BK) {
-            __syncthreads();
-            for (int idx = threadIdx.x; idx < BK * D; idx += NT) {
-                const int kk = idx / D, d = idx % D, kp = k0 + kk;
-                const long long krow = (long long)b * {{SEQ}} + kp;
-                s1[idx] = __float2bfloat16(kp < {{SEQ}} ? ld(k + krow * {{LDK}} + kvh * D + d) : 0.f);
-                s2[idx] = __float2bfloat16(kp < {{SEQ}} ? ld(v + krow * {{LDV}} + kvh * D + d) : 0.f);
+    constexpr int D = {{HEAD_DIM}}, BQ = {{BLOCK_Q}}, BK = {{BLOCK_K}}, SEQ = {{SEQ}};
+    constexpr int NT = BQ * 2, NW = BQ / 16, GROUP = {{HEADS}} / {{KV_HEADS}};
+    constexpr int KD = D / 16, NS = BK / 8, NO = D / 8;   // k-steps over D; n-tiles of S and of D
+    constexpr int LDS = D + 8, NB = (SEQ + BQ - 1) / BQ;
+    constexpr int BKV = {{BATCH}} * {{KV_HEADS}}, BH = {{BATCH}} * {{HEADS}}, KBLOCKS = BKV * NB;
+    __shared__ __align__(16) bf16 own1[BQ * LDS], own2[BQ * LDS];   // [BQ, D]: K, V or Q, dO
+    __shared__ __align__(16) bf16 str1[BK * LDS], str2[BK * LDS];   // [BK, D]: Q, dO or K, V
+    __shared__ float s_lse[BQ > BK ? BQ : BK], s_delta[BQ > BK ? BQ : BK];   // base-2 lse, delta
+    const float sl2 = {{SCALE}} * 1.4426950409f, LOG2E = 1.4426950409f;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+    // delta_i = sum_d dout[i,d] out[i,d] and lse_i (base 2) of rows [r0, r0+n) of head h into
+    // s_delta / s_lse, one warp a row
+    auto row_stats = [&](int b, int h, int r0, int n) {
+        for (int rr = warp; rr < n; rr += NW) {
+            const int i = r0 + rr;
+            float part = 0.f;
+            if (i < SEQ) {
+                const long long row = (long long)b * SEQ + i;
+                for (int d = lane; d < D; d += 32)
+                    part += ld(dout + row * {{LDDO}} + h * D + d) * ld(out + row * {{LDO}} + h * D + d);
             }
-            __syncthreads();
-            if (!valid) continue;
-            const int kn = min(BK, i - k0 + 1);
-            for (int kk = 0; kk < kn; kk++) {
-                const bf16 *kr = s1 + kk * D + g * DT, *vr = s2 + kk * D + g * DT;
-                float s = 0.f, dp = 0.f;
-                for (int t = 0; t < DT; t++) {
-                    s += qr[t] * __bfloat162float(kr[t]);
-                    dp += dor[t] * __bfloat162float(vr[t]);
+            for (int o = 16; o; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+            if (lane == 0) {
+                s_delta[rr] = part;
+                s_lse[rr] = i < SEQ ? ld(lse + ((long long)b * {{HEADS}} + h) * SEQ + i) * LOG2E : 0.f;
+            }
+        }
+    };
+
+    if ((int)blockIdx.x < KBLOCKS) {                       // ---- key blocks: dk, dv ----
+        const int kb = (int)blockIdx.x / BKV, bk = (int)blockIdx.x % BKV;
+        const int kvh = bk % {{KV_HEADS}}, b = bk / {{KV_HEADS}};
+        const long long seq0 = (long long)b * SEQ;
+        const int j0 = kb * BQ, w0 = j0 + warp * 16;         // block's and warp's first key
+        tile_to_shared<BQ, D, LDS, NT>(own1, k + (seq0 + j0) * {{LDK}} + kvh * D, {{LDK}}, SEQ - j0);
+        tile_to_shared<BQ, D, LDS, NT>(own2, v + (seq0 + j0) * {{LDV}} + kvh * D, {{LDV}}, SEQ - j0);
+        const bf16 *kw = own1 + warp * 16 * LDS, *vw = own2 + warp * 16 * LDS;
+        float gk[NO][4], gv[NO][4];                        // dK, dV [16, D]
+        for (int n = 0; n < NO; n++) for (int e = 0; e < 4; e++) { gk[n][e] = 0.f; gv[n][e] = 0.f; }
+        for (int hg = 0; hg < GROUP; hg++) {
+            const int h = kvh * GROUP + hg;
+            for (int i0 = j0 / BK * BK; i0 < SEQ; i0 += BK) {   // query tiles that see a key of the block
+                __syncthreads();                           // the previous tile's readers are done
+                tile_to_shared<BK, D, LDS, NT>(str1, q + (seq0 + i0) * {{LDQ}} + h * D, {{LDQ}}, SEQ - i0);
+                tile_to_shared<BK, D, LDS, NT>(str2, dout + (seq0 + i0) * {{LDDO}} + h * D, {{LDDO}}, SEQ - i0);
+                row_stats(b, h, i0, BK);
+                __syncthreads();
+                if (i0 + BK - 1 < w0 || w0 >= SEQ) continue;   // causal: every query precedes the warp's keys
+                float s[NS][4], dp[NS][4];                 // S^T, dP^T [16 keys, BK queries]
+                for (int n = 0; n < NS; n++) {
+                    for (int e = 0; e < 4; e++) { s[n][e] = 0.f; dp[n][e] = 0.f; }
+                    for (int kd = 0; kd < KD; kd++) {
+                        unsigned af[4], bf[2];
+                        mma_load_a(af, kw + kd * 16, LDS);
+                        mma_load_b_nk(bf, str1 + n * 8 * LDS + kd * 16, LDS);
+                        mma_bf16_16816(s[n], af, bf);
+                        mma_load_a(af, vw + kd * 16, LDS);
+                        mma_load_b_nk(bf, str2 + n * 8 * LDS + kd * 16, LDS);
+                        mma_bf16_16816(dp[n], af, bf);
+                    }
                 }
-                s = group_sum<G>(s);
-                dp = group_sum<G>(dp);
-                const float p = expf(s * {{SCALE}} - L), ds = p * (dp - delta);
-                for (int t = 0; t < DT; t++) acc[t] += ds * __bfloat162float(kr[t]);
+                const bool masked = i0 < w0 + 15 || i0 + BK > SEQ;
+                for (int n = 0; n < NS; n++)
+                    for (int e = 0; e < 4; e++) {
+                        const int c = n * 8 + mma_c_col(lane, e), qi = i0 + c, key = w0 + mma_c_row(lane, e);
+                        float p = exp2f(s[n][e] * sl2 - s_lse[c]);
+                        if (masked && (qi < key || qi >= SEQ)) p = 0.f;
+                        s[n][e] = p;                       // P^T
+                        dp[n][e] = p * (dp[n][e] - s_delta[c]);   // dS^T
+                    }
+                for (int kk = 0; kk < BK / 16; kk++) {     // dV += P^T dO, dK += dS^T Q: 16 queries a step
+                    unsigned pa[4], da[4];
+                    mma_c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+                    mma_c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
+                    for (int n = 0; n < NO; n++) {
+                        unsigned bf[2];
+                        mma_load_b_kn(bf, str2 + kk * 16 * LDS + n * 8, LDS);
+                        mma_bf16_16816(gv[n], pa, bf);
+                        mma_load_b_kn(bf, str1 + kk * 16 * LDS + n * 8, LDS);
+                        mma_bf16_16816(gk[n], da, bf);
+                    }
+                }
             }
         }
-        if (!valid) return;
-        for (int t = 0; t < DT; t++) st(dq + row * {{LDDQ}} + h * D + g * DT + t, acc[t] * {{SCALE}});
+        for (int n = 0; n < NO; n++)
+            for (int e = 0; e < 4; e++) {
+                const int j = w0 + mma_c_row(lane, e), d = kvh * D + n * 8 + mma_c_col(lane, e);
+                if (j >= SEQ) continue;
+                st(dk + (seq0 + j) * {{LDDK}} + d, gk[n][e] * {{SCALE}});
+                st(dv + (seq0 + j) * {{LDDV}} + d, gv[n][e]);
+            }
         return;
     }
-    // key blocks
-    const int kbid = blockIdx.x - QBLOCKS;
-    const int kb = kbid % NB, bk = kbid / NB;
-    const int kvh = bk % {{KV_HEADS}}, b = bk / {{KV_HEADS}};
-    const int j = kb * BQ + own;
-    const bool valid = j < {{SEQ}};
-    const long long krow = (long long)b * {{SEQ}} + j;
-    float kr[DT], vr[DT], gk[DT], gv[DT];
-    for (int t = 0; t < DT; t++) {
-        const long long c = kvh * D + g * DT + t;
-        kr[t] = valid ? ld(k + krow * {{LDK}} + c) : 0.f;
-        vr[t] = valid ? ld(v + krow * {{LDV}} + c) : 0.f;
-        gk[t] = 0.f; gv[t] = 0.f;
-    }
-    for (int hg = 0; hg < GROUP; hg++) {
-        const int h = kvh * GROUP + hg;
-        for (int q0 = kb * BQ; q0 < {{SEQ}}; q0 += BK) {     // queries i >= the block's first key
-            __syncthreads();
-            for (int idx = threadIdx.x; idx < BK * D; idx += NT) {
-                const int qq = idx / D, d = idx % D, qp = q0 + qq;
-                const long long qrow = (long long)b * {{SEQ}} + qp;
-                s1[idx] = __float2bfloat16(qp < {{SEQ}} ? ld(q + qrow * {{LDQ}} + h * D + d) : 0.f);
-                s2[idx] = __float2bfloat16(qp < {{SEQ}} ? ld(dout + qrow * {{LDDO}} + h * D + d) : 0.f);
+    // ---- query blocks: dq ----
+    const int qid = (int)blockIdx.x - KBLOCKS;
+    const int qb = NB - 1 - qid / BH, bh = qid % BH;       // the longest query tiles first
+    const int h = bh % {{HEADS}}, b = bh / {{HEADS}}, kvh = h / GROUP;
+    const long long seq0 = (long long)b * SEQ;
+    const int q0 = qb * BQ, w0 = q0 + warp * 16;
+    const int wlast = w0 < SEQ ? min(w0 + 15, SEQ - 1) : -1;
+    tile_to_shared<BQ, D, LDS, NT>(own1, q + (seq0 + q0) * {{LDQ}} + h * D, {{LDQ}}, SEQ - q0);
+    tile_to_shared<BQ, D, LDS, NT>(own2, dout + (seq0 + q0) * {{LDDO}} + h * D, {{LDDO}}, SEQ - q0);
+    row_stats(b, h, q0, BQ);
+    const bf16 *qw = own1 + warp * 16 * LDS, *dow = own2 + warp * 16 * LDS;
+    float gq[NO][4];                                       // dQ [16, D]
+    for (int n = 0; n < NO; n++) for (int e = 0; e < 4; e++) gq[n][e] = 0.f;
+    const int last = min(q0 + BQ, SEQ) - 1;
+    for (int k0 = 0; k0 <= last; k0 += BK) {
+        __syncthreads();                                   // own rows loaded; previous readers done
+        tile_to_shared<BK, D, LDS, NT>(str1, k + (seq0 + k0) * {{LDK}} + kvh * D, {{LDK}}, SEQ - k0);
+        tile_to_shared<BK, D, LDS, NT>(str2, v + (seq0 + k0) * {{LDV}} + kvh * D, {{LDV}}, SEQ - k0);
+        __syncthreads();
+        if (k0 > wlast) continue;
+        float s[NS][4], dp[NS][4];                         // S, dP [16 queries, BK keys]
+        for (int n = 0; n < NS; n++) {
+            for (int e = 0; e < 4; e++) { s[n][e] = 0.f; dp[n][e] = 0.f; }
+            for (int kd = 0; kd < KD; kd++) {
+                unsigned af[4], bf[2];
+                mma_load_a(af, qw + kd * 16, LDS);
+                mma_load_b_nk(bf, str1 + n * 8 * LDS + kd * 16, LDS);
+                mma_bf16_16816(s[n], af, bf);
+                mma_load_a(af, dow + kd * 16, LDS);
+                mma_load_b_nk(bf, str2 + n * 8 * LDS + kd * 16, LDS);
+                mma_bf16_16816(dp[n], af, bf);
             }
-            for (int qq = own; qq < BK; qq += BQ) {          // delta and lse of the tile's queries
-                const int qp = q0 + qq;
-                const long long qrow = (long long)b * {{SEQ}} + qp;
-                float part = 0.f;
-                if (qp < {{SEQ}})
-                    for (int t = 0; t < DT; t++) {
-                        const long long c = h * D + g * DT + t;
-                        part += ld(dout + qrow * {{LDDO}} + c) * ld(out + qrow * {{LDO}} + c);
-                    }
-                part = group_sum<G>(part);
-                if (g == 0) {
-                    s_delta[qq] = part;
-                    s_lse[qq] = qp < {{SEQ}} ? ld(lse + ((long long)b * {{HEADS}} + h) * {{SEQ}} + qp) : 0.f;
-                }
+        }
+        const bool masked = k0 + BK - 1 > w0 || k0 + BK > SEQ;
+        for (int n = 0; n < NS; n++)
+            for (int e = 0; e < 4; e++) {
+                const int r = warp * 16 + mma_c_row(lane, e), key = k0 + n * 8 + mma_c_col(lane, e);
+                float p = exp2f(s[n][e] * sl2 - s_lse[r]);
+                if (masked && (key > q0 + r || key >= SEQ)) p = 0.f;
+                dp[n][e] = p * (dp[n][e] - s_delta[r]);    // dS
             }
-            __syncthreads();
-            if (!valid) continue;
-            const int q1 = min(BK, {{SEQ}} - q0);
-            for (int qq = max(0, j - q0); qq < q1; qq++) {   // causal: queries i >= j
-                const bf16 *qv = s1 + qq * D + g * DT, *dov = s2 + qq * D + g * DT;
-                float s = 0.f, dp = 0.f;
-                for (int t = 0; t < DT; t++) {
-                    s += __bfloat162float(qv[t]) * kr[t];
-                    dp += __bfloat162float(dov[t]) * vr[t];
-                }
-                s = group_sum<G>(s);
-                dp = group_sum<G>(dp);
-                const float p = expf(s * {{SCALE}} - s_lse[qq]), ds = p * (dp - s_delta[qq]);
-                for (int t = 0; t < DT; t++) {
-                    gv[t] += p * __bfloat162float(dov[t]);
-                    gk[t] += ds * __bfloat162float(qv[t]);
-                }
+        for (int kk = 0; kk < BK / 16; kk++) {             // dQ += dS K, 16 keys a step
+            unsigned da[4];
+            mma_c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
+            for (int n = 0; n < NO; n++) {
+                unsigned bf[2];
+                mma_load_b_kn(bf, str1 + kk * 16 * LDS + n * 8, LDS);
+                mma_bf16_16816(gq[n], da, bf);
             }
         }
     }
-    if (!valid) return;
-    for (int t = 0; t < DT; t++) {
-        const long long c = kvh * D + g * DT + t;
-        st(dk + krow * {{LDDK}} + c, gk[t] * {{SCALE}});
-        st(dv + krow * {{LDDV}} + c, gv[t]);
-    }
+    if (wlast < 0) return;
+    for (int n = 0; n < NO; n++)
+        for (int e = 0; e < 4; e++) {
+            const int i = w0 + mma_c_row(lane, e);
+            if (i < SEQ) st(dq + (seq0 + i) * {{LDDQ}} + h * D + n * 8 + mma_c_col(lane, e), gq[n][e] * {{SCALE}});
+        }
 }

@@ -87,3 +87,101 @@ template <int G> static __device__ __forceinline__ float group_sum(float v) {
     for (int o = G / 2; o; o >>= 1) v += __shfl_xor_sync(mask, v, o);
     return v;
 }
+
+// ---- tensor cores: warp-level mma.sync m16n8k16, bf16 inputs, fp32 accumulators (sm_80+) ----
+// One warp computes C[16x8] += A[16x16] B[16x8]; each lane holds fixed elements of every operand
+// (the PTX ISA's fragment layout of mma.m16n8k16 for .bf16). With g = lane / 4 and t = lane % 4:
+//   A: unsigned a[4], 2 bf16 each (element e = 0..7 is register e/2, low half first):
+//      row g + 8*((e/2)%2), column 2t + 8*(e/4) + e%2
+//   B: unsigned b[2] (element e = 0..3): row (the k index) 2t + 8*(e/2) + e%2, column (n) g
+//   C: float c[4] (element e = 0..3): row g + 8*(e/2), column 2t + e%2
+// So the 4 lanes of a group share rows (row statistics reduce with shuffles over lane bits 0-1),
+// and C element e lies in row half e/2. The six functions below are the one definition of the
+// layout: the helpers here use them, and so does the CPU emulator's mma (tests/gpu/cuda_emu.hpp),
+// so a kernel that indexes fragments wrongly fails there.
+static __device__ __forceinline__ int mma_a_row(int lane, int e) { return (lane >> 2) + 8 * ((e >> 1) & 1); }
+static __device__ __forceinline__ int mma_a_col(int lane, int e) { return 2 * (lane & 3) + 8 * (e >> 2) + (e & 1); }
+static __device__ __forceinline__ int mma_b_row(int lane, int e) { return 2 * (lane & 3) + 8 * (e >> 1) + (e & 1); }
+static __device__ __forceinline__ int mma_b_col(int lane, int e) { (void)e; return lane >> 2; }
+static __device__ __forceinline__ int mma_c_row(int lane, int e) { return (lane >> 2) + 8 * (e >> 1); }
+static __device__ __forceinline__ int mma_c_col(int lane, int e) { return 2 * (lane & 3) + (e & 1); }
+
+// Two floats as a bf16 pair (lo in the low half: the lower column or row index).
+static __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *(unsigned *)&h;
+}
+static __device__ __forceinline__ unsigned pack_bf16x2(bf16 lo, bf16 hi) {
+    __nv_bfloat162 h;
+    h.x = lo; h.y = hi;
+    return *(unsigned *)&h;
+}
+
+// c += a b on the tensor cores (every lane of the warp calls it with its fragments).
+static __device__ __forceinline__ void mma_bf16_16816(float c[4], const unsigned a[4], const unsigned b[2]) {
+#ifdef BOOST_CUDA_EMU
+    emu_mma_bf16_16816(c, a, b);
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// Fragment loads from shared memory (bf16, row stride ld elements, even; s 4-byte aligned):
+// mma_load_a: A = s[row * ld + col] (a [16, 16] row-major tile);
+// mma_load_b_nk: B[k][n] = s[n * ld + k] (B stored transposed, e.g. K for S = Q K^T): pairs along k;
+// mma_load_b_kn: B[k][n] = s[k * ld + n] (B stored as is, e.g. V for O = P V): two 16-bit loads.
+static __device__ __forceinline__ void mma_load_a(unsigned a[4], const bf16 *s, int ld) {
+    const int lane = threadIdx.x & 31;
+    for (int r = 0; r < 4; r++) a[r] = *(const unsigned *)(s + mma_a_row(lane, 2 * r) * ld + mma_a_col(lane, 2 * r));
+}
+static __device__ __forceinline__ void mma_load_b_nk(unsigned b[2], const bf16 *s, int ld) {
+    const int lane = threadIdx.x & 31;
+    for (int r = 0; r < 2; r++) b[r] = *(const unsigned *)(s + mma_b_col(lane, 2 * r) * ld + mma_b_row(lane, 2 * r));
+}
+static __device__ __forceinline__ void mma_load_b_kn(unsigned b[2], const bf16 *s, int ld) {
+    const int lane = threadIdx.x & 31;
+    for (int r = 0; r < 2; r++) {
+        const bf16 *p = s + mma_b_row(lane, 2 * r) * ld + mma_b_col(lane, 2 * r);
+        b[r] = pack_bf16x2(p[0], p[ld]);
+    }
+}
+
+// Two C tiles (columns 0-7 and 8-15 of a [16, 16] result) as the A fragment of the next mma,
+// rounded to bf16: A element e sits in C tile e/4 at C element 2*((e/2)%2) + e%2 (same row and
+// column, from the layout above), so P = softmax(S) never leaves registers.
+static __device__ __forceinline__ void mma_c_to_a(unsigned a[4], const float c0[4], const float c1[4]) {
+    a[0] = pack_bf16x2(c0[0], c0[1]);
+    a[1] = pack_bf16x2(c0[2], c0[3]);
+    a[2] = pack_bf16x2(c1[0], c1[1]);
+    a[3] = pack_bf16x2(c1[2], c1[3]);
+}
+
+// Copies a [ROWS, COLS] tile (row r at src + r * ld; rows >= nvalid read as 0) into shared memory
+// as bf16 with row stride LDS, 8 columns a thread-step (16-byte loads where aligned); all NT
+// threads of the block call it. COLS and LDS multiples of 8, dst 16-byte aligned.
+template <int ROWS, int COLS, int LDS, int NT, class T>
+static __device__ __forceinline__ void tile_to_shared(bf16 *dst, const T *src, long long ld, int nvalid) {
+    for (int c = threadIdx.x; c < ROWS * COLS / 8; c += NT) {
+        const int r = c / (COLS / 8), col = (c % (COLS / 8)) * 8;
+        float x[8];
+        if (r < nvalid) ldv<8>(src + r * ld + col, x);
+        else for (int e = 0; e < 8; e++) x[e] = 0.f;
+        uint4 u;
+        u.x = pack_bf16x2(x[0], x[1]); u.y = pack_bf16x2(x[2], x[3]);
+        u.z = pack_bf16x2(x[4], x[5]); u.w = pack_bf16x2(x[6], x[7]);
+        *(uint4 *)(dst + r * LDS + col) = u;
+    }
+}
+// The same tile transposed: dst[col * LDS + r] (e.g. V as [D, keys] for O = P V fragments).
+template <int ROWS, int COLS, int LDS, int NT, class T>
+static __device__ __forceinline__ void tile_to_shared_t(bf16 *dst, const T *src, long long ld, int nvalid) {
+    for (int c = threadIdx.x; c < ROWS * COLS / 8; c += NT) {
+        const int r = c % ROWS, col = (c / ROWS) * 8;      // consecutive threads: consecutive rows
+        float x[8];
+        if (r < nvalid) ldv<8>(src + r * ld + col, x);
+        else for (int e = 0; e < 8; e++) x[e] = 0.f;
+        for (int e = 0; e < 8; e++) dst[(col + e) * LDS + r] = __float2bfloat16(x[e]);
+    }
+}

@@ -17,6 +17,8 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+#define BOOST_CUDA_EMU 1          // templates/prelude.cuh: the emulator's mma instead of inline PTX
 
 using std::max;
 using std::min;
@@ -82,6 +84,43 @@ inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
     float r = emu_vals[(threadIdx.x & ~31u) | ((threadIdx.x & 31u) ^ (unsigned)lane_mask)];
     emu_yield(EMU_WAIT_SHFL);        // every lane has read before anyone writes again
     return r;
+}
+
+// ---- tensor cores: mma.sync m16n8k16 bf16 -> fp32 as a warp collective. Every lane deposits its
+// fragments, the warp meets at a barrier (as for a shuffle), each lane assembles A and B from all
+// 32 deposits and computes its own C elements in fp32 from the bf16 inputs. The fragment layout is
+// the prelude's (mma_a_row .. mma_c_col, declared here, defined in templates/prelude.cuh), so the
+// emulator and the device share one definition of which lane holds which element.
+static inline int mma_a_row(int lane, int e);
+static inline int mma_a_col(int lane, int e);
+static inline int mma_b_row(int lane, int e);
+static inline int mma_b_col(int lane, int e);
+static inline int mma_c_row(int lane, int e);
+static inline int mma_c_col(int lane, int e);
+inline unsigned emu_mma_a[1024][4], emu_mma_b[1024][2];
+inline float emu_bf16_half(unsigned reg, int hi) { return __bfloat162float(__nv_bfloat16{(uint16_t)(hi ? reg >> 16 : reg & 0xffffu)}); }
+
+inline void emu_mma_bf16_16816(float c[4], const unsigned a[4], const unsigned b[2]) {
+    const unsigned t = threadIdx.x, base = t & ~31u, lane = t & 31u;
+    memcpy(emu_mma_a[t], a, sizeof emu_mma_a[t]);
+    memcpy(emu_mma_b[t], b, sizeof emu_mma_b[t]);
+    emu_cur->mask = 0xffffffffu;
+    emu_yield(EMU_WAIT_SHFL);        // every lane of the warp has deposited
+    float A[16][16], B[16][8];
+    for (int i = 0; i < 16; i++) for (int j = 0; j < 16; j++) A[i][j] = NAN;   // an element no lane holds shows
+    for (int i = 0; i < 16; i++) for (int j = 0; j < 8; j++) B[i][j] = NAN;
+    for (int l = 0; l < 32; l++) {
+        for (int e = 0; e < 8; e++) A[mma_a_row(l, e)][mma_a_col(l, e)] = emu_bf16_half(emu_mma_a[base + l][e >> 1], e & 1);
+        for (int e = 0; e < 4; e++) B[mma_b_row(l, e)][mma_b_col(l, e)] = emu_bf16_half(emu_mma_b[base + l][e >> 1], e & 1);
+    }
+    float r[4];
+    for (int e = 0; e < 4; e++) {
+        float acc = 0.f;
+        for (int kk = 0; kk < 16; kk++) acc += A[mma_c_row((int)lane, e)][kk] * B[kk][mma_c_col((int)lane, e)];
+        r[e] = c[e] + acc;
+    }
+    emu_yield(EMU_WAIT_SHFL);        // every lane has read before anyone deposits again
+    memcpy(c, r, sizeof r);
 }
 
 inline void emu_fiber_main(unsigned lo, unsigned hi) {

@@ -16,13 +16,14 @@
 #include "runtime/plan.h"
 #include "runtime/cpu.h"
 
-#define NBUF (1 << 15)          /* elements per operand buffer: enough for every case below */
-#define MAXCASE 64
+#define NBUF (1 << 17)          /* elements per operand buffer: enough for every case below */
+#define MAXCASE 96
 
 typedef struct {
     KernelInst k;
     const char *init[10];       /* per operand (catalog order): "rand", "pos", "zero", "tok", "tgt" */
     int chain;                  /* attention_bwd: take q,k,v,out,lse from the previous case's run */
+    int bq, bk;                 /* attention tiles asked of the specialiser (0: the run's) */
 } Case;
 
 static Case cases[MAXCASE];
@@ -154,6 +155,24 @@ static void add_cases(void) {
     add("attention_bwd", "batch=2 seq=16 heads=4 kv_heads=2 head_dim=64 ldq=512 ldk=512 ldv=512 ldo=256 scale=0.125", NULL)->chain = 1;
     add("attention_fwd", "batch=2 seq=16 heads=2 kv_heads=1 head_dim=128 ldq=512 ldk=512 ldv=512 ldo=256 scale=0.0883883", NULL);
     add("attention_bwd", "batch=2 seq=16 heads=2 kv_heads=1 head_dim=128 ldq=512 ldk=512 ldv=512 ldo=256 scale=0.0883883", NULL)->chain = 1;
+    /* the tensor-core templates (head_dim <= 128) at sequence lengths that are and are not multiples
+     * of the tiles, MHA and GQA, several tilings (more keys than queries a tile too, 8 warps); and
+     * head_dim 256 on the CUDA-core templates */
+    static const struct { int batch, seq, heads, kvh, hd, bq, bk; } ATT[] = {
+        {2, 40, 2, 2, 32, 16, 16}, {1, 96, 4, 1, 32, 64, 64}, {2, 40, 4, 2, 64, 32, 16}, {1, 64, 2, 2, 64, 16, 32},
+        {1, 96, 2, 1, 128, 64, 64}, {1, 40, 2, 2, 128, 16, 16}, {1, 64, 2, 2, 128, 128, 32}, {1, 24, 2, 1, 256, 8, 8},
+    };
+    for (size_t i = 0; i < sizeof ATT / sizeof ATT[0]; i++) {
+        char kv[512];
+        int ld = (ATT[i].heads + 2 * ATT[i].kvh) * ATT[i].hd;
+        snprintf(kv, sizeof kv, "batch=%d seq=%d heads=%d kv_heads=%d head_dim=%d ldq=%d ldk=%d ldv=%d ldo=%d scale=%.9g",
+                 ATT[i].batch, ATT[i].seq, ATT[i].heads, ATT[i].kvh, ATT[i].hd, ld, ld, ld, ATT[i].heads * ATT[i].hd,
+                 1.0 / sqrt(ATT[i].hd));
+        Case *f = add("attention_fwd", kv, NULL);
+        f->bq = ATT[i].bq; f->bk = ATT[i].bk;
+        Case *g = add("attention_bwd", kv, NULL);
+        g->bq = ATT[i].bq; g->bk = ATT[i].bk; g->chain = 1;
+    }
 }
 
 /* KernelArgs for the CPU reference from a KernelInst (operands in catalog order). */
@@ -185,7 +204,9 @@ int main(void) {
     add_cases();
     KernelInst ks[MAXCASE];
     for (int i = 0; i < ncases; i++) {
-        if (kernel_specialise(&cases[i].k, &run, err, sizeof err)) { CHECK(0, "specialise", "%s: %s", cases[i].k.kind, err); TEST_EXIT(); }
+        Run tuned = run;
+        if (cases[i].bq) { tuned.gpu.tune_attn_block_q = cases[i].bq; tuned.gpu.tune_attn_block_k = cases[i].bk; }
+        if (kernel_specialise(&cases[i].k, &tuned, err, sizeof err)) { CHECK(0, "specialise", "%s: %s", cases[i].k.kind, err); TEST_EXIT(); }
         ks[i] = cases[i].k;
     }
     char dir[] = "/tmp/boost-emu.XXXXXX";
