@@ -139,17 +139,18 @@ static int opi(const Op *o, const char *key) {
 
 static void gemm_bwd_members(Bw *b, const Gemm *mem, int n) {
     Graph *g = b->g;
-    Gemm da[8], db[8];
+    Gemm *da = malloc((size_t)n * sizeof *da), *db = malloc((size_t)n * sizeof *db);   /* MoE: n = experts */
     int nda = 0, ndb = 0;
+    if (!da || !db) { fprintf(stderr, "boost gen: out of memory\n"); exit(1); }
     for (int j = 0; j < n; j++) {
         const Gemm *x = &mem[j];
         GView dc = gview(g, x->C, x->m, x->n);
-        if (need_full(b, &dc)) return;
+        if (need_full(b, &dc)) { free(da); free(db); return; }
         int arole = g->t[x->A.t].role;
         if (arole == TR_ACT) {
             GView dav = gview(g, x->A, x->m, x->k);
             int acc = wacc(b, &dav);
-            if (acc < 0) return;
+            if (acc < 0) { free(da); free(db); return; }
             Gemm d; memset(&d, 0, sizeof d);
             d.ta = 0; d.tb = 1; d.m = x->m; d.n = x->k; d.k = x->n;
             d.A = dc.v; d.B = x->B; d.C = dav.v; d.batch = 1; d.alpha = 1; d.beta = acc;
@@ -180,6 +181,7 @@ static void gemm_bwd_members(Bw *b, const Gemm *mem, int n) {
         if (!pass) for (int j = 0; j < n; j++)
             if (g->t[mem[j].A.t].role == TR_ACT) { GView v = gview(g, mem[j].A, mem[j].m, mem[j].k); wmark(g, &v); }
     }
+    free(da); free(db);
 }
 
 static void rule_gemm(Bw *b, const Op *f) {
@@ -188,8 +190,9 @@ static void rule_gemm(Bw *b, const Op *f) {
     const Gemm *x = &f->g;
     if (x->batch <= 1) { gemm_bwd_members(b, x, 1); return; }
     /* batched: one batched step per direction when every batch member has the same write status */
-    Gemm mem[8];
     int n = (int)x->batch;
+    Gemm *mem = malloc((size_t)n * sizeof *mem);   /* MoE experts: any batch */
+    if (!mem) { fprintf(stderr, "boost gen: out of memory\n"); exit(1); }
     for (int j = 0; j < n; j++) {
         mem[j] = *x; mem[j].batch = 1;
         mem[j].A.off.base += j * x->sA; mem[j].B.off.base += j * x->sB; mem[j].C.off.base += j * x->sC;
@@ -202,9 +205,9 @@ static void rule_gemm(Bw *b, const Op *f) {
             if (j == 0) s0 = s; else if (s != s0) same = 0;
             if (s == W_MIXED) same = 0;
         }
-    if (!same) { gemm_bwd_members(b, mem, n); return; }
+    if (!same) { gemm_bwd_members(b, mem, n); free(mem); return; }
     GView dc = gview(g, x->C, x->m, x->n);
-    for (int j = 0; j < n; j++) { GView v = gview(g, mem[j].C, x->m, x->n); if (need_full(b, &v)) return; }
+    for (int j = 0; j < n; j++) { GView v = gview(g, mem[j].C, x->m, x->n); if (need_full(b, &v)) { free(mem); return; } }
     if (g->t[x->A.t].role == TR_ACT) {
         GView da = gview(g, x->A, x->m, x->k);
         Op *o = bop(b, OP_BATCHED_GEMM);
@@ -213,6 +216,7 @@ static void rule_gemm(Bw *b, const Op *f) {
         o->g.batch = n; o->g.alpha = 1; o->g.beta = s0 == W_FULL;
         for (int j = 0; j < n; j++) { GView v = gview(g, mem[j].A, x->m, x->k); wmark(g, &v); }
     }
+    free(mem);
     if (g->t[x->B.t].role == TR_PARAM) {
         GView db = gview(g, x->B, x->k, x->n);
         Op *o = bop(b, OP_BATCHED_GEMM);
@@ -220,6 +224,101 @@ static void rule_gemm(Bw *b, const Op *f) {
         o->g.A = FV(b, x->A); o->g.sA = x->sA; o->g.B = dc.v; o->g.sB = x->sC; o->g.C = db.v; o->g.sC = x->sB;
         o->g.batch = n; o->g.alpha = 1; o->g.beta = 1;
     }
+}
+
+/* ---- MoE rules (the kernels' math: docs/plan-format.md, moe_*) ---- */
+
+static void copy_consts(Op *o, const Op *f, const char *keys) {
+    char buf[200];
+    snprintf(buf, sizeof buf, "%s", keys);
+    for (char *s = strtok(buf, " "); s; s = strtok(NULL, " "))
+        for (int i = 0; i < f->k.nconst; i++) if (!strcmp(f->k.key[i], s)) k_const(o, s, f->k.val[i]);
+}
+
+/* The moe_router op on the forward tape whose operand `key` is tensor t. */
+static const Op *moe_router_of(const Graph *g, const char *key, int t) {
+    for (int i = 0; i < g->nfwd; i++) {
+        const Op *o = &g->fwd[i];
+        if (o->kind == OP_KERNEL && !strcmp(o->k.kind, "moe_router") && opi(o, key) >= 0 && o->ops[opi(o, key)].t == t) return o;
+    }
+    return NULL;
+}
+
+static void rule_moe(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    const char *kind = f->k.kind;
+    int64_t rows = (int64_t)kconst(f, "rows"), cols = (int64_t)kconst(f, "cols"), K = (int64_t)kconst(f, "top_k");
+#define OPV(key) f->ops[opi(f, key)]
+    if (!strcmp(kind, "moe_combine")) {
+        /* out[m] = sum_k gate[m,k] eo[slot(m,k)]: d eo (slot rows, written whole) and d gates (a
+           partial sum over the rank's columns, all-reduced) */
+        int64_t E = (int64_t)kconst(f, "experts"), cap = (int64_t)kconst(f, "capacity");
+        GView dout = gview(g, OPV("out"), rows, cols);
+        GView deo = gview(g, OPV("eo"), E * cap, cols), dg = gview(g, OPV("gates"), rows, K);
+        if (need_full(b, &dout)) return;
+        if (wacc(b, &deo) || wacc(b, &dg)) {
+            if (!b->rc_failed) bfail(b, "backward: moe_combine_bwd overwrites %s, which already holds a gradient%s", g->t[deo.v.t].name, "");
+            return;
+        }
+        const Op *router = moe_router_of(g, "sel", OPV("sel").t);
+        if (!router) { bfail(b, "backward: internal: no router for %s%s", f->chunk, ""); return; }
+        int src = router->ops[opi(router, "src")].t;
+        Op *o = bk(b, "moe_combine_bwd");
+        kop(o, "dout", dout.v); kop(o, "src", FV(b, opnd(src, 0, 0))); kop(o, "gates", FV(b, OPV("gates")));
+        kop(o, "deo", deo.v);
+        k_const(o, "rows", (double)(E * cap)); k_const(o, "cols", (double)cols); k_const(o, "top_k", (double)K);
+        k_const(o, "tokens", (double)rows); k_const(o, "ldo", (double)dout.v.ld); k_const(o, "ldde", (double)deo.v.ld);
+        o = bk(b, "moe_gates_bwd");
+        kop(o, "dout", dout.v); kop(o, "eo", FV(b, OPV("eo"))); kop(o, "sel", FV(b, OPV("sel")));
+        kop(o, "slot", FV(b, OPV("slot"))); kop(o, "dgates", dg.v);
+        k_const(o, "rows", (double)rows); k_const(o, "cols", (double)cols); k_const(o, "top_k", (double)K);
+        k_const(o, "experts", (double)E); k_const(o, "capacity", (double)cap);
+        k_const(o, "ldo", (double)dout.v.ld); k_const(o, "lde", kconst(f, "lde"));
+        Op *a = bop(b, OP_ALLREDUCE);
+        a->buf = dg.v; a->elems = rows * K; a->dtype = g->t[dg.v.t].dtype; a->dir = 1;
+        a->bytes = a->elems * (int64_t)ir_dtype_size(a->dtype);
+        snprintf(a->tag, sizeof a->tag, "L%d.moe_gates", f->layer);
+        a->dual = "identity";
+        wmark(g, &deo); wmark(g, &dg);
+        return;
+    }
+    if (!strcmp(kind, "moe_dispatch")) {
+        /* out[slot r] = x[token of r]: each token gathers its slots' gradients */
+        int64_t M = (int64_t)kconst(f, "tokens");
+        GView dout = gview(g, OPV("out"), rows, cols), dx = gview(g, OPV("x"), M, cols);
+        if (need_full(b, &dout)) return;
+        int acc = wacc(b, &dx);
+        if (acc < 0) return;
+        const Op *router = moe_router_of(g, "src", OPV("src").t);
+        if (!router) { bfail(b, "backward: internal: no router for %s%s", f->chunk, ""); return; }
+        int sel = router->ops[opi(router, "sel")].t, slot = router->ops[opi(router, "slot")].t;
+        int64_t E = (int64_t)kconst(router, "experts"), cap = (int64_t)kconst(router, "capacity");
+        Op *o = bk(b, "moe_dispatch_bwd");
+        kop(o, "dout", dout.v); kop(o, "sel", FV(b, opnd(sel, 0, 0))); kop(o, "slot", FV(b, opnd(slot, 0, 0)));
+        kop(o, "dx", dx.v);
+        k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols); k_const(o, "top_k", (double)K);
+        k_const(o, "experts", (double)E); k_const(o, "capacity", (double)cap);
+        k_const(o, "ldo", (double)dout.v.ld); k_const(o, "lddx", (double)dx.v.ld); k_const(o, "acc", acc);
+        wmark(g, &dx);
+        return;
+    }
+    if (!strcmp(kind, "moe_router")) {
+        int64_t E = (int64_t)kconst(f, "experts");
+        GView dg = gview(g, OPV("gates"), rows, K), dl = gview(g, OPV("logits"), rows, E);
+        if (need_full(b, &dg)) return;
+        int acc = wacc(b, &dl);
+        if (acc < 0) return;
+        Op *o = bk(b, "moe_router_bwd");
+        kop(o, "probs", FV(b, OPV("probs"))); kop(o, "sel", FV(b, OPV("sel"))); kop(o, "gates", FV(b, OPV("gates")));
+        kop(o, "aux", FV(b, OPV("aux"))); kop(o, "dgates", dg.v); kop(o, "dlogits", dl.v);
+        copy_consts(o, f, "rows experts top_k norm coef");
+        k_const(o, "scale", 1.0 / (g->run->grad_accum > 0 ? g->run->grad_accum : 1));
+        k_const(o, "acc", acc); k_const(o, "lddl", (double)dl.v.ld);
+        wmark(g, &dl);
+        return;
+    }
+    bfail(b, "backward: no rule for kernel %s (%s)", kind, f->chunk);
+#undef OPV
 }
 
 /* ---- kernel rules ---- */
@@ -230,6 +329,7 @@ static void rule_kernel(Bw *b, const Op *f) {
     int64_t M = g->M;
 #define OPV(key) f->ops[opi(f, key)]
     if (f->no_grad || !strcmp(kind, "online_norm_rescale") || !strcmp(kind, "sumsq")) return;
+    if (!strncmp(kind, "moe_", 4)) { rule_moe(b, f); return; }
     if (!strcmp(kind, "embedding_fwd")) {
         GView dout = gview(g, OPV("out"), M, (int64_t)kconst(f, "cols"));
         if (need_full(b, &dout)) return;
@@ -293,6 +393,7 @@ static void rule_kernel(Bw *b, const Op *f) {
     }
     if (!strcmp(kind, "bottleneck_act")) {
         int64_t cols = (int64_t)kconst(f, "cols");
+        M = (int64_t)kconst(f, "rows");   /* g->M, or the E*C slot rows of an MoE expert */
         int norm = (int)kconst(f, "norm");
         Opnd h = OPV("h");
         GView dz = gview(g, OPV("z"), M, cols), dh = gview(g, h, M, cols);
@@ -347,6 +448,7 @@ static void rule_kernel(Bw *b, const Op *f) {
     }
     if (!strcmp(kind, "glu_fwd")) {
         int64_t cols = (int64_t)kconst(f, "cols");
+        M = (int64_t)kconst(f, "rows");   /* g->M, or the E*C slot rows of an MoE expert */
         GView dout = gview(g, OPV("out"), M, cols), dg = gview(g, OPV("gate"), M, cols), du = gview(g, OPV("up"), M, cols);
         if (need_full(b, &dout)) return;
         if (wacc(b, &dg) || wacc(b, &du)) {

@@ -109,7 +109,9 @@ static void add_canons(Graph *g) {
     for (int i = 0; i < m->layers; i++) {
         snprintf(nm, sizeof nm, "L%d.attn_norm", i); canon_add(g, nm, 1, m->hidden, 1, 0, 0);
         snprintf(nm, sizeof nm, "L%d.mlp_norm", i); canon_add(g, nm, 1, m->hidden, 1, 0, 0);
+        if (m->moe_experts && m->moe_layer[i]) moe_canons(g, i);
         for (int p = 0; p < NPROJ; p++) {
+            if (m->moe_experts && m->moe_layer[i] && p >= PROJ_GATE) continue;   /* the experts replace the MLP */
             int64_t din = proj_in(m, p), dout = proj_out(m, p);
             if (!lowrank_layout(g)) {
                 snprintf(nm, sizeof nm, "L%d.%s.W", i, proj_name(p));
@@ -848,6 +850,7 @@ static int btp_layer(Graph *g, int i, int x) {
     btp_B(g, i, &zob, op_, 1, oo, "o");
     int h = keep(g, tn(g, PS_SHARD1, M, dl, ad, "L%d.h", i));
     k_add(g, opnd(x, 0, 0), opnd(oo, 0, 0), opnd(h, 0, 0), dl, PS_SHARD1);
+    if (m->moe_experts && m->moe_layer[i]) return moe_block(g, i, h);
     set_chunk(g, i, "L%d.mlp_A", i);
     const int gp[2] = {PROJ_GATE, PROJ_UP};
     Opnd zg[2];
@@ -882,6 +885,7 @@ static int btp_layer(Graph *g, int i, int x) {
 
 int build_forward(Graph *g) {
     int rc = check_run(g);
+    if (!rc) rc = moe_check(g);
     if (rc) return rc;
     const Model *m = &g->run->model;
     g->tokens = ir_tensor(g, "tokens", 1, g->M, IR_I32, TR_INPUT, PS_REPLICATED);
@@ -896,6 +900,7 @@ int build_forward(Graph *g) {
         else x = megatron_layer(g, i, x);
     }
     build_tail(g, x);
+    moe_tail(g);
     return 0;
 }
 
@@ -1001,4 +1006,33 @@ int check_states(Graph *g) {
     }
     free(st);
     return rc;
+}
+
+/* ---- the helpers above, for gen/moe.c ---- */
+
+int ir_act(Graph *g, int state, int64_t rows, int64_t cols, int dtype, const char *name) {
+    return tn(g, state, rows, cols, dtype, "%s", name);
+}
+int ir_keep(Graph *g, int t) { return keep(g, t); }
+void ir_canon(Graph *g, const char *name, int64_t rows, int64_t cols, int init, double std, int decay) {
+    canon_add(g, name, rows, cols, init, std, decay);
+}
+int ir_param(Graph *g, const char *name, int64_t rows, int64_t cols, int state) {
+    return param_add(g, name, rows, cols, state);
+}
+void ir_part(Graph *g, int ptensor, const char *canon, RInt r0, RInt r1, RInt c0, RInt c1, int64_t lr, int64_t lc, int rep) {
+    part_add(g, ptensor, canon, r0, r1, c0, c1, lr, lc, rep);
+}
+Op *ir_gemm(Graph *g, Opnd A, Opnd B, Opnd C, int64_t m, int64_t n, int64_t k, int64_t sA, int64_t sB, int64_t sC, int batch) {
+    return gemm_batched(g, A, B, C, m, n, k, sA, sB, sC, batch);
+}
+void ir_allreduce(Graph *g, int t, const char *tag) { allreduce(g, t, tag); }
+void ir_tp_copy(Graph *g, int t, const char *tag) { tp_copy(g, t, tag); }
+void ir_chunk(Graph *g, int layer, const char *chunk) { set_chunk(g, layer, "%s", chunk); }
+void ir_add(Graph *g, Opnd a, Opnd b, Opnd out, int64_t rows, int64_t cols, int state) {
+    a = fix(g, a); b = fix(g, b); out = fix(g, out);
+    Op *o = k_begin(g, "add");
+    k_op(g, o, "a", a, 0, 0); k_op(g, o, "b", b, 0, 0); k_op(g, o, "out", out, OUT(state), 0);
+    k_const(o, "rows", (double)rows); k_const(o, "cols", (double)cols);
+    k_const(o, "lda", (double)a.ld); k_const(o, "ldb", (double)b.ld); k_const(o, "ldo", (double)out.ld);
 }

@@ -21,6 +21,7 @@ enum Launch {
     L_COLS,       /* one thread per column */
     L_ATTN_FWD, L_ATTN_BWD,
     L_SINGLE,     /* one block */
+    L_ROW_THREAD, /* one thread per row (MoE router backward) */
 };
 
 typedef struct { const char *name, *dtype; } OpSpec;
@@ -72,6 +73,24 @@ static const KindSpec catalog[] = {
     {"xent_combine", L_SINGLE, {{"stats_all", "fp32"}, {"lse", "fp32"}, {"loss", "fp32"}}, "rows ?tp=1"},
     {"xent_bwd", L_ELEM, {{"logits", "bf16"}, {"targets", "i32"}, {"lse", "fp32"}, {"dlogits", "bf16"}},
      "rows cols ?ldl=cols ?vocab_offset=0 ?scale=1 ?lddl=ldl"},
+    /* MoE (indices as exact integers in fp32): rows = tokens, or slots (experts*capacity) for
+     * moe_dispatch and moe_combine_bwd */
+    {"moe_router", L_SINGLE, {{"logits", "bf16"}, {"probs", "fp32"}, {"sel", "fp32"}, {"gates", "fp32"},
+                              {"slot", "fp32"}, {"src", "fp32"}, {"aux", "fp32"}},
+     "rows experts top_k capacity ?ldl=experts ?norm=1 ?coef=0"},
+    {"moe_router_bwd", L_ROW_THREAD, {{"probs", "fp32"}, {"sel", "fp32"}, {"gates", "fp32"}, {"aux", "fp32"},
+                                      {"dgates", "fp32"}, {"dlogits", "bf16"}},
+     "rows experts top_k ?norm=1 ?coef=0 ?scale=1 ?acc=0 ?lddl=experts"},
+    {"moe_dispatch", L_ELEM, {{"x", "bf16"}, {"src", "fp32"}, {"out", "bf16"}}, "rows cols top_k tokens ?ldx=cols ?ldo=cols"},
+    {"moe_dispatch_bwd", L_ELEM, {{"dout", "bf16"}, {"sel", "fp32"}, {"slot", "fp32"}, {"dx", "bf16"}},
+     "rows cols top_k experts capacity ?ldo=cols ?lddx=cols ?acc=0"},
+    {"moe_combine", L_ELEM, {{"eo", "bf16"}, {"sel", "fp32"}, {"slot", "fp32"}, {"gates", "fp32"}, {"out", "bf16"}},
+     "rows cols top_k experts capacity ?lde=cols ?ldo=cols"},
+    {"moe_combine_bwd", L_ELEM, {{"dout", "bf16"}, {"src", "fp32"}, {"gates", "fp32"}, {"deo", "bf16"}},
+     "rows cols top_k tokens ?ldo=cols ?ldde=cols"},
+    {"moe_gates_bwd", L_ROW, {{"dout", "bf16"}, {"eo", "bf16"}, {"sel", "fp32"}, {"slot", "fp32"}, {"dgates", "fp32"}},
+     "rows cols top_k experts capacity ?ldo=cols ?lde=cols"},
+    {"moe_aux_add", L_SINGLE, {{"aux", "fp32"}, {"loss", "fp32"}}, "rows"},
 };
 #define NKINDS (int)(sizeof catalog / sizeof catalog[0])
 
@@ -85,7 +104,7 @@ const char *kernel_kind_name(int i) { return i >= 0 && i < NKINDS ? catalog[i].k
 
 /* Constants that are floats in the source; every other constant is an integer. */
 static int is_float_key(const char *key) {
-    return !strcmp(key, "eps") || !strcmp(key, "theta") || !strcmp(key, "scale");
+    return !strcmp(key, "eps") || !strcmp(key, "theta") || !strcmp(key, "scale") || !strcmp(key, "coef");
 }
 
 /* Short tag of a constant in the procedural name. */
@@ -95,6 +114,7 @@ static const char *name_tag(const char *key) {
         {"norm", "n"}, {"acc", "acc"}, {"phase", "ph"}, {"heads", "h"}, {"kv_heads", "kv"},
         {"head_dim", "d"}, {"seq", "s"}, {"batch", "b"}, {"theta", "th"}, {"inverse", "inv"},
         {"scale", "sc"}, {"tp", "tp"}, {"vocab_offset", "vo"},
+        {"experts", "E"}, {"top_k", "k"}, {"capacity", "C"}, {"tokens", "M"}, {"coef", "cf"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) if (!strcmp(map[i][0], key)) return map[i][1];
     return key;   /* ld keys name themselves */
@@ -166,7 +186,7 @@ static int block_of(int tuned, int dflt) {
 
 /* 8-wide vectors when every row start stays a multiple of 8 elements. */
 static int vec_width(const KernelInst *k, const KindSpec *ks) {
-    if (ks->launch == L_ROPE || ks->launch == L_COLS || ks->launch == L_SINGLE ||
+    if (ks->launch == L_ROPE || ks->launch == L_COLS || ks->launch == L_SINGLE || ks->launch == L_ROW_THREAD ||
         ks->launch == L_ATTN_FWD || ks->launch == L_ATTN_BWD) return 1;
     if ((int64_t)const_value(k, "cols") % 8) return 1;
     const char *cur = ks->consts; char key[16]; int opt;
@@ -292,6 +312,7 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
         break;
     }
     case L_SINGLE: k->grid = 1; break;
+    case L_ROW_THREAD: block = elem_block; k->grid = (rows + block - 1) / block; break;
     }
     k->block = block;
     k->smem = 0;   /* tiles use static shared memory */

@@ -50,6 +50,15 @@ typedef struct {
                                  prev(o)=v, prev(gate)=prev(up)=o, prev(down)=up (same rank needed) */
     ProjSpec proj[MAX_LAYERS][NPROJ];   /* per layer, per projection */
     double init_std;          /* std of full-rank weights and embeddings (0.02) */
+    /* MoE (moe{...} in the spec): the MLP of a layer with moe_layer[i] = 1 is a top-k routed
+     * mixture of moe_experts experts, each the gate/up/down MLP with width moe_ffn and the
+     * layer's gate/up/down ranks (gen/moe.c). moe_experts = 0: no MoE layer. */
+    int moe_experts;          /* E */
+    int moe_top_k;            /* k: experts per token */
+    int moe_ffn;              /* d_ff of one expert (defaults to ffn) */
+    double moe_capacity;      /* capacity factor c: C = ceil(c * M * k / E) slots per expert */
+    double moe_aux;           /* weight of the load-balance loss added to the loss */
+    unsigned char moe_layer[MAX_LAYERS];
 } Model;
 
 typedef struct {

@@ -60,6 +60,16 @@ static const Field MODEL_FIELDS[] = {
     {"init_std", K_NUM, 0, 1, 1, NULL, "0.02", "std of the initial full-rank weights"},
     {"mlp_gate_act", K_CHOICE, 0, 0, 0, "none|silu", NULL, "activation on the MLP gate"},
     {"lowrank", K_FACTOR, 0, 0, 0, NULL, NULL, "cola{rank=}, svd{rank=}, lax{rank=} or full{}"},
+    {"moe", K_TABLE, 0, 0, 0, NULL, NULL, "moe{experts=, top_k=, capacity_factor=, aux_loss=, every=}"},
+    {NULL},
+};
+static const Field MOE_FIELDS[] = {
+    {"experts", K_INT, 1, 1024, 0, NULL, NULL, "the number of experts E, e.g. experts = 8"},
+    {"top_k", K_INT, 1, 1024, 0, NULL, "1", "experts per token k (at most experts)"},
+    {"capacity_factor", K_NUM, 0, 1024, 1, NULL, "1.25", "slots per expert = ceil(c * tokens * top_k / experts)"},
+    {"aux_loss", K_NUM, 0, 100, 0, NULL, "0.01", "weight of the load-balance loss"},
+    {"every", K_INT, 1, MAX_LAYERS, 0, NULL, "1", "every n-th layer (from layer 0) is MoE, or function(layer) -> bool"},
+    {"expert_ffn", K_INT, 1, 1048576, 0, NULL, NULL, "d_ff of one expert (defaults to the model's ffn)"},
     {NULL},
 };
 static const Field COLA_FIELDS[] = {
@@ -164,7 +174,7 @@ static const Schema S_MODEL = {"model", MODEL_FIELDS}, S_COLA = {"cola", COLA_FI
     S_RANK = {"rank", RANK_TABLE_FIELDS}, S_GPU = {"gpu", GPU_FIELDS}, S_TUNE = {"tune", TUNE_FIELDS},
     S_RUN = {"run", RUN_FIELDS}, S_PARALLEL = {"parallel", PARALLEL_FIELDS},
     S_FEATURES = {"features", FEATURES_FIELDS}, S_TRAIN = {"train", TRAIN_FIELDS},
-    S_DATA = {"data", DATA_FIELDS};
+    S_DATA = {"data", DATA_FIELDS}, S_MOE = {"moe", MOE_FIELDS};
 
 /* -D names and the field each one sets (table "run" = the run's top level). */
 typedef struct { const char *name; const Schema *schema; const char *key; } OverrideTarget;
@@ -432,8 +442,8 @@ static void define_helpers(Ctx *c) {
         sandbox_define(c->sb, named[i]);
     }
     const char *tables[][2] = {{"run", "run"}, {"tune", "tune"}, {"cola", "factor"}, {"svd", "factor"},
-                               {"lax", "factor"}, {"full", "factor"}};
-    for (int i = 0; i < 6; i++) {
+                               {"lax", "factor"}, {"full", "factor"}, {"moe", "moe"}};
+    for (int i = 0; i < 7; i++) {
         lua_pushstring(L, tables[i][1]);
         if (strcmp(tables[i][1], "factor") == 0) lua_pushstring(L, tables[i][0]); else lua_pushnil(L);
         lua_pushcclosure(L, helper_table, 2);
@@ -819,6 +829,71 @@ static void read_ranks(Ctx *c, const Obj *fo, Model *m) {
         }
 }
 
+/* moe{experts=, top_k=, capacity_factor=, aux_loss=, every=, expert_ffn=} into m (after the ranks:
+ * the experts use each layer's gate/up/down ranks). */
+static void read_moe(Ctx *c, Obj *o, Model *m) {
+    lua_State *L = c->L;
+    int t = push_field(c, o, "moe");
+    if (t == LUA_TNIL) { lua_pop(L, 1); return; }
+    lua_pop(L, 1);
+    Loc loc = key_loc(c, o, "moe");
+    Obj mo = get_table(c, o, "moe", &S_MOE);
+    m->moe_experts = get_int(c, &mo, "experts");
+    m->moe_top_k = get_int(c, &mo, "top_k");
+    m->moe_capacity = get_num(c, &mo, "capacity_factor");
+    m->moe_aux = get_num(c, &mo, "aux_loss");
+    double ff = m->ffn;
+    get_number(c, &mo, "expert_ffn", &ff, 0);
+    m->moe_ffn = (int)ff;
+    if (m->moe_top_k > m->moe_experts)
+        spec_error(c, key_loc(c, &mo, "top_k"), "top_k (%d) must not exceed experts (%d): each token picks top_k distinct experts",
+                   m->moe_top_k, m->moe_experts);
+    int ev = push_field(c, &mo, "every");
+    Loc eloc = key_loc(c, &mo, "every");
+    if (ev == LUA_TFUNCTION) {
+        for (int l = 0; l < m->layers; l++) {
+            lua_pushvalue(L, -1);
+            lua_pushinteger(L, l);
+            if (lua_pcall(L, 1, 1, 0) != LUA_OK) {
+                const char *msg = lua_tostring(L, -1);
+                if (msg && !strstr(msg, "spec runs too long"))
+                    lua_pushfstring(L, "%s (in the moe 'every' function, called for layer %d)", msg, l);
+                lua_error(L);
+            }
+            if (lua_type(L, -1) != LUA_TBOOLEAN) {
+                char got[100];
+                describe_value(L, -1, got, sizeof got);
+                spec_error(c, eloc, "the moe 'every' function returned %s for layer %d: it must return true or false", got, l);
+            }
+            m->moe_layer[l] = (unsigned char)lua_toboolean(L, -1);
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    } else {
+        lua_pop(L, 1);
+        int every = get_int(c, &mo, "every");
+        for (int l = 0; l < m->layers; l++) m->moe_layer[l] = (unsigned char)(l % every == 0);
+    }
+    int any = 0;
+    for (int l = 0; l < m->layers; l++) any |= m->moe_layer[l];
+    if (!any) spec_error(c, eloc, "moe: 'every' selects no layer of the %d: drop moe{} or select a layer", m->layers);
+    if (strcmp(m->family, "cola") && strcmp(m->family, "svd"))
+        spec_error(c, loc, "moe experts are low-rank like the rest of the model; model family %s is not supported with moe "
+                   "(use lowrank = cola{...} or svd{...})", m->family);
+    for (int l = 0; l < m->layers; l++) {
+        if (!m->moe_layer[l]) continue;
+        static const int ps[3] = {PROJ_GATE, PROJ_UP, PROJ_DOWN};
+        for (int j = 0; j < 3; j++) {
+            int r = m->proj[l][ps[j]].rank;
+            int limit = m->hidden < m->moe_ffn ? m->hidden : m->moe_ffn;
+            if (r > limit)
+                spec_error(c, loc, "moe: rank %d of the experts' '%s' in layer %d is larger than min(hidden, expert_ffn) = %d",
+                           r, PROJ_NAMES[ps[j]], l, limit);
+        }
+    }
+    lua_pop(L, 1);   /* the moe table */
+}
+
 static void read_model(Ctx *c, Obj *o, const char *name, Model *m) {
     lua_State *L = c->L;
     memset(m, 0, sizeof *m);
@@ -896,6 +971,7 @@ static void read_model(Ctx *c, Obj *o, const char *name, Model *m) {
         }
     }
     lua_pop(L, 1);   /* the lowrank value */
+    read_moe(c, o, m);
 }
 
 /* The run's model field (a name, a path, or an inline model) into run->model. */

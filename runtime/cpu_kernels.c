@@ -417,6 +417,190 @@ static int k_xent_bwd(const KCtx *c) {
     return 0;
 }
 
+/* ---- MoE (docs/plan-format.md, kinds moe_*): routing indices travel as exact integers in fp32 ---- */
+
+/* Router: softmax over experts, top-k (ties to the lower index), gates, capacity slots in token
+ * order then choice order, the inverse slot map and the load-balance statistics. */
+static int k_moe_router(const KCtx *c) {
+    int64_t rows = ci(c, "rows", 0), E = ci(c, "experts", 0), K = ci(c, "top_k", 1), cap = ci(c, "capacity", 0);
+    int64_t ldl = ci(c, "ldl", E), norm = ci(c, "norm", 1);
+    double coef = cf(c, "coef", 0);
+    const float *logits = opf(c, "logits");
+    float *probs = opf(c, "probs"), *sel = opf(c, "sel"), *gates = opf(c, "gates"), *slot = opf(c, "slot");
+    float *src = opf(c, "src"), *aux = opf(c, "aux");
+    if (E < 1 || K < 1 || K > E || cap < 1) return kfail(c, "experts, top_k, capacity must satisfy 1 <= top_k <= experts, capacity >= 1");
+    int64_t *count = calloc((size_t)E, sizeof *count), *routed = calloc((size_t)E, sizeof *routed);
+    double *psum = calloc((size_t)E, sizeof *psum);
+    unsigned char *taken = malloc((size_t)E);
+    if (!count || !routed || !psum || !taken) { free(count); free(routed); free(psum); free(taken); return kfail(c, "out of memory"); }
+    for (int64_t r = 0; r < E * cap; r++) src[r] = -1.0f;
+    for (int64_t m = 0; m < rows; m++) {
+        const float *l = logits + m * ldl;
+        float *p = probs + m * E;
+        double mx = -INFINITY, se = 0;
+        for (int64_t e = 0; e < E; e++) if (l[e] > mx) mx = l[e];
+        for (int64_t e = 0; e < E; e++) se += exp((double)l[e] - mx);
+        for (int64_t e = 0; e < E; e++) { p[e] = (float)(exp((double)l[e] - mx) / se); psum[e] += p[e]; }
+        memset(taken, 0, (size_t)E);
+        double chosen = 0;
+        for (int64_t k = 0; k < K; k++) {
+            int64_t best = -1;
+            for (int64_t e = 0; e < E; e++) if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
+            taken[best] = 1;
+            sel[m * K + k] = (float)best;
+            chosen += p[best];
+            routed[best]++;
+            if (count[best] < cap) {
+                slot[m * K + k] = (float)count[best];
+                src[best * cap + count[best]] = (float)(m * K + k);
+                count[best]++;
+            } else slot[m * K + k] = -1.0f;
+        }
+        for (int64_t k = 0; k < K; k++) {
+            double pe = p[(int64_t)sel[m * K + k]];
+            gates[m * K + k] = (float)(norm ? pe / chosen : pe);
+        }
+    }
+    double a = 0;
+    for (int64_t e = 0; e < E; e++) {
+        double f = (double)routed[e] / ((double)rows * K), P = psum[e] / (double)rows;
+        aux[1 + e] = (float)f; aux[1 + E + e] = (float)P;
+        a += f * P;
+    }
+    aux[0] = (float)(coef * (double)E * a);
+    free(count); free(routed); free(psum); free(taken);
+    return 0;
+}
+
+/* Router backward: gates (renormalised or not) and the load-balance loss back to the logits. */
+static int k_moe_router_bwd(const KCtx *c) {
+    int64_t rows = ci(c, "rows", 0), E = ci(c, "experts", 0), K = ci(c, "top_k", 1), norm = ci(c, "norm", 1);
+    int64_t lddl = ci(c, "lddl", E), acc = ci(c, "acc", 0);
+    double coef = cf(c, "coef", 0), scale = cf(c, "scale", 1);
+    const float *probs = opf(c, "probs"), *sel = opf(c, "sel"), *gates = opf(c, "gates"), *aux = opf(c, "aux");
+    const float *dgates = opf(c, "dgates");
+    float *dl = opf(c, "dlogits");
+    double *dp = malloc((size_t)E * sizeof *dp);
+    if (!dp) return kfail(c, "out of memory");
+    for (int64_t m = 0; m < rows; m++) {
+        const float *p = probs + m * E;
+        for (int64_t e = 0; e < E; e++) dp[e] = scale * coef * (double)E * aux[1 + e] / (double)rows;
+        double S = 0, gd = 0;
+        for (int64_t k = 0; k < K; k++) {
+            S += p[(int64_t)sel[m * K + k]];
+            gd += (double)dgates[m * K + k] * gates[m * K + k];
+        }
+        for (int64_t k = 0; k < K; k++) {
+            int64_t e = (int64_t)sel[m * K + k];
+            dp[e] += norm ? ((double)dgates[m * K + k] - gd) / S : (double)dgates[m * K + k];
+        }
+        double dot = 0;
+        for (int64_t e = 0; e < E; e++) dot += (double)p[e] * dp[e];
+        float *o = dl + m * lddl;
+        for (int64_t e = 0; e < E; e++) {
+            double v = p[e] * (dp[e] - dot);
+            o[e] = (float)(acc ? o[e] + v : v);
+        }
+    }
+    free(dp);
+    return 0;
+}
+
+/* Dispatch: slot row r of the expert input is the row of the token that fills it, or zeros. */
+static int k_moe_dispatch(const KCtx *c) {
+    int64_t rows = ci(c, "rows", 0), cols = ci(c, "cols", 0), K = ci(c, "top_k", 1);
+    int64_t ldx = ci(c, "ldx", cols), ldo = ci(c, "ldo", cols);
+    const float *x = opf(c, "x"), *src = opf(c, "src");
+    float *out = opf(c, "out");
+    for (int64_t r = 0; r < rows; r++) {
+        float *o = out + r * ldo;
+        if (src[r] < 0) { memset(o, 0, (size_t)cols * sizeof *o); continue; }
+        memcpy(o, x + ((int64_t)src[r] / K) * ldx, (size_t)cols * sizeof *o);
+    }
+    return 0;
+}
+
+/* Dispatch backward: each token gathers the gradients of the slots it filled. */
+static int k_moe_dispatch_bwd(const KCtx *c) {
+    int64_t rows = ci(c, "rows", 0), cols = ci(c, "cols", 0), K = ci(c, "top_k", 1), cap = ci(c, "capacity", 0);
+    int64_t ldo = ci(c, "ldo", cols), lddx = ci(c, "lddx", cols), acc = ci(c, "acc", 0);
+    const float *dout = opf(c, "dout"), *sel = opf(c, "sel"), *slot = opf(c, "slot");
+    float *dx = opf(c, "dx");
+    for (int64_t m = 0; m < rows; m++) {
+        float *o = dx + m * lddx;
+        for (int64_t j = 0; j < cols; j++) {
+            double v = 0;
+            for (int64_t k = 0; k < K; k++) {
+                if (slot[m * K + k] < 0) continue;
+                v += dout[((int64_t)sel[m * K + k] * cap + (int64_t)slot[m * K + k]) * ldo + j];
+            }
+            o[j] = (float)(acc ? o[j] + v : v);
+        }
+    }
+    return 0;
+}
+
+/* Combine: each token sums its kept experts' outputs weighted by its gates. */
+static int k_moe_combine(const KCtx *c) {
+    int64_t rows = ci(c, "rows", 0), cols = ci(c, "cols", 0), K = ci(c, "top_k", 1), cap = ci(c, "capacity", 0);
+    int64_t lde = ci(c, "lde", cols), ldo = ci(c, "ldo", cols);
+    const float *eo = opf(c, "eo"), *sel = opf(c, "sel"), *slot = opf(c, "slot"), *gates = opf(c, "gates");
+    float *out = opf(c, "out");
+    for (int64_t m = 0; m < rows; m++)
+        for (int64_t j = 0; j < cols; j++) {
+            double v = 0;
+            for (int64_t k = 0; k < K; k++) {
+                if (slot[m * K + k] < 0) continue;
+                v += (double)gates[m * K + k] * eo[((int64_t)sel[m * K + k] * cap + (int64_t)slot[m * K + k]) * lde + j];
+            }
+            out[m * ldo + j] = (float)v;
+        }
+    return 0;
+}
+
+/* Combine backward, expert side: slot row r gets its token's output gradient times its gate. */
+static int k_moe_combine_bwd(const KCtx *c) {
+    int64_t rows = ci(c, "rows", 0), cols = ci(c, "cols", 0), K = ci(c, "top_k", 1);
+    int64_t ldo = ci(c, "ldo", cols), ldde = ci(c, "ldde", cols);
+    const float *dout = opf(c, "dout"), *src = opf(c, "src"), *gates = opf(c, "gates");
+    float *de = opf(c, "deo");
+    for (int64_t r = 0; r < rows; r++) {
+        float *o = de + r * ldde;
+        if (src[r] < 0) { memset(o, 0, (size_t)cols * sizeof *o); continue; }
+        int64_t tc = (int64_t)src[r];
+        const float *d = dout + (tc / K) * ldo;
+        for (int64_t j = 0; j < cols; j++) o[j] = (float)((double)gates[tc] * d[j]);
+    }
+    return 0;
+}
+
+/* Combine backward, gate side: dgates[m, k] = <dout[m], expert output of that choice> (local
+ * columns: a partial sum over the TP ranks). */
+static int k_moe_gates_bwd(const KCtx *c) {
+    int64_t rows = ci(c, "rows", 0), cols = ci(c, "cols", 0), K = ci(c, "top_k", 1), cap = ci(c, "capacity", 0);
+    int64_t ldo = ci(c, "ldo", cols), lde = ci(c, "lde", cols);
+    const float *dout = opf(c, "dout"), *eo = opf(c, "eo"), *sel = opf(c, "sel"), *slot = opf(c, "slot");
+    float *dg = opf(c, "dgates");
+    for (int64_t m = 0; m < rows; m++)
+        for (int64_t k = 0; k < K; k++) {
+            double v = 0;
+            if (slot[m * K + k] >= 0) {
+                const float *e = eo + ((int64_t)sel[m * K + k] * cap + (int64_t)slot[m * K + k]) * lde;
+                for (int64_t j = 0; j < cols; j++) v += (double)dout[m * ldo + j] * e[j];
+            }
+            dg[m * K + k] = (float)v;
+        }
+    return 0;
+}
+
+/* The load-balance loss joins the model's loss. */
+static int k_moe_aux_add(const KCtx *c) {
+    const float *aux = opf(c, "aux");
+    float *loss = opf(c, "loss");
+    loss[0] = (float)((double)loss[0] + aux[0]);
+    return 0;
+}
+
 int cpu_kernel_run(const KernelArgs *k, void **ops, int rank, char *err, size_t errlen) {
     KCtx c = {k, ops, rank, err, errlen};
     const char *kind = k->kind;
@@ -440,5 +624,13 @@ int cpu_kernel_run(const KernelArgs *k, void **ops, int rank, char *err, size_t 
     if (!strcmp(kind, "xent_fwd")) return k_xent_fwd(&c);
     if (!strcmp(kind, "xent_combine")) return k_xent_combine(&c);
     if (!strcmp(kind, "xent_bwd")) return k_xent_bwd(&c);
+    if (!strcmp(kind, "moe_router")) return k_moe_router(&c);
+    if (!strcmp(kind, "moe_router_bwd")) return k_moe_router_bwd(&c);
+    if (!strcmp(kind, "moe_dispatch")) return k_moe_dispatch(&c);
+    if (!strcmp(kind, "moe_dispatch_bwd")) return k_moe_dispatch_bwd(&c);
+    if (!strcmp(kind, "moe_combine")) return k_moe_combine(&c);
+    if (!strcmp(kind, "moe_combine_bwd")) return k_moe_combine_bwd(&c);
+    if (!strcmp(kind, "moe_gates_bwd")) return k_moe_gates_bwd(&c);
+    if (!strcmp(kind, "moe_aux_add")) return k_moe_aux_add(&c);
     return kfail(&c, "unknown kernel kind");
 }

@@ -37,6 +37,14 @@ static const CatalogEntry CATALOG[] = {
     {"xent_fwd", "logits targets stats"},
     {"xent_combine", "stats_all lse loss"},
     {"xent_bwd", "logits targets lse dlogits"},
+    {"moe_router", "logits probs sel gates slot src aux"},
+    {"moe_router_bwd", "probs sel gates aux dgates dlogits"},
+    {"moe_dispatch", "x src out"},
+    {"moe_dispatch_bwd", "dout sel slot dx"},
+    {"moe_combine", "eo sel slot gates out"},
+    {"moe_combine_bwd", "dout src gates deo"},
+    {"moe_gates_bwd", "dout eo sel slot dgates"},
+    {"moe_aux_add", "aux loss"},
 };
 #define NCATALOG ((int)(sizeof CATALOG / sizeof CATALOG[0]))
 
@@ -627,6 +635,43 @@ static int need_op(Loader *L, const KernelArgs *k, const char *key, const char *
     return 0;
 }
 
+/* The moe_* kinds: rows is tokens (M) or slots (experts*capacity) as the catalog says. */
+static int check_moe_extents(Loader *L, const KernelArgs *k) {
+    const char *kind = k->kind;
+    int64_t rows = kc(k, "rows", 0), cols = kc(k, "cols", 0), K = kc(k, "top_k", 1);
+    if (rows <= 0 || K <= 0) return fail(L, "kernel %s: rows and top_k must be positive", kind);
+    if (!strcmp(kind, "moe_router") || !strcmp(kind, "moe_router_bwd")) {
+        if (need_consts(L, k, "rows experts top_k")) return -1;
+        int64_t E = kc(k, "experts", 0), cap = kc(k, "capacity", 1);
+        if (E < K || cap < 1) return fail(L, "kernel %s: need 1 <= top_k <= experts and capacity >= 1", kind);
+        if (!strcmp(kind, "moe_router") && need_consts(L, k, "capacity")) return -1;
+        return kview(L, k, "logits", rows, E, kc(k, "ldl", E)) || kview(L, k, "probs", rows, E, E) ||
+               kview(L, k, "sel", rows, K, K) || kview(L, k, "gates", rows, K, K) || kview(L, k, "slot", rows, K, K) ||
+               kview(L, k, "src", 1, E * cap, E * cap) || kview(L, k, "aux", 1, 1 + 2 * E, 1 + 2 * E) ||
+               kview(L, k, "dgates", rows, K, K) || kview(L, k, "dlogits", rows, E, kc(k, "lddl", E));
+    }
+    if (!strcmp(kind, "moe_aux_add")) return kview(L, k, "aux", 1, 1, 1) || kview(L, k, "loss", 1, 1, 1);
+    if (need_consts(L, k, "rows cols top_k")) return -1;
+    if (!strcmp(kind, "moe_dispatch") || !strcmp(kind, "moe_combine_bwd")) {   /* rows = slots */
+        if (need_consts(L, k, "tokens")) return -1;
+        int64_t M = kc(k, "tokens", 0);
+        return kview(L, k, "src", 1, rows, rows) || kview(L, k, "out", rows, cols, kc(k, "ldo", cols)) ||
+               kview(L, k, "x", M, cols, kc(k, "ldx", cols)) || kview(L, k, "deo", rows, cols, kc(k, "ldde", cols)) ||
+               kview(L, k, "dout", M, cols, kc(k, "ldo", cols)) || kview(L, k, "gates", M, K, K);
+    }
+    if (need_consts(L, k, "experts capacity")) return -1;   /* rows = tokens */
+    int64_t slots = kc(k, "experts", 0) * kc(k, "capacity", 0);
+    if (slots < 1) return fail(L, "kernel %s: experts and capacity must be positive", kind);
+    if (!strcmp(kind, "moe_dispatch_bwd"))
+        return kview(L, k, "sel", rows, K, K) || kview(L, k, "slot", rows, K, K) ||
+               kview(L, k, "dx", rows, cols, kc(k, "lddx", cols)) || kview(L, k, "dout", slots, cols, kc(k, "ldo", cols));
+    if (!strcmp(kind, "moe_combine") || !strcmp(kind, "moe_gates_bwd"))
+        return kview(L, k, "sel", rows, K, K) || kview(L, k, "slot", rows, K, K) || kview(L, k, "gates", rows, K, K) ||
+               kview(L, k, "out", rows, cols, kc(k, "ldo", cols)) || kview(L, k, "dout", rows, cols, kc(k, "ldo", cols)) ||
+               kview(L, k, "eo", slots, cols, kc(k, "lde", cols)) || kview(L, k, "dgates", rows, K, K);
+    return fail(L, "unknown kernel kind %s", kind);
+}
+
 static int check_kernel_extents(Loader *L, const KernelArgs *k) {
     const char *kind = k->kind;
     int64_t rows = kc(k, "rows", 0), cols = kc(k, "cols", 0);
@@ -751,6 +796,7 @@ static int check_kernel_extents(Loader *L, const KernelArgs *k) {
         return kview(L, k, "logits", rows, cols, LD("ldl", cols)) || kview(L, k, "targets", 1, rows, rows) ||
                kview(L, k, "lse", 1, rows, rows) || kview(L, k, "dlogits", rows, cols, LD("lddl", LD("ldl", cols)));
     }
+    if (!strncmp(kind, "moe_", 4)) return check_moe_extents(L, k);
 #undef LD
     return fail(L, "unknown kernel kind %s", kind);
 }

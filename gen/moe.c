@@ -1,0 +1,239 @@
+/* moe.c: the MoE block of the btp layout: a top-k router over E low-rank gate/up/down experts in
+ * place of a layer's MLP, with static shapes (C token slots per expert), its canonical and local
+ * parameters and its collectives. The backward rules of the moe_* kernels are in backward.c;
+ * the kernels' math is the catalog of docs/plan-format.md. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include "gen/ir.h"
+
+#define OUT(state) ((state) + 1)
+
+static int is_moe(const Model *m, int i) { return m->moe_experts > 0 && m->moe_layer[i]; }
+
+int64_t moe_capacity(const Run *run) {
+    const Model *m = &run->model;
+    if (!m->moe_experts) return 0;
+    double M = (double)run->micro_batch * run->seq;
+    /* ceil of c*M*k/E, computed so that an exact quotient does not round up by float noise */
+    double want = m->moe_capacity * M * m->moe_top_k / m->moe_experts;
+    int64_t c = (int64_t)ceil(want - 1e-9 * want);
+    return c < 1 ? 1 : c;
+}
+
+static int fail(Graph *g, const char *fmt, ...) {
+    va_list ap; va_start(ap, fmt); vsnprintf(g->err, sizeof g->err, fmt, ap); va_end(ap);
+    return 2;
+}
+
+int moe_check(Graph *g) {
+    const Run *r = g->run;
+    const Model *m = &r->model;
+    const char *f = r->file[0] ? r->file : r->name;
+    if (!m->moe_experts) return 0;
+    if (g->layout != LAYOUT_BTP)
+        return fail(g, "%s: model %s has MoE layers, which are built for layout btp only: use "
+                    "layout = \"btp\" (megatron and naive have no MoE block)", f, m->name);
+    if (m->moe_ffn % g->tp) return fail(g, "%s: tp=%d must divide the experts' ffn (%d)", f, g->tp, m->moe_ffn);
+    if (m->lax) return fail(g, "%s: MoE layers do not take LaX crossings (model %s)", f, m->name);
+    return 0;
+}
+
+void moe_canons(Graph *g, int i) {
+    const Model *m = &g->run->model;
+    char nm[96];
+    int64_t d = m->hidden, ff = m->moe_ffn;
+    snprintf(nm, sizeof nm, "L%d.router.W", i);
+    ir_canon(g, nm, d, m->moe_experts, 0, m->init_std, 1);
+    static const int ps[3] = {PROJ_GATE, PROJ_UP, PROJ_DOWN};
+    for (int e = 0; e < m->moe_experts; e++)
+        for (int j = 0; j < 3; j++) {
+            int64_t din = j == 2 ? ff : d, dout = j == 2 ? d : ff, rk = m->proj[i][ps[j]].rank;
+            double std = pow((double)rk, -0.25) * pow((double)(din + dout), -0.25);
+            snprintf(nm, sizeof nm, "L%d.e%d.%s.A", i, e, proj_name(ps[j])); ir_canon(g, nm, din, rk, 0, std, 1);
+            snprintf(nm, sizeof nm, "L%d.e%d.%s.B", i, e, proj_name(ps[j])); ir_canon(g, nm, rk, dout, 0, std, 1);
+        }
+}
+
+static int act_t(Graph *g, int state, int64_t rows, int64_t cols, int dtype, int i, const char *what) {
+    char nm[96];
+    snprintf(nm, sizeof nm, "L%d.%s", i, what);
+    return ir_act(g, state, rows, cols, dtype, nm);
+}
+
+/* Stacked expert factor: local param [E*rows_l, cols_l] with expert e's block of canon
+ * L{i}.e{e}.{proj}.{AB} at row e*rows_l; `rowsplit`: the canon's rows are sharded over tp (A of a
+ * row-parallel factor), else its columns (B of a column-parallel one); `col0` places it. */
+static int stacked(Graph *g, int i, int w, const char *proj, const char *ab, int64_t rows_l, int64_t cols_l,
+                   int rowsplit, int64_t col0) {
+    const Model *m = &g->run->model;
+    char cn[96];
+    for (int e = 0; e < m->moe_experts; e++) {
+        snprintf(cn, sizeof cn, "L%d.e%d.%s.%s", i, e, proj, ab);
+        if (rowsplit) ir_part(g, w, cn, rint_r(0, rows_l), rint_r(rows_l, rows_l), rint_c(0), rint_c(cols_l), e * rows_l, col0, g->tp == 1);
+        else ir_part(g, w, cn, rint_c(0), rint_c(rows_l), rint_r(0, cols_l), rint_r(cols_l, cols_l), e * rows_l, col0, g->tp == 1);
+    }
+    return w;
+}
+
+/* After the all-reduce of an expert A output [S, w]: y, z = act(h) over all S slot rows. */
+static void bottleneck(Graph *g, int h, int y, int z, int64_t S, int64_t w, int act) {
+    Op *o = k_begin(g, "bottleneck_act");
+    k_op(g, o, "h", opnd(h, 0, w), 0, 1);
+    k_op(g, o, "y", opnd(y, 0, w), OUT(PS_REPLICATED), 1);
+    k_op(g, o, "z", opnd(z, 0, w), OUT(PS_REPLICATED), 0);
+    k_const(o, "rows", (double)S); k_const(o, "cols", (double)w);
+    k_const(o, "ldh", (double)w); k_const(o, "ldy", (double)w); k_const(o, "ldz", (double)w);
+    k_const(o, "act", act == ACT_SILU ? 1 : 0); k_const(o, "norm", 0);
+    k_const(o, "eps", g->run->model.norm_eps);
+}
+
+int moe_block(Graph *g, int i, int h) {
+    const Run *r = g->run;
+    const Model *m = &r->model;
+    int t = g->tp, ad = ir_act_dtype(g);
+    int64_t M = g->M, d = m->hidden, dl = d / t, E = m->moe_experts, K = m->moe_top_k;
+    int64_t C = moe_capacity(r), S = E * C, fl = m->moe_ffn / t;
+    int64_t rg = m->proj[i][PROJ_GATE].rank, ru = m->proj[i][PROJ_UP].rank, rd = m->proj[i][PROJ_DOWN].rank, R = rg + ru;
+    char nm[96], chunk[48];
+
+    /* norm (sync statistics: the sum of squares all-reduced) and router logits [M, E] */
+    snprintf(chunk, sizeof chunk, "L%d.moe_router", i); ir_chunk(g, i, chunk);
+    snprintf(nm, sizeof nm, "L%d.mlp_norm", i);
+    int gamma = ir_param(g, nm, 1, dl, PS_SHARD1);
+    ir_part(g, gamma, nm, rint_c(0), rint_c(1), rint_r(0, dl), rint_r(dl, dl), 0, 0, t == 1);
+    int ss = act_t(g, PS_PARTIAL, 1, M, IR_FP32, i, "moe_sumsq");
+    Op *o = k_begin(g, "sumsq");
+    k_op(g, o, "x", opnd(h, 0, 0), 0, 0);
+    k_op(g, o, "out", opnd(ss, 0, 0), OUT(PS_PARTIAL), 0);
+    k_const(o, "rows", (double)M); k_const(o, "cols", (double)dl); k_const(o, "ldx", (double)dl);
+    o->no_grad = 1;
+    snprintf(nm, sizeof nm, "L%d.mlp_norm", i);
+    ir_allreduce(g, ss, nm);
+    int rs = ir_keep(g, act_t(g, PS_REPLICATED, 1, M, IR_FP32, i, "moe_rstd"));
+    int xn = act_t(g, PS_SHARD1, M, dl, ad, i, "moe_xn");
+    o = k_begin(g, "rmsnorm_fwd");
+    k_op(g, o, "x", opnd(h, 0, 0), 0, 1);
+    k_op(g, o, "gamma", opnd(gamma, 0, 0), 0, 1);
+    k_op(g, o, "out", opnd(xn, 0, 0), OUT(PS_SHARD1), 0);
+    k_op(g, o, "rstd", opnd(rs, 0, 0), OUT(PS_REPLICATED), 1);
+    k_op(g, o, "sumsq", opnd(ss, 0, 0), 0, 0);
+    k_const(o, "rows", (double)M); k_const(o, "cols", (double)dl); k_const(o, "ldx", (double)dl);
+    k_const(o, "ldo", (double)dl); k_const(o, "divisor", (double)d); k_const(o, "eps", m->norm_eps);
+    snprintf(nm, sizeof nm, "L%d.router.W", i);
+    int wr = ir_param(g, nm, dl, E, PS_SHARD0);
+    ir_part(g, wr, nm, rint_r(0, dl), rint_r(dl, dl), rint_c(0), rint_c(E), 0, 0, t == 1);
+    int logits = act_t(g, PS_PARTIAL, M, E, ad, i, "router_logits");
+    ir_gemm(g, opnd(xn, 0, 0), opnd(wr, 0, 0), opnd(logits, 0, 0), M, E, dl, 0, 0, 0, 1);
+    snprintf(nm, sizeof nm, "L%d.router", i);
+    ir_allreduce(g, logits, nm);
+
+    /* routing: every rank computes the same (replicated logits, deterministic) */
+    snprintf(chunk, sizeof chunk, "L%d.moe_gu_A", i); ir_chunk(g, i, chunk);
+    int probs = ir_keep(g, act_t(g, PS_REPLICATED, M, E, IR_FP32, i, "router_probs"));
+    int sel = ir_keep(g, act_t(g, PS_REPLICATED, M, K, IR_FP32, i, "moe_sel"));
+    int gates = ir_keep(g, act_t(g, PS_REPLICATED, M, K, IR_FP32, i, "moe_gates"));
+    int slot = ir_keep(g, act_t(g, PS_REPLICATED, M, K, IR_FP32, i, "moe_slot"));
+    int src = ir_keep(g, act_t(g, PS_REPLICATED, 1, S, IR_FP32, i, "moe_src"));
+    int aux = ir_keep(g, act_t(g, PS_REPLICATED, 1, 1 + 2 * E, IR_FP32, i, "moe_aux"));
+    o = k_begin(g, "moe_router");
+    k_op(g, o, "logits", opnd(logits, 0, 0), 0, 0);
+    k_op(g, o, "probs", opnd(probs, 0, 0), OUT(PS_REPLICATED), 1);
+    k_op(g, o, "sel", opnd(sel, 0, 0), OUT(PS_REPLICATED), 1);
+    k_op(g, o, "gates", opnd(gates, 0, 0), OUT(PS_REPLICATED), 1);
+    k_op(g, o, "slot", opnd(slot, 0, 0), OUT(PS_REPLICATED), 1);
+    k_op(g, o, "src", opnd(src, 0, 0), OUT(PS_REPLICATED), 1);
+    k_op(g, o, "aux", opnd(aux, 0, 0), OUT(PS_REPLICATED), 1);
+    k_const(o, "rows", (double)M); k_const(o, "experts", (double)E); k_const(o, "top_k", (double)K);
+    k_const(o, "capacity", (double)C); k_const(o, "ldl", (double)E); k_const(o, "norm", K > 1);
+    k_const(o, "coef", m->moe_aux);
+
+    /* dispatch the rank's d/t columns into [E*C, d/t] */
+    int xe = act_t(g, PS_SHARD1, S, dl, ad, i, "moe_xe");
+    o = k_begin(g, "moe_dispatch");
+    k_op(g, o, "x", opnd(xn, 0, 0), 0, 0);
+    k_op(g, o, "src", opnd(src, 0, 0), 0, 1);
+    k_op(g, o, "out", opnd(xe, 0, 0), OUT(PS_SHARD1), 0);
+    k_const(o, "rows", (double)S); k_const(o, "cols", (double)dl); k_const(o, "top_k", (double)K);
+    k_const(o, "tokens", (double)M); k_const(o, "ldx", (double)dl); k_const(o, "ldo", (double)dl);
+
+    /* experts' gate/up A (row-parallel, batched over E): partial [E*C, rg+ru] -> all-reduce */
+    snprintf(nm, sizeof nm, "L%d.moe.gu.A", i);
+    int wa = ir_param(g, nm, E * dl, R, PS_SHARD0);
+    stacked(g, i, wa, "gate", "A", dl, rg, 1, 0);
+    stacked(g, i, wa, "up", "A", dl, ru, 1, rg);
+    int ar = act_t(g, PS_PARTIAL, S, R, ad, i, "moe_gu_ar");
+    ir_gemm(g, opnd(xe, 0, dl), opnd(wa, 0, R), opnd(ar, 0, R), C, R, dl, C * dl, dl * R, C * R, (int)E);
+    snprintf(nm, sizeof nm, "L%d.moe_gu", i);
+    ir_allreduce(g, ar, nm);
+
+    /* sigma, then gate and up B (column-parallel) */
+    snprintf(chunk, sizeof chunk, "L%d.moe_gu_B", i); ir_chunk(g, i, chunk);
+    int y = act_t(g, PS_REPLICATED, S, R, ad, i, "moe_gu_y"), z = act_t(g, PS_REPLICATED, S, R, ad, i, "moe_gu_z");
+    bottleneck(g, ar, y, z, S, R, m->proj[i][PROJ_GATE].act);
+    ir_tp_copy(g, z, nm);
+    int gu = act_t(g, PS_SHARD1, S, 2 * fl, ad, i, "moe_gu");
+    snprintf(nm, sizeof nm, "L%d.moe.gate.B", i);
+    int bg = stacked(g, i, ir_param(g, nm, E * rg, fl, PS_SHARD1), "gate", "B", rg, fl, 0, 0);
+    snprintf(nm, sizeof nm, "L%d.moe.up.B", i);
+    int bu = stacked(g, i, ir_param(g, nm, E * ru, fl, PS_SHARD1), "up", "B", ru, fl, 0, 0);
+    ir_gemm(g, opnd(z, 0, R), opnd(bg, 0, fl), opnd(gu, 0, 2 * fl), C, fl, rg, C * R, rg * fl, C * 2 * fl, (int)E);
+    ir_gemm(g, opnd(z, rg, R), opnd(bu, 0, fl), opnd(gu, fl, 2 * fl), C, fl, ru, C * R, ru * fl, C * 2 * fl, (int)E);
+    int gl = act_t(g, PS_SHARD1, S, fl, ad, i, "moe_glu");
+    o = k_begin(g, "glu_fwd");
+    k_op(g, o, "gate", opnd(gu, 0, 2 * fl), 0, 1); k_op(g, o, "up", opnd(gu, fl, 2 * fl), 0, 1);
+    k_op(g, o, "out", opnd(gl, 0, fl), OUT(PS_SHARD1), 0);
+    k_const(o, "rows", (double)S); k_const(o, "cols", (double)fl);
+    k_const(o, "ldg", (double)(2 * fl)); k_const(o, "ldu", (double)(2 * fl)); k_const(o, "ldo", (double)fl);
+    k_const(o, "act", m->mlp_gate_act == ACT_SILU ? 1 : 0);
+
+    /* down A (row-parallel) -> all-reduce [E*C, rd] */
+    snprintf(nm, sizeof nm, "L%d.moe.down.A", i);
+    int wd = stacked(g, i, ir_param(g, nm, E * fl, rd, PS_SHARD0), "down", "A", fl, rd, 1, 0);
+    int ard = act_t(g, PS_PARTIAL, S, rd, ad, i, "moe_down_ar");
+    ir_gemm(g, opnd(gl, 0, fl), opnd(wd, 0, rd), opnd(ard, 0, rd), C, rd, fl, C * fl, fl * rd, C * rd, (int)E);
+    snprintf(nm, sizeof nm, "L%d.moe_down", i);
+    ir_allreduce(g, ard, nm);
+
+    /* sigma, down B (column-parallel) back to [E*C, d/t], combine into the residual shard */
+    snprintf(chunk, sizeof chunk, "L%d.moe_down_B", i); ir_chunk(g, i, chunk);
+    int yd = act_t(g, PS_REPLICATED, S, rd, ad, i, "moe_down_y"), zd = act_t(g, PS_REPLICATED, S, rd, ad, i, "moe_down_z");
+    bottleneck(g, ard, yd, zd, S, rd, m->proj[i][PROJ_DOWN].act);
+    ir_tp_copy(g, zd, nm);
+    snprintf(nm, sizeof nm, "L%d.moe.down.B", i);
+    int bd = stacked(g, i, ir_param(g, nm, E * rd, dl, PS_SHARD1), "down", "B", rd, dl, 0, 0);
+    int eo = act_t(g, PS_SHARD1, S, dl, ad, i, "moe_eo");
+    ir_gemm(g, opnd(zd, 0, rd), opnd(bd, 0, dl), opnd(eo, 0, dl), C, dl, rd, C * rd, rd * dl, C * dl, (int)E);
+    int mo = act_t(g, PS_SHARD1, M, dl, ad, i, "moe_out");
+    o = k_begin(g, "moe_combine");
+    k_op(g, o, "eo", opnd(eo, 0, 0), 0, 1);
+    k_op(g, o, "sel", opnd(sel, 0, 0), 0, 1);
+    k_op(g, o, "slot", opnd(slot, 0, 0), 0, 1);
+    k_op(g, o, "gates", opnd(gates, 0, 0), 0, 1);
+    k_op(g, o, "out", opnd(mo, 0, 0), OUT(PS_SHARD1), 0);
+    k_const(o, "rows", (double)M); k_const(o, "cols", (double)dl); k_const(o, "top_k", (double)K);
+    k_const(o, "experts", (double)E); k_const(o, "capacity", (double)C);
+    k_const(o, "lde", (double)dl); k_const(o, "ldo", (double)dl);
+    snprintf(nm, sizeof nm, "L%d.x", i + 1);
+    int xo = ir_keep(g, ir_act(g, PS_SHARD1, M, dl, ad, nm));
+    ir_add(g, opnd(h, 0, 0), opnd(mo, 0, 0), opnd(xo, 0, 0), M, dl, PS_SHARD1);
+    return xo;
+}
+
+void moe_tail(Graph *g) {
+    const Model *m = &g->run->model;
+    if (!m->moe_experts) return;
+    ir_chunk(g, -1, "head");
+    char nm[96];
+    for (int i = 0; i < m->layers; i++) {
+        if (!is_moe(m, i)) continue;
+        snprintf(nm, sizeof nm, "L%d.moe_aux", i);
+        int aux = ir_find(g, nm);
+        Op *o = k_begin(g, "moe_aux_add");
+        k_op(g, o, "aux", opnd(aux, 0, 0), 0, 0);
+        k_op(g, o, "loss", opnd(g->loss, 0, 0), OUT(PS_REPLICATED), 0);
+        k_const(o, "rows", 1);
+        o->no_grad = 1;   /* the router's backward carries the load-balance gradient */
+    }
+}

@@ -1,0 +1,372 @@
+/* test_moe.c: the MoE block (gen/moe.c, the moe_* kernels): finite differences of each new CPU
+ * kernel (router backward with the load-balance loss, dispatch, combine), the whole tiny MoE
+ * model's loss against an independent float64 forward written here from the catalog's math,
+ * finite differences of the model loss, and tp=1 vs tp=2 vs tp=4 (btp) loss and every canonical
+ * gradient within 1e-5, on the CPU backend with plans written by `boost gen`. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "tests/unit/testlib.h"
+#include "runtime/runtime.h"
+#include "runtime/cpu.h"
+
+/* ---------------------------------------------------------------- kernels, one at a time */
+
+static uint64_t rng = 12345;
+static double urand(void) {
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(rng >> 11) * (1.0 / 9007199254740992.0);
+}
+static float nrand(void) { return (float)(2 * urand() - 1); }
+
+/* A KernelArgs with operands ops (keys) and integer/float constants "key=value ...". */
+static void kargs(KernelArgs *k, const char *kind, const char *opkeys, const char *consts) {
+    memset(k, 0, sizeof *k);
+    snprintf(k->kind, sizeof k->kind, "%s", kind);
+    snprintf(k->name, sizeof k->name, "%s_test", kind);
+    char buf[400];
+    snprintf(buf, sizeof buf, "%s", opkeys);
+    for (char *s = strtok(buf, " "); s; s = strtok(NULL, " ")) snprintf(k->op_key[k->nops++], sizeof k->op_key[0], "%s", s);
+    snprintf(buf, sizeof buf, "%s", consts);
+    for (char *s = strtok(buf, " "); s; s = strtok(NULL, " ")) {
+        char *eq = strchr(s, '=');
+        *eq = 0;
+        snprintf(k->const_key[k->nconst], sizeof k->const_key[0], "%s", s);
+        k->const_val[k->nconst] = atof(eq + 1);
+        k->const_int[k->nconst].base = (int64_t)atof(eq + 1);
+        k->nconst++;
+    }
+}
+
+static int run_k(const KernelArgs *k, void **ops) {
+    char err[300];
+    if (cpu_kernel_run(k, ops, 0, err, sizeof err)) { printf("# %s\n", err); return -1; }
+    return 0;
+}
+
+enum { TM = 12, TE = 5, TK = 2, TCAP = 4, TCOLS = 6 };
+
+/* Router forward at given logits; the scalar objective L = sum w_g*gates + aux[0] (the gates'
+ * weights w_g stand for an upstream gradient). Routing is held fixed by the caller's check. */
+static double router_obj(const float *logits, const float *wg, double coef, int norm, float *sel_out) {
+    static float probs[TM * TE], sel[TM * TK], gates[TM * TK], slot[TM * TK], src[TE * TCAP], aux[1 + 2 * TE];
+    KernelArgs k;
+    char consts[200];
+    snprintf(consts, sizeof consts, "rows=%d experts=%d top_k=%d capacity=%d norm=%d coef=%.17g", TM, TE, TK, TCAP, norm, coef);
+    kargs(&k, "moe_router", "logits probs sel gates slot src aux", consts);
+    void *ops[] = {(void *)logits, probs, sel, gates, slot, src, aux};
+    if (run_k(&k, ops)) return NAN;
+    if (sel_out) memcpy(sel_out, sel, sizeof sel);
+    double L = aux[0];
+    for (int i = 0; i < TM * TK; i++) L += (double)wg[i] * gates[i];
+    return L;
+}
+
+static void test_router(int norm) {
+    float logits[TM * TE], wg[TM * TK];
+    for (int i = 0; i < TM * TE; i++) logits[i] = 2 * nrand();
+    for (int i = 0; i < TM * TK; i++) wg[i] = nrand();
+    double coef = 0.3;
+    static float probs[TM * TE], sel[TM * TK], gates[TM * TK], slot[TM * TK], src[TE * TCAP], aux[1 + 2 * TE], dl[TM * TE];
+    KernelArgs k;
+    char consts[200];
+    snprintf(consts, sizeof consts, "rows=%d experts=%d top_k=%d capacity=%d norm=%d coef=%.17g", TM, TE, TK, TCAP, norm, coef);
+    kargs(&k, "moe_router", "logits probs sel gates slot src aux", consts);
+    void *ops[] = {logits, probs, sel, gates, slot, src, aux};
+    run_k(&k, ops);
+    /* invariants: probs sum to 1, top-k are the largest, slots in token order, src inverts slot */
+    int okp = 1, oks = 1, okc = 1;
+    int count[TE] = {0};
+    for (int m = 0; m < TM; m++) {
+        double s = 0;
+        for (int e = 0; e < TE; e++) s += probs[m * TE + e];
+        okp &= fabs(s - 1) < 1e-6;
+        float kth = probs[m * TE + (int)sel[m * TK + TK - 1]];
+        int above = 0;
+        for (int e = 0; e < TE; e++) above += probs[m * TE + e] > kth;
+        oks &= above == TK - 1 && (int)sel[m * TK] != (int)sel[m * TK + 1];
+        for (int c = 0; c < TK; c++) {
+            int e = (int)sel[m * TK + c];
+            int want = count[e] < TCAP ? count[e] : -1;
+            if (count[e] < TCAP) count[e]++;
+            okc &= (int)slot[m * TK + c] == want && (want < 0 || (int)src[e * TCAP + want] == m * TK + c);
+        }
+    }
+    char name[160];
+    snprintf(name, sizeof name, "moe_router norm=%d: softmax rows sum to 1, top-%d are the largest", norm, TK);
+    CHECK(okp && oks, name, "probs %d, top-k %d", okp, oks);
+    snprintf(name, sizeof name, "moe_router norm=%d: capacity slots in token order then choice order, src inverts them", norm);
+    CHECK(okc, name, "slot map differs");
+    /* backward against central differences of the objective */
+    kargs(&k, "moe_router_bwd", "probs sel gates aux dgates dlogits", consts);
+    void *bops[] = {probs, sel, gates, aux, wg, dl};
+    run_k(&k, bops);
+    double num = 0, den = 0;
+    float sel0[TM * TK], sel1[TM * TK];
+    memcpy(sel0, sel, sizeof sel0);
+    int flips = 0;
+    for (int i = 0; i < TM * TE; i++) {
+        double keep = logits[i], h = 1e-3;
+        logits[i] = (float)(keep + h); double lp = router_obj(logits, wg, coef, norm, sel1);
+        flips += memcmp(sel0, sel1, sizeof sel0) != 0;
+        logits[i] = (float)(keep - h); double lm = router_obj(logits, wg, coef, norm, sel1);
+        flips += memcmp(sel0, sel1, sizeof sel0) != 0;
+        logits[i] = (float)keep;
+        double fd = (lp - lm) / (2 * h);
+        num += (fd - dl[i]) * (fd - dl[i]); den += fd * fd;
+    }
+    snprintf(name, sizeof name, "moe_router_bwd norm=%d: finite differences of gates and load-balance loss", norm);
+    CHECK(flips == 0 && sqrt(num / den) < 2e-3, name, "rel err %.3g, %d routing flips", sqrt(num / den), flips);
+}
+
+/* dispatch / combine: linear in x / eo and gates; their backward is checked against the adjoint
+ * identity <dout, f(x)> = <f^T(dout), x> and against finite differences in the gates. */
+static void test_dispatch_combine(void) {
+    float logits[TM * TE];
+    for (int i = 0; i < TM * TE; i++) logits[i] = 2 * nrand();
+    static float probs[TM * TE], sel[TM * TK], gates[TM * TK], slot[TM * TK], src[TE * TCAP], aux[1 + 2 * TE];
+    KernelArgs k;
+    char consts[300];
+    snprintf(consts, sizeof consts, "rows=%d experts=%d top_k=%d capacity=%d norm=1 coef=0", TM, TE, TK, TCAP);
+    kargs(&k, "moe_router", "logits probs sel gates slot src aux", consts);
+    void *rops[] = {logits, probs, sel, gates, slot, src, aux};
+    run_k(&k, rops);
+    int dropped = 0;
+    for (int i = 0; i < TM * TK; i++) dropped += slot[i] < 0;
+    CHECK(dropped > 0, "moe kernels: the test routing drops some tokens (capacity exercised)", "none dropped");
+
+    enum { S = TE * TCAP };
+    static float x[TM * TCOLS], xe[S * TCOLS], dxe[S * TCOLS], dx[TM * TCOLS];
+    for (int i = 0; i < TM * TCOLS; i++) x[i] = nrand();
+    for (int i = 0; i < S * TCOLS; i++) dxe[i] = nrand();
+    snprintf(consts, sizeof consts, "rows=%d cols=%d top_k=%d tokens=%d", S, TCOLS, TK, TM);
+    kargs(&k, "moe_dispatch", "x src out", consts);
+    void *d1[] = {x, src, xe};
+    run_k(&k, d1);
+    snprintf(consts, sizeof consts, "rows=%d cols=%d top_k=%d experts=%d capacity=%d", TM, TCOLS, TK, TE, TCAP);
+    kargs(&k, "moe_dispatch_bwd", "dout sel slot dx", consts);
+    void *d2[] = {dxe, sel, slot, dx};
+    run_k(&k, d2);
+    double lhs = 0, rhs = 0, xsum = 0;
+    for (int i = 0; i < S * TCOLS; i++) lhs += (double)dxe[i] * xe[i];
+    for (int i = 0; i < TM * TCOLS; i++) { rhs += (double)dx[i] * x[i]; xsum += fabs(dx[i]); }
+    CHECK(fabs(lhs - rhs) < 1e-5 * (1 + fabs(lhs)) && xsum > 0, "moe_dispatch_bwd is the adjoint of moe_dispatch (<dy, Dx> = <D^T dy, x>)",
+          "%.9g vs %.9g", lhs, rhs);
+    /* combine: out = sum_k g * eo[slot]; adjoint in eo, finite differences in gates */
+    static float eo[S * TCOLS], out[TM * TCOLS], dout[TM * TCOLS], deo[S * TCOLS], dg[TM * TK];
+    for (int i = 0; i < S * TCOLS; i++) eo[i] = nrand();
+    for (int i = 0; i < TM * TCOLS; i++) dout[i] = nrand();
+    kargs(&k, "moe_combine", "eo sel slot gates out", consts);
+    void *c1[] = {eo, sel, slot, gates, out};
+    run_k(&k, c1);
+    snprintf(consts, sizeof consts, "rows=%d cols=%d top_k=%d tokens=%d", S, TCOLS, TK, TM);
+    kargs(&k, "moe_combine_bwd", "dout src gates deo", consts);
+    void *c2[] = {dout, src, gates, deo};
+    run_k(&k, c2);
+    snprintf(consts, sizeof consts, "rows=%d cols=%d top_k=%d experts=%d capacity=%d", TM, TCOLS, TK, TE, TCAP);
+    kargs(&k, "moe_gates_bwd", "dout eo sel slot dgates", consts);
+    void *c3[] = {dout, eo, sel, slot, dg};
+    run_k(&k, c3);
+    lhs = rhs = 0;
+    for (int i = 0; i < TM * TCOLS; i++) lhs += (double)dout[i] * out[i];
+    for (int i = 0; i < S * TCOLS; i++) rhs += (double)deo[i] * eo[i];
+    CHECK(fabs(lhs - rhs) < 1e-5 * (1 + fabs(lhs)), "moe_combine_bwd is the adjoint of moe_combine in the expert outputs",
+          "%.9g vs %.9g", lhs, rhs);
+    /* out is linear in the gates: <dout, out> = sum dgates*gates exactly */
+    double gsum = 0;
+    for (int i = 0; i < TM * TK; i++) gsum += (double)dg[i] * gates[i];
+    int zero_dropped = 1;
+    for (int i = 0; i < TM * TK; i++) if (slot[i] < 0 && dg[i] != 0) zero_dropped = 0;
+    CHECK(fabs(lhs - gsum) < 1e-5 * (1 + fabs(lhs)) && zero_dropped, "moe_gates_bwd: d<dout, out>/d gates, 0 for dropped choices",
+          "%.9g vs %.9g, dropped zero %d", lhs, gsum, zero_dropped);
+    /* finite differences of a gate */
+    int gi = 0;
+    while (slot[gi] < 0) gi++;
+    float keep = gates[gi];
+    double h = 1e-2, lp = 0, lm = 0;
+    gates[gi] = keep + (float)h; run_k(&k, c3); kargs(&k, "moe_combine", "eo sel slot gates out", consts); run_k(&k, c1);
+    for (int i = 0; i < TM * TCOLS; i++) lp += (double)dout[i] * out[i];
+    gates[gi] = keep - (float)h; run_k(&k, c1);
+    for (int i = 0; i < TM * TCOLS; i++) lm += (double)dout[i] * out[i];
+    gates[gi] = keep;
+    CHECK(fabs((lp - lm) / (2 * h) - dg[gi]) < 1e-3 * (1 + fabs(dg[gi])), "moe_gates_bwd: finite difference of one gate",
+          "fd %.7g vs %.7g", (lp - lm) / (2 * h), dg[gi]);
+}
+
+/* ---------------------------------------------------------------- the whole model */
+
+typedef struct {
+    char tag[160];
+    Plan *p;
+    Engine *e;
+    float loss;
+    float **grad;
+} Case;
+
+static int32_t *tok, *tgt;
+
+static int open_case(Case *c, const char *defs) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->tag, sizeof c->tag, "tiny-cola-moe %s", defs);
+    char dir[256], cmd[900], err[1024];
+    snprintf(dir, sizeof dir, "build/tmp/moe/");
+    for (const char *d = defs; *d; d++) {
+        size_t n = strlen(dir);
+        if (n + 2 >= sizeof dir) break;
+        dir[n] = (*d == ' ' || *d == '=') ? '_' : *d == '-' ? 'D' : *d;
+        dir[n + 1] = 0;
+    }
+    const char *boost = getenv("BOOST") ? getenv("BOOST") : "./bin/boost";
+    snprintf(cmd, sizeof cmd, "%s gen specs/runs/tiny-cola-moe.lua %s -o %s >%s.log 2>&1", boost, defs, dir, dir);
+    if (system(cmd) != 0) { CHECK(0, c->tag, "boost gen failed (see %s.log)", dir); return -1; }
+    char plan[300];
+    snprintf(plan, sizeof plan, "%s/plan.txt", dir);
+    c->p = plan_load(plan, err, sizeof err);
+    if (!c->p) { CHECK(0, c->tag, "plan_load: %s", err); return -1; }
+    c->e = engine_create(c->p, "cpu", err, sizeof err);
+    if (!c->e || engine_init_params(c->e, err, sizeof err)) { CHECK(0, c->tag, "engine: %s", err); return -1; }
+    int n = c->p->micro_batch * c->p->seq;
+    if (!tok) {
+        tok = malloc((size_t)n * sizeof *tok); tgt = malloc((size_t)n * sizeof *tgt);
+        uint64_t s = 7;
+        for (int i = 0; i < n; i++) {
+            s = s * 6364136223846793005ULL + 1442695040888963407ULL; tok[i] = (int32_t)((s >> 33) % (uint64_t)c->p->vocab);
+            s = s * 6364136223846793005ULL + 1442695040888963407ULL; tgt[i] = (int32_t)((s >> 33) % (uint64_t)c->p->vocab);
+        }
+    }
+    if (engine_forward_backward(c->e, tok, tgt, &c->loss, err, sizeof err)) { CHECK(0, c->tag, "forward_backward: %s", err); return -1; }
+    c->grad = calloc((size_t)c->p->ncanons, sizeof *c->grad);
+    for (int i = 0; i < c->p->ncanons; i++) {
+        c->grad[i] = malloc((size_t)(c->p->canons[i].rows * c->p->canons[i].cols) * sizeof(float));
+        engine_get_canon(c->e, i, SLOT_GRAD, c->grad[i]);
+    }
+    return 0;
+}
+
+static void close_case(Case *c) {
+    if (c->grad) for (int i = 0; i < c->p->ncanons; i++) free(c->grad[i]);
+    free(c->grad);
+    if (c->e) engine_free(c->e);
+    if (c->p) plan_free(c->p);
+    memset(c, 0, sizeof *c);
+}
+
+static double rel_err(const float *a, const float *ref, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) { num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]); den += (double)ref[i] * ref[i]; }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void compare(const Case *a, const Case *ref, const char *what) {
+    if (!a->p || !ref->p) return;
+    double dl = fabs((double)a->loss - ref->loss) / fabs((double)ref->loss), worst = 0;
+    const char *wname = "";
+    int missing = 0;
+    for (int i = 0; i < ref->p->ncanons; i++) {
+        const PlanCanon *rc = &ref->p->canons[i];
+        int j = plan_find_canon(a->p, rc->name);
+        if (j < 0) { missing++; continue; }
+        double e = rel_err(a->grad[j], ref->grad[i], rc->rows * rc->cols);
+        if (e > worst || e != e) { worst = e; wname = rc->name; }
+    }
+    char name[300];
+    snprintf(name, sizeof name, "%s: same loss and every canonical gradient (1e-5)", what);
+    CHECK(!missing && a->p->ncanons == ref->p->ncanons && dl < 1e-5 && worst < 1e-5, name,
+          "loss %.9g vs %.9g (rel %.2g), worst gradient %s rel %.3g, %d canons missing", a->loss, ref->loss, dl, wname, worst, missing);
+}
+
+/* The routing of every MoE layer (sel and slot of L0, L1) after the last pass, as one vector. */
+static int routing(Case *c, float *out) {
+    char err[300];
+    int n = c->p->micro_batch * c->p->seq * 2;   /* top_k = 2 */
+    if (4 * n > (1 << 14)) return -1;
+    static const char *names[] = {"L0.moe_sel", "L0.moe_slot", "L1.moe_sel", "L1.moe_slot"};
+    for (int i = 0; i < 4; i++)
+        if (engine_read_tensor(c->e, 0, names[i], out + i * n, err, sizeof err)) return -1;
+    return 4 * n;
+}
+
+/* Central differences of the loss wrt the largest-gradient entry of MoE canons and a few others;
+ * a step that changes the routing (top-k or capacity, where the loss jumps) is halved. */
+static void finite_differences(Case *c, const char *what) {
+    if (!c->p) return;
+    char err[1024];
+    double num = 0, den = 0;
+    int used = 0;
+    static const char *names[] = {"L0.router.W", "L0.e1.gate.A", "L0.e2.up.B", "L0.e0.down.A", "L1.e3.down.B",
+                                  "L1.router.W", "L1.mlp_norm", "L0.q.A", "L1.k.B"};
+    for (int q = 0; q < (int)(sizeof names / sizeof names[0]); q++) {
+        int i = plan_find_canon(c->p, names[q]);
+        if (i < 0) { CHECK(0, what, "no canon %s", names[q]); return; }
+        const PlanCanon *pc = &c->p->canons[i];
+        int64_t n = pc->rows * pc->cols, best = 0;
+        float *p = malloc((size_t)n * sizeof *p);
+        engine_get_canon(c->e, i, SLOT_PARAM, p);
+        float lp = 0, lm = 0, l0, keep = 0;
+        double eps = 0;
+        static float r0[1 << 14], r1[1 << 14];
+        engine_forward(c->e, tok, tgt, &l0, err, sizeof err);
+        int nr = routing(c, r0), same = 0;
+        /* the largest gradients first; the first entry whose steps keep the routing is used */
+        for (int tries = 0; tries < 8 && !same; tries++) {
+            best = -1;
+            for (int64_t k = 0; k < n; k++) {
+                if (c->grad[i][k] != c->grad[i][k]) continue;
+                if (best < 0 || fabsf(c->grad[i][k]) > fabsf(c->grad[i][best])) best = k;
+            }
+            keep = p[best];
+            eps = 1e-2 * fmax(fabs(keep), 0.05);
+            p[best] = (float)(keep + eps); engine_set_canon(c->e, i, SLOT_PARAM, p);
+            engine_forward(c->e, tok, tgt, &lp, err, sizeof err);
+            same = routing(c, r1) == nr && !memcmp(r0, r1, (size_t)nr * sizeof *r0);
+            p[best] = (float)(keep - eps); engine_set_canon(c->e, i, SLOT_PARAM, p);
+            engine_forward(c->e, tok, tgt, &lm, err, sizeof err);
+            same = same && routing(c, r1) == nr && !memcmp(r0, r1, (size_t)nr * sizeof *r0);
+            p[best] = keep; engine_set_canon(c->e, i, SLOT_PARAM, p);
+            if (!same) c->grad[i][best] = NAN;   /* skip it next time (the gradient is re-read below) */
+        }
+        engine_get_canon(c->e, i, SLOT_GRAD, c->grad[i]);
+        if (!same) { CHECK(0, what, "%s: every probed entry changes the routing", names[q]); free(p); return; }
+        p[best] = keep; engine_set_canon(c->e, i, SLOT_PARAM, p);
+        free(p);
+        double fd = ((double)lp - lm) / (2 * eps), g = c->grad[i][best];
+        printf("# %s %s[%lld]: fd %.6g grad %.6g\n", what, names[q], (long long)best, fd, g);
+        num += (fd - g) * (fd - g);
+        den += fd * fd;
+        used++;
+    }
+    char name[200];
+    snprintf(name, sizeof name, "%s: finite differences of the model loss match the gradients (%d entries, MoE canons first)", what, used);
+    CHECK(den > 0 && sqrt(num / den) < 3e-2, name, "norm-wise rel err %.3g", den > 0 ? sqrt(num / den) : -1.0);
+}
+
+int main(void) {
+    test_router(1);
+    test_router(0);
+    test_dispatch_combine();
+
+    mkdir("build", 0755); mkdir("build/tmp", 0755); mkdir("build/tmp/moe", 0755);
+    Case ref, c;
+    /* finite differences on 32 tokens (fewer near-ties in the routing) */
+    if (open_case(&ref, "-D tp=1 -D micro_batch=1 -D seq=32") == 0) {
+        finite_differences(&ref, "tiny-cola-moe btp tp=1, 32 tokens");
+        if (!open_case(&c, "-D tp=2 -D micro_batch=1 -D seq=32")) finite_differences(&c, "tiny-cola-moe btp tp=2, 32 tokens");
+        close_case(&c);
+    }
+    close_case(&ref);
+    free(tok); free(tgt); tok = tgt = NULL;
+    if (open_case(&ref, "-D tp=1 -D checkpoint=none") == 0) {
+        if (!open_case(&c, "-D tp=1")) compare(&c, &ref, "tiny-cola-moe tp=1 checkpoint=lowrank vs none");
+        close_case(&c);
+        if (!open_case(&c, "-D tp=2")) compare(&c, &ref, "tiny-cola-moe btp tp=2 vs tp=1");
+        close_case(&c);
+        if (!open_case(&c, "-D tp=4")) compare(&c, &ref, "tiny-cola-moe btp tp=4 vs tp=1");
+        close_case(&c);
+        if (!open_case(&c, "-D tp=4 -D online_rmsnorm=false -D group_linears=false")) compare(&c, &ref, "tiny-cola-moe btp tp=4 sync norm, ungrouped vs tp=1");
+        close_case(&c);
+    }
+    close_case(&ref);
+    TEST_EXIT();
+}
