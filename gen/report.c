@@ -119,6 +119,76 @@ static void md_bytes(FILE *f, double b) {
     else fprintf(f, "%.0f B", b);
 }
 
+/* ---- MoE: the collectives of the first MoE layer's MLP next to the dense btp MLP's ---- */
+
+/* Is tag (of a collective of layer i) part of that layer's MLP block, dense or MoE? */
+static int mlp_tag(const char *tag, int i) {
+    char pre[16];
+    snprintf(pre, sizeof pre, "L%d.", i);
+    size_t n = strlen(pre);
+    if (strncmp(tag, pre, n)) return 0;
+    static const char *parts[] = {"gu", "gate", "up", "down", "mlp_norm", "router", "moe_gu", "moe_down", "moe_gates"};
+    for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) if (!strcmp(tag + n, parts[k])) return 1;
+    return 0;
+}
+
+static void mlp_colls(const Graph *g, int i, CollSum *fwd, CollSum *bwd) {
+    memset(fwd, 0, sizeof *fwd); memset(bwd, 0, sizeof *bwd);
+    for (int s = 0; s < g->nsteps; s++) {
+        const Op *o = &g->steps[s];
+        if ((o->kind == OP_ALLREDUCE || o->kind == OP_ALLGATHER) && o->layer == i && mlp_tag(o->tag, i))
+            add_coll(s >= g->nfwd_steps ? bwd : fwd, o, g->tp);
+    }
+}
+
+static void moe_section(const Run *run, const Graph *g, FILE *f, int json) {
+    const Model *m = &run->model;
+    int i = -1;
+    for (int l = 0; l < m->layers && i < 0; l++) if (m->moe_experts && m->moe_layer[l]) i = l;
+    if (i < 0 || g->layout != LAYOUT_BTP) return;
+    CollSum mf, mb, df = {0}, db = {0};
+    mlp_colls(g, i, &mf, &mb);
+    Run *dense = malloc(sizeof *dense);
+    if (!dense) return;
+    *dense = *run;
+    dense->model.moe_experts = 0;
+    char why[512];
+    int st, ok = 0;
+    Graph *g2 = graph_build(dense, LAYOUT_BTP, run->checkpoint, why, sizeof why, &st);
+    if (g2) { mlp_colls(g2, i, &df, &db); graph_free(g2); ok = 1; }
+    free(dense);
+    int64_t M = g->M, E = m->moe_experts, K = m->moe_top_k, C = moe_capacity(run);
+    int64_t rgu = m->proj[i][PROJ_GATE].rank + m->proj[i][PROJ_UP].rank, rd = m->proj[i][PROJ_DOWN].rank;
+    if (json) {
+        fprintf(f, " \"moe\": {\"layer\": %d, \"experts\": %" PRId64 ", \"top_k\": %" PRId64 ", \"capacity\": %" PRId64 ", \"mlp\": {", i, E, K, C);
+        json_coll(f, "forward", &mf, 1); json_coll(f, "backward", &mb, 0);
+        fprintf(f, "}, \"dense_mlp\": {");
+        json_coll(f, "forward", &df, 1); json_coll(f, "backward", &db, 0);
+        fprintf(f, "}},\n");
+        return;
+    }
+    fprintf(f, "\n## MoE layers (btp)\n\nLayer %d's MLP is a mixture of %" PRId64 " low-rank experts, top-%" PRId64
+               ", capacity %" PRId64 " token slots per expert (capacity factor %g, %" PRId64 " tokens); load-balance "
+               "loss weight %g. Collectives of the MLP block per rank and micro-batch, against the dense btp MLP "
+               "with the same ranks:\n\n| block | fwd count | fwd elements | fwd bytes | bwd count | bwd elements | bwd bytes |\n"
+               "|---|---:|---:|---:|---:|---:|---:|\n", i, E, K, C, m->moe_capacity, M, m->moe_aux);
+    const char *names[2] = {"MoE MLP", "dense MLP"};
+    CollSum *fw[2] = {&mf, &df}, *bw[2] = {&mb, &db};
+    for (int k = 0; k < 2; k++) {
+        if (k == 1 && !ok) { fprintf(f, "| dense MLP | n/a: %s |||||\n", why); continue; }
+        fprintf(f, "| %s | %" PRId64 " | %" PRId64 " | ", names[k], fw[k]->count, fw[k]->elems);
+        md_bytes(f, (double)fw[k]->bytes);
+        fprintf(f, " | %" PRId64 " | %" PRId64 " | ", bw[k]->count, bw[k]->elems);
+        md_bytes(f, (double)bw[k]->bytes);
+        fprintf(f, " |\n");
+    }
+    fprintf(f, "\nForward, MoE: norm statistic M = %" PRId64 ", router logits M*E = %" PRId64 ", experts' gate/up "
+               "bottleneck E*C*(r_g+r_u) = %" PRId64 ", down bottleneck E*C*r_d = %" PRId64 " elements (the routing is "
+               "computed on every rank from the all-reduced logits, so tokens never move between ranks). Backward: "
+               "the bottlenecks' duals, the norm's dot (M) and the gates' gradient (M*k = %" PRId64 ", fp32).\n",
+            M, M * E, E * C * rgu, E * C * rd, M * K);
+}
+
 int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
     const Model *m = &run->model;
     int st;
@@ -181,7 +251,9 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
         fprintf(f, " \"per_layer\": {");
         json_coll(f, "forward", &lf[self].layer_fwd, 1);
         json_coll(f, "backward", &lf[self].layer_bwd, 0);
-        fprintf(f, "},\n \"model_level\": {");
+        fprintf(f, "},\n");
+        moe_section(run, g, f, 1);
+        fprintf(f, " \"model_level\": {");
         json_coll(f, "forward", &lf[self].model_fwd, 1);
         json_coll(f, "backward", &lf[self].model_bwd, 0);
         fprintf(f, "},\n \"layouts\": {");
@@ -251,6 +323,7 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
                        "error <= 2^-9), the same rounding the rank-r entries beside it get; the resulting 1/sqrt error is "
                        "<= 2^-10 relative, below the bf16 rounding of the normalized activations themselves.\n",
                     run->dtype == DT_FP32 ? "fp32" : "bf16");
+        moe_section(run, g, f, 0);
         fprintf(f, "\n## Layer-0 forward GEMMs by layout (per rank)\n\n"
                    "m x n x k (batch) and arithmetic intensity mnk/(mk+kn+mn), in execution order.\n\n");
         for (int l = 0; l < 3; l++) {
