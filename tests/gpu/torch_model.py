@@ -169,6 +169,10 @@ class Config:
             if kind == "lowrank" and key not in self.act:
                 self.act[key] = default_act
                 self.act_guessed.append(f"L{key[0]}.{key[1]}")
+        if self.act_guessed:
+            print(f"torch_model.py: {path}: no bottleneck_act step names the sigma of {', '.join(self.act_guessed[:4])}"
+                  f"{' ...' if len(self.act_guessed) > 4 else ''}: taking the {self.family} default "
+                  f"({'silu' if default_act else 'identity'})", file=sys.stderr)
         # the MLP gate's activation (SwiGLU for dense models, none for CoLA's gate * up)
         self.gate_act = {}
         for g in glus:
@@ -191,6 +195,10 @@ class Config:
 
     def describe(self):
         kinds = sorted({f"{k}{'' if k == 'full' else ' r=' + str(r)}" for (k, r) in self.proj.values()})
+        sig = sorted({"silu" if a else "identity" for a in self.act.values()})
+        if sig:
+            kinds.append("sigma " + "/".join(sig))
+        kinds.append("gate " + "/".join(sorted({"silu" if a else "identity" for a in self.gate_act.values()})))
         return (f"{self.name} ({self.family}, {self.layers} layers, hidden {self.hidden}, heads {self.heads}/"
                 f"{self.kv_heads} kv, ffn {self.ffn}, vocab {self.vocab}; {', '.join(kinds)}"
                 f"{', LaX' if self.lax else ''})")
@@ -572,6 +580,7 @@ TOLERANCES = {   # (loss, gradients, AdamW on BOOST's gradients, the whole step)
 def check_one(torch, args, run, mutant, tmp):
     label = run + (f" [mutant {mutant}]" if mutant else "")
     cfg, plan_dir = plan_for(args, run, tmp)
+    print(f"# torch_model {label}: {cfg.describe()}")
     device = torch.device(args.device)
     # data: a small token file of random tokens (every id of the vocabulary can occur), or --data
     if args.data:
@@ -648,9 +657,12 @@ def check_one(torch, args, run, mutant, tmp):
            "worst": {k: [n, per[n][k]] for k, n in worst.items()},
            "tolerances": {"loss": tol_loss, "grad": tol_grad, "adamw": tol_adamw, "step": tol_step},
            "tensors": per}
+    log_norm = float(boost_log[0].get("grad_norm", "nan"))
     verdicts = [
         ("loss", rec["loss_rel"] <= tol_loss,
          f"loss {loss:.6g} vs BOOST {boost_loss:.6g} (relative {rec['loss_rel']:.2g}, tolerance {tol_loss:g})"),
+        ("gradient norm", abs(rec["grad_norm"] - log_norm) <= tol_grad * log_norm,
+         f"{rec['grad_norm']:.6g} vs BOOST's log {log_norm:.6g} (tolerance {tol_grad:g} relative)"),
         ("gradients", per[worst["grad_rel"]]["grad_rel"] <= tol_grad,
          f"{len(names)} gradients, largest relative difference {per[worst['grad_rel']]['grad_rel']:.2g} "
          f"({worst['grad_rel']}; all together {rec['grads_rel_all']:.2g}; tolerance {tol_grad:g})"),
