@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include "tests/unit/testlib.h"
 #include "runtime/runtime.h"
 #include "runtime/cpu.h"
@@ -342,12 +343,188 @@ static void finite_differences(Case *c, const char *what) {
     CHECK(den > 0 && sqrt(num / den) < 3e-2, name, "norm-wise rel err %.3g", den > 0 ? sqrt(num / den) : -1.0);
 }
 
+/* ---------------------------------------------------------------- an independent forward */
+
+static double *canon64(Case *c, const char *name, int64_t *rows, int64_t *cols) {
+    int i = plan_find_canon(c->p, name);
+    if (i < 0) return NULL;
+    int64_t n = c->p->canons[i].rows * c->p->canons[i].cols;
+    float *f = malloc((size_t)n * sizeof *f);
+    double *d = malloc((size_t)n * sizeof *d);
+    engine_get_canon(c->e, i, SLOT_PARAM, f);
+    for (int64_t k = 0; k < n; k++) d[k] = f[k];
+    free(f);
+    if (rows) *rows = c->p->canons[i].rows;
+    if (cols) *cols = c->p->canons[i].cols;
+    return d;
+}
+
+static double *tensor64(Case *c, const char *name, int64_t n) {
+    char err[300];
+    float *f = malloc((size_t)n * sizeof *f);
+    double *d = malloc((size_t)n * sizeof *d);
+    if (engine_read_tensor(c->e, 0, name, f, err, sizeof err)) { printf("# %s\n", err); free(f); free(d); return NULL; }
+    for (int64_t k = 0; k < n; k++) d[k] = f[k];
+    free(f);
+    return d;
+}
+
+static double silu(double y) { return y / (1 + exp(-y)); }
+
+/* out[n] = sigma(in[k] @ A[k, r]) @ B[r, n] (one low-rank CoLA projection of one row). */
+static void cola_row(const double *in, int64_t k, const double *A, const double *B, int64_t r, int64_t n, double *out) {
+    double *z = calloc((size_t)r, sizeof *z);
+    for (int64_t a = 0; a < r; a++) {
+        for (int64_t j = 0; j < k; j++) z[a] += in[j] * A[j * r + a];
+        z[a] = silu(z[a]);
+    }
+    for (int64_t j = 0; j < n; j++) { out[j] = 0; for (int64_t a = 0; a < r; a++) out[j] += z[a] * B[a * n + j]; }
+    free(z);
+}
+
+/* The MoE block of layer i from its input L{i}.h, in float64 from the catalog's math and the spec
+ * (E=4, top-2 renormalised, capacity ceil(1.25*M*2/4), CoLA experts, gate*up, load-balance loss
+ * 0.01): returns the relative error against the engine's L{i+1}.x; *aux gets the layer's
+ * load-balance loss. */
+static double moe_block64(Case *c, int i, double *aux) {
+    int64_t M = (int64_t)c->p->micro_batch * c->p->seq, d = c->p->hidden, E = 4, K = 2, r = 32;
+    int64_t C = (int64_t)ceil(1.25 * (double)M * K / E), ff = 192;
+    char nm[96];
+    snprintf(nm, sizeof nm, "L%d.h", i);
+    double *h = tensor64(c, nm, M * d);
+    /* the block's output L{i+1}.x; the last one is read as final_x, its all-gathered copy (L2.x
+       itself is dead after the gather, and the arena reuses it) */
+    snprintf(nm, sizeof nm, "L%d.x", i + 1);
+    if (i + 1 == c->p->layers) snprintf(nm, sizeof nm, "final_x");
+    double *xo = tensor64(c, nm, M * d);
+    snprintf(nm, sizeof nm, "L%d.mlp_norm", i);
+    double *gamma = canon64(c, nm, NULL, NULL);
+    snprintf(nm, sizeof nm, "L%d.router.W", i);
+    double *wr = canon64(c, nm, NULL, NULL);
+    double *fa[4][6];
+    static const char *fn[6] = {"gate.A", "gate.B", "up.A", "up.B", "down.A", "down.B"};
+    for (int e = 0; e < E; e++)
+        for (int q = 0; q < 6; q++) { snprintf(nm, sizeof nm, "L%d.e%d.%s", i, e, fn[q]); fa[e][q] = canon64(c, nm, NULL, NULL); }
+    if (!h || !xo || !gamma || !wr) return 1e9;
+    double *xn = malloc((size_t)(M * d) * sizeof *xn), *y = calloc((size_t)(M * d), sizeof *y);
+    double f[4] = {0}, P[4] = {0};
+    int64_t count[4] = {0};
+    double *g = malloc((size_t)ff * sizeof *g), *u = malloc((size_t)ff * sizeof *u), *o = malloc((size_t)d * sizeof *o);
+    for (int64_t m = 0; m < M; m++) {
+        double ss = 0;
+        for (int64_t j = 0; j < d; j++) ss += h[m * d + j] * h[m * d + j];
+        double rs = 1 / sqrt(ss / d + 1e-5);
+        for (int64_t j = 0; j < d; j++) xn[m * d + j] = h[m * d + j] * rs * gamma[j];
+        double lg[4], p[4], mx = -1e300, se = 0;
+        for (int e = 0; e < E; e++) { lg[e] = 0; for (int64_t j = 0; j < d; j++) lg[e] += xn[m * d + j] * wr[j * E + e]; mx = fmax(mx, lg[e]); }
+        for (int e = 0; e < E; e++) se += exp(lg[e] - mx);
+        for (int e = 0; e < E; e++) { p[e] = exp(lg[e] - mx) / se; P[e] += p[e] / M; }
+        int s0 = 0, s1 = -1;
+        for (int e = 1; e < E; e++) if (p[e] > p[s0]) s0 = e;
+        for (int e = 0; e < E; e++) if (e != s0 && (s1 < 0 || p[e] > p[s1])) s1 = e;
+        int sel[2] = {s0, s1};
+        for (int k = 0; k < K; k++) {
+            int e = sel[k];
+            f[e] += 1.0 / (M * K);
+            if (count[e]++ >= C) continue;   /* over capacity: dropped */
+            double gate = p[e] / (p[s0] + p[s1]);
+            cola_row(xn + m * d, d, fa[e][0], fa[e][1], r, ff, g);
+            cola_row(xn + m * d, d, fa[e][2], fa[e][3], r, ff, u);
+            for (int64_t j = 0; j < ff; j++) g[j] *= u[j];
+            cola_row(g, ff, fa[e][4], fa[e][5], r, d, o);
+            for (int64_t j = 0; j < d; j++) y[m * d + j] += gate * o[j];
+        }
+    }
+    *aux = 0;
+    for (int e = 0; e < E; e++) *aux += 0.01 * E * f[e] * P[e];
+    double num = 0, den = 0;
+    for (int64_t k = 0; k < M * d; k++) {
+        double want = h[k] + y[k];
+        num += (xo[k] - want) * (xo[k] - want); den += want * want;
+    }
+    free(h); free(xo); free(gamma); free(wr); free(xn); free(y); free(g); free(u); free(o);
+    for (int e = 0; e < E; e++) for (int q = 0; q < 6; q++) free(fa[e][q]);
+    return sqrt(num / den);
+}
+
+/* The loss from the last residual (final norm, LM head, cross-entropy) plus the layers'
+ * load-balance losses, in float64, against the engine's forward loss. */
+static void independent_forward(Case *c) {
+    if (!c->p) return;
+    char err[300];
+    float loss;
+    engine_forward(c->e, tok, tgt, &loss, err, sizeof err);
+    double aux[2], e0 = moe_block64(c, 0, &aux[0]), e1 = moe_block64(c, 1, &aux[1]);
+    CHECK(e0 < 1e-5 && e1 < 1e-5, "tiny-cola-moe tp=1: the MoE blocks' outputs match a float64 forward written from the catalog",
+          "rel err L0 %.3g, L1 %.3g", e0, e1);
+    int64_t M = (int64_t)c->p->micro_batch * c->p->seq, d = c->p->hidden, V = c->p->vocab;
+    double *x = tensor64(c, "final_x", M * d), *gam = canon64(c, "final_norm", NULL, NULL), *head = canon64(c, "head", NULL, NULL);
+    if (!x || !gam || !head) { CHECK(0, "independent forward", "missing tensors"); return; }
+    double xent = 0, *xf = malloc((size_t)d * sizeof *xf), *lg = malloc((size_t)V * sizeof *lg);
+    for (int64_t m = 0; m < M; m++) {
+        double ss = 0;
+        for (int64_t j = 0; j < d; j++) ss += x[m * d + j] * x[m * d + j];
+        double rs = 1 / sqrt(ss / d + 1e-5), mx = -1e300, se = 0;
+        for (int64_t j = 0; j < d; j++) xf[j] = x[m * d + j] * rs * gam[j];
+        for (int64_t v = 0; v < V; v++) { lg[v] = 0; for (int64_t j = 0; j < d; j++) lg[v] += xf[j] * head[j * V + v]; mx = fmax(mx, lg[v]); }
+        for (int64_t v = 0; v < V; v++) se += exp(lg[v] - mx);
+        xent += (mx + log(se) - lg[tgt[m]]) / M;
+    }
+    double want = xent + aux[0] + aux[1];
+    CHECK(fabs(loss - want) < 2e-6 * want && aux[0] > 0.009 && aux[1] > 0.009,
+          "tiny-cola-moe tp=1: engine loss = float64 cross-entropy + both layers' load-balance losses",
+          "engine %.9g, float64 %.9g (xent %.9g, aux %.6g + %.6g)", loss, want, xent, aux[0], aux[1]);
+    free(x); free(gam); free(head); free(xf); free(lg);
+}
+
+/* ---------------------------------------------------------------- generator: report and refusals */
+
+static int run_cmd(const char *cmd, char *out, size_t n) {
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    size_t len = fread(out, 1, n - 1, f);
+    out[len] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int64_t json_after(const char *s, const char *key1, const char *key2) {
+    const char *p = strstr(s, key1);
+    if (p) p = strstr(p, key2);
+    return p ? strtoll(p + strlen(key2), NULL, 10) : -1;
+}
+
+static void test_generator(void) {
+    const char *boost = getenv("BOOST") ? getenv("BOOST") : "./bin/boost";
+    static char out[1 << 16];
+    char cmd[600];
+    /* per MoE layer forward at tp=2: M + M*E + E*C*(r_g+r_u) + E*C*r_d, M = 256, E = 4, C = 160, r = 32 */
+    snprintf(cmd, sizeof cmd, "%s report specs/runs/tiny-cola-moe.lua --json 2>&1", boost);
+    int rc = run_cmd(cmd, out, sizeof out);
+    int64_t M = 256, E = 4, C = (int64_t)ceil(1.25 * 256 * 2 / 4), want = M + M * E + E * C * 64 + E * C * 32;
+    int64_t got = json_after(out, "\"moe\"", "\"allreduce_elems\": ");
+    int64_t dense = json_after(out, "\"dense_mlp\"", "\"allreduce_elems\": ");
+    CHECK(rc == 0 && got == want && dense == M * 65 + M * 32, "report: MoE layer forward collectives = M + M*E + E*C*(r_g+r_u) + E*C*r_d, dense MLP M*(2r+1) + M*r",
+          "rc %d, moe %lld (want %lld), dense %lld (want %lld)", rc, (long long)got, (long long)want, (long long)dense, (long long)(M * 97));
+    int64_t gbwd = json_after(strstr(out, "\"moe\"") ? strstr(out, "\"moe\"") : out, "\"backward\"", "\"allreduce_elems\": ");
+    /* backward: the z duals (E*C*(2r) and E*C*r), the norm's dot (M) and the gates (M*k) */
+    CHECK(gbwd == E * C * 64 + E * C * 32 + M + M * 2, "report: MoE layer backward collectives = E*C*(r_g+r_u) + E*C*r_d + M + M*k",
+          "got %lld", (long long)gbwd);
+    snprintf(cmd, sizeof cmd, "%s gen specs/runs/tiny-cola-moe.lua -D layout=naive -o build/tmp/moe/naive 2>&1", boost);
+    rc = run_cmd(cmd, out, sizeof out);
+    CHECK(rc == 2 && strstr(out, "btp only"), "gen: an MoE model with layout naive is refused with a clear message", "rc %d: %s", rc, out);
+    snprintf(cmd, sizeof cmd, "%s gen specs/runs/tiny-cola-moe.lua -D tp=8 -o build/tmp/moe/tp8 2>&1", boost);
+    rc = run_cmd(cmd, out, sizeof out);
+    CHECK(rc == 2, "gen: tp=8 that does not divide the experts' ffn (192) or heads is refused", "rc %d: %s", rc, out);
+}
+
 int main(void) {
     test_router(1);
     test_router(0);
     test_dispatch_combine();
 
     mkdir("build", 0755); mkdir("build/tmp", 0755); mkdir("build/tmp/moe", 0755);
+    test_generator();
     Case ref, c;
     /* finite differences on 32 tokens (fewer near-ties in the routing) */
     if (open_case(&ref, "-D tp=1 -D micro_batch=1 -D seq=32") == 0) {
@@ -358,6 +535,7 @@ int main(void) {
     close_case(&ref);
     free(tok); free(tgt); tok = tgt = NULL;
     if (open_case(&ref, "-D tp=1 -D checkpoint=none") == 0) {
+        independent_forward(&ref);
         if (!open_case(&c, "-D tp=1")) compare(&c, &ref, "tiny-cola-moe tp=1 checkpoint=lowrank vs none");
         close_case(&c);
         if (!open_case(&c, "-D tp=2")) compare(&c, &ref, "tiny-cola-moe btp tp=2 vs tp=1");
