@@ -193,6 +193,89 @@ static void to_args(const KernelInst *k, int ki, const Case *c, KernelArgs *a) {
     a->nconst = k->nconst;
 }
 
+/* The tensor-core helpers on their own: the prelude's fragment layout against the PTX ISA's table
+ * for mma.m16n8k16 .bf16 (restated here in the ISA's own terms, so a slip in the prelude's bit
+ * arithmetic shows even though the emulator shares it), and one warp's C = A B through
+ * mma_load_a / mma_load_b_nk / mma_load_b_kn against a plain product. */
+static const char *MMA_PROBE =
+    "extern \"C\" void emu_mma_layout(int *out) {\n"
+    "    for (int lane = 0; lane < 32; lane++) {\n"
+    "        int *o = out + lane * 32;\n"
+    "        for (int e = 0; e < 8; e++) { o[e] = mma_a_row(lane, e); o[8 + e] = mma_a_col(lane, e); }\n"
+    "        for (int e = 0; e < 4; e++) { o[16 + e] = mma_b_row(lane, e); o[20 + e] = mma_b_col(lane, e);\n"
+    "                                      o[24 + e] = mma_c_row(lane, e); o[28 + e] = mma_c_col(lane, e); }\n"
+    "    }\n"
+    "}\n"
+    "extern \"C\" __global__ void mma_probe(const bf16 *a, const bf16 *bt, const bf16 *b, float *c_nk, float *c_kn) {\n"
+    "    const int lane = threadIdx.x & 31;\n"
+    "    unsigned af[4], bf[2];\n"
+    "    float c[4] = {0.f, 0.f, 0.f, 0.f}, d[4] = {1.f, 1.f, 1.f, 1.f};\n"
+    "    mma_load_a(af, a, 24);\n"
+    "    mma_load_b_nk(bf, bt, 24);\n"
+    "    mma_bf16_16816(c, af, bf);\n"
+    "    mma_load_b_kn(bf, b, 10);\n"
+    "    mma_bf16_16816(d, af, bf);\n"
+    "    for (int e = 0; e < 4; e++) {\n"
+    "        c_nk[mma_c_row(lane, e) * 8 + mma_c_col(lane, e)] = c[e];\n"
+    "        c_kn[mma_c_row(lane, e) * 8 + mma_c_col(lane, e)] = d[e];\n"
+    "    }\n"
+    "}\n"
+    "EMU_ENTRY(mma_probe)\n";
+
+static void check_mma(void *so) {
+    void (*layout)(int *) = (void (*)(int *))dlsym(so, "emu_mma_layout");
+    int (*probe)(unsigned, unsigned, void **) = (int (*)(unsigned, unsigned, void **))dlsym(so, "emu_mma_probe");
+    CHECK(layout && probe, "mma probe present", "emu_mma_layout / emu_mma_probe missing");
+    if (!layout || !probe) return;
+    static int got[32 * 32];
+    layout(got);
+    int bad = 0, first = -1;
+    for (int lane = 0; lane < 32; lane++) {
+        int group = lane / 4, tig = lane % 4, want[32];
+        for (int i = 0; i < 8; i++) {           /* a0..a7: rows groupID (+8 for a2,a3,a6,a7), cols tig*2 + (i&1) (+8 for a4..a7) */
+            want[i] = (i == 2 || i == 3 || i == 6 || i == 7) ? group + 8 : group;
+            want[8 + i] = tig * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+        }
+        for (int i = 0; i < 4; i++) {           /* b0..b3: rows tig*2 + (i&1) (+8 for b2,b3), col groupID; c0..c3: row groupID (+8 for c2,c3), col tig*2 + (i&1) */
+            want[16 + i] = tig * 2 + (i & 1) + (i >= 2 ? 8 : 0);
+            want[20 + i] = group;
+            want[24 + i] = i >= 2 ? group + 8 : group;
+            want[28 + i] = tig * 2 + (i & 1);
+        }
+        for (int j = 0; j < 32; j++) if (got[lane * 32 + j] != want[j]) { bad++; if (first < 0) first = lane * 32 + j; }
+    }
+    CHECK(bad == 0, "mma fragment layout = the PTX ISA's m16n8k16 .bf16 table", "%d entries differ (first: lane %d, slot %d)",
+          bad, first / 32, first % 32);
+    /* A [16, 16] at row stride 24, B^T [8, 16] at stride 24, B [16, 8] at stride 10: bf16 values */
+    static uint16_t a[16 * 24], bt[8 * 24], b[16 * 10];
+    static float fa[16][16], fb[16][8], c_nk[128], c_kn[128];
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 16; j++) {
+            float v = bf16_round((float)(2 * urand() - 1));
+            uint32_t u; memcpy(&u, &v, 4);
+            fa[i][j] = v; a[i * 24 + j] = (uint16_t)(u >> 16);
+        }
+    for (int kk = 0; kk < 16; kk++)
+        for (int n = 0; n < 8; n++) {
+            float v = bf16_round((float)(2 * urand() - 1));
+            uint32_t u; memcpy(&u, &v, 4);
+            fb[kk][n] = v; bt[n * 24 + kk] = (uint16_t)(u >> 16); b[kk * 10 + n] = (uint16_t)(u >> 16);
+        }
+    void *pa = a, *pbt = bt, *pb = b, *pc = c_nk, *pd = c_kn;
+    void *params[5] = {&pa, &pbt, &pb, &pc, &pd};
+    int rc = probe(1, 32, params);
+    double worst = 0;
+    for (int i = 0; i < 16; i++)
+        for (int n = 0; n < 8; n++) {
+            double ref = 0;
+            for (int kk = 0; kk < 16; kk++) ref += (double)fa[i][kk] * fb[kk][n];
+            double e1 = fabs(c_nk[i * 8 + n] - ref), e2 = fabs(c_kn[i * 8 + n] - (ref + 1));
+            if (!(e1 <= worst)) worst = e1;
+            if (!(e2 <= worst)) worst = e2;
+        }
+    CHECK(rc == 0 && worst < 1e-5, "mma: one warp's C = A B (+C) through the fragment loads", "rc=%d, worst error %.3g", rc, worst);
+}
+
 int main(void) {
     char err[8192];
     Run run;
@@ -222,6 +305,7 @@ int main(void) {
         for (int j = 0; j < i; j++) seen |= !strcmp(ks[j].name, ks[i].name);
         if (!seen) fprintf(f, "EMU_ENTRY(%s)\n", ks[i].name);
     }
+    fputs(MMA_PROBE, f);
     fclose(f);
     CHECK(rc == 0, "emit kernels.cu", "%s", err);
     snprintf(cmd, sizeof cmd, "g++ -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w -I%s -include tests/gpu/cuda_emu.hpp "
@@ -247,6 +331,7 @@ int main(void) {
     }
     float *chain_ref[10] = {0};
     for (int o = 0; o < 10; o++) chain_ref[o] = aligned_alloc(64, NBUF * sizeof(float));
+    check_mma(so);
     int kinds_ok[32] = {0}, kinds_seen[32] = {0};
     for (int ci = 0; ci < ncases; ci++) {
         Case *c = &cases[ci];
