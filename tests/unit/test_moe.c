@@ -12,6 +12,9 @@
 #include "tests/unit/testlib.h"
 #include "runtime/runtime.h"
 #include "runtime/cpu.h"
+#include "gen/kernels.h"
+#include <dlfcn.h>
+#include <unistd.h>
 
 /* ---------------------------------------------------------------- kernels, one at a time */
 
@@ -194,6 +197,183 @@ static void test_dispatch_combine(void) {
     gates[gi] = keep;
     CHECK(fabs((lp - lm) / (2 * h) - dg[gi]) < 1e-3 * (1 + fabs(dg[gi])), "moe_gates_bwd: finite difference of one gate",
           "fd %.7g vs %.7g", (lp - lm) / (2 * h), dg[gi]);
+}
+
+/* ---------------------------------------------------------------- the CUDA templates, emulated */
+
+/* The moe_* templates are specialised, emitted into one kernels.cu, compiled with g++ against
+ * tests/gpu/cuda_emu.hpp (the CPU stand-in for the device that test_kernels_emu uses) and run on
+ * routing the CPU router produced, against the CPU reference: index outputs exactly, values within
+ * bf16 accuracy. Shapes: 24 tokens, 5 experts, top-2, capacity 8 (some choices dropped); 16
+ * columns (8-wide vectors) and 12 (scalar path). */
+enum { EM = 24, EE = 5, EK = 2, EC = 8, ES = EE * EC, EBUF = 4096 };
+
+typedef struct { const char *key; int bf16, out; float *host; } EOp;
+typedef struct { KernelInst k; EOp ops[8]; int nops; } ECase;
+
+static float bf16r(float f) {
+    uint32_t u; memcpy(&u, &f, 4); u += 0x7fff + ((u >> 16) & 1); u &= 0xffff0000u; memcpy(&f, &u, 4); return f;
+}
+
+static void ecase(ECase *c, const char *kind, const char *consts) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->k.kind, sizeof c->k.kind, "%s", kind);
+    char buf[300];
+    snprintf(buf, sizeof buf, "%s", consts);
+    for (char *t = strtok(buf, " "); t; t = strtok(NULL, " ")) {
+        char *eq = strchr(t, '=');
+        *eq = 0;
+        snprintf(c->k.key[c->k.nconst], sizeof c->k.key[0], "%s", t);
+        c->k.val[c->k.nconst++] = atof(eq + 1);
+    }
+}
+static void eop(ECase *c, const char *key, int bf16, int out, float *host) {
+    EOp o = {key, bf16, out, host};
+    c->ops[c->nops++] = o;
+}
+
+/* Run case c on the CPU reference and on the emulated kernel; compare the outputs. */
+static void emu_run(void *so, ECase *c) {
+    char err[300], name[200];
+    snprintf(name, sizeof name, "emulated %.31s matches the CPU reference (%.95s)", c->k.kind, c->k.name);
+    KernelArgs a;
+    memset(&a, 0, sizeof a);
+    snprintf(a.kind, sizeof a.kind, "%.31s", c->k.kind);
+    for (int i = 0; i < c->k.nconst; i++) {
+        snprintf(a.const_key[i], sizeof a.const_key[0], "%s", c->k.key[i]);
+        a.const_val[i] = c->k.val[i]; a.const_int[i].base = (int64_t)c->k.val[i];
+    }
+    a.nconst = c->k.nconst;
+    float *ref[8];
+    void *dev[8], *rops[8], *ptrs[8], *params[8];
+    for (int o = 0; o < c->nops; o++) {
+        snprintf(a.op_key[a.nops++], sizeof a.op_key[0], "%s", c->ops[o].key);
+        ref[o] = malloc(EBUF * sizeof(float));
+        dev[o] = calloc(EBUF, sizeof(float));
+        for (int i = 0; i < EBUF; i++) {
+            float v = c->ops[o].host[i];
+            if (c->ops[o].bf16) { v = bf16r(v); uint32_t u; memcpy(&u, &v, 4); ((uint16_t *)dev[o])[i] = (uint16_t)(u >> 16); }
+            else ((float *)dev[o])[i] = v;
+            ref[o][i] = v;
+        }
+        rops[o] = ref[o]; ptrs[o] = dev[o]; params[o] = &ptrs[o];
+    }
+    if (cpu_kernel_run(&a, rops, 0, err, sizeof err)) { CHECK(0, name, "cpu: %s", err); return; }
+    char sym[140];
+    snprintf(sym, sizeof sym, "emu_%s", c->k.name);
+    int (*launch)(unsigned, unsigned, void **) = (int (*)(unsigned, unsigned, void **))dlsym(so, sym);
+    if (!launch) { CHECK(0, name, "no %s", sym); return; }
+    launch((unsigned)c->k.grid, (unsigned)c->k.block, params);
+    double worst = 0;
+    const char *where = "";
+    int wrote = 0;
+    for (int o = 0; o < c->nops; o++) {
+        if (!c->ops[o].out) continue;
+        double d2 = 0, r2 = 0;
+        for (int i = 0; i < EBUF; i++) {
+            float got;
+            if (c->ops[o].bf16) { uint32_t u = (uint32_t)((uint16_t *)dev[o])[i] << 16; memcpy(&got, &u, 4); }
+            else got = ((float *)dev[o])[i];
+            d2 += ((double)got - ref[o][i]) * ((double)got - ref[o][i]);
+            r2 += (double)ref[o][i] * ref[o][i];
+            wrote |= ref[o][i] != 0;
+        }
+        double rel = sqrt(d2 / (r2 > 0 ? r2 : 1));
+        /* routing indices must agree exactly */
+        int exact = !strcmp(c->ops[o].key, "sel") || !strcmp(c->ops[o].key, "slot") || !strcmp(c->ops[o].key, "src");
+        if (exact && d2 > 0) rel = INFINITY;
+        if (rel > worst || rel != rel) { worst = rel; where = c->ops[o].key; }
+        memcpy(c->ops[o].host, ref[o], EBUF * sizeof(float));   /* the reference result feeds later cases */
+    }
+    CHECK(wrote && worst < 1e-2, name, "operand %s: relative L2 error %.3g", where, worst);
+    for (int o = 0; o < c->nops; o++) { free(ref[o]); free(dev[o]); }
+}
+
+static void test_emulated(void) {
+    Run run;
+    memset(&run, 0, sizeof run);
+    snprintf(run.name, sizeof run.name, "moe-emu");
+    snprintf(run.model.name, sizeof run.model.name, "moe-emu");
+    run.gpu.tune_row_block = 64; run.gpu.tune_elem_block = 64;
+    static float logits[EBUF], probs[EBUF], sel[EBUF], gates[EBUF], slot[EBUF], src[EBUF], aux[EBUF], dgates[EBUF], dl[EBUF];
+    static float x[2][EBUF], xe[2][EBUF], dxe[2][EBUF], dx[2][EBUF], eo[2][EBUF], out[2][EBUF], dout[2][EBUF], deo[2][EBUF], dg2[2][EBUF], loss[EBUF];
+    for (int i = 0; i < EBUF; i++) {
+        logits[i] = 3 * nrand(); dgates[i] = nrand(); loss[i] = 2.5f;
+        for (int v = 0; v < 2; v++) { x[v][i] = nrand(); dxe[v][i] = nrand(); eo[v][i] = nrand(); dout[v][i] = nrand(); dx[v][i] = nrand(); }
+    }
+    ECase cs[16];
+    int n = 0;
+    char kv[300];
+    snprintf(kv, sizeof kv, "rows=%d experts=%d top_k=%d capacity=%d ldl=%d norm=1 coef=0.05", EM, EE, EK, EC, EE);
+    ecase(&cs[n], "moe_router", kv);
+    eop(&cs[n], "logits", 1, 0, logits); eop(&cs[n], "probs", 0, 1, probs); eop(&cs[n], "sel", 0, 1, sel);
+    eop(&cs[n], "gates", 0, 1, gates); eop(&cs[n], "slot", 0, 1, slot); eop(&cs[n], "src", 0, 1, src); eop(&cs[n], "aux", 0, 1, aux);
+    n++;
+    snprintf(kv, sizeof kv, "rows=%d experts=%d top_k=%d norm=1 coef=0.05 scale=0.5 acc=0 lddl=%d", EM, EE, EK, EE);
+    ecase(&cs[n], "moe_router_bwd", kv);
+    eop(&cs[n], "probs", 0, 0, probs); eop(&cs[n], "sel", 0, 0, sel); eop(&cs[n], "gates", 0, 0, gates); eop(&cs[n], "aux", 0, 0, aux);
+    eop(&cs[n], "dgates", 0, 0, dgates); eop(&cs[n], "dlogits", 1, 1, dl);
+    n++;
+    for (int v = 0; v < 2; v++) {
+        int cols = v ? 12 : 16;
+        snprintf(kv, sizeof kv, "rows=%d cols=%d top_k=%d tokens=%d ldx=%d ldo=%d", ES, cols, EK, EM, cols, cols);
+        ecase(&cs[n], "moe_dispatch", kv);
+        eop(&cs[n], "x", 1, 0, x[v]); eop(&cs[n], "src", 0, 0, src); eop(&cs[n], "out", 1, 1, xe[v]); n++;
+        snprintf(kv, sizeof kv, "rows=%d cols=%d top_k=%d experts=%d capacity=%d ldo=%d lddx=%d acc=%d", EM, cols, EK, EE, EC, cols, cols, v);
+        ecase(&cs[n], "moe_dispatch_bwd", kv);
+        eop(&cs[n], "dout", 1, 0, dxe[v]); eop(&cs[n], "sel", 0, 0, sel); eop(&cs[n], "slot", 0, 0, slot); eop(&cs[n], "dx", 1, 1, dx[v]); n++;
+        snprintf(kv, sizeof kv, "rows=%d cols=%d top_k=%d experts=%d capacity=%d lde=%d ldo=%d", EM, cols, EK, EE, EC, cols, cols);
+        ecase(&cs[n], "moe_combine", kv);
+        eop(&cs[n], "eo", 1, 0, eo[v]); eop(&cs[n], "sel", 0, 0, sel); eop(&cs[n], "slot", 0, 0, slot); eop(&cs[n], "gates", 0, 0, gates);
+        eop(&cs[n], "out", 1, 1, out[v]); n++;
+        snprintf(kv, sizeof kv, "rows=%d cols=%d top_k=%d tokens=%d ldo=%d ldde=%d", ES, cols, EK, EM, cols, cols);
+        ecase(&cs[n], "moe_combine_bwd", kv);
+        eop(&cs[n], "dout", 1, 0, dout[v]); eop(&cs[n], "src", 0, 0, src); eop(&cs[n], "gates", 0, 0, gates); eop(&cs[n], "deo", 1, 1, deo[v]); n++;
+        snprintf(kv, sizeof kv, "rows=%d cols=%d top_k=%d experts=%d capacity=%d ldo=%d lde=%d", EM, cols, EK, EE, EC, cols, cols);
+        ecase(&cs[n], "moe_gates_bwd", kv);
+        eop(&cs[n], "dout", 1, 0, dout[v]); eop(&cs[n], "eo", 1, 0, eo[v]); eop(&cs[n], "sel", 0, 0, sel); eop(&cs[n], "slot", 0, 0, slot);
+        eop(&cs[n], "dgates", 0, 1, dg2[v]); n++;
+    }
+    ecase(&cs[n], "moe_aux_add", "rows=1");
+    eop(&cs[n], "aux", 0, 0, aux); eop(&cs[n], "loss", 0, 1, loss); n++;
+    char err[160];
+    KernelInst ks[16];
+    for (int i = 0; i < n; i++) {
+        if (kernel_specialise(&cs[i].k, &run, err, sizeof err)) { CHECK(0, "specialise the moe kernels", "%s: %s", cs[i].k.kind, err); return; }
+        ks[i] = cs[i].k;
+    }
+    int vec8 = 0;
+    for (int i = 0; i < n; i++) vec8 |= cs[i].k.vec == 8;
+    CHECK(vec8, "moe kernels: the 16-column cases take the 8-wide vector path", "no case has vec 8");
+    char dir[] = "/tmp/boost-moe-emu.XXXXXX", path[600], cmd[2000];
+    if (!mkdtemp(dir)) { CHECK(0, "tmpdir", "mkdtemp failed"); return; }
+    snprintf(path, sizeof path, "%s/cuda_bf16.h", dir);
+    FILE *f = fopen(path, "w"); if (f) fclose(f);
+    snprintf(path, sizeof path, "%s/kernels.cu", dir);
+    f = fopen(path, "w");
+    int rc = f ? kernels_emit(f, ks, n, &run, err, sizeof err) : -1;
+    for (int i = 0; f && i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < i; j++) seen |= !strcmp(ks[j].name, ks[i].name);
+        if (!seen) fprintf(f, "EMU_ENTRY(%s)\n", ks[i].name);
+    }
+    if (f) fclose(f);
+    CHECK(rc == 0, "emit the moe kernels' kernels.cu", "%s", err);
+    snprintf(cmd, sizeof cmd, "g++ -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w -I%s -include tests/gpu/cuda_emu.hpp "
+             "-x c++ %s/kernels.cu -o %s/kernels.so -lpthread 2>%s/cc.log", dir, dir, dir, dir);
+    if (system(cmd) != 0) { CHECK(0, "g++ compiles the moe kernels against the emulator", "see %s/cc.log", dir); return; }
+    snprintf(path, sizeof path, "%s/kernels.so", dir);
+    void *so = dlopen(path, RTLD_NOW);
+    if (!so) { CHECK(0, "load the emulated moe kernels", "%s", dlerror()); return; }
+    int dropped = 0;
+    for (int i = 0; i < n; i++) {
+        emu_run(so, &cs[i]);
+        if (i == 0) for (int q = 0; q < EM * EK; q++) dropped += slot[q] < 0;
+    }
+    CHECK(dropped > 0, "moe emulator cases drop some choices (capacity exercised)", "none dropped");
+    dlclose(so);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) {}
 }
 
 /* ---------------------------------------------------------------- the whole model */
@@ -522,6 +702,7 @@ int main(void) {
     test_router(1);
     test_router(0);
     test_dispatch_combine();
+    test_emulated();
 
     mkdir("build", 0755); mkdir("build/tmp", 0755); mkdir("build/tmp/moe", 0755);
     test_generator();
