@@ -698,6 +698,36 @@ static void test_generator(void) {
     CHECK(rc == 2, "gen: tp=8 that does not divide the experts' ffn (192) or heads is refused", "rc %d: %s", rc, out);
 }
 
+/* ---------------------------------------------------------------- training */
+
+/* The shipped run, 200 steps at tp=2 (btp) on the corpus: the validation loss starts near the
+ * uniform guess over 256 bytes (ln 256 = 5.545, plus the two load-balance losses, about 0.01
+ * each when balanced) and falls by more than 2 nats. */
+static void test_training(void) {
+    const char *boost = getenv("BOOST") ? getenv("BOOST") : "./bin/boost";
+    char cmd[600];
+    static char out[1 << 16];
+    remove("build/tmp/moe/train.jsonl");
+    snprintf(cmd, sizeof cmd, "%s train tiny-cola-moe --backend cpu --log build/tmp/moe/train.jsonl --quiet 2>&1", boost);
+    int rc = run_cmd(cmd, out, sizeof out);
+    const char *done = strstr(out, "done:");
+    if (done) printf("# %.*s\n", (int)strcspn(done, "\n"), done);
+    CHECK(rc == 0, "train tiny-cola-moe: 200 steps at tp=2 btp on the cpu backend", "exit %d: %s", rc, out);
+    FILE *f = fopen("build/tmp/moe/train.jsonl", "r");
+    double v0 = -1, v200 = -1;
+    char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        const char *v = strstr(line, "\"val_loss\":");
+        if (!v) continue;
+        if (!strncmp(line, "{\"step\":0,", 10)) v0 = atof(v + 11);
+        if (!strncmp(line, "{\"step\":200,", 12)) v200 = atof(v + 11);
+    }
+    if (f) fclose(f);
+    printf("# validation loss: step 0 %.4f, step 200 %.4f\n", v0, v200);
+    CHECK(fabs(v0 - (5.545 + 0.02)) < 0.15 && v200 > 0 && v200 < v0 - 2.0, "train tiny-cola-moe: validation loss starts at ln 256 + aux and falls by > 2 nats",
+          "step 0 %.4f, step 200 %.4f", v0, v200);
+}
+
 int main(void) {
     test_router(1);
     test_router(0);
@@ -727,5 +757,6 @@ int main(void) {
         close_case(&c);
     }
     close_case(&ref);
+    test_training();
     TEST_EXIT();
 }
