@@ -14,6 +14,7 @@
 #include "runtime/cpu.h"
 #include "gen/kernels.h"
 #include <dlfcn.h>
+#include "common/nvrtc.h"
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- kernels, one at a time */
@@ -376,6 +377,69 @@ static void test_emulated(void) {
     if (system(cmd)) {}
 }
 
+/* ---------------------------------------------------------------- NVRTC */
+
+/* The moe_* kernels at the tiny run's shapes (tp=2) and at cola-moe-1b's (tp=2: 16384 tokens, 8
+ * experts, top-2, capacity 5120, d/t = 1024), 8-wide and scalar, compile with NVRTC for sm_80 and
+ * sm_90 with no spills, every kernel present in ptxas's report. */
+static void test_nvrtc(void) {
+    char err[4096];
+    if (!nvrtc_available(err, sizeof err)) { CHECK(0, "nvrtc available", "%s", err); return; }
+    Run run;
+    memset(&run, 0, sizeof run);
+    snprintf(run.name, sizeof run.name, "moe-nvrtc");
+    snprintf(run.model.name, sizeof run.model.name, "moe-nvrtc");
+    snprintf(run.gpu.arch, sizeof run.gpu.arch, "sm_90");
+    static const struct { int M, E, K, C, cols; } SH[] = {{256, 4, 2, 160, 64}, {16384, 8, 2, 5120, 1024}, {100, 6, 1, 20, 12}};
+    ECase cs[32];
+    int n = 0;
+    for (size_t i = 0; i < sizeof SH / sizeof SH[0]; i++) {
+        int M = SH[i].M, E = SH[i].E, K = SH[i].K, C = SH[i].C, c = SH[i].cols, S = E * C;
+        char kv[300];
+        snprintf(kv, sizeof kv, "rows=%d experts=%d top_k=%d capacity=%d ldl=%d norm=%d coef=0.01", M, E, K, C, E, K > 1); ecase(&cs[n++], "moe_router", kv);
+        snprintf(kv, sizeof kv, "rows=%d experts=%d top_k=%d norm=%d coef=0.01 scale=1 acc=0 lddl=%d", M, E, K, K > 1, E); ecase(&cs[n++], "moe_router_bwd", kv);
+        snprintf(kv, sizeof kv, "rows=%d cols=%d top_k=%d tokens=%d ldx=%d ldo=%d", S, c, K, M, c, c); ecase(&cs[n++], "moe_dispatch", kv);
+        snprintf(kv, sizeof kv, "rows=%d cols=%d top_k=%d experts=%d capacity=%d ldo=%d lddx=%d acc=1", M, c, K, E, C, c, c); ecase(&cs[n++], "moe_dispatch_bwd", kv);
+        snprintf(kv, sizeof kv, "rows=%d cols=%d top_k=%d experts=%d capacity=%d lde=%d ldo=%d", M, c, K, E, C, c, c); ecase(&cs[n++], "moe_combine", kv);
+        snprintf(kv, sizeof kv, "rows=%d cols=%d top_k=%d tokens=%d ldo=%d ldde=%d", S, c, K, M, c, c); ecase(&cs[n++], "moe_combine_bwd", kv);
+        snprintf(kv, sizeof kv, "rows=%d cols=%d top_k=%d experts=%d capacity=%d ldo=%d lde=%d", M, c, K, E, C, c, c); ecase(&cs[n++], "moe_gates_bwd", kv);
+    }
+    ecase(&cs[n++], "moe_aux_add", "rows=1");
+    KernelInst ks[32];
+    for (int i = 0; i < n; i++) {
+        if (kernel_specialise(&cs[i].k, &run, err, sizeof err)) { CHECK(0, "specialise the moe kernels", "%s", err); return; }
+        ks[i] = cs[i].k;
+    }
+    char *src = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&src, &len);
+    int rc = kernels_emit(f, ks, n, &run, err, sizeof err);
+    fclose(f);
+    if (rc) { CHECK(0, "emit the moe kernels", "%s", err); free(src); return; }
+    static const char *archs[] = {"sm_80", "sm_90"};
+    for (int a = 0; a < 2; a++) {
+        static KernelStat st[256];
+        static char log[1 << 16];
+        int got = nvrtc_compile(src, archs[a], NULL, NULL, st, 256, log, sizeof log);
+        int spills = 0, missing = 0, maxreg = 0;
+        for (int i = 0; i < got; i++) {
+            if (strncmp(st[i].name, "moe_", 4)) continue;
+            spills += st[i].spill_stores || st[i].spill_loads;
+            if (st[i].registers > maxreg) maxreg = st[i].registers;
+        }
+        for (int i = 0; i < n; i++) {
+            int found = 0;
+            for (int j = 0; j < got; j++) found |= !strcmp(st[j].name, ks[i].name);
+            missing += !found;
+        }
+        printf("# nvrtc %s: %d kernels, at most %d registers a thread\n", archs[a], got, maxreg);
+        char name[160];
+        snprintf(name, sizeof name, "nvrtc %s: the moe kernels (tiny, cola-moe-1b and top-1 shapes) compile, no spills, all present", archs[a]);
+        CHECK(got > 0 && !spills && !missing, name, "%d stats, %d spill, %d missing: %.300s", got, spills, missing, got > 0 ? "" : log);
+    }
+    free(src);
+}
+
 /* ---------------------------------------------------------------- the whole model */
 
 typedef struct {
@@ -733,6 +797,7 @@ int main(void) {
     test_router(0);
     test_dispatch_combine();
     test_emulated();
+    test_nvrtc();
 
     mkdir("build", 0755); mkdir("build/tmp", 0755); mkdir("build/tmp/moe", 0755);
     test_generator();
