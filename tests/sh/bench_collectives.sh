@@ -18,6 +18,10 @@ for mf in specs/models/*.lua; do
        -D layout=btp --kv >"$TMP/kv" 2>"$TMP/err" &&
      ! $BOOST project "$run" -D model="$model" -D micro_batch=$b -D seq=$s -D tp=1 -D pp=1 -D checkpoint=none \
        -D layout=megatron --kv >"$TMP/kv" 2>>"$TMP/err"; then
+    if grep -q "has MoE layers" "$TMP/err"; then   # btp only; its closed forms are checked in test_moe
+      echo "ok - collectives_$model # SKIP MoE layers: boost project compares megatron/naive/btp, MoE is btp only"
+      n=$((n + 1)); continue
+    fi
     fail "collectives_$model" "boost project failed: $(head -3 "$TMP/err")"; continue
   fi
   kv() { awk -v k="$1" '$1 == k { print $2; exit }' "$TMP/kv"; }
