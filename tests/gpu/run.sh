@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
-# run.sh: every check that needs a GPU, in one call on the device machine (results under $OUT):
-#   1. the machine, and that the carried bin/boost and build/gpu/check start there;
-#   2. check steps: every step of the tiny plans (all kernel kinds, GEMMs) on CUDA vs the CPU
-#      backend, one isolated step at a time (steps.md);
-#   3. check model: 3 training steps CUDA vs CPU (loss, every gradient), repeated for determinism,
-#      and tp=2 / tp=4 local mode vs tp=1 on CUDA (model.md);
-#   4. the kernels' registers and spills on this GPU's arch (kernels.md);
-#   5. tokens/s of short training runs (bench.md).
+# run.sh: every check and measurement that needs a GPU, in one call on the device machine (results
+# under $OUT), the most important first, each part with its own timeout inside one time budget
+# (BUDGET_S seconds, default 450: the call has 8 minutes; a part that no longer fits is skipped
+# with a SKIP line, and what earlier parts wrote stays):
+#   1. the machine, and that the carried bin/boost and build/gpu/check start there (summary.md);
+#   2. check model tiny-cola: 3 training steps CUDA vs the CPU backend, every gradient (model.md);
+#   3. PyTorch: one training step of tiny-cola, tiny-cola-gqa, tiny-llama and cola-60m on CUDA in
+#      bf16 against tests/gpu/torch_model.py on the same weights and batch (torch.md);
+#   4. bench: tokens/s and MFU of cola-1b-h200 and cola-350m-h100 at tp=1, BOOST against PyTorch
+#      torch.compile and eager in this same run, and the ratio (bench.md, bench.jsonl);
+#   5. check steps: every step of the tiny plans (all kernel kinds, GEMMs) on CUDA vs CPU (steps.md);
+#   6. check model: the other variants, determinism, tp=2 / tp=4 local mode vs tp=1 (model.md);
+#   7. the kernels' registers and spills on this GPU's arch (kernels.md);
+#   8. tokens/s of BOOST alone on more runs (bench.md, second table).
 # Build first on the build machine: bash tests/gpu/build.sh, then carry bin/, build/gpu/ and
-# build/corpus.txt (without it the benchmark trains on generated text).
-# Usage (device machine): bash tests/gpu/run.sh   [GPU_STEPS_ONLY=1: only parts 1-3]
-# Dry run without a GPU (checks this script): DUT=cpu BENCH_QUICK=1 bash tests/gpu/run.sh (CPU
-# against CPU; the benchmark only trains tiny-cola).
+# build/corpus.txt (without it the BOOST benchmarks train on generated text).
+# Usage (device machine): bash tests/gpu/run.sh
+#   PARTS=a,b,..      only these parts of 2-8: model torch bench steps variants kernels extra
+#   GPU_STEPS_ONLY=1  only the checks (PARTS=model,torch,steps,variants)
+#   BUDGET_S=N        the time budget in seconds           TORCH=0  no PyTorch parts
+#   BENCH_QUICK=1     bench tiny-cola only, no cola-60m check
+# Dry run without a GPU (checks this script): DUT=cpu BENCH_QUICK=1 bash tests/gpu/run.sh (BOOST's
+# CPU backend on both sides, PyTorch on the CPU in fp32, torch.compile with the aot_eager backend).
 cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-build/gpu-out}
 mkdir -p "$OUT"
@@ -21,9 +31,23 @@ trap 'rm -rf "$TMP"' EXIT
 BOOST=./bin/boost
 CHECK=./build/gpu/check
 DUT=${DUT:-cuda}
+BUDGET_S=${BUDGET_S:-450}
+PY=${PYTHON:-python3}
 fails=0
 say() { echo "$*" | tee -a "$OUT/run.log"; }
-section() { say ""; say "== $* ($(date -u +%H:%M:%S))"; }
+section() { say ""; say "== $* ($(date -u +%H:%M:%S), ${SECONDS}s of ${BUDGET_S}s)"; }
+# budget WANT [MIN]: the timeout for a part that would like WANT seconds: WANT, or what is left of
+# the budget (less 10 s for the summary); fails (the part is skipped) when less than MIN is left
+budget() {
+  local want=$1 min=${2:-15} left=$((BUDGET_S - SECONDS - 10))
+  [ "$left" -ge "$min" ] || return 1
+  echo $((want < left ? want : left))
+}
+skip() { say "SKIP - $1: not started, ${SECONDS}s of the ${BUDGET_S}s budget used"; }
+PARTS=${PARTS:-model,torch,bench,steps,variants,kernels,extra}
+[ "${GPU_STEPS_ONLY:-0}" = 1 ] && PARTS=model,torch,steps,variants
+part() { case ",$PARTS," in *",$1,"*) return 0;; *) return 1;; esac; }
+: >"$OUT/run.log"
 
 section "machine"
 {
@@ -40,6 +64,21 @@ if [ ! -x "$BOOST" ] || [ ! -x "$CHECK" ]; then
   bash tests/gpu/build.sh >>"$OUT/run.log" 2>&1 || { say "FAIL - build (see run.log): carry bin/ and build/gpu/"; exit 1; }
 fi
 if ! "$BOOST" --help >/dev/null 2>&1; then say "FAIL - bin/boost does not start here: $(ldd "$BOOST" 2>&1 | grep 'not found')"; exit 1; fi
+# the GPU spec for MFU (specs/gpus/NAME.lua), from the device's name
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr 'A-Z' 'a-z' | grep -o -E 'h200|h100|a100' | head -1)
+# PyTorch: bf16 on the GPU; the dry run: fp32 on one CPU thread (more threads on a busy machine
+# only wait for each other), torch.compile's aot_eager backend (no C++ compiles)
+if [ "$DUT" = cuda ]; then TDEV=cuda; TDTYPE=bf16; CBACKEND=${TORCH_COMPILE_BACKEND:-inductor}; TM=("$PY" tests/gpu/torch_model.py)
+else TDEV=cpu; TDTYPE=fp32; CBACKEND=${TORCH_COMPILE_BACKEND:-aot_eager}; TM=("$PY" tests/gpu/torch_model.py --threads 1); fi
+TORCH=${TORCH:-1}
+if [ "$TORCH" = 1 ]; then
+  if tv=$("$PY" -c 'import warnings; warnings.filterwarnings("ignore"); import torch; print(torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else "(no CUDA)")' 2>/dev/null); then
+    say "PyTorch $tv; MFU peak from specs/gpus/${GPU:-?}.lua"
+  else
+    say "SKIP - PyTorch parts: $PY cannot import torch here"
+    TORCH=0
+  fi
+fi
 
 section "plans"
 gen() {   # gen NAME RUN [-D ...]
@@ -60,104 +99,259 @@ gen cola2-sync tiny-cola -D tp=2 -D online_rmsnorm=0
 gen llama2 tiny-llama -D tp=2
 gen llama1-meg tiny-llama -D tp=1 -D layout=megatron
 
-section "check steps: every step on CUDA vs CPU"
-: >"$OUT/steps.md"
-for d in cola1 cola1-sync llama1 gqa1 svd1 lax1 llama1-meg; do
-  [ -f "$TMP/$d/plan.txt" ] || continue
-  timeout 300 "$CHECK" steps "$TMP/$d" --against "$DUT" >"$TMP/steps-$d.txt" 2>&1
-  rc=$?
-  grep -E '^(ok|FAIL) - ' "$TMP/steps-$d.txt" | tee -a "$OUT/run.log" >/dev/null
-  { echo "## $d"; echo; timeout 300 "$CHECK" steps "$TMP/$d" --against "$DUT" --md 2>&1 | grep '^|' | sed "s#$TMP/##g"; echo; } >>"$OUT/steps.md"
-  n=$(grep -c '^FAIL' "$TMP/steps-$d.txt")
-  say "steps $d: exit $rc, $(grep -c '^ok' "$TMP/steps-$d.txt") ok, $n FAIL"
-  [ "$rc" = 0 ] || fails=$((fails + 1))
-  grep '^FAIL' "$TMP/steps-$d.txt" | head -5 | tee -a "$OUT/run.log"
-done
-
-section "check model: training steps, determinism, tp local mode"
 : >"$OUT/model.md"
 model() {   # model DIR [--tp-ref DIR]
   local d=$1; shift
   [ -f "$TMP/$d/plan.txt" ] || return
-  local args=()
+  local args=() t
   [ $# -ge 1 ] && args=(--tp-ref "$TMP/$1")
-  timeout 300 "$CHECK" model "$TMP/$d" --against "$DUT" "${args[@]}" >"$TMP/model-$d.txt" 2>&1
+  t=$(budget 300 20) || { skip "check model $d"; return; }
+  timeout "$t" "$CHECK" model "$TMP/$d" --against "$DUT" "${args[@]}" >"$TMP/model-$d.txt" 2>&1
   local rc=$?
   sed "s#$TMP/##g" "$TMP/model-$d.txt" | tee -a "$OUT/run.log" >>"$OUT/model.md"
-  [ "$rc" = 0 ] || { fails=$((fails + 1)); say "model $d: exit $rc"; }
+  [ "$rc" = 0 ] || { fails=$((fails + 1)); say "FAIL - model $d: exit $rc"; }
 }
-model cola1
-model cola1-sync
-model llama1
-model gqa1
-model lax1
-model cola2 cola1
-model cola4 cola1
-model cola2-sync cola1-sync
-model llama2 llama1
+if part model; then
+  section "check model: tiny-cola training steps, $DUT vs cpu"
+  model cola1
+fi
 
-if [ "${GPU_STEPS_ONLY:-0}" != 1 ]; then
+if [ "$TORCH" = 1 ] && part torch; then
+  section "PyTorch: one training step, BOOST ($DUT) vs tests/gpu/torch_model.py ($TDEV, $TDTYPE)"
+  torch_check() {   # torch_check WANT_S RUN... [-D ...]
+    local want=$1 t; shift
+    t=$(budget "$want" 30) || { skip "PyTorch check $*"; return; }
+    timeout "$t" "${TM[@]}" --check "$@" --backend "$DUT" --device "$TDEV" --dtype "$TDTYPE" \
+      --tensors --json "$OUT/torch-check.jsonl" >"$TMP/torch-check.txt" 2>&1
+    local rc=$?
+    grep -E '^(ok|FAIL|#) ' "$TMP/torch-check.txt" | tee -a "$OUT/run.log" >/dev/null
+    grep -E '^(ok|FAIL) ' "$TMP/torch-check.txt" | sed 's/^/    /' | cut -c1-220
+    if [ "$rc" != 0 ]; then
+      fails=$((fails + 1))
+      say "FAIL - PyTorch check $* (exit $rc$([ "$rc" = 124 ] && echo ": timed out after ${t}s")): $(grep -v '^{' "$TMP/torch-check.txt" | grep -v -E '^(ok|#) ' | tail -2)"
+    fi
+  }
+  : >"$OUT/torch-check.jsonl"
+  torch_check 150 tiny-cola tiny-cola-gqa tiny-llama -D tp=1
+  [ "${BENCH_QUICK:-0}" = 1 ] || torch_check 150 cola-60m-h100 -D tp=1
+  "$PY" - "$OUT/torch-check.jsonl" >"$OUT/torch.md" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print("# One training step: BOOST against tests/gpu/torch_model.py\n")
+print("BOOST trains one step with lr 0 (its initial weights, and its gradients in AdamW's first moment) and one")
+print("real step; PyTorch loads those weights and takes the same first batch. In bf16 each gradient may differ")
+print("from PyTorch fp32 by 4x what PyTorch's own bf16 autocast does to it (and at least the floor).\n")
+print("| run | BOOST | PyTorch | loss BOOST | loss PyTorch fp32 | rel | worst gradient (tolerance) | all gradients | AdamW on BOOST's grads | whole step | verdict |")
+print("|---|---|---|---:|---:|---:|---|---:|---:|---:|---|")
+for r in recs:
+    if "error" in r:
+        print(f"| {r['run']} | | | | | | {r['error'][:80]} | | | | FAIL |"); continue
+    w = r["worst"]; t = r["tensors"][w["grad_rel"][0]]
+    print(f"| {r['run']} | {r['boost_backend']} | {r['device']} {r['dtype']} | {r['loss_boost']:.5f} | {r['loss_ref_fp32']:.5f} | "
+          f"{r['loss_rel']:.1e} | {w['grad_rel'][0]} {w['grad_rel'][1]:.2g} ({t['grad_tol']:.2g}) | {r['grads_rel_all']:.2g} | "
+          f"{w['adamw_rel'][1]:.1e} | {w['update_rel'][1]:.2g} | {'ok' if r['pass'] else 'FAIL'} |")
+PY
+fi
+
+if part bench || part extra; then
+  section "bench: tokens/s and MFU, BOOST ($DUT) vs PyTorch ($TDEV: torch.compile and eager)"
+  : >"$OUT/bench.jsonl"
+  : >"$TMP/commands.txt"
+  data=()
+  if [ ! -f build/corpus.txt ]; then
+    "$PY" -c "import random; r=random.Random(1); w=[''.join(r.choice('etaoinshrdlu') for _ in range(r.randint(2,8))) for _ in range(5000)]; print(' '.join(r.choice(w) for _ in range(600000)))" >"$TMP/data.txt"
+    data=(-D data="$TMP/data.txt")
+  fi
+  render_bench() {
+    "$PY" - "$OUT/bench.jsonl" "$TMP/commands.txt" "$DUT" "$TDTYPE" "$CBACKEND" >"$OUT/bench.md" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+dut, tdtype, cbackend = sys.argv[3:6]
+runs = []
+for r in recs:
+    if r["run"] not in runs and r.get("table", "main") == "main":
+        runs.append(r["run"])
+def get(run, mode):
+    return next((r for r in recs if r["run"] == run and r["mode"] == mode and r.get("table", "main") == "main"), None)
+def tps(r):
+    if r is None: return "not run"
+    if "error" in r: return r["error"][:60]
+    return f"{r['tokens_per_s']:,.0f}"
+def mfu(r):
+    return f"{100 * r['mfu']:.1f}%" if r and r.get("mfu") is not None else "-"
+def ratio(a, b):
+    if a and b and "tokens_per_s" in a and "tokens_per_s" in b and b["tokens_per_s"] > 0:
+        return f"{a['tokens_per_s'] / b['tokens_per_s']:.2f}x"
+    return "-"
+print(f"# Training throughput: BOOST ({dut}) against PyTorch ({tdtype}; torch.compile backend {cbackend})\n")
+print("Same model, same micro-batch and sequence length, tp=1, in the same run. tokens/s: median of the steady")
+print("steps (BOOST: the last half of its steps; PyTorch: after its warm-up steps, each timed to a CUDA sync).")
+print("MFU = FLOPs per token (boost report --json: 6 x matmul parameters per token + attention, the same")
+print("figure for both sides) x tokens/s / the GPU's dense bf16 peak (specs/gpus). Target: BOOST >= 1.3x torch.compile.\n")
+print("| run | tokens/step | BOOST tok/s | BOOST MFU | compile tok/s | compile MFU | eager tok/s | eager MFU | BOOST/compile | BOOST/eager |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+for run in runs:
+    b, c, e = get(run, "boost"), get(run, "compile"), get(run, "eager")
+    tok = next((r["tokens_per_step"] for r in (b, c, e) if r and "tokens_per_step" in r), "")
+    print(f"| {run} | {tok} | {tps(b)} | {mfu(b)} | {tps(c)} | {mfu(c)} | {tps(e)} | {mfu(e)} | {ratio(b, c)} | {ratio(b, e)} |")
+extra = [r for r in recs if r.get("table") == "boost-only"]
+if extra:
+    print("\n## BOOST alone\n")
+    print("| run | steps | tokens/step | tokens/s | MFU | final loss |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for r in extra:
+        if "error" in r:
+            print(f"| {r['run']} | | | {r['error'][:60]} | | |"); continue
+        print(f"| {r['run']} | {r['steps']} | {r['tokens_per_step']} | {r['tokens_per_s']:,.0f} | {mfu(r)} | {r['loss_last']:.4f} |")
+details = [r for r in recs if r["mode"] in ("eager", "compile") and "tokens_per_s" in r]
+if details:
+    print("\nPyTorch details: " + "; ".join(
+        f"{r['run']} {r['mode']}: first step {r['first_step_s']} s{' (compiling)' if r['mode'] == 'compile' else ''}, "
+        f"{r['steady_steps']} steady steps of {r['step_ms_median']} ms"
+        + (f", peak memory {r['max_mem_gb']} GiB" if r.get("max_mem_gb") is not None else "") for r in details) + ".")
+print("\nCommands:\n\n```")
+print(open(sys.argv[2]).read().rstrip())
+print("```")
+PY
+  }
+  boost_bench() {   # boost_bench TABLE RUN STEPS WANT_S [-D ...]: BOOST's tokens/s of a run
+    local table=$1 run=$2 steps=$3 want=$4 t; shift 4
+    local log="$TMP/bench-$run.jsonl" cmd
+    t=$(budget "$want" 30) || { skip "bench BOOST $run"; return; }
+    cmd=("$BOOST" train "$run" -D steps="$steps" -D eval_every=0 "${data[@]}" "$@" --backend "$DUT" --quiet --val-batches 1 --log "$log")
+    echo "${cmd[*]}" | sed "s#$TMP/#\$TMP/#g" >>"$TMP/commands.txt"
+    rm -f "$log"
+    timeout "$t" "${cmd[@]}" >"$TMP/bench-$run.txt" 2>&1
+    local rc=$?
+    "$PY" - "$log" "$run" "$table" "$rc" "$BOOST" "$GPU" "$DUT" "$@" >>"$OUT/bench.jsonl" <<'PY'
+import json, re, statistics, subprocess, sys
+log, run, table, rc, boost, gpu, dut = sys.argv[1:8]
+defs = sys.argv[8:]
+rec = {"run": run, "mode": "boost", "table": table}
+try:
+    rows = [json.loads(l) for l in open(log) if l.strip().startswith("{")]
+    rows = [r for r in rows if "tokens_per_s" in r]
+except OSError:
+    rows = []
+if not rows:
+    rec["error"] = f"exit {rc}" + (" (timed out)" if rc == "124" else "") + ", no steps logged"
+else:
+    half = rows[len(rows) // 2:]
+    tps = statistics.median(r["tokens_per_s"] for r in half)
+    rep = json.loads(subprocess.run([boost, "report", run, "--json"] + defs, capture_output=True, text=True).stdout)
+    peak = None
+    if gpu and dut == "cuda":
+        peak = float(re.search(r"bf16_tflops\s*=\s*([0-9.]+)", open(f"specs/gpus/{gpu}.lua").read()).group(1))
+    rec.update({"steps": len(rows), "tokens_per_step": rep["tokens_per_microbatch"], "tokens_per_s": tps,
+                "flops_per_token": rep["flops_per_token"], "peak_tflops": peak,
+                "mfu": rep["flops_per_token"] * tps / (peak * 1e12) if peak else None, "loss_last": rows[-1]["loss"]})
+    if rc != "0":
+        rec["note"] = f"exit {rc}"
+print(json.dumps(rec))
+PY
+    local last; last=$(tail -1 "$OUT/bench.jsonl")
+    case "$last" in *'"error"'*) say "FAIL - bench BOOST $run: $last: $(tail -2 "$TMP/bench-$run.txt" | tr '\n' ' ')"; fails=$((fails + 1));;
+                    *) say "bench BOOST $run: $last";; esac
+  }
+  torch_bench() {   # torch_bench RUN MODE STEPS WARMUP WANT_S MIN_S [-D ...]
+    local run=$1 mode=$2 steps=$3 warm=$4 want=$5 min=$6 t; shift 6
+    [ "$TORCH" = 1 ] || return
+    t=$(budget "$want" "$min") || { skip "bench PyTorch $mode $run"; echo "{\"run\": \"$run\", \"mode\": \"$mode\", \"error\": \"skipped: out of time\"}" >>"$OUT/bench.jsonl"; return; }
+    local cmd=("${TM[@]}" --bench "$run" "$@" --mode "$mode" --device "$TDEV" --dtype "$TDTYPE" --steps "$steps"
+               --warmup-steps "$warm" --max-seconds $((t / 2)) --compile-backend "$CBACKEND" ${GPU:+--gpu "$GPU"})
+    echo "${cmd[*]}" >>"$TMP/commands.txt"
+    timeout "$t" "${cmd[@]}" >"$TMP/tbench.txt" 2>&1
+    local rc=$?
+    if grep -q '^{' "$TMP/tbench.txt"; then
+      grep '^{' "$TMP/tbench.txt" | tail -1 >>"$OUT/bench.jsonl"
+    else
+      echo "{\"run\": \"$run\", \"mode\": \"$mode\", \"error\": \"exit $rc$([ "$rc" = 124 ] && echo ", timed out after ${t}s")\"}" >>"$OUT/bench.jsonl"
+    fi
+    if [ "$rc" = 0 ]; then say "bench PyTorch $mode $run: $(tail -1 "$OUT/bench.jsonl" | cut -c1-400)"
+    else fails=$((fails + 1)); say "FAIL - bench PyTorch $mode $run (exit $rc): $(grep -v '^{' "$TMP/tbench.txt" | tail -2 | tr '\n' ' ' | cut -c1-300)"; fi
+  }
+  if ! part bench; then :
+  elif [ "${BENCH_QUICK:-0}" = 1 ]; then
+    boost_bench main tiny-cola 30 120 -D tp=1; render_bench
+    torch_bench tiny-cola compile 6 2 120 20 -D tp=1; render_bench
+    torch_bench tiny-cola eager 6 2 120 20 -D tp=1; render_bench
+  else
+    boost_bench main cola-1b-h200 10 150; render_bench
+    torch_bench cola-1b-h200 compile 10 3 240 90; render_bench
+    torch_bench cola-1b-h200 eager 10 3 120 40; render_bench
+    boost_bench main cola-350m-h100 16 120; render_bench
+    torch_bench cola-350m-h100 compile 16 4 200 80; render_bench
+    torch_bench cola-350m-h100 eager 16 4 90 30; render_bench
+  fi
+  sed -n '/^| run/,/^$/p' "$OUT/bench.md" | tee -a "$OUT/run.log"
+fi
+
+if part steps; then
+  section "check steps: every step on $DUT vs cpu"
+  : >"$OUT/steps.md"
+  for d in cola1 cola1-sync llama1 gqa1 svd1 lax1 llama1-meg; do
+    [ -f "$TMP/$d/plan.txt" ] || continue
+    t=$(budget 300 20) || { skip "check steps $d"; continue; }
+    timeout "$t" "$CHECK" steps "$TMP/$d" --against "$DUT" >"$TMP/steps-$d.txt" 2>&1
+    rc=$?
+    grep -E '^(ok|FAIL) - ' "$TMP/steps-$d.txt" | tee -a "$OUT/run.log" >/dev/null
+    if t=$(budget 120 20); then
+      { echo "## $d"; echo; timeout "$t" "$CHECK" steps "$TMP/$d" --against "$DUT" --md 2>&1 | grep '^|' | sed "s#$TMP/##g"; echo; } >>"$OUT/steps.md"
+    fi
+    n=$(grep -c '^FAIL' "$TMP/steps-$d.txt")
+    say "steps $d: exit $rc, $(grep -c '^ok' "$TMP/steps-$d.txt") ok, $n FAIL"
+    [ "$rc" = 0 ] || fails=$((fails + 1))
+    grep '^FAIL' "$TMP/steps-$d.txt" | head -5 | tee -a "$OUT/run.log"
+  done
+fi
+
+if part variants; then
+  section "check model: variants, determinism, tp local mode"
+  model cola1-sync
+  model llama1
+  model gqa1
+  model lax1
+  model cola2 cola1
+  model cola4 cola1
+  model cola2-sync cola1-sync
+  model llama2 llama1
+fi
+
+if part kernels; then
   section "kernels on this arch"
   arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
   arch=sm_${arch:-90}
-  gen k-cola1b cola-1b-h200
-  gen k-cola7b cola-7b-tp4
   : >"$OUT/kernels.md"
+  if budget 60 40 >/dev/null; then
+    gen k-cola1b cola-1b-h200
+    gen k-cola7b cola-7b-tp4
+  fi
   for d in cola1 k-cola1b k-cola7b; do
     [ -f "$TMP/$d/kernels.cu" ] || continue
-    { echo "## $d ($arch)"; echo; timeout 120 "$BOOST" kernels "$TMP/$d" --arch "$arch" --md 2>&1; echo; } >>"$OUT/kernels.md"
+    t=$(budget 120 20) || { skip "kernels $d"; continue; }
+    { echo "## $d ($arch)"; echo; timeout "$t" "$BOOST" kernels "$TMP/$d" --arch "$arch" --md 2>&1; echo; } >>"$OUT/kernels.md"
   done
+fi
 
-  section "bench: tokens/s (boost train --backend $DUT)"
-  {
-    echo "| run | steps | tokens/step | tokens/s (median of the last half) | final loss |"
-    echo "|---|---:|---:|---:|---:|"
-  } >"$OUT/bench.md"
-  data=()
-  if [ ! -f build/corpus.txt ]; then
-    python3 -c "import random; r=random.Random(1); w=[''.join(r.choice('etaoinshrdlu') for _ in range(r.randint(2,8))) for _ in range(5000)]; print(' '.join(r.choice(w) for _ in range(600000)))" >"$TMP/data.txt"
-    data=(-D data="$TMP/data.txt")
-  fi
-  bench() {   # bench RUN STEPS [-D ...]
-    local run=$1 steps=$2; shift 2
-    local log="$TMP/bench-$run.jsonl"
-    if ! timeout 240 "$BOOST" train "$run" -D steps="$steps" -D eval_every=0 "${data[@]}" "$@" --backend "$DUT" --quiet \
-         --log "$log" >"$TMP/bench-$run.txt" 2>&1; then
-      say "FAIL - bench $run: $(tail -3 "$TMP/bench-$run.txt")"
-      fails=$((fails + 1))
-      return
-    fi
-    local tokens
-    tokens=$(grep -o '= [0-9.,kM]* tokens per step' "$TMP/bench-$run.txt" | head -1 | sed 's/= //; s/ tokens per step//')
-    python3 - "$log" "$run" "$steps" "$tokens" >>"$OUT/bench.md" <<'PY'
-import json, sys, statistics
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-rows = [r for r in rows if "tokens_per_s" in r]
-half = rows[len(rows) // 2:] or rows
-tps = statistics.median(r["tokens_per_s"] for r in half)
-tok = sys.argv[4]
-print(f"| {sys.argv[2]} | {sys.argv[3]} | {tok} | {tps:,.0f} | {rows[-1].get('loss', float('nan')):.4f} |")
-PY
-    say "bench $run: $(tail -1 "$OUT/bench.md")"
-  }
-  bench tiny-cola 30 -D tp=1
-  if [ "${BENCH_QUICK:-0}" = 1 ]; then :; else
-  bench cola-60m-h100 20
-  bench llama-60m-h100 20
-  bench cola-350m-h100 10
-  bench llama-350m-h100 10
-  bench cola-1b-h200 6
-  bench llama-1b-h200 6
+if part extra; then
+  section "bench: BOOST alone on more runs"
+  if [ "${BENCH_QUICK:-0}" != 1 ]; then
+    boost_bench boost-only cola-60m-h100 20 60; render_bench
+    boost_bench boost-only llama-60m-h100 20 60; render_bench
+    boost_bench boost-only llama-350m-h100 10 90; render_bench
+    boost_bench boost-only llama-1b-h200 6 120; render_bench
   fi
 fi
 
 section "summary"
 {
   echo
-  echo "checks passed: $(grep -c '^ok - ' "$OUT/run.log"), failed: $(grep -c '^FAIL - ' "$OUT/run.log"), failing parts: $fails"
+  echo "checks passed: $(grep -c '^ok - ' "$OUT/run.log"), failed: $(grep -c '^FAIL - ' "$OUT/run.log"), skipped (out of time or no PyTorch): $(grep -c '^SKIP - ' "$OUT/run.log"), failing parts: $fails; ${SECONDS}s"
   echo
-  echo "Details: steps.md (per step kind, CUDA vs CPU), model.md (training steps, determinism, TP),"
-  echo "kernels.md (registers/spills), bench.md (tokens/s), run.log (everything)."
+  [ -s "$OUT/bench.md" ] && sed -n '/^| run/,/^$/p' "$OUT/bench.md"
+  echo "Details: model.md (training steps $DUT vs cpu, determinism, TP), torch.md (one step vs PyTorch),"
+  echo "bench.md (tokens/s and MFU vs PyTorch), steps.md (per step kind), kernels.md (registers/spills),"
+  echo "run.log (everything)."
 } >>"$OUT/summary.md"
-tail -4 "$OUT/summary.md"
+tail -12 "$OUT/summary.md"
 [ "$fails" = 0 ]

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # nvrtc_gpu_dryrun.sh: the device script tests/gpu/run.sh, run here with the CPU backend on both
-# sides (DUT=cpu, checks only): it builds its check program, generates its plans, and every check
-# passes with zero differences. Keeps the script that only runs on a GPU machine from rotting.
+# sides (DUT=cpu BENCH_QUICK=1): it builds its check program, generates its plans, and every check
+# passes with zero differences; its PyTorch parts run too (PyTorch on the CPU in fp32): the one-step
+# comparison with tests/gpu/torch_model.py (torch.md) and the tokens/s table of BOOST against
+# torch.compile and eager (bench.md). Keeps the script that only runs on a GPU machine from rotting.
 cd "$(dirname "$0")/../.." || exit 2
 source tests/sh/lib.sh
 if ! bash tests/gpu/build.sh >"$TMP/build.log" 2>&1; then
@@ -9,14 +11,17 @@ if ! bash tests/gpu/build.sh >"$TMP/build.log" 2>&1; then
   exit 0
 fi
 ok "tests/gpu/build.sh builds bin/boost and build/gpu/check"
-DUT=cpu GPU_STEPS_ONLY=1 OUT="$TMP/out" bash tests/gpu/run.sh >"$TMP/run.log" 2>&1
+have_torch=0
+python3 -c "import torch" >/dev/null 2>&1 && have_torch=1
+DUT=cpu BENCH_QUICK=1 PARTS=model,torch,bench,steps,variants OUT="$TMP/out" bash tests/gpu/run.sh >"$TMP/run.log" 2>&1
 rc=$?
 passed=$(grep -c '^ok - ' "$TMP/out/run.log")
 failed=$(grep -c '^FAIL - ' "$TMP/out/run.log")
-if [ "$rc" = 0 ] && [ "$failed" = 0 ] && [ "$passed" -gt 100 ]; then
+skipped=$(grep -c '^SKIP - ' "$TMP/out/run.log")
+if [ "$rc" = 0 ] && [ "$failed" = 0 ] && [ "$passed" -gt 100 ] && [ "$skipped" -le $((1 - have_torch)) ]; then
   ok "tests/gpu/run.sh (cpu vs cpu): $passed checks pass"
 else
-  fail "tests/gpu/run.sh (cpu vs cpu)" "exit $rc, $passed ok, $failed FAIL: $(grep '^FAIL' "$TMP/out/run.log" | head -3)"
+  fail "tests/gpu/run.sh (cpu vs cpu)" "exit $rc, $passed ok, $failed FAIL, $skipped SKIP: $(grep -E '^(FAIL|SKIP)' "$TMP/out/run.log" | head -3)"
 fi
 for f in summary.md steps.md model.md; do
   [ -s "$TMP/out/$f" ] && ok "results: $f written" || fail "results: $f" "missing or empty"
@@ -25,3 +30,27 @@ done
 if grep -E '^\| [a-z_]+ \| [0-9]+ \| ([^0]|0[^ ])' "$TMP/out/steps.md" >/dev/null; then
   fail "steps.md: zero error cpu vs cpu" "$(grep -E '^\| [a-z_]+ \| [0-9]+ \| [^0]' "$TMP/out/steps.md" | head -2)"
 else ok "steps.md: zero error cpu vs cpu"; fi
+
+if [ "$have_torch" = 0 ]; then
+  ok "tests/gpu/run.sh PyTorch parts # SKIP PyTorch is not importable here"
+  exit 0
+fi
+# torch.md: a verdict row per model compared, each ok
+rows=$(grep -c -E '^\| tiny-(cola|cola-gqa|llama) \| cpu \| cpu fp32 \|.*\| ok \|$' "$TMP/out/torch.md" 2>/dev/null)
+if [ "$rows" = 3 ] && ! grep -q 'FAIL' "$TMP/out/torch.md"; then
+  ok "torch.md: tiny-cola, tiny-cola-gqa and tiny-llama match PyTorch"
+else
+  fail "torch.md" "$rows of 3 ok rows: $(grep -E '^\| tiny' "$TMP/out/torch.md" | head -3)"
+fi
+# bench.md: the tiny-cola row has numbers in BOOST, compile and eager, and the ratios
+row=$(grep -E '^\| tiny-cola \| 256 \|' "$TMP/out/bench.md")
+if echo "$row" | grep -qE '^\| tiny-cola \| 256 \| [0-9,]+ \| - \| [0-9,]+ \| - \| [0-9,]+ \| - \| [0-9.]+x \| [0-9.]+x \|$'; then
+  ok "bench.md: tiny-cola tokens/s of BOOST, torch.compile and eager, and the ratios"
+else
+  fail "bench.md" "row: '${row:-none}'"
+fi
+if grep -q 'torch_model.py.* --bench tiny-cola .*--mode compile' "$TMP/out/bench.md" && grep -q 'boost train tiny-cola' "$TMP/out/bench.md"; then
+  ok "bench.md: the command lines of every measurement"
+else
+  fail "bench.md: command lines" "$(sed -n '/^Commands/,$p' "$TMP/out/bench.md" | head -5)"
+fi
