@@ -41,6 +41,17 @@ typedef struct Backend {
      * array where only this process's rank is set): sum n values of a host buffer (double when
      * is_f64, else float) over the processes; every process gets the sum. */
     int (*world_allreduce_host)(BackendRank *r, void *host, int64_t n, int is_f64);
+    /* Optional, for overlapping collectives with compute (NULL: the executor calls allreduce /
+     * allgather above, which complete before the next step, as on the CPU). `step` is the
+     * collective's index in Plan.steps_. *_issue starts the collective after the work issued so far
+     * and returns without waiting for it; coll_wait(step) makes the work issued after it on this
+     * rank wait for that collective (on a device: a stream-side wait, not a host wait). The
+     * executor calls coll_wait before the first later step that touches the collective's memory
+     * (its arena range, or any tensor aliasing it) and, at the end of a pass, for every collective
+     * still outstanding. */
+    int (*allreduce_issue)(BackendRank *r, int step, const CollArgs *c, void *buf);
+    int (*allgather_issue)(BackendRank *r, int step, const CollArgs *c, void *src, void *dst);
+    int (*coll_wait)(BackendRank *r, int step);
 } Backend;
 
 extern const Backend backend_cpu;

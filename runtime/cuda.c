@@ -64,12 +64,18 @@ typedef struct {
     CUdeviceptr ptr[CUDA_MAX_TP];
     CUdeviceptr dptrs;            /* device copy of ptr[] for the all-reduce kernel */
     BackendRank *ranks[CUDA_MAX_TP];
+    CUdeviceptr step_ptrs;        /* [nsteps][tp]: every rank's buffer of each all-reduce step, uploaded once */
 } CudaGroup;
 
 struct BackendRank {
     const Plan *p;
     int rank, tp;
-    CUstream stream;
+    CUstream stream;              /* compute: GEMMs, kernels, copies */
+    CUstream comm;                /* collectives (multi-process mode; rank 0's for the whole group in local mode) */
+    int comm_used;                /* work went to `comm` since the rank last waited for it */
+    CUevent *ev_ready, *ev_done;  /* per plan step (collectives): compute reached the issue / the collective is done */
+    CUdeviceptr gemm_ptrs;        /* grouped GEMMs: per member, [B, A, C] pointer arrays uploaded once at open */
+    CUdeviceptr *gemm_ptrs_host;  /* the same on the host, to check the executor passes these pointers */
     void *blas;
     CUdeviceptr arena, io, params, grads, master, adam_m, adam_v, scratch;
     size_t io_bytes, scratch_bytes;
@@ -77,7 +83,10 @@ struct BackendRank {
     int64_t *param_off;           /* per param: element offset */
     CUdeviceptr *tptr;            /* per tensor */
     CudaGroup *group;
-    ncclComm_t comm;              /* multi-process mode: the NCCL communicator of the world */
+    ncclComm_t nccl_comm;         /* multi-process mode: the NCCL communicator of the world */
+    int world;                    /* multi-process mode */
+    int dead;                     /* the communicator was aborted after a failure: no more collectives */
+    double nccl_timeout;          /* seconds a host wait may take in multi-process mode (BOOST_NCCL_TIMEOUT) */
     CUdeviceptr coll_buf;         /* multi-process mode: staging for all-gathers and host sums */
     size_t coll_bytes;
     int sync_steps;               /* BOOST_CUDA_SYNC=1: synchronise after every step */
@@ -420,18 +429,62 @@ static void cuda_rank_close(BackendRank *r) {
     if (!r) return;
     if (api_ok && r->opened) {
         api.cuCtxSetCurrent(shared.ctx);
-        if (r->stream) api.cuStreamSynchronize(r->stream);
+        if (!r->dead) {   /* after an abort the streams may hold work that never ends: do not wait */
+            if (r->stream) api.cuStreamSynchronize(r->stream);
+            if (r->comm) api.cuStreamSynchronize(r->comm);
+        }
         if (r->blas) api.cublasDestroy_v2(r->blas);
-        if (r->comm) nccl.ncclCommDestroy(r->comm);
+        if (r->nccl_comm) nccl.ncclCommDestroy(r->nccl_comm);
         if (r->coll_buf) api.cuMemFree_v2(r->coll_buf);
-        CUdeviceptr bufs[] = {r->arena, r->io, r->params, r->grads, r->master, r->adam_m, r->adam_v, r->scratch};
+        CUdeviceptr bufs[] = {r->arena, r->io, r->params, r->grads, r->master, r->adam_m, r->adam_v, r->scratch,
+                              r->gemm_ptrs};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) api.cuMemFree_v2(bufs[i]);
+        for (int s = 0; r->ev_ready && s < r->p->nsteps; s++) {
+            if (r->ev_ready[s]) api.cuEventDestroy_v2(r->ev_ready[s]);
+            if (r->ev_done[s]) api.cuEventDestroy_v2(r->ev_done[s]);
+        }
         if (r->stream) api.cuStreamDestroy_v2(r->stream);
+        if (r->comm) api.cuStreamDestroy_v2(r->comm);
         shared_close();
     }
+    free(r->ev_ready); free(r->ev_done);
+    free(r->gemm_ptrs_host);
     free(r->param_off);
     free(r->tptr);
     free(r);
+}
+
+/* Where the executor's operand resolution puts an operand on rank r (runtime/exec.c: the tensor's
+ * base plus the rank's element offset at the tensor's dtype). */
+static CUdeviceptr operand_ptr(const BackendRank *r, const Operand *op) {
+    return r->tptr[op->tensor] + rank_int(op->off, r->rank) * (int64_t)plan_dtype_size(r->p->tensors[op->tensor].dtype);
+}
+
+/* Grouped GEMMs read device arrays of pointers. The plan is static, so each grouped step's arrays
+ * ([B], [A], [C] per member, in the order of cuBLAS's swapped operands) are uploaded once here. */
+static int upload_grouped_ptrs(BackendRank *r) {
+    const Plan *p = r->p;
+    int any = 0;
+    for (int s = 0; s < p->nsteps; s++) any |= p->steps_[s].kind == ST_GROUPED_GEMM;
+    if (!any || p->nmembers == 0) return 0;
+    size_t n = 3 * (size_t)p->nmembers;
+    r->gemm_ptrs_host = calloc(n, sizeof *r->gemm_ptrs_host);
+    if (!r->gemm_ptrs_host) return rfail(r, "out of memory");
+    for (int s = 0; s < p->nsteps; s++) {
+        const PlanStep *st = &p->steps_[s];
+        if (st->kind != ST_GROUPED_GEMM) continue;
+        CUdeviceptr *h = r->gemm_ptrs_host + 3 * (size_t)st->first_member;
+        int m = st->nmembers;
+        for (int i = 0; i < m; i++) {
+            const GemmArgs *g = &p->members[st->first_member + i];
+            h[i] = operand_ptr(r, &g->B);
+            h[m + i] = operand_ptr(r, &g->A);
+            h[2 * m + i] = operand_ptr(r, &g->C);
+        }
+    }
+    CU(r, api.cuMemAlloc_v2(&r->gemm_ptrs, n * sizeof(CUdeviceptr)));
+    CU(r, api.cuMemcpyHtoD_v2(r->gemm_ptrs, r->gemm_ptrs_host, n * sizeof(CUdeviceptr)));
+    return 0;
 }
 
 static CUresult alloc_zero(CUdeviceptr *p, size_t bytes) {
@@ -464,6 +517,12 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
     const char *what = "";
     if (!r->tptr || !r->param_off) { snprintf(err, errlen, "out of memory"); goto fail_nostream; }
     if ((rc = api.cuStreamCreate(&r->stream, 0)) != 0) { what = "creating a stream"; goto fail_cu; }
+    if ((rc = api.cuStreamCreate(&r->comm, 0)) != 0) { what = "creating the collectives' stream"; goto fail_cu; }
+    r->ev_ready = calloc(p->nsteps + 1, sizeof *r->ev_ready);
+    r->ev_done = calloc(p->nsteps + 1, sizeof *r->ev_done);
+    if (!r->ev_ready || !r->ev_done) { snprintf(err, errlen, "out of memory"); goto fail; }
+    const char *tv = getenv("BOOST_NCCL_TIMEOUT");
+    r->nccl_timeout = tv && atof(tv) > 0 ? atof(tv) : 600;
     if (api.cublasCreate_v2(&r->blas) != 0) {
         snprintf(err, errlen, "cuBLAS could not be initialised on rank %d", rank);
         goto fail;
@@ -506,6 +565,7 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
         case TK_GRAD: r->tptr[t] = r->grads + r->param_off[T->param] * 4; break;
         }
     }
+    if (upload_grouped_ptrs(r)) { snprintf(err, errlen, "rank %d: %s", rank, r->err); goto fail; }
     return r;
 fail_cu:
     snprintf(err, errlen, "rank %d: %s failed: %s", rank, what, cu_str(rc));
@@ -589,78 +649,141 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
     char path[1100];
     if (nccl_exchange_id(r->p, rank, &id, path, sizeof path, err, errlen)) return -1;
     api.cuCtxSetCurrent(shared.ctx);
-    ncclResult_t rc = nccl.ncclCommInitRank(&r->comm, size, id, rank);
+    ncclResult_t rc = nccl.ncclCommInitRank(&r->nccl_comm, size, id, rank);
     if (rank == 0) unlink(path);   /* every rank has joined: the id is used up */
     if (rc != 0) {
-        r->comm = NULL;
+        r->nccl_comm = NULL;
         snprintf(err, errlen, "rank %d of %d: ncclCommInitRank failed: %s", rank, size, nccl.ncclGetErrorString(rc));
         return -1;
     }
+    r->world = 1;
+    /* the all-gathers' staging, once for the largest (freeing device memory later would wait for the device) */
+    size_t need = 256;
+    for (int s = 0; s < r->p->nsteps; s++) {
+        const PlanStep *st = &r->p->steps_[s];
+        size_t b = st->kind == ST_ALLGATHER ? (size_t)(st->coll.rows * st->coll.cols) * plan_dtype_size(st->coll.dtype) * (size + 1) : 0;
+        if (b > need) need = b;
+    }
+    if (api.cuMemAlloc_v2(&r->coll_buf, need) != 0) {
+        snprintf(err, errlen, "rank %d of %d: allocating %zu bytes for the all-gathers failed", rank, size, need);
+        return -1;
+    }
+    r->coll_bytes = need;
     return 0;
 }
 
-static int coll_reserve(BackendRank *r, size_t bytes) {
-    if (bytes <= r->coll_bytes) return 0;
-    if (r->coll_buf) api.cuMemFree_v2(r->coll_buf);
-    r->coll_buf = 0; r->coll_bytes = 0;
-    CU(r, api.cuMemAlloc_v2(&r->coll_buf, bytes));
-    r->coll_bytes = bytes;
+/* Multi-process mode: NCCL failed or a wait ran past the timeout. Abort the communicator (its
+ * queued work ends instead of waiting for a peer that is gone), refuse further collectives, and
+ * say which rank stopped and what to do. */
+static int world_abort(BackendRank *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int world_abort(BackendRank *r, const char *fmt, ...) {
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (r->nccl_comm && !r->dead) nccl.ncclCommAbort(r->nccl_comm);
+    r->nccl_comm = NULL;
+    r->dead = 1;
+    return rfail(r, "rank %d of %d: %s; NCCL was aborted and this rank stops. Another rank has probably died or "
+                 "failed: look at its output (its own error comes first), then restart all %d ranks "
+                 "(--resume from the last checkpoint)", r->rank, r->tp, what, r->tp);
+}
+
+/* The host waits for stream s. Local mode: a plain synchronize. Multi-process mode: poll the stream
+ * and NCCL's asynchronous error, so a peer that died ends the wait (ncclCommAbort, an error naming
+ * this rank) instead of hanging in the next collective forever; BOOST_NCCL_TIMEOUT (default 600 s)
+ * bounds the wait when nothing reports an error. */
+static int host_wait(BackendRank *r, CUstream s, const char *what) {
+    if (!r->world) {
+        CU(r, api.cuStreamSynchronize(s));
+        return 0;
+    }
+    if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->rank);
+    double t0 = wall_s();
+    unsigned nap = 1;
+    for (;;) {
+        CUresult q = api.cuStreamQuery(s);
+        if (q == 0) return 0;
+        if (q != CUDA_ERROR_NOT_READY_) CU(r, q);
+        ncclResult_t async_err = NCCL_SUCCESS_;
+        ncclResult_t qr = nccl.ncclCommGetAsyncError(r->nccl_comm, &async_err);
+        if (qr != NCCL_SUCCESS_) async_err = qr;
+        if (async_err != NCCL_SUCCESS_ && async_err != NCCL_IN_PROGRESS_)
+            return world_abort(r, "NCCL reports '%s' while waiting for %s", nccl.ncclGetErrorString(async_err), what);
+        if (wall_s() - t0 > r->nccl_timeout)
+            return world_abort(r, "%s did not finish within %.0f s (BOOST_NCCL_TIMEOUT; raise it if steps are "
+                               "legitimately that slow)", what, r->nccl_timeout);
+        usleep(nap);
+        if (nap < 1000) nap *= 2;
+    }
+}
+
+/* Everything this rank queued is done (both streams). */
+static int rank_idle(BackendRank *r, const char *what) {
+    if (host_wait(r, r->stream, what)) return -1;
+    if (r->comm_used) {
+        if (host_wait(r, r->comm, what)) return -1;
+        r->comm_used = 0;
+    }
     return 0;
 }
 
 #define NCCL(r, call) do { ncclResult_t nrc_ = (call); if (nrc_ != 0) \
-    return rfail((r), "%s failed: %s (NCCL error %d)", #call, nccl.ncclGetErrorString(nrc_), (int)nrc_); } while (0)
+    return world_abort((r), "%s failed: %s (NCCL error %d)", #call, nccl.ncclGetErrorString(nrc_), (int)nrc_); } while (0)
 
 static int nccl_dtype(int dt) { return dt == PDT_FP32 ? NCCL_FLOAT32_ : NCCL_BFLOAT16_; }
 
-static int world_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
-    api.cuCtxSetCurrent(shared.ctx);
-    NCCL(r, nccl.ncclAllReduce(buf, buf, (size_t)c->elems, nccl_dtype(c->dtype), NCCL_SUM_, r->comm, r->stream));
+/* Copies of [rows, cols] blocks with row pitches, on stream s. */
+static int copy_2d(BackendRank *r, CUstream s, CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch,
+                   size_t width, size_t rows) {
+    CUDA_MEMCPY2D_ m;
+    memset(&m, 0, sizeof m);
+    m.srcMemoryType = CU_MEMORYTYPE_DEVICE_;
+    m.srcDevice = src;
+    m.srcPitch = spitch;
+    m.dstMemoryType = CU_MEMORYTYPE_DEVICE_;
+    m.dstDevice = dst;
+    m.dstPitch = dpitch;
+    m.WidthInBytes = width;
+    m.Height = rows;
+    CU(r, api.cuMemcpy2DAsync_v2(&m, s));
     return 0;
 }
 
 /* src [rows, cols] with row pitch ld_src -> dst [rows, tp*cols] with pitch ld_dst, rank q's block at
- * column q*cols: packed into coll_buf's last slot, gathered into slots 0..tp-1, then placed. */
-static int world_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst) {
-    api.cuCtxSetCurrent(shared.ctx);
+ * column q*cols: packed into coll_buf's last slot, gathered into slots 0..tp-1, then placed; all on
+ * stream s, which must be the only one using coll_buf. */
+static int world_allgather_on(BackendRank *r, CUstream s, const CollArgs *c, void *src, void *dst) {
     size_t es = plan_dtype_size(c->dtype), block = (size_t)(c->rows * c->cols) * es;
-    if (coll_reserve(r, block * (r->tp + 1))) return -1;
+    if (block * (r->tp + 1) > r->coll_bytes) return rfail(r, "all-gather of %zu bytes exceeds the staging", block);
     CUdeviceptr packed = r->coll_buf + block * r->tp;
-    CUDA_MEMCPY2D_ m;
-    memset(&m, 0, sizeof m);
-    m.srcMemoryType = CU_MEMORYTYPE_DEVICE_;
-    m.srcDevice = (CUdeviceptr)(uintptr_t)src;
-    m.srcPitch = c->ld_src * es;
-    m.dstMemoryType = CU_MEMORYTYPE_DEVICE_;
-    m.dstDevice = packed;
-    m.dstPitch = c->cols * es;
-    m.WidthInBytes = c->cols * es;
-    m.Height = c->rows;
-    CU(r, api.cuMemcpy2DAsync_v2(&m, r->stream));
+    if (copy_2d(r, s, packed, c->cols * es, (CUdeviceptr)(uintptr_t)src, c->ld_src * es, c->cols * es, c->rows)) return -1;
     NCCL(r, nccl.ncclAllGather((void *)(uintptr_t)packed, (void *)(uintptr_t)r->coll_buf, (size_t)(c->rows * c->cols),
-                               nccl_dtype(c->dtype), r->comm, r->stream));
-    for (int q = 0; q < r->tp; q++) {
-        m.srcDevice = r->coll_buf + block * q;
-        m.srcPitch = c->cols * es;
-        m.dstDevice = (CUdeviceptr)(uintptr_t)dst + q * c->cols * es;
-        m.dstPitch = c->ld_dst * es;
-        CU(r, api.cuMemcpy2DAsync_v2(&m, r->stream));
-    }
+                               nccl_dtype(c->dtype), r->nccl_comm, s));
+    for (int q = 0; q < r->tp; q++)
+        if (copy_2d(r, s, (CUdeviceptr)(uintptr_t)dst + q * c->cols * es, c->ld_dst * es, r->coll_buf + block * q,
+                    c->cols * es, c->cols * es, c->rows)) return -1;
     return 0;
 }
 
 static int cuda_world_allreduce_host(BackendRank *r, void *host, int64_t n, int is_f64) {
-    if (!r->comm) return rfail(r, "sums across processes need the multi-process mode");
+    if (!r->world) return rfail(r, "sums across processes need the multi-process mode");
     api.cuCtxSetCurrent(shared.ctx);
     size_t bytes = (size_t)n * (is_f64 ? 8 : 4);
     if (n <= 0) return 0;
-    if (coll_reserve(r, bytes)) return -1;
-    CU(r, api.cuStreamSynchronize(r->stream));
-    CU(r, api.cuMemcpyHtoD_v2(r->coll_buf, host, bytes));
+    if (rank_idle(r, "the work before a sum across the processes")) return -1;
+    if (bytes > r->coll_bytes) {   /* not in a training step: canonical tensors for checkpoints */
+        api.cuMemFree_v2(r->coll_buf);
+        r->coll_buf = 0; r->coll_bytes = 0;
+        CU(r, api.cuMemAlloc_v2(&r->coll_buf, bytes));
+        r->coll_bytes = bytes;
+    }
+    CU(r, api.cuMemcpyHtoDAsync_v2(r->coll_buf, host, bytes, r->stream));
     NCCL(r, nccl.ncclAllReduce((void *)(uintptr_t)r->coll_buf, (void *)(uintptr_t)r->coll_buf, (size_t)n,
-                               is_f64 ? NCCL_FLOAT64_ : NCCL_FLOAT32_, NCCL_SUM_, r->comm, r->stream));
-    CU(r, api.cuStreamSynchronize(r->stream));
-    CU(r, api.cuMemcpyDtoH_v2(host, r->coll_buf, bytes));
+                               is_f64 ? NCCL_FLOAT64_ : NCCL_FLOAT32_, NCCL_SUM_, r->nccl_comm, r->stream));
+    if (host_wait(r, r->stream, "a sum across the processes")) return -1;
+    CU(r, api.cuMemcpyDtoHAsync_v2(host, r->coll_buf, bytes, r->stream));
     return 0;
 }
 
@@ -675,13 +798,124 @@ static int cuda_group_init(BackendRank **ranks, int tp, char *err, size_t errlen
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     api.cuCtxSetCurrent(shared.ctx);
-    if (api.cuMemAlloc_v2(&g->dptrs, CUDA_MAX_TP * sizeof(CUdeviceptr)) != 0) {
-        snprintf(err, errlen, "allocating the all-reduce pointer table failed");
-        free(g);
+    /* every rank's buffer of every all-reduce step, for the summing kernel: the plan is static */
+    const Plan *p = ranks[0]->p;
+    size_t nptr = (size_t)p->nsteps * tp;
+    CUdeviceptr *h = calloc(nptr ? nptr : 1, sizeof *h);
+    if (!h || api.cuMemAlloc_v2(&g->dptrs, CUDA_MAX_TP * sizeof(CUdeviceptr)) != 0 ||
+        api.cuMemAlloc_v2(&g->step_ptrs, (nptr ? nptr : 1) * sizeof(CUdeviceptr)) != 0) {
+        snprintf(err, errlen, "allocating the all-reduce pointer tables failed");
+        free(h); free(g);
         return -1;
     }
+    for (int s = 0; s < p->nsteps; s++)
+        if (p->steps_[s].kind == ST_ALLREDUCE)
+            for (int q = 0; q < tp; q++) h[(size_t)s * tp + q] = operand_ptr(ranks[q], &p->steps_[s].coll.buf);
+    CUresult rc = api.cuMemcpyHtoD_v2(g->step_ptrs, h, (nptr ? nptr : 1) * sizeof *h);
+    free(h);
+    if (rc != 0) { snprintf(err, errlen, "uploading the all-reduce pointer tables failed: %s", cu_str(rc)); free(g); return -1; }
     for (int i = 0; i < tp; i++) { g->ranks[i] = ranks[i]; ranks[i]->group = g; }
     /* the group is freed with the process: ranks close in their own threads in any order */
+    return 0;
+}
+
+/* ---------------- collectives on their own stream ---------------- */
+static int step_event(BackendRank *r, CUevent *evs, int step, CUevent *out) {
+    if (step < 0 || step >= r->p->nsteps) return rfail(r, "collective step %d is outside the plan", step);
+    if (!evs[step]) CU(r, api.cuEventCreate(&evs[step], CU_EVENT_DISABLE_TIMING_));
+    *out = evs[step];
+    return 0;
+}
+
+static int launch_on(BackendRank *r, CUstream s, const char *name, int64_t grid, int64_t block, int64_t smem, void **args);
+
+/* Local mode, on rank 0's collective stream for the whole group: wait until every rank's compute
+ * stream has reached the collective, run it, record the done event that the ranks' compute streams
+ * wait on before the first step that touches the memory. The host threads meet twice (to see each
+ * other's events); the device is not synchronised with the host. */
+static int local_issue(BackendRank *r, int step, const CollArgs *c, int gather) {
+    CudaGroup *g = r->group;
+    CUevent ready, done;
+    if (step_event(r, r->ev_ready, step, &ready)) return -1;
+    CU(r, api.cuEventRecord(ready, r->stream));
+    if (group_barrier(g)) return rfail(r, "collective abandoned: another rank failed");
+    int rc = 0;
+    if (r->rank == 0) {
+        BackendRank *r0 = r;
+        for (int q = 0; q < g->tp && !rc; q++) {
+            CUresult e = api.cuStreamWaitEvent(r0->comm, g->ranks[q]->ev_ready[step], 0);
+            if (e) rc = rfail(r, "collective: waiting for rank %d failed: %s", q, cu_str(e));
+        }
+        const PlanStep *st = &r->p->steps_[step];
+        if (!rc && !gather) {
+            CUdeviceptr table = g->step_ptrs + (size_t)step * g->tp * sizeof(CUdeviceptr);
+            long long n = c->elems;
+            int tpv = g->tp;
+            void *args[] = {&table, &tpv, &n};
+            int64_t blocks = (n + 255) / 256;
+            if (blocks > 4096) blocks = 4096;
+            rc = launch_on(r, r0->comm, c->dtype == PDT_FP32 ? "boost_allreduce_fp32" : "boost_allreduce_bf16", blocks,
+                           256, 0, args);
+        }
+        size_t es = plan_dtype_size(c->dtype);
+        for (int dst = 0; !rc && gather && dst < g->tp; dst++)
+            for (int q = 0; !rc && q < g->tp; q++)
+                rc = copy_2d(r, r0->comm, operand_ptr(g->ranks[dst], &st->coll.dst) + q * c->cols * es, c->ld_dst * es,
+                             operand_ptr(g->ranks[q], &st->coll.src), c->ld_src * es, c->cols * es, c->rows);
+        if (!rc && step_event(r, r->ev_done, step, &done) == 0) {
+            CUresult e = api.cuEventRecord(done, r0->comm);
+            if (e) rc = rfail(r, "collective: recording its end failed: %s", cu_str(e));
+        } else if (!rc) rc = -1;
+        r0->comm_used = 1;
+        if (!rc && r->sync_steps && api.cuStreamSynchronize(r0->comm) != 0)
+            rc = rfail(r, "%s failed on the device (BOOST_CUDA_SYNC=1)", gather ? "all-gather" : "all-reduce");
+    }
+    if (group_barrier(g)) return rc ? rc : rfail(r, "collective abandoned: another rank failed");
+    return rc;
+}
+
+/* Multi-process mode: the same on this rank's collective stream with NCCL. */
+static int world_issue(BackendRank *r, int step, const CollArgs *c, void *buf, void *src, void *dst) {
+    if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->rank);
+    CUevent ready, done;
+    if (step_event(r, r->ev_ready, step, &ready) || step_event(r, r->ev_done, step, &done)) return -1;
+    CU(r, api.cuEventRecord(ready, r->stream));
+    CU(r, api.cuStreamWaitEvent(r->comm, ready, 0));
+    if (buf) NCCL(r, nccl.ncclAllReduce(buf, buf, (size_t)c->elems, nccl_dtype(c->dtype), NCCL_SUM_, r->nccl_comm, r->comm));
+    else if (world_allgather_on(r, r->comm, c, src, dst)) return -1;
+    CU(r, api.cuEventRecord(done, r->comm));
+    r->comm_used = 1;
+    if (r->sync_steps) return host_wait(r, r->comm, buf ? "an all-reduce (BOOST_CUDA_SYNC=1)" : "an all-gather (BOOST_CUDA_SYNC=1)");
+    return 0;
+}
+
+static int cuda_allreduce_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
+    api.cuCtxSetCurrent(shared.ctx);
+    if (r->world) return world_issue(r, step, c, buf, NULL, NULL);
+    if (!r->group || r->group->tp <= 1) return 0;
+    return local_issue(r, step, c, 0);
+}
+
+static int cuda_allgather_issue(BackendRank *r, int step, const CollArgs *c, void *src, void *dst) {
+    api.cuCtxSetCurrent(shared.ctx);
+    if (r->world) return world_issue(r, step, c, NULL, src, dst);
+    if (!r->group || r->group->tp <= 1) {   /* one rank: a copy in stream order */
+        size_t es = plan_dtype_size(c->dtype);
+        return copy_2d(r, r->stream, (CUdeviceptr)(uintptr_t)dst, c->ld_dst * es, (CUdeviceptr)(uintptr_t)src,
+                       c->ld_src * es, c->cols * es, c->rows);
+    }
+    return local_issue(r, step, c, 1);
+}
+
+/* The compute stream waits (on the device) for collective `step`: this rank's own done event in
+ * multi-process mode, rank 0's in local mode. A collective that was not issued (one rank) has no
+ * event and nothing to wait for. */
+static int cuda_coll_wait(BackendRank *r, int step) {
+    if (step < 0 || step >= r->p->nsteps) return rfail(r, "collective step %d is outside the plan", step);
+    CUevent done = r->world ? r->ev_done[step] : r->group && r->group->tp > 1 ? r->group->ranks[0]->ev_done[step] : NULL;
+    if (!done) return 0;
+    api.cuCtxSetCurrent(shared.ctx);
+    CU(r, api.cuStreamWaitEvent(r->stream, done, 0));
     return 0;
 }
 
@@ -751,10 +985,18 @@ static int cuda_grouped_gemm(BackendRank *r, int n, const GemmArgs *g, void **A,
         alpha[i] = (float)g[i].alpha; beta[i] = (float)g[i].beta; size[i] = 1;
         hp[i] = (CUdeviceptr)(uintptr_t)B[i]; hp[n + i] = (CUdeviceptr)(uintptr_t)A[i]; hp[2 * n + i] = (CUdeviceptr)(uintptr_t)C[i];
     }
-    /* the pointer arrays live in device scratch; wait for the previous grouped call to finish reading them */
-    CU(r, api.cuStreamSynchronize(r->stream));
-    CU(r, api.cuMemcpyHtoD_v2(r->scratch, hp, 3 * n * sizeof *hp));
-    CUdeviceptr dp = r->scratch;
+    /* the pointer arrays of a plan step were uploaded at open (g points into the plan's members);
+     * other callers' arrays go through scratch, after the previous grouped call has read it */
+    CUdeviceptr dp = 0;
+    ptrdiff_t first = g - r->p->members;
+    if (r->gemm_ptrs && first >= 0 && first + n <= r->p->nmembers &&
+        !memcmp(r->gemm_ptrs_host + 3 * first, hp, 3 * n * sizeof *hp))
+        dp = r->gemm_ptrs + 3 * first * sizeof(CUdeviceptr);
+    else {
+        CU(r, api.cuStreamSynchronize(r->stream));
+        CU(r, api.cuMemcpyHtoD_v2(r->scratch, hp, 3 * n * sizeof *hp));
+        dp = r->scratch;
+    }
     int at = cublas_type(dtype_of(r, &g[0].A)), ct = cublas_type(dtype_of(r, &g[0].C));
     int st = api.cublasGemmGroupedBatchedEx(r->blas, transa, transb, m, nn, k, alpha,
                                             (const void *const *)(uintptr_t)dp, at, lda,
@@ -768,13 +1010,17 @@ static int cuda_grouped_gemm(BackendRank *r, int n, const GemmArgs *g, void **A,
 }
 
 /* ---------------- fused kernels ---------------- */
-static int launch(BackendRank *r, const char *name, int64_t grid, int64_t block, int64_t smem, void **args) {
+static int launch_on(BackendRank *r, CUstream s, const char *name, int64_t grid, int64_t block, int64_t smem, void **args) {
     CUfunction fn = get_fn(name);
     if (!fn) return rfail(r, "kernel %s is not in %s: regenerate the plan and kernels with 'boost gen'", name, shared.src_path);
     if (grid <= 0 || grid > 0x7fffffff || block <= 0 || block > 1024)
         return rfail(r, "kernel %s: launch configuration out of range (grid %lld)", name, (long long)grid);
-    CU(r, api.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, (unsigned)smem, r->stream, args, NULL));
+    CU(r, api.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, (unsigned)smem, s, args, NULL));
     return 0;
+}
+
+static int launch(BackendRank *r, const char *name, int64_t grid, int64_t block, int64_t smem, void **args) {
+    return launch_on(r, r->stream, name, grid, block, smem, args);
 }
 
 /* The launch parameters of kernel step k: pointers in catalog order (NULL when absent), then the
@@ -860,9 +1106,14 @@ int cuda_time_kernel(BackendRank *r, void *module, const char *name, const Kerne
     return 0;
 }
 
-/* ---------------- collectives (local mode) ---------------- */
+/* ---------------- collectives that complete before returning (without the executor's overlap) ---------------- */
 static int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
-    if (r->comm) return world_allreduce(r, c, buf);
+    if (r->world) {
+        api.cuCtxSetCurrent(shared.ctx);
+        if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->rank);
+        NCCL(r, nccl.ncclAllReduce(buf, buf, (size_t)c->elems, nccl_dtype(c->dtype), NCCL_SUM_, r->nccl_comm, r->stream));
+        return 0;
+    }
     CudaGroup *g = r->group;
     if (!g || g->tp <= 1) return 0;
     api.cuCtxSetCurrent(shared.ctx);
@@ -888,7 +1139,12 @@ static int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
 }
 
 static int cuda_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst) {
-    if (r->comm) return world_allgather(r, c, src, dst);
+    if (r->world) {
+        api.cuCtxSetCurrent(shared.ctx);
+        if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->rank);
+        if (rank_idle(r, "the collectives before an all-gather")) return -1;   /* coll_buf is free */
+        return world_allgather_on(r, r->stream, c, src, dst);
+    }
     CudaGroup *g = r->group;
     int tp = g ? g->tp : 1;
     api.cuCtxSetCurrent(shared.ctx);
@@ -929,6 +1185,19 @@ static float bf16_to_f32(uint16_t h) {
     return f;
 }
 
+/* Device -> host after the compute stream's work so far: the one host wait of a read-back (the
+ * copy to pageable memory returns when it is done). Multi-process mode polls first (host_wait), so
+ * a dead peer ends the wait instead of hanging in it. */
+static int read_back(BackendRank *r, void *host, CUdeviceptr src, size_t bytes, const char *what) {
+    if (r->world) {
+        char w[160];
+        snprintf(w, sizeof w, "the steps before reading %.100s", what);
+        if (host_wait(r, r->stream, w)) return -1;
+    }
+    CU(r, api.cuMemcpyDtoHAsync_v2(host, src, bytes, r->stream));
+    return 0;
+}
+
 /* The fp32 view of tensor t: params read their master weights. */
 static CUdeviceptr fp32_source(BackendRank *r, int t, int *is_bf16) {
     const PlanTensor *T = &r->p->tensors[t];
@@ -944,32 +1213,31 @@ static int cuda_to_host(BackendRank *r, int t, float *host) {
     int64_t n = numel(T);
     int bf;
     CUdeviceptr src = fp32_source(r, t, &bf);
-    CU(r, api.cuStreamSynchronize(r->stream));
     if (T->dtype == PDT_I32 && T->kind != TK_PARAM) {
         int32_t *tmp = malloc(n * 4);
         if (!tmp) return rfail(r, "out of memory");
-        CUresult rc = api.cuMemcpyDtoH_v2(tmp, src, n * 4);
+        int rc = read_back(r, tmp, src, n * 4, T->name);
         for (int64_t i = 0; i < n; i++) host[i] = (float)tmp[i];
         free(tmp);
-        CU(r, rc);
-        return 0;
+        return rc;
     }
-    if (!bf) { CU(r, api.cuMemcpyDtoH_v2(host, src, n * 4)); return 0; }
+    if (!bf) return read_back(r, host, src, n * 4, T->name);
     uint16_t *tmp = malloc(n * 2);
     if (!tmp) return rfail(r, "out of memory");
-    CUresult rc = api.cuMemcpyDtoH_v2(tmp, src, n * 2);
+    int rc = read_back(r, tmp, src, n * 2, T->name);
     for (int64_t i = 0; i < n; i++) host[i] = bf16_to_f32(tmp[i]);
     free(tmp);
-    CU(r, rc);
-    return 0;
+    return rc;
 }
 
+/* Host -> device in the compute stream's order: the host data is staged at the call (pageable
+ * memory), so the caller may reuse it at once, and nothing waits for the device. */
 static int upload(BackendRank *r, CUdeviceptr dst, const float *host, int64_t n, int as_bf16) {
-    if (!as_bf16) { CU(r, api.cuMemcpyHtoD_v2(dst, host, n * 4)); return 0; }
+    if (!as_bf16) { CU(r, api.cuMemcpyHtoDAsync_v2(dst, host, n * 4, r->stream)); return 0; }
     uint16_t *tmp = malloc(n * 2);
     if (!tmp) return rfail(r, "out of memory");
     for (int64_t i = 0; i < n; i++) tmp[i] = f32_to_bf16(host[i]);
-    CUresult rc = api.cuMemcpyHtoD_v2(dst, tmp, n * 2);
+    CUresult rc = api.cuMemcpyHtoDAsync_v2(dst, tmp, n * 2, r->stream);
     free(tmp);
     CU(r, rc);
     return 0;
@@ -979,7 +1247,6 @@ static int cuda_from_host(BackendRank *r, int t, const float *host) {
     api.cuCtxSetCurrent(shared.ctx);
     const PlanTensor *T = &r->p->tensors[t];
     int64_t n = numel(T);
-    CU(r, api.cuStreamSynchronize(r->stream));
     if (T->kind == TK_PARAM) {   /* master weights and, for bf16 params, the bf16 copy */
         if (upload(r, r->master + r->param_off[T->param] * 4, host, n, 0)) return -1;
         if (T->dtype == PDT_BF16 && upload(r, r->tptr[t], host, n, 1)) return -1;
@@ -989,7 +1256,7 @@ static int cuda_from_host(BackendRank *r, int t, const float *host) {
         int32_t *tmp = malloc(n * 4);
         if (!tmp) return rfail(r, "out of memory");
         for (int64_t i = 0; i < n; i++) tmp[i] = (int32_t)host[i];
-        CUresult rc = api.cuMemcpyHtoD_v2(r->tptr[t], tmp, n * 4);
+        CUresult rc = api.cuMemcpyHtoDAsync_v2(r->tptr[t], tmp, n * 4, r->stream);
         free(tmp);
         CU(r, rc);
         return 0;
@@ -999,8 +1266,7 @@ static int cuda_from_host(BackendRank *r, int t, const float *host) {
 
 static int cuda_set_i32(BackendRank *r, int t, const int32_t *host) {
     api.cuCtxSetCurrent(shared.ctx);
-    CU(r, api.cuStreamSynchronize(r->stream));
-    CU(r, api.cuMemcpyHtoD_v2(r->tptr[t], host, numel(&r->p->tensors[t]) * 4));
+    CU(r, api.cuMemcpyHtoDAsync_v2(r->tptr[t], host, numel(&r->p->tensors[t]) * 4, r->stream));
     return 0;
 }
 
@@ -1022,8 +1288,7 @@ static int cuda_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
         if (blocks > 4096) blocks = 4096;
         if (launch(r, "adamw_fp32_master_bf16", blocks, 256, 0, args)) return -1;
     }
-    CU(r, api.cuStreamSynchronize(r->stream));
-    return 0;
+    return after_step(r, "adamw");   /* in stream order: the next step's work needs no host wait */
 }
 
 /* Sum of squares of n fp32 values at x (device), added in double on the host in a fixed order. */
@@ -1032,8 +1297,7 @@ static int dev_sumsq(BackendRank *r, CUdeviceptr x, long long n, double *out) {
     void *args[] = {&x, &n, &part};
     if (launch(r, "boost_sumsq_fp32", SUMSQ_BLOCKS, 256, 0, args)) return -1;
     float h[SUMSQ_BLOCKS];
-    CU(r, api.cuStreamSynchronize(r->stream));
-    CU(r, api.cuMemcpyDtoH_v2(h, part, sizeof h));
+    if (read_back(r, h, part, sizeof h, "the gradient norm")) return -1;
     double s = 0;
     for (int i = 0; i < SUMSQ_BLOCKS; i++) s += h[i];
     *out = s;
@@ -1055,7 +1319,7 @@ static double cuda_grad_sq_norm(BackendRank *r) {
             if (!pt->rep) continue;
             if (!g) {
                 g = malloc(pp->rows * pp->cols * sizeof *g);
-                if (!g || api.cuMemcpyDtoH_v2(g, r->grads + r->param_off[i] * 4, pp->rows * pp->cols * 4) != 0) {
+                if (!g || read_back(r, g, r->grads + r->param_off[i] * 4, pp->rows * pp->cols * 4, pp->name)) {
                     free(g);
                     return NAN;
                 }
@@ -1084,17 +1348,14 @@ static int cuda_state_to_host(BackendRank *r, int param, int slot, float *host) 
     api.cuCtxSetCurrent(shared.ctx);
     const PlanParam *pp = &r->p->params[param];
     CUdeviceptr src = (slot == 1 ? r->adam_m : r->adam_v) + r->param_off[param] * 4;
-    CU(r, api.cuStreamSynchronize(r->stream));
-    CU(r, api.cuMemcpyDtoH_v2(host, src, pp->rows * pp->cols * 4));
-    return 0;
+    return read_back(r, host, src, pp->rows * pp->cols * 4, pp->name);
 }
 
 static int cuda_state_from_host(BackendRank *r, int param, int slot, const float *host) {
     api.cuCtxSetCurrent(shared.ctx);
     const PlanParam *pp = &r->p->params[param];
     CUdeviceptr dst = (slot == 1 ? r->adam_m : r->adam_v) + r->param_off[param] * 4;
-    CU(r, api.cuStreamSynchronize(r->stream));
-    CU(r, api.cuMemcpyHtoD_v2(dst, host, pp->rows * pp->cols * 4));
+    CU(r, api.cuMemcpyHtoDAsync_v2(dst, host, pp->rows * pp->cols * 4, r->stream));
     return 0;
 }
 
@@ -1122,4 +1383,7 @@ const Backend backend_cuda = {
     .last_error = cuda_last_error,
     .group_init = cuda_group_init,
     .world_allreduce_host = cuda_world_allreduce_host,
+    .allreduce_issue = cuda_allreduce_issue,
+    .allgather_issue = cuda_allgather_issue,
+    .coll_wait = cuda_coll_wait,
 };

@@ -38,6 +38,8 @@ int cuda_api_load(CudaApi *a, char *why, size_t n) {
     SYM(hd, cuMemAlloc_v2); SYM(hd, cuMemFree_v2); SYM(hd, cuMemsetD8_v2); SYM(hd, cuMemsetD32Async);
     SYM(hd, cuMemcpyHtoD_v2); SYM(hd, cuMemcpyDtoH_v2); SYM(hd, cuMemcpy2DAsync_v2);
     SYM(hd, cuStreamCreate); SYM(hd, cuStreamDestroy_v2); SYM(hd, cuStreamSynchronize);
+    SYM(hd, cuStreamQuery); SYM(hd, cuStreamWaitEvent); SYM(hd, cuEventCreate); SYM(hd, cuEventDestroy_v2);
+    SYM(hd, cuEventRecord); SYM(hd, cuMemcpyHtoDAsync_v2); SYM(hd, cuMemcpyDtoHAsync_v2);
     SYM(hd, cuModuleLoadData); SYM(hd, cuModuleUnload); SYM(hd, cuModuleGetFunction); SYM(hd, cuLaunchKernel);
     SYM(hd, cuGetErrorString);
     const char *blas[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
@@ -68,7 +70,7 @@ int nccl_api_load(NcclApi *a, char *why, size_t n) {
 #define SYM(name) \
     if (!(*(void **)&a->name = dlsym(h, #name))) { snprintf(why, n, "libnccl lacks %s: NCCL too old", #name); return -1; }
     SYM(ncclGetUniqueId); SYM(ncclCommInitRank); SYM(ncclAllReduce); SYM(ncclAllGather); SYM(ncclCommDestroy);
-    SYM(ncclGetErrorString);
+    SYM(ncclGetErrorString); SYM(ncclCommGetAsyncError); SYM(ncclCommAbort);
 #undef SYM
     return 0;
 }

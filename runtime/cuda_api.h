@@ -14,10 +14,12 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
 typedef unsigned long long CUdeviceptr;
 #endif
 
 enum { CU_MEMORYTYPE_HOST_ = 1, CU_MEMORYTYPE_DEVICE_ = 2 };
+enum { CUDA_ERROR_NOT_READY_ = 600, CU_EVENT_DISABLE_TIMING_ = 2 };
 
 /* Same layout as cuda.h's CUDA_MEMCPY2D (checked against the header in tests/unit/test_cuda_backend.c). */
 typedef struct {
@@ -60,6 +62,14 @@ typedef struct {
     CUresult (*cuStreamCreate)(CUstream *, unsigned);
     CUresult (*cuStreamDestroy_v2)(CUstream);
     CUresult (*cuStreamSynchronize)(CUstream);
+    /* streams and events: the collectives run on a stream of their own (runtime/cuda.c) */
+    CUresult (*cuStreamQuery)(CUstream);
+    CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+    CUresult (*cuEventCreate)(CUevent *, unsigned);
+    CUresult (*cuEventDestroy_v2)(CUevent);
+    CUresult (*cuEventRecord)(CUevent, CUstream);
+    CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr, const void *, size_t, CUstream);
+    CUresult (*cuMemcpyDtoHAsync_v2)(void *, CUdeviceptr, size_t, CUstream);
     CUresult (*cuModuleLoadData)(CUmodule *, const void *);
     CUresult (*cuModuleUnload)(CUmodule);
     CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
@@ -97,6 +107,7 @@ typedef ncclDataType_t NcclDtype_;
 typedef ncclRedOp_t NcclOp_;
 #endif
 enum { NCCL_SUM_ = 0, NCCL_FLOAT32_ = 7, NCCL_FLOAT64_ = 8, NCCL_BFLOAT16_ = 9 };
+enum { NCCL_SUCCESS_ = 0, NCCL_IN_PROGRESS_ = 7 };   /* ncclResult_t values */
 
 typedef struct {
     ncclResult_t (*ncclGetUniqueId)(ncclUniqueId *);
@@ -104,6 +115,9 @@ typedef struct {
     ncclResult_t (*ncclAllReduce)(const void *, void *, size_t, NcclDtype_, NcclOp_, ncclComm_t, CUstream);
     ncclResult_t (*ncclAllGather)(const void *, void *, size_t, NcclDtype_, ncclComm_t, CUstream);
     ncclResult_t (*ncclCommDestroy)(ncclComm_t);
+    /* a failed or vanished peer: poll for the error while the host waits, then abort */
+    ncclResult_t (*ncclCommGetAsyncError)(ncclComm_t, ncclResult_t *);
+    ncclResult_t (*ncclCommAbort)(ncclComm_t);
     const char *(*ncclGetErrorString)(ncclResult_t);
 } NcclApi;
 

@@ -37,6 +37,12 @@ struct Engine {
     int64_t coll_bytes;
     int world;                    /* multi-process mode: 1, and this process holds rank `lead` only */
     int lead;                     /* the lowest rank this process holds (0 in local mode) */
+    /* overlap (backends with allreduce_issue): collective steps whose coll_wait goes right before
+     * step s are wait_list[wait_first[s] .. wait_first[s+1]); first_use[c] per collective step c
+     * (bwd1 when nothing in the passes touches its memory again: waited at the end of the pass) */
+    int async_colls;
+    int skip_waits;               /* BOOST_TEST_SKIP_COLL_WAIT=1: leave the waits out (tests show the hazard is caught) */
+    int *first_use, *wait_first, *wait_list;
 };
 
 /* ---------------- worker pool ---------------- */
@@ -126,7 +132,205 @@ static void engine_release(Engine *e) {
     pthread_cond_destroy(&e->cv_work);
     pthread_cond_destroy(&e->cv_done);
     free(e->threads); free(e->ranks); free(e->rank_err);
+    free(e->first_use); free(e->wait_first); free(e->wait_list);
     free(e);
+}
+
+/* ---------------- overlap: where each collective's result is first needed ---------------- */
+/* A byte range a step reads or writes: space 0 is the activation arena (tensors there alias by
+ * offset), space 1+t the separate memory of tensor t (inputs, outputs, params, grads). */
+typedef struct { int64_t space, lo, hi; int write; } Access;
+
+static int64_t tensor_bytes(const PlanTensor *t) { return t->rows * t->cols * (int64_t)plan_dtype_size(t->dtype); }
+
+/* From the operand's first element (the lowest over the ranks) to the end of its tensor: kernels
+ * and GEMMs do not know their exact extent here, so this bound is on the safe side. */
+static Access operand_access(const Plan *p, const Operand *op, int write) {
+    const PlanTensor *t = &p->tensors[op->tensor];
+    int64_t es = (int64_t)plan_dtype_size(t->dtype);
+    int64_t off0 = rank_int(op->off, 0), off1 = rank_int(op->off, p->tp - 1);
+    int64_t base = t->kind == TK_ACT ? t->offset : 0;
+    Access a = {t->kind == TK_ACT ? 0 : 1 + op->tensor, base + (off0 < off1 ? off0 : off1) * es, base + tensor_bytes(t),
+                write};
+    return a;
+}
+
+/* The accesses of a compute step (collectives and markers: none; the collectives run in order on
+ * one stream, so they never wait for each other). Kernel operands count as written: the plan does
+ * not say which are outputs. Returns the count (at most max). */
+static int step_accesses(const Plan *p, const PlanStep *st, Access *out, int max) {
+    int n = 0;
+#define ADD(op, w) do { if (n < max) out[n++] = operand_access(p, &(op), (w)); } while (0)
+    switch (st->kind) {
+    case ST_GEMM: case ST_BATCHED_GEMM: ADD(st->gemm.A, 0); ADD(st->gemm.B, 0); ADD(st->gemm.C, 1); break;
+    case ST_GROUPED_GEMM:
+        for (int i = 0; i < st->nmembers; i++) {
+            const GemmArgs *g = &p->members[st->first_member + i];
+            ADD(g->A, 0); ADD(g->B, 0); ADD(g->C, 1);
+        }
+        break;
+    case ST_KERNEL:
+        for (int i = 0; i < st->kernel->nops; i++) ADD(st->kernel->op[i], 1);
+        break;
+    default: break;
+    }
+#undef ADD
+    return n;
+}
+
+/* The memory a collective reads and writes: an all-reduce its `elems` elements at buf (read and
+ * written), an all-gather its src (read) and dst (written). */
+static int coll_accesses(const Plan *p, const PlanStep *st, Access *out) {
+    if (st->kind == ST_ALLREDUCE) {
+        const PlanTensor *t = &p->tensors[st->coll.buf.tensor];
+        int64_t es = (int64_t)plan_dtype_size(t->dtype);
+        int64_t off0 = rank_int(st->coll.buf.off, 0), off1 = rank_int(st->coll.buf.off, p->tp - 1);
+        int64_t base = t->kind == TK_ACT ? t->offset : 0;
+        Access a = {t->kind == TK_ACT ? 0 : 1 + st->coll.buf.tensor, base + (off0 < off1 ? off0 : off1) * es,
+                    base + ((off0 > off1 ? off0 : off1) + st->coll.elems) * es, 1};
+        out[0] = a;
+        return 1;
+    }
+    out[0] = operand_access(p, &st->coll.src, 0);
+    out[1] = operand_access(p, &st->coll.dst, 1);
+    return 2;
+}
+
+static int accesses_conflict(const Access *a, int na, const Access *b, int nb) {
+    for (int i = 0; i < na; i++)
+        for (int j = 0; j < nb; j++)
+            if (a[i].space == b[j].space && a[i].lo < b[j].hi && b[j].lo < a[i].hi && (a[i].write || b[j].write))
+                return 1;
+    return 0;
+}
+
+#define MAX_ACCESS (3 * 64 + PLAN_MAX_KEYS)
+
+/* first_use[s] for every collective step s in [0, end): the first later step in [s+1, end) whose
+ * accesses conflict with the collective's, or `end`; -1 for other steps. With no_overlap, s+1. */
+static void overlap_first_use(const Plan *p, int end, int no_overlap, int *first_use) {
+    Access ca[2], sa[MAX_ACCESS];
+    for (int s = 0; s < p->nsteps; s++) first_use[s] = -1;
+    for (int s = 0; s < end; s++) {
+        const PlanStep *st = &p->steps_[s];
+        if (st->kind != ST_ALLREDUCE && st->kind != ST_ALLGATHER) continue;
+        int nc = coll_accesses(p, st, ca);
+        first_use[s] = end;
+        for (int t = s + 1; t < end; t++) {
+            int ns = step_accesses(p, &p->steps_[t], sa, MAX_ACCESS);
+            if (no_overlap || accesses_conflict(ca, nc, sa, ns)) { first_use[s] = t; break; }
+        }
+    }
+}
+
+static double step_gemm_flops(const Plan *p, const PlanStep *st) {
+    if (st->kind == ST_GEMM || st->kind == ST_BATCHED_GEMM)
+        return 2.0 * st->gemm.m * st->gemm.n * st->gemm.k * (st->gemm.batch > 1 ? st->gemm.batch : 1);
+    double f = 0;
+    if (st->kind == ST_GROUPED_GEMM)
+        for (int i = 0; i < st->nmembers; i++) {
+            const GemmArgs *g = &p->members[st->first_member + i];
+            f += 2.0 * g->m * g->n * g->k;
+        }
+    return f;
+}
+
+static int is_compute(const PlanStep *st) { return st->kind <= ST_KERNEL; }
+
+/* Steps after `from` (up to the section's next collective) that could run before step `from`: a
+ * compute step t that does not touch collective c's memory and has no read/write dependence on any
+ * step in [from, t). Adds their count and GEMM FLOPs. */
+static void movable_after(const Plan *p, int c, int from, int end, int *nsteps, double *flops) {
+    Access ca[2], ta[MAX_ACCESS], ua[MAX_ACCESS];
+    int nc = coll_accesses(p, &p->steps_[c], ca);
+    for (int t = from + 1; t < end; t++) {
+        const PlanStep *st = &p->steps_[t];
+        if (st->kind == ST_ALLREDUCE || st->kind == ST_ALLGATHER) break;
+        if (!is_compute(st)) continue;
+        int nt = step_accesses(p, st, ta, MAX_ACCESS);
+        if (accesses_conflict(ca, nc, ta, nt)) continue;
+        int free_ = 1;
+        for (int u = from; u < t && free_; u++) {
+            int nu = step_accesses(p, &p->steps_[u], ua, MAX_ACCESS);
+            if (accesses_conflict(ta, nt, ua, nu)) free_ = 0;
+        }
+        if (free_) { (*nsteps)++; *flops += step_gemm_flops(p, st); }
+    }
+}
+
+static void fmt_flops(double f, char *out, size_t n) {
+    if (f >= 1e12) snprintf(out, n, "%.2f TFLOP", f / 1e12);
+    else if (f >= 1e9) snprintf(out, n, "%.2f GFLOP", f / 1e9);
+    else if (f >= 1e6) snprintf(out, n, "%.2f MFLOP", f / 1e6);
+    else snprintf(out, n, "%.0f FLOP", f);
+}
+
+int plan_overlap_report(const Plan *p, char *out, size_t n) {
+    if (!n) return -1;
+    out[0] = 0;
+    int *fu = malloc((size_t)(p->nsteps + 1) * sizeof *fu);
+    if (!fu) { snprintf(out, n, "out of memory"); return -1; }
+    int end = 0;
+    while (end < p->nsteps && p->steps_[end].section <= 1) end++;
+    overlap_first_use(p, end, 0, fu);
+    size_t used = 0;
+#define OUT(...) do { if (used < n) used += snprintf(out + used, n - used, __VA_ARGS__); } while (0)
+    OUT("%s: overlap of the collectives with compute (%s layout, tp=%d): steps and GEMM FLOPs between a collective's "
+        "issue and the first step that touches its memory\n", p->path, p->layout, p->tp);
+    for (int sec = 0; sec <= 1; sec++) {
+        int ncoll = 0, nover = 0, steps_between = 0, nmov = 0, nmov_colls = 0;
+        double flops_between = 0, flops_total = 0, flops_mov = 0;
+        for (int s = 0; s < end; s++) {
+            const PlanStep *st = &p->steps_[s];
+            if (st->section != sec) continue;
+            flops_total += step_gemm_flops(p, st);
+            if (fu[s] < 0) continue;
+            ncoll++;
+            int k = 0;
+            double f = 0;
+            for (int t = s + 1; t < fu[s] && t < end; t++)
+                if (is_compute(&p->steps_[t])) { k++; f += step_gemm_flops(p, &p->steps_[t]); }
+            if (k) nover++;
+            steps_between += k; flops_between += f;
+            if (fu[s] < end) {
+                int m = 0;
+                double mf = 0;
+                movable_after(p, s, fu[s], end, &m, &mf);
+                if (m) { nmov_colls++; nmov += m; flops_mov += mf; }
+            }
+        }
+        char fb[32], ft[32], fm[32];
+        fmt_flops(flops_between, fb, sizeof fb); fmt_flops(flops_total, ft, sizeof ft); fmt_flops(flops_mov, fm, sizeof fm);
+        OUT("  %s: %d collectives; %d have work before their first use (%d steps, %s of GEMMs = %.1f%% of the %s's %s)",
+            sec ? "backward" : "forward", ncoll, nover, steps_between, fb,
+            flops_total > 0 ? 100.0 * flops_between / flops_total : 0.0, sec ? "backward" : "forward", ft);
+        if (nmov) OUT("; after the first use of %d of them come %d steps (%s of GEMMs, e.g. weight gradients) that do not "
+                      "need the collective and could be issued before that use", nmov_colls, nmov, fm);
+        OUT("\n");
+    }
+    /* per collective: layer 0 and those outside the layers (the other layers repeat layer 0) */
+    for (int s = 0; s < end; s++) {
+        const PlanStep *st = &p->steps_[s];
+        if (fu[s] < 0) continue;
+        const char *tag = st->coll.tag;
+        if (tag[0] == 'L' && tag[1] >= '0' && tag[1] <= '9' && strncmp(tag, "L0.", 3)) continue;
+        int k = 0;
+        double f = 0;
+        for (int t = s + 1; t < fu[s] && t < end; t++)
+            if (is_compute(&p->steps_[t])) { k++; f += step_gemm_flops(p, &p->steps_[t]); }
+        char fb[32];
+        fmt_flops(f, fb, sizeof fb);
+        if (fu[s] < end)
+            OUT("    line %d %s %s %s: %d steps (%s) before its first use at line %d\n", st->line,
+                st->kind == ST_ALLREDUCE ? "allreduce" : "allgather", st->coll.bwd ? "bwd" : "fwd", tag, k, fb,
+                p->steps_[fu[s]].line);
+        else
+            OUT("    line %d %s %s %s: %d steps (%s) before the end of the pass\n", st->line,
+                st->kind == ST_ALLREDUCE ? "allreduce" : "allgather", st->coll.bwd ? "bwd" : "fwd", tag, k, fb);
+    }
+#undef OUT
+    free(fu);
+    return 0;
 }
 
 static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_or_minus1, char *err, size_t errlen) {
@@ -169,6 +373,34 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
         if (st->kind == ST_ALLREDUCE) e->coll_bytes += st->coll.elems * (int64_t)plan_dtype_size(st->coll.dtype);
         if (st->kind == ST_ALLGATHER)
             e->coll_bytes += st->coll.rows * st->coll.cols * e->tp * (int64_t)plan_dtype_size(st->coll.dtype);
+    }
+    /* overlap: once per plan, where each collective must be waited for (BOOST_NO_OVERLAP=1: at
+     * once, for comparing timings) */
+    e->async_colls = be->allreduce_issue && be->allgather_issue && be->coll_wait;
+    if (e->async_colls) {
+        const char *no = getenv("BOOST_NO_OVERLAP"), *skip = getenv("BOOST_TEST_SKIP_COLL_WAIT");
+        e->skip_waits = skip && *skip == '1';
+        e->first_use = malloc((size_t)(plan->nsteps + 1) * sizeof *e->first_use);
+        e->wait_first = calloc((size_t)(plan->nsteps + 2), sizeof *e->wait_first);
+        e->wait_list = malloc((size_t)(plan->nsteps + 1) * sizeof *e->wait_list);
+        if (!e->first_use || !e->wait_first || !e->wait_list) {
+            snprintf(err, errlen, "out of memory planning the collectives");
+            engine_release(e);
+            return NULL;
+        }
+        overlap_first_use(plan, e->bwd1, no && *no == '1', e->first_use);
+        for (int s = 0; s < e->bwd1; s++) if (e->first_use[s] >= 0) e->wait_first[e->first_use[s] + 1]++;
+        for (int s = 0; s <= plan->nsteps; s++) e->wait_first[s + 1] += e->wait_first[s];
+        int *fill = calloc((size_t)(plan->nsteps + 1), sizeof *fill);
+        if (!fill) { snprintf(err, errlen, "out of memory planning the collectives"); engine_release(e); return NULL; }
+        for (int s = 0; s < e->bwd1; s++)
+            if (e->first_use[s] >= 0) e->wait_list[e->wait_first[e->first_use[s]] + fill[e->first_use[s]]++] = s;
+        free(fill);
+    }
+    const char *verbose = getenv("BOOST_VERBOSE");
+    if (verbose && *verbose == '1' && e->lead == 0) {
+        char rep[8192];
+        if (plan_overlap_report(plan, rep, sizeof rep) == 0) fprintf(stderr, "%s", rep);
     }
     return e;
 }
@@ -262,10 +494,14 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
         break;
     }
     case ST_ALLREDUCE:
-        rc = be->allreduce(R, &st->coll, resolve(e, rank, &st->coll.buf));
+        if (e->async_colls) rc = be->allreduce_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.buf));
+        else rc = be->allreduce(R, &st->coll, resolve(e, rank, &st->coll.buf));
         break;
     case ST_ALLGATHER:
-        rc = be->allgather(R, &st->coll, resolve(e, rank, &st->coll.src), resolve(e, rank, &st->coll.dst));
+        if (e->async_colls)
+            rc = be->allgather_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.src),
+                                     resolve(e, rank, &st->coll.dst));
+        else rc = be->allgather(R, &st->coll, resolve(e, rank, &st->coll.src), resolve(e, rank, &st->coll.dst));
         break;
     default:
         break;   /* markers */
@@ -274,6 +510,19 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
         snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "%.200s:%d: %s step failed on rank %d: %.250s", e->p->path, st->line,
                  STEP_NAMES[st->kind], rank, backend_msg(e, rank));
         return -1;
+    }
+    return 0;
+}
+
+/* Before a step: make this rank wait for the collectives wait_list[i0..i1) (their first use). */
+static int wait_colls(Engine *e, int rank, int i0, int i1) {
+    for (int i = i0; i < i1 && !e->skip_waits; i++) {
+        int c = e->wait_list[i];
+        if (e->be->coll_wait(e->ranks[rank], c)) {
+            snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "%.200s:%d: waiting for the collective failed on rank %d: %.250s",
+                     e->p->path, e->p->steps_[c].line, rank, backend_msg(e, rank));
+            return -1;
+        }
     }
     return 0;
 }
@@ -288,8 +537,17 @@ static int job_pass(Engine *e, int rank, void *argp) {
         return -1;
     }
     int end = a->backward ? e->bwd1 : e->fwd1;
-    for (int s = e->fwd0; s < end; s++)
+    for (int s = e->fwd0; s < end; s++) {
+        if (e->async_colls && wait_colls(e, rank, e->wait_first[s], e->wait_first[s + 1])) return -1;
         if (run_step(e, rank, &e->p->steps_[s])) return -1;
+    }
+    if (e->async_colls)   /* what is still outstanding: the collectives whose first use is past the end */
+        for (int c = e->fwd0; c < end; c++)
+            if (e->first_use[c] >= end && !e->skip_waits && e->be->coll_wait(R, c)) {
+                snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "%.200s:%d: waiting for the collective failed on rank %d: %.250s",
+                         e->p->path, e->p->steps_[c].line, rank, backend_msg(e, rank));
+                return -1;
+            }
     if (rank == e->lead) {   /* read on the rank's own thread (a device context lives there) */
         PassArg *w = argp;
         if (e->be->to_host(R, e->p->loss, &w->loss)) {

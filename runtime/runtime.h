@@ -46,4 +46,12 @@ int engine_read_tensor(Engine *e, int rank, const char *name, float *host, char 
  * an allreduce counts elems * dtype size, an allgather its gathered rows x (tp*cols) * dtype size). */
 int64_t engine_collective_bytes(const Engine *e);
 
+/* How much compute each collective of the plan can overlap: per section (forward, backward) the
+ * steps and GEMM FLOPs between a collective's issue and the first step that touches its memory,
+ * and steps after that use which do not need the collective; then one line per collective of layer
+ * 0 and outside the layers. Text in out (lines end in \n); 0, or -1 when out of memory. The same
+ * analysis tells the executor where to wait (runtime/exec.c); BOOST_VERBOSE=1 prints it when an
+ * engine is created. */
+int plan_overlap_report(const Plan *p, char *out, size_t n);
+
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # build.sh: builds what tests/gpu/run.sh needs: bin/boost (make) and build/gpu/check (check.c +
-# check_steps.c + check_model.c linked with the runtime). Run it on the build machine and carry
-# bin/ and build/gpu/ to the GPU machine (it has no Lua or OpenBLAS packages to build with).
+# check_steps.c + check_model.c linked with the runtime), and build/gpu/check_syncs (host waits per
+# training step on the CUDA stand-in, for tests/sh/nvrtc_mock_overlap.sh). Run it on the build
+# machine and carry bin/ and build/gpu/ to the GPU machine (it has no Lua or OpenBLAS packages to build with).
 set -e
 cd "$(dirname "$0")/../.."
 make --no-print-directory -j"$(nproc)" bin/boost build/libruntime.a build/libcommon.a >/dev/null
@@ -12,5 +13,6 @@ cc $CFLAGS -Dmain=check_steps_main -c tests/gpu/check_steps.c -o build/gpu/check
 cc $CFLAGS -Dmain=check_model_main -c tests/gpu/check_model.c -o build/gpu/check_model.o
 cc $CFLAGS tests/gpu/check.c build/gpu/check_steps.o build/gpu/check_model.o build/libruntime.a build/libcommon.a \
    $BLAS -lm -lpthread -ldl -o build/gpu/check
+cc $CFLAGS tests/gpu/check_syncs.c build/libruntime.a build/libcommon.a $BLAS -lm -lpthread -ldl -o build/gpu/check_syncs
 rm -f build/gpu/check_steps build/gpu/check_model
 echo "built bin/boost and build/gpu/check"

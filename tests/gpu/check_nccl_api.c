@@ -7,6 +7,7 @@ _Static_assert(sizeof(ncclUniqueId) == 128, "ncclUniqueId is 128 bytes");
 _Static_assert((int)NCCL_SUM_ == (int)ncclSum && (int)NCCL_FLOAT32_ == (int)ncclFloat32 &&
                (int)NCCL_FLOAT64_ == (int)ncclFloat64 && (int)NCCL_BFLOAT16_ == (int)ncclBfloat16, "NCCL enum values");
 _Static_assert(sizeof(ncclDataType_t) == sizeof(int) && sizeof(ncclRedOp_t) == sizeof(int), "enums are int-sized");
+_Static_assert((int)NCCL_SUCCESS_ == (int)ncclSuccess && (int)NCCL_IN_PROGRESS_ == (int)ncclInProgress, "ncclResult_t values");
 
 int main(void) {
     NcclApi a;
@@ -16,5 +17,7 @@ int main(void) {
     a.ncclAllGather = ncclAllGather;
     a.ncclCommDestroy = ncclCommDestroy;
     a.ncclGetErrorString = ncclGetErrorString;
+    a.ncclCommGetAsyncError = ncclCommGetAsyncError;
+    a.ncclCommAbort = ncclCommAbort;
     return a.ncclGetUniqueId == 0;
 }

@@ -1,10 +1,21 @@
 /* mock_cuda.c: a stand-in for libcuda.so.1 and libcublas.so.13 on a machine without a GPU, so the
- * CUDA backend (runtime/cuda.c) runs end to end in tests: device memory is host memory, streams are
- * synchronous, cuBLAS GEMMs are plain loops with cuBLAS's column-major semantics (bf16 or fp32
- * operands, fp32 accumulation), and kernels run on the CPU emulator (tests/gpu/cuda_emu.hpp): a
- * "module load" compiles the kernels.cu files listed in $BOOST_EMU_SOURCE (colon-separated) with g++
- * and looks kernels up by name there; the NVRTC cubin it is handed is ignored. Only the functions
- * runtime/cuda_api.h loads exist. Built as a shared library by tests/sh/nvrtc_mock_cuda.sh. */
+ * CUDA backend (runtime/cuda.c) runs end to end in tests. Device memory is host memory; cuBLAS GEMMs
+ * are plain loops with cuBLAS's column-major semantics (bf16 or fp32 operands, fp32 accumulation);
+ * kernels run on the CPU emulator (tests/gpu/cuda_emu.hpp): a "module load" compiles the kernels.cu
+ * files listed in $BOOST_EMU_SOURCE (colon-separated) with g++ and looks kernels up by name there;
+ * the NVRTC cubin it is handed is ignored. Only the functions runtime/cuda_api.h loads exist.
+ *
+ * Streams are modelled so that a missing dependency shows: work is queued per stream and runs only
+ * when the host demands it (a synchronize, a blocking copy, a query), in stream order; an event
+ * records a position in its stream, and a wait on it runs the other stream up to that position and
+ * no further. Everything not demanded stays pending, so a consumer that does not wait for a
+ * collective on another stream reads the buffer before the collective ran (a wrong answer), and a
+ * step that overwrites a buffer an unwaited collective still has to read changes what it sums. A
+ * device-wide drain (blocking copies: the legacy default stream) demands the streams in the order
+ * they were created. A wait cycle is reported as a device deadlock. mock_cuda_counters() counts the
+ * host waits (synchronizations and copies that block the host) for tests/gpu/check_syncs.c, and
+ * mock_cuda_enqueue_hook() lets the NCCL stand-in (tests/gpu/mock_nccl.c) queue collectives on a
+ * stream. Built as a shared library by tests/sh/nvrtc_mock_*.sh. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -15,13 +26,21 @@
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
-enum { OK = 0, ERR_INVALID_VALUE = 1, ERR_NOT_FOUND = 500, ERR_LAUNCH = 719 };
+enum { OK = 0, ERR_INVALID_VALUE = 1, ERR_ILLEGAL_STATE = 401, ERR_NOT_FOUND = 500, ERR_NOT_READY = 600,
+       ERR_LAUNCH = 719 };
 
 /* ---- modules: the emulated kernels, one shared object per source ---- */
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;   /* all mock state; ops run under it */
 static void *objs[16];
 static int nobjs;
 static char why[512];
+
+/* A CUfunction: the emulator's launcher and the sizes of the kernel's parameters (to copy them at
+ * launch, as the driver does). */
+typedef struct {
+    int (*launch)(unsigned, unsigned, void **);
+    int (*sizes)(unsigned *);
+} MockFn;
 
 static int build_objects(void) {
     if (nobjs) return 0;
@@ -38,7 +57,8 @@ static int build_objects(void) {
     if (f) fclose(f);
     int i = 0;
     for (char *src = strtok(buf, ":"); src && i < 16; src = strtok(NULL, ":"), i++) {
-        /* the source plus an EMU_ENTRY per kernel: the name is the line after `extern "C" __global__` */
+        /* the source plus, per kernel (the name is the line after `extern "C" __global__`), an
+         * EMU_ENTRY and a function that reports the sizes of its parameters */
         FILE *in = fopen(src, "r");
         if (!in) { snprintf(why, sizeof why, "%s: cannot read", src); return -1; }
         snprintf(path, sizeof path, "%s/k%d.cu", dir, i);
@@ -53,7 +73,13 @@ static int build_objects(void) {
             }
             next_is_name = strstr(line, "extern \"C\" __global__") != NULL;
         }
-        for (int j = 0; j < nn; j++) fprintf(out, "EMU_ENTRY(%s)\n", names[j]);
+        fprintf(out, "template <class... P> static int mock_param_sizes(void (*)(P...), unsigned *out) {\n"
+                     "    unsigned s[] = {(unsigned)sizeof(P)..., 0u};\n"
+                     "    for (unsigned i = 0; i < sizeof...(P); i++) out[i] = s[i];\n"
+                     "    return (int)sizeof...(P);\n}\n");
+        for (int j = 0; j < nn; j++)
+            fprintf(out, "EMU_ENTRY(%s)\nextern \"C\" int emusz_%s(unsigned *o) { return mock_param_sizes(%s, o); }\n",
+                    names[j], names[j], names[j]);
         fclose(in); fclose(out);
         snprintf(cmd, sizeof cmd, "g++ -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w -I%s -include %s -x c++ "
                  "%s/k%d.cu -o %s/k%d.so -lpthread", dir, hpp, dir, i, dir, i);
@@ -66,88 +92,89 @@ static int build_objects(void) {
     return 0;
 }
 
-CUresult cuInit(unsigned flags) { (void)flags; return OK; }
-CUresult cuDeviceGetCount(int *n) { *n = 1; return OK; }
-CUresult cuDeviceGet(int *d, int ord) { *d = ord; return ord == 0 ? OK : ERR_INVALID_VALUE; }
-CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
-    (void)dev;
-    *v = attr == 75 ? 9 : attr == 76 ? 0 : 0;   /* compute capability 9.0 */
-    return OK;
-}
-static int ctx_token;
-CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) { (void)dev; *ctx = &ctx_token; return OK; }
-CUresult cuDevicePrimaryCtxRelease(int dev) { (void)dev; return OK; }
-CUresult cuCtxSetCurrent(void *ctx) { (void)ctx; return OK; }
-CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
-    void *m = aligned_alloc(256, (n + 255) / 256 * 256);
-    if (!m) return 2;   /* CUDA_ERROR_OUT_OF_MEMORY */
-    memset(m, 0xcd, n);   /* like device memory: not zero until set */
-    *p = (CUdeviceptr)(uintptr_t)m;
-    return OK;
-}
-CUresult cuMemFree_v2(CUdeviceptr p) { free((void *)(uintptr_t)p); return OK; }
-CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) { memset((void *)(uintptr_t)p, v, n); return OK; }
-CUresult cuMemsetD32Async(CUdeviceptr p, unsigned v, size_t n, void *s) {
-    (void)s;
-    for (size_t i = 0; i < n; i++) ((unsigned *)(uintptr_t)p)[i] = v;
-    return OK;
-}
-CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n) { memcpy((void *)(uintptr_t)d, h, n); return OK; }
-CUresult cuMemcpyDtoH_v2(void *h, CUdeviceptr d, size_t n) { memcpy(h, (void *)(uintptr_t)d, n); return OK; }
+/* ---- streams, events and the queued work ---- */
+enum { OP_KERNEL, OP_GEMM, OP_GROUPED, OP_MEMSET32, OP_COPY2D, OP_COPY, OP_WAIT, OP_HOOK };
 typedef struct {
     size_t srcXInBytes, srcY; int srcMemoryType; const void *srcHost; CUdeviceptr srcDevice; void *srcArray; size_t srcPitch;
     size_t dstXInBytes, dstY; int dstMemoryType; void *dstHost; CUdeviceptr dstDevice; void *dstArray; size_t dstPitch;
     size_t WidthInBytes, Height;
 } Copy2D;
-CUresult cuMemcpy2DAsync_v2(const Copy2D *c, void *s) {
-    (void)s;
-    for (size_t r = 0; r < c->Height; r++)
-        memmove((char *)(uintptr_t)c->dstDevice + r * c->dstPitch, (const char *)(uintptr_t)c->srcDevice + r * c->srcPitch,
-                c->WidthInBytes);
-    return OK;
-}
-static int stream_token;
-CUresult cuStreamCreate(void **s, unsigned flags) { (void)flags; *s = &stream_token; return OK; }
-CUresult cuStreamDestroy_v2(void *s) { (void)s; return OK; }
-CUresult cuStreamSynchronize(void *s) { (void)s; return OK; }
-static int module_token;
-CUresult cuModuleLoadData(void **m, const void *image) {
-    (void)image;
+
+typedef struct Stream Stream;
+typedef struct {
+    int ta, tb, m, n, k, at, bt, ct, lda, ldb, ldc, batch;
+    long long sA, sB, sC;
+    float alpha, beta;
+    const void *A, *B;
+    void *C;
+} GemmOp;
+
+typedef struct Op {
+    int kind;
+    struct Op *next;
+    /* kernel */
+    MockFn *fn;
+    unsigned grid, block;
+    void *params[64];
+    unsigned char *argbuf;
+    /* GEMMs: one, or a grouped call (groups in gg[], device pointer arrays read when it runs) */
+    GemmOp g;
+    int groups, *gsize;
+    GemmOp *gg;
+    const void *const *gA;
+    const void *const *gB;
+    void *const *gC;
+    /* copies and memsets (OP_COPY: from a host staging copy taken at the call) */
+    Copy2D c2;
+    void *dst;
+    const void *src;
+    size_t n;
+    unsigned val;
+    unsigned char *staged;
+    /* wait: run stream dep until dep_target ops of it completed */
+    Stream *dep;
+    unsigned long long dep_target;
+    /* hook (the NCCL stand-in): 0 done, 1 not ready yet */
+    int (*hook)(void *);
+    void *hook_arg;
+    void (*hook_free)(void *);
+} Op;
+
+struct Stream {
+    Op *head, *tail;
+    unsigned long long enqueued, completed;
+    int running;                /* being advanced (further up the call stack): a wait on it is a cycle */
+    CUresult error;             /* sticky: a failed launch */
+    Stream *next_created;
+};
+
+typedef struct { Stream *s; unsigned long long target; } Event;
+
+static Stream *streams_first, *streams_last;
+static long long n_host_waits, n_blocking_copies, n_launches;
+
+/* For tests: host waits (synchronize calls, blocking copies and copies to host memory, which block
+ * until the copy ran) and, of those, the blocking copies; kernel and GEMM launches. */
+void mock_cuda_counters(long long *host_waits, long long *blocking_copies, long long *launches) {
     pthread_mutex_lock(&mu);
-    int rc = build_objects();
+    if (host_waits) *host_waits = n_host_waits;
+    if (blocking_copies) *blocking_copies = n_blocking_copies;
+    if (launches) *launches = n_launches;
     pthread_mutex_unlock(&mu);
-    if (rc) { fprintf(stderr, "mock_cuda: %s\n", why); return 200; }   /* CUDA_ERROR_INVALID_IMAGE */
-    *m = &module_token;
-    return OK;
-}
-CUresult cuModuleUnload(void *m) { (void)m; return OK; }
-CUresult cuModuleGetFunction(void **fn, void *m, const char *name) {
-    (void)m;
-    char sym[256];
-    snprintf(sym, sizeof sym, "emu_%s", name);
-    for (int i = 0; i < nobjs; i++) if ((*fn = dlsym(objs[i], sym))) return OK;
-    return ERR_NOT_FOUND;
-}
-CUresult cuLaunchKernel(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                        unsigned smem, void *stream, void **params, void **extra) {
-    (void)smem; (void)stream; (void)extra;
-    if (gy != 1 || gz != 1 || by != 1 || bz != 1 || bx == 0 || bx > 1024) return ERR_INVALID_VALUE;
-    int (*launch)(unsigned, unsigned, void **) = (int (*)(unsigned, unsigned, void **))fn;
-    pthread_mutex_lock(&mu);   /* the emulator runs one launch at a time */
-    int rc = launch(gx, bx, params);
-    pthread_mutex_unlock(&mu);
-    return rc ? ERR_LAUNCH : OK;
-}
-CUresult cuGetErrorString(CUresult rc, const char **s) {
-    *s = rc == OK ? "no error" : rc == ERR_NOT_FOUND ? "named symbol not found (mock)" : "mock CUDA error";
-    return OK;
 }
 
-/* ---- cuBLAS: column-major GEMMs ---- */
-static int handle_token;
-int cublasCreate_v2(void **h) { *h = &handle_token; return 0; }
-int cublasDestroy_v2(void *h) { (void)h; return 0; }
-int cublasSetStream_v2(void *h, void *s) { (void)h; (void)s; return 0; }
+static void op_free(Op *op) {
+    if (op->kind == OP_HOOK && op->hook_free) op->hook_free(op->hook_arg);
+    free(op->argbuf); free(op->gg); free(op->gsize); free(op->staged);
+    free(op);
+}
+
+static void enqueue(Stream *s, Op *op) {   /* under mu */
+    op->next = NULL;
+    if (s->tail) s->tail->next = op; else s->head = op;
+    s->tail = op;
+    s->enqueued++;
+}
 
 static float ldv(const void *p, int type, long long i) {
     if (type == 0) return ((const float *)p)[i];
@@ -164,57 +191,422 @@ static void stv(void *p, int type, long long i, float v) {
     ((uint16_t *)p)[i] = (uint16_t)(u >> 16);
 }
 
-static int gemm(int ta, int tb, int m, int n, int k, float alpha, const void *A, int at, int lda, const void *B, int bt,
-                int ldb, float beta, void *C, int ct, int ldc) {
-    if ((at != 0 && at != 14) || (bt != 0 && bt != 14) || (ct != 0 && ct != 14)) return 15;   /* NOT_SUPPORTED */
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
+static int gemm_run(const GemmOp *g, const void *A, const void *B, void *C) {
+    for (int j = 0; j < g->n; j++)
+        for (int i = 0; i < g->m; i++) {
             float s = 0;
-            for (int l = 0; l < k; l++) {
-                float a = ldv(A, at, ta ? (long long)l + (long long)i * lda : (long long)i + (long long)l * lda);
-                float b = ldv(B, bt, tb ? (long long)j + (long long)l * ldb : (long long)l + (long long)j * ldb);
+            for (int l = 0; l < g->k; l++) {
+                float a = ldv(A, g->at, g->ta ? (long long)l + (long long)i * g->lda : (long long)i + (long long)l * g->lda);
+                float b = ldv(B, g->bt, g->tb ? (long long)j + (long long)l * g->ldb : (long long)l + (long long)j * g->ldb);
                 s += a * b;
             }
-            long long ci = (long long)i + (long long)j * ldc;
-            float v = alpha * s + (beta != 0 ? beta * ldv(C, ct, ci) : 0.f);
-            stv(C, ct, ci, v);
+            long long ci = (long long)i + (long long)j * g->ldc;
+            float v = g->alpha * s + (g->beta != 0 ? g->beta * ldv(C, g->ct, ci) : 0.f);
+            stv(C, g->ct, ci, v);
         }
     return 0;
 }
 
+static int run_until(Stream *s, unsigned long long target);
+
+/* Runs one op: 0 done, 1 not ready (a hook waiting for its peers), or a CUDA error. */
+static int exec_op(Op *op) {
+    switch (op->kind) {
+    case OP_KERNEL: return op->fn->launch(op->grid, op->block, op->params) ? ERR_LAUNCH : 0;
+    case OP_GEMM: {
+        size_t ea = op->g.at ? 2 : 4, eb = op->g.bt ? 2 : 4, ec = op->g.ct ? 2 : 4;
+        for (int i = 0; i < op->g.batch; i++)
+            gemm_run(&op->g, (const char *)op->g.A + i * op->g.sA * ea, (const char *)op->g.B + i * op->g.sB * eb,
+                     (char *)op->g.C + i * op->g.sC * ec);
+        return 0;
+    }
+    case OP_GROUPED: {
+        int idx = 0;
+        for (int g = 0; g < op->groups; g++)
+            for (int s = 0; s < op->gsize[g]; s++, idx++) gemm_run(&op->gg[g], op->gA[idx], op->gB[idx], op->gC[idx]);
+        return 0;
+    }
+    case OP_MEMSET32:
+        for (size_t i = 0; i < op->n; i++) ((unsigned *)op->dst)[i] = op->val;
+        return 0;
+    case OP_COPY2D:
+        for (size_t r = 0; r < op->c2.Height; r++)
+            memmove((char *)(uintptr_t)op->c2.dstDevice + r * op->c2.dstPitch,
+                    (const char *)(uintptr_t)op->c2.srcDevice + r * op->c2.srcPitch, op->c2.WidthInBytes);
+        return 0;
+    case OP_COPY:
+        memmove(op->dst, op->staged ? op->staged : op->src, op->n);
+        return 0;
+    case OP_WAIT: return run_until(op->dep, op->dep_target);
+    case OP_HOOK: return op->hook(op->hook_arg);
+    }
+    return ERR_INVALID_VALUE;
+}
+
+/* Advance s until `target` of its ops have completed (under mu). 0, 1 (blocked on a hook), or an
+ * error: ERR_ILLEGAL_STATE for a wait cycle (on a GPU: a device that never finishes). */
+static int run_until(Stream *s, unsigned long long target) {
+    if (s->completed >= target) return 0;
+    if (s->running) {
+        fprintf(stderr, "mock_cuda: device deadlock: a stream waits (through events) on work queued after that wait\n");
+        return ERR_ILLEGAL_STATE;
+    }
+    s->running = 1;
+    int rc = 0;
+    while (s->completed < target) {
+        Op *op = s->head;
+        int r = exec_op(op);
+        if (r == 1) { rc = 1; break; }
+        if (r == ERR_ILLEGAL_STATE) { rc = r; break; }
+        if (r && !s->error) s->error = r;
+        s->head = op->next;
+        if (!s->head) s->tail = NULL;
+        op_free(op);
+        s->completed++;
+    }
+    s->running = 0;
+    return rc;
+}
+
+/* The host waits until s has completed target ops (polling while a hook is not ready). */
+static CUresult wait_stream(Stream *s, unsigned long long target) {
+    for (;;) {
+        pthread_mutex_lock(&mu);
+        int r = run_until(s, target);
+        CUresult err = s->error;
+        pthread_mutex_unlock(&mu);
+        if (r == 0) return err;
+        if (r != 1) return r;
+        usleep(50);
+    }
+}
+
+/* Legacy default stream: everything queued so far, stream by stream in creation order. */
+static CUresult drain_all(void) {
+    pthread_mutex_lock(&mu);
+    int n = 0;
+    for (Stream *s = streams_first; s; s = s->next_created) n++;
+    Stream **list = malloc((n + 1) * sizeof *list);
+    unsigned long long *targets = malloc((n + 1) * sizeof *targets);
+    n = 0;
+    for (Stream *s = streams_first; s; s = s->next_created) { list[n] = s; targets[n++] = s->enqueued; }
+    pthread_mutex_unlock(&mu);
+    CUresult rc = OK;
+    for (int i = 0; i < n && rc == OK; i++) rc = wait_stream(list[i], targets[i]);
+    free(list); free(targets);
+    return rc;
+}
+
+static Op *new_op(int kind) {
+    Op *op = calloc(1, sizeof *op);
+    if (op) op->kind = kind;
+    return op;
+}
+
+/* Queue op on stream (NULL: the legacy default stream, which waits for all and runs at once). */
+static CUresult submit(void *stream, Op *op) {
+    if (!op) return 2;
+    if (!stream) {
+        CUresult rc = drain_all();
+        pthread_mutex_lock(&mu);
+        int r = exec_op(op);
+        pthread_mutex_unlock(&mu);
+        op_free(op);
+        return rc ? rc : r == 0 ? OK : r == 1 ? ERR_ILLEGAL_STATE : r;
+    }
+    pthread_mutex_lock(&mu);
+    enqueue((Stream *)stream, op);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+
+/* For the NCCL stand-in: queue fn(arg) on stream; it runs when the stream is advanced to it and
+ * returns 0 when done or 1 while it waits for its peers (the stream stays there). */
+int mock_cuda_enqueue_hook(void *stream, int (*fn)(void *), void *arg, void (*free_arg)(void *)) {
+    Op *op = new_op(OP_HOOK);
+    if (!op) return -1;
+    op->hook = fn; op->hook_arg = arg; op->hook_free = free_arg;
+    return submit(stream, op) == OK ? 0 : -1;
+}
+
+/* ---- driver API ---- */
+CUresult cuInit(unsigned flags) { (void)flags; return OK; }
+CUresult cuDeviceGetCount(int *n) { *n = 1; return OK; }
+CUresult cuDeviceGet(int *d, int ord) { *d = ord; return ord == 0 ? OK : ERR_INVALID_VALUE; }
+CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
+    (void)dev;
+    *v = attr == 75 ? 9 : attr == 76 ? 0 : 0;   /* compute capability 9.0 */
+    return OK;
+}
+static int ctx_token;
+CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) { (void)dev; *ctx = &ctx_token; return OK; }
+CUresult cuDevicePrimaryCtxRelease(int dev) { (void)dev; return OK; }
+CUresult cuCtxSetCurrent(void *ctx) { (void)ctx; return OK; }
+CUresult cuCtxSynchronize(void) {
+    pthread_mutex_lock(&mu); n_host_waits++; pthread_mutex_unlock(&mu);
+    return drain_all();
+}
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
+    void *m = aligned_alloc(256, (n + 255) / 256 * 256);
+    if (!m) return 2;   /* CUDA_ERROR_OUT_OF_MEMORY */
+    memset(m, 0xcd, n);   /* like device memory: not zero until set */
+    *p = (CUdeviceptr)(uintptr_t)m;
+    return OK;
+}
+CUresult cuMemFree_v2(CUdeviceptr p) {   /* like the driver: waits for the device first */
+    CUresult rc = drain_all();
+    free((void *)(uintptr_t)p);
+    return rc;
+}
+static void count_blocking(void) {
+    pthread_mutex_lock(&mu); n_host_waits++; n_blocking_copies++; pthread_mutex_unlock(&mu);
+}
+CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) {
+    count_blocking();
+    CUresult rc = drain_all();
+    memset((void *)(uintptr_t)p, v, n);
+    return rc;
+}
+CUresult cuMemsetD32Async(CUdeviceptr p, unsigned v, size_t n, void *s) {
+    Op *op = new_op(OP_MEMSET32);
+    if (!op) return 2;
+    op->dst = (void *)(uintptr_t)p; op->val = v; op->n = n;
+    return submit(s, op);
+}
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *h, size_t n) {
+    count_blocking();
+    CUresult rc = drain_all();
+    memcpy((void *)(uintptr_t)d, h, n);
+    return rc;
+}
+CUresult cuMemcpyDtoH_v2(void *h, CUdeviceptr d, size_t n) {
+    count_blocking();
+    CUresult rc = drain_all();
+    memcpy(h, (void *)(uintptr_t)d, n);
+    return rc;
+}
+/* From pageable host memory: the data is staged at the call, the copy runs in stream order. */
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *h, size_t n, void *s) {
+    Op *op = new_op(OP_COPY);
+    if (!op || !(op->staged = malloc(n ? n : 1))) { free(op); return 2; }
+    memcpy(op->staged, h, n);
+    op->dst = (void *)(uintptr_t)d; op->n = n;
+    return submit(s, op);
+}
+/* To pageable host memory: returns once the copy ran, i.e. after the stream's earlier work. */
+CUresult cuMemcpyDtoHAsync_v2(void *h, CUdeviceptr d, size_t n, void *s) {
+    Op *op = new_op(OP_COPY);
+    if (!op) return 2;
+    op->dst = h; op->src = (const void *)(uintptr_t)d; op->n = n;
+    pthread_mutex_lock(&mu); n_host_waits++; pthread_mutex_unlock(&mu);
+    if (!s) return submit(s, op);
+    pthread_mutex_lock(&mu);
+    enqueue((Stream *)s, op);
+    unsigned long long target = ((Stream *)s)->enqueued;
+    pthread_mutex_unlock(&mu);
+    return wait_stream((Stream *)s, target);
+}
+CUresult cuMemcpy2DAsync_v2(const Copy2D *c, void *s) {
+    Op *op = new_op(OP_COPY2D);
+    if (!op) return 2;
+    op->c2 = *c;
+    return submit(s, op);
+}
+CUresult cuStreamCreate(void **out, unsigned flags) {
+    (void)flags;
+    Stream *s = calloc(1, sizeof *s);
+    if (!s) return 2;
+    pthread_mutex_lock(&mu);
+    if (streams_last) streams_last->next_created = s; else streams_first = s;
+    streams_last = s;
+    pthread_mutex_unlock(&mu);
+    *out = s;
+    return OK;
+}
+CUresult cuStreamDestroy_v2(void *sp) {   /* pending work still runs (as on a GPU); the stream stays listed */
+    Stream *s = sp;
+    if (!s) return ERR_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    unsigned long long target = s->enqueued;
+    pthread_mutex_unlock(&mu);
+    return wait_stream(s, target);
+}
+CUresult cuStreamSynchronize(void *sp) {
+    Stream *s = sp;
+    pthread_mutex_lock(&mu);
+    n_host_waits++;
+    unsigned long long target = s ? s->enqueued : 0;
+    pthread_mutex_unlock(&mu);
+    return s ? wait_stream(s, target) : drain_all();
+}
+CUresult cuStreamQuery(void *sp) {
+    Stream *s = sp;
+    if (!s) return ERR_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    int r = run_until(s, s->enqueued);
+    CUresult err = s->error;
+    pthread_mutex_unlock(&mu);
+    return r == 1 ? ERR_NOT_READY : r ? r : err;
+}
+CUresult cuEventCreate(void **ev, unsigned flags) {
+    (void)flags;
+    Event *e = calloc(1, sizeof *e);
+    if (!e) return 2;
+    *ev = e;
+    return OK;
+}
+CUresult cuEventDestroy_v2(void *ev) { free(ev); return OK; }
+CUresult cuEventRecord(void *ev, void *s) {
+    Event *e = ev;
+    if (!e || !s) return ERR_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    e->s = s;
+    e->target = ((Stream *)s)->enqueued;
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+CUresult cuStreamWaitEvent(void *s, void *ev, unsigned flags) {
+    Event *e = ev;
+    if (!s || !e || flags) return ERR_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    Stream *dep = e->s;
+    unsigned long long target = e->target;
+    pthread_mutex_unlock(&mu);
+    if (!dep || dep == s) return OK;   /* never recorded, or the same stream: nothing to wait for */
+    Op *op = new_op(OP_WAIT);
+    if (!op) return 2;
+    op->dep = dep; op->dep_target = target;
+    return submit(s, op);
+}
+CUresult cuEventSynchronize(void *ev) {
+    Event *e = ev;
+    pthread_mutex_lock(&mu);
+    n_host_waits++;
+    Stream *s = e->s;
+    unsigned long long target = e->target;
+    pthread_mutex_unlock(&mu);
+    return s ? wait_stream(s, target) : OK;
+}
+CUresult cuEventQuery(void *ev) {
+    Event *e = ev;
+    pthread_mutex_lock(&mu);
+    int r = e->s ? run_until(e->s, e->target) : 0;
+    pthread_mutex_unlock(&mu);
+    return r == 1 ? ERR_NOT_READY : r;
+}
+static int module_token;
+CUresult cuModuleLoadData(void **m, const void *image) {
+    (void)image;
+    pthread_mutex_lock(&mu);
+    int rc = build_objects();
+    pthread_mutex_unlock(&mu);
+    if (rc) { fprintf(stderr, "mock_cuda: %s\n", why); return 200; }   /* CUDA_ERROR_INVALID_IMAGE */
+    *m = &module_token;
+    return OK;
+}
+CUresult cuModuleUnload(void *m) { (void)m; return OK; }
+CUresult cuModuleGetFunction(void **fn, void *m, const char *name) {
+    (void)m;
+    char sym[256], szsym[256];
+    snprintf(sym, sizeof sym, "emu_%s", name);
+    snprintf(szsym, sizeof szsym, "emusz_%s", name);
+    for (int i = 0; i < nobjs; i++) {
+        void *launch = dlsym(objs[i], sym), *sizes = dlsym(objs[i], szsym);
+        if (!launch || !sizes) continue;
+        MockFn *f = malloc(sizeof *f);   /* kept for the process, like a loaded module */
+        if (!f) return 2;
+        *(void **)&f->launch = launch;
+        *(void **)&f->sizes = sizes;
+        *fn = f;
+        return OK;
+    }
+    return ERR_NOT_FOUND;
+}
+CUresult cuLaunchKernel(void *fnp, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned smem, void *stream, void **params, void **extra) {
+    (void)smem; (void)extra;
+    MockFn *fn = fnp;
+    if (!fn || gy != 1 || gz != 1 || by != 1 || bz != 1 || bx == 0 || bx > 1024) return ERR_INVALID_VALUE;
+    unsigned sizes[64];
+    int np = fn->sizes(sizes);
+    if (np < 0 || np > 64) return ERR_INVALID_VALUE;
+    Op *op = new_op(OP_KERNEL);
+    size_t total = 0;
+    for (int i = 0; i < np; i++) total += (sizes[i] + 7) / 8 * 8;
+    if (!op || !(op->argbuf = malloc(total ? total : 8))) { free(op); return 2; }
+    size_t off = 0;   /* the argument values as they are now: the caller's variables may change */
+    for (int i = 0; i < np; i++) {
+        memcpy(op->argbuf + off, params[i], sizes[i]);
+        op->params[i] = op->argbuf + off;
+        off += (sizes[i] + 7) / 8 * 8;
+    }
+    op->fn = fn; op->grid = gx; op->block = bx;
+    pthread_mutex_lock(&mu); n_launches++; pthread_mutex_unlock(&mu);
+    return submit(stream, op);
+}
+CUresult cuGetErrorString(CUresult rc, const char **s) {
+    *s = rc == OK ? "no error" : rc == ERR_NOT_FOUND ? "named symbol not found (mock)" :
+         rc == ERR_ILLEGAL_STATE ? "device deadlock: a stream waits on itself (mock)" :
+         rc == ERR_NOT_READY ? "not ready (mock)" : "mock CUDA error";
+    return OK;
+}
+
+/* ---- cuBLAS: column-major GEMMs, queued on the handle's stream ---- */
+typedef struct { void *stream; } Handle;
+int cublasCreate_v2(void **h) { *h = calloc(1, sizeof(Handle)); return *h ? 0 : 3; }
+int cublasDestroy_v2(void *h) { free(h); return 0; }
+int cublasSetStream_v2(void *h, void *s) { ((Handle *)h)->stream = s; return 0; }
+
+static int types_ok(int at, int bt, int ct) {
+    return (at == 0 || at == 14) && (bt == 0 || bt == 14) && (ct == 0 || ct == 14);
+}
+
+static int submit_gemm(void *h, const GemmOp *g) {
+    Op *op = new_op(OP_GEMM);
+    if (!op) return 3;
+    op->g = *g;
+    pthread_mutex_lock(&mu); n_launches++; pthread_mutex_unlock(&mu);
+    return submit(((Handle *)h)->stream, op) == OK ? 0 : 13;   /* EXECUTION_FAILED */
+}
+
 int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A, int at, int lda,
                  const void *B, int bt, int ldb, const void *beta, void *C, int ct, int ldc, int compute, int algo) {
-    (void)h; (void)algo;
-    if (compute != 68) return 15;
-    return gemm(ta, tb, m, n, k, *(const float *)alpha, A, at, lda, B, bt, ldb, *(const float *)beta, C, ct, ldc);
+    (void)algo;
+    if (compute != 68 || !types_ok(at, bt, ct)) return 15;   /* NOT_SUPPORTED */
+    GemmOp g = {ta, tb, m, n, k, at, bt, ct, lda, ldb, ldc, 1, 0, 0, 0, *(const float *)alpha, *(const float *)beta,
+                A, B, C};
+    return submit_gemm(h, &g);
 }
 
 int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A, int at,
                                int lda, long long sA, const void *B, int bt, int ldb, long long sB, const void *beta,
                                void *C, int ct, int ldc, long long sC, int batch, int compute, int algo) {
-    (void)h; (void)algo;
-    if (compute != 68) return 15;
-    size_t ea = at ? 2 : 4, eb = bt ? 2 : 4, ec = ct ? 2 : 4;
-    for (int i = 0; i < batch; i++) {
-        int rc = gemm(ta, tb, m, n, k, *(const float *)alpha, (const char *)A + i * sA * ea, at, lda,
-                      (const char *)B + i * sB * eb, bt, ldb, *(const float *)beta, (char *)C + i * sC * ec, ct, ldc);
-        if (rc) return rc;
-    }
-    return 0;
+    (void)algo;
+    if (compute != 68 || !types_ok(at, bt, ct)) return 15;
+    GemmOp g = {ta, tb, m, n, k, at, bt, ct, lda, ldb, ldc, batch, sA, sB, sC, *(const float *)alpha,
+                *(const float *)beta, A, B, C};
+    return submit_gemm(h, &g);
 }
 
+/* The per-group arrays are host memory, read at the call; A, B, C are device arrays of pointers,
+ * read when the GEMMs run (so overwriting them before that changes what runs, as on a GPU). */
 int cublasGemmGroupedBatchedEx(void *h, const int *ta, const int *tb, const int *m, const int *n, const int *k,
                                const void *alpha, const void *const *A, int at, const int *lda, const void *const *B,
                                int bt, const int *ldb, const void *beta, void *const *C, int ct, const int *ldc,
                                int groups, const int *size, int compute) {
-    (void)h;
-    if (compute != 68) return 15;
-    int idx = 0;
-    for (int g = 0; g < groups; g++)
-        for (int s = 0; s < size[g]; s++, idx++) {
-            int rc = gemm(ta[g], tb[g], m[g], n[g], k[g], ((const float *)alpha)[g], A[idx], at, lda[g], B[idx], bt, ldb[g],
-                          ((const float *)beta)[g], C[idx], ct, ldc[g]);
-            if (rc) return rc;
-        }
-    return 0;
+    if (compute != 68 || !types_ok(at, bt, ct) || groups <= 0) return 15;
+    Op *op = new_op(OP_GROUPED);
+    if (!op || !(op->gg = calloc(groups, sizeof *op->gg)) || !(op->gsize = calloc(groups, sizeof *op->gsize))) {
+        if (op) op_free(op);
+        return 3;
+    }
+    for (int g = 0; g < groups; g++) {
+        GemmOp x = {ta[g], tb[g], m[g], n[g], k[g], at, bt, ct, lda[g], ldb[g], ldc[g], 1, 0, 0, 0,
+                    ((const float *)alpha)[g], ((const float *)beta)[g], NULL, NULL, NULL};
+        op->gg[g] = x;
+        op->gsize[g] = size[g];
+    }
+    op->groups = groups; op->gA = A; op->gB = B; op->gC = C;
+    pthread_mutex_lock(&mu); n_launches++; pthread_mutex_unlock(&mu);
+    return submit(((Handle *)h)->stream, op) == OK ? 0 : 13;
 }

@@ -1,10 +1,19 @@
 /* mock_nccl.c: a stand-in for libnccl.so.2 on a machine without GPUs, next to tests/gpu/mock_cuda.c
  * (whose device memory is host memory), so the CUDA backend's multi-process mode runs in tests. The
- * processes of one communicator meet in a POSIX shared-memory segment named from the unique id;
- * each collective copies this rank's data into its slot, waits at a barrier, and every rank sums
- * (in rank order, bf16 through fp32 like the local-mode kernel) or gathers all slots, then a second
- * barrier frees the slots. A barrier that waits more than $MOCK_NCCL_TIMEOUT s (default 120) fails. */
+ * processes of one communicator meet in a POSIX shared-memory segment named from the unique id.
+ * A collective is queued on its stream through mock_cuda_enqueue_hook (as NCCL queues a kernel) and
+ * runs when that stream is advanced: it copies this rank's data into its slot, arrives at a barrier,
+ * and, once every rank has arrived, sums (in rank order, bf16 through fp32 like the local-mode
+ * kernel) or gathers all slots; a second barrier frees the slots. Until its peers arrive it reports
+ * "not ready", so the stream stays there like a GPU waiting in an NCCL kernel, forever if a peer is
+ * gone. ncclCommGetAsyncError reports ncclRemoteError once a peer process has exited (unless
+ * MOCK_NCCL_SILENT_DEATH=1, to test a timeout), and ncclCommAbort releases the queued collectives.
+ * MOCK_NCCL_KILL_AT=N kills this process (SIGKILL) as its N-th collective starts, to test that the
+ * others end instead of hanging. Without the CUDA stand-in loaded, collectives run at the call and
+ * give up after $MOCK_NCCL_TIMEOUT s (default 120). */
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,13 +24,14 @@
 
 typedef int ncclResult_t;
 typedef struct { char internal[128]; } ncclUniqueId;
-enum { OK = 0, ERR_SYSTEM = 2, ERR_INTERNAL = 3, ERR_INVALID = 4 };
+enum { OK = 0, ERR_SYSTEM = 2, ERR_INTERNAL = 3, ERR_INVALID = 4, ERR_REMOTE = 6 };
 enum { SUM = 0, F32 = 7, F64 = 8, BF16 = 9 };
 #define MAX_RANKS 16
 #define SLOT_BYTES ((size_t)32 << 20)
 
 typedef struct {
     int count, gen;                   /* barrier: arrivals, generation */
+    int pid[MAX_RANKS];               /* each rank's process, to notice one that is gone */
 } Header;
 
 typedef struct ncclComm {
@@ -30,6 +40,8 @@ typedef struct ncclComm {
     Header *hdr;
     unsigned char *slots;             /* [nranks][SLOT_BYTES] */
     size_t map_bytes;
+    int aborted;
+    int pending;                      /* queued collectives not yet finished */
 } Comm;
 
 static double now_s(void) {
@@ -38,16 +50,22 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int barrier(Comm *c) {
+/* Arrive at the barrier; returns the generation to wait past. */
+static int arrive(Comm *c) {
     int gen = __atomic_load_n(&c->hdr->gen, __ATOMIC_ACQUIRE);
     if (__atomic_add_fetch(&c->hdr->count, 1, __ATOMIC_ACQ_REL) == c->nranks) {
         __atomic_store_n(&c->hdr->count, 0, __ATOMIC_RELEASE);
         __atomic_add_fetch(&c->hdr->gen, 1, __ATOMIC_ACQ_REL);
-        return 0;
     }
+    return gen;
+}
+static int passed(Comm *c, int gen) { return __atomic_load_n(&c->hdr->gen, __ATOMIC_ACQUIRE) != gen; }
+
+static int blocking_barrier(Comm *c) {
+    int gen = arrive(c);
     const char *tv = getenv("MOCK_NCCL_TIMEOUT");
     double limit = tv && atof(tv) > 0 ? atof(tv) : 120, t0 = now_s();
-    while (__atomic_load_n(&c->hdr->gen, __ATOMIC_ACQUIRE) == gen) {
+    while (!passed(c, gen)) {
         if (now_s() - t0 > limit) {
             fprintf(stderr, "mock nccl: rank %d waited %.0f s at a barrier: another rank is gone\n", c->rank, limit);
             return -1;
@@ -57,12 +75,27 @@ static int barrier(Comm *c) {
     return 0;
 }
 
+/* A process that has exited (or is a zombie waiting to be reaped) is gone. */
+static int process_gone(int pid) {
+    if (pid <= 0) return 0;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *close = strrchr(buf, ')');
+    return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+}
+
 const char *ncclGetErrorString(ncclResult_t r) {
     switch (r) {
     case OK: return "no error";
     case ERR_SYSTEM: return "mock: shared memory failed";
     case ERR_INTERNAL: return "mock: a peer did not arrive";
     case ERR_INVALID: return "mock: invalid argument";
+    case ERR_REMOTE: return "remote process exited or there was a network error (mock)";
     }
     return "mock: unknown error";
 }
@@ -90,14 +123,32 @@ ncclResult_t ncclCommInitRank(Comm **out, int nranks, ncclUniqueId id, int rank)
     if (m == MAP_FAILED) { free(c); return ERR_SYSTEM; }
     c->hdr = m;
     c->slots = (unsigned char *)m + 4096;
-    if (barrier(c)) { munmap(m, c->map_bytes); free(c); return ERR_INTERNAL; }
+    c->hdr->pid[rank] = (int)getpid();
+    if (blocking_barrier(c)) { munmap(m, c->map_bytes); free(c); return ERR_INTERNAL; }
     if (rank == 0) shm_unlink(c->name);   /* all ranks have it mapped */
     *out = c;
     return OK;
 }
 
+ncclResult_t ncclCommGetAsyncError(Comm *c, ncclResult_t *async_error) {
+    if (!c || !async_error) return ERR_INVALID;
+    *async_error = OK;
+    const char *silent = getenv("MOCK_NCCL_SILENT_DEATH");
+    if (c->aborted || (silent && *silent == '1')) return OK;
+    for (int q = 0; q < c->nranks; q++)
+        if (q != c->rank && process_gone(c->hdr->pid[q])) *async_error = ERR_REMOTE;
+    return OK;
+}
+
+ncclResult_t ncclCommAbort(Comm *c) {
+    if (!c) return OK;
+    c->aborted = 1;   /* queued collectives finish at once; the comm is freed with the process */
+    return OK;
+}
+
 ncclResult_t ncclCommDestroy(Comm *c) {
     if (!c) return OK;
+    if (c->pending) return ERR_INVALID;   /* NCCL: destroy only after the work finished (else abort) */
     munmap(c->hdr, c->map_bytes);
     free(c);
     return OK;
@@ -114,34 +165,117 @@ static uint16_t bf16_out(float f) {   /* round to nearest even, as the kernels' 
     return (uint16_t)(u >> 16);
 }
 
-ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, int dt, int op, Comm *c, void *stream) {
-    size_t es = dsize(dt);
-    if (!c || !es || op != SUM || count * es > SLOT_BYTES) return ERR_INVALID;
-    memcpy(c->slots + SLOT_BYTES * c->rank, send, count * es);
-    if (barrier(c)) return ERR_INTERNAL;
+/* One queued collective: a small state machine advanced each time its stream is. */
+typedef struct {
+    Comm *c;
+    int gather, dt, state, gen;
+    const void *send;
+    void *recv;
+    size_t count;
+} Coll;
+
+static int ncoll;
+
+static void finish(Coll *k) {
+    Comm *c = k->c;
+    size_t es = dsize(k->dt), count = k->count;
+    if (k->gather) {
+        for (int q = 0; q < c->nranks; q++)
+            memcpy((unsigned char *)k->recv + q * count * es, c->slots + SLOT_BYTES * q, count * es);
+        return;
+    }
     for (size_t i = 0; i < count; i++) {
-        if (dt == F64) {
+        if (k->dt == F64) {
             double s = 0;
             for (int q = 0; q < c->nranks; q++) s += ((const double *)(c->slots + SLOT_BYTES * q))[i];
-            ((double *)recv)[i] = s;
-        } else if (dt == F32) {
+            ((double *)k->recv)[i] = s;
+        } else if (k->dt == F32) {
             float s = 0;
             for (int q = 0; q < c->nranks; q++) s += ((const float *)(c->slots + SLOT_BYTES * q))[i];
-            ((float *)recv)[i] = s;
+            ((float *)k->recv)[i] = s;
         } else {
             float s = 0;
             for (int q = 0; q < c->nranks; q++) s += bf16_in(((const uint16_t *)(c->slots + SLOT_BYTES * q))[i]);
-            ((uint16_t *)recv)[i] = bf16_out(s);
+            ((uint16_t *)k->recv)[i] = bf16_out(s);
         }
     }
-    return barrier(c) ? ERR_INTERNAL : OK;
+}
+
+/* 0 done, 1 waiting for the peers. */
+static int coll_step(void *arg) {
+    Coll *k = arg;
+    Comm *c = k->c;
+    if (c->aborted) { k->state = 3; return 0; }
+    if (k->state == 0) {
+        const char *kill_at = getenv("MOCK_NCCL_KILL_AT");
+        if (kill_at && atoi(kill_at) == ++ncoll) {
+            fprintf(stderr, "mock nccl: rank %d dies at collective %d (MOCK_NCCL_KILL_AT)\n", c->rank, ncoll);
+            fflush(stderr);
+            kill(getpid(), SIGKILL);
+        }
+        memcpy(c->slots + SLOT_BYTES * c->rank, k->send, k->count * dsize(k->dt));
+        k->gen = arrive(c);
+        k->state = 1;
+    }
+    if (k->state == 1) {
+        if (!passed(c, k->gen)) return 1;
+        finish(k);
+        k->gen = arrive(c);
+        k->state = 2;
+    }
+    if (k->state == 2) {
+        if (!passed(c, k->gen)) return 1;
+        k->state = 3;
+    }
+    return 0;
+}
+
+static void coll_free(void *arg) {
+    Coll *k = arg;
+    k->c->pending--;
+    free(k);
+}
+
+static int (*enqueue_hook)(void *, int (*)(void *), void *, void (*)(void *));
+static int hook_looked_up;
+
+static ncclResult_t submit(Coll *k, void *stream) {
+    if (!hook_looked_up) {   /* the CUDA stand-in, loaded by the backend from $BOOST_LIBCUDA */
+        hook_looked_up = 1;
+        const char *lib = getenv("BOOST_LIBCUDA");
+        void *h = lib && *lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+        if (h) *(void **)&enqueue_hook = dlsym(h, "mock_cuda_enqueue_hook");
+    }
+    k->c->pending++;
+    if (enqueue_hook && stream) return enqueue_hook(stream, coll_step, k, coll_free) ? ERR_SYSTEM : OK;
+    const char *tv = getenv("MOCK_NCCL_TIMEOUT");
+    double limit = tv && atof(tv) > 0 ? atof(tv) : 120, t0 = now_s();
+    while (coll_step(k)) {
+        if (now_s() - t0 > limit) {
+            fprintf(stderr, "mock nccl: rank %d waited %.0f s at a barrier: another rank is gone\n", k->c->rank, limit);
+            coll_free(k);
+            return ERR_INTERNAL;
+        }
+        usleep(20);
+    }
+    coll_free(k);
+    return OK;
+}
+
+static ncclResult_t collective(int gather, const void *send, void *recv, size_t count, int dt, Comm *c, void *stream) {
+    size_t es = dsize(dt);
+    if (!c || !es || count * es > SLOT_BYTES || c->aborted) return ERR_INVALID;
+    Coll *k = calloc(1, sizeof *k);
+    if (!k) return ERR_SYSTEM;
+    k->c = c; k->gather = gather; k->dt = dt; k->send = send; k->recv = recv; k->count = count;
+    return submit(k, stream);
+}
+
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, int dt, int op, Comm *c, void *stream) {
+    if (op != SUM) return ERR_INVALID;
+    return collective(0, send, recv, count, dt, c, stream);
 }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, int dt, Comm *c, void *stream) {
-    size_t es = dsize(dt);
-    if (!c || !es || count * es > SLOT_BYTES) return ERR_INVALID;
-    memcpy(c->slots + SLOT_BYTES * c->rank, send, count * es);
-    if (barrier(c)) return ERR_INTERNAL;
-    for (int q = 0; q < c->nranks; q++) memcpy((unsigned char *)recv + q * count * es, c->slots + SLOT_BYTES * q, count * es);
-    return barrier(c) ? ERR_INTERNAL : OK;
+    return collective(1, send, recv, count, dt, c, stream);
 }

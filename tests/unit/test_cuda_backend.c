@@ -50,6 +50,13 @@ int main(void) {
         {"cuStreamCreate", SAME_TYPE(cuStreamCreate, cuStreamCreate)},
         {"cuStreamDestroy_v2", SAME_TYPE(cuStreamDestroy_v2, cuStreamDestroy_v2)},
         {"cuStreamSynchronize", SAME_TYPE(cuStreamSynchronize, cuStreamSynchronize)},
+        {"cuStreamQuery", SAME_TYPE(cuStreamQuery, cuStreamQuery)},
+        {"cuStreamWaitEvent", SAME_TYPE(cuStreamWaitEvent, cuStreamWaitEvent)},
+        {"cuEventCreate", SAME_TYPE(cuEventCreate, cuEventCreate)},
+        {"cuEventDestroy_v2", SAME_TYPE(cuEventDestroy_v2, cuEventDestroy_v2)},
+        {"cuEventRecord", SAME_TYPE(cuEventRecord, cuEventRecord)},
+        {"cuMemcpyHtoDAsync_v2", SAME_TYPE(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2)},
+        {"cuMemcpyDtoHAsync_v2", SAME_TYPE(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2)},
         {"cuModuleLoadData", SAME_TYPE(cuModuleLoadData, cuModuleLoadData)},
         {"cuModuleUnload", SAME_TYPE(cuModuleUnload, cuModuleUnload)},
         {"cuModuleGetFunction", SAME_TYPE(cuModuleGetFunction, cuModuleGetFunction)},
@@ -67,7 +74,8 @@ int main(void) {
           "size %zu vs %zu", sizeof(CUDA_MEMCPY2D_), sizeof(CUDA_MEMCPY2D));
     CHECK((int)CU_MEMORYTYPE_DEVICE_ == (int)CU_MEMORYTYPE_DEVICE && (int)CU_MEMORYTYPE_HOST_ == (int)CU_MEMORYTYPE_HOST &&
           (int)CUDA_R_16BF_ == (int)CUDA_R_16BF && (int)CUDA_R_32F_ == (int)CUDA_R_32F && CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR == 75 &&
-          CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR == 76, "enum values match the CUDA headers", "a constant differs");
+          CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR == 76 && (int)CUDA_ERROR_NOT_READY_ == (int)CUDA_ERROR_NOT_READY &&
+          (int)CU_EVENT_DISABLE_TIMING_ == (int)CU_EVENT_DISABLE_TIMING, "enum values match the CUDA headers", "a constant differs");
 #else
     printf("ok - cuda_header_layout # SKIP cuda.h is not installed: layout checks not run\n");
 #endif
