@@ -452,11 +452,13 @@ typedef struct {
 
 static int32_t *tok, *tgt;
 
+static const char *spec_path = "specs/runs/tiny-cola-moe.lua";
+
 static int open_case(Case *c, const char *defs) {
     memset(c, 0, sizeof *c);
-    snprintf(c->tag, sizeof c->tag, "tiny-cola-moe %s", defs);
+    snprintf(c->tag, sizeof c->tag, "%s %s", spec_path, defs);
     char dir[256], cmd[900], err[1024];
-    snprintf(dir, sizeof dir, "build/tmp/moe/");
+    snprintf(dir, sizeof dir, "build/tmp/moe/%s", strstr(spec_path, "mixed") ? "mixed" : "");
     for (const char *d = defs; *d; d++) {
         size_t n = strlen(dir);
         if (n + 2 >= sizeof dir) break;
@@ -464,7 +466,7 @@ static int open_case(Case *c, const char *defs) {
         dir[n + 1] = 0;
     }
     const char *boost = getenv("BOOST") ? getenv("BOOST") : "./bin/boost";
-    snprintf(cmd, sizeof cmd, "%s gen specs/runs/tiny-cola-moe.lua %s -o %s >%s.log 2>&1", boost, defs, dir, dir);
+    snprintf(cmd, sizeof cmd, "%s gen %s %s -o %s >%s.log 2>&1", boost, spec_path, defs, dir, dir);
     if (system(cmd) != 0) { CHECK(0, c->tag, "boost gen failed (see %s.log)", dir); return -1; }
     char plan[300];
     snprintf(plan, sizeof plan, "%s/plan.txt", dir);
@@ -522,27 +524,30 @@ static void compare(const Case *a, const Case *ref, const char *what) {
           "loss %.9g vs %.9g (rel %.2g), worst gradient %s rel %.3g, %d canons missing", a->loss, ref->loss, dl, wname, worst, missing);
 }
 
-/* The routing of every MoE layer (sel and slot of L0, L1) after the last pass, as one vector. */
+/* The routing of every MoE layer (its sel and slot) after the last pass, as one vector. */
 static int routing(Case *c, float *out) {
-    char err[300];
-    int n = c->p->micro_batch * c->p->seq * 2;   /* top_k = 2 */
-    if (4 * n > (1 << 14)) return -1;
-    static const char *names[] = {"L0.moe_sel", "L0.moe_slot", "L1.moe_sel", "L1.moe_slot"};
-    for (int i = 0; i < 4; i++)
-        if (engine_read_tensor(c->e, 0, names[i], out + i * n, err, sizeof err)) return -1;
-    return 4 * n;
+    char err[300], nm[64];
+    int n = 0;
+    for (int l = 0; l < c->p->layers; l++)
+        for (int q = 0; q < 2; q++) {
+            snprintf(nm, sizeof nm, "L%d.moe_%s", l, q ? "slot" : "sel");
+            int t = plan_find_tensor(c->p, nm);
+            if (t < 0) continue;
+            int64_t k = c->p->tensors[t].rows * c->p->tensors[t].cols;
+            if (n + k > (1 << 14) || engine_read_tensor(c->e, 0, nm, out + n, err, sizeof err)) return -1;
+            n += (int)k;
+        }
+    return n;
 }
 
 /* Central differences of the loss wrt the largest-gradient entry of MoE canons and a few others;
  * a step that changes the routing (top-k or capacity, where the loss jumps) is halved. */
-static void finite_differences(Case *c, const char *what) {
+static void finite_differences(Case *c, const char *what, const char *const *names, int nnames) {
     if (!c->p) return;
     char err[1024];
     double num = 0, den = 0;
     int used = 0;
-    static const char *names[] = {"L0.router.W", "L0.e1.gate.A", "L0.e2.up.B", "L0.e0.down.A", "L1.e3.down.B",
-                                  "L1.router.W", "L1.mlp_norm", "L0.q.A", "L1.k.B"};
-    for (int q = 0; q < (int)(sizeof names / sizeof names[0]); q++) {
+    for (int q = 0; q < nnames; q++) {
         int i = plan_find_canon(c->p, names[q]);
         if (i < 0) { CHECK(0, what, "no canon %s", names[q]); return; }
         const PlanCanon *pc = &c->p->canons[i];
@@ -570,7 +575,12 @@ static void finite_differences(Case *c, const char *what) {
             engine_forward(c->e, tok, tgt, &lm, err, sizeof err);
             same = same && routing(c, r1) == nr && !memcmp(r0, r1, (size_t)nr * sizeof *r0);
             p[best] = keep; engine_set_canon(c->e, i, SLOT_PARAM, p);
-            if (!same) c->grad[i][best] = NAN;   /* skip it next time (the gradient is re-read below) */
+            if (!same) {
+                int diff = 0;
+                for (int q = 0; q < nr; q++) diff += r0[q] != r1[q];
+                printf("# %s %s[%lld]: the routing changes in %d of %d entries at step %.3g\n", what, names[q], (long long)best, diff, nr, eps);
+                c->grad[i][best] = NAN;   /* skip it next time (the gradient is re-read below) */
+            }
         }
         engine_get_canon(c->e, i, SLOT_GRAD, c->grad[i]);
         if (!same) { CHECK(0, what, "%s: every probed entry changes the routing", names[q]); free(p); return; }
@@ -792,6 +802,49 @@ static void test_training(void) {
           "step 0 %.4f, step 200 %.4f", v0, v200);
 }
 
+/* Another forward+backward on the same batch; the canonical gradients are read again. */
+static void again(Case *c) {
+    char err[1024];
+    if (engine_forward_backward(c->e, tok, tgt, &c->loss, err, sizeof err)) { CHECK(0, c->tag, "%s", err); return; }
+    for (int i = 0; i < c->p->ncanons; i++) engine_get_canon(c->e, i, SLOT_GRAD, c->grad[i]);
+}
+
+/* A 3-layer model whose only MoE layer is the middle one (every = a function), top-1 (Switch
+ * gates, not renormalised), capacity factor 1 (more drops), SVD factors: tp=1 vs 2 vs 4 and
+ * finite differences. */
+static void mixed_model(void) {
+    FILE *f = fopen("build/tmp/moe/mixed.lua", "w");
+    if (!f) { CHECK(0, "write build/tmp/moe/mixed.lua", "cannot"); return; }
+    fputs("-- a test run: one MoE layer (the middle one), top-1, SVD factors\n"
+          "return run {\n"
+          "  model = model \"mixed-moe\" {\n"
+          "    hidden = 128, layers = 3, heads = 4, ffn = 160, vocab = 256, lowrank = svd { rank = 16 },\n"
+          "    moe = moe { experts = 3, top_k = 1, capacity_factor = 1.0, aux_loss = 0.05, expert_ffn = 96,\n"
+          "                every = function(layer) return layer == 1 end },\n"
+          "  },\n"
+          "  gpu = \"h100\",\n"
+          "  parallel = { tp = 1, layout = \"btp\" },\n"
+          "  features = { checkpoint = \"lowrank\" },\n"
+          "  train = { micro_batch = 2, seq = 16 },\n"
+          "}\n", f);
+    fclose(f);
+    spec_path = "build/tmp/moe/mixed.lua";
+    free(tok); free(tgt); tok = tgt = NULL;
+    Case ref, c;
+    static const char *names[] = {"L1.router.W", "L1.e0.gate.A", "L1.e2.down.B", "L0.gate.B", "L2.up.A", "L1.mlp_norm"};
+    if (open_case(&ref, "-D tp=1") == 0) {
+        CHECK(plan_find_canon(ref.p, "L0.router.W") < 0 && plan_find_canon(ref.p, "L1.router.W") >= 0 && plan_find_canon(ref.p, "L1.gate.A") < 0,
+              "mixed model: only layer 1 is MoE (every = function)", "canons differ");
+        finite_differences(&ref, "mixed-moe (top-1, one MoE layer of 3) tp=1", names, 6);
+        if (!open_case(&c, "-D tp=2")) compare(&c, &ref, "mixed-moe btp tp=2 vs tp=1");
+        close_case(&c);
+        if (!open_case(&c, "-D tp=4 -D checkpoint=none")) compare(&c, &ref, "mixed-moe btp tp=4 checkpoint=none vs tp=1");
+        close_case(&c);
+    }
+    close_case(&ref);
+    spec_path = "specs/runs/tiny-cola-moe.lua";
+}
+
 int main(void) {
     test_router(1);
     test_router(0);
@@ -802,10 +855,13 @@ int main(void) {
     mkdir("build", 0755); mkdir("build/tmp", 0755); mkdir("build/tmp/moe", 0755);
     test_generator();
     Case ref, c;
+    static const char *fd_names[] = {"L0.router.W", "L0.e1.gate.A", "L0.e2.up.B", "L0.e0.down.A", "L1.e3.down.B",
+                                     "L1.router.W", "L1.mlp_norm", "L0.q.A", "L1.k.B"};
+    int nfd = (int)(sizeof fd_names / sizeof fd_names[0]);
     /* finite differences on 32 tokens (fewer near-ties in the routing) */
     if (open_case(&ref, "-D tp=1 -D micro_batch=1 -D seq=32") == 0) {
-        finite_differences(&ref, "tiny-cola-moe btp tp=1, 32 tokens");
-        if (!open_case(&c, "-D tp=2 -D micro_batch=1 -D seq=32")) finite_differences(&c, "tiny-cola-moe btp tp=2, 32 tokens");
+        finite_differences(&ref, "tiny-cola-moe btp tp=1, 32 tokens", fd_names, nfd);
+        if (!open_case(&c, "-D tp=2 -D micro_batch=1 -D seq=32")) finite_differences(&c, "tiny-cola-moe btp tp=2, 32 tokens", fd_names, nfd);
         close_case(&c);
     }
     close_case(&ref);
@@ -820,8 +876,14 @@ int main(void) {
         close_case(&c);
         if (!open_case(&c, "-D tp=4 -D online_rmsnorm=false -D group_linears=false")) compare(&c, &ref, "tiny-cola-moe btp tp=4 sync norm, ungrouped vs tp=1");
         close_case(&c);
+        if (!open_case(&c, "-D tp=2 -D grad_accum=2")) {
+            again(&c);
+            compare(&c, &ref, "tiny-cola-moe btp tp=2 grad_accum=2, the same micro-batch twice, vs tp=1 once");
+        }
+        close_case(&c);
     }
     close_case(&ref);
+    mixed_model();
     test_training();
     TEST_EXIT();
 }
