@@ -4,7 +4,9 @@
 # libcuda/cuBLAS stand-in (tests/gpu/mock_cuda.c) and an NCCL stand-in (tests/gpu/mock_nccl.c,
 # shared memory between the processes); its losses, gradient norms and checkpoint must equal the
 # single-process local-mode run at tp=2 on the same stand-in, the checkpoint must resume in one
-# process, and the error cases must say what is wrong. The restated NCCL API is checked against nccl.h.
+# process, and the error cases must say what is wrong; when a peer dies in a collective (the stand-in
+# kills it), the survivor exits 1 with a message instead of hanging. The restated NCCL API is checked
+# against nccl.h.
 cd "$(dirname "$0")/../.." || exit 2
 source tests/sh/lib.sh
 CUDA_INC=${CUDA_HOME:-/usr/local/cuda}/include
@@ -94,3 +96,26 @@ BOOST_WORLD_SIZE=2 BOOST_RANK=2 "$BOOST" "${train[@]}" -D steps=1 >"$TMP/e4.out"
 rc=$?
 if [ "$rc" = 1 ] && grep -q 'BOOST_RANK=2 BOOST_WORLD_SIZE=2: expected a rank 0..size-1' "$TMP/e4.out"
 then ok "a rank outside the world: clear error"; else fail "a rank outside the world" "exit $rc: $(tail -2 "$TMP/e4.out")"; fi
+
+# a peer dies in a collective: the survivor must end (exit 1, naming its rank and what to do) instead
+# of hanging in the next collective; MOCK_NCCL_KILL_AT=3 kills rank 1 as its third collective starts
+peer_dies() {   # peer_dies NAME [ENV=VALUE ...] (for both ranks): runs the pair, sets rc0 and took
+  local name=$1; shift
+  local start=$(date +%s)
+  env "$@" BOOST_WORLD_SIZE=2 BOOST_RANK=1 MOCK_NCCL_KILL_AT=3 timeout 60 "$BOOST" "${train[@]}" -D steps=2 \
+    -o "$TMP/$name" >/dev/null 2>"$TMP/$name.1.err" &
+  local pid=$!
+  env "$@" BOOST_WORLD_SIZE=2 BOOST_RANK=0 timeout 60 "$BOOST" "${train[@]}" -D steps=2 -o "$TMP/$name" \
+    >"$TMP/$name.0.out" 2>&1
+  rc0=$?
+  took=$(( $(date +%s) - start ))
+  wait $pid 2>/dev/null
+}
+peer_dies dies
+if [ "$rc0" = 1 ] && [ "$took" -lt 20 ] && grep -q "rank 0 of 2: NCCL reports .* NCCL was aborted and this rank stops. Another rank has probably died" "$TMP/dies.0.out"
+then ok "a peer dies in a collective: rank 0 notices through ncclCommGetAsyncError, aborts and exits 1 in ${took}s"
+else fail "a peer dies in a collective" "exit $rc0 after ${took}s (want 1 within 20 s): $(tail -2 "$TMP/dies.0.out")"; fi
+peer_dies silent MOCK_NCCL_SILENT_DEATH=1 BOOST_NCCL_TIMEOUT=3
+if [ "$rc0" = 1 ] && [ "$took" -lt 20 ] && grep -q "rank 0 of 2: .* did not finish within 3 s (BOOST_NCCL_TIMEOUT" "$TMP/silent.0.out"
+then ok "a peer dies and NCCL reports nothing: rank 0 gives up after BOOST_NCCL_TIMEOUT=3 s, aborts and exits 1 (${took}s)"
+else fail "a peer dies silently" "exit $rc0 after ${took}s (want 1 within 20 s): $(tail -2 "$TMP/silent.0.out")"; fi
