@@ -212,11 +212,11 @@ static int attention_on_tensor_cores(const KernelInst *k) {
     return hd % 16 == 0 && hd >= 16 && hd <= 128;
 }
 
-/* Shared memory (bytes) of the tensor-core templates at tiles bq x bk: the forward holds a K tile
- * [bk, hd] and a transposed V tile [hd, bk]; the backward its own rows [2 bq, hd], streamed tiles
- * [2 bk, hd] and two fp32 row statistics; rows padded by 8 bf16. */
+/* Shared memory (bytes) of the tensor-core templates at tiles bq x bk: the forward holds K and V
+ * tiles [bk, hd]; the backward its own rows [2 bq, hd], streamed tiles [2 bk, hd] and two fp32 row
+ * statistics; rows padded by 8 bf16. */
 static int attention_smem_mma(int bwd, int hd, int bq, int bk) {
-    if (!bwd) return bk * (hd + 8) * 2 + hd * (bk + 8) * 2;
+    if (!bwd) return 2 * bk * (hd + 8) * 2;
     return (2 * bq + 2 * bk) * (hd + 8) * 2 + 2 * 4 * (bq > bk ? bq : bk);
 }
 

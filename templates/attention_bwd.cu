@@ -69,16 +69,19 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
                 __syncthreads();
                 if (i0 + BK - 1 < w0 || w0 >= SEQ) continue;   // causal: every query precedes the warp's keys
                 float s[NS][4], dp[NS][4];                 // S^T, dP^T [16 keys, BK queries]
-                for (int n = 0; n < NS; n++) {
-                    for (int e = 0; e < 4; e++) { s[n][e] = 0.f; dp[n][e] = 0.f; }
-                    for (int kd = 0; kd < KD; kd++) {
-                        unsigned af[4], bf[2];
-                        mma_load_a(af, kw + kd * 16, LDS);
-                        mma_load_b_nk(bf, str1 + n * 8 * LDS + kd * 16, LDS);
-                        mma_bf16_16816(s[n], af, bf);
-                        mma_load_a(af, vw + kd * 16, LDS);
-                        mma_load_b_nk(bf, str2 + n * 8 * LDS + kd * 16, LDS);
-                        mma_bf16_16816(dp[n], af, bf);
+                for (int n = 0; n < NS; n++) for (int e = 0; e < 4; e++) { s[n][e] = 0.f; dp[n][e] = 0.f; }
+                for (int kd = 0; kd < KD; kd++) {
+                    unsigned ka[4], va[4];
+                    mma_load_a(ka, kw + kd * 16, LDS);
+                    mma_load_a(va, vw + kd * 16, LDS);
+                    for (int n = 0; n < NS; n += 2) {      // two n-tiles (16 queries) an ldmatrix
+                        unsigned b0[2], b1[2];
+                        mma_load_b_nk(b0, b1, str1 + n * 8 * LDS + kd * 16, LDS);
+                        mma_bf16_16816(s[n], ka, b0);
+                        mma_bf16_16816(s[n + 1], ka, b1);
+                        mma_load_b_nk(b0, b1, str2 + n * 8 * LDS + kd * 16, LDS);
+                        mma_bf16_16816(dp[n], va, b0);
+                        mma_bf16_16816(dp[n + 1], va, b1);
                     }
                 }
                 const bool masked = i0 < w0 + 15 || i0 + BK > SEQ;
@@ -94,12 +97,14 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
                     unsigned pa[4], da[4];
                     mma_c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
                     mma_c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
-                    for (int n = 0; n < NO; n++) {
-                        unsigned bf[2];
-                        mma_load_b_kn(bf, str2 + kk * 16 * LDS + n * 8, LDS);
-                        mma_bf16_16816(gv[n], pa, bf);
-                        mma_load_b_kn(bf, str1 + kk * 16 * LDS + n * 8, LDS);
-                        mma_bf16_16816(gk[n], da, bf);
+                    for (int n = 0; n < NO; n += 2) {
+                        unsigned b0[2], b1[2];
+                        mma_load_b_kn(b0, b1, str2 + kk * 16 * LDS + n * 8, LDS);
+                        mma_bf16_16816(gv[n], pa, b0);
+                        mma_bf16_16816(gv[n + 1], pa, b1);
+                        mma_load_b_kn(b0, b1, str1 + kk * 16 * LDS + n * 8, LDS);
+                        mma_bf16_16816(gk[n], da, b0);
+                        mma_bf16_16816(gk[n + 1], da, b1);
                     }
                 }
             }
@@ -134,16 +139,19 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
         __syncthreads();
         if (k0 > wlast) continue;
         float s[NS][4], dp[NS][4];                         // S, dP [16 queries, BK keys]
-        for (int n = 0; n < NS; n++) {
-            for (int e = 0; e < 4; e++) { s[n][e] = 0.f; dp[n][e] = 0.f; }
-            for (int kd = 0; kd < KD; kd++) {
-                unsigned af[4], bf[2];
-                mma_load_a(af, qw + kd * 16, LDS);
-                mma_load_b_nk(bf, str1 + n * 8 * LDS + kd * 16, LDS);
-                mma_bf16_16816(s[n], af, bf);
-                mma_load_a(af, dow + kd * 16, LDS);
-                mma_load_b_nk(bf, str2 + n * 8 * LDS + kd * 16, LDS);
-                mma_bf16_16816(dp[n], af, bf);
+        for (int n = 0; n < NS; n++) for (int e = 0; e < 4; e++) { s[n][e] = 0.f; dp[n][e] = 0.f; }
+        for (int kd = 0; kd < KD; kd++) {
+            unsigned qa[4], da[4];
+            mma_load_a(qa, qw + kd * 16, LDS);
+            mma_load_a(da, dow + kd * 16, LDS);
+            for (int n = 0; n < NS; n += 2) {              // two n-tiles (16 keys) an ldmatrix
+                unsigned b0[2], b1[2];
+                mma_load_b_nk(b0, b1, str1 + n * 8 * LDS + kd * 16, LDS);
+                mma_bf16_16816(s[n], qa, b0);
+                mma_bf16_16816(s[n + 1], qa, b1);
+                mma_load_b_nk(b0, b1, str2 + n * 8 * LDS + kd * 16, LDS);
+                mma_bf16_16816(dp[n], da, b0);
+                mma_bf16_16816(dp[n + 1], da, b1);
             }
         }
         const bool masked = k0 + BK - 1 > w0 || k0 + BK > SEQ;
@@ -157,10 +165,11 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
         for (int kk = 0; kk < BK / 16; kk++) {             // dQ += dS K, 16 keys a step
             unsigned da[4];
             mma_c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
-            for (int n = 0; n < NO; n++) {
-                unsigned bf[2];
-                mma_load_b_kn(bf, str1 + kk * 16 * LDS + n * 8, LDS);
-                mma_bf16_16816(gq[n], da, bf);
+            for (int n = 0; n < NO; n += 2) {
+                unsigned b0[2], b1[2];
+                mma_load_b_kn(b0, b1, str1 + kk * 16 * LDS + n * 8, LDS);
+                mma_bf16_16816(gq[n], da, b0);
+                mma_bf16_16816(gq[n + 1], da, b1);
             }
         }
     }

@@ -2,8 +2,8 @@
 // bf16 operands, fp32 accumulators; prelude.cuh has the fragment layout). One block of BQ/16 warps
 // per (batch, head, tile of BQ queries); warp w owns queries q0+16w .. q0+16w+15 and keeps their Q
 // (A fragments), scores, output and row statistics in registers. Keys and values stream through
-// shared memory in tiles of BK (K as [BK, D], V transposed as [D, BK], rows padded by 8 so fragment
-// loads hit 32 different banks). Per tile and warp: S = Q K^T (mma), an online softmax on S's C
+// shared memory in tiles of BK ([BK, D] each, rows padded by 8 so that ldmatrix hits 32 different
+// banks; V's B fragments come from the transposing ldmatrix). Per tile and warp: S = Q K^T (mma), an online softmax on S's C
 // fragments in base 2 (row max and sum over the 4 lanes that share a row), P rounded to bf16 A
 // fragments without leaving registers, O += P V (mma). Tiles past a warp's last query are skipped;
 // only tiles that reach the diagonal or the sequence end are masked. The longest query tiles are
@@ -16,10 +16,9 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
     constexpr int D = {{HEAD_DIM}}, BQ = {{BLOCK_Q}}, BK = {{BLOCK_K}}, SEQ = {{SEQ}};
     constexpr int NT = BQ * 2, GROUP = {{HEADS}} / {{KV_HEADS}}, BH = {{BATCH}} * {{HEADS}};
     constexpr int KD = D / 16, NS = BK / 8, NO = D / 8;   // k-steps over D; n-tiles of S and of O
-    constexpr int LDSK = D + 8, LDSV = BK + 8;            // padded shared rows
+    constexpr int LDS = D + 8;                             // padded shared rows
     constexpr int NQB = (SEQ + BQ - 1) / BQ;
-    __shared__ __align__(16) bf16 ks[BK * LDSK];          // [BK, D]
-    __shared__ __align__(16) bf16 vts[D * LDSV];          // [D, BK]
+    __shared__ __align__(16) bf16 ks[BK * LDS], vs[BK * LDS];   // [BK, D] each
     const float sl2 = {{SCALE}} * 1.4426950409f;           // scores in base 2: scale * log2(e)
     const float NEG_INF = __int_as_float(0xff800000);
     const int qb = NQB - 1 - (int)(blockIdx.x / BH), bh = blockIdx.x % BH;
@@ -41,19 +40,19 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
     const int last = min(q0 + BQ, SEQ) - 1;               // the block's last query
     for (int k0 = 0; k0 <= last; k0 += BK) {
         __syncthreads();                                   // the previous tile's readers are done
-        tile_to_shared<BK, D, LDSK, NT>(ks, k + (seq0 + k0) * {{LDK}} + kvh * D, {{LDK}}, SEQ - k0);
-        tile_to_shared_t<BK, D, LDSV, NT>(vts, v + (seq0 + k0) * {{LDV}} + kvh * D, {{LDV}}, SEQ - k0);
+        tile_to_shared<BK, D, LDS, NT>(ks, k + (seq0 + k0) * {{LDK}} + kvh * D, {{LDK}}, SEQ - k0);
+        tile_to_shared<BK, D, LDS, NT>(vs, v + (seq0 + k0) * {{LDV}} + kvh * D, {{LDV}}, SEQ - k0);
         __syncthreads();
         if (k0 > wlast) continue;                          // causal: the warp's queries precede the tile
         float s[NS][4];                                    // S [16, BK]
-        for (int n = 0; n < NS; n++) {
-            for (int e = 0; e < 4; e++) s[n][e] = 0.f;
+        for (int n = 0; n < NS; n++) for (int e = 0; e < 4; e++) s[n][e] = 0.f;
+        for (int n = 0; n < NS; n += 2)                    // two n-tiles (16 keys) an ldmatrix
             for (int kd = 0; kd < KD; kd++) {
-                unsigned bf[2];
-                mma_load_b_nk(bf, ks + n * 8 * LDSK + kd * 16, LDSK);
-                mma_bf16_16816(s[n], qf[kd], bf);
+                unsigned b0[2], b1[2];
+                mma_load_b_nk(b0, b1, ks + n * 8 * LDS + kd * 16, LDS);
+                mma_bf16_16816(s[n], qf[kd], b0);
+                mma_bf16_16816(s[n + 1], qf[kd], b1);
             }
-        }
         const bool masked = k0 + BK - 1 > w0 || k0 + BK > SEQ;   // the tile reaches the diagonal or the end
         float mx[2] = {m[0], m[1]};
         for (int n = 0; n < NS; n++)
@@ -85,10 +84,11 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
         for (int kk = 0; kk < BK / 16; kk++) {             // O += P V, 16 keys a step
             unsigned pa[4];
             mma_c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
-            for (int n = 0; n < NO; n++) {
-                unsigned bf[2];
-                mma_load_b_nk(bf, vts + n * 8 * LDSV + kk * 16, LDSV);
-                mma_bf16_16816(o[n], pa, bf);
+            for (int n = 0; n < NO; n += 2) {
+                unsigned b0[2], b1[2];
+                mma_load_b_kn(b0, b1, vs + kk * 16 * LDS + n * 8, LDS);
+                mma_bf16_16816(o[n], pa, b0);
+                mma_bf16_16816(o[n + 1], pa, b1);
             }
         }
     }

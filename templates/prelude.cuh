@@ -128,24 +128,51 @@ static __device__ __forceinline__ void mma_bf16_16816(float c[4], const unsigned
 #endif
 }
 
-// Fragment loads from shared memory (bf16, row stride ld elements, even; s 4-byte aligned):
-// mma_load_a: A = s[row * ld + col] (a [16, 16] row-major tile);
-// mma_load_b_nk: B[k][n] = s[n * ld + k] (B stored transposed, e.g. K for S = Q K^T): pairs along k;
-// mma_load_b_kn: B[k][n] = s[k * ld + n] (B stored as is, e.g. V for O = P V): two 16-bit loads.
+// ldmatrix: the warp loads NMAT 8x8 bf16 matrices from shared memory; lane l gives the address of
+// row l%8 of matrix l/8 (16 bytes, 16-byte aligned). Register i of lane l receives matrix i's
+// elements (row l/4, columns 2(l%4), 2(l%4)+1), or with TRANS (rows 2(l%4), 2(l%4)+1 of column l/4):
+// exactly an A or B fragment quarter of the layout above.
+template <int NMAT, bool TRANS>
+static __device__ __forceinline__ void ldsm(unsigned *r, const bf16 *row) {
+#ifdef BOOST_CUDA_EMU
+    emu_ldmatrix(r, NMAT, TRANS, row);
+#else
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    if (NMAT == 4 && !TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+    else if (NMAT == 4)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+    else if (!TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+#endif
+}
+
+// Fragment loads from shared memory with ldmatrix (bf16, row stride ld elements a multiple of 8,
+// s 16-byte aligned; every lane of the warp calls them with the same s):
+// mma_load_a: A = s[row * ld + col], a [16, 16] row-major tile;
+// mma_load_b_nk: two B fragments (n-tiles n0 = 0 and 8), B[k][n] = s[n * ld + k]: B stored
+//   transposed, e.g. K [keys, d] for S = Q K^T;
+// mma_load_b_kn: two B fragments (n-tiles 0 and 8), B[k][n] = s[k * ld + n]: B stored as is, e.g.
+//   V [keys, d] for O = P V (the transposing load).
 static __device__ __forceinline__ void mma_load_a(unsigned a[4], const bf16 *s, int ld) {
-    const int lane = threadIdx.x & 31;
-    for (int r = 0; r < 4; r++) a[r] = *(const unsigned *)(s + mma_a_row(lane, 2 * r) * ld + mma_a_col(lane, 2 * r));
+    const int lane = threadIdx.x & 31;   // matrices: rows 0-7 / 8-15 by lane bit 3, columns 0-7 / 8-15 by bit 4
+    ldsm<4, false>(a, s + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4));
 }
-static __device__ __forceinline__ void mma_load_b_nk(unsigned b[2], const bf16 *s, int ld) {
-    const int lane = threadIdx.x & 31;
-    for (int r = 0; r < 2; r++) b[r] = *(const unsigned *)(s + mma_b_col(lane, 2 * r) * ld + mma_b_row(lane, 2 * r));
+static __device__ __forceinline__ void mma_load_b_nk(unsigned b0[2], unsigned b1[2], const bf16 *s, int ld) {
+    const int lane = threadIdx.x & 31;   // matrices: k 0-7 / 8-15 by lane bit 3, n-tile by bit 4
+    unsigned r[4];
+    ldsm<4, false>(r, s + ((lane & 7) + 8 * (lane >> 4)) * ld + 8 * ((lane >> 3) & 1));
+    b0[0] = r[0]; b0[1] = r[1]; b1[0] = r[2]; b1[1] = r[3];
 }
-static __device__ __forceinline__ void mma_load_b_kn(unsigned b[2], const bf16 *s, int ld) {
-    const int lane = threadIdx.x & 31;
-    for (int r = 0; r < 2; r++) {
-        const bf16 *p = s + mma_b_row(lane, 2 * r) * ld + mma_b_col(lane, 2 * r);
-        b[r] = pack_bf16x2(p[0], p[ld]);
-    }
+static __device__ __forceinline__ void mma_load_b_kn(unsigned b0[2], unsigned b1[2], const bf16 *s, int ld) {
+    const int lane = threadIdx.x & 31;   // matrices: k 0-7 / 8-15 by lane bit 3, n-tile by bit 4
+    unsigned r[4];
+    ldsm<4, true>(r, s + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4));
+    b0[0] = r[0]; b0[1] = r[1]; b1[0] = r[2]; b1[1] = r[3];
 }
 
 // Two C tiles (columns 0-7 and 8-15 of a [16, 16] result) as the A fragment of the next mma,
@@ -172,16 +199,5 @@ static __device__ __forceinline__ void tile_to_shared(bf16 *dst, const T *src, l
         u.x = pack_bf16x2(x[0], x[1]); u.y = pack_bf16x2(x[2], x[3]);
         u.z = pack_bf16x2(x[4], x[5]); u.w = pack_bf16x2(x[6], x[7]);
         *(uint4 *)(dst + r * LDS + col) = u;
-    }
-}
-// The same tile transposed: dst[col * LDS + r] (e.g. V as [D, keys] for O = P V fragments).
-template <int ROWS, int COLS, int LDS, int NT, class T>
-static __device__ __forceinline__ void tile_to_shared_t(bf16 *dst, const T *src, long long ld, int nvalid) {
-    for (int c = threadIdx.x; c < ROWS * COLS / 8; c += NT) {
-        const int r = c % ROWS, col = (c / ROWS) * 8;      // consecutive threads: consecutive rows
-        float x[8];
-        if (r < nvalid) ldv<8>(src + r * ld + col, x);
-        else for (int e = 0; e < 8; e++) x[e] = 0.f;
-        for (int e = 0; e < 8; e++) dst[(col + e) * LDS + r] = __float2bfloat16(x[e]);
     }
 }

@@ -123,6 +123,29 @@ inline void emu_mma_bf16_16816(float c[4], const unsigned a[4], const unsigned b
     memcpy(c, r, sizeof r);
 }
 
+// ldmatrix (m8n8, .x1/.x2/.x4, optionally .trans) as a warp collective: lane l deposits the address
+// of row l%8 of matrix l/8; after the barrier each lane gathers its two elements of every matrix
+// (row l/4, columns 2(l%4), 2(l%4)+1; transposed: rows 2(l%4), 2(l%4)+1 of column l/4), as the PTX
+// ISA describes. A row address that is not 16-byte aligned (a fault on the device) yields NaNs.
+inline const uint16_t *emu_ldsm_row[1024];
+inline void emu_ldmatrix(unsigned *r, int nmat, bool trans, const void *row) {
+    const unsigned t = threadIdx.x, base = t & ~31u, lane = t & 31u;
+    emu_ldsm_row[t] = (const uint16_t *)row;
+    emu_cur->mask = 0xffffffffu;
+    emu_yield(EMU_WAIT_SHFL);        // every lane has deposited its row address
+    unsigned out[4];
+    const unsigned g = lane >> 2, c = 2 * (lane & 3);
+    for (int i = 0; i < nmat; i++) {
+        const uint16_t *const *rows = emu_ldsm_row + base + 8 * i;
+        int aligned = 1;
+        for (int j = 0; j < 8; j++) aligned &= ((uintptr_t)rows[j] & 15u) == 0;
+        uint16_t lo = trans ? rows[c][g] : rows[g][c], hi = trans ? rows[c + 1][g] : rows[g][c + 1];
+        out[i] = aligned ? (unsigned)lo | (unsigned)hi << 16 : 0xffffffffu;
+    }
+    emu_yield(EMU_WAIT_SHFL);        // every lane has read before anyone deposits again
+    memcpy(r, out, (size_t)nmat * sizeof(unsigned));
+}
+
 inline void emu_fiber_main(unsigned lo, unsigned hi) {
     EmuFiber *f = (EmuFiber *)(((uintptr_t)hi << 32) | (uintptr_t)lo);
     threadIdx = dim3{f->tid, 0, 0};

@@ -196,8 +196,8 @@ static void to_args(const KernelInst *k, int ki, const Case *c, KernelArgs *a) {
 
 /* The tensor-core helpers on their own: the prelude's fragment layout against the PTX ISA's table
  * for mma.m16n8k16 .bf16 (restated here in the ISA's own terms, so a slip in the prelude's bit
- * arithmetic shows even though the emulator shares it), and one warp's C = A B through
- * mma_load_a / mma_load_b_nk / mma_load_b_kn against a plain product. */
+ * arithmetic shows even though the emulator shares it), and one warp's C = A B through the
+ * ldmatrix loads mma_load_a / mma_load_b_nk / mma_load_b_kn against a plain product. */
 static const char *MMA_PROBE =
     "extern \"C\" void emu_mma_layout(int *out) {\n"
     "    for (int lane = 0; lane < 32; lane++) {\n"
@@ -209,17 +209,20 @@ static const char *MMA_PROBE =
     "}\n"
     "extern \"C\" __global__ void mma_probe(const bf16 *a, const bf16 *bt, const bf16 *b, float *c_nk, float *c_kn) {\n"
     "    const int lane = threadIdx.x & 31;\n"
-    "    unsigned af[4], bf[2];\n"
-    "    float c[4] = {0.f, 0.f, 0.f, 0.f}, d[4] = {1.f, 1.f, 1.f, 1.f};\n"
+    "    unsigned af[4], b0[2], b1[2];\n"
+    "    float c[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}}, d[2][4] = {{1.f, 1.f, 1.f, 1.f}, {1.f, 1.f, 1.f, 1.f}};\n"
     "    mma_load_a(af, a, 24);\n"
-    "    mma_load_b_nk(bf, bt, 24);\n"
-    "    mma_bf16_16816(c, af, bf);\n"
-    "    mma_load_b_kn(bf, b, 10);\n"
-    "    mma_bf16_16816(d, af, bf);\n"
-    "    for (int e = 0; e < 4; e++) {\n"
-    "        c_nk[mma_c_row(lane, e) * 8 + mma_c_col(lane, e)] = c[e];\n"
-    "        c_kn[mma_c_row(lane, e) * 8 + mma_c_col(lane, e)] = d[e];\n"
-    "    }\n"
+    "    mma_load_b_nk(b0, b1, bt, 24);\n"
+    "    mma_bf16_16816(c[0], af, b0);\n"
+    "    mma_bf16_16816(c[1], af, b1);\n"
+    "    mma_load_b_kn(b0, b1, b, 24);\n"
+    "    mma_bf16_16816(d[0], af, b0);\n"
+    "    mma_bf16_16816(d[1], af, b1);\n"
+    "    for (int n = 0; n < 2; n++)\n"
+    "        for (int e = 0; e < 4; e++) {\n"
+    "            c_nk[mma_c_row(lane, e) * 16 + n * 8 + mma_c_col(lane, e)] = c[n][e];\n"
+    "            c_kn[mma_c_row(lane, e) * 16 + n * 8 + mma_c_col(lane, e)] = d[n][e];\n"
+    "        }\n"
     "}\n"
     "EMU_ENTRY(mma_probe)\n";
 
@@ -247,9 +250,9 @@ static void check_mma(void *so) {
     }
     CHECK(bad == 0, "mma fragment layout = the PTX ISA's m16n8k16 .bf16 table", "%d entries differ (first: lane %d, slot %d)",
           bad, first / 32, first % 32);
-    /* A [16, 16] at row stride 24, B^T [8, 16] at stride 24, B [16, 8] at stride 10: bf16 values */
-    static uint16_t a[16 * 24], bt[8 * 24], b[16 * 10];
-    static float fa[16][16], fb[16][8], c_nk[128], c_kn[128];
+    /* A [16, 16], B^T [16, 16] and B [16, 16] (two n-tiles), row stride 24, 16-byte aligned */
+    static _Alignas(16) uint16_t a[16 * 24], bt[16 * 24], b[16 * 24];
+    static float fa[16][16], fb[16][16], c_nk[256], c_kn[256];
     for (int i = 0; i < 16; i++)
         for (int j = 0; j < 16; j++) {
             float v = bf16_round((float)(2 * urand() - 1));
@@ -257,20 +260,20 @@ static void check_mma(void *so) {
             fa[i][j] = v; a[i * 24 + j] = (uint16_t)(u >> 16);
         }
     for (int kk = 0; kk < 16; kk++)
-        for (int n = 0; n < 8; n++) {
+        for (int n = 0; n < 16; n++) {
             float v = bf16_round((float)(2 * urand() - 1));
             uint32_t u; memcpy(&u, &v, 4);
-            fb[kk][n] = v; bt[n * 24 + kk] = (uint16_t)(u >> 16); b[kk * 10 + n] = (uint16_t)(u >> 16);
+            fb[kk][n] = v; bt[n * 24 + kk] = (uint16_t)(u >> 16); b[kk * 24 + n] = (uint16_t)(u >> 16);
         }
     void *pa = a, *pbt = bt, *pb = b, *pc = c_nk, *pd = c_kn;
     void *params[5] = {&pa, &pbt, &pb, &pc, &pd};
     int rc = probe(1, 32, params);
     double worst = 0;
     for (int i = 0; i < 16; i++)
-        for (int n = 0; n < 8; n++) {
+        for (int n = 0; n < 16; n++) {
             double ref = 0;
             for (int kk = 0; kk < 16; kk++) ref += (double)fa[i][kk] * fb[kk][n];
-            double e1 = fabs(c_nk[i * 8 + n] - ref), e2 = fabs(c_kn[i * 8 + n] - (ref + 1));
+            double e1 = fabs(c_nk[i * 16 + n] - ref), e2 = fabs(c_kn[i * 16 + n] - (ref + 1));
             if (!(e1 <= worst)) worst = e1;
             if (!(e2 <= worst)) worst = e2;
         }
