@@ -13,6 +13,8 @@
 #   6. check model: the other variants, determinism, tp=2 / tp=4 local mode vs tp=1 (model.md);
 #   7. the kernels' registers and spills on this GPU's arch (kernels.md);
 #   8. tokens/s of BOOST alone on more runs (bench.md, second table).
+# At the end results-DATE-GPU.md gathers summary.md, torch.md and bench.md: commit it as
+# bench/results/DATE-GPU.md (bench/README.md).
 # Build first on the build machine: bash tests/gpu/build.sh, then carry bin/, build/gpu/ and
 # build/corpus.txt (without it the BOOST benchmarks train on generated text).
 # Usage (device machine): bash tests/gpu/run.sh
@@ -140,7 +142,7 @@ recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print("# One training step: BOOST against tests/gpu/torch_model.py\n")
 print("BOOST trains one step with lr 0 (its initial weights, and its gradients in AdamW's first moment) and one")
 print("real step; PyTorch loads those weights and takes the same first batch. In bf16 each gradient may differ")
-print("from PyTorch fp32 by 4x what PyTorch's own bf16 autocast does to it (and at least the floor).\n")
+print("from PyTorch fp32 by 8x what PyTorch's own bf16 autocast does to it (and at least the floor).\n")
 print("| run | BOOST | PyTorch | loss BOOST | loss PyTorch fp32 | rel | worst gradient (tolerance) | all gradients | AdamW on BOOST's grads | whole step | verdict |")
 print("|---|---|---|---:|---:|---:|---|---:|---:|---:|---|")
 for r in recs:
@@ -187,7 +189,10 @@ print(f"# Training throughput: BOOST ({dut}) against PyTorch ({tdtype}; torch.co
 print("Same model, same micro-batch and sequence length, tp=1, in the same run. tokens/s: median of the steady")
 print("steps (BOOST: the last half of its steps; PyTorch: after its warm-up steps, each timed to a CUDA sync).")
 print("MFU = FLOPs per token (boost report --json: 6 x matmul parameters per token + attention, the same")
-print("figure for both sides) x tokens/s / the GPU's dense bf16 peak (specs/gpus). Target: BOOST >= 1.3x torch.compile.\n")
+print("figure for both sides) x tokens/s / the GPU's dense bf16 peak (specs/gpus). Target: BOOST >= 1.3x torch.compile.")
+print("PyTorch side (tests/gpu/torch_model.py, built from the run's plan): fp32 master weights under bf16 autocast, one")
+print("matmul per factor, scaled_dot_product_attention (causal), fused AdamW with global-norm clipping, no activation")
+print("checkpointing, random tokens; torch.compile per decoder layer (one compile shared by all layers) and the loss.\n")
 print("| run | tokens/step | BOOST tok/s | BOOST MFU | compile tok/s | compile MFU | eager tok/s | eager MFU | BOOST/compile | BOOST/eager |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for run in runs:
@@ -353,5 +358,12 @@ section "summary"
   echo "bench.md (tokens/s and MFU vs PyTorch), steps.md (per step kind), kernels.md (registers/spills),"
   echo "run.log (everything)."
 } >>"$OUT/summary.md"
+# one file to commit as bench/results/DATE-GPU.md: the summary, then the PyTorch comparisons
+RESULTS="$OUT/results-$(date -u +%Y-%m-%d)-${GPU:-$DUT}.md"
+{
+  cat "$OUT/summary.md"
+  for f in torch.md bench.md; do [ -s "$OUT/$f" ] && { echo; sed 's/^# /## /' "$OUT/$f"; }; done
+} >"$RESULTS"
 tail -12 "$OUT/summary.md"
+echo "results file: $RESULTS (commit it as bench/results/$(basename "$RESULTS" | sed 's/^results-//'))"
 [ "$fails" = 0 ]

@@ -571,10 +571,15 @@ def update_rel(torch, w1, w1_boost, w0):
 
 
 # ---------------------------------------------------------------- --check
-TOLERANCES = {   # (loss, gradients, AdamW on BOOST's gradients, the whole step) norm-wise relative
-    "fp32": (1e-5, 1e-4, 1e-4, 1e-2),
-    "bf16": (1e-2, 1e-1, 2e-2, None),   # the whole step in bf16: reported, not judged (Adam's
-}                                       # first step is sign(g): noise-level gradients flip
+# Tolerances, norm-wise relative: (loss, each gradient, AdamW on BOOST's gradients, the whole step).
+# fp32 (BOOST's CPU backend against PyTorch in fp32): fixed, a few hundred times the rounding seen.
+# bf16 (BOOST's CUDA backend, bf16 activations): against PyTorch in fp32, each tensor allowed
+# BF16_NOISE times the difference PyTorch's own bf16 autocast makes from fp32 on the same step, and
+# at least the floor given here (BOOST keeps the residual stream in bf16 too, PyTorch's autocast in
+# fp32, so BOOST's own rounding is the larger; a wrong model differs by 0.1 to 1, see the mutants). The whole step is not judged in bf16: Adam's first update is about
+# lr * sign(g), and bf16 flips the sign of the many gradients that are at its noise level.
+TOLERANCES = {"fp32": (1e-5, 1e-4, 1e-4, 1e-2), "bf16": (2e-3, 3e-2, 2e-2, None)}
+BF16_NOISE = 8.0
 
 
 def check_one(torch, args, run, mutant, tmp):
@@ -603,6 +608,7 @@ def check_one(torch, args, run, mutant, tmp):
     with open(zero + ".jsonl") as f:
         boost_log = [json.loads(x) for x in f if x.strip().startswith("{")]
     boost_loss = next(r["loss"] for r in boost_log if "loss" in r)
+    log_norm = float(boost_log[0].get("grad_norm", "nan"))
     cfg.steps = 1                                   # the schedule of the one-step run
     names = list(cfg.canons)
     w0 = read_safetensors(torch, os.path.join(zero, "step-000001", "model.safetensors"), set(names))
@@ -616,56 +622,86 @@ def check_one(torch, args, run, mutant, tmp):
     batches = [(torch.tensor(i, dtype=torch.long, device=device).view(shape),
                 torch.tensor(t, dtype=torch.long, device=device).view(shape)) for i, t in batches]
 
-    def fresh(mut):
-        model = build_model(torch, cfg, mut).to(device)
+    def fresh(dtype):
+        model = build_model(torch, cfg, mutant).to(device)
         load_params(torch, cfg, model, {n: w.to(device) for n, w in w0.items()}, zero)
-        return model, Trainer(torch, cfg, model, device, args.dtype, mut)
+        return model, Trainer(torch, cfg, model, device, dtype, mutant)
 
-    # 1. the model: loss and gradients on BOOST's weights and first batch
-    model, tr = fresh(mutant)
-    loss = float(tr.forward_backward(batches))
-    grads = {}
-    for n in names:
-        g = model.canon(n).grad                     # None: the model never uses the tensor (a mutant)
-        g = torch.zeros_like(model.canon(n)) if g is None else g
-        grads[n] = g.detach().float().cpu().reshape(boost_grads[n].shape)
+    def loss_and_grads(dtype):
+        model, tr = fresh(dtype)
+        loss = float(tr.forward_backward(batches))
+        grads = {}
+        for n in names:
+            g = model.canon(n).grad                 # None: the model never uses the tensor (a mutant)
+            g = torch.zeros_like(model.canon(n)) if g is None else g
+            grads[n] = g.detach().float().cpu().reshape(boost_grads[n].shape).clone()   # the step clips in place
+        return loss, grads, model, tr
+
+    def flat(gs):
+        return torch.cat([gs[n].reshape(-1) for n in names])
+
+    # 1. the model: loss and gradients on BOOST's weights and first batch (in --dtype, and the fp32
+    #    reference that bf16 is judged against)
+    loss, grads, model, tr = loss_and_grads(args.dtype)
     per = {n: {"grad_norm": float(grads[n].norm()), "grad_norm_boost": float(boost_grads[n].norm()),
-               "grad_rel": rel(grads[n], boost_grads[n])} for n in names}
-    flat_t = torch.cat([grads[n].reshape(-1) for n in names])
-    flat_b = torch.cat([boost_grads[n].reshape(-1) for n in names])
+               "grad_rel": rel(boost_grads[n], grads[n])} for n in names}
     # 2. the whole step: AdamW on its own gradients
     tr.optimizer_step(0)
     for n in names:
         per[n]["update_rel"] = update_rel(torch, model.canon(n).detach().float().cpu().reshape(w0[n].shape), w1[n], w0[n])
+    del model, tr
+    tol_loss, tol_grad, tol_adamw, tol_step = TOLERANCES[args.dtype]
+    if args.tol_grad is not None:
+        tol_grad = args.tol_grad
+    if args.dtype == "fp32":
+        ref_loss, ref = loss, grads
+        for n in names:
+            per[n]["grad_tol"] = tol_grad
+        loss_tol = tol_loss
+    else:
+        ref_loss, ref, _, _ = loss_and_grads("fp32")
+        for n in names:
+            noise = rel(grads[n], ref[n])            # what bf16 autocast does to PyTorch's own gradient
+            per[n]["grad_rel_torch_bf16_vs_fp32"] = noise
+            per[n]["grad_rel"] = rel(boost_grads[n], ref[n])
+            per[n]["grad_rel_boost_vs_torch_bf16"] = rel(boost_grads[n], grads[n])
+            per[n]["grad_tol"] = max(tol_grad, BF16_NOISE * noise)
+        loss_tol = max(tol_loss, BF16_NOISE * abs(loss - ref_loss) / abs(ref_loss))
     # 3. the optimizer alone: AdamW on BOOST's gradients, from BOOST's weights
-    model, tr = fresh(mutant)
+    model, tr = fresh(args.dtype)
     for n in names:
         model.canon(n).grad = boost_grads[n].to(device).reshape(model.canon(n).shape).clone()
     tr.optimizer_step(0)
     for n in names:
         per[n]["adamw_rel"] = update_rel(torch, model.canon(n).detach().float().cpu().reshape(w0[n].shape), w1[n], w0[n])
+    del model, tr
 
-    tol_loss, tol_grad, tol_adamw, tol_step = TOLERANCES[args.dtype]
-    if args.tol_grad is not None:
-        tol_grad = args.tol_grad
-    worst = {k: max(names, key=lambda n: per[n][k]) for k in ("grad_rel", "update_rel", "adamw_rel")}
+    flat_t, flat_b, flat_r = flat(grads), flat(boost_grads), flat(ref)
+    worst = {k: max(names, key=lambda n: per[n][k]) for k in ("update_rel", "adamw_rel")}
+    worst["grad_rel"] = max(names, key=lambda n: per[n]["grad_rel"] / per[n]["grad_tol"])
+    wg = per[worst["grad_rel"]]
+    ref_note = "" if args.dtype == "fp32" else " fp32"
     rec = {"run": run, "model": cfg.name, "mutant": mutant, "boost_backend": args.backend, "device": args.device,
            "dtype": args.dtype, "micro_batch": cfg.micro_batch, "seq": cfg.seq,
-           "loss": loss, "loss_boost": boost_loss, "loss_rel": abs(loss - boost_loss) / abs(boost_loss),
-           "grad_norm": float(flat_t.norm()), "grad_norm_boost": float(flat_b.norm()),
-           "grad_norm_boost_log": boost_log[0].get("grad_norm"), "grads_rel_all": rel(flat_t, flat_b),
+           "loss": loss, "loss_ref_fp32": ref_loss, "loss_boost": boost_loss,
+           "loss_rel": abs(boost_loss - ref_loss) / abs(ref_loss), "loss_tol": loss_tol,
+           "grad_norm": float(flat_t.norm()), "grad_norm_boost": float(flat_b.norm()), "grad_norm_boost_log": log_norm,
+           "grads_rel_all": rel(flat_b, flat_r), "grads_rel_all_torch_dtype": rel(flat_b, flat_t),
            "worst": {k: [n, per[n][k]] for k, n in worst.items()},
-           "tolerances": {"loss": tol_loss, "grad": tol_grad, "adamw": tol_adamw, "step": tol_step},
+           "tolerances": {"loss": loss_tol, "grad": tol_grad, "adamw": tol_adamw, "step": tol_step,
+                          "bf16_noise_factor": BF16_NOISE if args.dtype == "bf16" else None},
            "tensors": per}
-    log_norm = float(boost_log[0].get("grad_norm", "nan"))
     verdicts = [
-        ("loss", rec["loss_rel"] <= tol_loss,
-         f"loss {loss:.6g} vs BOOST {boost_loss:.6g} (relative {rec['loss_rel']:.2g}, tolerance {tol_loss:g})"),
-        ("gradient norm", abs(rec["grad_norm"] - log_norm) <= tol_grad * log_norm,
-         f"{rec['grad_norm']:.6g} vs BOOST's log {log_norm:.6g} (tolerance {tol_grad:g} relative)"),
-        ("gradients", per[worst["grad_rel"]]["grad_rel"] <= tol_grad,
-         f"{len(names)} gradients, largest relative difference {per[worst['grad_rel']]['grad_rel']:.2g} "
-         f"({worst['grad_rel']}; all together {rec['grads_rel_all']:.2g}; tolerance {tol_grad:g})"),
+        ("loss", rec["loss_rel"] <= loss_tol,
+         f"BOOST {boost_loss:.6g} vs PyTorch{ref_note} {ref_loss:.6g} (relative {rec['loss_rel']:.2g}, tolerance "
+         f"{loss_tol:.2g}{'' if args.dtype == 'fp32' else f'; PyTorch bf16 {loss:.6g}'})"),
+        ("gradient norm", abs(float(flat_b.norm()) - log_norm) <= 1e-4 * log_norm,
+         f"BOOST's gradients as read from its AdamW moment {float(flat_b.norm()):.6g}, its log {log_norm:.6g} "
+         f"(tolerance 1e-4 relative); PyTorch{ref_note} {float(flat_r.norm()):.6g}"),
+        ("gradients", wg["grad_rel"] <= wg["grad_tol"],
+         f"{len(names)} gradients, worst relative difference {wg['grad_rel']:.2g} ({worst['grad_rel']}, tolerance "
+         f"{wg['grad_tol']:.2g}); all together {rec['grads_rel_all']:.2g}"
+         + ("" if args.dtype == "fp32" else f" (PyTorch bf16 vs fp32: {rel(flat_t, flat_r):.2g})")),
         ("AdamW on BOOST's gradients", per[worst["adamw_rel"]]["adamw_rel"] <= tol_adamw,
          f"weights after one step, largest relative difference of the update {per[worst['adamw_rel']]['adamw_rel']:.2g} "
          f"({worst['adamw_rel']}; tolerance {tol_adamw:g})"),
@@ -772,8 +808,6 @@ def do_bench(args):
     torch = import_torch(args.threads)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise Failure("--device cuda: PyTorch sees no CUDA device here")
-    if args.device == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
     run = args.runs[0]
     with tempfile.TemporaryDirectory(prefix="torch-bench.") as tmp:
         cfg, _ = plan_for(args, run, tmp)
