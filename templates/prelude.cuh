@@ -201,3 +201,45 @@ static __device__ __forceinline__ void tile_to_shared(bf16 *dst, const T *src, l
         *(uint4 *)(dst + r * LDS + col) = u;
     }
 }
+
+// cp.async: 16-byte copies from global to shared memory that run while the warp computes.
+// cp_async_commit() closes the thread's current group of copies; cp_async_wait<N>() waits until at
+// most N of its committed groups are still in flight (then a __syncthreads makes every thread's
+// copies visible to the block).
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+#ifdef BOOST_CUDA_EMU
+    emu_cp_async16(dst, src);
+#else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src));
+#endif
+}
+static __device__ __forceinline__ void cp_async_commit() {
+#ifdef BOOST_CUDA_EMU
+    emu_cp_async_commit();
+#else
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> static __device__ __forceinline__ void cp_async_wait() {
+#ifdef BOOST_CUDA_EMU
+    emu_cp_async_wait(N);
+#else
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+#endif
+}
+
+// tile_to_shared without waiting: cp.async when the source is bf16 with 16-byte aligned rows, else
+// the plain copy (then done on return). Rows >= nvalid are zero-filled with plain stores. The
+// caller commits, waits and synchronises.
+template <int ROWS, int COLS, int LDS, int NT, class T>
+static __device__ __forceinline__ void tile_to_shared_async(bf16 *dst, const T *src, long long ld, int nvalid) {
+    if (sizeof(T) != 2 || ld % 8 || !aligned16(src)) {
+        tile_to_shared<ROWS, COLS, LDS, NT>(dst, src, ld, nvalid);
+        return;
+    }
+    for (int c = threadIdx.x; c < ROWS * COLS / 8; c += NT) {
+        const int r = c / (COLS / 8), col = (c % (COLS / 8)) * 8;
+        if (r < nvalid) cp_async16(dst + r * LDS + col, src + r * ld + col);
+        else { uint4 z; z.x = z.y = z.z = z.w = 0u; *(uint4 *)(dst + r * LDS + col) = z; }
+    }
+}

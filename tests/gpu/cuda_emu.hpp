@@ -9,6 +9,7 @@
 #include <string.h>
 #include <ucontext.h>
 #include <algorithm>
+#include <vector>
 #include <utility>
 
 #define __global__
@@ -146,6 +147,31 @@ inline void emu_ldmatrix(unsigned *r, int nmat, bool trans, const void *row) {
     memcpy(r, out, (size_t)nmat * sizeof(unsigned));
 }
 
+// cp.async: a thread's copies are held back until its cp.async.wait_group lets their group land
+// (the latest moment the device may complete them), so a kernel that reads a tile before waiting
+// for it reads stale data here. The source is read at issue.
+struct EmuCopy { void *dst; unsigned char data[16]; unsigned group; };
+inline std::vector<EmuCopy> emu_cp_pending[1024];
+inline unsigned emu_cp_groups[1024];
+inline void emu_cp_async16(void *dst, const void *src) {
+    EmuCopy c;
+    c.dst = dst;
+    memcpy(c.data, src, 16);
+    c.group = emu_cp_groups[threadIdx.x];
+    emu_cp_pending[threadIdx.x].push_back(c);
+}
+inline void emu_cp_async_commit() { emu_cp_groups[threadIdx.x]++; }
+inline void emu_cp_async_wait(int n) {
+    std::vector<EmuCopy> &p = emu_cp_pending[threadIdx.x];
+    const unsigned committed = emu_cp_groups[threadIdx.x];
+    size_t keep = 0;
+    for (size_t i = 0; i < p.size(); i++) {
+        if (p[i].group + (unsigned)n < committed) memcpy(p[i].dst, p[i].data, 16);   // group done
+        else p[keep++] = p[i];
+    }
+    p.resize(keep);
+}
+
 inline void emu_fiber_main(unsigned lo, unsigned hi) {
     EmuFiber *f = (EmuFiber *)(((uintptr_t)hi << 32) | (uintptr_t)lo);
     threadIdx = dim3{f->tid, 0, 0};
@@ -156,6 +182,8 @@ inline void emu_fiber_main(unsigned lo, unsigned hi) {
 /* Runs one block: returns -1 on a deadlock (a barrier some fibers never reach). */
 inline int emu_run_block() {
     for (unsigned t = 0; t < emu_nthreads; t++) {
+        emu_cp_pending[t].clear();   // copies a previous block never waited for are lost
+        emu_cp_groups[t] = 0;
         EmuFiber *f = &emu_fibers[t];
         getcontext(&f->ctx);
         f->ctx.uc_stack.ss_sp = f->stack;
