@@ -210,9 +210,9 @@ if extra:
         print(f"| {r['run']} | {r['steps']} | {r['tokens_per_step']} | {r['tokens_per_s']:,.0f} | {mfu(r)} | {r['loss_last']:.4f} |")
 details = [r for r in recs if r["mode"] in ("eager", "compile") and "tokens_per_s" in r]
 if details:
-    print("\nPyTorch details: " + "; ".join(
+    print("\nPyTorch details (eager and compile start from the same weights and batch: the same loss at step 1): " + "; ".join(
         f"{r['run']} {r['mode']}: first step {r['first_step_s']} s{' (compiling)' if r['mode'] == 'compile' else ''}, "
-        f"{r['steady_steps']} steady steps of {r['step_ms_median']} ms"
+        f"{r['steady_steps']} steady steps of {r['step_ms_median']} ms, loss at step 1 {r['loss_first']:.5f}"
         + (f", peak memory {r['max_mem_gb']} GiB" if r.get("max_mem_gb") is not None else "") for r in details) + ".")
 print("\nCommands:\n\n```")
 print(open(sys.argv[2]).read().rstrip())

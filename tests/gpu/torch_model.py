@@ -19,7 +19,7 @@
 # Examples:
 #   python3 tests/gpu/torch_model.py --check tiny-cola tiny-llama -D tp=1             # CPU, fp32
 #   python3 tests/gpu/torch_model.py --check cola-60m-h100 --backend cuda --device cuda --dtype bf16
-#   python3 tests/gpu/torch_model.py --bench cola-1b-h200 --mode compile --gpu h200
+#   python3 tests/gpu/torch_model.py --bench cola-1b-h200 --device cuda --mode compile --gpu h200
 #   python3 tests/gpu/torch_model.py --check tiny-cola --mutant rope_interleaved   # must FAIL
 import argparse
 import json
@@ -142,6 +142,9 @@ class Config:
 
         # how each projection is parametrised: dense W, or A [d_in, r] -> sigma -> B [r, d_out]
         self.proj = {}
+        if any(re.fullmatch(r"L\d+\.router\.W", n) for n in self.canons):
+            raise BadInput(f"{path}: {self.name} has MoE layers (a router and experts), which this PyTorch model "
+                           "does not implement: compare a dense or low-rank model")
         for i in range(self.layers):
             for p in PROJS:
                 pre = f"L{i}.{p}"
@@ -752,7 +755,8 @@ def do_check(args):
 def bench_mode(torch, args, cfg, mode, flops_per_token, peak):
     device = torch.device(args.device)
     gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
-    model = build_model(torch, cfg).to(device)
+    torch.manual_seed(cfg.seed)      # eager and compile start from the same weights and data: their
+    model = build_model(torch, cfg).to(device)   # first losses agree when they compute the same model
     init_params(torch, cfg, model)
     scope = args.compile_scope if mode == "compile" else None
     opts = {"backend": args.compile_backend}
