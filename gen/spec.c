@@ -1299,6 +1299,12 @@ static void check_run(Ctx *c, const Obj *par, const Obj *feat, const Obj *train)
     if (r->layout != LAYOUT_MEGATRON && !lowrank)
         spec_error(c, layout_loc, "layout %s splits low-rank factors, and %s is full-rank: use layout \"megatron\"",
                    layout_name(r->layout), m->name);
+    if (m->moe_experts && r->layout != LAYOUT_BTP)
+        spec_error(c, layout_loc, "model %s has MoE layers, which are built for layout \"btp\" only (megatron and naive have "
+                   "no MoE block): use layout = \"btp\"", m->name);
+    if (m->moe_experts && m->moe_ffn % r->tp)
+        spec_error(c, tp_loc, "the experts' ffn (%d) of model %s must be divisible by tp (%d): each rank holds expert_ffn/tp",
+                   m->moe_ffn, m->name, r->tp);
     if (r->pp > m->layers || m->layers % r->pp)
         spec_error(c, key_loc(c, par, "pp"), "layers (%d) must be divisible by pp (%d): each pipeline stage holds layers/pp layers",
                    m->layers, r->pp);
