@@ -13,7 +13,8 @@
 //  - the next batch*heads*ceil(seq/BQ) blocks own BQ queries (Q, dO rows in shared memory, lse and
 //    delta) and stream the key tiles j <= their last query: S = Q K^T, dP = dO V^T,
 //    dS = P (dP - delta), dQ += dS K; dq = scale dQ.
-// Shared memory: own rows [2*BQ, D] + streamed tiles [2*BK, D] bf16, rows padded by 8.
+// Shared memory: own rows [2*BQ, D] + streamed tiles [2*BK, D] bf16, rows padded by 8 (ldmatrix
+// without bank conflicts), copied with cp.async; delta and lse are read while the copies land.
 // gen/kernels.c uses this template for head_dim a multiple of 16 up to 128, attention_bwd_simt.cu
 // otherwise.
 extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
@@ -54,8 +55,9 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
         const int kvh = bk % {{KV_HEADS}}, b = bk / {{KV_HEADS}};
         const long long seq0 = (long long)b * SEQ;
         const int j0 = kb * BQ, w0 = j0 + warp * 16;         // block's and warp's first key
-        tile_to_shared<BQ, D, LDS, NT>(own1, k + (seq0 + j0) * {{LDK}} + kvh * D, {{LDK}}, SEQ - j0);
-        tile_to_shared<BQ, D, LDS, NT>(own2, v + (seq0 + j0) * {{LDV}} + kvh * D, {{LDV}}, SEQ - j0);
+        tile_to_shared_async<BQ, D, LDS, NT>(own1, k + (seq0 + j0) * {{LDK}} + kvh * D, {{LDK}}, SEQ - j0);
+        tile_to_shared_async<BQ, D, LDS, NT>(own2, v + (seq0 + j0) * {{LDV}} + kvh * D, {{LDV}}, SEQ - j0);
+        cp_async_commit();
         const bf16 *kw = own1 + warp * 16 * LDS, *vw = own2 + warp * 16 * LDS;
         float gk[NO][4], gv[NO][4];                        // dK, dV [16, D]
         for (int n = 0; n < NO; n++) for (int e = 0; e < 4; e++) { gk[n][e] = 0.f; gv[n][e] = 0.f; }
@@ -63,9 +65,11 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
             const int h = kvh * GROUP + hg;
             for (int i0 = j0 / BK * BK; i0 < SEQ; i0 += BK) {   // query tiles that see a key of the block
                 __syncthreads();                           // the previous tile's readers are done
-                tile_to_shared<BK, D, LDS, NT>(str1, q + (seq0 + i0) * {{LDQ}} + h * D, {{LDQ}}, SEQ - i0);
-                tile_to_shared<BK, D, LDS, NT>(str2, dout + (seq0 + i0) * {{LDDO}} + h * D, {{LDDO}}, SEQ - i0);
-                row_stats(b, h, i0, BK);
+                tile_to_shared_async<BK, D, LDS, NT>(str1, q + (seq0 + i0) * {{LDQ}} + h * D, {{LDQ}}, SEQ - i0);
+                tile_to_shared_async<BK, D, LDS, NT>(str2, dout + (seq0 + i0) * {{LDDO}} + h * D, {{LDDO}}, SEQ - i0);
+                cp_async_commit();
+                row_stats(b, h, i0, BK);                   // while the copies land
+                cp_async_wait<0>();
                 __syncthreads();
                 if (i0 + BK - 1 < w0 || w0 >= SEQ) continue;   // causal: every query precedes the warp's keys
                 float s[NS][4], dp[NS][4];                 // S^T, dP^T [16 keys, BK queries]
@@ -125,17 +129,20 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
     const long long seq0 = (long long)b * SEQ;
     const int q0 = qb * BQ, w0 = q0 + warp * 16;
     const int wlast = w0 < SEQ ? min(w0 + 15, SEQ - 1) : -1;
-    tile_to_shared<BQ, D, LDS, NT>(own1, q + (seq0 + q0) * {{LDQ}} + h * D, {{LDQ}}, SEQ - q0);
-    tile_to_shared<BQ, D, LDS, NT>(own2, dout + (seq0 + q0) * {{LDDO}} + h * D, {{LDDO}}, SEQ - q0);
-    row_stats(b, h, q0, BQ);
+    tile_to_shared_async<BQ, D, LDS, NT>(own1, q + (seq0 + q0) * {{LDQ}} + h * D, {{LDQ}}, SEQ - q0);
+    tile_to_shared_async<BQ, D, LDS, NT>(own2, dout + (seq0 + q0) * {{LDDO}} + h * D, {{LDDO}}, SEQ - q0);
+    cp_async_commit();
+    row_stats(b, h, q0, BQ);                               // while the copies land
     const bf16 *qw = own1 + warp * 16 * LDS, *dow = own2 + warp * 16 * LDS;
     float gq[NO][4];                                       // dQ [16, D]
     for (int n = 0; n < NO; n++) for (int e = 0; e < 4; e++) gq[n][e] = 0.f;
     const int last = min(q0 + BQ, SEQ) - 1;
     for (int k0 = 0; k0 <= last; k0 += BK) {
         __syncthreads();                                   // own rows loaded; previous readers done
-        tile_to_shared<BK, D, LDS, NT>(str1, k + (seq0 + k0) * {{LDK}} + kvh * D, {{LDK}}, SEQ - k0);
-        tile_to_shared<BK, D, LDS, NT>(str2, v + (seq0 + k0) * {{LDV}} + kvh * D, {{LDV}}, SEQ - k0);
+        tile_to_shared_async<BK, D, LDS, NT>(str1, k + (seq0 + k0) * {{LDK}} + kvh * D, {{LDK}}, SEQ - k0);
+        tile_to_shared_async<BK, D, LDS, NT>(str2, v + (seq0 + k0) * {{LDV}} + kvh * D, {{LDV}}, SEQ - k0);
+        cp_async_commit();
+        cp_async_wait<0>();                                // (the first one also waits for the own rows)
         __syncthreads();
         if (k0 > wlast) continue;
         float s[NS][4], dp[NS][4];                         // S, dP [16 queries, BK keys]
