@@ -56,8 +56,10 @@ section "machine"
   echo "# GPU checks: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
   echo '```'
-  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv 2>&1 | head -3
+  if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv 2>&1 | head -3
+  else echo "no nvidia-smi: no GPU here"; fi
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "C compiler (torch.compile's Triton needs one): $( (cc --version || gcc --version) 2>/dev/null | head -1 || true)"
   echo '```'
 } >"$OUT/summary.md"
 cat "$OUT/summary.md" | tee -a "$OUT/run.log"
@@ -359,11 +361,13 @@ section "summary"
   echo "run.log (everything)."
 } >>"$OUT/summary.md"
 # one file to commit as bench/results/DATE-GPU.md: the summary, then the PyTorch comparisons
-RESULTS="$OUT/results-$(date -u +%Y-%m-%d)-${GPU:-$DUT}.md"
+if [ "$DUT" = cuda ]; then RESULTS="$OUT/results-$(date -u +%Y-%m-%d)-${GPU:-gpu}.md"
+else RESULTS="$OUT/results-$(date -u +%Y-%m-%d)-dryrun.md"; fi
 {
   cat "$OUT/summary.md"
   for f in torch.md bench.md; do [ -s "$OUT/$f" ] && { echo; sed 's/^# /## /' "$OUT/$f"; }; done
 } >"$RESULTS"
 tail -12 "$OUT/summary.md"
-echo "results file: $RESULTS (commit it as bench/results/$(basename "$RESULTS" | sed 's/^results-//'))"
+if [ "$DUT" = cuda ]; then echo "results file: $RESULTS (commit it as bench/results/$(basename "$RESULTS" | sed 's/^results-//'))"
+else echo "results file: $RESULTS (a dry run: not for bench/results/)"; fi
 [ "$fails" = 0 ]
