@@ -585,9 +585,12 @@ TOLERANCES = {"fp32": (1e-5, 1e-4, 1e-4, 1e-2), "bf16": (2e-3, 3e-2, 2e-2, None)
 BF16_NOISE = 8.0
 
 
-def check_one(torch, args, run, mutant, tmp):
+def check_one(args, run, mutant, tmp):
     label = run + (f" [mutant {mutant}]" if mutant else "")
     cfg, plan_dir = plan_for(args, run, tmp)
+    torch = import_torch(args.threads)               # after the plan: a bad run fails fast
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise Failure("--device cuda: PyTorch sees no CUDA device here")
     print(f"# torch_model {label}: {cfg.describe()}")
     device = torch.device(args.device)
     # data: a small token file of random tokens (every id of the vocabulary can occur), or --data
@@ -610,8 +613,10 @@ def check_one(torch, args, run, mutant, tmp):
     run_boost(args.boost, ["train"] + common + ["-o", one, "--log", one + ".jsonl"], f"boost train {run} (one step)")
     with open(zero + ".jsonl") as f:
         boost_log = [json.loads(x) for x in f if x.strip().startswith("{")]
-    boost_loss = next(r["loss"] for r in boost_log if "loss" in r)
-    log_norm = float(boost_log[0].get("grad_norm", "nan"))
+    first = next((r for r in boost_log if "grad_norm" in r and "loss" in r), None)   # step 1 (not a validation line)
+    if first is None:
+        raise Failure(f"{zero}.jsonl: BOOST logged no training step")
+    boost_loss, log_norm = float(first["loss"]), float(first["grad_norm"])
     cfg.steps = 1                                   # the schedule of the one-step run
     names = list(cfg.canons)
     w0 = read_safetensors(torch, os.path.join(zero, "step-000001", "model.safetensors"), set(names))
@@ -723,9 +728,6 @@ def check_one(torch, args, run, mutant, tmp):
 
 
 def do_check(args):
-    torch = import_torch(args.threads)
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise Failure("--device cuda: PyTorch sees no CUDA device here")
     mutants = [m for m in (args.mutant or "").split(",") if m] or [None]
     for m in mutants:
         if m and m not in MUTANTS:
@@ -738,7 +740,7 @@ def do_check(args):
                     tmp = os.path.join(args.keep, run + (f"-{m}" if m else ""))
                     os.makedirs(tmp, exist_ok=True)
                 try:
-                    rec = check_one(torch, args, run, m, tmp)
+                    rec = check_one(args, run, m, tmp)
                 except Failure as e:
                     print(f"FAIL - torch_model {run}: {e}")
                     rec = {"run": run, "mutant": m, "pass": False, "error": str(e)}

@@ -3,7 +3,8 @@
 # float32: for tiny-cola, tiny-llama, tiny-cola-gqa, tiny-lax and tiny-svd its --check (BOOST's
 # initial weights and first batch: loss, gradient norm, every gradient, the weights after one AdamW
 # step) agrees with BOOST's CPU backend; four deliberate mistakes are each caught by the check that
-# should catch them; the JSON records hold what tests/gpu/run.sh reads; a --bench smoke runs.
+# should catch them; the first batch of the shipped corpus is BOOST's (the loader's shuffled order);
+# the JSON records hold what tests/gpu/run.sh reads; a --bench smoke runs.
 cd "$(dirname "$0")/../.." || exit 2
 source tests/sh/lib.sh
 PY=${PYTHON:-python3}
@@ -46,6 +47,19 @@ for m in sys.argv[2:]:
 PY
 then ok "torch_model --check JSON: per-tensor gradient norms that add up to BOOST's logged norm"
 else fail "torch_model --check JSON" "missing or inconsistent fields in $(head -c 300 "$TMP/check.jsonl")"; fi
+
+# the first batch from the shipped corpus: torch_model.py's copy of the data loader's shuffled order
+if [ -f build/corpus.txt ]; then
+  $TM --check tiny-cola -D tp=1 --data corpus >"$TMP/corpus.out" 2>&1
+  rc=$?
+  if [ "$rc" = 0 ] && [ "$(grep -c '^ok - ' "$TMP/corpus.out")" = 5 ]; then
+    ok "torch_model tiny-cola on the corpus: the same first batch as BOOST's loader ($(grep -o 'loss: BOOST [0-9.]*' "$TMP/corpus.out"))"
+  else
+    fail "torch_model tiny-cola on the corpus" "exit $rc: $(grep -E '^FAIL|rror' "$TMP/corpus.out" | head -2)"
+  fi
+else
+  ok "torch_model on the corpus # SKIP build/corpus.txt is not built (tools/corpus.sh)"
+fi
 
 # 2. the check must fail when the model or the optimizer differs
 $TM --check tiny-cola --mutant rope_interleaved,no_final_norm,gate_silu,decay_all >"$TMP/mut.out" 2>&1
