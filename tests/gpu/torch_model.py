@@ -394,7 +394,7 @@ def build_model(torch, cfg, mutant=None):
             self.register_buffer("sin", ang.sin().float(), persistent=False)
 
         def canon(self, name):
-            """The parameter holding canonical tensor `name` (a view of shape rows x cols)."""
+            """The parameter holding canonical tensor `name` (norms are [d] here, 1 x d in the plan)."""
             if name in ("embed", "head", "final_norm"):
                 return getattr(self, name)
             i, rest = name[1:].split(".", 1)
@@ -631,7 +631,8 @@ def check_one(args, run, mutant, tmp):
                 torch.tensor(t, dtype=torch.long, device=device).view(shape)) for i, t in batches]
 
     def fresh(dtype):
-        model = build_model(torch, cfg, mutant).to(device)
+        with device:
+            model = build_model(torch, cfg, mutant)
         load_params(torch, cfg, model, {n: w.to(device) for n, w in w0.items()}, zero)
         return model, Trainer(torch, cfg, model, device, dtype, mutant)
 
@@ -758,7 +759,8 @@ def bench_mode(torch, args, cfg, mode, flops_per_token, peak):
     device = torch.device(args.device)
     gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
     torch.manual_seed(cfg.seed)      # eager and compile start from the same weights and data: their
-    model = build_model(torch, cfg).to(device)   # first losses agree when they compute the same model
+    with device:                                 # first losses agree when they compute the same model
+        model = build_model(torch, cfg)
     init_params(torch, cfg, model)
     scope = args.compile_scope if mode == "compile" else None
     opts = {"backend": args.compile_backend}
