@@ -314,6 +314,15 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
     case L_SINGLE: k->grid = 1; break;
     case L_ROW_THREAD: block = elem_block; k->grid = (rows + block - 1) / block; break;
     }
+    if (!strcmp(k->kind, "moe_router")) {   /* shared memory: the chunk's block*top_k choices (4 B) within 16 KiB */
+        int64_t topk = (int64_t)const_value(k, "top_k"), experts = (int64_t)const_value(k, "experts");
+        while (block > 32 && 4 * block * topk > 16384) block /= 2;
+        if (4 * block * topk > 16384 || experts > 1024) {
+            snprintf(err, errlen, "kernel moe_router: top_k %lld or experts %lld too large (at most 128 and 1024)",
+                     (long long)topk, (long long)experts);
+            return -1;
+        }
+    }
     k->block = block;
     k->smem = 0;   /* tiles use static shared memory */
     k->tune_bq = bq; k->tune_bk = bk; k->vec = vec;

@@ -65,7 +65,7 @@ static const Field MODEL_FIELDS[] = {
 };
 static const Field MOE_FIELDS[] = {
     {"experts", K_INT, 1, 1024, 0, NULL, NULL, "the number of experts E, e.g. experts = 8"},
-    {"top_k", K_INT, 1, 1024, 0, NULL, "1", "experts per token k (at most experts)"},
+    {"top_k", K_INT, 1, 128, 0, NULL, "1", "experts per token k (at most experts)"},
     {"capacity_factor", K_NUM, 0, 1024, 1, NULL, "1.25", "slots per expert = ceil(c * tokens * top_k / experts)"},
     {"aux_loss", K_NUM, 0, 100, 0, NULL, "0.01", "weight of the load-balance loss"},
     {"every", K_INT, 1, MAX_LAYERS, 0, NULL, "1", "every n-th layer (from layer 0) is MoE, or function(layer) -> bool"},
