@@ -529,6 +529,17 @@ static void rule_kernel(Bw *b, const Op *f) {
 #undef OPV
 }
 
+/* A backward GEMM that only accumulates a parameter gradient and does not touch tensor `buf`. */
+static int weight_grad_gemm(const Graph *g, const Op *o, int buf) {
+    if (o->section != SEC_BWD) return 0;
+    int n = o->kind == OP_GROUPED_GEMM ? o->nmembers : o->kind == OP_GEMM || o->kind == OP_BATCHED_GEMM ? 1 : 0;
+    for (int i = 0; i < n; i++) {
+        const Gemm *m = o->kind == OP_GROUPED_GEMM ? &o->members[i] : &o->g;
+        if (g->t[m->C.t].role != TR_PARAM_GRAD || m->A.t == buf || m->B.t == buf || m->C.t == buf) return 0;
+    }
+    return n > 0;
+}
+
 static void rule_collective(Bw *b, const Op *f) {
     Graph *g = b->g;
     if (f->kind == OP_ALLREDUCE || f->no_grad) return;   /* identity backward */
@@ -558,6 +569,15 @@ static void rule_collective(Bw *b, const Op *f) {
         o->dir = 1;
         snprintf(o->tag, sizeof o->tag, "%s", f->tag);
         o->dual = "identity";
+        /* issue the all-reduce before the weight-gradient GEMMs emitted just before it: they do not
+         * need it, so on a device they run while it is in flight (the runtime waits for a
+         * collective only at the first step that touches its memory) */
+        for (int i = g->nsteps - 1; i > 0 && weight_grad_gemm(g, &g->steps[i - 1], o->buf.t); i--) {
+            Op tmp = g->steps[i - 1];
+            g->steps[i - 1] = g->steps[i];
+            g->steps[i] = tmp;
+            o = &g->steps[i - 1];
+        }
     }
 }
 
