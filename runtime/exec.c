@@ -258,6 +258,27 @@ static void movable_after(const Plan *p, int c, int from, int end, int *nsteps, 
     }
 }
 
+/* Compute steps right before collective c (back to the step that writes its memory) that do not
+ * feed it and that nothing after them up to c depends on: they could follow the collective's issue
+ * and overlap it (e.g. a weight-gradient GEMM emitted between an input gradient and its all-reduce). */
+static void movable_before(const Plan *p, int c, int *nsteps, double *flops) {
+    Access ca[2], ta[MAX_ACCESS], ua[MAX_ACCESS];
+    int nc = coll_accesses(p, &p->steps_[c], ca);
+    for (int t = c - 1; t >= 0 && p->steps_[t].section == p->steps_[c].section; t--) {
+        const PlanStep *st = &p->steps_[t];
+        if (st->kind == ST_ALLREDUCE || st->kind == ST_ALLGATHER) break;
+        if (!is_compute(st)) continue;
+        int nt = step_accesses(p, st, ta, MAX_ACCESS);
+        if (accesses_conflict(ca, nc, ta, nt)) break;   /* the producer: what comes before feeds it */
+        int free_ = 1;
+        for (int u = t + 1; u < c && free_; u++) {
+            int nu = step_accesses(p, &p->steps_[u], ua, MAX_ACCESS);
+            if (accesses_conflict(ta, nt, ua, nu)) free_ = 0;
+        }
+        if (free_) { (*nsteps)++; *flops += step_gemm_flops(p, st); }
+    }
+}
+
 static void fmt_flops(double f, char *out, size_t n) {
     if (f >= 1e12) snprintf(out, n, "%.2f TFLOP", f / 1e12);
     else if (f >= 1e9) snprintf(out, n, "%.2f GFLOP", f / 1e9);
@@ -278,8 +299,8 @@ int plan_overlap_report(const Plan *p, char *out, size_t n) {
     OUT("%s: overlap of the collectives with compute (%s layout, tp=%d): steps and GEMM FLOPs between a collective's "
         "issue and the first step that touches its memory\n", p->path, p->layout, p->tp);
     for (int sec = 0; sec <= 1; sec++) {
-        int ncoll = 0, nover = 0, steps_between = 0, nmov = 0, nmov_colls = 0;
-        double flops_between = 0, flops_total = 0, flops_mov = 0;
+        int ncoll = 0, nover = 0, steps_between = 0, nmov = 0, nmov_colls = 0, nbefore = 0, nbefore_colls = 0;
+        double flops_between = 0, flops_total = 0, flops_mov = 0, flops_before = 0;
         for (int s = 0; s < end; s++) {
             const PlanStep *st = &p->steps_[s];
             if (st->section != sec) continue;
@@ -298,14 +319,21 @@ int plan_overlap_report(const Plan *p, char *out, size_t n) {
                 movable_after(p, s, fu[s], end, &m, &mf);
                 if (m) { nmov_colls++; nmov += m; flops_mov += mf; }
             }
+            int mb = 0;
+            double mbf = 0;
+            movable_before(p, s, &mb, &mbf);
+            if (mb) { nbefore_colls++; nbefore += mb; flops_before += mbf; }
         }
-        char fb[32], ft[32], fm[32];
+        char fb[32], ft[32], fm[32], fbe[32];
         fmt_flops(flops_between, fb, sizeof fb); fmt_flops(flops_total, ft, sizeof ft); fmt_flops(flops_mov, fm, sizeof fm);
+        fmt_flops(flops_before, fbe, sizeof fbe);
         OUT("  %s: %d collectives; %d have work before their first use (%d steps, %s of GEMMs = %.1f%% of the %s's %s)",
             sec ? "backward" : "forward", ncoll, nover, steps_between, fb,
             flops_total > 0 ? 100.0 * flops_between / flops_total : 0.0, sec ? "backward" : "forward", ft);
-        if (nmov) OUT("; after the first use of %d of them come %d steps (%s of GEMMs, e.g. weight gradients) that do not "
-                      "need the collective and could be issued before that use", nmov_colls, nmov, fm);
+        if (nbefore) OUT("; right before %d of them, %d steps (%s of GEMMs, e.g. weight gradients) do not feed the collective "
+                         "and could follow its issue", nbefore_colls, nbefore, fbe);
+        if (nmov) OUT("; after the first use of %d of them come %d steps (%s of GEMMs) that do not need the collective "
+                      "and could be issued before that use", nmov_colls, nmov, fm);
         OUT("\n");
     }
     /* per collective: layer 0 and those outside the layers (the other layers repeat layer 0) */

@@ -1,7 +1,10 @@
 /* test_cuda_backend.c: what can be checked of the CUDA backend without a GPU: opening a rank fails
- * with the clear "no CUDA device found ... use --backend cpu" message (never a crash), and the
- * driver API slice restated in runtime/cuda_api.h matches cuda.h (function signatures, the
- * CUDA_MEMCPY2D layout, the cuBLAS enum values) when the toolkit's headers are installed. */
+ * with the clear "no CUDA device found ... use --backend cpu" message (never a crash), the driver
+ * API slice restated in runtime/cuda_api.h matches cuda.h (function signatures, the CUDA_MEMCPY2D
+ * layout, the cuBLAS enum values) when the toolkit's headers are installed, and the executor's
+ * overlap analysis (where a collective must be waited for) on a hand-made plan: a step writing a
+ * different tensor that shares the collective's arena bytes is its first use, not a later reader
+ * of the collective's own tensor (plan_overlap_report states the analysis). */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,57 @@
 #include "tests/unit/testlib.h"
 #include "runtime/backend.h"
 #include "runtime/cuda_api.h"
+#include "runtime/runtime.h"
+
+/* A plan of five forward steps (lines 10..14) over activations in one arena, bf16 [4, 8] (64 bytes):
+ *   10 gemm  X = V W          (X at arena offset 0)
+ *   11 allreduce X (32 elements)
+ *   12 gemm  Y = V W          (Y at 64: independent, may overlap the all-reduce)
+ *   13 kernel copy src=V dst=Z (Z at z_offset: aliases X when z_offset < 64)
+ *   14 kernel copy src=X dst=V
+ * Returns the overlap report's line for the all-reduce. */
+static void overlap_line(int64_t z_offset, char *line, size_t n) {
+    static PlanTensor T[5];
+    static PlanStep S[5];
+    static KernelArgs K[2];
+    static Plan P;
+    memset(T, 0, sizeof T); memset(S, 0, sizeof S); memset(K, 0, sizeof K); memset(&P, 0, sizeof P);
+    const char *names[] = {"X", "Y", "Z", "V", "W"};
+    int64_t offs[] = {0, 64, z_offset, 128, 0};
+    for (int i = 0; i < 5; i++) {
+        snprintf(T[i].name, sizeof T[i].name, "%s", names[i]);
+        T[i].kind = i == 4 ? TK_PARAM : TK_ACT;
+        T[i].dtype = PDT_BF16;
+        T[i].rows = i == 4 ? 8 : 4; T[i].cols = 8;
+        T[i].offset = offs[i];
+        T[i].param = -1;
+    }
+    enum { X, Y, Z, V, W };
+    for (int s = 0; s < 5; s++) { S[s].section = 0; S[s].line = 10 + s; }
+    Operand opX = {X, {0, 0}}, opY = {Y, {0, 0}}, opZ = {Z, {0, 0}}, opV = {V, {0, 0}}, opW = {W, {0, 0}};
+    GemmArgs g = {0};
+    g.m = 4; g.n = 8; g.k = 8; g.lda = 8; g.ldb = 8; g.ldc = 8; g.batch = 1; g.alpha = 1;
+    g.A = opV; g.B = opW;
+    S[0].kind = ST_GEMM; S[0].gemm = g; S[0].gemm.C = opX;
+    S[1].kind = ST_ALLREDUCE; S[1].coll.buf = opX; S[1].coll.elems = 32; S[1].coll.dtype = PDT_BF16;
+    snprintf(S[1].coll.tag, sizeof S[1].coll.tag, "t");
+    S[2].kind = ST_GEMM; S[2].gemm = g; S[2].gemm.C = opY;
+    Operand k0[2] = {opV, opZ}, k1[2] = {opX, opV};
+    for (int j = 0; j < 2; j++) {
+        snprintf(K[j].kind, sizeof K[j].kind, "copy");
+        K[j].nops = 2;
+        snprintf(K[j].op_key[0], sizeof K[j].op_key[0], "src"); snprintf(K[j].op_key[1], sizeof K[j].op_key[1], "dst");
+        K[j].op[0] = j ? k1[0] : k0[0]; K[j].op[1] = j ? k1[1] : k0[1];
+        S[3 + j].kind = ST_KERNEL; S[3 + j].kernel = &K[j];
+    }
+    snprintf(P.path, sizeof P.path, "hand.txt"); snprintf(P.layout, sizeof P.layout, "btp");
+    P.tp = 2; P.tensors = T; P.ntensors = 5; P.steps_ = S; P.nsteps = 5; P.arena_bytes = 192;
+    char rep[4096];
+    line[0] = 0;
+    if (plan_overlap_report(&P, rep, sizeof rep)) return;
+    const char *l = strstr(rep, "line 11 allreduce");
+    if (l) snprintf(line, n, "%.*s", (int)strcspn(l, "\n"), l);
+}
 
 #define SAME_TYPE(field, fn) __builtin_types_compatible_p(__typeof__(((CudaApi *)0)->field), __typeof__(&fn))
 
@@ -34,6 +88,13 @@ int main(void) {
         CHECK(r == NULL && strstr(err, "kernels.cu"), "cuda rank_open with a missing kernels.cu: clear message",
               "'%s'", err);
     }
+    char line[512];
+    overlap_line(0, line, sizeof line);   /* Z shares X's bytes: writing Z is the first use */
+    CHECK(!strcmp(line, "line 11 allreduce fwd t: 1 steps (512 FLOP) before its first use at line 13"),
+          "overlap: a write to a tensor aliasing the collective's arena bytes waits for it", "got '%s'", line);
+    overlap_line(192, line, sizeof line);   /* Z elsewhere: the reader of X two steps on is the first use */
+    CHECK(!strcmp(line, "line 11 allreduce fwd t: 2 steps (512 FLOP) before its first use at line 14"),
+          "overlap: independent steps overlap until the first reader of the collective's buffer", "got '%s'", line);
 #ifdef HAVE_CUDA_H
     /* cuDeviceGetAttribute takes an enum (int-sized) where cuda_api.h says int: not compared */
     struct { const char *name; int same; } sig[] = {
