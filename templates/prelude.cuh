@@ -97,8 +97,10 @@ template <int G> static __device__ __forceinline__ float group_sum(float v) {
 //   C: float c[4] (element e = 0..3): row g + 8*(e/2), column 2t + e%2
 // So the 4 lanes of a group share rows (row statistics reduce with shuffles over lane bits 0-1),
 // and C element e lies in row half e/2. The six functions below are the one definition of the
-// layout: the helpers here use them, and so does the CPU emulator's mma (tests/gpu/cuda_emu.hpp),
-// so a kernel that indexes fragments wrongly fails there.
+// layout: kernels place C elements with them (masks, stores), and the CPU emulator's mma
+// (tests/gpu/cuda_emu.hpp) assembles A, B and C with them, so a kernel that indexes fragments
+// wrongly fails there; test_kernels_emu checks them against the PTX ISA's table, and the ldmatrix
+// loads below (which follow the ISA's rule for ldmatrix) against a plain product.
 static __device__ __forceinline__ int mma_a_row(int lane, int e) { return (lane >> 2) + 8 * ((e >> 1) & 1); }
 static __device__ __forceinline__ int mma_a_col(int lane, int e) { return 2 * (lane & 3) + 8 * (e >> 2) + (e & 1); }
 static __device__ __forceinline__ int mma_b_row(int lane, int e) { return 2 * (lane & 3) + 8 * (e >> 1) + (e & 1); }
@@ -106,14 +108,9 @@ static __device__ __forceinline__ int mma_b_col(int lane, int e) { (void)e; retu
 static __device__ __forceinline__ int mma_c_row(int lane, int e) { return (lane >> 2) + 8 * (e >> 1); }
 static __device__ __forceinline__ int mma_c_col(int lane, int e) { return 2 * (lane & 3) + (e & 1); }
 
-// Two floats as a bf16 pair (lo in the low half: the lower column or row index).
+// Two floats as a bf16 pair (lo in the low half: the lower column or row index), rounded to nearest.
 static __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *(unsigned *)&h;
-}
-static __device__ __forceinline__ unsigned pack_bf16x2(bf16 lo, bf16 hi) {
-    __nv_bfloat162 h;
-    h.x = lo; h.y = hi;
     return *(unsigned *)&h;
 }
 
