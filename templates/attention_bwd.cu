@@ -14,7 +14,9 @@
 //    delta) and stream the key tiles j <= their last query: S = Q K^T, dP = dO V^T,
 //    dS = P (dP - delta), dQ += dS K; dq = scale dQ.
 // Shared memory: own rows [2*BQ, D] + streamed tiles [2*BK, D] bf16, rows padded by 8 (ldmatrix
-// without bank conflicts), copied with cp.async; delta and lse are read while the copies land.
+// without bank conflicts), copied with cp.async; delta and lse are read while the copies land, and
+// the next tile's rows are requested into L2 while the warps compute (one buffer: 48 KiB of static
+// shared memory leaves no room for a second at head dim 128).
 // gen/kernels.c uses this template for head_dim a multiple of 16 up to 128, attention_bwd_simt.cu
 // otherwise.
 extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
@@ -71,6 +73,14 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
                 row_stats(b, h, i0, BK);                   // while the copies land
                 cp_async_wait<0>();
                 __syncthreads();
+                {                                          // the next tile's rows into L2 meanwhile
+                    const int nh = i0 + BK < SEQ ? h : h + 1, ni = i0 + BK < SEQ ? i0 + BK : j0 / BK * BK;
+                    if (nh < (kvh + 1) * GROUP) {
+                        tile_prefetch_l2<BK, D, NT>(q + (seq0 + ni) * {{LDQ}} + nh * D, {{LDQ}}, SEQ - ni);
+                        tile_prefetch_l2<BK, D, NT>(dout + (seq0 + ni) * {{LDDO}} + nh * D, {{LDDO}}, SEQ - ni);
+                        tile_prefetch_l2<BK, D, NT>(out + (seq0 + ni) * {{LDO}} + nh * D, {{LDO}}, SEQ - ni);
+                    }
+                }
                 if (i0 + BK - 1 < w0 || w0 >= SEQ) continue;   // causal: every query precedes the warp's keys
                 float s[NS][4], dp[NS][4];                 // S^T, dP^T [16 keys, BK queries]
                 for (int n = 0; n < NS; n++) for (int e = 0; e < 4; e++) { s[n][e] = 0.f; dp[n][e] = 0.f; }
@@ -144,6 +154,10 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
         cp_async_commit();
         cp_async_wait<0>();                                // (the first one also waits for the own rows)
         __syncthreads();
+        if (k0 + BK <= last) {                             // the next tile's rows into L2 meanwhile
+            tile_prefetch_l2<BK, D, NT>(k + (seq0 + k0 + BK) * {{LDK}} + kvh * D, {{LDK}}, SEQ - k0 - BK);
+            tile_prefetch_l2<BK, D, NT>(v + (seq0 + k0 + BK) * {{LDV}} + kvh * D, {{LDV}}, SEQ - k0 - BK);
+        }
         if (k0 > wlast) continue;
         float s[NS][4], dp[NS][4];                         // S, dP [16 queries, BK keys]
         for (int n = 0; n < NS; n++) for (int e = 0; e < 4; e++) { s[n][e] = 0.f; dp[n][e] = 0.f; }

@@ -240,3 +240,18 @@ static __device__ __forceinline__ void tile_to_shared_async(bf16 *dst, const T *
         else { uint4 z; z.x = z.y = z.z = z.w = 0u; *(uint4 *)(dst + r * LDS + col) = z; }
     }
 }
+
+// Asks L2 for the 128-byte lines of a [ROWS, COLS] tile (rows < nvalid) that a later copy will read,
+// so that the copy waits on L2 rather than on memory. No effect on results.
+template <int ROWS, int COLS, int NT, class T>
+static __device__ __forceinline__ void tile_prefetch_l2(const T *src, long long ld, int nvalid) {
+    constexpr int LINES = (COLS * (int)sizeof(T) + 127) / 128;   // lines a row (each starts inside it)
+    for (int c = threadIdx.x; c < ROWS * LINES; c += NT) {
+        const int r = c / LINES;
+#ifndef BOOST_CUDA_EMU
+        if (r < nvalid) asm volatile("prefetch.global.L2 [%0];\n" :: "l"((const char *)(src + r * ld) + (c % LINES) * 128));
+#else
+        (void)r; (void)src; (void)ld; (void)nvalid;
+#endif
+    }
+}
