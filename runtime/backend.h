@@ -52,6 +52,12 @@ typedef struct Backend {
     int (*allreduce_issue)(BackendRank *r, int step, const CollArgs *c, void *buf);
     int (*allgather_issue)(BackendRank *r, int step, const CollArgs *c, void *src, void *dst);
     int (*coll_wait)(BackendRank *r, int step);
+    /* Optional: a pass (key 0 forward, 1 forward+backward) as one replayable unit (CUDA graphs,
+     * BOOST_CUDA_GRAPH=1). pass_begin returns 1 when the backend ran the pass's steps itself (a
+     * replay: the executor skips them), 0 when the executor issues them (the backend may record
+     * them), -1 on failure; pass_end follows the issued steps. The batch is uploaded before. */
+    int (*pass_begin)(BackendRank *r, int key);
+    int (*pass_end)(BackendRank *r, int key);
 } Backend;
 
 extern const Backend backend_cpu;

@@ -87,6 +87,9 @@ struct BackendRank {
     int world;                    /* multi-process mode */
     int dead;                     /* the communicator was aborted after a failure: no more collectives */
     double nccl_timeout;          /* seconds a host wait may take in multi-process mode (BOOST_NCCL_TIMEOUT) */
+    int graphs;                   /* BOOST_CUDA_GRAPH=1 (tp=1): passes replayed as CUDA graphs */
+    int graph_seen[2], capturing; /* per pass key (0 forward, 1 forward+backward): passes run so far */
+    CUgraphExec graph_exec[2];
     CUdeviceptr coll_buf;         /* multi-process mode: staging for all-gathers and host sums */
     size_t coll_bytes;
     int sync_steps;               /* BOOST_CUDA_SYNC=1: synchronise after every step */
@@ -443,6 +446,7 @@ static void cuda_rank_close(BackendRank *r) {
             if (r->ev_ready[s]) api.cuEventDestroy_v2(r->ev_ready[s]);
             if (r->ev_done[s]) api.cuEventDestroy_v2(r->ev_done[s]);
         }
+        for (int k = 0; k < 2; k++) if (r->graph_exec[k]) api.cuGraphExecDestroy(r->graph_exec[k]);
         if (r->stream) api.cuStreamDestroy_v2(r->stream);
         if (r->comm) api.cuStreamDestroy_v2(r->comm);
         shared_close();
@@ -523,6 +527,13 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
     if (!r->ev_ready || !r->ev_done) { snprintf(err, errlen, "out of memory"); goto fail; }
     const char *tv = getenv("BOOST_NCCL_TIMEOUT");
     r->nccl_timeout = tv && atof(tv) > 0 ? atof(tv) : 600;
+    const char *gv = getenv("BOOST_CUDA_GRAPH");
+    if (gv && *gv == '1') {
+        r->graphs = tp == 1 && !r->sync_steps && api.cuGraphLaunch != NULL;
+        if (!r->graphs && rank == 0)
+            fprintf(stderr, "boost: BOOST_CUDA_GRAPH=1 is for tp=1 without BOOST_CUDA_SYNC, with a driver that has CUDA "
+                    "graphs; running without graphs\n");
+    }
     if (api.cublasCreate_v2(&r->blas) != 0) {
         snprintf(err, errlen, "cuBLAS could not be initialised on rank %d", rank);
         goto fail;
@@ -1170,6 +1181,41 @@ static int cuda_allgather(BackendRank *r, const CollArgs *c, void *src, void *ds
     return 0;
 }
 
+/* ---------------- CUDA graphs (BOOST_CUDA_GRAPH=1, tp=1) ---------------- */
+/* The plan is static, so a pass issues the same launches with the same arguments every time: the
+ * second pass of a kind is captured (the first one looks the kernels up and fills what is cached),
+ * the third and later ones replay the graph with one launch. The batch upload and the AdamW
+ * step, whose scalars change, stay outside. */
+static int cuda_pass_begin(BackendRank *r, int key) {
+    if (!r->graphs || key < 0 || key > 1) return 0;
+    api.cuCtxSetCurrent(shared.ctx);
+    if (r->graph_exec[key]) {
+        CU(r, api.cuGraphLaunch(r->graph_exec[key], r->stream));
+        return 1;
+    }
+    if (r->graph_seen[key]++ == 0) return 0;
+    CU(r, api.cuStreamBeginCapture_v2(r->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL_));
+    r->capturing = 1;
+    return 0;
+}
+
+static int cuda_pass_end(BackendRank *r, int key) {
+    if (!r->capturing) return 0;
+    r->capturing = 0;
+    CUgraph graph = NULL;
+    CUresult rc = api.cuStreamEndCapture(r->stream, &graph);
+    if (rc == 0) rc = api.cuGraphInstantiateWithFlags(&r->graph_exec[key], graph, 0);
+    if (graph) api.cuGraphDestroy(graph);
+    if (rc) {
+        r->graphs = 0;
+        r->graph_exec[key] = NULL;
+        return rfail(r, "BOOST_CUDA_GRAPH=1: capturing the %s pass as a CUDA graph failed (%s): run without "
+                     "BOOST_CUDA_GRAPH", key ? "training" : "forward", cu_str(rc));
+    }
+    CU(r, api.cuGraphLaunch(r->graph_exec[key], r->stream));   /* capturing ran nothing: run it now */
+    return 0;
+}
+
 /* ---------------- host copies ---------------- */
 static uint16_t f32_to_bf16(float f) {
     uint32_t u;
@@ -1386,4 +1432,6 @@ const Backend backend_cuda = {
     .allreduce_issue = cuda_allreduce_issue,
     .allgather_issue = cuda_allgather_issue,
     .coll_wait = cuda_coll_wait,
+    .pass_begin = cuda_pass_begin,
+    .pass_end = cuda_pass_end,
 };

@@ -53,6 +53,14 @@ int cuda_api_load(CudaApi *a, char *why, size_t n) {
     SYM(hb, cublasGemmEx); SYM(hb, cublasGemmStridedBatchedEx);
 #undef SYM
     *(void **)&a->cublasGemmGroupedBatchedEx = dlsym(hb, "cublasGemmGroupedBatchedEx");
+    const char *graph_syms[] = {"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags",
+                                "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy"};
+    void **graph_fns[] = {(void **)&a->cuStreamBeginCapture_v2, (void **)&a->cuStreamEndCapture,
+                          (void **)&a->cuGraphInstantiateWithFlags, (void **)&a->cuGraphLaunch,
+                          (void **)&a->cuGraphExecDestroy, (void **)&a->cuGraphDestroy};
+    int all = 1;
+    for (int i = 0; i < 6; i++) all &= (*graph_fns[i] = dlsym(hd, graph_syms[i])) != NULL;
+    if (!all) for (int i = 0; i < 6; i++) *graph_fns[i] = NULL;   /* all or none */
     return 0;
 }
 

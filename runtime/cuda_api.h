@@ -15,11 +15,13 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
 typedef unsigned long long CUdeviceptr;
 #endif
 
 enum { CU_MEMORYTYPE_HOST_ = 1, CU_MEMORYTYPE_DEVICE_ = 2 };
-enum { CUDA_ERROR_NOT_READY_ = 600, CU_EVENT_DISABLE_TIMING_ = 2 };
+enum { CUDA_ERROR_NOT_READY_ = 600, CU_EVENT_DISABLE_TIMING_ = 2, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL_ = 1 };
 
 /* Same layout as cuda.h's CUDA_MEMCPY2D (checked against the header in tests/unit/test_cuda_backend.c). */
 typedef struct {
@@ -70,6 +72,13 @@ typedef struct {
     CUresult (*cuEventRecord)(CUevent, CUstream);
     CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr, const void *, size_t, CUstream);
     CUresult (*cuMemcpyDtoHAsync_v2)(void *, CUdeviceptr, size_t, CUstream);
+    /* optional (NULL when the driver lacks them): CUDA graphs for BOOST_CUDA_GRAPH=1 */
+    CUresult (*cuStreamBeginCapture_v2)(CUstream, int);
+    CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
+    CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+    CUresult (*cuGraphExecDestroy)(CUgraphExec);
+    CUresult (*cuGraphDestroy)(CUgraph);
     CUresult (*cuModuleLoadData)(CUmodule *, const void *);
     CUresult (*cuModuleUnload)(CUmodule);
     CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);

@@ -565,9 +565,18 @@ static int job_pass(Engine *e, int rank, void *argp) {
         return -1;
     }
     int end = a->backward ? e->bwd1 : e->fwd1;
-    for (int s = e->fwd0; s < end; s++) {
+    int replayed = e->be->pass_begin ? e->be->pass_begin(R, a->backward) : 0;
+    if (replayed < 0) {
+        snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "rank %d: %s", rank, backend_msg(e, rank));
+        return -1;
+    }
+    for (int s = e->fwd0; s < end && !replayed; s++) {
         if (e->async_colls && wait_colls(e, rank, e->wait_first[s], e->wait_first[s + 1])) return -1;
         if (run_step(e, rank, &e->p->steps_[s])) return -1;
+    }
+    if (!replayed && e->be->pass_end && e->be->pass_end(R, a->backward)) {
+        snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "rank %d: %s", rank, backend_msg(e, rank));
+        return -1;
     }
     if (e->async_colls)   /* what is still outstanding: the collectives whose first use is past the end */
         for (int c = e->fwd0; c < end; c++)

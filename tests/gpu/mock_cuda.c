@@ -116,7 +116,9 @@ typedef struct Op {
     MockFn *fn;
     unsigned grid, block;
     void *params[64];
+    int nparams;
     unsigned char *argbuf;
+    size_t argbytes;
     /* GEMMs: one, or a grouped call (groups in gg[], device pointer arrays read when it runs) */
     GemmOp g;
     int groups, *gsize;
@@ -142,6 +144,8 @@ typedef struct Op {
 
 struct Stream {
     Op *head, *tail;
+    int capturing, capture_bad;   /* stream capture: submitted work goes to cap_head instead */
+    Op *cap_head, *cap_tail;
     unsigned long long enqueued, completed;
     int running;                /* being advanced (further up the call stack): a wait on it is a cycle */
     CUresult error;             /* sticky: a failed launch */
@@ -171,6 +175,11 @@ static void op_free(Op *op) {
 
 static void enqueue(Stream *s, Op *op) {   /* under mu */
     op->next = NULL;
+    if (s->capturing) {
+        if (s->cap_tail) s->cap_tail->next = op; else s->cap_head = op;
+        s->cap_tail = op;
+        return;
+    }
     if (s->tail) s->tail->next = op; else s->head = op;
     s->tail = op;
     s->enqueued++;
@@ -281,9 +290,20 @@ static CUresult wait_stream(Stream *s, unsigned long long target) {
     }
 }
 
+enum { ERR_CAPTURE_UNSUPPORTED = 900, ERR_CAPTURE_INVALIDATED = 901 };
+
+/* During a capture, what needs the host or another stream is not allowed: it breaks the capture. */
+static int capture_breaks(Stream *s) {   /* under mu; s NULL: any capturing stream */
+    int any = 0;
+    for (Stream *x = streams_first; x; x = x->next_created)
+        if (x->capturing && (!s || x == s)) { x->capture_bad = 1; any = 1; }
+    return any;
+}
+
 /* Legacy default stream: everything queued so far, stream by stream in creation order. */
 static CUresult drain_all(void) {
     pthread_mutex_lock(&mu);
+    if (capture_breaks(NULL)) { pthread_mutex_unlock(&mu); return ERR_CAPTURE_UNSUPPORTED; }
     int n = 0;
     for (Stream *s = streams_first; s; s = s->next_created) n++;
     Stream **list = malloc((n + 1) * sizeof *list);
@@ -315,7 +335,14 @@ static CUresult submit(void *stream, Op *op) {
         return rc ? rc : r == 0 ? OK : r == 1 ? ERR_ILLEGAL_STATE : r;
     }
     pthread_mutex_lock(&mu);
-    enqueue((Stream *)stream, op);
+    Stream *s = stream;
+    if (s->capturing && (op->kind == OP_HOOK || op->kind == OP_WAIT || (op->kind == OP_COPY && op->staged))) {
+        s->capture_bad = 1;   /* not modelled in a capture (host staging, other streams, collectives) */
+        pthread_mutex_unlock(&mu);
+        op_free(op);
+        return ERR_CAPTURE_UNSUPPORTED;
+    }
+    enqueue(s, op);
     pthread_mutex_unlock(&mu);
     return OK;
 }
@@ -401,6 +428,7 @@ CUresult cuMemcpyDtoHAsync_v2(void *h, CUdeviceptr d, size_t n, void *s) {
     pthread_mutex_lock(&mu); n_host_waits++; pthread_mutex_unlock(&mu);
     if (!s) return submit(s, op);
     pthread_mutex_lock(&mu);
+    if (capture_breaks(s)) { pthread_mutex_unlock(&mu); op_free(op); return ERR_CAPTURE_UNSUPPORTED; }
     enqueue((Stream *)s, op);
     unsigned long long target = ((Stream *)s)->enqueued;
     pthread_mutex_unlock(&mu);
@@ -435,6 +463,7 @@ CUresult cuStreamSynchronize(void *sp) {
     Stream *s = sp;
     pthread_mutex_lock(&mu);
     n_host_waits++;
+    if (s && capture_breaks(s)) { pthread_mutex_unlock(&mu); return ERR_CAPTURE_UNSUPPORTED; }
     unsigned long long target = s ? s->enqueued : 0;
     pthread_mutex_unlock(&mu);
     return s ? wait_stream(s, target) : drain_all();
@@ -460,6 +489,7 @@ CUresult cuEventRecord(void *ev, void *s) {
     Event *e = ev;
     if (!e || !s) return ERR_INVALID_VALUE;
     pthread_mutex_lock(&mu);
+    if (capture_breaks(s)) { pthread_mutex_unlock(&mu); return ERR_CAPTURE_UNSUPPORTED; }   /* not modelled */
     e->s = s;
     e->target = ((Stream *)s)->enqueued;
     pthread_mutex_unlock(&mu);
@@ -540,14 +570,105 @@ CUresult cuLaunchKernel(void *fnp, unsigned gx, unsigned gy, unsigned gz, unsign
         op->params[i] = op->argbuf + off;
         off += (sizes[i] + 7) / 8 * 8;
     }
-    op->fn = fn; op->grid = gx; op->block = bx;
+    op->fn = fn; op->grid = gx; op->block = bx; op->nparams = np; op->argbytes = total;
     pthread_mutex_lock(&mu); n_launches++; pthread_mutex_unlock(&mu);
     return submit(stream, op);
 }
+/* ---- CUDA graphs: a capture records the stream's work; a launch queues a copy of it ---- */
+typedef struct { Op *head; } Graph;
+
+static Op *op_clone(const Op *o) {
+    Op *c = malloc(sizeof *c);
+    if (!c) return NULL;
+    *c = *o;
+    c->next = NULL; c->argbuf = NULL; c->gg = NULL; c->gsize = NULL; c->staged = NULL;
+    if (o->argbuf) {
+        if (!(c->argbuf = malloc(o->argbytes ? o->argbytes : 8))) { free(c); return NULL; }
+        memcpy(c->argbuf, o->argbuf, o->argbytes);
+        for (int i = 0; i < o->nparams; i++) c->params[i] = c->argbuf + ((unsigned char *)o->params[i] - o->argbuf);
+    }
+    if (o->gg) {
+        c->gg = malloc(o->groups * sizeof *c->gg);
+        c->gsize = malloc(o->groups * sizeof *c->gsize);
+        if (!c->gg || !c->gsize) { op_free(c); return NULL; }
+        memcpy(c->gg, o->gg, o->groups * sizeof *c->gg);
+        memcpy(c->gsize, o->gsize, o->groups * sizeof *c->gsize);
+    }
+    return c;
+}
+
+static void list_free(Op *op) {
+    while (op) { Op *n = op->next; op_free(op); op = n; }
+}
+
+static Op *list_clone(const Op *op) {
+    Op *head = NULL, *tail = NULL;
+    for (; op; op = op->next) {
+        Op *c = op_clone(op);
+        if (!c) { list_free(head); return NULL; }
+        if (tail) tail->next = c; else head = c;
+        tail = c;
+    }
+    return head;
+}
+
+CUresult cuStreamBeginCapture_v2(void *sp, int mode) {
+    Stream *s = sp;
+    if (!s || (mode != 0 && mode != 1 && mode != 2)) return ERR_INVALID_VALUE;
+    pthread_mutex_lock(&mu);
+    CUresult rc = s->capturing ? ERR_ILLEGAL_STATE : OK;
+    if (!rc) { s->capturing = 1; s->capture_bad = 0; s->cap_head = s->cap_tail = NULL; }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+CUresult cuStreamEndCapture(void *sp, void **graph) {
+    Stream *s = sp;
+    pthread_mutex_lock(&mu);
+    if (!s || !s->capturing) { pthread_mutex_unlock(&mu); return ERR_ILLEGAL_STATE; }
+    s->capturing = 0;
+    Op *list = s->cap_head;
+    s->cap_head = s->cap_tail = NULL;
+    int bad = s->capture_bad;
+    pthread_mutex_unlock(&mu);
+    *graph = NULL;
+    if (bad) { list_free(list); return ERR_CAPTURE_INVALIDATED; }
+    Graph *g = malloc(sizeof *g);
+    if (!g) { list_free(list); return 2; }
+    g->head = list;
+    *graph = g;
+    return OK;
+}
+CUresult cuGraphInstantiateWithFlags(void **exec, void *graph, unsigned long long flags) {
+    (void)flags;
+    Graph *g = graph, *x = malloc(sizeof *x);
+    if (!g || !x) { free(x); return ERR_INVALID_VALUE; }
+    x->head = list_clone(g->head);
+    if (g->head && !x->head) { free(x); return 2; }
+    *exec = x;
+    return OK;
+}
+CUresult cuGraphLaunch(void *exec, void *sp) {
+    Graph *x = exec;
+    Stream *s = sp;
+    if (!x || !s) return ERR_INVALID_VALUE;
+    Op *list = list_clone(x->head);
+    if (x->head && !list) return 2;
+    pthread_mutex_lock(&mu);
+    if (s->capturing) { pthread_mutex_unlock(&mu); list_free(list); return ERR_CAPTURE_UNSUPPORTED; }
+    n_launches++;
+    while (list) { Op *n = list->next; enqueue(s, list); list = n; }
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+CUresult cuGraphExecDestroy(void *exec) { Graph *x = exec; if (x) { list_free(x->head); free(x); } return OK; }
+CUresult cuGraphDestroy(void *graph) { Graph *g = graph; if (g) { list_free(g->head); free(g); } return OK; }
+
 CUresult cuGetErrorString(CUresult rc, const char **s) {
     *s = rc == OK ? "no error" : rc == ERR_NOT_FOUND ? "named symbol not found (mock)" :
          rc == ERR_ILLEGAL_STATE ? "device deadlock: a stream waits on itself (mock)" :
-         rc == ERR_NOT_READY ? "not ready (mock)" : "mock CUDA error";
+         rc == ERR_NOT_READY ? "not ready (mock)" : rc == ERR_CAPTURE_UNSUPPORTED ? "operation not permitted when stream is capturing (mock)" :
+         rc == ERR_CAPTURE_INVALIDATED ? "the stream capture was invalidated by an operation not permitted in it (mock)" :
+         "mock CUDA error";
     return OK;
 }
 

@@ -96,7 +96,8 @@ int main(void) {
     CHECK(!strcmp(line, "line 11 allreduce fwd t: 2 steps (512 FLOP) before its first use at line 14"),
           "overlap: independent steps overlap until the first reader of the collective's buffer", "got '%s'", line);
 #ifdef HAVE_CUDA_H
-    /* cuDeviceGetAttribute takes an enum (int-sized) where cuda_api.h says int: not compared */
+    /* cuDeviceGetAttribute and cuStreamBeginCapture_v2 take an enum (int-sized) where cuda_api.h says
+     * int: not compared (the capture mode's value is checked below) */
     struct { const char *name; int same; } sig[] = {
         {"cuInit", SAME_TYPE(cuInit, cuInit)}, {"cuDeviceGetCount", SAME_TYPE(cuDeviceGetCount, cuDeviceGetCount)},
         {"cuDeviceGet", SAME_TYPE(cuDeviceGet, cuDeviceGet)},
@@ -118,6 +119,11 @@ int main(void) {
         {"cuEventRecord", SAME_TYPE(cuEventRecord, cuEventRecord)},
         {"cuMemcpyHtoDAsync_v2", SAME_TYPE(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2)},
         {"cuMemcpyDtoHAsync_v2", SAME_TYPE(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2)},
+        {"cuStreamEndCapture", SAME_TYPE(cuStreamEndCapture, cuStreamEndCapture)},
+        {"cuGraphInstantiateWithFlags", SAME_TYPE(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags)},
+        {"cuGraphLaunch", SAME_TYPE(cuGraphLaunch, cuGraphLaunch)},
+        {"cuGraphExecDestroy", SAME_TYPE(cuGraphExecDestroy, cuGraphExecDestroy)},
+        {"cuGraphDestroy", SAME_TYPE(cuGraphDestroy, cuGraphDestroy)},
         {"cuModuleLoadData", SAME_TYPE(cuModuleLoadData, cuModuleLoadData)},
         {"cuModuleUnload", SAME_TYPE(cuModuleUnload, cuModuleUnload)},
         {"cuModuleGetFunction", SAME_TYPE(cuModuleGetFunction, cuModuleGetFunction)},
@@ -136,7 +142,9 @@ int main(void) {
     CHECK((int)CU_MEMORYTYPE_DEVICE_ == (int)CU_MEMORYTYPE_DEVICE && (int)CU_MEMORYTYPE_HOST_ == (int)CU_MEMORYTYPE_HOST &&
           (int)CUDA_R_16BF_ == (int)CUDA_R_16BF && (int)CUDA_R_32F_ == (int)CUDA_R_32F && CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR == 75 &&
           CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR == 76 && (int)CUDA_ERROR_NOT_READY_ == (int)CUDA_ERROR_NOT_READY &&
-          (int)CU_EVENT_DISABLE_TIMING_ == (int)CU_EVENT_DISABLE_TIMING, "enum values match the CUDA headers", "a constant differs");
+          (int)CU_EVENT_DISABLE_TIMING_ == (int)CU_EVENT_DISABLE_TIMING &&
+          (int)CU_STREAM_CAPTURE_MODE_THREAD_LOCAL_ == (int)CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+          sizeof(CUstreamCaptureMode) == sizeof(int), "enum values match the CUDA headers", "a constant differs");
 #else
     printf("ok - cuda_header_layout # SKIP cuda.h is not installed: layout checks not run\n");
 #endif
