@@ -726,7 +726,7 @@ static int host_wait(BackendRank *r, CUstream s, const char *what) {
             return world_abort(r, "%s did not finish within %.0f s (BOOST_NCCL_TIMEOUT; raise it if steps are "
                                "legitimately that slow)", what, r->nccl_timeout);
         usleep(nap);
-        if (nap < 1000) nap *= 2;
+        if (nap < 200) nap *= 2;   /* at most 0.2 ms late */
     }
 }
 
