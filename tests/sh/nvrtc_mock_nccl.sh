@@ -5,7 +5,8 @@
 # shared memory between the processes); its losses, gradient norms and checkpoint must equal the
 # single-process local-mode run at tp=2 on the same stand-in, the checkpoint must resume in one
 # process, and the error cases must say what is wrong; when a peer dies in a collective (the stand-in
-# kills it), the survivor exits 1 with a message instead of hanging. The restated NCCL API is checked
+# kills it), the survivor exits 1 with a message instead of hanging; without the waits for the
+# collectives (BOOST_TEST_SKIP_COLL_WAIT=1) the run goes wrong. The restated NCCL API is checked
 # against nccl.h.
 cd "$(dirname "$0")/../.." || exit 2
 source tests/sh/lib.sh
@@ -119,3 +120,15 @@ peer_dies silent MOCK_NCCL_SILENT_DEATH=1 BOOST_NCCL_TIMEOUT=3
 if [ "$rc0" = 1 ] && [ "$took" -lt 20 ] && grep -q "rank 0 of 2: .* did not finish within 3 s (BOOST_NCCL_TIMEOUT" "$TMP/silent.0.out"
 then ok "a peer dies and NCCL reports nothing: rank 0 gives up after BOOST_NCCL_TIMEOUT=3 s, aborts and exits 1 (${took}s)"
 else fail "a peer dies silently" "exit $rc0 after ${took}s (want 1 within 20 s): $(tail -2 "$TMP/silent.0.out")"; fi
+
+# the stand-ins catch a missing wait for a collective in this mode too (the executor leaves them out)
+BOOST_TEST_SKIP_COLL_WAIT=1 BOOST_WORLD_SIZE=2 BOOST_RANK=1 timeout 120 "$BOOST" "${train[@]}" -D steps=2 -o "$TMP/skip" \
+  >/dev/null 2>&1 &
+pid=$!
+BOOST_TEST_SKIP_COLL_WAIT=1 BOOST_WORLD_SIZE=2 BOOST_RANK=0 timeout 120 "$BOOST" "${train[@]}" -D steps=2 -o "$TMP/skip" \
+  --log "$TMP/skip.jsonl" >"$TMP/skip.out" 2>&1
+rc=$?
+wait $pid 2>/dev/null
+a=$(field "$TMP/local.jsonl" loss 1); b=$( [ -e "$TMP/skip.jsonl" ] && field "$TMP/skip.jsonl" loss 1)
+if [ "$rc" != 0 ] || [ "$a" != "$b" ]; then ok "two processes without the waits for the collectives: caught (exit $rc, step 1 loss '$b' vs $a)"
+else fail "a missing wait in the two-process mode goes unnoticed" "exit 0 and step 1 loss $b as with the waits"; fi
