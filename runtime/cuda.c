@@ -76,6 +76,8 @@ struct BackendRank {
     CUevent *ev_ready, *ev_done;  /* per plan step (collectives): compute reached the issue / the collective is done */
     CUdeviceptr gemm_ptrs;        /* grouped GEMMs: per member, [B, A, C] pointer arrays uploaded once at open */
     CUdeviceptr *gemm_ptrs_host;  /* the same on the host, to check the executor passes these pointers */
+    int64_t *rep_off, *rep_n;     /* ranks > 0: element ranges of grads in replicated (rep=1) blocks, */
+    int nrep;                     /* left out of the gradient norm; nrep -1: too many, done on the host */
     void *blas;
     CUdeviceptr arena, io, params, grads, master, adam_m, adam_v, scratch;
     size_t io_bytes, scratch_bytes;
@@ -452,6 +454,7 @@ static void cuda_rank_close(BackendRank *r) {
         shared_close();
     }
     free(r->ev_ready); free(r->ev_done);
+    free(r->rep_off); free(r->rep_n);
     free(r->gemm_ptrs_host);
     free(r->param_off);
     free(r->tptr);
@@ -462,6 +465,41 @@ static void cuda_rank_close(BackendRank *r) {
  * base plus the rank's element offset at the tensor's dtype). */
 static CUdeviceptr operand_ptr(const BackendRank *r, const Operand *op) {
     return r->tptr[op->tensor] + rank_int(op->off, r->rank) * (int64_t)plan_dtype_size(r->p->tensors[op->tensor].dtype);
+}
+
+/* Ranks > 0 leave the replicated blocks out of the gradient norm (rank 0 counts them once): their
+ * element ranges in grads, one per block, or one per row of a block narrower than its param. More
+ * than the scratch holds partial sums for: nrep = -1 and the host does it (many host waits). */
+static int rep_ranges(BackendRank *r) {
+    const Plan *p = r->p;
+    int cap = 0, max = (int)(r->scratch_bytes / (SUMSQ_BLOCKS * sizeof(float))) - 1;
+    r->nrep = 0;
+    if (r->rank == 0) return 0;
+    for (int i = 0; i < p->nparams; i++) {
+        const PlanParam *pp = &p->params[i];
+        for (int q = 0; q < pp->nparts; q++) {
+            const PlanPart *pt = &p->parts[pp->first_part + q];
+            if (!pt->rep) continue;
+            int64_t h = rank_int(pt->r1, r->rank) - rank_int(pt->r0, r->rank);
+            int64_t w = rank_int(pt->c1, r->rank) - rank_int(pt->c0, r->rank);
+            int64_t lr = rank_int(pt->lr, r->rank), lc = rank_int(pt->lc, r->rank);
+            int whole = w == pp->cols;   /* full rows: one contiguous range */
+            for (int64_t a = 0; a < (whole ? 1 : h); a++) {
+                if (r->nrep == max) { r->nrep = -1; return 0; }
+                if (r->nrep == cap) {
+                    cap = cap ? 2 * cap : 16;
+                    int64_t *o = realloc(r->rep_off, cap * sizeof *o);
+                    if (o) r->rep_off = o;
+                    int64_t *n = realloc(r->rep_n, cap * sizeof *n);
+                    if (n) r->rep_n = n;
+                    if (!o || !n) return -1;
+                }
+                r->rep_off[r->nrep] = r->param_off[i] + (lr + a) * pp->cols + lc;
+                r->rep_n[r->nrep++] = whole ? h * w : w;
+            }
+        }
+    }
+    return 0;
 }
 
 /* Grouped GEMMs read device arrays of pointers. The plan is static, so each grouped step's arrays
@@ -577,6 +615,7 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
         }
     }
     if (upload_grouped_ptrs(r)) { snprintf(err, errlen, "rank %d: %s", rank, r->err); goto fail; }
+    if (rep_ranges(r)) { snprintf(err, errlen, "out of memory"); goto fail; }
     return r;
 fail_cu:
     snprintf(err, errlen, "rank %d: %s failed: %s", rank, what, cu_str(rc));
@@ -1354,9 +1393,30 @@ static double cuda_grad_sq_norm(BackendRank *r) {
     api.cuCtxSetCurrent(shared.ctx);
     const Plan *p = r->p;
     double total = 0;
+    if (r->nrep > 0) {   /* all grads, then each replicated range, into scratch; one read-back */
+        int nr = 1 + r->nrep;
+        for (int i = 0; i < nr; i++) {
+            CUdeviceptr x = i ? r->grads + r->rep_off[i - 1] * 4 : r->grads;
+            long long n = i ? (long long)r->rep_n[i - 1] : (long long)r->nelems;
+            CUdeviceptr part = r->scratch + (size_t)i * SUMSQ_BLOCKS * sizeof(float);
+            void *args[] = {&x, &n, &part};
+            if (launch(r, "boost_sumsq_fp32", SUMSQ_BLOCKS, 256, 0, args)) return NAN;
+        }
+        float *h = malloc((size_t)nr * SUMSQ_BLOCKS * sizeof *h);
+        if (!h || read_back(r, h, r->scratch, (size_t)nr * SUMSQ_BLOCKS * sizeof *h, "the gradient norm")) {
+            free(h);
+            return NAN;
+        }
+        double rep = 0;
+        for (int i = 0; i < SUMSQ_BLOCKS; i++) total += h[i];
+        for (int i = SUMSQ_BLOCKS; i < nr * SUMSQ_BLOCKS; i++) rep += h[i];
+        free(h);
+        total -= rep;
+        return total < 0 ? 0 : total;
+    }
     if (dev_sumsq(r, r->grads, (long long)r->nelems, &total)) return NAN;   /* padding is zero */
-    if (r->rank == 0) return total;
-    /* other ranks: leave out the replicated (rep=1) blocks, read back and summed on the host */
+    if (r->rank == 0 || r->nrep == 0) return total;
+    /* too many replicated ranges for the scratch: read back and summed on the host */
     for (int i = 0; i < p->nparams; i++) {
         const PlanParam *pp = &p->params[i];
         float *g = NULL;
