@@ -101,6 +101,12 @@ static const KindSpec *kind_spec(const char *kind) {
 
 int kernel_kind_count(void) { return NKINDS; }
 const char *kernel_kind_name(int i) { return i >= 0 && i < NKINDS ? catalog[i].kind : NULL; }
+int kernel_kind_operand(int i, int o, const char **name, const char **dtype) {
+    if (i < 0 || i >= NKINDS || o < 0 || o >= KMAX_OPS || !catalog[i].ops[o].name) return -1;
+    *name = catalog[i].ops[o].name;
+    *dtype = catalog[i].ops[o].dtype;
+    return 0;
+}
 
 /* Constants that are floats in the source; every other constant is an integer. */
 static int is_float_key(const char *key) {

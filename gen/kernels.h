@@ -37,6 +37,8 @@ int kernels_emit(FILE *out, const KernelInst *ks, int n, const Run *run, char *e
 /* The catalog's kinds, in catalog order (for tests and tools). */
 int kernel_kind_count(void);
 const char *kernel_kind_name(int i);
+/* Operand o of kind i: its key and default storage dtype ("bf16" | "fp32" | "i32"); -1 past the last. */
+int kernel_kind_operand(int i, int o, const char **name, const char **dtype);
 
 /* The templates/ folder ($BOOST_HOME/templates or next to the binary's folder). */
 int kernels_template_dir(char *dir, size_t n, char *err, size_t errlen);

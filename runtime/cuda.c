@@ -328,45 +328,13 @@ static CUfunction get_fn(const char *name) {
     return fn;
 }
 
-/* ---------------- the catalog's operand order and storage types (docs/plan-format.md) ---------------- */
-static const struct { const char *kind; const char *ops[10]; } OPERANDS[] = {
-    {"embedding_fwd", {"tokens:i32", "table", "out"}},
-    {"embedding_bwd", {"tokens:i32", "dout", "dtable:fp32"}},
-    {"rmsnorm_fwd", {"x", "gamma", "out", "rstd:fp32", "sumsq:fp32"}},
-    {"rmsnorm_bwd", {"x", "gamma", "rstd:fp32", "dout", "dot:fp32", "dx", "dgamma:fp32"}},
-    {"sumsq", {"x", "out:fp32"}},
-    {"online_norm_fwd", {"x", "gamma", "xhat", "rho:fp32", "stat"}},
-    {"online_norm_rescale", {"h", "rho:fp32"}},
-    {"bottleneck_act", {"h", "y", "z", "rstd:fp32"}},
-    {"bottleneck_act_bwd", {"h", "y", "rstd:fp32", "rho:fp32", "dz", "dh", "dstat:fp32"}},
-    {"online_norm_bwd", {"x", "gamma", "rho:fp32", "dxhat", "dstat:fp32", "dx", "dgamma:fp32"}},
-    {"rope", {"x"}},
-    {"attention_fwd", {"q", "k", "v", "out", "lse:fp32"}},
-    {"attention_bwd", {"q", "k", "v", "out", "dout", "lse:fp32", "dq", "dk", "dv"}},
-    {"glu_fwd", {"gate", "up", "out"}},
-    {"glu_bwd", {"gate", "up", "dout", "dgate", "dup"}},
-    {"add", {"a", "b", "out"}},
-    {"copy", {"src", "dst"}},
-    {"xent_fwd", {"logits", "targets:i32", "stats:fp32"}},
-    {"xent_combine", {"stats_all:fp32", "lse:fp32", "loss:fp32"}},
-    {"xent_bwd", {"logits", "targets:i32", "lse:fp32", "dlogits"}},
-};
-#define NOPKINDS (int)(sizeof OPERANDS / sizeof OPERANDS[0])
-
-static int op_kind(const char *kind) {
-    for (int i = 0; i < NOPKINDS; i++) if (!strcmp(OPERANDS[i].kind, kind)) return i;
-    return -1;
-}
-
-/* Operand o of catalog entry i: its name (into name) and the dtype the kernel was compiled for:
- * the catalog default, or the "_<operand><dtype>" suffix gen/kernels.c puts in the name. */
-static int op_spec(int i, int o, const char *kname, char *name, size_t n) {
-    const char *s = OPERANDS[i].ops[o];
-    const char *colon = strchr(s, ':');
-    size_t len = colon ? (size_t)(colon - s) : strlen(s);
-    if (len >= n) len = n - 1;
-    memcpy(name, s, len); name[len] = 0;
-    int dt = !colon ? PDT_BF16 : !strcmp(colon + 1, "fp32") ? PDT_FP32 : PDT_I32;
+/* ---------------- the catalog's operand order and storage types (runtime/plan.c, docs/plan-format.md) ---------------- */
+/* Operand o of kernel kind `kind`: its key (into name) and the dtype the kernel was compiled for: the
+ * catalog default, or the "_<operand><dtype>" suffix gen/kernels.c puts in the name kname. Returns -1
+ * past the last operand (or for a kind the catalog lacks). */
+static int op_spec(const char *kind, int o, const char *kname, char *name, size_t n) {
+    int dt;
+    if (plan_catalog_operand(kind, o, name, n, &dt, NULL) != 0) return -1;
     static const char *dts[] = {"bf16", "fp32", "i32"};
     for (int d = 0; d < 3; d++) {
         char suffix[64];
@@ -376,6 +344,7 @@ static int op_spec(int i, int o, const char *kname, char *name, size_t n) {
     }
     return dt;
 }
+static int op_kind_known(const char *kind) { return plan_catalog_operand(kind, 0, NULL, 0, NULL, NULL) >= 0; }
 
 int cuda_plan_check(const Plan *p, const char *const *names, int nnames, char *err, size_t errlen) {
     static const char *dts[] = {"bf16", "fp32", "i32"};
@@ -395,13 +364,12 @@ int cuda_plan_check(const Plan *p, const char *const *names, int nnames, char *e
         }
         if (st->kind != ST_KERNEL) continue;
         const KernelArgs *k = st->kernel;
-        int i = op_kind(k->kind);
-        if (i < 0) { PROBLEM("%s:%d: kernel kind %s is not in the catalog\n", p->path, st->line, k->kind); continue; }
+        if (!op_kind_known(k->kind)) { PROBLEM("%s:%d: kernel kind %s is not in the catalog\n", p->path, st->line, k->kind); continue; }
         for (int q = 0; q < k->nops; q++) {
             int known = 0;
-            for (int o = 0; o < 10 && OPERANDS[i].ops[o]; o++) {
-                char name[32];
-                int want = op_spec(i, o, k->name, name, sizeof name);
+            char name[32];
+            int want;
+            for (int o = 0; o < 10 && (want = op_spec(k->kind, o, k->name, name, sizeof name)) >= 0; o++) {
                 if (strcmp(name, k->op_key[q])) continue;
                 known = 1;
                 const PlanTensor *t = &p->tensors[k->op[q].tensor];
@@ -1078,15 +1046,13 @@ static int launch(BackendRank *r, const char *name, int64_t grid, int64_t block,
 typedef struct { CUdeviceptr ptrs[10]; long long consts[PLAN_MAX_KEYS]; void *args[10 + PLAN_MAX_KEYS]; } LaunchArgs;
 
 static int kernel_args(BackendRank *r, const KernelArgs *k, void **ops, LaunchArgs *la) {
-    int kind = op_kind(k->kind);
-    if (kind < 0) return rfail(r, "kernel kind %s is not in the catalog", k->kind);
+    if (!op_kind_known(k->kind)) return rfail(r, "kernel kind %s is not in the catalog", k->kind);
     CUdeviceptr *ptrs = la->ptrs;
     long long *consts = la->consts;
     void **args = la->args;
     int na = 0;
-    for (int o = 0; o < 10 && OPERANDS[kind].ops[o]; o++) {
-        char name[32];
-        op_spec(kind, o, k->name, name, sizeof name);
+    char name[32];
+    for (int o = 0; o < 10 && op_spec(k->kind, o, k->name, name, sizeof name) >= 0; o++) {
         ptrs[o] = 0;
         for (int i = 0; i < k->nops; i++)
             if (!strcmp(k->op_key[i], name)) ptrs[o] = (CUdeviceptr)(uintptr_t)ops[i];

@@ -14,37 +14,39 @@
 #define MAX_TOKENS 96
 #define MAX_PLAN_BYTES ((size_t)1 << 30)
 
-/* ---- kernel catalog: operand keys in CUDA order; '?' marks an optional operand ---- */
+/* ---- kernel catalog (docs/plan-format.md): operand keys in launch order, each `key[:dtype][?]`: the
+ * default storage dtype when it is not the activation dtype (bf16), '?' when the operand is optional.
+ * The one copy of the runtime's catalog: the loader and the CUDA backend's launches both read it. ---- */
 typedef struct { const char *kind; const char *ops; } CatalogEntry;
 static const CatalogEntry CATALOG[] = {
-    {"embedding_fwd", "tokens table out"},
-    {"embedding_bwd", "tokens dout dtable"},
-    {"rmsnorm_fwd", "x gamma out rstd sumsq?"},
-    {"rmsnorm_bwd", "x gamma rstd dout dot? dx? dgamma?"},
-    {"sumsq", "x out"},
-    {"online_norm_fwd", "x gamma xhat rho stat"},
-    {"online_norm_rescale", "h rho"},
-    {"bottleneck_act", "h y? z rstd?"},
-    {"bottleneck_act_bwd", "h y rstd? rho? dz dh dstat?"},
-    {"online_norm_bwd", "x gamma rho dxhat dstat dx dgamma?"},
+    {"embedding_fwd", "tokens:i32 table out"},
+    {"embedding_bwd", "tokens:i32 dout dtable:fp32"},
+    {"rmsnorm_fwd", "x gamma out rstd:fp32 sumsq:fp32?"},
+    {"rmsnorm_bwd", "x gamma rstd:fp32 dout dot:fp32? dx? dgamma:fp32?"},
+    {"sumsq", "x out:fp32"},
+    {"online_norm_fwd", "x gamma xhat rho:fp32 stat"},
+    {"online_norm_rescale", "h rho:fp32"},
+    {"bottleneck_act", "h y? z rstd:fp32?"},
+    {"bottleneck_act_bwd", "h y rstd:fp32? rho:fp32? dz dh dstat:fp32?"},
+    {"online_norm_bwd", "x gamma rho:fp32 dxhat dstat:fp32 dx dgamma:fp32?"},
     {"rope", "x"},
-    {"attention_fwd", "q k v out lse"},
-    {"attention_bwd", "q k v out dout lse dq dk dv"},
+    {"attention_fwd", "q k v out lse:fp32"},
+    {"attention_bwd", "q k v out dout lse:fp32 dq dk dv"},
     {"glu_fwd", "gate up out"},
     {"glu_bwd", "gate up dout dgate dup"},
     {"add", "a b out"},
     {"copy", "src dst"},
-    {"xent_fwd", "logits targets stats"},
-    {"xent_combine", "stats_all lse loss"},
-    {"xent_bwd", "logits targets lse dlogits"},
-    {"moe_router", "logits probs sel gates slot src aux"},
-    {"moe_router_bwd", "probs sel gates aux dgates dlogits"},
-    {"moe_dispatch", "x src out"},
-    {"moe_dispatch_bwd", "dout sel slot dx"},
-    {"moe_combine", "eo sel slot gates out"},
-    {"moe_combine_bwd", "dout src gates deo"},
-    {"moe_gates_bwd", "dout eo sel slot dgates"},
-    {"moe_aux_add", "aux loss"},
+    {"xent_fwd", "logits targets:i32 stats:fp32"},
+    {"xent_combine", "stats_all:fp32 lse:fp32 loss:fp32"},
+    {"xent_bwd", "logits targets:i32 lse:fp32 dlogits"},
+    {"moe_router", "logits probs:fp32 sel:fp32 gates:fp32 slot:fp32 src:fp32 aux:fp32"},
+    {"moe_router_bwd", "probs:fp32 sel:fp32 gates:fp32 aux:fp32 dgates:fp32 dlogits"},
+    {"moe_dispatch", "x src:fp32 out"},
+    {"moe_dispatch_bwd", "dout sel:fp32 slot:fp32 dx"},
+    {"moe_combine", "eo sel:fp32 slot:fp32 gates:fp32 out"},
+    {"moe_combine_bwd", "dout src:fp32 gates:fp32 deo"},
+    {"moe_gates_bwd", "dout eo sel:fp32 slot:fp32 dgates:fp32"},
+    {"moe_aux_add", "aux:fp32 loss:fp32"},
 };
 #define NCATALOG ((int)(sizeof CATALOG / sizeof CATALOG[0]))
 
@@ -54,18 +56,36 @@ static int catalog_find(const char *kind) {
     return -1;
 }
 
-/* Is `key` an operand of catalog entry c? Sets *optional. */
-static int catalog_is_operand(int c, const char *key, int *optional) {
+const char *plan_catalog_kind(int i) { return i >= 0 && i < NCATALOG ? CATALOG[i].kind : NULL; }
+
+int plan_catalog_operand(const char *kind, int o, char *key, size_t n, int *dtype, int *optional) {
+    int c = catalog_find(kind);
+    if (c < 0) return -1;
     const char *s = CATALOG[c].ops;
-    size_t kl = strlen(key);
-    while (*s) {
+    for (int i = 0; *s; i++) {
         const char *e = s;
         while (*e && *e != ' ') e++;
-        size_t n = (size_t)(e - s);
-        int opt = n > 0 && s[n - 1] == '?';
-        if ((opt ? n - 1 : n) == kl && !strncmp(s, key, kl)) { if (optional) *optional = opt; return 1; }
+        if (i == o) {
+            const char *colon = memchr(s, ':', (size_t)(e - s));
+            int opt = e > s && e[-1] == '?';
+            const char *end_name = colon ? colon : opt ? e - 1 : e;
+            size_t len = (size_t)(end_name - s);
+            if (n && len >= n) len = n - 1;
+            if (n) { memcpy(key, s, len); key[len] = 0; }
+            if (dtype) *dtype = !colon ? PDT_BF16 : !strncmp(colon + 1, "fp32", 4) ? PDT_FP32 : PDT_I32;
+            if (optional) *optional = opt;
+            return 0;
+        }
         s = *e ? e + 1 : e;
     }
+    return 1;
+}
+
+/* Is `key` an operand of catalog entry c? Sets *optional. */
+static int catalog_is_operand(int c, const char *key, int *optional) {
+    char name[32];
+    for (int o = 0; plan_catalog_operand(CATALOG[c].kind, o, name, sizeof name, NULL, optional) == 0; o++)
+        if (!strcmp(name, key)) return 1;
     return 0;
 }
 
@@ -849,18 +869,10 @@ static int line_kernel(Loader *L, Line *ln, KernelArgs *k) {
         }
     }
     /* required operands */
-    const char *s = CATALOG[c].ops;
-    while (*s) {
-        const char *e = s;
-        while (*e && *e != ' ') e++;
-        char key[32];
-        size_t n = (size_t)(e - s);
-        if (n < sizeof key && s[n - 1] != '?') {
-            memcpy(key, s, n); key[n] = 0;
-            if (kernel_op(k, key) < 0) return fail(L, "kernel %s: missing operand %s=", k->kind, key);
-        }
-        s = *e ? e + 1 : e;
-    }
+    char key[32];
+    int optional;
+    for (int o = 0; plan_catalog_operand(k->kind, o, key, sizeof key, NULL, &optional) == 0; o++)
+        if (!optional && kernel_op(k, key) < 0) return fail(L, "kernel %s: missing operand %s=", k->kind, key);
     return check_kernel_extents(L, k);
 }
 

@@ -68,6 +68,13 @@ typedef struct {
     Operand A, B, C;
 } GemmArgs;
 
+/* The kernel catalog (docs/plan-format.md): operand o (0-based, launch order) of KIND: its key (into
+ * key[n]), its default storage dtype (PDT_*) and whether it is optional. Returns 0, 1 when o is past
+ * the last operand, -1 when KIND is not in the catalog. */
+int plan_catalog_operand(const char *kind, int o, char *key, size_t n, int *dtype, int *optional);
+/* The catalog's i-th kind, NULL past the last. */
+const char *plan_catalog_kind(int i);
+
 /* A kernel's operands (in catalog order) and constants, as key/value pairs. */
 typedef struct {
     char kind[32];            /* catalog kind, e.g. "online_norm_fwd" */
