@@ -93,6 +93,174 @@ template <int G> static __device__ __forceinline__ float group_sum(float v) {
     return v;
 }
 
+// ---- tensor cores: warp-level mma.sync m16n8k16, bf16 inputs, fp32 accumulators (sm_80+) ----
+// One warp computes C[16x8] += A[16x16] B[16x8]; each lane holds fixed elements of every operand
+// (the PTX ISA's fragment layout of mma.m16n8k16 for .bf16). With g = lane / 4 and t = lane % 4:
+//   A: unsigned a[4], 2 bf16 each (element e = 0..7 is register e/2, low half first):
+//      row g + 8*((e/2)%2), column 2t + 8*(e/4) + e%2
+//   B: unsigned b[2] (element e = 0..3): row (the k index) 2t + 8*(e/2) + e%2, column (n) g
+//   C: float c[4] (element e = 0..3): row g + 8*(e/2), column 2t + e%2
+// So the 4 lanes of a group share rows (row statistics reduce with shuffles over lane bits 0-1),
+// and C element e lies in row half e/2. The six functions below are the one definition of the
+// layout: kernels place C elements with them (masks, stores), and the CPU emulator's mma
+// (tests/gpu/cuda_emu.hpp) assembles A, B and C with them, so a kernel that indexes fragments
+// wrongly fails there; test_kernels_emu checks them against the PTX ISA's table, and the ldmatrix
+// loads below (which follow the ISA's rule for ldmatrix) against a plain product.
+static __device__ __forceinline__ int mma_a_row(int lane, int e) { return (lane >> 2) + 8 * ((e >> 1) & 1); }
+static __device__ __forceinline__ int mma_a_col(int lane, int e) { return 2 * (lane & 3) + 8 * (e >> 2) + (e & 1); }
+static __device__ __forceinline__ int mma_b_row(int lane, int e) { return 2 * (lane & 3) + 8 * (e >> 1) + (e & 1); }
+static __device__ __forceinline__ int mma_b_col(int lane, int e) { (void)e; return lane >> 2; }
+static __device__ __forceinline__ int mma_c_row(int lane, int e) { return (lane >> 2) + 8 * (e >> 1); }
+static __device__ __forceinline__ int mma_c_col(int lane, int e) { return 2 * (lane & 3) + (e & 1); }
+
+// Two floats as a bf16 pair (lo in the low half: the lower column or row index), rounded to nearest.
+static __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *(unsigned *)&h;
+}
+
+// c += a b on the tensor cores (every lane of the warp calls it with its fragments).
+static __device__ __forceinline__ void mma_bf16_16816(float c[4], const unsigned a[4], const unsigned b[2]) {
+#ifdef BOOST_CUDA_EMU
+    emu_mma_bf16_16816(c, a, b);
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+// ldmatrix: the warp loads NMAT 8x8 bf16 matrices from shared memory; lane l gives the address of
+// row l%8 of matrix l/8 (16 bytes, 16-byte aligned). Register i of lane l receives matrix i's
+// elements (row l/4, columns 2(l%4), 2(l%4)+1), or with TRANS (rows 2(l%4), 2(l%4)+1 of column l/4):
+// exactly an A or B fragment quarter of the layout above.
+template <int NMAT, bool TRANS>
+static __device__ __forceinline__ void ldsm(unsigned *r, const bf16 *row) {
+#ifdef BOOST_CUDA_EMU
+    emu_ldmatrix(r, NMAT, TRANS, row);
+#else
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    if (NMAT == 4 && !TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+    else if (NMAT == 4)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+    else if (!TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(a));
+#endif
+}
+
+// Fragment loads from shared memory with ldmatrix (bf16, row stride ld elements a multiple of 8,
+// s 16-byte aligned; every lane of the warp calls them with the same s):
+// mma_load_a: A = s[row * ld + col], a [16, 16] row-major tile;
+// mma_load_b_nk: two B fragments (n-tiles n0 = 0 and 8), B[k][n] = s[n * ld + k]: B stored
+//   transposed, e.g. K [keys, d] for S = Q K^T;
+// mma_load_b_kn: two B fragments (n-tiles 0 and 8), B[k][n] = s[k * ld + n]: B stored as is, e.g.
+//   V [keys, d] for O = P V (the transposing load).
+static __device__ __forceinline__ void mma_load_a(unsigned a[4], const bf16 *s, int ld) {
+    const int lane = threadIdx.x & 31;   // matrices: rows 0-7 / 8-15 by lane bit 3, columns 0-7 / 8-15 by bit 4
+    ldsm<4, false>(a, s + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4));
+}
+static __device__ __forceinline__ void mma_load_b_nk(unsigned b0[2], unsigned b1[2], const bf16 *s, int ld) {
+    const int lane = threadIdx.x & 31;   // matrices: k 0-7 / 8-15 by lane bit 3, n-tile by bit 4
+    unsigned r[4];
+    ldsm<4, false>(r, s + ((lane & 7) + 8 * (lane >> 4)) * ld + 8 * ((lane >> 3) & 1));
+    b0[0] = r[0]; b0[1] = r[1]; b1[0] = r[2]; b1[1] = r[3];
+}
+static __device__ __forceinline__ void mma_load_b_kn(unsigned b0[2], unsigned b1[2], const bf16 *s, int ld) {
+    const int lane = threadIdx.x & 31;   // matrices: k 0-7 / 8-15 by lane bit 3, n-tile by bit 4
+    unsigned r[4];
+    ldsm<4, true>(r, s + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4));
+    b0[0] = r[0]; b0[1] = r[1]; b1[0] = r[2]; b1[1] = r[3];
+}
+
+// Two C tiles (columns 0-7 and 8-15 of a [16, 16] result) as the A fragment of the next mma,
+// rounded to bf16: A element e sits in C tile e/4 at C element 2*((e/2)%2) + e%2 (same row and
+// column, from the layout above), so P = softmax(S) never leaves registers.
+static __device__ __forceinline__ void mma_c_to_a(unsigned a[4], const float c0[4], const float c1[4]) {
+    a[0] = pack_bf16x2(c0[0], c0[1]);
+    a[1] = pack_bf16x2(c0[2], c0[3]);
+    a[2] = pack_bf16x2(c1[0], c1[1]);
+    a[3] = pack_bf16x2(c1[2], c1[3]);
+}
+
+// Copies a [ROWS, COLS] tile (row r at src + r * ld; rows >= nvalid read as 0) into shared memory
+// as bf16 with row stride LDS, 8 columns a thread-step (16-byte loads where aligned); all NT
+// threads of the block call it. COLS and LDS multiples of 8, dst 16-byte aligned.
+template <int ROWS, int COLS, int LDS, int NT, class T>
+static __device__ __forceinline__ void tile_to_shared(bf16 *dst, const T *src, long long ld, int nvalid) {
+    for (int c = threadIdx.x; c < ROWS * COLS / 8; c += NT) {
+        const int r = c / (COLS / 8), col = (c % (COLS / 8)) * 8;
+        float x[8];
+        if (r < nvalid) ldv<8>(src + r * ld + col, x);
+        else for (int e = 0; e < 8; e++) x[e] = 0.f;
+        uint4 u;
+        u.x = pack_bf16x2(x[0], x[1]); u.y = pack_bf16x2(x[2], x[3]);
+        u.z = pack_bf16x2(x[4], x[5]); u.w = pack_bf16x2(x[6], x[7]);
+        *(uint4 *)(dst + r * LDS + col) = u;
+    }
+}
+
+// cp.async: 16-byte copies from global to shared memory that run while the warp computes.
+// cp_async_commit() closes the thread's current group of copies; cp_async_wait<N>() waits until at
+// most N of its committed groups are still in flight (then a __syncthreads makes every thread's
+// copies visible to the block).
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+#ifdef BOOST_CUDA_EMU
+    emu_cp_async16(dst, src);
+#else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src));
+#endif
+}
+static __device__ __forceinline__ void cp_async_commit() {
+#ifdef BOOST_CUDA_EMU
+    emu_cp_async_commit();
+#else
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> static __device__ __forceinline__ void cp_async_wait() {
+#ifdef BOOST_CUDA_EMU
+    emu_cp_async_wait(N);
+#else
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
+#endif
+}
+
+// tile_to_shared without waiting: cp.async when the source is bf16 with 16-byte aligned rows, else
+// the plain copy (then done on return). Rows >= nvalid are zero-filled with plain stores. The
+// caller commits, waits and synchronises.
+template <int ROWS, int COLS, int LDS, int NT, class T>
+static __device__ __forceinline__ void tile_to_shared_async(bf16 *dst, const T *src, long long ld, int nvalid) {
+    if (sizeof(T) != 2 || ld % 8 || !aligned16(src)) {
+        tile_to_shared<ROWS, COLS, LDS, NT>(dst, src, ld, nvalid);
+        return;
+    }
+    for (int c = threadIdx.x; c < ROWS * COLS / 8; c += NT) {
+        const int r = c / (COLS / 8), col = (c % (COLS / 8)) * 8;
+        if (r < nvalid) cp_async16(dst + r * LDS + col, src + r * ld + col);
+        else { uint4 z; z.x = z.y = z.z = z.w = 0u; *(uint4 *)(dst + r * LDS + col) = z; }
+    }
+}
+
+// Asks L2 for the 128-byte lines of a [ROWS, COLS] tile (rows < nvalid) that a later copy will read,
+// so that the copy waits on L2 rather than on memory. No effect on results.
+template <int ROWS, int COLS, int NT, class T>
+static __device__ __forceinline__ void tile_prefetch_l2(const T *src, long long ld, int nvalid) {
+    constexpr int LINES = (COLS * (int)sizeof(T) + 127) / 128;   // lines a row (each starts inside it)
+    for (int c = threadIdx.x; c < ROWS * LINES; c += NT) {
+        const int r = c / LINES;
+#ifndef BOOST_CUDA_EMU
+        if (r < nvalid) asm volatile("prefetch.global.L2 [%0];\n" :: "l"((const char *)(src + r * ld) + (c % LINES) * 128));
+#else
+        (void)r; (void)src; (void)ld; (void)nvalid;
+#endif
+    }
+}
+
 
 // embedding_fwd: out[m, j] = table[tokens[m], j]; table is the rank's vocab x cols block.
 // One thread per VEC columns of a row. Tokens outside 0..vocab-1 give a zero row.
@@ -185,54 +353,128 @@ rope_r16384_h32_d128_ldx4096_s4096_th10000_inv0_bf16_b256(bf16 *x) {
     st(row + i + HALF, b * c + a * s);
 }
 
-// attention_fwd: causal attention, flash style: per (batch, head) and tile of BQ queries, the keys
-// and values stream through shared memory in tiles of BK with an online softmax; no seq x seq
-// matrix exists. A group of G = head_dim/16 threads owns one query (16 dims each) and reduces its
-// dot products with shuffles. out = softmax(scale q k^T + mask) v; lse[(b*heads+h)*seq + i] is the
+// attention_fwd: causal attention on the tensor cores, FlashAttention-2 style (mma.sync m16n8k16,
+// bf16 operands, fp32 accumulators; prelude.cuh has the fragment layout). One block of BQ/16 warps
+// per (batch, head, tile of BQ queries); warp w owns queries q0+16w .. q0+16w+15 and keeps their Q
+// (A fragments), scores, output and row statistics in registers. Keys and values stream through
+// shared memory in tiles of BK ([BK, D] each, rows padded by 8 so that ldmatrix hits 32 different
+// banks; V's B fragments come from the transposing ldmatrix), copied with cp.async so that V's copy
+// overlaps S and the next K's copy overlaps P V. Per tile and warp: S = Q K^T (mma), an online softmax on S's C
+// fragments in base 2 (row max and sum over the 4 lanes that share a row), P rounded to bf16 A
+// fragments without leaving registers, O += P V (mma). Tiles past a warp's last query are skipped;
+// only tiles that reach the diagonal or the sequence end are masked. The longest query tiles are
+// launched first. out = softmax(scale q k^T + causal mask) v; lse[(b*heads+h)*seq + i] = the
 // log-sum-exp of query i's scaled scores. GQA: head h reads kv head h / (heads/kv_heads).
-extern "C" __global__ void __launch_bounds__(64 * (128 / 16), 1)
-attention_fwd_b4_s4096_h32_kv32_d128_ldq4096_ldk4096_ldv4096_ldo4096_sc0p08838835_bf16_q64k64(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, float *lse) {
-    constexpr int D = 128, DT = 16, G = D / DT, BQ = 64, BK = 64;
-    constexpr int NT = BQ * G, NQB = (4096 + BQ - 1) / BQ, GROUP = 32 / 32;
-    __shared__ bf16 ks[BK * D], vs[BK * D];       // [BK, D] each
-    const int qb = blockIdx.x % NQB, bh = blockIdx.x / NQB;
+// gen/kernels.c uses this template for head_dim a multiple of 16 up to 128, attention_fwd_simt.cu
+// (CUDA cores) otherwise.
+extern "C" __global__ void __launch_bounds__(64 * 2, 1)
+attention_fwd_b4_s4096_h32_kv32_d128_ldq4096_ldk4096_ldv4096_ldo4096_sc0p08838835_bf16_a542fb86(const bf16 *q, const bf16 *k, const bf16 *v, bf16 *out, float *lse) {
+    constexpr int D = 128, BQ = 64, BK = 64, SEQ = 4096;
+    constexpr int NT = BQ * 2, GROUP = 32 / 32, BH = 4 * 32;
+    constexpr int KD = D / 16, NS = BK / 8, NO = D / 8;   // k-steps over D; n-tiles of S and of O
+    constexpr int LDS = D + 8;                             // padded shared rows
+    constexpr int NQB = (SEQ + BQ - 1) / BQ;
+    __shared__ __align__(16) bf16 ks[BK * LDS], vs[BK * LDS];   // [BK, D] each
+    const float sl2 = 0.0883883476f * 1.4426950409f;           // scores in base 2: scale * log2(e)
+    const float NEG_INF = __int_as_float(0xff800000);
+    const int qb = NQB - 1 - (int)(blockIdx.x / BH), bh = blockIdx.x % BH;
     const int h = bh % 32, b = bh / 32, kvh = h / GROUP;
-    const int g = threadIdx.x % G, i = qb * BQ + threadIdx.x / G;
-    const bool valid = i < 4096;
-    const long long qrow = (long long)b * 4096 + i;
-    float qr[DT], o[DT];
-    for (int t = 0; t < DT; t++) {
-        qr[t] = valid ? ld(q + qrow * 4096 + h * D + g * DT + t) * 0.0883883476f : 0.f;
-        o[t] = 0.f;
-    }
-    float mx = __int_as_float(0xff800000), l = 0.f;
-    const int last = min(qb * BQ + BQ, 4096) - 1;       // the block's last query
+    const int lane = threadIdx.x & 31, q0 = qb * BQ, w0 = q0 + (int)(threadIdx.x >> 5) * 16;
+    const int wlast = w0 < SEQ ? min(w0 + 15, SEQ - 1) : -1;   // the warp's last query (-1: none)
+    const long long seq0 = (long long)b * SEQ;                  // row of token 0 of this sequence
+
+    unsigned qf[KD][4];                                    // Q [16, D] as A fragments
+    for (int kd = 0; kd < KD; kd++)
+        for (int r = 0; r < 4; r++) {
+            const int i = w0 + mma_a_row(lane, 2 * r), d = kd * 16 + mma_a_col(lane, 2 * r);
+            const bf16 *p = q + (seq0 + i) * 4096 + h * D + d;
+            qf[kd][r] = i < SEQ ? pack_bf16x2(ld(p), ld(p + 1)) : 0u;
+        }
+    float o[NO][4], m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};   // m, l: row halves g, g+8
+    for (int n = 0; n < NO; n++) for (int e = 0; e < 4; e++) o[n][e] = 0.f;
+
+    // K and V tiles alternate through cp.async, FA2's overlap with single buffers: V of tile t
+    // lands while the warps compute S, K of tile t+1 while they compute O += P V.
+    const int last = min(q0 + BQ, SEQ) - 1;               // the block's last query
+    tile_to_shared_async<BK, D, LDS, NT>(ks, k + seq0 * 4096 + kvh * D, 4096, SEQ);
+    cp_async_commit();
     for (int k0 = 0; k0 <= last; k0 += BK) {
-        __syncthreads();
-        for (int idx = threadIdx.x; idx < BK * D; idx += NT) {
-            const int kk = idx / D, d = idx % D, kp = k0 + kk;
-            const long long krow = (long long)b * 4096 + kp;
-            ks[idx] = __float2bfloat16(kp < 4096 ? ld(k + krow * 4096 + kvh * D + d) : 0.f);
-            vs[idx] = __float2bfloat16(kp < 4096 ? ld(v + krow * 4096 + kvh * D + d) : 0.f);
+        const bool active = k0 <= wlast;                   // causal: else the warp's queries precede the tile
+        cp_async_wait<0>();
+        __syncthreads();                                   // K tile in; every warp is done with the last V tile
+        tile_to_shared_async<BK, D, LDS, NT>(vs, v + (seq0 + k0) * 4096 + kvh * D, 4096, SEQ - k0);
+        cp_async_commit();
+        float s[NS][4];                                    // S [16, BK], then P
+        if (active) {
+            for (int n = 0; n < NS; n++) for (int e = 0; e < 4; e++) s[n][e] = 0.f;
+            for (int n = 0; n < NS; n += 2)                    // two n-tiles (16 keys) an ldmatrix
+                for (int kd = 0; kd < KD; kd++) {
+                    unsigned b0[2], b1[2];
+                    mma_load_b_nk(b0, b1, ks + n * 8 * LDS + kd * 16, LDS);
+                    mma_bf16_16816(s[n], qf[kd], b0);
+                    mma_bf16_16816(s[n + 1], qf[kd], b1);
+                }
+            const bool masked = k0 + BK - 1 > w0 || k0 + BK > SEQ;   // the tile reaches the diagonal or the end
+            float mx[2] = {m[0], m[1]};
+            for (int n = 0; n < NS; n++)
+                for (int e = 0; e < 4; e++) {
+                    float x = s[n][e] * sl2;
+                    if (masked) {
+                        const int key = k0 + n * 8 + mma_c_col(lane, e), qi = w0 + mma_c_row(lane, e);
+                        if (key > qi || key >= SEQ) x = NEG_INF;
+                    }
+                    s[n][e] = x;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], x);
+                }
+            float corr[2], rs[2] = {0.f, 0.f};
+            for (int hf = 0; hf < 2; hf++) {                   // the 4 lanes of a group share the row
+                mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 1));
+                mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 2));
+                corr[hf] = exp2f(m[hf] - mx[hf]);              // key 0 is in every row's first tile: mx finite
+                m[hf] = mx[hf];
+            }
+            for (int n = 0; n < NS; n++)
+                for (int e = 0; e < 4; e++) {
+                    const float p = exp2f(s[n][e] - mx[e >> 1]);
+                    s[n][e] = p;
+                    rs[e >> 1] += p;
+                }
+            for (int hf = 0; hf < 2; hf++) l[hf] = l[hf] * corr[hf] + rs[hf];   // this lane's part of the row sum
+            for (int n = 0; n < NO; n++)
+                for (int e = 0; e < 4; e++) o[n][e] *= corr[e >> 1];
         }
-        __syncthreads();
-        if (!valid) continue;
-        const int kn = min(BK, i - k0 + 1);                // causal: keys k0 .. i
-        for (int kk = 0; kk < kn; kk++) {
-            const bf16 *kr = ks + kk * D + g * DT, *vr = vs + kk * D + g * DT;
-            float s = 0.f;
-            for (int t = 0; t < DT; t++) s += qr[t] * __bfloat162float(kr[t]);
-            s = group_sum<G>(s);
-            const float mn = fmaxf(mx, s), corr = expf(mx - mn), p = expf(s - mn);
-            l = l * corr + p;
-            for (int t = 0; t < DT; t++) o[t] = o[t] * corr + p * __bfloat162float(vr[t]);
-            mx = mn;
+        cp_async_wait<0>();
+        __syncthreads();                                   // V tile in; every warp is done with the K tile
+        if (k0 + BK <= last)
+            tile_to_shared_async<BK, D, LDS, NT>(ks, k + (seq0 + k0 + BK) * 4096 + kvh * D, 4096, SEQ - k0 - BK);
+        cp_async_commit();
+        if (!active) continue;
+        for (int kk = 0; kk < BK / 16; kk++) {             // O += P V, 16 keys a step
+            unsigned pa[4];
+            mma_c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+            for (int n = 0; n < NO; n += 2) {
+                unsigned b0[2], b1[2];
+                mma_load_b_kn(b0, b1, vs + kk * 16 * LDS + n * 8, LDS);
+                mma_bf16_16816(o[n], pa, b0);
+                mma_bf16_16816(o[n + 1], pa, b1);
+            }
         }
     }
-    if (!valid) return;
-    const float inv = 1.f / l;
-    for (int t = 0; t < DT; t++) st(out + qrow * 4096 + h * D + g * DT + t, o[t] * inv);
-    if (g == 0) st(lse + ((long long)b * 32 + h) * 4096 + i, mx + logf(l));
+    if (wlast < 0) return;
+    for (int hf = 0; hf < 2; hf++) {
+        l[hf] += __shfl_xor_sync(0xffffffffu, l[hf], 1);
+        l[hf] += __shfl_xor_sync(0xffffffffu, l[hf], 2);
+    }
+    for (int n = 0; n < NO; n++)
+        for (int e = 0; e < 4; e++) {
+            const int i = w0 + mma_c_row(lane, e);
+            if (i < SEQ) st(out + (seq0 + i) * 4096 + h * D + n * 8 + mma_c_col(lane, e), o[n][e] / l[e >> 1]);
+        }
+    if ((lane & 3) == 0)
+        for (int hf = 0; hf < 2; hf++) {
+            const int i = w0 + mma_c_row(lane, 2 * hf);
+            if (i < SEQ) st(lse + ((long long)b * 32 + h) * SEQ + i, m[hf] * 0.6931471806f + logf(l[hf]));
+        }
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
@@ -551,133 +793,208 @@ rmsnorm_bwd_r16384_c4096_ldx4096_ldo4096_dv4096_acc1_ph0_bf16_b256(const bf16 *x
     }
 }
 
-// attention_bwd: the gradient of attention_fwd, recomputing P tile by tile from lse. One launch,
-// two kinds of blocks (both deterministic, no atomics):
-//  - the first batch*heads*ceil(seq/BQ) blocks own BQ queries each: delta_i = sum dout_i*out_i,
-//    then over key tiles in shared memory: p = exp(s - lse_i), dp = dout_i . v_j,
-//    ds = p (dp - delta_i), dq_i = scale * sum_j ds k_j;
-//  - the next batch*kv_heads*ceil(seq/BQ) blocks own BQ keys each and loop over every query head
-//    of their group and over query tiles: dv_j = sum_i p v-grad, dk_j = scale * sum_i ds q_i.
-// A group of G = head_dim/16 threads owns one query (or key), 16 dims per thread.
-extern "C" __global__ void __launch_bounds__(32 * (128 / 16), 1)
-attention_bwd_b4_s4096_h32_kv32_d128_ldq4096_ldk4096_ldv4096_ldo4096_sc0p08838835_bf16_q32k64(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *out, const bf16 *dout,
+// attention_bwd: the gradient of attention_fwd on the tensor cores (mma.sync m16n8k16, bf16
+// operands, fp32 accumulators), FlashAttention-2 style with P recomputed from lse. One launch, two
+// kinds of blocks of BQ/16 warps, each warp owning 16 rows of the block's BQ; every output element
+// is written by exactly one block and summed in a fixed order, so the result is bitwise
+// deterministic (no atomics; the price is that S and dP are computed twice, 7 products per tile
+// pair instead of FA2's 5):
+//  - the first batch*kv_heads*ceil(seq/BQ) blocks own BQ keys (K, V rows in shared memory) and
+//    stream the query tiles i >= their first key of every query head of their group (Q, dO tiles
+//    of BK rows, with lse and delta_i = sum_d dout_i out_i): per warp, S^T = K Q^T and
+//    dP^T = V dO^T (mma), P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - delta),
+//    dV += P^T dO, dK += dS^T Q (mma, P^T and dS^T as A fragments from registers);
+//    dk = scale dK, dv = dV. Key tiles with more queries after them are launched first.
+//  - the next batch*heads*ceil(seq/BQ) blocks own BQ queries (Q, dO rows in shared memory, lse and
+//    delta) and stream the key tiles j <= their last query: S = Q K^T, dP = dO V^T,
+//    dS = P (dP - delta), dQ += dS K; dq = scale dQ.
+// Shared memory: own rows [2*BQ, D] + streamed tiles [2*BK, D] bf16, rows padded by 8 (ldmatrix
+// without bank conflicts), copied with cp.async; delta and lse are read while the copies land, and
+// the next tile's rows are requested into L2 while the warps compute (one buffer: 48 KiB of static
+// shared memory leaves no room for a second at head dim 128).
+// gen/kernels.c uses this template for head_dim a multiple of 16 up to 128, attention_bwd_simt.cu
+// otherwise.
+extern "C" __global__ void __launch_bounds__(64 * 2, 1)
+attention_bwd_b4_s4096_h32_kv32_d128_ldq4096_ldk4096_ldv4096_ldo4096_sc0p08838835_bf16_402fc9df(const bf16 *q, const bf16 *k, const bf16 *v, const bf16 *out, const bf16 *dout,
          const float *lse, bf16 *dq, bf16 *dk, bf16 *dv) {
-    constexpr int D = 128, DT = 16, G = D / DT, BQ = 32, BK = 64;
-    constexpr int NT = BQ * G, NB = (4096 + BQ - 1) / BQ, GROUP = 32 / 32;
-    constexpr int QBLOCKS = 4 * 32 * NB;
-    __shared__ bf16 s1[BK * D], s2[BK * D];       // [BK, D]: k, v tiles or q, dout tiles
-    __shared__ float s_lse[BK], s_delta[BK];
-    const int g = threadIdx.x % G, own = threadIdx.x / G;
-    if (blockIdx.x < QBLOCKS) {
-        const int qb = blockIdx.x % NB, bh = blockIdx.x / NB;
-        const int h = bh % 32, b = bh / 32, kvh = h / GROUP;
-        const int i = qb * BQ + own;
-        const bool valid = i < 4096;
-        const long long row = (long long)b * 4096 + i;
-        float qr[DT], dor[DT], acc[DT], delta = 0.f;
-        for (int t = 0; t < DT; t++) {
-            const long long c = h * D + g * DT + t;
-            qr[t] = valid ? ld(q + row * 4096 + c) : 0.f;
-            dor[t] = valid ? ld(dout + row * 4096 + c) : 0.f;
-            delta += valid ? dor[t] * ld(out + row * 4096 + c) : 0.f;
-            acc[t] = 0.f;
-        }
-        delta = group_sum<G>(delta);
-        const float L = valid ? ld(lse + ((long long)b * 32 + h) * 4096 + i) : 0.f;
-        const int last = min(qb * BQ + BQ, 4096) - 1;
-        for (int k0 = 0; k0 <= last; k0 += BK) {
-            __syncthreads();
-            for (int idx = threadIdx.x; idx < BK * D; idx += NT) {
-                const int kk = idx / D, d = idx % D, kp = k0 + kk;
-                const long long krow = (long long)b * 4096 + kp;
-                s1[idx] = __float2bfloat16(kp < 4096 ? ld(k + krow * 4096 + kvh * D + d) : 0.f);
-                s2[idx] = __float2bfloat16(kp < 4096 ? ld(v + krow * 4096 + kvh * D + d) : 0.f);
+    constexpr int D = 128, BQ = 64, BK = 16, SEQ = 4096;
+    constexpr int NT = BQ * 2, NW = BQ / 16, GROUP = 32 / 32;
+    constexpr int KD = D / 16, NS = BK / 8, NO = D / 8;   // k-steps over D; n-tiles of S and of D
+    constexpr int LDS = D + 8, NB = (SEQ + BQ - 1) / BQ;
+    constexpr int BKV = 4 * 32, BH = 4 * 32, KBLOCKS = BKV * NB;
+    __shared__ __align__(16) bf16 own1[BQ * LDS], own2[BQ * LDS];   // [BQ, D]: K, V or Q, dO
+    __shared__ __align__(16) bf16 str1[BK * LDS], str2[BK * LDS];   // [BK, D]: Q, dO or K, V
+    __shared__ float s_lse[BQ > BK ? BQ : BK], s_delta[BQ > BK ? BQ : BK];   // base-2 lse, delta
+    const float sl2 = 0.0883883476f * 1.4426950409f, LOG2E = 1.4426950409f;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+    // delta_i = sum_d dout[i,d] out[i,d] and lse_i (base 2) of rows [r0, r0+n) of head h into
+    // s_delta / s_lse, one warp a row
+    auto row_stats = [&](int b, int h, int r0, int n) {
+        for (int rr = warp; rr < n; rr += NW) {
+            const int i = r0 + rr;
+            float part = 0.f;
+            if (i < SEQ) {
+                const long long row = (long long)b * SEQ + i;
+                for (int d = lane; d < D; d += 32)
+                    part += ld(dout + row * 4096 + h * D + d) * ld(out + row * 4096 + h * D + d);
             }
-            __syncthreads();
-            if (!valid) continue;
-            const int kn = min(BK, i - k0 + 1);
-            for (int kk = 0; kk < kn; kk++) {
-                const bf16 *kr = s1 + kk * D + g * DT, *vr = s2 + kk * D + g * DT;
-                float s = 0.f, dp = 0.f;
-                for (int t = 0; t < DT; t++) {
-                    s += qr[t] * __bfloat162float(kr[t]);
-                    dp += dor[t] * __bfloat162float(vr[t]);
+            for (int o = 16; o; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+            if (lane == 0) {
+                s_delta[rr] = part;
+                s_lse[rr] = i < SEQ ? ld(lse + ((long long)b * 32 + h) * SEQ + i) * LOG2E : 0.f;
+            }
+        }
+    };
+
+    if ((int)blockIdx.x < KBLOCKS) {                       // ---- key blocks: dk, dv ----
+        const int kb = (int)blockIdx.x / BKV, bk = (int)blockIdx.x % BKV;
+        const int kvh = bk % 32, b = bk / 32;
+        const long long seq0 = (long long)b * SEQ;
+        const int j0 = kb * BQ, w0 = j0 + warp * 16;         // block's and warp's first key
+        tile_to_shared_async<BQ, D, LDS, NT>(own1, k + (seq0 + j0) * 4096 + kvh * D, 4096, SEQ - j0);
+        tile_to_shared_async<BQ, D, LDS, NT>(own2, v + (seq0 + j0) * 4096 + kvh * D, 4096, SEQ - j0);
+        cp_async_commit();
+        const bf16 *kw = own1 + warp * 16 * LDS, *vw = own2 + warp * 16 * LDS;
+        float gk[NO][4], gv[NO][4];                        // dK, dV [16, D]
+        for (int n = 0; n < NO; n++) for (int e = 0; e < 4; e++) { gk[n][e] = 0.f; gv[n][e] = 0.f; }
+        for (int hg = 0; hg < GROUP; hg++) {
+            const int h = kvh * GROUP + hg;
+            for (int i0 = j0 / BK * BK; i0 < SEQ; i0 += BK) {   // query tiles that see a key of the block
+                __syncthreads();                           // the previous tile's readers are done
+                tile_to_shared_async<BK, D, LDS, NT>(str1, q + (seq0 + i0) * 4096 + h * D, 4096, SEQ - i0);
+                tile_to_shared_async<BK, D, LDS, NT>(str2, dout + (seq0 + i0) * 4096 + h * D, 4096, SEQ - i0);
+                cp_async_commit();
+                row_stats(b, h, i0, BK);                   // while the copies land
+                cp_async_wait<0>();
+                __syncthreads();
+                {                                          // the next tile's rows into L2 meanwhile
+                    const int nh = i0 + BK < SEQ ? h : h + 1, ni = i0 + BK < SEQ ? i0 + BK : j0 / BK * BK;
+                    if (nh < (kvh + 1) * GROUP) {
+                        tile_prefetch_l2<BK, D, NT>(q + (seq0 + ni) * 4096 + nh * D, 4096, SEQ - ni);
+                        tile_prefetch_l2<BK, D, NT>(dout + (seq0 + ni) * 4096 + nh * D, 4096, SEQ - ni);
+                        tile_prefetch_l2<BK, D, NT>(out + (seq0 + ni) * 4096 + nh * D, 4096, SEQ - ni);
+                    }
                 }
-                s = group_sum<G>(s);
-                dp = group_sum<G>(dp);
-                const float p = expf(s * 0.0883883476f - L), ds = p * (dp - delta);
-                for (int t = 0; t < DT; t++) acc[t] += ds * __bfloat162float(kr[t]);
+                if (i0 + BK - 1 < w0 || w0 >= SEQ) continue;   // causal: every query precedes the warp's keys
+                float s[NS][4], dp[NS][4];                 // S^T, dP^T [16 keys, BK queries]
+                for (int n = 0; n < NS; n++) for (int e = 0; e < 4; e++) { s[n][e] = 0.f; dp[n][e] = 0.f; }
+                for (int kd = 0; kd < KD; kd++) {
+                    unsigned ka[4], va[4];
+                    mma_load_a(ka, kw + kd * 16, LDS);
+                    mma_load_a(va, vw + kd * 16, LDS);
+                    for (int n = 0; n < NS; n += 2) {      // two n-tiles (16 queries) an ldmatrix
+                        unsigned b0[2], b1[2];
+                        mma_load_b_nk(b0, b1, str1 + n * 8 * LDS + kd * 16, LDS);
+                        mma_bf16_16816(s[n], ka, b0);
+                        mma_bf16_16816(s[n + 1], ka, b1);
+                        mma_load_b_nk(b0, b1, str2 + n * 8 * LDS + kd * 16, LDS);
+                        mma_bf16_16816(dp[n], va, b0);
+                        mma_bf16_16816(dp[n + 1], va, b1);
+                    }
+                }
+                const bool masked = i0 < w0 + 15 || i0 + BK > SEQ;
+                for (int n = 0; n < NS; n++)
+                    for (int e = 0; e < 4; e++) {
+                        const int c = n * 8 + mma_c_col(lane, e), qi = i0 + c, key = w0 + mma_c_row(lane, e);
+                        float p = exp2f(s[n][e] * sl2 - s_lse[c]);
+                        if (masked && (qi < key || qi >= SEQ)) p = 0.f;
+                        s[n][e] = p;                       // P^T
+                        dp[n][e] = p * (dp[n][e] - s_delta[c]);   // dS^T
+                    }
+                for (int kk = 0; kk < BK / 16; kk++) {     // dV += P^T dO, dK += dS^T Q: 16 queries a step
+                    unsigned pa[4], da[4];
+                    mma_c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+                    mma_c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
+                    for (int n = 0; n < NO; n += 2) {
+                        unsigned b0[2], b1[2];
+                        mma_load_b_kn(b0, b1, str2 + kk * 16 * LDS + n * 8, LDS);
+                        mma_bf16_16816(gv[n], pa, b0);
+                        mma_bf16_16816(gv[n + 1], pa, b1);
+                        mma_load_b_kn(b0, b1, str1 + kk * 16 * LDS + n * 8, LDS);
+                        mma_bf16_16816(gk[n], da, b0);
+                        mma_bf16_16816(gk[n + 1], da, b1);
+                    }
+                }
             }
         }
-        if (!valid) return;
-        for (int t = 0; t < DT; t++) st(dq + row * 4096 + h * D + g * DT + t, acc[t] * 0.0883883476f);
+        for (int n = 0; n < NO; n++)
+            for (int e = 0; e < 4; e++) {
+                const int j = w0 + mma_c_row(lane, e), d = kvh * D + n * 8 + mma_c_col(lane, e);
+                if (j >= SEQ) continue;
+                st(dk + (seq0 + j) * 4096 + d, gk[n][e] * 0.0883883476f);
+                st(dv + (seq0 + j) * 4096 + d, gv[n][e]);
+            }
         return;
     }
-    // key blocks
-    const int kbid = blockIdx.x - QBLOCKS;
-    const int kb = kbid % NB, bk = kbid / NB;
-    const int kvh = bk % 32, b = bk / 32;
-    const int j = kb * BQ + own;
-    const bool valid = j < 4096;
-    const long long krow = (long long)b * 4096 + j;
-    float kr[DT], vr[DT], gk[DT], gv[DT];
-    for (int t = 0; t < DT; t++) {
-        const long long c = kvh * D + g * DT + t;
-        kr[t] = valid ? ld(k + krow * 4096 + c) : 0.f;
-        vr[t] = valid ? ld(v + krow * 4096 + c) : 0.f;
-        gk[t] = 0.f; gv[t] = 0.f;
-    }
-    for (int hg = 0; hg < GROUP; hg++) {
-        const int h = kvh * GROUP + hg;
-        for (int q0 = kb * BQ; q0 < 4096; q0 += BK) {     // queries i >= the block's first key
-            __syncthreads();
-            for (int idx = threadIdx.x; idx < BK * D; idx += NT) {
-                const int qq = idx / D, d = idx % D, qp = q0 + qq;
-                const long long qrow = (long long)b * 4096 + qp;
-                s1[idx] = __float2bfloat16(qp < 4096 ? ld(q + qrow * 4096 + h * D + d) : 0.f);
-                s2[idx] = __float2bfloat16(qp < 4096 ? ld(dout + qrow * 4096 + h * D + d) : 0.f);
+    // ---- query blocks: dq ----
+    const int qid = (int)blockIdx.x - KBLOCKS;
+    const int qb = NB - 1 - qid / BH, bh = qid % BH;       // the longest query tiles first
+    const int h = bh % 32, b = bh / 32, kvh = h / GROUP;
+    const long long seq0 = (long long)b * SEQ;
+    const int q0 = qb * BQ, w0 = q0 + warp * 16;
+    const int wlast = w0 < SEQ ? min(w0 + 15, SEQ - 1) : -1;
+    tile_to_shared_async<BQ, D, LDS, NT>(own1, q + (seq0 + q0) * 4096 + h * D, 4096, SEQ - q0);
+    tile_to_shared_async<BQ, D, LDS, NT>(own2, dout + (seq0 + q0) * 4096 + h * D, 4096, SEQ - q0);
+    cp_async_commit();
+    row_stats(b, h, q0, BQ);                               // while the copies land
+    const bf16 *qw = own1 + warp * 16 * LDS, *dow = own2 + warp * 16 * LDS;
+    float gq[NO][4];                                       // dQ [16, D]
+    for (int n = 0; n < NO; n++) for (int e = 0; e < 4; e++) gq[n][e] = 0.f;
+    const int last = min(q0 + BQ, SEQ) - 1;
+    for (int k0 = 0; k0 <= last; k0 += BK) {
+        __syncthreads();                                   // own rows loaded; previous readers done
+        tile_to_shared_async<BK, D, LDS, NT>(str1, k + (seq0 + k0) * 4096 + kvh * D, 4096, SEQ - k0);
+        tile_to_shared_async<BK, D, LDS, NT>(str2, v + (seq0 + k0) * 4096 + kvh * D, 4096, SEQ - k0);
+        cp_async_commit();
+        cp_async_wait<0>();                                // (the first one also waits for the own rows)
+        __syncthreads();
+        if (k0 + BK <= last) {                             // the next tile's rows into L2 meanwhile
+            tile_prefetch_l2<BK, D, NT>(k + (seq0 + k0 + BK) * 4096 + kvh * D, 4096, SEQ - k0 - BK);
+            tile_prefetch_l2<BK, D, NT>(v + (seq0 + k0 + BK) * 4096 + kvh * D, 4096, SEQ - k0 - BK);
+        }
+        if (k0 > wlast) continue;
+        float s[NS][4], dp[NS][4];                         // S, dP [16 queries, BK keys]
+        for (int n = 0; n < NS; n++) for (int e = 0; e < 4; e++) { s[n][e] = 0.f; dp[n][e] = 0.f; }
+        for (int kd = 0; kd < KD; kd++) {
+            unsigned qa[4], da[4];
+            mma_load_a(qa, qw + kd * 16, LDS);
+            mma_load_a(da, dow + kd * 16, LDS);
+            for (int n = 0; n < NS; n += 2) {              // two n-tiles (16 keys) an ldmatrix
+                unsigned b0[2], b1[2];
+                mma_load_b_nk(b0, b1, str1 + n * 8 * LDS + kd * 16, LDS);
+                mma_bf16_16816(s[n], qa, b0);
+                mma_bf16_16816(s[n + 1], qa, b1);
+                mma_load_b_nk(b0, b1, str2 + n * 8 * LDS + kd * 16, LDS);
+                mma_bf16_16816(dp[n], da, b0);
+                mma_bf16_16816(dp[n + 1], da, b1);
             }
-            for (int qq = own; qq < BK; qq += BQ) {          // delta and lse of the tile's queries
-                const int qp = q0 + qq;
-                const long long qrow = (long long)b * 4096 + qp;
-                float part = 0.f;
-                if (qp < 4096)
-                    for (int t = 0; t < DT; t++) {
-                        const long long c = h * D + g * DT + t;
-                        part += ld(dout + qrow * 4096 + c) * ld(out + qrow * 4096 + c);
-                    }
-                part = group_sum<G>(part);
-                if (g == 0) {
-                    s_delta[qq] = part;
-                    s_lse[qq] = qp < 4096 ? ld(lse + ((long long)b * 32 + h) * 4096 + qp) : 0.f;
-                }
+        }
+        const bool masked = k0 + BK - 1 > w0 || k0 + BK > SEQ;
+        for (int n = 0; n < NS; n++)
+            for (int e = 0; e < 4; e++) {
+                const int r = warp * 16 + mma_c_row(lane, e), key = k0 + n * 8 + mma_c_col(lane, e);
+                float p = exp2f(s[n][e] * sl2 - s_lse[r]);
+                if (masked && (key > q0 + r || key >= SEQ)) p = 0.f;
+                dp[n][e] = p * (dp[n][e] - s_delta[r]);    // dS
             }
-            __syncthreads();
-            if (!valid) continue;
-            const int q1 = min(BK, 4096 - q0);
-            for (int qq = max(0, j - q0); qq < q1; qq++) {   // causal: queries i >= j
-                const bf16 *qv = s1 + qq * D + g * DT, *dov = s2 + qq * D + g * DT;
-                float s = 0.f, dp = 0.f;
-                for (int t = 0; t < DT; t++) {
-                    s += __bfloat162float(qv[t]) * kr[t];
-                    dp += __bfloat162float(dov[t]) * vr[t];
-                }
-                s = group_sum<G>(s);
-                dp = group_sum<G>(dp);
-                const float p = expf(s * 0.0883883476f - s_lse[qq]), ds = p * (dp - s_delta[qq]);
-                for (int t = 0; t < DT; t++) {
-                    gv[t] += p * __bfloat162float(dov[t]);
-                    gk[t] += ds * __bfloat162float(qv[t]);
-                }
+        for (int kk = 0; kk < BK / 16; kk++) {             // dQ += dS K, 16 keys a step
+            unsigned da[4];
+            mma_c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
+            for (int n = 0; n < NO; n += 2) {
+                unsigned b0[2], b1[2];
+                mma_load_b_kn(b0, b1, str1 + kk * 16 * LDS + n * 8, LDS);
+                mma_bf16_16816(gq[n], da, b0);
+                mma_bf16_16816(gq[n + 1], da, b1);
             }
         }
     }
-    if (!valid) return;
-    for (int t = 0; t < DT; t++) {
-        const long long c = kvh * D + g * DT + t;
-        st(dk + krow * 4096 + c, gk[t] * 0.0883883476f);
-        st(dv + krow * 4096 + c, gv[t]);
-    }
+    if (wlast < 0) return;
+    for (int n = 0; n < NO; n++)
+        for (int e = 0; e < 4; e++) {
+            const int i = w0 + mma_c_row(lane, e);
+            if (i < SEQ) st(dq + (seq0 + i) * 4096 + h * D + n * 8 + mma_c_col(lane, e), gq[n][e] * 0.0883883476f);
+        }
 }
 
 // rope: in place on heads consecutive blocks of head_dim columns; position p = m % seq, pair
