@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <errno.h>
+#include <stdint.h>
+#include <unistd.h>
+#include <sys/stat.h>
 #include "common/nvrtc.h"
 
 #ifndef BOOST_CUDA_HOME
@@ -145,6 +149,64 @@ int nvrtc_parse_ptxas(const char *log, KernelStat *stats, int max) {
     return n;
 }
 
+/* ---- the on-disk cache: compile results keyed on source, options, arch, NVRTC version, headers ---- */
+static uint64_t fnv1a64(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
+    return h;
+}
+
+/* What every compile passes besides -arch and the include path (both hashed separately). */
+#define NVRTC_FIXED_OPTS "-default-device -std=c++17 --ptxas-options=-v -lineinfo"
+
+int nvrtc_cache_path(const char *src, const char *arch, const char *ext, char *dir, size_t dn, char *path, size_t pn) {
+    int maj = 0, min = 0;
+    if (nvrtc_version(&maj, &min) != 0) return -1;
+    const char *home = nvrtc_cuda_home(), *opts = NVRTC_FIXED_OPTS;
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv1a64(h, src, strlen(src));
+    h = fnv1a64(h, opts, strlen(opts));
+    h = fnv1a64(h, arch, strlen(arch));
+    h = fnv1a64(h, home, strlen(home));
+    h = fnv1a64(h, &maj, sizeof maj);
+    h = fnv1a64(h, &min, sizeof min);
+    const char *c = getenv("BOOST_CACHE"), *user = getenv("HOME");
+    if (c && *c) snprintf(dir, dn, "%s", c);
+    else snprintf(dir, dn, "%s/.cache/boost", user && *user ? user : "/tmp");
+    snprintf(path, pn, "%s/%016llx-%s%s", dir, (unsigned long long)h, arch, ext);
+    return 0;
+}
+
+void *nvrtc_cache_get(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *s = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n > 0 && fseek(f, 0, SEEK_SET) == 0 && (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n) {
+        s[n] = 0;
+        if (len) *len = (size_t)n;
+    } else {
+        free(s);
+        s = NULL;
+    }
+    fclose(f);
+    return s;
+}
+
+void nvrtc_cache_put(const char *dir, const char *path, const void *data, size_t len) {
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s", dir);
+    for (char *s = tmp + 1; *s; s++)
+        if (*s == '/') { *s = 0; mkdir(tmp, 0755); *s = '/'; }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return;       /* no cache: not an error */
+    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());  /* atomically: a temp file, then rename */
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return;
+    int ok = fwrite(data, 1, len, f) == len;
+    ok = (fclose(f) == 0) && ok;
+    if (ok) rename(tmp, path); else unlink(tmp);
+}
+
 int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin_size,
                   KernelStat *stats, int max, char *err, size_t errlen) {
     if (cubin) *cubin = NULL;
@@ -154,10 +216,21 @@ int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin
         snprintf(err, errlen, "arch '%s' is not of the form sm_XX (e.g. sm_80, sm_90)", arch);
         return -1;
     }
+    /* only the statistics: a report compiled before from the same source is read back */
+    char cdir[900], cpath[1100];
+    int cacheable = !cubin && stats && nvrtc_cache_path(src, arch, ".ptxas.txt", cdir, sizeof cdir, cpath, sizeof cpath) == 0;
+    if (cacheable) {
+        char *cached = nvrtc_cache_get(cpath, NULL);
+        if (cached) {
+            int n = nvrtc_parse_ptxas(cached, stats, max);
+            free(cached);
+            return n;
+        }
+    }
     char opt_arch[64], opt_inc[1024];
     snprintf(opt_arch, sizeof opt_arch, "-arch=%s", arch);
     snprintf(opt_inc, sizeof opt_inc, "-I%s/include", nvrtc_cuda_home());
-    const char *opts[] = {opt_arch, "-default-device", "-std=c++17", opt_inc,
+    const char *opts[] = {opt_arch, "-default-device", "-std=c++17", opt_inc,   /* NVRTC_FIXED_OPTS */
                           "--ptxas-options=-v", "-lineinfo"};
     void *prog = NULL;
     int rc = nv.create(&prog, src, "kernels.cu", 0, NULL, NULL);
@@ -177,6 +250,7 @@ int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin
         return -1;
     }
     int n = stats ? nvrtc_parse_ptxas(log, stats, max) : 0;
+    if (cacheable && logn > 1) nvrtc_cache_put(cdir, cpath, log, strlen(log));
     if (cubin) {
         size_t sz = 0;
         nv.cubin_size(prog, &sz);

@@ -26,6 +26,15 @@ int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin
 const char *nvrtc_cuda_home(void);
 /* NVRTC's version; 0 on success, -1 when NVRTC cannot be loaded. */
 int nvrtc_version(int *major, int *minor);
+/* The on-disk cache ($BOOST_CACHE, else ~/.cache/boost) shared by the report and the runtime's JIT:
+ * the file for src compiled for arch, keyed on the source, the options, the arch, the toolkit folder
+ * and NVRTC's version, with extension ext (".cubin", ".ptxas.txt"); dir gets the folder. -1 when
+ * NVRTC cannot be loaded. get: the file's bytes (NUL-terminated, malloc'd) or NULL; put: written
+ * atomically (temp file, rename), silently nothing when the folder cannot be written. A statistics-
+ * only nvrtc_compile (cubin NULL) reads and writes the ptxas report there. */
+int nvrtc_cache_path(const char *src, const char *arch, const char *ext, char *dir, size_t dn, char *path, size_t pn);
+void *nvrtc_cache_get(const char *path, size_t *len);
+void nvrtc_cache_put(const char *dir, const char *path, const void *data, size_t len);
 /* Parse ptxas -v output (the NVRTC program log) into stats; returns the number filled. */
 int nvrtc_parse_ptxas(const char *log, KernelStat *stats, int max);
 

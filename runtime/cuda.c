@@ -136,28 +136,7 @@ static int group_barrier(CudaGroup *g) {
     return ab ? -1 : 0;
 }
 
-/* ---------------- JIT with an on-disk cache ---------------- */
-static uint64_t fnv1a64(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
-    return h;
-}
-
-static int mkdirs(const char *path) {
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *s = tmp + 1; *s; s++)
-        if (*s == '/') { *s = 0; mkdir(tmp, 0755); *s = '/'; }
-    return mkdir(tmp, 0755) == 0 || errno == EEXIST ? 0 : -1;
-}
-
-static void cache_dir(char *out, size_t n) {
-    const char *c = getenv("BOOST_CACHE");
-    if (c && *c) { snprintf(out, n, "%s", c); return; }
-    const char *home = getenv("HOME");
-    snprintf(out, n, "%s/.cache/boost", home && *home ? home : "/tmp");
-}
-
+/* ---------------- JIT with an on-disk cache (common/nvrtc.h) ---------------- */
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -174,34 +153,17 @@ static char *read_file(const char *path, size_t *len) {
 /* Compile (or fetch from the cache) the cubin of src for arch. */
 static void *jit_cubin(const char *src, const char *arch, size_t *size, char *err, size_t errlen) {
     int maj = 0, min = 0;
-    nvrtc_version(&maj, &min);
-    const char *opts = "-default-device -std=c++17 --ptxas-options=-v -lineinfo";
-    uint64_t h = 0xcbf29ce484222325ull;
-    h = fnv1a64(h, src, strlen(src));
-    h = fnv1a64(h, opts, strlen(opts));
-    h = fnv1a64(h, arch, strlen(arch));
-    h = fnv1a64(h, &maj, sizeof maj);
-    h = fnv1a64(h, &min, sizeof min);
-    char dir[900], path[1024];
-    cache_dir(dir, sizeof dir);
-    snprintf(path, sizeof path, "%s/%016llx-%s.cubin", dir, (unsigned long long)h, arch);
-    void *bin = read_file(path, size);
-    if (bin && *size > 0) return bin;
-    free(bin);
+    char dir[900], path[1100];
+    if (nvrtc_version(&maj, &min) != 0 || nvrtc_cache_path(src, arch, ".cubin", dir, sizeof dir, path, sizeof path) != 0) {
+        nvrtc_available(err, errlen);
+        return NULL;
+    }
+    void *bin = nvrtc_cache_get(path, size);
+    if (bin) return bin;
     fprintf(stderr, "boost: compiling kernels.cu for %s with NVRTC %d.%d (first run; cached in %s)\n", arch, maj,
             min, dir);
-    bin = NULL;
     if (nvrtc_compile(src, arch, &bin, size, NULL, 0, err, errlen) < 0) return NULL;
-    if (mkdirs(dir) == 0) {   /* atomically: a temp file, then rename */
-        char tmp[1100];
-        snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
-        FILE *f = fopen(tmp, "wb");
-        if (f) {
-            int ok = fwrite(bin, 1, *size, f) == *size;
-            ok = (fclose(f) == 0) && ok;
-            if (ok) rename(tmp, path); else unlink(tmp);
-        }
-    }
+    nvrtc_cache_put(dir, path, bin, *size);
     return bin;
 }
 

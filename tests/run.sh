@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.." || exit 2
 filter=${1:-}
 pass=0; fail=0; skip=0
 mkdir -p build/test-logs
+# compile caches shared by the tests of one run (NVRTC reports and cubins, emulator objects), keyed
+# on the source; a whole-suite run starts them empty, so every kernel is compiled at least once
+export BOOST_CACHE=${BOOST_CACHE:-$PWD/build/test-cache/nvrtc} BOOST_EMU_CACHE=${BOOST_EMU_CACHE:-$PWD/build/test-cache/emu}
+[ -z "$filter" ] && rm -rf build/test-cache
 run_one() {
   local name=$1; shift
   local log=build/test-logs/$name.log

@@ -42,6 +42,16 @@ typedef struct {
     int (*sizes)(unsigned *);
 } MockFn;
 
+/* FNV-1a of a file's bytes, continuing from h. */
+static unsigned long long hash_file(const char *path, unsigned long long h) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return h;
+    int c;
+    while ((c = getc(f)) != EOF) { h ^= (unsigned char)c; h *= 0x100000001b3ull; }
+    fclose(f);
+    return h;
+}
+
 static int build_objects(void) {
     if (nobjs) return 0;
     const char *list = getenv("BOOST_EMU_SOURCE");
@@ -81,10 +91,28 @@ static int build_objects(void) {
             fprintf(out, "EMU_ENTRY(%s)\nextern \"C\" int emusz_%s(unsigned *o) { return mock_param_sizes(%s, o); }\n",
                     names[j], names[j], names[j]);
         fclose(in); fclose(out);
-        snprintf(cmd, sizeof cmd, "g++ -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w -I%s -include %s -x c++ "
-                 "%s/k%d.cu -o %s/k%d.so -lpthread", dir, hpp, dir, i, dir, i);
-        if (system(cmd) != 0) { snprintf(why, sizeof why, "g++ failed on %s", src); return -1; }
-        snprintf(path, sizeof path, "%s/k%d.so", dir, i);
+        /* $BOOST_EMU_CACHE: objects keyed on the emitted source and the emulator header, so the
+         * processes of one test run compile each kernels.cu once */
+        char cached[560] = "";
+        const char *cache = getenv("BOOST_EMU_CACHE");
+        if (cache && *cache) {
+            snprintf(path, sizeof path, "%s/k%d.cu", dir, i);
+            unsigned long long h = hash_file(path, hash_file(hpp, 0xcbf29ce484222325ull));
+            snprintf(cached, sizeof cached, "%s/%016llx.so", cache, h);
+        }
+        if (cached[0] && access(cached, R_OK) == 0) {
+            snprintf(path, sizeof path, "%s", cached);
+        } else {
+            snprintf(cmd, sizeof cmd, "g++ -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w -I%s -include %s -x c++ "
+                     "%s/k%d.cu -o %s/k%d.so -lpthread", dir, hpp, dir, i, dir, i);
+            if (system(cmd) != 0) { snprintf(why, sizeof why, "g++ failed on %s", src); return -1; }
+            snprintf(path, sizeof path, "%s/k%d.so", dir, i);
+            if (cached[0]) {   /* copy in atomically; a failure only costs the next process a compile */
+                snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s.%d' && mv '%s.%d' '%s'", cache, path, cached,
+                         (int)getpid(), cached, (int)getpid(), cached);
+                if (system(cmd)) {}
+            }
+        }
         if (!(objs[nobjs++] = dlopen(path, RTLD_NOW | RTLD_LOCAL))) { snprintf(why, sizeof why, "%s", dlerror()); return -1; }
     }
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);   /* the loaded objects stay mapped */

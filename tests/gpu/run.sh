@@ -12,7 +12,8 @@
 #   5. check steps: every step of the tiny plans (all kernel kinds, GEMMs) on CUDA vs CPU (steps.md);
 #   6. check model: the other variants, determinism, tp=2 / tp=4 local mode vs tp=1 (model.md);
 #   7. the kernels' registers and spills on this GPU's arch (kernels.md);
-#   8. tokens/s of BOOST alone on more runs (bench.md, second table).
+#   8. tokens/s of BOOST alone on more runs (bench.md, second table), and the CUDA backend's switches
+#      (BOOST_CUDA_GRAPH, BOOST_NO_OVERLAP) off and on (switches.md).
 # At the end results-DATE-GPU.md gathers summary.md, torch.md and bench.md: commit it as
 # bench/results/DATE-GPU.md (bench/README.md).
 # Build first on the build machine: bash tests/gpu/build.sh, then carry bin/, build/gpu/ and
@@ -102,6 +103,8 @@ gen cola4 tiny-cola -D tp=4
 gen cola2-sync tiny-cola -D tp=2 -D online_rmsnorm=0
 gen llama2 tiny-llama -D tp=2
 gen llama1-meg tiny-llama -D tp=1 -D layout=megatron
+gen moe1 tiny-cola-moe -D tp=1
+gen moe2 tiny-cola-moe -D tp=2
 
 : >"$OUT/model.md"
 model() {   # model DIR [--tp-ref DIR]
@@ -296,7 +299,7 @@ fi
 if part steps; then
   section "check steps: every step on $DUT vs cpu"
   : >"$OUT/steps.md"
-  for d in cola1 cola1-sync llama1 gqa1 svd1 lax1 llama1-meg; do
+  for d in cola1 cola1-sync llama1 gqa1 svd1 lax1 llama1-meg moe1; do
     [ -f "$TMP/$d/plan.txt" ] || continue
     t=$(budget 300 20) || { skip "check steps $d"; continue; }
     timeout "$t" "$CHECK" steps "$TMP/$d" --against "$DUT" >"$TMP/steps-$d.txt" 2>&1
@@ -322,6 +325,8 @@ if part variants; then
   model cola4 cola1
   model cola2-sync cola1-sync
   model llama2 llama1
+  model moe1
+  model moe2 moe1
 fi
 
 if part kernels; then
@@ -348,6 +353,30 @@ if part extra; then
     boost_bench boost-only llama-350m-h100 10 90; render_bench
     boost_bench boost-only llama-1b-h200 6 120; render_bench
   fi
+  # switches of the CUDA backend, each timed on and off in the same run (docs/cuda.md)
+  switch_bench() {   # switch_bench VAR RUN STEPS WANT_S [-D ...]: tokens/s with VAR=0 and VAR=1
+    local var=$1 run=$2 steps=$3 want=$4 v t; shift 4
+    for v in 0 1; do
+      t=$(budget "$want" 30) || { skip "$var=$v $run"; continue; }
+      local log="$TMP/switch-$var-$v.jsonl"
+      rm -f "$log"
+      env "$var=$v" timeout "$t" "$BOOST" train "$run" -D steps="$steps" -D eval_every=0 "${data[@]}" "$@" --backend "$DUT" \
+        --quiet --val-batches 1 --log "$log" >"$TMP/switch-$var-$v.txt" 2>&1
+      local rc=$? tps
+      tps=$("$PY" -c 'import json,statistics,sys; r=[json.loads(l) for l in open(sys.argv[1]) if "tokens_per_s" in l]; r=r[len(r)//2:]; print("%.0f" % statistics.median(x["tokens_per_s"] for x in r) if r else "none")' "$log" 2>/dev/null)
+      echo "| $run $* | $var=$v | $steps | ${tps:-none} | exit $rc |" >>"$OUT/switches.md"
+      say "switch $var=$v $run: exit $rc, tokens/s ${tps:-none}"
+      [ "$rc" = 0 ] || { fails=$((fails + 1)); say "FAIL - $var=$v $run: $(tail -2 "$TMP/switch-$var-$v.txt" | tr '\n' ' ')"; }
+    done
+  }
+  { echo "# CUDA backend switches, off and on in the same run"; echo
+    echo "| run | switch | steps | tokens/s (median of the last half) | |"; echo "|---|---|---:|---:|---|"; } >"$OUT/switches.md"
+  if [ "${BENCH_QUICK:-0}" != 1 ]; then
+    switch_bench BOOST_CUDA_GRAPH cola-60m-h100 40 60
+    switch_bench BOOST_NO_OVERLAP cola-350m-h100 10 90 -D tp=2
+  else
+    switch_bench BOOST_NO_OVERLAP tiny-cola 5 60 -D tp=2
+  fi
 fi
 
 section "summary"
@@ -357,7 +386,8 @@ section "summary"
   echo
   [ -s "$OUT/bench.md" ] && sed -n '/^| run/,/^$/p' "$OUT/bench.md"
   echo "Details: model.md (training steps $DUT vs cpu, determinism, TP), torch.md (one step vs PyTorch),"
-  echo "bench.md (tokens/s and MFU vs PyTorch), steps.md (per step kind), kernels.md (registers/spills),"
+  echo "bench.md (tokens/s and MFU vs PyTorch), switches.md (CUDA graphs, overlap on/off), steps.md (per step kind),"
+  echo "kernels.md (registers/spills),"
   echo "run.log (everything)."
 } >>"$OUT/summary.md"
 # one file to commit as bench/results/DATE-GPU.md: the summary, then the PyTorch comparisons
@@ -365,7 +395,7 @@ if [ "$DUT" = cuda ]; then RESULTS="$OUT/results-$(date -u +%Y-%m-%d)-${GPU:-gpu
 else RESULTS="$OUT/results-$(date -u +%Y-%m-%d)-dryrun.md"; fi
 {
   cat "$OUT/summary.md"
-  for f in torch.md bench.md; do [ -s "$OUT/$f" ] && { echo; sed 's/^# /## /' "$OUT/$f"; }; done
+  for f in torch.md bench.md switches.md; do [ -s "$OUT/$f" ] && { echo; sed 's/^# /## /' "$OUT/$f"; }; done
 } >"$RESULTS"
 tail -12 "$OUT/summary.md"
 if [ "$DUT" = cuda ]; then echo "results file: $RESULTS (commit it as bench/results/$(basename "$RESULTS" | sed 's/^results-//'))"

@@ -3,7 +3,7 @@
 # libcuda and cuBLAS (tests/gpu/mock_cuda.c: host memory, loop GEMMs with cuBLAS's column-major
 # semantics, kernels on the CPU emulator tests/gpu/cuda_emu.hpp) is named by BOOST_LIBCUDA and
 # BOOST_LIBCUBLAS; tests/gpu/check_steps.c then runs every step of small plans (CoLA with online
-# and sync norms, dense megatron, GQA, LaX, SVD) on "cuda" and on the CPU backend and compares
+# and sync norms, dense megatron, GQA, LaX, SVD, MoE) on "cuda" and on the CPU backend and compares
 # each step's outputs (bf16 tolerance), then AdamW and
 # the gradient norm; tests/gpu/check_model.c runs 2 training steps at tp=2 (local-mode collectives)
 # against the CPU backend, repeated (bit-identical), and against tp=1 on "cuda".
@@ -26,24 +26,33 @@ gen llama1 tiny-llama -D tp=1 -D layout=megatron
 gen gqa1 tiny-cola-gqa -D tp=1
 gen lax1 tiny-lax -D tp=1
 gen svd1 tiny-svd -D tp=1
-export BOOST_LIBCUDA="$TMP/mock_cuda.so" BOOST_LIBCUBLAS="$TMP/mock_cuda.so" BOOST_CACHE="$TMP/cache"
+gen moe1 tiny-cola-moe -D tp=1
+gen moe2 tiny-cola-moe -D tp=2
+export BOOST_LIBCUDA="$TMP/mock_cuda.so" BOOST_LIBCUBLAS="$TMP/mock_cuda.so" BOOST_CACHE="${BOOST_CACHE:-$TMP/cache}"
 export BOOST_EMU_HPP="$PWD/tests/gpu/cuda_emu.hpp"
-for p in cola1 sync1 llama1 gqa1 lax1 svd1; do
-  BOOST_EMU_SOURCE="$TMP/$p/kernels.cu" timeout 600 build/gpu/check steps "$TMP/$p" >"$TMP/steps.log" 2>&1
-  rc=$?
-  sed 's/^ok - /#   /' "$TMP/steps.log" | grep -v '^FAIL'
-  grep '^FAIL' "$TMP/steps.log"
-  n=$(grep -c '^ok - ' "$TMP/steps.log")
+# the ten checks are independent: two at a time (one per core), verdicts read in order afterwards
+jobs_list() {
+  for p in cola1 sync1 llama1 gqa1 lax1 svd1 moe1; do echo "steps $p $TMP/$p/kernels.cu"; done
+  for p in cola sync moe; do echo "model $p $TMP/${p}2/kernels.cu:$TMP/${p}1/kernels.cu"; done
+}
+jobs_list | T="$TMP" xargs -P 2 -L 1 sh -c '
+  what=$1 p=$2 src=$3
+  if [ "$what" = steps ]; then BOOST_EMU_SOURCE="$src" timeout 600 build/gpu/check steps "$T/$p" >"$T/steps-$p.log" 2>&1
+  else BOOST_EMU_SOURCE="$src" timeout 600 build/gpu/check model "$T/${p}2" --tp-ref "$T/${p}1" --steps 2 >"$T/model-$p.log" 2>&1; fi
+  echo $? >"$T/$what-$p.rc"' sh
+for p in cola1 sync1 llama1 gqa1 lax1 svd1 moe1; do
+  log="$TMP/steps-$p.log"; rc=$(cat "$TMP/steps-$p.rc" 2>/dev/null || echo none)
+  sed 's/^ok - /#   /' "$log" | grep -v '^FAIL'
+  grep '^FAIL' "$log"
+  n=$(grep -c '^ok - ' "$log")
   if [ "$rc" = 0 ] && [ "$n" -ge 15 ]; then ok "cuda backend on the stand-in, $p: $n step kinds match the CPU backend"
-  else fail "cuda backend on the stand-in, $p" "exit $rc, $n step kinds ok: $(grep -v '^ok' "$TMP/steps.log" | head -3)"; fi
+  else fail "cuda backend on the stand-in, $p" "exit $rc, $n step kinds ok: $(grep -v '^ok' "$log" | head -3)"; fi
 done
-for p in cola sync; do
-  BOOST_EMU_SOURCE="$TMP/${p}2/kernels.cu:$TMP/${p}1/kernels.cu" \
-    timeout 600 build/gpu/check model "$TMP/${p}2" --tp-ref "$TMP/${p}1" --steps 2 >"$TMP/model.log" 2>&1
-  rc=$?
-  sed 's/^ok - /#   /' "$TMP/model.log" | grep -v '^FAIL'
-  grep '^FAIL' "$TMP/model.log"
-  n=$(grep -c '^ok - ' "$TMP/model.log")
+for p in cola sync moe; do
+  log="$TMP/model-$p.log"; rc=$(cat "$TMP/model-$p.rc" 2>/dev/null || echo none)
+  sed 's/^ok - /#   /' "$log" | grep -v '^FAIL'
+  grep '^FAIL' "$log"
+  n=$(grep -c '^ok - ' "$log")
   if [ "$rc" = 0 ] && [ "$n" = 7 ]; then ok "cuda tp=2 local mode on the stand-in, $p: matches cpu and tp=1, repeats bit-identically"
   else fail "cuda tp=2 on the stand-in, $p" "exit $rc, $n of 7 checks ok"; fi
 done

@@ -23,7 +23,7 @@ if ! "$BOOST" gen tiny-cola -D tp=2 -D micro_batch=1 -D seq=16 -o "$TMP/cola2" >
   fail "generate tiny-cola tp=2" "$(tail -2 "$TMP/gen.log")"; exit 0
 fi
 export BOOST_LIBCUDA="$TMP/mock_cuda.so" BOOST_LIBCUBLAS="$TMP/mock_cuda.so" BOOST_LIBNCCL="$TMP/mock_nccl.so"
-export BOOST_CACHE="$TMP/cache" BOOST_EMU_HPP="$PWD/tests/gpu/cuda_emu.hpp" BOOST_EMU_SOURCE="$TMP/cola2/kernels.cu"
+export BOOST_CACHE="${BOOST_CACHE:-$TMP/cache}" BOOST_EMU_HPP="$PWD/tests/gpu/cuda_emu.hpp" BOOST_EMU_SOURCE="$TMP/cola2/kernels.cu"
 export BOOST_NCCL_TIMEOUT=120 MOCK_NCCL_TIMEOUT=120
 unset OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID SLURM_NTASKS BOOST_RANK BOOST_WORLD_SIZE BOOST_NCCL_ID_FILE
 train=(train --plan "$TMP/cola2" --backend cuda --val-batches 1)

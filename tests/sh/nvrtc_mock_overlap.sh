@@ -21,7 +21,7 @@ for tp in 1 2; do
     fail "generate tiny-cola tp=$tp" "$(tail -2 "$TMP/gen.log")"; exit 0
   fi
 done
-export BOOST_LIBCUDA="$TMP/mock_cuda.so" BOOST_LIBCUBLAS="$TMP/mock_cuda.so" BOOST_CACHE="$TMP/cache"
+export BOOST_LIBCUDA="$TMP/mock_cuda.so" BOOST_LIBCUBLAS="$TMP/mock_cuda.so" BOOST_CACHE="${BOOST_CACHE:-$TMP/cache}"
 export BOOST_EMU_HPP="$PWD/tests/gpu/cuda_emu.hpp"
 unset BOOST_NO_OVERLAP BOOST_CUDA_SYNC BOOST_TEST_SKIP_COLL_WAIT
 
