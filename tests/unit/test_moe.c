@@ -456,87 +456,10 @@ static void test_nvrtc(void) {
 
 /* ---------------------------------------------------------------- the whole model */
 
-typedef struct {
-    char tag[160];
-    Plan *p;
-    Engine *e;
-    float loss;
-    float **grad;
-} Case;
-
-static int32_t *tok, *tgt;
+#define CASE_DIR "build/tmp/moe"
+#include "tests/unit/engine_cases.h"
 
 static const char *spec_path = "specs/runs/tiny-cola-moe.lua";
-
-static int open_case(Case *c, const char *defs) {
-    memset(c, 0, sizeof *c);
-    snprintf(c->tag, sizeof c->tag, "%s %s", spec_path, defs);
-    char dir[256], cmd[900], err[1024];
-    snprintf(dir, sizeof dir, "build/tmp/moe/%s", strstr(spec_path, "mixed") ? "mixed" : "");
-    for (const char *d = defs; *d; d++) {
-        size_t n = strlen(dir);
-        if (n + 2 >= sizeof dir) break;
-        dir[n] = (*d == ' ' || *d == '=') ? '_' : *d == '-' ? 'D' : *d;
-        dir[n + 1] = 0;
-    }
-    const char *boost = getenv("BOOST") ? getenv("BOOST") : "./bin/boost";
-    snprintf(cmd, sizeof cmd, "%s gen %s %s -o %s >%s.log 2>&1", boost, spec_path, defs, dir, dir);
-    if (system(cmd) != 0) { CHECK(0, c->tag, "boost gen failed (see %s.log)", dir); return -1; }
-    char plan[300];
-    snprintf(plan, sizeof plan, "%s/plan.txt", dir);
-    c->p = plan_load(plan, err, sizeof err);
-    if (!c->p) { CHECK(0, c->tag, "plan_load: %s", err); return -1; }
-    c->e = engine_create(c->p, "cpu", err, sizeof err);
-    if (!c->e || engine_init_params(c->e, err, sizeof err)) { CHECK(0, c->tag, "engine: %s", err); return -1; }
-    int n = c->p->micro_batch * c->p->seq;
-    if (!tok) {
-        tok = malloc((size_t)n * sizeof *tok); tgt = malloc((size_t)n * sizeof *tgt);
-        uint64_t s = 7;
-        for (int i = 0; i < n; i++) {
-            s = s * 6364136223846793005ULL + 1442695040888963407ULL; tok[i] = (int32_t)((s >> 33) % (uint64_t)c->p->vocab);
-            s = s * 6364136223846793005ULL + 1442695040888963407ULL; tgt[i] = (int32_t)((s >> 33) % (uint64_t)c->p->vocab);
-        }
-    }
-    if (engine_forward_backward(c->e, tok, tgt, &c->loss, err, sizeof err)) { CHECK(0, c->tag, "forward_backward: %s", err); return -1; }
-    c->grad = calloc((size_t)c->p->ncanons, sizeof *c->grad);
-    for (int i = 0; i < c->p->ncanons; i++) {
-        c->grad[i] = malloc((size_t)(c->p->canons[i].rows * c->p->canons[i].cols) * sizeof(float));
-        engine_get_canon(c->e, i, SLOT_GRAD, c->grad[i]);
-    }
-    return 0;
-}
-
-static void close_case(Case *c) {
-    if (c->grad) for (int i = 0; i < c->p->ncanons; i++) free(c->grad[i]);
-    free(c->grad);
-    if (c->e) engine_free(c->e);
-    if (c->p) plan_free(c->p);
-    memset(c, 0, sizeof *c);
-}
-
-static double rel_err(const float *a, const float *ref, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) { num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]); den += (double)ref[i] * ref[i]; }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-static void compare(const Case *a, const Case *ref, const char *what) {
-    if (!a->p || !ref->p) return;
-    double dl = fabs((double)a->loss - ref->loss) / fabs((double)ref->loss), worst = 0;
-    const char *wname = "";
-    int missing = 0;
-    for (int i = 0; i < ref->p->ncanons; i++) {
-        const PlanCanon *rc = &ref->p->canons[i];
-        int j = plan_find_canon(a->p, rc->name);
-        if (j < 0) { missing++; continue; }
-        double e = rel_err(a->grad[j], ref->grad[i], rc->rows * rc->cols);
-        if (e > worst || e != e) { worst = e; wname = rc->name; }
-    }
-    char name[300];
-    snprintf(name, sizeof name, "%s: same loss and every canonical gradient (1e-5)", what);
-    CHECK(!missing && a->p->ncanons == ref->p->ncanons && dl < 1e-5 && worst < 1e-5, name,
-          "loss %.9g vs %.9g (rel %.2g), worst gradient %s rel %.3g, %d canons missing", a->loss, ref->loss, dl, wname, worst, missing);
-}
 
 /* The routing of every MoE layer (its sel and slot) after the last pass, as one vector. */
 static int routing(Case *c, float *out) {
@@ -571,7 +494,7 @@ static void finite_differences(Case *c, const char *what, const char *const *nam
         float lp = 0, lm = 0, l0, keep = 0;
         double eps = 0;
         static float r0[1 << 14], r1[1 << 14];
-        engine_forward(c->e, tok, tgt, &l0, err, sizeof err);
+        engine_forward(c->e, case_tokens, case_targets, &l0, err, sizeof err);
         int nr = routing(c, r0), same = 0;
         /* the largest gradients first; the first entry whose steps keep the routing is used */
         for (int tries = 0; tries < 8 && !same; tries++) {
@@ -583,10 +506,10 @@ static void finite_differences(Case *c, const char *what, const char *const *nam
             keep = p[best];
             eps = 1e-2 * fmax(fabs(keep), 0.05);
             p[best] = (float)(keep + eps); engine_set_canon(c->e, i, SLOT_PARAM, p);
-            engine_forward(c->e, tok, tgt, &lp, err, sizeof err);
+            engine_forward(c->e, case_tokens, case_targets, &lp, err, sizeof err);
             same = routing(c, r1) == nr && !memcmp(r0, r1, (size_t)nr * sizeof *r0);
             p[best] = (float)(keep - eps); engine_set_canon(c->e, i, SLOT_PARAM, p);
-            engine_forward(c->e, tok, tgt, &lm, err, sizeof err);
+            engine_forward(c->e, case_tokens, case_targets, &lm, err, sizeof err);
             same = same && routing(c, r1) == nr && !memcmp(r0, r1, (size_t)nr * sizeof *r0);
             p[best] = keep; engine_set_canon(c->e, i, SLOT_PARAM, p);
             if (!same) {
@@ -721,7 +644,7 @@ static void independent_forward(Case *c) {
     if (!c->p) return;
     char err[300];
     float loss;
-    engine_forward(c->e, tok, tgt, &loss, err, sizeof err);
+    engine_forward(c->e, case_tokens, case_targets, &loss, err, sizeof err);
     double aux[2], e0 = moe_block64(c, 0, &aux[0]), e1 = moe_block64(c, 1, &aux[1]);
     CHECK(e0 < 1e-5 && e1 < 1e-5, "tiny-cola-moe tp=1: the MoE blocks' outputs match a float64 forward written from the catalog",
           "rel err L0 %.3g, L1 %.3g", e0, e1);
@@ -736,7 +659,7 @@ static void independent_forward(Case *c) {
         for (int64_t j = 0; j < d; j++) xf[j] = x[m * d + j] * rs * gam[j];
         for (int64_t v = 0; v < V; v++) { lg[v] = 0; for (int64_t j = 0; j < d; j++) lg[v] += xf[j] * head[j * V + v]; mx = fmax(mx, lg[v]); }
         for (int64_t v = 0; v < V; v++) se += exp(lg[v] - mx);
-        xent += (mx + log(se) - lg[tgt[m]]) / M;
+        xent += (mx + log(se) - lg[case_targets[m]]) / M;
     }
     double want = xent + aux[0] + aux[1];
     CHECK(fabs(loss - want) < 2e-6 * want && aux[0] > 0.009 && aux[1] > 0.009,
@@ -816,52 +739,9 @@ static void test_training(void) {
           "step 0 %.4f, step 200 %.4f", v0, v200);
 }
 
-/* Another forward+backward on the same batch; the canonical gradients are read again. */
-static void again(Case *c) {
-    char err[1024];
-    if (engine_forward_backward(c->e, tok, tgt, &c->loss, err, sizeof err)) { CHECK(0, c->tag, "%s", err); return; }
-    for (int i = 0; i < c->p->ncanons; i++) engine_get_canon(c->e, i, SLOT_GRAD, c->grad[i]);
-}
-
 /* A 3-layer model whose only MoE layer is the middle one (every = a function), top-1 (Switch
  * gates, not renormalised), capacity factor 1 (more drops), SVD factors: tp=1 vs 2 vs 4 and
  * finite differences. */
-/* A few optimizer steps on both (same batch): the canonical params and the reported grad norms
- * stay equal (replicated parts counted once in the norm, every rank updating its shard alike). */
-static void compare_steps(Case *a, Case *ref, const char *what) {
-    if (!a->p || !ref->p) return;
-    char err[1024], name[300];
-    double worst_norm = 0, worst = 0;
-    const char *wname = "";
-    for (int step = 0; step < 3; step++) {
-        float na, nr, lra, lrr, la, lr_;
-        if (step > 0 && (engine_forward_backward(a->e, tok, tgt, &la, err, sizeof err) ||
-                         engine_forward_backward(ref->e, tok, tgt, &lr_, err, sizeof err))) {
-            CHECK(0, what, "forward_backward: %s", err);
-            return;
-        }
-        if (engine_optimizer_step(a->e, step, &na, &lra, err, sizeof err) || engine_optimizer_step(ref->e, step, &nr, &lrr, err, sizeof err)) {
-            CHECK(0, what, "optimizer: %s", err);
-            return;
-        }
-        worst_norm = fmax(worst_norm, fabs(na - nr) / nr);
-    }
-    for (int i = 0; i < ref->p->ncanons; i++) {
-        const PlanCanon *rc = &ref->p->canons[i];
-        int j = plan_find_canon(a->p, rc->name);
-        if (j < 0) continue;
-        int64_t n = rc->rows * rc->cols;
-        float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
-        engine_get_canon(a->e, j, SLOT_PARAM, x);
-        engine_get_canon(ref->e, i, SLOT_PARAM, y);
-        double e = rel_err(x, y, n);
-        if (e > worst || e != e) { worst = e; wname = rc->name; }
-        free(x); free(y);
-    }
-    snprintf(name, sizeof name, "%s: same grad norms and params after 3 AdamW steps", what);
-    CHECK(worst_norm < 1e-5 && worst < 1e-5, name, "grad norm rel %.3g, worst param %s rel %.3g", worst_norm, wname, worst);
-}
-
 static void mixed_model(void) {
     FILE *f = fopen("build/tmp/moe/mixed.lua", "w");
     if (!f) { CHECK(0, "write build/tmp/moe/mixed.lua", "cannot"); return; }
@@ -879,16 +759,15 @@ static void mixed_model(void) {
           "}\n", f);
     fclose(f);
     spec_path = "build/tmp/moe/mixed.lua";
-    free(tok); free(tgt); tok = tgt = NULL;
     Case ref, c;
     static const char *names[] = {"L1.router.W", "L1.e0.gate.A", "L1.e2.down.B", "L0.gate.B", "L2.up.A", "L1.mlp_norm"};
-    if (open_case(&ref, "-D tp=1") == 0) {
+    if (open_case(&ref, spec_path, "-D tp=1") == 0) {
         CHECK(plan_find_canon(ref.p, "L0.router.W") < 0 && plan_find_canon(ref.p, "L1.router.W") >= 0 && plan_find_canon(ref.p, "L1.gate.A") < 0,
               "mixed model: only layer 1 is MoE (every = function)", "canons differ");
         finite_differences(&ref, "mixed-moe (top-1, one MoE layer of 3) tp=1", names, 6);
-        if (!open_case(&c, "-D tp=2")) compare(&c, &ref, "mixed-moe btp tp=2 vs tp=1");
+        if (!open_case(&c, spec_path, "-D tp=2")) compare(&c, &ref, "mixed-moe btp tp=2 vs tp=1");
         close_case(&c);
-        if (!open_case(&c, "-D tp=4 -D checkpoint=none")) compare(&c, &ref, "mixed-moe btp tp=4 checkpoint=none vs tp=1");
+        if (!open_case(&c, spec_path, "-D tp=4 -D checkpoint=none")) compare(&c, &ref, "mixed-moe btp tp=4 checkpoint=none vs tp=1");
         close_case(&c);
     }
     close_case(&ref);
@@ -909,27 +788,26 @@ int main(void) {
                                      "L1.router.W", "L1.mlp_norm", "L0.q.A", "L1.k.B"};
     int nfd = (int)(sizeof fd_names / sizeof fd_names[0]);
     /* finite differences on 32 tokens (fewer near-ties in the routing) */
-    if (open_case(&ref, "-D tp=1 -D micro_batch=1 -D seq=32") == 0) {
+    if (open_case(&ref, spec_path, "-D tp=1 -D micro_batch=1 -D seq=32") == 0) {
         finite_differences(&ref, "tiny-cola-moe btp tp=1, 32 tokens", fd_names, nfd);
-        if (!open_case(&c, "-D tp=2 -D micro_batch=1 -D seq=32")) finite_differences(&c, "tiny-cola-moe btp tp=2, 32 tokens", fd_names, nfd);
+        if (!open_case(&c, spec_path, "-D tp=2 -D micro_batch=1 -D seq=32")) finite_differences(&c, "tiny-cola-moe btp tp=2, 32 tokens", fd_names, nfd);
         close_case(&c);
     }
     close_case(&ref);
-    free(tok); free(tgt); tok = tgt = NULL;
-    if (open_case(&ref, "-D tp=1 -D checkpoint=none") == 0) {
+    if (open_case(&ref, spec_path, "-D tp=1 -D checkpoint=none") == 0) {
         independent_forward(&ref);
-        if (!open_case(&c, "-D tp=1")) compare(&c, &ref, "tiny-cola-moe tp=1 checkpoint=lowrank vs none");
+        if (!open_case(&c, spec_path, "-D tp=1")) compare(&c, &ref, "tiny-cola-moe tp=1 checkpoint=lowrank vs none");
         close_case(&c);
-        if (!open_case(&c, "-D tp=2")) compare(&c, &ref, "tiny-cola-moe btp tp=2 vs tp=1");
+        if (!open_case(&c, spec_path, "-D tp=2")) compare(&c, &ref, "tiny-cola-moe btp tp=2 vs tp=1");
         close_case(&c);
-        if (!open_case(&c, "-D tp=4")) {
+        if (!open_case(&c, spec_path, "-D tp=4")) {
             compare(&c, &ref, "tiny-cola-moe btp tp=4 vs tp=1");
             compare_steps(&c, &ref, "tiny-cola-moe btp tp=4 vs tp=1");
         }
         close_case(&c);
-        if (!open_case(&c, "-D tp=4 -D online_rmsnorm=false -D group_linears=false")) compare(&c, &ref, "tiny-cola-moe btp tp=4 sync norm, ungrouped vs tp=1");
+        if (!open_case(&c, spec_path, "-D tp=4 -D online_rmsnorm=false -D group_linears=false")) compare(&c, &ref, "tiny-cola-moe btp tp=4 sync norm, ungrouped vs tp=1");
         close_case(&c);
-        if (!open_case(&c, "-D tp=2 -D grad_accum=2")) {
+        if (!open_case(&c, spec_path, "-D tp=2 -D grad_accum=2")) {
             again(&c);
             compare(&c, &ref, "tiny-cola-moe btp tp=2 grad_accum=2, the same micro-batch twice, vs tp=1 once");
         }

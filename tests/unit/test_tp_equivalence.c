@@ -10,112 +10,8 @@
 #include "tests/unit/testlib.h"
 #include "runtime/runtime.h"
 
-#define GRAD_TOL 1e-5
-#define LOSS_TOL 1e-5
-
-typedef struct {
-    char tag[128];
-    Plan *p;
-    Engine *e;
-    float loss;
-    float **grad;      /* per canon */
-} Case;
-
-static int32_t *batch_tokens, *batch_targets;
-static int batch_n;
-
-static void make_batch(int n, int vocab) {
-    if (batch_n == n) return;
-    free(batch_tokens); free(batch_targets);
-    batch_tokens = malloc((size_t)n * sizeof(int32_t)); batch_targets = malloc((size_t)n * sizeof(int32_t));
-    uint64_t s = 42;
-    for (int i = 0; i < n; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        batch_tokens[i] = (int32_t)((s >> 33) % (uint64_t)vocab);
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        batch_targets[i] = (int32_t)((s >> 33) % (uint64_t)vocab);
-    }
-    batch_n = n;
-}
-
-/* Generate RUN with the -D overrides, load, init, one forward+backward. Keeps the engine open. */
-static int open_case(Case *c, const char *run, const char *defs) {
-    memset(c, 0, sizeof *c);
-    snprintf(c->tag, sizeof c->tag, "%s %s", run, defs);
-    char dir[256], cmd[768], err[1024];
-    snprintf(dir, sizeof dir, "build/tmp/tp/%s", run);
-    for (const char *d = defs; *d; d++) {
-        size_t n = strlen(dir);
-        if (n + 2 >= sizeof dir) break;
-        dir[n] = (*d == ' ' || *d == '=') ? '_' : *d == '-' ? 'D' : *d;
-        dir[n + 1] = 0;
-    }
-    const char *boost = getenv("BOOST") ? getenv("BOOST") : "./bin/boost";   /* as tests/sh/lib.sh */
-    snprintf(cmd, sizeof cmd, "%s gen specs/runs/%s.lua %s -o %s >%s.log 2>&1", boost, run, defs, dir, dir);
-    if (system(cmd) != 0) {
-        char log[600] = "";
-        char lp[300];
-        snprintf(lp, sizeof lp, "%s.log", dir);
-        FILE *f = fopen(lp, "r");
-        if (f) { size_t n = fread(log, 1, sizeof log - 1, f); log[n] = 0; fclose(f); }
-        CHECK(0, c->tag, "boost gen failed: %s", log);
-        return -1;
-    }
-    char plan[300];
-    snprintf(plan, sizeof plan, "%s/plan.txt", dir);
-    c->p = plan_load(plan, err, sizeof err);
-    if (!c->p) { CHECK(0, c->tag, "plan_load: %s", err); return -1; }
-    c->e = engine_create(c->p, "cpu", err, sizeof err);
-    if (!c->e || engine_init_params(c->e, err, sizeof err)) { CHECK(0, c->tag, "engine: %s", err); return -1; }
-    make_batch(c->p->micro_batch * c->p->seq, c->p->vocab);
-    if (engine_forward_backward(c->e, batch_tokens, batch_targets, &c->loss, err, sizeof err)) {
-        CHECK(0, c->tag, "forward_backward: %s", err);
-        return -1;
-    }
-    c->grad = calloc((size_t)c->p->ncanons, sizeof *c->grad);
-    for (int i = 0; i < c->p->ncanons; i++) {
-        c->grad[i] = malloc((size_t)(c->p->canons[i].rows * c->p->canons[i].cols) * sizeof(float));
-        engine_get_canon(c->e, i, SLOT_GRAD, c->grad[i]);
-    }
-    return 0;
-}
-
-static void close_case(Case *c) {
-    if (c->grad) for (int i = 0; i < c->p->ncanons; i++) free(c->grad[i]);
-    free(c->grad);
-    if (c->e) engine_free(c->e);
-    if (c->p) plan_free(c->p);
-    memset(c, 0, sizeof *c);
-}
-
-static double rel_err(const float *a, const float *ref, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) { num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]); den += (double)ref[i] * ref[i]; }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-/* One verdict: same loss and every canonical gradient within GRAD_TOL of the reference. */
-static void compare(const Case *a, const Case *ref, const char *what) {
-    if (!a->p || !ref->p) return;
-    char name[300];
-    snprintf(name, sizeof name, "%s: same loss and canonical gradients", what);
-    double dl = fabs((double)a->loss - ref->loss) / fabs((double)ref->loss);
-    if (a->p->ncanons != ref->p->ncanons) { CHECK(0, name, "%d canons vs %d", a->p->ncanons, ref->p->ncanons); return; }
-    double worst = 0;
-    const char *wname = "";
-    for (int i = 0; i < ref->p->ncanons; i++) {
-        const PlanCanon *rc = &ref->p->canons[i];
-        int j = plan_find_canon(a->p, rc->name);
-        if (j < 0 || a->p->canons[j].rows != rc->rows || a->p->canons[j].cols != rc->cols) {
-            CHECK(0, name, "canon %s missing or reshaped", rc->name);
-            return;
-        }
-        double e = rel_err(a->grad[j], ref->grad[i], rc->rows * rc->cols);
-        if (e > worst || e != e) { worst = e; wname = rc->name; }
-    }
-    CHECK(dl < LOSS_TOL && worst < GRAD_TOL, name, "loss %.9g vs %.9g (rel %.2g), worst gradient %s rel %.3g", a->loss, ref->loss, dl,
-          wname, worst);
-}
+#define CASE_DIR "build/tmp/tp"
+#include "tests/unit/engine_cases.h"
 
 /* Central differences of the loss (forward only) wrt the largest-gradient entries of a few canons. */
 static void finite_differences(Case *c, const char *what) {
@@ -135,9 +31,9 @@ static void finite_differences(Case *c, const char *what) {
         double eps = fmin(2e-2, 0.1 * sqrt(ss / (double)n));   /* small against the tensor's scale */
         float lp, lm;
         p[best] = (float)(keep + eps); engine_set_canon(c->e, i, SLOT_PARAM, p);
-        engine_forward(c->e, batch_tokens, batch_targets, &lp, err, sizeof err);
+        engine_forward(c->e, case_tokens, case_targets, &lp, err, sizeof err);
         p[best] = (float)(keep - eps); engine_set_canon(c->e, i, SLOT_PARAM, p);
-        engine_forward(c->e, batch_tokens, batch_targets, &lm, err, sizeof err);
+        engine_forward(c->e, case_tokens, case_targets, &lm, err, sizeof err);
         p[best] = keep; engine_set_canon(c->e, i, SLOT_PARAM, p);
         free(p);
         double fd = ((double)lp - lm) / (2 * eps), g = c->grad[i][best];
@@ -148,49 +44,6 @@ static void finite_differences(Case *c, const char *what) {
     char name[200];
     snprintf(name, sizeof name, "%s: finite differences of the model loss match the gradients (%d entries)", what, used);
     CHECK(den > 0 && sqrt(num / den) < 3e-2, name, "norm-wise rel err %.3g", den > 0 ? sqrt(num / den) : -1.0);
-}
-
-/* Another forward+backward on the same batch; the canonical gradients are read again. */
-static void again(Case *c) {
-    char err[1024];
-    if (engine_forward_backward(c->e, batch_tokens, batch_targets, &c->loss, err, sizeof err)) { CHECK(0, c->tag, "%s", err); return; }
-    for (int i = 0; i < c->p->ncanons; i++) engine_get_canon(c->e, i, SLOT_GRAD, c->grad[i]);
-}
-
-/* A few optimizer steps on both (same batch): the canonical params and the reported grad norms
- * stay equal (replicated parts counted once in the norm, every rank updating its shard alike). */
-static void compare_steps(Case *a, Case *ref, const char *what) {
-    if (!a->p || !ref->p) return;
-    char err[1024], name[300];
-    double worst_norm = 0, worst = 0;
-    const char *wname = "";
-    for (int step = 0; step < 3; step++) {
-        float na, nr, lra, lrr, la, lr_;
-        if (step > 0 && (engine_forward_backward(a->e, batch_tokens, batch_targets, &la, err, sizeof err) ||
-                         engine_forward_backward(ref->e, batch_tokens, batch_targets, &lr_, err, sizeof err))) {
-            CHECK(0, what, "forward_backward: %s", err);
-            return;
-        }
-        if (engine_optimizer_step(a->e, step, &na, &lra, err, sizeof err) || engine_optimizer_step(ref->e, step, &nr, &lrr, err, sizeof err)) {
-            CHECK(0, what, "optimizer: %s", err);
-            return;
-        }
-        worst_norm = fmax(worst_norm, fabs(na - nr) / nr);
-    }
-    for (int i = 0; i < ref->p->ncanons; i++) {
-        const PlanCanon *rc = &ref->p->canons[i];
-        int j = plan_find_canon(a->p, rc->name);
-        if (j < 0) continue;
-        int64_t n = rc->rows * rc->cols;
-        float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
-        engine_get_canon(a->e, j, SLOT_PARAM, x);
-        engine_get_canon(ref->e, i, SLOT_PARAM, y);
-        double e = rel_err(x, y, n);
-        if (e > worst || e != e) { worst = e; wname = rc->name; }
-        free(x); free(y);
-    }
-    snprintf(name, sizeof name, "%s: same grad norms and params after 3 AdamW steps", what);
-    CHECK(worst_norm < 1e-5 && worst < 1e-5, name, "grad norm rel %.3g, worst param %s rel %.3g", worst_norm, wname, worst);
 }
 
 int main(void) {

@@ -1,0 +1,166 @@
+/* engine_cases.h: one generated plan on the CPU engine as a test case, for the tests that compare
+ * runs of one model (TP degrees, layouts, features): `boost gen` into CASE_DIR, load, initialise,
+ * one forward+backward on a fixed random batch with the canonical gradients kept; then comparisons
+ * of the loss, every canonical gradient and three AdamW steps (relative 1e-5). Define CASE_DIR
+ * before including it. */
+#ifndef BOOST_ENGINE_CASES_H
+#define BOOST_ENGINE_CASES_H
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tests/unit/testlib.h"
+#include "runtime/runtime.h"
+
+#define CASE_TOL 1e-5
+
+typedef struct {
+    char tag[256];
+    Plan *p;
+    Engine *e;
+    float loss;
+    float **grad;      /* per canon */
+} Case;
+
+/* The batch every case runs on: [micro_batch*seq] tokens and targets, drawn for the plan's size. */
+static int32_t *case_tokens, *case_targets;
+static int case_n, case_vocab;
+
+static void case_batch(int n, int vocab) {
+    if (case_n == n && case_vocab == vocab) return;
+    free(case_tokens); free(case_targets);
+    case_tokens = malloc((size_t)n * sizeof(int32_t)); case_targets = malloc((size_t)n * sizeof(int32_t));
+    uint64_t s = 42;
+    for (int i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        case_tokens[i] = (int32_t)((s >> 33) % (uint64_t)vocab);
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        case_targets[i] = (int32_t)((s >> 33) % (uint64_t)vocab);
+    }
+    case_n = n; case_vocab = vocab;
+}
+
+/* Generate SPEC (a run name or a spec file) with the -D overrides, load, init, one
+ * forward+backward. Keeps the engine open; -1 (with a FAIL line) when any of it fails. */
+static int open_case(Case *c, const char *spec, const char *defs) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->tag, sizeof c->tag, "%s %s", spec, defs);
+    char dir[256], cmd[900], err[1024];
+    const char *base = strrchr(spec, '/') ? strrchr(spec, '/') + 1 : spec;
+    snprintf(dir, sizeof dir, "%s/%.*s", CASE_DIR, (int)strcspn(base, "."), base);
+    for (const char *d = defs; *d; d++) {
+        size_t n = strlen(dir);
+        if (n + 2 >= sizeof dir) break;
+        dir[n] = (*d == ' ' || *d == '=') ? '_' : *d == '-' ? 'D' : *d;
+        dir[n + 1] = 0;
+    }
+    const char *boost = getenv("BOOST") ? getenv("BOOST") : "./bin/boost";   /* as tests/sh/lib.sh */
+    snprintf(cmd, sizeof cmd, "%s gen %s %s -o %s >%s.log 2>&1", boost, spec, defs, dir, dir);
+    if (system(cmd) != 0) {
+        char log[600] = "", lp[300];
+        snprintf(lp, sizeof lp, "%s.log", dir);
+        FILE *f = fopen(lp, "r");
+        if (f) { size_t n = fread(log, 1, sizeof log - 1, f); log[n] = 0; fclose(f); }
+        CHECK(0, c->tag, "boost gen failed: %s", log);
+        return -1;
+    }
+    char plan[300];
+    snprintf(plan, sizeof plan, "%s/plan.txt", dir);
+    c->p = plan_load(plan, err, sizeof err);
+    if (!c->p) { CHECK(0, c->tag, "plan_load: %s", err); return -1; }
+    c->e = engine_create(c->p, "cpu", err, sizeof err);
+    if (!c->e || engine_init_params(c->e, err, sizeof err)) { CHECK(0, c->tag, "engine: %s", err); return -1; }
+    case_batch(c->p->micro_batch * c->p->seq, c->p->vocab);
+    if (engine_forward_backward(c->e, case_tokens, case_targets, &c->loss, err, sizeof err)) {
+        CHECK(0, c->tag, "forward_backward: %s", err);
+        return -1;
+    }
+    c->grad = calloc((size_t)c->p->ncanons, sizeof *c->grad);
+    for (int i = 0; i < c->p->ncanons; i++) {
+        c->grad[i] = malloc((size_t)(c->p->canons[i].rows * c->p->canons[i].cols) * sizeof(float));
+        engine_get_canon(c->e, i, SLOT_GRAD, c->grad[i]);
+    }
+    return 0;
+}
+
+static void close_case(Case *c) {
+    if (c->grad) for (int i = 0; i < c->p->ncanons; i++) free(c->grad[i]);
+    free(c->grad);
+    if (c->e) engine_free(c->e);
+    if (c->p) plan_free(c->p);
+    memset(c, 0, sizeof *c);
+}
+
+/* Norm-wise relative error ||a - ref|| / ||ref|| (absolute when ref is zero). */
+static double rel_err(const float *a, const float *ref, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) { num += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]); den += (double)ref[i] * ref[i]; }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* One verdict: same loss and every canonical gradient (same names and shapes) within CASE_TOL. */
+static void compare(const Case *a, const Case *ref, const char *what) {
+    if (!a->p || !ref->p) return;
+    char name[300];
+    snprintf(name, sizeof name, "%s: same loss and every canonical gradient", what);
+    double dl = fabs((double)a->loss - ref->loss) / fabs((double)ref->loss);
+    if (a->p->ncanons != ref->p->ncanons) { CHECK(0, name, "%d canons vs %d", a->p->ncanons, ref->p->ncanons); return; }
+    double worst = 0;
+    const char *wname = "";
+    for (int i = 0; i < ref->p->ncanons; i++) {
+        const PlanCanon *rc = &ref->p->canons[i];
+        int j = plan_find_canon(a->p, rc->name);
+        if (j < 0 || a->p->canons[j].rows != rc->rows || a->p->canons[j].cols != rc->cols) {
+            CHECK(0, name, "canon %s missing or reshaped", rc->name);
+            return;
+        }
+        double e = rel_err(a->grad[j], ref->grad[i], rc->rows * rc->cols);
+        if (e > worst || e != e) { worst = e; wname = rc->name; }
+    }
+    CHECK(dl < CASE_TOL && worst < CASE_TOL, name, "loss %.9g vs %.9g (rel %.2g), worst gradient %s rel %.3g", a->loss,
+          ref->loss, dl, wname, worst);
+}
+
+/* Another forward+backward on the same batch; the canonical gradients are read again. */
+static void again(Case *c) {
+    char err[1024];
+    if (engine_forward_backward(c->e, case_tokens, case_targets, &c->loss, err, sizeof err)) { CHECK(0, c->tag, "%s", err); return; }
+    for (int i = 0; i < c->p->ncanons; i++) engine_get_canon(c->e, i, SLOT_GRAD, c->grad[i]);
+}
+
+/* Three optimizer steps on both (same batch): the canonical params and the reported grad norms
+ * stay equal (replicated parts counted once in the norm, every rank updating its shard alike). */
+static void compare_steps(Case *a, Case *ref, const char *what) {
+    if (!a->p || !ref->p) return;
+    char err[1024], name[300];
+    double worst_norm = 0, worst = 0;
+    const char *wname = "";
+    for (int step = 0; step < 3; step++) {
+        float na, nr, lra, lrr, la, lr_;
+        if (step > 0 && (engine_forward_backward(a->e, case_tokens, case_targets, &la, err, sizeof err) ||
+                         engine_forward_backward(ref->e, case_tokens, case_targets, &lr_, err, sizeof err))) {
+            CHECK(0, what, "forward_backward: %s", err);
+            return;
+        }
+        if (engine_optimizer_step(a->e, step, &na, &lra, err, sizeof err) || engine_optimizer_step(ref->e, step, &nr, &lrr, err, sizeof err)) {
+            CHECK(0, what, "optimizer: %s", err);
+            return;
+        }
+        worst_norm = fmax(worst_norm, fabs(na - nr) / nr);
+    }
+    for (int i = 0; i < ref->p->ncanons; i++) {
+        const PlanCanon *rc = &ref->p->canons[i];
+        int j = plan_find_canon(a->p, rc->name);
+        if (j < 0) continue;
+        int64_t n = rc->rows * rc->cols;
+        float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+        engine_get_canon(a->e, j, SLOT_PARAM, x);
+        engine_get_canon(ref->e, i, SLOT_PARAM, y);
+        double e = rel_err(x, y, n);
+        if (e > worst || e != e) { worst = e; wname = rc->name; }
+        free(x); free(y);
+    }
+    snprintf(name, sizeof name, "%s: same grad norms and params after 3 AdamW steps", what);
+    CHECK(worst_norm < CASE_TOL && worst < CASE_TOL, name, "grad norm rel %.3g, worst param %s rel %.3g", worst_norm, wname, worst);
+}
+#endif
