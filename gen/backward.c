@@ -95,7 +95,9 @@ static void wmark(Graph *g, const GView *v) {
     Tensor *t = &g->t[v->v.t];
     if (t->role == TR_PARAM_GRAD) return;
     if (wstatus(t, v) != W_NONE) return;
-    t->written = realloc(t->written, (size_t)(t->nwritten + 1) * sizeof *t->written);
+    void *grown = realloc(t->written, (size_t)(t->nwritten + 1) * sizeof *t->written);
+    if (!grown) ir_fail(g, "out of memory (written rectangles of %s)", t->name);
+    t->written = grown;
     t->written[t->nwritten][0] = v->r0; t->written[t->nwritten][1] = v->nr;
     t->written[t->nwritten][2] = v->c0; t->written[t->nwritten][3] = v->nc;
     t->nwritten++;
@@ -141,7 +143,7 @@ static void gemm_bwd_members(Bw *b, const Gemm *mem, int n) {
     Graph *g = b->g;
     Gemm *da = malloc((size_t)n * sizeof *da), *db = malloc((size_t)n * sizeof *db);   /* MoE: n = experts */
     int nda = 0, ndb = 0;
-    if (!da || !db) { fprintf(stderr, "boost gen: out of memory\n"); exit(1); }
+    if (!da || !db) { free(da); free(db); ir_fail(g, "out of memory (%d gemm members)", n); }
     for (int j = 0; j < n; j++) {
         const Gemm *x = &mem[j];
         GView dc = gview(g, x->C, x->m, x->n);
@@ -174,7 +176,7 @@ static void gemm_bwd_members(Bw *b, const Gemm *mem, int n) {
             o->g = arr[0];
         } else {
             Op *o = bop(b, OP_GROUPED_GEMM);
-            o->members = malloc((size_t)cnt * sizeof *o->members);
+            o->members = ir_alloc(g, (size_t)cnt * sizeof *o->members);
             memcpy(o->members, arr, (size_t)cnt * sizeof *arr);
             o->nmembers = cnt;
         }
@@ -192,7 +194,7 @@ static void rule_gemm(Bw *b, const Op *f) {
     /* batched: one batched step per direction when every batch member has the same write status */
     int n = (int)x->batch;
     Gemm *mem = malloc((size_t)n * sizeof *mem);   /* MoE experts: any batch */
-    if (!mem) { fprintf(stderr, "boost gen: out of memory\n"); exit(1); }
+    if (!mem) ir_fail(g, "out of memory (%d gemm members)", n);
     for (int j = 0; j < n; j++) {
         mem[j] = *x; mem[j].batch = 1;
         mem[j].A.off.base += j * x->sA; mem[j].B.off.base += j * x->sB; mem[j].C.off.base += j * x->sC;
@@ -626,6 +628,7 @@ static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
     Graph *g = b->g;
     int nt = g->nt;
     char *want = calloc((size_t)nt, 1), *replay = calloc((size_t)g->nfwd, 1);
+    if (!want || !replay) { free(want); free(replay); ir_fail(g, "out of memory (recompute of %s)", chunk); }
     int buf[64], n;
     int any = 0;
     for (int k = first; k <= last; k++) {
@@ -678,7 +681,7 @@ static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
             *o2 = *f;
             o2->section = SEC_RECOMPUTE;
             if (f->members) {
-                o2->members = malloc((size_t)f->nmembers * sizeof *f->members);
+                o2->members = ir_alloc(g, (size_t)f->nmembers * sizeof *f->members);
                 memcpy(o2->members, f->members, (size_t)f->nmembers * sizeof *f->members);
                 for (int i = 0; i < o2->nmembers; i++) {
                     o2->members[i].A = remap(b, o2->members[i].A); o2->members[i].C = remap(b, o2->members[i].C);
@@ -721,7 +724,7 @@ int build_backward(Graph *g) {
     Bw b = {g, NULL, 0, 0};
     /* tensors created below (gradients, rc.* copies, dots) number at most a few per forward one */
     int cap = 6 * g->nt + 1024;
-    b.fmap = malloc((size_t)cap * sizeof *b.fmap);
+    b.fmap = ir_alloc(g, (size_t)cap * sizeof *b.fmap);
     for (int i = 0; i < cap; i++) b.fmap[i] = i;
     int ckpt = g->run->checkpoint == CKPT_LOWRANK;
     int rc = 0;
