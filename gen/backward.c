@@ -122,7 +122,9 @@ static int need_full(Bw *b, const GView *v) {
 
 static Opnd FV(Bw *b, Opnd o) { o.t = b->fmap[o.t]; return o; }
 
+/* Add an operand to a backward kernel op; a full op is marked and graph_build fails naming it. */
 static void kop(Op *o, const char *key, Opnd v) {
+    if (o->nops >= OP_MAX_OPND) { o->overflow |= OP_OVF_OPERANDS; return; }
     snprintf(o->opkey[o->nops], sizeof o->opkey[0], "%s", key);
     o->ops[o->nops++] = v;
 }
@@ -233,7 +235,8 @@ static void rule_gemm(Bw *b, const Op *f) {
 static void copy_consts(Op *o, const Op *f, const char *keys) {
     char buf[200];
     snprintf(buf, sizeof buf, "%s", keys);
-    for (char *s = strtok(buf, " "); s; s = strtok(NULL, " "))
+    char *save = NULL;
+    for (char *s = strtok_r(buf, " ", &save); s; s = strtok_r(NULL, " ", &save))
         for (int i = 0; i < f->k.nconst; i++) if (!strcmp(f->k.key[i], s)) k_const(o, s, f->k.val[i]);
 }
 

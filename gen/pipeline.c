@@ -12,7 +12,8 @@ static int check_overflow(Graph *g, const Op *ops, int n) {
         if (ops[i].overflow & OP_OVF_CONSTS)
             snprintf(g->err, sizeof g->err, "kernel %s: more than the %d constants an op holds (raise KMAX_CONST in gen/kernels.h)",
                      ops[i].k.kind, KMAX_CONST);
-        /* operands: k_op wrote g->err */
+        else snprintf(g->err, sizeof g->err, "kernel %s: more than the %d operands an op holds (raise OP_MAX_OPND in gen/ir.h)",
+                      ops[i].k.kind, OP_MAX_OPND);
         return 1;
     }
     return 0;
