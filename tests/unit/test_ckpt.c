@@ -269,10 +269,10 @@ static void test_checkpoint_folder(void) {
     CkptState st8 = make_state(6);
     st8.step = 8;
     rc = ckpt_save(outdir, &st8, canons, NCANON, fill_closed_form, NULL, saved, sizeof saved, err, sizeof err);
-    rc |= ckpt_resolve(outdir, resolved, sizeof resolved, err, sizeof err);
+    rc |= ckpt_resolve(outdir, resolved, sizeof resolved, NULL, 0, err, sizeof err);
     snprintf(expect, sizeof expect, "%s/step-000008", outdir);
     CHECK(rc == 0 && !strcmp(resolved, expect), "ckpt_resolve_newest", "rc %d: %s -> %s", rc, err, resolved);
-    rc = ckpt_resolve(dir, resolved, sizeof resolved, err, sizeof err);
+    rc = ckpt_resolve(dir, resolved, sizeof resolved, NULL, 0, err, sizeof err);
     CHECK(rc == 2 && strstr(err, "not a checkpoint"), "ckpt_resolve_not_a_checkpoint", "rc %d: %s", rc, err);
 
     // a failing tensor read (fill error) aborts the save and removes the temporary folder
