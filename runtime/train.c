@@ -407,8 +407,8 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         int due = should_save && ((t->opt->save_every > 0 && t->step % t->opt->save_every == 0) || t->step == p->steps);
         if (due && skipped && t->step < p->steps) {   // not over a good one: after the next good update
             due = 0;
+            if (!pending_save) trainlog_note(lg, "checkpoint of step %d postponed until an update is not skipped", t->step);
             pending_save = 1;
-            trainlog_note(lg, "checkpoint of step %d postponed: its update was skipped", t->step);
         } else if (pending_save && !skipped && should_save) due = 1;
         if (due) {
             if (save_checkpoint(t, lg)) return 1;
