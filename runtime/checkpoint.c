@@ -572,8 +572,8 @@ int ckpt_resolve(const char *arg, char *dir, size_t dirlen, char *notes, size_t 
         }
     }
     free(steps);
-    snprintf(err, errlen, "%s: none of its %d checkpoint folder%s verifies (the newest is damaged: %s)", arg, n,
-             n == 1 ? "" : "s", notes && notes[0] ? notes : "see boost ckpt verify");
+    snprintf(err, errlen, "%s: none of its %d checkpoint folder%s verifies%s%s", arg, n, n == 1 ? "" : "s",
+             notes && notes[0] ? ":\n" : " (boost ckpt verify says why)", notes ? notes : "");
     return 2;
 }
 
