@@ -465,7 +465,7 @@ static int check_files(const char *dir, const CkptState *st, int full, char *err
         struct stat sb;
         if (stat(path, &sb) != 0) { snprintf(err, errlen, "%s: missing: %s", path, strerror(errno)); return CKPT_DAMAGED; }
         if ((int64_t)sb.st_size != cf->bytes) {
-            snprintf(err, errlen, "%s: %lld bytes, state.json records %lld: the file is truncated or damaged", path,
+            snprintf(err, errlen, "%s: truncated or damaged: %lld bytes, state.json records %lld", path,
                      (long long)sb.st_size, (long long)cf->bytes);
             return CKPT_DAMAGED;
         }

@@ -1160,6 +1160,8 @@ Plan *plan_load(const char *path, char *err, size_t errlen) {
                 snprintf(err, errlen, "plan.txt: version %d, this runtime reads version %d: regenerate it with 'boost gen' (%s)",
                          ver, PLAN_VERSION, path);
             }
+        } else if (!nl) {   /* the writer ends every line with a newline: a file cut short ends without one */
+            fail(&L, "the plan is truncated (its last line has no newline): regenerate it with 'boost gen'");
         } else if (tokenise(s, &ln)) {
             fail(&L, "too many fields on one line (at most %d)", MAX_TOKENS);
         } else if (ln.n == 0 || ln.tok[0][0] == '#') {
