@@ -29,7 +29,8 @@ typedef struct {
 } TrainOptions;
 
 /* Train with a loaded plan: data, engine, init or resume, the loop, validation, checkpoints.
- * Returns the exit status: 0, 1 (a failure while running: I/O, NaN loss, device), 2 (bad input). */
+ * Returns the exit status: 0, 1 (a failure while running: I/O, device, max_bad_steps non-finite
+ * steps in a row or a non-finite validation loss), 2 (bad input, a damaged checkpoint). */
 int train_with_plan(Plan *plan, const TrainOptions *opt);
 
 /* Apply -D overrides of training settings to a loaded plan (with --plan: the model and the layout
