@@ -10,4 +10,5 @@ int cmd_train(int argc, char **argv);    /* cli/train.c:   train from a run spec
 int cmd_tune(int argc, char **argv);     /* cli/tune.c:    time kernel candidates on a GPU */
 int cmd_kernels(int argc, char **argv);  /* cli/kernels.c: NVRTC-compile a kernels.cu */
 int cmd_plot(int argc, char **argv);     /* cli/plot.c:    plots with gnuplot */
+int cmd_ckpt(int argc, char **argv);     /* cli/ckpt.c:    verify checkpoint folders */
 #endif

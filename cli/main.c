@@ -12,6 +12,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     {"tune",    cmd_tune,    "time kernel configurations on a GPU and write the tuning file"},
     {"kernels", cmd_kernels, "compile a kernels.cu with NVRTC, report registers and spills"},
     {"plot",    cmd_plot,    "plot loss curves from a training log (gnuplot)"},
+    {"ckpt",    cmd_ckpt,    "verify checkpoint folders against the checksums in their state.json"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 

@@ -1,5 +1,5 @@
 /* train.c: `boost train RUN [-D name=value ...] [--backend cpu|cuda|auto] [--log FILE]
- * [--save-every N] [-o DIR] [--resume CKPT] [--plan PLAN]`: turns the run spec into a plan (written
+ * [--save-every N] [--keep N] [-o DIR] [--resume CKPT|auto] [--plan PLAN]`: turns the run spec into a plan (written
  * to DIR/plan/, or a temporary folder without -o), or takes a generated plan with --plan, then
  * hands it to the training loop (runtime/train.c). Exit 0 done, 1 failure while running, 2 bad input.
  * One process per GPU (a world in the environment, runtime/world.h): ranks > 0 generate their plan
@@ -21,15 +21,17 @@
 static void train_usage(FILE *f) {
     fprintf(f,
         "usage: boost train RUN [-D name=value ...] [--backend cpu|cuda|auto] [--log FILE]\n"
-        "                       [--save-every N] [-o DIR] [--resume CKPT] [--plan PLAN]\n"
+        "                       [--save-every N] [--keep N] [-o DIR] [--resume CKPT|auto] [--plan PLAN]\n"
         "  RUN             a run spec: a path, or a name under specs/runs/ (e.g. tiny-cola)\n"
         "  -D name=value   override a spec setting (tp=2, steps=50, lr=1e-3, data=FILE, ...)\n"
         "  --backend B     cpu, cuda or auto (cuda when a GPU is there; default auto)\n"
         "  --log FILE      JSON lines, one per step: step, loss, val_loss, tokens_per_s, lr, grad_norm\n"
         "  -o DIR          checkpoints DIR/step-NNNNNN/ (and the generated plan in DIR/plan/)\n"
         "  --save-every N  a checkpoint every N steps (always one at the end with -o)\n"
-        "  --resume CKPT   continue from a checkpoint folder (or the newest one in a run's DIR);\n"
-        "                  any tp and layout of the same model\n"
+        "  --keep N        keep only the newest N complete checkpoints in DIR (and the last good one)\n"
+        "  --resume CKPT   continue from a checkpoint folder, or from the newest one in a run's DIR\n"
+        "                  that verifies (damaged newer ones are named and passed over); any tp and\n"
+        "                  layout of the same model. 'auto': the newest in -o DIR, or step 0 if none\n"
         "  --plan PLAN     train a generated plan (plan.txt or its folder) instead of a run spec;\n"
         "                  -D may then change only training settings (steps, lr, data, ...)\n"
         "  --print-every N without a terminal: a progress line every N steps\n"
@@ -37,7 +39,9 @@ static void train_usage(FILE *f) {
         "  --quiet         only the header, errors and the summary\n"
         "SIGINT (Ctrl-C) or SIGTERM ends the step under way, saves a checkpoint (with -o) and stops;\n"
         "a second one stops at once. Checkpoints are written atomically, so a killed run loses at most\n"
-        "the steps since its last checkpoint.\n");
+        "the steps since its last checkpoint. state.json records each file's CRC-32C, checked on resume\n"
+        "(boost ckpt verify DIR checks one). A step whose loss or gradient norm is NaN or inf is skipped;\n"
+        "max_bad_steps of them in a row (train field, default 5) stop the run with exit status 1.\n");
 }
 
 static int int_arg(const char *flag, const char *v, int lo, int *out) {
@@ -85,7 +89,7 @@ int cmd_train(int argc, char **argv) {
             continue;
         }
         int takes_value = !strcmp(a, "--backend") || !strcmp(a, "--log") || !strcmp(a, "-o") || !strcmp(a, "--resume") ||
-                          !strcmp(a, "--plan") || !strcmp(a, "--save-every") || !strcmp(a, "--print-every") ||
+                          !strcmp(a, "--plan") || !strcmp(a, "--save-every") || !strcmp(a, "--keep") || !strcmp(a, "--print-every") ||
                           !strcmp(a, "--val-batches");
         if (takes_value && !next) { fprintf(stderr, "boost train: %s needs a value\n", a); return 2; }
         if (!strcmp(a, "--backend")) {
@@ -98,6 +102,7 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--resume")) { opt.resume = next; i++; }
         else if (!strcmp(a, "--plan")) { plan_arg = next; i++; }
         else if (!strcmp(a, "--save-every")) { if (int_arg(a, next, 1, &opt.save_every)) return 2; i++; }
+        else if (!strcmp(a, "--keep")) { if (int_arg(a, next, 1, &opt.keep)) return 2; i++; }
         else if (!strcmp(a, "--print-every")) { if (int_arg(a, next, 1, &opt.print_every)) return 2; i++; }
         else if (!strcmp(a, "--val-batches")) { if (int_arg(a, next, 1, &opt.val_batches)) return 2; i++; }
         else if (!strcmp(a, "--quiet")) opt.quiet = 1;
@@ -106,6 +111,11 @@ int cmd_train(int argc, char **argv) {
         else run_arg = a;
     }
     if (!run_arg && !plan_arg) { train_usage(stderr); return 2; }
+    if (opt.keep > 0 && !opt.outdir) { fprintf(stderr, "boost train: --keep %d needs -o DIR (the checkpoints it keeps)\n", opt.keep); return 2; }
+    if (opt.resume && !strcmp(opt.resume, "auto") && !opt.outdir) {
+        fprintf(stderr, "boost train: --resume auto resumes from the run's own checkpoints: it needs -o DIR\n");
+        return 2;
+    }
     if (run_arg && plan_arg) {
         fprintf(stderr, "boost train: give a run spec or --plan, not both\n");
         return 2;

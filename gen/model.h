@@ -99,6 +99,7 @@ typedef struct {
     int decay_embeddings;     /* weight decay on embedding and LM head too */
     uint64_t seed;
     int eval_every;           /* validation loss every N steps (0: only at the end) */
+    int max_bad_steps;        /* skipped (non-finite) updates in a row that stop the run (0: not set, 5) */
     char data[PATH_LEN];      /* "" | "corpus" | a path to a .bin token file or a .txt file */
     double val_fraction;
 } Run;

@@ -85,9 +85,11 @@ int plan_write(const Graph *g, FILE *f) {
             r->dtype == DT_FP32 ? "fp32" : "bf16", r->online_rmsnorm, r->group_linears,
             r->checkpoint == CKPT_LOWRANK ? "lowrank" : "none", r->gpu.name, r->gpu.arch);
     fprintf(f, "train steps=%d lr=%.9g min_lr=%.9g warmup=%d beta1=%.9g beta2=%.9g adam_eps=%.9g weight_decay=%.9g "
-            "clip=%.9g seed=%" PRIu64 " eval_every=%d\n",
+            "clip=%.9g seed=%" PRIu64 " eval_every=%d",
             r->steps, r->lr, r->min_lr, r->warmup, r->beta1, r->beta2, r->adam_eps, r->weight_decay, r->clip,
             r->seed, r->eval_every);
+    if (r->max_bad_steps > 0) fprintf(f, " max_bad_steps=%d", r->max_bad_steps);   /* optional: the reader's default is 5 */
+    fputc('\n', f);
     fprintf(f, "data path=%s val_fraction=%.9g\n", r->data, r->val_fraction);
     fprintf(f, "arena act bytes=%" PRId64 "\n", g->arena_bytes);
     fprintf(f, "\n# canonical parameters (full tensors, the same for every layout and tp)\n");

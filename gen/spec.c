@@ -160,6 +160,8 @@ static const Field TRAIN_FIELDS[] = {
     {"clip", K_NUM, 0, 1e9, 0, NULL, "1.0", "gradient-norm clip (0: off)"},
     {"seed", K_INT, 0, 9007199254740992.0, 0, NULL, "1234", "random seed"},
     {"eval_every", K_INT, 0, BIG, 0, NULL, "50", "validation every N steps (0: at the end only)"},
+    {"max_bad_steps", K_INT, 1, 1000000, 0, NULL, "5",
+     "a step with a non-finite loss or gradient norm is skipped; this many in a row stop the run"},
     {"decay_embeddings", K_BOOL, 0, 0, 0, NULL, "false", "weight decay on embedding and LM head"},
     {NULL},
 };
@@ -189,6 +191,7 @@ static const OverrideTarget OVERRIDES[] = {
     {"beta1", &S_TRAIN, "beta1"}, {"beta2", &S_TRAIN, "beta2"}, {"adam_eps", &S_TRAIN, "adam_eps"},
     {"weight_decay", &S_TRAIN, "weight_decay"}, {"clip", &S_TRAIN, "clip"},
     {"seed", &S_TRAIN, "seed"}, {"eval_every", &S_TRAIN, "eval_every"},
+    {"max_bad_steps", &S_TRAIN, "max_bad_steps"},
     {"decay_embeddings", &S_TRAIN, "decay_embeddings"},
     {"data", &S_DATA, "path"}, {"val_fraction", &S_DATA, "val_fraction"},
     {"gpu", &S_RUN, "gpu"}, {"model", &S_RUN, "model"},
@@ -1363,6 +1366,7 @@ static void read_run(Ctx *c, int run_src) {
     r->clip = get_num(c, &train, "clip");
     r->seed = (uint64_t)get_num(c, &train, "seed");
     r->eval_every = get_int(c, &train, "eval_every");
+    r->max_bad_steps = get_int(c, &train, "max_bad_steps");
     r->decay_embeddings = get_bool(c, &train, "decay_embeddings");
 
     if (push_field(c, &ro, "data") == LUA_TSTRING) {   /* data = "path" is short for {path = "path"} */

@@ -1,18 +1,24 @@
 /* checkpoint.c: atomic checkpoint folders (safetensors + state.json), their reading and checking.
  * A save writes OUTDIR/.step-NNNNNN.tmp-PID/, fsyncs every file and the folder, renames it to
- * OUTDIR/step-NNNNNN and fsyncs OUTDIR; a failure removes the temporary folder and nothing else. */
+ * OUTDIR/step-NNNNNN and fsyncs OUTDIR; a failure removes the temporary folder and nothing else.
+ * Each file's CRC-32C is computed from the bytes as they are written and recorded in state.json;
+ * verification reads the files back and compares. Retention removes old folders by renaming them
+ * to OUTDIR/.step-NNNNNN.del-PID first. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdint.h>
 #include <unistd.h>
 #include "runtime/checkpoint.h"   // defines: CkptState, ckpt_*
+#include "runtime/crc32c.h"       // defines: crc32c_update
 
 uint64_t ckpt_fingerprint(const StEntry *canons, int n) {
     int *order = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
@@ -83,7 +89,13 @@ static int fill_optimizer(void *ctx, int i, float *out) {
     return i < a->n ? a->fill(a->ctx, 1, i, out) : a->fill(a->ctx, 2, i - a->n, out);
 }
 
-static int write_state(const char *path, const CkptState *st, char *err, size_t errlen) {
+/* A float for state.json: JSON has no NaN or Infinity (a skipped step's loss), those are null. */
+static void json_float(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, "%.9g", v);
+    else fputs("null", f);
+}
+
+static int write_state(const char *path, const CkptState *st, const CkptFile *files, int nfiles, char *err, size_t errlen) {
     FILE *f = fopen(path, "w");
     if (!f) { snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno)); return 1; }
     fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"model\": ", CKPT_FORMAT, CKPT_VERSION);
@@ -99,10 +111,20 @@ static int write_state(const char *path, const CkptState *st, char *err, size_t 
     fprintf(f, ",\n  \"backend\": ");
     json_write_string(f, st->backend);
     fprintf(f, ",\n  \"losses\": [");
-    for (int i = 0; i < st->nlosses; i++) fprintf(f, "%s%.9g", i ? ", " : "", st->losses[i]);
+    for (int i = 0; i < st->nlosses; i++) { if (i) fputs(", ", f); json_float(f, st->losses[i]); }
     fprintf(f, "],\n  \"val_losses\": [");
-    for (int i = 0; i < st->nval; i++) fprintf(f, "%s[%lld, %.9g]", i ? ", " : "", (long long)st->val_steps[i], st->val_losses[i]);
-    fprintf(f, "]\n}\n");
+    for (int i = 0; i < st->nval; i++) {
+        fprintf(f, "%s[%lld, ", i ? ", " : "", (long long)st->val_steps[i]);
+        json_float(f, st->val_losses[i]);
+        fputc(']', f);
+    }
+    fprintf(f, "],\n  \"skipped_updates\": %lld,\n  \"files\": {", (long long)st->skipped);
+    for (int i = 0; i < nfiles; i++) {
+        fprintf(f, "%s\n    ", i ? "," : "");
+        json_write_string(f, files[i].name);
+        fprintf(f, ": {\"bytes\": %lld, \"crc32c\": \"0x%08x\"}", (long long)files[i].bytes, (unsigned)files[i].crc32c);
+    }
+    fprintf(f, "\n  }\n}\n");
     int ok = !ferror(f) && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int saved = errno;
     if (fclose(f) != 0) { ok = 0; saved = errno; }
@@ -134,7 +156,7 @@ static void clean_stale(const char *outdir) {
 
 int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, int n,
               CkptFillFn fill, void *ctx, char *saved_dir, size_t saved_len, char *err, size_t errlen) {
-    char final[1024], tmp[1100], old[1100], path[1200], why[4096] = "";
+    char final[1024], tmp[1100], old[1100], path[1300], why[4096] = "";
     ckpt_step_dir(outdir, st->step, final, sizeof final);
     snprintf(tmp, sizeof tmp, "%s/.step-%06lld.tmp-%d", outdir, (long long)st->step, (int)getpid());
     snprintf(old, sizeof old, "%s/.step-%06lld.old-%d", outdir, (long long)st->step, (int)getpid());
@@ -171,17 +193,20 @@ int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, in
                           "fingerprint", fp_text, "saved_at_tp", tp_text, "writer", "boost " CKPT_FORMAT " 1"};
     const int nmeta = (int)(sizeof meta / sizeof meta[0]) / 2;
     FillAdapter adapter = {fill, ctx, n, 0};
+    CkptFile files[2] = {{"model.safetensors", 0, 0}, {"optimizer.safetensors", 0, 0}};
     if (!rc) {
-        snprintf(path, sizeof path, "%s/model.safetensors", tmp);
-        rc = st_write_f32(path, canons, n, meta, nmeta, fill_model, &adapter, why, sizeof why);
+        snprintf(path, sizeof path, "%s/%s", tmp, files[0].name);
+        rc = st_write_f32_sum(path, canons, n, meta, nmeta, fill_model, &adapter, &files[0].crc32c, &files[0].bytes,
+                              why, sizeof why);
     }
     if (!rc) {
-        snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp);
-        rc = st_write_f32(path, opt, 2 * n, meta, nmeta, fill_optimizer, &adapter, why, sizeof why);
+        snprintf(path, sizeof path, "%s/%s", tmp, files[1].name);
+        rc = st_write_f32_sum(path, opt, 2 * n, meta, nmeta, fill_optimizer, &adapter, &files[1].crc32c, &files[1].bytes,
+                              why, sizeof why);
     }
     if (!rc) {
         snprintf(path, sizeof path, "%s/state.json", tmp);
-        rc = write_state(path, st, why, sizeof why);
+        rc = write_state(path, st, files, 2, why, sizeof why);
     }
     free(opt);
     free(names);
@@ -209,33 +234,8 @@ int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, in
     return 0;
 }
 
-int ckpt_resolve(const char *arg, char *dir, size_t dirlen, char *err, size_t errlen) {
-    char probe[1200];
-    snprintf(probe, sizeof probe, "%s/state.json", arg);
-    if (access(probe, F_OK) == 0) { snprintf(dir, dirlen, "%s", arg); return 0; }
-    DIR *d = opendir(arg);
-    if (!d) {
-        snprintf(err, errlen, "%s: cannot open the checkpoint: %s (give a step folder such as OUT/step-000100)",
-                 arg, strerror(errno));
-        return 2;
-    }
-    long long best = -1;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        long long step;
-        char tail;
-        if (sscanf(e->d_name, "step-%lld%c", &step, &tail) == 1 && step > best) best = step;
-    }
-    closedir(d);
-    if (best < 0) {
-        snprintf(err, errlen, "%s: not a checkpoint: no state.json and no step-NNNNNN folders in it", arg);
-        return 2;
-    }
-    ckpt_step_dir(arg, best, dir, dirlen);
-    return 0;
-}
-
 void ckpt_state_free(CkptState *st) {
+    free(st->files);
     free(st->losses);
     free(st->val_losses);
     free(st->val_steps);
@@ -312,11 +312,37 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     str_field(root, "run", st->run, sizeof st->run);
     str_field(root, "layout", st->layout, sizeof st->layout);
     str_field(root, "backend", st->backend, sizeof st->backend);
+    int64_t skipped = 0;
+    if (int_field(root, "skipped_updates", &skipped)) st->skipped = skipped;
     const Json *losses = json_get(root, "losses");
     if (losses && losses->type == JSON_ARRAY && losses->n > 0) {
         st->losses = malloc((size_t)losses->n * sizeof(float));
-        for (int i = 0; st->losses && i < losses->n; i++) st->losses[i] = (float)losses->items[i].num;
+        for (int i = 0; st->losses && i < losses->n; i++)
+            st->losses[i] = losses->items[i].type == JSON_NUMBER ? (float)losses->items[i].num : NAN;
         st->nlosses = st->losses ? losses->n : 0;
+    }
+    const Json *files = json_get(root, "files");
+    if (files) {
+        int bad = files->type != JSON_OBJECT || files->n < 1;
+        st->files = bad ? NULL : calloc((size_t)files->n, sizeof(CkptFile));
+        for (int i = 0; !bad && st->files && i < files->n; i++) {
+            const Json *e = &files->items[i];
+            CkptFile *cf = &st->files[i];
+            int64_t bytes;
+            uint64_t crc;
+            const char *name = files->keys[i];
+            // a plain file name of the folder: no path separators, no "..", not hidden
+            if (!name[0] || name[0] == '.' || strchr(name, '/') || strlen(name) >= sizeof cf->name ||
+                !int_field(e, "bytes", &bytes) || !hex_field(e, "crc32c", &crc) || crc > 0xffffffffULL) { bad = 1; break; }
+            snprintf(cf->name, sizeof cf->name, "%s", name);
+            cf->bytes = bytes;
+            cf->crc32c = (uint32_t)crc;
+            st->nfiles = i + 1;
+        }
+        if (bad || !st->files) {
+            snprintf(err, errlen, "%s: the \"files\" record is damaged (expected {\"NAME\": {\"bytes\": N, \"crc32c\": \"0x...\"}, ...})", path);
+            json_free(root); ckpt_state_free(st); return 2;
+        }
     }
     const Json *vl = json_get(root, "val_losses");
     if (vl && vl->type == JSON_ARRAY && vl->n > 0) {
@@ -326,7 +352,7 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
             const Json *pair = &vl->items[i];
             if (pair->type != JSON_ARRAY || pair->n != 2) continue;
             st->val_steps[st->nval] = (int64_t)pair->items[0].num;
-            st->val_losses[st->nval++] = (float)pair->items[1].num;
+            st->val_losses[st->nval++] = pair->items[1].type == JSON_NUMBER ? (float)pair->items[1].num : NAN;
         }
     }
     json_free(root);
@@ -367,4 +393,216 @@ int ckpt_open_tensors(const char *dir, const StEntry *canons, int n, StFile *mod
     if (!rc) rc = check_file(optim, canons, n, "v.", err, errlen);
     if (rc) { st_close(model); st_close(optim); }
     return rc;
+}
+
+/* ---- listing, verification, resolution, retention ---- */
+
+static int cmp_desc(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int ckpt_list(const char *outdir, int64_t **steps) {
+    *steps = NULL;
+    DIR *d = opendir(outdir);
+    if (!d) return 0;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long long step;
+        char tail;
+        if (sscanf(e->d_name, "step-%lld%c", &step, &tail) != 1 || step < 0) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            int64_t *t = realloc(*steps, (size_t)cap * sizeof(int64_t));
+            if (!t) break;
+            *steps = t;
+        }
+        (*steps)[n++] = step;
+    }
+    closedir(d);
+    if (n > 1) qsort(*steps, (size_t)n, sizeof(int64_t), cmp_desc);
+    return n;
+}
+
+/* Size and CRC-32C of a whole file. 0, or -1 with errno set. */
+static int file_crc(const char *path, int64_t *bytes, uint32_t *crc) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    static const size_t chunk = 1 << 20;
+    unsigned char *buf = malloc(chunk);
+    if (!buf) { fclose(f); errno = ENOMEM; return -1; }
+    uint32_t c = 0;
+    int64_t n = 0;
+    size_t got;
+    while ((got = fread(buf, 1, chunk, f)) > 0) { c = crc32c_update(c, buf, got); n += (int64_t)got; }
+    int bad = ferror(f);
+    int saved = errno;
+    free(buf);
+    fclose(f);
+    if (bad) { errno = saved ? saved : EIO; return -1; }
+    *bytes = n;
+    *crc = c;
+    return 0;
+}
+
+/* Every recorded file present with its size (cheap); with full = 1 also its CRC-32C. */
+static int check_files(const char *dir, const CkptState *st, int full, char *err, size_t errlen) {
+    char path[1400];
+    if (st->nfiles == 0) {   // saved before the record existed: the two tensor files must be there
+        const char *names[2] = {"model.safetensors", "optimizer.safetensors"};
+        for (int i = 0; i < 2; i++) {
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+            if (access(path, R_OK) != 0) { snprintf(err, errlen, "%s: missing: %s", path, strerror(errno)); return CKPT_DAMAGED; }
+        }
+        snprintf(err, errlen, "%s/state.json: no \"files\" record (saved before checksums were recorded): the files "
+                 "cannot be verified", dir);
+        return CKPT_UNCHECKED;
+    }
+    for (int i = 0; i < st->nfiles; i++) {
+        const CkptFile *cf = &st->files[i];
+        snprintf(path, sizeof path, "%s/%s", dir, cf->name);
+        struct stat sb;
+        if (stat(path, &sb) != 0) { snprintf(err, errlen, "%s: missing: %s", path, strerror(errno)); return CKPT_DAMAGED; }
+        if ((int64_t)sb.st_size != cf->bytes) {
+            snprintf(err, errlen, "%s: truncated or damaged: %lld bytes, state.json records %lld", path,
+                     (long long)sb.st_size, (long long)cf->bytes);
+            return CKPT_DAMAGED;
+        }
+        if (!full) continue;
+        int64_t bytes;
+        uint32_t crc;
+        if (file_crc(path, &bytes, &crc) != 0) { snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno)); return CKPT_DAMAGED; }
+        if (bytes != cf->bytes || crc != cf->crc32c) {
+            snprintf(err, errlen, "%s: checksum mismatch (CRC-32C 0x%08x, state.json records 0x%08x): the file is damaged",
+                     path, (unsigned)crc, (unsigned)cf->crc32c);
+            return CKPT_DAMAGED;
+        }
+    }
+    return CKPT_VERIFIED;
+}
+
+int ckpt_verify(const char *dir, char *err, size_t errlen) {
+    CkptState st;
+    if (ckpt_read_state(dir, &st, err, errlen)) return CKPT_DAMAGED;
+    int rc = check_files(dir, &st, 1, err, errlen);
+    ckpt_state_free(&st);
+    return rc;
+}
+
+int ckpt_complete(const char *dir) {
+    CkptState st;
+    char err[1600];
+    if (ckpt_read_state(dir, &st, err, sizeof err)) return 0;
+    int rc = check_files(dir, &st, 0, err, sizeof err);
+    ckpt_state_free(&st);
+    return rc != CKPT_DAMAGED;
+}
+
+int ckpt_newest_verified(const char *outdir, int64_t below, char *dir, size_t dirlen) {
+    int64_t *steps;
+    int n = ckpt_list(outdir, &steps);
+    char path[1200], err[1600];
+    int found = 0;
+    for (int i = 0; i < n && !found; i++) {
+        if (steps[i] >= below) continue;
+        ckpt_step_dir(outdir, steps[i], path, sizeof path);
+        if (ckpt_verify(path, err, sizeof err) != CKPT_DAMAGED) { snprintf(dir, dirlen, "%s", path); found = 1; }
+    }
+    free(steps);
+    return found ? 0 : 1;
+}
+
+int ckpt_verify_advise(const char *dir, char *err, size_t errlen) {
+    int rc = ckpt_verify(dir, err, errlen);
+    if (rc != CKPT_DAMAGED) return rc;
+    // the run folder and this folder's step: from the name (state.json may be what is damaged)
+    char parent[1200];
+    snprintf(parent, sizeof parent, "%s", dir);
+    size_t len = strlen(parent);
+    while (len > 1 && parent[len - 1] == '/') parent[--len] = 0;
+    char *slash = strrchr(parent, '/');
+    const char *base = slash ? slash + 1 : parent;
+    long long step;
+    char tail;
+    if (sscanf(base, "step-%lld%c", &step, &tail) != 1) return rc;   // not in a run folder: nothing to suggest
+    if (slash == parent) parent[1] = 0;
+    else if (slash) *slash = 0;
+    else snprintf(parent, sizeof parent, ".");
+    char good[1200];
+    size_t used = strlen(err);
+    if (ckpt_newest_verified(parent, step, good, sizeof good) == 0)
+        snprintf(err + used, errlen > used ? errlen - used : 0, "; the newest earlier checkpoint that verifies is %s "
+                 "(resume with --resume %s)", good, good);
+    else
+        snprintf(err + used, errlen > used ? errlen - used : 0, "; no earlier checkpoint in %s verifies", parent);
+    return rc;
+}
+
+int ckpt_resolve(const char *arg, char *dir, size_t dirlen, char *notes, size_t noteslen, char *err, size_t errlen) {
+    char probe[1200];
+    if (notes && noteslen) notes[0] = 0;
+    snprintf(probe, sizeof probe, "%s/state.json", arg);
+    if (access(probe, F_OK) == 0) { snprintf(dir, dirlen, "%s", arg); return 0; }
+    DIR *d = opendir(arg);
+    if (!d) {
+        snprintf(err, errlen, "%s: cannot open the checkpoint: %s (give a step folder such as OUT/step-000100)",
+                 arg, strerror(errno));
+        return 2;
+    }
+    closedir(d);
+    int64_t *steps;
+    int n = ckpt_list(arg, &steps);
+    if (n == 0) {
+        snprintf(err, errlen, "%s: not a checkpoint: no state.json and no step-NNNNNN folders in it", arg);
+        return 2;
+    }
+    char path[1200], why[1600];
+    size_t used = 0;
+    for (int i = 0; i < n; i++) {
+        ckpt_step_dir(arg, steps[i], path, sizeof path);
+        if (ckpt_verify(path, why, sizeof why) != CKPT_DAMAGED) {
+            snprintf(dir, dirlen, "%s", path);
+            free(steps);
+            return 0;
+        }
+        if (notes && used < noteslen) {
+            int w = snprintf(notes + used, noteslen - used, "%s%s: passed over: %s", used ? "\n" : "", path, why);
+            if (w > 0) used += (size_t)w;
+        }
+    }
+    free(steps);
+    snprintf(err, errlen, "%s: none of its %d checkpoint folder%s verifies%s%s", arg, n, n == 1 ? "" : "s",
+             notes && notes[0] ? ":\n" : " (boost ckpt verify says why)", notes ? notes : "");
+    return 2;
+}
+
+int ckpt_prune(const char *outdir, int keep, int64_t saved, int64_t protect, char *removed, size_t removedlen) {
+    if (removed && removedlen) removed[0] = 0;
+    if (keep < 1) return 0;
+    int64_t *steps;
+    int n = ckpt_list(outdir, &steps);
+    int kept = 1, count = 0;   // the saved one counts as kept
+    size_t used = 0;
+    char path[1200], hidden[1300];
+    for (int i = 0; i < n; i++)
+        if (steps[i] == protect && protect != saved) kept++;
+    for (int i = 0; i < n; i++) {
+        if (steps[i] == saved || steps[i] == protect) continue;
+        ckpt_step_dir(outdir, steps[i], path, sizeof path);
+        if (!ckpt_complete(path)) continue;   // not ours to judge: left alone, not counted
+        if (kept < keep) { kept++; continue; }
+        snprintf(hidden, sizeof hidden, "%s/.step-%06lld.del-%d", outdir, (long long)steps[i], (int)getpid());
+        if (rename(path, hidden) != 0) continue;
+        ckpt_remove_tree(hidden);
+        count++;
+        if (removed && used < removedlen) {
+            const char *base = strrchr(path, '/');
+            int w = snprintf(removed + used, removedlen - used, "%s%s", used ? " " : "", base ? base + 1 : path);
+            if (w > 0) used += (size_t)w;
+        }
+    }
+    free(steps);
+    if (count) fsync_path(outdir);
+    return count;
 }

@@ -1,9 +1,11 @@
 /* checkpoint.h: training checkpoints on disk, one folder per saved step (DIR/step-000006/):
  * model.safetensors (every canonical parameter, F32, full shape, canon names), optimizer.safetensors
  * (AdamW moments as "m.NAME" and "v.NAME") and state.json (step, data position, seed, model name,
- * fingerprint of the canon names and shapes, tp, losses). Saving is atomic: a temporary folder,
- * fsync of every file and of the folders, then a rename. This file knows nothing of the Engine:
- * the caller supplies the tensors through a fill callback (runtime/train.c does that). */
+ * fingerprint of the canon names and shapes, tp, losses, and "files": a map from each file of the
+ * folder to its size and CRC-32C). Saving is atomic: a temporary folder, fsync of every file and of
+ * the folders, then a rename. Verification recomputes every recorded file's CRC-32C; retention
+ * (--keep) removes the oldest complete folders. This file knows nothing of the Engine: the caller
+ * supplies the tensors through a fill callback (runtime/train.c does that). */
 #ifndef BOOST_CHECKPOINT_H
 #define BOOST_CHECKPOINT_H
 
@@ -13,6 +15,12 @@
 
 #define CKPT_FORMAT "boost-checkpoint"
 #define CKPT_VERSION 1
+
+/* One file of a checkpoint folder as state.json records it ("files": {"NAME": {"bytes": N,
+ * "crc32c": "0x1234abcd"}, ...}). CRC-32C: a hardware instruction on x86-64 (runtime/crc32c.h),
+ * so checking costs about what reading the file costs; it catches every burst error up to 32 bits
+ * and other damage with probability 1 - 2^-32. Not a defence against deliberate tampering. */
+typedef struct { char name[128]; int64_t bytes; uint32_t crc32c; } CkptFile;
 
 typedef struct {
     int64_t step;             /* optimizer steps completed */
@@ -24,6 +32,8 @@ typedef struct {
     int tp;                   /* tensor-parallel degree it was saved at */
     float *losses; int nlosses;            /* training loss of steps 1..nlosses */
     float *val_losses; int64_t *val_steps; int nval;   /* validation losses and their steps */
+    int64_t skipped;          /* updates skipped in steps 1..step (non-finite loss or gradient norm) */
+    CkptFile *files; int nfiles;   /* read: the "files" record (none in folders saved before it existed) */
 } CkptState;
 
 /* What gets saved: slot 0 = parameters, 1 = AdamW m, 2 = AdamW v, of canon i. */
@@ -43,9 +53,43 @@ void ckpt_step_dir(const char *outdir, int64_t step, char *out, size_t outlen);
 int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, int n,
               CkptFillFn fill, void *ctx, char *saved_dir, size_t saved_len, char *err, size_t errlen);
 
-/* Resolve a --resume argument: a step folder (has state.json), or a run's output folder, whose
- * highest step-NNNNNN folder is taken. Returns 0, or 2 with a message. */
-int ckpt_resolve(const char *arg, char *dir, size_t dirlen, char *err, size_t errlen);
+/* Resolve a --resume argument: a step folder (has state.json), taken as it is (ckpt_verify is the
+ * caller's next step), or a run's output folder, whose newest step-NNNNNN folder that verifies is
+ * taken; each newer one passed over is named with its fault in notes (one line each, "" if none).
+ * Returns 0, or 2 with a message (no step folders, or none of them verifies). */
+int ckpt_resolve(const char *arg, char *dir, size_t dirlen, char *notes, size_t noteslen, char *err, size_t errlen);
+
+/* Step folders under outdir (names step-NNNNNN exactly), newest (highest step) first, in *steps
+ * (malloc'ed, free it). Returns their count; 0 when none or outdir cannot be read. */
+int ckpt_list(const char *outdir, int64_t **steps);
+
+enum { CKPT_VERIFIED = 0, CKPT_DAMAGED = 2, CKPT_UNCHECKED = 3 };
+/* Check a step folder: state.json readable and every file its "files" record names present with
+ * the recorded size and CRC-32C (read in full). CKPT_VERIFIED; CKPT_UNCHECKED (state.json has no
+ * "files" record: saved before checksums existed; the tensor files are present); or CKPT_DAMAGED
+ * with "DIR/FILE: what is wrong" in err. */
+int ckpt_verify(const char *dir, char *err, size_t errlen);
+
+/* The newest step folder of outdir below step `below` (INT64_MAX: any) that ckpt_verify accepts
+ * (VERIFIED or UNCHECKED), in dir. Returns 0, or 1 when there is none. */
+int ckpt_newest_verified(const char *outdir, int64_t below, char *dir, size_t dirlen);
+
+/* ckpt_verify, and on damage the advice to go with it: err then ends with "; the newest earlier
+ * checkpoint that verifies is OUT/step-000020 (resume with --resume OUT/step-000020)" or with
+ * "; no earlier checkpoint in OUT verifies". Same return values as ckpt_verify. */
+int ckpt_verify_advise(const char *dir, char *err, size_t errlen);
+
+/* A step folder is complete when its state.json parses and every recorded file is there with its
+ * recorded size (no checksums read: cheap). 1 or 0. */
+int ckpt_complete(const char *dir);
+
+/* Retention: keep the checkpoint of step `saved` (just written), the one of step `protect` (the last
+ * known good one; -1: none) and the newest other complete step folders of outdir up to keep in all;
+ * remove the other complete ones (each moved to a hidden name first, so a crash never leaves a
+ * half-removed step folder). Incomplete folders and temporary ones (hidden names, such as a save
+ * under way) are left alone. keep < 1 keeps everything. The removed folders are listed in removed
+ * ("step-000010 step-000020", "" if none). Returns how many were removed. */
+int ckpt_prune(const char *outdir, int keep, int64_t saved, int64_t protect, char *removed, size_t removedlen);
 
 /* Read DIR/state.json. Returns 0, or 2 with "DIR/state.json: what is wrong". */
 int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen);

@@ -648,6 +648,15 @@ static int job_adamw(Engine *e, int rank, void *argp) {
 
 static int job_zero(Engine *e, int rank, void *argp) { return e->be->zero_grads(e->ranks[rank]); }
 
+int engine_discard_grads(Engine *e, char *err, size_t errlen) {
+    if (e->broken) { snprintf(err, errlen, "the engine stopped after an earlier error; create a new one"); return -1; }
+    if (run_all(e, job_zero, NULL, err, errlen)) {
+        if (err && !err[0]) snprintf(err, errlen, "zeroing the gradients failed");
+        return -1;
+    }
+    return 0;
+}
+
 int engine_optimizer_step(Engine *e, int step, float *grad_norm, float *lr, char *err, size_t errlen) {
     if (e->broken) { snprintf(err, errlen, "the engine stopped after an earlier error; create a new one"); return -1; }
     double sq[64];

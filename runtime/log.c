@@ -1,7 +1,8 @@
 /* log.c: what `boost train` shows while it runs: on a terminal one updating progress line
  * (`step 12/200 loss 4.512 val 4.601 lr 2.9e-03 3.1k tok/s ETA 1m02s`), otherwise plain lines every
  * few steps; and the JSON-lines log ({"step":..,"loss":..,"val_loss":..,"tokens_per_s":..,"lr":..,
- * "grad_norm":..} a line), flushed each step so a killed run leaves a complete log. */
+ * "grad_norm":..} a line, plus "skipped":true,"skipped_total":N on a step whose update was skipped),
+ * flushed each step so a killed run leaves a complete log. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -90,7 +91,7 @@ void trainlog_note(TrainLog *lg, const char *fmt, ...) {
     fflush(stdout);
 }
 
-/* JSON has no NaN or Infinity: write them as null (the run stops at such a value anyway). */
+/* JSON has no NaN or Infinity: write them as null (a skipped step's loss or gradient norm). */
 static void json_num(FILE *f, const char *key, double v) {
     if (isfinite(v)) fprintf(f, ",\"%s\":%.9g", key, v);
     else fprintf(f, ",\"%s\":null", key);
@@ -115,6 +116,7 @@ void trainlog_step(TrainLog *lg, const StepReport *r) {
         json_num(lg->json, "tokens_per_s", r->tokens_per_s);
         json_num(lg->json, "lr", r->lr);
         json_num(lg->json, "grad_norm", r->grad_norm);
+        if (r->skipped) fprintf(lg->json, ",\"skipped\":true,\"skipped_total\":%lld", (long long)r->skipped_total);
         fprintf(lg->json, "}\n");
         fflush(lg->json);
     }

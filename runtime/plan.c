@@ -365,8 +365,10 @@ static int line_train(Loader *L, Line *ln) {
         opt_f64(L, ln, "min_lr", &p->min_lr, p->lr) || opt_int(L, ln, "warmup", &p->warmup, 0) ||
         opt_f64(L, ln, "beta1", &p->beta1, 0.9) || opt_f64(L, ln, "beta2", &p->beta2, 0.95) ||
         opt_f64(L, ln, "adam_eps", &p->adam_eps, 1e-8) || opt_f64(L, ln, "weight_decay", &p->weight_decay, 0) ||
-        opt_f64(L, ln, "clip", &p->clip, 0) || opt_int(L, ln, "eval_every", &p->eval_every, 0))
+        opt_f64(L, ln, "clip", &p->clip, 0) || opt_int(L, ln, "eval_every", &p->eval_every, 0) ||
+        opt_int(L, ln, "max_bad_steps", &p->max_bad_steps, 5))
         return -1;
+    if (p->max_bad_steps < 1) return fail(L, "train: max_bad_steps=%d must be at least 1", p->max_bad_steps);
     p->seed = 0;
     if ((v = get(ln, "seed")) && parse_u64(v, &p->seed)) return fail(L, "train: seed=%s is not an integer", v);
     L->seen_train = 1;
@@ -1158,6 +1160,8 @@ Plan *plan_load(const char *path, char *err, size_t errlen) {
                 snprintf(err, errlen, "plan.txt: version %d, this runtime reads version %d: regenerate it with 'boost gen' (%s)",
                          ver, PLAN_VERSION, path);
             }
+        } else if (!nl) {   /* the writer ends every line with a newline: a file cut short ends without one */
+            fail(&L, "the plan is truncated (its last line has no newline): regenerate it with 'boost gen'");
         } else if (tokenise(s, &ln)) {
             fail(&L, "too many fields on one line (at most %d)", MAX_TOKENS);
         } else if (ln.n == 0 || ln.tok[0][0] == '#') {

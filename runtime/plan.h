@@ -117,6 +117,7 @@ typedef struct {
     char run_name[PLAN_NAME_LEN], layout[16], gpu[16], arch[16];
     int tp, pp, dp, micro_batch, seq, grad_accum, dtype, online_rmsnorm, group_linears, checkpoint;
     int steps, warmup, eval_every;
+    int max_bad_steps;        /* stop after this many skipped (non-finite) updates in a row (default 5) */
     double lr, min_lr, beta1, beta2, adam_eps, weight_decay, clip;
     uint64_t seed;
     char data_path[512];

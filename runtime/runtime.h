@@ -33,6 +33,10 @@ int engine_forward(Engine *e, const int32_t *tokens, const int32_t *targets, flo
  * Reports the pre-clip norm and the learning rate used. */
 int engine_optimizer_step(Engine *e, int step, float *grad_norm, float *lr, char *err, size_t errlen);
 float engine_lr_at(const Plan *p, int step);
+/* Zero the accumulated gradients without an update (a step whose loss is not finite is skipped;
+ * engine_optimizer_step itself skips, zeroes and returns -1 when the gradient norm is not finite,
+ * with *grad_norm set to that norm). No collectives. */
+int engine_discard_grads(Engine *e, char *err, size_t errlen);
 
 /* Canonical (full, unsharded) tensors, rows*cols floats, gathered from / scattered to the ranks. */
 int engine_get_canon(Engine *e, int canon, int slot, float *full);

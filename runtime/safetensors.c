@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "runtime/safetensors.h"   // defines: Json, json_*, StEntry, StFile, st_*
+#include "runtime/crc32c.h"        // defines: crc32c_update
 
 /* ------------------------------------------------------------------ JSON */
 
@@ -209,6 +210,11 @@ void json_write_string(FILE *f, const char *s) {
 
 int st_write_f32(const char *path, const StEntry *entries, int n, const char *const *meta, int nmeta,
                  StFillFn fill, void *ctx, char *err, size_t errlen) {
+    return st_write_f32_sum(path, entries, n, meta, nmeta, fill, ctx, NULL, NULL, err, errlen);
+}
+
+int st_write_f32_sum(const char *path, const StEntry *entries, int n, const char *const *meta, int nmeta,
+                     StFillFn fill, void *ctx, uint32_t *crc, int64_t *bytes, char *err, size_t errlen) {
     // the header: built in memory first (its length goes before it)
     char *header = NULL;
     size_t header_len = 0;
@@ -249,12 +255,16 @@ int st_write_f32(const char *path, const StEntry *entries, int n, const char *co
     for (int i = 0; i < 8; i++) len_le[i] = (unsigned char)((uint64_t)header_len >> (8 * i));
     int ok = fwrite(len_le, 8, 1, f) == 1 && fwrite(header, header_len, 1, f) == 1;
     int saved_errno = errno;
+    uint32_t sum = crc32c_update(crc32c_update(0, len_le, 8), header, header_len);
+    int64_t written = 8 + (int64_t)header_len;
     const char *why = NULL;
     for (int i = 0; ok && i < n; i++) {
         size_t count = (size_t)(entries[i].rows * entries[i].cols);
         if (fill(ctx, i, buf) != 0) { ok = 0; why = "could not read the tensor"; break; }
         ok = count == 0 || fwrite(buf, 4 * count, 1, f) == 1;   // x86-64 floats are little-endian already
         if (!ok) saved_errno = errno;
+        sum = crc32c_update(sum, buf, 4 * count);
+        written += 4 * (int64_t)count;
     }
     if (ok && fflush(f) != 0) { ok = 0; saved_errno = errno; }
     if (ok && fsync(fileno(f)) != 0) { ok = 0; saved_errno = errno; }
@@ -267,6 +277,8 @@ int st_write_f32(const char *path, const StEntry *entries, int n, const char *co
         remove(path);
         return 1;
     }
+    if (crc) *crc = sum;
+    if (bytes) *bytes = written;
     return 0;
 }
 

@@ -1,8 +1,10 @@
 /* train.c: the training loop. From a loaded plan: load and split the data, create the Engine,
  * initialise or resume from a checkpoint (any tp: tensors travel as full canonical tensors), then
  * per step grad_accum micro-batches, one AdamW step, validation every eval_every steps and at the
- * end, checkpoints every save_every steps and at the end. A NaN/inf loss or gradient norm stops
- * the run (exit 1) before anything is saved over a good checkpoint; SIGINT/SIGTERM stop it after
+ * end, checkpoints every save_every steps and at the end (then --keep's retention). A step whose
+ * loss or gradient norm is NaN/inf is skipped (no update; counted, logged); max_bad_steps of them in
+ * a row stop the run (exit 1) without saving, naming the last good checkpoint (the newest one a good
+ * step followed). A non-finite validation loss stops it at once. SIGINT/SIGTERM stop it after
  * the step under way with a checkpoint (exit 130/143). Multi-process mode (one process per GPU,
  * runtime/world.h): every rank reads the same data and takes part in every gather; only rank 0
  * writes checkpoints (cli/train.c keeps the other ranks' output quiet). */
@@ -33,7 +35,11 @@ typedef struct {
     float *losses;            /* [plan->steps] training loss per step (index step-1) */
     float *val_losses; int64_t *val_steps; int nval, val_cap;
     int bad_canon;            /* a non-finite parameter found while saving, or -1 */
-    char last_ckpt[1200];
+    int64_t skipped;          /* updates skipped (non-finite loss or gradient norm), resumed ones included */
+    char last_ckpt[1200];     /* the newest checkpoint saved (or resumed from) */
+    int last_step;            /* its step */
+    char good_ckpt[1200];     /* the newest checkpoint a good step (finite loss and gradient norm) followed, or "" */
+    int good_step;            /* its step, or -1 */
     int follower;             /* multi-process mode, rank > 0: gathers for rank 0's checkpoints, writes nothing */
 } Trainer;
 
@@ -84,12 +90,16 @@ int train_apply_overrides(Plan *p, const TrainOverride *ov, int nov, char *err, 
         else if (!strcmp(k, "adam_eps")) p->adam_eps = x;
         else if (!strcmp(k, "weight_decay")) p->weight_decay = x;
         else if (!strcmp(k, "clip")) p->clip = x;
+        else if (!strcmp(k, "max_bad_steps")) {
+            if (!integer || x < 1) { snprintf(err, errlen, "-D max_bad_steps=%s: expected a whole number >= 1", v); return 2; }
+            p->max_bad_steps = (int)x;
+        }
         else if (!strcmp(k, "val_fraction")) {
             if (!(x >= 0 && x < 1)) { snprintf(err, errlen, "-D val_fraction=%s: must be in [0, 1)", v); return 2; }
             p->val_fraction = x;
         } else {
             snprintf(err, errlen, "-D %s: with --plan only training settings can change (steps, lr, min_lr, warmup, "
-                     "eval_every, beta1, beta2, adam_eps, weight_decay, clip, data, val_fraction); '%s' is fixed in "
+                     "eval_every, beta1, beta2, adam_eps, weight_decay, clip, max_bad_steps, data, val_fraction); '%s' is fixed in "
                      "the plan: regenerate it with 'boost gen RUN -D %s=%s'", k, k, k, v);
             return 2;
         }
@@ -141,6 +151,7 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
     st.val_losses = t->val_losses;
     st.val_steps = t->val_steps;
     st.nval = t->nval;
+    st.skipped = t->skipped;
     char err[4096], saved[1200];
     t->bad_canon = -1;
     double t0 = now_s();
@@ -151,13 +162,34 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
         return fail(1, "%s", err);
     }
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", saved);
+    t->last_step = t->step;
     if (!t->opt->quiet) trainlog_note(lg, "saved %s (%.2fs)", saved, now_s() - t0);
+    if (t->opt->keep > 0) {
+        char removed[2048];
+        // the last good checkpoint stays even when it is not among the newest keep
+        int64_t protect = t->good_step >= 0 && !strncmp(t->good_ckpt, t->opt->outdir, strlen(t->opt->outdir)) ? t->good_step : -1;
+        int n = ckpt_prune(t->opt->outdir, t->opt->keep, t->step, protect, removed, sizeof removed);
+        if (n > 0 && !t->opt->quiet) trainlog_note(lg, "removed %d old checkpoint%s (--keep %d): %s", n, n == 1 ? "" : "s", t->opt->keep, removed);
+    }
     return 0;
 }
 
 static int resume_from(Trainer *t, const char *arg) {
-    char dir[1200], err[4096];
-    if (ckpt_resolve(arg, dir, sizeof dir, err, sizeof err)) return fail(2, "%s", err);
+    char dir[1200], err[4096], notes[4096];
+    if (ckpt_resolve(arg, dir, sizeof dir, notes, sizeof notes, err, sizeof err)) return fail(2, "%s", err);
+    for (char *line = notes; *line; ) {   // newer folders of a run that did not verify: said, then passed over
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        fprintf(stderr, "boost train: warning: %s\n", line);
+        if (!nl) break;
+        line = nl + 1;
+    }
+    if (strcmp(dir, arg)) printf("--resume %s: the newest checkpoint that verifies is %s\n", arg, dir);
+    else {   // a step folder named by the user: verified here (a run folder's pick was verified above)
+        int v = ckpt_verify_advise(dir, err, sizeof err);
+        if (v == CKPT_DAMAGED) return fail(2, "cannot resume: %s", err);
+        if (v == CKPT_UNCHECKED) printf("note: %s\n", err);
+    }
     CkptState st;
     if (ckpt_read_state(dir, &st, err, sizeof err)) return fail(2, "%s", err);
     uint64_t fp = ckpt_fingerprint(t->canons, t->ncanons);
@@ -197,6 +229,7 @@ static int resume_from(Trainer *t, const char *arg) {
     st_close(&optim);
     t->step = (int)st.step;
     t->data_position = st.data_position;
+    t->skipped = st.skipped;
     for (int i = 0; i < st.nlosses && i < t->plan->steps; i++) t->losses[i] = st.losses[i];
     for (int i = 0; i < st.nval; i++) {
         if (t->nval == t->val_cap) break;
@@ -209,8 +242,25 @@ static int resume_from(Trainer *t, const char *arg) {
         printf("note: the checkpoint's seed 0x%llx differs from this run's 0x%llx: the data order changes from here\n",
                (unsigned long long)st.seed, (unsigned long long)t->plan->seed);
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", dir);
+    t->last_step = t->step;
     ckpt_state_free(&st);
     return 0;
+}
+
+/* What a diverged run says after "training diverged": the last good checkpoint and what to try. */
+static void divergence_advice(const Trainer *t, char *out, size_t n) {
+    const Plan *p = t->plan;
+    char where[2600], clip[96];
+    if (t->good_ckpt[0])
+        snprintf(where, sizeof where, "last good checkpoint: %s (resume with --resume %s)", t->good_ckpt, t->good_ckpt);
+    else if (t->last_ckpt[0])
+        snprintf(where, sizeof where, "no checkpoint was followed by a good step (the newest, %s, may hold the diverged "
+                 "weights)", t->last_ckpt);
+    else
+        snprintf(where, sizeof where, "no checkpoint was saved%s", t->opt->outdir ? " yet" : " (no -o DIR)");
+    if (p->clip > 0) snprintf(clip, sizeof clip, "a tighter gradient clip (clip is %g: e.g. -D clip=%g)", p->clip, p->clip / 2);
+    else snprintf(clip, sizeof clip, "gradient clipping (clip is off: e.g. -D clip=1)");
+    snprintf(out, n, "%s; try a lower learning rate (lr is %g: e.g. -D lr=%g) or %s", where, p->lr, p->lr / 10, clip);
 }
 
 /* Mean loss over the validation micro-batches; *loss = -1 when there is no validation part. */
@@ -228,9 +278,12 @@ static int validate(Trainer *t, double *loss) {
         sum += l;
     }
     *loss = sum / (double)n;
-    if (!isfinite(*loss))
-        return fail(1, "step %d: the validation loss is %s: training diverged (lr %g); stopping without saving%s%s",
-                    t->step, show(*loss, num, sizeof num), t->plan->lr, t->last_ckpt[0] ? "; latest checkpoint: " : "", t->last_ckpt);
+    if (!isfinite(*loss)) {
+        char advice[3000];
+        divergence_advice(t, advice, sizeof advice);
+        return fail(1, "step %d: the validation loss is %s: training diverged; stopping without saving; %s",
+                    t->step, show(*loss, num, sizeof num), advice);
+    }
     if (t->nval < t->val_cap) {
         t->val_steps[t->nval] = t->step;
         t->val_losses[t->nval++] = (float)*loss;
@@ -281,6 +334,9 @@ static int run_loop(Trainer *t, TrainLog *lg) {
     char err[1024], num[32];
     double train_time = 0, first_loss = -1, first_val = -1, last_val = -1, last_loss = -1;
     int first_step = t->step;
+    int streak = 0;           /* skipped updates in a row */
+    int skipped_here = 0;     /* skipped updates in this process */
+    int pending_save = 0;     /* a checkpoint fell on a skipped step: saved after the next good one */
     if (t->nval > 0) first_val = t->val_losses[0];
 
     if (t->step == 0) {
@@ -299,23 +355,35 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             sum += l;
         }
         double loss = sum / p->grad_accum;
-        if (!isfinite(loss))
-            return fail(1, "step %d: the loss is %s: training diverged (lr %g); stopping without saving%s%s",
-                        t->step + 1, show(loss, num, sizeof num), p->lr, t->last_ckpt[0] ? "; latest checkpoint: " : "", t->last_ckpt);
-        float grad_norm, lr;
-        if (engine_optimizer_step(t->e, t->step, &grad_norm, &lr, err, sizeof err))
-            return fail(1, "step %d: optimizer: %s", t->step + 1, err);
-        if (!isfinite(grad_norm))
-            return fail(1, "step %d: the gradient norm is %s: training diverged (lr %g); stopping without saving%s%s",
-                        t->step + 1, show(grad_norm, num, sizeof num), p->lr, t->last_ckpt[0] ? "; latest checkpoint: " : "", t->last_ckpt);
+        // a non-finite loss or gradient norm: no update (the gradients are dropped), the step counts
+        float grad_norm = 0, lr = engine_lr_at(p, t->step);
+        int skipped = 0;
+        if (!isfinite(loss)) {
+            if (engine_discard_grads(t->e, err, sizeof err)) return fail(1, "step %d: %s", t->step + 1, err);
+            grad_norm = NAN;   // not measured
+            skipped = 1;
+        } else if (engine_optimizer_step(t->e, t->step, &grad_norm, &lr, err, sizeof err)) {
+            if (isfinite(grad_norm)) return fail(1, "step %d: optimizer: %s", t->step + 1, err);
+            skipped = 1;       // the engine skipped the update and zeroed the gradients
+        }
         double dt = now_s() - t0;
         train_time += dt;
         t->losses[t->step] = (float)loss;
         t->step++;
-        if (first_loss < 0) first_loss = loss;
-        last_loss = loss;
+        if (skipped) {
+            streak++;
+            t->skipped++;
+            skipped_here++;
+        } else {
+            streak = 0;
+            // a good step after the newest checkpoint: that checkpoint is good
+            snprintf(t->good_ckpt, sizeof t->good_ckpt, "%s", t->last_ckpt);
+            t->good_step = t->last_ckpt[0] ? t->last_step : -1;
+            if (first_loss < 0) first_loss = loss;
+            last_loss = loss;
+        }
 
-        StepReport r = {t->step, loss, -1, lr, grad_norm, (double)tokens_per_step / (dt > 0 ? dt : 1e-9), 0, 0};
+        StepReport r = {t->step, loss, -1, lr, grad_norm, (double)tokens_per_step / (dt > 0 ? dt : 1e-9), 0, 0, skipped, t->skipped};
         r.eta_s = train_time / (t->step - first_step) * (p->steps - t->step);
         r.avg_tokens_per_s = (double)tokens_per_step * (t->step - first_step) / (train_time > 0 ? train_time : 1e-9);
         if ((p->eval_every > 0 && t->step % p->eval_every == 0) || t->step == p->steps) {
@@ -323,13 +391,34 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             if (r.val_loss >= 0) last_val = r.val_loss;
         }
         trainlog_step(lg, &r);
-        int saved_now = should_save && ((t->opt->save_every > 0 && t->step % t->opt->save_every == 0) || t->step == p->steps);
-        if (saved_now && save_checkpoint(t, lg)) return 1;
+        if (skipped) {
+            char num2[32];
+            trainlog_note(lg, "step %d: the %s is %s: update skipped (%d in a row; the run stops at %d)", t->step,
+                          isfinite(loss) ? "gradient norm" : "loss", isfinite(loss) ? show(grad_norm, num, sizeof num)
+                          : show(loss, num2, sizeof num2), streak, p->max_bad_steps);
+        }
+        if (streak >= p->max_bad_steps) {
+            char advice[3000];
+            divergence_advice(t, advice, sizeof advice);
+            return fail(1, "step %d: %d updates in a row skipped (loss %s, gradient norm %s): training diverged; "
+                        "stopping without saving; %s", t->step, streak, show(loss, num, sizeof num),
+                        isfinite(loss) ? show(grad_norm, err, sizeof err) : "not measured", advice);
+        }
+        int due = should_save && ((t->opt->save_every > 0 && t->step % t->opt->save_every == 0) || t->step == p->steps);
+        if (due && skipped && t->step < p->steps) {   // not over a good one: after the next good update
+            due = 0;
+            if (!pending_save) trainlog_note(lg, "checkpoint of step %d postponed until an update is not skipped", t->step);
+            pending_save = 1;
+        } else if (pending_save && !skipped && should_save) due = 1;
+        if (due) {
+            if (save_checkpoint(t, lg)) return 1;
+            pending_save = 0;
+        }
         if (stop_signal && t->step < p->steps) {
             int sig = stop_signal;
             trainlog_note(lg, "stopped by %s after step %d%s", sig == SIGINT ? "SIGINT" : "SIGTERM", t->step,
                           should_save ? "" : " (no -o: nothing saved)");
-            if (should_save && !saved_now && save_checkpoint(t, lg)) return 1;
+            if (should_save && !due && save_checkpoint(t, lg)) return 1;
             if (should_save) trainlog_note(lg, "resume with: --resume %s", t->last_ckpt);
             return 128 + sig;
         }
@@ -342,6 +431,9 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         trainlog_note(lg, "done: %d steps in %s (%s tok/s); loss %.4g -> %.4g%s%s", done, dur, tok, first_loss, last_loss,
                       should_save ? "; checkpoint " : "", should_save ? t->last_ckpt : "");
     if (first_val >= 0 && last_val >= 0) trainlog_note(lg, "validation loss %.4g -> %.4g", first_val, last_val);
+    if (skipped_here > 0)
+        trainlog_note(lg, "%d update%s skipped (non-finite loss or gradient norm); %lld in the whole run", skipped_here,
+                      skipped_here == 1 ? " was" : "s were", (long long)t->skipped);
     return 0;
 }
 
@@ -352,7 +444,10 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     t.plan = p;
     t.opt = opt;
     t.bad_canon = -1;
+    t.good_step = -1;
     t.follower = world_rank() > 0;
+    if (opt->resume && !strcmp(opt->resume, "auto") && !opt->outdir)
+        return fail(2, "--resume auto resumes from the run's own checkpoints: it needs -o DIR");
     if (opt->resume && !opt->outdir)
         printf("note: resuming without -o: no checkpoints will be saved\n");
 
@@ -406,7 +501,15 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
            p->layout, p->tp, p->tp == 1 ? ": the collectives are no-ops at tp=1, this is what they would carry" : "");
     fflush(stdout);
 
-    if (opt->resume) rc = resume_from(&t, opt->resume);
+    const char *resume = opt->resume;
+    if (resume && !strcmp(resume, "auto")) {   // the newest verified checkpoint of -o DIR, or a fresh start
+        int64_t *steps = NULL;
+        int n = ckpt_list(opt->outdir, &steps);
+        free(steps);
+        resume = n > 0 ? opt->outdir : NULL;
+        if (!resume) printf("--resume auto: no checkpoint in %s yet: starting at step 0\n", opt->outdir);
+    }
+    if (resume) rc = resume_from(&t, resume);
     else if (engine_init_params(t.e, err, sizeof err)) rc = fail(1, "%s", err);
     if (rc) { data_free(&ts); trainer_free(&t); return rc; }
     if (t.step >= p->steps) {
@@ -416,7 +519,7 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     }
 
     TrainLog lg;
-    if (trainlog_open(&lg, opt->log_path, opt->resume ? t.step : -1, p->steps, opt->print_every, opt->quiet, err, sizeof err)) {
+    if (trainlog_open(&lg, opt->log_path, resume ? t.step : -1, p->steps, opt->print_every, opt->quiet, err, sizeof err)) {
         data_free(&ts); trainer_free(&t);
         return fail(1, "%s", err);
     }

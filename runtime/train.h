@@ -19,15 +19,18 @@ typedef struct {
     const char *backend;      /* "cpu" | "cuda" | "auto" */
     const char *log_path;     /* JSON lines, or NULL */
     const char *outdir;       /* -o: checkpoints (and the generated plan) go here, or NULL */
-    const char *resume;       /* --resume: a step folder or a run's output folder, or NULL */
+    const char *resume;       /* --resume: a step folder, a run's output folder, "auto" (outdir's newest
+                                 verified checkpoint, or a fresh start when it has none), or NULL */
     int save_every;           /* checkpoint every N steps (and at the end) when outdir is set */
+    int keep;                 /* --keep N: after each save keep the newest N complete checkpoints (0: all) */
     int print_every;          /* without a terminal: a progress line every N steps (0: about 20 lines) */
     int val_batches;          /* validation micro-batches per evaluation (0: 8) */
     int quiet;                /* no progress lines (errors and the summary only) */
 } TrainOptions;
 
 /* Train with a loaded plan: data, engine, init or resume, the loop, validation, checkpoints.
- * Returns the exit status: 0, 1 (a failure while running: I/O, NaN loss, device), 2 (bad input). */
+ * Returns the exit status: 0, 1 (a failure while running: I/O, device, max_bad_steps non-finite
+ * steps in a row or a non-finite validation loss), 2 (bad input, a damaged checkpoint). */
 int train_with_plan(Plan *plan, const TrainOptions *opt);
 
 /* Apply -D overrides of training settings to a loaded plan (with --plan: the model and the layout
@@ -50,6 +53,8 @@ typedef struct {
     int step;                 /* steps done (1-based) */
     double loss, val_loss, lr, grad_norm, tokens_per_s, eta_s;
     double avg_tokens_per_s;  /* since the start of this process: the steadier figure to show */
+    int skipped;              /* 1: the update of this step was skipped (non-finite loss or gradient norm) */
+    int64_t skipped_total;    /* skipped updates of the whole run so far (with the resumed checkpoint's) */
 } StepReport;
 
 /* resume_step >= 0: a resumed run appends to an existing log, first dropping its lines of steps

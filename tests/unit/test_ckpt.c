@@ -2,7 +2,9 @@
  * modules (tests/sh/train_resume.sh adds torch on a real checkpoint), damaged files rejected,
  * checkpoint folders saved and read back, the fingerprint, and an atomic save under a simulated
  * full disk (RLIMIT_FSIZE with SIGXFSZ ignored) that leaves the earlier checkpoint byte-identical
- * and no temporary folder behind. */
+ * and no temporary folder behind. CRC-32C against published check values (hardware and table
+ * paths), verification catching two flipped bytes in tensor data, retention (--keep) and the
+ * resolution of a run folder whose newest checkpoint is damaged. */
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -15,6 +17,7 @@
 #include "tests/unit/testlib.h"
 #include "runtime/checkpoint.h"    // defines: CkptState, ckpt_*
 #include "runtime/safetensors.h"   // defines: st_*, json_*
+#include "runtime/crc32c.h"        // defines: crc32c_update, crc32c_update_table
 
 static char dir[] = "/tmp/boost-test-ckpt.XXXXXX";
 
@@ -269,10 +272,10 @@ static void test_checkpoint_folder(void) {
     CkptState st8 = make_state(6);
     st8.step = 8;
     rc = ckpt_save(outdir, &st8, canons, NCANON, fill_closed_form, NULL, saved, sizeof saved, err, sizeof err);
-    rc |= ckpt_resolve(outdir, resolved, sizeof resolved, err, sizeof err);
+    rc |= ckpt_resolve(outdir, resolved, sizeof resolved, NULL, 0, err, sizeof err);
     snprintf(expect, sizeof expect, "%s/step-000008", outdir);
     CHECK(rc == 0 && !strcmp(resolved, expect), "ckpt_resolve_newest", "rc %d: %s -> %s", rc, err, resolved);
-    rc = ckpt_resolve(dir, resolved, sizeof resolved, err, sizeof err);
+    rc = ckpt_resolve(dir, resolved, sizeof resolved, NULL, 0, err, sizeof err);
     CHECK(rc == 2 && strstr(err, "not a checkpoint"), "ckpt_resolve_not_a_checkpoint", "rc %d: %s", rc, err);
 
     // a failing tensor read (fill error) aborts the save and removes the temporary folder
@@ -372,14 +375,141 @@ static void test_stale_leftovers(void) {
           "rc %d, %d hidden entries left, step-000004 restored: %d", rc, count_hidden(outdir), stat(p, &sb) == 0);
 }
 
+/* CRC-32C check values: "123456789" (the catalogue's check value) and the iSCSI test patterns of
+ * RFC 3720 B.4 (32 bytes of 0x00, of 0xFF, ascending 0..31). */
+static void test_crc32c(void) {
+    unsigned char zeros[32] = {0}, ones[32], up[32];
+    for (int i = 0; i < 32; i++) { ones[i] = 0xff; up[i] = (unsigned char)i; }
+    struct { const void *p; size_t n; uint32_t want; const char *what; } cases[] = {
+        {"123456789", 9, 0xE3069283u, "123456789"}, {"", 0, 0, "empty"}, {zeros, 32, 0x8A9136AAu, "32 x 0x00"},
+        {ones, 32, 0x62A8AB43u, "32 x 0xFF"}, {up, 32, 0x46DD794Eu, "0..31"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint32_t hw = crc32c_update(0, cases[i].p, cases[i].n), tab = crc32c_update_table(0, cases[i].p, cases[i].n);
+        CHECK(hw == cases[i].want && tab == cases[i].want, "crc32c_check_value", "%s: 0x%08x (table 0x%08x), expected 0x%08x",
+              cases[i].what, (unsigned)hw, (unsigned)tab, (unsigned)cases[i].want);
+    }
+    // both paths agree at every length and alignment, and pieces chain to the whole
+    unsigned char buf[300];
+    uint32_t x = 12345;
+    for (int i = 0; i < 300; i++) { x = x * 1103515245u + 12345u; buf[i] = (unsigned char)(x >> 16); }
+    int same = 1, chained = 1;
+    for (int off = 0; off < 8; off++)
+        for (int len = 0; len + off <= 300; len += 7)
+            if (crc32c_update(0, buf + off, (size_t)len) != crc32c_update_table(0, buf + off, (size_t)len)) same = 0;
+    uint32_t whole = crc32c_update(0, buf, 300);
+    for (int cut = 0; cut <= 300; cut += 13)
+        if (crc32c_update(crc32c_update(0, buf, (size_t)cut), buf + cut, (size_t)(300 - cut)) != whole) chained = 0;
+    CHECK(same, "crc32c_hardware_equals_table", "the paths differ (hardware path in use: %d)", crc32c_hardware());
+    CHECK(chained, "crc32c_pieces_chain", "a split CRC differs from the whole");
+    printf("# crc32c: %s\n", crc32c_hardware() ? "SSE4.2 crc32 instruction" : "slice-by-8 table");
+}
+
+/* Flip two bytes of a safetensors file inside its tensor data (past the 8-byte length and header). */
+static void flip_in_data(const char *path, size_t into_data) {
+    unsigned char *b; size_t n;
+    if (file_bytes(path, &b, &n)) return;
+    uint64_t h = 0;
+    for (int i = 0; i < 8; i++) h |= (uint64_t)b[i] << (8 * i);
+    size_t at = 8 + (size_t)h + into_data;
+    if (at + 1 < n) { b[at] ^= 0x40; b[at + 1] ^= 0x01; }
+    write_bytes(path, b, n);
+    free(b);
+}
+
+static int exists(const char *outdir, int64_t step) {
+    char p[1200];
+    struct stat sb;
+    ckpt_step_dir(outdir, step, p, sizeof p);
+    return stat(p, &sb) == 0;
+}
+
+static void test_verify_and_retention(void) {
+    char outdir[300], saved[1200], err[4096], p[1400], got[1600], notes[4096];
+    snprintf(outdir, sizeof outdir, "%s/ver", dir);
+    int rc = 0;
+    for (int s = 10; s <= 50 && !rc; s += 10) {
+        CkptState st = make_state(6);
+        st.step = s;
+        rc = ckpt_save(outdir, &st, canons, NCANON, fill_closed_form, NULL, saved, sizeof saved, err, sizeof err);
+    }
+    CHECK(rc == 0, "verify_setup", "%s", err);
+    CkptState back;
+    rc = ckpt_read_state(saved, &back, err, sizeof err);
+    int recorded = rc == 0 && back.nfiles == 2 && !strcmp(back.files[0].name, "model.safetensors") &&
+                   !strcmp(back.files[1].name, "optimizer.safetensors");
+    // the record against a CRC computed here over the file's bytes
+    if (recorded) {
+        unsigned char *b; size_t n;
+        snprintf(p, sizeof p, "%s/model.safetensors", saved);
+        recorded = file_bytes(p, &b, &n) == 0 && (int64_t)n == back.files[0].bytes && crc32c_update_table(0, b, n) == back.files[0].crc32c;
+        if (recorded) free(b);
+    }
+    CHECK(recorded, "state_json_records_file_checksums", "rc %d: %s, %d files", rc, err, back.nfiles);
+    if (rc == 0) ckpt_state_free(&back);
+    rc = ckpt_verify(saved, err, sizeof err);
+    CHECK(rc == CKPT_VERIFIED, "verify_good_checkpoint", "rc %d: %s", rc, err);
+
+    // two bytes flipped inside step 50's tensor data: named, with the newest earlier one that verifies
+    snprintf(p, sizeof p, "%s/model.safetensors", saved);
+    flip_in_data(p, 100);
+    rc = ckpt_verify_advise(saved, err, sizeof err);
+    char want[1300];
+    ckpt_step_dir(outdir, 40, want, sizeof want);
+    CHECK(rc == CKPT_DAMAGED && strstr(err, p) && strstr(err, "checksum mismatch") && strstr(err, want),
+          "verify_flipped_bytes_named", "rc %d: %s", rc, err);
+    // a run folder resolves to the newest that verifies, and says which it passed over
+    rc = ckpt_resolve(outdir, got, sizeof got, notes, sizeof notes, err, sizeof err);
+    CHECK(rc == 0 && !strcmp(got, want) && strstr(notes, saved) && strstr(notes, "checksum mismatch"),
+          "resolve_passes_over_damaged_newest", "rc %d: %s -> %s; notes: %s", rc, err, got, notes);
+    // step 40 cut short: a size mismatch; the advice then goes back to step 30
+    ckpt_step_dir(outdir, 40, p, sizeof p);
+    snprintf(got, sizeof got, "%s/optimizer.safetensors", p);
+    unsigned char *b; size_t n;
+    if (file_bytes(got, &b, &n) == 0) { write_bytes(got, b, n - 4); free(b); }
+    rc = ckpt_verify_advise(p, err, sizeof err);
+    ckpt_step_dir(outdir, 30, want, sizeof want);
+    CHECK(rc == CKPT_DAMAGED && strstr(err, "optimizer.safetensors") && strstr(err, "truncated") && strstr(err, want),
+          "verify_truncated_file_named", "rc %d: %s", rc, err);
+    // a state.json without the record (an older checkpoint): unchecked, not damaged
+    ckpt_step_dir(outdir, 20, p, sizeof p);
+    snprintf(got, sizeof got, "%s/state.json", p);
+    if (file_bytes(got, &b, &n) == 0) {
+        char *f = strstr((char *)b, ",\n  \"files\"");
+        if (f) { strcpy(f, "\n}\n"); write_bytes(got, b, strlen((char *)b)); }
+        free(b);
+    }
+    rc = ckpt_verify(p, err, sizeof err);
+    CHECK(rc == CKPT_UNCHECKED && strstr(err, "no \"files\" record"), "verify_without_record_is_unchecked", "rc %d: %s", rc, err);
+
+    // retention: keep 2 after saving step 60; step 40 is incomplete (cut short) and left alone
+    CkptState st = make_state(6);
+    st.step = 60;
+    rc = ckpt_save(outdir, &st, canons, NCANON, fill_closed_form, NULL, saved, sizeof saved, err, sizeof err);
+    char removed[1000];
+    int nrem = ckpt_prune(outdir, 2, 60, -1, removed, sizeof removed);
+    CHECK(rc == 0 && nrem == 3 && exists(outdir, 60) && exists(outdir, 50) && exists(outdir, 40) && !exists(outdir, 30) &&
+          !exists(outdir, 20) && !exists(outdir, 10) && count_hidden(outdir) == 0,
+          "prune_keeps_newest_complete", "removed %d (%s); 60:%d 50:%d 40:%d 30:%d 20:%d 10:%d", nrem, removed, exists(outdir, 60),
+          exists(outdir, 50), exists(outdir, 40), exists(outdir, 30), exists(outdir, 20), exists(outdir, 10));
+    // keep 1 with a protected (last good) step: both stay
+    st.step = 70;
+    rc = ckpt_save(outdir, &st, canons, NCANON, fill_closed_form, NULL, saved, sizeof saved, err, sizeof err);
+    nrem = ckpt_prune(outdir, 1, 70, 50, removed, sizeof removed);
+    CHECK(rc == 0 && nrem == 1 && exists(outdir, 70) && exists(outdir, 50) && !exists(outdir, 60),
+          "prune_keeps_protected", "removed %d (%s)", nrem, removed);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) { printf("FAIL - tmpdir: mkdtemp failed\n"); return 1; }
+    test_crc32c();
     test_json();
     test_safetensors();
     test_fingerprint();
     test_checkpoint_folder();
     test_full_disk();
     test_stale_leftovers();
+    test_verify_and_retention();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) printf("# could not remove %s\n", dir);
