@@ -70,7 +70,8 @@ b=4; s=4096
   echo "the closed forms next to them: megatron 2bsd both ways; naive bs(5d+2d_ff) forward"
   echo "(bs(3d+2d_kv+2d_ff) with grouped-query attention) and bs(3d+d_ff) backward; btp 7bsr+2bs forward"
   echo "(the online-norm statistic rides in the 3r and 2r all-reduces) and 7bsr backward. Bytes are bf16"
-  echo "(2 per element), MB = 10^6 bytes. Full-rank models have only the megatron layout; a model whose"
+  echo "(2 per element), MB = 10^6 bytes. Full-rank models have only the megatron layout, models with MoE"
+  echo "layers only btp (their expert blocks add collectives: no closed form, marked); a model whose"
   echo "ranks differ between projections has no single closed form (marked)."
   echo
   echo "| model | d | d_ff | r | layout | fwd count | fwd elements | closed form | fwd MB | bwd count | bwd elements | closed form | bwd MB |"
@@ -99,7 +100,8 @@ for model in $models; do
       naive) cf=$((b*s*(3*d+2*dkv+2*ff))); cb=$((b*s*(3*d+ff))) ;;
       btp) cf=$((7*b*s*r+2*b*s)); cb=$((7*b*s*r)) ;;
     esac
-    mark() { if [ "$(kv "$tmp/c.kv" rank_uniform)" != 1 ]; then echo "(ranks differ)";
+    mark() { if [ "$(kv "$tmp/c.kv" moe_experts)" -gt 0 ] 2>/dev/null; then echo "(MoE layers)";
+             elif [ "$(kv "$tmp/c.kv" rank_uniform)" != 1 ]; then echo "(ranks differ)";
              elif [ "$1" = "$2" ]; then echo "$2"; else echo "**$2 (differs)**"; fi; }
     printf '| %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s | %s | %s | %.1f |\n' "$model" "$d" "$ff" "$r" "$layout" \
       "$(kv "$tmp/c.kv" layer_fwd_collectives.$layout)" "$fe" "$(mark "$fe" $cf)" "$(kv "$tmp/c.kv" layer_fwd_bytes.$layout | awk '{print $1/1e6}')" \

@@ -261,6 +261,16 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     return 0;
 }
 
+int project_layouts(const Model *m, int layouts[3]) {
+    int lowrank = 0;
+    for (int l = 0; l < m->layers && !lowrank; l++)
+        for (int p = 0; p < NPROJ; p++) if (m->proj[l][p].factor != FACTOR_FULL) lowrank = 1;
+    if (m->moe_experts > 0) { layouts[0] = LAYOUT_BTP; return 1; }
+    if (!lowrank) { layouts[0] = LAYOUT_MEGATRON; return 1; }
+    layouts[0] = LAYOUT_MEGATRON; layouts[1] = LAYOUT_NAIVE; layouts[2] = LAYOUT_BTP;
+    return 3;
+}
+
 /* The distinct GEMM shapes of a layout's schedule (grouped members one by one), as lines
  * "LAYOUT m n k batch count" for a rate benchmark to measure. */
 int project_list_gemms(const Run *run, int layout, FILE *f, char *err, size_t errlen) {
