@@ -201,6 +201,10 @@ int cmd_project(int argc, char **argv) {
                run.model.hidden, run.model.ffn, run.model.heads, run.model.kv_heads, run.model.layers,
                run.model.vocab, run.model.proj[0][PROJ_Q].rank, model_rank_uniform(&run.model), run.model.family,
                run.model.moe_experts);
+        printf("const.gemm_eff_max %g\nconst.gemm_half_dim %g\nconst.hbm_eff %g\nconst.attn_fwd_eff %g\nconst.attn_bwd_eff %g\n"
+               "const.launch_us %g\nconst.coll_eff %g\nconst.optim_bytes_per_param %g\n", consts.gemm_eff_max,
+               consts.gemm_half_dim, consts.hbm_eff, consts.attn_fwd_eff, consts.attn_bwd_eff, consts.launch_us,
+               consts.coll_eff, consts.optim_bytes_per_param);
         for (int i = 0; i < nl; i++)
             for (int k = 0; k < nf; k++) printf("%s.%s %.15g\n", f[i][k].key, layout_name(layouts[i]), f[i][k].val);
         if (lowrank) printf("speedup.btp_over_naive %.6g\nspeedup.btp_over_megatron %.6g\n", over_naive, over_megatron);

@@ -19,7 +19,7 @@ void cost_consts_default(CostConsts *c) {
     c->attn_fwd_eff = 0.60;
     c->attn_bwd_eff = 0.45;
     c->launch_us = 4;
-    c->coll_eff = 0.75;
+    c->coll_eff = 0.74;
     c->optim_bytes_per_param = 30;
 }
 
