@@ -169,12 +169,17 @@ done
   awk '$1 ~ /^(3b|7b|13b)$/ { for (i = 8; i <= 9; i++) if ($i > 0.2 || $i < -0.2) miss = miss sprintf(" %s %s by %+.0f%%;", $1, i == 8 ? "btp/naive" : "btp/full", 100 * $i) }
        END { if (miss == "") print "Target met: every speedup for 3B, 7B and 13B is within 20% of the paper'"'"'s."
              else print "Target missed:" miss " see the discussion below." }' "$tmp/proj.dat"
+  # the absolute times against the paper's, 1B-13B, from the table above
+  awk '$1 !~ /^30b$/ { for (i = 2; i <= 4; i++) { e = 100 * ($i / $(i + 3) - 1); if (n++ == 0 || e < lo) { lo = e; wl = $1 " " L[i] }; if (n == 1 || e > hi) { hi = e; wh = $1 " " L[i] } } }
+       BEGIN { L[2] = "megatron"; L[3] = "naive"; L[4] = "btp" }
+       END { if (n) printf "Absolute seconds for 1B-13B: from %+.0f%% (%s) to %+.0f%% (%s) against the paper'"'"'s.\n", lo, wl, hi, wh }' "$tmp/proj.dat"
   echo
   echo "Why the projection differs from the measurements:"
-  echo "- btp over full rank comes out above the paper (the projection favours the low-rank model): it"
-  echo "  prices the generator's fused schedule (one kernel for norm statistics + sigma, one for gate*up,"
-  echo "  grouped A GEMMs), while the measured low-rank runs are PyTorch with more, unfused elementwise"
-  echo "  kernels per low-rank layer; at tp=1 (1B, no communication) this is the whole difference."
+  awk '$1 ~ /^(1b|3b|7b|13b)$/ { e = 100 * $9; if (n++ == 0 || e < lo) lo = e; if (n == 1 || e > hi) hi = e }
+       END { printf "- btp over full rank comes out %+.0f%% to %+.0f%% against the paper for 1B-13B, at tp=1 (1B, no\n", lo, hi }' "$tmp/proj.dat"
+  echo "  communication) as much as at tp=4: the cause is compute, not a collective. The full-rank layer"
+  echo "  matches the paper's own breakdown while the low-rank layer's elementwise work does not (the"
+  echo "  schedule fuses it; the measured runs are unfused PyTorch): docs/cost-model.md, \"btp over full rank\"."
   echo "- btp over naive: naive pays for attention over all heads on every GPU and for its"
   echo "  bs(5d+2d_ff) all-reduces. With 2 GPUs (3B) both penalties are smaller than with 4 (attention"
   echo "  2x instead of 4x btp's, the ring moves 1x instead of 1.5x the payload per GPU), so the"
