@@ -71,9 +71,9 @@ test: deps
 	@bash tests/run.sh
 
 # demo: tiny-cola on the fortunes corpus, two tensor-parallel ranks (cpu threads unless a GPU is
-# there), 2000 steps (it prints how long they took: 3 minutes measured on a shared 2-core machine,
-# 63 s of CPU time), checkpoints in build/demo, the loss curve drawn into build/demo/train.png when
-# gnuplot is installed
+# there), 2000 steps (63 s of CPU time over its two threads, so about 35 s on 2 idle cores; 3 min
+# measured on a busy shared one; it prints its time), checkpoints in build/demo, the loss curve
+# drawn into build/demo/train.png when gnuplot is installed
 demo: deps
 	@$(MAKE) --no-print-directory bin/boost
 	@rm -f build/demo/train.jsonl
