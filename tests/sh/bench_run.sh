@@ -45,3 +45,9 @@ for p in collectives projection speedup; do
   [ "$sig" = 89504e470d0a1a0a ] && grep -q "(bench-$p.png)" "$out" && ok "bench_plot_$p" || fail "bench_plot_$p" "no PNG $f or no link to it"
 done
 [ "$(ls "$TMP/res" | wc -l)" = 4 ] && ok bench_no_stray_files || fail bench_no_stray_files "$(ls "$TMP/res")"
+# the README quotes the committed results file's six speedups (3B, 7B, 13B): they must be its numbers
+res=$(ls bench/results/*-cpu.md | tail -1)
+want=$(awk -F'|' '$2 ~ /cola-llama-(3b|7b|13b) / && $6 ~ /[(]/ { split($9, a, "x"); split($11, b, "x"); gsub(/ /, "", a[1]); gsub(/ /, "", b[1]); n[++k] = a[1]; f[k] = b[1] }
+  END { printf "btp/naive %s, %s, %s against 1.81, 2.28, 1.86; btp/full rank %s, %s, %s against", n[1], n[2], n[3], f[1], f[2], f[3] }' "$res")
+tr '\n' ' ' <README.md | sed 's/  */ /g' | grep -qF "$want" && ok "bench_readme_quotes_results ($res)" \
+  || fail bench_readme_quotes_results "README.md does not say '$want' (from $res): update the sentence"
