@@ -18,7 +18,7 @@ typedef struct {
     double attn_bwd_eff;      /* flash-attention backward (0.45) */
     double launch_us;         /* fixed cost per kernel or GEMM launch (4 us) */
     double coll_eff;          /* fraction of the GPU file's link bandwidth a collective reaches
-                                 (NCCL bus bandwidth over the per-direction link figure: 0.75) */
+                                 (0.74: fitted to the paper's per-layer all-reduce times) */
     double optim_bytes_per_param; /* AdamW HBM traffic per local parameter (fp32 master, m, v,
                                      grad read; master, m, v and bf16 weight written: 30 B) */
 } CostConsts;
