@@ -259,7 +259,8 @@ for row in $sens; do
         line="$line (failed: $(head -1 "$tmp/s.err")) | |"; echo x >>"$tmp/paper-failures"; continue
       fi
       line="$line $(awk -v size=$1 -v sn="$(kv "$tmp/s.kv" speedup.btp_over_naive)" -v sf="$(kv "$tmp/s.kv" speedup.btp_over_megatron)" \
-        '$1 == size { printf "%.2fx (%+.0f%%) | %.2fx (%+.0f%%) |", sn, 100 * (sn / ($6 / $7) - 1), sf, 100 * (sf / ($5 / $7) - 1) }' "$tmp/proj.dat")"
+        'function pc(x) { x = 100 * x; return (x > -0.5 && x < 0.5) ? 0 : x }   # no "-0%"
+         $1 == size { printf "%.2fx (%+.0f%%) | %.2fx (%+.0f%%) |", sn, pc(sn / ($6 / $7) - 1), sf, pc(sf / ($5 / $7) - 1) }' "$tmp/proj.dat")"
     done
     echo "$line" | awk -F'[()]' '{ w = 0; for (i = 2; i <= NF; i += 2) { v = $i + 0; if (v < 0) v = -v; if (v > w) w = v } sub(/ *$/, ""); printf "%s %.0f%%%s |\n", $0, w, (w > 20 ? " **over 20%**" : "") }'
   done
