@@ -70,7 +70,8 @@ b=4; s=4096
   echo "the closed forms next to them: megatron 2bsd both ways; naive bs(5d+2d_ff) forward"
   echo "(bs(3d+2d_kv+2d_ff) with grouped-query attention) and bs(3d+d_ff) backward; btp 7bsr+2bs forward"
   echo "(the online-norm statistic rides in the 3r and 2r all-reduces) and 7bsr backward. Bytes are bf16"
-  echo "(2 per element), MB = 10^6 bytes. Full-rank models have only the megatron layout; a model whose"
+  echo "(2 per element), MB = 10^6 bytes. Full-rank models have only the megatron layout, models with MoE"
+  echo "layers only btp (their expert blocks add collectives: no closed form, marked); a model whose"
   echo "ranks differ between projections has no single closed form (marked)."
   echo
   echo "| model | d | d_ff | r | layout | fwd count | fwd elements | closed form | fwd MB | bwd count | bwd elements | closed form | bwd MB |"
@@ -99,7 +100,8 @@ for model in $models; do
       naive) cf=$((b*s*(3*d+2*dkv+2*ff))); cb=$((b*s*(3*d+ff))) ;;
       btp) cf=$((7*b*s*r+2*b*s)); cb=$((7*b*s*r)) ;;
     esac
-    mark() { if [ "$(kv "$tmp/c.kv" rank_uniform)" != 1 ]; then echo "(ranks differ)";
+    mark() { if [ "$(kv "$tmp/c.kv" moe_experts)" -gt 0 ] 2>/dev/null; then echo "(MoE layers)";
+             elif [ "$(kv "$tmp/c.kv" rank_uniform)" != 1 ]; then echo "(ranks differ)";
              elif [ "$1" = "$2" ]; then echo "$2"; else echo "**$2 (differs)**"; fi; }
     printf '| %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s | %s | %s | %.1f |\n' "$model" "$d" "$ff" "$r" "$layout" \
       "$(kv "$tmp/c.kv" layer_fwd_collectives.$layout)" "$fe" "$(mark "$fe" $cf)" "$(kv "$tmp/c.kv" layer_fwd_bytes.$layout | awk '{print $1/1e6}')" \
@@ -161,28 +163,109 @@ done
   echo "iteration (grad_accum; the paper's 13B time, about twice the 7B one, fits one micro-batch through"
   echo "two stages), dp = 1. The baselines keep every activation; btp without checkpointing in the main"
   echo "columns (the paper's public configurations for 1B-13B recompute nothing), with it in the last"
-  echo "three. GEMM efficiency: $(kv "$tmp/proj-7b.kv" gemm_rates 2>/dev/null || echo model) (docs/cost-model.md); collectives reach 75% of the"
-  echo "file's per-direction link bandwidth; no overlap of communication with compute."
+  echo "three. GEMM efficiency: $(kv "$tmp/proj-7b.kv" gemm_rates 2>/dev/null || echo model) (docs/cost-model.md); collectives reach"
+  echo "$(kv "$tmp/proj-7b.kv" const.coll_eff | awk '{printf "%.0f%%", 100 * $1}') of the file's per-direction link bandwidth (fitted below); no overlap of communication with compute."
   echo
   awk '$1 ~ /^(3b|7b|13b)$/ { for (i = 8; i <= 9; i++) if ($i > 0.2 || $i < -0.2) miss = miss sprintf(" %s %s by %+.0f%%;", $1, i == 8 ? "btp/naive" : "btp/full", 100 * $i) }
        END { if (miss == "") print "Target met: every speedup for 3B, 7B and 13B is within 20% of the paper'"'"'s."
              else print "Target missed:" miss " see the discussion below." }' "$tmp/proj.dat"
+  # the absolute times against the paper's, 1B-13B, from the table above
+  awk '$1 !~ /^30b$/ { for (i = 2; i <= 4; i++) { e = 100 * ($i / $(i + 3) - 1); if (n++ == 0 || e < lo) { lo = e; wl = $1 " " L[i] }; if (n == 1 || e > hi) { hi = e; wh = $1 " " L[i] } } }
+       BEGIN { L[2] = "megatron"; L[3] = "naive"; L[4] = "btp" }
+       END { if (n) printf "Absolute seconds for 1B-13B: from %+.0f%% (%s) to %+.0f%% (%s) against the paper'"'"'s.\n", lo, wl, hi, wh }' "$tmp/proj.dat"
   echo
   echo "Why the projection differs from the measurements:"
-  echo "- btp over full rank comes out above the paper (the projection favours the low-rank model): it"
-  echo "  prices the generator's fused schedule (one kernel for norm statistics + sigma, one for gate*up,"
-  echo "  grouped A GEMMs), while the measured low-rank runs are PyTorch with more, unfused elementwise"
-  echo "  kernels per low-rank layer; at tp=1 (1B, no communication) this is the whole difference."
+  awk '$1 ~ /^(1b|3b|7b|13b)$/ { e = 100 * $9; if (n++ == 0 || e < lo) lo = e; if (n == 1 || e > hi) hi = e }
+       END { printf "- btp over full rank comes out %+.0f%% to %+.0f%% against the paper for 1B-13B, at tp=1 (1B, no\n", lo, hi }' "$tmp/proj.dat"
+  echo "  communication) as much as at tp=4: the cause is compute, not a collective. The full-rank layer"
+  echo "  matches the paper's own breakdown while the low-rank layer's elementwise work does not (the"
+  echo "  schedule fuses it; the measured runs are unfused PyTorch): docs/cost-model.md, \"btp over full rank\"."
   echo "- btp over naive: naive pays for attention over all heads on every GPU and for its"
   echo "  bs(5d+2d_ff) all-reduces. With 2 GPUs (3B) both penalties are smaller than with 4 (attention"
   echo "  2x instead of 4x btp's, the ring moves 1x instead of 1.5x the payload per GPU), so the"
-  echo "  projected speedup at 3B is lower than the paper's, whose 3B naive run is slower than this"
-  echo "  accounting explains (1.41 s measured vs 0.90 s projected)."
+  awk '$1 == "3b" { printf "  projected speedup at 3B is %s the paper'"'"'s; the paper'"'"'s 3B naive run takes %.2f s against\n  %.2f s projected (btp: %.2f s against %.2f s).\n", ($3/$4 < $6/$7 ? "lower than" : "not below"), $6, $3, $7, $4 }' "$tmp/proj.dat"
   echo "- 30B: the paper's run recomputes whole layers (recompute_layer) in every layout and its number of"
   echo "  micro-batches is not known; with one micro-batch through 4 stages (bubble 75%) the projected"
   echo "  absolute times are well above the measured ones, while the ratios stay close."
   echo
 } >>"$md"
+# ---- 2b. the constants: collective efficiency fitted to the paper, and the sensitivity of the speedups ----
+if [ -f "$tmp/proj-7b.kv" ]; then
+  f7=$tmp/proj-7b.kv
+  # the paper's measured forward all-reduce time of one 7B layer (micro-batch 4, seq 4096, TP 4, A100
+  # NVLink; boost-paper.md 8.5): FullRank, Vanilla, BTP in ms
+  coll_paper="megatron 2.01 naive 9.87 btp 1.85"
+  nvbw=$(awk -F'[=,]' '/nvlink_gbs/ {gsub(/ /, "", $2); print $2; exit}' "specs/gpus/$gpu.lua")
+  {
+    echo "### Collective efficiency: fitted to the paper's measurement"
+    echo
+    echo "The paper times the forward all-reduces of one 7B layer at TP 4 (micro-batch 4, seq 4096) for each"
+    echo "layout. With the bytes and the number of all-reduces of this generator's schedule, the model's ring"
+    echo "all-reduce time 2(t-1)/t B / (coll_eff x $nvbw GB/s) + 2(t-1) alpha per all-reduce is fitted to the"
+    echo "three times by least squares (two unknowns: coll_eff and alpha). \"bus GB/s\" is the payload moved"
+    echo "per GPU over the whole time, latency included (the paper's \"about 200 GB/s\")."
+    echo
+    echo "| layout | bytes (MB) | all-reduces | paper ms | bus GB/s | bus / $nvbw | fitted model ms |"
+    echo "|---|---|---|---|---|---|---|"
+  } >>"$md"
+  for l in megatron naive btp; do
+    echo "$l $(kv "$f7" layer_fwd_bytes.$l) $(kv "$f7" layer_fwd_collectives.$l) $(echo "$coll_paper" | awk -v l=$l '{ for (i = 1; i < NF; i += 2) if ($i == l) print $(i + 1) }')"
+  done >"$tmp/coll-fit.dat"
+  # least squares t = a x + b y, x = 1.5 B (bytes per GPU, t = 4), y = 6 n (latency terms)
+  awk -v bw=$nvbw -v use="$(kv "$f7" const.coll_eff)" -v lat="$(awk -F'[=,]' '/nvlink_latency_us/ {gsub(/ /, "", $2); print $2; exit}' "specs/gpus/$gpu.lua")" '
+    { l[NR] = $1; B[NR] = $2; n[NR] = $3; t[NR] = $4 / 1e3; x = 1.5 * $2; y = 6 * $3
+      sxx += x * x; sxy += x * y; syy += y * y; sxt += x * t[NR]; syt += y * t[NR] }
+    END {
+      det = sxx * syy - sxy * sxy; a = (sxt * syy - syt * sxy) / det; b = (syt * sxx - sxt * sxy) / det
+      eff = 1 / (a * bw * 1e9)
+      for (i = 1; i <= NR; i++)
+        printf "| %s | %.1f | %d | %.2f | %.0f | %.2f | %.2f |\n", l[i], B[i] / 1e6, n[i], t[i] * 1e3,
+          1.5 * B[i] / t[i] / 1e9, 1.5 * B[i] / t[i] / 1e9 / bw, (a * 1.5 * B[i] + b * 6 * n[i]) * 1e3
+      printf "\nFit: coll_eff = %.2f, alpha = %.1f us per ring step (the GPU file says %s us). The payload-over-time\n", eff, b * 1e6, lat
+      printf "figure alone (%.2f-%.2f) counts the latency twice when the model adds alpha itself, so the model\n", mn(), mx()
+      printf "uses the fit: coll_eff = %.2f in gen/project_model.c (%s).\n\n", use,
+        (use - eff < 0.0051 && eff - use < 0.0051) ? "the fit, rounded" : "**not the fit: update cost_consts_default**"
+    }
+    function mn(  i, v, m) { m = 9; for (i = 1; i <= NR; i++) { v = 1.5 * B[i] / t[i] / 1e9 / bw; if (v < m) m = v } return m }
+    function mx(  i, v, m) { m = 0; for (i = 1; i <= NR; i++) { v = 1.5 * B[i] / t[i] / 1e9 / bw; if (v > m) m = v } return m }' \
+    "$tmp/coll-fit.dat" >>"$md"
+fi
+# the six speedups of 3B, 7B and 13B as one constant moves over its plausible range (the others as shipped)
+sens="coll_eff=0.6 coll_eff=0.67 coll_eff=0.74 coll_eff=0.8 coll_eff=0.9
+gemm_eff_max=0.6 gemm_eff_max=0.7 gemm_eff_max=0.8 gemm_eff_max=0.9
+attn_fwd_eff=0.45,attn_bwd_eff=0.34 attn_fwd_eff=0.6,attn_bwd_eff=0.45 attn_fwd_eff=0.75,attn_bwd_eff=0.56
+hbm_eff=0.6 hbm_eff=0.7 hbm_eff=0.8 hbm_eff=0.9
+launch_us=2 launch_us=4 launch_us=8 launch_us=16"
+{
+  echo "### Sensitivity of the speedups to the model's constants"
+  echo
+  echo "The six speedups the 20% target is about (btp over naive and over full rank for 3B, 7B, 13B), with"
+  echo "one constant moved over its plausible range and the others as shipped (\`boost project --const"
+  echo "NAME=VALUE\`); the paper's ratios in the first row; \"worst\" = the largest |projected / paper - 1|."
+  echo "Where each shipped value comes from: docs/cost-model.md (\"The constants\")."
+  echo
+  echo "| constant | 3B /naive | 3B /full | 7B /naive | 7B /full | 13B /naive | 13B /full | worst |"
+  echo "|---|---|---|---|---|---|---|---|"
+  awk '$1 ~ /^(3b|7b|13b)$/ { printf "%s%.2fx | %.2fx", (NR_ ? " | " : "| paper | "), $6 / $7, $5 / $7; NR_++ } END { print " | |" }' "$tmp/proj.dat"
+} >>"$md"
+for row in $sens; do
+  for set in $row; do
+    cargs=(); for a in ${set//,/ }; do cargs+=(--const "$a"); done
+    line="| ${set//,/, } |"; worst=0
+    for cfg in "3b cola-3b-tp2 2 1" "7b cola-7b-tp4 4 1" "13b cola-13b-tp4-pp2 4 2"; do
+      set -- $cfg
+      if ! $BOOST project "$2" -D gpu=$gpu -D tp=$3 -D pp=$4 -D dp=1 -D micro_batch=4 -D seq=4096 -D grad_accum=$accum \
+           -D checkpoint=none "${cargs[@]}" --kv >"$tmp/s.kv" 2>"$tmp/s.err"; then
+        line="$line (failed: $(head -1 "$tmp/s.err")) | |"; echo x >>"$tmp/paper-failures"; continue
+      fi
+      line="$line $(awk -v size=$1 -v sn="$(kv "$tmp/s.kv" speedup.btp_over_naive)" -v sf="$(kv "$tmp/s.kv" speedup.btp_over_megatron)" \
+        'function pc(x) { x = 100 * x; return (x > -0.5 && x < 0.5) ? 0 : x }   # no "-0%"
+         $1 == size { printf "%.2fx (%+.0f%%) | %.2fx (%+.0f%%) |", sn, pc(sn / ($6 / $7) - 1), sf, pc(sf / ($5 / $7) - 1) }' "$tmp/proj.dat")"
+    done
+    echo "$line" | awk -F'[()]' '{ w = 0; for (i = 2; i <= NF; i += 2) { v = $i + 0; if (v < 0) v = -v; if (v > w) w = v } sub(/ *$/, ""); printf "%s %.0f%%%s |\n", $0, w, (w > 20 ? " **over 20%**" : "") }'
+  done
+done >>"$md"
+echo >>"$md"
 # the GPU figures used, straight from the GPU file
 {
   echo "GPU file used (\`specs/gpus/$gpu.lua\`):"

@@ -20,6 +20,8 @@ static void project_usage(FILE *f) {
         "  -D name=value  override a run field (tp=4, pp=2, micro_batch=4, seq=4096, gpu=a100, ...)\n"
         "  --json         one JSON object (seconds_per_iter.LAYOUT, compute_s.LAYOUT, comm_s.LAYOUT, ...)\n"
         "  --kv           the same numbers as 'key value' lines, for shell scripts\n"
+        "  --const NAME=VALUE  set one of the model's constants (coll_eff, gemm_eff_max, hbm_eff,\n"
+        "                 attn_fwd_eff, attn_bwd_eff, launch_us, ...; docs/cost-model.md), repeatable\n"
         "  --rates PATH   measured GEMM rates (a results .md file or a folder of them;\n"
         "                 default bench/results when it exists); see docs/cost-model.md\n"
         "  --steps LAYOUT also list every step of layer 0 and of the model's ends with its cost\n"
@@ -37,13 +39,6 @@ static int model_rank_uniform(const Model *m) {
             else if (r != m->proj[l][p].rank) return 0;
         }
     return 1;
-}
-
-static int model_is_lowrank(const Model *m) {
-    for (int l = 0; l < m->layers; l++)
-        for (int p = 0; p < NPROJ; p++)
-            if (m->proj[l][p].factor != FACTOR_FULL) return 1;
-    return 0;
 }
 
 /* One Projection's numbers as (key, value) pairs, shared by the three output forms. */
@@ -81,6 +76,8 @@ static int projection_fields(const Projection *p, Field *f) {
 
 static int project_main(Run *run, int argc, char **argv) {
     const char *run_arg = NULL, *rates_path = NULL, *steps_layout = NULL;
+    const char *consts_set[16];
+    int nconsts = 0;
     int json = 0, kv = 0, gemms = 0;
     Override ov[MAX_OVERRIDES];
     int nov = 0;
@@ -91,6 +88,11 @@ static int project_main(Run *run, int argc, char **argv) {
         if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--kv")) kv = 1;
         else if (!strcmp(a, "--gemms")) gemms = 1;
+        else if (!strcmp(a, "--const")) {
+            if (i + 1 >= argc) { fprintf(stderr, "boost project: --const needs NAME=VALUE\n"); return 2; }
+            if (nconsts == 16) { fprintf(stderr, "boost project: more than 16 --const\n"); return 2; }
+            consts_set[nconsts++] = argv[++i];
+        }
         else if (!strcmp(a, "--steps")) {
             if (i + 1 >= argc) { fprintf(stderr, "boost project: --steps needs a layout (megatron, naive or btp)\n"); return 2; }
             steps_layout = argv[++i];
@@ -122,10 +124,12 @@ static int project_main(Run *run, int argc, char **argv) {
     int rc = spec_load_run(run_arg, ov, nov, run, err, sizeof err);
     if (rc) { fprintf(stderr, "%s\n", err); return rc; }
 
+    int layouts[3];
+    int nl = project_layouts(&run->model, layouts);   /* megatron, naive, btp; or one of them */
+    int lowrank = nl == 3;
     if (gemms) {
-        int lr = model_is_lowrank(&run->model);
-        int list[3] = {LAYOUT_MEGATRON, LAYOUT_NAIVE, LAYOUT_BTP};
-        for (int i = 0; i < (lr ? 3 : 1); i++) {
+        const int *list = layouts;
+        for (int i = 0; i < nl; i++) {
             rc = project_list_gemms(run, list[i], stdout, err, sizeof err);
             if (rc) { fprintf(stderr, "%s\n", err); return rc; }
         }
@@ -137,12 +141,16 @@ static int project_main(Run *run, int argc, char **argv) {
 
     CostConsts consts;
     cost_consts_default(&consts);
-    int lowrank = model_is_lowrank(&run->model);
-    int layouts[3] = {LAYOUT_MEGATRON, LAYOUT_NAIVE, LAYOUT_BTP};
-    int nl = lowrank ? 3 : 1;
+    for (int i = 0; i < nconsts; i++)
+        if (cost_consts_set(&consts, consts_set[i], err, sizeof err)) {
+            fprintf(stderr, "boost project: %s\n", err);
+            gemm_rates_free(&rates);
+            return 2;
+        }
     Projection proj[3];
-    if (steps_layout && !lowrank && strcmp(steps_layout, "megatron")) {
-        fprintf(stderr, "boost project: --steps %s: %s is full rank, only megatron applies\n", steps_layout, run->model.name);
+    if (steps_layout && !lowrank && strcmp(steps_layout, layout_name(layouts[0]))) {
+        fprintf(stderr, "boost project: --steps %s: %s %s, only %s applies\n", steps_layout, run->model.name,
+                run->model.moe_experts ? "has MoE layers" : "is full rank", layout_name(layouts[0]));
         gemm_rates_free(&rates);
         return 2;
     }
@@ -188,9 +196,14 @@ static int project_main(Run *run, int argc, char **argv) {
         printf("run %s\nmodel %s\ngpu %s\ntp %d\npp %d\ndp %d\nmicro_batch %d\nseq %d\ngrad_accum %d\ngemm_rates %s\n",
                run->name, run->model.name, run->gpu.name, run->tp, run->pp, run->dp, run->micro_batch, run->seq, run->grad_accum,
                measured ? "measured" : "model");
-        printf("hidden %d\nffn %d\nheads %d\nkv_heads %d\nlayers %d\nvocab %d\nrank %d\nrank_uniform %d\nfamily %s\n",
+        printf("hidden %d\nffn %d\nheads %d\nkv_heads %d\nlayers %d\nvocab %d\nrank %d\nrank_uniform %d\nfamily %s\nmoe_experts %d\n",
                run->model.hidden, run->model.ffn, run->model.heads, run->model.kv_heads, run->model.layers,
-               run->model.vocab, run->model.proj[0][PROJ_Q].rank, model_rank_uniform(&run->model), run->model.family);
+               run->model.vocab, run->model.proj[0][PROJ_Q].rank, model_rank_uniform(&run->model), run->model.family,
+               run->model.moe_experts);
+        printf("const.gemm_eff_max %g\nconst.gemm_half_dim %g\nconst.hbm_eff %g\nconst.attn_fwd_eff %g\nconst.attn_bwd_eff %g\n"
+               "const.launch_us %g\nconst.coll_eff %g\nconst.optim_bytes_per_param %g\n", consts.gemm_eff_max,
+               consts.gemm_half_dim, consts.hbm_eff, consts.attn_fwd_eff, consts.attn_bwd_eff, consts.launch_us,
+               consts.coll_eff, consts.optim_bytes_per_param);
         for (int i = 0; i < nl; i++)
             for (int k = 0; k < nf; k++) printf("%s.%s %.15g\n", f[i][k].key, layout_name(layouts[i]), f[i][k].val);
         if (lowrank) printf("speedup.btp_over_naive %.6g\nspeedup.btp_over_megatron %.6g\n", over_naive, over_megatron);
@@ -216,6 +229,8 @@ static int project_main(Run *run, int argc, char **argv) {
     }
     if (lowrank) printf("\nbtp speedup: %.2fx over naive, %.2fx over megatron (the full-rank twin)\n",
                         over_naive, over_megatron);
+    else if (run->model.moe_experts)
+        printf("\nthe model has MoE layers, built for btp only: megatron and naive are not projected\n");
     else printf("\nthe model is full rank: naive and btp do not apply (only megatron is projected)\n");
     printf("(the model and its assumptions: docs/cost-model.md)\n");
     return 0;

@@ -18,12 +18,17 @@ typedef struct {
     double attn_bwd_eff;      /* flash-attention backward (0.45) */
     double launch_us;         /* fixed cost per kernel or GEMM launch (4 us) */
     double coll_eff;          /* fraction of the GPU file's link bandwidth a collective reaches
-                                 (NCCL bus bandwidth over the per-direction link figure: 0.75) */
+                                 (0.74: fitted to the paper's per-layer all-reduce times) */
     double optim_bytes_per_param; /* AdamW HBM traffic per local parameter (fp32 master, m, v,
                                      grad read; master, m, v and bf16 weight written: 30 B) */
 } CostConsts;
 
 void cost_consts_default(CostConsts *c);
+
+/* Set one constant from "NAME=VALUE" (NAME: a CostConsts field, e.g. coll_eff=0.67), for the
+ * bench's sensitivity table. Returns 0, or 2 with a message in err (unknown name, value not a
+ * positive number, an efficiency above 1). */
+int cost_consts_set(CostConsts *c, const char *assign, char *err, size_t errlen);
 
 /* One measured GEMM rate (the .md files of bench/results, "| gemm | GPU | M | N | K | TFLOPS |" rows). */
 typedef struct { char gpu[16]; double m, n, k, tflops; } GemmRate;
@@ -108,6 +113,11 @@ int project_layout(const Run *run, int layout, const CostConsts *c, const GemmRa
  * its seconds to trace (the other layers repeat layer 0): "section layer stage what seconds". */
 int project_layout_trace(const Run *run, int layout, const CostConsts *c, const GemmRates *rates,
                          Projection *out, FILE *trace, char *err, size_t errlen);
+
+/* The layouts a model is projected for, in the order megatron, naive, btp: all three for a low-rank
+ * model, megatron alone for a full-rank one, btp alone for a model with MoE layers (the generator
+ * builds MoE blocks for btp only, and a dense twin would not be the same model). Returns how many. */
+int project_layouts(const Model *m, int layouts[3]);
 
 /* The distinct GEMM shapes of a layout's schedule, one line each: "LAYOUT m n k batch count"
  * (count = how many steps of one micro-batch have that shape). Returns 0, 1 or 2 with err. */

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +19,35 @@ void cost_consts_default(CostConsts *c) {
     c->attn_fwd_eff = 0.60;
     c->attn_bwd_eff = 0.45;
     c->launch_us = 4;
-    c->coll_eff = 0.75;
+    c->coll_eff = 0.74;
     c->optim_bytes_per_param = 30;
+}
+
+int cost_consts_set(CostConsts *c, const char *assign, char *err, size_t errlen) {
+    static const struct { const char *name; size_t off; int is_eff; } fields[] = {
+        {"gemm_eff_max", offsetof(CostConsts, gemm_eff_max), 1}, {"gemm_half_dim", offsetof(CostConsts, gemm_half_dim), 0},
+        {"hbm_eff", offsetof(CostConsts, hbm_eff), 1}, {"attn_fwd_eff", offsetof(CostConsts, attn_fwd_eff), 1},
+        {"attn_bwd_eff", offsetof(CostConsts, attn_bwd_eff), 1}, {"launch_us", offsetof(CostConsts, launch_us), 0},
+        {"coll_eff", offsetof(CostConsts, coll_eff), 1},
+        {"optim_bytes_per_param", offsetof(CostConsts, optim_bytes_per_param), 0},
+    };
+    const char *eq = strchr(assign, '=');
+    size_t len = eq ? (size_t)(eq - assign) : strlen(assign);
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (strlen(fields[i].name) != len || strncmp(fields[i].name, assign, len)) continue;
+        char *end = NULL;
+        double v = eq ? strtod(eq + 1, &end) : 0;
+        if (!eq || end == eq + 1 || *end || !(v >= 0) || (fields[i].is_eff && !(v > 0 && v <= 1))) {
+            snprintf(err, errlen, "--const %s: %s wants %s", assign, fields[i].name,
+                     fields[i].is_eff ? "a fraction in (0, 1]" : "a number >= 0");
+            return 2;
+        }
+        *(double *)((char *)c + fields[i].off) = v;
+        return 0;
+    }
+    snprintf(err, errlen, "--const %s: no such constant (gemm_eff_max, gemm_half_dim, hbm_eff, attn_fwd_eff, "
+             "attn_bwd_eff, launch_us, coll_eff, optim_bytes_per_param)", assign);
+    return 2;
 }
 
 double gemm_eff_model(const CostConsts *c, double m, double n, double k) {

@@ -29,8 +29,13 @@ static int per_row_operand(const char *key) {
     return 0;
 }
 
+/* Operands a kernel updates in place (read, then written): they cross HBM twice. */
+static int inplace_operand(const char *kind, const char *key) {
+    return (!strcmp(kind, "rope") && !strcmp(key, "x")) || (!strcmp(kind, "online_norm_rescale") && !strcmp(key, "h"));
+}
+
 /* HBM bytes of a fused kernel: each operand once (an output written with acc=1: read and
- * written), rows x cols of it (cols = heads x head_dim for rope), a per-row statistic `rows`
+ * written; so is an operand updated in place, rope's x and online_norm_rescale's h), rows x cols of it (cols = heads x head_dim for rope), a per-row statistic `rows`
  * elements, never more than the operand's tensor. Attention: q, k, v, out (and their gradients)
  * at their head widths. */
 static double kernel_bytes(const Graph *g, const Op *o) {
@@ -55,7 +60,7 @@ static double kernel_bytes(const Graph *g, const Op *o) {
         double want = per_row_operand(o->opkey[i]) ? rows : rows * cols;
         if (rows > 0 && (cols > 0 || per_row_operand(o->opkey[i])) && want < elems) elems = want;
         double b = elems * ir_dtype_size(g->t[t].dtype);
-        bytes += (o->out_mask >> i & 1) && acc ? 2 * b : b;
+        bytes += ((o->out_mask >> i & 1) && acc) || inplace_operand(o->k.kind, o->opkey[i]) ? 2 * b : b;
     }
     return bytes;
 }
@@ -268,6 +273,16 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     free(st);
     graph_free(g);
     return 0;
+}
+
+int project_layouts(const Model *m, int layouts[3]) {
+    int lowrank = 0;
+    for (int l = 0; l < m->layers && !lowrank; l++)
+        for (int p = 0; p < NPROJ; p++) if (m->proj[l][p].factor != FACTOR_FULL) lowrank = 1;
+    if (m->moe_experts > 0) { layouts[0] = LAYOUT_BTP; return 1; }
+    if (!lowrank) { layouts[0] = LAYOUT_MEGATRON; return 1; }
+    layouts[0] = LAYOUT_MEGATRON; layouts[1] = LAYOUT_NAIVE; layouts[2] = LAYOUT_BTP;
+    return 3;
 }
 
 /* The distinct GEMM shapes of a layout's schedule (grouped members one by one), as lines

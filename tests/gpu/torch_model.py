@@ -686,8 +686,11 @@ def check_one(args, run, mutant, tmp):
     del model, tr
 
     flat_t, flat_b, flat_r = flat(grads), flat(boost_grads), flat(ref)
-    worst = {k: max(names, key=lambda n: per[n][k]) for k in ("update_rel", "adamw_rel")}
-    worst["grad_rel"] = max(names, key=lambda n: per[n]["grad_rel"] / per[n]["grad_tol"])
+    # the worst tensor of each measure; a NaN counts as worse than any number (max() alone would skip
+    # it, and the verdicts below, written `x <= tol`, fail on a NaN)
+    nan_high = lambda v: math.inf if v != v else v
+    worst = {k: max(names, key=lambda n: nan_high(per[n][k])) for k in ("update_rel", "adamw_rel")}
+    worst["grad_rel"] = max(names, key=lambda n: nan_high(per[n]["grad_rel"] / per[n]["grad_tol"]))
     wg = per[worst["grad_rel"]]
     ref_note = "" if args.dtype == "fp32" else " fp32"
     rec = {"run": run, "model": cfg.name, "mutant": mutant, "boost_backend": args.backend, "device": args.device,

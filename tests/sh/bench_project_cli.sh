@@ -49,3 +49,17 @@ expect2 project_json_and_kv "not both" $BOOST project cola-7b-tp4 --json --kv
 printf 'return run {\n  model = "cola-llama-7b",\n  gpu = "a100",\n  parallel = { tp = 4, pp = 99 },\n}\n' >"$TMP/bad.lua"
 $BOOST project "$TMP/bad.lua" >"$TMP/o" 2>"$TMP/e"; rc=$?
 [ $rc = 2 ] && grep -q 'pp' "$TMP/e" && ok project_pp_too_deep || fail project_pp_too_deep "exit $rc: $(cat "$TMP/e")"
+# --const: a constant of the model set by name; a wrong name or value is exit 2 with the reason
+expect2 project_const_unknown "no such constant" $BOOST project cola-7b-tp4 --const coll_effx=0.7
+expect2 project_const_range "coll_eff wants a fraction" $BOOST project cola-7b-tp4 --const coll_eff=1.5
+$BOOST project cola-7b-tp4 --kv >"$TMP/c0.kv" && $BOOST project cola-7b-tp4 --const coll_eff=0.37 --kv >"$TMP/c1.kv"
+t0=$(awk '$1 == "tp_comm_s.btp" { print $2 }' "$TMP/c0.kv"); t1=$(awk '$1 == "tp_comm_s.btp" { print $2 }' "$TMP/c1.kv")
+e0=$(awk '$1 == "const.coll_eff" { print $2 }' "$TMP/c0.kv"); e1=$(awk '$1 == "const.coll_eff" { print $2 }' "$TMP/c1.kv")
+# half the efficiency: the bandwidth part of every TP collective doubles (latency unchanged), so more than 1.5x
+awk -v a="$t0" -v b="$t1" -v e1="$e1" 'BEGIN { exit !(e1 == 0.37 && b > 1.5 * a && b < 2.0 * a + 1e-12) }' && [ "$e0" = 0.74 ] \
+  && ok "project --const coll_eff=0.37: TP communication $t0 -> $t1 s" || fail project_const "tp_comm_s $t0 -> $t1, const.coll_eff $e0 -> $e1"
+# a model with MoE layers is projected for btp alone (the generator builds MoE blocks for btp only)
+$BOOST project cola-7b-tp4 -D model=tiny-cola-moe -D layout=btp --kv >"$TMP/moe.kv" 2>"$TMP/moe.err"; rc=$?
+if [ $rc = 0 ] && grep -q '^seconds_per_iter.btp [0-9]' "$TMP/moe.kv" && ! grep -q 'megatron\|naive' "$TMP/moe.kv" && grep -q '^moe_experts [1-9]' "$TMP/moe.kv"
+then ok "project: an MoE model is projected for btp alone"
+else fail project_moe "exit $rc: $(head -2 "$TMP/moe.err") $(grep -c . "$TMP/moe.kv") kv lines"; fi

@@ -2,11 +2,11 @@
 # tests/torch_ref.py --mutant can put into a reference (norm eps, an extra SiLU on the gate, RoPE
 # pairs, weight decay on embed/head, no Adam bias correction, LaX crossing before sigma, GQA heads
 # mapped round-robin), test_torch_ref run against that reference must report the comparison that
-# should catch it. Skipped, with no verdict line, where PyTorch is not importable.
+# should catch it. Where PyTorch is not importable it prints one skip line (counted as skipped).
 . tests/sh/lib.sh
 PY=${PYTHON:-python3}
 if ! "$PY" -c "import torch" >/dev/null 2>&1; then
-  echo "# torch_mutants: PyTorch is not importable here, skipped"
+  ok "torch_mutants # SKIP PyTorch is not importable here (pip install torch numpy)"
   exit 0
 fi
 T=build/tests/test_torch_ref

@@ -1,10 +1,10 @@
 # torch_regen.sh: re-runs tests/torch_ref.py into a scratch folder and checks that it reproduces
 # every committed reference state tests/data/torch_ref*_v1.bin (determinism of the references).
-# Skipped, with no verdict line, where PyTorch is not importable.
+# Where PyTorch is not importable it prints one skip line (counted as skipped by tests/run.sh).
 . tests/sh/lib.sh
 PY=${PYTHON:-python3}
 if ! "$PY" -c "import torch" >/dev/null 2>&1; then
-  echo "# torch_regen: PyTorch is not importable here, skipped"
+  ok "torch_regen # SKIP PyTorch is not importable here (pip install torch numpy)"
   exit 0
 fi
 if ! "$PY" tests/torch_ref.py --outdir "$TMP" >"$TMP/log" 2>&1; then

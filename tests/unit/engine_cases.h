@@ -146,7 +146,7 @@ static void compare_steps(Case *a, Case *ref, const char *what) {
             CHECK(0, what, "optimizer: %s", err);
             return;
         }
-        worst_norm = fmax(worst_norm, fabs(na - nr) / nr);
+        worst_norm = tl_worst(worst_norm, fabs(na - nr) / nr);
     }
     for (int i = 0; i < ref->p->ncanons; i++) {
         const PlanCanon *rc = &ref->p->canons[i];

@@ -144,7 +144,7 @@ static void test_rmsnorm(void) {
     krun(&K);
     double worst = 0;
     for (int m = 0; m < RM; m++)
-        for (int j = 0; j < RC; j++) worst = fmax(worst, fabs(dx2[m * RLD + j] - 1.0f - dx[m * RLD + j]));
+        for (int j = 0; j < RC; j++) worst = tl_worst(worst, fabs(dx2[m * RLD + j] - 1.0f - dx[m * RLD + j]));
     CHECK(worst < 1e-6, "rmsnorm_bwd acc=1 accumulates", "max diff %g", worst);
 
     /* sync norm: two column shards, sumsq + sum, fwd with sumsq, bwd phase 1 -> sum -> phase 2 */
@@ -164,7 +164,7 @@ static void test_rmsnorm(void) {
         krun(&K);
     }
     double d = 0;
-    for (int i = 0; i < RM * RC; i++) d = fmax(d, fabs(out2[i] - c.out[i]));
+    for (int i = 0; i < RM * RC; i++) d = tl_worst(d, fabs(out2[i] - c.out[i]));
     CHECK(d < 1e-6, "rmsnorm_fwd with summed sumsq over 2 shards == full rmsnorm", "max diff %g", d);
     for (int r = 0; r < 2; r++) {
         kset(&K, "rmsnorm_bwd", "rows=3 cols=4 ldx=11 ldo=8 divisor=8 phase=1");
@@ -181,8 +181,8 @@ static void test_rmsnorm(void) {
     }
     d = 0;
     for (int m = 0; m < RM; m++)
-        for (int j = 0; j < RC; j++) d = fmax(d, fabs(dxs[m * RLD + j] - dx[m * RLD + j]));
-    for (int j = 0; j < RC; j++) d = fmax(d, fabs(dgs[j] - dg[j]));
+        for (int j = 0; j < RC; j++) d = tl_worst(d, fabs(dxs[m * RLD + j] - dx[m * RLD + j]));
+    for (int j = 0; j < RC; j++) d = tl_worst(d, fabs(dgs[j] - dg[j]));
     CHECK(d < 1e-5, "rmsnorm_bwd phase 1 + sum + phase 2 over 2 shards == phase 0", "max diff %g", d);
 }
 
@@ -373,7 +373,7 @@ static void test_rope(void) {
     CHECK(ea < 1e-6, "rope matches the rotate_half formula", "diff %g", ea);
     rope_apply(c.tmp, 1);
     double d = 0;
-    for (int i = 0; i < 60; i++) d = fmax(d, fabs(c.tmp[i] - c.x[i]));
+    for (int i = 0; i < 60; i++) d = tl_worst(d, fabs(c.tmp[i] - c.x[i]));
     CHECK(d < 1e-6, "rope inverse undoes rope", "max diff %g", d);
     /* the backward of rope is the inverse rotation of the output gradient */
     float g[60] = {0};
@@ -554,7 +554,7 @@ static void test_misc(void) {
             for (int j = 0; j < 3; j++) {
                 double s = 0;
                 for (int l = 0; l < 4; l++) s += (double)A[t * 20 + l * 5 + i] * B[t * 12 + j * 4 + l];
-                d = fmax(d, fabs(C[t * 15 + i * 3 + j] - (0.5 * s + C0[t * 15 + i * 3 + j])));
+                d = tl_worst(d, fabs(C[t * 15 + i * 3 + j] - (0.5 * s + C0[t * 15 + i * 3 + j])));
             }
     CHECK(d < 1e-5, "batched gemm ta=1 tb=1 alpha beta == loops", "max diff %g", d);
     free(A); free(B); free(C); free(C0);

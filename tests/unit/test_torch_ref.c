@@ -391,7 +391,7 @@ static int config_matches(const Ref *r, const Plan *p, char *why, size_t whylen)
                  (long long)ref_int(r, "full"), (long long)ref_int(r, "lax"), (long long)ref_int(r, "silu"));
         return 0;
     }
-    if (rel1(p->eps, ref_float(r, "eps")) > 1e-9 || rel1(p->rope_theta, ref_float(r, "rope_theta")) > 1e-9) {
+    if (!(rel1(p->eps, ref_float(r, "eps")) <= 1e-9) || !(rel1(p->rope_theta, ref_float(r, "rope_theta")) <= 1e-9)) {
         snprintf(why, whylen, "plan eps=%g rope_theta=%g, reference %g %g", p->eps, p->rope_theta,
                  ref_float(r, "eps"), ref_float(r, "rope_theta"));
         return 0;
@@ -512,7 +512,7 @@ static void run_config(const Ref *r, const Config *cf) {
         const PlanCanon *pc = &p->canons[plan_find_canon(p, t->name)];
         engine_get_canon(e, plan_find_canon(p, t->name), SLOT_PARAM, buf);
         double err_i = rel_err(buf, t->data, (size_t)t->rows * t->cols);
-        if (pc->seed != t->seed || rel1(pc->std, t->std) > 1e-6 || err_i > 1e-6) {
+        if (pc->seed != t->seed || !(rel1(pc->std, t->std) <= 1e-6) || !(err_i <= 1e-6)) {
             snprintf(why, sizeof why, "%s: plan seed=0x%llx std=%.9g, reference seed=0x%llx std=%.9g; "
                      "values differ by %.3g", t->name, (unsigned long long)pc->seed, pc->std,
                      (unsigned long long)t->seed, t->std, err_i);
@@ -613,7 +613,7 @@ static void run_config(const Ref *r, const Config *cf) {
             for (size_t j = 0; j < (size_t)t->rows * t->cols; j++)
                 moved += ((double)buf[j] - t->data[j]) * ((double)buf[j] - t->data[j]);
             double de = d ? rel1(sqrt(moved), d->data[0]) : INFINITY;
-            if (de > worst) { worst = de; snprintf(worst_name, sizeof worst_name, "%s", t->name); }
+            if (!(de <= worst)) { worst = de; snprintf(worst_name, sizeof worst_name, "%s", t->name); }
         }
         snprintf(name, sizeof name, "%s distance each weight moved in %d steps (rel %g)", L, nsteps, g_tol->moved);
         CHECK(worst < g_tol->moved, name, "worst %s: relative error %.3g", worst_name, worst);

@@ -4,6 +4,7 @@
 #define BOOST_TESTLIB_H
 #include <stdio.h>
 #include <stdarg.h>
+#include <math.h>
 
 static int tl_failed;
 
@@ -16,6 +17,10 @@ static void tl_check(int ok, const char *name, const char *fmt, ...) {
     printf("\n"); fflush(stdout);
 }
 #define CHECK(cond, name, ...) tl_check((cond) ? 1 : 0, (name), __VA_ARGS__)
+/* tl_worst(w, e): the larger of a running worst error and a new one, NaN as soon as either is NaN
+ * (fmax drops a NaN, so a NaN error would pass a `worst < tol` check). Tolerance checks are written
+ * `worst < tol` or `!(worst <= tol)`, which a NaN fails. */
+static inline double tl_worst(double w, double e) { return (w != w || e != e) ? NAN : (e > w ? e : w); }
 #define TEST_EXIT() return tl_failed ? 1 : 0
 
 #endif
