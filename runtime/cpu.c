@@ -1,7 +1,8 @@
 /* cpu.c: backend_cpu, the fp32 reference backend. Each tensor-parallel rank is a thread of one
  * process; a rank owns an activation arena (2*arena_bytes: every buffer at 2*offset, see
- * docs/plan-format.md), its params, grads and AdamW state. Collectives meet at a barrier and sum
- * in rank order 0..t-1, so every rank gets bit-identical results at any TP degree. */
+ * docs/plan-format.md), its params, grads and AdamW state. The ranks of the grid (dp x tp, all threads)
+ * form tp groups and dp groups (runtime/grid.h); a collective meets its group at a barrier and sums
+ * in index order 0..n-1, so every member gets bit-identical results at any degree. */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -11,26 +12,36 @@
 #include <cblas.h>          // defines: cblas_sgemm, openblas_set_num_threads
 #include "runtime/backend.h"
 #include "runtime/cpu.h"
+#include "runtime/grid.h"
 
 #define CPU_MAX_TP 64
 
-/* The ranks of one Engine: a barrier that can be aborted, and each rank's published pointer. */
+/* One communication group (a tp group or a dp group of the rank grid, runtime/grid.h): its size, a
+ * barrier generation and each member's published pointer. */
 typedef struct {
-    int tp;
+    int n, count, gen;
+    void **ptr;               /* [n], by index in the group */
+} CpuGroup;
+
+/* All the groups of one Engine's ranks. One mutex and condition variable serve every group's
+ * barrier, so one failing rank wakes and stops the ranks waiting in any group. */
+typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int count, gen, aborted, refs;
-    void *ptr[CPU_MAX_TP];
-} CpuGroup;
+    int aborted, refs, ngroups;
+    CpuGroup *groups;         /* [ngroups]: the tp groups, then the dp groups */
+} CpuComm;
 
 struct BackendRank {
     const Plan *p;
-    int rank, tp;
+    int rank, tp;                 /* rank: the tensor-parallel rank (what %r means in the plan) */
     float *arena;                 /* 2*arena_bytes */
     void **ptr;                   /* per tensor */
     float **m, **v;               /* per param: AdamW state */
     float *scratch; size_t scratch_elems;
-    CpuGroup *group;
+    CpuComm *comm;
+    CpuGroup *grp[GROUP_COUNT];   /* this rank's tp and dp groups (pp: unused) */
+    int gidx[GROUP_COUNT];        /* its index in each */
     char err[512];
 };
 
@@ -39,34 +50,47 @@ static void blas_single_thread(void) { openblas_set_num_threads(1); }
 
 static int64_t numel(const PlanTensor *t) { return t->rows * t->cols; }
 
-static void group_abort(CpuGroup *g) {
-    if (!g) return;
-    pthread_mutex_lock(&g->mu);
-    g->aborted = 1;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
+static void comm_abort(CpuComm *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    c->aborted = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
 }
 
-/* Returns -1 when another rank failed (the pass is abandoned). */
-static int group_barrier(CpuGroup *g) {
-    pthread_mutex_lock(&g->mu);
-    if (g->aborted) { pthread_mutex_unlock(&g->mu); return -1; }
+/* Every member of g meets here. Returns -1 when a rank failed (the pass is abandoned). */
+static int group_barrier(CpuComm *c, CpuGroup *g) {
+    pthread_mutex_lock(&c->mu);
+    if (c->aborted) { pthread_mutex_unlock(&c->mu); return -1; }
     int gen = g->gen;
-    if (++g->count == g->tp) {
+    if (++g->count == g->n) {
         g->count = 0;
         g->gen++;
-        pthread_cond_broadcast(&g->cv);
+        pthread_cond_broadcast(&c->cv);
     } else {
-        while (gen == g->gen && !g->aborted) pthread_cond_wait(&g->cv, &g->mu);
+        while (gen == g->gen && !c->aborted) pthread_cond_wait(&c->cv, &c->mu);
     }
-    int ab = g->aborted && gen == g->gen;
-    pthread_mutex_unlock(&g->mu);
+    int ab = c->aborted && gen == g->gen;
+    pthread_mutex_unlock(&c->mu);
     return ab ? -1 : 0;
+}
+
+static void comm_release(CpuComm *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    int left = --c->refs;
+    pthread_mutex_unlock(&c->mu);
+    if (left) return;
+    for (int i = 0; i < c->ngroups; i++) free(c->groups[i].ptr);
+    free(c->groups);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
 }
 
 static int rfail(BackendRank *r, const char *msg) {
     snprintf(r->err, sizeof r->err, "cpu rank %d: %s", r->rank, msg);
-    group_abort(r->group);
+    comm_abort(r->comm);
     return -1;
 }
 
@@ -81,17 +105,7 @@ static void cpu_rank_close(BackendRank *r) {
     if (r->m) for (int i = 0; i < p->nparams; i++) free(r->m[i]);
     if (r->v) for (int i = 0; i < p->nparams; i++) free(r->v[i]);
     free(r->m); free(r->v); free(r->arena); free(r->scratch);
-    if (r->group) {
-        CpuGroup *g = r->group;
-        pthread_mutex_lock(&g->mu);
-        int left = --g->refs;
-        pthread_mutex_unlock(&g->mu);
-        if (left == 0) {
-            pthread_mutex_destroy(&g->mu);
-            pthread_cond_destroy(&g->cv);
-            free(g);
-        }
-    }
+    comm_release(r->comm);
     free(r);
 }
 
@@ -124,15 +138,45 @@ oom:
     return NULL;
 }
 
-static int cpu_group_init(BackendRank **ranks, int tp, char *err, size_t errlen) {
-    CpuGroup *g = calloc(1, sizeof *g);
-    if (!g) { snprintf(err, errlen, "cpu backend: out of memory"); return -1; }
-    g->tp = tp;
-    g->refs = tp;
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
-    for (int i = 0; i < tp; i++) ranks[i]->group = g;
+/* ranks[0..grid->world) by grid rank: one tp group per (pp, dp) and one dp group per (pp, tp). */
+static int cpu_grid_init(BackendRank **ranks, const Grid *grid, char *err, size_t errlen) {
+    CpuComm *c = calloc(1, sizeof *c);
+    int ntp = grid->world / grid->tp, ndp = grid->world / grid->dp;
+    if (c) c->groups = calloc((size_t)(ntp + ndp), sizeof *c->groups);
+    if (!c || !c->groups) { free(c); snprintf(err, errlen, "cpu backend: out of memory"); return -1; }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->ngroups = ntp + ndp;
+    c->refs = grid->world;
+    int bad = 0;
+    for (int i = 0; i < c->ngroups; i++) {
+        c->groups[i].n = i < ntp ? grid->tp : grid->dp;
+        if (!(c->groups[i].ptr = calloc((size_t)c->groups[i].n, sizeof(void *)))) bad = 1;
+    }
+    for (int r = 0; r < grid->world; r++) {
+        GridCoord gc = grid_coord(grid, r);
+        BackendRank *R = ranks[r];
+        R->comm = c;
+        /* tp group: numbered by its first rank / tp; dp group: by (pp, tp rank) */
+        R->grp[GROUP_TP] = &c->groups[gc.first[GROUP_TP] / grid->tp];
+        R->grp[GROUP_DP] = &c->groups[ntp + gc.pp_rank * grid->tp + gc.tp_rank];
+        R->gidx[GROUP_TP] = gc.tp_rank;
+        R->gidx[GROUP_DP] = gc.dp_rank;
+    }
+    if (bad) {
+        for (int r = 0; r < grid->world; r++) ranks[r]->comm = NULL;
+        c->refs = 1;
+        comm_release(c);
+        snprintf(err, errlen, "cpu backend: out of memory");
+        return -1;
+    }
     return 0;
+}
+
+static int cpu_group_init(BackendRank **ranks, int tp, char *err, size_t errlen) {
+    Grid g;
+    if (grid_make(&g, 1, 1, tp, err, errlen)) return -1;
+    return cpu_grid_init(ranks, &g, err, errlen);
 }
 
 static void *cpu_tensor_ptr(BackendRank *r, int t) { return r->ptr[t]; }
@@ -170,22 +214,27 @@ static float *scratch(BackendRank *r, size_t n) {
     return r->scratch;
 }
 
+/* The members of the step's group sum their buffers in index order 0..n-1 (deterministic, the same
+ * bits on every member); op=avg then divides by n. */
 static int cpu_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
-    if (r->tp == 1) return 0;
-    CpuGroup *g = r->group;
+    CpuGroup *g = r->grp[c->group];
+    int n = g ? g->n : (c->group == GROUP_TP ? r->tp : 1);
+    if (n == 1) return 0;
     if (!g) return rfail(r, "allreduce: the ranks were never grouped (group_init not called)");
-    size_t n = (size_t)c->elems;
-    float *sum = scratch(r, n);
+    size_t ne = (size_t)c->elems;
+    float *sum = scratch(r, ne);
     if (!sum) return rfail(r, "allreduce: out of memory");
-    g->ptr[r->rank] = buf;
-    if (group_barrier(g)) return rfail(r, "allreduce abandoned: another rank failed");
-    memcpy(sum, g->ptr[0], n * sizeof *sum);
-    for (int q = 1; q < r->tp; q++) {
+    g->ptr[r->gidx[c->group]] = buf;
+    if (group_barrier(r->comm, g)) return rfail(r, "allreduce abandoned: another rank failed");
+    memcpy(sum, g->ptr[0], ne * sizeof *sum);
+    for (int q = 1; q < n; q++) {
         const float *src = g->ptr[q];
-        for (size_t i = 0; i < n; i++) sum[i] += src[i];
+        for (size_t i = 0; i < ne; i++) sum[i] += src[i];
     }
-    if (group_barrier(g)) return rfail(r, "allreduce abandoned: another rank failed");
-    memcpy(buf, sum, n * sizeof *sum);
+    if (c->avg)
+        for (size_t i = 0; i < ne; i++) sum[i] /= (float)n;
+    if (group_barrier(r->comm, g)) return rfail(r, "allreduce abandoned: another rank failed");
+    memcpy(buf, sum, ne * sizeof *sum);
     return 0;
 }
 
@@ -193,18 +242,18 @@ static int cpu_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst
     int64_t rows = c->rows, cols = c->cols, t = r->tp;
     float *tmp = scratch(r, (size_t)(rows * cols * t));
     if (!tmp) return rfail(r, "allgather: out of memory");
-    CpuGroup *g = r->group;
+    CpuGroup *g = r->grp[GROUP_TP];
     if (t > 1 && !g) return rfail(r, "allgather: the ranks were never grouped (group_init not called)");
     if (t > 1) {
-        g->ptr[r->rank] = src;
-        if (group_barrier(g)) return rfail(r, "allgather abandoned: another rank failed");
+        g->ptr[r->gidx[GROUP_TP]] = src;
+        if (group_barrier(r->comm, g)) return rfail(r, "allgather abandoned: another rank failed");
     }
     for (int q = 0; q < t; q++) {
         const float *s = t > 1 ? g->ptr[q] : src;
         for (int64_t i = 0; i < rows; i++)
             memcpy(tmp + i * cols * t + q * cols, s + i * c->ld_src, (size_t)cols * sizeof *tmp);
     }
-    if (t > 1 && group_barrier(g)) return rfail(r, "allgather abandoned: another rank failed");
+    if (t > 1 && group_barrier(r->comm, g)) return rfail(r, "allgather abandoned: another rank failed");
     float *d = dst;
     for (int64_t i = 0; i < rows; i++) memcpy(d + i * c->ld_dst, tmp + i * cols * t, (size_t)(cols * t) * sizeof *d);
     return 0;
@@ -328,4 +377,5 @@ const Backend backend_cpu = {
     .state_from_host = cpu_state_from_host,
     .last_error = cpu_last_error,
     .group_init = cpu_group_init,
+    .grid_init = cpu_grid_init,
 };

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/plan.h"
+#include "runtime/grid.h"
 
 #define MAX_TOKENS 96
 #define MAX_PLAN_BYTES ((size_t)1 << 30)
@@ -346,6 +347,9 @@ static int line_run(Loader *L, Line *ln) {
         opt_int(L, ln, "group_linears", &p->group_linears, 0))
         return -1;
     if (p->tp > 64) return fail(L, "run: tp=%d is more than this runtime supports (64)", p->tp);
+    if (p->dp < 1 || p->pp < 1) return fail(L, "run: dp=%d pp=%d: each must be at least 1", p->dp, p->pp);
+    if ((int64_t)p->dp * p->pp * p->tp > 4096)
+        return fail(L, "run: dp=%d x pp=%d x tp=%d is a world of more than 4096 ranks", p->dp, p->pp, p->tp);
     if (p->grad_accum < 1) return fail(L, "run: grad_accum must be at least 1");
     p->dtype = PDT_BF16;
     if ((v = get(ln, "dtype"))) {
@@ -887,9 +891,29 @@ static int line_collective(Loader *L, Line *ln, CollArgs *c, int gather) {
         else if (strcmp(v, "fwd")) return fail(L, "%s: dir=%s is not fwd or bwd", ln->tok[0], v);
     }
     copy_name(c->tag, sizeof c->tag, get(ln, "tag"));
+    c->group = GROUP_TP;
+    if ((v = get(ln, "group")) && ((c->group = grid_group_parse(v)) < 0 || c->group == GROUP_PP))
+        return fail(L, "%s: group=%s is not tp or dp", ln->tok[0], v);
+    c->last_micro = 0;
+    if ((v = get(ln, "micro"))) {
+        if (strcmp(v, "last")) return fail(L, "%s: micro=%s: the only value is micro=last", ln->tok[0], v);
+        c->last_micro = 1;
+    }
+    int64_t bucket = -1;
+    if (get(ln, "bucket") && need_i64(L, ln, "bucket", &bucket, 0)) return -1;
+    c->bucket = (int)bucket;
+    if (c->group == GROUP_DP && gather) return fail(L, "allgather: group=dp is not supported (dp steps are all-reduces)");
+    if (c->group == GROUP_DP && L->section != 1)
+        return fail(L, "%s: group=dp belongs in the backward section (data-parallel gradient reduction)", ln->tok[0]);
     if (!gather) {
         if (need_str(L, ln, "buf", &v) || parse_operand(L, v, &c->buf) || need_i64(L, ln, "elems", &c->elems, 1)) return -1;
-        if ((v = get(ln, "op")) && strcmp(v, "sum")) return fail(L, "allreduce: op=%s is not supported (only sum)", v);
+        c->avg = 0;
+        if ((v = get(ln, "op")) && strcmp(v, "sum")) {
+            if (strcmp(v, "avg")) return fail(L, "allreduce: op=%s is not supported (sum or avg)", v);
+            c->avg = 1;
+        }
+        if (c->group == GROUP_DP && p->tensors[c->buf.tensor].kind != TK_GRAD)
+            return fail(L, "allreduce group=dp: buf=%s is not a parameter gradient (d.NAME)", p->tensors[c->buf.tensor].name);
         if (check_view(L, p, &c->buf, 1, c->elems, c->elems, 0, "allreduce buf") || check_live(L, p, &c->buf)) return -1;
         if (p->tensors[c->buf.tensor].dtype != c->dtype)
             return fail(L, "allreduce: dtype does not match buffer %s's dtype", p->tensors[c->buf.tensor].name);

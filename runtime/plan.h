@@ -94,6 +94,10 @@ typedef struct {
     int64_t elems;            /* allreduce */
     int64_t rows, cols, ld_src, ld_dst;   /* allgather */
     int dtype, bwd;           /* bwd: dir=bwd */
+    int group;                /* enum GridGroup (runtime/grid.h): group=tp (the default) or group=dp */
+    int avg;                  /* op=avg: the sum over the group divided by its size */
+    int last_micro;           /* micro=last: runs only on the last micro-batch of an optimizer step */
+    int bucket;               /* bucket=K (dp gradient buckets, for readers and the report); -1 none */
     char tag[PLAN_NAME_LEN];
 } CollArgs;
 
