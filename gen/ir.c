@@ -125,6 +125,7 @@ Graph *graph_build(const Run *run, int layout, int checkpoint, char *err, size_t
     if (!rc) rc = check_states(g);
     if (!rc) { checkpoint_classify(g); rc = emit_forward_steps(g); }
     if (!rc) rc = build_backward(g);
+    if (!rc) rc = dp_emit_reduction(g);
     if (!rc) rc = memplan(g);
     for (int s = 0; s < g->nsteps && !rc; s++) {
         Op *o = &g->steps[s];

@@ -55,8 +55,12 @@ static void pr_step(FILE *f, const Graph *g, const Op *o) {
     case OP_ALLREDUCE:
         fprintf(f, "allreduce");
         pr_opnd(f, g, "buf", o->buf);
-        fprintf(f, " elems=%" PRId64 " dtype=%s op=sum dir=%s tag=%s", o->elems, dtype_name(o->dtype),
-                o->dir ? "bwd" : "fwd", o->tag);
+        if (o->group == 1)
+            fprintf(f, " elems=%" PRId64 " dtype=%s op=avg dir=bwd group=dp micro=last bucket=%d tag=%s", o->elems,
+                    dtype_name(o->dtype), o->bucket, o->tag);
+        else
+            fprintf(f, " elems=%" PRId64 " dtype=%s op=sum dir=%s tag=%s", o->elems, dtype_name(o->dtype),
+                    o->dir ? "bwd" : "fwd", o->tag);
         break;
     case OP_ALLGATHER:
         fprintf(f, "allgather");
