@@ -203,6 +203,14 @@ int build_backward(Graph *g);                  /* appends the backward section (
 
 /* ---- dp.c ---- */
 int dp_emit_reduction(Graph *g);               /* dp > 1: bucketed all-reduces (group=dp) of the param grads */
+typedef struct {
+    int steps, buckets;
+    int64_t bytes;            /* payload of the group=dp all-reduces per rank and optimizer step */
+    int64_t bytes_overlapped; /* of it, issued before the backward's last compute step */
+    int64_t local_params;     /* elements one rank holds */
+} DpFigures;
+void dp_figures(const Graph *g, DpFigures *d);
+void dp_report(const Run *run, const Graph *g, FILE *f, int json);   /* report section; nothing at dp=1 */
 
 /* ---- memplan.c ---- */
 int memplan(Graph *g);                         /* liveness, offsets, overlap check */

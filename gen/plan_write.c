@@ -84,10 +84,10 @@ int plan_write(const Graph *g, FILE *f) {
             m->hidden, m->layers, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab, m->norm_eps, m->rope_theta,
             g->layout == LAYOUT_MEGATRON ? 0 : m->lax);
     fprintf(f, "run name=%s tp=%d pp=%d dp=%d layout=%s micro_batch=%d seq=%d grad_accum=%d dtype=%s online_rmsnorm=%d "
-            "group_linears=%d checkpoint=%s gpu=%s arch=%s\n",
+            "group_linears=%d checkpoint=%s gpu=%s arch=%s%s\n",
             r->name, r->tp, r->pp, r->dp, layout_name(g->layout), r->micro_batch, r->seq, r->grad_accum,
             r->dtype == DT_FP32 ? "fp32" : "bf16", r->online_rmsnorm, r->group_linears,
-            r->checkpoint == CKPT_LOWRANK ? "lowrank" : "none", r->gpu.name, r->gpu.arch);
+            r->checkpoint == CKPT_LOWRANK ? "lowrank" : "none", r->gpu.name, r->gpu.arch, r->zero ? " zero=1" : "");
     fprintf(f, "train steps=%d lr=%.9g min_lr=%.9g warmup=%d beta1=%.9g beta2=%.9g adam_eps=%.9g weight_decay=%.9g "
             "clip=%.9g seed=%" PRIu64 " eval_every=%d\n",
             r->steps, r->lr, r->min_lr, r->warmup, r->beta1, r->beta2, r->adam_eps, r->weight_decay, r->clip,

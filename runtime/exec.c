@@ -469,6 +469,11 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
                      "one process on the cpu backend): launch one process with --backend cpu", plan->path, plan->dp);
         return NULL;
     }
+    if (plan->zero && plan->dp > 1) {
+        snprintf(err, errlen, "%.300s: zero=1 at dp=%d: this runtime does not shard the AdamW state yet (the report's "
+                 "zero=1 memory is a projection); regenerate with -D zero=0 to train", plan->path, plan->dp);
+        return NULL;
+    }
     if (plan->dp > 1 && backend && !strcmp(backend, "auto")) backend = "cpu";
     if (plan->dp > 1 && backend && strcmp(backend, "cpu")) {
         snprintf(err, errlen, "%.300s: dp=%d runs on the cpu backend only so far (ranks as threads): use --backend cpu or "

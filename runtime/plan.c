@@ -348,6 +348,8 @@ static int line_run(Loader *L, Line *ln) {
         return -1;
     if (p->tp > 64) return fail(L, "run: tp=%d is more than this runtime supports (64)", p->tp);
     if (p->dp < 1 || p->pp < 1) return fail(L, "run: dp=%d pp=%d: each must be at least 1", p->dp, p->pp);
+    if (opt_int(L, ln, "zero", &p->zero, 0)) return -1;
+    if (p->zero > 1) return fail(L, "run: zero=%d: only ZeRO stages 0 and 1 exist here", p->zero);
     if ((int64_t)p->dp * p->pp * p->tp > 4096)
         return fail(L, "run: dp=%d x pp=%d x tp=%d is a world of more than 4096 ranks", p->dp, p->pp, p->tp);
     if (p->grad_accum < 1) return fail(L, "run: grad_accum must be at least 1");

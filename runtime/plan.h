@@ -120,6 +120,7 @@ typedef struct {
     double eps, rope_theta;
     char run_name[PLAN_NAME_LEN], layout[16], gpu[16], arch[16];
     int tp, pp, dp, micro_batch, seq, grad_accum, dtype, online_rmsnorm, group_linears, checkpoint;
+    int zero;                 /* ZeRO stage of the run line (zero=1: AdamW state sharded over dp) */
     int steps, warmup, eval_every;
     double lr, min_lr, beta1, beta2, adam_eps, weight_decay, clip;
     uint64_t seed;

@@ -393,6 +393,21 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
         return fail(1, "out of memory");
     }
 
+    {   /* a launcher's world must hold the plan's grid (bad input: exit 2 before anything runs) */
+        int wr = 0, ws = 1, w = world_from_env(&wr, &ws, err, sizeof err);
+        int grid = p->dp * p->pp * p->tp;
+        if (w == 1 && p->dp > 1 && ws != grid) {
+            data_free(&ts); trainer_free(&t);
+            return fail(2, "%s: the launcher gives a world of %d processes but the plan's grid is dp %d x pp %d x tp %d = %d "
+                        "ranks: launch %d processes or regenerate with -D dp= -D tp= that multiply to %d", p->path, ws, p->dp,
+                        p->pp, p->tp, grid, grid, ws);
+        }
+    }
+    if (p->zero && p->dp > 1) {
+        data_free(&ts); trainer_free(&t);
+        return fail(2, "%s: zero=1 at dp=%d is not trained by this runtime yet (the AdamW state is not sharded; the "
+                    "report shows zero=1's memory per rank): regenerate with -D zero=0", p->path, p->dp);
+    }
     t.e = engine_create(p, opt->backend ? opt->backend : "auto", err, sizeof err);
     if (!t.e) { data_free(&ts); trainer_free(&t); return fail(1, "%s", err); }
 
