@@ -53,7 +53,8 @@ static void pr_step(FILE *f, const Graph *g, const Op *o) {
         }
         break;
     case OP_ALLREDUCE:
-        fprintf(f, "allreduce");
+        /* zero=1: the dp reduction gives each dp rank its shard only (ZeRO-1) */
+        fprintf(f, "%s", o->group == 1 && g->run->zero ? "reduce_scatter" : "allreduce");
         pr_opnd(f, g, "buf", o->buf);
         if (o->group == 1)
             fprintf(f, " elems=%" PRId64 " dtype=%s op=avg dir=bwd group=dp micro=last bucket=%d tag=%s", o->elems,
@@ -133,6 +134,14 @@ int plan_write(const Graph *g, FILE *f) {
         pr_step(f, g, o);
     }
     if (g->nfwd_steps == g->nsteps) fprintf(f, "\nsection backward\n");
-    fprintf(f, "\nsection optimizer\noptimizer adamw\n");
+    if (g->run->zero && g->run->dp > 1) {   /* ZeRO-1: sharded update, then every shard to every dp rank */
+        fprintf(f, "\nsection optimizer\noptimizer adamw zero=1\n");
+        for (int i = 0; i < g->nparams; i++) {
+            const Tensor *t = &g->t[g->params[i].tensor];
+            fprintf(f, "gather_shards buf=%s elems=%" PRId64 " dtype=%s group=dp\n", t->name, t->rows * t->cols, dtype_name(t->dtype));
+        }
+    } else {
+        fprintf(f, "\nsection optimizer\noptimizer adamw%s\n", g->run->zero ? " zero=1" : "");
+    }
     return ferror(f) ? 1 : 0;
 }

@@ -23,6 +23,12 @@ typedef struct Backend {
     /* Collectives across the ranks of this process; implementations synchronise the ranks. */
     int (*allreduce)(BackendRank *r, const CollArgs *c, void *buf);
     int (*allgather)(BackendRank *r, const CollArgs *c, void *src, void *dst);
+    /* Optional, ZeRO-1 (zero=1 plans; NULL: the backend cannot run them). reduce_scatter: the dp
+     * group averages (op=avg) its `elems` at buf, each member receiving only its shard (zero_shard in
+     * runtime/plan.h); gather_shards: every member's shard of param buf goes to all members. With
+     * zero=1 the backend keeps AdamW state for its shard only and adamw/grad_sq_norm cover the shard. */
+    int (*reduce_scatter)(BackendRank *r, const CollArgs *c, void *buf);
+    int (*gather_shards)(BackendRank *r, const CollArgs *c, void *buf);
     /* Host <-> backend copies of whole tensors as fp32 (params, grads, inputs, loss). */
     int (*to_host)(BackendRank *r, int t, float *host);
     int (*from_host)(BackendRank *r, int t, const float *host);

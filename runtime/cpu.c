@@ -42,6 +42,7 @@ struct BackendRank {
     CpuComm *comm;
     CpuGroup *grp[GROUP_COUNT];   /* this rank's tp and dp groups (pp: unused) */
     int gidx[GROUP_COUNT];        /* its index in each */
+    int zero;                     /* zero=1 at dp > 1: m, v hold this dp rank's shard only (zero_shard) */
     char err[512];
 };
 
@@ -126,9 +127,11 @@ static BackendRank *cpu_rank_open(const Plan *p, int rank, int tp, char *err, si
         if (pt->kind == TK_ACT) r->ptr[t] = (char *)r->arena + 2 * pt->offset;
         else if (!(r->ptr[t] = calloc((size_t)numel(pt), 4))) goto oom;
     }
+    r->zero = p->zero && p->dp > 1;
     for (int i = 0; i < p->nparams; i++) {
         size_t n = (size_t)(p->params[i].rows * p->params[i].cols);
-        if (!(r->m[i] = calloc(n, sizeof(float))) || !(r->v[i] = calloc(n, sizeof(float)))) goto oom;
+        if (r->zero) n = (n + (size_t)p->dp - 1) / (size_t)p->dp;   /* the largest shard */
+        if (!(r->m[i] = calloc(n + 1, sizeof(float))) || !(r->v[i] = calloc(n + 1, sizeof(float)))) goto oom;
     }
     return r;
 oom:
@@ -180,6 +183,12 @@ static int cpu_group_init(BackendRank **ranks, int tp, char *err, size_t errlen)
 }
 
 static void *cpu_tensor_ptr(BackendRank *r, int t) { return r->ptr[t]; }
+
+/* The elements [lo, hi) of an n-element tensor this rank updates: all of them, or its zero=1 shard. */
+static void own_range(const BackendRank *r, int64_t n, int64_t *lo, int64_t *hi) {
+    if (!r->zero) { *lo = 0; *hi = n; return; }
+    zero_shard(n, r->gidx[GROUP_DP], r->grp[GROUP_DP] ? r->grp[GROUP_DP]->n : 1, lo, hi);
+}
 
 void cpu_gemm(const GemmArgs *g, const float *A, const float *B, float *C) {
     pthread_once(&blas_once, blas_single_thread);
@@ -259,6 +268,43 @@ static int cpu_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst
     return 0;
 }
 
+/* ZeRO-1: average over the dp group like allreduce, but write only this member's shard. */
+static int cpu_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
+    CpuGroup *g = r->grp[GROUP_DP];
+    if (!g || g->n == 1) return 0;
+    int64_t lo, hi;
+    zero_shard(c->elems, r->gidx[GROUP_DP], g->n, &lo, &hi);
+    float *sum = scratch(r, (size_t)(hi - lo) + 1);
+    if (!sum) return rfail(r, "reduce_scatter: out of memory");
+    g->ptr[r->gidx[GROUP_DP]] = buf;
+    if (group_barrier(r->comm, g)) return rfail(r, "reduce_scatter abandoned: another rank failed");
+    for (int64_t i = lo; i < hi; i++) sum[i - lo] = ((const float *)g->ptr[0])[i];
+    for (int q = 1; q < g->n; q++) {
+        const float *src = g->ptr[q];
+        for (int64_t i = lo; i < hi; i++) sum[i - lo] += src[i];
+    }
+    if (c->avg) for (int64_t i = lo; i < hi; i++) sum[i - lo] /= (float)g->n;
+    if (group_barrier(r->comm, g)) return rfail(r, "reduce_scatter abandoned: another rank failed");
+    memcpy((float *)buf + lo, sum, (size_t)(hi - lo) * sizeof *sum);
+    return 0;
+}
+
+/* ZeRO-1: every member copies the other members' shards of buf into its own buf. */
+static int cpu_gather_shards(BackendRank *r, const CollArgs *c, void *buf) {
+    CpuGroup *g = r->grp[GROUP_DP];
+    if (!g || g->n == 1) return 0;
+    g->ptr[r->gidx[GROUP_DP]] = buf;
+    if (group_barrier(r->comm, g)) return rfail(r, "gather_shards abandoned: another rank failed");
+    for (int q = 0; q < g->n; q++) {
+        if (q == r->gidx[GROUP_DP]) continue;
+        int64_t lo, hi;
+        zero_shard(c->elems, q, g->n, &lo, &hi);
+        memcpy((float *)buf + lo, (const float *)g->ptr[q] + lo, (size_t)(hi - lo) * sizeof(float));
+    }
+    if (group_barrier(r->comm, g)) return rfail(r, "gather_shards abandoned: another rank failed");
+    return 0;
+}
+
 static int cpu_to_host(BackendRank *r, int t, float *host) {
     const PlanTensor *pt = &r->p->tensors[t];
     int64_t n = numel(pt);
@@ -296,14 +342,15 @@ static int cpu_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
         const PlanParam *pp = &p->params[i];
         float *w = r->ptr[pp->tensor];
         const float *g = r->ptr[pp->grad];
-        float *m = r->m[i], *v = r->v[i];
         double wd = p->weight_decay * pp->decay;
-        int64_t n = pp->rows * pp->cols;
-        for (int64_t j = 0; j < n; j++) {
+        int64_t lo, hi;
+        own_range(r, pp->rows * pp->cols, &lo, &hi);
+        float *m = r->m[i], *v = r->v[i];   /* element j's state at j - lo (the shard starts at lo) */
+        for (int64_t j = lo; j < hi; j++) {
             double gj = (double)g[j] * grad_scale;
-            double mj = b1 * m[j] + (1.0 - b1) * gj;
-            double vj = b2 * v[j] + (1.0 - b2) * gj * gj;
-            m[j] = (float)mj; v[j] = (float)vj;
+            double mj = b1 * m[j - lo] + (1.0 - b1) * gj;
+            double vj = b2 * v[j - lo] + (1.0 - b2) * gj * gj;
+            m[j - lo] = (float)mj; v[j - lo] = (float)vj;
             double upd = (mj / c1) / (sqrt(vj / c2) + eps) + wd * w[j];
             w[j] = (float)(w[j] - lr * upd);
         }
@@ -317,6 +364,8 @@ static double cpu_grad_sq_norm(BackendRank *r) {
     for (int i = 0; i < p->nparams; i++) {
         const PlanParam *pp = &p->params[i];
         const float *g = r->ptr[pp->grad];
+        int64_t own0, own1;
+        own_range(r, pp->rows * pp->cols, &own0, &own1);
         for (int q = 0; q < pp->nparts; q++) {
             const PlanPart *pt = &p->parts[pp->first_part + q];
             if (pt->rep && r->rank != 0) continue;
@@ -325,7 +374,9 @@ static double cpu_grad_sq_norm(BackendRank *r) {
             int64_t lr = rank_int(pt->lr, r->rank), lc = rank_int(pt->lc, r->rank);
             for (int64_t a = 0; a < h; a++)
                 for (int64_t b = 0; b < w; b++) {
-                    double x = g[(lr + a) * pp->cols + lc + b];
+                    int64_t idx = (lr + a) * pp->cols + lc + b;
+                    if (idx < own0 || idx >= own1) continue;   /* zero=1: another dp rank's shard */
+                    double x = g[idx];
                     s += x * x;
                 }
         }
@@ -343,14 +394,19 @@ static int cpu_zero_grads(BackendRank *r) {
 static int cpu_state_to_host(BackendRank *r, int param, int slot, float *host) {
     const PlanParam *pp = &r->p->params[param];
     if (slot != 1 && slot != 2) return rfail(r, "state_to_host: slot must be 1 (m) or 2 (v)");
-    memcpy(host, slot == 1 ? r->m[param] : r->v[param], (size_t)(pp->rows * pp->cols) * sizeof *host);
+    int64_t lo, hi, n = pp->rows * pp->cols;
+    own_range(r, n, &lo, &hi);   /* zero=1: the shard, zeros elsewhere (the Engine sums over dp) */
+    memset(host, 0, (size_t)n * sizeof *host);
+    memcpy(host + lo, slot == 1 ? r->m[param] : r->v[param], (size_t)(hi - lo) * sizeof *host);
     return 0;
 }
 
 static int cpu_state_from_host(BackendRank *r, int param, int slot, const float *host) {
     const PlanParam *pp = &r->p->params[param];
     if (slot != 1 && slot != 2) return rfail(r, "state_from_host: slot must be 1 (m) or 2 (v)");
-    memcpy(slot == 1 ? r->m[param] : r->v[param], host, (size_t)(pp->rows * pp->cols) * sizeof *host);
+    int64_t lo, hi;
+    own_range(r, pp->rows * pp->cols, &lo, &hi);
+    memcpy(slot == 1 ? r->m[param] : r->v[param], host + lo, (size_t)(hi - lo) * sizeof *host);
     return 0;
 }
 
@@ -367,6 +423,8 @@ const Backend backend_cpu = {
     .kernel = cpu_kernel,
     .allreduce = cpu_allreduce,
     .allgather = cpu_allgather,
+    .reduce_scatter = cpu_reduce_scatter,
+    .gather_shards = cpu_gather_shards,
     .to_host = cpu_to_host,
     .from_host = cpu_from_host,
     .set_i32 = cpu_set_i32,

@@ -25,6 +25,7 @@ struct Engine {
     Grid grid;                    /* dp x pp x tp (runtime/grid.h) */
     int nranks;                   /* ranks[] entries: grid.world in local mode, tp in multi-process mode */
     int micro;                    /* micro-batches run since the last optimizer step (micro=last steps) */
+    int zero;                     /* zero=1 at dp > 1: AdamW state sharded over dp (ZeRO-1) */
     BackendRank **ranks;          /* by grid rank */
     /* worker pool: one thread per rank */
     pthread_t *threads;
@@ -380,6 +381,13 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
     if (grid_make(&e->grid, plan->dp, plan->pp, plan->tp, err, errlen)) { free(e); return NULL; }
     e->world = world_rank_or_minus1 >= 0;
     e->nranks = e->world ? e->tp : e->grid.world;
+    e->zero = plan->zero && plan->dp > 1;
+    if (e->zero && (!be->reduce_scatter || !be->gather_shards)) {
+        snprintf(err, errlen, "%.300s: zero=1 needs a backend with reduce_scatter and gather_shards; the %s backend has none: "
+                 "use --backend cpu or regenerate with -D zero=0", plan->path, be->name);
+        free(e);
+        return NULL;
+    }
     e->lead = e->world ? world_rank_or_minus1 : 0;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv_work, NULL);
@@ -469,11 +477,6 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
                      "one process on the cpu backend): launch one process with --backend cpu", plan->path, plan->dp);
         return NULL;
     }
-    if (plan->zero && plan->dp > 1) {
-        snprintf(err, errlen, "%.300s: zero=1 at dp=%d: this runtime does not shard the AdamW state yet (the report's "
-                 "zero=1 memory is a projection); regenerate with -D zero=0 to train", plan->path, plan->dp);
-        return NULL;
-    }
     if (plan->dp > 1 && backend && !strcmp(backend, "auto")) backend = "cpu";
     if (plan->dp > 1 && backend && strcmp(backend, "cpu")) {
         snprintf(err, errlen, "%.300s: dp=%d runs on the cpu backend only so far (ranks as threads): use --backend cpu or "
@@ -523,7 +526,8 @@ static void *resolve(Engine *e, int rank, const Operand *op) {
 }
 
 static const char *STEP_NAMES[] = {"gemm", "batched_gemm", "grouped_gemm", "kernel", "allreduce", "allgather",
-                                   "save", "recompute begin", "recompute end", "optimizer"};
+                                   "save", "recompute begin", "recompute end", "optimizer", "reduce_scatter",
+                                   "gather_shards"};
 
 static int run_step(Engine *e, int rank, const PlanStep *st) {
     const Backend *be = e->be;
@@ -562,6 +566,8 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
         if (e->async_colls) rc = be->allreduce_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.buf));
         else rc = be->allreduce(R, &st->coll, resolve(e, rank, &st->coll.buf));
         break;
+    case ST_REDUCE_SCATTER: rc = be->reduce_scatter(R, &st->coll, resolve(e, rank, &st->coll.buf)); break;
+    case ST_GATHER_SHARDS: rc = be->gather_shards(R, &st->coll, resolve(e, rank, &st->coll.buf)); break;
     case ST_ALLGATHER:
         if (e->async_colls)
             rc = be->allgather_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.src),
@@ -614,7 +620,7 @@ static int job_pass(Engine *e, int rank, void *argp) {
     for (int s = e->fwd0; s < end && !replayed; s++) {
         const PlanStep *st = &e->p->steps_[s];
         if (e->async_colls && wait_colls(e, rank, e->wait_first[s], e->wait_first[s + 1])) return -1;
-        if (st->kind == ST_ALLREDUCE && st->coll.last_micro && !a->last) continue;   /* micro=last */
+        if ((st->kind == ST_ALLREDUCE || st->kind == ST_REDUCE_SCATTER) && st->coll.last_micro && !a->last) continue;   /* micro=last */
         if (run_step(e, rank, st)) return -1;
     }
     if (!replayed && e->be->pass_end && e->be->pass_end(R, a->backward)) {
@@ -687,7 +693,7 @@ typedef struct { double *sq; float lr, scale; int t; } OptArg;
 /* After the dp reduction every dp rank holds the same gradients: dp rank 0's tp group counts them. */
 static int job_sq(Engine *e, int rank, void *argp) {
     OptArg *a = argp;
-    if (dp_of(e, rank) == 0) a->sq[rank] = e->be->grad_sq_norm(e->ranks[rank]);
+    if (dp_of(e, rank) == 0 || e->zero) a->sq[rank] = e->be->grad_sq_norm(e->ranks[rank]);   /* zero=1: each its shard */
     return 0;
 }
 
@@ -697,6 +703,8 @@ static int job_adamw(Engine *e, int rank, void *argp) {
         snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "optimizer step failed on rank %d: %s", rank, backend_msg(e, rank));
         return -1;
     }
+    for (int s = e->bwd1; s < e->p->nsteps; s++)   /* zero=1: the updated shards to every dp rank */
+        if (e->p->steps_[s].kind == ST_GATHER_SHARDS && run_step(e, rank, &e->p->steps_[s])) return -1;
     return 0;
 }
 
@@ -785,7 +793,9 @@ int engine_init_params(Engine *e, char *err, size_t errlen) {
     return run_all(e, job_init, NULL, err, errlen);
 }
 
-typedef struct { int canon, slot, set; float *full; } CanonArg;
+/* full: the canonical tensor; per_dp (zero=1, AdamW slots, get): one zeroed canon-sized buffer per dp
+ * rank, each rank writing its shard's blocks there (the Engine then sums them in dp order). */
+typedef struct { int canon, slot, set; float *full; float **per_dp; } CanonArg;
 
 static int slot_io(Engine *e, int rank, int q, int slot, float *buf, int to_backend) {
     const PlanParam *pp = &e->p->params[q];
@@ -805,7 +815,9 @@ static int slot_io(Engine *e, int rank, int q, int slot, float *buf, int to_back
 static int job_canon(Engine *e, int grank, void *argp) {
     CanonArg *a = argp;
     int rank = tp_of(e, grank);
-    if (!a->set && dp_of(e, grank) != 0) return 0;
+    float *full = a->full;
+    if (a->per_dp) full = a->per_dp[dp_of(e, grank)];
+    else if (!a->set && dp_of(e, grank) != 0) return 0;
     const Plan *p = e->p;
     const PlanCanon *c = &p->canons[a->canon];
     for (int q = 0; q < p->nparams; q++) {
@@ -829,7 +841,7 @@ static int job_canon(Engine *e, int grank, void *argp) {
             int64_t lr = rank_int(pt->lr, rank), lc = rank_int(pt->lc, rank);
             for (int64_t i = r0; i < r1; i++) {
                 float *local = buf + (lr + i - r0) * pp->cols + lc;
-                float *canon = a->full + i * c->cols + c0;
+                float *canon = full + i * c->cols + c0;
                 if (a->set) memcpy(local, canon, (size_t)(c1 - c0) * sizeof *local);
                 else memcpy(canon, local, (size_t)(c1 - c0) * sizeof *local);
             }
@@ -844,8 +856,20 @@ static int job_canon(Engine *e, int grank, void *argp) {
 int engine_get_canon(Engine *e, int canon, int slot, float *full) {
     if (canon < 0 || canon >= e->p->ncanons || slot < SLOT_PARAM || slot > SLOT_GRAD) return -1;
     const PlanCanon *c = &e->p->canons[canon];
-    memset(full, 0, (size_t)(c->rows * c->cols) * sizeof *full);
-    CanonArg a = {canon, slot, 0, full};
+    int64_t n = c->rows * c->cols;
+    memset(full, 0, (size_t)n * sizeof *full);
+    CanonArg a = {canon, slot, 0, full, NULL};
+    if (e->zero && (slot == SLOT_ADAM_M || slot == SLOT_ADAM_V)) {   /* each dp rank holds its shard, zeros elsewhere */
+        a.per_dp = calloc((size_t)e->grid.dp, sizeof *a.per_dp);
+        int ok = a.per_dp != NULL;
+        for (int d = 0; ok && d < e->grid.dp; d++) ok = (a.per_dp[d] = calloc((size_t)n, sizeof(float))) != NULL;
+        int rc = ok ? run_all(e, job_canon, &a, NULL, 0) : -1;
+        for (int d = 0; ok && d < e->grid.dp; d++)
+            for (int64_t i = 0; i < n; i++) full[i] += a.per_dp[d][i];
+        for (int d = 0; a.per_dp && d < e->grid.dp; d++) free(a.per_dp[d]);
+        free(a.per_dp);
+        return rc;
+    }
     int rc = run_all(e, job_canon, &a, NULL, 0);
     /* multi-process mode: each process wrote its own blocks (rep=1 ones from rank 0 only) into the
      * zeroed tensor; the sum over the processes is the full tensor. Every process takes part. */
@@ -855,7 +879,7 @@ int engine_get_canon(Engine *e, int canon, int slot, float *full) {
 
 int engine_set_canon(Engine *e, int canon, int slot, const float *full) {
     if (canon < 0 || canon >= e->p->ncanons || slot < SLOT_PARAM || slot > SLOT_GRAD) return -1;
-    CanonArg a = {canon, slot, 1, (float *)full};
+    CanonArg a = {canon, slot, 1, (float *)full, NULL};
     return run_all(e, job_canon, &a, NULL, 0);
 }
 

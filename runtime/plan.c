@@ -954,12 +954,33 @@ static int line_step(Loader *L, Line *ln) {
     if (L->pending_members && strcmp(w, "member"))
         return fail(L, "grouped_gemm: %d member line(s) missing before this line", L->pending_members);
     if (L->section == 2) {
-        if (strcmp(w, "optimizer")) return fail(L, "section optimizer holds only the 'optimizer adamw' line, not '%s'", w);
-        if (ln->n != 2 || strcmp(ln->tok[1], "adamw")) return fail(L, "optimizer: only 'optimizer adamw' is supported");
+        if (!strcmp(w, "gather_shards")) {
+            if (!L->saw_optimizer_line) return fail(L, "gather_shards: belongs after the 'optimizer adamw' line");
+            if (!p->zero) return fail(L, "gather_shards: only in a zero=1 plan (the run line has no zero=1)");
+            PlanStep *gs = new_step(L, ST_GATHER_SHARDS);
+            if (!gs) return -1;
+            const char *v;
+            if (need_str(L, ln, "buf", &v) || parse_operand(L, v, &gs->coll.buf) || need_i64(L, ln, "elems", &gs->coll.elems, 1))
+                return -1;
+            const PlanTensor *bt = &p->tensors[gs->coll.buf.tensor];
+            if (bt->kind != TK_PARAM || gs->coll.elems != bt->rows * bt->cols || gs->coll.buf.off.base || gs->coll.buf.off.per_rank)
+                return fail(L, "gather_shards: buf=%s must be a whole parameter (elems=%lld)", bt->name, (long long)(bt->rows * bt->cols));
+            if ((v = get(ln, "group")) && strcmp(v, "dp")) return fail(L, "gather_shards: group=%s: runs on the dp group only", v);
+            if ((v = get(ln, "dtype")) && parse_dtype(v) != bt->dtype) return fail(L, "gather_shards: dtype=%s is not %s's dtype", v, bt->name);
+            gs->coll.group = GROUP_DP;
+            gs->coll.bucket = -1;
+            return no_unused(L, ln, 1);
+        }
+        if (strcmp(w, "optimizer")) return fail(L, "section optimizer holds the 'optimizer adamw' line (and gather_shards), not '%s'", w);
+        if (ln->n < 2 || strcmp(ln->tok[1], "adamw")) return fail(L, "optimizer: only 'optimizer adamw' is supported");
         if (L->saw_optimizer_line) return fail(L, "optimizer line given twice");
+        ln->used[1] = 1;
+        int64_t z = 0;
+        if (get(ln, "zero") && need_i64(L, ln, "zero", &z, 0)) return -1;
+        if (z != p->zero) return fail(L, "optimizer adamw zero=%lld does not match the run line's zero=%d", (long long)z, p->zero);
         if (!new_step(L, ST_OPTIMIZER)) return -1;
         L->saw_optimizer_line = 1;
-        return 0;
+        return no_unused(L, ln, 1);
     }
     if (!strcmp(w, "member")) {
         if (!L->pending_members) return fail(L, "member line outside a grouped_gemm");
@@ -999,6 +1020,11 @@ static int line_step(Loader *L, Line *ln) {
         int g = w[3] == 'g';
         if (!(s = new_step(L, g ? ST_ALLGATHER : ST_ALLREDUCE))) return -1;
         rc = line_collective(L, ln, &s->coll, g) || no_unused(L, ln, 1);
+    } else if (!strcmp(w, "reduce_scatter")) {
+        if (!(s = new_step(L, ST_REDUCE_SCATTER))) return -1;
+        rc = line_collective(L, ln, &s->coll, 0) || no_unused(L, ln, 1);
+        if (!rc && (s->coll.group != GROUP_DP || !p->zero))
+            return fail(L, "reduce_scatter: only group=dp in a zero=1 plan (ZeRO-1 gradient reduction)");
     } else if (!strcmp(w, "save")) {
         if (!(s = new_step(L, ST_SAVE))) return -1;
         const char *v;

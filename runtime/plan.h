@@ -58,8 +58,17 @@ typedef struct { int tensor; RankInt off; } Operand;
 
 enum StepKind {
     ST_GEMM, ST_BATCHED_GEMM, ST_GROUPED_GEMM, ST_KERNEL, ST_ALLREDUCE, ST_ALLGATHER,
-    ST_SAVE, ST_RECOMPUTE_BEGIN, ST_RECOMPUTE_END, ST_OPTIMIZER
+    ST_SAVE, ST_RECOMPUTE_BEGIN, ST_RECOMPUTE_END, ST_OPTIMIZER,
+    ST_REDUCE_SCATTER,        /* zero=1: dp gradient reduction, each dp rank receives its shard */
+    ST_GATHER_SHARDS          /* zero=1, optimizer section: the dp ranks' updated shards to every rank */
 };
+
+/* zero=1: the shard of an n-element tensor that dp rank d of dp owns: [*lo, *hi), s = ceil(n/dp). */
+static inline void zero_shard(int64_t n, int d, int dp, int64_t *lo, int64_t *hi) {
+    int64_t s = (n + dp - 1) / dp, a = (int64_t)d * s, b = a + s;
+    *lo = a < n ? a : n;
+    *hi = b < n ? b : n;
+}
 
 typedef struct {
     int ta, tb;

@@ -403,11 +403,6 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
                         p->pp, p->tp, grid, grid, ws);
         }
     }
-    if (p->zero && p->dp > 1) {
-        data_free(&ts); trainer_free(&t);
-        return fail(2, "%s: zero=1 at dp=%d is not trained by this runtime yet (the AdamW state is not sharded; the "
-                    "report shows zero=1's memory per rank): regenerate with -D zero=0", p->path, p->dp);
-    }
     t.e = engine_create(p, opt->backend ? opt->backend : "auto", err, sizeof err);
     if (!t.e) { data_free(&ts); trainer_free(&t); return fail(1, "%s", err); }
 

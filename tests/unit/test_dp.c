@@ -102,6 +102,45 @@ static void dp_steps(Case *a, Case *ref, const char *what) {
     CHECK(worst_norm < CASE_TOL && worst < CASE_TOL, name, "grad norm rel %.3g, worst param %s rel %.3g", worst_norm, wname, worst);
 }
 
+/* ZeRO-1: zero=1 against zero=0 at the same grid: 3 AdamW steps give the same params and the same
+ * canonical AdamW moments (gathered from the dp shards). */
+static void zero_cases(const char *spec, int mb) {
+    char defs[300], what[300];
+    Case ref, c;
+    snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D micro_batch=%d -D dp_bucket_mb=0.05", mb);
+    if (open_dp(&ref, spec, defs) == 0) {
+        snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D micro_batch=%d -D dp_bucket_mb=0.05 -D zero=1", mb);
+        if (!open_dp(&c, spec, defs)) {
+            int nrs = 0, ngs = 0;
+            for (int s = 0; s < c.p->nsteps; s++) {
+                nrs += c.p->steps_[s].kind == ST_REDUCE_SCATTER;
+                ngs += c.p->steps_[s].kind == ST_GATHER_SHARDS;
+            }
+            snprintf(what, sizeof what, "%s zero=1 plan: a reduce_scatter per gradient, a gather_shards per param", spec);
+            CHECK(nrs == c.p->nparams && ngs == c.p->nparams && c.p->zero == 1, what, "%d reduce_scatter, %d gather_shards, %d params",
+                  nrs, ngs, c.p->nparams);
+            snprintf(what, sizeof what, "%s dp=2 x tp=2 zero=1 vs zero=0", spec);
+            dp_steps(&c, &ref, what);
+            double worst = 0;
+            const char *wname = "";
+            for (int i = 0; i < ref.p->ncanons; i++)
+                for (int slot = SLOT_ADAM_M; slot <= SLOT_ADAM_V; slot++) {
+                    int64_t n = ref.p->canons[i].rows * ref.p->canons[i].cols;
+                    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+                    engine_get_canon(c.e, plan_find_canon(c.p, ref.p->canons[i].name), slot, x);
+                    engine_get_canon(ref.e, i, slot, y);
+                    double e = rel_err(x, y, n);
+                    if (e > worst || e != e) { worst = e; wname = ref.p->canons[i].name; }
+                    free(x); free(y);
+                }
+            snprintf(what, sizeof what, "%s zero=1 vs zero=0: the same canonical AdamW moments after 3 steps", spec);
+            CHECK(worst < CASE_TOL, what, "worst %s rel %.3g", wname, worst);
+        }
+        close_case(&c);
+    }
+    close_case(&ref);
+}
+
 /* For one model: dp=2 x tp=2 vs dp=1 grad_accum=2, dp=4 x tp=1 vs dp=1 grad_accum=4 (half the
  * micro-batch, so the global batch is the same size). */
 static void model_cases(const char *spec, const char *extra, int mb, int steps) {
@@ -224,6 +263,10 @@ int main(void) {
     model_cases("tiny-lax", "", 4, 0);
     global_batch(4 * 64 * 2, 256);
     model_cases("specs/runs/tiny-cola-moe.lua", "", 4, 1);
+    global_batch(4 * 64 * 2, 256);
+    zero_cases("tiny-cola", 4);
+    global_batch(4 * 64 * 2, 256);
+    zero_cases("specs/runs/tiny-cola-moe.lua", 4);
     free(gtok); free(gtgt);
     TEST_EXIT();
 }
