@@ -104,11 +104,11 @@ int dp_emit_reduction(Graph *g) {
             o->aux = -1;
             o->buf = opnd(ge[i].grad, 0, g->t[ge[i].grad].cols);
             o->elems = g->t[ge[i].grad].rows * g->t[ge[i].grad].cols;
-            o->dtype = g->t[ge[i].grad].dtype;
+            o->dtype = r->dp_bf16 ? IR_BF16 : g->t[ge[i].grad].dtype;   /* the wire dtype; d.P stays fp32 */
             o->dir = 1;
             o->group = 1;
             o->bucket = bucket[i];
-            o->bytes = ge[i].bytes;
+            o->bytes = o->elems * (int64_t)ir_dtype_size(o->dtype);
             snprintf(o->tag, sizeof o->tag, "dp.%.90s", g->params[ge[i].param].name);
             snprintf(o->chunk, sizeof o->chunk, "dp.bucket%d", bucket[i]);
         }
@@ -159,8 +159,8 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
         return;
     }
     fprintf(f, "\n## Data parallelism (dp=%d, per rank and optimizer step)\n\n| | |\n|---|---:|\n", dp);
-    fprintf(f, "| gradient all-reduce payload (fp32, group=dp) | %.1f MB in %d buckets of >= %.1f MB (%d steps) |\n",
-            d.bytes / 1e6, d.buckets, run->dp_bucket_bytes / 1e6, d.steps);
+    fprintf(f, "| gradient all-reduce payload (%s, group=dp) | %.1f MB in %d buckets of >= %.1f MB (%d steps) |\n",
+            run->dp_bf16 ? "bf16" : "fp32", d.bytes / 1e6, d.buckets, run->dp_bucket_bytes / 1e6, d.steps);
     fprintf(f, "| issued before the backward ends (overlapped) | %.1f MB (%.0f%%) |\n", d.bytes_overlapped / 1e6,
             d.bytes ? 100.0 * (double)d.bytes_overlapped / (double)d.bytes : 0.0);
     fprintf(f, "| ring traffic, 2(dp-1)/dp x payload | %.1f MB |\n", ring / 1e6);

@@ -223,8 +223,20 @@ static float *scratch(BackendRank *r, size_t n) {
     return r->scratch;
 }
 
+/* x rounded to the nearest bf16 (ties to even), as an fp32: what a bf16 wire carries. */
+static float bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    else u &= 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
 /* The members of the step's group sum their buffers in index order 0..n-1 (deterministic, the same
- * bits on every member); op=avg then divides by n. */
+ * bits on every member); op=avg then divides by n.
+ * A bf16 step on an fp32 buffer (dp gradients, parallel.dp_dtype = "bf16") rounds every member's
+ * values and the result to bf16, as a bf16 collective on a device would (the sum itself in fp32). */
 static int cpu_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
     CpuGroup *g = r->grp[c->group];
     int n = g ? g->n : (c->group == GROUP_TP ? r->tp : 1);
@@ -235,13 +247,17 @@ static int cpu_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
     if (!sum) return rfail(r, "allreduce: out of memory");
     g->ptr[r->gidx[c->group]] = buf;
     if (group_barrier(r->comm, g)) return rfail(r, "allreduce abandoned: another rank failed");
+    int wire16 = c->dtype == PDT_BF16 && r->p->tensors[c->buf.tensor].dtype == PDT_FP32;
     memcpy(sum, g->ptr[0], ne * sizeof *sum);
+    if (wire16) for (size_t i = 0; i < ne; i++) sum[i] = bf16_round(sum[i]);
     for (int q = 1; q < n; q++) {
         const float *src = g->ptr[q];
-        for (size_t i = 0; i < ne; i++) sum[i] += src[i];
+        if (wire16) for (size_t i = 0; i < ne; i++) sum[i] += bf16_round(src[i]);
+        else for (size_t i = 0; i < ne; i++) sum[i] += src[i];
     }
     if (c->avg)
         for (size_t i = 0; i < ne; i++) sum[i] /= (float)n;
+    if (wire16) for (size_t i = 0; i < ne; i++) sum[i] = bf16_round(sum[i]);
     if (group_barrier(r->comm, g)) return rfail(r, "allreduce abandoned: another rank failed");
     memcpy(buf, sum, ne * sizeof *sum);
     return 0;
@@ -278,12 +294,16 @@ static int cpu_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
     if (!sum) return rfail(r, "reduce_scatter: out of memory");
     g->ptr[r->gidx[GROUP_DP]] = buf;
     if (group_barrier(r->comm, g)) return rfail(r, "reduce_scatter abandoned: another rank failed");
-    for (int64_t i = lo; i < hi; i++) sum[i - lo] = ((const float *)g->ptr[0])[i];
-    for (int q = 1; q < g->n; q++) {
+    int wire16 = c->dtype == PDT_BF16 && r->p->tensors[c->buf.tensor].dtype == PDT_FP32;
+    for (int q = 0; q < g->n; q++) {
         const float *src = g->ptr[q];
-        for (int64_t i = lo; i < hi; i++) sum[i - lo] += src[i];
+        for (int64_t i = lo; i < hi; i++) {
+            float x = wire16 ? bf16_round(src[i]) : src[i];
+            sum[i - lo] = q ? sum[i - lo] + x : x;
+        }
     }
     if (c->avg) for (int64_t i = lo; i < hi; i++) sum[i - lo] /= (float)g->n;
+    if (wire16) for (int64_t i = lo; i < hi; i++) sum[i - lo] = bf16_round(sum[i - lo]);
     if (group_barrier(r->comm, g)) return rfail(r, "reduce_scatter abandoned: another rank failed");
     memcpy((float *)buf + lo, sum, (size_t)(hi - lo) * sizeof *sum);
     return 0;

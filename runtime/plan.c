@@ -917,7 +917,9 @@ static int line_collective(Loader *L, Line *ln, CollArgs *c, int gather) {
         if (c->group == GROUP_DP && p->tensors[c->buf.tensor].kind != TK_GRAD)
             return fail(L, "allreduce group=dp: buf=%s is not a parameter gradient (d.NAME)", p->tensors[c->buf.tensor].name);
         if (check_view(L, p, &c->buf, 1, c->elems, c->elems, 0, "allreduce buf") || check_live(L, p, &c->buf)) return -1;
-        if (p->tensors[c->buf.tensor].dtype != c->dtype)
+        /* a dp reduction of an fp32 gradient may travel as bf16 (parallel.dp_dtype) */
+        int wire_bf16 = c->group == GROUP_DP && c->dtype == PDT_BF16 && p->tensors[c->buf.tensor].dtype == PDT_FP32;
+        if (p->tensors[c->buf.tensor].dtype != c->dtype && !wire_bf16)
             return fail(L, "allreduce: dtype does not match buffer %s's dtype", p->tensors[c->buf.tensor].name);
         return 0;
     }

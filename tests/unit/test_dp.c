@@ -141,6 +141,29 @@ static void zero_cases(const char *spec, int mb) {
     close_case(&ref);
 }
 
+/* parallel.dp_dtype = "bf16": the dp reduction rounds each rank's gradient and the mean to bf16
+ * (8 significant bits: relative rounding error at most 2^-9 per rounding). Norm-wise, the canonical
+ * gradients stay within 2^-7 of the fp32 reduction's, and differ from them (the rounding happens). */
+static void bf16_case(void) {
+    Case ref, c;
+    global_batch(4 * 64 * 2, 256);
+    if (open_dp(&ref, "tiny-cola", "-D tp=1 -D dp=2 -D micro_batch=4") == 0 &&
+        open_dp(&c, "tiny-cola", "-D tp=1 -D dp=2 -D micro_batch=4 -D dp_dtype=bf16") == 0) {
+        double worst = 0, least = 1;
+        const char *wname = "";
+        for (int i = 0; i < ref.p->ncanons; i++) {
+            double e = rel_err(c.grad[i], ref.grad[i], ref.p->canons[i].rows * ref.p->canons[i].cols);
+            if (e > worst || e != e) { worst = e; wname = ref.p->canons[i].name; }
+            if (e < least) least = e;
+        }
+        printf("# bf16 dp reduction: worst canonical gradient %s rel %.3g (fp32 reduction as reference)\n", wname, worst);
+        CHECK(worst > 0 && worst <= 1.0 / 128 && c.loss == ref.loss, "dp_dtype=bf16: gradients within 2^-7 of the fp32 reduction, not equal",
+              "worst %s rel %.3g, loss %.9g vs %.9g", wname, worst, c.loss, ref.loss);
+    }
+    close_case(&c);
+    close_case(&ref);
+}
+
 /* For one model: dp=2 x tp=2 vs dp=1 grad_accum=2, dp=4 x tp=1 vs dp=1 grad_accum=4 (half the
  * micro-batch, so the global batch is the same size). */
 static void model_cases(const char *spec, const char *extra, int mb, int steps) {
@@ -263,6 +286,7 @@ int main(void) {
     model_cases("tiny-lax", "", 4, 0);
     global_batch(4 * 64 * 2, 256);
     model_cases("specs/runs/tiny-cola-moe.lua", "", 4, 1);
+    bf16_case();
     global_batch(4 * 64 * 2, 256);
     zero_cases("tiny-cola", 4);
     global_batch(4 * 64 * 2, 256);
