@@ -415,8 +415,10 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     format_count((double)((int64_t)p->micro_batch * p->seq * p->grad_accum * p->dp), tok, sizeof tok);
     printf("boost train: run %s, model %s (%s, %d layers, hidden %d), %s parameters\n", p->run_name, p->model_name,
            p->family, p->layers, p->hidden, count);
-    printf("  layout %s, tp=%d, dp=%d, backend %s; micro_batch %d x seq %d x grad_accum %d x dp %d = %s tokens per step; %d steps\n",
-           p->layout, p->tp, p->dp, engine_backend_name(t.e), p->micro_batch, p->seq, p->grad_accum, p->dp, tok, p->steps);
+    char dps[32] = "";
+    if (p->dp > 1) snprintf(dps, sizeof dps, " x dp %d", p->dp);
+    printf("  layout %s, tp=%d, dp=%d, backend %s; micro_batch %d x seq %d x grad_accum %d%s = %s tokens per step; %d steps\n",
+           p->layout, p->tp, p->dp, engine_backend_name(t.e), p->micro_batch, p->seq, p->grad_accum, dps, tok, p->steps);
     Grid grid;
     if (grid_make(&grid, p->dp, p->pp, p->tp, err, sizeof err) == 0) {
         char gd[4096];
