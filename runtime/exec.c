@@ -1,4 +1,5 @@
-/* exec.c: the Engine (runtime/runtime.h). It opens one backend rank per tensor-parallel rank, runs
+/* exec.c: the Engine (runtime/runtime.h). It opens one backend rank per rank of the grid (dp x tp,
+ * runtime/grid.h; rank = dp_rank*tp + tp_rank), runs
  * each rank on its own persistent worker thread, walks the plan's steps in order on every rank
  * (collectives synchronise the ranks inside the backend), and does what sits around the steps:
  * TP-invariant initialisation, the global gradient norm, clipping, the AdamW schedule, and
