@@ -428,6 +428,20 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     printf("  data %s: %s training tokens, %s validation tokens\n", ts.source, ntrain, nval);
     printf("  collective bytes per step: %s per rank (%lld bytes, %s layout, tp=%d%s)\n", coll, (long long)coll_bytes,
            p->layout, p->tp, p->tp == 1 ? ": the collectives are no-ops at tp=1, this is what they would carry" : "");
+    if (p->dp > 1) {   /* the plan's group=dp steps: one pass over them per optimizer step */
+        int64_t dpb = 0;
+        int nb = 0;
+        for (int s = 0; s < p->nsteps; s++) {
+            const PlanStep *st = &p->steps_[s];
+            if ((st->kind != ST_ALLREDUCE && st->kind != ST_REDUCE_SCATTER) || st->coll.group != GROUP_DP) continue;
+            dpb += st->coll.elems * (int64_t)plan_dtype_size(st->coll.dtype);
+            if (st->coll.bucket + 1 > nb) nb = st->coll.bucket + 1;
+        }
+        char dpbs[32];
+        format_bytes((double)dpb, dpbs, sizeof dpbs);
+        printf("  dp gradient reduction per step: %s per rank in %d bucket%s (%s%s)\n", dpbs, nb, nb == 1 ? "" : "s",
+               p->zero ? "reduce_scatter + gather_shards, ZeRO-1" : "allreduce", p->grad_accum > 1 ? ", last micro-batch only" : "");
+    }
     fflush(stdout);
 
     if (opt->resume) rc = resume_from(&t, opt->resume);
