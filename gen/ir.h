@@ -124,6 +124,9 @@ typedef struct {
     int dtype, dir;          /* dir: 0 fwd, 1 bwd */
     char tag[96];
     int64_t bytes;           /* payload per rank: elems (or rows*cols*t for allgather) * dtype size */
+    int group;               /* 0: the tp group; 1: the dp group (gen/dp.c: gradient buckets, op=avg,
+                                run on the last micro-batch of an optimizer step only) */
+    int bucket;              /* dp all-reduces: the bucket index */
     const char *dual;        /* forward collectives: the backward dual ("identity" for an all-reduce,
                                 "slice" for an all-gather, "allreduce" for OP_TP_COPY) */
     int marker_tensor;       /* OP_SAVE, OP_TP_COPY */
@@ -212,6 +215,17 @@ int emit_forward_steps(Graph *g);              /* tape -> steps with save marker
 
 /* ---- backward.c ---- */
 int build_backward(Graph *g);                  /* appends the backward section (with recompute) */
+
+/* ---- dp.c ---- */
+int dp_emit_reduction(Graph *g);               /* dp > 1: bucketed all-reduces (group=dp) of the param grads */
+typedef struct {
+    int steps, buckets;
+    int64_t bytes;            /* payload of the group=dp all-reduces per rank and optimizer step */
+    int64_t bytes_overlapped; /* of it, issued before the backward's last compute step */
+    int64_t local_params;     /* elements one rank holds */
+} DpFigures;
+void dp_figures(const Graph *g, DpFigures *d);
+void dp_report(const Run *run, const Graph *g, FILE *f, int json);   /* report section; nothing at dp=1 */
 
 /* ---- memplan.c ---- */
 int memplan(Graph *g);                         /* liveness, offsets, overlap check */

@@ -87,6 +87,9 @@ typedef struct {
     Model model;
     Gpu gpu;
     int tp, pp, dp;
+    int64_t dp_bucket_bytes;  /* gradient bytes per dp all-reduce bucket (gen/dp.c) */
+    int zero;                 /* ZeRO stage 0 or 1 */
+    int dp_bf16;              /* 1: the dp gradient reduction carries bf16 (parallel.dp_dtype) */
     int layout;               /* enum Layout */
     int micro_batch, seq, grad_accum;
     int dtype;                /* enum DType of activations and weights on the GPU */

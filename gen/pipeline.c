@@ -1,5 +1,5 @@
 /* pipeline.c: the generator's pipeline, above the passes: a Run and a layout in, a finished Graph
- * out (forward tape -> parallel-state check -> checkpoint -> backward -> memory plan -> kernel
+ * out (forward tape -> parallel-state check -> checkpoint -> backward -> dp reduction -> memory plan -> kernel
  * specialisation). The only file in gen/ that calls every pass. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +27,7 @@ static int run_passes(Graph *g, const Run *run) {
     if (!rc) { checkpoint_classify(g); rc = emit_forward_steps(g); }
     if (!rc) rc = build_backward(g);
     if (!rc) rc = check_overflow(g, g->steps, g->nsteps);
+    if (!rc) rc = dp_emit_reduction(g);
     if (!rc) rc = memplan(g);
     for (int s = 0; s < g->nsteps && !rc; s++) {
         Op *o = &g->steps[s];

@@ -53,10 +53,15 @@ static void pr_step(FILE *f, const Graph *g, const Op *o) {
         }
         break;
     case OP_ALLREDUCE:
-        fprintf(f, "allreduce");
+        /* zero=1: the dp reduction gives each dp rank its shard only (ZeRO-1) */
+        fprintf(f, "%s", o->group == 1 && g->run->zero ? "reduce_scatter" : "allreduce");
         pr_opnd(f, g, "buf", o->buf);
-        fprintf(f, " elems=%" PRId64 " dtype=%s op=sum dir=%s tag=%s", o->elems, dtype_name(o->dtype),
-                o->dir ? "bwd" : "fwd", o->tag);
+        if (o->group == 1)
+            fprintf(f, " elems=%" PRId64 " dtype=%s op=avg dir=bwd group=dp micro=last bucket=%d tag=%s", o->elems,
+                    dtype_name(o->dtype), o->bucket, o->tag);
+        else
+            fprintf(f, " elems=%" PRId64 " dtype=%s op=sum dir=%s tag=%s", o->elems, dtype_name(o->dtype),
+                    o->dir ? "bwd" : "fwd", o->tag);
         break;
     case OP_ALLGATHER:
         fprintf(f, "allgather");
@@ -80,10 +85,10 @@ int plan_write(const Graph *g, FILE *f) {
             m->hidden, m->layers, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab, m->norm_eps, m->rope_theta,
             g->layout == LAYOUT_MEGATRON ? 0 : m->lax);
     fprintf(f, "run name=%s tp=%d pp=%d dp=%d layout=%s micro_batch=%d seq=%d grad_accum=%d dtype=%s online_rmsnorm=%d "
-            "group_linears=%d checkpoint=%s gpu=%s arch=%s\n",
+            "group_linears=%d checkpoint=%s gpu=%s arch=%s%s\n",
             r->name, r->tp, r->pp, r->dp, layout_name(g->layout), r->micro_batch, r->seq, r->grad_accum,
             r->dtype == DT_FP32 ? "fp32" : "bf16", r->online_rmsnorm, r->group_linears,
-            r->checkpoint == CKPT_LOWRANK ? "lowrank" : "none", r->gpu.name, r->gpu.arch);
+            r->checkpoint == CKPT_LOWRANK ? "lowrank" : "none", r->gpu.name, r->gpu.arch, r->zero ? " zero=1" : "");
     fprintf(f, "train steps=%d lr=%.9g min_lr=%.9g warmup=%d beta1=%.9g beta2=%.9g adam_eps=%.9g weight_decay=%.9g "
             "clip=%.9g seed=%" PRIu64 " eval_every=%d",
             r->steps, r->lr, r->min_lr, r->warmup, r->beta1, r->beta2, r->adam_eps, r->weight_decay, r->clip,
@@ -131,6 +136,14 @@ int plan_write(const Graph *g, FILE *f) {
         pr_step(f, g, o);
     }
     if (g->nfwd_steps == g->nsteps) fprintf(f, "\nsection backward\n");
-    fprintf(f, "\nsection optimizer\noptimizer adamw\n");
+    if (g->run->zero && g->run->dp > 1) {   /* ZeRO-1: sharded update, then every shard to every dp rank */
+        fprintf(f, "\nsection optimizer\noptimizer adamw zero=1\n");
+        for (int i = 0; i < g->nparams; i++) {
+            const Tensor *t = &g->t[g->params[i].tensor];
+            fprintf(f, "gather_shards buf=%s elems=%" PRId64 " dtype=%s group=dp\n", t->name, t->rows * t->cols, dtype_name(t->dtype));
+        }
+    } else {
+        fprintf(f, "\nsection optimizer\noptimizer adamw%s\n", g->run->zero ? " zero=1" : "");
+    }
     return ferror(f) ? 1 : 0;
 }

@@ -44,6 +44,7 @@ static void collect(const Graph *g, LayoutFig *f) {
             if (o->kind == OP_GROUPED_GEMM) for (int i = 0; i < o->nmembers; i++) l0_gemm(f, &o->members[i], 1);
         }
         if (o->kind != OP_ALLREDUCE && o->kind != OP_ALLGATHER) continue;
+        if (o->group == 1) continue;   /* dp gradient reduction: dp_report */
         int bwd = s >= g->nfwd_steps;
         if (o->layer == 0) add_coll(bwd ? &f->layer_bwd : &f->layer_fwd, o, g->tp);
         if (o->layer >= 0) add_coll(bwd ? &f->all_bwd : &f->all_fwd, o, g->tp);
@@ -312,7 +313,9 @@ static void report_json(const Run *run, const Report *d, FILE *f) {
     for (int i = 0; i < nsh; i++)
         fprintf(f, "%s{\"m\": %" PRId64 ", \"n\": %" PRId64 ", \"k\": %" PRId64 ", \"batch\": %" PRId64 ", \"ta\": %d, \"tb\": %d, \"count\": %d, \"intensity\": %.1f}",
                 i ? ", " : "", sh[i].m, sh[i].n, sh[i].k, sh[i].batch, sh[i].ta, sh[i].tb, sh[i].count, intensity(sh[i].m, sh[i].n, sh[i].k));
-    fprintf(f, "],\n \"memory\": {\"activation_bytes\": %" PRId64 ", \"activation_bytes_no_checkpoint\": %" PRId64
+    fprintf(f, "],\n");
+    dp_report(run, g, f, 1);
+    fprintf(f, " \"memory\": {\"activation_bytes\": %" PRId64 ", \"activation_bytes_no_checkpoint\": %" PRId64
                ", \"activation_bytes_busiest_step\": %" PRId64
                ", \"weights_grads_adamw_bytes_per_rank\": %.0f, \"weights_grads_adamw_bytes_per_rank_per_stage\": %.0f}}\n",
             lf[self].arena, lf[self].arena_nockpt, g->arena_lower_bound, wmem, wmem_stage);
@@ -422,6 +425,7 @@ static void md_memory(const Run *run, const Report *d, FILE *f) {
     for (int l = 0; l < 3; l++)
         if (lf[l].ok) { fprintf(f, " %s ", lname[l]); md_bytes(f, (double)lf[l].arena); fprintf(f, " (no checkpoint "); md_bytes(f, (double)lf[l].arena_nockpt); fprintf(f, ")%s", l < 2 ? ";" : "."); }
     fprintf(f, "\n");
+    dp_report(run, g, f, 0);
 }
 
 int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {

@@ -125,7 +125,7 @@ static const Field TUNE_FIELDS[] = {
 static const Field RUN_FIELDS[] = {
     {"model", K_MODEL, 0, 0, 0, NULL, NULL, "a model name from specs/models, e.g. model = \"cola-llama-7b\""},
     {"gpu", K_GPU, 0, 0, 0, NULL, "h100", "a GPU name from specs/gpus"},
-    {"parallel", K_TABLE, 0, 0, 0, NULL, NULL, "{tp=, pp=, dp=, layout=}"},
+    {"parallel", K_TABLE, 0, 0, 0, NULL, NULL, "{tp=, pp=, dp=, layout=, dp_bucket_mb=, dp_dtype=, zero=}"},
     {"features", K_TABLE, 0, 0, 0, NULL, NULL, "{online_rmsnorm=, group_linears=, checkpoint=}"},
     {"train", K_TABLE, 0, 0, 0, NULL, NULL, "{micro_batch=, seq=, lr=, steps=, ...}"},
     {"data", K_TABLE, 0, 0, 0, NULL, NULL, "{path=, val_fraction=} or a path"},
@@ -136,6 +136,9 @@ static const Field PARALLEL_FIELDS[] = {
     {"pp", K_INT, 1, MAX_LAYERS, 0, NULL, "1", "pipeline-parallel degree"},
     {"dp", K_INT, 1, 65536, 0, NULL, "1", "data-parallel degree"},
     {"layout", K_CHOICE, 0, 0, 0, "megatron|naive|btp", NULL, "how layers are split across tp ranks"},
+    {"dp_bucket_mb", K_NUM, 0, 65536, 1, NULL, "25", "MB of gradients per data-parallel all-reduce bucket (PyTorch DDP's 25)"},
+    {"dp_dtype", K_CHOICE, 0, 0, 0, "fp32|bf16", "fp32", "dtype of the dp gradient reduction (bf16: half the bytes, ~2^-8 relative error)"},
+    {"zero", K_INT, 0, 1, 0, NULL, "0", "ZeRO stage: 0 (replicated AdamW state) or 1 (AdamW state and masters sharded over dp)"},
     {NULL},
 };
 static const Field FEATURES_FIELDS[] = {
@@ -182,7 +185,7 @@ static const Schema S_MODEL = {"model", MODEL_FIELDS}, S_COLA = {"cola", COLA_FI
 typedef struct { const char *name; const Schema *schema; const char *key; } OverrideTarget;
 static const OverrideTarget OVERRIDES[] = {
     {"tp", &S_PARALLEL, "tp"}, {"pp", &S_PARALLEL, "pp"}, {"dp", &S_PARALLEL, "dp"},
-    {"layout", &S_PARALLEL, "layout"},
+    {"layout", &S_PARALLEL, "layout"}, {"dp_bucket_mb", &S_PARALLEL, "dp_bucket_mb"}, {"zero", &S_PARALLEL, "zero"}, {"dp_dtype", &S_PARALLEL, "dp_dtype"},
     {"online_rmsnorm", &S_FEATURES, "online_rmsnorm"}, {"group_linears", &S_FEATURES, "group_linears"},
     {"checkpoint", &S_FEATURES, "checkpoint"},
     {"micro_batch", &S_TRAIN, "micro_batch"}, {"seq", &S_TRAIN, "seq"},
@@ -1341,6 +1344,9 @@ static void read_run(Ctx *c, int run_src) {
     r->tp = get_int(c, &par, "tp");
     r->pp = get_int(c, &par, "pp");
     r->dp = get_int(c, &par, "dp");
+    r->dp_bucket_bytes = (int64_t)(get_num(c, &par, "dp_bucket_mb") * 1e6);
+    r->zero = get_int(c, &par, "zero");
+    r->dp_bf16 = get_choice(c, &par, "dp_dtype", 0) == 1;
     r->layout = get_choice(c, &par, "layout", lowrank ? LAYOUT_BTP : LAYOUT_MEGATRON);
 
     Obj feat = get_table(c, &ro, "features", &S_FEATURES);

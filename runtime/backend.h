@@ -5,13 +5,14 @@
 #define BOOST_BACKEND_H
 
 #include "runtime/plan.h"
+#include "runtime/grid.h"
 
 typedef struct BackendRank BackendRank;   /* one rank's memory and streams, backend-defined */
 
 typedef struct Backend {
     const char *name;
     int elem_bytes_fp32_only;  /* 1: every tensor is fp32 (CPU); 0: tensors have their dtype */
-    /* Create rank `rank` of `tp`: allocate the arena, inputs/outputs, params, grads, AdamW state. */
+    /* Create tensor-parallel rank `rank` of `tp` (one of them per dp rank): allocate the arena, inputs/outputs, params, grads, AdamW state. */
     BackendRank *(*rank_open)(const Plan *p, int rank, int tp, char *err, size_t errlen);
     void (*rank_close)(BackendRank *r);
     /* Base pointer of tensor t (device pointer on CUDA) and its element size there. */
@@ -22,6 +23,12 @@ typedef struct Backend {
     /* Collectives across the ranks of this process; implementations synchronise the ranks. */
     int (*allreduce)(BackendRank *r, const CollArgs *c, void *buf);
     int (*allgather)(BackendRank *r, const CollArgs *c, void *src, void *dst);
+    /* Optional, ZeRO-1 (zero=1 plans; NULL: the backend cannot run them). reduce_scatter: the dp
+     * group averages (op=avg) its `elems` at buf, each member receiving only its shard (zero_shard in
+     * runtime/plan.h); gather_shards: every member's shard of param buf goes to all members. With
+     * zero=1 the backend keeps AdamW state for its shard only and adamw/grad_sq_norm cover the shard. */
+    int (*reduce_scatter)(BackendRank *r, const CollArgs *c, void *buf);
+    int (*gather_shards)(BackendRank *r, const CollArgs *c, void *buf);
     /* Host <-> backend copies of whole tensors as fp32 (params, grads, inputs, loss). */
     int (*to_host)(BackendRank *r, int t, float *host);
     int (*from_host)(BackendRank *r, int t, const float *host);
@@ -37,6 +44,10 @@ typedef struct Backend {
     /* Optional (NULL: nothing to do): called once after all ranks are open, so the ranks can find
      * each other for collectives. */
     int (*group_init)(BackendRank **ranks, int tp, char *err, size_t errlen);
+    /* Optional, used instead of group_init when set: ranks[0..grid->world) indexed by grid rank (all
+     * in this process); make one communicator per group of the grid (tp groups, dp groups). A
+     * collective runs on the group its CollArgs.group names. A backend without it trains dp=1 only. */
+    int (*grid_init)(BackendRank **ranks, const Grid *grid, char *err, size_t errlen);
     /* Optional, multi-process mode only (one rank per process; the Engine then passes group_init an
      * array where only this process's rank is set): sum n values of a host buffer (double when
      * is_f64, else float) over the processes; every process gets the sum. */

@@ -1,7 +1,8 @@
 /* cpu.c: backend_cpu, the fp32 reference backend. Each tensor-parallel rank is a thread of one
  * process; a rank owns an activation arena (2*arena_bytes: every buffer at 2*offset, see
- * docs/plan-format.md), its params, grads and AdamW state. Collectives meet at a barrier and sum
- * in rank order 0..t-1, so every rank gets bit-identical results at any TP degree. */
+ * docs/plan-format.md), its params, grads and AdamW state. The ranks of the grid (dp x tp, all threads)
+ * form tp groups and dp groups (runtime/grid.h); a collective meets its group at a barrier and sums
+ * in index order 0..n-1, so every member gets bit-identical results at any degree. */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -11,26 +12,37 @@
 #include <cblas.h>          // defines: cblas_sgemm, openblas_set_num_threads
 #include "runtime/backend.h"
 #include "runtime/cpu.h"
+#include "runtime/grid.h"
 
 #define CPU_MAX_TP 64
 
-/* The ranks of one Engine: a barrier that can be aborted, and each rank's published pointer. */
+/* One communication group (a tp group or a dp group of the rank grid, runtime/grid.h): its size, a
+ * barrier generation and each member's published pointer. */
 typedef struct {
-    int tp;
+    int n, count, gen;
+    void **ptr;               /* [n], by index in the group */
+} CpuGroup;
+
+/* All the groups of one Engine's ranks. One mutex and condition variable serve every group's
+ * barrier, so one failing rank wakes and stops the ranks waiting in any group. */
+typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int count, gen, aborted, refs;
-    void *ptr[CPU_MAX_TP];
-} CpuGroup;
+    int aborted, refs, ngroups;
+    CpuGroup *groups;         /* [ngroups]: the tp groups, then the dp groups */
+} CpuComm;
 
 struct BackendRank {
     const Plan *p;
-    int rank, tp;
+    int rank, tp;                 /* rank: the tensor-parallel rank (what %r means in the plan) */
     float *arena;                 /* 2*arena_bytes */
     void **ptr;                   /* per tensor */
     float **m, **v;               /* per param: AdamW state */
     float *scratch; size_t scratch_elems;
-    CpuGroup *group;
+    CpuComm *comm;
+    CpuGroup *grp[GROUP_COUNT];   /* this rank's tp and dp groups (pp: unused) */
+    int gidx[GROUP_COUNT];        /* its index in each */
+    int zero;                     /* zero=1 at dp > 1: m, v hold this dp rank's shard only (zero_shard) */
     char err[512];
 };
 
@@ -51,34 +63,47 @@ static void blas_default(void) { if (!blas_threads) blas_threads_for(1); }
 
 static int64_t numel(const PlanTensor *t) { return t->rows * t->cols; }
 
-static void group_abort(CpuGroup *g) {
-    if (!g) return;
-    pthread_mutex_lock(&g->mu);
-    g->aborted = 1;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
+static void comm_abort(CpuComm *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    c->aborted = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
 }
 
-/* Returns -1 when another rank failed (the pass is abandoned). */
-static int group_barrier(CpuGroup *g) {
-    pthread_mutex_lock(&g->mu);
-    if (g->aborted) { pthread_mutex_unlock(&g->mu); return -1; }
+/* Every member of g meets here. Returns -1 when a rank failed (the pass is abandoned). */
+static int group_barrier(CpuComm *c, CpuGroup *g) {
+    pthread_mutex_lock(&c->mu);
+    if (c->aborted) { pthread_mutex_unlock(&c->mu); return -1; }
     int gen = g->gen;
-    if (++g->count == g->tp) {
+    if (++g->count == g->n) {
         g->count = 0;
         g->gen++;
-        pthread_cond_broadcast(&g->cv);
+        pthread_cond_broadcast(&c->cv);
     } else {
-        while (gen == g->gen && !g->aborted) pthread_cond_wait(&g->cv, &g->mu);
+        while (gen == g->gen && !c->aborted) pthread_cond_wait(&c->cv, &c->mu);
     }
-    int ab = g->aborted && gen == g->gen;
-    pthread_mutex_unlock(&g->mu);
+    int ab = c->aborted && gen == g->gen;
+    pthread_mutex_unlock(&c->mu);
     return ab ? -1 : 0;
+}
+
+static void comm_release(CpuComm *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    int left = --c->refs;
+    pthread_mutex_unlock(&c->mu);
+    if (left) return;
+    for (int i = 0; i < c->ngroups; i++) free(c->groups[i].ptr);
+    free(c->groups);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
 }
 
 static int rfail(BackendRank *r, const char *msg) {
     snprintf(r->err, sizeof r->err, "cpu rank %d: %s", r->rank, msg);
-    group_abort(r->group);
+    comm_abort(r->comm);
     return -1;
 }
 
@@ -93,17 +118,7 @@ static void cpu_rank_close(BackendRank *r) {
     if (r->m) for (int i = 0; i < p->nparams; i++) free(r->m[i]);
     if (r->v) for (int i = 0; i < p->nparams; i++) free(r->v[i]);
     free(r->m); free(r->v); free(r->arena); free(r->scratch);
-    if (r->group) {
-        CpuGroup *g = r->group;
-        pthread_mutex_lock(&g->mu);
-        int left = --g->refs;
-        pthread_mutex_unlock(&g->mu);
-        if (left == 0) {
-            pthread_mutex_destroy(&g->mu);
-            pthread_cond_destroy(&g->cv);
-            free(g);
-        }
-    }
+    comm_release(r->comm);
     free(r);
 }
 
@@ -124,9 +139,11 @@ static BackendRank *cpu_rank_open(const Plan *p, int rank, int tp, char *err, si
         if (pt->kind == TK_ACT) r->ptr[t] = (char *)r->arena + 2 * pt->offset;
         else if (!(r->ptr[t] = calloc((size_t)numel(pt), 4))) goto oom;
     }
+    r->zero = p->zero && p->dp > 1;
     for (int i = 0; i < p->nparams; i++) {
         size_t n = (size_t)(p->params[i].rows * p->params[i].cols);
-        if (!(r->m[i] = calloc(n, sizeof(float))) || !(r->v[i] = calloc(n, sizeof(float)))) goto oom;
+        if (r->zero) n = (n + (size_t)p->dp - 1) / (size_t)p->dp;   /* the largest shard */
+        if (!(r->m[i] = calloc(n + 1, sizeof(float))) || !(r->v[i] = calloc(n + 1, sizeof(float)))) goto oom;
     }
     return r;
 oom:
@@ -136,18 +153,54 @@ oom:
     return NULL;
 }
 
-static int cpu_group_init(BackendRank **ranks, int tp, char *err, size_t errlen) {
-    CpuGroup *g = calloc(1, sizeof *g);
-    if (!g) { snprintf(err, errlen, "cpu backend: out of memory"); return -1; }
-    g->tp = tp;
-    g->refs = tp;
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
-    for (int i = 0; i < tp; i++) ranks[i]->group = g;
+/* ranks[0..grid->world) by grid rank: one tp group per (pp, dp) and one dp group per (pp, tp). */
+static int cpu_grid_init(BackendRank **ranks, const Grid *grid, char *err, size_t errlen) {
+    CpuComm *c = calloc(1, sizeof *c);
+    int ntp = grid->world / grid->tp, ndp = grid->world / grid->dp;
+    if (c) c->groups = calloc((size_t)(ntp + ndp), sizeof *c->groups);
+    if (!c || !c->groups) { free(c); snprintf(err, errlen, "cpu backend: out of memory"); return -1; }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->ngroups = ntp + ndp;
+    c->refs = grid->world;
+    int bad = 0;
+    for (int i = 0; i < c->ngroups; i++) {
+        c->groups[i].n = i < ntp ? grid->tp : grid->dp;
+        if (!(c->groups[i].ptr = calloc((size_t)c->groups[i].n, sizeof(void *)))) bad = 1;
+    }
+    for (int r = 0; r < grid->world; r++) {
+        GridCoord gc = grid_coord(grid, r);
+        BackendRank *R = ranks[r];
+        R->comm = c;
+        /* tp group: numbered by its first rank / tp; dp group: by (pp, tp rank) */
+        R->grp[GROUP_TP] = &c->groups[gc.first[GROUP_TP] / grid->tp];
+        R->grp[GROUP_DP] = &c->groups[ntp + gc.pp_rank * grid->tp + gc.tp_rank];
+        R->gidx[GROUP_TP] = gc.tp_rank;
+        R->gidx[GROUP_DP] = gc.dp_rank;
+    }
+    if (bad) {
+        for (int r = 0; r < grid->world; r++) ranks[r]->comm = NULL;
+        c->refs = 1;
+        comm_release(c);
+        snprintf(err, errlen, "cpu backend: out of memory");
+        return -1;
+    }
     return 0;
 }
 
+static int cpu_group_init(BackendRank **ranks, int tp, char *err, size_t errlen) {
+    Grid g;
+    if (grid_make(&g, 1, 1, tp, err, errlen)) return -1;
+    return cpu_grid_init(ranks, &g, err, errlen);
+}
+
 static void *cpu_tensor_ptr(BackendRank *r, int t) { return r->ptr[t]; }
+
+/* The elements [lo, hi) of an n-element tensor this rank updates: all of them, or its zero=1 shard. */
+static void own_range(const BackendRank *r, int64_t n, int64_t *lo, int64_t *hi) {
+    if (!r->zero) { *lo = 0; *hi = n; return; }
+    zero_shard(n, r->gidx[GROUP_DP], r->grp[GROUP_DP] ? r->grp[GROUP_DP]->n : 1, lo, hi);
+}
 
 void cpu_gemm(const GemmArgs *g, const float *A, const float *B, float *C) {
     pthread_once(&blas_once, blas_default);
@@ -182,22 +235,43 @@ static float *scratch(BackendRank *r, size_t n) {
     return r->scratch;
 }
 
+/* x rounded to the nearest bf16 (ties to even), as an fp32: what a bf16 wire carries. */
+static float bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    else u &= 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* The members of the step's group sum their buffers in index order 0..n-1 (deterministic, the same
+ * bits on every member); op=avg then divides by n.
+ * A bf16 step on an fp32 buffer (dp gradients, parallel.dp_dtype = "bf16") rounds every member's
+ * values and the result to bf16, as a bf16 collective on a device would (the sum itself in fp32). */
 static int cpu_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
-    if (r->tp == 1) return 0;
-    CpuGroup *g = r->group;
+    CpuGroup *g = r->grp[c->group];
+    int n = g ? g->n : (c->group == GROUP_TP ? r->tp : 1);
+    if (n == 1) return 0;
     if (!g) return rfail(r, "allreduce: the ranks were never grouped (group_init not called)");
-    size_t n = (size_t)c->elems;
-    float *sum = scratch(r, n);
+    size_t ne = (size_t)c->elems;
+    float *sum = scratch(r, ne);
     if (!sum) return rfail(r, "allreduce: out of memory");
-    g->ptr[r->rank] = buf;
-    if (group_barrier(g)) return rfail(r, "allreduce abandoned: another rank failed");
-    memcpy(sum, g->ptr[0], n * sizeof *sum);
-    for (int q = 1; q < r->tp; q++) {
+    g->ptr[r->gidx[c->group]] = buf;
+    if (group_barrier(r->comm, g)) return rfail(r, "allreduce abandoned: another rank failed");
+    int wire16 = c->dtype == PDT_BF16 && r->p->tensors[c->buf.tensor].dtype == PDT_FP32;
+    memcpy(sum, g->ptr[0], ne * sizeof *sum);
+    if (wire16) for (size_t i = 0; i < ne; i++) sum[i] = bf16_round(sum[i]);
+    for (int q = 1; q < n; q++) {
         const float *src = g->ptr[q];
-        for (size_t i = 0; i < n; i++) sum[i] += src[i];
+        if (wire16) for (size_t i = 0; i < ne; i++) sum[i] += bf16_round(src[i]);
+        else for (size_t i = 0; i < ne; i++) sum[i] += src[i];
     }
-    if (group_barrier(g)) return rfail(r, "allreduce abandoned: another rank failed");
-    memcpy(buf, sum, n * sizeof *sum);
+    if (c->avg)
+        for (size_t i = 0; i < ne; i++) sum[i] /= (float)n;
+    if (wire16) for (size_t i = 0; i < ne; i++) sum[i] = bf16_round(sum[i]);
+    if (group_barrier(r->comm, g)) return rfail(r, "allreduce abandoned: another rank failed");
+    memcpy(buf, sum, ne * sizeof *sum);
     return 0;
 }
 
@@ -205,20 +279,61 @@ static int cpu_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst
     int64_t rows = c->rows, cols = c->cols, t = r->tp;
     float *tmp = scratch(r, (size_t)(rows * cols * t));
     if (!tmp) return rfail(r, "allgather: out of memory");
-    CpuGroup *g = r->group;
+    CpuGroup *g = r->grp[GROUP_TP];
     if (t > 1 && !g) return rfail(r, "allgather: the ranks were never grouped (group_init not called)");
     if (t > 1) {
-        g->ptr[r->rank] = src;
-        if (group_barrier(g)) return rfail(r, "allgather abandoned: another rank failed");
+        g->ptr[r->gidx[GROUP_TP]] = src;
+        if (group_barrier(r->comm, g)) return rfail(r, "allgather abandoned: another rank failed");
     }
     for (int q = 0; q < t; q++) {
         const float *s = t > 1 ? g->ptr[q] : src;
         for (int64_t i = 0; i < rows; i++)
             memcpy(tmp + i * cols * t + q * cols, s + i * c->ld_src, (size_t)cols * sizeof *tmp);
     }
-    if (t > 1 && group_barrier(g)) return rfail(r, "allgather abandoned: another rank failed");
+    if (t > 1 && group_barrier(r->comm, g)) return rfail(r, "allgather abandoned: another rank failed");
     float *d = dst;
     for (int64_t i = 0; i < rows; i++) memcpy(d + i * c->ld_dst, tmp + i * cols * t, (size_t)(cols * t) * sizeof *d);
+    return 0;
+}
+
+/* ZeRO-1: average over the dp group like allreduce, but write only this member's shard. */
+static int cpu_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
+    CpuGroup *g = r->grp[GROUP_DP];
+    if (!g || g->n == 1) return 0;
+    int64_t lo, hi;
+    zero_shard(c->elems, r->gidx[GROUP_DP], g->n, &lo, &hi);
+    float *sum = scratch(r, (size_t)(hi - lo) + 1);
+    if (!sum) return rfail(r, "reduce_scatter: out of memory");
+    g->ptr[r->gidx[GROUP_DP]] = buf;
+    if (group_barrier(r->comm, g)) return rfail(r, "reduce_scatter abandoned: another rank failed");
+    int wire16 = c->dtype == PDT_BF16 && r->p->tensors[c->buf.tensor].dtype == PDT_FP32;
+    for (int q = 0; q < g->n; q++) {
+        const float *src = g->ptr[q];
+        for (int64_t i = lo; i < hi; i++) {
+            float x = wire16 ? bf16_round(src[i]) : src[i];
+            sum[i - lo] = q ? sum[i - lo] + x : x;
+        }
+    }
+    if (c->avg) for (int64_t i = lo; i < hi; i++) sum[i - lo] /= (float)g->n;
+    if (wire16) for (int64_t i = lo; i < hi; i++) sum[i - lo] = bf16_round(sum[i - lo]);
+    if (group_barrier(r->comm, g)) return rfail(r, "reduce_scatter abandoned: another rank failed");
+    memcpy((float *)buf + lo, sum, (size_t)(hi - lo) * sizeof *sum);
+    return 0;
+}
+
+/* ZeRO-1: every member copies the other members' shards of buf into its own buf. */
+static int cpu_gather_shards(BackendRank *r, const CollArgs *c, void *buf) {
+    CpuGroup *g = r->grp[GROUP_DP];
+    if (!g || g->n == 1) return 0;
+    g->ptr[r->gidx[GROUP_DP]] = buf;
+    if (group_barrier(r->comm, g)) return rfail(r, "gather_shards abandoned: another rank failed");
+    for (int q = 0; q < g->n; q++) {
+        if (q == r->gidx[GROUP_DP]) continue;
+        int64_t lo, hi;
+        zero_shard(c->elems, q, g->n, &lo, &hi);
+        memcpy((float *)buf + lo, (const float *)g->ptr[q] + lo, (size_t)(hi - lo) * sizeof(float));
+    }
+    if (group_barrier(r->comm, g)) return rfail(r, "gather_shards abandoned: another rank failed");
     return 0;
 }
 
@@ -259,16 +374,17 @@ static int cpu_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
         const PlanParam *pp = &p->params[i];
         float *w = r->ptr[pp->tensor];
         const float *g = r->ptr[pp->grad];
-        float *m = r->m[i], *v = r->v[i];
         double wd = p->weight_decay * pp->decay;
-        int64_t n = pp->rows * pp->cols;
-        int nt = n < 65536 ? 1 : cpu_threads();    /* element-wise: the split changes no bits */
+        int64_t lo, hi;
+        own_range(r, pp->rows * pp->cols, &lo, &hi);
+        float *m = r->m[i], *v = r->v[i];   /* element j's state at j - lo (the shard starts at lo) */
+        int nt = hi - lo < 65536 ? 1 : cpu_threads();    /* element-wise: the split changes no bits */
         #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-        for (int64_t j = 0; j < n; j++) {
+        for (int64_t j = lo; j < hi; j++) {
             double gj = (double)g[j] * grad_scale;
-            double mj = b1 * m[j] + (1.0 - b1) * gj;
-            double vj = b2 * v[j] + (1.0 - b2) * gj * gj;
-            m[j] = (float)mj; v[j] = (float)vj;
+            double mj = b1 * m[j - lo] + (1.0 - b1) * gj;
+            double vj = b2 * v[j - lo] + (1.0 - b2) * gj * gj;
+            m[j - lo] = (float)mj; v[j - lo] = (float)vj;
             double upd = (mj / c1) / (sqrt(vj / c2) + eps) + wd * w[j];
             w[j] = (float)(w[j] - lr * upd);
         }
@@ -282,6 +398,8 @@ static double cpu_grad_sq_norm(BackendRank *r) {
     for (int i = 0; i < p->nparams; i++) {
         const PlanParam *pp = &p->params[i];
         const float *g = r->ptr[pp->grad];
+        int64_t own0, own1;
+        own_range(r, pp->rows * pp->cols, &own0, &own1);
         for (int q = 0; q < pp->nparts; q++) {
             const PlanPart *pt = &p->parts[pp->first_part + q];
             if (pt->rep && r->rank != 0) continue;
@@ -290,7 +408,9 @@ static double cpu_grad_sq_norm(BackendRank *r) {
             int64_t lr = rank_int(pt->lr, r->rank), lc = rank_int(pt->lc, r->rank);
             for (int64_t a = 0; a < h; a++)
                 for (int64_t b = 0; b < w; b++) {
-                    double x = g[(lr + a) * pp->cols + lc + b];
+                    int64_t idx = (lr + a) * pp->cols + lc + b;
+                    if (idx < own0 || idx >= own1) continue;   /* zero=1: another dp rank's shard */
+                    double x = g[idx];
                     s += x * x;
                 }
         }
@@ -308,14 +428,19 @@ static int cpu_zero_grads(BackendRank *r) {
 static int cpu_state_to_host(BackendRank *r, int param, int slot, float *host) {
     const PlanParam *pp = &r->p->params[param];
     if (slot != 1 && slot != 2) return rfail(r, "state_to_host: slot must be 1 (m) or 2 (v)");
-    memcpy(host, slot == 1 ? r->m[param] : r->v[param], (size_t)(pp->rows * pp->cols) * sizeof *host);
+    int64_t lo, hi, n = pp->rows * pp->cols;
+    own_range(r, n, &lo, &hi);   /* zero=1: the shard, zeros elsewhere (the Engine sums over dp) */
+    memset(host, 0, (size_t)n * sizeof *host);
+    memcpy(host + lo, slot == 1 ? r->m[param] : r->v[param], (size_t)(hi - lo) * sizeof *host);
     return 0;
 }
 
 static int cpu_state_from_host(BackendRank *r, int param, int slot, const float *host) {
     const PlanParam *pp = &r->p->params[param];
     if (slot != 1 && slot != 2) return rfail(r, "state_from_host: slot must be 1 (m) or 2 (v)");
-    memcpy(slot == 1 ? r->m[param] : r->v[param], host, (size_t)(pp->rows * pp->cols) * sizeof *host);
+    int64_t lo, hi;
+    own_range(r, pp->rows * pp->cols, &lo, &hi);
+    memcpy(slot == 1 ? r->m[param] : r->v[param], host + lo, (size_t)(hi - lo) * sizeof *host);
     return 0;
 }
 
@@ -332,6 +457,8 @@ const Backend backend_cpu = {
     .kernel = cpu_kernel,
     .allreduce = cpu_allreduce,
     .allgather = cpu_allgather,
+    .reduce_scatter = cpu_reduce_scatter,
+    .gather_shards = cpu_gather_shards,
     .to_host = cpu_to_host,
     .from_host = cpu_from_host,
     .set_i32 = cpu_set_i32,
@@ -342,4 +469,5 @@ const Backend backend_cpu = {
     .state_from_host = cpu_state_from_host,
     .last_error = cpu_last_error,
     .group_init = cpu_group_init,
+    .grid_init = cpu_grid_init,
 };

@@ -1,4 +1,5 @@
-/* exec.c: the Engine (runtime/runtime.h). It opens one backend rank per tensor-parallel rank, runs
+/* exec.c: the Engine (runtime/runtime.h). It opens one backend rank per rank of the grid (dp x tp,
+ * runtime/grid.h; rank = dp_rank*tp + tp_rank), runs
  * each rank on its own persistent worker thread, walks the plan's steps in order on every rank
  * (collectives synchronise the ranks inside the backend), and does what sits around the steps:
  * TP-invariant initialisation, the global gradient norm, clipping, the AdamW schedule, and
@@ -14,6 +15,7 @@
 #include "runtime/backend.h"
 #include "runtime/runtime.h"
 #include "runtime/world.h"
+#include "runtime/grid.h"
 
 typedef int (*RankJob)(Engine *e, int rank, void *arg);
 
@@ -21,7 +23,11 @@ struct Engine {
     const Plan *p;
     const Backend *be;
     int tp;
-    BackendRank **ranks;
+    Grid grid;                    /* dp x pp x tp (runtime/grid.h) */
+    int nranks;                   /* ranks[] entries: grid.world in local mode, tp in multi-process mode */
+    int micro;                    /* micro-batches run since the last optimizer step (micro=last steps) */
+    int zero;                     /* zero=1 at dp > 1: AdamW state sharded over dp (ZeRO-1) */
+    BackendRank **ranks;          /* by grid rank */
     /* worker pool: one thread per rank */
     pthread_t *threads;
     int nthreads;
@@ -44,6 +50,10 @@ struct Engine {
     int skip_waits;               /* BOOST_TEST_SKIP_COLL_WAIT=1: leave the waits out (tests show the hazard is caught) */
     int *first_use, *wait_first, *wait_list;
 };
+
+/* The tensor-parallel rank of grid rank `rank` (what %r means in the plan) and its dp rank. */
+static int tp_of(const Engine *e, int rank) { return rank % e->tp; }
+static int dp_of(const Engine *e, int rank) { return (rank / e->tp) % e->grid.dp; }
 
 /* ---------------- worker pool ---------------- */
 typedef struct { Engine *e; int rank; } WorkerArg;
@@ -104,7 +114,7 @@ static const char *backend_msg(Engine *e, int rank) {
 /* ---------------- create / free ---------------- */
 
 static int job_open(Engine *e, int rank, void *arg) {
-    e->ranks[rank] = e->be->rank_open(e->p, rank, e->tp, e->rank_err[rank], sizeof e->rank_err[rank]);
+    e->ranks[rank] = e->be->rank_open(e->p, tp_of(e, rank), e->tp, e->rank_err[rank], sizeof e->rank_err[rank]);
     if (!e->ranks[rank] && !e->rank_err[rank][0]) rank_error(e, rank, "%s backend: cannot open rank%s", e->be->name, "");
     return e->ranks[rank] ? 0 : -1;
 }
@@ -126,7 +136,7 @@ static void pool_stop(Engine *e) {
 
 static void engine_release(Engine *e) {
     if (!e) return;
-    if (e->nthreads == (e->world ? 1 : e->tp) && e->ranks) run_all(e, job_close, NULL, NULL, 0);
+    if (e->nthreads == (e->world ? 1 : e->nranks) && e->ranks) run_all(e, job_close, NULL, NULL, 0);
     pool_stop(e);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv_work);
@@ -369,16 +379,25 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
     Engine *e = calloc(1, sizeof *e);
     if (!e) { snprintf(err, errlen, "out of memory creating the engine"); return NULL; }
     e->p = plan; e->be = be; e->tp = plan->tp;
+    if (grid_make(&e->grid, plan->dp, plan->pp, plan->tp, err, errlen)) { free(e); return NULL; }
     e->world = world_rank_or_minus1 >= 0;
+    e->nranks = e->world ? e->tp : e->grid.world;
+    e->zero = plan->zero && plan->dp > 1;
+    if (e->zero && (!be->reduce_scatter || !be->gather_shards)) {
+        snprintf(err, errlen, "%.300s: zero=1 needs a backend with reduce_scatter and gather_shards; the %s backend has none: "
+                 "use --backend cpu or regenerate with -D zero=0", plan->path, be->name);
+        free(e);
+        return NULL;
+    }
     e->lead = e->world ? world_rank_or_minus1 : 0;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv_work, NULL);
     pthread_cond_init(&e->cv_done, NULL);
-    e->threads = calloc((size_t)e->tp, sizeof *e->threads);
-    e->ranks = calloc((size_t)e->tp, sizeof *e->ranks);
-    e->rank_err = calloc((size_t)e->tp, sizeof *e->rank_err);
+    e->threads = calloc((size_t)e->nranks, sizeof *e->threads);
+    e->ranks = calloc((size_t)e->nranks, sizeof *e->ranks);
+    e->rank_err = calloc((size_t)e->nranks, sizeof *e->rank_err);
     if (!e->threads || !e->ranks || !e->rank_err) { snprintf(err, errlen, "out of memory creating the engine"); engine_release(e); return NULL; }
-    int nlocal = e->world ? 1 : e->tp;
+    int nlocal = e->world ? 1 : e->nranks;
     for (int r = 0; r < nlocal; r++) {
         WorkerArg *wa = malloc(sizeof *wa);
         if (!wa) break;
@@ -388,7 +407,12 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
     }
     if (e->nthreads != nlocal) { snprintf(err, errlen, "cannot start %d worker threads", nlocal); engine_release(e); return NULL; }
     if (run_all(e, job_open, NULL, err, errlen)) { engine_release(e); return NULL; }
-    if (be->group_init && be->group_init(e->ranks, e->tp, err, errlen)) { engine_release(e); return NULL; }
+    if (be->grid_init && !e->world) {
+        if (be->grid_init(e->ranks, &e->grid, err, errlen)) { engine_release(e); return NULL; }
+    } else if (be->group_init && be->group_init(e->ranks, e->tp, err, errlen)) {
+        engine_release(e);
+        return NULL;
+    }
     /* section ranges and collective bytes */
     e->fwd0 = e->fwd1 = e->bwd0 = e->bwd1 = 0;
     int i = 0;
@@ -398,7 +422,8 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
     e->bwd1 = i;
     for (int s = 0; s < e->bwd1; s++) {
         const PlanStep *st = &plan->steps_[s];
-        if (st->kind == ST_ALLREDUCE) e->coll_bytes += st->coll.elems * (int64_t)plan_dtype_size(st->coll.dtype);
+        if (st->kind == ST_ALLREDUCE && st->coll.group == GROUP_TP)
+            e->coll_bytes += st->coll.elems * (int64_t)plan_dtype_size(st->coll.dtype);
         if (st->kind == ST_ALLGATHER)
             e->coll_bytes += st->coll.rows * st->coll.cols * e->tp * (int64_t)plan_dtype_size(st->coll.dtype);
     }
@@ -435,14 +460,30 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
 
 Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t errlen) {
     if (!plan) { snprintf(err, errlen, "engine_create: no plan"); return NULL; }
-    if (plan->pp > 1 || plan->dp > 1) {
-        snprintf(err, errlen, "%.300s: pp=%d dp=%d: this runtime trains tensor parallelism only (pp=1 dp=1); "
-                 "such plans are for the report and projections, regenerate with -D pp=1 -D dp=1 to train", plan->path, plan->pp, plan->dp);
+    if (plan->pp > 1) {
+        snprintf(err, errlen, "%.300s: pp=%d: this runtime trains tensor and data parallelism only (pp=1); "
+                 "such plans are for the report and projections, regenerate with -D pp=1 to train", plan->path, plan->pp);
         return NULL;
     }
     int wrank = 0, wsize = 1;
     int world = world_from_env(&wrank, &wsize, err, errlen);
     if (world < 0) return NULL;
+    if (world && plan->dp > 1) {
+        if (wsize != plan->dp * plan->pp * plan->tp)
+            snprintf(err, errlen, "%.300s: the environment gives a world of %d processes but the plan's grid is dp %d x pp %d "
+                     "x tp %d = %d ranks: launch that many processes or regenerate with matching -D dp= -D tp=", plan->path,
+                     wsize, plan->dp, plan->pp, plan->tp, plan->dp * plan->pp * plan->tp);
+        else
+            snprintf(err, errlen, "%.300s: dp=%d across processes is not supported yet (data parallelism runs as threads of "
+                     "one process on the cpu backend): launch one process with --backend cpu", plan->path, plan->dp);
+        return NULL;
+    }
+    if (plan->dp > 1 && backend && !strcmp(backend, "auto")) backend = "cpu";
+    if (plan->dp > 1 && backend && strcmp(backend, "cpu")) {
+        snprintf(err, errlen, "%.300s: dp=%d runs on the cpu backend only so far (ranks as threads): use --backend cpu or "
+                 "regenerate with -D dp=1", plan->path, plan->dp);
+        return NULL;
+    }
     if (world) {   /* one process per GPU: this process runs rank wrank of the plan's tp */
         if (!backend || !strcmp(backend, "cpu")) {
             snprintf(err, errlen, "the environment gives a world of %d processes (rank %d), but the cpu backend runs tp "
@@ -482,11 +523,12 @@ static void *resolve(Engine *e, int rank, const Operand *op) {
     const PlanTensor *t = &e->p->tensors[op->tensor];
     size_t esize = e->be->elem_bytes_fp32_only ? 4 : plan_dtype_size(t->dtype);
     char *base = e->be->tensor_ptr(e->ranks[rank], op->tensor);
-    return base + rank_int(op->off, rank) * (int64_t)esize;
+    return base + rank_int(op->off, tp_of(e, rank)) * (int64_t)esize;
 }
 
 static const char *STEP_NAMES[] = {"gemm", "batched_gemm", "grouped_gemm", "kernel", "allreduce", "allgather",
-                                   "save", "recompute begin", "recompute end", "optimizer"};
+                                   "save", "recompute begin", "recompute end", "optimizer", "reduce_scatter",
+                                   "gather_shards"};
 
 static int run_step(Engine *e, int rank, const PlanStep *st) {
     const Backend *be = e->be;
@@ -525,6 +567,8 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
         if (e->async_colls) rc = be->allreduce_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.buf));
         else rc = be->allreduce(R, &st->coll, resolve(e, rank, &st->coll.buf));
         break;
+    case ST_REDUCE_SCATTER: rc = be->reduce_scatter(R, &st->coll, resolve(e, rank, &st->coll.buf)); break;
+    case ST_GATHER_SHARDS: rc = be->gather_shards(R, &st->coll, resolve(e, rank, &st->coll.buf)); break;
     case ST_ALLGATHER:
         if (e->async_colls)
             rc = be->allgather_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.src),
@@ -555,12 +599,16 @@ static int wait_colls(Engine *e, int rank, int i0, int i1) {
     return 0;
 }
 
-typedef struct { const int32_t *tokens, *targets; int backward; float loss; } PassArg;
+/* tokens/targets: dp * micro_batch * seq each; dp rank i takes rows [i*M, (i+1)*M). loss[d]: the
+ * mean loss of dp rank d's micro-batch (read by its tp rank 0). last: the last micro-batch of an
+ * optimizer step (micro=last steps run). */
+typedef struct { const int32_t *tokens, *targets; int backward, last; float *loss; } PassArg;
 
 static int job_pass(Engine *e, int rank, void *argp) {
     const PassArg *a = argp;
     BackendRank *R = e->ranks[rank];
-    if (e->be->set_i32(R, e->p->tokens, a->tokens) || e->be->set_i32(R, e->p->targets, a->targets)) {
+    int64_t M = (int64_t)e->p->micro_batch * e->p->seq, row0 = (int64_t)dp_of(e, rank) * M;
+    if (e->be->set_i32(R, e->p->tokens, a->tokens + row0) || e->be->set_i32(R, e->p->targets, a->targets + row0)) {
         snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "rank %d: cannot load the batch: %s", rank, backend_msg(e, rank));
         return -1;
     }
@@ -571,8 +619,10 @@ static int job_pass(Engine *e, int rank, void *argp) {
         return -1;
     }
     for (int s = e->fwd0; s < end && !replayed; s++) {
+        const PlanStep *st = &e->p->steps_[s];
         if (e->async_colls && wait_colls(e, rank, e->wait_first[s], e->wait_first[s + 1])) return -1;
-        if (run_step(e, rank, &e->p->steps_[s])) return -1;
+        if ((st->kind == ST_ALLREDUCE || st->kind == ST_REDUCE_SCATTER) && st->coll.last_micro && !a->last) continue;   /* micro=last */
+        if (run_step(e, rank, st)) return -1;
     }
     if (!replayed && e->be->pass_end && e->be->pass_end(R, a->backward)) {
         snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "rank %d: %s", rank, backend_msg(e, rank));
@@ -585,9 +635,8 @@ static int job_pass(Engine *e, int rank, void *argp) {
                          e->p->path, e->p->steps_[c].line, rank, backend_msg(e, rank));
                 return -1;
             }
-    if (rank == e->lead) {   /* read on the rank's own thread (a device context lives there) */
-        PassArg *w = argp;
-        if (e->be->to_host(R, e->p->loss, &w->loss)) {
+    if (rank == e->lead || (!e->world && tp_of(e, rank) == 0)) {   /* read on the rank's own thread (a device context lives there) */
+        if (e->be->to_host(R, e->p->loss, &a->loss[dp_of(e, rank)])) {
             snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "cannot read the loss: %s", backend_msg(e, rank));
             return -1;
         }
@@ -598,16 +647,27 @@ static int job_pass(Engine *e, int rank, void *argp) {
 static int run_pass(Engine *e, const int32_t *tokens, const int32_t *targets, float *loss, int backward, char *err,
                     size_t errlen) {
     if (e->broken) { snprintf(err, errlen, "the engine stopped after an earlier error; create a new one"); return -1; }
-    int64_t M = (int64_t)e->p->micro_batch * e->p->seq;
+    int64_t M = (int64_t)e->p->micro_batch * e->p->seq * e->grid.dp;
     for (int64_t i = 0; i < M; i++)
         if (tokens[i] < 0 || tokens[i] >= e->p->vocab || targets[i] < 0 || targets[i] >= e->p->vocab) {
             snprintf(err, errlen, "batch: token %lld (%d -> %d) is outside the vocabulary 0..%d; the data does not match the model",
                      (long long)i, tokens[i], targets[i], e->p->vocab - 1);
             return -1;
         }
-    PassArg a = {tokens, targets, backward, NAN};
-    if (run_all(e, job_pass, &a, err, errlen)) { e->broken = 1; return -1; }
-    if (loss) *loss = a.loss;
+    float lossv[64], *lp = e->grid.dp <= 64 ? lossv : malloc((size_t)e->grid.dp * sizeof *lp);
+    if (!lp) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (int d = 0; d < e->grid.dp; d++) lp[d] = NAN;
+    PassArg a = {tokens, targets, backward, e->micro == e->p->grad_accum - 1, lp};
+    if (run_all(e, job_pass, &a, err, errlen)) {
+        e->broken = 1;
+        if (lp != lossv) free(lp);
+        return -1;
+    }
+    if (backward) e->micro = (e->micro + 1) % e->p->grad_accum;
+    double sum = 0;   /* the global loss: the mean over the dp ranks, in dp order */
+    for (int d = 0; d < e->grid.dp; d++) sum += lp[d];
+    if (loss) *loss = e->grid.dp == 1 ? lp[0] : (float)(sum / e->grid.dp);
+    if (lp != lossv) free(lp);
     return 0;
 }
 
@@ -631,9 +691,10 @@ float engine_lr_at(const Plan *p, int step) {
 
 typedef struct { double *sq; float lr, scale; int t; } OptArg;
 
+/* After the dp reduction every dp rank holds the same gradients: dp rank 0's tp group counts them. */
 static int job_sq(Engine *e, int rank, void *argp) {
     OptArg *a = argp;
-    a->sq[rank] = e->be->grad_sq_norm(e->ranks[rank]);
+    if (dp_of(e, rank) == 0 || e->zero) a->sq[rank] = e->be->grad_sq_norm(e->ranks[rank]);   /* zero=1: each its shard */
     return 0;
 }
 
@@ -643,6 +704,8 @@ static int job_adamw(Engine *e, int rank, void *argp) {
         snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "optimizer step failed on rank %d: %s", rank, backend_msg(e, rank));
         return -1;
     }
+    for (int s = e->bwd1; s < e->p->nsteps; s++)   /* zero=1: the updated shards to every dp rank */
+        if (e->p->steps_[s].kind == ST_GATHER_SHARDS && run_step(e, rank, &e->p->steps_[s])) return -1;
     return 0;
 }
 
@@ -660,13 +723,14 @@ int engine_discard_grads(Engine *e, char *err, size_t errlen) {
 int engine_optimizer_step(Engine *e, int step, float *grad_norm, float *lr, char *err, size_t errlen) {
     if (e->broken) { snprintf(err, errlen, "the engine stopped after an earlier error; create a new one"); return -1; }
     double sq[64];
-    double *sqp = e->tp <= 64 ? sq : malloc((size_t)e->tp * sizeof *sqp);
+    double *sqp = e->nranks <= 64 ? sq : malloc((size_t)e->nranks * sizeof *sqp);
     if (!sqp) { snprintf(err, errlen, "out of memory"); return -1; }
-    memset(sqp, 0, (size_t)e->tp * sizeof *sqp);   /* multi-process mode: other processes' ranks stay 0 */
+    memset(sqp, 0, (size_t)e->nranks * sizeof *sqp);   /* multi-process mode: other processes' ranks stay 0 */
+    e->micro = 0;
     OptArg a = {sqp, 0, 1, step + 1};
     run_all(e, job_sq, &a, NULL, 0);
     double total = 0;
-    for (int r = 0; r < e->tp; r++) total += sqp[r];   /* rank order: deterministic */
+    for (int r = 0; r < e->nranks; r++) total += sqp[r];   /* rank order: deterministic */
     if (sqp != sq) free(sqp);
     if (e->world && e->be->world_allreduce_host(e->ranks[e->lead], &total, 1, 1)) {
         snprintf(err, errlen, "optimizer step %d: summing the gradient norm over the processes failed: %s", step,
@@ -709,14 +773,15 @@ static float canon_init_value(const PlanCanon *c, int64_t i, int64_t j) {
     return (float)(c->std * counter_normal(c->seed, (uint64_t)(i * c->cols + j)));
 }
 
-static int job_init(Engine *e, int rank, void *argp) {
+static int job_init(Engine *e, int grank, void *argp) {
     const Plan *p = e->p;
-    BackendRank *R = e->ranks[rank];
+    BackendRank *R = e->ranks[grank];
+    int rank = tp_of(e, grank);
     for (int q = 0; q < p->nparams; q++) {
         const PlanParam *pp = &p->params[q];
         size_t n = (size_t)(pp->rows * pp->cols);
         float *buf = calloc(n, sizeof *buf);
-        if (!buf) return rank_error(e, rank, "out of memory initialising %s%s", pp->name, "");
+        if (!buf) return rank_error(e, grank, "out of memory initialising %s%s", pp->name, "");
         for (int k = 0; k < pp->nparts; k++) {
             const PlanPart *pt = &p->parts[pp->first_part + k];
             const PlanCanon *c = &p->canons[pt->canon];
@@ -729,7 +794,7 @@ static int job_init(Engine *e, int rank, void *argp) {
         memset(buf, 0, n * sizeof *buf);
         rc = rc || e->be->from_host(R, pp->grad, buf) || e->be->state_from_host(R, q, 1, buf) || e->be->state_from_host(R, q, 2, buf);
         free(buf);
-        if (rc) return rank_error(e, rank, "initialising %s failed: %s", pp->name, backend_msg(e, rank));
+        if (rc) return rank_error(e, grank, "initialising %s failed: %s", pp->name, backend_msg(e, grank));
     }
     return 0;
 }
@@ -738,7 +803,9 @@ int engine_init_params(Engine *e, char *err, size_t errlen) {
     return run_all(e, job_init, NULL, err, errlen);
 }
 
-typedef struct { int canon, slot, set; float *full; } CanonArg;
+/* full: the canonical tensor; per_dp (zero=1, AdamW slots, get): one zeroed canon-sized buffer per dp
+ * rank, each rank writing its shard's blocks there (the Engine then sums them in dp order). */
+typedef struct { int canon, slot, set; float *full; float **per_dp; } CanonArg;
 
 static int slot_io(Engine *e, int rank, int q, int slot, float *buf, int to_backend) {
     const PlanParam *pp = &e->p->params[q];
@@ -753,8 +820,14 @@ static int slot_io(Engine *e, int rank, int q, int slot, float *buf, int to_back
     return -1;
 }
 
-static int job_canon(Engine *e, int rank, void *argp) {
+/* Get: dp rank 0's tp group writes the blocks (the other dp ranks hold the same values); set: every
+ * rank takes its blocks. */
+static int job_canon(Engine *e, int grank, void *argp) {
     CanonArg *a = argp;
+    int rank = tp_of(e, grank);
+    float *full = a->full;
+    if (a->per_dp) full = a->per_dp[dp_of(e, grank)];
+    else if (!a->set && dp_of(e, grank) != 0) return 0;
     const Plan *p = e->p;
     const PlanCanon *c = &p->canons[a->canon];
     for (int q = 0; q < p->nparams; q++) {
@@ -766,10 +839,10 @@ static int job_canon(Engine *e, int rank, void *argp) {
         }
         if (!uses) continue;
         float *buf = malloc((size_t)(pp->rows * pp->cols) * sizeof *buf);
-        if (!buf) return rank_error(e, rank, "out of memory reading %s%s", pp->name, "");
-        if (slot_io(e, rank, q, a->slot, buf, 0)) {
+        if (!buf) return rank_error(e, grank, "out of memory reading %s%s", pp->name, "");
+        if (slot_io(e, grank, q, a->slot, buf, 0)) {
             free(buf);
-            return rank_error(e, rank, "reading %s failed: %s", pp->name, backend_msg(e, rank));
+            return rank_error(e, grank, "reading %s failed: %s", pp->name, backend_msg(e, grank));
         }
         for (int k = 0; k < pp->nparts; k++) {
             const PlanPart *pt = &p->parts[pp->first_part + k];
@@ -778,14 +851,14 @@ static int job_canon(Engine *e, int rank, void *argp) {
             int64_t lr = rank_int(pt->lr, rank), lc = rank_int(pt->lc, rank);
             for (int64_t i = r0; i < r1; i++) {
                 float *local = buf + (lr + i - r0) * pp->cols + lc;
-                float *canon = a->full + i * c->cols + c0;
+                float *canon = full + i * c->cols + c0;
                 if (a->set) memcpy(local, canon, (size_t)(c1 - c0) * sizeof *local);
                 else memcpy(canon, local, (size_t)(c1 - c0) * sizeof *local);
             }
         }
-        int rc = a->set ? slot_io(e, rank, q, a->slot, buf, 1) : 0;
+        int rc = a->set ? slot_io(e, grank, q, a->slot, buf, 1) : 0;
         free(buf);
-        if (rc) return rank_error(e, rank, "writing %s failed: %s", pp->name, backend_msg(e, rank));
+        if (rc) return rank_error(e, grank, "writing %s failed: %s", pp->name, backend_msg(e, grank));
     }
     return 0;
 }
@@ -793,8 +866,20 @@ static int job_canon(Engine *e, int rank, void *argp) {
 int engine_get_canon(Engine *e, int canon, int slot, float *full) {
     if (canon < 0 || canon >= e->p->ncanons || slot < SLOT_PARAM || slot > SLOT_GRAD) return -1;
     const PlanCanon *c = &e->p->canons[canon];
-    memset(full, 0, (size_t)(c->rows * c->cols) * sizeof *full);
-    CanonArg a = {canon, slot, 0, full};
+    int64_t n = c->rows * c->cols;
+    memset(full, 0, (size_t)n * sizeof *full);
+    CanonArg a = {canon, slot, 0, full, NULL};
+    if (e->zero && (slot == SLOT_ADAM_M || slot == SLOT_ADAM_V)) {   /* each dp rank holds its shard, zeros elsewhere */
+        a.per_dp = calloc((size_t)e->grid.dp, sizeof *a.per_dp);
+        int ok = a.per_dp != NULL;
+        for (int d = 0; ok && d < e->grid.dp; d++) ok = (a.per_dp[d] = calloc((size_t)n, sizeof(float))) != NULL;
+        int rc = ok ? run_all(e, job_canon, &a, NULL, 0) : -1;
+        for (int d = 0; ok && d < e->grid.dp; d++)
+            for (int64_t i = 0; i < n; i++) full[i] += a.per_dp[d][i];
+        for (int d = 0; a.per_dp && d < e->grid.dp; d++) free(a.per_dp[d]);
+        free(a.per_dp);
+        return rc;
+    }
     int rc = run_all(e, job_canon, &a, NULL, 0);
     /* multi-process mode: each process wrote its own blocks (rep=1 ones from rank 0 only) into the
      * zeroed tensor; the sum over the processes is the full tensor. Every process takes part. */
@@ -804,7 +889,7 @@ int engine_get_canon(Engine *e, int canon, int slot, float *full) {
 
 int engine_set_canon(Engine *e, int canon, int slot, const float *full) {
     if (canon < 0 || canon >= e->p->ncanons || slot < SLOT_PARAM || slot > SLOT_GRAD) return -1;
-    CanonArg a = {canon, slot, 1, (float *)full};
+    CanonArg a = {canon, slot, 1, (float *)full, NULL};
     return run_all(e, job_canon, &a, NULL, 0);
 }
 
@@ -819,7 +904,7 @@ static int job_read(Engine *e, int rank, void *argp) {
 }
 
 int engine_read_tensor(Engine *e, int rank, const char *name, float *host, char *err, size_t errlen) {
-    if (rank < 0 || rank >= e->tp) { snprintf(err, errlen, "rank %d is outside 0..%d", rank, e->tp - 1); return -1; }
+    if (rank < 0 || rank >= e->nranks) { snprintf(err, errlen, "rank %d is outside 0..%d", rank, e->nranks - 1); return -1; }
     if (e->world && rank != e->lead) { snprintf(err, errlen, "rank %d runs in another process (this one holds rank %d)", rank, e->lead); return -1; }
     int t = plan_find_tensor(e->p, name);
     if (t < 0) { snprintf(err, errlen, "the plan has no tensor named %s", name); return -1; }

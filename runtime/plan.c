@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/plan.h"
+#include "runtime/grid.h"
 
 #define MAX_TOKENS 96
 #define MAX_PLAN_BYTES ((size_t)1 << 30)
@@ -346,6 +347,11 @@ static int line_run(Loader *L, Line *ln) {
         opt_int(L, ln, "group_linears", &p->group_linears, 0))
         return -1;
     if (p->tp > 64) return fail(L, "run: tp=%d is more than this runtime supports (64)", p->tp);
+    if (p->dp < 1 || p->pp < 1) return fail(L, "run: dp=%d pp=%d: each must be at least 1", p->dp, p->pp);
+    if (opt_int(L, ln, "zero", &p->zero, 0)) return -1;
+    if (p->zero > 1) return fail(L, "run: zero=%d: only ZeRO stages 0 and 1 exist here", p->zero);
+    if ((int64_t)p->dp * p->pp * p->tp > 4096)
+        return fail(L, "run: dp=%d x pp=%d x tp=%d is a world of more than 4096 ranks", p->dp, p->pp, p->tp);
     if (p->grad_accum < 1) return fail(L, "run: grad_accum must be at least 1");
     p->dtype = PDT_BF16;
     if ((v = get(ln, "dtype"))) {
@@ -889,11 +895,33 @@ static int line_collective(Loader *L, Line *ln, CollArgs *c, int gather) {
         else if (strcmp(v, "fwd")) return fail(L, "%s: dir=%s is not fwd or bwd", ln->tok[0], v);
     }
     copy_name(c->tag, sizeof c->tag, get(ln, "tag"));
+    c->group = GROUP_TP;
+    if ((v = get(ln, "group")) && ((c->group = grid_group_parse(v)) < 0 || c->group == GROUP_PP))
+        return fail(L, "%s: group=%s is not tp or dp", ln->tok[0], v);
+    c->last_micro = 0;
+    if ((v = get(ln, "micro"))) {
+        if (strcmp(v, "last")) return fail(L, "%s: micro=%s: the only value is micro=last", ln->tok[0], v);
+        c->last_micro = 1;
+    }
+    int64_t bucket = -1;
+    if (get(ln, "bucket") && need_i64(L, ln, "bucket", &bucket, 0)) return -1;
+    c->bucket = (int)bucket;
+    if (c->group == GROUP_DP && gather) return fail(L, "allgather: group=dp is not supported (dp steps are all-reduces)");
+    if (c->group == GROUP_DP && L->section != 1)
+        return fail(L, "%s: group=dp belongs in the backward section (data-parallel gradient reduction)", ln->tok[0]);
     if (!gather) {
         if (need_str(L, ln, "buf", &v) || parse_operand(L, v, &c->buf) || need_i64(L, ln, "elems", &c->elems, 1)) return -1;
-        if ((v = get(ln, "op")) && strcmp(v, "sum")) return fail(L, "allreduce: op=%s is not supported (only sum)", v);
+        c->avg = 0;
+        if ((v = get(ln, "op")) && strcmp(v, "sum")) {
+            if (strcmp(v, "avg")) return fail(L, "allreduce: op=%s is not supported (sum or avg)", v);
+            c->avg = 1;
+        }
+        if (c->group == GROUP_DP && p->tensors[c->buf.tensor].kind != TK_GRAD)
+            return fail(L, "allreduce group=dp: buf=%s is not a parameter gradient (d.NAME)", p->tensors[c->buf.tensor].name);
         if (check_view(L, p, &c->buf, 1, c->elems, c->elems, 0, "allreduce buf") || check_live(L, p, &c->buf)) return -1;
-        if (p->tensors[c->buf.tensor].dtype != c->dtype)
+        /* a dp reduction of an fp32 gradient may travel as bf16 (parallel.dp_dtype) */
+        int wire_bf16 = c->group == GROUP_DP && c->dtype == PDT_BF16 && p->tensors[c->buf.tensor].dtype == PDT_FP32;
+        if (p->tensors[c->buf.tensor].dtype != c->dtype && !wire_bf16)
             return fail(L, "allreduce: dtype does not match buffer %s's dtype", p->tensors[c->buf.tensor].name);
         return 0;
     }
@@ -930,12 +958,33 @@ static int line_step(Loader *L, Line *ln) {
     if (L->pending_members && strcmp(w, "member"))
         return fail(L, "grouped_gemm: %d member line(s) missing before this line", L->pending_members);
     if (L->section == 2) {
-        if (strcmp(w, "optimizer")) return fail(L, "section optimizer holds only the 'optimizer adamw' line, not '%s'", w);
-        if (ln->n != 2 || strcmp(ln->tok[1], "adamw")) return fail(L, "optimizer: only 'optimizer adamw' is supported");
+        if (!strcmp(w, "gather_shards")) {
+            if (!L->saw_optimizer_line) return fail(L, "gather_shards: belongs after the 'optimizer adamw' line");
+            if (!p->zero) return fail(L, "gather_shards: only in a zero=1 plan (the run line has no zero=1)");
+            PlanStep *gs = new_step(L, ST_GATHER_SHARDS);
+            if (!gs) return -1;
+            const char *v;
+            if (need_str(L, ln, "buf", &v) || parse_operand(L, v, &gs->coll.buf) || need_i64(L, ln, "elems", &gs->coll.elems, 1))
+                return -1;
+            const PlanTensor *bt = &p->tensors[gs->coll.buf.tensor];
+            if (bt->kind != TK_PARAM || gs->coll.elems != bt->rows * bt->cols || gs->coll.buf.off.base || gs->coll.buf.off.per_rank)
+                return fail(L, "gather_shards: buf=%s must be a whole parameter (elems=%lld)", bt->name, (long long)(bt->rows * bt->cols));
+            if ((v = get(ln, "group")) && strcmp(v, "dp")) return fail(L, "gather_shards: group=%s: runs on the dp group only", v);
+            if ((v = get(ln, "dtype")) && parse_dtype(v) != bt->dtype) return fail(L, "gather_shards: dtype=%s is not %s's dtype", v, bt->name);
+            gs->coll.group = GROUP_DP;
+            gs->coll.bucket = -1;
+            return no_unused(L, ln, 1);
+        }
+        if (strcmp(w, "optimizer")) return fail(L, "section optimizer holds the 'optimizer adamw' line (and gather_shards), not '%s'", w);
+        if (ln->n < 2 || strcmp(ln->tok[1], "adamw")) return fail(L, "optimizer: only 'optimizer adamw' is supported");
         if (L->saw_optimizer_line) return fail(L, "optimizer line given twice");
+        ln->used[1] = 1;
+        int64_t z = 0;
+        if (get(ln, "zero") && need_i64(L, ln, "zero", &z, 0)) return -1;
+        if (z != p->zero) return fail(L, "optimizer adamw zero=%lld does not match the run line's zero=%d", (long long)z, p->zero);
         if (!new_step(L, ST_OPTIMIZER)) return -1;
         L->saw_optimizer_line = 1;
-        return 0;
+        return no_unused(L, ln, 1);
     }
     if (!strcmp(w, "member")) {
         if (!L->pending_members) return fail(L, "member line outside a grouped_gemm");
@@ -975,6 +1024,11 @@ static int line_step(Loader *L, Line *ln) {
         int g = w[3] == 'g';
         if (!(s = new_step(L, g ? ST_ALLGATHER : ST_ALLREDUCE))) return -1;
         rc = line_collective(L, ln, &s->coll, g) || no_unused(L, ln, 1);
+    } else if (!strcmp(w, "reduce_scatter")) {
+        if (!(s = new_step(L, ST_REDUCE_SCATTER))) return -1;
+        rc = line_collective(L, ln, &s->coll, 0) || no_unused(L, ln, 1);
+        if (!rc && (s->coll.group != GROUP_DP || !p->zero))
+            return fail(L, "reduce_scatter: only group=dp in a zero=1 plan (ZeRO-1 gradient reduction)");
     } else if (!strcmp(w, "save")) {
         if (!(s = new_step(L, ST_SAVE))) return -1;
         const char *v;

@@ -58,8 +58,17 @@ typedef struct { int tensor; RankInt off; } Operand;
 
 enum StepKind {
     ST_GEMM, ST_BATCHED_GEMM, ST_GROUPED_GEMM, ST_KERNEL, ST_ALLREDUCE, ST_ALLGATHER,
-    ST_SAVE, ST_RECOMPUTE_BEGIN, ST_RECOMPUTE_END, ST_OPTIMIZER
+    ST_SAVE, ST_RECOMPUTE_BEGIN, ST_RECOMPUTE_END, ST_OPTIMIZER,
+    ST_REDUCE_SCATTER,        /* zero=1: dp gradient reduction, each dp rank receives its shard */
+    ST_GATHER_SHARDS          /* zero=1, optimizer section: the dp ranks' updated shards to every rank */
 };
+
+/* zero=1: the shard of an n-element tensor that dp rank d of dp owns: [*lo, *hi), s = ceil(n/dp). */
+static inline void zero_shard(int64_t n, int d, int dp, int64_t *lo, int64_t *hi) {
+    int64_t s = (n + dp - 1) / dp, a = (int64_t)d * s, b = a + s;
+    *lo = a < n ? a : n;
+    *hi = b < n ? b : n;
+}
 
 typedef struct {
     int ta, tb;
@@ -94,6 +103,10 @@ typedef struct {
     int64_t elems;            /* allreduce */
     int64_t rows, cols, ld_src, ld_dst;   /* allgather */
     int dtype, bwd;           /* bwd: dir=bwd */
+    int group;                /* enum GridGroup (runtime/grid.h): group=tp (the default) or group=dp */
+    int avg;                  /* op=avg: the sum over the group divided by its size */
+    int last_micro;           /* micro=last: runs only on the last micro-batch of an optimizer step */
+    int bucket;               /* bucket=K (dp gradient buckets, for readers and the report); -1 none */
     char tag[PLAN_NAME_LEN];
 } CollArgs;
 
@@ -116,6 +129,7 @@ typedef struct {
     double eps, rope_theta;
     char run_name[PLAN_NAME_LEN], layout[16], gpu[16], arch[16];
     int tp, pp, dp, micro_batch, seq, grad_accum, dtype, online_rmsnorm, group_linears, checkpoint;
+    int zero;                 /* ZeRO stage of the run line (zero=1: AdamW state sharded over dp) */
     int steps, warmup, eval_every;
     int max_bad_steps;        /* stop after this many skipped (non-finite) updates in a row (default 5) */
     double lr, min_lr, beta1, beta2, adam_eps, weight_decay, clip;

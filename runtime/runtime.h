@@ -22,11 +22,14 @@ const char *engine_backend_name(const Engine *e);
 /* Fill every local param from its canons' init rules (TP-invariant); zero grads and AdamW state. */
 int engine_init_params(Engine *e, char *err, size_t errlen);
 
-/* One micro-batch: forward and backward, gradients accumulate. tokens/targets: micro_batch*seq
- * values each (every rank sees the same batch). *loss: the micro-batch's mean loss. */
+/* One micro-batch per dp rank: forward and backward, gradients accumulate. tokens/targets:
+ * dp*micro_batch*seq values each; dp rank i takes rows [i*micro_batch*seq, (i+1)*micro_batch*seq)
+ * (its tp ranks see the same rows). *loss: the mean over the dp ranks of their micro-batch's mean
+ * loss. The plan's micro=last steps (dp gradient reduction) run on every grad_accum-th call only:
+ * the Engine counts the calls since the last optimizer step. */
 int engine_forward_backward(Engine *e, const int32_t *tokens, const int32_t *targets, float *loss,
                             char *err, size_t errlen);
-/* Forward only (validation). */
+/* Forward only (validation), on dp*micro_batch*seq tokens like engine_forward_backward. */
 int engine_forward(Engine *e, const int32_t *tokens, const int32_t *targets, float *loss,
                    char *err, size_t errlen);
 /* Clip by the global gradient norm, AdamW at optimizer step `step` (0-based), zero the grads.

@@ -19,6 +19,7 @@
 #include "runtime/data.h"         // defines: TokenStream, Batcher, data_load, batcher_*
 #include "runtime/checkpoint.h"   // defines: CkptState, ckpt_*
 #include "runtime/world.h"        // defines: world_rank
+#include "runtime/grid.h"         // defines: Grid, grid_make, grid_describe
 
 typedef struct {
     Plan *plan;
@@ -29,8 +30,8 @@ typedef struct {
     int64_t largest;          /* elements of the largest canon */
     float *buf;               /* [largest] */
     Batcher batcher;
-    int32_t *inputs, *targets;   /* [micro_batch * seq] each */
-    int64_t data_position;    /* micro-batches consumed */
+    int32_t *inputs, *targets;   /* [dp * micro_batch * seq] each: dp rank i's micro-batch at row i*micro_batch*seq */
+    int64_t data_position;    /* micro-batches consumed (a pass over dp ranks consumes dp of them) */
     int step;                 /* optimizer steps done */
     float *losses;            /* [plan->steps] training loss per step (index step-1) */
     float *val_losses; int64_t *val_steps; int nval, val_cap;
@@ -270,14 +271,16 @@ static int validate(Trainer *t, double *loss) {
     if (n <= 0) return 0;
     double sum = 0;
     char err[1024], num[32];
-    for (int64_t i = 0; i < n; i++) {
+    int dp = t->plan->dp;
+    int64_t mbt = (int64_t)t->plan->micro_batch * t->plan->seq, groups = (n + dp - 1) / dp;
+    for (int64_t i = 0; i < groups; i++) {   /* dp batches a pass (wrapping when dp does not divide n) */
         float l;
-        batcher_val(&t->batcher, i, t->inputs, t->targets);
+        for (int d = 0; d < dp; d++) batcher_val(&t->batcher, (i * dp + d) % n, t->inputs + d * mbt, t->targets + d * mbt);
         if (engine_forward(t->e, t->inputs, t->targets, &l, err, sizeof err))
             return fail(1, "validation at step %d: %s", t->step, err);
         sum += l;
     }
-    *loss = sum / (double)n;
+    *loss = sum / (double)groups;
     if (!isfinite(*loss)) {
         char advice[3000];
         divergence_advice(t, advice, sizeof advice);
@@ -329,7 +332,7 @@ static void catch_stop_signals(int on) {
 
 static int run_loop(Trainer *t, TrainLog *lg) {
     const Plan *p = t->plan;
-    const int64_t tokens_per_step = (int64_t)p->micro_batch * p->seq * p->grad_accum;
+    const int64_t tokens_per_step = (int64_t)p->micro_batch * p->seq * p->grad_accum * p->dp;
     const int should_save = t->opt->outdir != NULL;
     char err[1024], num[32];
     double train_time = 0, first_loss = -1, first_val = -1, last_val = -1, last_loss = -1;
@@ -348,8 +351,11 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         double t0 = now_s(), sum = 0;
         for (int a = 0; a < p->grad_accum; a++) {
             float l;
-            batcher_train(&t->batcher, t->data_position, t->inputs, t->targets);
-            t->data_position++;
+            int64_t mbt = (int64_t)p->micro_batch * p->seq;
+            for (int d = 0; d < p->dp; d++) {   /* dp rank d takes the next micro-batch in data order */
+                batcher_train(&t->batcher, t->data_position, t->inputs + d * mbt, t->targets + d * mbt);
+                t->data_position++;
+            }
             if (engine_forward_backward(t->e, t->inputs, t->targets, &l, err, sizeof err))
                 return fail(1, "step %d: %s", t->step + 1, err);
             sum += l;
@@ -469,7 +475,7 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
         nparams += n;
         if (n > t.largest) t.largest = n;
     }
-    size_t mbt = (size_t)p->micro_batch * p->seq;
+    size_t mbt = (size_t)p->micro_batch * p->seq * p->dp;
     t.buf = malloc((size_t)(t.largest > 0 ? t.largest : 1) * sizeof(float));
     t.inputs = malloc(mbt * sizeof(int32_t));
     t.targets = malloc(mbt * sizeof(int32_t));
@@ -482,6 +488,16 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
         return fail(1, "out of memory");
     }
 
+    {   /* a launcher's world must hold the plan's grid (bad input: exit 2 before anything runs) */
+        int wr = 0, ws = 1, w = world_from_env(&wr, &ws, err, sizeof err);
+        int grid = p->dp * p->pp * p->tp;
+        if (w == 1 && p->dp > 1 && ws != grid) {
+            data_free(&ts); trainer_free(&t);
+            return fail(2, "%s: the launcher gives a world of %d processes but the plan's grid is dp %d x pp %d x tp %d = %d "
+                        "ranks: launch %d processes or regenerate with -D dp= -D tp= that multiply to %d", p->path, ws, p->dp,
+                        p->pp, p->tp, grid, grid, ws);
+        }
+    }
     t.e = engine_create(p, opt->backend ? opt->backend : "auto", err, sizeof err);
     if (!t.e) { data_free(&ts); trainer_free(&t); return fail(1, "%s", err); }
 
@@ -491,14 +507,36 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     format_count((double)t.batcher.val_len, nval, sizeof nval);
     int64_t coll_bytes = engine_collective_bytes(t.e) * p->grad_accum;
     format_bytes((double)coll_bytes, coll, sizeof coll);
-    format_count((double)((int64_t)p->micro_batch * p->seq * p->grad_accum), tok, sizeof tok);
+    format_count((double)((int64_t)p->micro_batch * p->seq * p->grad_accum * p->dp), tok, sizeof tok);
     printf("boost train: run %s, model %s (%s, %d layers, hidden %d), %s parameters\n", p->run_name, p->model_name,
            p->family, p->layers, p->hidden, count);
-    printf("  layout %s, tp=%d, backend %s; micro_batch %d x seq %d x grad_accum %d = %s tokens per step; %d steps\n",
-           p->layout, p->tp, engine_backend_name(t.e), p->micro_batch, p->seq, p->grad_accum, tok, p->steps);
+    char dps[32] = "";
+    if (p->dp > 1) snprintf(dps, sizeof dps, " x dp %d", p->dp);
+    printf("  layout %s, tp=%d, dp=%d, backend %s; micro_batch %d x seq %d x grad_accum %d%s = %s tokens per step; %d steps\n",
+           p->layout, p->tp, p->dp, engine_backend_name(t.e), p->micro_batch, p->seq, p->grad_accum, dps, tok, p->steps);
+    Grid grid;
+    if (grid_make(&grid, p->dp, p->pp, p->tp, err, sizeof err) == 0) {
+        char gd[4096];
+        grid_describe(&grid, gd, sizeof gd);
+        printf("  %s", gd);
+    }
     printf("  data %s: %s training tokens, %s validation tokens\n", ts.source, ntrain, nval);
     printf("  collective bytes per step: %s per rank (%lld bytes, %s layout, tp=%d%s)\n", coll, (long long)coll_bytes,
            p->layout, p->tp, p->tp == 1 ? ": the collectives are no-ops at tp=1, this is what they would carry" : "");
+    if (p->dp > 1) {   /* the plan's group=dp steps: one pass over them per optimizer step */
+        int64_t dpb = 0;
+        int nb = 0;
+        for (int s = 0; s < p->nsteps; s++) {
+            const PlanStep *st = &p->steps_[s];
+            if ((st->kind != ST_ALLREDUCE && st->kind != ST_REDUCE_SCATTER) || st->coll.group != GROUP_DP) continue;
+            dpb += st->coll.elems * (int64_t)plan_dtype_size(st->coll.dtype);
+            if (st->coll.bucket + 1 > nb) nb = st->coll.bucket + 1;
+        }
+        char dpbs[32];
+        format_bytes((double)dpb, dpbs, sizeof dpbs);
+        printf("  dp gradient reduction per step: %s per rank in %d bucket%s (%s%s)\n", dpbs, nb, nb == 1 ? "" : "s",
+               p->zero ? "reduce_scatter + gather_shards, ZeRO-1" : "allreduce", p->grad_accum > 1 ? ", last micro-batch only" : "");
+    }
     fflush(stdout);
 
     const char *resume = opt->resume;

@@ -337,6 +337,19 @@ static void test_overrides(void) {
     rc = load("tiny-cola", &gpu, 1);
     CHECK(rc == 2 && strncmp(err, "-D gpu=b200: unknown gpu 'b200'", 31) == 0 && strstr(err, "a100, h100, h200"),
           "-D gpu=b200: unknown gpu", "rc=%d: %s", rc, err);
+    Override dpo[3] = {{"dp", "4"}, {"zero", "1"}, {"dp_bucket_mb", "10"}};
+    rc = load("tiny-cola", dpo, 3);
+    CHECK(rc == 0 && run.dp == 4 && run.zero == 1 && run.dp_bucket_bytes == 10000000, "-D dp=4 zero=1 dp_bucket_mb=10 reach the run",
+          "rc=%d dp=%d zero=%d bucket=%lld: %s", rc, run.dp, run.zero, (long long)run.dp_bucket_bytes, err);
+    rc = load("tiny-cola", NULL, 0);
+    CHECK(rc == 0 && run.zero == 0 && run.dp_bucket_bytes == 25000000, "dp defaults: zero 0, 25 MB buckets",
+          "rc=%d zero=%d bucket=%lld", rc, run.zero, (long long)run.dp_bucket_bytes);
+    Override bf = {"dp_dtype", "bf16"};
+    rc = load("tiny-cola", &bf, 1);
+    CHECK(rc == 0 && run.dp_bf16 == 1, "-D dp_dtype=bf16 reaches the run", "rc=%d: %s", rc, err);
+    Override z2 = {"zero", "2"};
+    rc = load("tiny-cola", &z2, 1);
+    CHECK(rc == 2 && strncmp(err, "-D zero=2: ", 11) == 0, "-D zero=2: out of range", "rc=%d: %s", rc, err);
 }
 
 /* ------------------------------------------------------------------ tuning file and specs folder */

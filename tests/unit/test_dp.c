@@ -1,0 +1,296 @@
+/* test_dp.c: data parallelism on the CPU engine (ranks as threads): dp=2 x tp=2 against dp=1 x tp=1
+ * with grad_accum=2, and dp=4 x tp=1 against dp=1 with grad_accum=4, on the same global batch, for
+ * cola, lax and the MoE model: loss, every canonical gradient and three AdamW steps within 1e-5
+ * relative; the rank grid's coordinates and groups; dp steps in the plan and their loader checks. */
+#define CASE_DIR "build/tmp/dp"
+#include <stdio.h>
+#include <sys/stat.h>
+#include "tests/unit/engine_cases.h"
+#include "runtime/grid.h"
+
+/* The global batch: [n] tokens and targets, n = micro_batch*seq*dp*grad_accum, drawn like
+ * engine_cases.h's batch so that all the cases of one global size see the same tokens. */
+static int32_t *gtok, *gtgt;
+static int gn;
+
+static void global_batch(int n, int vocab) {
+    free(gtok); free(gtgt);
+    gtok = malloc((size_t)n * sizeof *gtok); gtgt = malloc((size_t)n * sizeof *gtgt);
+    uint64_t s = 7;
+    for (int i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        gtok[i] = (int32_t)((s >> 33) % (uint64_t)vocab);
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        gtgt[i] = (int32_t)((s >> 33) % (uint64_t)vocab);
+    }
+    gn = n;
+}
+
+/* One optimizer step's worth of passes: grad_accum calls, each taking dp micro-batches. */
+static int dp_pass(Case *c, float *loss) {
+    char err[1024];
+    int64_t per = (int64_t)c->p->micro_batch * c->p->seq * c->p->dp;
+    if (per * c->p->grad_accum != gn) { CHECK(0, c->tag, "global batch %lld != %d", (long long)(per * c->p->grad_accum), gn); return -1; }
+    double sum = 0;
+    for (int a = 0; a < c->p->grad_accum; a++) {
+        float l;
+        if (engine_forward_backward(c->e, gtok + a * per, gtgt + a * per, &l, err, sizeof err)) { CHECK(0, c->tag, "%s", err); return -1; }
+        sum += l;
+    }
+    *loss = (float)(sum / c->p->grad_accum);
+    return 0;
+}
+
+static int open_dp(Case *c, const char *spec, const char *defs) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->tag, sizeof c->tag, "%s %s", spec, defs);
+    char dir[256], cmd[900], err[1024];
+    const char *base = strrchr(spec, '/') ? strrchr(spec, '/') + 1 : spec;
+    snprintf(dir, sizeof dir, "%s/%.*s", CASE_DIR, (int)strcspn(base, "."), base);
+    for (const char *d = defs; *d; d++) {
+        size_t n = strlen(dir);
+        if (n + 2 >= sizeof dir) break;
+        dir[n] = (*d == ' ' || *d == '=') ? '_' : *d == '-' ? 'D' : *d;
+        dir[n + 1] = 0;
+    }
+    const char *boost = getenv("BOOST") ? getenv("BOOST") : "./bin/boost";
+    snprintf(cmd, sizeof cmd, "%s gen %s %s -o %s >%s.log 2>&1", boost, spec, defs, dir, dir);
+    if (system(cmd) != 0) { CHECK(0, c->tag, "boost gen failed (see %s.log)", dir); return -1; }
+    char plan[300];
+    snprintf(plan, sizeof plan, "%s/plan.txt", dir);
+    if (!(c->p = plan_load(plan, err, sizeof err))) { CHECK(0, c->tag, "plan_load: %s", err); return -1; }
+    c->e = engine_create(c->p, "cpu", err, sizeof err);
+    if (!c->e || engine_init_params(c->e, err, sizeof err)) { CHECK(0, c->tag, "engine: %s", err); return -1; }
+    if (dp_pass(c, &c->loss)) return -1;
+    c->grad = calloc((size_t)c->p->ncanons, sizeof *c->grad);
+    for (int i = 0; i < c->p->ncanons; i++) {
+        c->grad[i] = malloc((size_t)(c->p->canons[i].rows * c->p->canons[i].cols) * sizeof(float));
+        engine_get_canon(c->e, i, SLOT_GRAD, c->grad[i]);
+    }
+    return 0;
+}
+
+/* Three AdamW steps (the first on the gradients already there): grad norms and params agree. */
+static void dp_steps(Case *a, Case *ref, const char *what) {
+    if (!a->p || !ref->p) return;
+    char err[1024], name[300];
+    double worst_norm = 0, worst = 0;
+    const char *wname = "";
+    for (int step = 0; step < 3; step++) {
+        float na, nr, lra, lrr, la, lr_;
+        if (step > 0 && (dp_pass(a, &la) || dp_pass(ref, &lr_))) return;
+        if (engine_optimizer_step(a->e, step, &na, &lra, err, sizeof err) || engine_optimizer_step(ref->e, step, &nr, &lrr, err, sizeof err)) {
+            CHECK(0, what, "optimizer: %s", err);
+            return;
+        }
+        double d = fabs(na - nr) / nr;
+        if (!(d <= worst_norm)) worst_norm = d;
+    }
+    for (int i = 0; i < ref->p->ncanons; i++) {
+        const PlanCanon *rc = &ref->p->canons[i];
+        int j = plan_find_canon(a->p, rc->name);
+        if (j < 0) { CHECK(0, what, "canon %s missing", rc->name); return; }
+        int64_t n = rc->rows * rc->cols;
+        float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+        engine_get_canon(a->e, j, SLOT_PARAM, x);
+        engine_get_canon(ref->e, i, SLOT_PARAM, y);
+        double e = rel_err(x, y, n);
+        if (e > worst || e != e) { worst = e; wname = rc->name; }
+        free(x); free(y);
+    }
+    snprintf(name, sizeof name, "%s: same grad norms and params after 3 AdamW steps", what);
+    CHECK(worst_norm < CASE_TOL && worst < CASE_TOL, name, "grad norm rel %.3g, worst param %s rel %.3g", worst_norm, wname, worst);
+}
+
+/* ZeRO-1: zero=1 against zero=0 at the same grid: 3 AdamW steps give the same params and the same
+ * canonical AdamW moments (gathered from the dp shards). */
+static void zero_cases(const char *spec, int mb) {
+    char defs[300], what[300];
+    Case ref, c;
+    snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D micro_batch=%d -D dp_bucket_mb=0.05", mb);
+    if (open_dp(&ref, spec, defs) == 0) {
+        snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D micro_batch=%d -D dp_bucket_mb=0.05 -D zero=1", mb);
+        if (!open_dp(&c, spec, defs)) {
+            int nrs = 0, ngs = 0;
+            for (int s = 0; s < c.p->nsteps; s++) {
+                nrs += c.p->steps_[s].kind == ST_REDUCE_SCATTER;
+                ngs += c.p->steps_[s].kind == ST_GATHER_SHARDS;
+            }
+            snprintf(what, sizeof what, "%s zero=1 plan: a reduce_scatter per gradient, a gather_shards per param", spec);
+            CHECK(nrs == c.p->nparams && ngs == c.p->nparams && c.p->zero == 1, what, "%d reduce_scatter, %d gather_shards, %d params",
+                  nrs, ngs, c.p->nparams);
+            snprintf(what, sizeof what, "%s dp=2 x tp=2 zero=1 vs zero=0", spec);
+            dp_steps(&c, &ref, what);
+            double worst = 0;
+            const char *wname = "";
+            for (int i = 0; i < ref.p->ncanons; i++)
+                for (int slot = SLOT_ADAM_M; slot <= SLOT_ADAM_V; slot++) {
+                    int64_t n = ref.p->canons[i].rows * ref.p->canons[i].cols;
+                    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+                    engine_get_canon(c.e, plan_find_canon(c.p, ref.p->canons[i].name), slot, x);
+                    engine_get_canon(ref.e, i, slot, y);
+                    double e = rel_err(x, y, n);
+                    if (e > worst || e != e) { worst = e; wname = ref.p->canons[i].name; }
+                    free(x); free(y);
+                }
+            snprintf(what, sizeof what, "%s zero=1 vs zero=0: the same canonical AdamW moments after 3 steps", spec);
+            CHECK(worst < CASE_TOL, what, "worst %s rel %.3g", wname, worst);
+        }
+        close_case(&c);
+    }
+    close_case(&ref);
+}
+
+/* parallel.dp_dtype = "bf16": the dp reduction rounds each rank's gradient and the mean to bf16
+ * (8 significant bits: relative rounding error at most 2^-9 per rounding). Norm-wise, the canonical
+ * gradients stay within 2^-7 of the fp32 reduction's, and differ from them (the rounding happens). */
+static void bf16_case(void) {
+    Case ref, c;
+    global_batch(4 * 64 * 2, 256);
+    if (open_dp(&ref, "tiny-cola", "-D tp=1 -D dp=2 -D micro_batch=4") == 0 &&
+        open_dp(&c, "tiny-cola", "-D tp=1 -D dp=2 -D micro_batch=4 -D dp_dtype=bf16") == 0) {
+        double worst = 0, least = 1;
+        const char *wname = "";
+        for (int i = 0; i < ref.p->ncanons; i++) {
+            double e = rel_err(c.grad[i], ref.grad[i], ref.p->canons[i].rows * ref.p->canons[i].cols);
+            if (e > worst || e != e) { worst = e; wname = ref.p->canons[i].name; }
+            if (e < least) least = e;
+        }
+        printf("# bf16 dp reduction: worst canonical gradient %s rel %.3g (fp32 reduction as reference)\n", wname, worst);
+        CHECK(worst > 0 && worst <= 1.0 / 128 && c.loss == ref.loss, "dp_dtype=bf16: gradients within 2^-7 of the fp32 reduction, not equal",
+              "worst %s rel %.3g, loss %.9g vs %.9g", wname, worst, c.loss, ref.loss);
+    }
+    close_case(&c);
+    close_case(&ref);
+}
+
+/* For one model: dp=2 x tp=2 vs dp=1 grad_accum=2, dp=4 x tp=1 vs dp=1 grad_accum=4 (half the
+ * micro-batch, so the global batch is the same size). */
+static void model_cases(const char *spec, const char *extra, int mb, int steps) {
+    char defs[300], what[300];
+    Case ref, c;
+    snprintf(defs, sizeof defs, "-D tp=1 -D dp=1 -D grad_accum=2 -D micro_batch=%d %s", mb, extra);
+    if (open_dp(&ref, spec, defs) == 0) {
+        snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D grad_accum=1 -D micro_batch=%d -D dp_bucket_mb=0.05 %s", mb, extra);
+        if (!open_dp(&c, spec, defs)) {
+            snprintf(what, sizeof what, "%s dp=2 x tp=2 vs dp=1 x tp=1 grad_accum=2", spec);
+            compare(&c, &ref, what);
+            if (steps) dp_steps(&c, &ref, what);
+        }
+        close_case(&c);
+    }
+    close_case(&ref);
+    snprintf(defs, sizeof defs, "-D tp=1 -D dp=1 -D grad_accum=4 -D micro_batch=%d %s", mb / 2, extra);
+    if (open_dp(&ref, spec, defs) == 0) {
+        snprintf(defs, sizeof defs, "-D tp=1 -D dp=4 -D grad_accum=1 -D micro_batch=%d %s", mb / 2, extra);
+        if (!open_dp(&c, spec, defs)) {
+            snprintf(what, sizeof what, "%s dp=4 x tp=1 vs dp=1 grad_accum=4", spec);
+            compare(&c, &ref, what);
+            if (steps) dp_steps(&c, &ref, what);
+        }
+        close_case(&c);
+        /* grad_accum with dp: only the last micro-batch reduces (micro=last) */
+        snprintf(defs, sizeof defs, "-D tp=1 -D dp=2 -D grad_accum=2 -D micro_batch=%d %s", mb / 2, extra);
+        if (!open_dp(&c, spec, defs)) {
+            snprintf(what, sizeof what, "%s dp=2 x grad_accum=2 vs dp=1 grad_accum=4", spec);
+            compare(&c, &ref, what);
+        }
+        close_case(&c);
+    }
+    close_case(&ref);
+}
+
+static void test_grid(void) {
+    Grid g;
+    char err[256];
+    CHECK(grid_make(&g, 2, 2, 2, err, sizeof err) == 0 && g.world == 8, "grid: dp2 x pp2 x tp2 is a world of 8", "%s", err);
+    /* rank = pp*(dp*tp) + dp*tp + tp: rank 5 = pp 1, dp 0, tp 1 */
+    GridCoord c = grid_coord(&g, 5);
+    CHECK(c.tp_rank == 1 && c.dp_rank == 0 && c.pp_rank == 1, "grid: rank 5 of dp2 x pp2 x tp2 is tp 1 dp 0 pp 1",
+          "tp %d dp %d pp %d", c.tp_rank, c.dp_rank, c.pp_rank);
+    CHECK(grid_member(&g, 5, GROUP_TP, 0) == 4 && grid_member(&g, 5, GROUP_DP, 1) == 7 && grid_member(&g, 5, GROUP_PP, 0) == 1,
+          "grid: tp neighbours, dp stride tp, pp stride dp*tp", "tp0 %d dp1 %d pp0 %d", grid_member(&g, 5, GROUP_TP, 0),
+          grid_member(&g, 5, GROUP_DP, 1), grid_member(&g, 5, GROUP_PP, 0));
+    int ok = 1;   /* every rank is in exactly one group of each kind, and its own group holds it */
+    for (int r = 0; r < g.world; r++) {
+        GridCoord q = grid_coord(&g, r);
+        for (int k = 0; k < GROUP_COUNT; k++)
+            if (grid_member(&g, r, k, q.index[k]) != r) ok = 0;
+    }
+    CHECK(ok, "grid: every rank is member index[k] of its own groups", "mismatch");
+    CHECK(grid_make(&g, 0, 1, 2, err, sizeof err) != 0 && strstr(err, "at least 1"), "grid: dp=0 is refused", "%s", err);
+    CHECK(grid_group_parse("dp") == GROUP_DP && grid_group_parse("tp") == GROUP_TP && grid_group_parse("xx") < 0,
+          "grid: group names parse", "parse");
+}
+
+/* The plan of a dp run: dp steps on every param gradient, in the backward, before its end. */
+static char dp_plan_path[600];
+
+static void test_plan_steps(void) {
+    Case c;
+    global_batch(4 * 64 * 2, 256);
+    if (open_dp(&c, "tiny-cola", "-D tp=2 -D dp=2 -D micro_batch=4 -D dp_bucket_mb=0.05") == 0) {
+        int ndp = 0, bad = 0, last_bwd = -1, maxb = -1;
+        for (int s = 0; s < c.p->nsteps; s++) {
+            const PlanStep *st = &c.p->steps_[s];
+            if (st->section == 1) last_bwd = s;
+            if (st->kind != ST_ALLREDUCE || st->coll.group != GROUP_DP) continue;
+            ndp++;
+            if (!st->coll.avg || !st->coll.last_micro || c.p->tensors[st->coll.buf.tensor].kind != TK_GRAD) bad++;
+            if (st->coll.bucket > maxb) maxb = st->coll.bucket;
+        }
+        CHECK(ndp == c.p->nparams && !bad, "plan: one dp all-reduce (op=avg micro=last) per param gradient",
+              "%d dp steps for %d params, %d malformed", ndp, c.p->nparams, bad);
+        snprintf(dp_plan_path, sizeof dp_plan_path, "%s", c.p->path);
+        CHECK(maxb >= 1, "plan: dp_bucket_mb=0.05 gives several buckets", "last bucket %d", maxb);
+        /* the first bucket is issued before the backward's last compute step: it overlaps */
+        int first_dp = -1;
+        for (int s = 0; s < c.p->nsteps && first_dp < 0; s++)
+            if (c.p->steps_[s].kind == ST_ALLREDUCE && c.p->steps_[s].coll.group == GROUP_DP) first_dp = s;
+        CHECK(first_dp >= 0 && first_dp < last_bwd - 1, "plan: the first dp bucket is issued before the backward ends",
+              "first dp step %d, last backward step %d", first_dp, last_bwd);
+    }
+    close_case(&c);
+}
+
+/* Loader checks of the dp keys (a plan edited by hand). */
+static void test_plan_bad(void) {
+    const char *src = dp_plan_path;
+    if (!*src) return;
+    static const struct { const char *from, *to, *want; } cases[] = {
+        {"group=dp", "group=pp", "group=pp is not tp or dp"},
+        {"micro=last", "micro=first", "micro=first"},
+        {"op=avg", "op=max", "op=max is not supported"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1200], out[300], err[1024], name[200];
+        snprintf(out, sizeof out, "build/tmp/dp/bad%zu.txt", i);
+        snprintf(cmd, sizeof cmd, "sed '0,/%s/s//%s/' %s > %s", cases[i].from, cases[i].to, src, out);
+        snprintf(name, sizeof name, "plan loader: %s is refused with a clear message", cases[i].to);
+        if (system(cmd) != 0) { CHECK(0, name, "sed failed"); continue; }
+        Plan *p = plan_load(out, err, sizeof err);
+        CHECK(!p && strstr(err, cases[i].want), name, "%s", p ? "loaded" : err);
+        if (p) plan_free(p);
+    }
+}
+
+int main(void) {
+    mkdir("build", 0755); mkdir("build/tmp", 0755); mkdir("build/tmp/dp", 0755);
+    (void)open_case; (void)again; (void)compare_steps;   /* engine_cases.h's one-pass helpers: not used here */
+    test_grid();
+    test_plan_steps();
+    test_plan_bad();
+    global_batch(4 * 64 * 2, 256);
+    model_cases("tiny-cola", "", 4, 1);
+    global_batch(4 * 64 * 2, 256);
+    model_cases("tiny-lax", "", 4, 0);
+    global_batch(4 * 64 * 2, 256);
+    model_cases("specs/runs/tiny-cola-moe.lua", "", 4, 1);
+    bf16_case();
+    global_batch(4 * 64 * 2, 256);
+    zero_cases("tiny-cola", 4);
+    global_batch(4 * 64 * 2, 256);
+    zero_cases("specs/runs/tiny-cola-moe.lua", 4);
+    free(gtok); free(gtgt);
+    TEST_EXIT();
+}
