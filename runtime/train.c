@@ -4,7 +4,8 @@
  * end, checkpoints every save_every steps and at the end. A NaN/inf loss or gradient norm stops
  * the run (exit 1) before anything is saved over a good checkpoint; SIGINT/SIGTERM stop it after
  * the step under way with a checkpoint (exit 130/143). Multi-process mode (one process per GPU,
- * runtime/world.h): every rank reads the same data and takes part in every gather; only rank 0
+ * runtime/world.h): every rank of a tp group reads the same data (dp ranks read their own slice of
+ * each global micro-batch, runtime/data.h) and takes part in every gather; only rank 0
  * writes checkpoints (cli/train.c keeps the other ranks' output quiet). */
 #include <math.h>
 #include <signal.h>
@@ -14,7 +15,7 @@
 #include <time.h>
 #include "runtime/train.h"        // defines: TrainOptions, TrainLog, train_with_plan
 #include "runtime/runtime.h"      // defines: Engine, engine_*
-#include "runtime/data.h"         // defines: TokenStream, Batcher, data_load, batcher_*
+#include "runtime/data.h"         // defines: TokenSet, Batcher, data_open, batcher_*
 #include "runtime/checkpoint.h"   // defines: CkptState, ckpt_*
 #include "runtime/world.h"        // defines: world_rank
 
@@ -28,7 +29,8 @@ typedef struct {
     float *buf;               /* [largest] */
     Batcher batcher;
     int32_t *inputs, *targets;   /* [micro_batch * seq] each */
-    int64_t data_position;    /* micro-batches consumed */
+    int64_t data_seq;         /* training windows consumed by all dp ranks together (the batcher's position) */
+    int dp, dp_rank;          /* this process's slice of every global micro-batch (dp 1: all of it) */
     int step;                 /* optimizer steps done */
     float *losses;            /* [plan->steps] training loss per step (index step-1) */
     float *val_losses; int64_t *val_steps; int nval, val_cap;
@@ -127,7 +129,8 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
     CkptState st = {0};
     const Plan *p = t->plan;
     st.step = t->step;
-    st.data_position = t->data_position;
+    st.data_sequences = t->data_seq;
+    st.data_position = t->data_seq / p->micro_batch;
     st.seed = p->seed;
     snprintf(st.model, sizeof st.model, "%s", p->model_name);
     snprintf(st.run, sizeof st.run, "%s", p->run_name);
@@ -196,15 +199,16 @@ static int resume_from(Trainer *t, const char *arg) {
     st_close(&model);
     st_close(&optim);
     t->step = (int)st.step;
-    t->data_position = st.data_position;
+    // older checkpoints count micro-batches of a dp=1 run only
+    t->data_seq = st.data_sequences >= 0 ? st.data_sequences : st.data_position * t->plan->micro_batch;
     for (int i = 0; i < st.nlosses && i < t->plan->steps; i++) t->losses[i] = st.losses[i];
     for (int i = 0; i < st.nval; i++) {
         if (t->nval == t->val_cap) break;
         t->val_steps[t->nval] = st.val_steps[i];
         t->val_losses[t->nval++] = st.val_losses[i];
     }
-    printf("resumed from %s: step %lld, data position %lld (saved at tp=%d %s, now tp=%d %s)\n", dir,
-           (long long)st.step, (long long)st.data_position, st.tp, st.layout, t->plan->tp, t->plan->layout);
+    printf("resumed from %s: step %lld, data position %lld (%lld sequences; saved at tp=%d %s, now tp=%d %s)\n", dir,
+           (long long)st.step, (long long)st.data_position, (long long)t->data_seq, st.tp, st.layout, t->plan->tp, t->plan->layout);
     if (st.seed != t->plan->seed)
         printf("note: the checkpoint's seed 0x%llx differs from this run's 0x%llx: the data order changes from here\n",
                (unsigned long long)st.seed, (unsigned long long)t->plan->seed);
@@ -222,7 +226,7 @@ static int validate(Trainer *t, double *loss) {
     char err[1024], num[32];
     for (int64_t i = 0; i < n; i++) {
         float l;
-        batcher_val(&t->batcher, i, t->inputs, t->targets);
+        if (batcher_val(&t->batcher, i, t->inputs, t->targets)) return fail(2, "%s", t->batcher.err);
         if (engine_forward(t->e, t->inputs, t->targets, &l, err, sizeof err))
             return fail(1, "validation at step %d: %s", t->step, err);
         sum += l;
@@ -292,8 +296,9 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         double t0 = now_s(), sum = 0;
         for (int a = 0; a < p->grad_accum; a++) {
             float l;
-            batcher_train(&t->batcher, t->data_position, t->inputs, t->targets);
-            t->data_position++;
+            if (batcher_global(&t->batcher, t->data_seq, t->dp_rank, t->dp, t->inputs, t->targets))
+                return fail(2, "step %d: %s; stopping without saving", t->step + 1, t->batcher.err);
+            t->data_seq = batcher_next(&t->batcher, t->data_seq, t->dp);
             if (engine_forward_backward(t->e, t->inputs, t->targets, &l, err, sizeof err))
                 return fail(1, "step %d: %s", t->step + 1, err);
             sum += l;
@@ -356,11 +361,14 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     if (opt->resume && !opt->outdir)
         printf("note: resuming without -o: no checkpoints will be saved\n");
 
-    TokenStream ts;
-    int rc = data_load(p->data_path, &ts, err, sizeof err);
+    // every process reads its own slice of each global micro-batch; the dp engine sets dp/dp_rank
+    t.dp = 1;
+    t.dp_rank = 0;
+    TokenSet ts;
+    int rc = data_open(p->data_path, &ts, err, sizeof err);
     if (rc) return fail(rc, "%s", err);
-    rc = batcher_init(&t.batcher, &ts, p->val_fraction, p->micro_batch, p->seq, p->vocab, p->seed, err, sizeof err);
-    if (rc) { data_free(&ts); return fail(rc, "%s", err); }
+    rc = batcher_init_set(&t.batcher, &ts, p->val_fraction, p->micro_batch, p->seq, p->vocab, p->seed, err, sizeof err);
+    if (rc) { tokenset_close(&ts); return fail(rc, "%s", err); }
 
     // the canonical tensors: what checkpoints hold, whatever the layout and tp
     t.ncanons = p->ncanons;
@@ -383,12 +391,12 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     t.val_losses = calloc((size_t)t.val_cap, sizeof(float));
     t.val_steps = calloc((size_t)t.val_cap, sizeof(int64_t));
     if (!t.canons || !t.buf || !t.inputs || !t.targets || !t.losses || !t.val_losses || !t.val_steps) {
-        data_free(&ts); trainer_free(&t);
+        tokenset_close(&ts); trainer_free(&t);
         return fail(1, "out of memory");
     }
 
     t.e = engine_create(p, opt->backend ? opt->backend : "auto", err, sizeof err);
-    if (!t.e) { data_free(&ts); trainer_free(&t); return fail(1, "%s", err); }
+    if (!t.e) { tokenset_close(&ts); trainer_free(&t); return fail(1, "%s", err); }
 
     char count[32], coll[32], tok[32], ntrain[32], nval[32];
     format_count((double)nparams, count, sizeof count);
@@ -401,30 +409,32 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
            p->family, p->layers, p->hidden, count);
     printf("  layout %s, tp=%d, backend %s; micro_batch %d x seq %d x grad_accum %d = %s tokens per step; %d steps\n",
            p->layout, p->tp, engine_backend_name(t.e), p->micro_batch, p->seq, p->grad_accum, tok, p->steps);
-    printf("  data %s: %s training tokens, %s validation tokens\n", ts.source, ntrain, nval);
+    printf("  data %s: %s training tokens, %s validation tokens", ts.source, ntrain, nval);
+    if (ts.nshards > 1) printf(" (%d shards)", ts.nshards);
+    printf("\n");
     printf("  collective bytes per step: %s per rank (%lld bytes, %s layout, tp=%d%s)\n", coll, (long long)coll_bytes,
            p->layout, p->tp, p->tp == 1 ? ": the collectives are no-ops at tp=1, this is what they would carry" : "");
     fflush(stdout);
 
     if (opt->resume) rc = resume_from(&t, opt->resume);
     else if (engine_init_params(t.e, err, sizeof err)) rc = fail(1, "%s", err);
-    if (rc) { data_free(&ts); trainer_free(&t); return rc; }
+    if (rc) { tokenset_close(&ts); trainer_free(&t); return rc; }
     if (t.step >= p->steps) {
         printf("nothing to do: the checkpoint is at step %d of %d (raise steps with -D steps=N)\n", t.step, p->steps);
-        data_free(&ts); trainer_free(&t);
+        tokenset_close(&ts); trainer_free(&t);
         return 0;
     }
 
     TrainLog lg;
     if (trainlog_open(&lg, opt->log_path, opt->resume ? t.step : -1, p->steps, opt->print_every, opt->quiet, err, sizeof err)) {
-        data_free(&ts); trainer_free(&t);
+        tokenset_close(&ts); trainer_free(&t);
         return fail(1, "%s", err);
     }
     catch_stop_signals(1);
     rc = run_loop(&t, &lg);
     catch_stop_signals(0);
     trainlog_close(&lg);
-    data_free(&ts);
+    tokenset_close(&ts);
     trainer_free(&t);
     return rc;
 }
