@@ -1,7 +1,9 @@
 /* cpu.c: backend_cpu, the fp32 reference backend. Each tensor-parallel rank is a thread of one
  * process; a rank owns an activation arena (2*arena_bytes: every buffer at 2*offset, see
  * docs/plan-format.md), its params, grads and AdamW state. Collectives meet at a barrier and sum
- * in rank order 0..t-1, so every rank gets bit-identical results at any TP degree. */
+ * in rank order 0..t-1, so every rank gets bit-identical results at any TP degree. Under mpirun a
+ * rank is a process: the group's transport is then MPI (runtime/comm_mpi.h), which gathers every
+ * rank's part and sums in the same rank order, so processes and threads agree bit for bit. */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -11,12 +13,15 @@
 #include <cblas.h>          // defines: cblas_sgemm, openblas_set_num_threads
 #include "runtime/backend.h"
 #include "runtime/cpu.h"
+#include "runtime/comm_mpi.h"   // defines: CommMpi, comm_mpi_*
 
 #define CPU_MAX_TP 64
 
-/* The ranks of one Engine: a barrier that can be aborted, and each rank's published pointer. */
+/* The ranks of one Engine: a barrier that can be aborted, and each rank's published pointer; or,
+ * when the ranks are processes, the MPI communicator of the group (mpi != NULL, one rank here). */
 typedef struct {
     int tp;
+    CommMpi *mpi;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int count, gen, aborted, refs;
@@ -87,6 +92,7 @@ static void cpu_rank_close(BackendRank *r) {
         int left = --g->refs;
         pthread_mutex_unlock(&g->mu);
         if (left == 0) {
+            comm_mpi_free(g->mpi);
             pthread_mutex_destroy(&g->mu);
             pthread_cond_destroy(&g->cv);
             free(g);
@@ -124,14 +130,40 @@ oom:
     return NULL;
 }
 
+/* Multi-process mode: this process holds one rank; its group is the world's processes of the same
+ * tp group (world rank / tp), ordered by tp rank. */
+static int mpi_group_init(CpuGroup *g, BackendRank *r, char *err, size_t errlen) {
+    CommMpi *world = comm_mpi_init(err, errlen);
+    if (!world) return -1;
+    int wrank = comm_mpi_rank(world);
+    if (wrank % g->tp != r->rank) {
+        snprintf(err, errlen, "cpu backend: world rank %d holds tp rank %d, expected %d", wrank, r->rank, wrank % g->tp);
+        return -1;
+    }
+    g->mpi = comm_mpi_split(world, wrank / g->tp, r->rank);
+    if (!g->mpi) { snprintf(err, errlen, "cpu backend: %s", comm_mpi_error()); return -1; }
+    if (comm_mpi_size(g->mpi) != g->tp || comm_mpi_rank(g->mpi) != r->rank) {
+        snprintf(err, errlen, "cpu backend: the tp group of world rank %d has %d processes, the plan has tp=%d",
+                 wrank, comm_mpi_size(g->mpi), g->tp);
+        return -1;
+    }
+    return 0;
+}
+
 static int cpu_group_init(BackendRank **ranks, int tp, char *err, size_t errlen) {
     CpuGroup *g = calloc(1, sizeof *g);
     if (!g) { snprintf(err, errlen, "cpu backend: out of memory"); return -1; }
     g->tp = tp;
-    g->refs = tp;
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
-    for (int i = 0; i < tp; i++) ranks[i]->group = g;
+    int here = 0;
+    BackendRank *mine = NULL;
+    for (int i = 0; i < tp; i++) if (ranks[i]) { ranks[i]->group = g; here++; mine = ranks[i]; }
+    g->refs = here;
+    if (here < tp && (here != 1 || mpi_group_init(g, mine, err, errlen))) {
+        if (here != 1) snprintf(err, errlen, "cpu backend: %d of %d ranks in this process", here, tp);
+        return -1;
+    }
     return 0;
 }
 
@@ -170,10 +202,45 @@ static float *scratch(BackendRank *r, size_t n) {
     return r->scratch;
 }
 
+/* The MPI transport: the same sums, in the same rank order (comm_mpi_allreduce_ordered). */
+static int mpi_fail(BackendRank *r, const char *what) {
+    char msg[480];
+    snprintf(msg, sizeof msg, "%s over MPI: %s", what, comm_mpi_error());
+    return rfail(r, msg);
+}
+
+static int mpi_allreduce(BackendRank *r, void *buf, int64_t n, int is_f64) {
+    size_t esize = is_f64 ? sizeof(double) : sizeof(float);
+    void *all = malloc((size_t)n * (size_t)r->tp * esize + 1);
+    if (!all) return rfail(r, "allreduce: out of memory");
+    int rc = comm_mpi_allreduce_ordered(r->group->mpi, buf, n, is_f64 ? COMM_F64 : COMM_F32, all);
+    free(all);
+    return rc ? mpi_fail(r, "allreduce") : 0;
+}
+
+static int mpi_allgather(BackendRank *r, const CollArgs *c, const float *src, float *tmp) {
+    int64_t rows = c->rows, cols = c->cols, t = r->tp;
+    float *mine = malloc((size_t)(rows * cols) * sizeof *mine + 1), *all = malloc((size_t)(rows * cols * t) * sizeof *all + 1);
+    if (!mine || !all) { free(mine); free(all); return rfail(r, "allgather: out of memory"); }
+    for (int64_t i = 0; i < rows; i++) memcpy(mine + i * cols, src + i * c->ld_src, (size_t)cols * sizeof *mine);
+    int rc = comm_mpi_allgather(r->group->mpi, mine, all, rows * cols, COMM_F32);
+    for (int q = 0; !rc && q < t; q++)     // [t][rows][cols] -> [rows][t*cols]
+        for (int64_t i = 0; i < rows; i++)
+            memcpy(tmp + i * cols * t + q * cols, all + (q * rows + i) * cols, (size_t)cols * sizeof *tmp);
+    free(mine); free(all);
+    return rc ? mpi_fail(r, "allgather") : 0;
+}
+
+static int cpu_world_allreduce_host(BackendRank *r, void *host, int64_t n, int is_f64) {
+    if (!r->group || !r->group->mpi) return rfail(r, "a sum over processes without MPI (not launched by mpirun)");
+    return mpi_allreduce(r, host, n, is_f64);
+}
+
 static int cpu_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
     if (r->tp == 1) return 0;
     CpuGroup *g = r->group;
     if (!g) return rfail(r, "allreduce: the ranks were never grouped (group_init not called)");
+    if (g->mpi) return mpi_allreduce(r, buf, c->elems, 0);
     size_t n = (size_t)c->elems;
     float *sum = scratch(r, n);
     if (!sum) return rfail(r, "allreduce: out of memory");
@@ -195,16 +262,18 @@ static int cpu_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst
     if (!tmp) return rfail(r, "allgather: out of memory");
     CpuGroup *g = r->group;
     if (t > 1 && !g) return rfail(r, "allgather: the ranks were never grouped (group_init not called)");
-    if (t > 1) {
+    if (t > 1 && g->mpi) {
+        if (mpi_allgather(r, c, src, tmp)) return -1;
+    } else if (t > 1) {
         g->ptr[r->rank] = src;
         if (group_barrier(g)) return rfail(r, "allgather abandoned: another rank failed");
     }
-    for (int q = 0; q < t; q++) {
+    for (int q = 0; q < t && !(t > 1 && g->mpi); q++) {
         const float *s = t > 1 ? g->ptr[q] : src;
         for (int64_t i = 0; i < rows; i++)
             memcpy(tmp + i * cols * t + q * cols, s + i * c->ld_src, (size_t)cols * sizeof *tmp);
     }
-    if (t > 1 && group_barrier(g)) return rfail(r, "allgather abandoned: another rank failed");
+    if (t > 1 && !g->mpi && group_barrier(g)) return rfail(r, "allgather abandoned: another rank failed");
     float *d = dst;
     for (int64_t i = 0; i < rows; i++) memcpy(d + i * c->ld_dst, tmp + i * cols * t, (size_t)(cols * t) * sizeof *d);
     return 0;
@@ -328,4 +397,5 @@ const Backend backend_cpu = {
     .state_from_host = cpu_state_from_host,
     .last_error = cpu_last_error,
     .group_init = cpu_group_init,
+    .world_allreduce_host = cpu_world_allreduce_host,
 };

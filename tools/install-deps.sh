@@ -8,6 +8,8 @@ need=()
 [ -d /usr/share/games/fortunes ] || need+=(fortunes)
 command -v gnuplot >/dev/null || need+=(gnuplot-nox)
 command -v python3 >/dev/null || need+=(python3)
+command -v mpirun >/dev/null || need+=(openmpi-bin)
+[ -f /usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h ] || need+=(libopenmpi-dev)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
   echo "missing Debian packages: ${need[*]}; run as root: apt-get install ${need[*]}" >&2
