@@ -4,7 +4,8 @@
 # 64 MiB train with the same peak resident set (VmHWM, from GNU time) to within 4 MiB, where loading
 # the larger set would add well over 64 MiB; uint32 shards train; the position in state.json counts
 # sequences; bad shard sets (a glob matching nothing, a damaged header, a token outside the
-# vocabulary) stop with exit 2, a message naming the file or flag, and nothing written.
+# vocabulary) stop with exit 2, a message naming the file or flag, and nothing written; a resume
+# continues at the saved position (also from a state.json without data_sequences).
 # STREAM_BIG_MIB=1024 runs the 1 GiB measurement recorded in bench/results/2026-12-02-streaming.md.
 . tests/sh/lib.sh
 big_mib=${STREAM_BIG_MIB:-64}
@@ -68,3 +69,19 @@ shard "$TMP/vocab.bin" 1 100000
 printf '\x2c\x01' | dd of="$TMP/vocab.bin" bs=1 seek=$((1024 + 2 * 5)) conv=notrunc status=none   # token 300 at 5
 expect stream_token_outside_vocab "vocab.bin: token 300 (at position 5 of the file) is outside the model's vocabulary of 256" \
   -- $BOOST train "${common[@]}" -D data="$TMP/vocab.bin"
+
+# resume positions: state.json's data_sequences places the resumed run; a checkpoint written before
+# the field existed (data_position in micro-batches of a dp=1 run) resumes at the same place
+field() { grep "^{\"step\":$2[,}]" "$1" | grep -o "\"$3\":[^,}]*" | head -1 | cut -d: -f2; }
+run6=(tiny-cola --backend cpu -D tp=1 -D steps=6 -D eval_every=0 --val-batches 2 --quiet -D data="$TMP/u16/a.bin")
+$BOOST train "${run6[@]}" --save-every 3 -o "$TMP/r" --log "$TMP/r.jsonl" >/dev/null 2>&1
+cp -r "$TMP/r/step-000003" "$TMP/old3"
+sed -i '/"data_sequences"/d' "$TMP/old3/state.json"
+same=1
+for ck in "$TMP/r/step-000003" "$TMP/old3"; do
+  $BOOST train "${run6[@]}" --resume "$ck" --log "$TMP/rr.jsonl" >/dev/null 2>&1 || same=0
+  for s in 4 5 6; do [ -n "$(field "$TMP/r.jsonl" $s loss)" ] && [ "$(field "$TMP/r.jsonl" $s loss)" = "$(field "$TMP/rr.jsonl" $s loss)" ] || same=0; done
+  rm -f "$TMP/rr.jsonl"
+done
+grep -q '"data_sequences": 12,' "$TMP/r/step-000003/state.json" && [ $same = 1 ] && ok stream_resume_position \
+  || fail stream_resume_position "resumed losses differ from the uninterrupted run (or no data_sequences in state.json)"
