@@ -17,6 +17,7 @@
 #include "runtime/train.h"        // defines: TrainOptions, train_with_plan, train_apply_overrides
 #include "runtime/checkpoint.h"   // defines: ckpt_remove_tree
 #include "runtime/world.h"        // defines: world_from_env, world_job_id
+#include "runtime/comm_mpi.h"     // defines: comm_mpi_finish
 
 static void train_usage(FILE *f) {
     fprintf(f,
@@ -197,5 +198,6 @@ int cmd_train(int argc, char **argv) {
     if (quiet_fd >= 0) close(quiet_fd);
     if (plan) plan_free(plan);
     if (tmpdir[0]) ckpt_remove_tree(tmpdir);
+    comm_mpi_finish(rc);   /* under mpirun: finalize, or stop the other ranks when this one failed */
     return rc;
 }

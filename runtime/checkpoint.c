@@ -103,9 +103,9 @@ static int write_state(const char *path, const CkptState *st, const CkptFile *fi
     fprintf(f, ",\n  \"run\": ");
     json_write_string(f, st->run);
     fprintf(f, ",\n  \"fingerprint\": \"0x%016llx\",\n  \"canons\": %d,\n", (unsigned long long)st->fingerprint, st->ncanons);
-    fprintf(f, "  \"step\": %lld,\n  \"data_position\": %lld,\n  \"seed\": \"0x%llx\",\n",
-            (long long)st->step, (long long)st->data_position, (unsigned long long)st->seed);
-    fprintf(f, "  \"rng\": \"data order is a function of (seed, data_position); no other random state\",\n");
+    fprintf(f, "  \"step\": %lld,\n  \"data_position\": %lld,\n  \"data_sequences\": %lld,\n  \"seed\": \"0x%llx\",\n",
+            (long long)st->step, (long long)st->data_position, (long long)st->data_sequences, (unsigned long long)st->seed);
+    fprintf(f, "  \"rng\": \"data order is a function of (seed, data_sequences); no other random state\",\n");
     fprintf(f, "  \"tp\": %d,\n  \"layout\": ", st->tp);
     json_write_string(f, st->layout);
     fprintf(f, ",\n  \"backend\": ");
@@ -307,6 +307,7 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     }
     st->step = step;
     st->data_position = pos;
+    if (!int_field(root, "data_sequences", &st->data_sequences)) st->data_sequences = -1;
     st->ncanons = (int)ncanons;
     st->tp = (int)tp;
     str_field(root, "run", st->run, sizeof st->run);

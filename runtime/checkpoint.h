@@ -24,7 +24,9 @@ typedef struct { char name[128]; int64_t bytes; uint32_t crc32c; } CkptFile;
 
 typedef struct {
     int64_t step;             /* optimizer steps completed */
-    int64_t data_position;    /* training micro-batches consumed (the batcher's position) */
+    int64_t data_position;    /* training micro-batches consumed (of micro_batch windows, all dp ranks together) */
+    int64_t data_sequences;   /* training windows consumed by all dp ranks together (the batcher's
+                               * position; the same at any dp); -1 read from a checkpoint without it */
     uint64_t seed;            /* the run's seed (data order and init) */
     char model[96], run[96], layout[16], backend[16];
     uint64_t fingerprint;     /* ckpt_fingerprint of the model's canons */

@@ -2,7 +2,10 @@
  * process; a rank owns an activation arena (2*arena_bytes: every buffer at 2*offset, see
  * docs/plan-format.md), its params, grads and AdamW state. The ranks of the grid (dp x tp, all threads)
  * form tp groups and dp groups (runtime/grid.h); a collective meets its group at a barrier and sums
- * in index order 0..n-1, so every member gets bit-identical results at any degree. */
+ * in index order 0..n-1, so every member gets bit-identical results at any degree.
+ * Under mpirun a rank is a process: its tp group's transport is then MPI (runtime/comm_mpi.h),
+ * which gathers every member's part and sums in the same index order, so processes and threads
+ * agree bit for bit (data parallelism stays threads of one process). */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -13,6 +16,7 @@
 #include "runtime/backend.h"
 #include "runtime/cpu.h"
 #include "runtime/grid.h"
+#include "runtime/comm_mpi.h"   // defines: CommMpi, comm_mpi_*
 
 #define CPU_MAX_TP 64
 
@@ -21,6 +25,7 @@
 typedef struct {
     int n, count, gen;
     void **ptr;               /* [n], by index in the group */
+    CommMpi *mpi;             /* multi-process mode: the group's MPI communicator (this process holds one member) */
 } CpuGroup;
 
 /* All the groups of one Engine's ranks. One mutex and condition variable serve every group's
@@ -94,7 +99,7 @@ static void comm_release(CpuComm *c) {
     int left = --c->refs;
     pthread_mutex_unlock(&c->mu);
     if (left) return;
-    for (int i = 0; i < c->ngroups; i++) free(c->groups[i].ptr);
+    for (int i = 0; i < c->ngroups; i++) { free(c->groups[i].ptr); comm_mpi_free(c->groups[i].mpi); }
     free(c->groups);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
@@ -188,7 +193,48 @@ static int cpu_grid_init(BackendRank **ranks, const Grid *grid, char *err, size_
     return 0;
 }
 
+/* Multi-process mode (mpirun): this process holds the one rank r; its tp group is the world's processes
+ * of the same tp group (world rank / tp), ordered by tp rank, with MPI as the transport. */
+static int mpi_group_init(BackendRank *r, int tp, char *err, size_t errlen) {
+    CommMpi *world = comm_mpi_init(err, errlen);
+    if (!world) return -1;
+    int wrank = comm_mpi_rank(world);
+    if (wrank % tp != r->rank) {
+        snprintf(err, errlen, "cpu backend: world rank %d holds tp rank %d, expected %d", wrank, r->rank, wrank % tp);
+        return -1;
+    }
+    CpuComm *c = calloc(1, sizeof *c);
+    if (c) c->groups = calloc(2, sizeof *c->groups);   /* [0] the tp group over MPI, [1] a dp group of one */
+    if (!c || !c->groups) { free(c); snprintf(err, errlen, "cpu backend: out of memory"); return -1; }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->ngroups = 2;
+    c->refs = 1;
+    c->groups[0].n = tp;
+    c->groups[1].n = 1;
+    r->comm = c;
+    r->grp[GROUP_TP] = &c->groups[0];
+    r->grp[GROUP_DP] = &c->groups[1];
+    r->gidx[GROUP_TP] = r->rank;
+    r->gidx[GROUP_DP] = 0;
+    CommMpi *g = comm_mpi_split(world, wrank / tp, r->rank);
+    if (!g) { snprintf(err, errlen, "cpu backend: %s", comm_mpi_error()); return -1; }
+    c->groups[0].mpi = g;
+    if (comm_mpi_size(g) != tp || comm_mpi_rank(g) != r->rank) {
+        snprintf(err, errlen, "cpu backend: the tp group of world rank %d has %d processes, the plan has tp=%d",
+                 wrank, comm_mpi_size(g), tp);
+        return -1;
+    }
+    return 0;
+}
+
+/* ranks[0..tp): every rank in this process (threads), or exactly one (a process of an mpirun job). */
 static int cpu_group_init(BackendRank **ranks, int tp, char *err, size_t errlen) {
+    int here = 0;
+    BackendRank *mine = NULL;
+    for (int i = 0; i < tp; i++) if (ranks[i]) { here++; mine = ranks[i]; }
+    if (here == 1 && tp > 1) return mpi_group_init(mine, tp, err, errlen);
+    if (here != tp) { snprintf(err, errlen, "cpu backend: %d of %d ranks in this process", here, tp); return -1; }
     Grid g;
     if (grid_make(&g, 1, 1, tp, err, errlen)) return -1;
     return cpu_grid_init(ranks, &g, err, errlen);
@@ -249,11 +295,47 @@ static float bf16_round(float x) {
  * bits on every member); op=avg then divides by n.
  * A bf16 step on an fp32 buffer (dp gradients, parallel.dp_dtype = "bf16") rounds every member's
  * values and the result to bf16, as a bf16 collective on a device would (the sum itself in fp32). */
+
+/* The MPI transport: the same sums, in the same rank order (comm_mpi_allreduce_ordered). */
+static int mpi_fail(BackendRank *r, const char *what) {
+    char msg[480];
+    snprintf(msg, sizeof msg, "%s over MPI: %s", what, comm_mpi_error());
+    return rfail(r, msg);
+}
+
+static int mpi_allreduce(BackendRank *r, void *buf, int64_t n, int is_f64) {
+    size_t esize = is_f64 ? sizeof(double) : sizeof(float);
+    void *all = malloc((size_t)n * (size_t)r->grp[GROUP_TP]->n * esize + 1);
+    if (!all) return rfail(r, "allreduce: out of memory");
+    int rc = comm_mpi_allreduce_ordered(r->grp[GROUP_TP]->mpi, buf, n, is_f64 ? COMM_F64 : COMM_F32, all);
+    free(all);
+    return rc ? mpi_fail(r, "allreduce") : 0;
+}
+
+static int mpi_allgather(BackendRank *r, const CollArgs *c, const float *src, float *tmp) {
+    int64_t rows = c->rows, cols = c->cols, t = r->tp;
+    float *mine = malloc((size_t)(rows * cols) * sizeof *mine + 1), *all = malloc((size_t)(rows * cols * t) * sizeof *all + 1);
+    if (!mine || !all) { free(mine); free(all); return rfail(r, "allgather: out of memory"); }
+    for (int64_t i = 0; i < rows; i++) memcpy(mine + i * cols, src + i * c->ld_src, (size_t)cols * sizeof *mine);
+    int rc = comm_mpi_allgather(r->grp[GROUP_TP]->mpi, mine, all, rows * cols, COMM_F32);
+    for (int q = 0; !rc && q < t; q++)     // [t][rows][cols] -> [rows][t*cols]
+        for (int64_t i = 0; i < rows; i++)
+            memcpy(tmp + i * cols * t + q * cols, all + (q * rows + i) * cols, (size_t)cols * sizeof *tmp);
+    free(mine); free(all);
+    return rc ? mpi_fail(r, "allgather") : 0;
+}
+
+static int cpu_world_allreduce_host(BackendRank *r, void *host, int64_t n, int is_f64) {
+    if (!r->grp[GROUP_TP] || !r->grp[GROUP_TP]->mpi) return rfail(r, "a sum over processes without MPI (not launched by mpirun)");
+    return mpi_allreduce(r, host, n, is_f64);
+}
+
 static int cpu_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
     CpuGroup *g = r->grp[c->group];
     int n = g ? g->n : (c->group == GROUP_TP ? r->tp : 1);
     if (n == 1) return 0;
     if (!g) return rfail(r, "allreduce: the ranks were never grouped (group_init not called)");
+    if (g->mpi) return mpi_allreduce(r, buf, c->elems, 0);
     size_t ne = (size_t)c->elems;
     float *sum = scratch(r, ne);
     if (!sum) return rfail(r, "allreduce: out of memory");
@@ -281,16 +363,18 @@ static int cpu_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst
     if (!tmp) return rfail(r, "allgather: out of memory");
     CpuGroup *g = r->grp[GROUP_TP];
     if (t > 1 && !g) return rfail(r, "allgather: the ranks were never grouped (group_init not called)");
-    if (t > 1) {
+    if (t > 1 && g->mpi) {
+        if (mpi_allgather(r, c, src, tmp)) return -1;
+    } else if (t > 1) {
         g->ptr[r->gidx[GROUP_TP]] = src;
         if (group_barrier(r->comm, g)) return rfail(r, "allgather abandoned: another rank failed");
     }
-    for (int q = 0; q < t; q++) {
+    for (int q = 0; q < t && !(t > 1 && g->mpi); q++) {
         const float *s = t > 1 ? g->ptr[q] : src;
         for (int64_t i = 0; i < rows; i++)
             memcpy(tmp + i * cols * t + q * cols, s + i * c->ld_src, (size_t)cols * sizeof *tmp);
     }
-    if (t > 1 && group_barrier(r->comm, g)) return rfail(r, "allgather abandoned: another rank failed");
+    if (t > 1 && !g->mpi && group_barrier(r->comm, g)) return rfail(r, "allgather abandoned: another rank failed");
     float *d = dst;
     for (int64_t i = 0; i < rows; i++) memcpy(d + i * c->ld_dst, tmp + i * cols * t, (size_t)(cols * t) * sizeof *d);
     return 0;
@@ -470,4 +554,5 @@ const Backend backend_cpu = {
     .last_error = cpu_last_error,
     .group_init = cpu_group_init,
     .grid_init = cpu_grid_init,
+    .world_allreduce_host = cpu_world_allreduce_host,
 };

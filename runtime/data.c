@@ -1,8 +1,12 @@
-/* data.c: token streams (llm.c .bin token files, raw text through the byte tokenizer, the shipped
- * fortunes corpus), the train/validation split and the deterministic shuffled batches.
- * Every check ends in a message "FILE: what is wrong (what to do)"; bad input returns 2. */
+/* data.c: token data (llm.c .bin token shards memory-mapped, raw text tokenised once into a cached
+ * shard, the shipped fortunes corpus), the train/validation split and the deterministic shuffled
+ * batches, sliced over dp ranks. Every check ends in a message "FILE: what is wrong (what to do)";
+ * bad input returns 2. */
 #include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,53 +54,80 @@ static unsigned char *read_whole(const char *path, size_t *len, char *err, size_
     return buf;
 }
 
+/* Checks an llm.c header against the file's length: sets *width (bytes per token) and *count.
+ * Returns 0, or 2 with "PATH: what is wrong". */
+static int check_header(const char *path, const unsigned char *head, size_t headlen, size_t len,
+                        int *width, int64_t *count, char *err, size_t errlen) {
+    const size_t header_bytes = TOKEN_FILE_HEADER_INTS * sizeof(int32_t);
+    if (len < 3 * sizeof(int32_t) || headlen < 3 * sizeof(int32_t)) {
+        snprintf(err, errlen, "%s: not a token file (%zu bytes; a token file starts with a %zu-byte header)",
+                 path, len, header_bytes);
+        return 2;
+    }
+    int32_t header[3];
+    memcpy(header, head, sizeof header);
+    if (header[0] != TOKEN_FILE_MAGIC) {
+        snprintf(err, errlen, "%s: not a token file (magic %d, expected %d)", path, header[0], TOKEN_FILE_MAGIC);
+        return 2;
+    }
+    if (header[1] != TOKEN_FILE_VERSION && header[1] != TOKEN_FILE_VERSION_U32) {
+        snprintf(err, errlen, "%s: token file version %d, this reader knows versions %d (uint16 tokens) and %d (uint32)",
+                 path, header[1], TOKEN_FILE_VERSION, TOKEN_FILE_VERSION_U32);
+        return 2;
+    }
+    if (len < header_bytes) {
+        snprintf(err, errlen, "%s: truncated: %zu bytes, shorter than the %zu-byte header", path, len, header_bytes);
+        return 2;
+    }
+    int w = header[1] == TOKEN_FILE_VERSION ? 2 : 4;
+    int64_t n = header[2];
+    int64_t body = (int64_t)(len - header_bytes);
+    if (n <= 0) {
+        snprintf(err, errlen, "%s: the header says %lld tokens: no data", path, (long long)n);
+        return 2;
+    }
+    if (body < w * n) {
+        snprintf(err, errlen, "%s: truncated: the header says %lld tokens (%lld bytes) but only %lld bytes follow it",
+                 path, (long long)n, (long long)(w * n), (long long)body);
+        return 2;
+    }
+    if (body > w * n) {
+        snprintf(err, errlen, "%s: %lld bytes follow the header but it says %lld tokens (%lld bytes): a damaged file?",
+                 path, (long long)body, (long long)n, (long long)(w * n));
+        return 2;
+    }
+    *width = w;
+    *count = n;
+    return 0;
+}
+
+static inline uint32_t token_at(const unsigned char *p, int width, int64_t i) {
+    if (width == 2) return (uint32_t)(p[2 * i] | (p[2 * i + 1] << 8));   // little-endian uint16
+    uint32_t v;
+    memcpy(&v, p + 4 * i, 4);
+    return v;
+}
+
 int data_read_token_file(const char *path, TokenStream *ts, char *err, size_t errlen) {
     memset(ts, 0, sizeof *ts);
     ts->max_token = -1;
     size_t len;
     unsigned char *buf = read_whole(path, &len, err, errlen);
     if (!buf) return 2;
-    const size_t header_bytes = TOKEN_FILE_HEADER_INTS * sizeof(int32_t);
-    if (len < 3 * sizeof(int32_t)) {
-        snprintf(err, errlen, "%s: not a token file (%zu bytes; a token file starts with a %zu-byte header)",
-                 path, len, header_bytes);
-        free(buf); return 2;
-    }
-    int32_t header[3];
-    memcpy(header, buf, sizeof header);
-    if (header[0] != TOKEN_FILE_MAGIC) {
-        snprintf(err, errlen, "%s: not a token file (magic %d, expected %d)", path, header[0], TOKEN_FILE_MAGIC);
-        free(buf); return 2;
-    }
-    if (header[1] != TOKEN_FILE_VERSION) {
-        snprintf(err, errlen, "%s: token file version %d, this reader knows version %d (uint16 tokens)",
-                 path, header[1], TOKEN_FILE_VERSION);
-        free(buf); return 2;
-    }
-    if (len < header_bytes) {
-        snprintf(err, errlen, "%s: truncated: %zu bytes, shorter than the %zu-byte header", path, len, header_bytes);
-        free(buf); return 2;
-    }
-    int64_t count = header[2];
-    int64_t body = (int64_t)(len - header_bytes);
-    if (count <= 0) {
-        snprintf(err, errlen, "%s: the header says %lld tokens: no data", path, (long long)count);
-        free(buf); return 2;
-    }
-    if (body < 2 * count) {
-        snprintf(err, errlen, "%s: truncated: the header says %lld tokens (%lld bytes) but only %lld bytes follow it",
-                 path, (long long)count, (long long)(2 * count), (long long)body);
-        free(buf); return 2;
-    }
-    if (body > 2 * count) {
-        snprintf(err, errlen, "%s: %lld bytes follow the header but it says %lld tokens (%lld bytes): a damaged file?",
-                 path, (long long)body, (long long)count, (long long)(2 * count));
-        free(buf); return 2;
-    }
+    int width;
+    int64_t count;
+    if (check_header(path, buf, len, len, &width, &count, err, errlen)) { free(buf); return 2; }
     ts->tokens = malloc((size_t)count * sizeof(int32_t));
     if (!ts->tokens) { snprintf(err, errlen, "%s: out of memory", path); free(buf); return 1; }
-    const unsigned char *p = buf + header_bytes;
-    for (int64_t i = 0; i < count; i++) ts->tokens[i] = (int32_t)(p[2 * i] | (p[2 * i + 1] << 8));   // little-endian uint16
+    const unsigned char *p = buf + TOKEN_FILE_HEADER_INTS * sizeof(int32_t);
+    for (int64_t i = 0; i < count; i++) {
+        uint32_t v = token_at(p, width, i);
+        if (v > INT32_MAX) {
+            snprintf(err, errlen, "%s: token %u at position %lld does not fit any vocabulary", path, v, (long long)i);
+            free(buf); data_free(ts); return 2;
+        }
+        ts->tokens[i] = (int32_t)v;
+    }
     ts->ntokens = count;
     free(buf);
     stream_finish(ts, path);
@@ -162,21 +193,20 @@ static int has_suffix(const char *s, const char *suffix) {
     return a >= b && !strcmp(s + a - b, suffix);
 }
 
-int data_load(const char *path, TokenStream *ts, char *err, size_t errlen) {
-    memset(ts, 0, sizeof *ts);
-    ts->max_token = -1;
+/* Where the plan's data path lies: "corpus" becomes build/corpus.txt (built on demand), a relative
+ * path missing here is tried from the repository root. Returns 0, 2 or 1. */
+static int resolve_data_path(const char *path, char *resolved, size_t rlen, char *err, size_t errlen) {
     if (!path || !*path) {
-        snprintf(err, errlen, "no training data: set data in the run spec or -D data=corpus|FILE.bin|FILE.txt");
+        snprintf(err, errlen, "no training data: set data in the run spec or -D data=corpus|FILE.bin|'DIR/*.bin'|FILE.txt");
         return 2;
     }
     char root[PATH_MAX] = "";
     int have_root = repo_root(root, sizeof root) == 0;
-    char resolved[PATH_MAX + 64];
     if (!strcmp(path, "corpus")) {
         if (access("build/corpus.txt", R_OK) == 0 || !have_root)
-            snprintf(resolved, sizeof resolved, "build/corpus.txt");
+            snprintf(resolved, rlen, "build/corpus.txt");
         else
-            snprintf(resolved, sizeof resolved, "%s/build/corpus.txt", root);
+            snprintf(resolved, rlen, "%s/build/corpus.txt", root);
         if (access(resolved, R_OK) != 0) {
             if (!have_root) {
                 snprintf(err, errlen, "corpus: %s is missing and tools/corpus.sh was not found: run 'bash tools/corpus.sh' "
@@ -193,43 +223,316 @@ int data_load(const char *path, TokenStream *ts, char *err, size_t errlen) {
                 return 1;
             }
         }
-        return data_read_text_file(resolved, ts, err, errlen);
+        return 0;
     }
-    snprintf(resolved, sizeof resolved, "%s", path);
+    snprintf(resolved, rlen, "%s", path);
     if (access(resolved, F_OK) != 0 && path[0] != '/' && have_root) {
-        char alt[sizeof resolved];
+        char alt[PATH_MAX + 600];
         snprintf(alt, sizeof alt, "%s/%s", root, path);
-        if (access(alt, F_OK) == 0) snprintf(resolved, sizeof resolved, "%s", alt);
+        if ((access(alt, F_OK) == 0 || strpbrk(path, "*?[")) && snprintf(resolved, rlen, "%s", alt) >= (int)rlen) {
+            snprintf(err, errlen, "%s: the path is too long", path); return 2;
+        }
     }
+    return 0;
+}
+
+int data_load(const char *path, TokenStream *ts, char *err, size_t errlen) {
+    memset(ts, 0, sizeof *ts);
+    ts->max_token = -1;
+    char resolved[PATH_MAX + 64];
+    int rc = resolve_data_path(path, resolved, sizeof resolved, err, errlen);
+    if (rc) return rc;
     if (has_suffix(resolved, ".bin")) return data_read_token_file(resolved, ts, err, errlen);
     return data_read_text_file(resolved, ts, err, errlen);
 }
 
-void batcher_free(Batcher *b) {
-    free(b->order);
-    b->order = NULL;
+/* ---- token sets: memory-mapped shards ---- */
+
+void tokenset_close(TokenSet *set) {
+    for (int i = 0; i < set->nshards; i++)
+        if (set->shards[i].map) munmap(set->shards[i].map, set->shards[i].map_len);
+    free(set->shards);
+    memset(set, 0, sizeof *set);
 }
 
-int batcher_init(Batcher *b, const TokenStream *ts, double val_fraction, int micro_batch, int seq,
-                 int vocab, uint64_t seed, char *err, size_t errlen) {
-    memset(b, 0, sizeof *b);
-    b->order_epoch = -1;
-    if (micro_batch < 1 || seq < 1) { snprintf(err, errlen, "micro_batch (%d) and seq (%d) must be positive", micro_batch, seq); return 2; }
-    if (!(val_fraction >= 0 && val_fraction < 1)) {
-        snprintf(err, errlen, "val_fraction %g must be in [0, 1)", val_fraction); return 2;
+/* Maps one shard; its first token is set->ntokens (appended). Returns 0, 2 or 1. */
+static int add_shard(TokenSet *set, const char *path, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return 2; }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path); close(fd); return 2;
     }
-    if (ts->max_token >= vocab) {
-        int64_t at = 0;
-        while (at < ts->ntokens && ts->tokens[at] < vocab) at++;
-        snprintf(err, errlen, "%s: token %d (at position %lld) is outside the model's vocabulary of %d: "
-                 "this data was tokenized for another model", ts->source, ts->tokens[at], (long long)at, vocab);
-        return 2;
+    size_t len = (size_t)st.st_size;
+    unsigned char head[3 * sizeof(int32_t)] = {0};
+    ssize_t got = pread(fd, head, sizeof head, 0);
+    int width;
+    int64_t count;
+    if (check_header(path, head, got > 0 ? (size_t)got : 0, len, &width, &count, err, errlen)) { close(fd); return 2; }
+    void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) { snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno)); return 1; }
+    madvise(map, len, MADV_RANDOM);   // windows are read in a shuffled order: no read-ahead into the mapping
+    TokenShard *grown = realloc(set->shards, (size_t)(set->nshards + 1) * sizeof *grown);
+    if (!grown) { munmap(map, len); snprintf(err, errlen, "out of memory"); return 1; }
+    set->shards = grown;
+    TokenShard *sh = &set->shards[set->nshards++];
+    memset(sh, 0, sizeof *sh);
+    snprintf(sh->path, sizeof sh->path, "%s", path);
+    sh->map = map;
+    sh->map_len = len;
+    sh->tokens = (const unsigned char *)map + TOKEN_FILE_HEADER_INTS * sizeof(int32_t);
+    sh->width = width;
+    sh->ntokens = count;
+    sh->first = set->ntokens;
+    set->ntokens += count;
+    return 0;
+}
+
+int tokenset_open_file(const char *path, TokenSet *set, char *err, size_t errlen) {
+    memset(set, 0, sizeof *set);
+    if (snprintf(set->source, sizeof set->source, "%s", path) >= (int)sizeof set->source) {
+        snprintf(err, errlen, "%.200s...: the path is too long", path); return 2;
     }
-    int64_t nval = (int64_t)((double)ts->ntokens * val_fraction);
+    int rc = add_shard(set, path, err, errlen);
+    if (rc) tokenset_close(set);
+    return rc;
+}
+
+int tokenset_view(const TokenStream *ts, TokenSet *set) {
+    memset(set, 0, sizeof *set);
+    set->shards = calloc(1, sizeof *set->shards);
+    if (!set->shards) return 1;
+    set->nshards = 1;
+    snprintf(set->shards[0].path, sizeof set->shards[0].path, "%s", ts->source);
+    snprintf(set->source, sizeof set->source, "%s", ts->source);
+    set->shards[0].tokens = (const unsigned char *)ts->tokens;
+    set->shards[0].width = 4;
+    set->shards[0].ntokens = ts->ntokens;
+    set->ntokens = ts->ntokens;
+    return 0;
+}
+
+static int shard_of(const TokenSet *set, int64_t pos) {
+    int lo = 0, hi = set->nshards - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (set->shards[mid].first <= pos) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+static void vocab_message(const TokenShard *sh, uint32_t v, int64_t at, int vocab, char *err, size_t errlen) {
+    snprintf(err, errlen, "%s: token %u (at position %lld of the file) is outside the model's vocabulary of %d: "
+             "this data was tokenized for another model", sh->path, v, (long long)at, vocab);
+}
+
+int tokenset_read(const TokenSet *set, int64_t start, int64_t n, int vocab, int32_t *out, char *err, size_t errlen) {
+    int s = shard_of(set, start);
+    int64_t done = 0;
+    while (done < n) {
+        const TokenShard *sh = &set->shards[s];
+        int64_t off = start + done - sh->first;
+        int64_t take = sh->ntokens - off < n - done ? sh->ntokens - off : n - done;
+        for (int64_t i = 0; i < take; i++) {
+            uint32_t v = token_at(sh->tokens, sh->width, off + i);
+            if (vocab > 0 && v >= (uint32_t)vocab) { vocab_message(sh, v, off + i, vocab, err, errlen); return 2; }
+            out[done + i] = (int32_t)v;
+        }
+        if (sh->map) {
+            // let go of the pages this read mapped, so the process's resident set stays one window
+            // wide whatever the data's size (they stay in the page cache)
+            uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+            uintptr_t a = (uintptr_t)(sh->tokens + off * sh->width) & ~(page - 1);
+            uintptr_t b = ((uintptr_t)(sh->tokens + (off + take) * sh->width) + page - 1) & ~(page - 1);
+            madvise((void *)a, b - a, MADV_DONTNEED);
+        }
+        done += take;
+        s++;
+    }
+    return 0;
+}
+
+/* Checks tokens [off, off+n) of a shard, through pread for a mapped one (nothing stays mapped). */
+static int check_block(const TokenShard *sh, int fd, int64_t off, int64_t n, int vocab, unsigned char *buf,
+                       char *err, size_t errlen) {
+    const unsigned char *p;
+    if (sh->map) {
+        size_t bytes = (size_t)n * (size_t)sh->width;
+        off_t at = (off_t)(TOKEN_FILE_HEADER_INTS * sizeof(int32_t)) + (off_t)off * sh->width;
+        if (pread(fd, buf, bytes, at) != (ssize_t)bytes) {
+            snprintf(err, errlen, "%s: read error: %s", sh->path, strerror(errno)); return 2;
+        }
+        p = buf;
+    } else {
+        p = sh->tokens + off * sh->width;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t v = token_at(p, sh->width, i);
+        if (v >= (uint32_t)vocab) { vocab_message(sh, v, off + i, vocab, err, errlen); return 2; }
+    }
+    return 0;
+}
+
+int tokenset_check_vocab(const TokenSet *set, int vocab, char *err, size_t errlen) {
+    enum { EDGE = 65536, BLOCK = 4096, NBLOCKS = 64 };
+    unsigned char *buf = malloc((size_t)EDGE * 4);
+    if (!buf) { snprintf(err, errlen, "out of memory"); return 1; }
+    int rc = 0;
+    for (int s = 0; s < set->nshards && !rc; s++) {
+        const TokenShard *sh = &set->shards[s];
+        if (sh->width == 2 && vocab > 65535) continue;   // every uint16 fits
+        int fd = -1;
+        if (sh->map && (fd = open(sh->path, O_RDONLY)) < 0) {
+            snprintf(err, errlen, "%s: cannot open: %s", sh->path, strerror(errno)); rc = 2; break;
+        }
+        if (!sh->map || sh->ntokens <= 2 * EDGE + NBLOCKS * BLOCK) {
+            for (int64_t o = 0; o < sh->ntokens && !rc; o += EDGE)
+                rc = check_block(sh, fd, o, sh->ntokens - o < EDGE ? sh->ntokens - o : EDGE, vocab, buf, err, errlen);
+        } else {
+            rc = check_block(sh, fd, 0, EDGE, vocab, buf, err, errlen);
+            if (!rc) rc = check_block(sh, fd, sh->ntokens - EDGE, EDGE, vocab, buf, err, errlen);
+            int64_t stride = (sh->ntokens - 2 * EDGE) / NBLOCKS;
+            for (int k = 0; k < NBLOCKS && !rc; k++)
+                rc = check_block(sh, fd, EDGE + k * stride, BLOCK, vocab, buf, err, errlen);
+        }
+        if (fd >= 0) close(fd);
+    }
+    free(buf);
+    return rc;
+}
+
+/* FNV-1a 64 of a file's bytes, read in pieces. Returns 0 or 2. */
+static int hash_file(const char *path, uint64_t *hash, int64_t *len, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return 2; }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path); fclose(f); return 2;
+    }
+    uint64_t h = 0xcbf29ce484222325ULL;
+    unsigned char buf[1 << 16];
+    size_t got;
+    int64_t n = 0;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        for (size_t i = 0; i < got; i++) { h ^= buf[i]; h *= 0x100000001b3ULL; }
+        n += (int64_t)got;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { snprintf(err, errlen, "%s: read error", path); return 2; }
+    *hash = h;
+    *len = n;
+    return 0;
+}
+
+/* Tokenises a text file into an llm.c shard (uint16; a token is a byte) at out, through a
+ * temporary file and a rename, so concurrent runs never see half a shard. Returns 0, 2 or 1. */
+static int text_to_shard(const char *text, const char *out, char *err, size_t errlen) {
+    char tmp[PATH_MAX + 64];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid());
+    FILE *in = fopen(text, "rb");
+    if (!in) { snprintf(err, errlen, "%s: cannot open: %s", text, strerror(errno)); return 2; }
+    FILE *f = fopen(tmp, "wb");
+    if (!f) { snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno)); fclose(in); return 1; }
+    int32_t header[TOKEN_FILE_HEADER_INTS] = {TOKEN_FILE_MAGIC, TOKEN_FILE_VERSION, 0};
+    int ok = fwrite(header, sizeof header, 1, f) == 1;
+    unsigned char buf[1 << 15], pairs[2 << 15];
+    size_t got;
+    int64_t n = 0;
+    while (ok && (got = fread(buf, 1, sizeof buf, in)) > 0) {
+        for (size_t i = 0; i < got; i++) { pairs[2 * i] = buf[i]; pairs[2 * i + 1] = 0; }
+        ok = fwrite(pairs, 2, got, f) == got;
+        n += (int64_t)got;
+    }
+    fclose(in);
+    if (n > INT32_MAX) { snprintf(err, errlen, "%s: %lld bytes: too large for one token shard", text, (long long)n); ok = 0; }
+    header[2] = (int32_t)n;
+    if (ok) ok = fseek(f, 0, SEEK_SET) == 0 && fwrite(header, sizeof header, 1, f) == 1;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok || rename(tmp, out) != 0) {
+        if (!err[0]) snprintf(err, errlen, "%s: writing the token shard failed: %s", out, strerror(errno));
+        remove(tmp);
+        return 1;
+    }
+    return 0;
+}
+
+/* The cached shard of a text file: BUILD/tokens/<hash of the text>-<bytes>.bin, where BUILD is the
+ * repository's build/ (else ./build, else $TMPDIR). Made once; later runs (any text file with the
+ * same bytes) map it. */
+static int text_shard(const char *text, char *out, size_t outlen, char *err, size_t errlen) {
+    uint64_t h;
+    int64_t len;
+    int rc = hash_file(text, &h, &len, err, errlen);
+    if (rc) return rc;
+    if (len == 0) { snprintf(err, errlen, "%s: empty text file", text); return 2; }
+    char root[PATH_MAX] = "", dirs[3][PATH_MAX + 32];
+    const char *tmpdir = getenv("TMPDIR");
+    int nd = 0;
+    if (repo_root(root, sizeof root) == 0) snprintf(dirs[nd++], sizeof dirs[0], "%s/build", root);
+    snprintf(dirs[nd++], sizeof dirs[0], "build");
+    snprintf(dirs[nd++], sizeof dirs[0], "%s", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    for (int d = 0; d < nd; d++) {
+        char folder[PATH_MAX + 64];
+        if (snprintf(folder, sizeof folder, "%s/tokens", dirs[d]) >= (int)sizeof folder) continue;
+        if (mkdir(dirs[d], 0777) != 0 && errno != EEXIST) continue;
+        if (mkdir(folder, 0777) != 0 && errno != EEXIST) continue;
+        snprintf(out, outlen, "%s/%016llx-%lld.bin", folder, (unsigned long long)h, (long long)len);
+        if (access(out, R_OK) == 0) return 0;
+        err[0] = 0;
+        if (text_to_shard(text, out, err, errlen) == 0) return 0;
+    }
+    if (!err[0]) snprintf(err, errlen, "%s: no folder to write its token shard into (build/tokens, $TMPDIR)", text);
+    return 1;
+}
+
+int data_open(const char *path, TokenSet *set, char *err, size_t errlen) {
+    memset(set, 0, sizeof *set);
+    char resolved[PATH_MAX + 64];
+    int rc = resolve_data_path(path, resolved, sizeof resolved, err, errlen);
+    if (rc) return rc;
+    if (strpbrk(resolved, "*?[")) {
+        glob_t g;
+        int grc = glob(resolved, 0, NULL, &g);
+        if (grc == GLOB_NOMATCH || (grc == 0 && g.gl_pathc == 0)) {
+            snprintf(err, errlen, "data %s: the glob matches no file (check the folder and the pattern)", resolved);
+            if (grc == 0) globfree(&g);
+            return 2;
+        }
+        if (grc != 0) { snprintf(err, errlen, "data %s: the glob could not be read (%d)", resolved, grc); return 2; }
+        for (size_t i = 0; i < g.gl_pathc && !rc; i++) rc = add_shard(set, g.gl_pathv[i], err, errlen);
+        globfree(&g);
+        snprintf(set->source, sizeof set->source, "%s", resolved);
+        if (rc) tokenset_close(set);
+        return rc;
+    }
+    if (has_suffix(resolved, ".bin")) return tokenset_open_file(resolved, set, err, errlen);
+    char shard[PATH_MAX + 128];
+    rc = text_shard(resolved, shard, sizeof shard, err, errlen);
+    if (rc) return rc;
+    rc = tokenset_open_file(shard, set, err, errlen);
+    if (!rc) snprintf(set->source, sizeof set->source, "%s", resolved);
+    return rc;
+}
+
+/* ---- batches ---- */
+
+void batcher_free(Batcher *b) {
+    if (b->set == &b->own) tokenset_close(&b->own);
+    free(b->window);
+    b->window = NULL;
+    b->set = NULL;
+}
+
+static int batcher_setup(Batcher *b, double val_fraction, int micro_batch, int seq, int vocab, uint64_t seed,
+                         char *err, size_t errlen) {
+    const TokenSet *set = b->set;
+    int64_t nval = (int64_t)((double)set->ntokens * val_fraction);
     int64_t need = (int64_t)micro_batch * seq + 1;
-    b->tokens = ts->tokens;
+    b->vocab = vocab;
     b->train_begin = 0;
-    b->train_len = ts->ntokens - nval;
+    b->train_len = set->ntokens - nval;
     b->val_begin = b->train_len;
     b->val_len = nval;
     b->micro_batch = micro_batch;
@@ -240,46 +543,104 @@ int batcher_init(Batcher *b, const TokenStream *ts, double val_fraction, int mic
     if (b->train_windows < micro_batch) {
         snprintf(err, errlen, "%s: %lld training tokens (of %lld, val_fraction %g), fewer than one batch of "
                  "micro_batch*seq+1 = %lld: give more data or a smaller micro_batch/seq",
-                 ts->source, (long long)b->train_len, (long long)ts->ntokens, val_fraction, (long long)need);
+                 set->source, (long long)b->train_len, (long long)set->ntokens, val_fraction, (long long)need);
         return 2;
     }
     if (val_fraction > 0 && b->val_windows < micro_batch) {
         snprintf(err, errlen, "%s: %lld validation tokens (val_fraction %g of %lld), fewer than one batch of "
                  "micro_batch*seq+1 = %lld: raise val_fraction, give more data, or set val_fraction=0",
-                 ts->source, (long long)b->val_len, val_fraction, (long long)ts->ntokens, (long long)need);
+                 set->source, (long long)b->val_len, val_fraction, (long long)set->ntokens, (long long)need);
         return 2;
     }
-    b->order = malloc((size_t)b->train_windows * sizeof(int64_t));
-    if (!b->order) { snprintf(err, errlen, "out of memory for %lld windows", (long long)b->train_windows); return 1; }
+    b->window = malloc((size_t)(seq + 1) * sizeof(int32_t));
+    if (!b->window) { snprintf(err, errlen, "out of memory"); return 1; }
     return 0;
 }
 
-/* The window order of one epoch: a Fisher-Yates shuffle seeded from (seed, epoch). */
-static void build_order(Batcher *b, int64_t epoch) {
-    int64_t n = b->train_windows;
-    for (int64_t i = 0; i < n; i++) b->order[i] = i;
-    uint64_t state = b->seed ^ (0xd1b54a32d192ed03ULL * (uint64_t)(epoch + 1));
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(data_splitmix64(&state) % (uint64_t)(i + 1));
-        int64_t t = b->order[i]; b->order[i] = b->order[j]; b->order[j] = t;
+static int check_args(int micro_batch, int seq, double val_fraction, char *err, size_t errlen) {
+    if (micro_batch < 1 || seq < 1) { snprintf(err, errlen, "micro_batch (%d) and seq (%d) must be positive", micro_batch, seq); return 2; }
+    if (!(val_fraction >= 0 && val_fraction < 1)) {
+        snprintf(err, errlen, "val_fraction %g must be in [0, 1)", val_fraction); return 2;
     }
-    b->order_epoch = epoch;
+    return 0;
 }
 
-static void fill_window(const int32_t *tokens, int64_t start, int seq, int32_t *inputs, int32_t *targets) {
-    memcpy(inputs, tokens + start, (size_t)seq * sizeof(int32_t));
-    memcpy(targets, tokens + start + 1, (size_t)seq * sizeof(int32_t));
+int batcher_init(Batcher *b, const TokenStream *ts, double val_fraction, int micro_batch, int seq,
+                 int vocab, uint64_t seed, char *err, size_t errlen) {
+    memset(b, 0, sizeof *b);
+    if (check_args(micro_batch, seq, val_fraction, err, errlen)) return 2;
+    if (ts->max_token >= vocab) {   // in memory: the whole stream is checked
+        int64_t at = 0;
+        while (at < ts->ntokens && ts->tokens[at] < vocab) at++;
+        snprintf(err, errlen, "%s: token %d (at position %lld) is outside the model's vocabulary of %d: "
+                 "this data was tokenized for another model", ts->source, ts->tokens[at], (long long)at, vocab);
+        return 2;
+    }
+    if (tokenset_view(ts, &b->own)) { snprintf(err, errlen, "out of memory"); return 1; }
+    b->set = &b->own;
+    return batcher_setup(b, val_fraction, micro_batch, seq, vocab, seed, err, errlen);
 }
 
-void batcher_train(Batcher *b, int64_t pos, int32_t *inputs, int32_t *targets) {
-    int64_t per_epoch = b->train_windows / b->micro_batch;
-    int64_t epoch = pos / per_epoch, idx = pos % per_epoch;
-    if (epoch != b->order_epoch) build_order(b, epoch);
+int batcher_init_set(Batcher *b, const TokenSet *set, double val_fraction, int micro_batch, int seq,
+                     int vocab, uint64_t seed, char *err, size_t errlen) {
+    memset(b, 0, sizeof *b);
+    if (check_args(micro_batch, seq, val_fraction, err, errlen)) return 2;
+    int rc = tokenset_check_vocab(set, vocab, err, errlen);
+    if (rc) return rc;
+    b->set = set;
+    return batcher_setup(b, val_fraction, micro_batch, seq, vocab, seed, err, errlen);
+}
+
+/* The permutation of one epoch without a table: a 4-round Feistel network over the smallest even
+ * number of bits that holds n (keys from seed and epoch), cycle-walked back into [0, n). */
+static int64_t permute(int64_t x, int64_t n, uint64_t seed, int64_t epoch) {
+    int bits = 2;
+    while (bits < 62 && ((int64_t)1 << bits) < n) bits++;
+    bits += bits & 1;
+    const int half = bits / 2;
+    const uint64_t mask = ((uint64_t)1 << half) - 1;
+    uint64_t keys[4], state = seed ^ (0xd1b54a32d192ed03ULL * (uint64_t)(epoch + 1));
+    for (int r = 0; r < 4; r++) keys[r] = data_splitmix64(&state);
+    uint64_t y = (uint64_t)x;
+    do {
+        uint64_t l = y >> half, r = y & mask;
+        for (int k = 0; k < 4; k++) {
+            uint64_t st = r ^ keys[k];
+            uint64_t f = data_splitmix64(&st) & mask;
+            uint64_t nl = r;
+            r = l ^ f;
+            l = nl;
+        }
+        y = (l << half) | r;
+    } while (y >= (uint64_t)n);
+    return (int64_t)y;
+}
+
+int64_t batcher_window_at(const Batcher *b, int64_t k) {
+    int64_t epoch = k / b->train_windows, idx = k % b->train_windows;
+    return permute(idx, b->train_windows, b->seed, epoch);
+}
+
+/* Window starting at token `start`: inputs = tokens start..start+seq-1, targets = one later. */
+static int fill_window(Batcher *b, int64_t start, int32_t *inputs, int32_t *targets) {
+    if (tokenset_read(b->set, start, b->seq + 1, b->vocab, b->window, b->err, sizeof b->err)) return 2;
+    memcpy(inputs, b->window, (size_t)b->seq * sizeof(int32_t));
+    memcpy(targets, b->window + 1, (size_t)b->seq * sizeof(int32_t));
+    return 0;
+}
+
+int batcher_global(Batcher *b, int64_t pos, int rank, int nranks, int32_t *inputs, int32_t *targets) {
+    (void)nranks;   // the slice of rank i is the same whatever n; n only moves batcher_next
     for (int i = 0; i < b->micro_batch; i++) {
-        int64_t w = b->order[idx * b->micro_batch + i];
-        fill_window(b->tokens, b->train_begin + w * b->seq, b->seq,
-                    inputs + (size_t)i * b->seq, targets + (size_t)i * b->seq);
+        int64_t w = batcher_window_at(b, pos + (int64_t)rank * b->micro_batch + i);
+        if (fill_window(b, b->train_begin + w * b->seq, inputs + (size_t)i * b->seq, targets + (size_t)i * b->seq))
+            return 2;
     }
+    return 0;
+}
+
+int batcher_train(Batcher *b, int64_t pos, int32_t *inputs, int32_t *targets) {
+    return batcher_global(b, pos * b->micro_batch, 0, 1, inputs, targets);
 }
 
 int64_t batcher_val_batches(const Batcher *b, int64_t max_batches) {
@@ -287,10 +648,11 @@ int64_t batcher_val_batches(const Batcher *b, int64_t max_batches) {
     return n < max_batches ? n : max_batches;
 }
 
-void batcher_val(const Batcher *b, int64_t i, int32_t *inputs, int32_t *targets) {
+int batcher_val(Batcher *b, int64_t i, int32_t *inputs, int32_t *targets) {
     for (int j = 0; j < b->micro_batch; j++) {
         int64_t w = i * b->micro_batch + j;
-        fill_window(b->tokens, b->val_begin + w * b->seq, b->seq,
-                    inputs + (size_t)j * b->seq, targets + (size_t)j * b->seq);
+        if (fill_window(b, b->val_begin + w * b->seq, inputs + (size_t)j * b->seq, targets + (size_t)j * b->seq))
+            return 2;
     }
+    return 0;
 }

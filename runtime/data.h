@@ -1,7 +1,9 @@
-/* data.h: training data for `boost train`: a token stream read from an llm.c .bin token file or
- * from raw text through the byte-level tokenizer (token = byte, vocab 256), split into train and
- * validation parts, and cut into batches of contiguous windows of seq+1 tokens in a shuffled order
- * that depends only on the run's seed and the data position (so a checkpoint can resume it). */
+/* data.h: training data for `boost train`: llm.c token shards (.bin, one file or a glob), memory-
+ * mapped and read a window at a time (the process never holds the dataset), or raw text through the
+ * byte-level tokenizer (token = byte, vocab 256; tokenised once into a cached shard under build/).
+ * The shards are one token stream, split into train and validation parts and cut into windows of
+ * seq+1 tokens in a shuffled order that depends only on the run's seed and the position (counted in
+ * windows, so a checkpoint resumes at any dp); dp rank i of n reads its own slice of every global batch. */
 #ifndef BOOST_DATA_H
 #define BOOST_DATA_H
 
@@ -9,7 +11,8 @@
 #include <stddef.h>
 
 #define TOKEN_FILE_MAGIC 20240520
-#define TOKEN_FILE_VERSION 1
+#define TOKEN_FILE_VERSION 1       /* uint16 tokens */
+#define TOKEN_FILE_VERSION_U32 2   /* uint32 tokens */
 #define TOKEN_FILE_HEADER_INTS 256
 #define BYTE_VOCAB 256
 
@@ -26,8 +29,9 @@ int64_t tokenize_bytes(const unsigned char *text, size_t len, int32_t *out);   /
 /* Decodes tokens back to bytes; returns -1 (and stops) at a token outside 0..255. */
 int64_t detokenize_bytes(const int32_t *tokens, int64_t n, unsigned char *out);
 
-/* Read an llm.c token file: 256 int32 header (magic 20240520, version 1, token count), then the
- * tokens as uint16. Checks the magic, the version and that the size matches the count.
+/* Read an llm.c token file into memory: 256 int32 header (magic 20240520, version 1 or 2, token
+ * count), then the tokens as uint16 (version 1) or uint32 (version 2). Checks the magic, the
+ * version and that the size matches the count. (Tools and tests; training maps shards instead.)
  * Returns 0, or 2 with "FILE: what is wrong" in err. */
 int data_read_token_file(const char *path, TokenStream *ts, char *err, size_t errlen);
 /* Write a token file (tools and tests). Tokens must be 0..65535. Returns 0 or 1 (I/O). */
@@ -42,33 +46,89 @@ int data_read_text_file(const char *path, TokenStream *ts, char *err, size_t err
 int data_load(const char *path, TokenStream *ts, char *err, size_t errlen);
 void data_free(TokenStream *ts);
 
+/* One shard of a token set: a memory-mapped llm.c token file (or a view of tokens in memory). */
+typedef struct {
+    char path[512];
+    const unsigned char *tokens;   /* the first token (after the header) */
+    void *map; size_t map_len;     /* the mapping (NULL for a view of memory) */
+    int width;                     /* bytes per token: 2 (version 1), 4 (version 2 or an int32 view) */
+    int64_t ntokens, first;        /* its tokens are [first, first + ntokens) of the set */
+} TokenShard;
+
+/* The training data as one stream of tokens over one or more shards, in the order of their names. */
+typedef struct {
+    TokenShard *shards; int nshards;
+    int64_t ntokens;
+    char source[512];              /* the file or glob it came from, for messages */
+} TokenSet;
+
+/* Open the plan's data path as a token set: "corpus" (build/corpus.txt, built with
+ * tools/corpus.sh when missing), a .bin token file, a glob of .bin shards ("dir/train_*.bin"), or any
+ * other file as text. Text is tokenised once into a shard under the repository's build/tokens/
+ * (named by a hash of the text's bytes, reused by every later run). Every shard's header and size
+ * are checked here; tokens are checked against the vocabulary as they are read (batcher_*) and, at
+ * start, by tokenset_check_vocab on a sample. Returns 0, 2 (bad input) or 1 (I/O). */
+int data_open(const char *path, TokenSet *set, char *err, size_t errlen);
+/* Map one token file as a one-shard set (checks as data_read_token_file). Returns 0 or 2. */
+int tokenset_open_file(const char *path, TokenSet *set, char *err, size_t errlen);
+/* A one-shard set viewing a stream in memory (no copy; ts must outlive it). Returns 0 or 1. */
+int tokenset_view(const TokenStream *ts, TokenSet *set);
+void tokenset_close(TokenSet *set);
+/* Copy tokens [start, start+n) of the set into out as int32, checking each is < vocab. Returns 0, or
+ * 2 with "FILE: token T at position P ... vocabulary" in err. */
+int tokenset_read(const TokenSet *set, int64_t start, int64_t n, int vocab, int32_t *out, char *err, size_t errlen);
+/* A start-up check that the data fits the vocabulary without reading it all: the first and last
+ * 64 Ki tokens of every shard and 64 spread blocks of 4 Ki tokens each (read with pread, so nothing stays
+ * mapped). Every batch is checked again when it is read. Returns 0 or 2. */
+int tokenset_check_vocab(const TokenSet *set, int vocab, char *err, size_t errlen);
+
 /* Where the train and validation parts lie in a stream: validation is the last
  * floor(ntokens * val_fraction) tokens. Windows are seq+1 tokens starting every seq tokens. */
 typedef struct {
-    const int32_t *tokens;
+    const TokenSet *set;              /* the data (borrowed, or &own) */
+    TokenSet own;                     /* the view batcher_init makes of a TokenStream */
+    int vocab;
     int64_t train_begin, train_len;   /* [train_begin, train_begin + train_len) */
     int64_t val_begin, val_len;
     int micro_batch, seq;
     int64_t train_windows;            /* windows that fit in the train part */
     int64_t val_windows;
     uint64_t seed;
-    /* the shuffled window order of the current epoch, rebuilt when the epoch changes */
-    int64_t *order; int64_t order_epoch;
+    int32_t *window;                  /* [seq + 1] scratch */
+    char err[1024];                   /* why the last batcher_train/val failed */
 } Batcher;
 
 /* Check that the stream fits the model (every token < vocab) and holds at least one micro-batch of
  * training windows (and one of validation windows when val_fraction > 0). Returns 0 or 2. */
 int batcher_init(Batcher *b, const TokenStream *ts, double val_fraction, int micro_batch, int seq,
                  int vocab, uint64_t seed, char *err, size_t errlen);
+/* The same over a token set (borrowed: it must outlive the batcher); the vocabulary is checked
+ * on a sample here (tokenset_check_vocab) and on every batch read. Returns 0, 2 or 1. */
+int batcher_init_set(Batcher *b, const TokenSet *set, double val_fraction, int micro_batch, int seq,
+                     int vocab, uint64_t seed, char *err, size_t errlen);
 void batcher_free(Batcher *b);
-/* Fill one training micro-batch (micro_batch*seq inputs and targets) for data position `pos`
- * (counted in micro-batches since the start of training): windows pos*micro_batch .. of the
- * shuffled order, which is a fresh permutation per epoch derived from (seed, epoch). */
-void batcher_train(Batcher *b, int64_t pos, int32_t *inputs, int32_t *targets);
+
+/* The training stream is the sequence of windows of epoch 0's order, then epoch 1's, ...; each
+ * epoch's order is a permutation of all train windows derived from (seed, epoch) and computed per
+ * window (no table: memory does not grow with the data). A position counts windows (sequences)
+ * consumed, by all dp ranks together; a global micro-batch of n dp ranks is windows
+ * [pos, pos + n*micro_batch), of which dp rank i reads [pos + i*micro_batch, pos + (i+1)*micro_batch).
+ * Fill rank's micro_batch*seq inputs and targets. Returns 0, or 2 with b->err (a token outside the
+ * vocabulary: it never reaches the model). */
+int batcher_global(Batcher *b, int64_t pos, int rank, int nranks, int32_t *inputs, int32_t *targets);
+/* The position of the next global micro-batch of n ranks. */
+static inline int64_t batcher_next(const Batcher *b, int64_t pos, int nranks) {
+    return pos + (int64_t)nranks * b->micro_batch;
+}
+/* Window w (0 <= w < train_windows) read at stream position k: the epoch's permutation. */
+int64_t batcher_window_at(const Batcher *b, int64_t k);
+/* One rank alone: micro-batch `pos` (counted in micro-batches) = batcher_global(pos*micro_batch, 0, 1). */
+int batcher_train(Batcher *b, int64_t pos, int32_t *inputs, int32_t *targets);
 /* Number of validation micro-batches used for one validation pass (at most max_batches). */
 int64_t batcher_val_batches(const Batcher *b, int64_t max_batches);
-/* Fill validation micro-batch i: consecutive windows, in order, from the start of the val part. */
-void batcher_val(const Batcher *b, int64_t i, int32_t *inputs, int32_t *targets);
+/* Fill validation micro-batch i: consecutive windows, in order, from the start of the val part.
+ * Returns 0 or 2 with b->err. */
+int batcher_val(Batcher *b, int64_t i, int32_t *inputs, int32_t *targets);
 
 /* splitmix64 step, shared with the shuffle; exposed for tests. */
 uint64_t data_splitmix64(uint64_t *state);

@@ -5,8 +5,9 @@
  * TP-invariant initialisation, the global gradient norm, clipping, the AdamW schedule, and
  * gathering/scattering canonical tensors. Backend-agnostic: all backend work goes through the
  * Backend vtable, so the same code drives cpu and cuda. Multi-process mode (a world in the
- * environment, runtime/world.h; cuda only): the Engine holds this process's rank alone, and the
- * gathers across ranks (canonical tensors, the gradient norm) sum over the processes. */
+ * environment, runtime/world.h; cuda with NCCL, or cpu under mpirun with MPI as the group's
+ * transport): the Engine holds this process's rank alone, and the gathers across ranks (canonical
+ * tensors, the gradient norm) sum over the processes. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "runtime/runtime.h"
 #include "runtime/world.h"
 #include "runtime/grid.h"
+#include "runtime/comm_mpi.h"   // defines: comm_mpi_launched
 
 typedef int (*RankJob)(Engine *e, int rank, void *arg);
 
@@ -485,9 +487,11 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
         return NULL;
     }
     if (world) {   /* one process per GPU: this process runs rank wrank of the plan's tp */
-        if (!backend || !strcmp(backend, "cpu")) {
-            snprintf(err, errlen, "the environment gives a world of %d processes (rank %d), but the cpu backend runs tp "
-                     "ranks as threads in one process; launch one process (or use --backend cuda)", wsize, wrank);
+        int cpu = !backend || !strcmp(backend, "cpu");
+        if (cpu && !comm_mpi_launched()) {
+            snprintf(err, errlen, "the environment gives a world of %d processes (rank %d), but the cpu backend runs one "
+                     "process per rank only under Open MPI's mpirun; launch with mpirun, or one process (tp ranks as threads)",
+                     wsize, wrank);
             return NULL;
         }
         if (wsize != plan->tp) {
@@ -495,6 +499,7 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
                      "tp processes (one per GPU) or regenerate with -D tp=%d", plan->path, wsize, plan->tp, wsize);
             return NULL;
         }
+        if (cpu) return engine_open(plan, &backend_cpu, wrank, err, errlen);   /* MPI: cpu.c's group transport */
         if (!backend_cuda.rank_open || !backend_cuda.world_allreduce_host) {
             snprintf(err, errlen, "one process per GPU needs the cuda backend, which this binary lacks; launch one process");
             return NULL;

@@ -6,7 +6,8 @@
  * a row stop the run (exit 1) without saving, naming the last good checkpoint (the newest one a good
  * step followed). A non-finite validation loss stops it at once. SIGINT/SIGTERM stop it after
  * the step under way with a checkpoint (exit 130/143). Multi-process mode (one process per GPU,
- * runtime/world.h): every rank reads the same data and takes part in every gather; only rank 0
+ * runtime/world.h): every rank of a tp group reads the same data (dp ranks read their own slice of
+ * each global micro-batch, runtime/data.h) and takes part in every gather; only rank 0
  * writes checkpoints (cli/train.c keeps the other ranks' output quiet). */
 #include <math.h>
 #include <signal.h>
@@ -16,7 +17,7 @@
 #include <time.h>
 #include "runtime/train.h"        // defines: TrainOptions, TrainLog, train_with_plan
 #include "runtime/runtime.h"      // defines: Engine, engine_*
-#include "runtime/data.h"         // defines: TokenStream, Batcher, data_load, batcher_*
+#include "runtime/data.h"         // defines: TokenSet, Batcher, data_open, batcher_*
 #include "runtime/checkpoint.h"   // defines: CkptState, ckpt_*
 #include "runtime/world.h"        // defines: world_rank
 #include "runtime/grid.h"         // defines: Grid, grid_make, grid_describe
@@ -31,7 +32,7 @@ typedef struct {
     float *buf;               /* [largest] */
     Batcher batcher;
     int32_t *inputs, *targets;   /* [dp * micro_batch * seq] each: dp rank i's micro-batch at row i*micro_batch*seq */
-    int64_t data_position;    /* micro-batches consumed (a pass over dp ranks consumes dp of them) */
+    int64_t data_seq;         /* training windows consumed by all dp ranks together (the batcher's position) */
     int step;                 /* optimizer steps done */
     float *losses;            /* [plan->steps] training loss per step (index step-1) */
     float *val_losses; int64_t *val_steps; int nval, val_cap;
@@ -138,7 +139,8 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
     CkptState st = {0};
     const Plan *p = t->plan;
     st.step = t->step;
-    st.data_position = t->data_position;
+    st.data_sequences = t->data_seq;
+    st.data_position = t->data_seq / p->micro_batch;
     st.seed = p->seed;
     snprintf(st.model, sizeof st.model, "%s", p->model_name);
     snprintf(st.run, sizeof st.run, "%s", p->run_name);
@@ -229,7 +231,8 @@ static int resume_from(Trainer *t, const char *arg) {
     st_close(&model);
     st_close(&optim);
     t->step = (int)st.step;
-    t->data_position = st.data_position;
+    // older checkpoints count micro-batches of a dp=1 run only
+    t->data_seq = st.data_sequences >= 0 ? st.data_sequences : st.data_position * t->plan->micro_batch;
     t->skipped = st.skipped;
     for (int i = 0; i < st.nlosses && i < t->plan->steps; i++) t->losses[i] = st.losses[i];
     for (int i = 0; i < st.nval; i++) {
@@ -237,8 +240,8 @@ static int resume_from(Trainer *t, const char *arg) {
         t->val_steps[t->nval] = st.val_steps[i];
         t->val_losses[t->nval++] = st.val_losses[i];
     }
-    printf("resumed from %s: step %lld, data position %lld (saved at tp=%d %s, now tp=%d %s)\n", dir,
-           (long long)st.step, (long long)st.data_position, st.tp, st.layout, t->plan->tp, t->plan->layout);
+    printf("resumed from %s: step %lld, data position %lld (%lld sequences; saved at tp=%d %s, now tp=%d %s)\n", dir,
+           (long long)st.step, (long long)st.data_position, (long long)t->data_seq, st.tp, st.layout, t->plan->tp, t->plan->layout);
     if (st.seed != t->plan->seed)
         printf("note: the checkpoint's seed 0x%llx differs from this run's 0x%llx: the data order changes from here\n",
                (unsigned long long)st.seed, (unsigned long long)t->plan->seed);
@@ -275,7 +278,9 @@ static int validate(Trainer *t, double *loss) {
     int64_t mbt = (int64_t)t->plan->micro_batch * t->plan->seq, groups = (n + dp - 1) / dp;
     for (int64_t i = 0; i < groups; i++) {   /* dp batches a pass (wrapping when dp does not divide n) */
         float l;
-        for (int d = 0; d < dp; d++) batcher_val(&t->batcher, (i * dp + d) % n, t->inputs + d * mbt, t->targets + d * mbt);
+        for (int d = 0; d < dp; d++)
+            if (batcher_val(&t->batcher, (i * dp + d) % n, t->inputs + d * mbt, t->targets + d * mbt))
+                return fail(2, "%s", t->batcher.err);
         if (engine_forward(t->e, t->inputs, t->targets, &l, err, sizeof err))
             return fail(1, "validation at step %d: %s", t->step, err);
         sum += l;
@@ -352,10 +357,10 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         for (int a = 0; a < p->grad_accum; a++) {
             float l;
             int64_t mbt = (int64_t)p->micro_batch * p->seq;
-            for (int d = 0; d < p->dp; d++) {   /* dp rank d takes the next micro-batch in data order */
-                batcher_train(&t->batcher, t->data_position, t->inputs + d * mbt, t->targets + d * mbt);
-                t->data_position++;
-            }
+            for (int d = 0; d < p->dp; d++)   /* dp rank d reads slice d of the global micro-batch */
+                if (batcher_global(&t->batcher, t->data_seq, d, p->dp, t->inputs + d * mbt, t->targets + d * mbt))
+                    return fail(2, "step %d: %s; stopping without saving", t->step + 1, t->batcher.err);
+            t->data_seq = batcher_next(&t->batcher, t->data_seq, p->dp);
             if (engine_forward_backward(t->e, t->inputs, t->targets, &l, err, sizeof err))
                 return fail(1, "step %d: %s", t->step + 1, err);
             sum += l;
@@ -457,11 +462,11 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     if (opt->resume && !opt->outdir)
         printf("note: resuming without -o: no checkpoints will be saved\n");
 
-    TokenStream ts;
-    int rc = data_load(p->data_path, &ts, err, sizeof err);
+    TokenSet ts;
+    int rc = data_open(p->data_path, &ts, err, sizeof err);
     if (rc) return fail(rc, "%s", err);
-    rc = batcher_init(&t.batcher, &ts, p->val_fraction, p->micro_batch, p->seq, p->vocab, p->seed, err, sizeof err);
-    if (rc) { data_free(&ts); return fail(rc, "%s", err); }
+    rc = batcher_init_set(&t.batcher, &ts, p->val_fraction, p->micro_batch, p->seq, p->vocab, p->seed, err, sizeof err);
+    if (rc) { tokenset_close(&ts); return fail(rc, "%s", err); }
 
     // the canonical tensors: what checkpoints hold, whatever the layout and tp
     t.ncanons = p->ncanons;
@@ -484,7 +489,7 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     t.val_losses = calloc((size_t)t.val_cap, sizeof(float));
     t.val_steps = calloc((size_t)t.val_cap, sizeof(int64_t));
     if (!t.canons || !t.buf || !t.inputs || !t.targets || !t.losses || !t.val_losses || !t.val_steps) {
-        data_free(&ts); trainer_free(&t);
+        tokenset_close(&ts); trainer_free(&t);
         return fail(1, "out of memory");
     }
 
@@ -492,14 +497,14 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
         int wr = 0, ws = 1, w = world_from_env(&wr, &ws, err, sizeof err);
         int grid = p->dp * p->pp * p->tp;
         if (w == 1 && p->dp > 1 && ws != grid) {
-            data_free(&ts); trainer_free(&t);
+            tokenset_close(&ts); trainer_free(&t);
             return fail(2, "%s: the launcher gives a world of %d processes but the plan's grid is dp %d x pp %d x tp %d = %d "
                         "ranks: launch %d processes or regenerate with -D dp= -D tp= that multiply to %d", p->path, ws, p->dp,
                         p->pp, p->tp, grid, grid, ws);
         }
     }
     t.e = engine_create(p, opt->backend ? opt->backend : "auto", err, sizeof err);
-    if (!t.e) { data_free(&ts); trainer_free(&t); return fail(1, "%s", err); }
+    if (!t.e) { tokenset_close(&ts); trainer_free(&t); return fail(1, "%s", err); }
 
     char count[32], coll[32], tok[32], ntrain[32], nval[32];
     format_count((double)nparams, count, sizeof count);
@@ -520,7 +525,9 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
         grid_describe(&grid, gd, sizeof gd);
         printf("  %s", gd);
     }
-    printf("  data %s: %s training tokens, %s validation tokens\n", ts.source, ntrain, nval);
+    printf("  data %s: %s training tokens, %s validation tokens", ts.source, ntrain, nval);
+    if (ts.nshards > 1) printf(" (%d shards)", ts.nshards);
+    printf("\n");
     printf("  collective bytes per step: %s per rank (%lld bytes, %s layout, tp=%d%s)\n", coll, (long long)coll_bytes,
            p->layout, p->tp, p->tp == 1 ? ": the collectives are no-ops at tp=1, this is what they would carry" : "");
     if (p->dp > 1) {   /* the plan's group=dp steps: one pass over them per optimizer step */
@@ -549,23 +556,23 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     }
     if (resume) rc = resume_from(&t, resume);
     else if (engine_init_params(t.e, err, sizeof err)) rc = fail(1, "%s", err);
-    if (rc) { data_free(&ts); trainer_free(&t); return rc; }
+    if (rc) { tokenset_close(&ts); trainer_free(&t); return rc; }
     if (t.step >= p->steps) {
         printf("nothing to do: the checkpoint is at step %d of %d (raise steps with -D steps=N)\n", t.step, p->steps);
-        data_free(&ts); trainer_free(&t);
+        tokenset_close(&ts); trainer_free(&t);
         return 0;
     }
 
     TrainLog lg;
     if (trainlog_open(&lg, opt->log_path, resume ? t.step : -1, p->steps, opt->print_every, opt->quiet, err, sizeof err)) {
-        data_free(&ts); trainer_free(&t);
+        tokenset_close(&ts); trainer_free(&t);
         return fail(1, "%s", err);
     }
     catch_stop_signals(1);
     rc = run_loop(&t, &lg);
     catch_stop_signals(0);
     trainlog_close(&lg);
-    data_free(&ts);
+    tokenset_close(&ts);
     trainer_free(&t);
     return rc;
 }

@@ -1,9 +1,13 @@
-/* test_data.c: the training data path: llm.c token files (good, wrong magic, truncated, too few
- * tokens, tokens outside the vocabulary), the byte tokenizer, the train/validation split and the
- * shuffled batches (contiguous windows, each window once per epoch, deterministic in the seed). */
+/* test_data.c: the training data path: llm.c token files (good, uint16 and uint32, wrong magic,
+ * truncated, too few tokens, tokens outside the vocabulary), memory-mapped shard sets and globs,
+ * the byte tokenizer and its cached shard, the train/validation split and the shuffled batches
+ * (contiguous windows, each window once per epoch, deterministic in the seed), the dp slices of
+ * every global batch (each window of an epoch read by exactly one rank at n = 1, 2, 4) and resume
+ * positions that carry over between dp degrees. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include "tests/unit/testlib.h"
 #include "runtime/data.h"   // defines: TokenStream, Batcher, data_*, batcher_*, tokenize_bytes
 
@@ -57,12 +61,44 @@ static void test_token_files(void) {
     snprintf(expect, sizeof expect, "%s: not a token file (magic 12345, expected 20240520)", path);
     CHECK(rc == 2 && strstr(err, expect), "token_file_wrong_magic", "rc %d: %s", rc, err);
 
-    header[0] = 20240520; header[1] = 2;
+    header[0] = 20240520; header[1] = 3;
     memcpy(file, header, 1024);
     path_in(path, sizeof path, "badversion.bin");
     write_raw(path, file, sizeof file);
     rc = data_read_token_file(path, &ts, err, sizeof err);
-    CHECK(rc == 2 && strstr(err, "version 2"), "token_file_wrong_version", "rc %d: %s", rc, err);
+    CHECK(rc == 2 && strstr(err, "version 3"), "token_file_wrong_version", "rc %d: %s", rc, err);
+    TokenSet set;
+    rc = data_open(path, &set, err, sizeof err);
+    CHECK(rc == 2 && strstr(err, "version 3") && strstr(err, path), "shard_wrong_version", "rc %d: %s", rc, err);
+
+    // version 2: uint32 tokens, little-endian
+    header[1] = 2; header[2] = 2;
+    unsigned char file32[1024 + 8];
+    memcpy(file32, header, 1024);
+    unsigned char body32[8] = {0x01, 0x00, 0x00, 0x00, 0x78, 0x56, 0x34, 0x12};
+    memcpy(file32 + 1024, body32, 8);
+    path_in(path, sizeof path, "u32.bin");
+    write_raw(path, file32, sizeof file32);
+    rc = data_read_token_file(path, &ts, err, sizeof err);
+    CHECK(rc == 0 && ts.ntokens == 2 && ts.tokens[0] == 1 && ts.tokens[1] == 0x12345678, "token_file_uint32",
+          "rc %d (%s)", rc, err);
+    data_free(&ts);
+    rc = data_open(path, &set, err, sizeof err);
+    int32_t two[2] = {0, 0};
+    int rrc = rc == 0 ? tokenset_read(&set, 0, 2, 0x12345679, two, err, sizeof err) : -1;
+    CHECK(rc == 0 && rrc == 0 && set.ntokens == 2 && set.shards[0].width == 4 && two[0] == 1 && two[1] == 0x12345678,
+          "shard_uint32_mapped", "rc %d/%d (%s)", rc, rrc, err);
+    rrc = rc == 0 ? tokenset_read(&set, 0, 2, 50257, two, err, sizeof err) : -1;
+    CHECK(rrc == 2 && strstr(err, path) && strstr(err, "305419896") && strstr(err, "vocabulary of 50257"),
+          "shard_read_rejects_token_outside_vocab", "rc %d: %s", rrc, err);
+    if (rc == 0) tokenset_close(&set);
+    header[1] = 2; header[2] = 3;   // 3 uint32 tokens = 12 bytes, 8 there
+    memcpy(file32, header, 1024);
+    path_in(path, sizeof path, "u32short.bin");
+    write_raw(path, file32, sizeof file32);
+    rc = data_open(path, &set, err, sizeof err);
+    CHECK(rc == 2 && strstr(err, "truncated") && strstr(err, path), "shard_uint32_count_vs_size", "rc %d: %s", rc, err);
+    header[1] = 1;
 
     header[1] = 1; header[2] = 1000;   // says 1000 tokens, holds 3
     memcpy(file, header, 1024);
@@ -206,6 +242,190 @@ static void test_split_and_batches(void) {
     data_free(&ts);
 }
 
+/* Writes an llm.c shard of n tokens f(i) (uint16 or uint32). */
+static void write_shard(const char *path, int version, int64_t n, int64_t base) {
+    FILE *f = fopen(path, "wb");
+    int32_t header[256] = {20240520, version, (int32_t)n};
+    fwrite(header, sizeof header, 1, f);
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t v = (uint32_t)((base + i) % 60000);
+        if (version == 1) { uint16_t h = (uint16_t)v; fwrite(&h, 2, 1, f); }
+        else fwrite(&v, 4, 1, f);
+    }
+    fclose(f);
+}
+
+static void test_shard_sets(void) {
+    char path[256], err[1024];
+    // three shards, mixed widths: one stream 0..n-1 (mod 60000)
+    const int64_t n0 = 1000, n1 = 777, n2 = 1500, n = n0 + n1 + n2;
+    path_in(path, sizeof path, "sh_000.bin"); write_shard(path, 1, n0, 0);
+    path_in(path, sizeof path, "sh_001.bin"); write_shard(path, 2, n1, n0);
+    path_in(path, sizeof path, "sh_002.bin"); write_shard(path, 1, n2, n0 + n1);
+    char pattern[256];
+    path_in(pattern, sizeof pattern, "sh_*.bin");
+    TokenSet set;
+    int rc = data_open(pattern, &set, err, sizeof err);
+    CHECK(rc == 0 && set.nshards == 3 && set.ntokens == n && set.shards[1].first == n0 && set.shards[1].width == 4,
+          "glob_opens_shards_in_name_order", "rc %d (%s), %d shards, %lld tokens", rc, err, set.nshards, (long long)set.ntokens);
+    if (rc) return;
+    int32_t got[100];
+    rc = tokenset_read(&set, n0 - 50, 100, 60000, got, err, sizeof err);   // across the first boundary
+    int across = rc == 0;
+    for (int i = 0; across && i < 100; i++) across = got[i] == n0 - 50 + i;
+    CHECK(across, "read_across_shards", "rc %d (%s)", rc, err);
+
+    // the same tokens in memory batch identically (the split and the order depend only on the stream)
+    TokenStream ts = {0};
+    ts.tokens = malloc((size_t)n * sizeof(int32_t));
+    for (int64_t i = 0; i < n; i++) ts.tokens[i] = (int32_t)(i % 60000);
+    ts.ntokens = n; ts.max_token = (int32_t)(n - 1);
+    snprintf(ts.source, sizeof ts.source, "memory");
+    const int mb = 2, seq = 16;
+    Batcher a, b;
+    rc = batcher_init_set(&a, &set, 0.1, mb, seq, 60000, 7, err, sizeof err);
+    int rc2 = batcher_init(&b, &ts, 0.1, mb, seq, 60000, 7, err, sizeof err);
+    CHECK(rc == 0 && rc2 == 0 && a.val_begin == b.val_begin && a.val_begin == n - (int64_t)(n * 0.1)
+          && a.train_windows == b.train_windows, "shard_split_as_in_memory", "rc %d/%d: %s", rc, rc2, err);
+    int same = 1;
+    int32_t ia[mb * seq], ta[mb * seq], ib[mb * seq], tb[mb * seq];
+    for (int64_t pos = 0; pos < 200 && same; pos++) {
+        same = batcher_train(&a, pos, ia, ta) == 0 && batcher_train(&b, pos, ib, tb) == 0
+               && !memcmp(ia, ib, sizeof ia) && !memcmp(ta, tb, sizeof ta);
+    }
+    for (int64_t i = 0; i < batcher_val_batches(&a, 100) && same; i++)
+        same = batcher_val(&a, i, ia, ta) == 0 && batcher_val(&b, i, ib, tb) == 0 && !memcmp(ia, ib, sizeof ia);
+    CHECK(same, "shard_batches_as_in_memory", "a batch differs between the mapped shards and memory");
+    batcher_free(&b);
+    data_free(&ts);
+
+    // dp slices: over one epoch of global micro-batches, every window is read by exactly one rank
+    int64_t W = a.train_windows;
+    int *seen = calloc((size_t)W, sizeof(int));
+    int32_t in[mb * seq], tg[mb * seq];
+    for (int nr = 1; nr <= 4; nr *= 2) {
+        memset(seen, 0, (size_t)W * sizeof(int));
+        int64_t pos = 0, batches = 0;
+        int ok_reads = 1, distinct_ranks = 1;
+        while (pos + nr * mb <= W) {
+            int32_t first_of_rank[4];
+            for (int r = 0; r < nr; r++) {
+                ok_reads &= batcher_global(&a, pos, r, nr, in, tg) == 0;
+                for (int i = 0; i < mb; i++) seen[in[i * seq] / seq]++;
+                first_of_rank[r] = in[0];
+                for (int q = 0; q < r; q++) if (first_of_rank[q] == in[0]) distinct_ranks = 0;
+            }
+            pos = batcher_next(&a, pos, nr);
+            batches++;
+        }
+        int once = 1, covered = 0;
+        for (int64_t w = 0; w < W; w++) { if (seen[w] > 1) once = 0; covered += seen[w] == 1; }
+        char name[64];
+        snprintf(name, sizeof name, "dp%d_each_window_read_by_one_rank", nr);
+        // the epoch's last W mod (nr*mb) windows start the next global batch
+        CHECK(ok_reads && once && distinct_ranks && covered == batches * nr * mb && W - covered < nr * mb, name,
+              "%d of %lld windows read once (%lld global batches), reads ok %d", covered, (long long)W,
+              (long long)batches, ok_reads);
+    }
+    // n=1 is today's micro-batch order; a position saved at dp=2 resumes at dp=4 (and dp=1) with the
+    // windows not yet seen: the stream of windows does not depend on dp
+    int n1ok = 1;
+    for (int64_t pos = 0; pos < 10 && n1ok; pos++) {
+        batcher_global(&a, pos * mb, 0, 1, ia, ta);
+        batcher_train(&a, pos, ib, tb);
+        n1ok = !memcmp(ia, ib, sizeof ia);
+    }
+    CHECK(n1ok, "dp1_is_batcher_train", "batcher_global(pos*mb, 0, 1) differs from batcher_train(pos)");
+    memset(seen, 0, (size_t)W * sizeof(int));
+    int64_t pos = 0;
+    for (int k = 0; k < 5; k++) {   // 5 global batches at dp=2
+        for (int r = 0; r < 2; r++) { batcher_global(&a, pos, r, 2, in, tg); for (int i = 0; i < mb; i++) seen[in[i * seq] / seq]++; }
+        pos = batcher_next(&a, pos, 2);
+    }
+    int64_t saved = pos;   // what state.json keeps
+    while (pos + 4 * mb <= W) {
+        for (int r = 0; r < 4; r++) { batcher_global(&a, pos, r, 4, in, tg); for (int i = 0; i < mb; i++) seen[in[i * seq] / seq]++; }
+        pos = batcher_next(&a, pos, 4);
+    }
+    int once = 1, covered = 0;
+    for (int64_t w = 0; w < W; w++) { if (seen[w] > 1) once = 0; covered += seen[w] == 1; }
+    CHECK(saved == 5 * 2 * mb && once && covered == pos, "resume_dp2_to_dp4_reads_the_rest",
+          "saved %lld, %d windows once of %lld read", (long long)saved, covered, (long long)pos);
+    // the same windows in the same order at dp=1 from the saved position
+    batcher_global(&a, saved, 1, 2, ia, ta);           // dp=2 rank 1 of global batch `saved`
+    batcher_global(&a, saved + mb, 0, 1, ib, tb);      // dp=1 one micro-batch later
+    CHECK(!memcmp(ia, ib, sizeof ia), "dp_slices_are_positions_in_one_stream", "rank 1 of dp=2 != the next dp=1 micro-batch");
+    free(seen);
+    batcher_free(&a);
+    tokenset_close(&set);
+
+    // a glob that matches nothing; a damaged shard in a glob is named
+    path_in(pattern, sizeof pattern, "none_*.bin");
+    rc = data_open(pattern, &set, err, sizeof err);
+    CHECK(rc == 2 && strstr(err, "matches no file") && strstr(err, pattern), "glob_matches_nothing", "rc %d: %s", rc, err);
+    path_in(path, sizeof path, "sh_003.bin");
+    write_raw(path, "not a shard at all", 18);
+    path_in(pattern, sizeof pattern, "sh_*.bin");
+    rc = data_open(pattern, &set, err, sizeof err);
+    CHECK(rc == 2 && strstr(err, path) && strstr(err, "not a token file"), "glob_names_bad_shard", "rc %d: %s", rc, err);
+    remove(path);
+
+    // tokens outside the vocabulary: near the start, found by the sampled check at init; deep in a
+    // large shard (between sampled blocks), found when the batch that holds it is read
+    const int64_t big = 400000;
+    path_in(path, sizeof path, "vocab.bin");
+    FILE *f = fopen(path, "wb");
+    int32_t header[256] = {20240520, 1, (int32_t)big};
+    fwrite(header, sizeof header, 1, f);
+    uint16_t *tok = malloc((size_t)big * 2);
+    for (int64_t i = 0; i < big; i++) tok[i] = (uint16_t)(i % 200);
+    tok[69700] = 300;   // between sampled blocks [65536, 69632) and [69738, ...)
+    fwrite(tok, 2, (size_t)big, f);
+    fclose(f);
+    rc = data_open(path, &set, err, sizeof err);
+    int irc = rc ? -1 : batcher_init_set(&a, &set, 0.0, 4, 64, 256, 1, err, sizeof err);
+    int bad = 0, found = 0;
+    for (int64_t p = 0; irc == 0 && p < a.train_windows / 4 && !found; p++) {
+        int32_t bi[4 * 64], bt[4 * 64];
+        if (batcher_train(&a, p, bi, bt)) { found = 1; bad = strstr(a.err, "token 300") && strstr(a.err, "69700") && strstr(a.err, path); }
+    }
+    CHECK(irc == 0 && found && bad, "vocab_checked_per_batch", "init rc %d, found %d: %s", irc, found, a.err);
+    if (irc == 0) batcher_free(&a);
+    if (rc == 0) tokenset_close(&set);
+    tok[69700] = 0; tok[10] = 300;
+    f = fopen(path, "wb");
+    fwrite(header, sizeof header, 1, f);
+    fwrite(tok, 2, (size_t)big, f);
+    fclose(f);
+    free(tok);
+    rc = data_open(path, &set, err, sizeof err);
+    irc = rc ? -1 : batcher_init_set(&a, &set, 0.0, 4, 64, 256, 1, err, sizeof err);
+    CHECK(irc == 2 && strstr(err, "token 300") && strstr(err, "position 10 ") && strstr(err, path),
+          "vocab_sampled_at_init", "rc %d: %s", irc, err);
+    if (rc == 0) tokenset_close(&set);
+
+    // text: tokenised once into a shard named by its bytes, reused by the next open
+    path_in(path, sizeof path, "words.txt");
+    write_raw(path, "streamed words\n", 15);
+    rc = data_open(path, &set, err, sizeof err);
+    char shard[1100] = "";
+    struct stat st1 = {0}, st2 = {0};
+    if (rc == 0) { snprintf(shard, sizeof shard, "%s", set.shards[0].path); stat(shard, &st1); }
+    int32_t w[15];
+    int text_ok = rc == 0 && set.ntokens == 15 && strstr(shard, "/tokens/") && tokenset_read(&set, 0, 15, 256, w, err, sizeof err) == 0
+                  && w[0] == 's' && w[14] == '\n' && !strcmp(set.source, path);
+    if (rc == 0) tokenset_close(&set);
+    CHECK(text_ok, "text_tokenised_into_a_shard", "rc %d (%s), shard %s", rc, err, shard);
+    path_in(path, sizeof path, "words-copy.txt");
+    write_raw(path, "streamed words\n", 15);
+    rc = data_open(path, &set, err, sizeof err);
+    if (rc == 0) stat(set.shards[0].path, &st2);
+    CHECK(rc == 0 && !strcmp(set.shards[0].path, shard) && st1.st_ino == st2.st_ino, "text_shard_reused_by_content",
+          "rc %d (%s): %s vs %s", rc, err, rc == 0 ? set.shards[0].path : "", shard);
+    if (rc == 0) tokenset_close(&set);
+    if (shard[0]) remove(shard);   // the cache entry of this test's text
+}
+
 static void test_corpus(void) {
     if (access("/usr/share/games/fortunes", R_OK) != 0) {
         printf("ok - corpus_loads # SKIP Debian's fortunes is not installed\n");
@@ -229,6 +449,7 @@ int main(void) {
     test_token_files();
     test_tokenizer();
     test_split_and_batches();
+    test_shard_sets();
     test_corpus();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# mpi_train.sh: the CPU backend with one process per rank under Open MPI's mpirun (MPI loaded at run
+# time; the binary links no MPI). tiny-cola at tp=2 under -np 2 and at tp=4 under -np 4 logs the
+# same losses as the threaded run bit for bit (the MPI transport gathers every rank's part and sums
+# in rank order 0..tp-1, exactly as the thread group does, so even the order of the fp32 additions
+# is the same), and rank 0's checkpoint holds the same tensors. A rank killed mid-run makes mpirun
+# stop the others within 60 s, naming the rank. A world that disagrees with the plan is refused.
+# Without mpirun it prints a skip line.
+. tests/sh/lib.sh
+if ! command -v mpirun >/dev/null; then
+  ok "mpi_train # SKIP mpirun is not installed (Debian's openmpi-bin, tools/install-deps.sh)"; exit 0
+fi
+ldd "$BOOST" | grep -q libmpi && fail binary_links_no_mpi "$(ldd "$BOOST" | grep mpi)" || ok binary_links_no_mpi
+mpi=(mpirun --oversubscribe --allow-run-as-root)
+common=(tiny-cola --backend cpu -D steps=4 -D eval_every=2 --quiet)
+losses() { grep -o '"\(val_\)\?loss":[^,}]*' "$1"; }
+
+for tp in 2 4; do
+  $BOOST train "${common[@]}" -D tp=$tp --log "$TMP/thr$tp.jsonl" -o "$TMP/thr$tp" >"$TMP/thr$tp.out" 2>&1 \
+    || { fail "mpi_np${tp}_same_losses" "threaded run failed: $(tail -2 "$TMP/thr$tp.out")"; continue; }
+  timeout 300 "${mpi[@]}" -np $tp "$BOOST" train "${common[@]}" -D tp=$tp --log "$TMP/mpi$tp.jsonl" -o "$TMP/mpi$tp" \
+    >"$TMP/mpi$tp.out" 2>&1
+  rc=$?
+  if [ $rc = 0 ] && [ -s "$TMP/mpi$tp.jsonl" ] && [ "$(losses "$TMP/mpi$tp.jsonl" | wc -l)" -ge 4 ] \
+     && cmp -s <(losses "$TMP/thr$tp.jsonl") <(losses "$TMP/mpi$tp.jsonl"); then
+    ok "mpi_np${tp}_same_losses"
+  else
+    fail "mpi_np${tp}_same_losses" "exit $rc: $(losses "$TMP/mpi$tp.jsonl" | head -3 | tr '\n' ' ') vs $(losses "$TMP/thr$tp.jsonl" | head -3 | tr '\n' ' ') $(grep -i 'error\|boost' "$TMP/mpi$tp.out" | head -3)"
+  fi
+  cmp -s "$TMP/thr$tp/step-000004/model.safetensors" "$TMP/mpi$tp/step-000004/model.safetensors" \
+    && cmp -s "$TMP/thr$tp/step-000004/optimizer.safetensors" "$TMP/mpi$tp/step-000004/optimizer.safetensors" \
+    && ok "mpi_np${tp}_same_checkpoint" || fail "mpi_np${tp}_same_checkpoint" "step-4 safetensors differ from the threaded run's"
+done
+
+# a world that disagrees with the plan
+timeout 120 "${mpi[@]}" -np 2 "$BOOST" train "${common[@]}" -D tp=4 >"$TMP/bad.out" 2>&1
+rc=$?
+[ $rc != 0 ] && grep -q "world of 2 processes but the plan has tp=4" "$TMP/bad.out" && ok mpi_world_disagrees_with_plan \
+  || fail mpi_world_disagrees_with_plan "exit $rc: $(grep -v '^-\|^$' "$TMP/bad.out" | head -2)"
+
+# rank 1 killed mid-run: the job stops, naming it
+"${mpi[@]}" -np 2 "$BOOST" train tiny-cola --backend cpu -D tp=2 -D steps=100000 -D eval_every=0 --log "$TMP/kill.jsonl" \
+  >"$TMP/kill.out" 2>&1 &
+launcher=$!
+victim=
+for _ in $(seq 600); do
+  if grep -q '"step":2' "$TMP/kill.jsonl" 2>/dev/null; then
+    for pid in $(pgrep -P $launcher); do
+      tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$pid
+    done
+    [ -n "$victim" ] && break
+  fi
+  sleep 0.1
+done
+if [ -z "$victim" ]; then
+  fail mpi_killed_rank_stops_job "rank 1's process not found (training never reached step 2?)"
+  kill $launcher 2>/dev/null; wait $launcher 2>/dev/null
+else
+  t0=$(date +%s)
+  kill -9 "$victim"
+  for _ in $(seq 600); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $launcher 2>/dev/null; then
+    fail mpi_killed_rank_stops_job "mpirun still runs 60 s after rank 1 was killed"
+    kill $launcher 2>/dev/null
+  fi
+  wait $launcher
+  rc=$?
+  dt=$(( $(date +%s) - t0 ))
+  [ $rc != 0 ] && grep -q "rank 1" "$TMP/kill.out" && ok mpi_killed_rank_stops_job \
+    && grep "rank 1" "$TMP/kill.out" | head -1 | sed "s/^/#   after ${dt}s: /" \
+    || fail mpi_killed_rank_stops_job "exit $rc after ${dt}s: $(grep -v '^-*$' "$TMP/kill.out" | tail -3)"
+fi
