@@ -10,7 +10,11 @@ CUDA_HOME ?= /usr/local/cuda
 LIBDIR  := /usr/lib/x86_64-linux-gnu
 LUA_A   := $(LIBDIR)/liblua5.4.a
 BLAS_A  := $(firstword $(wildcard $(LIBDIR)/openblas-pthread/libopenblas.a $(LIBDIR)/libopenblas.a))
-LDLIBS  := $(LUA_A) $(BLAS_A) -lm -lpthread -ldl
+# OpenMP's runtime linked statically too, so bin/boost runs where libgomp is not installed
+GOMP_A  := $(shell $(CC) -print-file-name=libgomp.a)
+LDLIBS  := $(LUA_A) $(BLAS_A) $(GOMP_A) -lm -lpthread -ldl
+# the CPU backend's kernels: vectorised (-O3; sqrt without errno) and split over threads (OpenMP)
+CPU_FAST := -O3 -fno-math-errno -fopenmp
 
 GEN_SRC := $(wildcard gen/*.c)
 RT_SRC  := $(wildcard runtime/*.c)
@@ -35,6 +39,8 @@ deps:
 build/%.o: %.c $(wildcard gen/*.h runtime/*.h cli/*.h common/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+build/runtime/cpu_kernels.o build/runtime/cpu.o: CFLAGS += $(CPU_FAST)
 
 build/libgen.a: $(GEN_OBJ)
 	@mkdir -p build; rm -f $@; ar rcs $@ $^

@@ -34,8 +34,20 @@ struct BackendRank {
     char err[512];
 };
 
+/* Threads: each of the tp ranks of this process gets cpu_threads() = BOOST_THREADS (default: the
+ * online cores less the machine's 1-minute load, which a busy shared machine needs) / tp, at least 1, for OpenBLAS and for the kernels' OpenMP loops, so tp ranks x
+ * threads never oversubscribe the cores. The split never changes a result's bits (a GEMM's or a
+ * kernel row's arithmetic does not depend on it; tests/sh/train_threads.sh checks a run). */
+static pthread_mutex_t blas_mu = PTHREAD_MUTEX_INITIALIZER;
+static int blas_threads = 0;
+static void blas_threads_for(int tp) {
+    pthread_mutex_lock(&blas_mu);
+    int n = cpu_threads_set(tp);
+    if (n != blas_threads) { openblas_set_num_threads(n); blas_threads = n; }
+    pthread_mutex_unlock(&blas_mu);
+}
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-static void blas_single_thread(void) { openblas_set_num_threads(1); }
+static void blas_default(void) { if (!blas_threads) blas_threads_for(1); }
 
 static int64_t numel(const PlanTensor *t) { return t->rows * t->cols; }
 
@@ -96,8 +108,8 @@ static void cpu_rank_close(BackendRank *r) {
 }
 
 static BackendRank *cpu_rank_open(const Plan *p, int rank, int tp, char *err, size_t errlen) {
-    pthread_once(&blas_once, blas_single_thread);
     if (tp > CPU_MAX_TP) { snprintf(err, errlen, "cpu backend: tp=%d is more than %d", tp, CPU_MAX_TP); return NULL; }
+    blas_threads_for(tp);
     BackendRank *r = calloc(1, sizeof *r);
     if (!r) goto oom;
     r->p = p; r->rank = rank; r->tp = tp;
@@ -138,7 +150,7 @@ static int cpu_group_init(BackendRank **ranks, int tp, char *err, size_t errlen)
 static void *cpu_tensor_ptr(BackendRank *r, int t) { return r->ptr[t]; }
 
 void cpu_gemm(const GemmArgs *g, const float *A, const float *B, float *C) {
-    pthread_once(&blas_once, blas_single_thread);
+    pthread_once(&blas_once, blas_default);
     for (int64_t i = 0; i < g->batch; i++)
         cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans,
                     (int)g->m, (int)g->n, (int)g->k, (float)g->alpha, A + i * g->sA, (int)g->lda,
@@ -250,6 +262,8 @@ static int cpu_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
         float *m = r->m[i], *v = r->v[i];
         double wd = p->weight_decay * pp->decay;
         int64_t n = pp->rows * pp->cols;
+        int nt = n < 65536 ? 1 : cpu_threads();    /* element-wise: the split changes no bits */
+        #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
         for (int64_t j = 0; j < n; j++) {
             double gj = (double)g[j] * grad_scale;
             double mj = b1 * m[j] + (1.0 - b1) * gj;

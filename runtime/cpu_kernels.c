@@ -1,7 +1,13 @@
 /* cpu_kernels.c: the fp32 reference of every kernel kind of the catalog (docs/plan-format.md),
  * written as directly as the math allows, with double accumulation in reductions and a fixed
- * loop order so results are deterministic. The CUDA kernels are checked against these. */
+ * loop order so results are deterministic. The CUDA kernels are checked against these.
+ * Speed without losing that: rows are split over cpu_threads() OpenMP threads (statically; a row's
+ * math never depends on the split, and sums over rows run over column blocks in row order), exp and
+ * SiLU in fp32 with a polynomial exp the compiler vectorises, row sums in 8 fixed lanes. */
 #include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,18 +38,114 @@ static int kfail(const KCtx *c, const char *msg) {
     return -1;
 }
 
-static double logistic(double y) { return 1.0 / (1.0 + exp(-y)); }
-static double act_f(int act, double y) { return act ? y * logistic(y) : y; }
-static double act_df(int act, double y) {
-    if (!act) return 1.0;
-    double s = logistic(y);
-    return s * (1.0 + y * (1.0 - s));
+/* ---- threads: per rank, set by the backend (cpu_threads_set) ---- */
+static int g_threads = 0;
+
+/* OpenMP threads that sleep when idle instead of spinning (unless OMP_WAIT_POLICY says otherwise):
+ * on a shared machine a spinning thread takes the core that its team-mate waits for, and a step
+ * runs ten times slower. Set before the OpenMP runtime reads its environment (a constructor of
+ * higher priority than its own). */
+__attribute__((constructor(101))) static void omp_wait_passive(void) { setenv("OMP_WAIT_POLICY", "PASSIVE", 0); }
+
+int cpu_threads_set(int tp) {
+    int total = 0;
+    const char *e = getenv("BOOST_THREADS");
+    if (e && *e) total = atoi(e);
+    if (total < 1) {   /* the online cores less those other processes keep busy (1-minute load) */
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        double load = 0;
+        total = n > 0 ? (int)n : 1;
+        if (getloadavg(&load, 1) == 1 && load > 0.5) total -= (int)(load + 0.5);
+        if (total < 1) total = 1;
+    }
+    int per = total / (tp > 0 ? tp : 1);
+    g_threads = per < 1 ? 1 : per;
+    return g_threads;
+}
+
+int cpu_threads(void) {
+    if (g_threads < 1) cpu_threads_set(1);
+    return g_threads;
+}
+
+/* threads for a pass over `work` elements: one below about 32k (a team costs more than it saves) */
+static int nthr(int64_t work) { return work < 32768 ? 1 : cpu_threads(); }
+
+/* exp in fp32 that vectorises: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial (about
+ * 1 ulp), 2^n by the exponent bits; 0 below -87.3, +inf above 88.7. No libm call, same bits on
+ * every thread and at every vector width. */
+static inline float fexp(float x) {
+    float xc = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+    float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;     /* round to nearest */
+    float r = xc - n * 0.693145752f;
+    r = r - n * 1.42860677e-6f;
+    float p = 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float sc;
+    memcpy(&sc, &bits, sizeof sc);
+    float y = p * sc;
+    if (x > 88.7f) y = INFINITY;
+    return x < -87.3f ? 0.0f : y;
+}
+
+static inline float logistic(float y) { return 1.0f / (1.0f + fexp(-y)); }
+static inline float act_f(int act, float y) { return act ? y * logistic(y) : y; }
+static inline float act_df(int act, float y) {
+    if (!act) return 1.0f;
+    float s = logistic(y);
+    return s * (1.0f + y * (1.0f - s));
+}
+
+/* sum of n floats in double, 8 lanes j mod 8 then the lanes in order: a fixed order */
+static double sum8(const float *x, int64_t n) {
+    double l[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int q = 0; q < 8; q++) l[q] += x[j + q];
+    for (; j < n; j++) l[j & 7] += x[j];
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+/* sum of x[j]*y[j] in double, the same 8 lanes */
+static double dot8(const float *x, const float *y, int64_t n) {
+    double l[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int q = 0; q < 8; q++) l[q] += (double)x[j + q] * y[j + q];
+    for (; j < n; j++) l[j & 7] += (double)x[j] * y[j];
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+static float maxf_row(const float *x, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    return mx;
 }
 
 static int k_embedding(const KCtx *c, int bwd) {
     int64_t rows = ci(c, "rows", 0), cols = ci(c, "cols", 0), vocab = ci(c, "vocab", 0), ldo = ci(c, "ldo", cols);
     const int32_t *tok = opi(c, "tokens");
     float *table = opf(c, bwd ? "dtable" : "table"), *out = opf(c, bwd ? "dout" : "out");
+    for (int64_t m = 0; m < rows; m++) {
+        int64_t t = tok[m];
+        if (t >= 0 && t < vocab) continue;
+        char msg[128];
+        snprintf(msg, sizeof msg, "token id %lld at row %lld is outside the vocabulary 0..%lld", (long long)t,
+                 (long long)m, (long long)vocab - 1);
+        return kfail(c, msg);
+    }
+    if (!bwd) {   /* rows apart: split over the threads; backward may add two rows into one table row */
+        int nt = nthr(rows * cols);
+        #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+        for (int64_t m = 0; m < rows; m++) memcpy(out + m * ldo, table + (int64_t)tok[m] * cols, (size_t)cols * sizeof *out);
+        return 0;
+    }
     for (int64_t m = 0; m < rows; m++) {
         int64_t t = tok[m];
         if (t < 0 || t >= vocab) {
@@ -64,11 +166,11 @@ static int k_rmsnorm_fwd(const KCtx *c) {
     double divisor = cf(c, "divisor", (double)cols), eps = cf(c, "eps", 1e-5);
     const float *x = opf(c, "x"), *gamma = opf(c, "gamma"), *sumsq = opf(c, "sumsq");
     float *out = opf(c, "out"), *rstd = opf(c, "rstd");
+    int nt = nthr(rows * cols);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t m = 0; m < rows; m++) {
         const float *xr = x + m * ldx;
-        double S = 0;
-        if (sumsq) S = sumsq[m];
-        else for (int64_t j = 0; j < cols; j++) S += (double)xr[j] * xr[j];
+        double S = sumsq ? (double)sumsq[m] : dot8(xr, xr, cols);
         double r = 1.0 / sqrt(S / divisor + eps);
         if (rstd) rstd[m] = (float)r;
         float *o = out + m * ldo;
@@ -85,6 +187,8 @@ static int k_rmsnorm_bwd(const KCtx *c) {
     float *dot = opf(c, "dot"), *dx = opf(c, "dx"), *dgamma = opf(c, "dgamma");
     double *dg = NULL;
     if (phase != 1 && dgamma && !(dg = calloc((size_t)cols, sizeof *dg))) return kfail(c, "out of memory");
+    int nt = nthr(rows * cols);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t m = 0; m < rows; m++) {
         const float *xr = x + m * ldx, *dr = dout + m * ldo;
         double r = rstd[m], D = 0;
@@ -95,11 +199,17 @@ static int k_rmsnorm_bwd(const KCtx *c) {
         double k3 = r * r * r * D / divisor;
         for (int64_t j = 0; j < cols; j++) {
             double g = r * gamma[j] * dr[j] - xr[j] * k3;
-            if (dg) dg[j] += (double)dr[j] * xr[j] * r;
             o[j] = (float)(acc ? o[j] + g : g);
         }
     }
-    if (dg) for (int64_t j = 0; j < cols; j++) dgamma[j] += (float)dg[j];
+    if (dg) {   /* column sums over the rows in row order, columns split over the threads */
+        #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+        for (int64_t j = 0; j < cols; j++) {
+            double s = 0;
+            for (int64_t m = 0; m < rows; m++) s += (double)dout[m * ldo + j] * x[m * ldx + j] * (double)rstd[m];
+            dgamma[j] += (float)s;
+        }
+    }
     free(dg);
     return 0;
 }
@@ -108,11 +218,9 @@ static int k_sumsq(const KCtx *c) {
     int64_t rows = ci(c, "rows", 0), cols = ci(c, "cols", 0), ldx = ci(c, "ldx", cols);
     const float *x = opf(c, "x");
     float *out = opf(c, "out");
-    for (int64_t m = 0; m < rows; m++) {
-        double s = 0;
-        for (int64_t j = 0; j < cols; j++) s += (double)x[m * ldx + j] * x[m * ldx + j];
-        out[m] = (float)s;
-    }
+    int nt = nthr(rows * cols);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+    for (int64_t m = 0; m < rows; m++) out[m] = (float)dot8(x + m * ldx, x + m * ldx, cols);
     return 0;
 }
 
@@ -122,10 +230,11 @@ static int k_online_norm_fwd(const KCtx *c) {
     double divisor = cf(c, "divisor", (double)cols), eps = cf(c, "eps", 1e-5);
     const float *x = opf(c, "x"), *gamma = opf(c, "gamma");
     float *xhat = opf(c, "xhat"), *rho = opf(c, "rho"), *stat = opf(c, "stat");
+    int nt = nthr(rows * cols);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t m = 0; m < rows; m++) {
         const float *xr = x + m * ldx;
-        double s = 0;
-        for (int64_t j = 0; j < cols; j++) s += (double)xr[j] * xr[j];
+        double s = dot8(xr, xr, cols);
         double r = sqrt(s / (double)cols + eps);
         rho[m] = (float)r;
         stat[m * ldstat] = (float)(s / divisor);
@@ -137,6 +246,8 @@ static int k_online_norm_fwd(const KCtx *c) {
 static int k_online_norm_rescale(const KCtx *c) {
     int64_t rows = ci(c, "rows", 0), cols = ci(c, "cols", 0), ldh = ci(c, "ldh", cols);
     float *h = opf(c, "h"), *rho = opf(c, "rho");
+    int nt = nthr(rows * cols);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t m = 0; m < rows; m++)
         for (int64_t j = 0; j < cols; j++) h[m * ldh + j] *= rho[m];
     return 0;
@@ -148,13 +259,17 @@ static int k_bottleneck_act(const KCtx *c) {
     double eps = cf(c, "eps", 1e-5);
     const float *h = opf(c, "h");
     float *y = opf(c, "y"), *z = opf(c, "z"), *rstd = opf(c, "rstd");
+    int nt = nthr(rows * cols);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t m = 0; m < rows; m++) {
         double r = 1;
         if (norm) { r = 1.0 / sqrt((double)h[m * ldh + cols] + eps); rstd[m] = (float)r; }
+        const float *hr = h + m * ldh;
+        float *yr = y ? y + m * ldy : NULL, *zr = z + m * ldz;
         for (int64_t j = 0; j < cols; j++) {
-            float yv = norm ? (float)(h[m * ldh + j] * r) : h[m * ldh + j];
-            if (y) y[m * ldy + j] = yv;
-            z[m * ldz + j] = (float)act_f((int)act, yv);
+            float yv = norm ? (float)(hr[j] * r) : hr[j];
+            if (yr) yr[j] = yv;
+            zr[j] = act ? yv / (1.0f + fexp(-yv)) : yv;
         }
     }
     return 0;
@@ -167,6 +282,8 @@ static int k_bottleneck_act_bwd(const KCtx *c) {
     double divisor = cf(c, "divisor", 1);
     const float *h = opf(c, "h"), *y = opf(c, "y"), *rstd = opf(c, "rstd"), *rho = opf(c, "rho"), *dz = opf(c, "dz");
     float *dh = opf(c, "dh"), *dstat = opf(c, "dstat");
+    int nt = nthr(rows * cols);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t m = 0; m < rows; m++) {
         double dot = 0, scale = norm ? (double)rstd[m] * rho[m] : 1.0;
         for (int64_t j = 0; j < cols; j++) {
@@ -190,19 +307,59 @@ static int k_online_norm_bwd(const KCtx *c) {
     float *dx = opf(c, "dx"), *dgamma = opf(c, "dgamma");
     double *dg = NULL;
     if (dgamma && !(dg = calloc((size_t)cols, sizeof *dg))) return kfail(c, "out of memory");
+    int nt = nthr(rows * cols);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t m = 0; m < rows; m++) {
         double inv = 1.0 / rho[m], ds = dstat[m];
         for (int64_t j = 0; j < cols; j++) {
             double xv = x[m * ldx + j], dxh = dxhat[m * lddxh + j];
             double g = gamma[j] * dxh * inv + 2.0 * xv * ds;
-            if (dg) dg[j] += xv * dxh * inv;
             float *o = &dx[m * lddx + j];
             *o = (float)(acc ? *o + g : g);
         }
     }
-    if (dg) for (int64_t j = 0; j < cols; j++) dgamma[j] += (float)dg[j];
+    if (dg) {   /* column sums over the rows in row order, columns split over the threads */
+        #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+        for (int64_t j = 0; j < cols; j++) {
+            double s = 0;
+            for (int64_t m = 0; m < rows; m++) s += (double)x[m * ldx + j] * dxhat[m * lddxh + j] * (1.0 / rho[m]);
+            dgamma[j] += (float)s;
+        }
+    }
     free(dg);
     return 0;
+}
+
+/* RoPE tables cos/sin(pos * theta^(-2i/hd)), [seq][hd/2] in double, made once per (seq, head_dim,
+ * theta) for the life of the process (a plan needs one or two) and shared by the ranks. */
+typedef struct { int64_t seq, hd; double theta; double *cs, *sn; } RopeTable;
+static RopeTable rope_tables[16];
+static int rope_ntables;
+static pthread_mutex_t rope_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static const RopeTable *rope_table(int64_t seq, int64_t hd, double theta) {
+    const RopeTable *found = NULL;
+    pthread_mutex_lock(&rope_mu);
+    for (int i = 0; i < rope_ntables && !found; i++)
+        if (rope_tables[i].seq == seq && rope_tables[i].hd == hd && rope_tables[i].theta == theta) found = &rope_tables[i];
+    if (!found && rope_ntables < 16) {
+        int64_t half = hd / 2;
+        size_t n = (size_t)(seq * half > 0 ? seq * half : 1);
+        double *cs = malloc(n * sizeof *cs), *sn = malloc(n * sizeof *sn);
+        if (cs && sn) {
+            for (int64_t i = 0; i < half; i++) {
+                double inv_freq = pow(theta, -2.0 * (double)i / (double)hd);
+                for (int64_t p = 0; p < seq; p++) {
+                    double f = (double)p * inv_freq;
+                    cs[p * half + i] = cos(f); sn[p * half + i] = sin(f);
+                }
+            }
+            rope_tables[rope_ntables] = (RopeTable){seq, hd, theta, cs, sn};
+            found = &rope_tables[rope_ntables++];
+        } else { free(cs); free(sn); }
+    }
+    pthread_mutex_unlock(&rope_mu);
+    return found;
 }
 
 static int k_rope(const KCtx *c) {
@@ -211,23 +368,24 @@ static int k_rope(const KCtx *c) {
     double theta = cf(c, "theta", 10000);
     float *x = opf(c, "x");
     int64_t half = hd / 2;
-    double *inv_freq = malloc((size_t)(half > 0 ? half : 1) * sizeof *inv_freq);
-    if (!inv_freq) return kfail(c, "out of memory");
-    for (int64_t i = 0; i < half; i++) inv_freq[i] = pow(theta, -2.0 * (double)i / (double)hd);
+    if (seq < 1) return kfail(c, "seq must be at least 1");
+    const RopeTable *t = rope_table(seq, hd, theta);
+    if (!t) return kfail(c, "out of memory (RoPE table)");
+    double sg = inverse ? -1.0 : 1.0;
+    int nt = nthr(rows * heads * hd);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t m = 0; m < rows; m++) {
-        double pos = (double)(m % seq);
-        for (int64_t i = 0; i < half; i++) {
-            double f = pos * inv_freq[i];
-            double cs = cos(f), sn = inverse ? -sin(f) : sin(f);
-            for (int64_t h = 0; h < heads; h++) {
-                float *base = x + m * ldx + h * hd;
+        const double *cr = t->cs + (m % seq) * half, *sr = t->sn + (m % seq) * half;
+        for (int64_t h = 0; h < heads; h++) {
+            float *base = x + m * ldx + h * hd;
+            for (int64_t i = 0; i < half; i++) {
+                double cs = cr[i], sn = sg * sr[i];
                 double a = base[i], b = base[i + half];
                 base[i] = (float)(a * cs - b * sn);
                 base[i + half] = (float)(b * cs + a * sn);
             }
         }
     }
-    free(inv_freq);
     return 0;
 }
 
@@ -249,16 +407,19 @@ static AttnDims attn_dims(const KCtx *c) {
 /* Causal attention per (batch, head) as GEMMs: S = scale Q K^T, P = softmax over j <= i (fp32
  * GEMMs, row statistics in double), out = P V. */
 static void causal_probs(float *S, int64_t seq, const float *lse_row, float *lse_out) {
+    int nt = nthr(seq * seq / 2);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t i = 0; i < seq; i++) {
         float *row = S + i * seq;
         if (lse_row) {   /* backward: P from the saved log-sum-exp */
-            double l = lse_row[i];
-            for (int64_t j = 0; j <= i; j++) row[j] = (float)exp((double)row[j] - l);
+            float l = lse_row[i];
+            for (int64_t j = 0; j <= i; j++) row[j] = fexp(row[j] - l);
         } else {
-            double mx = -INFINITY, sum = 0;
-            for (int64_t j = 0; j <= i; j++) if (row[j] > mx) mx = row[j];
-            for (int64_t j = 0; j <= i; j++) sum += exp((double)row[j] - mx);
-            for (int64_t j = 0; j <= i; j++) row[j] = (float)(exp((double)row[j] - mx) / sum);
+            float mx = maxf_row(row, i + 1);
+            for (int64_t j = 0; j <= i; j++) row[j] = fexp(row[j] - mx);
+            double sum = sum8(row, i + 1);
+            float inv = (float)(1.0 / sum);
+            for (int64_t j = 0; j <= i; j++) row[j] *= inv;
             lse_out[i] = (float)(mx + log(sum));
         }
         for (int64_t j = i + 1; j < seq; j++) row[j] = 0;
@@ -310,11 +471,13 @@ static int k_attention_bwd(const KCtx *c) {
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, hd, (float)d.scale, Q, (int)d.ldq, K, (int)d.ldk, 0.0f, P, n);
                 causal_probs(P, d.seq, lse + (b * d.heads + h) * d.seq, NULL);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, hd, 1.0f, dO, (int)lddo, V, (int)d.ldv, 0.0f, dS, n);
+                int nt = nthr(d.seq * d.seq / 2);
+                #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
                 for (int64_t i = 0; i < d.seq; i++) {   /* dS = P (dP - D) scale, D_i = sum_j P_ij dP_ij */
                     float *pr = P + i * d.seq, *dr = dS + i * d.seq;
-                    double D = 0;
-                    for (int64_t j = 0; j <= i; j++) D += (double)pr[j] * dr[j];
-                    for (int64_t j = 0; j < d.seq; j++) dr[j] = j <= i ? (float)(pr[j] * (dr[j] - D) * d.scale) : 0.0f;
+                    float D = (float)dot8(pr, dr, i + 1), sc = (float)d.scale;
+                    for (int64_t j = 0; j <= i; j++) dr[j] = pr[j] * (dr[j] - D) * sc;
+                    for (int64_t j = i + 1; j < d.seq; j++) dr[j] = 0.0f;
                 }
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, n, 1.0f, dS, n, K, (int)d.ldk, 0.0f,
                             dq + b * d.seq * lddq + h * d.hd, (int)lddq);
@@ -332,14 +495,24 @@ static int k_glu(const KCtx *c, int bwd) {
     int64_t lddg = ci(c, "lddg", cols), lddu = ci(c, "lddu", cols);
     const float *gate = opf(c, "gate"), *up = opf(c, "up");
     float *out = opf(c, bwd ? "dout" : "out"), *dgate = opf(c, "dgate"), *dup = opf(c, "dup");
-    for (int64_t m = 0; m < rows; m++)
-        for (int64_t j = 0; j < cols; j++) {
-            double g = gate[m * ldg + j], u = up[m * ldu + j];
-            if (!bwd) { out[m * ldo + j] = (float)(act_f((int)act, g) * u); continue; }
-            double d = out[m * ldo + j];
-            dgate[m * lddg + j] = (float)(d * u * act_df((int)act, g));
-            dup[m * lddu + j] = (float)(d * act_f((int)act, g));
+    int nt = nthr(rows * cols);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+    for (int64_t m = 0; m < rows; m++) {
+        const float *gr = gate + m * ldg, *ur = up + m * ldu;
+        float *o = out + m * ldo;
+        if (!bwd) {
+            if (act) for (int64_t j = 0; j < cols; j++) o[j] = gr[j] / (1.0f + fexp(-gr[j])) * ur[j];
+            else for (int64_t j = 0; j < cols; j++) o[j] = gr[j] * ur[j];
+            continue;
         }
+        float *dg = dgate + m * lddg, *du = dup + m * lddu;
+        for (int64_t j = 0; j < cols; j++) {
+            float g = gr[j], s = act ? 1.0f / (1.0f + fexp(-g)) : 1.0f;
+            float a = act ? g * s : g, da = act ? s * (1.0f + g * (1.0f - s)) : 1.0f;
+            dg[j] = o[j] * ur[j] * da;
+            du[j] = o[j] * a;
+        }
+    }
     return 0;
 }
 
@@ -348,6 +521,8 @@ static int k_add(const KCtx *c) {
     int64_t lda = ci(c, "lda", cols), ldb = ci(c, "ldb", cols), ldo = ci(c, "ldo", cols);
     const float *a = opf(c, "a"), *b = opf(c, "b");
     float *out = opf(c, "out");
+    int nt = nthr(rows * cols);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t m = 0; m < rows; m++)
         for (int64_t j = 0; j < cols; j++) out[m * ldo + j] = a[m * lda + j] + b[m * ldb + j];
     return 0;
@@ -358,11 +533,14 @@ static int k_copy(const KCtx *c) {
     int64_t acc = ci(c, "acc", 0);
     const float *src = opf(c, "src");
     float *dst = opf(c, "dst");
-    for (int64_t m = 0; m < rows; m++)
-        for (int64_t j = 0; j < cols; j++) {
-            float *o = &dst[m * ldd + j];
-            *o = acc ? *o + src[m * lds + j] : src[m * lds + j];
-        }
+    int nt = nthr(rows * cols);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+    for (int64_t m = 0; m < rows; m++) {
+        const float *sr = src + m * lds;
+        float *o = dst + m * ldd;
+        if (acc) for (int64_t j = 0; j < cols; j++) o[j] += sr[j];
+        else memcpy(o, sr, (size_t)cols * sizeof *o);
+    }
     return 0;
 }
 
@@ -371,11 +549,18 @@ static int k_xent_fwd(const KCtx *c) {
     const float *logits = opf(c, "logits");
     const int32_t *targets = opi(c, "targets");
     float *stats = opf(c, "stats");
+    int nt = nthr(rows * cols);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t m = 0; m < rows; m++) {
         const float *l = logits + m * ldl;
-        double mx = -INFINITY, se = 0, tl = 0;
-        for (int64_t j = 0; j < cols; j++) if (l[j] > mx) mx = l[j];
-        for (int64_t j = 0; j < cols; j++) se += exp((double)l[j] - mx);
+        float mx = maxf_row(l, cols), e[256];
+        double se = 0, tl = 0, lane[8] = {0};
+        for (int64_t j0 = 0; j0 < cols; j0 += 256) {   /* exp in blocks of 256, summed in 8 lanes */
+            int64_t n = cols - j0 < 256 ? cols - j0 : 256;
+            for (int64_t j = 0; j < n; j++) e[j] = fexp(l[j0 + j] - mx);
+            for (int64_t j = 0; j < n; j++) lane[j & 7] += e[j];
+        }
+        se = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
         int64_t t = (int64_t)targets[m] - voff;
         if (t >= 0 && t < cols) tl = l[t];
         stats[m * 3 + 0] = (float)mx; stats[m * 3 + 1] = (float)se; stats[m * 3 + 2] = (float)tl;
@@ -408,12 +593,15 @@ static int k_xent_bwd(const KCtx *c) {
     const float *logits = opf(c, "logits"), *lse = opf(c, "lse");
     const int32_t *targets = opi(c, "targets");
     float *dl = opf(c, "dlogits");
-    for (int64_t m = 0; m < rows; m++)
-        for (int64_t j = 0; j < cols; j++) {
-            double p = exp((double)logits[m * ldl + j] - lse[m]);
-            if (voff + j == targets[m]) p -= 1.0;
-            dl[m * lddl + j] = (float)(p * scale);
-        }
+    int nt = nthr(rows * cols);
+    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+    for (int64_t m = 0; m < rows; m++) {
+        const float *l = logits + m * ldl;
+        float *o = dl + m * lddl, lm = lse[m], sc = (float)scale;
+        for (int64_t j = 0; j < cols; j++) o[j] = fexp(l[j] - lm) * sc;
+        int64_t t = (int64_t)targets[m] - voff;
+        if (t >= 0 && t < cols) o[t] = (float)(((double)fexp(l[t] - lm) - 1.0) * scale);
+    }
     return 0;
 }
 

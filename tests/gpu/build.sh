@@ -9,6 +9,7 @@ make --no-print-directory -j"$(nproc)" bin/boost build/libruntime.a build/libcom
 mkdir -p build/gpu
 CFLAGS="-O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -pthread -I."
 BLAS=$(ls /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.a /usr/lib/x86_64-linux-gnu/libopenblas.a 2>/dev/null | head -1)
+BLAS="$BLAS $(cc -print-file-name=libgomp.a)"   # the CPU kernels' OpenMP runtime, linked statically
 cc $CFLAGS -Dmain=check_steps_main -c tests/gpu/check_steps.c -o build/gpu/check_steps.o
 cc $CFLAGS -Dmain=check_model_main -c tests/gpu/check_model.c -o build/gpu/check_model.o
 cc $CFLAGS tests/gpu/check.c build/gpu/check_steps.o build/gpu/check_model.o build/libruntime.a build/libcommon.a \
