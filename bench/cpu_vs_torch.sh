@@ -72,7 +72,7 @@ boost_tps() {   # run tp -> median tokens/s of the steps after warm-up
 }
 torch_tps() {   # run tp mode -> tokens/s
   # shellcheck disable=SC2046
-  python3 tests/gpu/torch_model.py --bench "$1" $(defs x "$2") --boost "$tmp/boost" --device cpu --threads "$cores" \
+  OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} python3 tests/gpu/torch_model.py --bench "$1" $(defs x "$2") --boost "$tmp/boost" --device cpu --threads "$cores" \
     --mode "$3" --steps "$steps" --warmup-steps "$warm" 2>"$tmp/torch.err" \
     | sed -n 's/.*"tokens_per_s": \([0-9.eE+-]*\).*/\1/p' | head -1 | grep . || { echo "torch $1 $3 failed: $(tail -2 "$tmp/torch.err")" >&2; echo nan; }
 }
@@ -88,7 +88,9 @@ md=$tmp/res.md
   echo "Micro-batch 4 x seq 256, fp32, one AdamW step per training step, $steps steps each, the median"
   echo "of the last $((steps - warm)). PyTorch uses $cores threads (it has no tensor parallelism: its tp=2 row is"
   echo "the same single-process model, so the ratio compares BOOST's two ranks against it). The two"
-  echo "sides run in turns; other load on the machine moves both."
+  echo "sides run in turns; other load on the machine moves both. Both sides' OpenMP threads wait"
+  echo "passively (OMP_WAIT_POLICY=PASSIVE: BOOST's default, set for PyTorch here), as spinning threads"
+  echo "on a shared machine slow a step down several times; BOOST picks its threads from the load."
   echo
   echo "| shape | tp | BOOST tok/s | PyTorch eager tok/s | ratio | torch.compile tok/s | ratio |"
   echo "|---|---|---|---|---|---|---|"
