@@ -558,7 +558,10 @@ static int k_xent_fwd(const KCtx *c) {
         for (int64_t j0 = 0; j0 < cols; j0 += 256) {   /* exp in blocks of 256, summed in 8 lanes */
             int64_t n = cols - j0 < 256 ? cols - j0 : 256;
             for (int64_t j = 0; j < n; j++) e[j] = fexp(l[j0 + j] - mx);
-            for (int64_t j = 0; j < n; j++) lane[j & 7] += e[j];
+            int64_t j = 0;
+            for (; j + 8 <= n; j += 8)
+                for (int q = 0; q < 8; q++) lane[q] += e[j + q];
+            for (; j < n; j++) lane[j & 7] += e[j];
         }
         se = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
         int64_t t = (int64_t)targets[m] - voff;
