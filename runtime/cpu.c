@@ -52,7 +52,7 @@ struct BackendRank {
 };
 
 /* Threads: each of the tp ranks of this process gets cpu_threads() = BOOST_THREADS (default: the
- * online cores) / tp, at least 1, for OpenBLAS and for the kernels' OpenMP loops, so tp ranks x
+ * online cores less the machine's 1-minute load, which a busy shared machine needs) / tp, at least 1, for OpenBLAS and for the kernels' OpenMP loops, so tp ranks x
  * threads never oversubscribe the cores. The split never changes a result's bits (a GEMM's or a
  * kernel row's arithmetic does not depend on it; tests/sh/train_threads.sh checks a run). */
 static pthread_mutex_t blas_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -450,32 +450,37 @@ static int cpu_set_i32(BackendRank *r, int t, const int32_t *host) {
     return 0;
 }
 
+/* AdamW in one fp32 sweep per param (as PyTorch's), split over the threads: element-wise, so the
+ * split changes no bits. */
 static int cpu_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
     const Plan *p = r->p;
-    double b1 = p->beta1, b2 = p->beta2, eps = p->adam_eps;
-    double c1 = 1.0 - pow(b1, t_step), c2 = 1.0 - pow(b2, t_step);
+    double c1 = 1.0 - pow(p->beta1, t_step), c2 = 1.0 - pow(p->beta2, t_step);
+    const float b1 = (float)p->beta1, b2 = (float)p->beta2, a1 = (float)(1.0 - p->beta1), a2 = (float)(1.0 - p->beta2);
+    const float ic1 = (float)(1.0 / c1), ic2 = (float)(1.0 / c2), eps = (float)p->adam_eps, gs = grad_scale;
     for (int i = 0; i < p->nparams; i++) {
         const PlanParam *pp = &p->params[i];
         float *w = r->ptr[pp->tensor];
         const float *g = r->ptr[pp->grad];
-        double wd = p->weight_decay * pp->decay;
+        float *m = r->m[i], *v = r->v[i];   /* element j's state at j - lo (the shard starts at lo) */
+        const float wd = (float)(p->weight_decay * pp->decay);
         int64_t lo, hi;
         own_range(r, pp->rows * pp->cols, &lo, &hi);
-        float *m = r->m[i], *v = r->v[i];   /* element j's state at j - lo (the shard starts at lo) */
-        int nt = hi - lo < 65536 ? 1 : cpu_threads();    /* element-wise: the split changes no bits */
+        int nt = hi - lo < 65536 ? 1 : cpu_threads();
         #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
         for (int64_t j = lo; j < hi; j++) {
-            double gj = (double)g[j] * grad_scale;
-            double mj = b1 * m[j - lo] + (1.0 - b1) * gj;
-            double vj = b2 * v[j - lo] + (1.0 - b2) * gj * gj;
-            m[j - lo] = (float)mj; v[j - lo] = (float)vj;
-            double upd = (mj / c1) / (sqrt(vj / c2) + eps) + wd * w[j];
-            w[j] = (float)(w[j] - lr * upd);
+            float gj = g[j] * gs;
+            float mj = b1 * m[j - lo] + a1 * gj;
+            float vj = b2 * v[j - lo] + a2 * gj * gj;
+            m[j - lo] = mj; v[j - lo] = vj;
+            float upd = (mj * ic1) / (sqrtf(vj * ic2) + eps) + wd * w[j];
+            w[j] = w[j] - lr * upd;
         }
     }
     return 0;
 }
 
+/* Sum of squares of the local grads: each row of a part in 8 fixed double lanes, rows and parts in
+ * order (the same bits at any thread count). */
 static double cpu_grad_sq_norm(BackendRank *r) {
     const Plan *p = r->p;
     double s = 0;
@@ -490,13 +495,18 @@ static double cpu_grad_sq_norm(BackendRank *r) {
             int64_t h = rank_int(pt->r1, r->rank) - rank_int(pt->r0, r->rank);
             int64_t w = rank_int(pt->c1, r->rank) - rank_int(pt->c0, r->rank);
             int64_t lr = rank_int(pt->lr, r->rank), lc = rank_int(pt->lc, r->rank);
-            for (int64_t a = 0; a < h; a++)
-                for (int64_t b = 0; b < w; b++) {
-                    int64_t idx = (lr + a) * pp->cols + lc + b;
-                    if (idx < own0 || idx >= own1) continue;   /* zero=1: another dp rank's shard */
-                    double x = g[idx];
-                    s += x * x;
-                }
+            for (int64_t a = 0; a < h; a++) {
+                int64_t base = (lr + a) * pp->cols + lc;   /* zero=1: only the elements in this dp rank's shard */
+                int64_t b0 = own0 > base ? own0 - base : 0, b1 = own1 - base < w ? own1 - base : w;
+                if (b1 <= b0) continue;
+                const float *x = g + base;
+                double l[8] = {0};
+                int64_t b = b0;
+                for (; b + 8 <= b1; b += 8)
+                    for (int k = 0; k < 8; k++) l[k] += (double)x[b + k] * x[b + k];
+                for (; b < b1; b++) l[b & 7] += (double)x[b] * x[b];
+                s += ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+            }
         }
     }
     return s;

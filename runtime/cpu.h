@@ -14,8 +14,8 @@ int cpu_kernel_run(const KernelArgs *k, void **ops, int rank, char *err, size_t 
 /* C = alpha op(A) op(B) + beta C for each batch (row-major, OpenBLAS). */
 void cpu_gemm(const GemmArgs *g, const float *A, const float *B, float *C);
 
-/* Threads per rank for the kernels and OpenBLAS: BOOST_THREADS (default: the online cores) divided
- * by tp, at least 1. cpu_threads_set records it for a process of tp ranks and returns it. */
+/* Threads per rank for the kernels and OpenBLAS: BOOST_THREADS (default: the online cores less the
+ * 1-minute load average of the machine, at least 1) divided by tp, at least 1. cpu_threads_set records it for a process of tp ranks and returns it. */
 int cpu_threads_set(int tp);
 int cpu_threads(void);
 

@@ -41,13 +41,22 @@ static int kfail(const KCtx *c, const char *msg) {
 /* ---- threads: per rank, set by the backend (cpu_threads_set) ---- */
 static int g_threads = 0;
 
+/* OpenMP threads that sleep when idle instead of spinning (unless OMP_WAIT_POLICY says otherwise):
+ * on a shared machine a spinning thread takes the core that its team-mate waits for, and a step
+ * runs ten times slower. Set before the OpenMP runtime reads its environment (a constructor of
+ * higher priority than its own). */
+__attribute__((constructor(101))) static void omp_wait_passive(void) { setenv("OMP_WAIT_POLICY", "PASSIVE", 0); }
+
 int cpu_threads_set(int tp) {
     int total = 0;
     const char *e = getenv("BOOST_THREADS");
     if (e && *e) total = atoi(e);
-    if (total < 1) {
+    if (total < 1) {   /* the online cores less those other processes keep busy (1-minute load) */
         long n = sysconf(_SC_NPROCESSORS_ONLN);
+        double load = 0;
         total = n > 0 ? (int)n : 1;
+        if (getloadavg(&load, 1) == 1 && load > 0.5) total -= (int)(load + 0.5);
+        if (total < 1) total = 1;
     }
     int per = total / (tp > 0 ? tp : 1);
     g_threads = per < 1 ? 1 : per;
@@ -395,15 +404,20 @@ static AttnDims attn_dims(const KCtx *c) {
     return d;
 }
 
-/* Causal attention per (batch, head) as GEMMs: S = scale Q K^T, P = softmax over j <= i (fp32
- * GEMMs, row statistics in double), out = P V. */
-static void causal_probs(float *S, int64_t seq, const float *lse_row, float *lse_out) {
-    int nt = nthr(seq * seq / 2);
+/* Causal attention per (batch, head) as GEMMs over blocks of ATT_BLOCK query rows: rows i0..i1-1
+ * need keys 0..i1-1 only, so the masked blocks above the diagonal are never computed. S = scale Q
+ * K^T, P = softmax over j <= i (fp32 exp, row sums in double), out = P V. */
+#define ATT_BLOCK 64
+
+/* rows i0..i0+nr-1 of the scores, each of length ld = i1 (row r is query i0 + r) */
+static void causal_probs(float *S, int64_t nr, int64_t ld, int64_t i0, const float *lse_row, float *lse_out) {
+    int nt = nthr(nr * ld);
     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-    for (int64_t i = 0; i < seq; i++) {
-        float *row = S + i * seq;
+    for (int64_t r = 0; r < nr; r++) {
+        int64_t i = i0 + r;
+        float *row = S + r * ld;
         if (lse_row) {   /* backward: P from the saved log-sum-exp */
-            float l = lse_row[i];
+            float l = lse_row[r];
             for (int64_t j = 0; j <= i; j++) row[j] = fexp(row[j] - l);
         } else {
             float mx = maxf_row(row, i + 1);
@@ -411,9 +425,9 @@ static void causal_probs(float *S, int64_t seq, const float *lse_row, float *lse
             double sum = sum8(row, i + 1);
             float inv = (float)(1.0 / sum);
             for (int64_t j = 0; j <= i; j++) row[j] *= inv;
-            lse_out[i] = (float)(mx + log(sum));
+            lse_out[r] = (float)(mx + log(sum));
         }
-        for (int64_t j = i + 1; j < seq; j++) row[j] = 0;
+        for (int64_t j = i + 1; j < ld; j++) row[j] = 0;
     }
 }
 
@@ -421,19 +435,22 @@ static int k_attention_fwd(const KCtx *c) {
     AttnDims d = attn_dims(c);
     const float *q = opf(c, "q"), *k = opf(c, "k"), *v = opf(c, "v");
     float *out = opf(c, "out"), *lse = opf(c, "lse");
-    float *S = malloc((size_t)(d.seq * d.seq) * sizeof *S);
-    if (!S) return kfail(c, "out of memory (seq x seq scores)");
+    float *S = malloc((size_t)(ATT_BLOCK * d.seq) * sizeof *S);
+    if (!S) return kfail(c, "out of memory (block x seq scores)");
     int64_t group = d.heads / d.kvh;
     for (int64_t b = 0; b < d.batch; b++)
         for (int64_t h = 0; h < d.heads; h++) {
             int64_t kh = h / group;
             const float *Q = q + b * d.seq * d.ldq + h * d.hd, *K = k + b * d.seq * d.ldk + kh * d.hd;
             const float *V = v + b * d.seq * d.ldv + kh * d.hd;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)d.seq, (int)d.seq, (int)d.hd, (float)d.scale, Q, (int)d.ldq,
-                        K, (int)d.ldk, 0.0f, S, (int)d.seq);
-            causal_probs(S, d.seq, NULL, lse + (b * d.heads + h) * d.seq);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)d.seq, (int)d.hd, (int)d.seq, 1.0f, S, (int)d.seq, V,
-                        (int)d.ldv, 0.0f, out + b * d.seq * d.ldo + h * d.hd, (int)d.ldo);
+            for (int64_t i0 = 0; i0 < d.seq; i0 += ATT_BLOCK) {
+                int64_t i1 = i0 + ATT_BLOCK < d.seq ? i0 + ATT_BLOCK : d.seq, nr = i1 - i0;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)i1, (int)d.hd, (float)d.scale, Q + i0 * d.ldq,
+                            (int)d.ldq, K, (int)d.ldk, 0.0f, S, (int)i1);
+                causal_probs(S, nr, i1, i0, NULL, lse + (b * d.heads + h) * d.seq + i0);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)d.hd, (int)i1, 1.0f, S, (int)i1, V,
+                            (int)d.ldv, 0.0f, out + (b * d.seq + i0) * d.ldo + h * d.hd, (int)d.ldo);
+            }
         }
     free(S);
     return 0;
@@ -444,11 +461,12 @@ static int k_attention_bwd(const KCtx *c) {
     int64_t lddo = ci(c, "lddo", d.ldo), lddq = ci(c, "lddq", d.ldq), lddk = ci(c, "lddk", d.ldk), lddv = ci(c, "lddv", d.ldv);
     const float *q = opf(c, "q"), *k = opf(c, "k"), *v = opf(c, "v"), *dout = opf(c, "dout"), *lse = opf(c, "lse");
     float *dq = opf(c, "dq"), *dk = opf(c, "dk"), *dv = opf(c, "dv");
-    size_t ss = (size_t)(d.seq * d.seq);
+    size_t ss = (size_t)(ATT_BLOCK * d.seq);
     float *P = malloc(ss * sizeof *P), *dS = malloc(ss * sizeof *dS);
-    if (!P || !dS) { free(P); free(dS); return kfail(c, "out of memory (seq x seq scores)"); }
+    if (!P || !dS) { free(P); free(dS); return kfail(c, "out of memory (block x seq scores)"); }
     int64_t group = d.heads / d.kvh;
-    int n = (int)d.seq, hd = (int)d.hd;
+    int hd = (int)d.hd;
+    float sc = (float)d.scale;
     for (int64_t b = 0; b < d.batch; b++)
         for (int64_t kh = 0; kh < d.kvh; kh++) {
             const float *K = k + b * d.seq * d.ldk + kh * d.hd, *V = v + b * d.seq * d.ldv + kh * d.hd;
@@ -457,24 +475,28 @@ static int k_attention_bwd(const KCtx *c) {
                 memset(dK + j * lddk, 0, (size_t)d.hd * sizeof *dK);
                 memset(dV + j * lddv, 0, (size_t)d.hd * sizeof *dV);
             }
-            for (int64_t h = kh * group; h < (kh + 1) * group; h++) {
-                const float *Q = q + b * d.seq * d.ldq + h * d.hd, *dO = dout + b * d.seq * lddo + h * d.hd;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, hd, (float)d.scale, Q, (int)d.ldq, K, (int)d.ldk, 0.0f, P, n);
-                causal_probs(P, d.seq, lse + (b * d.heads + h) * d.seq, NULL);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, hd, 1.0f, dO, (int)lddo, V, (int)d.ldv, 0.0f, dS, n);
-                int nt = nthr(d.seq * d.seq / 2);
-                #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-                for (int64_t i = 0; i < d.seq; i++) {   /* dS = P (dP - D) scale, D_i = sum_j P_ij dP_ij */
-                    float *pr = P + i * d.seq, *dr = dS + i * d.seq;
-                    float D = (float)dot8(pr, dr, i + 1), sc = (float)d.scale;
-                    for (int64_t j = 0; j <= i; j++) dr[j] = pr[j] * (dr[j] - D) * sc;
-                    for (int64_t j = i + 1; j < d.seq; j++) dr[j] = 0.0f;
+            for (int64_t h = kh * group; h < (kh + 1) * group; h++)
+                for (int64_t i0 = 0; i0 < d.seq; i0 += ATT_BLOCK) {
+                    int64_t i1 = i0 + ATT_BLOCK < d.seq ? i0 + ATT_BLOCK : d.seq, nr = i1 - i0;
+                    int n = (int)i1, m = (int)nr;
+                    const float *Q = q + (b * d.seq + i0) * d.ldq + h * d.hd, *dO = dout + (b * d.seq + i0) * lddo + h * d.hd;
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, hd, sc, Q, (int)d.ldq, K, (int)d.ldk, 0.0f, P, n);
+                    causal_probs(P, nr, i1, i0, lse + (b * d.heads + h) * d.seq + i0, NULL);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, hd, 1.0f, dO, (int)lddo, V, (int)d.ldv, 0.0f, dS, n);
+                    int nt = nthr(nr * i1);
+                    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+                    for (int64_t r = 0; r < nr; r++) {   /* dS = P (dP - D) scale, D_i = sum_j P_ij dP_ij */
+                        int64_t i = i0 + r;
+                        float *pr = P + r * i1, *dr = dS + r * i1;
+                        float D = (float)dot8(pr, dr, i + 1);
+                        for (int64_t j = 0; j <= i; j++) dr[j] = pr[j] * (dr[j] - D) * sc;
+                        for (int64_t j = i + 1; j < i1; j++) dr[j] = 0.0f;
+                    }
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hd, n, 1.0f, dS, n, K, (int)d.ldk, 0.0f,
+                                dq + (b * d.seq + i0) * lddq + h * d.hd, (int)lddq);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, m, 1.0f, dS, n, Q, (int)d.ldq, 1.0f, dK, (int)lddk);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, m, 1.0f, P, n, dO, (int)lddo, 1.0f, dV, (int)lddv);
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, hd, n, 1.0f, dS, n, K, (int)d.ldk, 0.0f,
-                            dq + b * d.seq * lddq + h * d.hd, (int)lddq);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, n, 1.0f, dS, n, Q, (int)d.ldq, 1.0f, dK, (int)lddk);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, n, 1.0f, P, n, dO, (int)lddo, 1.0f, dV, (int)lddv);
-            }
         }
     free(P); free(dS);
     return 0;
@@ -549,7 +571,10 @@ static int k_xent_fwd(const KCtx *c) {
         for (int64_t j0 = 0; j0 < cols; j0 += 256) {   /* exp in blocks of 256, summed in 8 lanes */
             int64_t n = cols - j0 < 256 ? cols - j0 : 256;
             for (int64_t j = 0; j < n; j++) e[j] = fexp(l[j0 + j] - mx);
-            for (int64_t j = 0; j < n; j++) lane[j & 7] += e[j];
+            int64_t j = 0;
+            for (; j + 8 <= n; j += 8)
+                for (int q = 0; q < 8; q++) lane[q] += e[j + q];
+            for (; j < n; j++) lane[j & 7] += e[j];
         }
         se = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
         int64_t t = (int64_t)targets[m] - voff;
