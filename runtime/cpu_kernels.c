@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cblas.h>          // defines: cblas_sgemm
 #include "runtime/cpu.h"
 
 typedef struct {
@@ -70,6 +69,16 @@ int cpu_threads(void) {
 
 /* threads for a pass over `work` elements: one below about 32k (a team costs more than it saves) */
 static int nthr(int64_t work) { return work < 32768 ? 1 : cpu_threads(); }
+
+/* A row-major GEMM through cpu_gemm (split over the threads with the same bits at any count). */
+static void gemm_rm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float *A, int64_t lda,
+                    const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    GemmArgs g;
+    memset(&g, 0, sizeof g);
+    g.ta = ta; g.tb = tb; g.m = m; g.n = n; g.k = k; g.lda = lda; g.ldb = ldb; g.ldc = ldc;
+    g.batch = 1; g.alpha = alpha; g.beta = beta;
+    cpu_gemm(&g, A, B, C);
+}
 
 /* exp in fp32 that vectorises: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial (about
  * 1 ulp), 2^n by the exponent bits; 0 below -87.3, +inf above 88.7. No libm call, same bits on
@@ -445,10 +454,10 @@ static int k_attention_fwd(const KCtx *c) {
             const float *V = v + b * d.seq * d.ldv + kh * d.hd;
             for (int64_t i0 = 0; i0 < d.seq; i0 += ATT_BLOCK) {
                 int64_t i1 = i0 + ATT_BLOCK < d.seq ? i0 + ATT_BLOCK : d.seq, nr = i1 - i0;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)i1, (int)d.hd, (float)d.scale, Q + i0 * d.ldq,
+                gemm_rm(0, 1, (int)nr, (int)i1, (int)d.hd, (float)d.scale, Q + i0 * d.ldq,
                             (int)d.ldq, K, (int)d.ldk, 0.0f, S, (int)i1);
                 causal_probs(S, nr, i1, i0, NULL, lse + (b * d.heads + h) * d.seq + i0);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)d.hd, (int)i1, 1.0f, S, (int)i1, V,
+                gemm_rm(0, 0, (int)nr, (int)d.hd, (int)i1, 1.0f, S, (int)i1, V,
                             (int)d.ldv, 0.0f, out + (b * d.seq + i0) * d.ldo + h * d.hd, (int)d.ldo);
             }
         }
@@ -480,9 +489,9 @@ static int k_attention_bwd(const KCtx *c) {
                     int64_t i1 = i0 + ATT_BLOCK < d.seq ? i0 + ATT_BLOCK : d.seq, nr = i1 - i0;
                     int n = (int)i1, m = (int)nr;
                     const float *Q = q + (b * d.seq + i0) * d.ldq + h * d.hd, *dO = dout + (b * d.seq + i0) * lddo + h * d.hd;
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, hd, sc, Q, (int)d.ldq, K, (int)d.ldk, 0.0f, P, n);
+                    gemm_rm(0, 1, m, n, hd, sc, Q, (int)d.ldq, K, (int)d.ldk, 0.0f, P, n);
                     causal_probs(P, nr, i1, i0, lse + (b * d.heads + h) * d.seq + i0, NULL);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, hd, 1.0f, dO, (int)lddo, V, (int)d.ldv, 0.0f, dS, n);
+                    gemm_rm(0, 1, m, n, hd, 1.0f, dO, (int)lddo, V, (int)d.ldv, 0.0f, dS, n);
                     int nt = nthr(nr * i1);
                     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
                     for (int64_t r = 0; r < nr; r++) {   /* dS = P (dP - D) scale, D_i = sum_j P_ij dP_ij */
@@ -492,10 +501,10 @@ static int k_attention_bwd(const KCtx *c) {
                         for (int64_t j = 0; j <= i; j++) dr[j] = pr[j] * (dr[j] - D) * sc;
                         for (int64_t j = i + 1; j < i1; j++) dr[j] = 0.0f;
                     }
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, hd, n, 1.0f, dS, n, K, (int)d.ldk, 0.0f,
+                    gemm_rm(0, 0, m, hd, n, 1.0f, dS, n, K, (int)d.ldk, 0.0f,
                                 dq + (b * d.seq + i0) * lddq + h * d.hd, (int)lddq);
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, m, 1.0f, dS, n, Q, (int)d.ldq, 1.0f, dK, (int)lddk);
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n, hd, m, 1.0f, P, n, dO, (int)lddo, 1.0f, dV, (int)lddv);
+                    gemm_rm(1, 0, n, hd, m, 1.0f, dS, n, Q, (int)d.ldq, 1.0f, dK, (int)lddk);
+                    gemm_rm(1, 0, n, hd, m, 1.0f, P, n, dO, (int)lddo, 1.0f, dV, (int)lddv);
                 }
         }
     free(P); free(dS);

@@ -270,30 +270,47 @@ def write_token_file(path, tokens):
         f.write(head + struct.pack(f"<{len(tokens)}H", *tokens))
 
 
+def permute(x, n, seed, epoch):
+    """Window x's place in epoch's order: runtime/data.c permute, a 4-round Feistel network over the
+    smallest even number of bits that holds n (keys from seed and epoch), cycle-walked into [0, n)."""
+    bits = 2
+    while bits < 62 and (1 << bits) < n:
+        bits += 1
+    bits += bits & 1
+    half = bits // 2
+    mask = (1 << half) - 1
+    state = (seed ^ ((0xD1B54A32D192ED03 * (epoch + 1)) & MASK64)) & MASK64
+    keys = []
+    for _ in range(4):
+        state, z = splitmix64_next(state)
+        keys.append(z)
+    y = x
+    while True:
+        left, right = y >> half, y & mask
+        for k in keys:
+            _, f = splitmix64_next((right ^ k) & MASK64)
+            left, right = right, left ^ (f & mask)
+        y = (left << half) | right
+        if y < n:
+            return y
+
+
 def train_batches(tokens, val_fraction, micro_batch, seq, seed, positions):
-    """[(inputs, targets)] of the training micro-batches at these data positions, each a list of
-    micro_batch*seq ints: windows of seq+1 tokens every seq tokens, shuffled per epoch by a
-    Fisher-Yates seeded from (seed, epoch) (runtime/data.c batcher_train)."""
+    """[(inputs, targets)] of the training micro-batches at these data positions (in micro-batches),
+    each a list of micro_batch*seq ints: windows of seq+1 tokens every seq tokens, stream position k
+    reading window permute(k mod windows) of epoch k div windows (runtime/data.c batcher_global)."""
     n = len(tokens)
     train_len = n - int(n * val_fraction)
     windows = (train_len - 1) // seq if train_len > 1 else 0
     if windows < micro_batch:
         raise BadInput(f"the data holds {windows} training windows of {seq + 1} tokens, fewer than micro_batch {micro_batch}")
-    per_epoch = windows // micro_batch
-    orders, out = {}, []
+    out = []
     for pos in positions:
-        epoch, idx = divmod(pos, per_epoch)
-        if epoch not in orders:
-            order = list(range(windows))
-            state = seed ^ ((0xD1B54A32D192ED03 * (epoch + 1)) & MASK64)
-            for i in range(windows - 1, 0, -1):
-                state, z = splitmix64_next(state)
-                j = z % (i + 1)
-                order[i], order[j] = order[j], order[i]
-            orders[epoch] = order
         inputs, targets = [], []
         for b in range(micro_batch):
-            start = orders[epoch][idx * micro_batch + b] * seq
+            k = pos * micro_batch + b
+            epoch, idx = divmod(k, windows)
+            start = permute(idx, windows, seed, epoch) * seq
             inputs += tokens[start:start + seq]
             targets += tokens[start + 1:start + seq + 1]
         out.append((inputs, targets))
