@@ -80,6 +80,8 @@ struct BackendRank {
     int nrep;                     /* left out of the gradient norm; nrep -1: too many, done on the host */
     void *blas;
     CUdeviceptr arena, io, params, grads, master, adam_m, adam_v, scratch;
+    CUdeviceptr adam_chunks;      /* multi-tensor AdamW: per chunk {element offset, count, flags} (int64) */
+    int64_t adam_nchunks;
     size_t io_bytes, scratch_bytes;
     int64_t nelems;               /* elements of grads/master/m/v (with alignment padding) */
     int64_t *param_off;           /* per param: element offset */
@@ -98,6 +100,10 @@ struct BackendRank {
     int opened;                   /* holds a reference on the shared module */
     char err[1024];
 };
+
+/* Multi-tensor AdamW (templates/runtime.cu): one launch, a block per chunk of a parameter. */
+#define KERNEL_ADAMW_MULTI "adamw_multi_fp32_master_bf16"
+#define ADAMW_CHUNK 65536
 
 static int rfail(BackendRank *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int rfail(BackendRank *r, const char *fmt, ...) {
@@ -384,7 +390,7 @@ static void cuda_rank_close(BackendRank *r) {
         if (r->nccl_comm) nccl.ncclCommDestroy(r->nccl_comm);
         if (r->coll_buf) api.cuMemFree_v2(r->coll_buf);
         CUdeviceptr bufs[] = {r->arena, r->io, r->params, r->grads, r->master, r->adam_m, r->adam_v, r->scratch,
-                              r->gemm_ptrs};
+                              r->gemm_ptrs, r->adam_chunks};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) api.cuMemFree_v2(bufs[i]);
         for (int s = 0; r->ev_ready && s < r->p->nsteps; s++) {
             if (r->ev_ready[s]) api.cuEventDestroy_v2(r->ev_ready[s]);
@@ -543,6 +549,30 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
         (rc = alloc_zero(&r->adam_v, r->nelems * 4)) || (rc = alloc_zero(&r->scratch, r->scratch_bytes))) {
         what = "allocating device memory (arena, params, grads, AdamW state)";
         goto fail_cu;
+    }
+    {   /* the multi-tensor AdamW's table: every parameter cut into chunks of ADAMW_CHUNK elements */
+        int64_t nc = 0;
+        for (int i = 0; i < p->nparams; i++) nc += (p->params[i].rows * p->params[i].cols + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+        long long *tab = malloc((size_t)(nc ? nc : 1) * 3 * sizeof *tab);
+        if (!tab) { snprintf(err, errlen, "out of memory"); goto fail; }
+        int64_t c = 0;
+        for (int i = 0; i < p->nparams; i++) {
+            const int64_t n = p->params[i].rows * p->params[i].cols;
+            const long long flags = (p->params[i].decay ? 1 : 0) | (p->tensors[p->params[i].tensor].dtype == PDT_BF16 ? 2 : 0);
+            for (int64_t o = 0; o < n; o += ADAMW_CHUNK, c++) {
+                tab[3 * c] = r->param_off[i] + o;
+                tab[3 * c + 1] = n - o < ADAMW_CHUNK ? n - o : ADAMW_CHUNK;
+                tab[3 * c + 2] = flags;
+            }
+        }
+        r->adam_nchunks = nc;
+        if (nc && ((rc = api.cuMemAlloc_v2(&r->adam_chunks, (size_t)nc * 3 * sizeof *tab)) ||
+                   (rc = api.cuMemcpyHtoD_v2(r->adam_chunks, tab, (size_t)nc * 3 * sizeof *tab)))) {
+            free(tab);
+            what = "uploading the AdamW chunk table";
+            goto fail_cu;
+        }
+        free(tab);
     }
     size_t io_off = 0;
     for (int t = 0; t < p->ntensors; t++) {
@@ -1311,7 +1341,14 @@ static int cuda_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
     const Plan *p = r->p;
     float b1 = (float)p->beta1, b2 = (float)p->beta2, eps = (float)p->adam_eps;
     float bias1 = (float)(1.0 - pow(p->beta1, t_step)), bias2 = (float)(1.0 - pow(p->beta2, t_step));
-    for (int i = 0; i < p->nparams; i++) {
+    if (r->adam_nchunks > 0 && get_fn(KERNEL_ADAMW_MULTI)) {   /* every parameter in one launch */
+        float wd = (float)p->weight_decay;
+        void *args[] = {&r->master, &r->params, &r->grads, &r->adam_m, &r->adam_v, &r->adam_chunks,
+                        &lr, &b1, &b2, &eps, &wd, &grad_scale, &bias1, &bias2};
+        if (launch(r, KERNEL_ADAMW_MULTI, r->adam_nchunks, 256, 0, args)) return -1;
+        return after_step(r, "adamw");
+    }
+    for (int i = 0; i < p->nparams; i++) {   /* a kernels.cu from before the multi-tensor kernel */
         const PlanParam *pp = &p->params[i];
         int64_t off = r->param_off[i];
         long long n = pp->rows * pp->cols;

@@ -311,6 +311,72 @@ static void check_mma(void *so) {
     CHECK(rc == 0 && worst < 1e-5, "mma: one warp's C = A B (+C) through the fragment loads", "rc=%d, worst error %.3g", rc, worst);
 }
 
+/* The multi-tensor AdamW of templates/runtime.cu (one launch, a block per chunk of up to 65536
+ * elements of a parameter) against AdamW in double as the CPU backend computes it (runtime/cpu.c):
+ * three parameters (1000, 70000 and 37 elements: one spans two chunks) at 64-element aligned
+ * offsets, weight decay on the first two, a bf16 copy for the first and last; padding untouched. */
+static void check_adamw_multi(void *so) {
+    int (*launch)(unsigned, unsigned, void **) = (int (*)(unsigned, unsigned, void **))dlsym(so, "emu_adamw_multi_fp32_master_bf16");
+    CHECK(launch != NULL, "multi-tensor AdamW present", "emu_adamw_multi_fp32_master_bf16 missing");
+    if (!launch) return;
+    const long long sizes[3] = {1000, 70000, 37}, decay[3] = {1, 1, 0}, copy[3] = {1, 0, 1};
+    long long off[3], total = 0, tab[3 * 8];
+    int nc = 0;
+    for (int i = 0; i < 3; i++) {
+        off[i] = total;
+        total = (total + sizes[i] + 63) / 64 * 64;
+        for (long long o = 0; o < sizes[i]; o += 65536, nc++) {
+            tab[3 * nc] = off[i] + o;
+            tab[3 * nc + 1] = sizes[i] - o < 65536 ? sizes[i] - o : 65536;
+            tab[3 * nc + 2] = decay[i] | copy[i] << 1;
+        }
+    }
+    float *w = malloc(total * 4), *g = malloc(total * 4), *m = malloc(total * 4), *v = malloc(total * 4);
+    uint16_t *pb = malloc(total * 2);
+    double *rw = malloc(total * 8), *rm = malloc(total * 8), *rv = malloc(total * 8);
+    for (long long i = 0; i < total; i++) {
+        w[i] = (float)(2 * urand() - 1); g[i] = (float)(2 * urand() - 1);
+        m[i] = (float)(0.1 * (2 * urand() - 1)); v[i] = (float)(0.01 * urand());
+        pb[i] = 0x7fc1;                         /* a NaN marker: must stay where no copy is kept */
+        rw[i] = w[i]; rm[i] = m[i]; rv[i] = v[i];
+    }
+    const float lr = 3e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.5f;
+    const int t = 3;
+    const double c1 = 1.0 - pow(b1, t), c2 = 1.0 - pow(b2, t);
+    float bias1 = (float)c1, bias2 = (float)c2;
+    for (int i = 0; i < 3; i++)
+        for (long long j = off[i]; j < off[i] + sizes[i]; j++) {
+            double gj = (double)g[j] * gs, mj = b1 * rm[j] + (1.0 - b1) * gj, vj = b2 * rv[j] + (1.0 - b2) * gj * gj;
+            rm[j] = mj; rv[j] = vj;
+            rw[j] = rw[j] - lr * ((mj / c1) / (sqrt(vj / c2) + eps) + (decay[i] ? wd : 0.0) * rw[j]);
+        }
+    void *pw = w, *pp = pb, *pg = g, *pm = m, *pv = v, *pt = tab;
+    float a_lr = lr, a_b1 = b1, a_b2 = b2, a_eps = eps, a_wd = wd, a_gs = gs;
+    void *params[14] = {&pw, &pp, &pg, &pm, &pv, &pt, &a_lr, &a_b1, &a_b2, &a_eps, &a_wd, &a_gs, &bias1, &bias2};
+    set_seed(0);
+    report_clear();
+    int rc = launch((unsigned)nc, 256, params);
+    double worst = 0;
+    long long bad_copy = 0, bad_pad = 0;
+    for (int i = 0; i < 3; i++)
+        for (long long j = off[i]; j < off[i] + sizes[i]; j++) {
+            double e = fabs(w[j] - rw[j]) / (fabs(rw[j]) + 1e-3) + fabs(m[j] - rm[j]) / (fabs(rm[j]) + 1e-3) +
+                       fabs(v[j] - rv[j]) / (fabs(rv[j]) + 1e-6);
+            if (!(e <= worst)) worst = e;
+            float back;
+            uint32_t u = (uint32_t)pb[j] << 16;
+            memcpy(&back, &u, 4);
+            if (copy[i] ? !(fabsf(back - w[j]) <= fabsf(w[j]) * 0.008f) : pb[j] != 0x7fc1) bad_copy++;
+        }
+    for (int i = 0; i < 3; i++)
+        for (long long j = off[i] + sizes[i]; j < (i < 2 ? off[i + 1] : total); j++) bad_pad += pb[j] != 0x7fc1 || w[j] != (float)rw[j];
+    CHECK(rc == 0 && report_count() == 0 && worst < 1e-4 && bad_copy == 0 && bad_pad == 0,
+          "multi-tensor AdamW (3 parameters, 4 chunks, one launch) = AdamW in double",
+          "rc %d, %u reports, worst relative error %.3g, %lld bad bf16 copies, %lld padding elements touched", rc,
+          report_count(), worst, bad_copy, bad_pad);
+    free(w); free(g); free(m); free(v); free(pb); free(rw); free(rm); free(rv);
+}
+
 int main(void) {
     char err[8192];
     Run run;
@@ -343,6 +409,7 @@ int main(void) {
         if (!seen) fprintf(f, "EMU_ENTRY(%s)\n", ks[i].name);
     }
     fputs(MMA_PROBE, f);
+    fputs("EMU_ENTRY(adamw_multi_fp32_master_bf16)\n", f);
     fclose(f);
     CHECK(rc == 0, "emit kernels.cu", "%s", err);
     snprintf(cmd, sizeof cmd, "g++ -std=c++17 -O1 -g -fno-strict-aliasing -fPIC -shared -w " EMU_RACE_FLAGS " -I%s "
@@ -375,6 +442,7 @@ int main(void) {
     CHECK(set_seed && report_count && report_clear && report_text, "the emulator's race reports", "emu_report_* missing");
     if (!set_seed || !report_count || !report_clear || !report_text) TEST_EXIT();
     check_mma(so);
+    check_adamw_multi(so);
     int kinds_ok[32] = {0}, kinds_seen[32] = {0};
     const int stop_early = getenv("BOOST_EMU_STOP") != NULL;   /* the mutation runs: the first failure is the verdict */
     for (int ci = 0; ci < ncases && !(stop_early && tl_failed); ci++) {

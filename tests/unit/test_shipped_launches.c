@@ -86,12 +86,14 @@ int main(void) {
         snprintf(name, sizeof name, "%s: every GEMM and launch within the libraries' limits", e->d_name);
         CHECK(bad == 0, name, "%d refusals, first: %s", bad, first);
         int accum = p->grad_accum > 0 ? p->grad_accum : 1;
-        /* optimizer on CUDA (runtime/cuda.c): one AdamW launch per parameter, one sum-of-squares launch
-         * for the gradient norm (plus one per replicated range: not counted here) */
-        printf("#   %s: per micro-batch %d kernels + %d GEMM calls + %d collectives; per training step %d launches "
-               "(x%d micro-batches) + %d AdamW + 1 norm = %d; %d GEMMs with rows not 16-byte multiples\n",
-               e->d_name, kernels, gemms, colls, (kernels + gemms) * accum, accum, p->nparams,
-               (kernels + gemms) * accum + p->nparams + 1, misaligned);
+        /* optimizer on CUDA (runtime/cuda.c): AdamW was one launch per parameter, is one multi-tensor
+         * launch; one sum-of-squares launch for the gradient norm (plus one per replicated range: not
+         * counted here) */
+        printf("#   %s: per micro-batch %d kernels + %d GEMM calls + %d collectives; per training step %d "
+               "(x%d micro-batches) + AdamW + 1 norm = %d launches with one AdamW launch per parameter (%d), "
+               "%d with the multi-tensor AdamW; %d GEMMs with rows not 16-byte multiples\n",
+               e->d_name, kernels, gemms, colls, (kernels + gemms) * accum, accum,
+               (kernels + gemms) * accum + p->nparams + 1, p->nparams, (kernels + gemms) * accum + 2, misaligned);
         plan_free(p);
     }
     closedir(d);
