@@ -240,10 +240,11 @@ int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin
     }
     int crc = nv.compile(prog, (int)(sizeof opts / sizeof opts[0]), opts);
     size_t logn = 0;
-    nv.log_size(prog, &logn);
+    int lrc = nv.log_size(prog, &logn);
+    if (lrc != 0) logn = 0;   /* no log: the compile verdict below still holds */
     char *log = calloc(logn + 1, 1);
     if (!log) { nv.destroy(&prog); snprintf(err, errlen, "out of memory"); return -1; }
-    nv.log(prog, log);
+    if (logn && nv.log(prog, log) != 0) log[0] = 0;
     if (crc != 0) {
         snprintf(err, errlen, "NVRTC failed to compile kernels.cu for %s (%s):\n%s", arch, nv.errstr(crc), log);
         free(log); nv.destroy(&prog);
@@ -253,11 +254,11 @@ int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin
     if (cacheable && logn > 1) nvrtc_cache_put(cdir, cpath, log, strlen(log));
     if (cubin) {
         size_t sz = 0;
-        nv.cubin_size(prog, &sz);
-        void *bin = malloc(sz ? sz : 1);
+        int src_ = nv.cubin_size(prog, &sz);
+        void *bin = src_ == 0 && sz ? malloc(sz) : NULL;
         if (!bin || nv.cubin(prog, bin) != 0) {
             free(bin); free(log); nv.destroy(&prog);
-            snprintf(err, errlen, "nvrtcGetCUBIN failed for %s", arch);
+            snprintf(err, errlen, "nvrtcGetCUBINSize/nvrtcGetCUBIN failed for %s (size %zu)", arch, sz);
             return -1;
         }
         *cubin = bin;

@@ -80,6 +80,8 @@ struct BackendRank {
     int nrep;                     /* left out of the gradient norm; nrep -1: too many, done on the host */
     void *blas;
     CUdeviceptr arena, io, params, grads, master, adam_m, adam_v, scratch;
+    CUdeviceptr adam_chunks;      /* multi-tensor AdamW: per chunk {element offset, count, flags} (int64) */
+    int64_t adam_nchunks;
     size_t io_bytes, scratch_bytes;
     int64_t nelems;               /* elements of grads/master/m/v (with alignment padding) */
     int64_t *param_off;           /* per param: element offset */
@@ -98,6 +100,10 @@ struct BackendRank {
     int opened;                   /* holds a reference on the shared module */
     char err[1024];
 };
+
+/* Multi-tensor AdamW (templates/runtime.cu): one launch, a block per chunk of a parameter. */
+#define KERNEL_ADAMW_MULTI "adamw_multi_fp32_master_bf16"
+#define ADAMW_CHUNK 65536
 
 static int rfail(BackendRank *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int rfail(BackendRank *r, const char *fmt, ...) {
@@ -123,6 +129,18 @@ static const char *cu_str(CUresult rc) {
 #define CU(r, call) do { CUresult rc_ = (call); if (rc_ != 0) { \
     char m_[256]; snprintf(m_, sizeof m_, "%s (CUDA error %d) at %s:%d", cu_str(rc_), (int)rc_, __FILE__, __LINE__); \
     return rfail((r), "%s", m_); } } while (0)
+
+/* Makes the shared context current on this thread; its failure names the call and what was next. */
+static int ctx_set(BackendRank *r, const char *what) {
+    CUresult rc = api.cuCtxSetCurrent(shared.ctx);
+    if (rc) return rfail(r, "cuCtxSetCurrent failed before %s: %s (CUDA error %d)", what, cu_str(rc), (int)rc);
+    return 0;
+}
+static int ctx_set_err(char *err, size_t errlen, const char *what) {
+    CUresult rc = api.cuCtxSetCurrent(shared.ctx);
+    if (rc) snprintf(err, errlen, "cuCtxSetCurrent failed before %s: %s (CUDA error %d)", what, cu_str(rc), (int)rc);
+    return rc ? -1 : 0;
+}
 
 static int group_barrier(CudaGroup *g) {
     if (!g || g->tp <= 1) return 0;
@@ -182,7 +200,7 @@ static int shared_open(const Plan *p, char *err, size_t errlen) {
             pthread_mutex_unlock(&shared_mu);
             return -1;
         }
-        api.cuCtxSetCurrent(shared.ctx);
+        if (ctx_set_err(err, errlen, "opening a rank")) { pthread_mutex_unlock(&shared_mu); return -1; }
         shared.users++;
         pthread_mutex_unlock(&shared_mu);
         return 0;
@@ -363,7 +381,7 @@ static int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 static void cuda_rank_close(BackendRank *r) {
     if (!r) return;
     if (api_ok && r->opened) {
-        api.cuCtxSetCurrent(shared.ctx);
+        if (api.cuCtxSetCurrent(shared.ctx)) fprintf(stderr, "boost: cuCtxSetCurrent failed while closing a rank\n");
         if (!r->dead) {   /* after an abort the streams may hold work that never ends: do not wait */
             if (r->stream) api.cuStreamSynchronize(r->stream);
             if (r->comm) api.cuStreamSynchronize(r->comm);
@@ -372,7 +390,7 @@ static void cuda_rank_close(BackendRank *r) {
         if (r->nccl_comm) nccl.ncclCommDestroy(r->nccl_comm);
         if (r->coll_buf) api.cuMemFree_v2(r->coll_buf);
         CUdeviceptr bufs[] = {r->arena, r->io, r->params, r->grads, r->master, r->adam_m, r->adam_v, r->scratch,
-                              r->gemm_ptrs};
+                              r->gemm_ptrs, r->adam_chunks};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) api.cuMemFree_v2(bufs[i]);
         for (int s = 0; r->ev_ready && s < r->p->nsteps; s++) {
             if (r->ev_ready[s]) api.cuEventDestroy_v2(r->ev_ready[s]);
@@ -506,7 +524,10 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
         snprintf(err, errlen, "cuBLAS could not be initialised on rank %d", rank);
         goto fail;
     }
-    api.cublasSetStream_v2(r->blas, r->stream);
+    if (api.cublasSetStream_v2(r->blas, r->stream) != 0) {
+        snprintf(err, errlen, "cublasSetStream failed on rank %d", rank);
+        goto fail;
+    }
     /* params: element offsets, 256-byte aligned */
     for (int i = 0; i < p->nparams; i++) {
         r->param_off[i] = r->nelems;
@@ -528,6 +549,30 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
         (rc = alloc_zero(&r->adam_v, r->nelems * 4)) || (rc = alloc_zero(&r->scratch, r->scratch_bytes))) {
         what = "allocating device memory (arena, params, grads, AdamW state)";
         goto fail_cu;
+    }
+    {   /* the multi-tensor AdamW's table: every parameter cut into chunks of ADAMW_CHUNK elements */
+        int64_t nc = 0;
+        for (int i = 0; i < p->nparams; i++) nc += (p->params[i].rows * p->params[i].cols + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+        long long *tab = malloc((size_t)(nc ? nc : 1) * 3 * sizeof *tab);
+        if (!tab) { snprintf(err, errlen, "out of memory"); goto fail; }
+        int64_t c = 0;
+        for (int i = 0; i < p->nparams; i++) {
+            const int64_t n = p->params[i].rows * p->params[i].cols;
+            const long long flags = (p->params[i].decay ? 1 : 0) | (p->tensors[p->params[i].tensor].dtype == PDT_BF16 ? 2 : 0);
+            for (int64_t o = 0; o < n; o += ADAMW_CHUNK, c++) {
+                tab[3 * c] = r->param_off[i] + o;
+                tab[3 * c + 1] = n - o < ADAMW_CHUNK ? n - o : ADAMW_CHUNK;
+                tab[3 * c + 2] = flags;
+            }
+        }
+        r->adam_nchunks = nc;
+        if (nc && ((rc = api.cuMemAlloc_v2(&r->adam_chunks, (size_t)nc * 3 * sizeof *tab)) ||
+                   (rc = api.cuMemcpyHtoD_v2(r->adam_chunks, tab, (size_t)nc * 3 * sizeof *tab)))) {
+            free(tab);
+            what = "uploading the AdamW chunk table";
+            goto fail_cu;
+        }
+        free(tab);
     }
     size_t io_off = 0;
     for (int t = 0; t < p->ntensors; t++) {
@@ -628,7 +673,7 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
     ncclUniqueId id;
     char path[1100];
     if (nccl_exchange_id(r->p, rank, &id, path, sizeof path, err, errlen)) return -1;
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set_err(err, errlen, "creating the NCCL communicator")) return -1;
     ncclResult_t rc = nccl.ncclCommInitRank(&r->nccl_comm, size, id, rank);
     if (rank == 0) unlink(path);   /* every rank has joined: the id is used up */
     if (rc != 0) {
@@ -749,12 +794,12 @@ static int world_allgather_on(BackendRank *r, CUstream s, const CollArgs *c, voi
 
 static int cuda_world_allreduce_host(BackendRank *r, void *host, int64_t n, int is_f64) {
     if (!r->world) return rfail(r, "sums across processes need the multi-process mode");
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "a host all-reduce")) return -1;
     size_t bytes = (size_t)n * (is_f64 ? 8 : 4);
     if (n <= 0) return 0;
     if (rank_idle(r, "the work before a sum across the processes")) return -1;
     if (bytes > r->coll_bytes) {   /* not in a training step: canonical tensors for checkpoints */
-        api.cuMemFree_v2(r->coll_buf);
+        if (r->coll_buf) CU(r, api.cuMemFree_v2(r->coll_buf));
         r->coll_buf = 0; r->coll_bytes = 0;
         CU(r, api.cuMemAlloc_v2(&r->coll_buf, bytes));
         r->coll_bytes = bytes;
@@ -777,7 +822,7 @@ static int cuda_group_init(BackendRank **ranks, int tp, char *err, size_t errlen
     g->tp = tp;
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set_err(err, errlen, "setting up the rank group")) { free(g); return -1; }
     /* every rank's buffer of every all-reduce step, for the summing kernel: the plan is static */
     const Plan *p = ranks[0]->p;
     size_t nptr = (size_t)p->nsteps * tp;
@@ -870,14 +915,14 @@ static int world_issue(BackendRank *r, int step, const CollArgs *c, void *buf, v
 }
 
 static int cuda_allreduce_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "issuing an all-reduce")) return -1;
     if (r->world) return world_issue(r, step, c, buf, NULL, NULL);
     if (!r->group || r->group->tp <= 1) return 0;
     return local_issue(r, step, c, 0);
 }
 
 static int cuda_allgather_issue(BackendRank *r, int step, const CollArgs *c, void *src, void *dst) {
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "issuing an all-gather")) return -1;
     if (r->world) return world_issue(r, step, c, NULL, src, dst);
     if (!r->group || r->group->tp <= 1) {   /* one rank: a copy in stream order */
         size_t es = plan_dtype_size(c->dtype);
@@ -894,7 +939,7 @@ static int cuda_coll_wait(BackendRank *r, int step) {
     if (step < 0 || step >= r->p->nsteps) return rfail(r, "collective step %d is outside the plan", step);
     CUevent done = r->world ? r->ev_done[step] : r->group && r->group->tp > 1 ? r->group->ranks[0]->ev_done[step] : NULL;
     if (!done) return 0;
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "waiting for a collective")) return -1;
     CU(r, api.cuStreamWaitEvent(r->stream, done, 0));
     return 0;
 }
@@ -932,21 +977,25 @@ static int gemm_one(BackendRank *r, const GemmArgs *g, void *A, void *B, void *C
                               B, cublas_type(bt), (int)g->ldb, A, cublas_type(at), (int)g->lda, &beta,
                               C, cublas_type(ct), (int)g->ldc, CUBLAS_COMPUTE_32F_, CUBLAS_GEMM_DEFAULT_);
     if (st != 0) {
-        char m[200];
-        snprintf(m, sizeof m, "m=%lld n=%lld k=%lld ta=%d tb=%d", (long long)g->m, (long long)g->n, (long long)g->k, g->ta, g->tb);
-        return rfail(r, "cuBLAS GEMM failed (%s), status %d", m, st);
+        char m[400];
+        snprintf(m, sizeof m, "row-major m=%lld n=%lld k=%lld ta=%d tb=%d lda=%lld ldb=%lld ldc=%lld batch=%lld; "
+                 "A=%.60s B=%.60s C=%.60s", (long long)g->m, (long long)g->n, (long long)g->k, g->ta, g->tb,
+                 (long long)g->lda, (long long)g->ldb, (long long)g->ldc, (long long)g->batch,
+                 r->p->tensors[g->A.tensor].name, r->p->tensors[g->B.tensor].name, r->p->tensors[g->C.tensor].name);
+        return rfail(r, "%s failed with cuBLAS status %d%s (%s)", batched && g->batch > 1 ? "cublasGemmStridedBatchedEx" : "cublasGemmEx",
+                     st, st == 7 ? " (INVALID_VALUE: a leading dimension, size or transpose cuBLAS refuses)" : "", m);
     }
     return 0;
 }
 
 static int cuda_gemm(BackendRank *r, const GemmArgs *g, void *A, void *B, void *C) {
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "a GEMM")) return -1;
     if (gemm_one(r, g, A, B, C, 1)) return -1;
     return after_step(r, "gemm");
 }
 
 static int cuda_grouped_gemm(BackendRank *r, int n, const GemmArgs *g, void **A, void **B, void **C) {
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "a grouped GEMM")) return -1;
     int same = api.cublasGemmGroupedBatchedEx != NULL && !getenv("BOOST_NO_GROUPED") && n <= 64;
     for (int i = 1; i < n && same; i++)
         same = dtype_of(r, &g[i].A) == dtype_of(r, &g[0].A) && dtype_of(r, &g[i].B) == dtype_of(r, &g[0].B) &&
@@ -994,8 +1043,11 @@ static int launch_on(BackendRank *r, CUstream s, const char *name, int64_t grid,
     CUfunction fn = get_fn(name);
     if (!fn) return rfail(r, "kernel %s is not in %s: regenerate the plan and kernels with 'boost gen'", name, shared.src_path);
     if (grid <= 0 || grid > 0x7fffffff || block <= 0 || block > 1024)
-        return rfail(r, "kernel %s: launch configuration out of range (grid %lld)", name, (long long)grid);
-    CU(r, api.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, (unsigned)smem, s, args, NULL));
+        return rfail(r, "kernel %s: launch configuration out of range (grid %lld, block %lld)", name, (long long)grid,
+                     (long long)block);
+    CUresult rc = api.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, (unsigned)smem, s, args, NULL);
+    if (rc) return rfail(r, "cuLaunchKernel of kernel %s (grid %lld, block %lld, dynamic shared %lld B) failed: %s (CUDA error %d)",
+                         name, (long long)grid, (long long)block, (long long)smem, cu_str(rc), (int)rc);
     return 0;
 }
 
@@ -1030,7 +1082,7 @@ static int kernel_args(BackendRank *r, const KernelArgs *k, void **ops, LaunchAr
 }
 
 static int cuda_kernel(BackendRank *r, const KernelArgs *k, void **ops) {
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "a kernel launch")) return -1;
     LaunchArgs la;
     if (kernel_args(r, k, ops, &la)) return -1;
     if (launch(r, k->name, k->grid, k->block, k->smem, la.args)) return -1;
@@ -1043,7 +1095,7 @@ void *cuda_module_load(const char *src, char *err, size_t errlen) {
     int open = shared.users > 0;
     pthread_mutex_unlock(&shared_mu);
     if (!open) { snprintf(err, errlen, "no CUDA rank is open"); return NULL; }
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set_err(err, errlen, "loading a module")) return NULL;
     size_t size = 0;
     void *bin = jit_cubin(src, shared.arch, &size, err, errlen);
     if (!bin) return NULL;
@@ -1055,7 +1107,7 @@ void *cuda_module_load(const char *src, char *err, size_t errlen) {
 }
 
 void cuda_module_free(void *module) {
-    if (module) { api.cuCtxSetCurrent(shared.ctx); api.cuModuleUnload((CUmodule)module); }
+    if (module) { if (api.cuCtxSetCurrent(shared.ctx) || api.cuModuleUnload((CUmodule)module)) fprintf(stderr, "boost: unloading a tuning module failed\n"); }
 }
 
 const char *cuda_device_arch(void) { return shared.arch; }
@@ -1068,7 +1120,7 @@ static double now_s(void) {
 
 int cuda_time_kernel(BackendRank *r, void *module, const char *name, const KernelArgs *k, void **ops,
                      int64_t grid, int64_t block, int reps, double *seconds) {
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "timing a kernel")) return -1;
     CUfunction fn = NULL;
     CU(r, api.cuModuleGetFunction(&fn, (CUmodule)module, name));
     LaunchArgs la;
@@ -1087,14 +1139,14 @@ int cuda_time_kernel(BackendRank *r, void *module, const char *name, const Kerne
 /* ---------------- collectives that complete before returning (without the executor's overlap) ---------------- */
 static int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
     if (r->world) {
-        api.cuCtxSetCurrent(shared.ctx);
+        if (ctx_set(r, "an all-reduce")) return -1;
         if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->rank);
         NCCL(r, nccl.ncclAllReduce(buf, buf, (size_t)c->elems, nccl_dtype(c->dtype), NCCL_SUM_, r->nccl_comm, r->stream));
         return 0;
     }
     CudaGroup *g = r->group;
     if (!g || g->tp <= 1) return 0;
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "an all-reduce")) return -1;
     g->ptr[r->rank] = (CUdeviceptr)(uintptr_t)buf;
     CU(r, api.cuStreamSynchronize(r->stream));           /* this rank's buffer is complete */
     if (group_barrier(g)) return rfail(r, "all-reduce abandoned: another rank failed");
@@ -1118,14 +1170,14 @@ static int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
 
 static int cuda_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst) {
     if (r->world) {
-        api.cuCtxSetCurrent(shared.ctx);
+        if (ctx_set(r, "an all-gather")) return -1;
         if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->rank);
         if (rank_idle(r, "the collectives before an all-gather")) return -1;   /* coll_buf is free */
         return world_allgather_on(r, r->stream, c, src, dst);
     }
     CudaGroup *g = r->group;
     int tp = g ? g->tp : 1;
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "an all-gather")) return -1;
     size_t es = plan_dtype_size(c->dtype);
     if (g) g->ptr[r->rank] = (CUdeviceptr)(uintptr_t)src;
     CU(r, api.cuStreamSynchronize(r->stream));
@@ -1155,7 +1207,7 @@ static int cuda_allgather(BackendRank *r, const CollArgs *c, void *src, void *ds
  * step, whose scalars change, stay outside. */
 static int cuda_pass_begin(BackendRank *r, int key) {
     if (!r->graphs || key < 0 || key > 1) return 0;
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "a pass")) return -1;
     if (r->graph_exec[key]) {
         CU(r, api.cuGraphLaunch(r->graph_exec[key], r->stream));
         return 1;
@@ -1221,7 +1273,7 @@ static CUdeviceptr fp32_source(BackendRank *r, int t, int *is_bf16) {
 }
 
 static int cuda_to_host(BackendRank *r, int t, float *host) {
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "a copy to the host")) return -1;
     const PlanTensor *T = &r->p->tensors[t];
     int64_t n = numel(T);
     int bf;
@@ -1257,7 +1309,7 @@ static int upload(BackendRank *r, CUdeviceptr dst, const float *host, int64_t n,
 }
 
 static int cuda_from_host(BackendRank *r, int t, const float *host) {
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "a copy from the host")) return -1;
     const PlanTensor *T = &r->p->tensors[t];
     int64_t n = numel(T);
     if (T->kind == TK_PARAM) {   /* master weights and, for bf16 params, the bf16 copy */
@@ -1278,18 +1330,25 @@ static int cuda_from_host(BackendRank *r, int t, const float *host) {
 }
 
 static int cuda_set_i32(BackendRank *r, int t, const int32_t *host) {
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "a copy of int32 data")) return -1;
     CU(r, api.cuMemcpyHtoDAsync_v2(r->tptr[t], host, numel(&r->p->tensors[t]) * 4, r->stream));
     return 0;
 }
 
 /* ---------------- optimizer ---------------- */
 static int cuda_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "the AdamW update")) return -1;
     const Plan *p = r->p;
     float b1 = (float)p->beta1, b2 = (float)p->beta2, eps = (float)p->adam_eps;
     float bias1 = (float)(1.0 - pow(p->beta1, t_step)), bias2 = (float)(1.0 - pow(p->beta2, t_step));
-    for (int i = 0; i < p->nparams; i++) {
+    if (r->adam_nchunks > 0 && get_fn(KERNEL_ADAMW_MULTI)) {   /* every parameter in one launch */
+        float wd = (float)p->weight_decay;
+        void *args[] = {&r->master, &r->params, &r->grads, &r->adam_m, &r->adam_v, &r->adam_chunks,
+                        &lr, &b1, &b2, &eps, &wd, &grad_scale, &bias1, &bias2};
+        if (launch(r, KERNEL_ADAMW_MULTI, r->adam_nchunks, 256, 0, args)) return -1;
+        return after_step(r, "adamw");
+    }
+    for (int i = 0; i < p->nparams; i++) {   /* a kernels.cu from before the multi-tensor kernel */
         const PlanParam *pp = &p->params[i];
         int64_t off = r->param_off[i];
         long long n = pp->rows * pp->cols;
@@ -1318,7 +1377,7 @@ static int dev_sumsq(BackendRank *r, CUdeviceptr x, long long n, double *out) {
 }
 
 static double cuda_grad_sq_norm(BackendRank *r) {
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "the gradient norm")) return NAN;
     const Plan *p = r->p;
     double total = 0;
     if (r->nrep > 0) {   /* all grads, then each replicated range, into scratch; one read-back */
@@ -1373,20 +1432,20 @@ static double cuda_grad_sq_norm(BackendRank *r) {
 }
 
 static int cuda_zero_grads(BackendRank *r) {
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "zeroing the gradients")) return -1;
     CU(r, api.cuMemsetD32Async(r->grads, 0, r->nelems, r->stream));
     return 0;
 }
 
 static int cuda_state_to_host(BackendRank *r, int param, int slot, float *host) {
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "reading optimizer state")) return -1;
     const PlanParam *pp = &r->p->params[param];
     CUdeviceptr src = (slot == 1 ? r->adam_m : r->adam_v) + r->param_off[param] * 4;
     return read_back(r, host, src, pp->rows * pp->cols * 4, pp->name);
 }
 
 static int cuda_state_from_host(BackendRank *r, int param, int slot, const float *host) {
-    api.cuCtxSetCurrent(shared.ctx);
+    if (ctx_set(r, "writing optimizer state")) return -1;
     const PlanParam *pp = &r->p->params[param];
     CUdeviceptr dst = (slot == 1 ? r->adam_m : r->adam_v) + r->param_off[param] * 4;
     CU(r, api.cuMemcpyHtoDAsync_v2(dst, host, pp->rows * pp->cols * 4, r->stream));

@@ -129,8 +129,10 @@ static __device__ __forceinline__ void mma_bf16_16816(float c[4], const unsigned
 // row l%8 of matrix l/8 (16 bytes, 16-byte aligned). Register i of lane l receives matrix i's
 // elements (row l/4, columns 2(l%4), 2(l%4)+1), or with TRANS (rows 2(l%4), 2(l%4)+1 of column l/4):
 // exactly an A or B fragment quarter of the layout above.
+// Only x2 and x4 exist here: an x1 would need its own PTX (the branches below would issue x2).
 template <int NMAT, bool TRANS>
 static __device__ __forceinline__ void ldsm(unsigned *r, const bf16 *row) {
+    static_assert(NMAT == 2 || NMAT == 4, "ldsm: NMAT must be 2 or 4 (ldmatrix .x2 / .x4)");
 #ifdef BOOST_CUDA_EMU
     emu_ldmatrix(r, NMAT, TRANS, row);
 #else

@@ -17,6 +17,30 @@ adamw_fp32_master_bf16(float *master, bf16 *param, const float *grad, float *m, 
     }
 }
 
+// The same update for every parameter of a rank in one launch (multi-tensor apply): master, param,
+// grad, m, v are the rank's whole buffers (element offsets as in runtime/cuda.c); block b updates
+// chunk b of the table, chunks[3b..3b+2] = {first element, count (<= 65536), flags: 1 weight decay,
+// 2 the parameter has a bf16 copy}. Elementwise the arithmetic of adamw_fp32_master_bf16.
+extern "C" __global__ void __launch_bounds__(256)
+adamw_multi_fp32_master_bf16(float *master, bf16 *param, const float *grad, float *m, float *v,
+                             const long long *chunks, float lr, float beta1, float beta2, float eps,
+                             float weight_decay, float grad_scale, float bias1, float bias2) {
+    const long long first = chunks[3 * (long long)blockIdx.x], count = chunks[3 * (long long)blockIdx.x + 1];
+    const long long flags = chunks[3 * (long long)blockIdx.x + 2];
+    const float wd = (flags & 1) ? weight_decay : 0.f;
+    for (long long j = threadIdx.x; j < count; j += 256) {
+        const long long i = first + j;
+        const float g = grad[i] * grad_scale;
+        const float mi = beta1 * m[i] + (1.f - beta1) * g;
+        const float vi = beta2 * v[i] + (1.f - beta2) * g * g;
+        m[i] = mi; v[i] = vi;
+        float p = master[i];
+        p -= lr * ((mi / bias1) / (sqrtf(vi / bias2) + eps) + wd * p);
+        master[i] = p;
+        if (flags & 2) param[i] = __float2bfloat16(p);
+    }
+}
+
 // partial[blockIdx.x] = sum of x[i]^2 over the block's grid-stride share (the host adds the
 // partials in double, in order: deterministic).
 extern "C" __global__ void __launch_bounds__(256)

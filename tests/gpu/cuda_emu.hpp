@@ -4,10 +4,17 @@
 // the block, and warp shuffles meet at a barrier per lane mask. bf16 is emulated bit-exactly
 // (round to nearest even). Slow; meant for small shapes in tests (tests/unit/test_kernels_emu.c).
 // Include it before a kernels.cu (g++ -include), with an empty cuda_bf16.h on the include path.
+// Compiled with EMU_RACE_FLAGS (below), it also finds shared-memory races between warps, reads of
+// cp.async destinations still in flight, and lanes of a .sync.aligned instruction at different call
+// sites (section "race and divergence detection").
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <ucontext.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <algorithm>
 #include <vector>
 #include <utility>
@@ -63,6 +70,7 @@ struct EmuFiber {
     char *stack;
     int state;
     unsigned tid, mask;
+    const void *site;   // the call site of the warp collective it waits at
 };
 inline ucontext_t emu_sched_ctx;
 inline EmuFiber *emu_fibers;
@@ -72,15 +80,176 @@ inline float emu_vals[1024];
 inline void (*emu_body)(void *);
 inline void *emu_body_arg;
 
-inline void emu_yield(int state) {
+// The emulator's own functions are not instrumented (EMU_FN): only the kernels' accesses are logged.
+#define EMU_FN __attribute__((no_sanitize_address))
+// A warp collective's call site is its return address, so its emulation is never inlined.
+#define EMU_SITE_FN __attribute__((no_sanitize_address, noinline))
+
+EMU_FN inline void emu_yield(int state) {
     emu_cur->state = state;
     swapcontext(&emu_cur->ctx, &emu_sched_ctx);
 }
-inline void __syncthreads() { emu_yield(EMU_WAIT_BLOCK); }
 
-inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
+// ---- race and divergence detection ----
+// Compiled with "-g -fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0
+// --param asan-stack=0 --param asan-globals=0", every load and store of the kernel code calls one of
+// the __asan_{load,store}*_noabort functions below. An access to the module's static storage (the
+// emulated __shared__ arrays: the emulator's own state is touched only by uninstrumented code;
+// blockDim and gridDim are skipped) is logged per byte with its warp, barrier epoch (one per
+// __syncthreads release and per block) and call site. Reported, each with both call sites:
+//  - a read and a write, or two writes, of the same byte by different warps in one epoch;
+//  - an access to the destination of a cp.async still in flight (its group not yet waited for);
+//    a cp.async counts as a write where it is issued and again where its wait_group lands it;
+//  - copies never waited for when the block ends;
+//  - lanes of a warp released together at a .sync.aligned collective (mma, ldmatrix, shuffle) from
+//    different call sites (divergence; without the site check they pass as long as the masks match).
+// (GCC does not instrument a static array access whose constant index it proves in bounds; the
+// templates index shared memory by thread, so none of theirs is skipped.)
+// emu_set_seed(s): s = 0 runs the fibers round-robin, each until it blocks; s > 0 picks the next
+// fiber at random (seeded) and switches at every shared-memory access and every barrier.
+enum { EMU_R_RACE, EMU_R_INFLIGHT, EMU_R_UNWAITED, EMU_R_DIVERGE };
+struct EmuReport { int kind, write, other_write; const void *site, *other; unsigned warp, other_warp, block; uintptr_t off; };
+struct EmuShadow { unsigned wepoch, repoch; int wwarp, rwarp1, rwarp2; const void *wsite, *rsite1, *rsite2, *inflight; };
+inline EmuReport emu_reports[64];
+inline unsigned emu_nreport, emu_nreport_total;
+inline unsigned emu_seed;
+inline uint64_t emu_rng = 1;
+inline unsigned emu_epoch = 1;
+inline EmuShadow *emu_shadow;
+inline uintptr_t emu_sh_lo, emu_sh_hi;
+inline int emu_sh_known;
+inline uintptr_t emu_own_lo, emu_own_hi;
+
+EMU_FN inline void emu_report(int kind, int write, const void *site, unsigned warp, int other_write, const void *other,
+                              unsigned other_warp, uintptr_t addr) {
+    emu_nreport_total++;
+    for (unsigned i = 0; i < emu_nreport; i++)
+        if (emu_reports[i].kind == kind && emu_reports[i].site == site && emu_reports[i].other == other) return;
+    if (emu_nreport < 64)
+        emu_reports[emu_nreport++] = EmuReport{kind, write, other_write, site, other, warp, other_warp, blockIdx.x, addr - emu_sh_lo};
+}
+
+EMU_FN inline int emu_phdr_cb(struct dl_phdr_info *info, size_t, void *) {
+    const uintptr_t me = (uintptr_t)&emu_epoch;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W)) continue;
+        const uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (me >= lo && me < hi) { emu_sh_lo = lo; emu_sh_hi = hi; return 1; }
+    }
+    return 0;
+}
+
+// One access of n bytes at a by the running fiber (write: 1), from call site `site`.
+EMU_FN inline void emu_access(uintptr_t a, size_t n, int write, const void *site) {
+    if (!emu_sh_known) {
+        emu_sh_known = 1;
+        dl_iterate_phdr(emu_phdr_cb, NULL);
+        if (emu_sh_hi > emu_sh_lo) emu_shadow = (EmuShadow *)calloc(emu_sh_hi - emu_sh_lo, sizeof(EmuShadow));
+        if (!emu_shadow) emu_sh_hi = emu_sh_lo;
+    }
+    if (a < emu_sh_lo || a >= emu_sh_hi || !emu_cur) return;
+    if (a < (uintptr_t)(&blockDim + 1) && a + n > (uintptr_t)&blockDim) return;
+    if (a < (uintptr_t)(&gridDim + 1) && a + n > (uintptr_t)&gridDim) return;
+    if (a < emu_own_hi && a + n > emu_own_lo) return;   // the emulator's pending-copy lists (std::vector code)
+    const int w = (int)(emu_cur->tid >> 5);
+    for (uintptr_t b = a; b < a + n && b < emu_sh_hi; b++) {
+        EmuShadow &s = emu_shadow[b - emu_sh_lo];
+        if (s.inflight) emu_report(EMU_R_INFLIGHT, write, site, (unsigned)w, 1, s.inflight, 0, b);
+        if (s.wepoch == emu_epoch && s.wwarp != w) emu_report(EMU_R_RACE, write, site, (unsigned)w, 1, s.wsite, (unsigned)s.wwarp, b);
+        if (write) {
+            if (s.repoch == emu_epoch && s.rwarp1 != w) emu_report(EMU_R_RACE, 1, site, (unsigned)w, 0, s.rsite1, (unsigned)s.rwarp1, b);
+            else if (s.repoch == emu_epoch && s.rwarp2 >= 0 && s.rwarp2 != w)
+                emu_report(EMU_R_RACE, 1, site, (unsigned)w, 0, s.rsite2, (unsigned)s.rwarp2, b);
+            s.wepoch = emu_epoch; s.wwarp = w; s.wsite = site;
+        } else if (s.repoch != emu_epoch) {
+            s.repoch = emu_epoch; s.rwarp1 = w; s.rsite1 = site; s.rwarp2 = -1;
+        } else if (s.rwarp1 != w && s.rwarp2 < 0) {
+            s.rwarp2 = w; s.rsite2 = site;
+        }
+    }
+    if (emu_seed) emu_yield(EMU_RUN);   // let another fiber run before this access completes
+}
+EMU_FN inline void emu_set_inflight(uintptr_t a, size_t n, const void *site) {
+    if (a < emu_sh_lo || a + n > emu_sh_hi) return;
+    for (size_t i = 0; i < n; i++) emu_shadow[a - emu_sh_lo + i].inflight = site;
+}
+
+#ifdef __SANITIZE_ADDRESS__
+#define EMU_HOOK(n) \
+    extern "C" EMU_SITE_FN void __asan_load##n##_noabort(uintptr_t a) { emu_access(a, n, 0, __builtin_return_address(0)); } \
+    extern "C" EMU_SITE_FN void __asan_store##n##_noabort(uintptr_t a) { emu_access(a, n, 1, __builtin_return_address(0)); }
+EMU_HOOK(1) EMU_HOOK(2) EMU_HOOK(4) EMU_HOOK(8) EMU_HOOK(16)
+extern "C" EMU_SITE_FN void __asan_loadN_noabort(uintptr_t a, size_t n) { emu_access(a, n, 0, __builtin_return_address(0)); }
+extern "C" EMU_SITE_FN void __asan_storeN_noabort(uintptr_t a, size_t n) { emu_access(a, n, 1, __builtin_return_address(0)); }
+extern "C" EMU_FN void __asan_handle_no_return(void) {}
+extern "C" EMU_FN void __asan_before_dynamic_init(const char *) {}
+extern "C" EMU_FN void __asan_after_dynamic_init(void) {}
+#endif
+
+// The report interface (dlsym'd by tests): seed, count, clear, and report i as text with both call
+// sites as addr2line gives them (function at kernels.cu:line, innermost inlined call first).
+extern "C" EMU_FN __attribute__((weak)) void emu_set_seed(unsigned s) { emu_seed = s; emu_rng = 0x9E3779B97F4A7C15ull * (s + 1); }
+extern "C" EMU_FN __attribute__((weak)) unsigned emu_report_count(void) { return emu_nreport_total; }
+extern "C" EMU_FN __attribute__((weak)) void emu_report_clear(void) { emu_nreport = emu_nreport_total = 0; }
+EMU_FN inline void emu_site_text(const void *site, char *buf, size_t n) {
+    Dl_info info;
+    snprintf(buf, n, "%p", site);
+    if (!site || !dladdr(site, &info) || !info.dli_fname) return;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "addr2line -C -f -i -p -e '%s' 0x%lx 2>/dev/null", info.dli_fname,
+             (unsigned long)((uintptr_t)site - (uintptr_t)info.dli_fbase - 1));
+    FILE *p = popen(cmd, "r");
+    if (!p) return;
+    size_t used = 0;
+    char line[512];
+    buf[0] = 0;
+    while (fgets(line, sizeof line, p) && used + 8 < n) {
+        line[strcspn(line, "\n")] = 0;
+        const char *l = line;
+        if (!strncmp(l, " (inlined by) ", 14)) l += 14;
+        char *at = (char *)strstr(l, " at ");   // "func(args) at /path/file:line": keep "func at file:line"
+        char fn[160] = "", where[160] = "";
+        if (at) {
+            snprintf(fn, sizeof fn, "%.*s", (int)(at - l), l);
+            char *paren = strchr(fn, '(');
+            if (paren) *paren = 0;
+            const char *slash = strrchr(at + 4, '/');
+            snprintf(where, sizeof where, "%s", slash ? slash + 1 : at + 4);
+        } else snprintf(fn, sizeof fn, "%s", l);
+        used += (size_t)snprintf(buf + used, n - used, "%s%s@%s", used ? " <- " : "", fn, where);
+    }
+    pclose(p);
+    if (!buf[0]) snprintf(buf, n, "%p", site);
+}
+extern "C" EMU_FN __attribute__((weak)) int emu_report_text(unsigned i, char *buf, size_t n) {
+    if (i >= emu_nreport) return -1;
+    const EmuReport &r = emu_reports[i];
+    char a[1024], b[1024];
+    emu_site_text(r.site, a, sizeof a);
+    emu_site_text(r.other, b, sizeof b);
+    const char *op = r.write ? "write" : "read", *oop = r.other_write ? "write" : "read";
+    if (r.kind == EMU_R_RACE)
+        snprintf(buf, n, "shared-memory race (block %u, static offset %lu): %s by warp %u at [%s] and %s by warp %u at [%s] "
+                 "with no __syncthreads between them", r.block, (unsigned long)r.off, op, r.warp, a, oop, r.other_warp, b);
+    else if (r.kind == EMU_R_INFLIGHT)
+        snprintf(buf, n, "%s by warp %u at [%s] of a cp.async destination still in flight, issued at [%s] (block %u): "
+                 "the issuing thread has not committed and waited for its group yet, or no __syncthreads followed its wait",
+                 op, r.warp, a, b, r.block);
+    else if (r.kind == EMU_R_UNWAITED)
+        snprintf(buf, n, "cp.async issued at [%s] never waited for before the block ended (block %u)", a, r.block);
+    else
+        snprintf(buf, n, "divergence: lanes of warp %u released together at a warp-synchronous instruction from two call "
+                 "sites, [%s] and [%s] (block %u)", r.warp, a, b, r.block);
+    return 0;
+}
+
+EMU_FN inline void __syncthreads() { emu_yield(EMU_WAIT_BLOCK); }
+
+EMU_SITE_FN inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
     emu_vals[threadIdx.x] = v;
     emu_cur->mask = mask;
+    emu_cur->site = __builtin_return_address(0);
     emu_yield(EMU_WAIT_SHFL);        // every lane of the mask has written
     float r = emu_vals[(threadIdx.x & ~31u) | ((threadIdx.x & 31u) ^ (unsigned)lane_mask)];
     emu_yield(EMU_WAIT_SHFL);        // every lane has read before anyone writes again
@@ -99,13 +268,14 @@ static inline int mma_b_col(int lane, int e);
 static inline int mma_c_row(int lane, int e);
 static inline int mma_c_col(int lane, int e);
 inline unsigned emu_mma_a[1024][4], emu_mma_b[1024][2];
-inline float emu_bf16_half(unsigned reg, int hi) { return __bfloat162float(__nv_bfloat16{(uint16_t)(hi ? reg >> 16 : reg & 0xffffu)}); }
+EMU_FN inline float emu_bf16_half(unsigned reg, int hi) { return __bfloat162float(__nv_bfloat16{(uint16_t)(hi ? reg >> 16 : reg & 0xffffu)}); }
 
-inline void emu_mma_bf16_16816(float c[4], const unsigned a[4], const unsigned b[2]) {
+EMU_SITE_FN inline void emu_mma_bf16_16816(float c[4], const unsigned a[4], const unsigned b[2]) {
     const unsigned t = threadIdx.x, base = t & ~31u, lane = t & 31u;
     memcpy(emu_mma_a[t], a, sizeof emu_mma_a[t]);
     memcpy(emu_mma_b[t], b, sizeof emu_mma_b[t]);
     emu_cur->mask = 0xffffffffu;
+    emu_cur->site = __builtin_return_address(0);
     emu_yield(EMU_WAIT_SHFL);        // every lane of the warp has deposited
     float A[16][16], B[16][8];
     for (int i = 0; i < 16; i++) for (int j = 0; j < 16; j++) A[i][j] = NAN;   // an element no lane holds shows
@@ -129,10 +299,13 @@ inline void emu_mma_bf16_16816(float c[4], const unsigned a[4], const unsigned b
 // (row l/4, columns 2(l%4), 2(l%4)+1; transposed: rows 2(l%4), 2(l%4)+1 of column l/4), as the PTX
 // ISA describes. A row address that is not 16-byte aligned (a fault on the device) yields NaNs.
 inline const uint16_t *emu_ldsm_row[1024];
-inline void emu_ldmatrix(unsigned *r, int nmat, bool trans, const void *row) {
+EMU_SITE_FN inline void emu_ldmatrix(unsigned *r, int nmat, bool trans, const void *row) {
     const unsigned t = threadIdx.x, base = t & ~31u, lane = t & 31u;
+    const void *site = __builtin_return_address(0);
+    if (lane < 8u * (unsigned)nmat) emu_access((uintptr_t)row, 16, 0, site);   // the row this lane addresses
     emu_ldsm_row[t] = (const uint16_t *)row;
     emu_cur->mask = 0xffffffffu;
+    emu_cur->site = site;
     emu_yield(EMU_WAIT_SHFL);        // every lane has deposited its row address
     unsigned out[4];
     const unsigned g = lane >> 2, c = 2 * (lane & 3);
@@ -150,29 +323,37 @@ inline void emu_ldmatrix(unsigned *r, int nmat, bool trans, const void *row) {
 // cp.async: a thread's copies are held back until its cp.async.wait_group lets their group land
 // (the latest moment the device may complete them), so a kernel that reads a tile before waiting
 // for it reads stale data here. The source is read at issue.
-struct EmuCopy { void *dst; unsigned char data[16]; unsigned group; };
+struct EmuCopy { void *dst; unsigned char data[16]; unsigned group; const void *site; };
 inline std::vector<EmuCopy> emu_cp_pending[1024];
 inline unsigned emu_cp_groups[1024];
-inline void emu_cp_async16(void *dst, const void *src) {
+inline const int emu_own_init = (emu_own_lo = (uintptr_t)emu_cp_pending, emu_own_hi = (uintptr_t)(emu_cp_pending + 1024), 0);
+EMU_SITE_FN inline void emu_cp_async16(void *dst, const void *src) {
     EmuCopy c;
     c.dst = dst;
     memcpy(c.data, src, 16);
     c.group = emu_cp_groups[threadIdx.x];
+    c.site = __builtin_return_address(0);
+    emu_access((uintptr_t)dst, 16, 1, c.site);     // the device may write it from here on
+    emu_set_inflight((uintptr_t)dst, 16, c.site);
     emu_cp_pending[threadIdx.x].push_back(c);
 }
-inline void emu_cp_async_commit() { emu_cp_groups[threadIdx.x]++; }
-inline void emu_cp_async_wait(int n) {
+EMU_FN inline void emu_cp_async_commit() { emu_cp_groups[threadIdx.x]++; }
+EMU_SITE_FN inline void emu_cp_async_wait(int n) {
     std::vector<EmuCopy> &p = emu_cp_pending[threadIdx.x];
     const unsigned committed = emu_cp_groups[threadIdx.x];
+    const void *site = __builtin_return_address(0);
     size_t keep = 0;
     for (size_t i = 0; i < p.size(); i++) {
-        if (p[i].group + (unsigned)n < committed) memcpy(p[i].dst, p[i].data, 16);   // group done
-        else p[keep++] = p[i];
+        if (p[i].group + (unsigned)n < committed) {                                   // group done
+            emu_set_inflight((uintptr_t)p[i].dst, 16, NULL);
+            emu_access((uintptr_t)p[i].dst, 16, 1, site);                           // lands here
+            memcpy(p[i].dst, p[i].data, 16);
+        } else p[keep++] = p[i];
     }
     p.resize(keep);
 }
 
-inline void emu_fiber_main(unsigned lo, unsigned hi) {
+EMU_FN inline void emu_fiber_main(unsigned lo, unsigned hi) {
     EmuFiber *f = (EmuFiber *)(((uintptr_t)hi << 32) | (uintptr_t)lo);
     threadIdx = dim3{f->tid, 0, 0};
     emu_body(emu_body_arg);
@@ -180,7 +361,24 @@ inline void emu_fiber_main(unsigned lo, unsigned hi) {
 }
 
 /* Runs one block: returns -1 on a deadlock (a barrier some fibers never reach). */
-inline int emu_run_block() {
+inline unsigned emu_ready[1024], emu_nready;   // seeded mode: the fibers that may run
+EMU_FN inline uint64_t emu_rand() {
+    emu_rng ^= emu_rng << 13; emu_rng ^= emu_rng >> 7; emu_rng ^= emu_rng << 17;
+    return emu_rng;
+}
+EMU_FN inline void emu_make_ready(EmuFiber *f) {
+    f->state = EMU_RUN;
+    if (emu_seed) emu_ready[emu_nready++] = f->tid;
+}
+EMU_FN inline void emu_switch_to(EmuFiber *f) {
+    emu_cur = f;
+    threadIdx = dim3{f->tid, 0, 0};
+    swapcontext(&emu_sched_ctx, &f->ctx);
+    emu_cur = NULL;                  // the scheduler's own accesses are nobody's
+}
+EMU_FN inline int emu_run_block() {
+    emu_epoch++;
+    emu_nready = 0;
     for (unsigned t = 0; t < emu_nthreads; t++) {
         emu_cp_pending[t].clear();   // copies a previous block never waited for are lost
         emu_cp_groups[t] = 0;
@@ -189,23 +387,33 @@ inline int emu_run_block() {
         f->ctx.uc_stack.ss_sp = f->stack;
         f->ctx.uc_stack.ss_size = 128 * 1024;
         f->ctx.uc_link = &emu_sched_ctx;
-        f->state = EMU_RUN;
         f->tid = t;
+        f->site = NULL;
+        emu_make_ready(f);
         uintptr_t p = (uintptr_t)f;
         makecontext(&f->ctx, (void (*)())emu_fiber_main, 2, (unsigned)(p & 0xffffffffu), (unsigned)(p >> 32));
     }
     for (;;) {
-        int ran = 0, alive = 0;
-        for (unsigned t = 0; t < emu_nthreads; t++) {
-            EmuFiber *f = &emu_fibers[t];
-            if (f->state != EMU_RUN) continue;
-            ran = 1;
-            emu_cur = f;
-            threadIdx = dim3{f->tid, 0, 0};
-            swapcontext(&emu_sched_ctx, &f->ctx);
+        if (emu_seed) {                  // a random ready fiber, until its next switch point
+            if (emu_nready) {
+                const unsigned i = (unsigned)(emu_rand() % emu_nready);
+                EmuFiber *f = &emu_fibers[emu_ready[i]];
+                emu_ready[i] = emu_ready[--emu_nready];
+                emu_switch_to(f);
+                if (f->state == EMU_RUN) emu_ready[emu_nready++] = f->tid;
+                continue;
+            }
+        } else {                         // round-robin, each until it blocks
+            int ran = 0;
+            for (unsigned t = 0; t < emu_nthreads; t++) {
+                EmuFiber *f = &emu_fibers[t];
+                if (f->state != EMU_RUN) continue;
+                ran = 1;
+                emu_switch_to(f);
+            }
+            if (ran) continue;
         }
-        if (ran) continue;
-        int released = 0, waiting_block = 0;
+        int released = 0, waiting_block = 0, alive = 0;
         for (unsigned t = 0; t < emu_nthreads; t++) {
             EmuFiber *f = &emu_fibers[t];
             if (f->state != EMU_DONE) alive++;
@@ -215,16 +423,28 @@ inline int emu_run_block() {
             for (unsigned l = 0; l < 32 && base + l < emu_nthreads; l++)
                 if (emu_fibers[base + l].state == EMU_WAIT_SHFL && emu_fibers[base + l].mask == f->mask) arrived |= 1u << l;
             if ((arrived & f->mask) == f->mask) {
-                for (unsigned l = 0; l < 32; l++)
-                    if (f->mask >> l & 1u) emu_fibers[base + l].state = EMU_RUN;
+                const void *site = f->site;
+                for (unsigned l = 0; l < 32; l++) {
+                    if (!(f->mask >> l & 1u)) continue;
+                    EmuFiber *g = &emu_fibers[base + l];
+                    if (g->site != site)         // .sync.aligned: every lane at the same instruction
+                        emu_report(EMU_R_DIVERGE, 0, site, t >> 5, 0, g->site, t >> 5, 0);
+                    emu_make_ready(g);
+                }
                 released = 1;
             }
         }
-        if (!alive) return 0;
+        if (!alive) {
+            for (unsigned t = 0; t < emu_nthreads; t++)
+                if (!emu_cp_pending[t].empty())
+                    emu_report(EMU_R_UNWAITED, 1, emu_cp_pending[t][0].site, t >> 5, 0, NULL, 0, 0);
+            return 0;
+        }
         if (released) continue;
         if (waiting_block == alive) {
+            emu_epoch++;                 // a new barrier epoch: accesses before it are ordered
             for (unsigned t = 0; t < emu_nthreads; t++)
-                if (emu_fibers[t].state == EMU_WAIT_BLOCK) emu_fibers[t].state = EMU_RUN;
+                if (emu_fibers[t].state == EMU_WAIT_BLOCK) emu_make_ready(&emu_fibers[t]);
             continue;
         }
         return -1;
@@ -233,7 +453,7 @@ inline int emu_run_block() {
 
 // ---- launches: cuLaunchKernel's (grid, block, params) for a kernel of any signature ----
 template <class... P, size_t... I>
-inline void emu_call(void (*f)(P...), void **params, std::index_sequence<I...>) { f(*(P *)params[I]...); }
+EMU_FN inline void emu_call(void (*f)(P...), void **params, std::index_sequence<I...>) { f(*(P *)params[I]...); }
 
 template <class... P>
 struct EmuLaunch {
@@ -242,13 +462,13 @@ struct EmuLaunch {
 };
 
 template <class... P>
-inline void emu_body_of(void *arg) {
+EMU_FN inline void emu_body_of(void *arg) {
     EmuLaunch<P...> *l = (EmuLaunch<P...> *)arg;
     emu_call(l->f, l->params, std::index_sequence_for<P...>{});
 }
 
 template <class... P>
-inline int emu_launch(void (*f)(P...), unsigned grid, unsigned block, void **params) {
+EMU_FN inline int emu_launch(void (*f)(P...), unsigned grid, unsigned block, void **params) {
     if (block == 0 || block > 1024) return -1;
     blockDim = dim3{block, 1, 1};
     gridDim = dim3{grid, 1, 1};

@@ -580,11 +580,31 @@ CUresult cuModuleGetFunction(void **fn, void *m, const char *name) {
     }
     return ERR_NOT_FOUND;
 }
+/* The driver's launch limits (compute capability 8.0 / 9.0): at most 1024 threads a block (x, y <=
+ * 1024, z <= 64), grid x < 2^31, y and z <= 65535, and dynamic shared memory above 48 KiB only
+ * after cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) raised the function's limit (this
+ * stand-in's kernels take no dynamic shared memory: any request above 48 KiB is refused). The
+ * emulator runs one-dimensional launches only, so y = z = 1 is asked too. */
+static CUresult launch_refused(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem) {
+    const char *w = NULL;
+    if ((unsigned long long)bx * by * bz > 1024 || bx > 1024 || by > 1024 || bz > 64) w = "more than 1024 threads a block";
+    else if (!bx || !by || !bz || !gx || !gy || !gz) w = "a zero grid or block dimension";
+    else if (gx > 0x7fffffffu || gy > 65535 || gz > 65535) w = "grid dimensions above the device's limits";
+    else if (smem > 48 * 1024) w = "dynamic shared memory above the function's limit (48 KiB unless raised)";
+    else if (gy != 1 || gz != 1 || by != 1 || bz != 1) w = "a multi-dimensional launch (the emulator runs x only)";
+    if (!w) return OK;
+    fprintf(stderr, "mock_cuda: cuLaunchKernel refused: %s (grid %u,%u,%u block %u,%u,%u shared %u B)\n", w, gx, gy, gz,
+            bx, by, bz, smem);
+    return ERR_INVALID_VALUE;
+}
+
 CUresult cuLaunchKernel(void *fnp, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned smem, void *stream, void **params, void **extra) {
-    (void)smem; (void)extra;
+    (void)extra;
     MockFn *fn = fnp;
-    if (!fn || gy != 1 || gz != 1 || by != 1 || bz != 1 || bx == 0 || bx > 1024) return ERR_INVALID_VALUE;
+    if (!fn) return ERR_INVALID_VALUE;
+    CUresult lim = launch_refused(gx, gy, gz, bx, by, bz, smem);
+    if (lim) return lim;
     unsigned sizes[64];
     int np = fn->sizes(sizes);
     if (np < 0 || np > 64) return ERR_INVALID_VALUE;
@@ -710,6 +730,37 @@ static int types_ok(int at, int bt, int ct) {
     return (at == 0 || at == 14) && (bt == 0 || bt == 14) && (ct == 0 || ct == 14);
 }
 
+/* What cuBLAS refuses with CUBLAS_STATUS_INVALID_VALUE (7): an operation other than N, T, C;
+ * m, n or k below 0; a leading dimension below the rows of the operand as stored (lda >= m for
+ * op(A) = A, else >= k; ldb >= k, else >= n; ldc >= m; each at least 1); a batch count below 0.
+ * Also counted, not refused (cuBLAS then leaves the tensor cores for a slower kernel): a pointer or
+ * leading dimension that breaks 16-byte alignment of a bf16 operand (mock_cublas_misaligned()). */
+static long long n_misaligned;
+long long mock_cublas_misaligned(void) { return n_misaligned; }
+static int gemm_refused(const char *call, int ta, int tb, int m, int n, int k, const void *A, int at, int lda,
+                        const void *B, int bt, int ldb, const void *C, int ct, int ldc, long long batch) {
+    const char *w = NULL;
+    char b[160];
+    if (ta < 0 || ta > 2 || tb < 0 || tb > 2) w = "transa/transb is not N, T or C";
+    else if (m < 0 || n < 0 || k < 0) w = "m, n or k is negative";
+    else if (batch < 0) w = "the batch count is negative";
+    else if (lda < (ta ? k : m) || lda < 1) { snprintf(b, sizeof b, "lda=%d is below %d (the rows of A as stored)", lda, ta ? k : m); w = b; }
+    else if (ldb < (tb ? n : k) || ldb < 1) { snprintf(b, sizeof b, "ldb=%d is below %d (the rows of B as stored)", ldb, tb ? n : k); w = b; }
+    else if (ldc < m || ldc < 1) { snprintf(b, sizeof b, "ldc=%d is below m=%d", ldc, m); w = b; }
+    if (w) {
+        fprintf(stderr, "mock_cuda: %s refused (CUBLAS_STATUS_INVALID_VALUE): %s (m=%d n=%d k=%d)\n", call, w, m, n, k);
+        return 7;
+    }
+    const void *ptr[3] = {A, B, C};
+    const int type[3] = {at, bt, ct}, ld[3] = {lda, ldb, ldc};
+    for (int i = 0; i < 3; i++)
+        if (type[i] == 14 && ptr[i] && (((uintptr_t)ptr[i] & 15u) || (ld[i] * 2) % 16)) {
+            pthread_mutex_lock(&mu); n_misaligned++; pthread_mutex_unlock(&mu);
+            break;
+        }
+    return 0;
+}
+
 static int submit_gemm(void *h, const GemmOp *g) {
     Op *op = new_op(OP_GEMM);
     if (!op) return 3;
@@ -722,6 +773,8 @@ int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha
                  const void *B, int bt, int ldb, const void *beta, void *C, int ct, int ldc, int compute, int algo) {
     (void)algo;
     if (compute != 68 || !types_ok(at, bt, ct)) return 15;   /* NOT_SUPPORTED */
+    int bad = gemm_refused("cublasGemmEx", ta, tb, m, n, k, A, at, lda, B, bt, ldb, C, ct, ldc, 1);
+    if (bad) return bad;
     GemmOp g = {ta, tb, m, n, k, at, bt, ct, lda, ldb, ldc, 1, 0, 0, 0, *(const float *)alpha, *(const float *)beta,
                 A, B, C};
     return submit_gemm(h, &g);
@@ -732,6 +785,8 @@ int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, con
                                void *C, int ct, int ldc, long long sC, int batch, int compute, int algo) {
     (void)algo;
     if (compute != 68 || !types_ok(at, bt, ct)) return 15;
+    int bad = gemm_refused("cublasGemmStridedBatchedEx", ta, tb, m, n, k, A, at, lda, B, bt, ldb, C, ct, ldc, batch);
+    if (bad) return bad;
     GemmOp g = {ta, tb, m, n, k, at, bt, ct, lda, ldb, ldc, batch, sA, sB, sC, *(const float *)alpha,
                 *(const float *)beta, A, B, C};
     return submit_gemm(h, &g);
@@ -744,6 +799,12 @@ int cublasGemmGroupedBatchedEx(void *h, const int *ta, const int *tb, const int 
                                int bt, const int *ldb, const void *beta, void *const *C, int ct, const int *ldc,
                                int groups, const int *size, int compute) {
     if (compute != 68 || !types_ok(at, bt, ct) || groups <= 0) return 15;
+    for (int g = 0; g < groups; g++) {
+        if (size[g] < 0) { fprintf(stderr, "mock_cuda: cublasGemmGroupedBatchedEx refused: group %d size %d\n", g, size[g]); return 7; }
+        int bad = gemm_refused("cublasGemmGroupedBatchedEx", ta[g], tb[g], m[g], n[g], k[g], NULL, at, lda[g], NULL, bt,
+                               ldb[g], NULL, ct, ldc[g], size[g]);
+        if (bad) return bad;
+    }
     Op *op = new_op(OP_GROUPED);
     if (!op || !(op->gg = calloc(groups, sizeof *op->gg)) || !(op->gsize = calloc(groups, sizeof *op->gsize))) {
         if (op) op_free(op);

@@ -24,7 +24,7 @@
 
 typedef int ncclResult_t;
 typedef struct { char internal[128]; } ncclUniqueId;
-enum { OK = 0, ERR_SYSTEM = 2, ERR_INTERNAL = 3, ERR_INVALID = 4, ERR_REMOTE = 6 };
+enum { OK = 0, ERR_SYSTEM = 2, ERR_INTERNAL = 3, ERR_INVALID = 4, ERR_USAGE = 5, ERR_REMOTE = 6 };
 enum { SUM = 0, F32 = 7, F64 = 8, BF16 = 9 };
 #define MAX_RANKS 16
 #define SLOT_BYTES ((size_t)32 << 20)
@@ -32,6 +32,7 @@ enum { SUM = 0, F32 = 7, F64 = 8, BF16 = 9 };
 typedef struct {
     int count, gen;                   /* barrier: arrivals, generation */
     int pid[MAX_RANKS];               /* each rank's process, to notice one that is gone */
+    long long desc[MAX_RANKS][3];     /* each rank's current collective: gather, datatype, count */
 } Header;
 
 typedef struct ncclComm {
@@ -42,6 +43,7 @@ typedef struct ncclComm {
     size_t map_bytes;
     int aborted;
     int pending;                      /* queued collectives not yet finished */
+    int mismatch;                     /* a collective did not match the other ranks' (ncclInvalidUsage) */
 } Comm;
 
 static double now_s(void) {
@@ -96,6 +98,7 @@ const char *ncclGetErrorString(ncclResult_t r) {
     case ERR_INTERNAL: return "mock: a peer did not arrive";
     case ERR_INVALID: return "mock: invalid argument";
     case ERR_REMOTE: return "remote process exited or there was a network error (mock)";
+    case ERR_USAGE: return "invalid usage: the ranks called different collectives, counts or datatypes (mock)";
     }
     return "mock: unknown error";
 }
@@ -134,6 +137,7 @@ ncclResult_t ncclCommGetAsyncError(Comm *c, ncclResult_t *async_error) {
     if (!c || !async_error) return ERR_INVALID;
     *async_error = OK;
     const char *silent = getenv("MOCK_NCCL_SILENT_DEATH");
+    if (c->mismatch) { *async_error = ERR_USAGE; return OK; }
     if (c->aborted || (silent && *silent == '1')) return OK;
     for (int q = 0; q < c->nranks; q++)
         if (q != c->rank && process_gone(c->hdr->pid[q])) *async_error = ERR_REMOTE;
@@ -214,12 +218,22 @@ static int coll_step(void *arg) {
             kill(getpid(), SIGKILL);
         }
         memcpy(c->slots + SLOT_BYTES * c->rank, k->send, k->count * dsize(k->dt));
+        c->hdr->desc[c->rank][0] = k->gather; c->hdr->desc[c->rank][1] = k->dt; c->hdr->desc[c->rank][2] = (long long)k->count;
         k->gen = arrive(c);
         k->state = 1;
     }
     if (k->state == 1) {
         if (!passed(c, k->gen)) return 1;
-        finish(k);
+        for (int q = 0; q < c->nranks; q++)   /* NCCL needs the same call on every rank */
+            if (memcmp(c->hdr->desc[q], c->hdr->desc[c->rank], sizeof c->hdr->desc[q])) {
+                if (!c->mismatch)
+                    fprintf(stderr, "mock nccl: rank %d called %s of %lld elements (datatype %d) while rank %d called %s of "
+                            "%lld (datatype %lld): the ranks' collectives must match\n", c->rank, k->gather ? "ncclAllGather" :
+                            "ncclAllReduce", (long long)k->count, k->dt, q, c->hdr->desc[q][0] ? "ncclAllGather" : "ncclAllReduce",
+                            c->hdr->desc[q][2], c->hdr->desc[q][1]);
+                c->mismatch = 1;
+            }
+        if (!c->mismatch) finish(k);
         k->gen = arrive(c);
         k->state = 2;
     }
@@ -258,8 +272,9 @@ static ncclResult_t submit(Coll *k, void *stream) {
         }
         usleep(20);
     }
+    Comm *c = k->c;
     coll_free(k);
-    return OK;
+    return c->mismatch ? ERR_USAGE : OK;
 }
 
 static ncclResult_t collective(int gather, const void *send, void *recv, size_t count, int dt, Comm *c, void *stream) {

@@ -11,6 +11,8 @@
 #      torch.compile and eager in this same run, and the ratio (bench.md, bench.jsonl);
 #   5. check steps: every step of the tiny plans (all kernel kinds, GEMMs) on CUDA vs CPU (steps.md);
 #   6. check model: the other variants, determinism, tp=2 / tp=4 local mode vs tp=1 (model.md);
+#      then compute-sanitizer memcheck, racecheck and synccheck on one tiny-cola step, each with a
+#      zero-error verdict (sanitize.md);
 #   7. the kernels' registers and spills on this GPU's arch (kernels.md);
 #   8. tokens/s of BOOST alone on more runs (bench.md, second table), and the CUDA backend's switches
 #      (BOOST_CUDA_GRAPH, BOOST_NO_OVERLAP) off and on (switches.md).
@@ -19,7 +21,7 @@
 # Build first on the build machine: bash tests/gpu/build.sh, then carry bin/, build/gpu/ and
 # build/corpus.txt (without it the BOOST benchmarks train on generated text).
 # Usage (device machine): bash tests/gpu/run.sh
-#   PARTS=a,b,..      only these parts of 2-8: model torch bench steps variants kernels extra
+#   PARTS=a,b,..      only these parts of 2-8: model torch bench steps variants sanitize kernels extra
 #   GPU_STEPS_ONLY=1  only the checks (PARTS=model,torch,steps,variants)
 #   BUDGET_S=N        the time budget in seconds           TORCH=0  no PyTorch parts
 #   BENCH_QUICK=1     bench tiny-cola only, no cola-60m check
@@ -47,7 +49,7 @@ budget() {
   echo $((want < left ? want : left))
 }
 skip() { say "SKIP - $1: not started, ${SECONDS}s of the ${BUDGET_S}s budget used"; }
-PARTS=${PARTS:-model,torch,bench,steps,variants,kernels,extra}
+PARTS=${PARTS:-model,torch,bench,steps,variants,sanitize,kernels,extra}
 [ "${GPU_STEPS_ONLY:-0}" = 1 ] && PARTS=model,torch,steps,variants
 part() { case ",$PARTS," in *",$1,"*) return 0;; *) return 1;; esac; }
 : >"$OUT/run.log"
@@ -327,6 +329,32 @@ if part variants; then
   model llama2 llama1
   model moe1
   model moe2 moe1
+fi
+
+if part sanitize; then
+  # compute-sanitizer (CUDA toolkit) on one tiny-cola training step: memcheck, racecheck, synccheck,
+  # each with a zero-error verdict. DUT=cpu (the dry run): the same command without the sanitizer.
+  section "compute-sanitizer: memcheck, racecheck, synccheck on one tiny-cola step"
+  : >"$OUT/sanitize.md"
+  CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
+  for tool in memcheck racecheck synccheck; do
+    t=$(budget 120 30) || { skip "compute-sanitizer $tool"; continue; }
+    cmd=("$BOOST" train tiny-cola -D steps=1 -D eval_every=0 --backend "$DUT" --quiet --val-batches 1)
+    if [ "$DUT" = cuda ]; then
+      if [ -z "$CS" ]; then say "FAIL - compute-sanitizer $tool: compute-sanitizer not found (CUDA toolkit bin/)"; fails=$((fails + 1)); continue; fi
+      cmd=("$CS" --tool "$tool" --error-exitcode 99 "${cmd[@]}")
+    fi
+    timeout "$t" "${cmd[@]}" >"$TMP/sanitize-$tool.txt" 2>&1
+    rc=$?
+    errs=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$TMP/sanitize-$tool.txt" | grep -o '[0-9][0-9]*' | tail -1)
+    [ "$DUT" = cuda ] || errs=0
+    { echo "## $tool"; echo; echo '```'; echo "${cmd[*]}"; tail -5 "$TMP/sanitize-$tool.txt"; echo '```'; echo; } >>"$OUT/sanitize.md"
+    if [ "$rc" = 0 ] && [ "${errs:-none}" = 0 ]; then say "ok - compute-sanitizer $tool: 0 errors on one tiny-cola step ($DUT)"
+    else
+      say "FAIL - compute-sanitizer $tool: exit $rc, ${errs:-no} errors reported (sanitize.md)"; fails=$((fails + 1))
+      grep -m3 -E '^========= (Invalid|Race|Barrier|ERROR|Error)' "$TMP/sanitize-$tool.txt" | tee -a "$OUT/run.log"
+    fi
+  done
 fi
 
 if part kernels; then

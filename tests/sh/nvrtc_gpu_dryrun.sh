@@ -13,7 +13,7 @@ fi
 ok "tests/gpu/build.sh builds bin/boost and build/gpu/check"
 have_torch=0
 python3 -c "import torch" >/dev/null 2>&1 && have_torch=1
-DUT=cpu BENCH_QUICK=1 PARTS=model,torch,bench,steps,variants OUT="$TMP/out" bash tests/gpu/run.sh >"$TMP/run.log" 2>&1
+DUT=cpu BENCH_QUICK=1 PARTS=model,torch,bench,steps,variants,sanitize OUT="$TMP/out" bash tests/gpu/run.sh >"$TMP/run.log" 2>&1
 rc=$?
 passed=$(grep -c '^ok - ' "$TMP/out/run.log")
 failed=$(grep -c '^FAIL - ' "$TMP/out/run.log")
@@ -23,7 +23,11 @@ if [ "$rc" = 0 ] && [ "$failed" = 0 ] && [ "$passed" -gt 100 ] && [ "$skipped" -
 else
   fail "tests/gpu/run.sh (cpu vs cpu)" "exit $rc, $passed ok, $failed FAIL, $skipped SKIP: $(grep -E '^(FAIL|SKIP)' "$TMP/out/run.log" | head -3)"
 fi
-for f in summary.md steps.md model.md; do
+# the compute-sanitizer part: in the dry run its command without the sanitizer, all three verdicts ok
+n=$(grep -c '^ok - compute-sanitizer \(memcheck\|racecheck\|synccheck\): 0 errors' "$TMP/out/run.log")
+[ "$n" = 3 ] && ok "run.sh sanitize part: memcheck, racecheck, synccheck commands run (dry)" \
+  || fail "run.sh sanitize part" "$n of 3 verdicts ok: $(grep 'compute-sanitizer' "$TMP/out/run.log" | head -3)"
+for f in summary.md steps.md model.md sanitize.md; do
   [ -s "$TMP/out/$f" ] && ok "results: $f written" || fail "results: $f" "missing or empty"
 done
 # cpu against cpu must agree exactly: any non-zero step error means the harness mixes inputs up

@@ -3,7 +3,13 @@
  * (vector and scalar paths, head dims 32, 64 and 128, GQA), emitted into one kernels.cu, compiled with
  * g++ against tests/gpu/cuda_emu.hpp (a CPU stand-in for the device: a thread per CUDA thread,
  * real barriers and shuffles, bit-exact bf16) and launched with the same inputs the reference gets
- * (bf16-representable values). Each output must match within bf16 accuracy. */
+ * (bf16-representable values). Each output must match within bf16 accuracy.
+ * The module is built with the emulator's race and divergence detection (tests/gpu/cuda_emu.hpp):
+ * each case runs round-robin and then under BOOST_EMU_SEEDS (default 2) seeded random interleavings,
+ * and must report no shared-memory race, no cp.async read in flight, no divergent warp collective,
+ * no deadlock, and the same results every time. BOOST_EMU_KINDS=a,b keeps only the cases whose kind
+ * contains a or b; BOOST_EMU_STOP=1 stops at the first failure (tests/sh/emu_mutations.sh runs mutated
+ * templates that way, with BOOST_HOME set). */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
@@ -16,6 +22,9 @@
 #include "runtime/plan.h"
 #include "runtime/cpu.h"
 
+/* every load and store of the kernels calls the emulator's logging hooks (cuda_emu.hpp) */
+#define EMU_RACE_FLAGS "-fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0 " \
+                       "--param asan-stack=0 --param asan-globals=0"
 #define NBUF (1 << 17)          /* elements per operand buffer: enough for every case below */
 #define MAXCASE 96
 
@@ -104,6 +113,23 @@ static Case *add(const char *kind, const char *kv, const char *inits) {
                                                              : !strcmp(eq + 1, "null") ? "null" : "rand";
     }
     return c;
+}
+
+/* BOOST_EMU_KINDS: keep the cases whose kind contains one of the comma-separated words (an
+ * attention_bwd case keeps the forward case it takes its inputs from). */
+static int filter_cases(void) {
+    const char *f = getenv("BOOST_EMU_KINDS");
+    if (!f || !*f) return 0;
+    int keep[MAXCASE] = {0}, n = 0;
+    for (int i = 0; i < ncases; i++) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", f);
+        for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) if (strstr(cases[i].k.kind, t)) keep[i] = 1;
+    }
+    for (int i = ncases - 1; i > 0; i--) if (keep[i] && cases[i].chain) keep[i - 1] = 1;
+    for (int i = 0; i < ncases; i++) if (keep[i]) cases[n++] = cases[i];
+    ncases = n;
+    return 1;
 }
 
 static void add_cases(void) {
@@ -226,6 +252,11 @@ static const char *MMA_PROBE =
     "}\n"
     "EMU_ENTRY(mma_probe)\n";
 
+static void (*set_seed)(unsigned);
+static unsigned (*report_count)(void);
+static void (*report_clear)(void);
+static int (*report_text)(unsigned, char *, size_t);
+
 static void check_mma(void *so) {
     void (*layout)(int *) = (void (*)(int *))dlsym(so, "emu_mma_layout");
     int (*probe)(unsigned, unsigned, void **) = (int (*)(unsigned, unsigned, void **))dlsym(so, "emu_mma_probe");
@@ -280,6 +311,72 @@ static void check_mma(void *so) {
     CHECK(rc == 0 && worst < 1e-5, "mma: one warp's C = A B (+C) through the fragment loads", "rc=%d, worst error %.3g", rc, worst);
 }
 
+/* The multi-tensor AdamW of templates/runtime.cu (one launch, a block per chunk of up to 65536
+ * elements of a parameter) against AdamW in double as the CPU backend computes it (runtime/cpu.c):
+ * three parameters (1000, 70000 and 37 elements: one spans two chunks) at 64-element aligned
+ * offsets, weight decay on the first two, a bf16 copy for the first and last; padding untouched. */
+static void check_adamw_multi(void *so) {
+    int (*launch)(unsigned, unsigned, void **) = (int (*)(unsigned, unsigned, void **))dlsym(so, "emu_adamw_multi_fp32_master_bf16");
+    CHECK(launch != NULL, "multi-tensor AdamW present", "emu_adamw_multi_fp32_master_bf16 missing");
+    if (!launch) return;
+    const long long sizes[3] = {1000, 70000, 37}, decay[3] = {1, 1, 0}, copy[3] = {1, 0, 1};
+    long long off[3], total = 0, tab[3 * 8];
+    int nc = 0;
+    for (int i = 0; i < 3; i++) {
+        off[i] = total;
+        total = (total + sizes[i] + 63) / 64 * 64;
+        for (long long o = 0; o < sizes[i]; o += 65536, nc++) {
+            tab[3 * nc] = off[i] + o;
+            tab[3 * nc + 1] = sizes[i] - o < 65536 ? sizes[i] - o : 65536;
+            tab[3 * nc + 2] = decay[i] | copy[i] << 1;
+        }
+    }
+    float *w = malloc(total * 4), *g = malloc(total * 4), *m = malloc(total * 4), *v = malloc(total * 4);
+    uint16_t *pb = malloc(total * 2);
+    double *rw = malloc(total * 8), *rm = malloc(total * 8), *rv = malloc(total * 8);
+    for (long long i = 0; i < total; i++) {
+        w[i] = (float)(2 * urand() - 1); g[i] = (float)(2 * urand() - 1);
+        m[i] = (float)(0.1 * (2 * urand() - 1)); v[i] = (float)(0.01 * urand());
+        pb[i] = 0x7fc1;                         /* a NaN marker: must stay where no copy is kept */
+        rw[i] = w[i]; rm[i] = m[i]; rv[i] = v[i];
+    }
+    const float lr = 3e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.5f;
+    const int t = 3;
+    const double c1 = 1.0 - pow(b1, t), c2 = 1.0 - pow(b2, t);
+    float bias1 = (float)c1, bias2 = (float)c2;
+    for (int i = 0; i < 3; i++)
+        for (long long j = off[i]; j < off[i] + sizes[i]; j++) {
+            double gj = (double)g[j] * gs, mj = b1 * rm[j] + (1.0 - b1) * gj, vj = b2 * rv[j] + (1.0 - b2) * gj * gj;
+            rm[j] = mj; rv[j] = vj;
+            rw[j] = rw[j] - lr * ((mj / c1) / (sqrt(vj / c2) + eps) + (decay[i] ? wd : 0.0) * rw[j]);
+        }
+    void *pw = w, *pp = pb, *pg = g, *pm = m, *pv = v, *pt = tab;
+    float a_lr = lr, a_b1 = b1, a_b2 = b2, a_eps = eps, a_wd = wd, a_gs = gs;
+    void *params[14] = {&pw, &pp, &pg, &pm, &pv, &pt, &a_lr, &a_b1, &a_b2, &a_eps, &a_wd, &a_gs, &bias1, &bias2};
+    set_seed(0);
+    report_clear();
+    int rc = launch((unsigned)nc, 256, params);
+    double worst = 0;
+    long long bad_copy = 0, bad_pad = 0;
+    for (int i = 0; i < 3; i++)
+        for (long long j = off[i]; j < off[i] + sizes[i]; j++) {
+            double e = fabs(w[j] - rw[j]) / (fabs(rw[j]) + 1e-3) + fabs(m[j] - rm[j]) / (fabs(rm[j]) + 1e-3) +
+                       fabs(v[j] - rv[j]) / (fabs(rv[j]) + 1e-6);
+            if (!(e <= worst)) worst = e;
+            float back;
+            uint32_t u = (uint32_t)pb[j] << 16;
+            memcpy(&back, &u, 4);
+            if (copy[i] ? !(fabsf(back - w[j]) <= fabsf(w[j]) * 0.008f) : pb[j] != 0x7fc1) bad_copy++;
+        }
+    for (int i = 0; i < 3; i++)
+        for (long long j = off[i] + sizes[i]; j < (i < 2 ? off[i + 1] : total); j++) bad_pad += pb[j] != 0x7fc1 || w[j] != (float)rw[j];
+    CHECK(rc == 0 && report_count() == 0 && worst < 1e-4 && bad_copy == 0 && bad_pad == 0,
+          "multi-tensor AdamW (3 parameters, 4 chunks, one launch) = AdamW in double",
+          "rc %d, %u reports, worst relative error %.3g, %lld bad bf16 copies, %lld padding elements touched", rc,
+          report_count(), worst, bad_copy, bad_pad);
+    free(w); free(g); free(m); free(v); free(pb); free(rw); free(rm); free(rv);
+}
+
 int main(void) {
     char err[8192];
     Run run;
@@ -289,6 +386,8 @@ int main(void) {
     run.gpu.tune_row_block = 64; run.gpu.tune_elem_block = 64;     /* fewer threads to emulate */
     run.gpu.tune_attn_block_q = 8; run.gpu.tune_attn_block_k = 8;  /* several tiles per sequence */
     add_cases();
+    const int filtered = filter_cases();
+    const int nseeds = getenv("BOOST_EMU_SEEDS") ? atoi(getenv("BOOST_EMU_SEEDS")) : 2;
     KernelInst ks[MAXCASE];
     for (int i = 0; i < ncases; i++) {
         Run tuned = run;
@@ -310,10 +409,11 @@ int main(void) {
         if (!seen) fprintf(f, "EMU_ENTRY(%s)\n", ks[i].name);
     }
     fputs(MMA_PROBE, f);
+    fputs("EMU_ENTRY(adamw_multi_fp32_master_bf16)\n", f);
     fclose(f);
     CHECK(rc == 0, "emit kernels.cu", "%s", err);
-    snprintf(cmd, sizeof cmd, "g++ -std=c++17 -O1 -fno-strict-aliasing -fPIC -shared -w -I%s -include tests/gpu/cuda_emu.hpp "
-             "-x c++ %s/kernels.cu -o %s/kernels.so -lpthread 2>%s/cc.log", dir, dir, dir, dir);
+    snprintf(cmd, sizeof cmd, "g++ -std=c++17 -O1 -g -fno-strict-aliasing -fPIC -shared -w " EMU_RACE_FLAGS " -I%s "
+             "-include tests/gpu/cuda_emu.hpp -x c++ %s/kernels.cu -o %s/kernels.so -lpthread 2>%s/cc.log", dir, dir, dir, dir);
     if (system(cmd) != 0) {
         snprintf(cmd, sizeof cmd, "head -20 %s/cc.log", dir);
         CHECK(0, "g++ compiles kernels.cu against the emulator", "see below");
@@ -335,9 +435,17 @@ int main(void) {
     }
     float *chain_ref[10] = {0};
     for (int o = 0; o < 10; o++) chain_ref[o] = aligned_alloc(64, NBUF * sizeof(float));
+    set_seed = (void (*)(unsigned))dlsym(so, "emu_set_seed");
+    report_count = (unsigned (*)(void))dlsym(so, "emu_report_count");
+    report_clear = (void (*)(void))dlsym(so, "emu_report_clear");
+    report_text = (int (*)(unsigned, char *, size_t))dlsym(so, "emu_report_text");
+    CHECK(set_seed && report_count && report_clear && report_text, "the emulator's race reports", "emu_report_* missing");
+    if (!set_seed || !report_count || !report_clear || !report_text) TEST_EXIT();
     check_mma(so);
+    check_adamw_multi(so);
     int kinds_ok[32] = {0}, kinds_seen[32] = {0};
-    for (int ci = 0; ci < ncases; ci++) {
+    const int stop_early = getenv("BOOST_EMU_STOP") != NULL;   /* the mutation runs: the first failure is the verdict */
+    for (int ci = 0; ci < ncases && !(stop_early && tl_failed); ci++) {
         Case *c = &cases[ci];
         KernelInst *k = &c->k;
         int ki = kind_index(k->kind);
@@ -367,16 +475,7 @@ int main(void) {
                 memcpy(ref[o], chain_ref[from], NBUF * sizeof(float));
                 if (o == 3) for (int i = 0; i < NBUF; i++) ref[o][i] = bf16_round(ref[o][i]);
             }
-        /* device copies of the same values */
-        for (int o = 0; o < nop; o++) {
-            int dt = KINDS[ki].ops[o].dtype;
-            for (int i = 0; i < NBUF; i++) {
-                if (dt == 0) { uint32_t u; memcpy(&u, &ref[o][i], 4); ((uint16_t *)dev[o])[i] = (uint16_t)(u >> 16); }
-                else if (dt == 1) ((float *)dev[o])[i] = ref[o][i];
-                else ((int32_t *)dev[o])[i] = (int32_t)ref[o][i];
-            }
-            memcpy(keep[o], ref[o], NBUF * sizeof(float));
-        }
+        for (int o = 0; o < nop; o++) memcpy(keep[o], ref[o], NBUF * sizeof(float));
         /* the reference: fp32 inputs (int operands as int32 arrays) */
         KernelArgs a;
         to_args(k, ki, c, &a);
@@ -405,7 +504,31 @@ int main(void) {
         snprintf(sym, sizeof sym, "emu_%s", k->name);
         int (*launch)(unsigned, unsigned, void **) = (int (*)(unsigned, unsigned, void **))dlsym(so, sym);
         if (!launch) { CHECK(0, name, "no %s in the emulated module", sym); continue; }
-        launch((unsigned)k->grid, (unsigned)k->block, params);
+        double worst_all = 0;
+        for (int seed = 0; seed <= nseeds; seed++) {
+        /* device copies of the inputs (again for every interleaving) */
+        for (int o = 0; o < nop; o++) {
+            int dt = KINDS[ki].ops[o].dtype;
+            for (int i = 0; i < NBUF; i++) {
+                if (dt == 0) { uint32_t u; memcpy(&u, &keep[o][i], 4); ((uint16_t *)dev[o])[i] = (uint16_t)(u >> 16); }
+                else if (dt == 1) ((float *)dev[o])[i] = keep[o][i];
+                else ((int32_t *)dev[o])[i] = (int32_t)keep[o][i];
+            }
+        }
+        char sname[200];
+        if (seed) snprintf(sname, sizeof sname, "%s, interleaving seed %d", name, seed);
+        else snprintf(sname, sizeof sname, "%s", name);
+        set_seed((unsigned)seed);
+        report_clear();
+        int lrc = launch((unsigned)k->grid, (unsigned)k->block, params);
+        if (report_count()) {   /* before the deadlock verdict: a divergence often ends in one */
+            char txt[4096];
+            for (unsigned r = 0; r < 3 && report_text(r, txt, sizeof txt) == 0; r++) printf("    %s\n", txt);
+            CHECK(0, sname, "%u race/divergence reports (the first above)", report_count());
+            worst_all = INFINITY;
+            break;
+        }
+        if (lrc != 0) { CHECK(0, sname, "deadlock: a barrier or warp collective some threads never reach"); worst_all = INFINITY; break; }
         /* compare every operand the kernel writes */
         double worst = 0, total_changed = 0;
         char where[64] = "";
@@ -427,15 +550,22 @@ int main(void) {
             if (rel > worst || !isfinite(rel)) { worst = rel; snprintf(where, sizeof where, "%s", KINDS[ki].ops[o].name); }
         }
         if (total_changed == 0) { worst = INFINITY; snprintf(where, sizeof where, "(the reference wrote nothing)"); }
-        CHECK(worst < 2e-2, name, "operand %s: relative L2 error %.3g against the CPU reference", where, worst);
+        if (!(worst < 2e-2)) {
+            CHECK(0, sname, "operand %s: relative L2 error %.3g against the CPU reference", where, worst);
+            worst_all = INFINITY;
+            break;
+        }
+        if (worst > worst_all) worst_all = worst;
+        }
+        CHECK(worst_all < 2e-2, name, "see above");
         kinds_seen[ki] = 1;
-        kinds_ok[ki] += worst < 2e-2;
+        kinds_ok[ki] += worst_all < 2e-2;
         if (!strcmp(k->kind, "attention_fwd")) for (int o = 0; o < 5; o++) memcpy(chain_ref[o], ref[o], NBUF * sizeof(float));
         for (int o = 0; o < 10; o++) free(ints[o]);
     }
     int covered = 0;
     for (size_t i = 0; i < sizeof KINDS / sizeof KINDS[0]; i++) covered += kinds_seen[i];
-    CHECK(covered == 20, "every catalog kind emulated", "%d of 20", covered);
+    if (!filtered) CHECK(covered == 20, "every catalog kind emulated", "%d of 20", covered);
     dlclose(so);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) {}

@@ -1,0 +1,59 @@
+/* test_mock_refusals.c: the CUDA and cuBLAS stand-in (tests/gpu/mock_cuda.c, compiled into this
+ * test) refuses what the real libraries refuse, so that a plan the stand-in runs is one the GPU
+ * accepts: cuBLAS leading dimensions below the stored rows, unknown transposes, negative sizes and
+ * batch counts; launches above 1024 threads, with a zero or oversized grid, or with more than 48 KiB
+ * of dynamic shared memory. Each refusal has its own check; valid calls next to them must pass. */
+#include "tests/gpu/mock_cuda.c"
+#include "tests/unit/testlib.h"
+
+static int dummy_launch(unsigned g, unsigned b, void **p) { (void)g; (void)b; (void)p; return 0; }
+static int dummy_sizes(unsigned *s) { (void)s; return 0; }
+
+int main(void) {
+    void *h = NULL, *st = NULL;
+    CHECK(cublasCreate_v2(&h) == 0 && cuStreamCreate(&st, 0) == OK, "stand-in handle and stream", "create failed");
+    cublasSetStream_v2(h, st);
+    static float A[64], B[64], C[64];
+    for (int i = 0; i < 64; i++) { A[i] = 1.f; B[i] = 2.f; C[i] = 0.f; }
+    const float one = 1.f, zero = 0.f;
+    /* column-major C[m, n] = op(A) op(B), m = n = k = 4, fp32 (type 0), compute 68 */
+    CHECK(cublasGemmEx(h, 0, 0, 4, 4, 4, &one, A, 0, 4, B, 0, 4, &zero, C, 0, 4, 68, -1) == 0, "gemm: valid NN accepted", "refused");
+    CHECK(cublasGemmEx(h, 1, 1, 4, 4, 4, &one, A, 0, 4, B, 0, 4, &zero, C, 0, 4, 68, -1) == 0, "gemm: valid TT accepted", "refused");
+    CHECK(cuStreamSynchronize(st) == OK && C[0] == 8.f, "gemm: the accepted GEMM runs", "C[0] = %g, want 8", C[0]);
+    CHECK(cublasGemmEx(h, 0, 0, 8, 4, 4, &one, A, 0, 4, B, 0, 4, &zero, C, 0, 8, 68, -1) == 7, "gemm refused: lda < m (A not transposed)", "accepted");
+    CHECK(cublasGemmEx(h, 1, 0, 4, 4, 8, &one, A, 0, 4, B, 0, 8, &zero, C, 0, 4, 68, -1) == 7, "gemm refused: lda < k (A transposed)", "accepted");
+    CHECK(cublasGemmEx(h, 0, 0, 4, 4, 8, &one, A, 0, 4, B, 0, 4, &zero, C, 0, 4, 68, -1) == 7, "gemm refused: ldb < k", "accepted");
+    CHECK(cublasGemmEx(h, 0, 1, 4, 8, 4, &one, A, 0, 4, B, 0, 4, &zero, C, 0, 4, 68, -1) == 7, "gemm refused: ldb < n (B transposed)", "accepted");
+    CHECK(cublasGemmEx(h, 0, 0, 4, 4, 4, &one, A, 0, 4, B, 0, 4, &zero, C, 0, 2, 68, -1) == 7, "gemm refused: ldc < m", "accepted");
+    CHECK(cublasGemmEx(h, 3, 0, 4, 4, 4, &one, A, 0, 4, B, 0, 4, &zero, C, 0, 4, 68, -1) == 7, "gemm refused: transa not N/T/C", "accepted");
+    CHECK(cublasGemmEx(h, 0, 0, -1, 4, 4, &one, A, 0, 4, B, 0, 4, &zero, C, 0, 4, 68, -1) == 7, "gemm refused: negative m", "accepted");
+    CHECK(cublasGemmStridedBatchedEx(h, 0, 0, 4, 4, 4, &one, A, 0, 4, 16, B, 0, 4, 16, &zero, C, 0, 4, 16, -2, 68, -1) == 7,
+          "strided batched gemm refused: negative batch count", "accepted");
+    CHECK(cublasGemmStridedBatchedEx(h, 0, 0, 4, 4, 4, &one, A, 0, 2, 16, B, 0, 4, 16, &zero, C, 0, 4, 16, 2, 68, -1) == 7,
+          "strided batched gemm refused: lda < m", "accepted");
+    int ta[1] = {0}, tb[1] = {0}, m[1] = {4}, n[1] = {4}, k[1] = {4}, lda[1] = {4}, ldb[1] = {4}, ldc[1] = {3}, size[1] = {1};
+    float al[1] = {1.f}, be[1] = {0.f};
+    CHECK(cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, al, NULL, 0, lda, NULL, 0, ldb, be, NULL, 0, ldc, 1, size, 68) == 7,
+          "grouped gemm refused: ldc < m in a group", "accepted");
+    /* bf16 (type 14) with a leading dimension of 3 elements: accepted, counted as off the tensor cores */
+    long long mis0 = mock_cublas_misaligned();
+    static uint16_t a16[64] __attribute__((aligned(16))), b16[64] __attribute__((aligned(16)));
+    static float c32[64];
+    CHECK(cublasGemmEx(h, 0, 0, 3, 3, 3, &one, a16, 14, 3, b16, 14, 8, &zero, c32, 0, 3, 68, -1) == 0 &&
+          mock_cublas_misaligned() == mis0 + 1, "bf16 gemm with lda=3: accepted and counted as misaligned", "count %lld -> %lld",
+          mis0, mock_cublas_misaligned());
+    cuStreamSynchronize(st);
+
+    MockFn fn = {dummy_launch, dummy_sizes};
+    CHECK(cuLaunchKernel(&fn, 4, 1, 1, 256, 1, 1, 0, st, NULL, NULL) == OK, "launch: valid accepted", "refused");
+    CHECK(cuLaunchKernel(&fn, 4, 1, 1, 256, 1, 1, 48 * 1024, st, NULL, NULL) == OK, "launch: 48 KiB dynamic shared accepted", "refused");
+    CHECK(cuLaunchKernel(&fn, 4, 1, 1, 1025, 1, 1, 0, st, NULL, NULL) == ERR_INVALID_VALUE, "launch refused: 1025 threads", "accepted");
+    CHECK(cuLaunchKernel(&fn, 4, 1, 1, 512, 4, 1, 0, st, NULL, NULL) == ERR_INVALID_VALUE, "launch refused: 512x4 threads", "accepted");
+    CHECK(cuLaunchKernel(&fn, 0, 1, 1, 256, 1, 1, 0, st, NULL, NULL) == ERR_INVALID_VALUE, "launch refused: empty grid", "accepted");
+    CHECK(cuLaunchKernel(&fn, 4, 70000, 1, 256, 1, 1, 0, st, NULL, NULL) == ERR_INVALID_VALUE, "launch refused: grid y > 65535", "accepted");
+    CHECK(cuLaunchKernel(&fn, 4, 1, 1, 256, 1, 1, 48 * 1024 + 1, st, NULL, NULL) == ERR_INVALID_VALUE,
+          "launch refused: dynamic shared memory above 48 KiB without the attribute", "accepted");
+    CHECK(cuStreamSynchronize(st) == OK, "the accepted launches run", "synchronize failed");
+    cublasDestroy_v2(h);
+    TEST_EXIT();
+}
