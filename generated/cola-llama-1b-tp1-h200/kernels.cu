@@ -134,8 +134,10 @@ static __device__ __forceinline__ void mma_bf16_16816(float c[4], const unsigned
 // row l%8 of matrix l/8 (16 bytes, 16-byte aligned). Register i of lane l receives matrix i's
 // elements (row l/4, columns 2(l%4), 2(l%4)+1), or with TRANS (rows 2(l%4), 2(l%4)+1 of column l/4):
 // exactly an A or B fragment quarter of the layout above.
+// Only x2 and x4 exist here: an x1 would need its own PTX (the branches below would issue x2).
 template <int NMAT, bool TRANS>
 static __device__ __forceinline__ void ldsm(unsigned *r, const bf16 *row) {
+    static_assert(NMAT == 2 || NMAT == 4, "ldsm: NMAT must be 2 or 4 (ldmatrix .x2 / .x4)");
 #ifdef BOOST_CUDA_EMU
     emu_ldmatrix(r, NMAT, TRANS, row);
 #else
@@ -1201,6 +1203,30 @@ adamw_fp32_master_bf16(float *master, bf16 *param, const float *grad, float *m, 
         p -= lr * ((mi / bias1) / (sqrtf(vi / bias2) + eps) + weight_decay * p);
         master[i] = p;
         if (param) param[i] = __float2bfloat16(p);
+    }
+}
+
+// The same update for every parameter of a rank in one launch (multi-tensor apply): master, param,
+// grad, m, v are the rank's whole buffers (element offsets as in runtime/cuda.c); block b updates
+// chunk b of the table, chunks[3b..3b+2] = {first element, count (<= 65536), flags: 1 weight decay,
+// 2 the parameter has a bf16 copy}. Elementwise the arithmetic of adamw_fp32_master_bf16.
+extern "C" __global__ void __launch_bounds__(256)
+adamw_multi_fp32_master_bf16(float *master, bf16 *param, const float *grad, float *m, float *v,
+                             const long long *chunks, float lr, float beta1, float beta2, float eps,
+                             float weight_decay, float grad_scale, float bias1, float bias2) {
+    const long long first = chunks[3 * (long long)blockIdx.x], count = chunks[3 * (long long)blockIdx.x + 1];
+    const long long flags = chunks[3 * (long long)blockIdx.x + 2];
+    const float wd = (flags & 1) ? weight_decay : 0.f;
+    for (long long j = threadIdx.x; j < count; j += 256) {
+        const long long i = first + j;
+        const float g = grad[i] * grad_scale;
+        const float mi = beta1 * m[i] + (1.f - beta1) * g;
+        const float vi = beta2 * v[i] + (1.f - beta2) * g * g;
+        m[i] = mi; v[i] = vi;
+        float p = master[i];
+        p -= lr * ((mi / bias1) / (sqrtf(vi / bias2) + eps) + wd * p);
+        master[i] = p;
+        if (flags & 2) param[i] = __float2bfloat16(p);
     }
 }
 
