@@ -9,4 +9,7 @@ int cmd_train(int argc, char **argv);    /* runtime/train.c: train from a run sp
 int cmd_tune(int argc, char **argv);     /* runtime/tune.c:  time kernel candidates on a GPU */
 int cmd_kernels(int argc, char **argv);  /* runtime/kernels_check.c: NVRTC-compile a kernels.cu */
 int cmd_plot(int argc, char **argv);     /* cli/plot.c:     plots with gnuplot */
+int cmd_eval(int argc, char **argv);     /* cli/eval.c:     loss, perplexity, bits per byte */
+int cmd_sample(int argc, char **argv);   /* cli/sample.c:   generate from a checkpoint */
+int cmd_export(int argc, char **argv);   /* cli/export.c:   config.json + model.safetensors */
 #endif
