@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/infer.h"
 #include "runtime/data.h"         // defines: data_load, batcher_*, TokenStream
+#include "runtime/safetensors.h"  // defines: st_write_f32
 
 static void eval_usage(FILE *f) {
     fprintf(f,
@@ -22,6 +23,8 @@ static void eval_usage(FILE *f) {
         "  --batches N    micro-batches to evaluate (default: 8 on the validation split, as the training\n"
         "                 loop's validation does; every window of --data); 'all' for the whole split\n"
         "  --json         one JSON object instead of text\n"
+        "  --logits FILE  also write the first micro-batch's tokens and logits [micro_batch*seq, vocab]\n"
+        "                 (safetensors, F32) to compare with another implementation\n"
         "  --run RUN, -D  the plan: by default the training run's plan (DIR/plan/plan.txt), else the run in\n"
         "                 the checkpoint's state.json; -D tp=2 -D layout=naive ... evaluate another layout\n"
         "Prints the mean loss (nats per token), the perplexity exp(loss) and, for byte-level data, bits per\n"
@@ -39,6 +42,32 @@ static void progress(int64_t done, int64_t total, double loss) {
     fflush(stderr);
 }
 
+/* --logits FILE: "tokens" [1, M] (as F32) and "logits" [M, V] of one micro-batch. */
+typedef struct { const int32_t *tokens; const float *logits; int64_t M, V; } LogitsCtx;
+
+static int fill_logits(void *ctx, int i, float *out) {
+    const LogitsCtx *c = ctx;
+    if (i == 0) for (int64_t m = 0; m < c->M; m++) out[m] = (float)c->tokens[m];
+    else memcpy(out, c->logits, sizeof(float) * (size_t)(c->M * c->V));
+    return 0;
+}
+
+static int write_logits(const char *path, Infer *in, const int32_t *tokens) {
+    const Plan *p = in->plan;
+    int64_t M = (int64_t)p->micro_batch * p->seq, V = p->vocab;
+    float *logits = malloc(sizeof(float) * (size_t)(M * V));
+    if (!logits) { fprintf(stderr, "boost eval: out of memory\n"); return 1; }
+    int32_t *zeros = calloc((size_t)M, sizeof(int32_t));
+    float l;
+    int rc = zeros && infer_forward(in, tokens, zeros, logits, &l) == 0 ? 0 : 1;
+    char err[1024];
+    LogitsCtx c = {tokens, logits, M, V};
+    StEntry e[2] = {{"tokens", 1, M}, {"logits", M, V}};
+    if (!rc && st_write_f32(path, e, 2, NULL, 0, fill_logits, &c, err, sizeof err)) { fprintf(stderr, "boost eval: %s\n", err); rc = 1; }
+    free(logits); free(zeros);
+    return rc;
+}
+
 int cmd_eval(int argc, char **argv) {
     InferOptions o;
     memset(&o, 0, sizeof o);
@@ -47,6 +76,7 @@ int cmd_eval(int argc, char **argv) {
     const char *data = NULL;
     long batches = -1;
     int json = 0;
+    const char *logits_path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { eval_usage(stdout); return 0; }
@@ -58,7 +88,8 @@ int cmd_eval(int argc, char **argv) {
             o.defs[o.ndefs++] = def;
             continue;
         }
-        int takes = !strcmp(a, "--data") || !strcmp(a, "--batches") || !strcmp(a, "--run") || !strcmp(a, "--backend");
+        int takes = !strcmp(a, "--data") || !strcmp(a, "--batches") || !strcmp(a, "--run") || !strcmp(a, "--backend") ||
+                    !strcmp(a, "--logits");
         if (takes && !next) { fprintf(stderr, "boost eval: %s needs a value\n", a); return 2; }
         if (!strcmp(a, "--data")) { data = next; i++; }
         else if (!strcmp(a, "--batches")) {
@@ -66,6 +97,7 @@ int cmd_eval(int argc, char **argv) {
             else if (infer_int_arg(o.cmd, a, next, 1, 1000000000, &batches)) return 2;
             i++;
         } else if (!strcmp(a, "--run")) { o.run = next; i++; }
+        else if (!strcmp(a, "--logits")) { logits_path = next; i++; }
         else if (!strcmp(a, "--backend")) {
             if (strcmp(next, "cpu") && strcmp(next, "cuda") && strcmp(next, "auto")) {
                 fprintf(stderr, "boost eval: --backend %s: expected cpu, cuda or auto\n", next); return 2;
@@ -152,6 +184,7 @@ int cmd_eval(int argc, char **argv) {
             } else batcher_val(&b, i, inputs, targets);
             float l;
             if (infer_forward(&in, inputs, targets, NULL, &l)) { rc = 1; break; }
+            if (logits_path && done == 0) rc = write_logits(logits_path, &in, inputs);
             sum += l;
             done++;
             if (tty) progress(done, total, sum / (double)done);
