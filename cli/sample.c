@@ -190,11 +190,11 @@ int cmd_sample(int argc, char **argv) {
     Tokenizer tk;
     memset(&tk, 0, sizeof tk);
     tk.eot = -1;
+    if (tok_path && (rc = tokenizer_load(tok_path, &tk))) { tokenizer_free(&tk); infer_close(&in); return rc; }
     if (tok_path && byte_level) {
         fprintf(stderr, "boost sample: --tokenizer: model %s is byte-level (vocab 256): its text needs no tokenizer\n", p->model_name);
-        infer_close(&in); return 2;
+        tokenizer_free(&tk); infer_close(&in); return 2;
     }
-    if (tok_path && (rc = tokenizer_load(tok_path, &tk))) { tokenizer_free(&tk); infer_close(&in); return rc; }
 
     // the prompt as tokens
     int64_t cap = 16 + (prompt ? (int64_t)strlen(prompt) : 0) + (prompt_ids ? (int64_t)strlen(prompt_ids) : 0) + ntok;
