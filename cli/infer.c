@@ -125,7 +125,8 @@ int infer_open_plan(const InferOptions *o, Infer *in) {
         snprintf(in->plan_source, sizeof in->plan_source, "run %s regenerated", run_arg);
     }
     uint64_t fp = plan_fingerprint(in->plan);
-    if (fp != in->st.fingerprint) {
+    // the names too: CoLA and SVD factors of one rank have the same tensors but another sigma
+    if (fp != in->st.fingerprint || strcmp(in->st.model, in->plan->model_name)) {
         fprintf(stderr, "%s: %s holds model '%s' (%d canonical tensors, fingerprint 0x%016llx), but the plan (%s) is "
                 "model '%s' (%d canonical tensors, fingerprint 0x%016llx): use the run the checkpoint was trained with "
                 "(leave out --run and -D model=)\n", o->cmd, in->dir, in->st.model, in->st.ncanons,
