@@ -66,7 +66,7 @@ test: deps
 
 # demo: tiny-cola on the fortunes corpus, two tensor-parallel ranks (cpu threads unless a GPU is
 # there), 2000 steps (about a minute on 2 cores), checkpoints in build/demo, the loss curve drawn
-# into build/demo/train.png when gnuplot is installed
+# into build/demo/train.png when gnuplot is installed, then a short sample from the trained model
 demo: deps
 	@$(MAKE) --no-print-directory bin/boost
 	@rm -f build/demo/train.jsonl
@@ -74,6 +74,8 @@ demo: deps
 	    --save-every 500 --log build/demo/train.jsonl -o build/demo
 	@./bin/boost plot build/demo/train.jsonl -o build/demo/train.png --title "tiny-cola, tp=2, btp" \
 	    || echo "(no plot: $$(command -v gnuplot >/dev/null && echo 'boost plot failed' || echo 'gnuplot is not installed'))"
+	@echo "--- what the trained model writes (boost sample build/demo --prompt 'The ' --temperature 0.7):"
+	@./bin/boost sample build/demo --prompt "The " --tokens 200 --temperature 0.7 --seed 1 --backend auto 2>/dev/null
 
 bench: bin/boost
 	@bash bench/run.sh
