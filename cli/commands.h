@@ -1,15 +1,16 @@
 /* commands.h: the subcommands of bin/boost. Each returns the process exit status:
- * 0 success, 1 a failure while running (I/O, numerics, device), 2 bad input (spec, flags, files). */
+ * 0 success, 1 a failure while running (I/O, numerics, device), 2 bad input (spec, flags, files).
+ * They parse arguments and print; the work is done by the libraries (gen/, runtime/, common/). */
 #ifndef BOOST_COMMANDS_H
 #define BOOST_COMMANDS_H
-int cmd_gen(int argc, char **argv);      /* gen/cli.c:      spec -> plan.txt, kernels.cu, report.md */
-int cmd_report(int argc, char **argv);   /* gen/cli.c:      the report as text or JSON */
-int cmd_project(int argc, char **argv);  /* gen/project.c:  cost model of one iteration per layout */
-int cmd_train(int argc, char **argv);    /* runtime/train.c: train from a run spec or a plan */
-int cmd_tune(int argc, char **argv);     /* runtime/tune.c:  time kernel candidates on a GPU */
-int cmd_kernels(int argc, char **argv);  /* runtime/kernels_check.c: NVRTC-compile a kernels.cu */
-int cmd_plot(int argc, char **argv);     /* cli/plot.c:     plots with gnuplot */
-int cmd_eval(int argc, char **argv);     /* cli/eval.c:     loss, perplexity, bits per byte */
-int cmd_sample(int argc, char **argv);   /* cli/sample.c:   generate from a checkpoint */
-int cmd_export(int argc, char **argv);   /* cli/export.c:   config.json + model.safetensors */
+int cmd_gen(int argc, char **argv);      /* cli/gen.c:     spec -> plan.txt, kernels.cu, report.md */
+int cmd_report(int argc, char **argv);   /* cli/gen.c:     the report as text or JSON */
+int cmd_project(int argc, char **argv);  /* cli/project.c: cost model of one iteration per layout */
+int cmd_train(int argc, char **argv);    /* cli/train.c:   train from a run spec or a plan */
+int cmd_tune(int argc, char **argv);     /* cli/tune.c:    time kernel candidates on a GPU */
+int cmd_kernels(int argc, char **argv);  /* cli/kernels.c: NVRTC-compile a kernels.cu */
+int cmd_plot(int argc, char **argv);     /* cli/plot.c:    plots with gnuplot */
+int cmd_eval(int argc, char **argv);     /* cli/eval.c:    loss, perplexity, bits per byte */
+int cmd_sample(int argc, char **argv);   /* cli/sample.c:  generate from a checkpoint */
+int cmd_export(int argc, char **argv);   /* cli/export.c:  config.json + model.safetensors */
 #endif

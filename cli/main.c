@@ -1,5 +1,5 @@
-/* main.c: bin/boost, one binary with subcommands. It only dispatches; every subcommand lives
- * with the part of the project that owns it (see commands.h). */
+/* main.c: bin/boost, one binary with subcommands. It only dispatches; every subcommand lives in
+ * cli/ and calls the libraries (see commands.h). */
 #include <stdio.h>
 #include <string.h>
 #include "cli/commands.h"

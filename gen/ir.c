@@ -1,6 +1,6 @@
 /* ir.c: building blocks of the generator's IR (gen/ir.h): tensors, operands, growable op lists,
- * kernel ops with operands in catalog order, and the pipeline that turns a Run into a finished
- * schedule (forward tape -> state check -> checkpoint -> backward -> memory plan). */
+ * kernel ops with operands in catalog order. The base of gen/: it calls nothing else in gen/ (the
+ * passes build on it; gen/pipeline.c runs them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,37 +110,4 @@ void k_const_r(Op *o, const char *key, double base, double per_rank) {
     k->val[k->nconst] = base;
     k->per_rank[k->nconst] = per_rank;
     k->nconst++;
-}
-
-Graph *graph_build(const Run *run, int layout, int checkpoint, char *err, size_t errlen, int *status) {
-    Run local = *run;
-    local.layout = layout;
-    local.checkpoint = checkpoint;
-    Run *copy = malloc(sizeof *copy);
-    if (!copy) { snprintf(err, errlen, "out of memory"); *status = 1; return NULL; }
-    *copy = local;
-    Graph *g = graph_new(copy, layout);
-    g->owned_run = copy;
-    int rc = build_forward(g);
-    if (!rc) rc = check_states(g);
-    if (!rc) { checkpoint_classify(g); rc = emit_forward_steps(g); }
-    if (!rc) rc = build_backward(g);
-    if (!rc) rc = memplan(g);
-    for (int s = 0; s < g->nsteps && !rc; s++) {
-        Op *o = &g->steps[s];
-        if (o->kind != OP_KERNEL) continue;
-        char kerr[256] = "";
-        if (kernel_specialise(&o->k, copy, kerr, sizeof kerr)) {
-            snprintf(g->err, sizeof g->err, "kernel %s: %s", o->k.kind, kerr);
-            rc = 2;
-        }
-    }
-    if (rc) {
-        snprintf(err, errlen, "%s", g->err);
-        *status = rc;
-        graph_free(g);
-        return NULL;
-    }
-    *status = 0;
-    return g;
 }

@@ -204,7 +204,7 @@ int memplan(Graph *g);                         /* liveness, offsets, overlap che
 /* ---- plan_write.c ---- */
 int plan_write(const Graph *g, FILE *f);
 
-/* ---- the whole pipeline: a finished Graph for a run and layout, or NULL with err ---- */
+/* ---- pipeline.c: the whole pipeline: a finished Graph for a run and layout, or NULL with err ---- */
 Graph *graph_build(const Run *run, int layout, int checkpoint, char *err, size_t errlen, int *status);
 
 /* ---- build_fixture.c: hand-made runs for tests and for bootstrapping without the spec loader ---- */

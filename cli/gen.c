@@ -1,7 +1,8 @@
-/* cli.c: the `boost gen` and `boost report` subcommands: parse RUN, -D overrides and options, load
+/* gen.c: the `boost gen` and `boost report` subcommands: parse RUN, -D overrides and options, load
  * the spec, then write the outputs (gen_write) or print the report (text or JSON).
  * Exit status: 0 success, 1 failure (I/O), 2 bad input. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cli/commands.h"
 #include "gen/gen.h"
@@ -64,28 +65,43 @@ static int parse_args(int argc, char **argv, int is_gen, Run *run, const char **
     return 0;
 }
 
-static Run g_run;   /* large: kept off the stack */
-
-int cmd_gen(int argc, char **argv) {
+static int gen_main(Run *run, int argc, char **argv) {
     const char *outdir = NULL;
     int json = 0, compile = 0;
-    int rc = parse_args(argc, argv, 1, &g_run, &outdir, &json, &compile);
+    int rc = parse_args(argc, argv, 1, run, &outdir, &json, &compile);
     if (rc) return rc < 0 ? 0 : rc;
     char def[PATH_LEN + 16], err[1024] = "";
-    if (!outdir) { snprintf(def, sizeof def, "generated/%s", g_run.name); outdir = def; }
-    rc = gen_write_ex(&g_run, outdir, compile, err, sizeof err);
+    if (!outdir) { snprintf(def, sizeof def, "generated/%s", run->name); outdir = def; }
+    rc = gen_write_ex(run, outdir, compile, err, sizeof err);
     if (rc) { fprintf(stderr, "boost gen: %s\n", err); return rc; }
     printf("wrote %s/plan.txt, kernels.cu, report.md\n", outdir);
     return 0;
 }
 
-int cmd_report(int argc, char **argv) {
+static int report_main(Run *run, int argc, char **argv) {
     const char *outdir = NULL;
     int json = 0, compile = 0;
-    int rc = parse_args(argc, argv, 0, &g_run, &outdir, &json, &compile);
+    int rc = parse_args(argc, argv, 0, run, &outdir, &json, &compile);
     if (rc) return rc < 0 ? 0 : rc;
     char err[1024] = "";
-    rc = report_write(&g_run, stdout, json, err, sizeof err);
+    rc = report_write(run, stdout, json, err, sizeof err);
     if (rc) { fprintf(stderr, "boost report: %s\n", err); return rc; }
     return 0;
+}
+
+/* The Run is large (per-layer tables): it lives on the heap for the command's length. */
+int cmd_gen(int argc, char **argv) {
+    Run *run = calloc(1, sizeof *run);
+    if (!run) { fprintf(stderr, "boost gen: out of memory\n"); return 1; }
+    int rc = gen_main(run, argc, argv);
+    free(run);
+    return rc;
+}
+
+int cmd_report(int argc, char **argv) {
+    Run *run = calloc(1, sizeof *run);
+    if (!run) { fprintf(stderr, "boost report: out of memory\n"); return 1; }
+    int rc = report_main(run, argc, argv);
+    free(run);
+    return rc;
 }

@@ -1,7 +1,7 @@
 /* project.c: `boost project RUN [-D name=value ...] [--json | --kv] [--rates PATH]`: the cost
  * model's seconds per iteration of a run for the megatron (full-rank twin), naive and btp layouts,
  * with compute and communication parts and the collectives of one layer. The model itself is in
- * project_model.c and project_sched.c; docs/cost-model.md says what it assumes. */
+ * gen/project_model.c and gen/project_sched.c; docs/cost-model.md says what it assumes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +79,7 @@ static int projection_fields(const Projection *p, Field *f) {
 
 #define NFIELDS 32
 
-int cmd_project(int argc, char **argv) {
+static int project_main(Run *run, int argc, char **argv) {
     const char *run_arg = NULL, *rates_path = NULL, *steps_layout = NULL;
     int json = 0, kv = 0, gemms = 0;
     Override ov[MAX_OVERRIDES];
@@ -119,15 +119,14 @@ int cmd_project(int argc, char **argv) {
     if (!run_arg) { project_usage(stderr); return 2; }
     if (json && kv) { fprintf(stderr, "boost project: choose --json or --kv, not both\n"); return 2; }
 
-    static Run run;   /* large (per-layer projection table): not on the stack */
-    int rc = spec_load_run(run_arg, ov, nov, &run, err, sizeof err);
+    int rc = spec_load_run(run_arg, ov, nov, run, err, sizeof err);
     if (rc) { fprintf(stderr, "%s\n", err); return rc; }
 
     if (gemms) {
-        int lr = model_is_lowrank(&run.model);
+        int lr = model_is_lowrank(&run->model);
         int list[3] = {LAYOUT_MEGATRON, LAYOUT_NAIVE, LAYOUT_BTP};
         for (int i = 0; i < (lr ? 3 : 1); i++) {
-            rc = project_list_gemms(&run, list[i], stdout, err, sizeof err);
+            rc = project_list_gemms(run, list[i], stdout, err, sizeof err);
             if (rc) { fprintf(stderr, "%s\n", err); return rc; }
         }
         return 0;
@@ -138,12 +137,12 @@ int cmd_project(int argc, char **argv) {
 
     CostConsts consts;
     cost_consts_default(&consts);
-    int lowrank = model_is_lowrank(&run.model);
+    int lowrank = model_is_lowrank(&run->model);
     int layouts[3] = {LAYOUT_MEGATRON, LAYOUT_NAIVE, LAYOUT_BTP};
     int nl = lowrank ? 3 : 1;
     Projection proj[3];
     if (steps_layout && !lowrank && strcmp(steps_layout, "megatron")) {
-        fprintf(stderr, "boost project: --steps %s: %s is full rank, only megatron applies\n", steps_layout, run.model.name);
+        fprintf(stderr, "boost project: --steps %s: %s is full rank, only megatron applies\n", steps_layout, run->model.name);
         gemm_rates_free(&rates);
         return 2;
     }
@@ -151,7 +150,7 @@ int cmd_project(int argc, char **argv) {
         FILE *trace = steps_layout && !strcmp(steps_layout, layout_name(layouts[i])) && !json && !kv ? stdout : NULL;
         if (trace) printf("steps of %s (layer 0 and the model's ends; one micro-batch):\n"
                           "  %-9s %5s %5s  %-60s %13s\n", layout_name(layouts[i]), "section", "layer", "stage", "step", "time");
-        rc = project_layout_trace(&run, layouts[i], &consts, &rates, &proj[i], trace, err, sizeof err);
+        rc = project_layout_trace(run, layouts[i], &consts, &rates, &proj[i], trace, err, sizeof err);
         if (trace) printf("\n");
         if (rc) { fprintf(stderr, "%s\n", err); gemm_rates_free(&rates); return rc; }
     }
@@ -159,8 +158,8 @@ int cmd_project(int argc, char **argv) {
     for (int i = 0; i < nl; i++) { measured += proj[i].gemms_measured; modelled += proj[i].gemms_modelled; }
     char source[160];
     if (measured) snprintf(source, sizeof source, "measured rates (%d rows for %s from %s) scaled by the shape model",
-                           rates.n, run.gpu.name, rates_path);
-    else snprintf(source, sizeof source, "shape model (no measured rates for %s)", run.gpu.name);
+                           rates.n, run->gpu.name, rates_path);
+    else snprintf(source, sizeof source, "shape model (no measured rates for %s)", run->gpu.name);
     gemm_rates_free(&rates);
 
     Field f[3][NFIELDS];
@@ -170,9 +169,9 @@ int cmd_project(int argc, char **argv) {
     double over_megatron = lowrank ? proj[0].seconds / proj[2].seconds : 0;
 
     if (json) {
-        printf("{\n  \"run\": \"%s\", \"model\": \"%s\", \"gpu\": \"%s\",\n", run.name, run.model.name, run.gpu.name);
+        printf("{\n  \"run\": \"%s\", \"model\": \"%s\", \"gpu\": \"%s\",\n", run->name, run->model.name, run->gpu.name);
         printf("  \"tp\": %d, \"pp\": %d, \"dp\": %d, \"micro_batch\": %d, \"seq\": %d, \"grad_accum\": %d,\n",
-               run.tp, run.pp, run.dp, run.micro_batch, run.seq, run.grad_accum);
+               run->tp, run->pp, run->dp, run->micro_batch, run->seq, run->grad_accum);
         printf("  \"gemm_rates\": \"%s\",\n", measured ? "measured" : "model");
         for (int k = 0; k < nf; k++) {
             printf("  \"%s\": {", f[0][k].key);
@@ -187,18 +186,18 @@ int cmd_project(int argc, char **argv) {
     }
     if (kv) {
         printf("run %s\nmodel %s\ngpu %s\ntp %d\npp %d\ndp %d\nmicro_batch %d\nseq %d\ngrad_accum %d\ngemm_rates %s\n",
-               run.name, run.model.name, run.gpu.name, run.tp, run.pp, run.dp, run.micro_batch, run.seq, run.grad_accum,
+               run->name, run->model.name, run->gpu.name, run->tp, run->pp, run->dp, run->micro_batch, run->seq, run->grad_accum,
                measured ? "measured" : "model");
         printf("hidden %d\nffn %d\nheads %d\nkv_heads %d\nlayers %d\nvocab %d\nrank %d\nrank_uniform %d\nfamily %s\n",
-               run.model.hidden, run.model.ffn, run.model.heads, run.model.kv_heads, run.model.layers,
-               run.model.vocab, run.model.proj[0][PROJ_Q].rank, model_rank_uniform(&run.model), run.model.family);
+               run->model.hidden, run->model.ffn, run->model.heads, run->model.kv_heads, run->model.layers,
+               run->model.vocab, run->model.proj[0][PROJ_Q].rank, model_rank_uniform(&run->model), run->model.family);
         for (int i = 0; i < nl; i++)
             for (int k = 0; k < nf; k++) printf("%s.%s %.15g\n", f[i][k].key, layout_name(layouts[i]), f[i][k].val);
         if (lowrank) printf("speedup.btp_over_naive %.6g\nspeedup.btp_over_megatron %.6g\n", over_naive, over_megatron);
         return 0;
     }
     printf("%s: model %s on %s, tp=%d pp=%d dp=%d, micro-batch %d x seq %d, %d micro-batch(es)\n",
-           run.name, run.model.name, run.gpu.name, run.tp, run.pp, run.dp, run.micro_batch, run.seq, run.grad_accum);
+           run->name, run->model.name, run->gpu.name, run->tp, run->pp, run->dp, run->micro_batch, run->seq, run->grad_accum);
     printf("GEMM efficiency: %s\n\n", source);
     printf("%-9s %9s %9s %9s | %8s %8s %8s %8s %8s | %8s %8s %8s %8s\n", "layout", "s/iter", "compute", "comm",
            "gemm", "kernels", "attn", "recomp", "optim", "tp-comm", "pp-send", "dp-comm", "bubble");
@@ -220,4 +219,13 @@ int cmd_project(int argc, char **argv) {
     else printf("\nthe model is full rank: naive and btp do not apply (only megatron is projected)\n");
     printf("(the model and its assumptions: docs/cost-model.md)\n");
     return 0;
+}
+
+/* The Run is large (per-layer projection table): it lives on the heap for the command's length. */
+int cmd_project(int argc, char **argv) {
+    Run *run = calloc(1, sizeof *run);
+    if (!run) { fprintf(stderr, "boost project: out of memory\n"); return 1; }
+    int rc = project_main(run, argc, argv);
+    free(run);
+    return rc;
 }
