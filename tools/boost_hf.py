@@ -6,6 +6,7 @@
 #   import sys; sys.path.insert(0, "tools"); import boost_hf
 #   model = boost_hf.load("out/hf")                    # a torch.nn.Module, eval mode, float32
 #   logits = model(torch.tensor([[72, 101, 108]]))     # tokens [B, S] -> logits [B, S, vocab]
+#   ids = boost_hf.generate(model, [72, 101], 50)      # 50 more tokens, greedy, with a KV cache
 #
 # `python3 tools/boost_hf.py DIR --tokens 1,2,3` prints the logits of the last position.
 import json
@@ -95,11 +96,14 @@ class BoostLM(torch.nn.Module):
         a, b = x[..., :half], x[..., half:]
         return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 
-    def forward(self, tokens):                # tokens [B, S] -> logits [B, S, vocab]
+    def forward(self, tokens, cache=None):    # tokens [B, S] -> logits [B, S, vocab]
+        """cache: None, or a list that holds each layer's keys and values [B, KV, T, HD] (empty at
+        first): the tokens then continue the cached ones at positions T.. and the cache grows."""
         c = self.cfg
         B, S = tokens.shape
         H, KV, HD = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
-        ang = torch.arange(S, dtype=torch.float64, device=tokens.device)[:, None] * self.inv_freq[None, :]
+        t0 = cache[0][0].shape[2] if cache else 0
+        ang = torch.arange(t0, t0 + S, dtype=torch.float64, device=tokens.device)[:, None] * self.inv_freq[None, :]
         dt = self.p("embed").dtype
         cos, sin = ang.cos().to(dt)[:, None, :], ang.sin().to(dt)[:, None, :]
         x = F.embedding(tokens, self.p("embed"))
@@ -109,9 +113,20 @@ class BoostLM(torch.nn.Module):
             q = self.rope(self.up(i, "q", self.latent(i, "q", n1)).view(B, S, H, HD), cos, sin).transpose(1, 2)
             k = self.rope(self.up(i, "k", self.latent(i, "k", n1)).view(B, S, KV, HD), cos, sin).transpose(1, 2)
             v = self.up(i, "v", zv).view(B, S, KV, HD).transpose(1, 2)
+            if cache is not None:
+                if len(cache) > i:
+                    k, v = torch.cat([cache[i][0], k], dim=2), torch.cat([cache[i][1], v], dim=2)
+                    cache[i] = (k, v)
+                else:
+                    cache.append((k, v))
             if KV != H:
                 k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
-            att = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, S, H * HD)
+            if t0 == 0:
+                att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:                             # new queries see every cached position and the causal part of their own
+                mask = torch.ones(S, t0 + S, dtype=torch.bool, device=tokens.device).tril(t0)
+                att = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            att = att.transpose(1, 2).reshape(B, S, H * HD)
             zo = self.latent(i, "o", att)
             x = x + self.up(i, "o", zo, zv)
             n2 = self.rmsnorm(x, self.p(f"L{i}.mlp_norm").reshape(-1))
@@ -121,6 +136,23 @@ class BoostLM(torch.nn.Module):
             zu = self.latent(i, "up", n2)
             x = x + self.up(i, "down", self.latent(i, "down", gate * self.up(i, "up", zu, zo)), zu)
         return self.rmsnorm(x, self.p("final_norm").reshape(-1)) @ self.p("head")
+
+
+@torch.no_grad()
+def generate(model, prompt, n, temperature=0.0, seed=1):
+    """prompt: a list of token ids; n new tokens with a KV cache (greedy at temperature 0).
+    Returns the new ids. Past max_position_embeddings the positions go on (no sliding window)."""
+    g = torch.Generator().manual_seed(seed)
+    cache, out = [], []
+    logits = model(torch.tensor([prompt]), cache)[0, -1]
+    for _ in range(n):
+        if temperature == 0:
+            nxt = int(torch.argmax(logits))
+        else:
+            nxt = int(torch.multinomial(torch.softmax(logits.double() / temperature, -1), 1, generator=g))
+        out.append(nxt)
+        logits = model(torch.tensor([[nxt]]), cache)[0, -1]
+    return out
 
 
 def load(path, device="cpu"):

@@ -22,7 +22,7 @@ grep -q '"model.layers.1.self_attn.q_proj.weight":{"dtype":"F32","shape":\[128,1
   || fail export_llama_hf_names "$(head -c 600 "$TMP/tiny-llama-hf/model.safetensors" | tail -c 560)"
 
 if ! python3 -c "import torch" 2>/dev/null; then
-  for n in export_cola_module_logits export_llama_module_logits export_llama_transformers; do ok "$n # SKIP torch is not installed"; done
+  for n in export_cola_module_logits export_llama_module_logits export_module_kv_cache export_llama_transformers; do ok "$n # SKIP torch is not installed"; done
   exit 0
 fi
 # one Python process for both (importing torch takes seconds): a verdict line per model
@@ -43,6 +43,18 @@ for run, name in (("tiny-cola", "export_cola_module_logits"), ("tiny-llama", "ex
         print(f"{'ok' if ok else 'FAIL'} - {name}{'' if ok else ': '}{'' if ok else f'max |logit difference| {err:.3g}'}")
     except Exception as e:
         print(f"FAIL - {name}: {type(e).__name__}: {e}")
+# the module's KV-cache decoding: the logits of each decoded position equal the full forward's
+try:
+    model = boost_hf.load(f"{sys.argv[1]}/tiny-cola-hf").double()
+    toks = list(b"The cat sat on")
+    with torch.no_grad():
+        full = model(torch.tensor([toks]))[0]
+        cache = []
+        parts = [model(torch.tensor([toks[:5]]), cache)[0]] + [model(torch.tensor([[t]]), cache)[0] for t in toks[5:]]
+    err = (torch.cat(parts) - full).abs().max().item()
+    print("ok - export_module_kv_cache" if err <= 1e-9 else f"FAIL - export_module_kv_cache: max difference {err:.3g}")
+except Exception as e:
+    print(f"FAIL - export_module_kv_cache: {type(e).__name__}: {e}")
 PY
 if ! python3 -c "import transformers" 2>/dev/null; then
   ok "export_llama_transformers # SKIP transformers is not installed"
