@@ -42,3 +42,10 @@ $BOOST eval "$TMP/run" --data "$TMP/*.txt" --json --backend cpu >"$TMP/d2.json" 
 [ "$(jget "$TMP/d2.json" batches)" = 22 ] && ok eval_data_glob || fail eval_data_glob "$(cat "$TMP/d2.json" "$TMP/d2.err")"
 $BOOST eval "$TMP/run" --data "$TMP/a.txt" --batches 3 --json --backend cpu 2>/dev/null | grep -q '"batches": 3,' \
   && ok eval_batches_limit || fail eval_batches_limit "--batches 3 not honoured"
+# on a terminal (script(1) gives it one): a progress bar that reaches the last batch
+if command -v script >/dev/null; then
+  script -qec "$BOOST eval '$TMP/run' --backend cpu --batches 3" /dev/null >"$TMP/tty.out" 2>&1
+  grep -q '\] 3/3 batches' "$TMP/tty.out" && ok eval_progress_bar_on_tty || fail eval_progress_bar_on_tty "$(head -c 300 "$TMP/tty.out")"
+else
+  ok "eval_progress_bar_on_tty # SKIP script(1) is not installed"
+fi
