@@ -186,13 +186,15 @@ int cmd_sample(int argc, char **argv) {
     int rc = infer_open_plan(&o, &in);
     if (rc) { infer_close(&in); return rc; }
     const Plan *p = in.plan;
-    const int V = p->vocab, S = p->seq, byte_level = V == BYTE_VOCAB;
+    // byte-level: vocab 256 and not trained on an llm.c token file
+    size_t dl = strlen(p->data_path);
+    const int V = p->vocab, S = p->seq, byte_level = V == BYTE_VOCAB && !(dl >= 4 && !strcmp(p->data_path + dl - 4, ".bin"));
     Tokenizer tk;
     memset(&tk, 0, sizeof tk);
     tk.eot = -1;
     if (tok_path && (rc = tokenizer_load(tok_path, &tk))) { tokenizer_free(&tk); infer_close(&in); return rc; }
     if (tok_path && byte_level) {
-        fprintf(stderr, "boost sample: --tokenizer: model %s is byte-level (vocab 256): its text needs no tokenizer\n", p->model_name);
+        fprintf(stderr, "boost sample: --tokenizer: model %s is byte-level (vocab 256, trained on text): its text needs no tokenizer\n", p->model_name);
         tokenizer_free(&tk); infer_close(&in); return 2;
     }
 

@@ -40,3 +40,24 @@ expect bad_export_format "the one format is 'hf'" $BOOST export "$C" --format on
 expect bad_not_a_checkpoint "not a checkpoint" $BOOST eval "$TMP" --backend cpu
 expect bad_eval_data_missing "missing.txt" $BOOST eval "$C" --data "$TMP/missing.txt" --backend cpu
 expect bad_eval_data_glob "no file matches" $BOOST eval "$C" --data "$TMP/none/*.txt" --backend cpu
+
+# a token model (tiny-cola trained on an llm.c token file): ids in, text out through a tokenizer
+python3 - "$TMP" <<'PY'
+import struct, sys
+d = sys.argv[1]
+text = open("build/corpus.txt", "rb").read()[:200000]
+with open(f"{d}/tokens.bin", "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(text), *([0] * 253)) + struct.pack(f"<{len(text)}H", *text))
+with open(f"{d}/names.bin", "wb") as f:
+    f.write(struct.pack("<256I", 20240328, 2, 256, 0, *([0] * 252)))
+    for i in range(256):
+        t = f"<{i}>".encode()
+        f.write(bytes([len(t)]) + t)
+PY
+$BOOST train tiny-cola --backend cpu -D steps=2 -D eval_every=0 -D data="$TMP/tokens.bin" --quiet -o "$TMP/tok" >"$TMP/tok.out" 2>&1 \
+  || fail token_model_train "$(tail -2 "$TMP/tok.out")"
+expect token_model_wants_ids "reads token ids" $BOOST sample "$TMP/tok" --backend cpu --prompt "The"
+$BOOST sample "$TMP/tok" --backend cpu --prompt-ids "84 104" --tokens 5 --tokenizer "$TMP/names.bin" >"$TMP/t.out" 2>"$TMP/t.err"
+grep -Eq '^<84><104>(<[0-9]+>){5}$' "$TMP/t.out" && ok token_model_tokenizer_text || fail token_model_tokenizer_text "$(cat "$TMP/t.out" "$TMP/t.err")"
+$BOOST sample "$TMP/tok" --backend cpu --prompt-ids "84,104" --tokens 5 >"$TMP/i.out" 2>"$TMP/i.err"
+grep -Eq '^( [0-9]+){7}$' "$TMP/i.out" && ok token_model_prints_ids || fail token_model_prints_ids "$(cat "$TMP/i.out" "$TMP/i.err")"
