@@ -85,16 +85,16 @@ int infer_open_plan(const InferOptions *o, Infer *in) {
             if (!user_sets(o, "seed")) { names[nextra] = "seed"; snprintf(vals[nextra++], sizeof vals[0], "%llu", (unsigned long long)tp->seed); }
             if (!o->one_sequence && !user_sets(o, "micro_batch")) { names[nextra] = "micro_batch"; snprintf(vals[nextra++], sizeof vals[0], "%d", tp->micro_batch); }
         }
-        if (o->one_sequence) {
-            names[nextra] = "micro_batch"; snprintf(vals[nextra++], sizeof vals[0], "1");
-            names[nextra] = "grad_accum"; snprintf(vals[nextra++], sizeof vals[0], "1");
-        }
         if (tp) plan_free(tp);
         Override ov[INFER_MAX_DEFS + 8];
         int nov = 0;
         for (int i = 0; i < nextra; i++) { ov[nov].name = names[i]; ov[nov++].value = vals[i]; }
         for (int i = 0; i < o->ndefs; i++)
             if (parse_override(o->defs[i], &ov[nov++], err, sizeof err) < 0) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 2; }
+        if (o->one_sequence) {   // last, so that no -D changes them: sampling feeds one sequence
+            ov[nov].name = "micro_batch"; ov[nov++].value = "1";
+            ov[nov].name = "grad_accum"; ov[nov++].value = "1";
+        }
         const char *run_arg = o->run ? o->run : in->st.run;
         if (!run_arg[0]) {
             fprintf(stderr, "%s: %s/state.json names no run: give the run spec with --run RUN\n", o->cmd, in->dir);

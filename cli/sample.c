@@ -189,6 +189,10 @@ int cmd_sample(int argc, char **argv) {
     // byte-level: vocab 256 and not trained on an llm.c token file
     size_t dl = strlen(p->data_path);
     const int V = p->vocab, S = p->seq, byte_level = V == BYTE_VOCAB && !(dl >= 4 && !strcmp(p->data_path + dl - 4, ".bin"));
+    if (p->micro_batch != 1) {   /* the buffers below hold one sequence */
+        fprintf(stderr, "boost sample: the plan has micro_batch %d; sampling runs micro_batch 1\n", p->micro_batch);
+        infer_close(&in); return 2;
+    }
     Tokenizer tk;
     memset(&tk, 0, sizeof tk);
     tk.eot = -1;
