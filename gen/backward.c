@@ -95,7 +95,9 @@ static void wmark(Graph *g, const GView *v) {
     Tensor *t = &g->t[v->v.t];
     if (t->role == TR_PARAM_GRAD) return;
     if (wstatus(t, v) != W_NONE) return;
-    t->written = realloc(t->written, (size_t)(t->nwritten + 1) * sizeof *t->written);
+    void *grown = realloc(t->written, (size_t)(t->nwritten + 1) * sizeof *t->written);
+    if (!grown) ir_fail(g, "out of memory (written rectangles of %s)", t->name);
+    t->written = grown;
     t->written[t->nwritten][0] = v->r0; t->written[t->nwritten][1] = v->nr;
     t->written[t->nwritten][2] = v->c0; t->written[t->nwritten][3] = v->nc;
     t->nwritten++;
@@ -120,7 +122,9 @@ static int need_full(Bw *b, const GView *v) {
 
 static Opnd FV(Bw *b, Opnd o) { o.t = b->fmap[o.t]; return o; }
 
+/* Add an operand to a backward kernel op; a full op is marked and graph_build fails naming it. */
 static void kop(Op *o, const char *key, Opnd v) {
+    if (o->nops >= OP_MAX_OPND) { o->overflow |= OP_OVF_OPERANDS; return; }
     snprintf(o->opkey[o->nops], sizeof o->opkey[0], "%s", key);
     o->ops[o->nops++] = v;
 }
@@ -141,7 +145,7 @@ static void gemm_bwd_members(Bw *b, const Gemm *mem, int n) {
     Graph *g = b->g;
     Gemm *da = malloc((size_t)n * sizeof *da), *db = malloc((size_t)n * sizeof *db);   /* MoE: n = experts */
     int nda = 0, ndb = 0;
-    if (!da || !db) { fprintf(stderr, "boost gen: out of memory\n"); exit(1); }
+    if (!da || !db) { free(da); free(db); ir_fail(g, "out of memory (%d gemm members)", n); }
     for (int j = 0; j < n; j++) {
         const Gemm *x = &mem[j];
         GView dc = gview(g, x->C, x->m, x->n);
@@ -174,7 +178,7 @@ static void gemm_bwd_members(Bw *b, const Gemm *mem, int n) {
             o->g = arr[0];
         } else {
             Op *o = bop(b, OP_GROUPED_GEMM);
-            o->members = malloc((size_t)cnt * sizeof *o->members);
+            o->members = ir_alloc(g, (size_t)cnt * sizeof *o->members);
             memcpy(o->members, arr, (size_t)cnt * sizeof *arr);
             o->nmembers = cnt;
         }
@@ -192,7 +196,7 @@ static void rule_gemm(Bw *b, const Op *f) {
     /* batched: one batched step per direction when every batch member has the same write status */
     int n = (int)x->batch;
     Gemm *mem = malloc((size_t)n * sizeof *mem);   /* MoE experts: any batch */
-    if (!mem) { fprintf(stderr, "boost gen: out of memory\n"); exit(1); }
+    if (!mem) ir_fail(g, "out of memory (%d gemm members)", n);
     for (int j = 0; j < n; j++) {
         mem[j] = *x; mem[j].batch = 1;
         mem[j].A.off.base += j * x->sA; mem[j].B.off.base += j * x->sB; mem[j].C.off.base += j * x->sC;
@@ -231,7 +235,8 @@ static void rule_gemm(Bw *b, const Op *f) {
 static void copy_consts(Op *o, const Op *f, const char *keys) {
     char buf[200];
     snprintf(buf, sizeof buf, "%s", keys);
-    for (char *s = strtok(buf, " "); s; s = strtok(NULL, " "))
+    char *save = NULL;
+    for (char *s = strtok_r(buf, " ", &save); s; s = strtok_r(NULL, " ", &save))
         for (int i = 0; i < f->k.nconst; i++) if (!strcmp(f->k.key[i], s)) k_const(o, s, f->k.val[i]);
 }
 
@@ -323,210 +328,256 @@ static void rule_moe(Bw *b, const Op *f) {
 
 /* ---- kernel rules ---- */
 
-static void rule_kernel(Bw *b, const Op *f) {
-    Graph *g = b->g;
-    const char *kind = f->k.kind;
-    int64_t M = g->M;
 #define OPV(key) f->ops[opi(f, key)]
+
+/* embedding_fwd -> embedding_bwd: the gradient rows scatter-added into the table's */
+static void rule_embedding(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    int64_t M = g->M;
+    GView dout = gview(g, OPV("out"), M, (int64_t)kconst(f, "cols"));
+    if (need_full(b, &dout)) return;
+    Op *o = bk(b, "embedding_bwd");
+    kop(o, "tokens", OPV("tokens")); kop(o, "dout", dout.v);
+    kop(o, "dtable", gview(g, OPV("table"), 1, 1).v);
+    k_const(o, "rows", kconst(f, "rows")); k_const(o, "cols", kconst(f, "cols")); k_const(o, "vocab", kconst(f, "vocab"));
+}
+
+/* rmsnorm_fwd -> rmsnorm_bwd; with a sharded sum of squares, phases 1 and 2 around an
+ * all-reduce of the per-row dot */
+static void rule_rmsnorm(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    int64_t M = g->M;
+    int64_t cols = (int64_t)kconst(f, "cols");
+    Opnd x = OPV("x");
+    GView dout = gview(g, OPV("out"), M, cols), dx = gview(g, x, M, cols);
+    if (need_full(b, &dout)) return;
+    int acc = wacc(b, &dx);
+    if (acc < 0) return;
+    Opnd dgamma = gview(g, OPV("gamma"), 1, cols).v;
+    int sync = opi(f, "sumsq") >= 0;
+    int dot = -1;
+    if (sync) {
+        char nm[110];
+        snprintf(nm, sizeof nm, "%s_dot", g->t[x.t].name);
+        dot = ir_tensor(g, nm, 1, M, IR_FP32, TR_GRAD, PS_PARTIAL);
+    }
+    for (int phase = sync ? 1 : 0; phase <= (sync ? 2 : 0); phase++) {
+        Op *o = bk(b, "rmsnorm_bwd");
+        kop(o, "x", FV(b, x)); kop(o, "gamma", OPV("gamma")); kop(o, "rstd", FV(b, OPV("rstd")));
+        kop(o, "dout", dout.v);
+        if (sync) kop(o, "dot", opnd(dot, 0, M));
+        if (phase != 1) { kop(o, "dx", dx.v); kop(o, "dgamma", dgamma); }
+        k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols);
+        k_const(o, "ldx", kconst(f, "ldx")); k_const(o, "ldo", kconst(f, "ldo"));
+        k_const(o, "divisor", kconst(f, "divisor")); k_const(o, "acc", acc); k_const(o, "phase", phase);
+        if (phase == 1) {
+            Op *a = bop(b, OP_ALLREDUCE);
+            a->buf = opnd(dot, 0, M); a->elems = M; a->dtype = IR_FP32; a->dir = 1;
+            a->bytes = M * 4;
+            snprintf(a->tag, sizeof a->tag, "%s", g->params[g->t[OPV("gamma").t].param].name);
+            a->dual = "allreduce";
+        }
+    }
+    wmark(g, &dx);
+}
+
+/* online_norm_fwd -> online_norm_bwd (gradients of xhat and of the stat column) */
+static void rule_online_norm(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    int64_t M = g->M;
+    int64_t cols = (int64_t)kconst(f, "cols");
+    Opnd x = OPV("x");
+    GView dxhat = gview(g, OPV("xhat"), M, cols), dx = gview(g, x, M, cols);
+    GView dstat = gview(g, OPV("stat"), M, 1);
+    if (need_full(b, &dxhat) || need_full(b, &dstat)) return;
+    int acc = wacc(b, &dx);
+    if (acc < 0) return;
+    Op *o = bk(b, "online_norm_bwd");
+    kop(o, "x", FV(b, x)); kop(o, "gamma", OPV("gamma")); kop(o, "rho", FV(b, OPV("rho")));
+    kop(o, "dxhat", dxhat.v); kop(o, "dstat", dstat.v); kop(o, "dx", dx.v);
+    kop(o, "dgamma", gview(g, OPV("gamma"), 1, cols).v);
+    k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols); k_const(o, "ldx", kconst(f, "ldx"));
+    k_const(o, "acc", acc);
+    wmark(g, &dx);
+}
+
+/* bottleneck_act -> bottleneck_act_bwd (norm: also the rho it undoes and the stat column) */
+static void rule_bottleneck_act(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    int64_t cols = (int64_t)kconst(f, "cols");
+    int64_t M = (int64_t)kconst(f, "rows");   /* g->M, or the E*C slot rows of an MoE expert */
+    int norm = (int)kconst(f, "norm");
+    Opnd h = OPV("h");
+    GView dz = gview(g, OPV("z"), M, cols), dh = gview(g, h, M, cols);
+    if (need_full(b, &dz)) return;
+    int acc = wacc(b, &dh);
+    if (acc < 0) return;
+    Op *o = bk(b, "bottleneck_act_bwd");
+    kop(o, "h", FV(b, h)); kop(o, "y", FV(b, OPV("y")));
+    GView ds;
+    if (norm) {
+        if (acc) { bfail(b, "backward: %s receives a second gradient%s", g->t[dh.v.t].name, ""); return; }
+        kop(o, "rstd", FV(b, OPV("rstd"))); kop(o, "rho", FV(b, opnd(f->aux, 0, M)));
+    }
+    kop(o, "dz", dz.v); kop(o, "dh", dh.v);
+    if (norm) {
+        ds = gview(g, opnd(h.t, g->t[h.t].cols - 1, g->t[h.t].cols), M, 1);
+        kop(o, "dstat", ds.v);
+    }
+    k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols);
+    k_const(o, "ldh", kconst(f, "ldh")); k_const(o, "ldy", kconst(f, "ldy")); k_const(o, "ldz", kconst(f, "ldz"));
+    k_const(o, "lddh", (double)dh.v.ld); k_const(o, "act", kconst(f, "act")); k_const(o, "norm", norm);
+    k_const(o, "divisor", (double)g->run->model.hidden); k_const(o, "acc", acc);
+    wmark(g, &dh);
+    if (norm) wmark(g, &ds);
+}
+
+/* rope -> rope with inverse = 1, in place on the gradient */
+static void rule_rope(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    int64_t M = g->M;
+    int64_t cols = (int64_t)(kconst(f, "heads") * kconst(f, "head_dim"));
+    GView dx = gview(g, OPV("x"), M, cols);
+    if (need_full(b, &dx)) return;
+    Op *o = bk(b, "rope");
+    kop(o, "x", dx.v);
+    for (int i = 0; i < f->k.nconst; i++) k_const(o, f->k.key[i], strcmp(f->k.key[i], "inverse") ? f->k.val[i] : 1);
+}
+
+/* attention_fwd -> attention_bwd (dq, dk, dv are written, never accumulated) */
+static void rule_attention(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    int64_t M = g->M;
+    int64_t hl = (int64_t)kconst(f, "heads"), kvl = (int64_t)kconst(f, "kv_heads"), hd = (int64_t)kconst(f, "head_dim");
+    GView dout = gview(g, OPV("out"), M, hl * hd);
+    GView dq = gview(g, OPV("q"), M, hl * hd), dk = gview(g, OPV("k"), M, kvl * hd), dv = gview(g, OPV("v"), M, kvl * hd);
+    if (need_full(b, &dout)) return;
+    if (wacc(b, &dq) || wacc(b, &dk) || wacc(b, &dv)) {
+        if (!b->rc_failed) bfail(b, "backward: attention_bwd overwrites %s, which already holds a gradient%s", g->t[dq.v.t].name, "");
+        return;
+    }
+    Op *o = bk(b, "attention_bwd");
+    kop(o, "q", FV(b, OPV("q"))); kop(o, "k", FV(b, OPV("k"))); kop(o, "v", FV(b, OPV("v")));
+    kop(o, "out", FV(b, OPV("out"))); kop(o, "dout", dout.v); kop(o, "lse", FV(b, OPV("lse")));
+    kop(o, "dq", dq.v); kop(o, "dk", dk.v); kop(o, "dv", dv.v);
+    for (int i = 0; i < f->k.nconst; i++) k_const(o, f->k.key[i], f->k.val[i]);
+    wmark(g, &dq); wmark(g, &dk); wmark(g, &dv);
+}
+
+/* glu_fwd -> glu_bwd (dgate, dup are written, never accumulated) */
+static void rule_glu(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    int64_t cols = (int64_t)kconst(f, "cols");
+    int64_t M = (int64_t)kconst(f, "rows");   /* g->M, or the E*C slot rows of an MoE expert */
+    GView dout = gview(g, OPV("out"), M, cols), dg = gview(g, OPV("gate"), M, cols), du = gview(g, OPV("up"), M, cols);
+    if (need_full(b, &dout)) return;
+    if (wacc(b, &dg) || wacc(b, &du)) {
+        if (!b->rc_failed) bfail(b, "backward: glu_bwd overwrites %s, which already holds a gradient%s", g->t[dg.v.t].name, "");
+        return;
+    }
+    Op *o = bk(b, "glu_bwd");
+    kop(o, "gate", FV(b, OPV("gate"))); kop(o, "up", FV(b, OPV("up"))); kop(o, "dout", dout.v);
+    kop(o, "dgate", dg.v); kop(o, "dup", du.v);
+    k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols);
+    k_const(o, "ldg", kconst(f, "ldg")); k_const(o, "ldu", kconst(f, "ldu")); k_const(o, "ldo", kconst(f, "ldo"));
+    k_const(o, "lddg", (double)dg.v.ld); k_const(o, "lddu", (double)du.v.ld); k_const(o, "act", kconst(f, "act"));
+    wmark(g, &dg); wmark(g, &du);
+}
+
+/* An add's input b, whose gradient would share the buffer a's already shares: allowed only if
+ * nothing accumulates into a's gradient before b's producer has read it, i.e. every other reader
+ * of a (forward tape before the add) comes before b's first writer. */
+static int b_may_share(const Bw *b, int bt, int at) {
+    const Graph *g = b->g;
+    int pb = -1;
+    for (int k = 0; k < b->cur && pb < 0; k++) {
+        const Op *w = &g->fwd[k];
+        if (w->kind == OP_KERNEL) { for (int q = 0; q < w->nops; q++) if ((w->out_mask >> q & 1) && w->ops[q].t == bt) pb = k; }
+        else if (w->kind == OP_GEMM || w->kind == OP_BATCHED_GEMM) { if (w->g.C.t == bt) pb = k; }
+        else if (w->kind == OP_GROUPED_GEMM) { for (int q = 0; q < w->nmembers; q++) if (w->members[q].C.t == bt) pb = k; }
+    }
+    for (int k = pb + 1; k < b->cur; k++) {
+        const Op *w = &g->fwd[k];
+        if (w->kind == OP_KERNEL) { for (int q = 0; q < w->nops; q++) if (w->ops[q].t == at) return 0; }
+        else if (w->kind == OP_GEMM || w->kind == OP_BATCHED_GEMM) { if (w->g.A.t == at) return 0; }
+        else if (w->kind == OP_GROUPED_GEMM) { for (int q = 0; q < w->nmembers; q++) if (w->members[q].A.t == at) return 0; }
+    }
+    return 1;
+}
+
+/* add, copy -> the output gradient flows to each input: the same buffer when the views are
+ * whole (no step), else a copy step */
+static void rule_add_copy(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    int64_t M = g->M;
+    int64_t cols = (int64_t)kconst(f, "cols");
+    int isadd = !strcmp(f->k.kind, "add");
+    Opnd out = isadd ? OPV("out") : OPV("dst");
+    GView dout = gview(g, out, isadd ? M : (int64_t)kconst(f, "rows"), cols);
+    if (need_full(b, &dout)) return;
+    const char *ins[2] = {isadd ? "a" : "src", "b"};
+    int aliased_a = 0;
+    for (int j = 0; j < (isadd ? 2 : 1); j++) {
+        Opnd in = OPV(ins[j]);
+        Tensor *ti = &g->t[in.t], *to = &g->t[out.t];
+        int whole = in.off.base == 0 && out.off.base == 0 && ti->rows == to->rows && ti->cols == to->cols &&
+                    ti->cols == cols && !ti->has_stat && !to->has_stat && ti->grad < 0 && ti->role == TR_ACT;
+        if (whole && j == 1 && aliased_a) whole = b_may_share(b, in.t, OPV("a").t);
+        if (whole) {   /* the same gradient: share the buffer, no step */
+            ti->grad = dout.v.t;
+            if (j == 0) aliased_a = 1;
+            continue;
+        }
+        int stat = g->t[out.t].has_stat && cols == 1;   /* a stat column: its gradient is a [1 x M] vector */
+        GView din = gview(g, in, stat ? M : dout.nr, cols);
+        int acc = wacc(b, &din);
+        if (acc < 0) return;
+        Op *o = bk(b, "copy");
+        kop(o, "src", dout.v); kop(o, "dst", din.v);
+        k_const(o, "rows", (double)(stat ? M : dout.nr)); k_const(o, "cols", (double)cols);
+        k_const(o, "lds", (double)dout.v.ld); k_const(o, "ldd", (double)din.v.ld); k_const(o, "acc", acc);
+        wmark(g, &din);
+    }
+}
+
+/* xent_combine -> xent_bwd on the logits (the scale folds in the micro-batch count) */
+static void rule_xent(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    int64_t M = g->M;
+    Opnd logits = opnd(f->aux, 0, 0);
+    int64_t vl = g->t[f->aux].cols;
+    GView dl = gview(g, logits, M, vl);
+    Op *o = bk(b, "xent_bwd");
+    kop(o, "logits", FV(b, opnd(f->aux, 0, vl))); kop(o, "targets", opnd(g->targets, 0, M));
+    kop(o, "lse", FV(b, OPV("lse"))); kop(o, "dlogits", dl.v);
+    k_const(o, "rows", (double)M); k_const(o, "cols", (double)vl); k_const(o, "ldl", (double)vl);
+    k_const_r(o, "vocab_offset", 0, (double)vl);
+    k_const(o, "scale", 1.0 / ((double)M * (g->run->grad_accum > 0 ? g->run->grad_accum : 1)));
+    wmark(g, &dl);
+}
+#undef OPV
+
+/* The backward rule of each forward kernel kind (the moe_* kinds: rule_moe). */
+static const struct { const char *kind; void (*rule)(Bw *b, const Op *f); } kernel_rules[] = {
+    {"embedding_fwd", rule_embedding},
+    {"rmsnorm_fwd", rule_rmsnorm},
+    {"online_norm_fwd", rule_online_norm},
+    {"bottleneck_act", rule_bottleneck_act},
+    {"rope", rule_rope},
+    {"attention_fwd", rule_attention},
+    {"glu_fwd", rule_glu},
+    {"add", rule_add_copy},
+    {"xent_combine", rule_xent},
+    {"copy", rule_add_copy},
+};
+
+static void rule_kernel(Bw *b, const Op *f) {
+    const char *kind = f->k.kind;
     if (f->no_grad || !strcmp(kind, "online_norm_rescale") || !strcmp(kind, "sumsq")) return;
     if (!strncmp(kind, "moe_", 4)) { rule_moe(b, f); return; }
-    if (!strcmp(kind, "embedding_fwd")) {
-        GView dout = gview(g, OPV("out"), M, (int64_t)kconst(f, "cols"));
-        if (need_full(b, &dout)) return;
-        Op *o = bk(b, "embedding_bwd");
-        kop(o, "tokens", OPV("tokens")); kop(o, "dout", dout.v);
-        kop(o, "dtable", gview(g, OPV("table"), 1, 1).v);
-        k_const(o, "rows", kconst(f, "rows")); k_const(o, "cols", kconst(f, "cols")); k_const(o, "vocab", kconst(f, "vocab"));
-        return;
-    }
-    if (!strcmp(kind, "rmsnorm_fwd")) {
-        int64_t cols = (int64_t)kconst(f, "cols");
-        Opnd x = OPV("x");
-        GView dout = gview(g, OPV("out"), M, cols), dx = gview(g, x, M, cols);
-        if (need_full(b, &dout)) return;
-        int acc = wacc(b, &dx);
-        if (acc < 0) return;
-        Opnd dgamma = gview(g, OPV("gamma"), 1, cols).v;
-        int sync = opi(f, "sumsq") >= 0;
-        int dot = -1;
-        if (sync) {
-            char nm[110];
-            snprintf(nm, sizeof nm, "%s_dot", g->t[x.t].name);
-            dot = ir_tensor(g, nm, 1, M, IR_FP32, TR_GRAD, PS_PARTIAL);
-        }
-        for (int phase = sync ? 1 : 0; phase <= (sync ? 2 : 0); phase++) {
-            Op *o = bk(b, "rmsnorm_bwd");
-            kop(o, "x", FV(b, x)); kop(o, "gamma", OPV("gamma")); kop(o, "rstd", FV(b, OPV("rstd")));
-            kop(o, "dout", dout.v);
-            if (sync) kop(o, "dot", opnd(dot, 0, M));
-            if (phase != 1) { kop(o, "dx", dx.v); kop(o, "dgamma", dgamma); }
-            k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols);
-            k_const(o, "ldx", kconst(f, "ldx")); k_const(o, "ldo", kconst(f, "ldo"));
-            k_const(o, "divisor", kconst(f, "divisor")); k_const(o, "acc", acc); k_const(o, "phase", phase);
-            if (phase == 1) {
-                Op *a = bop(b, OP_ALLREDUCE);
-                a->buf = opnd(dot, 0, M); a->elems = M; a->dtype = IR_FP32; a->dir = 1;
-                a->bytes = M * 4;
-                snprintf(a->tag, sizeof a->tag, "%s", g->params[g->t[OPV("gamma").t].param].name);
-                a->dual = "allreduce";
-            }
-        }
-        wmark(g, &dx);
-        return;
-    }
-    if (!strcmp(kind, "online_norm_fwd")) {
-        int64_t cols = (int64_t)kconst(f, "cols");
-        Opnd x = OPV("x");
-        GView dxhat = gview(g, OPV("xhat"), M, cols), dx = gview(g, x, M, cols);
-        GView dstat = gview(g, OPV("stat"), M, 1);
-        if (need_full(b, &dxhat) || need_full(b, &dstat)) return;
-        int acc = wacc(b, &dx);
-        if (acc < 0) return;
-        Op *o = bk(b, "online_norm_bwd");
-        kop(o, "x", FV(b, x)); kop(o, "gamma", OPV("gamma")); kop(o, "rho", FV(b, OPV("rho")));
-        kop(o, "dxhat", dxhat.v); kop(o, "dstat", dstat.v); kop(o, "dx", dx.v);
-        kop(o, "dgamma", gview(g, OPV("gamma"), 1, cols).v);
-        k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols); k_const(o, "ldx", kconst(f, "ldx"));
-        k_const(o, "acc", acc);
-        wmark(g, &dx);
-        return;
-    }
-    if (!strcmp(kind, "bottleneck_act")) {
-        int64_t cols = (int64_t)kconst(f, "cols");
-        M = (int64_t)kconst(f, "rows");   /* g->M, or the E*C slot rows of an MoE expert */
-        int norm = (int)kconst(f, "norm");
-        Opnd h = OPV("h");
-        GView dz = gview(g, OPV("z"), M, cols), dh = gview(g, h, M, cols);
-        if (need_full(b, &dz)) return;
-        int acc = wacc(b, &dh);
-        if (acc < 0) return;
-        Op *o = bk(b, "bottleneck_act_bwd");
-        kop(o, "h", FV(b, h)); kop(o, "y", FV(b, OPV("y")));
-        GView ds;
-        if (norm) {
-            if (acc) { bfail(b, "backward: %s receives a second gradient%s", g->t[dh.v.t].name, ""); return; }
-            kop(o, "rstd", FV(b, OPV("rstd"))); kop(o, "rho", FV(b, opnd(f->aux, 0, M)));
-        }
-        kop(o, "dz", dz.v); kop(o, "dh", dh.v);
-        if (norm) {
-            ds = gview(g, opnd(h.t, g->t[h.t].cols - 1, g->t[h.t].cols), M, 1);
-            kop(o, "dstat", ds.v);
-        }
-        k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols);
-        k_const(o, "ldh", kconst(f, "ldh")); k_const(o, "ldy", kconst(f, "ldy")); k_const(o, "ldz", kconst(f, "ldz"));
-        k_const(o, "lddh", (double)dh.v.ld); k_const(o, "act", kconst(f, "act")); k_const(o, "norm", norm);
-        k_const(o, "divisor", (double)g->run->model.hidden); k_const(o, "acc", acc);
-        wmark(g, &dh);
-        if (norm) wmark(g, &ds);
-        return;
-    }
-    if (!strcmp(kind, "rope")) {
-        int64_t cols = (int64_t)(kconst(f, "heads") * kconst(f, "head_dim"));
-        GView dx = gview(g, OPV("x"), M, cols);
-        if (need_full(b, &dx)) return;
-        Op *o = bk(b, "rope");
-        kop(o, "x", dx.v);
-        for (int i = 0; i < f->k.nconst; i++) k_const(o, f->k.key[i], strcmp(f->k.key[i], "inverse") ? f->k.val[i] : 1);
-        return;
-    }
-    if (!strcmp(kind, "attention_fwd")) {
-        int64_t hl = (int64_t)kconst(f, "heads"), kvl = (int64_t)kconst(f, "kv_heads"), hd = (int64_t)kconst(f, "head_dim");
-        GView dout = gview(g, OPV("out"), M, hl * hd);
-        GView dq = gview(g, OPV("q"), M, hl * hd), dk = gview(g, OPV("k"), M, kvl * hd), dv = gview(g, OPV("v"), M, kvl * hd);
-        if (need_full(b, &dout)) return;
-        if (wacc(b, &dq) || wacc(b, &dk) || wacc(b, &dv)) {
-            if (!b->rc_failed) bfail(b, "backward: attention_bwd overwrites %s, which already holds a gradient%s", g->t[dq.v.t].name, "");
-            return;
-        }
-        Op *o = bk(b, "attention_bwd");
-        kop(o, "q", FV(b, OPV("q"))); kop(o, "k", FV(b, OPV("k"))); kop(o, "v", FV(b, OPV("v")));
-        kop(o, "out", FV(b, OPV("out"))); kop(o, "dout", dout.v); kop(o, "lse", FV(b, OPV("lse")));
-        kop(o, "dq", dq.v); kop(o, "dk", dk.v); kop(o, "dv", dv.v);
-        for (int i = 0; i < f->k.nconst; i++) k_const(o, f->k.key[i], f->k.val[i]);
-        wmark(g, &dq); wmark(g, &dk); wmark(g, &dv);
-        return;
-    }
-    if (!strcmp(kind, "glu_fwd")) {
-        int64_t cols = (int64_t)kconst(f, "cols");
-        M = (int64_t)kconst(f, "rows");   /* g->M, or the E*C slot rows of an MoE expert */
-        GView dout = gview(g, OPV("out"), M, cols), dg = gview(g, OPV("gate"), M, cols), du = gview(g, OPV("up"), M, cols);
-        if (need_full(b, &dout)) return;
-        if (wacc(b, &dg) || wacc(b, &du)) {
-            if (!b->rc_failed) bfail(b, "backward: glu_bwd overwrites %s, which already holds a gradient%s", g->t[dg.v.t].name, "");
-            return;
-        }
-        Op *o = bk(b, "glu_bwd");
-        kop(o, "gate", FV(b, OPV("gate"))); kop(o, "up", FV(b, OPV("up"))); kop(o, "dout", dout.v);
-        kop(o, "dgate", dg.v); kop(o, "dup", du.v);
-        k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols);
-        k_const(o, "ldg", kconst(f, "ldg")); k_const(o, "ldu", kconst(f, "ldu")); k_const(o, "ldo", kconst(f, "ldo"));
-        k_const(o, "lddg", (double)dg.v.ld); k_const(o, "lddu", (double)du.v.ld); k_const(o, "act", kconst(f, "act"));
-        wmark(g, &dg); wmark(g, &du);
-        return;
-    }
-    if (!strcmp(kind, "add") || !strcmp(kind, "copy")) {
-        int64_t cols = (int64_t)kconst(f, "cols");
-        int isadd = !strcmp(kind, "add");
-        Opnd out = isadd ? OPV("out") : OPV("dst");
-        GView dout = gview(g, out, isadd ? M : (int64_t)kconst(f, "rows"), cols);
-        if (need_full(b, &dout)) return;
-        const char *ins[2] = {isadd ? "a" : "src", "b"};
-        int aliased_a = 0;
-        for (int j = 0; j < (isadd ? 2 : 1); j++) {
-            Opnd in = OPV(ins[j]);
-            Tensor *ti = &g->t[in.t], *to = &g->t[out.t];
-            int whole = in.off.base == 0 && out.off.base == 0 && ti->rows == to->rows && ti->cols == to->cols &&
-                        ti->cols == cols && !ti->has_stat && !to->has_stat && ti->grad < 0 && ti->role == TR_ACT;
-            if (whole && j == 1 && aliased_a) {
-                /* b may share the buffer only if nothing accumulates into a's gradient before b's
-                   producer has read it: every other reader of a comes before b's first writer */
-                int pb = -1;
-                for (int k = 0; k < b->cur; k++) if (g->fwd[k].kind != OP_TP_COPY) {
-                    const Op *w = &g->fwd[k];
-                    if (w->kind == OP_KERNEL) { for (int q = 0; q < w->nops; q++) if ((w->out_mask >> q & 1) && w->ops[q].t == in.t && pb < 0) pb = k; }
-                    else if ((w->kind == OP_GEMM || w->kind == OP_BATCHED_GEMM) && w->g.C.t == in.t && pb < 0) pb = k;
-                    else if (w->kind == OP_GROUPED_GEMM) for (int q = 0; q < w->nmembers; q++) if (w->members[q].C.t == in.t && pb < 0) pb = k;
-                }
-                Opnd a = OPV("a");
-                for (int k = pb + 1; k < b->cur && whole; k++) {
-                    const Op *w = &g->fwd[k];
-                    if (w->kind == OP_KERNEL) { for (int q = 0; q < w->nops; q++) if (w->ops[q].t == a.t) whole = 0; }
-                    else if (w->kind == OP_GEMM || w->kind == OP_BATCHED_GEMM) { if (w->g.A.t == a.t) whole = 0; }
-                    else if (w->kind == OP_GROUPED_GEMM) { for (int q = 0; q < w->nmembers; q++) if (w->members[q].A.t == a.t) whole = 0; }
-                }
-            }
-            if (whole) {   /* the same gradient: share the buffer, no step */
-                ti->grad = dout.v.t;
-                if (j == 0) aliased_a = 1;
-                continue;
-            }
-            int stat = g->t[out.t].has_stat && cols == 1;   /* a stat column: its gradient is a [1 x M] vector */
-            GView din = gview(g, in, stat ? M : dout.nr, cols);
-            int acc = wacc(b, &din);
-            if (acc < 0) return;
-            Op *o = bk(b, "copy");
-            kop(o, "src", dout.v); kop(o, "dst", din.v);
-            k_const(o, "rows", (double)(stat ? M : dout.nr)); k_const(o, "cols", (double)cols);
-            k_const(o, "lds", (double)dout.v.ld); k_const(o, "ldd", (double)din.v.ld); k_const(o, "acc", acc);
-            wmark(g, &din);
-        }
-        return;
-    }
-    if (!strcmp(kind, "xent_combine")) {
-        Opnd logits = opnd(f->aux, 0, 0);
-        int64_t vl = g->t[f->aux].cols;
-        GView dl = gview(g, logits, M, vl);
-        Op *o = bk(b, "xent_bwd");
-        kop(o, "logits", FV(b, opnd(f->aux, 0, vl))); kop(o, "targets", opnd(g->targets, 0, M));
-        kop(o, "lse", FV(b, OPV("lse"))); kop(o, "dlogits", dl.v);
-        k_const(o, "rows", (double)M); k_const(o, "cols", (double)vl); k_const(o, "ldl", (double)vl);
-        k_const_r(o, "vocab_offset", 0, (double)vl);
-        k_const(o, "scale", 1.0 / ((double)M * (g->run->grad_accum > 0 ? g->run->grad_accum : 1)));
-        wmark(g, &dl);
-        return;
-    }
+    for (size_t i = 0; i < sizeof kernel_rules / sizeof kernel_rules[0]; i++)
+        if (!strcmp(kind, kernel_rules[i].kind)) { kernel_rules[i].rule(b, f); return; }
     bfail(b, "backward: no rule for kernel %s (%s)", kind, f->chunk);
-#undef OPV
 }
 
 /* A backward GEMM that only accumulates a parameter gradient and does not touch tensor `buf`. */
@@ -626,6 +677,7 @@ static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
     Graph *g = b->g;
     int nt = g->nt;
     char *want = calloc((size_t)nt, 1), *replay = calloc((size_t)g->nfwd, 1);
+    if (!want || !replay) { free(want); free(replay); ir_fail(g, "out of memory (recompute of %s)", chunk); }
     int buf[64], n;
     int any = 0;
     for (int k = first; k <= last; k++) {
@@ -678,7 +730,7 @@ static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
             *o2 = *f;
             o2->section = SEC_RECOMPUTE;
             if (f->members) {
-                o2->members = malloc((size_t)f->nmembers * sizeof *f->members);
+                o2->members = ir_alloc(g, (size_t)f->nmembers * sizeof *f->members);
                 memcpy(o2->members, f->members, (size_t)f->nmembers * sizeof *f->members);
                 for (int i = 0; i < o2->nmembers; i++) {
                     o2->members[i].A = remap(b, o2->members[i].A); o2->members[i].C = remap(b, o2->members[i].C);
@@ -721,7 +773,7 @@ int build_backward(Graph *g) {
     Bw b = {g, NULL, 0, 0};
     /* tensors created below (gradients, rc.* copies, dots) number at most a few per forward one */
     int cap = 6 * g->nt + 1024;
-    b.fmap = malloc((size_t)cap * sizeof *b.fmap);
+    b.fmap = ir_alloc(g, (size_t)cap * sizeof *b.fmap);
     for (int i = 0; i < cap; i++) b.fmap[i] = i;
     int ckpt = g->run->checkpoint == CKPT_LOWRANK;
     int rc = 0;

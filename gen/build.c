@@ -35,7 +35,7 @@ static void canon_add(Graph *g, const char *name, int64_t rows, int64_t cols, in
     if (g->ncanons == g->capc) {
         g->capc = g->capc ? 2 * g->capc : 64;
         g->canons = realloc(g->canons, (size_t)g->capc * sizeof *g->canons);
-        if (!g->canons) { fprintf(stderr, "boost gen: out of memory\n"); exit(1); }
+        if (!g->canons) ir_fail(g, "out of memory (canons)");
     }
     Canon *c = &g->canons[g->ncanons++];
     memset(c, 0, sizeof *c);
@@ -48,7 +48,7 @@ static int param_add(Graph *g, const char *name, int64_t rows, int64_t cols, int
     if (g->nparams == g->capp) {
         g->capp = g->capp ? 2 * g->capp : 64;
         g->params = realloc(g->params, (size_t)g->capp * sizeof *g->params);
-        if (!g->params) { fprintf(stderr, "boost gen: out of memory\n"); exit(1); }
+        if (!g->params) ir_fail(g, "out of memory (params)");
     }
     int t = ir_tensor(g, name, rows, cols, ir_act_dtype(g), TR_PARAM, state);
     Param *p = &g->params[g->nparams];
@@ -64,11 +64,11 @@ static int param_add(Graph *g, const char *name, int64_t rows, int64_t cols, int
 static void part_add(Graph *g, int ptensor, const char *canon, RInt r0, RInt r1, RInt c0, RInt c1,
                      int64_t lr, int64_t lc, int rep) {
     int c = canon_find(g, canon);
-    if (c < 0) { fprintf(stderr, "boost gen: internal: no canon %s\n", canon); exit(1); }
+    if (c < 0) ir_fail(g, "internal: param part of canon %s, which was never added", canon);
     if (g->nparts == g->capparts) {
         g->capparts = g->capparts ? 2 * g->capparts : 64;
         g->parts = realloc(g->parts, (size_t)g->capparts * sizeof *g->parts);
-        if (!g->parts) { fprintf(stderr, "boost gen: out of memory\n"); exit(1); }
+        if (!g->parts) ir_fail(g, "out of memory (param parts)");
     }
     Part *p = &g->parts[g->nparts++];
     p->canon = c; p->r0 = r0; p->r1 = r1; p->c0 = c0; p->c1 = c1; p->lr = lr; p->lc = lc; p->rep = rep;
@@ -151,7 +151,7 @@ static Op *gemm_batched(Graph *g, Opnd A, Opnd B, Opnd C, int64_t m, int64_t n, 
 static Op *gemm_grouped(Graph *g, const Gemm *mem, int n) {
     if (n == 1) return gemm_op(g, mem[0].A, mem[0].B, mem[0].C, mem[0].m, mem[0].n, mem[0].k);
     Op *o = fwd_op(g, OP_GROUPED_GEMM);
-    o->members = malloc((size_t)n * sizeof *o->members);
+    o->members = ir_alloc(g, (size_t)n * sizeof *o->members);
     memcpy(o->members, mem, (size_t)n * sizeof *mem);
     o->nmembers = n;
     for (int i = 0; i < n; i++) {
@@ -924,7 +924,7 @@ static int compose(int a, int b) {
 }
 
 int check_states(Graph *g) {
-    int *st = malloc((size_t)g->nt * sizeof *st);
+    int *st = ir_alloc(g, (size_t)g->nt * sizeof *st);
     for (int i = 0; i < g->nt; i++)
         st[i] = (g->t[i].role == TR_PARAM || g->t[i].role == TR_INPUT) ? g->t[i].state : -1;
     int rc = 0;

@@ -41,7 +41,7 @@ int emit_forward_steps(Graph *g) {
     int ckpt = g->run->checkpoint == CKPT_LOWRANK;
     int *after = NULL;
     if (ckpt) {
-        after = malloc((size_t)g->nt * sizeof *after);
+        after = ir_alloc(g, (size_t)g->nt * sizeof *after);
         for (int i = 0; i < g->nt; i++)
             after[i] = (g->t[i].role == TR_ACT && g->t[i].saved) ? last_writer(g, i) : -1;
     }
@@ -51,7 +51,7 @@ int emit_forward_steps(Graph *g) {
             Op *o = ir_push(g, &g->steps, &g->nsteps, &g->caps);
             *o = *f;
             if (f->members) {
-                o->members = malloc((size_t)f->nmembers * sizeof *f->members);
+                o->members = ir_alloc(g, (size_t)f->nmembers * sizeof *f->members);
                 memcpy(o->members, f->members, (size_t)f->nmembers * sizeof *f->members);
             }
         }

@@ -1,16 +1,34 @@
 /* ir.c: building blocks of the generator's IR (gen/ir.h): tensors, operands, growable op lists,
  * kernel ops with operands in catalog order. The base of gen/: it calls nothing else in gen/ (the
  * passes build on it; gen/pipeline.c runs them). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gen/ir.h"
 
-static void *grow(void *p, int n, int *cap, size_t elem) {
+void ir_fail(Graph *g, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->err, sizeof g->err, fmt, ap);
+    va_end(ap);
+    if (g->fail) longjmp(*g->fail, 1);
+    fprintf(stderr, "boost gen: %s (a graph built outside graph_build cannot report this)\n", g->err);
+    abort();
+}
+
+void *ir_alloc(Graph *g, size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) ir_fail(g, "out of memory (%zu bytes)", bytes);
+    return p;
+}
+
+/* Room for one more element in a growable array of g (doubling, new room zeroed). */
+static void *grow(Graph *g, void *p, int n, int *cap, size_t elem) {
     if (n < *cap) return p;
     int nc = *cap ? *cap * 2 : 64;
     void *q = realloc(p, (size_t)nc * elem);
-    if (!q) { fprintf(stderr, "boost gen: out of memory\n"); exit(1); }
+    if (!q) ir_fail(g, "out of memory (%d entries of %zu bytes)", nc, elem);
     memset((char *)q + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
     *cap = nc;
     return q;
@@ -41,7 +59,7 @@ size_t ir_dtype_size(int dtype) { return dtype == IR_BF16 ? 2 : 4; }
 int ir_act_dtype(const Graph *g) { return g->run->dtype == DT_FP32 ? IR_FP32 : IR_BF16; }
 
 int ir_tensor(Graph *g, const char *name, int64_t rows, int64_t cols, int dtype, int role, int state) {
-    g->t = grow(g->t, g->nt, &g->capt, sizeof *g->t);
+    g->t = grow(g, g->t, g->nt, &g->capt, sizeof *g->t);
     Tensor *t = &g->t[g->nt];
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
@@ -60,7 +78,7 @@ Opnd opnd(int t, int64_t off, int64_t ld) { Opnd o = {t, {off, 0}, ld}; return o
 Opnd opnd_r(int t, RInt off, int64_t ld) { Opnd o = {t, off, ld}; return o; }
 
 Op *ir_push(Graph *g, Op **arr, int *n, int *cap) {
-    *arr = grow(*arr, *n, cap, sizeof **arr);
+    *arr = grow(g, *arr, *n, cap, sizeof **arr);
     Op *o = &(*arr)[(*n)++];
     memset(o, 0, sizeof *o);
     o->marker_tensor = -1;
@@ -90,24 +108,30 @@ Op *k_begin(Graph *g, const char *kind) {
     return o;
 }
 
-void k_op(Graph *g, Op *o, const char *key, Opnd v, int is_out, int bwd_needed) {
-    (void)g;
-    if (o->nops >= OP_MAX_OPND) { fprintf(stderr, "boost gen: too many operands on %s\n", o->k.kind); exit(1); }
+int k_op(Graph *g, Op *o, const char *key, Opnd v, int is_out, int bwd_needed) {
+    if (o->nops >= OP_MAX_OPND) {
+        snprintf(g->err, sizeof g->err, "kernel %s: operand %s is one more than the %d an op holds (raise OP_MAX_OPND in gen/ir.h)",
+                 o->k.kind, key, OP_MAX_OPND);
+        o->overflow |= OP_OVF_OPERANDS;
+        return -1;
+    }
     snprintf(o->opkey[o->nops], sizeof o->opkey[0], "%s", key);
     if (v.ld == 0 && v.t >= 0) v.ld = g->t[v.t].cols;
     o->ops[o->nops] = v;
     if (is_out) { o->out_mask |= 1u << o->nops; o->ostate[o->nops] = is_out; }
     if (bwd_needed) o->bwd_needs |= 1u << o->nops;
     o->nops++;
+    return 0;
 }
 
-void k_const(Op *o, const char *key, double v) { k_const_r(o, key, v, 0); }
+int k_const(Op *o, const char *key, double v) { return k_const_r(o, key, v, 0); }
 
-void k_const_r(Op *o, const char *key, double base, double per_rank) {
+int k_const_r(Op *o, const char *key, double base, double per_rank) {
     KernelInst *k = &o->k;
-    if (k->nconst >= KMAX_CONST) { fprintf(stderr, "boost gen: too many constants on %s\n", k->kind); exit(1); }
+    if (k->nconst >= KMAX_CONST) { o->overflow |= OP_OVF_CONSTS; return -1; }
     snprintf(k->key[k->nconst], sizeof k->key[0], "%s", key);
     k->val[k->nconst] = base;
     k->per_rank[k->nconst] = per_rank;
     k->nconst++;
+    return 0;
 }

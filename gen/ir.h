@@ -13,6 +13,7 @@
 #ifndef BOOST_IR_H
 #define BOOST_IR_H
 
+#include <setjmp.h>
 #include <stdint.h>
 #include <stddef.h>
 #include "gen/model.h"
@@ -127,7 +128,10 @@ typedef struct {
                                 "slice" for an all-gather, "allreduce" for OP_TP_COPY) */
     int marker_tensor;       /* OP_SAVE, OP_TP_COPY */
     int no_grad;             /* forward op with no backward rule (statistics, loss partials) */
+    int overflow;            /* k_op / k_const_r found no room (OP_OVF_*): the pipeline fails */
 } Op;
+
+enum { OP_OVF_OPERANDS = 1, OP_OVF_CONSTS = 2 };
 
 typedef struct {
     const Run *run;
@@ -146,10 +150,18 @@ typedef struct {
     int cur_layer;                /* builder state: layer and chunk stamped on new ops */
     char cur_chunk[48];
     Run *owned_run;               /* the copy of the run this graph was built for */
+    jmp_buf *fail;                /* set by graph_build: where ir_fail returns to; NULL outside it */
     char err[512];
 } Graph;
 
 /* ---- ir.c: building blocks ---- */
+/* Errors: the builders and passes return 2 (bad input) or 1 with g->err set. A failure they cannot
+ * return from (out of memory deep in a builder, an internal inconsistency) calls ir_fail: the
+ * message goes to g->err and control goes back to graph_build (gen/pipeline.c), which frees the
+ * graph and returns status 1 (temporaries of the pass that failed are not freed). Outside
+ * graph_build (g->fail NULL: a graph built by hand in a test) ir_fail prints and aborts. */
+void ir_fail(Graph *g, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+void *ir_alloc(Graph *g, size_t bytes);        /* malloc, or ir_fail on out of memory */
 Graph *graph_new(const Run *run, int layout);
 void graph_free(Graph *g);
 int ir_tensor(Graph *g, const char *name, int64_t rows, int64_t cols, int dtype, int role, int state);
@@ -160,12 +172,15 @@ Op *ir_push(Graph *g, Op **arr, int *n, int *cap);
 size_t ir_dtype_size(int dtype);
 uint64_t fnv1a64(const char *s);
 int ir_act_dtype(const Graph *g);              /* the run's activation dtype */
-/* kernel op helpers: start a kernel op on the tape, add operands and constants in catalog order */
+/* kernel op helpers: start a kernel op on the tape, add operands and constants in catalog order.
+ * k_op and k_const* return 0, or -1 when the op has no room left (OP_MAX_OPND operands,
+ * KMAX_CONST constants): the value is dropped and o->overflow set, and graph_build fails with
+ * status 1 naming the kernel (k_op also writes g->err). */
 Op *fwd_op(Graph *g, int kind);                 /* new op on the forward tape, stamped with cur_* */
 Op *k_begin(Graph *g, const char *kind);
-void k_op(Graph *g, Op *o, const char *key, Opnd v, int out_state_plus1, int bwd_needed);
-void k_const(Op *o, const char *key, double v);
-void k_const_r(Op *o, const char *key, double base, double per_rank);
+int k_op(Graph *g, Op *o, const char *key, Opnd v, int out_state_plus1, int bwd_needed);
+int k_const(Op *o, const char *key, double v);
+int k_const_r(Op *o, const char *key, double base, double per_rank);
 
 /* ---- build.c: forward tape for the run's layout (sets g->err and returns 2 on bad input) ---- */
 int build_forward(Graph *g);

@@ -22,13 +22,15 @@ static int64_t tbytes(const Tensor *t) {
     return (b + ALIGN - 1) / ALIGN * ALIGN;
 }
 
-static const Graph *sort_g;
+/* A buffer's sort key, copied out so that the comparison needs no context: largest first, then
+ * the earliest live, then the lowest tensor index (a total order: the plan is deterministic). */
+typedef struct { int64_t bytes; int live0, t; } SortKey;
+
 static int by_size(const void *a, const void *b) {
-    const Tensor *x = &sort_g->t[*(const int *)a], *y = &sort_g->t[*(const int *)b];
-    int64_t sx = tbytes(x), sy = tbytes(y);
-    if (sx != sy) return sx > sy ? -1 : 1;
+    const SortKey *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
     if (x->live0 != y->live0) return x->live0 < y->live0 ? -1 : 1;
-    return *(const int *)a - *(const int *)b;
+    return x->t - y->t;
 }
 
 int memplan(Graph *g) {
@@ -50,11 +52,20 @@ int memplan(Graph *g) {
     }
     int n = 0;
     int *order = malloc((size_t)g->nt * sizeof *order);
-    for (int i = 0; i < g->nt; i++) if (g->t[i].live0 >= 0) order[n++] = i;
-    sort_g = g;
-    qsort(order, (size_t)n, sizeof *order, by_size);
+    SortKey *key = malloc((size_t)g->nt * sizeof *key);
+    int *placed = malloc((size_t)(g->nt + 1) * sizeof *placed);
+    int64_t *delta = calloc((size_t)g->nsteps + 2, sizeof *delta);
+    if (!order || !key || !placed || !delta) {
+        free(order); free(key); free(placed); free(delta);
+        snprintf(g->err, sizeof g->err, "memory plan: out of memory (%d tensors)", g->nt);
+        return 1;
+    }
+    for (int i = 0; i < g->nt; i++)
+        if (g->t[i].live0 >= 0) { key[n].bytes = tbytes(&g->t[i]); key[n].live0 = g->t[i].live0; key[n].t = i; n++; }
+    qsort(key, (size_t)n, sizeof *key, by_size);
+    for (int a = 0; a < n; a++) order[a] = key[a].t;
+    free(key);
     /* placed buffers kept sorted by offset: first fit is one pass over them */
-    int *placed = malloc((size_t)(n + 1) * sizeof *placed);
     int np = 0;
     int64_t top = 0;
     for (int a = 0; a < n; a++) {
@@ -76,7 +87,6 @@ int memplan(Graph *g) {
     }
     g->arena_bytes = top;
     /* lower bound: bytes live at the busiest step (difference array over the steps) */
-    int64_t *delta = calloc((size_t)g->nsteps + 2, sizeof *delta);
     for (int a = 0; a < n; a++) {
         const Tensor *x = &g->t[order[a]];
         delta[x->live0] += tbytes(x);

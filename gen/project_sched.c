@@ -117,6 +117,19 @@ static void trace_step(FILE *f, const Graph *g, const Op *o, int stage, double t
     fprintf(f, "  %-9s %5d %5d  %-60s %10.1f us\n", section_name(o->section), o->layer, stage, what, t * 1e6);
 }
 
+/* The finished schedule of one layout of a run; megatron lays out the run's full-rank twin.
+ * Low-rank checkpointing belongs to btp; the baselines keep every activation. */
+static Graph *layout_graph(const Run *run, int layout, char *err, size_t errlen, int *status) {
+    if (layout != LAYOUT_MEGATRON)
+        return graph_build(run, layout, layout == LAYOUT_BTP ? run->checkpoint : CKPT_NONE, err, errlen, status);
+    Run *twin = malloc(sizeof *twin);   /* large: not on the stack */
+    if (!twin) { snprintf(err, errlen, "out of memory"); *status = 1; return NULL; }
+    full_rank_twin(run, twin);
+    Graph *g = graph_build(twin, layout, CKPT_NONE, err, errlen, status);
+    free(twin);
+    return g;
+}
+
 int project_layout(const Run *run, int layout, const CostConsts *c, const GemmRates *rates,
                    Projection *out, char *err, size_t errlen) {
     return project_layout_trace(run, layout, c, rates, out, NULL, err, errlen);
@@ -126,14 +139,10 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
                          Projection *out, FILE *trace, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     out->layout = layout;
-    static Run twin;   /* large: not on the stack */
-    const Run *r = run;
-    if (layout == LAYOUT_MEGATRON) { full_rank_twin(run, &twin); r = &twin; }
-    /* Low-rank checkpointing belongs to btp; the baselines keep every activation. */
-    int ckpt = layout == LAYOUT_BTP ? run->checkpoint : CKPT_NONE;
     int status = 0;
-    Graph *g = graph_build(r, layout, ckpt, err, errlen, &status);
+    Graph *g = layout_graph(run, layout, err, errlen, &status);
     if (!g) return status ? status : 1;
+    const Run *r = g->run;   /* the run as laid out (megatron: the twin) */
 
     const Gpu *gpu = &r->gpu;
     int pp = r->pp > 0 ? r->pp : 1, tp = r->tp > 0 ? r->tp : 1;
@@ -264,11 +273,8 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
 /* The distinct GEMM shapes of a layout's schedule (grouped members one by one), as lines
  * "LAYOUT m n k batch count" for a rate benchmark to measure. */
 int project_list_gemms(const Run *run, int layout, FILE *f, char *err, size_t errlen) {
-    static Run twin;
-    const Run *r = run;
-    if (layout == LAYOUT_MEGATRON) { full_rank_twin(run, &twin); r = &twin; }
     int status = 0;
-    Graph *g = graph_build(r, layout, layout == LAYOUT_BTP ? run->checkpoint : CKPT_NONE, err, errlen, &status);
+    Graph *g = layout_graph(run, layout, err, errlen, &status);
     if (!g) return status ? status : 1;
     int cap = 64, n = 0;
     int64_t (*shape)[5] = malloc(cap * sizeof *shape);   /* m n k batch count */

@@ -189,11 +189,21 @@ static void moe_section(const Run *run, const Graph *g, FILE *f, int json) {
             M, M * E, E * C * rgu, E * C * rd, M * K);
 }
 
-int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
-    const Model *m = &run->model;
+/* Everything the report prints, gathered from the run's schedule and the other layouts'. */
+typedef struct {
+    Graph *g;                                   /* the run's own schedule */
+    int64_t total, embed, head, norms, layer0, layers_all;   /* canonical parameters */
+    int64_t local, local_layers;                /* parameters held by one rank */
+    double fpt, attn;                           /* FLOPs per token: all, attention's share */
+    LayoutFig lf[3];                            /* by enum Layout */
+    Shape *sh; int nsh;                         /* GEMM shapes of the run's schedule */
+    double wmem, wmem_stage;                    /* weights + grads + AdamW bytes per rank, per stage */
+    int pp, self;                               /* pipeline stages; the run's layout */
+} Report;
+
+/* Fill d from a finished graph of the run: 0, or 2 with err (the FLOP count's tp=1 schedule). */
+static int report_gather(const Run *run, Graph *g, Report *d, char *err, size_t errlen) {
     int st;
-    Graph *g = graph_build(run, run->layout, run->checkpoint, err, errlen, &st);
-    if (!g) return st ? st : 1;
     /* parameters (canonical) */
     int64_t total = 0, embed = 0, head = 0, norms = 0, layer0 = 0, layers_all = 0;
     for (int i = 0; i < g->ncanons; i++) {
@@ -216,7 +226,7 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
     }
     double attn = 0;
     double fpt = flops_per_token(run, &attn, err, errlen);
-    if (fpt < 0) { graph_free(g); return 2; }
+    if (fpt < 0) return 2;
     LayoutFig lf[3];
     for (int l = 0; l < 3; l++) {
         if (l == run->layout) {
@@ -240,137 +250,190 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
     /* with pipeline stages: a stage holds its share of the layers plus the embedding (first) or
        the final norm and head (last); the larger end is reported */
     double wmem_stage = 18.0 * ((double)local_layers / pp + (double)(local - local_layers) / (pp > 1 ? 2 : 1));
-    int self = run->layout;
-    if (json) {
-        fprintf(f, "{\"run\": \"%s\", \"model\": \"%s\", \"layout\": \"%s\", \"tp\": %d, \"pp\": %d, \"tokens_per_microbatch\": %" PRId64 ",\n",
-                run->name, m->name, layout_name(self), run->tp, pp, g->M);
-        fprintf(f, " \"params\": {\"total\": %" PRId64 ", \"per_layer\": %" PRId64 ", \"layers\": %" PRId64 ", \"embedding\": %" PRId64
-                   ", \"head\": %" PRId64 ", \"final_norm\": %" PRId64 ", \"local_per_rank\": %" PRId64 ", \"per_stage_layers\": %" PRId64 "},\n",
-                total, layer0, layers_all, embed, head, norms, local, layers_all / pp);
-        fprintf(f, " \"flops_per_token\": %.0f, \"attention_flops_per_token\": %.0f,\n", fpt, attn);
-        fprintf(f, " \"per_layer\": {");
-        json_coll(f, "forward", &lf[self].layer_fwd, 1);
-        json_coll(f, "backward", &lf[self].layer_bwd, 0);
-        fprintf(f, "},\n");
-        moe_section(run, g, f, 1);
-        fprintf(f, " \"model_level\": {");
-        json_coll(f, "forward", &lf[self].model_fwd, 1);
-        json_coll(f, "backward", &lf[self].model_bwd, 0);
-        fprintf(f, "},\n \"layouts\": {");
-        for (int l = 0; l < 3; l++) {
-            fprintf(f, "\"%s\": ", lname[l]);
-            if (!lf[l].ok) { fprintf(f, "{\"error\": \"");
-                for (const char *c = lf[l].why; *c; c++) { if (*c == '"' || *c == '\\') fputc('\\', f); fputc(*c, f); }
-                fprintf(f, "\"}%s", l < 2 ? ", " : ""); continue; }
-            fprintf(f, "{\"per_layer\": {");
-            json_coll(f, "forward", &lf[l].layer_fwd, 1);
-            json_coll(f, "backward", &lf[l].layer_bwd, 0);
-            fprintf(f, "}, \"all_layers\": {");
-            json_coll(f, "forward", &lf[l].all_fwd, 1);
-            json_coll(f, "backward", &lf[l].all_bwd, 0);
-            fprintf(f, "}, \"model_level\": {");
-            json_coll(f, "forward", &lf[l].model_fwd, 1);
-            json_coll(f, "backward", &lf[l].model_bwd, 0);
-            fprintf(f, "}, \"layer0_forward_gemms\": [");
-            for (int i = 0; i < lf[l].nl0; i++) {
-                const Shape *q = &lf[l].l0[i];
-                fprintf(f, "%s{\"m\": %" PRId64 ", \"n\": %" PRId64 ", \"k\": %" PRId64 ", \"batch\": %" PRId64 ", \"intensity\": %.1f}",
-                        i ? ", " : "", q->m, q->n, q->k, q->batch, intensity(q->m, q->n, q->k));
-            }
-            fprintf(f, "], \"activation_bytes\": %" PRId64 ", \"activation_bytes_no_checkpoint\": %" PRId64 "}%s",
-                    lf[l].arena, lf[l].arena_nockpt, l < 2 ? ", " : "");
+    d->g = g;
+    d->total = total; d->embed = embed; d->head = head; d->norms = norms; d->layer0 = layer0; d->layers_all = layers_all;
+    d->local = local; d->local_layers = local_layers;
+    d->fpt = fpt; d->attn = attn;
+    memcpy(d->lf, lf, sizeof lf);
+    d->sh = sh; d->nsh = nsh;
+    d->wmem = wmem; d->wmem_stage = wmem_stage;
+    d->pp = pp; d->self = run->layout;
+    return 0;
+}
+
+static void report_json(const Run *run, const Report *d, FILE *f) {
+    const Model *m = &run->model;
+    const Graph *g = d->g;
+    const LayoutFig *lf = d->lf;
+    const Shape *sh = d->sh;
+    int nsh = d->nsh, pp = d->pp, self = d->self;
+    int64_t total = d->total, embed = d->embed, head = d->head, norms = d->norms, layer0 = d->layer0;
+    int64_t layers_all = d->layers_all, local = d->local;
+    double fpt = d->fpt, attn = d->attn, wmem = d->wmem, wmem_stage = d->wmem_stage;
+    fprintf(f, "{\"run\": \"%s\", \"model\": \"%s\", \"layout\": \"%s\", \"tp\": %d, \"pp\": %d, \"tokens_per_microbatch\": %" PRId64 ",\n",
+            run->name, m->name, layout_name(self), run->tp, pp, g->M);
+    fprintf(f, " \"params\": {\"total\": %" PRId64 ", \"per_layer\": %" PRId64 ", \"layers\": %" PRId64 ", \"embedding\": %" PRId64
+               ", \"head\": %" PRId64 ", \"final_norm\": %" PRId64 ", \"local_per_rank\": %" PRId64 ", \"per_stage_layers\": %" PRId64 "},\n",
+            total, layer0, layers_all, embed, head, norms, local, layers_all / pp);
+    fprintf(f, " \"flops_per_token\": %.0f, \"attention_flops_per_token\": %.0f,\n", fpt, attn);
+    fprintf(f, " \"per_layer\": {");
+    json_coll(f, "forward", &lf[self].layer_fwd, 1);
+    json_coll(f, "backward", &lf[self].layer_bwd, 0);
+    fprintf(f, "},\n");
+    moe_section(run, g, f, 1);
+    fprintf(f, " \"model_level\": {");
+    json_coll(f, "forward", &lf[self].model_fwd, 1);
+    json_coll(f, "backward", &lf[self].model_bwd, 0);
+    fprintf(f, "},\n \"layouts\": {");
+    for (int l = 0; l < 3; l++) {
+        fprintf(f, "\"%s\": ", lname[l]);
+        if (!lf[l].ok) { fprintf(f, "{\"error\": \"");
+            for (const char *c = lf[l].why; *c; c++) { if (*c == '"' || *c == '\\') fputc('\\', f); fputc(*c, f); }
+            fprintf(f, "\"}%s", l < 2 ? ", " : ""); continue; }
+        fprintf(f, "{\"per_layer\": {");
+        json_coll(f, "forward", &lf[l].layer_fwd, 1);
+        json_coll(f, "backward", &lf[l].layer_bwd, 0);
+        fprintf(f, "}, \"all_layers\": {");
+        json_coll(f, "forward", &lf[l].all_fwd, 1);
+        json_coll(f, "backward", &lf[l].all_bwd, 0);
+        fprintf(f, "}, \"model_level\": {");
+        json_coll(f, "forward", &lf[l].model_fwd, 1);
+        json_coll(f, "backward", &lf[l].model_bwd, 0);
+        fprintf(f, "}, \"layer0_forward_gemms\": [");
+        for (int i = 0; i < lf[l].nl0; i++) {
+            const Shape *q = &lf[l].l0[i];
+            fprintf(f, "%s{\"m\": %" PRId64 ", \"n\": %" PRId64 ", \"k\": %" PRId64 ", \"batch\": %" PRId64 ", \"intensity\": %.1f}",
+                    i ? ", " : "", q->m, q->n, q->k, q->batch, intensity(q->m, q->n, q->k));
         }
-        fprintf(f, "},\n \"gemms\": [");
-        for (int i = 0; i < nsh; i++)
-            fprintf(f, "%s{\"m\": %" PRId64 ", \"n\": %" PRId64 ", \"k\": %" PRId64 ", \"batch\": %" PRId64 ", \"ta\": %d, \"tb\": %d, \"count\": %d, \"intensity\": %.1f}",
-                    i ? ", " : "", sh[i].m, sh[i].n, sh[i].k, sh[i].batch, sh[i].ta, sh[i].tb, sh[i].count, intensity(sh[i].m, sh[i].n, sh[i].k));
-        fprintf(f, "],\n \"memory\": {\"activation_bytes\": %" PRId64 ", \"activation_bytes_no_checkpoint\": %" PRId64
-                   ", \"activation_bytes_busiest_step\": %" PRId64
-                   ", \"weights_grads_adamw_bytes_per_rank\": %.0f, \"weights_grads_adamw_bytes_per_rank_per_stage\": %.0f}}\n",
-                lf[self].arena, lf[self].arena_nockpt, g->arena_lower_bound, wmem, wmem_stage);
-    } else {
-        fprintf(f, "# %s: %s, layout %s, tp=%d, pp=%d\n\n", run->name, m->name, layout_name(self), run->tp, pp);
-        fprintf(f, "Model: d=%d, %d layers, %d heads (%d kv), head_dim %d, d_ff %d, vocab %d, family %s%s.\n",
-                m->hidden, m->layers, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab, m->family, m->lax ? " (LaX crossings)" : "");
-        fprintf(f, "Micro-batch: %d x %d = %" PRId64 " tokens per rank and step; activations %s.\n\n",
-                run->micro_batch, run->seq, g->M, run->dtype == DT_FP32 ? "fp32" : "bf16");
-        fprintf(f, "## Parameters\n\n| part | parameters |\n|---|---:|\n");
-        fprintf(f, "| total | %" PRId64 " |\n| per layer (layer 0) | %" PRId64 " |\n| all layers | %" PRId64 " |\n"
-                   "| embedding | %" PRId64 " |\n| LM head | %" PRId64 " |\n| final norm | %" PRId64 " |\n"
-                   "| held by one rank (this layout) | %" PRId64 " |\n",
-                total, layer0, layers_all, embed, head, norms, local);
-        if (pp > 1)
-            fprintf(f, "\nPipeline: pp=%d; the plan covers the whole model, a stage holds about %d layers "
-                       "(%" PRId64 " layer parameters per stage).\n", pp, (m->layers + pp - 1) / pp, layers_all / pp);
-        fprintf(f, "\n## FLOPs per token (forward + backward)\n\n%.4g FLOPs per token: GEMMs from the tp=1 schedule "
-                   "(2mnk each, forward and both backward products) plus attention %.4g (q k^T and P v over all %d keys, "
-                   "no causal discount). Recompute is not counted.\n", fpt, attn, run->seq);
-        fprintf(f, "\n## Collectives per layer (per rank, one micro-batch; layer 0)\n\n"
-                   "| layout | fwd count | fwd elements | fwd bytes | bwd count | bwd elements | bwd bytes |\n|---|---:|---:|---:|---:|---:|---:|\n");
-        for (int l = 0; l < 3; l++) {
-            if (!lf[l].ok) { fprintf(f, "| %s | n/a: %s |||||\n", lname[l], lf[l].why); continue; }
-            fprintf(f, "| %s%s | %" PRId64 " | %" PRId64 " | ", lname[l],
-                    l == 0 && strcmp(m->family, "full") ? " (full-rank twin)" : "", lf[l].layer_fwd.count, lf[l].layer_fwd.elems);
-            md_bytes(f, (double)lf[l].layer_fwd.bytes);
-            fprintf(f, " | %" PRId64 " | %" PRId64 " | ", lf[l].layer_bwd.count, lf[l].layer_bwd.elems);
-            md_bytes(f, (double)lf[l].layer_bwd.bytes);
-            fprintf(f, " |\n");
+        fprintf(f, "], \"activation_bytes\": %" PRId64 ", \"activation_bytes_no_checkpoint\": %" PRId64 "}%s",
+                lf[l].arena, lf[l].arena_nockpt, l < 2 ? ", " : "");
+    }
+    fprintf(f, "},\n \"gemms\": [");
+    for (int i = 0; i < nsh; i++)
+        fprintf(f, "%s{\"m\": %" PRId64 ", \"n\": %" PRId64 ", \"k\": %" PRId64 ", \"batch\": %" PRId64 ", \"ta\": %d, \"tb\": %d, \"count\": %d, \"intensity\": %.1f}",
+                i ? ", " : "", sh[i].m, sh[i].n, sh[i].k, sh[i].batch, sh[i].ta, sh[i].tb, sh[i].count, intensity(sh[i].m, sh[i].n, sh[i].k));
+    fprintf(f, "],\n \"memory\": {\"activation_bytes\": %" PRId64 ", \"activation_bytes_no_checkpoint\": %" PRId64
+               ", \"activation_bytes_busiest_step\": %" PRId64
+               ", \"weights_grads_adamw_bytes_per_rank\": %.0f, \"weights_grads_adamw_bytes_per_rank_per_stage\": %.0f}}\n",
+            lf[self].arena, lf[self].arena_nockpt, g->arena_lower_bound, wmem, wmem_stage);
+}
+
+/* report.md, first part: the model, parameters, FLOPs, per-layer collectives, MoE. */
+static void md_overview(const Run *run, const Report *d, FILE *f) {
+    const Model *m = &run->model;
+    const Graph *g = d->g;
+    const LayoutFig *lf = d->lf;
+    int pp = d->pp, self = d->self;
+    int64_t total = d->total, embed = d->embed, head = d->head, norms = d->norms, layer0 = d->layer0;
+    int64_t layers_all = d->layers_all, local = d->local;
+    double fpt = d->fpt, attn = d->attn;
+    fprintf(f, "# %s: %s, layout %s, tp=%d, pp=%d\n\n", run->name, m->name, layout_name(self), run->tp, pp);
+    fprintf(f, "Model: d=%d, %d layers, %d heads (%d kv), head_dim %d, d_ff %d, vocab %d, family %s%s.\n",
+            m->hidden, m->layers, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab, m->family, m->lax ? " (LaX crossings)" : "");
+    fprintf(f, "Micro-batch: %d x %d = %" PRId64 " tokens per rank and step; activations %s.\n\n",
+            run->micro_batch, run->seq, g->M, run->dtype == DT_FP32 ? "fp32" : "bf16");
+    fprintf(f, "## Parameters\n\n| part | parameters |\n|---|---:|\n");
+    fprintf(f, "| total | %" PRId64 " |\n| per layer (layer 0) | %" PRId64 " |\n| all layers | %" PRId64 " |\n"
+               "| embedding | %" PRId64 " |\n| LM head | %" PRId64 " |\n| final norm | %" PRId64 " |\n"
+               "| held by one rank (this layout) | %" PRId64 " |\n",
+            total, layer0, layers_all, embed, head, norms, local);
+    if (pp > 1)
+        fprintf(f, "\nPipeline: pp=%d; the plan covers the whole model, a stage holds about %d layers "
+                   "(%" PRId64 " layer parameters per stage).\n", pp, (m->layers + pp - 1) / pp, layers_all / pp);
+    fprintf(f, "\n## FLOPs per token (forward + backward)\n\n%.4g FLOPs per token: GEMMs from the tp=1 schedule "
+               "(2mnk each, forward and both backward products) plus attention %.4g (q k^T and P v over all %d keys, "
+               "no causal discount). Recompute is not counted.\n", fpt, attn, run->seq);
+    fprintf(f, "\n## Collectives per layer (per rank, one micro-batch; layer 0)\n\n"
+               "| layout | fwd count | fwd elements | fwd bytes | bwd count | bwd elements | bwd bytes |\n|---|---:|---:|---:|---:|---:|---:|\n");
+    for (int l = 0; l < 3; l++) {
+        if (!lf[l].ok) { fprintf(f, "| %s | n/a: %s |||||\n", lname[l], lf[l].why); continue; }
+        fprintf(f, "| %s%s | %" PRId64 " | %" PRId64 " | ", lname[l],
+                l == 0 && strcmp(m->family, "full") ? " (full-rank twin)" : "", lf[l].layer_fwd.count, lf[l].layer_fwd.elems);
+        md_bytes(f, (double)lf[l].layer_fwd.bytes);
+        fprintf(f, " | %" PRId64 " | %" PRId64 " | ", lf[l].layer_bwd.count, lf[l].layer_bwd.elems);
+        md_bytes(f, (double)lf[l].layer_bwd.bytes);
+        fprintf(f, " |\n");
+    }
+    if (self == LAYOUT_BTP && run->online_rmsnorm)
+        fprintf(f, "\nOnline RMSNorm: each rank's share of the mean square, s_i/d, rides as one extra column of the "
+                   "all-reduce buffer in the activation dtype (%s), so the forward carries 2 extra elements per token "
+                   "and layer and the backward none. In bf16 each share is rounded to 8 significant bits (relative "
+                   "error <= 2^-9), the same rounding the rank-r entries beside it get; the resulting 1/sqrt error is "
+                   "<= 2^-10 relative, below the bf16 rounding of the normalized activations themselves.\n",
+                run->dtype == DT_FP32 ? "fp32" : "bf16");
+    moe_section(run, g, f, 0);
+}
+
+/* report.md, second part: layer-0 GEMMs by layout, model-level collectives, the run's GEMM shapes. */
+static void md_gemms(const Run *run, const Report *d, FILE *f) {
+    const LayoutFig *lf = d->lf;
+    const Shape *sh = d->sh;
+    int nsh = d->nsh, self = d->self;
+    fprintf(f, "\n## Layer-0 forward GEMMs by layout (per rank)\n\n"
+               "m x n x k (batch) and arithmetic intensity mnk/(mk+kn+mn), in execution order.\n\n");
+    for (int l = 0; l < 3; l++) {
+        if (!lf[l].ok) continue;
+        fprintf(f, "- %s:", lname[l]);
+        for (int i = 0; i < lf[l].nl0; i++) {
+            const Shape *q = &lf[l].l0[i];
+            fprintf(f, "%s %" PRId64 "x%" PRId64 "x%" PRId64, i ? ";" : "", q->m, q->n, q->k);
+            if (q->batch > 1) fprintf(f, " (x%" PRId64 ")", q->batch);
+            fprintf(f, " AI %.0f", intensity(q->m, q->n, q->k));
         }
-        if (self == LAYOUT_BTP && run->online_rmsnorm)
-            fprintf(f, "\nOnline RMSNorm: each rank's share of the mean square, s_i/d, rides as one extra column of the "
-                       "all-reduce buffer in the activation dtype (%s), so the forward carries 2 extra elements per token "
-                       "and layer and the backward none. In bf16 each share is rounded to 8 significant bits (relative "
-                       "error <= 2^-9), the same rounding the rank-r entries beside it get; the resulting 1/sqrt error is "
-                       "<= 2^-10 relative, below the bf16 rounding of the normalized activations themselves.\n",
-                    run->dtype == DT_FP32 ? "fp32" : "bf16");
-        moe_section(run, g, f, 0);
-        fprintf(f, "\n## Layer-0 forward GEMMs by layout (per rank)\n\n"
-                   "m x n x k (batch) and arithmetic intensity mnk/(mk+kn+mn), in execution order.\n\n");
-        for (int l = 0; l < 3; l++) {
-            if (!lf[l].ok) continue;
-            fprintf(f, "- %s:", lname[l]);
-            for (int i = 0; i < lf[l].nl0; i++) {
-                const Shape *q = &lf[l].l0[i];
-                fprintf(f, "%s %" PRId64 "x%" PRId64 "x%" PRId64, i ? ";" : "", q->m, q->n, q->k);
-                if (q->batch > 1) fprintf(f, " (x%" PRId64 ")", q->batch);
-                fprintf(f, " AI %.0f", intensity(q->m, q->n, q->k));
-            }
-            fprintf(f, "\n");
-        }
-        fprintf(f, "\n## Model-level collectives (%s)\n\n| direction | count | bytes |\n|---|---:|---:|\n", layout_name(self));
-        fprintf(f, "| forward (embedding gather, final gather, loss statistics) | %" PRId64 " | ", lf[self].model_fwd.count);
-        md_bytes(f, (double)lf[self].model_fwd.bytes);
-        fprintf(f, " |\n| backward (LM head input gradient) | %" PRId64 " | ", lf[self].model_bwd.count);
-        md_bytes(f, (double)lf[self].model_bwd.bytes);
-        fprintf(f, " |\n\n## GEMMs (%s, local shapes, forward + backward%s)\n\n"
-                   "Arithmetic intensity mnk/(mk+kn+mn) per batch member.\n\n| m | n | k | batch | op | count | intensity |\n|---:|---:|---:|---:|---|---:|---:|\n",
-                layout_name(self), run->checkpoint == CKPT_LOWRANK ? " + recompute" : "");
-        for (int i = 0; i < nsh; i++)
-            fprintf(f, "| %" PRId64 " | %" PRId64 " | %" PRId64 " | %" PRId64 " | %s | %d | %.1f |\n", sh[i].m, sh[i].n, sh[i].k, sh[i].batch,
-                    sh[i].ta ? "A^T B" : sh[i].tb ? "A B^T" : "A B", sh[i].count, intensity(sh[i].m, sh[i].n, sh[i].k));
-        fprintf(f, "\n## Memory per rank\n\n| | bytes |\n|---|---:|\n| activation arena (checkpoint=%s) | ",
-                run->checkpoint == CKPT_LOWRANK ? "lowrank" : "none");
-        md_bytes(f, (double)lf[self].arena);
-        fprintf(f, " (busiest step: ");
-        md_bytes(f, (double)g->arena_lower_bound);
-        fprintf(f, " live)");
-        fprintf(f, " |\n| activation arena without checkpointing | ");
-        md_bytes(f, (double)lf[self].arena_nockpt);
-        fprintf(f, " |\n| weights + grads + AdamW | ");
-        md_bytes(f, wmem);
-        if (pp > 1) { fprintf(f, " |\n| weights + grads + AdamW, one pipeline stage (pp=%d) | ", pp); md_bytes(f, wmem_stage); }
-        fprintf(f, " |\n\nAssumption: bf16 weights (2 B), fp32 master copy (4 B), fp32 gradients (4 B) and two fp32 "
-                   "AdamW moments (8 B): 18 bytes per local parameter. Activation figures are the generated arena "
-                   "(forward activations, their gradients, recompute buffers) for one micro-batch.\n");
-        if (pp > 1)
-            fprintf(f, "The plan and the arena cover the whole model; a pipeline stage holds about 1/%d of the layer "
-                       "activations per micro-batch in flight.\n", pp);
-        fprintf(f, "\nActivation arena by layout:");
-        for (int l = 0; l < 3; l++)
-            if (lf[l].ok) { fprintf(f, " %s ", lname[l]); md_bytes(f, (double)lf[l].arena); fprintf(f, " (no checkpoint "); md_bytes(f, (double)lf[l].arena_nockpt); fprintf(f, ")%s", l < 2 ? ";" : "."); }
         fprintf(f, "\n");
     }
-    free(sh);
+    fprintf(f, "\n## Model-level collectives (%s)\n\n| direction | count | bytes |\n|---|---:|---:|\n", layout_name(self));
+    fprintf(f, "| forward (embedding gather, final gather, loss statistics) | %" PRId64 " | ", lf[self].model_fwd.count);
+    md_bytes(f, (double)lf[self].model_fwd.bytes);
+    fprintf(f, " |\n| backward (LM head input gradient) | %" PRId64 " | ", lf[self].model_bwd.count);
+    md_bytes(f, (double)lf[self].model_bwd.bytes);
+    fprintf(f, " |\n\n## GEMMs (%s, local shapes, forward + backward%s)\n\n"
+               "Arithmetic intensity mnk/(mk+kn+mn) per batch member.\n\n| m | n | k | batch | op | count | intensity |\n|---:|---:|---:|---:|---|---:|---:|\n",
+            layout_name(self), run->checkpoint == CKPT_LOWRANK ? " + recompute" : "");
+    for (int i = 0; i < nsh; i++)
+        fprintf(f, "| %" PRId64 " | %" PRId64 " | %" PRId64 " | %" PRId64 " | %s | %d | %.1f |\n", sh[i].m, sh[i].n, sh[i].k, sh[i].batch,
+                sh[i].ta ? "A^T B" : sh[i].tb ? "A B^T" : "A B", sh[i].count, intensity(sh[i].m, sh[i].n, sh[i].k));
+}
+
+/* report.md, last part: memory per rank and the activation arena of each layout. */
+static void md_memory(const Run *run, const Report *d, FILE *f) {
+    const Graph *g = d->g;
+    const LayoutFig *lf = d->lf;
+    int pp = d->pp, self = d->self;
+    double wmem = d->wmem, wmem_stage = d->wmem_stage;
+    fprintf(f, "\n## Memory per rank\n\n| | bytes |\n|---|---:|\n| activation arena (checkpoint=%s) | ",
+            run->checkpoint == CKPT_LOWRANK ? "lowrank" : "none");
+    md_bytes(f, (double)lf[self].arena);
+    fprintf(f, " (busiest step: ");
+    md_bytes(f, (double)g->arena_lower_bound);
+    fprintf(f, " live)");
+    fprintf(f, " |\n| activation arena without checkpointing | ");
+    md_bytes(f, (double)lf[self].arena_nockpt);
+    fprintf(f, " |\n| weights + grads + AdamW | ");
+    md_bytes(f, wmem);
+    if (pp > 1) { fprintf(f, " |\n| weights + grads + AdamW, one pipeline stage (pp=%d) | ", pp); md_bytes(f, wmem_stage); }
+    fprintf(f, " |\n\nAssumption: bf16 weights (2 B), fp32 master copy (4 B), fp32 gradients (4 B) and two fp32 "
+               "AdamW moments (8 B): 18 bytes per local parameter. Activation figures are the generated arena "
+               "(forward activations, their gradients, recompute buffers) for one micro-batch.\n");
+    if (pp > 1)
+        fprintf(f, "The plan and the arena cover the whole model; a pipeline stage holds about 1/%d of the layer "
+                   "activations per micro-batch in flight.\n", pp);
+    fprintf(f, "\nActivation arena by layout:");
+    for (int l = 0; l < 3; l++)
+        if (lf[l].ok) { fprintf(f, " %s ", lname[l]); md_bytes(f, (double)lf[l].arena); fprintf(f, " (no checkpoint "); md_bytes(f, (double)lf[l].arena_nockpt); fprintf(f, ")%s", l < 2 ? ";" : "."); }
+    fprintf(f, "\n");
+}
+
+int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
+    int st;
+    Graph *g = graph_build(run, run->layout, run->checkpoint, err, errlen, &st);
+    if (!g) return st ? st : 1;
+    Report d;
+    memset(&d, 0, sizeof d);
+    int rc = report_gather(run, g, &d, err, errlen);
+    if (!rc && json) report_json(run, &d, f);
+    else if (!rc) { md_overview(run, &d, f); md_gemms(run, &d, f); md_memory(run, &d, f); }
+    free(d.sh);
     graph_free(g);
-    return ferror(f) ? 1 : 0;
+    return rc ? rc : ferror(f) ? 1 : 0;
 }

@@ -359,7 +359,7 @@ static int source_index(Ctx *c, const char *lua_source) {
 
 /* ---------------------------------------------------------------- helpers visible to specs */
 
-static char META_KEY;   /* registry key of the weak table: spec table -> {kind, name, line, source} */
+static const char META_KEY = 0;   /* its address is the registry key of the weak table: spec table -> {kind, name, line, source} */
 
 /* Record who made table at index idx (the Lua code one level up from the running helper). */
 static void record_meta(lua_State *L, int idx, const char *kind, const char *name, const char *family) {

@@ -49,14 +49,15 @@ static int append_kernel_table(FILE *report, const char *cu_path, char *err, siz
     src[n] = 0;
     if (!nvrtc_available(err, errlen)) { free(src); return 1; }
     static const char *archs[] = {"sm_80", "sm_90"};
-    static KernelStat st[MAX_KERNEL_STATS];
+    KernelStat *st = calloc(MAX_KERNEL_STATS, sizeof *st);
+    if (!st) { free(src); snprintf(err, errlen, "out of memory"); return 1; }
     fprintf(report, "\n## Kernels (NVRTC, registers per thread, static shared memory, spills)\n\n"
                     "| kernel | arch | registers | smem (B) | spill stores/loads (B) |\n|---|---|---:|---:|---:|\n");
     int spills = 0;
     for (int a = 0; a < 2; a++) {
         char log[1 << 14];
         int k = nvrtc_compile(src, archs[a], NULL, NULL, st, MAX_KERNEL_STATS, log, sizeof log);
-        if (k < 0) { snprintf(err, errlen, "%s: NVRTC (%s): %s", cu_path, archs[a], log); free(src); return 1; }
+        if (k < 0) { snprintf(err, errlen, "%s: NVRTC (%s): %s", cu_path, archs[a], log); free(src); free(st); return 1; }
         for (int i = 0; i < k; i++) {
             if (!strncmp(st[i].name, "__", 2)) continue;   /* device helpers */
             spills += st[i].spill_stores || st[i].spill_loads;
@@ -67,6 +68,7 @@ static int append_kernel_table(FILE *report, const char *cu_path, char *err, siz
     fprintf(report, "\n%s\n", spills ? "Some kernels spill (see the last column): lower the block size or tile in the GPU spec's tuning."
                                        : "No kernel spills.");
     free(src);
+    free(st);
     return 0;
 }
 
