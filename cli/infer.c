@@ -74,7 +74,7 @@ int infer_open_plan(const InferOptions *o, Infer *in) {
         snprintf(in->plan_source, sizeof in->plan_source, "%s", train_plan);
     } else {
         // regenerate: the user's run (or the checkpoint's), their -D, then defaults from the checkpoint
-        static char vals[8][600];
+        char vals[8][600];
         const char *names[8];
         int nextra = 0;
         if (!o->run && !user_sets(o, "model")) { names[nextra] = "model"; snprintf(vals[nextra++], sizeof vals[0], "%s", in->st.model); }
