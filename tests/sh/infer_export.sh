@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# infer_export.sh: `boost export --format hf`. tiny-cola (btp, tp=2) and tiny-llama (megatron, tp=2)
-# train 3 steps; their exports load in tools/boost_hf.py, whose logits (float64) match the logits
+# infer_export.sh: `boost export --format hf`. tiny-cola (btp, tp=2), tiny-llama (megatron, tp=2),
+# tiny-svd, tiny-lax and tiny-cola-gqa train 3 steps; their exports load in tools/boost_hf.py, whose logits (float64) match the logits
 # BOOST's CPU backend computes on the same tokens (`boost eval --logits`) within 1e-5. The llama
 # export uses the Hugging Face LLaMA names and [out, in] shapes, and loads in `transformers`'
 # LlamaForCausalLM with the same logits (a counted skip where transformers is not installed).
 # Without torch the comparisons are counted skips.
 . tests/sh/lib.sh
 
-for run in tiny-cola tiny-llama; do
+for run in tiny-cola tiny-llama tiny-svd tiny-lax tiny-cola-gqa; do
   $BOOST train $run --backend cpu -D steps=3 -D eval_every=0 --quiet -o "$TMP/$run" >"$TMP/$run.out" 2>&1 \
     || { fail export_train_$run "$(tail -3 "$TMP/$run.out")"; continue; }
   $BOOST export "$TMP/$run" --format hf -o "$TMP/$run-hf" >"$TMP/$run-x.out" 2>&1 && [ -s "$TMP/$run-hf/config.json" ] \
@@ -22,7 +22,8 @@ grep -q '"model.layers.1.self_attn.q_proj.weight":{"dtype":"F32","shape":\[128,1
   || fail export_llama_hf_names "$(head -c 600 "$TMP/tiny-llama-hf/model.safetensors" | tail -c 560)"
 
 if ! python3 -c "import torch" 2>/dev/null; then
-  for n in export_cola_module_logits export_llama_module_logits export_module_kv_cache export_llama_transformers; do ok "$n # SKIP torch is not installed"; done
+  for n in export_cola_module_logits export_llama_module_logits export_svd_module_logits export_lax_module_logits \
+           export_gqa_module_logits export_module_kv_cache export_llama_transformers; do ok "$n # SKIP torch is not installed"; done
   exit 0
 fi
 # one Python process for both (importing torch takes seconds): a verdict line per model
@@ -30,7 +31,9 @@ python3 - "$TMP" <<'PY' 2>&1 | sed 's/^/# /; s/^# \(ok\|FAIL\) - /\1 - /'
 import sys, torch
 sys.path.insert(0, "tools")
 import boost_hf
-for run, name in (("tiny-cola", "export_cola_module_logits"), ("tiny-llama", "export_llama_module_logits")):
+for run, name in (("tiny-cola", "export_cola_module_logits"), ("tiny-llama", "export_llama_module_logits"),
+                  ("tiny-svd", "export_svd_module_logits"), ("tiny-lax", "export_lax_module_logits"),
+                  ("tiny-cola-gqa", "export_gqa_module_logits")):
     try:
         model = boost_hf.load(f"{sys.argv[1]}/{run}-hf").double()
         ref = boost_hf.read_safetensors(f"{sys.argv[1]}/{run}-logits.st")
