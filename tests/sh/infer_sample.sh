@@ -3,7 +3,8 @@
 # tp=2, 150 steps at lr 1e-2: about 15 s). The greedy sample is English-like by byte statistics
 # (mostly letters and spaces; an untrained or barely trained model fails this); a seed gives the same
 # text twice and another seed another text; top-k 1 and a tiny top-p equal greedy; greedy text is
-# the same at tp=1/2/4 and in the naive layout; past seq tokens the window slides and says so.
+# the same at tp=1/2/4 and in the naive layout, and a full-rank tiny-llama's in the megatron layout at
+# tp=1/2/4; past seq tokens the window slides and says so.
 . tests/sh/lib.sh
 
 $BOOST train tiny-cola --backend cpu -D steps=150 -D lr=1e-2 -D warmup=10 -D eval_every=0 --quiet -o "$TMP/run" \
@@ -48,3 +49,13 @@ S --temperature 0 --tokens 100 >"$TMP/long.txt"
 n=$(wc -c <"$TMP/long.txt")   # prompt 4 + 100 bytes, and a newline unless the text ends with one
 { [ "$n" = 104 ] || [ "$n" = 105 ]; } && grep -q "window slides" "$TMP/sample.err" && ok sample_window_slides \
   || fail sample_window_slides "$(wc -c <"$TMP/long.txt") bytes; $(cat "$TMP/sample.err")"
+
+# the megatron layout (full-rank tiny-llama, 100 steps): greedy text the same at tp=1, 2 and 4
+$BOOST train tiny-llama --backend cpu -D steps=100 -D lr=1e-2 -D warmup=10 -D eval_every=0 --quiet -o "$TMP/llama" \
+  >"$TMP/llama.out" 2>&1 || fail sample_llama_train "$(tail -3 "$TMP/llama.out")"
+for tp in 1 2 4; do
+  $BOOST sample "$TMP/llama" --backend cpu --prompt "The " --temperature 0 --tokens 60 -D tp=$tp >"$TMP/ll$tp.txt" 2>>"$TMP/sample.err"
+done
+[ -s "$TMP/ll1.txt" ] && cmp -s "$TMP/ll1.txt" "$TMP/ll2.txt" && cmp -s "$TMP/ll1.txt" "$TMP/ll4.txt" \
+  && ok sample_megatron_greedy_same_at_tp_1_2_4 \
+  || fail sample_megatron_greedy_same_at_tp_1_2_4 "$(cat "$TMP/ll1.txt") / $(cat "$TMP/ll2.txt") / $(cat "$TMP/ll4.txt")"
