@@ -73,7 +73,7 @@ test: deps
 # demo: tiny-cola on the fortunes corpus, two tensor-parallel ranks (cpu threads unless a GPU is
 # there), 2000 steps (63 s of CPU time over its two threads, so about 35 s on 2 idle cores; 3 min
 # measured on a busy shared one; it prints its time), checkpoints in build/demo, the loss curve
-# drawn into build/demo/train.png when gnuplot is installed
+# drawn into build/demo/train.png when gnuplot is installed, then a short sample from the trained model
 demo: deps
 	@$(MAKE) --no-print-directory bin/boost
 	@rm -f build/demo/train.jsonl
@@ -83,6 +83,8 @@ demo: deps
 	@echo "demo: 2000 steps in $$(( $$(date +%s) - $$(cat build/demo-start) )) s"
 	@./bin/boost plot build/demo/train.jsonl -o build/demo/train.png --title "tiny-cola, tp=2, btp" \
 	    || echo "(no plot: $$(command -v gnuplot >/dev/null && echo 'boost plot failed' || echo 'gnuplot is not installed'))"
+	@echo "--- what the trained model writes (boost sample build/demo --prompt 'The ' --temperature 0.7):"
+	@./bin/boost sample build/demo --prompt "The " --tokens 200 --temperature 0.7 --seed 1 --backend auto 2>/dev/null
 
 bench: bin/boost
 	@bash bench/run.sh

@@ -11,4 +11,7 @@ int cmd_tune(int argc, char **argv);     /* cli/tune.c:    time kernel candidate
 int cmd_kernels(int argc, char **argv);  /* cli/kernels.c: NVRTC-compile a kernels.cu */
 int cmd_plot(int argc, char **argv);     /* cli/plot.c:    plots with gnuplot */
 int cmd_ckpt(int argc, char **argv);     /* cli/ckpt.c:    verify checkpoint folders */
+int cmd_eval(int argc, char **argv);     /* cli/eval.c:    loss, perplexity, bits per byte */
+int cmd_sample(int argc, char **argv);   /* cli/sample.c:  generate from a checkpoint */
+int cmd_export(int argc, char **argv);   /* cli/export.c:  config.json + model.safetensors */
 #endif

@@ -13,6 +13,9 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     {"kernels", cmd_kernels, "compile a kernels.cu with NVRTC, report registers and spills"},
     {"plot",    cmd_plot,    "plot loss curves from a training log (gnuplot)"},
     {"ckpt",    cmd_ckpt,    "verify checkpoint folders against the checksums in their state.json"},
+    {"eval",    cmd_eval,    "loss, perplexity and bits per byte of a checkpoint on held-out data"},
+    {"sample",  cmd_sample,  "generate text from a checkpoint (temperature, top-k, top-p)"},
+    {"export",  cmd_export,  "write a checkpoint as config.json + model.safetensors for PyTorch"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 

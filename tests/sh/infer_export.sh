@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# infer_export.sh: `boost export --format hf`. tiny-cola (btp, tp=2), tiny-llama (megatron, tp=2),
+# tiny-svd, tiny-lax and tiny-cola-gqa train 3 steps; their exports load in tools/boost_hf.py, whose logits (float64) match the logits
+# BOOST's CPU backend computes on the same tokens (`boost eval --logits`) within 1e-5. The llama
+# export uses the Hugging Face LLaMA names and [out, in] shapes, and loads in `transformers`'
+# LlamaForCausalLM with the same logits (a counted skip where transformers is not installed).
+# Without torch the comparisons are counted skips.
+. tests/sh/lib.sh
+
+for run in tiny-cola tiny-llama tiny-svd tiny-lax tiny-cola-gqa; do
+  $BOOST train $run --backend cpu -D steps=3 -D eval_every=0 --quiet -o "$TMP/$run" >"$TMP/$run.out" 2>&1 \
+    || { fail export_train_$run "$(tail -3 "$TMP/$run.out")"; continue; }
+  $BOOST export "$TMP/$run" --format hf -o "$TMP/$run-hf" >"$TMP/$run-x.out" 2>&1 && [ -s "$TMP/$run-hf/config.json" ] \
+    && [ -s "$TMP/$run-hf/model.safetensors" ] && ok export_writes_$run || fail export_writes_$run "$(cat "$TMP/$run-x.out")"
+  $BOOST eval "$TMP/$run" --batches 1 --logits "$TMP/$run-logits.st" --backend cpu >/dev/null 2>"$TMP/$run-e.err" \
+    || fail export_boost_logits_$run "$(cat "$TMP/$run-e.err")"
+done
+grep -q '"model.layers.1.self_attn.q_proj.weight":{"dtype":"F32","shape":\[128,128\]' "$TMP/tiny-llama-hf/model.safetensors" \
+  && grep -q '"lm_head.weight":{"dtype":"F32","shape":\[256,128\]' "$TMP/tiny-llama-hf/model.safetensors" \
+  && grep -q '"model.norm.weight":{"dtype":"F32","shape":\[128\]' "$TMP/tiny-llama-hf/model.safetensors" \
+  && grep -q '"model_type": "llama"' "$TMP/tiny-llama-hf/config.json" && ok export_llama_hf_names \
+  || fail export_llama_hf_names "$(head -c 600 "$TMP/tiny-llama-hf/model.safetensors" | tail -c 560)"
+
+if ! python3 -c "import torch" 2>/dev/null; then
+  for n in export_cola_module_logits export_llama_module_logits export_svd_module_logits export_lax_module_logits \
+           export_gqa_module_logits export_module_kv_cache export_llama_transformers; do ok "$n # SKIP torch is not installed"; done
+  exit 0
+fi
+# one Python process for both (importing torch takes seconds): a verdict line per model
+python3 - "$TMP" <<'PY' 2>&1 | sed 's/^/# /; s/^# \(ok\|FAIL\) - /\1 - /'
+import sys, torch
+sys.path.insert(0, "tools")
+import boost_hf
+for run, name in (("tiny-cola", "export_cola_module_logits"), ("tiny-llama", "export_llama_module_logits"),
+                  ("tiny-svd", "export_svd_module_logits"), ("tiny-lax", "export_lax_module_logits"),
+                  ("tiny-cola-gqa", "export_gqa_module_logits")):
+    try:
+        model = boost_hf.load(f"{sys.argv[1]}/{run}-hf").double()
+        ref = boost_hf.read_safetensors(f"{sys.argv[1]}/{run}-logits.st")
+        V = model.cfg["vocab_size"]
+        tokens = ref["tokens"].reshape(-1).long().reshape(-1, model.cfg["max_position_embeddings"])
+        with torch.no_grad():
+            got = model(tokens).reshape(-1, V)
+        err = (got - ref["logits"].double()).abs().max().item()
+        ok = err <= 1e-5
+        print(f"{'ok' if ok else 'FAIL'} - {name}{'' if ok else ': '}{'' if ok else f'max |logit difference| {err:.3g}'}")
+    except Exception as e:
+        print(f"FAIL - {name}: {type(e).__name__}: {e}")
+# the module's KV-cache decoding: the logits of each decoded position equal the full forward's
+try:
+    model = boost_hf.load(f"{sys.argv[1]}/tiny-cola-hf").double()
+    toks = list(b"The cat sat on")
+    with torch.no_grad():
+        full = model(torch.tensor([toks]))[0]
+        cache = []
+        parts = [model(torch.tensor([toks[:5]]), cache)[0]] + [model(torch.tensor([[t]]), cache)[0] for t in toks[5:]]
+    err = (torch.cat(parts) - full).abs().max().item()
+    print("ok - export_module_kv_cache" if err <= 1e-9 else f"FAIL - export_module_kv_cache: max difference {err:.3g}")
+except Exception as e:
+    print(f"FAIL - export_module_kv_cache: {type(e).__name__}: {e}")
+PY
+if ! python3 -c "import transformers" 2>/dev/null; then
+  ok "export_llama_transformers # SKIP transformers is not installed"
+  exit 0
+fi
+out=$(python3 - "$TMP/tiny-llama-hf" "$TMP/tiny-llama-logits.st" <<'PY' 2>&1
+import sys, torch
+sys.path.insert(0, "tools")
+import boost_hf
+from transformers import LlamaForCausalLM
+model = LlamaForCausalLM.from_pretrained(sys.argv[1], torch_dtype=torch.float64).eval()
+ref = boost_hf.read_safetensors(sys.argv[2])
+tokens = ref["tokens"].reshape(-1).long().reshape(-1, model.config.max_position_embeddings)
+with torch.no_grad():
+    got = model(tokens).logits.reshape(-1, model.config.vocab_size)
+err = (got - ref["logits"].double()).abs().max().item()
+print(f"max |logit difference| {err:.3g}")
+sys.exit(0 if err <= 1e-5 else 1)
+PY
+)
+[ $? = 0 ] && ok export_llama_transformers || fail export_llama_transformers "$out"
