@@ -35,7 +35,7 @@ done
 # a world that disagrees with the plan
 timeout 120 "${mpi[@]}" -np 2 "$BOOST" train "${common[@]}" -D tp=4 >"$TMP/bad.out" 2>&1
 rc=$?
-[ $rc != 0 ] && grep -q "world of 2 processes but the plan has tp=4" "$TMP/bad.out" && ok mpi_world_disagrees_with_plan \
+[ $rc != 0 ] && grep -q "world of 2 processes but the plan's grid is dp 1 x pp 1 x tp 4 = 4" "$TMP/bad.out" && ok mpi_world_disagrees_with_plan \
   || fail mpi_world_disagrees_with_plan "exit $rc: $(grep -v '^-\|^$' "$TMP/bad.out" | head -2)"
 
 # rank 1 killed mid-run: the job stops, naming it
