@@ -66,7 +66,7 @@ else
   wait $launcher
   rc=$?
   dt=$(( $(date +%s) - t0 ))
-  [ $rc != 0 ] && grep -q "rank 1" "$TMP/kill.out" && ok mpi_killed_rank_stops_job \
-    && grep "rank 1" "$TMP/kill.out" | head -1 | sed "s/^/#   after ${dt}s: /" \
+  [ $rc != 0 ] && grep -q "process rank 1 " "$TMP/kill.out" && ok mpi_killed_rank_stops_job \
+    && grep "process rank 1" "$TMP/kill.out" | head -1 | sed "s/^/#   after ${dt}s: /" \
     || fail mpi_killed_rank_stops_job "exit $rc after ${dt}s: $(grep -v '^-*$' "$TMP/kill.out" | tail -3)"
 fi
