@@ -2,19 +2,20 @@
 # mpi_grid.sh: the whole dp x tp rank grid as processes under Open MPI's mpirun (CPU backend), and
 # resuming across grids. tiny-cola at dp=2 x tp=2 under -np 4 (zero=0 and zero=1), at dp=2 x tp=1
 # under -np 2 and at dp=4 x tp=1 under -np 4 (also ZeRO-1 with a bf16 dp wire) logs the same losses,
-# validation losses and gradient norms as the threaded run, bit for bit, and rank 0's checkpoint
-# holds the same bytes. Bit for bit,
-# not merely close: a process runs exactly one thread rank's arithmetic, and every sum over a group
-# (tp or dp) adds the members' values in index order 0..n-1 as the thread group does (MPI only moves
-# the values: an alltoallv reduce-scatter, the owner adds, an all-gather), as does every sum over the
-# processes (losses, gradient norm, canonical tensors) in rank order. A world that disagrees with
+# validation losses and gradient norms as the threaded run, bit for bit (so does the MoE model at
+# dp=2 x tp=2), and rank 0's checkpoint holds the same bytes. Bit for bit, not merely close: a
+# process runs exactly one thread rank's arithmetic, and every sum over a group (tp or dp) adds the
+# members' values in index order 0..n-1 as the thread group does (MPI only moves the values: an
+# alltoallv reduce-scatter, the owner adds, an all-gather), as does every sum over the processes
+# (losses, gradient norm, canonical tensors) in rank order. A world that disagrees with
 # the grid exits 2; a rank killed with SIGKILL stops the job, naming it. Resume (threads, fp32): saved
 # at dp=2 x tp=2, resumed at dp=1 x tp=4 (grad_accum=2) and at dp=4 x tp=1 (half the micro-batch):
 # the same global batches, so the continued losses equal the uninterrupted run's within 1e-5 relative.
 # Without mpirun the process part prints a skip line.
 . tests/sh/lib.sh
 export BOOST_THREADS=${BOOST_THREADS:-1}   # 4 processes on a small machine: one thread each (bits do not depend on it)
-common=(tiny-cola --backend cpu -D dtype=fp32 -D steps=8 -D eval_every=4 -D micro_batch=2 -D seq=32 --quiet)
+opts=(--backend cpu -D dtype=fp32 -D steps=8 -D eval_every=4 -D micro_batch=2 -D seq=32 --quiet)
+common=(tiny-cola "${opts[@]}")
 field() { grep "^{\"step\":$2[,}]" "$1" | grep -o "\"$3\":[^,}]*" | head -1 | cut -d: -f2; }
 numbers() { grep -o '"\(val_\)\?loss":[^,}]*\|"grad_norm":[^,}]*' "$1"; }
 close_losses() {   # FILE_A FILE_B FIRST LAST TOL: training losses of those steps within TOL relative
@@ -49,13 +50,14 @@ fi
 mpi=(mpirun --oversubscribe --allow-run-as-root)
 i=0
 # (dp=4: a group of more than 2, where a different order of the additions would change the bits)
-for g in "4:-D dp=2 -D tp=2" "4:-D dp=2 -D tp=2 -D zero=1" "2:-D dp=2 -D tp=1" "4:-D dp=4 -D tp=1" \
-         "4:-D dp=4 -D tp=1 -D zero=1 -D dp_dtype=bf16"; do
-  np=${g%%:*}; read -r -a defs <<<"${g#*:}"; i=$((i + 1))
-  name="mpi_np${np}_$(echo "${g#*:}" | sed 's/-D //g; s/ /_/g; s/=//g')"
-  $BOOST train "${common[@]}" "${defs[@]}" -D steps=4 -D eval_every=2 --log "$TMP/t$i.jsonl" -o "$TMP/t$i" >"$TMP/t$i.out" 2>&1 \
+for g in "tiny-cola:4:-D dp=2 -D tp=2" "tiny-cola:4:-D dp=2 -D tp=2 -D zero=1" "tiny-cola:2:-D dp=2 -D tp=1" \
+         "tiny-cola:4:-D dp=4 -D tp=1" "tiny-cola:4:-D dp=4 -D tp=1 -D zero=1 -D dp_dtype=bf16" \
+         "specs/runs/tiny-cola-moe.lua:4:-D dp=2 -D tp=2"; do
+  run=${g%%:*}; g=${g#*:}; np=${g%%:*}; read -r -a defs <<<"${g#*:}"; i=$((i + 1))
+  name="mpi_$(basename "$run" .lua)_np${np}_$(echo "${g#*:}" | sed 's/-D //g; s/ /_/g; s/=//g')"
+  $BOOST train "$run" "${opts[@]}" "${defs[@]}" -D steps=4 -D eval_every=2 --log "$TMP/t$i.jsonl" -o "$TMP/t$i" >"$TMP/t$i.out" 2>&1 \
     || { fail "${name}_same_as_threads" "threaded run failed: $(tail -2 "$TMP/t$i.out")"; continue; }
-  timeout 300 "${mpi[@]}" -np "$np" "$BOOST" train "${common[@]}" "${defs[@]}" -D steps=4 -D eval_every=2 \
+  timeout 300 "${mpi[@]}" -np "$np" "$BOOST" train "$run" "${opts[@]}" "${defs[@]}" -D steps=4 -D eval_every=2 \
     --log "$TMP/m$i.jsonl" -o "$TMP/m$i" >"$TMP/m$i.out" 2>&1
   rc=$?
   if [ $rc = 0 ] && [ "$(numbers "$TMP/m$i.jsonl" | wc -l)" -ge 10 ] && cmp -s <(numbers "$TMP/t$i.jsonl") <(numbers "$TMP/m$i.jsonl"); then
