@@ -10,7 +10,8 @@
 # (losses, gradient norm, canonical tensors) in rank order. A world that disagrees with
 # the grid exits 2; a rank killed with SIGKILL stops the job, naming it. Resume (threads, fp32): saved
 # at dp=2 x tp=2, resumed at dp=1 x tp=4 (grad_accum=2) and at dp=4 x tp=1 (half the micro-batch):
-# the same global batches, so the continued losses equal the uninterrupted run's within 1e-5 relative.
+# the same global batches, so the continued losses equal the uninterrupted run's within 1e-5 relative;
+# resumed at dp=4 x tp=1 by 4 processes, the same log as the threads' resume, bit for bit.
 # Without mpirun the process part prints a skip line.
 . tests/sh/lib.sh
 export BOOST_THREADS=${BOOST_THREADS:-1}   # 4 processes on a small machine: one thread each (bits do not depend on it)
@@ -69,6 +70,18 @@ for g in "tiny-cola:4:-D dp=2 -D tp=2" "tiny-cola:4:-D dp=2 -D tp=2 -D zero=1" "
     && cmp -s "$TMP/t$i/step-000004/optimizer.safetensors" "$TMP/m$i/step-000004/optimizer.safetensors" \
     && ok "${name}_same_checkpoint" || fail "${name}_same_checkpoint" "step-4 safetensors differ from the threaded run's"
 done
+
+# the threads' dp=2 x tp=2 checkpoint resumed by 4 processes at dp=4 x tp=1: every process reads it;
+# the continued log equals the threaded resume's bit for bit
+if [ -f "$TMP/a/step-000004/state.json" ] && [ -s "$TMP/dp4_tp1.jsonl" ]; then
+  cp "$TMP/a.jsonl" "$TMP/mr.jsonl"
+  timeout 300 "${mpi[@]}" -np 4 "$BOOST" train "${common[@]}" -D dp=4 -D tp=1 -D micro_batch=1 --resume "$TMP/a/step-000004" \
+    --log "$TMP/mr.jsonl" >"$TMP/mr.out" 2>&1
+  rc=$?
+  [ $rc = 0 ] && [ "$(numbers "$TMP/mr.jsonl" | wc -l)" -ge 14 ] && cmp -s <(numbers "$TMP/dp4_tp1.jsonl") <(numbers "$TMP/mr.jsonl") \
+    && ok mpi_np4_resume_dp2_tp2_at_dp4_tp1_same_as_threads \
+    || fail mpi_np4_resume_dp2_tp2_at_dp4_tp1_same_as_threads "exit $rc: $(grep -i 'boost' "$TMP/mr.out" | head -3)"
+fi
 
 # a launcher world that does not hold the grid: exit 2, naming both
 timeout 120 "${mpi[@]}" -np 3 "$BOOST" train "${common[@]}" -D dp=2 -D tp=2 >"$TMP/bad.out" 2>&1
