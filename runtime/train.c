@@ -280,7 +280,8 @@ static int validate(Trainer *t, double *loss) {
     for (int64_t i = 0; i < groups; i++) {   /* dp batches a pass (wrapping when dp does not divide n) */
         float l;
         for (int d = 0; d < dp; d++)
-            if ((t->my_dp < 0 || d == t->my_dp) && batcher_val(&t->batcher, (i * dp + d) % n, t->inputs + d * mbt, t->targets + d * mbt))
+            if ((t->my_dp < 0 || d == t->my_dp)
+                && batcher_val(&t->batcher, (i * dp + d) % n, t->inputs + d * mbt, t->targets + d * mbt))
                 return fail(2, "%s", t->batcher.err);
         if (engine_forward(t->e, t->inputs, t->targets, &l, err, sizeof err))
             return fail(1, "validation at step %d: %s", t->step, err);
@@ -359,7 +360,8 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             float l;
             int64_t mbt = (int64_t)p->micro_batch * p->seq;
             for (int d = 0; d < p->dp; d++)   /* dp rank d reads slice d of the global micro-batch */
-                if ((t->my_dp < 0 || d == t->my_dp) && batcher_global(&t->batcher, t->data_seq, d, p->dp, t->inputs + d * mbt, t->targets + d * mbt))
+                if ((t->my_dp < 0 || d == t->my_dp)
+                    && batcher_global(&t->batcher, t->data_seq, d, p->dp, t->inputs + d * mbt, t->targets + d * mbt))
                     return fail(2, "step %d: %s; stopping without saving", t->step + 1, t->batcher.err);
             t->data_seq = batcher_next(&t->batcher, t->data_seq, p->dp);
             if (engine_forward_backward(t->e, t->inputs, t->targets, &l, err, sizeof err))
