@@ -45,8 +45,9 @@ typedef struct Backend {
      * each other for collectives. */
     int (*group_init)(BackendRank **ranks, int tp, char *err, size_t errlen);
     /* Optional, used instead of group_init when set: ranks[0..grid->world) indexed by grid rank (all
-     * in this process); make one communicator per group of the grid (tp groups, dp groups). A
-     * collective runs on the group its CollArgs.group names. A backend without it trains dp=1 only. */
+     * in this process, or in multi-process mode only this process's rank set); make one communicator
+     * per group of the grid (tp groups, dp groups). A collective runs on the group its CollArgs.group
+     * names. A backend without it trains dp=1 only. */
     int (*grid_init)(BackendRank **ranks, const Grid *grid, char *err, size_t errlen);
     /* Optional, multi-process mode only (one rank per process; the Engine then passes group_init an
      * array where only this process's rank is set): sum n values of a host buffer (double when

@@ -3,9 +3,9 @@
  * docs/plan-format.md), its params, grads and AdamW state. The ranks of the grid (dp x tp, all threads)
  * form tp groups and dp groups (runtime/grid.h); a collective meets its group at a barrier and sums
  * in index order 0..n-1, so every member gets bit-identical results at any degree.
- * Under mpirun a rank is a process: its tp group's transport is then MPI (runtime/comm_mpi.h),
- * which gathers every member's part and sums in the same index order, so processes and threads
- * agree bit for bit (data parallelism stays threads of one process). */
+ * Under mpirun every rank of the grid is a process: each group (tp, dp) is then an MPI communicator
+ * (runtime/comm_mpi.h, split once at start), and a sum over a group adds the members' parts in the
+ * same index order, so processes and threads agree bit for bit. */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -156,8 +156,15 @@ oom:
     return NULL;
 }
 
-/* ranks[0..grid->world) by grid rank: one tp group per (pp, dp) and one dp group per (pp, tp). */
+static int mpi_grid_init(BackendRank *r, const Grid *grid, int wrank, char *err, size_t errlen);
+
+/* ranks[0..grid->world) by grid rank: one tp group per (pp, dp) and one dp group per (pp, tp). All of
+ * them threads of this process, or exactly one set (a process of an mpirun job: MPI groups). */
 static int cpu_grid_init(BackendRank **ranks, const Grid *grid, char *err, size_t errlen) {
+    int here = 0, mine = -1;
+    for (int r = 0; r < grid->world; r++) if (ranks[r]) { here++; mine = r; }
+    if (here == 1 && grid->world > 1) return mpi_grid_init(ranks[mine], grid, mine, err, errlen);
+    if (here != grid->world) { snprintf(err, errlen, "cpu backend: %d of %d ranks in this process", here, grid->world); return -1; }
     CpuComm *c = calloc(1, sizeof *c);
     int ntp = grid->world / grid->tp, ndp = grid->world / grid->dp;
     if (c) c->groups = calloc((size_t)(ntp + ndp), sizeof *c->groups);
@@ -191,48 +198,60 @@ static int cpu_grid_init(BackendRank **ranks, const Grid *grid, char *err, size_
     return 0;
 }
 
-/* Multi-process mode (mpirun): this process holds the one rank r; its tp group is the world's processes
- * of the same tp group (world rank / tp), ordered by tp rank, with MPI as the transport. */
-static int mpi_group_init(BackendRank *r, int tp, char *err, size_t errlen) {
+/* Multi-process mode (mpirun): this process holds the one rank r, grid rank wrank = its world rank.
+ * Its tp group and its dp group are the world's processes of the same group (runtime/grid.h),
+ * ordered by index in the group, each an MPI communicator split once here (every process splits the
+ * world twice, in the same order). A group of one has no communicator (its collectives are no-ops). */
+static int mpi_grid_init(BackendRank *r, const Grid *grid, int wrank, char *err, size_t errlen) {
     CommMpi *world = comm_mpi_init(err, errlen);
     if (!world) return -1;
-    int wrank = comm_mpi_rank(world);
-    if (wrank % tp != r->rank) {
-        snprintf(err, errlen, "cpu backend: world rank %d holds tp rank %d, expected %d", wrank, r->rank, wrank % tp);
+    if (comm_mpi_size(world) != grid->world || comm_mpi_rank(world) != wrank) {
+        snprintf(err, errlen, "cpu backend: mpirun started world rank %d of %d, but the engine holds grid rank %d of a grid of "
+                 "%d ranks (dp %d x pp %d x tp %d): launch mpirun -np %d", comm_mpi_rank(world), comm_mpi_size(world), wrank,
+                 grid->world, grid->dp, grid->pp, grid->tp, grid->world);
+        return -1;
+    }
+    GridCoord gc = grid_coord(grid, wrank);
+    if (gc.tp_rank != r->rank) {
+        snprintf(err, errlen, "cpu backend: world rank %d holds tp rank %d, expected %d", wrank, r->rank, gc.tp_rank);
         return -1;
     }
     CpuComm *c = calloc(1, sizeof *c);
-    if (c) c->groups = calloc(2, sizeof *c->groups);   /* [0] the tp group over MPI, [1] a dp group of one */
+    if (c) c->groups = calloc(2, sizeof *c->groups);   /* [0] this rank's tp group, [1] its dp group */
     if (!c || !c->groups) { free(c); snprintf(err, errlen, "cpu backend: out of memory"); return -1; }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     c->ngroups = 2;
     c->refs = 1;
-    c->groups[0].n = tp;
-    c->groups[1].n = 1;
     r->comm = c;
-    r->grp[GROUP_TP] = &c->groups[0];
-    r->grp[GROUP_DP] = &c->groups[1];
-    r->gidx[GROUP_TP] = r->rank;
-    r->gidx[GROUP_DP] = 0;
-    CommMpi *g = comm_mpi_split(world, wrank / tp, r->rank);
-    if (!g) { snprintf(err, errlen, "cpu backend: %s", comm_mpi_error()); return -1; }
-    c->groups[0].mpi = g;
-    if (comm_mpi_size(g) != tp || comm_mpi_rank(g) != r->rank) {
-        snprintf(err, errlen, "cpu backend: the tp group of world rank %d has %d processes, the plan has tp=%d",
-                 wrank, comm_mpi_size(g), tp);
-        return -1;
+    const int kinds[2] = {GROUP_TP, GROUP_DP};
+    for (int i = 0; i < 2; i++) {
+        int k = kinds[i];
+        c->groups[i].n = gc.size[k];
+        r->grp[k] = &c->groups[i];
+        r->gidx[k] = gc.index[k];
+        /* color: the group's first member (one per group); key: the index in it */
+        CommMpi *g = comm_mpi_split(world, gc.first[k], gc.index[k]);
+        if (!g) { snprintf(err, errlen, "cpu backend: making the %s groups: %s", grid_group_name(k), comm_mpi_error()); return -1; }
+        if (comm_mpi_size(g) != gc.size[k] || comm_mpi_rank(g) != gc.index[k]) {
+            snprintf(err, errlen, "cpu backend: the %s group of world rank %d has %d processes (this one at %d), the plan's grid "
+                     "has %s=%d (index %d)", grid_group_name(k), wrank, comm_mpi_size(g), comm_mpi_rank(g), grid_group_name(k),
+                     gc.size[k], gc.index[k]);
+            comm_mpi_free(g);
+            return -1;
+        }
+        if (gc.size[k] > 1) c->groups[i].mpi = g;
+        else comm_mpi_free(g);
     }
+    /* the OpenMP threads: the node's cores shared by the processes on it (the bits do not depend on it) */
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int nlocal = local && atoi(local) > 0 ? atoi(local) : grid->world;
+    cpu_threads_set(nlocal);
     return 0;
 }
 
 /* ranks[0..tp): every rank in this process (threads), or exactly one (a process of an mpirun job). */
 static int cpu_group_init(BackendRank **ranks, int tp, char *err, size_t errlen) {
-    int here = 0;
-    BackendRank *mine = NULL;
-    for (int i = 0; i < tp; i++) if (ranks[i]) { here++; mine = ranks[i]; }
-    if (here == 1 && tp > 1) return mpi_group_init(mine, tp, err, errlen);
-    if (here != tp) { snprintf(err, errlen, "cpu backend: %d of %d ranks in this process", here, tp); return -1; }
     Grid g;
     if (grid_make(&g, 1, 1, tp, err, errlen)) return -1;
     return cpu_grid_init(ranks, &g, err, errlen);
@@ -320,22 +339,91 @@ static float bf16_round(float x) {
 /* The members of the step's group sum their buffers in index order 0..n-1 (deterministic, the same
  * bits on every member); op=avg then divides by n.
  * A bf16 step on an fp32 buffer (dp gradients, parallel.dp_dtype = "bf16") rounds every member's
- * values and the result to bf16, as a bf16 collective on a device would (the sum itself in fp32). */
+ * values and the result to bf16, as a bf16 collective on a device would (the sum itself in fp32).
+ * ordered_sum is that one definition, for both transports: dst[0..len) from member q's
+ * src[q] + off, q = 0..n-1 (dst aliases none of them). */
+static void ordered_sum(float *dst, void *const *src, int64_t off, int n, int64_t len, int avg, int wire16) {
+    const float *s0 = (const float *)src[0] + off;
+    if (wire16) for (int64_t i = 0; i < len; i++) dst[i] = bf16_round(s0[i]);
+    else memcpy(dst, s0, (size_t)len * sizeof *dst);
+    for (int q = 1; q < n; q++) {
+        const float *sq = (const float *)src[q] + off;
+        if (wire16) for (int64_t i = 0; i < len; i++) dst[i] += bf16_round(sq[i]);
+        else for (int64_t i = 0; i < len; i++) dst[i] += sq[i];
+    }
+    if (avg) for (int64_t i = 0; i < len; i++) dst[i] /= (float)n;
+    if (wire16) for (int64_t i = 0; i < len; i++) dst[i] = bf16_round(dst[i]);
+}
 
-/* The MPI transport: the same sums, in the same rank order (comm_mpi_allreduce_ordered). */
+static int wire16_of(const BackendRank *r, const CollArgs *c) {
+    return c->dtype == PDT_BF16 && r->p->tensors[c->buf.tensor].dtype == PDT_FP32;
+}
+
+/* ---- the MPI transport (one rank per process) ---- */
 static int mpi_fail(BackendRank *r, const char *what) {
     char msg[480];
     snprintf(msg, sizeof msg, "%s over MPI: %s", what, comm_mpi_error());
     return rfail(r, msg);
 }
 
-static int mpi_allreduce(BackendRank *r, void *buf, int64_t n, int is_f64) {
-    size_t esize = is_f64 ? sizeof(double) : sizeof(float);
-    void *all = malloc((size_t)n * (size_t)r->grp[GROUP_TP]->n * esize + 1);
-    if (!all) return rfail(r, "allreduce: out of memory");
-    int rc = comm_mpi_allreduce_ordered(r->grp[GROUP_TP]->mpi, buf, n, is_f64 ? COMM_F64 : COMM_F32, all);
-    free(all);
-    return rc ? mpi_fail(r, "allreduce") : 0;
+/* A bf16 wire value: the top half of the rounded fp32, and back. */
+static uint16_t bf16_bits(float x) { x = bf16_round(x); uint32_t u; memcpy(&u, &x, 4); return (uint16_t)(u >> 16); }
+static float bf16_value(uint16_t h) { uint32_t u = (uint32_t)h << 16; float x; memcpy(&x, &u, 4); return x; }
+
+/* MPI_Alltoallv counts and displacements in bytes for the zero_shard split of len elements of es
+ * bytes over n members: to_all=0 scatters (member q gets shard q of src; this member receives n
+ * copies of its own shard me, side by side), to_all=1 gathers (this member's shard to every member,
+ * each shard q landing at its place in dst). 0, or -1 when a count exceeds what MPI carries. */
+static int shard_counts(int64_t len, int n, int me, int es, int to_all, int *sc, int *sd, int *rc, int *rd) {
+    int64_t lo, hi, mlo, mhi;
+    if (len * es > 0x7fffffff) return -1;
+    zero_shard(len, me, n, &mlo, &mhi);
+    for (int q = 0; q < n; q++) {
+        zero_shard(len, q, n, &lo, &hi);
+        sc[q] = (int)((to_all ? mhi - mlo : hi - lo) * es);
+        sd[q] = to_all ? 0 : (int)(lo * es);
+        rc[q] = (int)((to_all ? hi - lo : mhi - mlo) * es);
+        rd[q] = (int)(to_all ? lo * es : q * (mhi - mlo) * es);
+    }
+    return 0;
+}
+
+/* The group's sum of buf[0..c->elems) over MPI, in the thread group's order: a reduce-scatter (this
+ * member receives every member's part of its zero_shard and adds them with ordered_sum), then with
+ * gather=1 (all-reduce) an all-gather of the summed shards into buf; gather=0 (ZeRO-1's
+ * reduce_scatter) writes this member's shard of buf only. A bf16 wire sends 2-byte values. */
+static int mpi_group_sum(BackendRank *r, CpuGroup *g, int me, const CollArgs *c, float *buf, int gather) {
+    int n = g->n, wire16 = wire16_of(r, c), es = wire16 ? 2 : 4;
+    int64_t len = c->elems, lo, hi;
+    zero_shard(len, me, n, &lo, &hi);
+    int64_t m = hi - lo;
+    int *cnt = malloc((size_t)(4 * n) * sizeof *cnt);
+    void **src = calloc((size_t)n, sizeof *src);
+    uint16_t *wire = wire16 ? malloc((size_t)len * 2 + 2) : NULL;
+    float *parts = malloc((size_t)(n * m) * sizeof *parts + 4), *mine = malloc((size_t)m * sizeof *mine + 4);
+    uint16_t *parts16 = wire16 ? malloc((size_t)(n * m) * 2 + 2) : NULL;
+    int rc = -1;
+    if (!cnt || !src || !parts || !mine || (wire16 && (!wire || !parts16))) { rfail(r, "allreduce over MPI: out of memory"); goto done; }
+    if (shard_counts(len, n, me, es, 0, cnt, cnt + n, cnt + 2 * n, cnt + 3 * n)) {
+        rfail(r, "allreduce over MPI: the buffer is more than 2 GiB (one MPI call's limit); use smaller dp buckets (dp_bucket_mb)");
+        goto done;
+    }
+    if (wire16) for (int64_t i = 0; i < len; i++) wire[i] = bf16_bits(buf[i]);
+    if (comm_mpi_alltoallv(g->mpi, wire16 ? (void *)wire : (void *)buf, cnt, cnt + n, wire16 ? (void *)parts16 : (void *)parts,
+                           cnt + 2 * n, cnt + 3 * n)) { mpi_fail(r, "reduce-scatter"); goto done; }
+    if (wire16) for (int64_t i = 0; i < n * m; i++) parts[i] = bf16_value(parts16[i]);
+    for (int q = 0; q < n; q++) src[q] = parts + q * m;
+    ordered_sum(mine, src, 0, n, m, c->avg, wire16);
+    if (!gather) { memcpy(buf + lo, mine, (size_t)m * sizeof *mine); rc = 0; goto done; }
+    shard_counts(len, n, me, es, 1, cnt, cnt + n, cnt + 2 * n, cnt + 3 * n);
+    if (wire16) for (int64_t i = 0; i < m; i++) parts16[i] = bf16_bits(mine[i]);   /* exact: already bf16 */
+    if (comm_mpi_alltoallv(g->mpi, wire16 ? (void *)parts16 : (void *)mine, cnt, cnt + n, wire16 ? (void *)wire : (void *)buf,
+                           cnt + 2 * n, cnt + 3 * n)) { mpi_fail(r, "all-gather"); goto done; }
+    if (wire16) for (int64_t i = 0; i < len; i++) buf[i] = bf16_value(wire[i]);
+    rc = 0;
+done:
+    free(cnt); free(src); free(wire); free(parts); free(mine); free(parts16);
+    return rc;
 }
 
 static int mpi_allgather(BackendRank *r, const CollArgs *c, const float *src, float *tmp) {
@@ -351,9 +439,16 @@ static int mpi_allgather(BackendRank *r, const CollArgs *c, const float *src, fl
     return rc ? mpi_fail(r, "allgather") : 0;
 }
 
+/* A host sum over every process of the job (canonical tensors, the gradient norm, the losses), in
+ * world rank order = grid rank order, as the Engine adds its ranks' parts in one process. */
 static int cpu_world_allreduce_host(BackendRank *r, void *host, int64_t n, int is_f64) {
-    if (!r->grp[GROUP_TP] || !r->grp[GROUP_TP]->mpi) return rfail(r, "a sum over processes without MPI (not launched by mpirun)");
-    return mpi_allreduce(r, host, n, is_f64);
+    CommMpi *world = comm_mpi_world();
+    if (!world) return rfail(r, "a sum over processes without MPI (not launched by mpirun)");
+    void *all = malloc((size_t)n * (size_t)comm_mpi_size(world) * (is_f64 ? sizeof(double) : sizeof(float)) + 1);
+    if (!all) return rfail(r, "a sum over the processes: out of memory");
+    int rc = comm_mpi_allreduce_ordered(world, host, n, is_f64 ? COMM_F64 : COMM_F32, all);
+    free(all);
+    return rc ? mpi_fail(r, "a sum over the processes") : 0;
 }
 
 static int cpu_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
@@ -361,23 +456,13 @@ static int cpu_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
     int n = g ? g->n : (c->group == GROUP_TP ? r->tp : 1);
     if (n == 1) return 0;
     if (!g) return rfail(r, "allreduce: the ranks were never grouped (group_init not called)");
-    if (g->mpi) return mpi_allreduce(r, buf, c->elems, 0);
+    if (g->mpi) return mpi_group_sum(r, g, r->gidx[c->group], c, buf, 1);
     size_t ne = (size_t)c->elems;
     float *sum = scratch(r, ne);
     if (!sum) return rfail(r, "allreduce: out of memory");
     g->ptr[r->gidx[c->group]] = buf;
     if (group_barrier(r->comm, g)) return rfail(r, "allreduce abandoned: another rank failed");
-    int wire16 = c->dtype == PDT_BF16 && r->p->tensors[c->buf.tensor].dtype == PDT_FP32;
-    memcpy(sum, g->ptr[0], ne * sizeof *sum);
-    if (wire16) for (size_t i = 0; i < ne; i++) sum[i] = bf16_round(sum[i]);
-    for (int q = 1; q < n; q++) {
-        const float *src = g->ptr[q];
-        if (wire16) for (size_t i = 0; i < ne; i++) sum[i] += bf16_round(src[i]);
-        else for (size_t i = 0; i < ne; i++) sum[i] += src[i];
-    }
-    if (c->avg)
-        for (size_t i = 0; i < ne; i++) sum[i] /= (float)n;
-    if (wire16) for (size_t i = 0; i < ne; i++) sum[i] = bf16_round(sum[i]);
+    ordered_sum(sum, g->ptr, 0, n, (int64_t)ne, c->avg, wire16_of(r, c));
     if (group_barrier(r->comm, g)) return rfail(r, "allreduce abandoned: another rank failed");
     memcpy(buf, sum, ne * sizeof *sum);
     return 0;
@@ -410,31 +495,40 @@ static int cpu_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst
 static int cpu_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
     CpuGroup *g = r->grp[GROUP_DP];
     if (!g || g->n == 1) return 0;
+    if (g->mpi) return mpi_group_sum(r, g, r->gidx[GROUP_DP], c, buf, 0);
     int64_t lo, hi;
     zero_shard(c->elems, r->gidx[GROUP_DP], g->n, &lo, &hi);
     float *sum = scratch(r, (size_t)(hi - lo) + 1);
     if (!sum) return rfail(r, "reduce_scatter: out of memory");
     g->ptr[r->gidx[GROUP_DP]] = buf;
     if (group_barrier(r->comm, g)) return rfail(r, "reduce_scatter abandoned: another rank failed");
-    int wire16 = c->dtype == PDT_BF16 && r->p->tensors[c->buf.tensor].dtype == PDT_FP32;
-    for (int q = 0; q < g->n; q++) {
-        const float *src = g->ptr[q];
-        for (int64_t i = lo; i < hi; i++) {
-            float x = wire16 ? bf16_round(src[i]) : src[i];
-            sum[i - lo] = q ? sum[i - lo] + x : x;
-        }
-    }
-    if (c->avg) for (int64_t i = lo; i < hi; i++) sum[i - lo] /= (float)g->n;
-    if (wire16) for (int64_t i = lo; i < hi; i++) sum[i - lo] = bf16_round(sum[i - lo]);
+    ordered_sum(sum, g->ptr, lo, g->n, hi - lo, c->avg, wire16_of(r, c));
     if (group_barrier(r->comm, g)) return rfail(r, "reduce_scatter abandoned: another rank failed");
     memcpy((float *)buf + lo, sum, (size_t)(hi - lo) * sizeof *sum);
     return 0;
 }
 
-/* ZeRO-1: every member copies the other members' shards of buf into its own buf. */
+/* ZeRO-1: every member copies the other members' shards of buf into its own buf (over MPI: this
+ * member's shard to every member, an all-gather of the zero_shard pieces). */
 static int cpu_gather_shards(BackendRank *r, const CollArgs *c, void *buf) {
     CpuGroup *g = r->grp[GROUP_DP];
     if (!g || g->n == 1) return 0;
+    if (g->mpi) {
+        int n = g->n, me = r->gidx[GROUP_DP];
+        int64_t lo, hi;
+        zero_shard(c->elems, me, n, &lo, &hi);
+        int *cnt = malloc((size_t)(4 * n) * sizeof *cnt);
+        float *mine = malloc((size_t)(hi - lo) * sizeof *mine + 4);   /* MPI's send and receive buffers may not overlap */
+        int rc = !cnt || !mine ? rfail(r, "gather_shards: out of memory")
+                 : shard_counts(c->elems, n, me, 4, 1, cnt, cnt + n, cnt + 2 * n, cnt + 3 * n)
+                     ? rfail(r, "gather_shards over MPI: the tensor is more than 2 GiB (one MPI call's limit)") : 0;
+        if (!rc) {
+            memcpy(mine, (float *)buf + lo, (size_t)(hi - lo) * sizeof *mine);
+            if (comm_mpi_alltoallv(g->mpi, mine, cnt, cnt + n, buf, cnt + 2 * n, cnt + 3 * n)) rc = mpi_fail(r, "gather_shards");
+        }
+        free(cnt); free(mine);
+        return rc;
+    }
     g->ptr[r->gidx[GROUP_DP]] = buf;
     if (group_barrier(r->comm, g)) return rfail(r, "gather_shards abandoned: another rank failed");
     for (int q = 0; q < g->n; q++) {

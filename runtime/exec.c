@@ -5,9 +5,10 @@
  * TP-invariant initialisation, the global gradient norm, clipping, the AdamW schedule, and
  * gathering/scattering canonical tensors. Backend-agnostic: all backend work goes through the
  * Backend vtable, so the same code drives cpu and cuda. Multi-process mode (a world in the
- * environment, runtime/world.h; cuda with NCCL, or cpu under mpirun with MPI as the group's
- * transport): the Engine holds this process's rank alone, and the gathers across ranks (canonical
- * tensors, the gradient norm) sum over the processes. */
+ * environment, runtime/world.h; cuda with NCCL for tp, or cpu under mpirun with one process per rank
+ * of the whole dp x tp grid and MPI as every group's transport): the Engine holds this process's rank
+ * alone, and the gathers across ranks (canonical tensors, the gradient norm, the dp ranks' losses)
+ * sum over the processes in rank order, as one process adds its threads' parts. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,7 +27,7 @@ struct Engine {
     const Backend *be;
     int tp;
     Grid grid;                    /* dp x pp x tp (runtime/grid.h) */
-    int nranks;                   /* ranks[] entries: grid.world in local mode, tp in multi-process mode */
+    int nranks;                   /* ranks[] entries: grid.world (multi-process mode: only ranks[lead] is set) */
     int micro;                    /* micro-batches run since the last optimizer step (micro=last steps) */
     int zero;                     /* zero=1 at dp > 1: AdamW state sharded over dp (ZeRO-1) */
     BackendRank **ranks;          /* by grid rank */
@@ -44,7 +45,7 @@ struct Engine {
     int fwd0, fwd1, bwd0, bwd1;   /* step index ranges [a, b) of the sections */
     int64_t coll_bytes;
     int world;                    /* multi-process mode: 1, and this process holds rank `lead` only */
-    int lead;                     /* the lowest rank this process holds (0 in local mode) */
+    int lead;                     /* the lowest rank this process holds (0 in local mode; its grid rank = world rank) */
     /* overlap (backends with allreduce_issue): collective steps whose coll_wait goes right before
      * step s are wait_list[wait_first[s] .. wait_first[s+1]); first_use[c] per collective step c
      * (bwd1 when nothing in the passes touches its memory again: waited at the end of the pass) */
@@ -383,7 +384,7 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
     e->p = plan; e->be = be; e->tp = plan->tp;
     if (grid_make(&e->grid, plan->dp, plan->pp, plan->tp, err, errlen)) { free(e); return NULL; }
     e->world = world_rank_or_minus1 >= 0;
-    e->nranks = e->world ? e->tp : e->grid.world;
+    e->nranks = e->grid.world;
     e->zero = plan->zero && plan->dp > 1;
     if (e->zero && (!be->reduce_scatter || !be->gather_shards)) {
         snprintf(err, errlen, "%.300s: zero=1 needs a backend with reduce_scatter and gather_shards; the %s backend has none: "
@@ -409,7 +410,7 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
     }
     if (e->nthreads != nlocal) { snprintf(err, errlen, "cannot start %d worker threads", nlocal); engine_release(e); return NULL; }
     if (run_all(e, job_open, NULL, err, errlen)) { engine_release(e); return NULL; }
-    if (be->grid_init && !e->world) {
+    if (be->grid_init) {   /* cpu: threads, or under mpirun one process per grid rank */
         if (be->grid_init(e->ranks, &e->grid, err, errlen)) { engine_release(e); return NULL; }
     } else if (be->group_init && be->group_init(e->ranks, e->tp, err, errlen)) {
         engine_release(e);
@@ -470,14 +471,11 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
     int wrank = 0, wsize = 1;
     int world = world_from_env(&wrank, &wsize, err, errlen);
     if (world < 0) return NULL;
-    if (world && plan->dp > 1) {
-        if (wsize != plan->dp * plan->pp * plan->tp)
-            snprintf(err, errlen, "%.300s: the environment gives a world of %d processes but the plan's grid is dp %d x pp %d "
-                     "x tp %d = %d ranks: launch that many processes or regenerate with matching -D dp= -D tp=", plan->path,
-                     wsize, plan->dp, plan->pp, plan->tp, plan->dp * plan->pp * plan->tp);
-        else
-            snprintf(err, errlen, "%.300s: dp=%d across processes is not supported yet (data parallelism runs as threads of "
-                     "one process on the cpu backend): launch one process with --backend cpu", plan->path, plan->dp);
+    int grid = plan->dp * plan->pp * plan->tp;
+    if (world && wsize != grid) {
+        snprintf(err, errlen, "%.300s: the environment gives a world of %d processes but the plan's grid is dp %d x pp %d x tp %d "
+                 "= %d ranks: launch that many processes or regenerate with matching -D dp= -D tp=", plan->path, wsize, plan->dp,
+                 plan->pp, plan->tp, grid);
         return NULL;
     }
     if (plan->dp > 1 && backend && !strcmp(backend, "auto")) backend = "cpu";
@@ -486,7 +484,7 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
                  "regenerate with -D dp=1", plan->path, plan->dp);
         return NULL;
     }
-    if (world) {   /* one process per GPU: this process runs rank wrank of the plan's tp */
+    if (world) {   /* one process per rank: this process runs grid rank wrank (a GPU, or a CPU process under mpirun) */
         int cpu = !backend || !strcmp(backend, "cpu");
         if (cpu && !comm_mpi_launched()) {
             snprintf(err, errlen, "the environment gives a world of %d processes (rank %d), but the cpu backend runs one "
@@ -494,12 +492,7 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
                      wsize, wrank);
             return NULL;
         }
-        if (wsize != plan->tp) {
-            snprintf(err, errlen, "%.300s: the environment gives a world of %d processes but the plan has tp=%d: launch "
-                     "tp processes (one per GPU) or regenerate with -D tp=%d", plan->path, wsize, plan->tp, wsize);
-            return NULL;
-        }
-        if (cpu) return engine_open(plan, &backend_cpu, wrank, err, errlen);   /* MPI: cpu.c's group transport */
+        if (cpu) return engine_open(plan, &backend_cpu, wrank, err, errlen);   /* MPI: cpu.c's group transports */
         if (!backend_cuda.rank_open || !backend_cuda.world_allreduce_host) {
             snprintf(err, errlen, "one process per GPU needs the cuda backend, which this binary lacks; launch one process");
             return NULL;
@@ -649,11 +642,31 @@ static int job_pass(Engine *e, int rank, void *argp) {
     return 0;
 }
 
+/* Multi-process mode: every process gets loss[0..dp) from the tp rank 0 of each dp rank (a sum over
+ * the processes of values that are 0 elsewhere: exact), so all of them log and decide alike. */
+static int world_losses(Engine *e, float *loss, char *err, size_t errlen) {
+    double *v = calloc((size_t)e->grid.dp, sizeof *v);
+    if (!v) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (tp_of(e, e->lead) == 0) v[dp_of(e, e->lead)] = loss[dp_of(e, e->lead)];
+    int rc = e->be->world_allreduce_host(e->ranks[e->lead], v, e->grid.dp, 1);
+    if (rc) {
+        snprintf(err, errlen, "summing the losses over the processes failed: %s", backend_msg(e, e->lead));
+        e->broken = 1;
+    }
+    for (int d = 0; d < e->grid.dp && !rc; d++) loss[d] = (float)v[d];
+    free(v);
+    return rc ? -1 : 0;
+}
+
 static int run_pass(Engine *e, const int32_t *tokens, const int32_t *targets, float *loss, int backward, char *err,
                     size_t errlen) {
     if (e->broken) { snprintf(err, errlen, "the engine stopped after an earlier error; create a new one"); return -1; }
-    int64_t M = (int64_t)e->p->micro_batch * e->p->seq * e->grid.dp;
-    for (int64_t i = 0; i < M; i++)
+    int64_t M = (int64_t)e->p->micro_batch * e->p->seq * e->grid.dp, i0 = 0;
+    if (e->world) {   /* this process reads and runs its own dp rank's micro-batch only */
+        i0 = (int64_t)dp_of(e, e->lead) * e->p->micro_batch * e->p->seq;
+        M = i0 + (int64_t)e->p->micro_batch * e->p->seq;
+    }
+    for (int64_t i = i0; i < M; i++)
         if (tokens[i] < 0 || tokens[i] >= e->p->vocab || targets[i] < 0 || targets[i] >= e->p->vocab) {
             snprintf(err, errlen, "batch: token %lld (%d -> %d) is outside the vocabulary 0..%d; the data does not match the model",
                      (long long)i, tokens[i], targets[i], e->p->vocab - 1);
@@ -669,6 +682,10 @@ static int run_pass(Engine *e, const int32_t *tokens, const int32_t *targets, fl
         return -1;
     }
     if (backward) e->micro = (e->micro + 1) % e->p->grad_accum;
+    if (e->world && e->grid.dp > 1 && world_losses(e, lp, err, errlen)) {
+        if (lp != lossv) free(lp);
+        return -1;
+    }
     double sum = 0;   /* the global loss: the mean over the dp ranks, in dp order */
     for (int d = 0; d < e->grid.dp; d++) sum += lp[d];
     if (loss) *loss = e->grid.dp == 1 ? lp[0] : (float)(sum / e->grid.dp);
@@ -883,6 +900,8 @@ int engine_get_canon(Engine *e, int canon, int slot, float *full) {
             for (int64_t i = 0; i < n; i++) full[i] += a.per_dp[d][i];
         for (int d = 0; a.per_dp && d < e->grid.dp; d++) free(a.per_dp[d]);
         free(a.per_dp);
+        /* multi-process mode: this process added its own shard; the other dp ranks' come from theirs */
+        if (e->world && e->be->world_allreduce_host(e->ranks[e->lead], full, n, 0)) rc = -1;
         return rc;
     }
     int rc = run_all(e, job_canon, &a, NULL, 0);

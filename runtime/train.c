@@ -5,10 +5,10 @@
  * loss or gradient norm is NaN/inf is skipped (no update; counted, logged); max_bad_steps of them in
  * a row stop the run (exit 1) without saving, naming the last good checkpoint (the newest one a good
  * step followed). A non-finite validation loss stops it at once. SIGINT/SIGTERM stop it after
- * the step under way with a checkpoint (exit 130/143). Multi-process mode (one process per GPU,
- * runtime/world.h): every rank of a tp group reads the same data (dp ranks read their own slice of
- * each global micro-batch, runtime/data.h) and takes part in every gather; only rank 0
- * writes checkpoints (cli/train.c keeps the other ranks' output quiet). */
+ * the step under way with a checkpoint (exit 130/143). Multi-process mode (one process per rank,
+ * runtime/world.h): every rank of a tp group reads the same data, each process only its own dp
+ * rank's slice of each global micro-batch (runtime/data.h), and takes part in every gather; only
+ * rank 0 writes checkpoints (cli/train.c keeps the other ranks' output quiet). */
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -43,6 +43,7 @@ typedef struct {
     char good_ckpt[1200];     /* the newest checkpoint a good step (finite loss and gradient norm) followed, or "" */
     int good_step;            /* its step, or -1 */
     int follower;             /* multi-process mode, rank > 0: gathers for rank 0's checkpoints, writes nothing */
+    int my_dp;                /* multi-process mode: the one dp rank whose data this process reads; -1: all of them */
 } Trainer;
 
 static double now_s(void) {
@@ -279,7 +280,8 @@ static int validate(Trainer *t, double *loss) {
     for (int64_t i = 0; i < groups; i++) {   /* dp batches a pass (wrapping when dp does not divide n) */
         float l;
         for (int d = 0; d < dp; d++)
-            if (batcher_val(&t->batcher, (i * dp + d) % n, t->inputs + d * mbt, t->targets + d * mbt))
+            if ((t->my_dp < 0 || d == t->my_dp)
+                && batcher_val(&t->batcher, (i * dp + d) % n, t->inputs + d * mbt, t->targets + d * mbt))
                 return fail(2, "%s", t->batcher.err);
         if (engine_forward(t->e, t->inputs, t->targets, &l, err, sizeof err))
             return fail(1, "validation at step %d: %s", t->step, err);
@@ -358,7 +360,8 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             float l;
             int64_t mbt = (int64_t)p->micro_batch * p->seq;
             for (int d = 0; d < p->dp; d++)   /* dp rank d reads slice d of the global micro-batch */
-                if (batcher_global(&t->batcher, t->data_seq, d, p->dp, t->inputs + d * mbt, t->targets + d * mbt))
+                if ((t->my_dp < 0 || d == t->my_dp)
+                    && batcher_global(&t->batcher, t->data_seq, d, p->dp, t->inputs + d * mbt, t->targets + d * mbt))
                     return fail(2, "step %d: %s; stopping without saving", t->step + 1, t->batcher.err);
             t->data_seq = batcher_next(&t->batcher, t->data_seq, p->dp);
             if (engine_forward_backward(t->e, t->inputs, t->targets, &l, err, sizeof err))
@@ -482,8 +485,8 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     }
     size_t mbt = (size_t)p->micro_batch * p->seq * p->dp;
     t.buf = malloc((size_t)(t.largest > 0 ? t.largest : 1) * sizeof(float));
-    t.inputs = malloc(mbt * sizeof(int32_t));
-    t.targets = malloc(mbt * sizeof(int32_t));
+    t.inputs = calloc(mbt, sizeof(int32_t));
+    t.targets = calloc(mbt, sizeof(int32_t));
     t.losses = calloc((size_t)p->steps + 1, sizeof(float));
     t.val_cap = p->steps + 2;
     t.val_losses = calloc((size_t)t.val_cap, sizeof(float));
@@ -496,7 +499,8 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     {   /* a launcher's world must hold the plan's grid (bad input: exit 2 before anything runs) */
         int wr = 0, ws = 1, w = world_from_env(&wr, &ws, err, sizeof err);
         int grid = p->dp * p->pp * p->tp;
-        if (w == 1 && p->dp > 1 && ws != grid) {
+        t.my_dp = w == 1 ? (wr / p->tp) % p->dp : -1;
+        if (w == 1 && ws != grid) {
             tokenset_close(&ts); trainer_free(&t);
             return fail(2, "%s: the launcher gives a world of %d processes but the plan's grid is dp %d x pp %d x tp %d = %d "
                         "ranks: launch %d processes or regenerate with -D dp= -D tp= that multiply to %d", p->path, ws, p->dp,

@@ -35,7 +35,7 @@ done
 # a world that disagrees with the plan
 timeout 120 "${mpi[@]}" -np 2 "$BOOST" train "${common[@]}" -D tp=4 >"$TMP/bad.out" 2>&1
 rc=$?
-[ $rc != 0 ] && grep -q "world of 2 processes but the plan has tp=4" "$TMP/bad.out" && ok mpi_world_disagrees_with_plan \
+[ $rc != 0 ] && grep -q "world of 2 processes but the plan's grid is dp 1 x pp 1 x tp 4 = 4" "$TMP/bad.out" && ok mpi_world_disagrees_with_plan \
   || fail mpi_world_disagrees_with_plan "exit $rc: $(grep -v '^-\|^$' "$TMP/bad.out" | head -2)"
 
 # rank 1 killed mid-run: the job stops, naming it
@@ -66,7 +66,7 @@ else
   wait $launcher
   rc=$?
   dt=$(( $(date +%s) - t0 ))
-  [ $rc != 0 ] && grep -q "rank 1" "$TMP/kill.out" && ok mpi_killed_rank_stops_job \
-    && grep "rank 1" "$TMP/kill.out" | head -1 | sed "s/^/#   after ${dt}s: /" \
+  [ $rc != 0 ] && grep -q "process rank 1 " "$TMP/kill.out" && ok mpi_killed_rank_stops_job \
+    && grep "process rank 1" "$TMP/kill.out" | head -1 | sed "s/^/#   after ${dt}s: /" \
     || fail mpi_killed_rank_stops_job "exit $rc after ${dt}s: $(grep -v '^-*$' "$TMP/kill.out" | tail -3)"
 fi

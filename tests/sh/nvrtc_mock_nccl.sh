@@ -79,7 +79,7 @@ else fail "resume the two-process checkpoint" "exit $rc, step 4 loss $b vs unint
 # errors
 BOOST_WORLD_SIZE=3 BOOST_RANK=0 "$BOOST" "${train[@]}" -D steps=1 >"$TMP/e1.out" 2>&1
 rc=$?
-if [ "$rc" = 1 ] && grep -q 'world of 3 processes but the plan has tp=2' "$TMP/e1.out"; then ok "world size != tp: clear error"
+if [ "$rc" = 2 ] && grep -q "world of 3 processes but the plan's grid is dp 1 x pp 1 x tp 2 = 2" "$TMP/e1.out"; then ok "world size != tp: clear error"
 else fail "world size != tp" "exit $rc: $(tail -2 "$TMP/e1.out")"; fi
 BOOST_WORLD_SIZE=2 BOOST_RANK=0 "$BOOST" train --plan "$TMP/cola2" --backend cpu -D steps=1 >"$TMP/e2.out" 2>&1
 rc=$?

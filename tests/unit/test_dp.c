@@ -1,6 +1,6 @@
 /* test_dp.c: data parallelism on the CPU engine (ranks as threads): dp=2 x tp=2 against dp=1 x tp=1
- * with grad_accum=2, and dp=4 x tp=1 against dp=1 with grad_accum=4, on the same global batch, for
- * cola, lax and the MoE model: loss, every canonical gradient and three AdamW steps within 1e-5
+ * with grad_accum=2, dp=4 x tp=1 against dp=1 with grad_accum=4 and against dp=2 x tp=2 with
+ * grad_accum=2 (the same micro-batches), on the same global batch, for cola, lax and the MoE model: loss, every canonical gradient and three AdamW steps within 1e-5
  * relative; the rank grid's coordinates and groups; dp steps in the plan and their loader checks. */
 #define CASE_DIR "build/tmp/dp"
 #include <stdio.h>
@@ -165,10 +165,12 @@ static void bf16_case(void) {
 }
 
 /* For one model: dp=2 x tp=2 vs dp=1 grad_accum=2, dp=4 x tp=1 vs dp=1 grad_accum=4 (half the
- * micro-batch, so the global batch is the same size). */
+ * micro-batch, so the global batch is the same size), and dp=4 x tp=1 vs dp=2 x tp=2 grad_accum=2 at
+ * that micro-batch (the first pass's loss and gradients: the same micro-batches, so the same values
+ * even for MoE, whose expert capacity and load-balance loss are per micro-batch). */
 static void model_cases(const char *spec, const char *extra, int mb, int steps) {
     char defs[300], what[300];
-    Case ref, c;
+    Case ref, c, c4;
     snprintf(defs, sizeof defs, "-D tp=1 -D dp=1 -D grad_accum=2 -D micro_batch=%d %s", mb, extra);
     if (open_dp(&ref, spec, defs) == 0) {
         snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D grad_accum=1 -D micro_batch=%d -D dp_bucket_mb=0.05 %s", mb, extra);
@@ -183,19 +185,21 @@ static void model_cases(const char *spec, const char *extra, int mb, int steps) 
     snprintf(defs, sizeof defs, "-D tp=1 -D dp=1 -D grad_accum=4 -D micro_batch=%d %s", mb / 2, extra);
     if (open_dp(&ref, spec, defs) == 0) {
         snprintf(defs, sizeof defs, "-D tp=1 -D dp=4 -D grad_accum=1 -D micro_batch=%d %s", mb / 2, extra);
-        if (!open_dp(&c, spec, defs)) {
+        if (!open_dp(&c4, spec, defs)) {
             snprintf(what, sizeof what, "%s dp=4 x tp=1 vs dp=1 grad_accum=4", spec);
-            compare(&c, &ref, what);
-            if (steps) dp_steps(&c, &ref, what);
+            compare(&c4, &ref, what);
+            if (steps) dp_steps(&c4, &ref, what);
         }
-        close_case(&c);
         /* grad_accum with dp: only the last micro-batch reduces (micro=last) */
-        snprintf(defs, sizeof defs, "-D tp=1 -D dp=2 -D grad_accum=2 -D micro_batch=%d %s", mb / 2, extra);
+        snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D grad_accum=2 -D micro_batch=%d -D dp_bucket_mb=0.05 %s", mb / 2, extra);
         if (!open_dp(&c, spec, defs)) {
-            snprintf(what, sizeof what, "%s dp=2 x grad_accum=2 vs dp=1 grad_accum=4", spec);
+            snprintf(what, sizeof what, "%s dp=2 x tp=2 x grad_accum=2 vs dp=1 grad_accum=4", spec);
             compare(&c, &ref, what);
+            snprintf(what, sizeof what, "%s dp=2 x tp=2 x grad_accum=2 vs dp=4 x tp=1", spec);
+            compare(&c, &c4, what);
         }
         close_case(&c);
+        close_case(&c4);
     }
     close_case(&ref);
 }
@@ -289,6 +293,8 @@ int main(void) {
     bf16_case();
     global_batch(4 * 64 * 2, 256);
     zero_cases("tiny-cola", 4);
+    global_batch(4 * 64 * 2, 256);
+    zero_cases("tiny-lax", 4);
     global_batch(4 * 64 * 2, 256);
     zero_cases("specs/runs/tiny-cola-moe.lua", 4);
     free(gtok); free(gtgt);
