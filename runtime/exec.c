@@ -26,7 +26,7 @@ struct Engine {
     const Backend *be;
     int tp;
     Grid grid;                    /* dp x pp x tp (runtime/grid.h) */
-    int nranks;                   /* ranks[] entries: grid.world in local mode, tp in multi-process mode */
+    int nranks;                   /* ranks[] entries, by grid rank: grid.world (multi-process mode: only ranks[lead] set) */
     int micro;                    /* micro-batches run since the last optimizer step (micro=last steps) */
     int zero;                     /* zero=1 at dp > 1: AdamW state sharded over dp (ZeRO-1) */
     BackendRank **ranks;          /* by grid rank */
@@ -383,7 +383,7 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
     e->p = plan; e->be = be; e->tp = plan->tp;
     if (grid_make(&e->grid, plan->dp, plan->pp, plan->tp, err, errlen)) { free(e); return NULL; }
     e->world = world_rank_or_minus1 >= 0;
-    e->nranks = e->world ? e->tp : e->grid.world;
+    e->nranks = e->grid.world;
     e->zero = plan->zero && plan->dp > 1;
     if (e->zero && (!be->reduce_scatter || !be->gather_shards)) {
         snprintf(err, errlen, "%.300s: zero=1 needs a backend with reduce_scatter and gather_shards; the %s backend has none: "
@@ -470,7 +470,8 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
     int wrank = 0, wsize = 1;
     int world = world_from_env(&wrank, &wsize, err, errlen);
     if (world < 0) return NULL;
-    if (world && plan->dp > 1) {
+    int cuda_world = world && backend && strcmp(backend, "cpu");   /* one process per GPU: cuda takes dp too */
+    if (world && plan->dp > 1 && (!cuda_world || wsize != plan->dp * plan->pp * plan->tp)) {
         if (wsize != plan->dp * plan->pp * plan->tp)
             snprintf(err, errlen, "%.300s: the environment gives a world of %d processes but the plan's grid is dp %d x pp %d "
                      "x tp %d = %d ranks: launch that many processes or regenerate with matching -D dp= -D tp=", plan->path,
@@ -480,10 +481,11 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
                      "one process on the cpu backend): launch one process with --backend cpu", plan->path, plan->dp);
         return NULL;
     }
-    if (plan->dp > 1 && backend && !strcmp(backend, "auto")) backend = "cpu";
-    if (plan->dp > 1 && backend && strcmp(backend, "cpu")) {
-        snprintf(err, errlen, "%.300s: dp=%d runs on the cpu backend only so far (ranks as threads): use --backend cpu or "
-                 "regenerate with -D dp=1", plan->path, plan->dp);
+    if (!world && plan->dp > 1 && backend && !strcmp(backend, "auto")) backend = "cpu";
+    if (!world && plan->dp > 1 && backend && strcmp(backend, "cpu")) {
+        snprintf(err, errlen, "%.300s: dp=%d on the %s backend runs one process per GPU: launch dp x tp = %d processes "
+                 "(mpirun, srun, or BOOST_WORLD_SIZE/BOOST_RANK), or use --backend cpu (ranks as threads)", plan->path,
+                 plan->dp, backend, plan->dp * plan->tp);
         return NULL;
     }
     if (world) {   /* one process per GPU: this process runs rank wrank of the plan's tp */
@@ -494,7 +496,7 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
                      wsize, wrank);
             return NULL;
         }
-        if (wsize != plan->tp) {
+        if (wsize != plan->tp * plan->dp) {
             snprintf(err, errlen, "%.300s: the environment gives a world of %d processes but the plan has tp=%d: launch "
                      "tp processes (one per GPU) or regenerate with -D tp=%d", plan->path, wsize, plan->tp, wsize);
             return NULL;
@@ -669,6 +671,15 @@ static int run_pass(Engine *e, const int32_t *tokens, const int32_t *targets, fl
         return -1;
     }
     if (backward) e->micro = (e->micro + 1) % e->p->grad_accum;
+    if (e->world && e->grid.dp > 1) {   /* each dp group's tp rank 0 holds its loss: sum over the processes */
+        for (int d = 0; d < e->grid.dp; d++) if (d != dp_of(e, e->lead) || tp_of(e, e->lead) != 0) lp[d] = 0;
+        if (e->be->world_allreduce_host(e->ranks[e->lead], lp, e->grid.dp, 0)) {
+            snprintf(err, errlen, "summing the dp ranks' losses over the processes failed: %s", backend_msg(e, e->lead));
+            e->broken = 1;
+            if (lp != lossv) free(lp);
+            return -1;
+        }
+    }
     double sum = 0;   /* the global loss: the mean over the dp ranks, in dp order */
     for (int d = 0; d < e->grid.dp; d++) sum += lp[d];
     if (loss) *loss = e->grid.dp == 1 ? lp[0] : (float)(sum / e->grid.dp);
@@ -883,6 +894,7 @@ int engine_get_canon(Engine *e, int canon, int slot, float *full) {
             for (int64_t i = 0; i < n; i++) full[i] += a.per_dp[d][i];
         for (int d = 0; a.per_dp && d < e->grid.dp; d++) free(a.per_dp[d]);
         free(a.per_dp);
+        if (e->world && e->be->world_allreduce_host(e->ranks[e->lead], full, n, 0)) rc = -1;   /* the other processes' shards */
         return rc;
     }
     int rc = run_all(e, job_canon, &a, NULL, 0);
