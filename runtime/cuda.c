@@ -539,6 +539,8 @@ static int sq_ranges(BackendRank *r) {
     int cap = 0;
     r->nsq = 0;
 #define SQ_ADD(o, n, sg) do { \
+        if (r->nsq > 0 && r->sq_sign[r->nsq - 1] == (sg) && r->sq_off[r->nsq - 1] + r->sq_n[r->nsq - 1] == (o)) { \
+            r->sq_n[r->nsq - 1] += (n); break; }   /* contiguous with the last one: merged */ \
         if (r->nsq == cap) { \
             cap = cap ? 2 * cap : 64; \
             int64_t *o_ = realloc(r->sq_off, cap * sizeof *o_); if (o_) r->sq_off = o_; \
@@ -1638,17 +1640,19 @@ static int dev_sumsq(BackendRank *r, CUdeviceptr x, long long n, double *out) {
     return 0;
 }
 
+static int sq_blocks(int64_t n) { return n >= (int64_t)SUMSQ_BLOCKS * 256 ? SUMSQ_BLOCKS : (int)((n + 255) / 256); }
+
 /* zero=1: the sum of squares over this rank's ranges (sq_ranges), on the device when their partial
  * sums fit the scratch, else from a read-back of the gradients. */
 static double zero_sq_norm(BackendRank *r) {
     int max = (int)(r->scratch_bytes / (SUMSQ_BLOCKS * sizeof(float)));
     double total = 0;
-    if (r->nsq <= max) {
+    if (r->nsq <= max) {   /* range i's partial sums at scratch[i*SUMSQ_BLOCKS ..], as many as its blocks */
         for (int i = 0; i < r->nsq; i++) {
             CUdeviceptr x = r->grads + r->sq_off[i] * 4, part = r->scratch + (size_t)i * SUMSQ_BLOCKS * sizeof(float);
             long long n = r->sq_n[i];
             void *args[] = {&x, &n, &part};
-            if (launch(r, "boost_sumsq_fp32", SUMSQ_BLOCKS, 256, 0, args)) return NAN;
+            if (launch(r, "boost_sumsq_fp32", sq_blocks(n), 256, 0, args)) return NAN;
         }
         float *h = malloc((size_t)(r->nsq ? r->nsq : 1) * SUMSQ_BLOCKS * sizeof *h);
         if (!h || (r->nsq && read_back(r, h, r->scratch, (size_t)r->nsq * SUMSQ_BLOCKS * sizeof *h, "the gradient norm"))) {
@@ -1657,7 +1661,7 @@ static double zero_sq_norm(BackendRank *r) {
         }
         for (int i = 0; i < r->nsq; i++) {
             double part = 0;
-            for (int b = 0; b < SUMSQ_BLOCKS; b++) part += h[(size_t)i * SUMSQ_BLOCKS + b];
+            for (int b = 0; b < sq_blocks(r->sq_n[i]); b++) part += h[(size_t)i * SUMSQ_BLOCKS + b];
             total += r->sq_sign[i] * part;
         }
         free(h);
