@@ -25,15 +25,16 @@ export BOOST_NCCL_TIMEOUT=120 MOCK_NCCL_TIMEOUT=120
 unset OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID SLURM_NTASKS BOOST_RANK BOOST_WORLD_SIZE BOOST_NCCL_ID_FILE
 steps=1   # step 1's loss (forward), gradient norm (the dp reduction) and final val_loss (the update)
 
-# world PLAN N: N processes on the stand-ins, rank 0 first: it compiles kernels.cu (NVRTC, the
-# emulator's objects) into the caches, and the others start once its NCCL id is written
+# world PLAN N [warm]: N processes on the stand-ins. Rank 0 first (unless its kernels.cu is compiled
+# already: warm): it compiles kernels.cu (NVRTC, the emulator's objects) into the caches, and the
+# others start once its NCCL id is written
 world() {
-  local plan=$1 n=$2 out="$TMP/$1.w"
+  local plan=$1 n=$2 warm=${3:-} out="$TMP/$1.w"
   local args=(train --plan "$TMP/$plan" --backend cuda --val-batches 1 -D steps=$steps -o "$out")
   export BOOST_EMU_SOURCE="$TMP/$plan/kernels.cu"
   BOOST_WORLD_SIZE=$n BOOST_RANK=0 timeout 300 "$BOOST" "${args[@]}" --log "$out.jsonl" >"$out.0.out" 2>&1 &
   local pid0=$! pids=() t=0
-  while [ ! -e "$out/.nccl-0.id" ] && [ $t -lt 3000 ] && kill -0 $pid0 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
+  while [ -z "$warm" ] && [ ! -e "$out/.nccl-0.id" ] && [ $t -lt 3000 ] && kill -0 $pid0 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
   for ((r = 1; r < n; r++)); do
     BOOST_WORLD_SIZE=$n BOOST_RANK=$r timeout 300 "$BOOST" "${args[@]}" >"$out.$r.out" 2>&1 &
     pids+=($!)
@@ -56,11 +57,11 @@ cpu() { "$BOOST" train --plan "$TMP/$1" --backend cpu --val-batches 1 -D steps=$
           >"$TMP/$1.cpu.out" 2>&1 || fail "cpu reference $1" "$(tail -2 "$TMP/$1.cpu.out")"; }
 
 for plan in d2t2 d2t2z d2t1b; do cpu $plan; done
-for spec in "d2t2 4 dp=2 x tp=2" "d2t2z 4 dp=2 x tp=2 zero=1" "d2t1b 2 dp=2 x tp=1, bf16 dp wire"; do
+for spec in "d2t2 4 - dp=2 x tp=2" "d2t2z 4 warm dp=2 x tp=2 zero=1" "d2t1b 2 - dp=2 x tp=1, bf16 dp wire"; do
   set -- $spec
-  plan=$1 n=$2; shift 2
+  plan=$1 n=$2 warm=${3#-}; shift 3
   start=$(date +%s)
-  world $plan $n
+  world $plan $n $warm
   took=$(( $(date +%s) - start ))
   if [ "$rc" != 0 ]; then fail "$* as $n processes on the stand-ins" "exit $rc: $(tail -2 "$TMP/$plan.w.0.out")"; continue; fi
   # bf16 compute on the stand-in against the fp32 CPU: the tolerances of the other mock tests' checks
