@@ -611,10 +611,10 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
     r->nccl_timeout = tv && atof(tv) > 0 ? atof(tv) : 600;
     const char *gv = getenv("BOOST_CUDA_GRAPH");
     if (gv && *gv == '1') {
-        r->graphs = tp == 1 && !r->sync_steps && api.cuGraphLaunch != NULL;
+        r->graphs = tp == 1 && p->dp == 1 && !r->sync_steps && api.cuGraphLaunch != NULL;
         if (!r->graphs && rank == 0)
-            fprintf(stderr, "boost: BOOST_CUDA_GRAPH=1 is for tp=1 without BOOST_CUDA_SYNC, with a driver that has CUDA "
-                    "graphs; running without graphs\n");
+            fprintf(stderr, "boost: BOOST_CUDA_GRAPH=1 is for tp=1 and dp=1 without BOOST_CUDA_SYNC, with a driver that has "
+                    "CUDA graphs; running without graphs\n");
     }
     if (api.cublasCreate_v2(&r->blas) != 0) {
         snprintf(err, errlen, "cuBLAS could not be initialised on rank %d", rank);
@@ -803,7 +803,7 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
         size_t b = st->kind == ST_ALLGATHER ? (size_t)(st->coll.rows * st->coll.cols) * plan_dtype_size(st->coll.dtype) * (p->tp + 1) : 0;
         if (b > need) need = b;
         size_t sh = (size_t)((st->coll.elems + p->dp - 1) / p->dp), d = 0;
-        if (st->kind == ST_ALLREDUCE && st->coll.group == GROUP_DP) d = (size_t)st->coll.elems * 2;
+        if (st->kind == ST_ALLREDUCE && st->coll.group == GROUP_DP && st->coll.dtype == PDT_BF16) d = (size_t)st->coll.elems * 2;
         if (st->kind == ST_REDUCE_SCATTER) d = (sh * p->dp + sh) * 4;
         if (st->kind == ST_GATHER_SHARDS) d = sh * p->dp * 4;
         if (d > dp_need) dp_need = d;
