@@ -79,6 +79,37 @@ if grep -q '"val_loss"' "$TMP/d2t2.w.jsonl" 2>/dev/null && [ ! -s "$TMP/d2t2.w.1
 then ok "dp=2 x tp=2 processes: rank 0 alone logs and writes the checkpoint"
 else fail "dp=2 x tp=2 processes: output" "rank 1 wrote $(wc -c <"$TMP/d2t2.w.1.out" 2>/dev/null) bytes; $(ls "$TMP/d2t2.w" 2>&1 | tr '\n' ' ')"; fi
 
+# the zero=1 checkpoint's AdamW moments (each dp rank's shard, summed over the processes) and
+# weights equal the zero=0 run's: same values, no shard missing or counted twice
+ck() { echo "$TMP/$1.w/step-00000$steps/$2.safetensors"; }
+if python3 - "$(ck d2t2 optimizer)" "$(ck d2t2z optimizer)" "$(ck d2t2 model)" "$(ck d2t2z model)" >"$TMP/ck.log" 2>&1 <<'PY'
+import json, struct, sys
+import numpy as np
+def load(path):
+    with open(path, 'rb') as f:
+        n = struct.unpack('<Q', f.read(8))[0]
+        head = json.loads(f.read(n)); data = f.read()
+    out = {}
+    for k, v in head.items():
+        if k == '__metadata__': continue
+        a, b = v['data_offsets']
+        assert v['dtype'] == 'F32', (k, v['dtype'])
+        out[k] = np.frombuffer(data[a:b], dtype=np.float32)
+    return out
+worst, name = 0.0, ''
+for p0, p1 in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
+    a, b = load(p0), load(p1)
+    if sorted(a) != sorted(b): print('tensors differ:', sorted(set(a) ^ set(b))[:4]); sys.exit(1)
+    for k in a:
+        na = float(np.linalg.norm(a[k]))
+        e = float(np.linalg.norm(a[k] - b[k])) / (na if na > 0 else 1.0)
+        if not (e <= worst): worst, name = e, k
+print('worst %s: %.3g' % (name, worst))
+sys.exit(0 if worst <= 1e-5 else 1)
+PY
+then ok "zero=1 checkpoint (moments assembled from the dp shards) equals zero=0's: $(cat "$TMP/ck.log")"
+else fail "zero=1 checkpoint vs zero=0" "$(tail -2 "$TMP/ck.log")"; fi
+
 # dp > 1 on cuda in one process: refused with how to launch it
 "$BOOST" train --plan "$TMP/d2t2" --backend cuda -D steps=1 >"$TMP/e1.out" 2>&1
 rc=$?
