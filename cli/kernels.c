@@ -1,6 +1,7 @@
 /* kernels.c: `boost kernels DIR|kernels.cu [--arch sm_80,sm_90] [--md]`: compiles a generated
  * kernels.cu with NVRTC for each arch and prints one row per kernel (registers, static shared
- * memory, spill bytes). Given a folder with plan.txt, also checks that every kernel the plan launches
+ * memory, spill bytes, and occupancy: resident blocks per SM from the block size, registers and
+ * shared memory against the arch's limits). Given a folder with plan.txt, also checks that every kernel the plan launches
  * is defined and reads the dtypes the plan gives its operands. Exit 1 on a compile error (the log is
  * shown), a spill or a plan mismatch, 2 on bad input. */
 #include <stdio.h>
@@ -14,6 +15,51 @@
 #include "runtime/cuda.h"
 
 #define MAX_STATS 1024
+
+/* Per-SM limits of an arch (CUDA C Programming Guide, "Compute capabilities"): threads, blocks,
+ * 32-bit registers, shared memory usable by blocks (bytes; the driver keeps 1 KiB per block more). */
+typedef struct { const char *arch; int threads, blocks, regs, smem; } SmLimits;
+static const SmLimits SM_LIMITS[] = {
+    {"sm_80", 2048, 32, 65536, 164 * 1024}, {"sm_86", 1536, 16, 65536, 100 * 1024},
+    {"sm_89", 1536, 24, 65536, 100 * 1024}, {"sm_90", 2048, 32, 65536, 228 * 1024},
+};
+
+/* Resident blocks per SM of a kernel with `block` threads, `regs` registers a thread and `smem`
+ * bytes of shared memory a block on `arch`; -1 when the arch or the block size is unknown. Registers
+ * are allocated per warp in units of 256, shared memory with 1 KiB reserved per block. */
+static int blocks_per_sm(const char *arch, int block, int regs, int smem) {
+    const SmLimits *L = NULL;
+    for (size_t i = 0; i < sizeof SM_LIMITS / sizeof SM_LIMITS[0]; i++) if (!strcmp(SM_LIMITS[i].arch, arch)) L = &SM_LIMITS[i];
+    if (!L || block <= 0) return -1;
+    int warps = (block + 31) / 32, n = L->blocks;
+    if (L->threads / (warps * 32) < n) n = L->threads / (warps * 32);
+    if (regs > 0) {
+        int per_warp = (regs * 32 + 255) / 256 * 256, warps_sm = L->regs / per_warp;
+        if (warps_sm / warps < n) n = warps_sm / warps;
+    }
+    if (smem > 0 && L->smem / (smem + 1024) < n) n = L->smem / (smem + 1024);
+    return n;
+}
+
+/* The threads a block of kernel `name`: the plan's launch when it has one, else the source's
+ * __launch_bounds__(N) on that kernel; 0 unknown. */
+static int kernel_block(const Plan *plan, const char *src, const char *name) {
+    for (int s = 0; plan && s < plan->nsteps; s++) {
+        const PlanStep *st = &plan->steps_[s];
+        if (st->kind == ST_KERNEL && !strcmp(st->kernel->name, name)) return (int)st->kernel->block;
+    }
+    size_t nl = strlen(name);
+    for (const char *p = strstr(src, name); p; p = strstr(p + 1, name)) {
+        if ((p > src && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= '0' && p[-1] <= '9'))) ||
+            p[nl] != '(')
+            continue;   /* not the whole name, or not a definition/call */
+        const char *lb = NULL;   /* the nearest __launch_bounds__ before it, within its declaration */
+        for (const char *q = src; (q = strstr(q, "__launch_bounds__(")) && q < p; q++) lb = q;
+        if (lb && p - lb < 400 && !memchr(lb, ';', (size_t)(p - lb)) && !memchr(lb, '}', (size_t)(p - lb)))
+            return atoi(lb + strlen("__launch_bounds__("));
+    }
+    return 0;
+}
 
 static void usage(FILE *f) {
     fprintf(f, "usage: boost kernels DIR|kernels.cu [--arch sm_80,sm_90] [--md]\n"
@@ -77,8 +123,8 @@ int cmd_kernels(int argc, char **argv) {
     char list[256];
     snprintf(list, sizeof list, "%s", archs);
     int failed = 0, spilling = 0, total = 0;
-    if (md) printf("| kernel | arch | registers | smem (B) | spill st/ld (B) |\n|---|---|---:|---:|---:|\n");
-    else printf("%-88s %-6s %5s %7s %s\n", "kernel", "arch", "regs", "smem", "spill st/ld");
+    if (md) printf("| kernel | arch | registers | smem (B) | spill st/ld (B) | block | blocks/SM |\n|---|---|---:|---:|---:|---:|---:|\n");
+    else printf("%-88s %-6s %5s %7s %-11s %5s %s\n", "kernel", "arch", "regs", "smem", "spill st/ld", "block", "blocks/SM");
     for (char *arch = strtok(list, ","); arch; arch = strtok(NULL, ",")) {
         if (strncmp(arch, "sm_", 3) || !arch[3]) {
             fprintf(stderr, "boost kernels: arch '%s' is not of the form sm_XX (e.g. sm_80)\n", arch);
@@ -102,18 +148,26 @@ int cmd_kernels(int argc, char **argv) {
             int spill = st[i].spill_stores || st[i].spill_loads;
             if (spill) {
                 spilling++;
+                fflush(stdout);
                 fprintf(stderr, "%s: kernel %s spills on %s (%d bytes stored, %d loaded): lower its block "
                         "size or tile in the GPU spec's tuning\n", path, st[i].name, arch,
                         st[i].spill_stores, st[i].spill_loads);
             }
-            if (md) printf("| `%s` | %s | %d | %d | %d/%d |\n", st[i].name, arch, st[i].registers,
-                           st[i].smem_bytes, st[i].spill_stores, st[i].spill_loads);
-            else printf("%-88s %-6s %5d %7d %d/%d%s\n", st[i].name, arch, st[i].registers, st[i].smem_bytes,
-                        st[i].spill_stores, st[i].spill_loads, spill ? "  SPILL" : "");
+            int block = kernel_block(plan, src, st[i].name);
+            int occ = blocks_per_sm(arch, block, st[i].registers, st[i].smem_bytes);
+            char bs[16] = "-", os[16] = "-", sp[32];
+            if (block > 0) snprintf(bs, sizeof bs, "%d", block);
+            if (occ >= 0) snprintf(os, sizeof os, "%d", occ);
+            snprintf(sp, sizeof sp, "%d/%d", st[i].spill_stores, st[i].spill_loads);
+            if (md) printf("| `%s` | %s | %d | %d | %s | %s | %s |\n", st[i].name, arch, st[i].registers,
+                           st[i].smem_bytes, sp, bs, os);
+            else printf("%-88s %-6s %5d %7d %-11s %5s %s%s\n", st[i].name, arch, st[i].registers, st[i].smem_bytes,
+                        sp, bs, os, spill ? "  SPILL" : "");
         }
     }
     free(src);
     if (plan) plan_free(plan);
+    fflush(stdout);   /* the table before the verdict, also when both go to one file */
     if (failed) return 1;
     if (plan_bad) { fprintf(stderr, "%s: %d mismatches between plan.txt and kernels.cu\n", path, plan_bad); return 1; }
     if (spilling) { fprintf(stderr, "%s: %d kernel builds spill\n", path, spilling); return 1; }

@@ -87,7 +87,17 @@ struct BackendRank {
     int64_t *param_off;           /* per param: element offset */
     CUdeviceptr *tptr;            /* per tensor */
     CudaGroup *group;
-    ncclComm_t nccl_comm;         /* multi-process mode: the NCCL communicator of the world */
+    ncclComm_t nccl_comm;         /* multi-process mode: the tp group's NCCL communicator (the world's at dp = 1) */
+    ncclComm_t world_comm;        /* multi-process mode: the whole world (the same as nccl_comm at dp = 1) */
+    ncclComm_t dp_comm;           /* dp > 1: this rank's dp group, split from the world (runtime/grid.h order) */
+    int wrank, wsize;             /* multi-process mode: world rank and size (rank and tp at dp = 1) */
+    int dp, dp_rank;              /* the dp degree and this rank's index in its dp group (1, 0 without dp) */
+    int zero;                     /* zero=1 at dp > 1: AdamW and the gradient norm cover this dp rank's shard */
+    CUdeviceptr dp_buf;           /* dp collectives' staging (bf16 wire, shard padding), used on `comm` only */
+    size_t dp_bytes;
+    CUevent ev_dp_ready, ev_dp_done;   /* a dp step on `comm` in the compute stream's order */
+    int64_t *sq_off, *sq_n;       /* zero=1: the gradient norm's element ranges, each added (sq_sign 1) or */
+    int *sq_sign, nsq;            /* subtracted (-1: a replicated block that tp rank 0 counts) */
     int world;                    /* multi-process mode */
     int dead;                     /* the communicator was aborted after a failure: no more collectives */
     double nccl_timeout;          /* seconds a host wait may take in multi-process mode (BOOST_NCCL_TIMEOUT) */
@@ -387,8 +397,13 @@ static void cuda_rank_close(BackendRank *r) {
             if (r->comm) api.cuStreamSynchronize(r->comm);
         }
         if (r->blas) api.cublasDestroy_v2(r->blas);
-        if (r->nccl_comm) nccl.ncclCommDestroy(r->nccl_comm);
+        if (r->dp_comm) nccl.ncclCommDestroy(r->dp_comm);
+        if (r->nccl_comm && r->nccl_comm != r->world_comm) nccl.ncclCommDestroy(r->nccl_comm);
+        if (r->world_comm) nccl.ncclCommDestroy(r->world_comm);
         if (r->coll_buf) api.cuMemFree_v2(r->coll_buf);
+        if (r->dp_buf) api.cuMemFree_v2(r->dp_buf);
+        if (r->ev_dp_ready) api.cuEventDestroy_v2(r->ev_dp_ready);
+        if (r->ev_dp_done) api.cuEventDestroy_v2(r->ev_dp_done);
         CUdeviceptr bufs[] = {r->arena, r->io, r->params, r->grads, r->master, r->adam_m, r->adam_v, r->scratch,
                               r->gemm_ptrs, r->adam_chunks};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) api.cuMemFree_v2(bufs[i]);
@@ -403,6 +418,7 @@ static void cuda_rank_close(BackendRank *r) {
     }
     free(r->ev_ready); free(r->ev_done);
     free(r->rep_off); free(r->rep_n);
+    free(r->sq_off); free(r->sq_n); free(r->sq_sign);
     free(r->gemm_ptrs_host);
     free(r->param_off);
     free(r->tptr);
@@ -477,6 +493,86 @@ static int upload_grouped_ptrs(BackendRank *r) {
     return 0;
 }
 
+/* The elements [lo, hi) of an n-element param this rank updates: all, or its zero=1 shard. */
+static void own_range(const BackendRank *r, int64_t n, int64_t *lo, int64_t *hi) {
+    if (!r->zero) { *lo = 0; *hi = n; return; }
+    zero_shard(n, r->dp_rank, r->dp, lo, hi);
+}
+
+/* The multi-tensor AdamW's table: every parameter (zero=1: its shard on this dp rank) cut into
+ * chunks of ADAMW_CHUNK elements. 0, or -1 (*cu set when the upload failed, else out of memory). */
+static int adam_table(BackendRank *r, CUresult *cu) {
+    const Plan *p = r->p;
+    int64_t nc = 0, lo, hi;
+    *cu = 0;
+    for (int i = 0; i < p->nparams; i++) {
+        own_range(r, p->params[i].rows * p->params[i].cols, &lo, &hi);
+        nc += (hi - lo + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
+    }
+    long long *tab = malloc((size_t)(nc ? nc : 1) * 3 * sizeof *tab);
+    if (!tab) return -1;
+    int64_t c = 0;
+    for (int i = 0; i < p->nparams; i++) {
+        own_range(r, p->params[i].rows * p->params[i].cols, &lo, &hi);
+        const long long flags = (p->params[i].decay ? 1 : 0) | (p->tensors[p->params[i].tensor].dtype == PDT_BF16 ? 2 : 0);
+        for (int64_t o = lo; o < hi; o += ADAMW_CHUNK, c++) {
+            tab[3 * c] = r->param_off[i] + o;
+            tab[3 * c + 1] = hi - o < ADAMW_CHUNK ? hi - o : ADAMW_CHUNK;
+            tab[3 * c + 2] = flags;
+        }
+    }
+    if (r->adam_chunks) { api.cuMemFree_v2(r->adam_chunks); r->adam_chunks = 0; }
+    r->adam_nchunks = nc;
+    if (nc && ((*cu = api.cuMemAlloc_v2(&r->adam_chunks, (size_t)nc * 3 * sizeof *tab)) ||
+               (*cu = api.cuMemcpyHtoD_v2(r->adam_chunks, tab, (size_t)nc * 3 * sizeof *tab)))) {
+        free(tab);
+        return -1;
+    }
+    free(tab);
+    return 0;
+}
+
+/* zero=1: the gradient norm's ranges on this rank: each param's shard, less (tp ranks > 0) the
+ * replicated blocks in it, which tp rank 0 counts. 0, or -1 out of memory. */
+static int sq_ranges(BackendRank *r) {
+    const Plan *p = r->p;
+    int cap = 0;
+    r->nsq = 0;
+#define SQ_ADD(o, n, sg) do { \
+        if (r->nsq > 0 && r->sq_sign[r->nsq - 1] == (sg) && r->sq_off[r->nsq - 1] + r->sq_n[r->nsq - 1] == (o)) { \
+            r->sq_n[r->nsq - 1] += (n); break; }   /* contiguous with the last one: merged */ \
+        if (r->nsq == cap) { \
+            cap = cap ? 2 * cap : 64; \
+            int64_t *o_ = realloc(r->sq_off, cap * sizeof *o_); if (o_) r->sq_off = o_; \
+            int64_t *n_ = realloc(r->sq_n, cap * sizeof *n_); if (n_) r->sq_n = n_; \
+            int *s_ = realloc(r->sq_sign, cap * sizeof *s_); if (s_) r->sq_sign = s_; \
+            if (!o_ || !n_ || !s_) return -1; \
+        } \
+        r->sq_off[r->nsq] = (o); r->sq_n[r->nsq] = (n); r->sq_sign[r->nsq++] = (sg); } while (0)
+    for (int i = 0; i < p->nparams; i++) {
+        const PlanParam *pp = &p->params[i];
+        int64_t lo, hi;
+        own_range(r, pp->rows * pp->cols, &lo, &hi);
+        if (hi <= lo) continue;
+        SQ_ADD(r->param_off[i] + lo, hi - lo, 1);
+        for (int q = 0; q < pp->nparts && r->rank > 0; q++) {
+            const PlanPart *pt = &p->parts[pp->first_part + q];
+            if (!pt->rep) continue;
+            int64_t h = rank_int(pt->r1, r->rank) - rank_int(pt->r0, r->rank);
+            int64_t w = rank_int(pt->c1, r->rank) - rank_int(pt->c0, r->rank);
+            int64_t lr = rank_int(pt->lr, r->rank), lc = rank_int(pt->lc, r->rank);
+            for (int64_t a = 0; a < h; a++) {
+                int64_t b0 = (lr + a) * pp->cols + lc, b1 = b0 + w;
+                if (b0 < lo) b0 = lo;
+                if (b1 > hi) b1 = hi;
+                if (b1 > b0) SQ_ADD(r->param_off[i] + b0, b1 - b0, -1);
+            }
+        }
+    }
+#undef SQ_ADD
+    return 0;
+}
+
 static CUresult alloc_zero(CUdeviceptr *p, size_t bytes) {
     if (bytes == 0) bytes = 256;
     CUresult rc = api.cuMemAlloc_v2(p, bytes);
@@ -515,10 +611,10 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
     r->nccl_timeout = tv && atof(tv) > 0 ? atof(tv) : 600;
     const char *gv = getenv("BOOST_CUDA_GRAPH");
     if (gv && *gv == '1') {
-        r->graphs = tp == 1 && !r->sync_steps && api.cuGraphLaunch != NULL;
+        r->graphs = tp == 1 && p->dp == 1 && !r->sync_steps && api.cuGraphLaunch != NULL;
         if (!r->graphs && rank == 0)
-            fprintf(stderr, "boost: BOOST_CUDA_GRAPH=1 is for tp=1 without BOOST_CUDA_SYNC, with a driver that has CUDA "
-                    "graphs; running without graphs\n");
+            fprintf(stderr, "boost: BOOST_CUDA_GRAPH=1 is for tp=1 and dp=1 without BOOST_CUDA_SYNC, with a driver that has "
+                    "CUDA graphs; running without graphs\n");
     }
     if (api.cublasCreate_v2(&r->blas) != 0) {
         snprintf(err, errlen, "cuBLAS could not be initialised on rank %d", rank);
@@ -550,29 +646,11 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
         what = "allocating device memory (arena, params, grads, AdamW state)";
         goto fail_cu;
     }
-    {   /* the multi-tensor AdamW's table: every parameter cut into chunks of ADAMW_CHUNK elements */
-        int64_t nc = 0;
-        for (int i = 0; i < p->nparams; i++) nc += (p->params[i].rows * p->params[i].cols + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
-        long long *tab = malloc((size_t)(nc ? nc : 1) * 3 * sizeof *tab);
-        if (!tab) { snprintf(err, errlen, "out of memory"); goto fail; }
-        int64_t c = 0;
-        for (int i = 0; i < p->nparams; i++) {
-            const int64_t n = p->params[i].rows * p->params[i].cols;
-            const long long flags = (p->params[i].decay ? 1 : 0) | (p->tensors[p->params[i].tensor].dtype == PDT_BF16 ? 2 : 0);
-            for (int64_t o = 0; o < n; o += ADAMW_CHUNK, c++) {
-                tab[3 * c] = r->param_off[i] + o;
-                tab[3 * c + 1] = n - o < ADAMW_CHUNK ? n - o : ADAMW_CHUNK;
-                tab[3 * c + 2] = flags;
-            }
-        }
-        r->adam_nchunks = nc;
-        if (nc && ((rc = api.cuMemAlloc_v2(&r->adam_chunks, (size_t)nc * 3 * sizeof *tab)) ||
-                   (rc = api.cuMemcpyHtoD_v2(r->adam_chunks, tab, (size_t)nc * 3 * sizeof *tab)))) {
-            free(tab);
-            what = "uploading the AdamW chunk table";
-            goto fail_cu;
-        }
-        free(tab);
+    r->dp = 1;
+    if (adam_table(r, &rc)) {
+        if (rc) { what = "uploading the AdamW chunk table"; goto fail_cu; }
+        snprintf(err, errlen, "out of memory");
+        goto fail;
     }
     size_t io_off = 0;
     for (int t = 0; t < p->ntensors; t++) {
@@ -663,38 +741,93 @@ static int nccl_exchange_id(const Plan *p, int rank, ncclUniqueId *id, char *pat
     }
 }
 
+/* The world's communicator, and at dp > 1 its split into the rank grid's groups (runtime/grid.h: tp
+ * fastest, then dp): one ncclCommSplit per group kind, colour = the group's first member, key = the
+ * rank's index in it, so NCCL's rank in each group is the grid's. nccl_comm is then the tp group's. */
 static int world_group_init(BackendRank *r, int rank, int size, char *err, size_t errlen) {
     pthread_once(&nccl_once, nccl_load);
     if (!nccl_ok) { snprintf(err, errlen, "rank %d of %d: %s", rank, size, nccl_why); return -1; }
-    if (!r || r->rank != rank || r->tp != size) {
+    const Plan *p = r ? r->p : NULL;
+    if (!r || r->tp != p->tp || size != p->dp * p->tp || r->rank != rank % p->tp) {
         snprintf(err, errlen, "multi-process mode: rank %d of %d is not open in this process", rank, size);
+        return -1;
+    }
+    r->wrank = rank; r->wsize = size; r->dp = p->dp;
+    if (p->dp > 1 && !nccl.ncclCommSplit) {
+        snprintf(err, errlen, "rank %d of %d: dp=%d needs ncclCommSplit (NCCL 2.18 or newer) to make the tp and dp groups; "
+                 "this libnccl lacks it: install a newer NCCL (or point BOOST_LIBNCCL at one)", rank, size, p->dp);
         return -1;
     }
     ncclUniqueId id;
     char path[1100];
     if (nccl_exchange_id(r->p, rank, &id, path, sizeof path, err, errlen)) return -1;
     if (ctx_set_err(err, errlen, "creating the NCCL communicator")) return -1;
-    ncclResult_t rc = nccl.ncclCommInitRank(&r->nccl_comm, size, id, rank);
+    ncclResult_t rc = nccl.ncclCommInitRank(&r->world_comm, size, id, rank);
     if (rank == 0) unlink(path);   /* every rank has joined: the id is used up */
     if (rc != 0) {
-        r->nccl_comm = NULL;
+        r->world_comm = NULL;
         snprintf(err, errlen, "rank %d of %d: ncclCommInitRank failed: %s", rank, size, nccl.ncclGetErrorString(rc));
         return -1;
     }
+    r->nccl_comm = r->world_comm;
     r->world = 1;
-    /* the all-gathers' staging, once for the largest (freeing device memory later would wait for the device) */
-    size_t need = 256;
-    for (int s = 0; s < r->p->nsteps; s++) {
-        const PlanStep *st = &r->p->steps_[s];
-        size_t b = st->kind == ST_ALLGATHER ? (size_t)(st->coll.rows * st->coll.cols) * plan_dtype_size(st->coll.dtype) * (size + 1) : 0;
+    if (p->dp > 1) {
+        Grid g;
+        if (grid_make(&g, p->dp, 1, p->tp, err, errlen)) return -1;
+        GridCoord gc = grid_coord(&g, rank);
+        r->dp_rank = gc.dp_rank;
+        ncclComm_t tpc = NULL, dpc = NULL;
+        rc = nccl.ncclCommSplit(r->world_comm, gc.first[GROUP_TP], gc.index[GROUP_TP], &tpc, NULL);
+        if (rc == 0) r->nccl_comm = tpc;
+        if (rc == 0) rc = nccl.ncclCommSplit(r->world_comm, gc.first[GROUP_DP], gc.index[GROUP_DP], &dpc, NULL);
+        if (rc == 0) r->dp_comm = dpc;
+        if (rc != 0 || !tpc || !dpc) {
+            snprintf(err, errlen, "rank %d of %d: ncclCommSplit into the tp group {%d..%d} and dp group (from %d, stride %d) "
+                     "failed: %s", rank, size, gc.first[GROUP_TP], gc.first[GROUP_TP] + p->tp - 1, gc.first[GROUP_DP],
+                     gc.stride[GROUP_DP], rc ? nccl.ncclGetErrorString(rc) : "no communicator returned");
+            return -1;
+        }
+        r->zero = p->zero != 0;
+        CUresult cu = 0;
+        if (r->zero && (adam_table(r, &cu) || sq_ranges(r))) {
+            snprintf(err, errlen, "rank %d of %d: the zero=1 shard tables: %s", rank, size, cu ? cu_str(cu) : "out of memory");
+            return -1;
+        }
+    }
+    /* the all-gathers' staging, once for the largest (freeing device memory later would wait for the
+     * device); at dp > 1 the dp steps' staging: a bf16 copy of an all-reduce, a reduce-scatter's
+     * padded input and output (dp*s + s elements, s = ceil(n/dp)), an all-gather's padded output */
+    size_t need = 256, dp_need = 0;
+    for (int s = 0; s < p->nsteps; s++) {
+        const PlanStep *st = &p->steps_[s];
+        size_t b = st->kind == ST_ALLGATHER ? (size_t)(st->coll.rows * st->coll.cols) * plan_dtype_size(st->coll.dtype) * (p->tp + 1) : 0;
         if (b > need) need = b;
+        size_t sh = (size_t)((st->coll.elems + p->dp - 1) / p->dp), d = 0;
+        if (st->kind == ST_ALLREDUCE && st->coll.group == GROUP_DP && st->coll.dtype == PDT_BF16) d = (size_t)st->coll.elems * 2;
+        if (st->kind == ST_REDUCE_SCATTER) d = (sh * p->dp + sh) * 4;
+        if (st->kind == ST_GATHER_SHARDS) d = sh * p->dp * 4;
+        if (d > dp_need) dp_need = d;
     }
     if (api.cuMemAlloc_v2(&r->coll_buf, need) != 0) {
         snprintf(err, errlen, "rank %d of %d: allocating %zu bytes for the all-gathers failed", rank, size, need);
         return -1;
     }
     r->coll_bytes = need;
+    if (dp_need && api.cuMemAlloc_v2(&r->dp_buf, dp_need) != 0) {
+        snprintf(err, errlen, "rank %d of %d: allocating %zu bytes for the dp collectives' staging failed", rank, size, dp_need);
+        return -1;
+    }
+    r->dp_bytes = dp_need;
     return 0;
+}
+
+/* Every distinct communicator of this rank (world, tp, dp), n of them. */
+static int rank_comms(BackendRank *r, ncclComm_t out[3]) {
+    int n = 0;
+    if (r->world_comm) out[n++] = r->world_comm;
+    if (r->nccl_comm && r->nccl_comm != r->world_comm) out[n++] = r->nccl_comm;
+    if (r->dp_comm) out[n++] = r->dp_comm;
+    return n;
 }
 
 /* Multi-process mode: NCCL failed or a wait ran past the timeout. Abort the communicator (its
@@ -707,12 +840,14 @@ static int world_abort(BackendRank *r, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    if (r->nccl_comm && !r->dead) nccl.ncclCommAbort(r->nccl_comm);
-    r->nccl_comm = NULL;
+    ncclComm_t cs[3];
+    int nc = rank_comms(r, cs);
+    for (int i = 0; i < nc && !r->dead; i++) nccl.ncclCommAbort(cs[i]);
+    r->nccl_comm = r->world_comm = r->dp_comm = NULL;
     r->dead = 1;
     return rfail(r, "rank %d of %d: %s; NCCL was aborted and this rank stops. Another rank has probably died or "
                  "failed: look at its output (its own error comes first), then restart all %d ranks "
-                 "(--resume from the last checkpoint)", r->rank, r->tp, what, r->tp);
+                 "(--resume from the last checkpoint)", r->wrank, r->wsize, what, r->wsize);
 }
 
 /* The host waits for stream s. Local mode: a plain synchronize. Multi-process mode: poll the stream
@@ -732,8 +867,12 @@ static int host_wait(BackendRank *r, CUstream s, const char *what) {
         if (q == 0) return 0;
         if (q != CUDA_ERROR_NOT_READY_) CU(r, q);
         ncclResult_t async_err = NCCL_SUCCESS_;
-        ncclResult_t qr = nccl.ncclCommGetAsyncError(r->nccl_comm, &async_err);
-        if (qr != NCCL_SUCCESS_) async_err = qr;
+        ncclComm_t cs[3];
+        int nc = rank_comms(r, cs);
+        for (int i = 0; i < nc && (async_err == NCCL_SUCCESS_ || async_err == NCCL_IN_PROGRESS_); i++) {
+            ncclResult_t qr = nccl.ncclCommGetAsyncError(cs[i], &async_err);
+            if (qr != NCCL_SUCCESS_) async_err = qr;
+        }
         if (async_err != NCCL_SUCCESS_ && async_err != NCCL_IN_PROGRESS_)
             return world_abort(r, "NCCL reports '%s' while waiting for %s", nccl.ncclGetErrorString(async_err), what);
         if (wall_s() - t0 > r->nccl_timeout)
@@ -806,7 +945,7 @@ static int cuda_world_allreduce_host(BackendRank *r, void *host, int64_t n, int 
     }
     CU(r, api.cuMemcpyHtoDAsync_v2(r->coll_buf, host, bytes, r->stream));
     NCCL(r, nccl.ncclAllReduce((void *)(uintptr_t)r->coll_buf, (void *)(uintptr_t)r->coll_buf, (size_t)n,
-                               is_f64 ? NCCL_FLOAT64_ : NCCL_FLOAT32_, NCCL_SUM_, r->nccl_comm, r->stream));
+                               is_f64 ? NCCL_FLOAT64_ : NCCL_FLOAT32_, NCCL_SUM_, r->world_comm, r->stream));
     if (host_wait(r, r->stream, "a sum across the processes")) return -1;
     CU(r, api.cuMemcpyDtoHAsync_v2(host, r->coll_buf, bytes, r->stream));
     return 0;
@@ -815,7 +954,9 @@ static int cuda_world_allreduce_host(BackendRank *r, void *host, int64_t n, int 
 static int cuda_group_init(BackendRank **ranks, int tp, char *err, size_t errlen) {
     int wrank = 0, wsize = 1;
     char werr[256];
-    if (world_from_env(&wrank, &wsize, werr, sizeof werr) == 1 && wsize == tp && wrank < tp)
+    /* multi-process mode: ranks[] is indexed by world rank, only this process's rank set */
+    if (world_from_env(&wrank, &wsize, werr, sizeof werr) == 1 && wrank >= 0 && wrank < wsize && ranks[wrank] &&
+        wsize == ranks[wrank]->p->dp * tp)
         return world_group_init(ranks[wrank], wrank, wsize, err, errlen);
     CudaGroup *g = calloc(1, sizeof *g);
     if (!g) { snprintf(err, errlen, "out of memory"); return -1; }
@@ -853,6 +994,8 @@ static int step_event(BackendRank *r, CUevent *evs, int step, CUevent *out) {
 }
 
 static int launch_on(BackendRank *r, CUstream s, const char *name, int64_t grid, int64_t block, int64_t smem, void **args);
+static int dp_begin(BackendRank *r);
+static int dp_end(BackendRank *r, const char *what);
 
 /* Local mode, on rank 0's collective stream for the whole group: wait until every rank's compute
  * stream has reached the collective, run it, record the done event that the ranks' compute streams
@@ -899,6 +1042,30 @@ static int local_issue(BackendRank *r, int step, const CollArgs *c, int gather) 
     return rc;
 }
 
+/* Multi-process mode: all-reduce buf on stream s over the group the step names (group=dp: the dp
+ * communicator; op=avg: ncclAvg). A bf16 wire on an fp32 buffer (parallel.dp_dtype = "bf16") goes
+ * through dp_buf: rounded to bf16, reduced in bf16, widened back, as the CPU backend's rounding. */
+static int world_allreduce_on(BackendRank *r, CUstream s, const CollArgs *c, void *buf) {
+    ncclComm_t comm = c->group == GROUP_DP ? r->dp_comm : r->nccl_comm;
+    if (c->group == GROUP_DP && r->dp <= 1) return 0;
+    if (!comm) return rfail(r, "rank %d: no NCCL communicator for the %s group", r->wrank, grid_group_name(c->group));
+    int op = c->avg ? NCCL_AVG_ : NCCL_SUM_, bufdt = r->p->tensors[c->buf.tensor].dtype;
+    long long n = c->elems;
+    if (c->dtype == bufdt) {
+        NCCL(r, nccl.ncclAllReduce(buf, buf, (size_t)n, nccl_dtype(c->dtype), op, comm, s));
+        return 0;
+    }
+    if (c->dtype != PDT_BF16 || bufdt != PDT_FP32 || (size_t)n * 2 > r->dp_bytes)
+        return rfail(r, "all-reduce of %s: a %s wire on a %s buffer is not supported (only bf16 on fp32 dp gradients)",
+                     r->p->tensors[c->buf.tensor].name, c->dtype == PDT_BF16 ? "bf16" : "fp32", bufdt == PDT_BF16 ? "bf16" : "fp32");
+    CUdeviceptr x = (CUdeviceptr)(uintptr_t)buf, w = r->dp_buf;
+    int64_t blocks = (n + 255) / 256 > 4096 ? 4096 : (n + 255) / 256;
+    void *narrow[] = {&x, &w, &n}, *widen[] = {&w, &x, &n};
+    if (launch_on(r, s, "boost_fp32_to_bf16", blocks, 256, 0, narrow)) return -1;
+    NCCL(r, nccl.ncclAllReduce((void *)(uintptr_t)w, (void *)(uintptr_t)w, (size_t)n, NCCL_BFLOAT16_, op, comm, s));
+    return launch_on(r, s, "boost_bf16_to_fp32", blocks, 256, 0, widen);
+}
+
 /* Multi-process mode: the same on this rank's collective stream with NCCL. */
 static int world_issue(BackendRank *r, int step, const CollArgs *c, void *buf, void *src, void *dst) {
     if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->rank);
@@ -906,7 +1073,7 @@ static int world_issue(BackendRank *r, int step, const CollArgs *c, void *buf, v
     if (step_event(r, r->ev_ready, step, &ready) || step_event(r, r->ev_done, step, &done)) return -1;
     CU(r, api.cuEventRecord(ready, r->stream));
     CU(r, api.cuStreamWaitEvent(r->comm, ready, 0));
-    if (buf) NCCL(r, nccl.ncclAllReduce(buf, buf, (size_t)c->elems, nccl_dtype(c->dtype), NCCL_SUM_, r->nccl_comm, r->comm));
+    if (buf) { if (world_allreduce_on(r, r->comm, c, buf)) return -1; }
     else if (world_allgather_on(r, r->comm, c, src, dst)) return -1;
     CU(r, api.cuEventRecord(done, r->comm));
     r->comm_used = 1;
@@ -1141,8 +1308,12 @@ static int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
     if (r->world) {
         if (ctx_set(r, "an all-reduce")) return -1;
         if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->rank);
-        NCCL(r, nccl.ncclAllReduce(buf, buf, (size_t)c->elems, nccl_dtype(c->dtype), NCCL_SUM_, r->nccl_comm, r->stream));
-        return 0;
+        if (c->group == GROUP_DP) {   /* dp_buf belongs to the collectives' stream */
+            if (dp_begin(r)) return -1;
+            if (world_allreduce_on(r, r->comm, c, buf)) return -1;
+            return dp_end(r, "a dp all-reduce");
+        }
+        return world_allreduce_on(r, r->stream, c, buf);
     }
     CudaGroup *g = r->group;
     if (!g || g->tp <= 1) return 0;
@@ -1198,6 +1369,96 @@ static int cuda_allgather(BackendRank *r, const CollArgs *c, void *src, void *ds
     CU(r, api.cuStreamSynchronize(r->stream));           /* done reading the others' src */
     if (group_barrier(g)) return rfail(r, "all-gather abandoned: another rank failed");
     return 0;
+}
+
+/* ---------------- data parallelism, ZeRO-1 (multi-process mode) ---------------- */
+/* A dp step runs on the collectives' stream in the compute stream's order, and the compute stream
+ * waits for it (on the device): dp_buf is touched by that stream only, and the step is ordered after
+ * the tp collectives queued there before it. */
+static int dp_begin(BackendRank *r) {
+    if (!r->ev_dp_ready) CU(r, api.cuEventCreate(&r->ev_dp_ready, CU_EVENT_DISABLE_TIMING_));
+    if (!r->ev_dp_done) CU(r, api.cuEventCreate(&r->ev_dp_done, CU_EVENT_DISABLE_TIMING_));
+    CU(r, api.cuEventRecord(r->ev_dp_ready, r->stream));
+    CU(r, api.cuStreamWaitEvent(r->comm, r->ev_dp_ready, 0));
+    return 0;
+}
+static int dp_end(BackendRank *r, const char *what) {
+    CU(r, api.cuEventRecord(r->ev_dp_done, r->comm));
+    CU(r, api.cuStreamWaitEvent(r->stream, r->ev_dp_done, 0));
+    r->comm_used = 1;
+    if (r->sync_steps) {
+        char w[128];
+        snprintf(w, sizeof w, "%s (BOOST_CUDA_SYNC=1)", what);
+        return host_wait(r, r->comm, w);
+    }
+    return 0;
+}
+
+static int64_t blocks_for(int64_t n) { int64_t b = (n + 255) / 256; return b < 1 ? 1 : b > 4096 ? 4096 : b; }
+
+/* ZeRO-1: buf (an fp32 gradient, elems n) averaged over the dp group, this member receiving its
+ * shard [lo, hi) (zero_shard); the rest of buf keeps its local values. NCCL's reduce-scatter needs
+ * equal blocks: the input is staged in dp_buf padded to dp*s (s = ceil(n/dp); the padding's results
+ * are not used), the shard comes back from dp_buf[dp*s ..]. A bf16 wire stages bf16. */
+static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
+    if (!r->world) return rfail(r, "zero=1 on the cuda backend runs one process per GPU (BOOST_WORLD_SIZE, mpirun, srun)");
+    if (r->dp <= 1) return 0;
+    if (ctx_set(r, "a reduce-scatter")) return -1;
+    if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->wrank);
+    int bufdt = r->p->tensors[c->buf.tensor].dtype, wire16 = c->dtype == PDT_BF16;
+    long long n = c->elems, s = (n + r->dp - 1) / r->dp, cnt;
+    int64_t lo, hi;
+    zero_shard(n, r->dp_rank, r->dp, &lo, &hi);
+    size_t es = wire16 ? 2 : 4;
+    if (bufdt != PDT_FP32 || (c->dtype != PDT_FP32 && !wire16) || (size_t)(s * r->dp + s) * 4 > r->dp_bytes)
+        return rfail(r, "reduce_scatter of %s: needs an fp32 buffer with an fp32 or bf16 wire within the staging",
+                     r->p->tensors[c->buf.tensor].name);
+    CUdeviceptr x = (CUdeviceptr)(uintptr_t)buf, in = r->dp_buf, out = r->dp_buf + (size_t)(s * r->dp) * es;
+    if (dp_begin(r)) return -1;
+    if (wire16) {
+        void *narrow[] = {&x, &in, &n};
+        if (launch_on(r, r->comm, "boost_fp32_to_bf16", blocks_for(n), 256, 0, narrow)) return -1;
+    } else if (copy_2d(r, r->comm, in, (size_t)n * 4, x, (size_t)n * 4, (size_t)n * 4, 1)) return -1;
+    NCCL(r, nccl.ncclReduceScatter((void *)(uintptr_t)in, (void *)(uintptr_t)out, (size_t)s, wire16 ? NCCL_BFLOAT16_ : NCCL_FLOAT32_,
+                                   c->avg ? NCCL_AVG_ : NCCL_SUM_, r->dp_comm, r->comm));
+    cnt = hi - lo;
+    if (cnt > 0) {
+        CUdeviceptr dst = x + (size_t)lo * 4;
+        if (wire16) {
+            void *widen[] = {&out, &dst, &cnt};
+            if (launch_on(r, r->comm, "boost_bf16_to_fp32", blocks_for(cnt), 256, 0, widen)) return -1;
+        } else if (copy_2d(r, r->comm, dst, (size_t)cnt * 4, out, (size_t)cnt * 4, (size_t)cnt * 4, 1)) return -1;
+    }
+    return dp_end(r, "a reduce-scatter");
+}
+
+/* ZeRO-1, after AdamW updated this rank's shard: every dp member's shard of the fp32 master weights
+ * of param buf to all members (an all-gather into dp_buf, padded to dp*s), then the bf16 copy made
+ * from the gathered masters as AdamW makes it. The masters travel, not the bf16 copy, so every rank
+ * keeps whole fp32 masters (checkpoints read them): 4 bytes an element instead of the step's 2. */
+static int cuda_gather_shards(BackendRank *r, const CollArgs *c, void *buf) {
+    if (!r->world) return rfail(r, "zero=1 on the cuda backend runs one process per GPU (BOOST_WORLD_SIZE, mpirun, srun)");
+    if (r->dp <= 1) return 0;
+    if (ctx_set(r, "gathering the updated shards")) return -1;
+    if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->wrank);
+    const PlanTensor *T = &r->p->tensors[c->buf.tensor];
+    long long n = c->elems, s = (n + r->dp - 1) / r->dp, cnt;
+    if (T->kind != TK_PARAM || n != numel(T) || (size_t)(s * r->dp) * 4 > r->dp_bytes)
+        return rfail(r, "gather_shards of %s: needs a whole parameter (%lld elements) within the staging", T->name, n);
+    int64_t lo, hi;
+    zero_shard(n, r->dp_rank, r->dp, &lo, &hi);
+    CUdeviceptr master = r->master + r->param_off[T->param] * 4, mine = r->dp_buf + (size_t)(r->dp_rank * s) * 4;
+    if (dp_begin(r)) return -1;
+    cnt = hi - lo;
+    if (cnt > 0 && copy_2d(r, r->comm, mine, (size_t)cnt * 4, master + (size_t)lo * 4, (size_t)cnt * 4, (size_t)cnt * 4, 1)) return -1;
+    NCCL(r, nccl.ncclAllGather((void *)(uintptr_t)mine, (void *)(uintptr_t)r->dp_buf, (size_t)s, NCCL_FLOAT32_, r->dp_comm, r->comm));
+    if (copy_2d(r, r->comm, master, (size_t)n * 4, r->dp_buf, (size_t)n * 4, (size_t)n * 4, 1)) return -1;
+    if (T->dtype == PDT_BF16) {
+        CUdeviceptr bf = (CUdeviceptr)(uintptr_t)buf;
+        void *narrow[] = {&master, &bf, &n};
+        if (launch_on(r, r->comm, "boost_fp32_to_bf16", blocks_for(n), 256, 0, narrow)) return -1;
+    }
+    return dp_end(r, "gathering the updated shards");
 }
 
 /* ---------------- CUDA graphs (BOOST_CUDA_GRAPH=1, tp=1) ---------------- */
@@ -1350,8 +1611,11 @@ static int cuda_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
     }
     for (int i = 0; i < p->nparams; i++) {   /* a kernels.cu from before the multi-tensor kernel */
         const PlanParam *pp = &p->params[i];
-        int64_t off = r->param_off[i];
-        long long n = pp->rows * pp->cols;
+        int64_t lo, hi;
+        own_range(r, pp->rows * pp->cols, &lo, &hi);   /* zero=1: this dp rank's shard */
+        int64_t off = r->param_off[i] + lo;
+        long long n = hi - lo;
+        if (n <= 0) continue;
         CUdeviceptr master = r->master + off * 4, grad = r->grads + off * 4, m = r->adam_m + off * 4, v = r->adam_v + off * 4;
         CUdeviceptr param = p->tensors[pp->tensor].dtype == PDT_BF16 ? r->params + off * 2 : 0;
         float wd = pp->decay ? (float)p->weight_decay : 0.f;
@@ -1376,8 +1640,47 @@ static int dev_sumsq(BackendRank *r, CUdeviceptr x, long long n, double *out) {
     return 0;
 }
 
+static int sq_blocks(int64_t n) { return n >= (int64_t)SUMSQ_BLOCKS * 256 ? SUMSQ_BLOCKS : (int)((n + 255) / 256); }
+
+/* zero=1: the sum of squares over this rank's ranges (sq_ranges), on the device when their partial
+ * sums fit the scratch, else from a read-back of the gradients. */
+static double zero_sq_norm(BackendRank *r) {
+    int max = (int)(r->scratch_bytes / (SUMSQ_BLOCKS * sizeof(float)));
+    double total = 0;
+    if (r->nsq <= max) {   /* range i's partial sums at scratch[i*SUMSQ_BLOCKS ..], as many as its blocks */
+        for (int i = 0; i < r->nsq; i++) {
+            CUdeviceptr x = r->grads + r->sq_off[i] * 4, part = r->scratch + (size_t)i * SUMSQ_BLOCKS * sizeof(float);
+            long long n = r->sq_n[i];
+            void *args[] = {&x, &n, &part};
+            if (launch(r, "boost_sumsq_fp32", sq_blocks(n), 256, 0, args)) return NAN;
+        }
+        float *h = malloc((size_t)(r->nsq ? r->nsq : 1) * SUMSQ_BLOCKS * sizeof *h);
+        if (!h || (r->nsq && read_back(r, h, r->scratch, (size_t)r->nsq * SUMSQ_BLOCKS * sizeof *h, "the gradient norm"))) {
+            free(h);
+            return NAN;
+        }
+        for (int i = 0; i < r->nsq; i++) {
+            double part = 0;
+            for (int b = 0; b < sq_blocks(r->sq_n[i]); b++) part += h[(size_t)i * SUMSQ_BLOCKS + b];
+            total += r->sq_sign[i] * part;
+        }
+        free(h);
+        return total < 0 ? 0 : total;
+    }
+    float *g = malloc((size_t)r->nelems * sizeof *g);
+    if (!g || read_back(r, g, r->grads, (size_t)r->nelems * 4, "the gradients for their norm")) { free(g); return NAN; }
+    for (int i = 0; i < r->nsq; i++) {
+        double part = 0;
+        for (int64_t j = 0; j < r->sq_n[i]; j++) part += (double)g[r->sq_off[i] + j] * g[r->sq_off[i] + j];
+        total += r->sq_sign[i] * part;
+    }
+    free(g);
+    return total < 0 ? 0 : total;
+}
+
 static double cuda_grad_sq_norm(BackendRank *r) {
     if (ctx_set(r, "the gradient norm")) return NAN;
+    if (r->zero) return zero_sq_norm(r);
     const Plan *p = r->p;
     double total = 0;
     if (r->nrep > 0) {   /* all grads, then each replicated range, into scratch; one read-back */
@@ -1441,7 +1744,11 @@ static int cuda_state_to_host(BackendRank *r, int param, int slot, float *host) 
     if (ctx_set(r, "reading optimizer state")) return -1;
     const PlanParam *pp = &r->p->params[param];
     CUdeviceptr src = (slot == 1 ? r->adam_m : r->adam_v) + r->param_off[param] * 4;
-    return read_back(r, host, src, pp->rows * pp->cols * 4, pp->name);
+    int64_t n = pp->rows * pp->cols, lo, hi;
+    if (read_back(r, host, src, n * 4, pp->name)) return -1;
+    own_range(r, n, &lo, &hi);   /* zero=1: this dp rank's shard, zeros elsewhere (the Engine sums over dp) */
+    for (int64_t i = 0; i < n; i++) if (i < lo || i >= hi) host[i] = 0;
+    return 0;
 }
 
 static int cuda_state_from_host(BackendRank *r, int param, int slot, const float *host) {
@@ -1465,6 +1772,8 @@ const Backend backend_cuda = {
     .kernel = cuda_kernel,
     .allreduce = cuda_allreduce,
     .allgather = cuda_allgather,
+    .reduce_scatter = cuda_reduce_scatter,
+    .gather_shards = cuda_gather_shards,
     .to_host = cuda_to_host,
     .from_host = cuda_from_host,
     .set_i32 = cuda_set_i32,

@@ -79,6 +79,8 @@ int nccl_api_load(NcclApi *a, char *why, size_t n) {
     if (!(*(void **)&a->name = dlsym(h, #name))) { snprintf(why, n, "libnccl lacks %s: NCCL too old", #name); return -1; }
     SYM(ncclGetUniqueId); SYM(ncclCommInitRank); SYM(ncclAllReduce); SYM(ncclAllGather); SYM(ncclCommDestroy);
     SYM(ncclGetErrorString); SYM(ncclCommGetAsyncError); SYM(ncclCommAbort);
+    SYM(ncclReduceScatter);
 #undef SYM
+    *(void **)&a->ncclCommSplit = dlsym(h, "ncclCommSplit");   /* NCCL 2.18+; only dp > 1 needs it (checked there) */
     return 0;
 }

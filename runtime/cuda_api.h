@@ -111,11 +111,13 @@ typedef struct ncclComm *ncclComm_t;
 typedef int ncclResult_t;             /* 0 = ncclSuccess */
 typedef int NcclDtype_;
 typedef int NcclOp_;
+typedef void NcclConfig_;
 #else
 typedef ncclDataType_t NcclDtype_;
 typedef ncclRedOp_t NcclOp_;
+typedef ncclConfig_t NcclConfig_;
 #endif
-enum { NCCL_SUM_ = 0, NCCL_FLOAT32_ = 7, NCCL_FLOAT64_ = 8, NCCL_BFLOAT16_ = 9 };
+enum { NCCL_SUM_ = 0, NCCL_AVG_ = 4, NCCL_FLOAT32_ = 7, NCCL_FLOAT64_ = 8, NCCL_BFLOAT16_ = 9 };
 enum { NCCL_SUCCESS_ = 0, NCCL_IN_PROGRESS_ = 7 };   /* ncclResult_t values */
 
 typedef struct {
@@ -124,6 +126,9 @@ typedef struct {
     ncclResult_t (*ncclAllReduce)(const void *, void *, size_t, NcclDtype_, NcclOp_, ncclComm_t, CUstream);
     ncclResult_t (*ncclAllGather)(const void *, void *, size_t, NcclDtype_, ncclComm_t, CUstream);
     ncclResult_t (*ncclCommDestroy)(ncclComm_t);
+    /* the rank grid (dp > 1): the world split into its tp and dp groups; ZeRO-1's gradient reduction */
+    ncclResult_t (*ncclCommSplit)(ncclComm_t, int, int, ncclComm_t *, NcclConfig_ *);
+    ncclResult_t (*ncclReduceScatter)(const void *, void *, size_t, NcclDtype_, NcclOp_, ncclComm_t, CUstream);
     /* a failed or vanished peer: poll for the error while the host waits, then abort */
     ncclResult_t (*ncclCommGetAsyncError)(ncclComm_t, ncclResult_t *);
     ncclResult_t (*ncclCommAbort)(ncclComm_t);

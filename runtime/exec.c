@@ -478,10 +478,11 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
                  plan->pp, plan->tp, grid);
         return NULL;
     }
-    if (plan->dp > 1 && backend && !strcmp(backend, "auto")) backend = "cpu";
-    if (plan->dp > 1 && backend && strcmp(backend, "cpu")) {
-        snprintf(err, errlen, "%.300s: dp=%d runs on the cpu backend only so far (ranks as threads): use --backend cpu or "
-                 "regenerate with -D dp=1", plan->path, plan->dp);
+    if (!world && plan->dp > 1 && backend && !strcmp(backend, "auto")) backend = "cpu";
+    if (!world && plan->dp > 1 && backend && strcmp(backend, "cpu")) {
+        snprintf(err, errlen, "%.300s: dp=%d on the %s backend runs one process per GPU: launch dp x tp = %d processes "
+                 "(mpirun, srun, or BOOST_WORLD_SIZE/BOOST_RANK), or use --backend cpu (ranks as threads)", plan->path,
+                 plan->dp, backend, plan->dp * plan->tp);
         return NULL;
     }
     if (world) {   /* one process per rank: this process runs grid rank wrank (a GPU, or a CPU process under mpirun) */

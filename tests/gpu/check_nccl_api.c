@@ -4,7 +4,7 @@
 #include "runtime/cuda_api.h"
 
 _Static_assert(sizeof(ncclUniqueId) == 128, "ncclUniqueId is 128 bytes");
-_Static_assert((int)NCCL_SUM_ == (int)ncclSum && (int)NCCL_FLOAT32_ == (int)ncclFloat32 &&
+_Static_assert((int)NCCL_SUM_ == (int)ncclSum && (int)NCCL_AVG_ == (int)ncclAvg && (int)NCCL_FLOAT32_ == (int)ncclFloat32 &&
                (int)NCCL_FLOAT64_ == (int)ncclFloat64 && (int)NCCL_BFLOAT16_ == (int)ncclBfloat16, "NCCL enum values");
 _Static_assert(sizeof(ncclDataType_t) == sizeof(int) && sizeof(ncclRedOp_t) == sizeof(int), "enums are int-sized");
 _Static_assert((int)NCCL_SUCCESS_ == (int)ncclSuccess && (int)NCCL_IN_PROGRESS_ == (int)ncclInProgress, "ncclResult_t values");
@@ -19,5 +19,7 @@ int main(void) {
     a.ncclGetErrorString = ncclGetErrorString;
     a.ncclCommGetAsyncError = ncclCommGetAsyncError;
     a.ncclCommAbort = ncclCommAbort;
+    a.ncclCommSplit = ncclCommSplit;
+    a.ncclReduceScatter = ncclReduceScatter;
     return a.ncclGetUniqueId == 0;
 }

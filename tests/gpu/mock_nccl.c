@@ -10,7 +10,10 @@
  * MOCK_NCCL_SILENT_DEATH=1, to test a timeout), and ncclCommAbort releases the queued collectives.
  * MOCK_NCCL_KILL_AT=N kills this process (SIGKILL) as its N-th collective starts, to test that the
  * others end instead of hanging. Without the CUDA stand-in loaded, collectives run at the call and
- * give up after $MOCK_NCCL_TIMEOUT s (default 120). */
+ * give up after $MOCK_NCCL_TIMEOUT s (default 120). ncclCommSplit (the rank grid's tp and dp groups)
+ * meets on the parent's segment, then each colour opens its own segment; ncclReduceScatter and
+ * ncclAvg (each value times 1/nranks, then summed, as NCCL does for floating types) are there for
+ * the data-parallel path. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -25,14 +28,16 @@
 typedef int ncclResult_t;
 typedef struct { char internal[128]; } ncclUniqueId;
 enum { OK = 0, ERR_SYSTEM = 2, ERR_INTERNAL = 3, ERR_INVALID = 4, ERR_USAGE = 5, ERR_REMOTE = 6 };
-enum { SUM = 0, F32 = 7, F64 = 8, BF16 = 9 };
+enum { SUM = 0, AVG = 4, F32 = 7, F64 = 8, BF16 = 9 };
+enum { K_REDUCE = 0, K_GATHER = 1, K_SCATTER = 2 };   /* a collective's kind */
 #define MAX_RANKS 16
 #define SLOT_BYTES ((size_t)32 << 20)
 
 typedef struct {
     int count, gen;                   /* barrier: arrivals, generation */
     int pid[MAX_RANKS];               /* each rank's process, to notice one that is gone */
-    long long desc[MAX_RANKS][3];     /* each rank's current collective: gather, datatype, count */
+    long long desc[MAX_RANKS][4];     /* each rank's current collective: kind, datatype, count, op */
+    int split_color[MAX_RANKS], split_key[MAX_RANKS];   /* ncclCommSplit: each rank's colour and key */
 } Header;
 
 typedef struct ncclComm {
@@ -44,6 +49,7 @@ typedef struct ncclComm {
     int aborted;
     int pending;                      /* queued collectives not yet finished */
     int mismatch;                     /* a collective did not match the other ranks' (ncclInvalidUsage) */
+    int nsplits;                      /* ncclCommSplit calls on this communicator, to name the children */
 } Comm;
 
 static double now_s(void) {
@@ -112,12 +118,11 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
     return OK;
 }
 
-ncclResult_t ncclCommInitRank(Comm **out, int nranks, ncclUniqueId id, int rank) {
-    if (nranks < 1 || nranks > MAX_RANKS || rank < 0 || rank >= nranks || id.internal[0] != '/') return ERR_INVALID;
+static ncclResult_t comm_open(Comm **out, int nranks, const char *name, int rank) {
     Comm *c = calloc(1, sizeof *c);
     if (!c) return ERR_SYSTEM;
     c->rank = rank; c->nranks = nranks;
-    snprintf(c->name, sizeof c->name, "%s", id.internal);
+    snprintf(c->name, sizeof c->name, "%s", name);
     c->map_bytes = 4096 + SLOT_BYTES * nranks;
     int fd = shm_open(c->name, O_CREAT | O_RDWR, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)c->map_bytes) != 0) { if (fd >= 0) close(fd); free(c); return ERR_SYSTEM; }
@@ -131,6 +136,40 @@ ncclResult_t ncclCommInitRank(Comm **out, int nranks, ncclUniqueId id, int rank)
     if (rank == 0) shm_unlink(c->name);   /* all ranks have it mapped */
     *out = c;
     return OK;
+}
+
+ncclResult_t ncclCommInitRank(Comm **out, int nranks, ncclUniqueId id, int rank) {
+    if (!out || nranks < 1 || nranks > MAX_RANKS || rank < 0 || rank >= nranks || id.internal[0] != '/') return ERR_INVALID;
+    return comm_open(out, nranks, id.internal, rank);
+}
+
+/* Every rank of the parent calls it (in the same order); the ranks of one colour form a child,
+ * ordered by key (ties: parent rank); colour -1 (NCCL_SPLIT_NOCOLOR) joins none (*out = NULL). */
+ncclResult_t ncclCommSplit(Comm *c, int color, int key, Comm **out, void *config) {
+    (void)config;
+    if (!c || !out || color < -1 || c->aborted) return ERR_INVALID;
+    if (c->pending) {
+        fprintf(stderr, "mock nccl: ncclCommSplit on rank %d while %d collectives of the parent are queued: split "
+                "before issuing work (NCCL would deadlock)\n", c->rank, c->pending);
+        return ERR_USAGE;
+    }
+    *out = NULL;
+    c->hdr->split_color[c->rank] = color;
+    c->hdr->split_key[c->rank] = key;
+    if (blocking_barrier(c)) return ERR_INTERNAL;
+    int n = 0, me = 0;
+    for (int q = 0; q < c->nranks; q++) {
+        if (color < 0 || c->hdr->split_color[q] != color) continue;
+        int kq = c->hdr->split_key[q];
+        if (kq < key || (kq == key && q < c->rank)) me++;
+        n++;
+    }
+    if (blocking_barrier(c)) return ERR_INTERNAL;   /* everyone has read the colours before the next split */
+    int split = c->nsplits++;
+    if (color < 0) return OK;
+    char name[128];
+    snprintf(name, sizeof name, "%.80s-s%d-c%d", c->name, split, color);
+    return comm_open(out, n, name, me);
 }
 
 ncclResult_t ncclCommGetAsyncError(Comm *c, ncclResult_t *async_error) {
@@ -169,10 +208,11 @@ static uint16_t bf16_out(float f) {   /* round to nearest even, as the kernels' 
     return (uint16_t)(u >> 16);
 }
 
-/* One queued collective: a small state machine advanced each time its stream is. */
+/* One queued collective: a small state machine advanced each time its stream is. count: elements
+ * per rank received (reduce-scatter), sent (all-gather) or reduced (all-reduce). */
 typedef struct {
     Comm *c;
-    int gather, dt, state, gen;
+    int kind, dt, op, state, gen;
     const void *send;
     void *recv;
     size_t count;
@@ -180,26 +220,39 @@ typedef struct {
 
 static int ncoll;
 
+static const char *kind_name(long long kind) {
+    return kind == K_GATHER ? "ncclAllGather" : kind == K_SCATTER ? "ncclReduceScatter" : "ncclAllReduce";
+}
+
+static size_t send_elems(const Coll *k) { return k->kind == K_SCATTER ? k->count * (size_t)k->c->nranks : k->count; }
+
+/* Sums in rank order; ncclAvg multiplies each value by 1/nranks first. A reduce-scatter reduces only
+ * this rank's block [rank*count, (rank+1)*count) of the slots. */
 static void finish(Coll *k) {
     Comm *c = k->c;
     size_t es = dsize(k->dt), count = k->count;
-    if (k->gather) {
+    if (k->kind == K_GATHER) {
         for (int q = 0; q < c->nranks; q++)
             memcpy((unsigned char *)k->recv + q * count * es, c->slots + SLOT_BYTES * q, count * es);
         return;
     }
+    size_t base = k->kind == K_SCATTER ? (size_t)c->rank * count : 0;
+    int avg = k->op == AVG;
+    double sd = avg ? 1.0 / c->nranks : 1.0;
+    float sf = (float)sd;
     for (size_t i = 0; i < count; i++) {
+        size_t j = base + i;
         if (k->dt == F64) {
             double s = 0;
-            for (int q = 0; q < c->nranks; q++) s += ((const double *)(c->slots + SLOT_BYTES * q))[i];
+            for (int q = 0; q < c->nranks; q++) s += ((const double *)(c->slots + SLOT_BYTES * q))[j] * sd;
             ((double *)k->recv)[i] = s;
         } else if (k->dt == F32) {
             float s = 0;
-            for (int q = 0; q < c->nranks; q++) s += ((const float *)(c->slots + SLOT_BYTES * q))[i];
+            for (int q = 0; q < c->nranks; q++) s += ((const float *)(c->slots + SLOT_BYTES * q))[j] * sf;
             ((float *)k->recv)[i] = s;
         } else {
             float s = 0;
-            for (int q = 0; q < c->nranks; q++) s += bf16_in(((const uint16_t *)(c->slots + SLOT_BYTES * q))[i]);
+            for (int q = 0; q < c->nranks; q++) s += bf16_in(((const uint16_t *)(c->slots + SLOT_BYTES * q))[j]) * sf;
             ((uint16_t *)k->recv)[i] = bf16_out(s);
         }
     }
@@ -217,8 +270,9 @@ static int coll_step(void *arg) {
             fflush(stderr);
             kill(getpid(), SIGKILL);
         }
-        memcpy(c->slots + SLOT_BYTES * c->rank, k->send, k->count * dsize(k->dt));
-        c->hdr->desc[c->rank][0] = k->gather; c->hdr->desc[c->rank][1] = k->dt; c->hdr->desc[c->rank][2] = (long long)k->count;
+        memcpy(c->slots + SLOT_BYTES * c->rank, k->send, send_elems(k) * dsize(k->dt));
+        c->hdr->desc[c->rank][0] = k->kind; c->hdr->desc[c->rank][1] = k->dt; c->hdr->desc[c->rank][2] = (long long)k->count;
+        c->hdr->desc[c->rank][3] = k->op;
         k->gen = arrive(c);
         k->state = 1;
     }
@@ -227,10 +281,10 @@ static int coll_step(void *arg) {
         for (int q = 0; q < c->nranks; q++)   /* NCCL needs the same call on every rank */
             if (memcmp(c->hdr->desc[q], c->hdr->desc[c->rank], sizeof c->hdr->desc[q])) {
                 if (!c->mismatch)
-                    fprintf(stderr, "mock nccl: rank %d called %s of %lld elements (datatype %d) while rank %d called %s of "
-                            "%lld (datatype %lld): the ranks' collectives must match\n", c->rank, k->gather ? "ncclAllGather" :
-                            "ncclAllReduce", (long long)k->count, k->dt, q, c->hdr->desc[q][0] ? "ncclAllGather" : "ncclAllReduce",
-                            c->hdr->desc[q][2], c->hdr->desc[q][1]);
+                    fprintf(stderr, "mock nccl: rank %d called %s of %lld elements (datatype %d, op %d) while rank %d called "
+                            "%s of %lld (datatype %lld, op %lld): the ranks' collectives must match\n", c->rank,
+                            kind_name(k->kind), (long long)k->count, k->dt, k->op, q, kind_name(c->hdr->desc[q][0]),
+                            c->hdr->desc[q][2], c->hdr->desc[q][1], c->hdr->desc[q][3]);
                 c->mismatch = 1;
             }
         if (!c->mismatch) finish(k);
@@ -277,20 +331,37 @@ static ncclResult_t submit(Coll *k, void *stream) {
     return c->mismatch ? ERR_USAGE : OK;
 }
 
-static ncclResult_t collective(int gather, const void *send, void *recv, size_t count, int dt, Comm *c, void *stream) {
+static ncclResult_t collective(int kind, const void *send, void *recv, size_t count, int dt, int op, Comm *c, void *stream) {
     size_t es = dsize(dt);
-    if (!c || !es || count * es > SLOT_BYTES || c->aborted) return ERR_INVALID;
+    if (!c || !es || c->aborted || !send || !recv) return ERR_INVALID;
+    if (count * (kind == K_SCATTER ? (size_t)c->nranks : 1) * es > SLOT_BYTES) {
+        fprintf(stderr, "mock nccl: %s of %zu elements on rank %d: more than the stand-in's %zu-byte slot\n",
+                kind_name(kind), count, c->rank, SLOT_BYTES);
+        return ERR_INVALID;
+    }
+    /* NCCL's in-place rules: an all-gather's send is recv's own block; a reduce-scatter's recv is send's own block */
+    if (kind == K_GATHER && send != recv && (const unsigned char *)send > (unsigned char *)recv &&
+        (const unsigned char *)send < (unsigned char *)recv + count * c->nranks * es &&
+        send != (unsigned char *)recv + (size_t)c->rank * count * es) return ERR_INVALID;
+    if (kind == K_SCATTER && send != recv && (const unsigned char *)recv > (const unsigned char *)send &&
+        (const unsigned char *)recv < (const unsigned char *)send + count * c->nranks * es &&
+        (const unsigned char *)recv != (const unsigned char *)send + (size_t)c->rank * count * es) return ERR_INVALID;
     Coll *k = calloc(1, sizeof *k);
     if (!k) return ERR_SYSTEM;
-    k->c = c; k->gather = gather; k->dt = dt; k->send = send; k->recv = recv; k->count = count;
+    k->c = c; k->kind = kind; k->dt = dt; k->op = op; k->send = send; k->recv = recv; k->count = count;
     return submit(k, stream);
 }
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, int dt, int op, Comm *c, void *stream) {
-    if (op != SUM) return ERR_INVALID;
-    return collective(0, send, recv, count, dt, c, stream);
+    if (op != SUM && op != AVG) return ERR_INVALID;
+    return collective(K_REDUCE, send, recv, count, dt, op, c, stream);
+}
+
+ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, int dt, int op, Comm *c, void *stream) {
+    if (op != SUM && op != AVG) return ERR_INVALID;
+    return collective(K_SCATTER, send, recv, recvcount, dt, op, c, stream);
 }
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, int dt, Comm *c, void *stream) {
-    return collective(1, send, recv, count, dt, c, stream);
+    return collective(K_GATHER, send, recv, count, dt, SUM, c, stream);
 }

@@ -29,6 +29,18 @@ for d in $dirs; do
     fail "nvrtc $name" "boost kernels exited $rc: $(grep -v '^[a-z_]* *sm_' "$d/nvrtc.txt" | head -5)"
   fi
 done
+# occupancy: every kernel row names its block size, and its blocks/SM is the least of the arch's
+# limits (threads, blocks, registers by 256 a warp, shared memory + 1 KiB a block), worked out here
+bad=$(for d in $dirs; do grep -E '^[a-z_][A-Za-z0-9_]* +sm_(80|90) ' "$d/nvrtc.txt"; done | awk '
+  { blk = $6; occ = $7; if (blk == "-" || occ == "-") { print $1 " " $2 ": no block size"; next }
+    th = 2048; nb = 32; sm = ($2 == "sm_80") ? 164 * 1024 : 228 * 1024
+    w = int((blk + 31) / 32); n = nb; if (int(th / (w * 32)) < n) n = int(th / (w * 32))
+    if ($3 > 0) { pw = int(($3 * 32 + 255) / 256) * 256; ws = int(65536 / pw); if (int(ws / w) < n) n = int(ws / w) }
+    if ($4 > 0 && int(sm / ($4 + 1024)) < n) n = int(sm / ($4 + 1024))
+    if (n != occ) print $1 " " $2 ": blocks/SM " occ ", expected " n }' | head -3)
+rows=$(for d in $dirs; do grep -cE '^[a-z_][A-Za-z0-9_]* +sm_(80|90) ' "$d/nvrtc.txt"; done | awk '{ s += $1 } END { print s + 0 }')
+if [ -z "$bad" ] && [ "$rows" -gt 0 ]; then ok "boost kernels: block size and blocks/SM on all $rows kernel rows"
+else fail "boost kernels occupancy" "${bad:-no kernel rows}"; fi
 # the check can fail: a syntax error, and a plan that disagrees with its kernels
 first=$(printf '%s\n' $dirs | head -1)
 cp -r "$first" "$TMP/broken"

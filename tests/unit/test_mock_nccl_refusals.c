@@ -22,6 +22,7 @@ static int two_ranks(size_t count0, size_t count1, int *rc0, int *rc1) {
             ncclResult_t rc = ncclAllReduce(buf, buf, r ? count1 : count0, F32, SUM, c, NULL);
             ncclResult_t ae = OK;
             ncclCommGetAsyncError(c, &ae);
+            blocking_barrier(c);   /* neither exits before both read the async error (a peer gone is an error) */
             _exit(rc == OK && ae == OK ? 0 : rc == ERR_USAGE && ae == ERR_USAGE ? 1 : 2);
         }
     }

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# nvrtc_mock_dp.sh: the CUDA backend's data parallelism without a GPU. tiny-cola at dp=2 x tp=2 (and
+# the bf16 dp wire at dp=2 x tp=1) trains as one process per rank (BOOST_WORLD_SIZE, BOOST_RANK) on
+# the libcuda/cuBLAS stand-in and the NCCL stand-in (ncclCommSplit into the tp and dp groups,
+# ncclAvg, ncclReduceScatter and ncclAllGather for zero=1); losses and gradient norms must match
+# the CPU backend's threaded run of the same plan within bf16 tolerance, zero=1 must match zero=0,
+# and dp > 1 on cuda in one process must say how to launch it.
+cd "$(dirname "$0")/../.." || exit 2
+source tests/sh/lib.sh
+if ! cc -O1 -shared -fPIC tests/gpu/mock_cuda.c -o "$TMP/mock_cuda.so" -ldl -lpthread 2>"$TMP/cc.log" ||
+   ! cc -O1 -shared -fPIC tests/gpu/mock_nccl.c -o "$TMP/mock_nccl.so" -lrt 2>>"$TMP/cc.log"; then
+  fail "build the CUDA and NCCL stand-ins" "$(head -3 "$TMP/cc.log")"; exit 0
+fi
+gen() {   # gen NAME -D ...: a tiny-cola plan
+  local name=$1; shift
+  "$BOOST" gen tiny-cola -D micro_batch=1 -D seq=16 "$@" -o "$TMP/$name" >"$TMP/gen.log" 2>&1 ||
+    { fail "generate tiny-cola $*" "$(tail -2 "$TMP/gen.log")"; exit 0; }
+}
+gen d2t2 -D dp=2 -D tp=2
+gen d2t2z -D dp=2 -D tp=2 -D zero=1
+gen d2t1b -D dp=2 -D tp=1 -D dp_dtype=bf16
+export BOOST_LIBCUDA="$TMP/mock_cuda.so" BOOST_LIBCUBLAS="$TMP/mock_cuda.so" BOOST_LIBNCCL="$TMP/mock_nccl.so"
+export BOOST_CACHE="${BOOST_CACHE:-$TMP/cache}" BOOST_EMU_CACHE="${BOOST_EMU_CACHE:-$TMP/emu}" BOOST_EMU_HPP="$PWD/tests/gpu/cuda_emu.hpp"
+export BOOST_NCCL_TIMEOUT=120 MOCK_NCCL_TIMEOUT=120
+unset OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID SLURM_NTASKS BOOST_RANK BOOST_WORLD_SIZE BOOST_NCCL_ID_FILE
+steps=1   # step 1's loss (forward), gradient norm (the dp reduction) and final val_loss (the update)
+
+# world PLAN N [warm]: N processes on the stand-ins. Rank 0 first (unless its kernels.cu is compiled
+# already: warm): it compiles kernels.cu (NVRTC, the emulator's objects) into the caches, and the
+# others start once its NCCL id is written
+world() {
+  local plan=$1 n=$2 warm=${3:-} out="$TMP/$1.w"
+  local args=(train --plan "$TMP/$plan" --backend cuda --val-batches 1 -D steps=$steps -o "$out")
+  export BOOST_EMU_SOURCE="$TMP/$plan/kernels.cu"
+  BOOST_WORLD_SIZE=$n BOOST_RANK=0 timeout 300 "$BOOST" "${args[@]}" --log "$out.jsonl" >"$out.0.out" 2>&1 &
+  local pid0=$! pids=() t=0
+  while [ -z "$warm" ] && [ ! -e "$out/.nccl-0.id" ] && [ $t -lt 3000 ] && kill -0 $pid0 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
+  for ((r = 1; r < n; r++)); do
+    BOOST_WORLD_SIZE=$n BOOST_RANK=$r timeout 300 "$BOOST" "${args[@]}" >"$out.$r.out" 2>&1 &
+    pids+=($!)
+  done
+  wait $pid0; rc=$?
+  for p in "${pids[@]}"; do wait $p || rc="$rc/$?"; done
+}
+field() { grep "\"step\":$3[,}]" "$1" | sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p"; }
+# close A.jsonl B.jsonl FIELD RELTOL: every step's FIELD within RELTOL relative (empty or NaN fails)
+close() {
+  detail=""
+  for s in $(seq 1 $steps); do
+    local a b; a=$(field "$1" "$3" $s); b=$(field "$2" "$3" $s)
+    awk -v a="$a" -v b="$b" -v t="$4" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a
+      exit !(a != "" && b != "" && d <= t * m) }' || detail="$detail step $s $3: $a vs $b;"
+  done
+  [ -z "$detail" ]
+}
+cpu() { "$BOOST" train --plan "$TMP/$1" --backend cpu --val-batches 1 -D steps=$steps --log "$TMP/$1.cpu.jsonl" \
+          >"$TMP/$1.cpu.out" 2>&1 || fail "cpu reference $1" "$(tail -2 "$TMP/$1.cpu.out")"; }
+
+for plan in d2t2 d2t2z d2t1b; do cpu $plan; done
+for spec in "d2t2 4 - dp=2 x tp=2" "d2t2z 4 warm dp=2 x tp=2 zero=1" "d2t1b 2 - dp=2 x tp=1, bf16 dp wire"; do
+  set -- $spec
+  plan=$1 n=$2 warm=${3#-}; shift 3
+  start=$(date +%s)
+  world $plan $n $warm
+  took=$(( $(date +%s) - start ))
+  if [ "$rc" != 0 ]; then fail "$* as $n processes on the stand-ins" "exit $rc: $(tail -2 "$TMP/$plan.w.0.out")"; continue; fi
+  # bf16 compute on the stand-in against the fp32 CPU: the tolerances of the other mock tests' checks
+  if close "$TMP/$plan.cpu.jsonl" "$TMP/$plan.w.jsonl" loss 2e-3 && close "$TMP/$plan.cpu.jsonl" "$TMP/$plan.w.jsonl" grad_norm 2e-2 &&
+     close "$TMP/$plan.cpu.jsonl" "$TMP/$plan.w.jsonl" val_loss 2e-3
+  then ok "$* as $n processes on the stand-ins: losses and gradient norms match the cpu backend's threads (${took}s)"
+  else fail "$* as $n processes vs the cpu backend" "$detail"; fi
+done
+# ZeRO-1 on the stand-ins: the same reductions and AdamW arithmetic as zero=0, a shard each
+if [ -s "$TMP/d2t2.w.jsonl" ] && [ -s "$TMP/d2t2z.w.jsonl" ] && close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z.w.jsonl" loss 1e-5 &&
+   close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z.w.jsonl" grad_norm 1e-4 && close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z.w.jsonl" val_loss 1e-5
+then ok "zero=1 on the stand-ins matches zero=0 (loss and val_loss after the update 1e-5, gradient norm 1e-4 relative)"
+else fail "zero=1 vs zero=0 on the stand-ins" "$detail"; fi
+if grep -q '"val_loss"' "$TMP/d2t2.w.jsonl" 2>/dev/null && [ ! -s "$TMP/d2t2.w.1.out" ] && [ -f "$TMP/d2t2.w/step-00000$steps/model.safetensors" ]
+then ok "dp=2 x tp=2 processes: rank 0 alone logs and writes the checkpoint"
+else fail "dp=2 x tp=2 processes: output" "rank 1 wrote $(wc -c <"$TMP/d2t2.w.1.out" 2>/dev/null) bytes; $(ls "$TMP/d2t2.w" 2>&1 | tr '\n' ' ')"; fi
+
+# the zero=1 checkpoint's AdamW moments (each dp rank's shard, summed over the processes) and
+# weights equal the zero=0 run's: same values, no shard missing or counted twice
+ck() { echo "$TMP/$1.w/step-00000$steps/$2.safetensors"; }
+if python3 - "$(ck d2t2 optimizer)" "$(ck d2t2z optimizer)" "$(ck d2t2 model)" "$(ck d2t2z model)" >"$TMP/ck.log" 2>&1 <<'PY'
+import json, struct, sys
+import numpy as np
+def load(path):
+    with open(path, 'rb') as f:
+        n = struct.unpack('<Q', f.read(8))[0]
+        head = json.loads(f.read(n)); data = f.read()
+    out = {}
+    for k, v in head.items():
+        if k == '__metadata__': continue
+        a, b = v['data_offsets']
+        assert v['dtype'] == 'F32', (k, v['dtype'])
+        out[k] = np.frombuffer(data[a:b], dtype=np.float32)
+    return out
+worst, name = 0.0, ''
+for p0, p1 in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
+    a, b = load(p0), load(p1)
+    if sorted(a) != sorted(b): print('tensors differ:', sorted(set(a) ^ set(b))[:4]); sys.exit(1)
+    for k in a:
+        na = float(np.linalg.norm(a[k]))
+        e = float(np.linalg.norm(a[k] - b[k])) / (na if na > 0 else 1.0)
+        if not (e <= worst): worst, name = e, k
+print('worst %s: %.3g' % (name, worst))
+sys.exit(0 if worst <= 1e-5 else 1)
+PY
+then ok "zero=1 checkpoint (moments assembled from the dp shards) equals zero=0's: $(cat "$TMP/ck.log")"
+else fail "zero=1 checkpoint vs zero=0" "$(tail -2 "$TMP/ck.log")"; fi
+
+# dp > 1 on cuda in one process: refused with how to launch it
+"$BOOST" train --plan "$TMP/d2t2" --backend cuda -D steps=1 >"$TMP/e1.out" 2>&1
+rc=$?
+if [ "$rc" = 1 ] && grep -q 'dp=2 on the cuda backend runs one process per GPU: launch dp x tp = 4 processes' "$TMP/e1.out"
+then ok "dp=2 on cuda in one process: clear error"; else fail "dp=2 on cuda in one process" "exit $rc: $(tail -2 "$TMP/e1.out")"; fi
