@@ -34,10 +34,10 @@ rc=$?
 if [ "$rc" != 0 ]; then fail "local mode tp=2 on the stand-in" "exit $rc: $(tail -2 "$TMP/local.out")"; exit 0; fi
 
 # two processes, 3 steps; rank 1 starts first and waits for rank 0's NCCL id
-BOOST_WORLD_SIZE=2 BOOST_RANK=1 timeout 600 "$BOOST" "${train[@]}" -D steps=3 -o "$TMP/world" --log "$TMP/w1.jsonl" \
+BOOST_WORLD_SIZE=2 BOOST_RANK=1 timeout 600 "$BOOST" "${train[@]}" -D steps=3 -o "$TMP/world" --ckpt-format full --log "$TMP/w1.jsonl" \
   >"$TMP/w1.out" 2>"$TMP/w1.err" &
 pid1=$!
-BOOST_WORLD_SIZE=2 BOOST_RANK=0 timeout 600 "$BOOST" "${train[@]}" -D steps=3 -o "$TMP/world" --log "$TMP/w0.jsonl" \
+BOOST_WORLD_SIZE=2 BOOST_RANK=0 timeout 600 "$BOOST" "${train[@]}" -D steps=3 -o "$TMP/world" --ckpt-format full --log "$TMP/w0.jsonl" \
   >"$TMP/w0.out" 2>&1
 rc0=$?
 wait $pid1
