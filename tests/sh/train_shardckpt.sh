@@ -101,11 +101,16 @@ if python3 -c 'import torch, safetensors' 2>/dev/null; then
     && ok merge_loads_in_torch || fail merge_loads_in_torch "safetensors.torch.load_file failed"
 else ok "merge_loads_in_torch # SKIP torch or safetensors not installed (the format is checked above with json + struct)"; fi
 
-# boost eval (sample, eval share the loader) reads a sharded checkpoint like a full one
+# boost eval and export (sample shares eval's loader) read a sharded checkpoint like a full one
 $BOOST eval "$TMP/a/step-000020" --backend cpu >"$TMP/ea.out" 2>&1; rca=$?
 $BOOST eval "$TMP/f/step-000020" --backend cpu >"$TMP/ef.out" 2>&1; rcf=$?
 [ $rca = 0 ] && [ $rcf = 0 ] && [ -n "$(grep ' loss ' "$TMP/ea.out")" ] && [ "$(grep ' loss ' "$TMP/ea.out")" = "$(grep ' loss ' "$TMP/ef.out")" ] \
   && ok eval_sharded_equals_full || fail eval_sharded_equals_full "exit $rca/$rcf: $(tail -1 "$TMP/ea.out") vs $(tail -1 "$TMP/ef.out")"
+
+$BOOST export "$TMP/a/step-000020" --format hf -o "$TMP/xa" >"$TMP/xa.out" 2>&1 \
+  && $BOOST export "$TMP/f/step-000020" --format hf -o "$TMP/xf" >"$TMP/xf.out" 2>&1 \
+  && cmp -s "$TMP/xa/model.safetensors" "$TMP/xf/model.safetensors" && ok export_sharded_equals_full \
+  || fail export_sharded_equals_full "$(tail -1 "$TMP/xa.out")"
 
 # 4. dp=2 x tp=2, zero=1: every rank writes its moment shards; resumed at dp=1 x tp=4 (grad_accum=2)
 # and at dp=4 x tp=1 (micro_batch 1): the same global batches, so the same losses
