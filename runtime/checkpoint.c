@@ -3,7 +3,9 @@
  * OUTDIR/step-NNNNNN and fsyncs OUTDIR; a failure removes the temporary folder and nothing else.
  * Each file's CRC-32C is computed from the bytes as they are written and recorded in state.json;
  * verification reads the files back and compares. Retention removes old folders by renaming them
- * to OUTDIR/.step-NNNNNN.del-PID first. */
+ * to OUTDIR/.step-NNNNNN.del-PID first. Sharded saves (rank files + index.json) follow the same
+ * steps over all processes, with barriers (ckpt_save_sharded); ckpt_reader reads both storages with
+ * pread, only the bytes asked for. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -497,15 +499,13 @@ static int check_files(const char *dir, const CkptState *st, int full, char *err
     return CKPT_VERIFIED;
 }
 
+static int verify_index(const char *dir, const CkptState *st, char *err, size_t errlen);
+
 int ckpt_verify(const char *dir, char *err, size_t errlen) {
     CkptState st;
     if (ckpt_read_state(dir, &st, err, errlen)) return CKPT_DAMAGED;
     int rc = check_files(dir, &st, 1, err, errlen);
-    if (rc == CKPT_VERIFIED && st.sharded) {   // the index: its files, keys and slices
-        CkptReader *r;
-        if (ckpt_reader_open(dir, NULL, 0, &r, err, errlen)) rc = CKPT_DAMAGED;
-        else ckpt_reader_close(r);
-    }
+    if (rc == CKPT_VERIFIED && st.sharded) rc = verify_index(dir, &st, err, errlen);
     ckpt_state_free(&st);
     return rc;
 }
@@ -1213,4 +1213,23 @@ int ckpt_reader_read(CkptReader *r, int i, const CkptRegion *need, int nneed, fl
         }
     }
     return 0;
+}
+
+/* A sharded folder's index: it opens (files, keys, slices, cover) and names only files that
+ * state.json records (so the checksums cover everything a resume reads). */
+static int verify_index(const char *dir, const CkptState *st, char *err, size_t errlen) {
+    CkptReader *r;
+    if (ckpt_reader_open(dir, NULL, 0, &r, err, errlen)) return CKPT_DAMAGED;
+    int rc = CKPT_VERIFIED;
+    for (int i = 0; rc == CKPT_VERIFIED && i < r->nfiles; i++) {
+        int recorded = 0;
+        for (int k = 0; k < st->nfiles; k++) recorded |= !strcmp(st->files[k].name, r->files[i].name);
+        if (!recorded) {
+            snprintf(err, errlen, "%s/%s: names %s, which state.json does not record: the index is damaged", dir, CKPT_INDEX,
+                     r->files[i].name);
+            rc = CKPT_DAMAGED;
+        }
+    }
+    ckpt_reader_close(r);
+    return rc;
 }

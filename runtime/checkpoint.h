@@ -4,8 +4,10 @@
  * fingerprint of the canon names and shapes, tp, losses, and "files": a map from each file of the
  * folder to its size and CRC-32C). Saving is atomic: a temporary folder, fsync of every file and of
  * the folders, then a rename. Verification recomputes every recorded file's CRC-32C; retention
- * (--keep) removes the oldest complete folders. This file knows nothing of the Engine: the caller
- * supplies the tensors through a fill callback (runtime/train.c does that). */
+ * (--keep) removes the oldest complete folders. A sharded folder (ckpt_save_sharded, below) holds
+ * one file per rank of the slices it owns plus index.json instead of the two tensor files;
+ * ckpt_reader reads either (docs/checkpoints.md). This file knows nothing of the Engine: the caller
+ * supplies the tensors through fill callbacks (runtime/train.c does that). */
 #ifndef BOOST_CHECKPOINT_H
 #define BOOST_CHECKPOINT_H
 
@@ -69,7 +71,8 @@ int ckpt_list(const char *outdir, int64_t **steps);
 
 enum { CKPT_VERIFIED = 0, CKPT_DAMAGED = 2, CKPT_UNCHECKED = 3 };
 /* Check a step folder: state.json readable and every file its "files" record names present with
- * the recorded size and CRC-32C (read in full). CKPT_VERIFIED; CKPT_UNCHECKED (state.json has no
+ * the recorded size and CRC-32C (read in full); a sharded folder's index.json names only recorded
+ * files, and its slices fit them and cover every tensor (ckpt_reader_open). CKPT_VERIFIED; CKPT_UNCHECKED (state.json has no
  * "files" record: saved before checksums existed; the tensor files are present); or CKPT_DAMAGED
  * with "DIR/FILE: what is wrong" in err. */
 int ckpt_verify(const char *dir, char *err, size_t errlen);

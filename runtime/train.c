@@ -45,7 +45,7 @@ typedef struct {
     int follower;             /* multi-process mode, rank > 0: gathers for rank 0's checkpoints, writes nothing */
     int nprocs, proc;         /* processes of the run (1: ranks are threads) and this one's rank */
     CkptSlice *slices; int nslices;   /* sharded checkpoints: who writes which slice (ckpt_plan_slices) */
-    float *local[3]; int local_rank[3], local_param[3];   /* per slot: the rank's local param last read */
+    float *local[3]; int local_rank[3], local_param[3];   /* per slot: the rank's local param last read (during a save) */
 } Trainer;
 
 static double now_s(void) {
@@ -211,7 +211,6 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
         if (!bytes) return fail(1, "out of memory");
         CkptShards sh = {t->slices, t->nslices, world, t->nprocs > 1 ? t->proc : 0, t->nprocs > 1 ? 1 : world, t->nprocs,
                          t->proc, p->dp, p->tp, p->zero && p->dp > 1, fill_slice, world_sum, t, bytes};
-        for (int k = 0; k < 3; k++) t->local_rank[k] = -1;   // the engine's values changed since the last save
         int rc = ckpt_save_sharded(t->opt->outdir, &st, t->canons, t->ncanons, &sh, saved, sizeof saved, err, sizeof err);
         if (!rc) {   // what each rank wrote (this process's ranks)
             size_t used = (size_t)snprintf(shard_note, sizeof shard_note, "; sharded, bytes per rank:");
@@ -219,6 +218,7 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
                 used += (size_t)snprintf(shard_note + used, sizeof shard_note - used, " %d:%lld", g, (long long)bytes[g]);
         }
         free(bytes);
+        for (int k = 0; k < 3; k++) { free(t->local[k]); t->local[k] = NULL; }   // not held between saves
         if (rc) {
             if (t->bad_canon >= 0)
                 return fail(1, "%s: not saved: parameter %s holds NaN or inf values (the training diverged); earlier "
