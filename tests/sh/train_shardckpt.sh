@@ -87,6 +87,17 @@ for tp in 1 2 4; do
     || fail "resume_sharded_tp2_at_tp$tp" "exit $rc: $(tail -2 "$TMP/r$tp.out")"
 done
 same_losses "$TMP/f.jsonl" "$TMP/r2.jsonl" 11 20 && ok resume_same_tp_bit_identical || fail resume_same_tp_bit_identical "see above"
+# another layout: A resumed under naive; a naive run saved sharded (its replicated blocks written
+# once, by tp rank 0) resumed under btp at tp=1
+$BOOST train "${common[@]}" -D tp=2 -D layout=naive --resume "$d" --log "$TMP/rn.jsonl" >"$TMP/rn.out" 2>&1
+rc=$?
+[ $rc = 0 ] && close_losses "$TMP/f.jsonl" "$TMP/rn.jsonl" 11 20 1e-5 && ok resume_sharded_under_naive_layout \
+  || fail resume_sharded_under_naive_layout "exit $rc: $(tail -2 "$TMP/rn.out")"
+$BOOST train "${common[@]}" -D tp=2 -D layout=naive --save-every 10 --ckpt-format sharded -o "$TMP/n" >"$TMP/n.out" 2>&1 \
+  && $BOOST train "${common[@]}" -D tp=1 --resume "$TMP/n/step-000010" --log "$TMP/rn1.jsonl" >"$TMP/rn1.out" 2>&1
+rc=$?
+[ $rc = 0 ] && close_losses "$TMP/f.jsonl" "$TMP/rn1.jsonl" 11 20 1e-5 && ok sharded_naive_resumes_at_btp_tp1 \
+  || fail sharded_naive_resumes_at_btp_tp1 "exit $rc: $(tail -2 "$TMP/n.out") $(tail -2 "$TMP/rn1.out")"
 
 # 3. merge: the full checkpoint's tensors, bit for bit (parameters; with --optimizer also m and v)
 $BOOST ckpt merge "$TMP/a/step-000020" -o "$TMP/m.safetensors" >"$TMP/m.out" 2>&1 \
