@@ -1,5 +1,6 @@
 /* train.c: the training loop. From a loaded plan: load and split the data, create the Engine,
- * initialise or resume from a checkpoint (any tp: tensors travel as full canonical tensors), then
+ * initialise or resume from a checkpoint (any tp: canonical tensors built from the checkpoint's
+ * full tensors or slices), then
  * per step grad_accum micro-batches, one AdamW step, validation every eval_every steps and at the
  * end, checkpoints every save_every steps and at the end (then --keep's retention). A step whose
  * loss or gradient norm is NaN/inf is skipped (no update; counted, logged); max_bad_steps of them in
@@ -8,7 +9,9 @@
  * the step under way with a checkpoint (exit 130/143). Multi-process mode (one process per GPU,
  * runtime/world.h): every rank of a tp group reads the same data (dp ranks read their own slice of
  * each global micro-batch, runtime/data.h) and takes part in every gather; only rank 0
- * writes checkpoints (cli/train.c keeps the other ranks' output quiet). */
+ * writes full checkpoints (cli/train.c keeps the other ranks' output quiet), while in a sharded one
+ * (--ckpt-format sharded, the default with several processes) every rank writes its own slices and
+ * rank 0 the index and the publishing rename (runtime/checkpoint.h). */
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
