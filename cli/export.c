@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include "cli/commands.h"
 #include "cli/infer.h"
+#include "runtime/checkpoint.h"   // defines: ckpt_reader_*
 #include "runtime/safetensors.h"  // defines: st_open, st_find, st_read_f32, json_write_string
 
 static void export_usage(FILE *f) {
@@ -94,17 +95,15 @@ int cmd_export(int argc, char **argv) {
     }
     if (!outs) { fprintf(stderr, "boost export: out of memory\n"); rc = 1; }
     char path[1400], tmp[1500], err[4096];
-    StFile f;
-    int have_f = 0;
-    if (!rc) {
-        snprintf(path, sizeof path, "%s/model.safetensors", in.dir);
-        if (st_open(path, &f, err, sizeof err)) { fprintf(stderr, "boost export: %s\n", err); rc = 2; }
-        else have_f = 1;
-    }
+    CkptReader *f = NULL;   // a full or a sharded checkpoint (runtime/checkpoint.h)
+    snprintf(path, sizeof path, "%s", in.dir);
+    if (!rc && ckpt_reader_open(in.dir, NULL, 0, &f, err, sizeof err)) { fprintf(stderr, "boost export: %s\n", err); rc = 2; }
     for (int i = 0; i < n && !rc; i++) {
         const PlanCanon *k = &p->canons[outs[i].canon];
-        const StTensor *t = st_find(&f, k->name);
-        if (!t || strcmp(t->dtype, "F32") || st_numel(t) != k->rows * k->cols) {
+        int64_t rows = 0, cols = 0;
+        int t = ckpt_reader_find(f, k->name, 0);
+        if (t >= 0) ckpt_reader_tensor(f, t, NULL, &rows, &cols);
+        if (t < 0 || rows * cols != k->rows * k->cols) {
             fprintf(stderr, "boost export: %s: tensor %s is missing or not F32 %lldx%lld\n", path, k->name,
                     (long long)k->rows, (long long)k->cols);
             rc = 2;
@@ -141,7 +140,9 @@ int cmd_export(int argc, char **argv) {
             const PlanCanon *k = &p->canons[outs[i].canon];
             float *src = malloc(sizeof(float) * (size_t)(k->rows * k->cols)), *dst = src;
             if (!src) { bad = 1; break; }
-            st_read_f32(&f, st_find(&f, k->name), src);
+            if (ckpt_reader_read(f, ckpt_reader_find(f, k->name, 0), NULL, 0, src, err, sizeof err)) {
+                fprintf(stderr, "boost export: %s\n", err); free(src); bad = 1; break;
+            }
             if (outs[i].transpose) {
                 dst = malloc(sizeof(float) * (size_t)(k->rows * k->cols));
                 if (dst) for (int64_t r = 0; r < k->rows; r++) for (int64_t c = 0; c < k->cols; c++) dst[c * k->rows + r] = src[r * k->cols + c];
@@ -185,7 +186,7 @@ int cmd_export(int argc, char **argv) {
     }
     if (!rc) printf("wrote %s/config.json and model.safetensors (%s, %d tensors, step %lld, %s layout)\n", outdir, p->model_name, n,
                     (long long)in.st.step, hf_llama ? "Hugging Face LLaMA" : "canonical BOOST");
-    if (have_f) st_close(&f);
+    ckpt_reader_close(f);
     free(outs);
     infer_close(&in);
     return rc;

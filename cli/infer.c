@@ -169,29 +169,30 @@ int infer_start_engine(const InferOptions *o, Infer *in) {
     in->e = engine_create(p, o->backend ? o->backend : "auto", err, sizeof err);
     if (!in->e) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 1; }
 
-    char path[1300];
-    snprintf(path, sizeof path, "%s/model.safetensors", in->dir);
-    StFile f;
-    if (st_open(path, &f, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 2; }
+    // the parameters, from a full or a sharded checkpoint (runtime/checkpoint.h)
+    CkptReader *rd;
     int64_t largest = 1;
     for (int c = 0; c < p->ncanons; c++)
         if (p->canons[c].rows * p->canons[c].cols > largest) largest = p->canons[c].rows * p->canons[c].cols;
+    if (ckpt_reader_open(in->dir, NULL, 0, &rd, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 2; }
     float *buf = malloc(sizeof(float) * (size_t)largest);
     int rc = buf ? 0 : 1;
     for (int c = 0; c < p->ncanons && !rc; c++) {
-        const StTensor *st = st_find(&f, p->canons[c].name);
-        if (!st || strcmp(st->dtype, "F32") || st_numel(st) != p->canons[c].rows * p->canons[c].cols) {
-            fprintf(stderr, "%s: %s: tensor %s is %s; expected F32 with %lldx%lld elements: the file is damaged or of "
-                    "another model\n", o->cmd, path, p->canons[c].name, st ? st->dtype : "missing",
+        int64_t rows = 0, cols = 0;
+        int i = ckpt_reader_find(rd, p->canons[c].name, 0);
+        if (i >= 0) ckpt_reader_tensor(rd, i, NULL, &rows, &cols);
+        if (i < 0 || rows * cols != p->canons[c].rows * p->canons[c].cols) {
+            fprintf(stderr, "%s: %s: tensor %s is %s; expected F32 with %lldx%lld elements: the checkpoint is damaged or of "
+                    "another model\n", o->cmd, in->dir, p->canons[c].name, i < 0 ? "missing" : "of another shape",
                     (long long)p->canons[c].rows, (long long)p->canons[c].cols);
             rc = 2;
             break;
         }
-        st_read_f32(&f, st, buf);
+        if (ckpt_reader_read(rd, i, NULL, 0, buf, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->cmd, err); rc = 2; break; }
         if (engine_set_canon(in->e, c, SLOT_PARAM, buf)) { fprintf(stderr, "%s: the engine refused %s\n", o->cmd, p->canons[c].name); rc = 1; }
     }
     free(buf);
-    st_close(&f);
+    ckpt_reader_close(rd);
     return rc;
 }
 

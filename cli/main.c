@@ -12,7 +12,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     {"tune",    cmd_tune,    "time kernel configurations on a GPU and write the tuning file"},
     {"kernels", cmd_kernels, "compile a kernels.cu with NVRTC, report registers and spills"},
     {"plot",    cmd_plot,    "plot loss curves from a training log (gnuplot)"},
-    {"ckpt",    cmd_ckpt,    "verify checkpoint folders against the checksums in their state.json"},
+    {"ckpt",    cmd_ckpt,    "verify checkpoint folders (checksums, sharded indexes); merge one into a safetensors file"},
     {"eval",    cmd_eval,    "loss, perplexity and bits per byte of a checkpoint on held-out data"},
     {"sample",  cmd_sample,  "generate text from a checkpoint (temperature, top-k, top-p)"},
     {"export",  cmd_export,  "write a checkpoint as config.json + model.safetensors for PyTorch"},

@@ -23,6 +23,7 @@ static void train_usage(FILE *f) {
     fprintf(f,
         "usage: boost train RUN [-D name=value ...] [--backend cpu|cuda|auto] [--log FILE]\n"
         "                       [--save-every N] [--keep N] [-o DIR] [--resume CKPT|auto] [--plan PLAN]\n"
+        "                       [--ckpt-format full|sharded]\n"
         "  RUN             a run spec: a path, or a name under specs/runs/ (e.g. tiny-cola)\n"
         "  -D name=value   override a spec setting (tp=2, steps=50, lr=1e-3, data=FILE, ...)\n"
         "  --backend B     cpu, cuda or auto (cuda when a GPU is there; default auto)\n"
@@ -30,6 +31,9 @@ static void train_usage(FILE *f) {
         "  -o DIR          checkpoints DIR/step-NNNNNN/ (and the generated plan in DIR/plan/)\n"
         "  --save-every N  a checkpoint every N steps (always one at the end with -o)\n"
         "  --keep N        keep only the newest N complete checkpoints in DIR (and the last good one)\n"
+        "  --ckpt-format F full: every tensor whole in model.safetensors + optimizer.safetensors (the\n"
+        "                  default for one process); sharded: each rank writes only the slices it owns\n"
+        "                  (rank-RRRRR.safetensors + index.json; the default when several processes run)\n"
         "  --resume CKPT   continue from a checkpoint folder, or from the newest one in a run's DIR\n"
         "                  that verifies (damaged newer ones are named and passed over); any tp and\n"
         "                  layout of the same model. 'auto': the newest in -o DIR, or step 0 if none\n"
@@ -91,7 +95,7 @@ int cmd_train(int argc, char **argv) {
         }
         int takes_value = !strcmp(a, "--backend") || !strcmp(a, "--log") || !strcmp(a, "-o") || !strcmp(a, "--resume") ||
                           !strcmp(a, "--plan") || !strcmp(a, "--save-every") || !strcmp(a, "--keep") || !strcmp(a, "--print-every") ||
-                          !strcmp(a, "--val-batches");
+                          !strcmp(a, "--val-batches") || !strcmp(a, "--ckpt-format");
         if (takes_value && !next) { fprintf(stderr, "boost train: %s needs a value\n", a); return 2; }
         if (!strcmp(a, "--backend")) {
             if (strcmp(next, "cpu") && strcmp(next, "cuda") && strcmp(next, "auto")) {
@@ -106,6 +110,12 @@ int cmd_train(int argc, char **argv) {
         else if (!strcmp(a, "--keep")) { if (int_arg(a, next, 1, &opt.keep)) return 2; i++; }
         else if (!strcmp(a, "--print-every")) { if (int_arg(a, next, 1, &opt.print_every)) return 2; i++; }
         else if (!strcmp(a, "--val-batches")) { if (int_arg(a, next, 1, &opt.val_batches)) return 2; i++; }
+        else if (!strcmp(a, "--ckpt-format")) {
+            if (strcmp(next, "full") && strcmp(next, "sharded")) {
+                fprintf(stderr, "boost train: --ckpt-format %s: expected full or sharded\n", next); return 2;
+            }
+            opt.ckpt_format = !strcmp(next, "full") ? 1 : 2; i++;
+        }
         else if (!strcmp(a, "--quiet")) opt.quiet = 1;
         else if (a[0] == '-') { fprintf(stderr, "boost train: unknown option %s\n", a); train_usage(stderr); return 2; }
         else if (run_arg) { fprintf(stderr, "boost train: one run spec only (got '%s' and '%s')\n", run_arg, a); return 2; }

@@ -3,7 +3,9 @@
  * OUTDIR/step-NNNNNN and fsyncs OUTDIR; a failure removes the temporary folder and nothing else.
  * Each file's CRC-32C is computed from the bytes as they are written and recorded in state.json;
  * verification reads the files back and compares. Retention removes old folders by renaming them
- * to OUTDIR/.step-NNNNNN.del-PID first. */
+ * to OUTDIR/.step-NNNNNN.del-PID first. Sharded saves (rank files + index.json) follow the same
+ * steps over all processes, with barriers (ckpt_save_sharded); ckpt_reader reads both storages with
+ * pread, only the bytes asked for. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -110,6 +112,7 @@ static int write_state(const char *path, const CkptState *st, const CkptFile *fi
     json_write_string(f, st->layout);
     fprintf(f, ",\n  \"backend\": ");
     json_write_string(f, st->backend);
+    fprintf(f, ",\n  \"storage\": \"%s\"", st->sharded ? "sharded" : "full");
     fprintf(f, ",\n  \"losses\": [");
     for (int i = 0; i < st->nlosses; i++) { if (i) fputs(", ", f); json_float(f, st->losses[i]); }
     fprintf(f, "],\n  \"val_losses\": [");
@@ -152,6 +155,26 @@ static void clean_stale(const char *outdir) {
         else ckpt_remove_tree(path);
     }
     closedir(d);
+}
+
+/* The last part of a save: fsync the temporary folder, rename it to final (an existing folder of
+ * that step moved aside to old first, removed after), fsync outdir. 0, or 1 with why. */
+static int publish(const char *outdir, const char *tmp, const char *final, const char *old, char *why, size_t whylen) {
+    if (fsync_path(tmp) != 0) { snprintf(why, whylen, "%s: fsync: %s", tmp, strerror(errno)); return 1; }
+    struct stat sb;
+    int replacing = stat(final, &sb) == 0;
+    if (replacing && rename(final, old) != 0) {
+        snprintf(why, whylen, "cannot move the existing %s aside: %s", final, strerror(errno));
+        return 1;
+    }
+    if (rename(tmp, final) != 0) {
+        snprintf(why, whylen, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+        if (replacing) rename(old, final);   // put the previous one back
+        return 1;
+    }
+    if (replacing) ckpt_remove_tree(old);
+    if (fsync_path(outdir) != 0) { snprintf(why, whylen, "%s: fsync: %s", outdir, strerror(errno)); return 1; }
+    return 0;
 }
 
 int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, int n,
@@ -210,21 +233,7 @@ int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, in
     }
     free(opt);
     free(names);
-    if (!rc && fsync_path(tmp) != 0) { snprintf(why, sizeof why, "%s: fsync: %s", tmp, strerror(errno)); rc = 1; }
-    if (!rc) {
-        struct stat sb;
-        int replacing = stat(final, &sb) == 0;
-        if (replacing && rename(final, old) != 0) {
-            snprintf(why, sizeof why, "cannot move the existing %s aside: %s", final, strerror(errno)); rc = 1;
-        } else if (rename(tmp, final) != 0) {
-            snprintf(why, sizeof why, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
-            if (replacing) rename(old, final);   // put the previous one back
-            rc = 1;
-        } else if (replacing) {
-            ckpt_remove_tree(old);
-        }
-    }
-    if (!rc && fsync_path(outdir) != 0) { snprintf(why, sizeof why, "%s: fsync: %s", outdir, strerror(errno)); rc = 1; }
+    if (!rc) rc = publish(outdir, tmp, final, old, why, sizeof why);
     if (rc) {
         ckpt_remove_tree(tmp);
         snprintf(err, errlen, "%s: checkpoint not written (%s); the temporary folder was removed and earlier "
@@ -313,6 +322,13 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     str_field(root, "run", st->run, sizeof st->run);
     str_field(root, "layout", st->layout, sizeof st->layout);
     str_field(root, "backend", st->backend, sizeof st->backend);
+    char storage[16] = "full";
+    str_field(root, "storage", storage, sizeof storage);
+    if (strcmp(storage, "full") && strcmp(storage, "sharded")) {
+        snprintf(err, errlen, "%s: \"storage\" is \"%s\"; this runtime reads \"full\" and \"sharded\"", path, storage);
+        json_free(root); return 2;
+    }
+    st->sharded = !strcmp(storage, "sharded");
     int64_t skipped = 0;
     if (int_field(root, "skipped_updates", &skipped)) st->skipped = skipped;
     const Json *losses = json_get(root, "losses");
@@ -483,10 +499,13 @@ static int check_files(const char *dir, const CkptState *st, int full, char *err
     return CKPT_VERIFIED;
 }
 
+static int verify_index(const char *dir, const CkptState *st, char *err, size_t errlen);
+
 int ckpt_verify(const char *dir, char *err, size_t errlen) {
     CkptState st;
     if (ckpt_read_state(dir, &st, err, errlen)) return CKPT_DAMAGED;
     int rc = check_files(dir, &st, 1, err, errlen);
+    if (rc == CKPT_VERIFIED && st.sharded) rc = verify_index(dir, &st, err, errlen);
     ckpt_state_free(&st);
     return rc;
 }
@@ -606,4 +625,611 @@ int ckpt_prune(const char *outdir, int keep, int64_t saved, int64_t protect, cha
     free(steps);
     if (count) fsync_path(outdir);
     return count;
+}
+
+/* ---- sharded checkpoints: who owns what ---- */
+
+typedef struct { CkptSlice *v; int n, cap; } SliceList;
+
+static int slice_add(SliceList *l, CkptSlice s) {
+    if (s.r1 <= s.r0 || s.c1 <= s.c0) return 0;
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 256;
+        CkptSlice *v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v) return -1;
+        l->v = v; l->cap = cap;
+    }
+    l->v[l->n++] = s;
+    return 0;
+}
+
+/* The part of block s (in local param rows x cols) inside the local param's flat element range
+ * [lo, hi): up to three rectangles (a partial first row, whole rows, a partial last row). */
+static int slice_add_range(SliceList *l, CkptSlice s, int64_t cols, int64_t lo, int64_t hi) {
+    int64_t nr = s.r1 - s.r0, nc = s.c1 - s.c0;
+    CkptSlice run = s;
+    int open = 0;
+    for (int64_t i = 0; i < nr; i++) {
+        int64_t a = (s.lr + i) * cols + s.lc, b = a + nc;   // the row's flat range
+        int64_t x = a > lo ? a : lo, y = b < hi ? b : hi;
+        if (x >= y) { if (open && slice_add(l, run)) return -1; open = 0; continue; }
+        int64_t c0 = s.c0 + (x - a), c1 = s.c0 + (y - a);
+        if (open && run.c0 == c0 && run.c1 == c1) { run.r1++; continue; }
+        if (open && slice_add(l, run)) return -1;
+        run = s;
+        run.r0 = s.r0 + i; run.r1 = run.r0 + 1; run.c0 = c0; run.c1 = c1;
+        run.lr = s.lr + i; run.lc = s.lc + (x - a);
+        open = 1;
+    }
+    return open ? slice_add(l, run) : 0;
+}
+
+int ckpt_plan_slices(const Plan *p, CkptSlice **out) {
+    SliceList l = {0};
+    int world = p->dp * p->tp, zero = p->zero && p->dp > 1;
+    for (int g = 0; g < world; g++) {
+        int t = g % p->tp, d = (g / p->tp) % p->dp;
+        for (int q = 0; q < p->nparams; q++) {
+            const PlanParam *pp = &p->params[q];
+            int64_t lo = 0, hi = pp->rows * pp->cols;
+            if (zero) zero_shard(pp->rows * pp->cols, d, p->dp, &lo, &hi);
+            for (int k = 0; k < pp->nparts; k++) {
+                const PlanPart *pt = &p->parts[pp->first_part + k];
+                if (pt->rep && t != 0) continue;   // every tp rank holds it: tp rank 0 writes it
+                CkptSlice s = {pt->canon, 0, rank_int(pt->r0, t), rank_int(pt->r1, t), rank_int(pt->c0, t),
+                               rank_int(pt->c1, t), g, q, rank_int(pt->lr, t), rank_int(pt->lc, t)};
+                for (int slot = 0; slot < 3; slot++) {
+                    s.slot = slot;
+                    int rc = 0;
+                    if (slot > 0 && zero) rc = slice_add_range(&l, s, pp->cols, lo, hi);
+                    else if (d == 0) rc = slice_add(&l, s);   // the dp ranks hold the same values
+                    if (rc) { free(l.v); *out = NULL; return -1; }
+                }
+            }
+        }
+    }
+    *out = l.v;
+    return l.n;
+}
+
+static const char *slot_prefix(int slot) { return slot == 1 ? "m." : slot == 2 ? "v." : ""; }
+
+static void slice_key(const StEntry *canons, const CkptSlice *s, char *out, size_t n) {
+    snprintf(out, n, "%s%s[%lld:%lld,%lld:%lld]", slot_prefix(s->slot), canons[s->canon].name, (long long)s->r0,
+             (long long)s->r1, (long long)s->c0, (long long)s->c1);
+}
+
+/* ---- sharded save ---- */
+
+typedef struct { const CkptShards *sh; const CkptSlice **list; int nonfinite; } ShardFill;
+
+static int fill_shard(void *ctx, int i, float *out) {
+    ShardFill *f = ctx;
+    int rc = f->sh->fill(f->sh->ctx, f->list[i], out);
+    if (rc == 2) f->nonfinite = 1;
+    return rc;
+}
+
+static int cmp_slice_order(const void *a, const void *b) {
+    const CkptSlice *x = *(const CkptSlice *const *)a, *y = *(const CkptSlice *const *)b;
+    if (x->slot != y->slot) return x->slot - y->slot;
+    if (x->canon != y->canon) return x->canon - y->canon;
+    if (x->r0 != y->r0) return x->r0 < y->r0 ? -1 : 1;
+    if (x->c0 != y->c0) return x->c0 < y->c0 ? -1 : 1;
+    return x->rank - y->rank;
+}
+
+/* index.json: every tensor (params, then m, then v, canons in plan order) and its slices. */
+static int write_index(const char *path, const StEntry *canons, int n, const CkptShards *sh, char *err, size_t errlen) {
+    const CkptSlice **order = malloc((size_t)(sh->nslices + 1) * sizeof *order);
+    FILE *f = order ? fopen(path, "w") : NULL;
+    if (!f) { snprintf(err, errlen, "%s: cannot create: %s", path, order ? strerror(errno) : "out of memory"); free(order); return 1; }
+    for (int i = 0; i < sh->nslices; i++) order[i] = &sh->slices[i];
+    qsort(order, (size_t)sh->nslices, sizeof *order, cmp_slice_order);
+    fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": 1,\n  \"ranks\": %d,\n  \"grid\": {\"dp\": %d, \"tp\": %d, \"zero\": %d},\n"
+            "  \"tensors\": {", CKPT_INDEX_FORMAT, sh->world, sh->dp, sh->tp, sh->zero);
+    static const char *kinds[3] = {"param", "adam_m", "adam_v"};
+    char name[200], key[300], file[64];
+    int j = 0, first = 1;
+    for (int slot = 0; slot < 3; slot++)
+        for (int c = 0; c < n; c++) {
+            snprintf(name, sizeof name, "%s%s", slot_prefix(slot), canons[c].name);
+            fprintf(f, "%s\n    ", first ? "" : ",");
+            first = 0;
+            json_write_string(f, name);
+            fprintf(f, ": {\"kind\": \"%s\", \"shape\": [%lld, %lld], \"slices\": [", kinds[slot], (long long)canons[c].rows,
+                    (long long)canons[c].cols);
+            for (int k = 0; j < sh->nslices && order[j]->slot == slot && order[j]->canon == c; j++, k++) {
+                const CkptSlice *s = order[j];
+                slice_key(canons, s, key, sizeof key);
+                snprintf(file, sizeof file, "rank-%05d.safetensors", s->rank);
+                fprintf(f, "%s\n      {\"file\": \"%s\", \"key\": ", k ? "," : "", file);
+                json_write_string(f, key);
+                fprintf(f, ", \"rows\": [%lld, %lld], \"cols\": [%lld, %lld]}", (long long)s->r0, (long long)s->r1,
+                        (long long)s->c0, (long long)s->c1);
+            }
+            fprintf(f, "]}");
+        }
+    fprintf(f, "\n  }\n}\n");
+    free(order);
+    int ok = !ferror(f) && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int saved = errno;
+    if (fclose(f) != 0) { ok = 0; saved = errno; }
+    if (!ok) { snprintf(err, errlen, "%s: write failed: %s", path, strerror(saved)); return 1; }
+    return 0;
+}
+
+static void test_sleep(void) {
+    const char *s = getenv("BOOST_TEST_CKPT_SLEEP_MS");
+    long ms = s ? atol(s) : 0;
+    if (ms > 0) usleep((useconds_t)(ms * 1000));
+}
+
+int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry *canons, int n, const CkptShards *sh,
+                      char *saved_dir, size_t saved_len, char *err, size_t errlen) {
+    char final[1024], tmp[1100], old[1100], path[1300], why[4096] = "";
+    int multi = sh->nprocs > 1, lead = sh->proc == 0, rc = 0;
+    ckpt_step_dir(outdir, st_in->step, final, sizeof final);
+    if (saved_dir) snprintf(saved_dir, saved_len, "%s", final);
+    if (multi && !sh->sum) { snprintf(err, errlen, "%s: a sharded save over %d processes needs a way to sum over them", final, sh->nprocs); return 1; }
+    // 1. process 0 makes the temporary folder; its pid names it for every process
+    double hello[2] = {0, 0};
+    if (lead) {
+        snprintf(tmp, sizeof tmp, "%s/.step-%06lld.tmp-%d", outdir, (long long)st_in->step, (int)getpid());
+        if (mkdir_p(outdir) != 0) {
+            snprintf(why, sizeof why, "%s: cannot create the checkpoint folder: %s", outdir, strerror(errno)); rc = 1;
+        } else {
+            clean_stale(outdir);
+            ckpt_remove_tree(tmp);
+            if (mkdir(tmp, 0777) != 0) { snprintf(why, sizeof why, "cannot create %s: %s", tmp, strerror(errno)); rc = 1; }
+        }
+        hello[0] = rc;
+        hello[1] = (double)getpid();
+    }
+    if (multi && sh->sum(sh->ctx, hello, 2)) { snprintf(err, errlen, "%s: checkpoint not written: the processes cannot agree on it", final); return 1; }
+    if (hello[0] != 0) {
+        snprintf(err, errlen, "%s: checkpoint not written (%s); earlier checkpoints are untouched", final,
+                 why[0] ? why : "process 0 could not create the temporary folder");
+        return 1;
+    }
+    snprintf(tmp, sizeof tmp, "%s/.step-%06lld.tmp-%d", outdir, (long long)st_in->step, (int)hello[1]);
+    snprintf(old, sizeof old, "%s/.step-%06lld.old-%d", outdir, (long long)st_in->step, (int)hello[1]);
+
+    // 2. this process's rank files; sizes and CRCs go to process 0 with the barrier
+    int nv = 2 + 3 * sh->world;
+    double *vals = calloc((size_t)nv, sizeof *vals);
+    const CkptSlice **list = malloc((size_t)(sh->nslices + 1) * sizeof *list);
+    StEntry *ents = calloc((size_t)(sh->nslices + 1), sizeof *ents);
+    char *names = calloc((size_t)(sh->nslices + 1), 256);
+    if (!vals || !list || !ents || !names) { snprintf(why, sizeof why, "out of memory"); rc = 1; }
+    ShardFill sf = {sh, list, 0};
+    for (int g = sh->first; !rc && g < sh->first + sh->count; g++) {
+        int m = 0;
+        for (int i = 0; i < sh->nslices; i++)
+            if (sh->slices[i].rank == g) {
+                const CkptSlice *s = &sh->slices[i];
+                list[m] = s;
+                slice_key(canons, s, names + (size_t)m * 256, 256);
+                ents[m].name = names + (size_t)m * 256;
+                ents[m].rows = s->r1 - s->r0;
+                ents[m].cols = s->c1 - s->c0;
+                m++;
+            }
+        if (sh->rank_bytes) sh->rank_bytes[g] = 0;
+        if (m == 0) continue;   // owns nothing (a dp rank > 0 without zero=1)
+        char step_text[32], rank_text[16], world_text[16];
+        snprintf(step_text, sizeof step_text, "%lld", (long long)st_in->step);
+        snprintf(rank_text, sizeof rank_text, "%d", g);
+        snprintf(world_text, sizeof world_text, "%d", sh->world);
+        const char *meta[] = {"format", "pt", "model", st_in->model, "step", step_text, "rank", rank_text,
+                              "ranks", world_text, "writer", "boost " CKPT_FORMAT " 1 sharded"};
+        snprintf(path, sizeof path, "%s/rank-%05d.safetensors", tmp, g);
+        uint32_t crc = 0;
+        int64_t bytes = 0;
+        if (st_write_f32_sum(path, ents, m, meta, (int)(sizeof meta / sizeof meta[0]) / 2, fill_shard, &sf, &crc, &bytes,
+                             why, sizeof why)) { rc = 1; break; }
+        vals[2 + 3 * g] = 1;
+        vals[3 + 3 * g] = (double)bytes;
+        vals[4 + 3 * g] = (double)crc;
+        if (sh->rank_bytes) sh->rank_bytes[g] = bytes;
+        test_sleep();
+    }
+    free(list); free(ents); free(names);
+    if (vals) { vals[0] = rc; vals[1] = sf.nonfinite; }
+    if (multi && vals && sh->sum(sh->ctx, vals, nv)) { snprintf(why, sizeof why, "the barrier after writing failed"); rc = 1; }
+    if (!rc && vals && vals[0] != 0) {
+        rc = 1;
+        if (!why[0]) snprintf(why, sizeof why, "%s", vals[1] != 0 ? "a parameter holds NaN or inf values (the training diverged)"
+                                                                  : "another process failed writing its file (its message says why)");
+    }
+
+    // 3. process 0: index.json, state.json, publish
+    if (!rc && lead) {
+        int nfiles = 0;
+        CkptFile *files = calloc((size_t)sh->world + 1, sizeof *files);
+        if (!files) { snprintf(why, sizeof why, "out of memory"); rc = 1; }
+        for (int g = 0; !rc && g < sh->world; g++) {
+            if (vals[2 + 3 * g] == 0) continue;
+            CkptFile *cf = &files[nfiles++];
+            snprintf(cf->name, sizeof cf->name, "rank-%05d.safetensors", g);
+            cf->bytes = (int64_t)vals[3 + 3 * g];
+            cf->crc32c = (uint32_t)vals[4 + 3 * g];
+        }
+        if (!rc) {
+            snprintf(path, sizeof path, "%s/%s", tmp, CKPT_INDEX);
+            rc = write_index(path, canons, n, sh, why, sizeof why);
+        }
+        if (!rc) {
+            CkptFile *cf = &files[nfiles++];
+            snprintf(cf->name, sizeof cf->name, "%s", CKPT_INDEX);
+            if (file_crc(path, &cf->bytes, &cf->crc32c)) { snprintf(why, sizeof why, "%s: cannot read back: %s", path, strerror(errno)); rc = 1; }
+        }
+        if (!rc) {
+            CkptState st = *st_in;
+            st.sharded = 1;
+            snprintf(path, sizeof path, "%s/state.json", tmp);
+            rc = write_state(path, &st, files, nfiles, why, sizeof why);
+        }
+        free(files);
+        if (!rc) rc = publish(outdir, tmp, final, old, why, sizeof why);
+    }
+    if (rc && lead) ckpt_remove_tree(tmp);
+    // 4. every process learns the outcome
+    double done[1] = {rc};
+    if (multi && sh->sum(sh->ctx, done, 1)) done[0] = 1;
+    free(vals);
+    if (rc || done[0] != 0) {
+        snprintf(err, errlen, "%s: checkpoint not written (%s); the temporary folder was removed and earlier checkpoints "
+                 "are untouched", final, why[0] ? why : "process 0 could not publish it (its message says why)");
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- reading either storage ---- */
+
+typedef struct { char name[128]; int fd; Json *hdr; int64_t data_start, size; } RFile;
+typedef struct { int file; int64_t r0, r1, c0, c1, off; } RSlice;   /* off: byte offset in the file */
+typedef struct { char name[200]; int slot; int64_t rows, cols; int first, nslices; } RTensor;
+
+struct CkptReader {
+    char dir[1024];
+    int sharded;
+    RFile *files; int nfiles;
+    RTensor *t; int nt, tcap;
+    RSlice *s; int ns, scap;
+    int64_t bytes_read, bytes_total;
+};
+
+void ckpt_reader_close(CkptReader *r) {
+    if (!r) return;
+    for (int i = 0; i < r->nfiles; i++) {
+        if (r->files[i].fd >= 0) close(r->files[i].fd);
+        if (r->files[i].hdr) json_free(r->files[i].hdr);
+    }
+    free(r->files); free(r->t); free(r->s); free(r);
+}
+
+int ckpt_reader_sharded(const CkptReader *r) { return r->sharded; }
+int ckpt_reader_count(const CkptReader *r) { return r->nt; }
+int64_t ckpt_reader_bytes_read(const CkptReader *r) { return r->bytes_read; }
+int64_t ckpt_reader_bytes_total(const CkptReader *r) { return r->bytes_total; }
+
+const char *ckpt_reader_tensor(const CkptReader *r, int i, int *slot, int64_t *rows, int64_t *cols) {
+    if (i < 0 || i >= r->nt) return NULL;
+    if (slot) *slot = r->t[i].slot;
+    if (rows) *rows = r->t[i].rows;
+    if (cols) *cols = r->t[i].cols;
+    return r->t[i].name;
+}
+
+int ckpt_reader_find(const CkptReader *r, const char *name, int slot) {
+    char full[200];
+    snprintf(full, sizeof full, "%s%s", slot_prefix(slot), name);
+    for (int i = 0; i < r->nt; i++)
+        if (r->t[i].slot == slot && !strcmp(r->t[i].name, full)) return i;
+    return -1;
+}
+
+/* Open DIR/name and read its safetensors header (the data stays on disk). Index of the file, or -1
+ * with "DIR/NAME: what is wrong". */
+static int reader_file(CkptReader *r, const char *name, char *err, size_t errlen) {
+    for (int i = 0; i < r->nfiles; i++) if (!strcmp(r->files[i].name, name)) return i;
+    char path[1300];
+    snprintf(path, sizeof path, "%s/%s", r->dir, name);
+    if (!name[0] || name[0] == '.' || strchr(name, '/') || strlen(name) >= sizeof r->files[0].name) {
+        snprintf(err, errlen, "%s: a checkpoint file must be a plain file name of its folder", path);
+        return -1;
+    }
+    RFile *nf = realloc(r->files, (size_t)(r->nfiles + 1) * sizeof *nf);
+    if (!nf) { snprintf(err, errlen, "%s: out of memory", path); return -1; }
+    r->files = nf;
+    RFile *f = &r->files[r->nfiles];
+    memset(f, 0, sizeof *f);
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->fd = open(path, O_RDONLY);
+    if (f->fd < 0) { snprintf(err, errlen, "%s: missing or unreadable: %s", path, strerror(errno)); return -1; }
+    r->nfiles++;   // from here on closed by ckpt_reader_close
+    struct stat sb;
+    unsigned char len8[8];
+    if (fstat(f->fd, &sb) != 0 || pread(f->fd, len8, 8, 0) != 8) {
+        snprintf(err, errlen, "%s: truncated: no safetensors header", path);
+        return -1;
+    }
+    f->size = (int64_t)sb.st_size;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
+    if (hlen == 0 || hlen > 100000000ULL || (int64_t)hlen > f->size - 8) {
+        snprintf(err, errlen, "%s: not a safetensors file or truncated (header length %llu, file %lld bytes)", path,
+                 (unsigned long long)hlen, (long long)f->size);
+        return -1;
+    }
+    char *text = malloc((size_t)hlen);
+    if (!text) { snprintf(err, errlen, "%s: out of memory", path); return -1; }
+    if (pread(f->fd, text, (size_t)hlen, 8) != (ssize_t)hlen) { free(text); snprintf(err, errlen, "%s: truncated header", path); return -1; }
+    char jerr[200];
+    f->hdr = json_parse(text, (size_t)hlen, jerr, sizeof jerr);
+    free(text);
+    if (!f->hdr || f->hdr->type != JSON_OBJECT) { snprintf(err, errlen, "%s: damaged safetensors header (%s)", path, f->hdr ? "not an object" : jerr); return -1; }
+    f->data_start = 8 + (int64_t)hlen;
+    return r->nfiles - 1;
+}
+
+static int add_tensor(CkptReader *r, const char *name, int slot, int64_t rows, int64_t cols) {
+    if (r->nt == r->tcap) {
+        int cap = r->tcap ? 2 * r->tcap : 64;
+        RTensor *t = realloc(r->t, (size_t)cap * sizeof *t);
+        if (!t) return -1;
+        r->t = t; r->tcap = cap;
+    }
+    RTensor *t = &r->t[r->nt++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->slot = slot; t->rows = rows; t->cols = cols; t->first = r->ns; t->nslices = 0;
+    return 0;
+}
+
+/* Add a slice [r0,r1) x [c0,c1) of the newest tensor, found as `key` in file fi: checked to be F32 of
+ * the slice's shape, inside the file and inside the tensor. 0, or 2 with a message naming the file. */
+static int add_slice(CkptReader *r, int fi, const char *key, int64_t r0, int64_t r1, int64_t c0, int64_t c1, char *err, size_t errlen) {
+    RTensor *t = &r->t[r->nt - 1];
+    const RFile *f = &r->files[fi];
+    char path[1300];
+    snprintf(path, sizeof path, "%s/%s", r->dir, f->name);
+    if (r0 < 0 || c0 < 0 || r1 <= r0 || c1 <= c0 || r1 > t->rows || c1 > t->cols) {
+        snprintf(err, errlen, "%s/%s: tensor %s: the slice rows [%lld, %lld) cols [%lld, %lld) of %s does not fit the tensor's "
+                 "%lldx%lld", r->dir, CKPT_INDEX, t->name, (long long)r0, (long long)r1, (long long)c0, (long long)c1, path,
+                 (long long)t->rows, (long long)t->cols);
+        return 2;
+    }
+    const Json *e = json_get(f->hdr, key);
+    const Json *dt = e ? json_get(e, "dtype") : NULL, *shape = e ? json_get(e, "shape") : NULL, *off = e ? json_get(e, "data_offsets") : NULL;
+    if (!e) { snprintf(err, errlen, "%s: has no tensor '%s' (named by %s/%s): the checkpoint is damaged", path, key, r->dir, CKPT_INDEX); return 2; }
+    int64_t nr = r1 - r0, nc = c1 - c0;
+    int shape_ok = shape && shape->type == JSON_ARRAY &&
+                   ((shape->n == 2 && shape->items[0].num == (double)nr && shape->items[1].num == (double)nc) ||
+                    (shape->n == 1 && nr == 1 && shape->items[0].num == (double)nc));
+    if (!dt || dt->type != JSON_STRING || strcmp(dt->str, "F32") || !shape_ok || !off || off->type != JSON_ARRAY || off->n != 2) {
+        snprintf(err, errlen, "%s: tensor '%s' is not F32 of shape [%lld, %lld] as %s/%s says: the slice does not fit", path, key,
+                 (long long)nr, (long long)nc, r->dir, CKPT_INDEX);
+        return 2;
+    }
+    double b = off->items[0].num, en = off->items[1].num;
+    if (!(b >= 0) || en - b != (double)(nr * nc * 4) || f->data_start + (int64_t)en > f->size || b != (double)(int64_t)b) {
+        snprintf(err, errlen, "%s: tensor '%s': its bytes [%.0f, %.0f) do not fit the file (%lld bytes of data) or its shape: "
+                 "truncated or damaged", path, key, b, en, (long long)(f->size - f->data_start));
+        return 2;
+    }
+    if (r->ns == r->scap) {
+        int cap = r->scap ? 2 * r->scap : 256;
+        RSlice *s = realloc(r->s, (size_t)cap * sizeof *s);
+        if (!s) { snprintf(err, errlen, "out of memory"); return 2; }
+        r->s = s; r->scap = cap;
+    }
+    r->s[r->ns++] = (RSlice){fi, r0, r1, c0, c1, f->data_start + (int64_t)b};
+    t->nslices++;
+    r->bytes_total += nr * nc * 4;
+    return 0;
+}
+
+/* The slices of tensor t cover it exactly once: their areas add up and no two overlap. */
+static int check_cover(const CkptReader *r, const RTensor *t, char *err, size_t errlen) {
+    int64_t area = 0;
+    for (int i = 0; i < t->nslices; i++) {
+        const RSlice *a = &r->s[t->first + i];
+        area += (a->r1 - a->r0) * (a->c1 - a->c0);
+        for (int j = 0; j < i; j++) {
+            const RSlice *b = &r->s[t->first + j];
+            if (a->r0 < b->r1 && b->r0 < a->r1 && a->c0 < b->c1 && b->c0 < a->c1) {
+                snprintf(err, errlen, "%s/%s: tensor %s: slices in %s and %s overlap", r->dir, CKPT_INDEX, t->name,
+                         r->files[a->file].name, r->files[b->file].name);
+                return 2;
+            }
+        }
+    }
+    if (area != t->rows * t->cols) {
+        snprintf(err, errlen, "%s/%s: tensor %s: its slices hold %lld of its %lld elements: the index is damaged", r->dir,
+                 CKPT_INDEX, t->name, (long long)area, (long long)(t->rows * t->cols));
+        return 2;
+    }
+    return 0;
+}
+
+static int json_int(const Json *v, int64_t *out) {
+    if (!v || v->type != JSON_NUMBER || v->num != (double)(int64_t)v->num || v->num < 0) return 0;
+    *out = (int64_t)v->num;
+    return 1;
+}
+
+static int open_sharded(CkptReader *r, char *err, size_t errlen) {
+    char path[1300];
+    snprintf(path, sizeof path, "%s/%s", r->dir, CKPT_INDEX);
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errlen, "%s: missing: %s (state.json says the checkpoint is sharded)", path, strerror(errno)); return 2; }
+    char *text = NULL;
+    size_t len = 0, cap = 0, got;
+    char chunk[65536];
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (len + got > cap) {
+            cap = 2 * (len + got);
+            char *nt = realloc(text, cap);
+            if (!nt) { free(text); fclose(f); snprintf(err, errlen, "%s: out of memory", path); return 2; }
+            text = nt;
+        }
+        memcpy(text + len, chunk, got);
+        len += got;
+    }
+    fclose(f);
+    char jerr[200];
+    Json *root = json_parse(text ? text : "", len, jerr, sizeof jerr);
+    free(text);
+    if (!root) { snprintf(err, errlen, "%s: damaged or truncated (%s)", path, jerr); return 2; }
+    const Json *fmt = json_get(root, "format"), *tensors = json_get(root, "tensors");
+    if (!fmt || fmt->type != JSON_STRING || strcmp(fmt->str, CKPT_INDEX_FORMAT) || !tensors || tensors->type != JSON_OBJECT) {
+        snprintf(err, errlen, "%s: not a checkpoint index (needs \"format\": \"%s\" and \"tensors\")", path, CKPT_INDEX_FORMAT);
+        json_free(root); return 2;
+    }
+    int rc = 0;
+    for (int i = 0; !rc && i < tensors->n; i++) {
+        const char *name = tensors->keys[i];
+        const Json *e = &tensors->items[i], *kind = json_get(e, "kind"), *shape = json_get(e, "shape"), *sl = json_get(e, "slices");
+        int64_t rows, cols;
+        int slot = !kind || kind->type != JSON_STRING ? -1 : !strcmp(kind->str, "param") ? 0 : !strcmp(kind->str, "adam_m") ? 1
+                 : !strcmp(kind->str, "adam_v") ? 2 : -1;
+        if (slot < 0 || !shape || shape->type != JSON_ARRAY || shape->n != 2 || !json_int(&shape->items[0], &rows) ||
+            !json_int(&shape->items[1], &cols) || !sl || sl->type != JSON_ARRAY) {
+            snprintf(err, errlen, "%s: tensor %s: needs kind (param, adam_m, adam_v), shape [rows, cols] and slices", path, name);
+            rc = 2; break;
+        }
+        if (add_tensor(r, name, slot, rows, cols)) { snprintf(err, errlen, "out of memory"); rc = 2; break; }
+        for (int k = 0; !rc && k < sl->n; k++) {
+            const Json *s = &sl->items[k], *file = json_get(s, "file"), *key = json_get(s, "key"), *rr = json_get(s, "rows"),
+                       *cc = json_get(s, "cols");
+            int64_t r0, r1, c0, c1;
+            if (!file || file->type != JSON_STRING || !key || key->type != JSON_STRING || !rr || rr->type != JSON_ARRAY ||
+                rr->n != 2 || !cc || cc->type != JSON_ARRAY || cc->n != 2 || !json_int(&rr->items[0], &r0) ||
+                !json_int(&rr->items[1], &r1) || !json_int(&cc->items[0], &c0) || !json_int(&cc->items[1], &c1)) {
+                snprintf(err, errlen, "%s: tensor %s: slice %d needs file, key, rows [a, b] and cols [a, b]", path, name, k);
+                rc = 2; break;
+            }
+            int fi = reader_file(r, file->str, err, errlen);
+            if (fi < 0) { rc = 2; break; }
+            rc = add_slice(r, fi, key->str, r0, r1, c0, c1, err, errlen);
+        }
+        if (!rc) rc = check_cover(r, &r->t[r->nt - 1], err, errlen);
+    }
+    json_free(root);
+    return rc;
+}
+
+/* A full checkpoint: each tensor of model.safetensors and optimizer.safetensors is one slice. */
+static int open_full(CkptReader *r, char *err, size_t errlen) {
+    const char *names[2] = {"model.safetensors", "optimizer.safetensors"};
+    for (int k = 0; k < 2; k++) {
+        int fi = reader_file(r, names[k], err, errlen);
+        if (fi < 0) return 2;
+        const Json *h = r->files[fi].hdr;
+        for (int i = 0; i < h->n; i++) {
+            const char *name = h->keys[i];
+            if (!strcmp(name, "__metadata__")) continue;
+            const Json *shape = json_get(&h->items[i], "shape");
+            int64_t rows = 1, cols = 0;
+            int ok = shape && shape->type == JSON_ARRAY && ((shape->n == 2 && json_int(&shape->items[0], &rows) &&
+                     json_int(&shape->items[1], &cols)) || (shape->n == 1 && json_int(&shape->items[0], &cols)));
+            int slot = k == 0 ? 0 : !strncmp(name, "m.", 2) ? 1 : !strncmp(name, "v.", 2) ? 2 : -1;
+            if (!ok || slot < 0) {
+                snprintf(err, errlen, "%s/%s: tensor '%s' is not a 1-D or 2-D %s", r->dir, names[k], name,
+                         k ? "AdamW moment (m.NAME or v.NAME)" : "parameter");
+                return 2;
+            }
+            if (add_tensor(r, name, slot, rows, cols)) { snprintf(err, errlen, "out of memory"); return 2; }
+            int rc = add_slice(r, fi, name, 0, rows, 0, cols, err, errlen);
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
+int ckpt_reader_open(const char *dir, const StEntry *canons, int n, CkptReader **out, char *err, size_t errlen) {
+    *out = NULL;
+    CkptReader *r = calloc(1, sizeof *r);
+    if (!r) { snprintf(err, errlen, "out of memory"); return 2; }
+    snprintf(r->dir, sizeof r->dir, "%s", dir);
+    char probe[1200];
+    snprintf(probe, sizeof probe, "%s/%s", dir, CKPT_INDEX);
+    r->sharded = access(probe, F_OK) == 0;
+    int rc = r->sharded ? open_sharded(r, err, errlen) : open_full(r, err, errlen);
+    for (int c = 0; !rc && c < n; c++)
+        for (int slot = 0; slot < 3 && !rc; slot++) {
+            int i = ckpt_reader_find(r, canons[c].name, slot);
+            const char *file = r->sharded ? CKPT_INDEX : slot ? "optimizer.safetensors" : "model.safetensors";
+            if (i < 0) {
+                snprintf(err, errlen, "%s/%s: tensor '%s%s' is missing: a checkpoint of another model?", dir, file,
+                         slot_prefix(slot), canons[c].name);
+                rc = 2;
+            } else if (r->t[i].rows != canons[c].rows || r->t[i].cols != canons[c].cols) {
+                snprintf(err, errlen, "%s/%s: tensor '%s' has another shape (%lldx%lld) than the model's %lldx%lld: a checkpoint of "
+                         "another model?", dir, file, r->t[i].name, (long long)r->t[i].rows, (long long)r->t[i].cols,
+                         (long long)canons[c].rows, (long long)canons[c].cols);
+                rc = 2;
+            }
+        }
+    if (rc) { ckpt_reader_close(r); return rc; }
+    *out = r;
+    return 0;
+}
+
+static int pread_all(int fd, void *buf, size_t n, int64_t off) {
+    char *p = buf;
+    while (n > 0) {
+        ssize_t got = pread(fd, p, n, (off_t)off);
+        if (got <= 0) { if (got < 0 && errno == EINTR) continue; if (got == 0) errno = EIO; return -1; }
+        p += got; n -= (size_t)got; off += got;
+    }
+    return 0;
+}
+
+int ckpt_reader_read(CkptReader *r, int i, const CkptRegion *need, int nneed, float *out, char *err, size_t errlen) {
+    if (i < 0 || i >= r->nt) { snprintf(err, errlen, "ckpt_reader_read: no tensor %d", i); return 2; }
+    const RTensor *t = &r->t[i];
+    CkptRegion all = {0, t->rows, 0, t->cols};
+    if (!need) { need = &all; nneed = 1; }
+    for (int k = 0; k < t->nslices; k++) {
+        const RSlice *s = &r->s[t->first + k];
+        const RFile *f = &r->files[s->file];
+        int64_t sc = s->c1 - s->c0;
+        for (int j = 0; j < nneed; j++) {
+            int64_t a = need[j].r0 > s->r0 ? need[j].r0 : s->r0, b = need[j].r1 < s->r1 ? need[j].r1 : s->r1;
+            int64_t c = need[j].c0 > s->c0 ? need[j].c0 : s->c0, d = need[j].c1 < s->c1 ? need[j].c1 : s->c1;
+            if (a >= b || c >= d) continue;
+            int rc = 0;
+            if (c == s->c0 && d == s->c1 && s->c0 == 0 && s->c1 == t->cols)   // whole rows on both sides: one read
+                rc = pread_all(f->fd, out + a * t->cols, (size_t)((b - a) * sc) * sizeof(float), s->off + (a - s->r0) * sc * 4);
+            else
+                for (int64_t row = a; row < b && !rc; row++)
+                    rc = pread_all(f->fd, out + row * t->cols + c, (size_t)(d - c) * sizeof(float),
+                                   s->off + ((row - s->r0) * sc + (c - s->c0)) * 4);
+            if (rc) { snprintf(err, errlen, "%s/%s: read failed: %s", r->dir, f->name, strerror(errno)); return 2; }
+            r->bytes_read += (b - a) * (d - c) * 4;
+        }
+    }
+    return 0;
+}
+
+/* A sharded folder's index: it opens (files, keys, slices, cover) and names only files that
+ * state.json records (so the checksums cover everything a resume reads). */
+static int verify_index(const char *dir, const CkptState *st, char *err, size_t errlen) {
+    CkptReader *r;
+    if (ckpt_reader_open(dir, NULL, 0, &r, err, errlen)) return CKPT_DAMAGED;
+    int rc = CKPT_VERIFIED;
+    for (int i = 0; rc == CKPT_VERIFIED && i < r->nfiles; i++) {
+        int recorded = 0;
+        for (int k = 0; k < st->nfiles; k++) recorded |= !strcmp(st->files[k].name, r->files[i].name);
+        if (!recorded) {
+            snprintf(err, errlen, "%s/%s: names %s, which state.json does not record: the index is damaged", dir, CKPT_INDEX,
+                     r->files[i].name);
+            rc = CKPT_DAMAGED;
+        }
+    }
+    ckpt_reader_close(r);
+    return rc;
 }

@@ -4,14 +4,17 @@
  * fingerprint of the canon names and shapes, tp, losses, and "files": a map from each file of the
  * folder to its size and CRC-32C). Saving is atomic: a temporary folder, fsync of every file and of
  * the folders, then a rename. Verification recomputes every recorded file's CRC-32C; retention
- * (--keep) removes the oldest complete folders. This file knows nothing of the Engine: the caller
- * supplies the tensors through a fill callback (runtime/train.c does that). */
+ * (--keep) removes the oldest complete folders. A sharded folder (ckpt_save_sharded, below) holds
+ * one file per rank of the slices it owns plus index.json instead of the two tensor files;
+ * ckpt_reader reads either (docs/checkpoints.md). This file knows nothing of the Engine: the caller
+ * supplies the tensors through fill callbacks (runtime/train.c does that). */
 #ifndef BOOST_CHECKPOINT_H
 #define BOOST_CHECKPOINT_H
 
 #include <stdint.h>
 #include <stddef.h>
 #include "runtime/safetensors.h"   // defines: StEntry, StFile
+#include "runtime/plan.h"          // defines: Plan (sharded checkpoints: who owns which slice)
 
 #define CKPT_FORMAT "boost-checkpoint"
 #define CKPT_VERSION 1
@@ -36,6 +39,7 @@ typedef struct {
     float *val_losses; int64_t *val_steps; int nval;   /* validation losses and their steps */
     int64_t skipped;          /* updates skipped in steps 1..step (non-finite loss or gradient norm) */
     CkptFile *files; int nfiles;   /* read: the "files" record (none in folders saved before it existed) */
+    int sharded;              /* "storage": "sharded" (rank files + index.json) or "full" (absent: full) */
 } CkptState;
 
 /* What gets saved: slot 0 = parameters, 1 = AdamW m, 2 = AdamW v, of canon i. */
@@ -67,7 +71,8 @@ int ckpt_list(const char *outdir, int64_t **steps);
 
 enum { CKPT_VERIFIED = 0, CKPT_DAMAGED = 2, CKPT_UNCHECKED = 3 };
 /* Check a step folder: state.json readable and every file its "files" record names present with
- * the recorded size and CRC-32C (read in full). CKPT_VERIFIED; CKPT_UNCHECKED (state.json has no
+ * the recorded size and CRC-32C (read in full); a sharded folder's index.json names only recorded
+ * files, and its slices fit them and cover every tensor (ckpt_reader_open). CKPT_VERIFIED; CKPT_UNCHECKED (state.json has no
  * "files" record: saved before checksums existed; the tensor files are present); or CKPT_DAMAGED
  * with "DIR/FILE: what is wrong" in err. */
 int ckpt_verify(const char *dir, char *err, size_t errlen);
@@ -104,5 +109,79 @@ int ckpt_open_tensors(const char *dir, const StEntry *canons, int n, StFile *mod
 
 /* Remove a folder and everything in it (used for temporary folders). */
 int ckpt_remove_tree(const char *path);
+
+/* ---- sharded checkpoints ----
+ * A sharded step folder holds rank-RRRRR.safetensors (one per grid rank that owns something: its tp
+ * blocks of every parameter, written by dp rank 0's tp group; with zero=1 each dp rank's shard of the
+ * AdamW moments; blocks every tp rank holds (rep=1) by tp rank 0 only), index.json (every tensor ->
+ * its slices: file, key in that file, rows and cols of the canonical tensor) and state.json with
+ * "storage": "sharded" and the CRC-32C of every file. Tensors in a rank file are named
+ * "NAME[r0:r1,c0:c1]" ("m.NAME[..]", "v.NAME[..]" for the moments), shape [r1-r0, c1-c0], F32. */
+#define CKPT_INDEX "index.json"
+#define CKPT_INDEX_FORMAT "boost-checkpoint-index"
+
+typedef struct {
+    int canon, slot;          /* slot 0 parameters, 1 AdamW m, 2 AdamW v */
+    int64_t r0, r1, c0, c1;   /* the block [r0, r1) x [c0, c1) of the canonical tensor */
+    int rank;                 /* the grid rank that writes it */
+    int param;                /* that rank's local param (index into Plan.params) holding the block */
+    int64_t lr, lc;           /* the block's first row and column in that local param */
+} CkptSlice;
+
+/* The slices each grid rank of plan p owns (see above); every element of every canon and moment is
+ * in exactly one slice. *out is malloc'ed (free it). Returns the count, -1 when out of memory. */
+int ckpt_plan_slices(const Plan *p, CkptSlice **out);
+
+/* Fill a slice's (r1-r0)*(c1-c0) floats, row-major; 0, or non-zero to abort (2: not finite). */
+typedef int (*CkptSliceFn)(void *ctx, const CkptSlice *s, float *out);
+/* Sum n doubles over the processes of the run, every process getting the sum (a barrier). 0 or -1. */
+typedef int (*CkptSumFn)(void *ctx, double *vals, int n);
+
+typedef struct {
+    const CkptSlice *slices; int nslices;   /* ckpt_plan_slices: all ranks' (the index lists them all) */
+    int world;                /* grid ranks */
+    int first, count;         /* the grid ranks whose files this process writes */
+    int nprocs, proc;         /* processes of the run, this one's index (0 writes the index and publishes) */
+    int dp, tp, zero;         /* recorded in index.json */
+    CkptSliceFn fill;
+    CkptSumFn sum;            /* needed when nprocs > 1 */
+    void *ctx;
+    int64_t *rank_bytes;      /* optional out [world]: bytes of each rank's file (0: it owns nothing) */
+} CkptShards;
+
+/* Save step st->step as a sharded folder: each process writes its ranks' files into the temporary
+ * folder OUTDIR/.step-NNNNNN.tmp-PID (PID of process 0, handed to the others by sh->sum), then a
+ * barrier that also brings every file's size and CRC-32C to process 0, which writes index.json and
+ * state.json and publishes with one rename; a last barrier tells every process the outcome. A
+ * failure anywhere removes the temporary folder; earlier checkpoints are untouched. BOOST_TEST_CKPT_
+ * SLEEP_MS=N (tests) sleeps N ms after each rank file, so a test can kill a save part way. 0 or 1. */
+int ckpt_save_sharded(const char *outdir, const CkptState *st, const StEntry *canons, int n, const CkptShards *sh,
+                      char *saved_dir, size_t saved_len, char *err, size_t errlen);
+
+/* Reading canonical tensors from a step folder of either storage. Tensors are params (slot 0) and
+ * AdamW moments (slot 1 "m.NAME", 2 "v.NAME"); reads go straight to the bytes needed (pread), so a
+ * rank resuming a sharded checkpoint reads only the slices overlapping what it holds. */
+typedef struct CkptReader CkptReader;
+typedef struct { int64_t r0, r1, c0, c1; } CkptRegion;
+
+/* Open DIR's tensors: full (model.safetensors, optimizer.safetensors) or sharded (index.json; every
+ * file it names opened and its header checked: each slice's key present, F32, of the slice's shape,
+ * inside the file; the slices of a tensor cover it exactly once). With canons (n of them), every
+ * canon and both its moments must be there with the canon's shape. 0, or 2 with a message naming the
+ * file at fault. */
+int ckpt_reader_open(const char *dir, const StEntry *canons, int n, CkptReader **out, char *err, size_t errlen);
+void ckpt_reader_close(CkptReader *r);
+int ckpt_reader_sharded(const CkptReader *r);
+int ckpt_reader_count(const CkptReader *r);
+/* Tensor i's name (as in a full checkpoint: "NAME", "m.NAME", "v.NAME"), slot and shape. */
+const char *ckpt_reader_tensor(const CkptReader *r, int i, int *slot, int64_t *rows, int64_t *cols);
+/* Index of the tensor of canon `name` in `slot`, -1 when absent. */
+int ckpt_reader_find(const CkptReader *r, const char *name, int slot);
+/* Read tensor i into out (rows*cols floats, row-major): only the elements inside the nneed regions
+ * (need NULL: all of it); the other elements of out are left as they are. 0, or 2 with a message. */
+int ckpt_reader_read(CkptReader *r, int i, const CkptRegion *need, int nneed, float *out, char *err, size_t errlen);
+/* Tensor bytes read so far, and the tensor bytes the folder holds. */
+int64_t ckpt_reader_bytes_read(const CkptReader *r);
+int64_t ckpt_reader_bytes_total(const CkptReader *r);
 
 #endif

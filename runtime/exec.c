@@ -936,3 +936,31 @@ int engine_read_tensor(Engine *e, int rank, const char *name, float *host, char 
     ReadArg a = {rank, t, host};
     return run_all(e, job_read, &a, err, errlen);
 }
+
+typedef struct { int target, param, slot; float *host; } LocalArg;
+
+static int job_local(Engine *e, int rank, void *argp) {
+    LocalArg *a = argp;
+    if (rank != a->target) return 0;
+    if (slot_io(e, rank, a->param, a->slot, a->host, 0))
+        return rank_error(e, rank, "reading %s failed: %s", e->p->params[a->param].name, backend_msg(e, rank));
+    return 0;
+}
+
+int engine_read_local(Engine *e, int rank, int param, int slot, float *host, char *err, size_t errlen) {
+    if (param < 0 || param >= e->p->nparams || slot < SLOT_PARAM || slot > SLOT_GRAD) {
+        snprintf(err, errlen, "engine_read_local: param %d slot %d out of range", param, slot);
+        return -1;
+    }
+    if (rank < e->lead || rank >= e->lead + e->nthreads) {
+        snprintf(err, errlen, "rank %d is not held by this process (it holds %d..%d)", rank, e->lead, e->lead + e->nthreads - 1);
+        return -1;
+    }
+    LocalArg a = {rank, param, slot, host};
+    return run_all(e, job_local, &a, err, errlen);
+}
+
+int engine_world_sum(Engine *e, double *vals, int64_t n) {
+    if (!e->world) return 0;
+    return e->be->world_allreduce_host(e->ranks[e->lead], vals, n, 1);
+}

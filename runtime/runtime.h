@@ -49,6 +49,15 @@ int engine_set_canon(Engine *e, int canon, int slot, const float *full);
  * Activation buffers hold what the last pass left there (the arena reuses memory). */
 int engine_read_tensor(Engine *e, int rank, const char *name, float *host, char *err, size_t errlen);
 
+/* One rank's local param `param` (index into Plan.params) as that rank holds it, rows*cols floats:
+ * slot SLOT_PARAM, SLOT_ADAM_M, SLOT_ADAM_V or SLOT_GRAD (zero=1 moments: the rank's dp shard
+ * (zero_shard over the local param's elements), zeros elsewhere). Only ranks of this process. For
+ * sharded checkpoints: each rank writes what it holds, nothing is gathered. */
+int engine_read_local(Engine *e, int rank, int param, int slot, float *host, char *err, size_t errlen);
+/* Multi-process mode: sum n doubles over the processes, every process gets the sum (a barrier too);
+ * one process (threads): nothing to do. 0 or -1. */
+int engine_world_sum(Engine *e, double *vals, int64_t n);
+
 /* Collective bytes moved by one forward+backward, per rank (sum of allreduce/allgather payloads:
  * an allreduce counts elems * dtype size, an allgather its gathered rows x (tp*cols) * dtype size). */
 int64_t engine_collective_bytes(const Engine *e);

@@ -1,5 +1,6 @@
 /* train.c: the training loop. From a loaded plan: load and split the data, create the Engine,
- * initialise or resume from a checkpoint (any tp: tensors travel as full canonical tensors), then
+ * initialise or resume from a checkpoint (any tp: canonical tensors built from the checkpoint's
+ * full tensors or slices), then
  * per step grad_accum micro-batches, one AdamW step, validation every eval_every steps and at the
  * end, checkpoints every save_every steps and at the end (then --keep's retention). A step whose
  * loss or gradient norm is NaN/inf is skipped (no update; counted, logged); max_bad_steps of them in
@@ -8,7 +9,9 @@
  * the step under way with a checkpoint (exit 130/143). Multi-process mode (one process per rank,
  * runtime/world.h): every rank of a tp group reads the same data, each process only its own dp
  * rank's slice of each global micro-batch (runtime/data.h), and takes part in every gather; only
- * rank 0 writes checkpoints (cli/train.c keeps the other ranks' output quiet). */
+ * rank 0 writes full checkpoints (cli/train.c keeps the other ranks' output quiet), while in a
+ * sharded one (--ckpt-format sharded, the default with several processes) every rank writes its own
+ * slices and rank 0 the index and the publishing rename (runtime/checkpoint.h). */
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -44,6 +47,9 @@ typedef struct {
     int good_step;            /* its step, or -1 */
     int follower;             /* multi-process mode, rank > 0: gathers for rank 0's checkpoints, writes nothing */
     int my_dp;                /* multi-process mode: the one dp rank whose data this process reads; -1: all of them */
+    int nprocs, proc;         /* processes of the run (1: ranks are threads) and this one's rank */
+    CkptSlice *slices; int nslices;   /* sharded checkpoints: who writes which slice (ckpt_plan_slices) */
+    float *local[3]; int local_rank[3], local_param[3];   /* per slot: the rank's local param last read (during a save) */
 } Trainer;
 
 static double now_s(void) {
@@ -135,8 +141,50 @@ static int follow_checkpoint(Trainer *t) {
     return 0;
 }
 
+/* Sharded checkpoints: the slice's block out of the local param of its rank (read once per rank,
+ * param and slot). Parameters are checked to be finite (2 when not). */
+static int fill_slice(void *ctx, const CkptSlice *s, float *out) {
+    Trainer *t = ctx;
+    static const int slots[3] = {SLOT_PARAM, SLOT_ADAM_M, SLOT_ADAM_V};
+    const PlanParam *pp = &t->plan->params[s->param];
+    float *local = t->local[s->slot];
+    if (!local) {
+        int64_t most = 1;
+        for (int q = 0; q < t->plan->nparams; q++)
+            if (t->plan->params[q].rows * t->plan->params[q].cols > most) most = t->plan->params[q].rows * t->plan->params[q].cols;
+        local = t->local[s->slot] = malloc((size_t)most * sizeof(float));
+        if (!local) return 1;
+        t->local_rank[s->slot] = -1;
+    }
+    if (t->local_rank[s->slot] != s->rank || t->local_param[s->slot] != s->param) {
+        char err[1024];
+        t->local_rank[s->slot] = -1;
+        if (engine_read_local(t->e, s->rank, s->param, slots[s->slot], local, err, sizeof err)) {
+            fprintf(stderr, "boost train: %s\n", err);
+            return 1;
+        }
+        t->local_rank[s->slot] = s->rank;
+        t->local_param[s->slot] = s->param;
+    }
+    int64_t nr = s->r1 - s->r0, nc = s->c1 - s->c0;
+    for (int64_t i = 0; i < nr; i++) {
+        const float *src = local + (s->lr + i) * pp->cols + s->lc;
+        memcpy(out + i * nc, src, (size_t)nc * sizeof(float));
+        for (int64_t j = 0; s->slot == 0 && j < nc; j++)
+            if (!isfinite(src[j])) { t->bad_canon = s->canon; return 2; }
+    }
+    return 0;
+}
+
+static int world_sum(void *ctx, double *vals, int n) {
+    Trainer *t = ctx;
+    return engine_world_sum(t->e, vals, n);
+}
+
+static int use_sharded(const Trainer *t) { return t->opt->ckpt_format == 2 || (t->opt->ckpt_format == 0 && t->nprocs > 1); }
+
 static int save_checkpoint(Trainer *t, TrainLog *lg) {
-    if (t->follower) return follow_checkpoint(t);
+    if (t->follower && !use_sharded(t)) return follow_checkpoint(t);
     CkptState st = {0};
     const Plan *p = t->plan;
     st.step = t->step;
@@ -159,7 +207,33 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
     char err[4096], saved[1200];
     t->bad_canon = -1;
     double t0 = now_s();
-    if (ckpt_save(t->opt->outdir, &st, t->canons, t->ncanons, fill_from_engine, t, saved, sizeof saved, err, sizeof err)) {
+    char shard_note[600] = "";
+    if (use_sharded(t)) {
+        if (!t->slices && (t->nslices = ckpt_plan_slices(p, &t->slices)) < 0) return fail(1, "out of memory planning the checkpoint");
+        int world = p->dp * p->tp;
+        int64_t *bytes = calloc((size_t)world, sizeof *bytes);
+        if (!bytes) return fail(1, "out of memory");
+        CkptShards sh = {t->slices, t->nslices, world, t->nprocs > 1 ? t->proc : 0, t->nprocs > 1 ? 1 : world, t->nprocs,
+                         t->proc, p->dp, p->tp, p->zero && p->dp > 1, fill_slice, world_sum, t, bytes};
+        int rc = ckpt_save_sharded(t->opt->outdir, &st, t->canons, t->ncanons, &sh, saved, sizeof saved, err, sizeof err);
+        if (!rc) {   // what each rank wrote (this process's ranks)
+            size_t used = (size_t)snprintf(shard_note, sizeof shard_note, "; sharded, bytes per rank:");
+            for (int g = sh.first; g < sh.first + sh.count && used < sizeof shard_note - 40; g++)
+                used += (size_t)snprintf(shard_note + used, sizeof shard_note - used, " %d:%lld", g, (long long)bytes[g]);
+        }
+        free(bytes);
+        for (int k = 0; k < 3; k++) { free(t->local[k]); t->local[k] = NULL; }   // not held between saves
+        if (rc) {
+            if (t->bad_canon >= 0)
+                return fail(1, "%s: not saved: parameter %s holds NaN or inf values (the training diverged); earlier "
+                            "checkpoints are untouched", saved, t->canons[t->bad_canon].name);
+            return fail(1, "%s", err);
+        }
+        if (t->follower) {   // rank 0 keeps the records and the retention
+            if (getenv("BOOST_VERBOSE")) fprintf(stderr, "boost train: rank %d wrote its part of %s%s\n", t->proc, saved, shard_note);
+            return 0;
+        }
+    } else if (ckpt_save(t->opt->outdir, &st, t->canons, t->ncanons, fill_from_engine, t, saved, sizeof saved, err, sizeof err)) {
         if (t->bad_canon >= 0)
             return fail(1, "%s: not saved: parameter %s holds NaN or inf values (the training diverged); earlier "
                         "checkpoints are untouched", saved, t->canons[t->bad_canon].name);
@@ -167,7 +241,7 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
     }
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", saved);
     t->last_step = t->step;
-    if (!t->opt->quiet) trainlog_note(lg, "saved %s (%.2fs)", saved, now_s() - t0);
+    if (!t->opt->quiet || getenv("BOOST_VERBOSE")) trainlog_note(lg, "saved %s (%.2fs%s)", saved, now_s() - t0, shard_note);
     if (t->opt->keep > 0) {
         char removed[2048];
         // the last good checkpoint stays even when it is not among the newest keep
@@ -211,26 +285,37 @@ static int resume_from(Trainer *t, const char *arg) {
         ckpt_state_free(&st);
         return rc;
     }
-    StFile model, optim;
-    if (ckpt_open_tensors(dir, t->canons, t->ncanons, &model, &optim, err, sizeof err)) {
+    CkptReader *rd;
+    if (ckpt_reader_open(dir, t->canons, t->ncanons, &rd, err, sizeof err)) {
         ckpt_state_free(&st);
         return fail(2, "%s", err);
     }
-    char name[160];
-    const char *prefix[3] = {"", "m.", "v."};
+    /* One process per rank: only the blocks this process's rank holds are read (the rest of the
+     * canonical tensor stays zero; engine_set_canon takes this rank's blocks only). Threads: all. */
+    const Plan *p = t->plan;
+    CkptRegion *need = t->nprocs > 1 ? malloc((size_t)(p->nparts + 1) * sizeof *need) : NULL;
+    if (t->nprocs > 1 && !need) { ckpt_reader_close(rd); ckpt_state_free(&st); return fail(1, "out of memory"); }
     const int slots[3] = {SLOT_PARAM, SLOT_ADAM_M, SLOT_ADAM_V};
-    for (int c = 0; c < t->ncanons; c++)
+    for (int c = 0; c < t->ncanons; c++) {
+        int nneed = 0, tr = t->proc % p->tp;
+        for (int k = 0; need && k < p->nparts; k++)
+            if (p->parts[k].canon == c)
+                need[nneed++] = (CkptRegion){rank_int(p->parts[k].r0, tr), rank_int(p->parts[k].r1, tr),
+                                             rank_int(p->parts[k].c0, tr), rank_int(p->parts[k].c1, tr)};
         for (int s = 0; s < 3; s++) {
-            snprintf(name, sizeof name, "%s%s", prefix[s], t->canons[c].name);
-            const StFile *f = s ? &optim : &model;
-            st_read_f32(f, st_find(f, name), t->buf);
+            if (need) memset(t->buf, 0, (size_t)(t->canons[c].rows * t->canons[c].cols) * sizeof(float));
+            int rc = ckpt_reader_read(rd, ckpt_reader_find(rd, t->canons[c].name, s), need, nneed, t->buf, err, sizeof err);
+            if (rc) { free(need); ckpt_reader_close(rd); ckpt_state_free(&st); return fail(2, "%s", err); }
             if (engine_set_canon(t->e, c, slots[s], t->buf) != 0) {
-                st_close(&model); st_close(&optim); ckpt_state_free(&st);
-                return fail(1, "%s: the engine refused tensor %s", dir, name);
+                free(need); ckpt_reader_close(rd); ckpt_state_free(&st);
+                return fail(1, "%s: the engine refused tensor %s%s", dir, s == 1 ? "m." : s == 2 ? "v." : "", t->canons[c].name);
             }
         }
-    st_close(&model);
-    st_close(&optim);
+    }
+    free(need);
+    int64_t bytes_read = ckpt_reader_bytes_read(rd), bytes_total = ckpt_reader_bytes_total(rd);
+    int sharded = ckpt_reader_sharded(rd);
+    ckpt_reader_close(rd);
     t->step = (int)st.step;
     // older checkpoints count micro-batches of a dp=1 run only
     t->data_seq = st.data_sequences >= 0 ? st.data_sequences : st.data_position * t->plan->micro_batch;
@@ -243,6 +328,9 @@ static int resume_from(Trainer *t, const char *arg) {
     }
     printf("resumed from %s: step %lld, data position %lld (%lld sequences; saved at tp=%d %s, now tp=%d %s)\n", dir,
            (long long)st.step, (long long)st.data_position, (long long)t->data_seq, st.tp, st.layout, t->plan->tp, t->plan->layout);
+    if (getenv("BOOST_VERBOSE"))
+        printf("  %s checkpoint: read %lld of its %lld tensor bytes\n", sharded ? "sharded" : "full", (long long)bytes_read,
+               (long long)bytes_total);
     if (st.seed != t->plan->seed)
         printf("note: the checkpoint's seed 0x%llx differs from this run's 0x%llx: the data order changes from here\n",
                (unsigned long long)st.seed, (unsigned long long)t->plan->seed);
@@ -306,6 +394,8 @@ static void trainer_free(Trainer *t) {
     batcher_free(&t->batcher);
     free(t->canons); free(t->buf); free(t->inputs); free(t->targets);
     free(t->losses); free(t->val_losses); free(t->val_steps);
+    free(t->slices);
+    for (int k = 0; k < 3; k++) free(t->local[k]);
 }
 
 /* SIGINT / SIGTERM: finish the step under way, save a checkpoint (with -o) and stop; a second
@@ -460,6 +550,12 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     t.bad_canon = -1;
     t.good_step = -1;
     t.follower = world_rank() > 0;
+    {
+        int wr = 0, ws = 1;
+        char werr[256];
+        t.nprocs = world_from_env(&wr, &ws, werr, sizeof werr) == 1 ? ws : 1;
+        t.proc = t.nprocs > 1 ? wr : 0;
+    }
     if (opt->resume && !strcmp(opt->resume, "auto") && !opt->outdir)
         return fail(2, "--resume auto resumes from the run's own checkpoints: it needs -o DIR");
     if (opt->resume && !opt->outdir)

@@ -26,6 +26,8 @@ typedef struct {
     int print_every;          /* without a terminal: a progress line every N steps (0: about 20 lines) */
     int val_batches;          /* validation micro-batches per evaluation (0: 8) */
     int quiet;                /* no progress lines (errors and the summary only) */
+    int ckpt_format;          /* --ckpt-format: 0 the default (sharded when several processes run, else full),
+                               * 1 full, 2 sharded (runtime/checkpoint.h) */
 } TrainOptions;
 
 /* Train with a loaded plan: data, engine, init or resume, the loop, validation, checkpoints.

@@ -3,7 +3,7 @@
 # time; the binary links no MPI). tiny-cola at tp=2 under -np 2 and at tp=4 under -np 4 logs the
 # same losses as the threaded run bit for bit (the MPI transport gathers every rank's part and sums
 # in rank order 0..tp-1, exactly as the thread group does, so even the order of the fp32 additions
-# is the same), and rank 0's checkpoint holds the same tensors. A rank killed mid-run makes mpirun
+# is the same), and rank 0's checkpoint (--ckpt-format full) holds the same tensors. A rank killed mid-run makes mpirun
 # stop the others within 60 s, naming the rank. A world that disagrees with the plan is refused.
 # Without mpirun it prints a skip line.
 . tests/sh/lib.sh
@@ -19,7 +19,7 @@ for tp in 2 4; do
   $BOOST train "${common[@]}" -D tp=$tp --log "$TMP/thr$tp.jsonl" -o "$TMP/thr$tp" >"$TMP/thr$tp.out" 2>&1 \
     || { fail "mpi_np${tp}_same_losses" "threaded run failed: $(tail -2 "$TMP/thr$tp.out")"; continue; }
   timeout 300 "${mpi[@]}" -np $tp "$BOOST" train "${common[@]}" -D tp=$tp --log "$TMP/mpi$tp.jsonl" -o "$TMP/mpi$tp" \
-    >"$TMP/mpi$tp.out" 2>&1
+    --ckpt-format full >"$TMP/mpi$tp.out" 2>&1
   rc=$?
   if [ $rc = 0 ] && [ -s "$TMP/mpi$tp.jsonl" ] && [ "$(losses "$TMP/mpi$tp.jsonl" | wc -l)" -ge 4 ] \
      && cmp -s <(losses "$TMP/thr$tp.jsonl") <(losses "$TMP/mpi$tp.jsonl"); then

@@ -34,10 +34,10 @@ rc=$?
 if [ "$rc" != 0 ]; then fail "local mode tp=2 on the stand-in" "exit $rc: $(tail -2 "$TMP/local.out")"; exit 0; fi
 
 # two processes, 3 steps; rank 1 starts first and waits for rank 0's NCCL id
-BOOST_WORLD_SIZE=2 BOOST_RANK=1 timeout 600 "$BOOST" "${train[@]}" -D steps=3 -o "$TMP/world" --log "$TMP/w1.jsonl" \
+BOOST_WORLD_SIZE=2 BOOST_RANK=1 timeout 600 "$BOOST" "${train[@]}" -D steps=3 -o "$TMP/world" --ckpt-format full --log "$TMP/w1.jsonl" \
   >"$TMP/w1.out" 2>"$TMP/w1.err" &
 pid1=$!
-BOOST_WORLD_SIZE=2 BOOST_RANK=0 timeout 600 "$BOOST" "${train[@]}" -D steps=3 -o "$TMP/world" --log "$TMP/w0.jsonl" \
+BOOST_WORLD_SIZE=2 BOOST_RANK=0 timeout 600 "$BOOST" "${train[@]}" -D steps=3 -o "$TMP/world" --ckpt-format full --log "$TMP/w0.jsonl" \
   >"$TMP/w0.out" 2>&1
 rc0=$?
 wait $pid1
@@ -75,6 +75,29 @@ rc=$?
 a=$(field "$TMP/local.jsonl" loss 4); b=$(field "$TMP/resumed.jsonl" loss 4)
 if [ "$rc" = 0 ] && [ -n "$a" ] && [ "$a" = "$b" ]; then ok "the two-process checkpoint resumes in one process (step 4 loss $b as uninterrupted)"
 else fail "resume the two-process checkpoint" "exit $rc, step 4 loss $b vs uninterrupted $a: $(tail -2 "$TMP/resumed.out")"; fi
+
+# the default storage with two processes is sharded: each process writes its own rank file (no
+# gather), the barriers and the CRC exchange go over NCCL; merged, it holds the local run's tensors
+BOOST_WORLD_SIZE=2 BOOST_RANK=1 timeout 600 "$BOOST" "${train[@]}" -D steps=3 -o "$TMP/sworld" >"$TMP/s1.out" 2>&1 &
+pid1=$!
+BOOST_WORLD_SIZE=2 BOOST_RANK=0 timeout 600 "$BOOST" "${train[@]}" -D steps=3 -o "$TMP/sworld" >"$TMP/s0.out" 2>&1
+rc0=$?
+wait $pid1
+rc1=$?
+"$BOOST" ckpt merge "$TMP/sworld/step-000003" --optimizer -o "$TMP/smerged.safetensors" >"$TMP/smerge.out" 2>&1
+rcm=$?
+if [ "$rc0$rc1$rcm" = 000 ] && grep -q '"storage": "sharded"' "$TMP/sworld/step-000003/state.json" && python3 - "$TMP" <<'EOF'
+import json, struct, sys
+def load(p):
+    b = open(p, 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n]); d = b[8 + n:]
+    return {k: d[v['data_offsets'][0]:v['data_offsets'][1]] for k, v in h.items() if k != '__metadata__'}
+t = sys.argv[1]
+a = load(t + '/smerged.safetensors')
+b = load(t + '/local/step-000003/model.safetensors'); b.update(load(t + '/local/step-000003/optimizer.safetensors'))
+sys.exit(0 if a and a == b else 1)
+EOF
+then ok "two processes, sharded checkpoint: merged, the local-mode checkpoint's tensors bit for bit"
+else fail "two processes, sharded checkpoint" "exit $rc0/$rc1/merge $rcm: $(tail -2 "$TMP/s0.out") $(tail -2 "$TMP/s1.out") $(cat "$TMP/smerge.out")"; fi
 
 # errors
 BOOST_WORLD_SIZE=3 BOOST_RANK=0 "$BOOST" "${train[@]}" -D steps=1 >"$TMP/e1.out" 2>&1
