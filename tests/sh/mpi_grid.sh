@@ -56,19 +56,24 @@ for g in "tiny-cola:4:-D dp=2 -D tp=2" "tiny-cola:4:-D dp=2 -D tp=2 -D zero=1" "
          "specs/runs/tiny-cola-moe.lua:4:-D dp=2 -D tp=2"; do
   run=${g%%:*}; g=${g#*:}; np=${g%%:*}; read -r -a defs <<<"${g#*:}"; i=$((i + 1))
   name="mpi_$(basename "$run" .lua)_np${np}_$(echo "${g#*:}" | sed 's/-D //g; s/ /_/g; s/=//g')"
-  $BOOST train "$run" "${opts[@]}" "${defs[@]}" -D steps=4 -D eval_every=2 --log "$TMP/t$i.jsonl" -o "$TMP/t$i" >"$TMP/t$i.out" 2>&1 \
+  $BOOST train "$run" "${opts[@]}" "${defs[@]}" -D steps=4 -D eval_every=2 --ckpt-format sharded --log "$TMP/t$i.jsonl" -o "$TMP/t$i" >"$TMP/t$i.out" 2>&1 \
     || { fail "${name}_same_as_threads" "threaded run failed: $(tail -2 "$TMP/t$i.out")"; continue; }
   timeout 300 "${mpi[@]}" -np "$np" "$BOOST" train "$run" "${opts[@]}" "${defs[@]}" -D steps=4 -D eval_every=2 \
-    --log "$TMP/m$i.jsonl" -o "$TMP/m$i" >"$TMP/m$i.out" 2>&1
+    --ckpt-format sharded --log "$TMP/m$i.jsonl" -o "$TMP/m$i" >"$TMP/m$i.out" 2>&1
   rc=$?
   if [ $rc = 0 ] && [ "$(numbers "$TMP/m$i.jsonl" | wc -l)" -ge 10 ] && cmp -s <(numbers "$TMP/t$i.jsonl") <(numbers "$TMP/m$i.jsonl"); then
     ok "${name}_same_as_threads"
   else
     fail "${name}_same_as_threads" "exit $rc: $(numbers "$TMP/m$i.jsonl" | head -3 | tr '\n' ' ') vs $(numbers "$TMP/t$i.jsonl" | head -3 | tr '\n' ' ') $(grep -i 'boost' "$TMP/m$i.out" | head -3)"
   fi
-  cmp -s "$TMP/t$i/step-000004/model.safetensors" "$TMP/m$i/step-000004/model.safetensors" \
-    && cmp -s "$TMP/t$i/step-000004/optimizer.safetensors" "$TMP/m$i/step-000004/optimizer.safetensors" \
-    && ok "${name}_same_checkpoint" || fail "${name}_same_checkpoint" "step-4 safetensors differ from the threaded run's"
+  # sharded checkpoints: the processes' rank files and index equal the threads' byte for byte
+  same=1; nf=0
+  for f in "$TMP/t$i"/step-000004/rank-*.safetensors "$TMP/t$i/step-000004/index.json"; do
+    [ -f "$f" ] || { same=0; break; }
+    nf=$((nf + 1)); cmp -s "$f" "$TMP/m$i/step-000004/$(basename "$f")" || { same=0; break; }
+  done
+  [ "$same" = 1 ] && [ "$nf" -ge 2 ] && ok "${name}_same_checkpoint" \
+    || fail "${name}_same_checkpoint" "step-4 sharded checkpoint ($nf files compared) differs from the threaded run's"
 done
 
 # the threads' dp=2 x tp=2 checkpoint resumed by 4 processes at dp=4 x tp=1: every process reads it;
