@@ -330,7 +330,7 @@ void pipeline_free(Pipeline *pl) {
 
 int pipeline_stages(const Pipeline *pl) { return pl->pp; }
 int pipeline_micro_batches(const Pipeline *pl) { return pl->m; }
-const Plan *pipeline_stage_plan(const Pipeline *pl, int s) { return pl->plans[s]; }
+Plan *pipeline_stage_plan(Pipeline *pl, int s) { return pl->plans[s]; }
 Engine *pipeline_stage_engine(Pipeline *pl, int s) { return pl->eng[s]; }
 
 int pipeline_init_params(Pipeline *pl, char *err, size_t errlen) {

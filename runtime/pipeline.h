@@ -18,7 +18,7 @@ Pipeline *pipeline_open(const char *path, const char *backend, char *err, size_t
 void pipeline_free(Pipeline *pl);
 int pipeline_stages(const Pipeline *pl);
 int pipeline_micro_batches(const Pipeline *pl);   /* m = grad_accum */
-const Plan *pipeline_stage_plan(const Pipeline *pl, int stage);
+Plan *pipeline_stage_plan(Pipeline *pl, int stage);   /* stage 0's header is the run's */
 Engine *pipeline_stage_engine(Pipeline *pl, int stage);
 
 int pipeline_init_params(Pipeline *pl, char *err, size_t errlen);
