@@ -79,7 +79,7 @@ static int write_files(const Run *run, Graph *g, const char *dir, int compile_ke
     FILE *f = fopen(path, "w");
     if (!f) { snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
     PpPlan *pl = NULL;   /* pp > 1: one plan section per pipeline stage (gen/pp.c) */
-    if (run->pp > 1 && !(pl = pp_build(g, err, errlen))) { fclose(f); return 1; }
+    if (run->pp > 1 && !(pl = pp_build(g, err, errlen))) { fclose(f); return 2; }   /* a model pp cannot split yet */
     int rc = pl ? pp_write_plan(g, pl, f) : plan_write(g, f);
     if (fclose(f) || rc) { pp_free(pl); snprintf(err, errlen, "%s: write failed (disk full?)", path); return 1; }
 
