@@ -463,8 +463,8 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
 Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t errlen) {
     if (!plan) { snprintf(err, errlen, "engine_create: no plan"); return NULL; }
     if (plan->pp > 1) {
-        snprintf(err, errlen, "%.300s: pp=%d: this runtime trains tensor and data parallelism only (pp=1); "
-                 "such plans are for the report and projections, regenerate with -D pp=1 to train", plan->path, plan->pp);
+        snprintf(err, errlen, "%.300s: pp=%d: one Engine runs one pipeline stage; a pp > 1 plan runs through "
+                 "runtime/pipeline.c (boost train opens it), or regenerate with -D pp=1", plan->path, plan->pp);
         return NULL;
     }
     int wrank = 0, wsize = 1;

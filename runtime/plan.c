@@ -1244,6 +1244,9 @@ Plan *plan_parse_text(const char *path, char *text, char *err, size_t errlen) {
             else if (!strcmp(w, "buffer")) line_buffer(&L, &ln, TK_ACT);
             else if (!strcmp(w, "input")) line_buffer(&L, &ln, TK_INPUT);
             else if (!strcmp(w, "output")) line_buffer(&L, &ln, TK_OUTPUT);
+            else if (!strcmp(w, "pipeline") || !strcmp(w, "stage"))
+                fail(&L, "a pipeline plan (pp > 1, one section per stage): 'boost train' runs it (runtime/pipeline.c); "
+                     "for this command regenerate with -D pp=1");
             else fail(&L, "unknown line kind '%s'", w);
         }
         if (!nl) break;

@@ -1,8 +1,9 @@
 /* test_pipeline.c: pipeline parallelism on the CPU backend (stages' ranks as threads, send/recv as
  * queues): pp=2 and pp=4 with tp=1/2 and dp=1/2 against pp=1 on the same global batch (loss of every
- * micro-batch and every canonical gradient within 1e-5 relative, then AdamW steps), for cola and llama
- * (megatron); the paper's tp4 x pp2 grid on a 4-layer tiny model; resume across pp (parameters and
- * AdamW moments saved from pp=2 go into pp=1 and pp=4 and train on identically). */
+ * micro-batch and every canonical gradient within 1e-5 relative, then AdamW steps), for cola, llama
+ * (megatron), gqa, svd and lax; the paper's tp4 x pp2 and tp4 x pp4 grids on a 4-layer tiny model;
+ * resume across pp (parameters and AdamW moments of a pp=2 run continue identically at pp=1 and pp=4);
+ * schedules that do not pair up or deadlock are refused on load. */
 #define CASE_DIR "build/tmp/pipeline"
 #include <stdio.h>
 #include <math.h>
@@ -175,7 +176,7 @@ static void grid_case(const char *spec, const char *model_defs, int pp, int tp, 
                 ref.mloss[j] = (float)(s / dp);
             }
         }
-        snprintf(what, sizeof what, "%s pp=%d tp=%d dp=%d m=%d vs pp=1 tp=1", spec, pp, tp, dp, m);
+        snprintf(what, sizeof what, "%s%s%s pp=%d tp=%d dp=%d m=%d vs pp=1 tp=1", spec, *model_defs ? " " : "", model_defs, pp, tp, dp, m);
         compare_runs(&r, &ref, what, steps);
     }
     close_run(&r);
@@ -279,7 +280,11 @@ int main(int argc, char **argv) {
         grid_case("tiny-cola-pp2", "", 4, 2, 1, 4, 2, 2);
         grid_case("tiny-cola-pp2", "", 4, 1, 2, 4, 2, 0);
         grid_case("tiny-cola-pp2", "-D model=tiny-llama -D layout=megatron -D online_rmsnorm=false -D checkpoint=none", 2, 2, 1, 3, 2, 2);
-        grid_case("tiny-cola-pp2", "-D checkpoint=none", 2, 4, 1, 2, 2, 0);   /* the paper's tp4 x pp2 at toy size */
+        grid_case("tiny-cola-pp2", "", 2, 4, 1, 2, 2, 2);   /* the paper's tp4 x pp2 at toy size (low-rank checkpointing) */
+        grid_case("tiny-cola-pp2", "-D checkpoint=none -D model=tiny-cola-gqa", 2, 2, 1, 2, 2, 0);
+        grid_case("tiny-cola-pp2", "-D model=tiny-svd", 2, 2, 1, 2, 2, 0);
+        grid_case("tiny-cola-pp2", "-D model=tiny-lax", 2, 2, 2, 2, 2, 0);
+        grid_case("tiny-cola-pp2", "-D checkpoint=none", 4, 4, 1, 4, 1, 0);   /* the paper's tp4 x pp4 at toy size (4 layers) */
     }
     if (!*only || strstr("resume", only)) resume_case();
     if (!*only || strstr("bad", only)) bad_plans();
