@@ -136,49 +136,60 @@ static void split_layers(const Run *run, const double *cost, double first, doubl
 
 /* ---------------- the 1F1B schedule ---------------- */
 
-static void push_sched(PpStage *st, int kind, int micro, int slot) {
-    PpSched x = {kind, micro, slot};
+static void push_sched(PpStage *st, int kind, int micro, int slot, int vs) {
+    PpSched x = {kind, micro, slot, vs};
     st->sched[st->nsched++] = x;
 }
 
-/* Stage s of pp over m micro-batches: warm-up of min(pp-s-1, m) forwards, then one forward and
- * one backward in turn, then the remaining backwards. A forward takes the lowest free activation
- * slot; its backward frees it. */
-static void emit_1f1b(PpStage *st, int s, int pp, int m) {
-    int warm = pp - s - 1 < m ? pp - s - 1 : m;
-    int *slot_of = calloc((size_t)m, sizeof *slot_of), used[PP_MAX_SLOTS] = {0};
-    int *order = malloc(sizeof *order * (size_t)(2 * m + 2)), n = 0;   /* +j+1: forward j, -(j+1): backward j */
+/* Pipeline rank r's order of (virtual stage, micro-batch) forwards and backwards. v = 1 (1F1B):
+ * warm-up of min(pp-r-1, m) forwards, then one forward and one backward in turn, then the remaining
+ * backwards. v > 1 (interleaved 1F1B): the m*v chunk passes go in groups of pp micro-batches per
+ * chunk (forward chunks 0..v-1, backward v-1..0) with a warm-up of (pp-r-1)*2 + (v-1)*pp forwards.
+ * Each forward takes its stage's lowest free activation slot; its backward frees it. */
+static void emit_rank(PpPlan *pl, int r) {
+    int pp = pl->pp, v = pl->v, m = pl->m, nv = pl->nv, total = m * v;
+    PpStage *st = &pl->stages[r];
+    int warm = v == 1 ? pp - r - 1 : (pp - r - 1) * 2 + (v - 1) * pp;
+    if (warm > total) warm = total;
+    int *slot_of = calloc((size_t)(m * nv), sizeof *slot_of);
+    int *order = malloc(sizeof *order * (size_t)(2 * total + 2)), n = 0;   /* +k+1: forward pass k, -(k+1): backward pass k */
+    static unsigned char used[PP_MAX_STAGES][PP_MAX_SLOTS];
+    memset(used, 0, sizeof used);
     if (!slot_of || !order) { free(slot_of); free(order); st->nsched = 0; return; }
-    for (int j = 0; j < warm; j++) order[n++] = j + 1;
-    for (int i = 0; i + warm < m; i++) { order[n++] = warm + i + 1; order[n++] = -(i + 1); }
-    for (int j = m - warm; j < m; j++) order[n++] = -(j + 1);
-    st->slots = 0;
+    for (int k = 0; k < warm; k++) order[n++] = k + 1;
+    for (int i = 0; i + warm < total; i++) { order[n++] = warm + i + 1; order[n++] = -(i + 1); }
+    for (int k = total - warm; k < total; k++) order[n++] = -(k + 1);
     for (int i = 0; i < n; i++) {
-        if (order[i] > 0) {
-            int j = order[i] - 1, k = 0;
-            while (k < PP_MAX_SLOTS - 1 && used[k]) k++;
-            used[k] = 1; slot_of[j] = k;
-            if (k + 1 > st->slots) st->slots = k + 1;
-            if (s > 0) push_sched(st, PS_RECV_FWD, j, k);
-            push_sched(st, PS_FORWARD, j, k);
-            if (s < pp - 1) push_sched(st, PS_SEND_FWD, j, k);
+        int k = (order[i] > 0 ? order[i] : -order[i]) - 1, fwd = order[i] > 0;
+        int chunk = v == 1 ? 0 : (k / pp) % v, j = v == 1 ? k : (k / (pp * v)) * pp + k % pp;
+        if (!fwd) chunk = v - 1 - chunk;
+        int vs = chunk * pp + r;
+        PpStage *vst = &pl->stages[vs];
+        if (fwd) {
+            int q = 0;
+            while (q < PP_MAX_SLOTS - 1 && used[vs][q]) q++;
+            used[vs][q] = 1; slot_of[vs * m + j] = q;
+            if (q + 1 > vst->slots) vst->slots = q + 1;
+            if (vs > 0) push_sched(st, PS_RECV_FWD, j, q, vs);
+            push_sched(st, PS_FORWARD, j, q, vs);
+            if (vs < nv - 1) push_sched(st, PS_SEND_FWD, j, q, vs);
         } else {
-            int j = -order[i] - 1, k = slot_of[j];
-            if (s < pp - 1) push_sched(st, PS_RECV_BWD, j, k);
-            push_sched(st, PS_BACKWARD, j, k);
-            if (s > 0) push_sched(st, PS_SEND_BWD, j, k);
-            used[k] = 0;
+            int q = slot_of[vs * m + j];
+            if (vs < nv - 1) push_sched(st, PS_RECV_BWD, j, q, vs);
+            push_sched(st, PS_BACKWARD, j, q, vs);
+            if (vs > 0) push_sched(st, PS_SEND_BWD, j, q, vs);
+            used[vs][q] = 0;
         }
     }
     free(slot_of); free(order);
 }
 
 int pp_check_schedule(const PpPlan *pl, double tf, double tb, double *bubble, char *err, size_t errlen) {
-    int pp = pl->pp;
-    /* channels: boundary b (between stages b and b+1), forward and backward: FIFO of (micro, time) */
+    int pp = pl->pp, nv = pl->nv > 0 ? pl->nv : pl->pp;
+    /* channels: boundary b (between virtual stages b and b+1): 2b forward, 2b+1 backward; FIFO of (micro, time) */
     int cap = 2 * pl->m + 4;
-    int *q = calloc((size_t)(2 * pp * cap), sizeof *q);
-    double *qt = calloc((size_t)(2 * pp * cap), sizeof *qt);
+    int *q = calloc((size_t)(2 * nv * cap), sizeof *q);
+    double *qt = calloc((size_t)(2 * nv * cap), sizeof *qt);
     int head[2 * PP_MAX_STAGES] = {0}, tail[2 * PP_MAX_STAGES] = {0}, pc[PP_MAX_STAGES] = {0};
     double now[PP_MAX_STAGES] = {0};
     if (!q || !qt) { free(q); free(qt); snprintf(err, errlen, "out of memory"); return 1; }
@@ -189,12 +200,13 @@ int pp_check_schedule(const PpPlan *pl, double tf, double tb, double *bubble, ch
             const PpStage *st = &pl->stages[s];
             while (pc[s] < st->nsched && !rc) {
                 const PpSched *x = &st->sched[pc[s]];
-                int kind = x->kind;
+                int kind = x->kind, vs = x->vs;
                 if (kind == PS_RECV_FWD || kind == PS_RECV_BWD) {
-                    int ch = kind == PS_RECV_FWD ? 2 * (s - 1) : 2 * s + 1;
+                    int ch = kind == PS_RECV_FWD ? 2 * (vs - 1) : 2 * vs + 1;
+                    if (ch < 0 || ch >= 2 * (nv - 1)) { snprintf(err, errlen, "pipeline schedule: rank %d step %d receives from outside the pipeline", s, pc[s]); rc = 1; break; }
                     if (head[ch] == tail[ch]) break;   /* nothing there yet: wait */
                     if (q[ch * cap + head[ch]] != x->micro) {
-                        snprintf(err, errlen, "pipeline schedule: stage %d step %d receives micro-batch %d %s, but micro-batch %d "
+                        snprintf(err, errlen, "pipeline schedule: rank %d step %d receives micro-batch %d %s, but micro-batch %d "
                                  "was sent first", s, pc[s], x->micro, kind == PS_RECV_FWD ? "forward" : "backward",
                                  q[ch * cap + head[ch]]);
                         rc = 1; break;
@@ -202,8 +214,11 @@ int pp_check_schedule(const PpPlan *pl, double tf, double tb, double *bubble, ch
                     if (qt[ch * cap + head[ch]] > now[s]) now[s] = qt[ch * cap + head[ch]];
                     head[ch]++;
                 } else if (kind == PS_SEND_FWD || kind == PS_SEND_BWD) {
-                    int ch = kind == PS_SEND_FWD ? 2 * s : 2 * (s - 1) + 1;
-                    if (tail[ch] >= cap) { snprintf(err, errlen, "pipeline schedule: stage %d sends too often", s); rc = 1; break; }
+                    int ch = kind == PS_SEND_FWD ? 2 * vs : 2 * (vs - 1) + 1;
+                    if (ch < 0 || ch >= 2 * (nv - 1) || tail[ch] >= cap) {
+                        snprintf(err, errlen, "pipeline schedule: rank %d step %d sends outside the pipeline or too often", s, pc[s]);
+                        rc = 1; break;
+                    }
                     qt[ch * cap + tail[ch]] = now[s];
                     q[ch * cap + tail[ch]++] = x->micro;
                 } else now[s] += kind == PS_FORWARD ? tf : tb;
@@ -217,12 +232,12 @@ int pp_check_schedule(const PpPlan *pl, double tf, double tb, double *bubble, ch
             int s = 0;
             while (pc[s] >= pl->stages[s].nsched) s++;
             const PpSched *x = &pl->stages[s].sched[pc[s]];
-            snprintf(err, errlen, "pipeline schedule: deadlock: stage %d waits at step %d for micro-batch %d %s, which no stage "
+            snprintf(err, errlen, "pipeline schedule: deadlock: rank %d waits at step %d for micro-batch %d %s, which no stage "
                      "can send", s, pc[s], x->micro, x->kind == PS_RECV_FWD ? "forward" : "backward");
             rc = 1;
         }
     }
-    for (int ch = 0; ch < 2 * (pp - 1) && !rc; ch++)
+    for (int ch = 0; ch < 2 * (nv - 1) && !rc; ch++)
         if (head[ch] != tail[ch]) {
             snprintf(err, errlen, "pipeline schedule: boundary %d has %d %s send(s) that no stage receives", ch / 2,
                      tail[ch] - head[ch], ch % 2 ? "backward" : "forward");
@@ -231,7 +246,7 @@ int pp_check_schedule(const PpPlan *pl, double tf, double tb, double *bubble, ch
     if (!rc && bubble) {
         double T = 0;
         for (int s = 0; s < pp; s++) if (now[s] > T) T = now[s];
-        *bubble = T > 0 ? 1.0 - pl->m * (tf + tb) / T : 0;
+        *bubble = T > 0 ? 1.0 - pl->m * (pl->nv / pp) * (tf + tb) / T : 0;
     }
     free(q); free(qt);
     return rc;
@@ -246,7 +261,7 @@ static void free_stage(PpStage *st) {
 
 void pp_free(PpPlan *pl) {
     if (!pl) return;
-    for (int s = 0; s < pl->pp; s++) free_stage(&pl->stages[s]);
+    for (int s = 0; s < (pl->nv > pl->pp ? pl->nv : pl->pp); s++) free_stage(&pl->stages[s]);
     free(pl);
 }
 
@@ -278,8 +293,15 @@ PpPlan *pp_build(const Graph *g, char *err, size_t errlen) {
     int *stage = malloc((size_t)(g->nsteps + 1) * sizeof *stage);
     double *cost = calloc((size_t)L + 1, sizeof *cost);
     if (!pl || !stage || !cost) { free(pl); free(stage); free(cost); snprintf(err, errlen, "out of memory"); return NULL; }
-    pl->pp = pp; pl->m = m;
-    pl->split.pp = pp;
+    int v = run->pp_virtual > 1 ? run->pp_virtual : 1, nv = pp * v;
+    if (nv > PP_MAX_STAGES || nv > L || (v > 1 && (L % nv || m % pp))) {
+        snprintf(err, errlen, "pipeline: pp=%d x virtual_stages=%d over %d layers and grad_accum=%d cannot be interleaved (the "
+                 "chunks must divide the layers, grad_accum be a multiple of pp, at most %d chunks)", pp, v, L, m, PP_MAX_STAGES);
+        free(pl); free(stage); free(cost);
+        return NULL;
+    }
+    pl->pp = pp; pl->m = m; pl->v = v; pl->nv = nv;
+    pl->split.pp = nv;
     /* per-layer cost: GEMM and attention FLOPs of its forward and backward steps (recompute included) */
     double first = 0, last = 0;
     int seen = 0;
@@ -295,12 +317,12 @@ PpPlan *pp_build(const Graph *g, char *err, size_t errlen) {
     split_layers(run, cost, first, last, &pl->split);
     free(cost);
     int rc = assign_steps(g, &pl->split, stage, err, errlen);
-    for (int s = 0; s < pp && !rc; s++) {
+    for (int s = 0; s < nv && !rc; s++) {
         PpStage *st = &pl->stages[s];
         st->layer0 = pl->split.first_layer[s]; st->layer1 = pl->split.first_layer[s + 1];
         st->canon_used = calloc((size_t)g->ncanons + 1, 1);
         st->param_used = calloc((size_t)g->nparams + 1, 1);
-        st->sched = malloc(sizeof *st->sched * (size_t)(6 * m + 8));
+        st->sched = malloc(sizeof *st->sched * (size_t)(6 * m * v + 8));
         Graph *sg = st->g = malloc(sizeof *sg);
         if (!st->canon_used || !st->param_used || !st->sched || !sg) { rc = 1; snprintf(err, errlen, "out of memory"); break; }
         *sg = *g;
@@ -331,12 +353,12 @@ PpPlan *pp_build(const Graph *g, char *err, size_t errlen) {
             st->in = ir_find(g, name);
             st->din = st->in >= 0 ? g->t[st->in].grad : -1;
         }
-        if (s < pp - 1) {
+        if (s < nv - 1) {
             snprintf(name, sizeof name, "L%d.x", st->layer1);
             st->out = ir_find(g, name);
             st->dout = st->out >= 0 ? g->t[st->out].grad : -1;
         }
-        if ((s > 0 && (st->in < 0 || st->din < 0)) || (s < pp - 1 && (st->out < 0 || st->dout < 0))) {
+        if ((s > 0 && (st->in < 0 || st->din < 0)) || (s < nv - 1 && (st->out < 0 || st->dout < 0))) {
             snprintf(err, errlen, "pipeline: stage %d: the residual stream at its boundary (L%d.x or L%d.x) or its gradient is "
                      "missing from the graph", s, st->layer0, st->layer1);
             rc = 1; break;
@@ -348,7 +370,6 @@ PpPlan *pp_build(const Graph *g, char *err, size_t errlen) {
         if (st->dout >= 0) { sg->pin_t[sg->npin] = st->dout; sg->pin_lo[sg->npin] = sg->nfwd_steps; sg->pin_hi[sg->npin++] = sg->nfwd_steps; }
         if (st->din >= 0) { sg->pin_t[sg->npin] = st->din; sg->pin_lo[sg->npin] = nb; sg->pin_hi[sg->npin++] = nb; }
         if (memplan(sg)) { snprintf(err, errlen, "pipeline: stage %d: %s", s, sg->err); rc = 1; break; }
-        emit_1f1b(st, s, pp, m);
         st->boundary_bytes = st->out >= 0 ? g->t[st->out].rows * g->t[st->out].cols * (int64_t)ir_dtype_size(g->t[st->out].dtype) : 0;
         for (int q = 0; q < g->nparams; q++)
             if (st->param_used[q]) st->param_elems += g->params[q].rows * g->params[q].cols;
@@ -357,7 +378,7 @@ PpPlan *pp_build(const Graph *g, char *err, size_t errlen) {
     /* no activation crosses a stage except the boundary tensors */
     for (int t = 0; t < g->nt && !rc; t++) {
         int first = -1;
-        for (int s = 0; s < pp && !rc; s++) {
+        for (int s = 0; s < nv && !rc; s++) {
             const PpStage *st = &pl->stages[s];
             if (st->g->t[t].live0 < 0) continue;
             if (t == st->in || t == st->out || t == st->din || t == st->dout) continue;
@@ -372,6 +393,7 @@ PpPlan *pp_build(const Graph *g, char *err, size_t errlen) {
         }
     }
     free(stage);
+    for (int r = 0; r < pp && !rc; r++) emit_rank(pl, r);
     if (!rc) rc = pp_check_schedule(pl, 1.0, 2.0, &pl->bubble, err, errlen);
     if (rc) { pp_free(pl); return NULL; }
     return pl;
@@ -381,21 +403,26 @@ static const char *SCHED_NAMES[] = {"forward", "backward", "send", "recv", "send
 
 int pp_write_plan(const Graph *g, const PpPlan *pl, FILE *f) {
     plan_write_header(g, f);
-    fprintf(f, "pipeline stages=%d micro_batches=%d schedule=1f1b\n", pl->pp, pl->m);
-    for (int s = 0; s < pl->pp; s++) {
+    fprintf(f, "pipeline stages=%d virtual=%d micro_batches=%d schedule=%s\n", pl->pp, pl->v, pl->m, pl->v > 1 ? "interleaved" : "1f1b");
+    for (int s = 0; s < pl->nv; s++) {
         const PpStage *st = &pl->stages[s];
-        fprintf(f, "\nstage %d layers=%d:%d\n", s, st->layer0, st->layer1);
+        fprintf(f, "\nstage %d layers=%d:%d rank=%d chunk=%d\n", s, st->layer0, st->layer1, s % pl->pp, s / pl->pp);
         if (plan_write_body(st->g, f, st->canon_used, st->param_used, st->slots)) return 1;
-        fprintf(f, "\nschedule stage=%d steps=%d\n", s, st->nsched);
-        for (int i = 0; i < st->nsched; i++) {
-            const PpSched *x = &st->sched[i];
-            fprintf(f, "%s", SCHED_NAMES[x->kind]);
+    }
+    for (int r = 0; r < pl->pp; r++) {
+        const PpStage *rk = &pl->stages[r];
+        fprintf(f, "\nschedule rank=%d steps=%d\n", r, rk->nsched);
+        for (int i = 0; i < rk->nsched; i++) {
+            const PpSched *x = &rk->sched[i];
+            const PpStage *st = &pl->stages[x->vs];
+            int vs = x->vs, P = pl->pp;
+            fprintf(f, "%s stage=%d", SCHED_NAMES[x->kind], vs);
             switch (x->kind) {
             case PS_FORWARD: case PS_BACKWARD: fprintf(f, " micro=%d slot=%d\n", x->micro, x->slot); break;
-            case PS_SEND_FWD: fprintf(f, " dir=fwd buf=%s micro=%d slot=%d peer=%d\n", g->t[st->out].name, x->micro, x->slot, s + 1); break;
-            case PS_RECV_FWD: fprintf(f, " dir=fwd buf=%s micro=%d slot=%d peer=%d\n", g->t[st->in].name, x->micro, x->slot, s - 1); break;
-            case PS_SEND_BWD: fprintf(f, " dir=bwd buf=%s micro=%d slot=%d peer=%d\n", g->t[st->din].name, x->micro, x->slot, s - 1); break;
-            case PS_RECV_BWD: fprintf(f, " dir=bwd buf=%s micro=%d slot=%d peer=%d\n", g->t[st->dout].name, x->micro, x->slot, s + 1); break;
+            case PS_SEND_FWD: fprintf(f, " dir=fwd buf=%s micro=%d slot=%d peer=%d\n", g->t[st->out].name, x->micro, x->slot, (vs + 1) % P); break;
+            case PS_RECV_FWD: fprintf(f, " dir=fwd buf=%s micro=%d slot=%d peer=%d\n", g->t[st->in].name, x->micro, x->slot, (vs - 1) % P); break;
+            case PS_SEND_BWD: fprintf(f, " dir=bwd buf=%s micro=%d slot=%d peer=%d\n", g->t[st->din].name, x->micro, x->slot, (vs - 1) % P); break;
+            case PS_RECV_BWD: fprintf(f, " dir=bwd buf=%s micro=%d slot=%d peer=%d\n", g->t[st->dout].name, x->micro, x->slot, (vs + 1) % P); break;
             }
         }
     }
@@ -406,21 +433,23 @@ void pp_report(const Graph *g, const PpPlan *pl, FILE *f) {
     const Run *r = g->run;
     int64_t M = g->M, d = r->model.hidden;
     size_t es = ir_dtype_size(ir_act_dtype(g));
-    fprintf(f, "\n## Pipeline: pp=%d, 1F1B over m=%d micro-batches\n\n", pl->pp, pl->m);
+    if (pl->v > 1) fprintf(f, "\n## Pipeline: pp=%d, interleaved 1F1B with %d chunks per rank over m=%d micro-batches\n\n", pl->pp, pl->v, pl->m);
+    else fprintf(f, "\n## Pipeline: pp=%d, 1F1B over m=%d micro-batches\n\n", pl->pp, pl->m);
     fprintf(f, "| stage | layers | local params / rank | GEMM+attention GFLOP / micro-batch | activation slots | arena / slot | arena total |\n");
     fprintf(f, "|---|---|---|---|---|---|---|\n");
-    for (int s = 0; s < pl->pp; s++) {
+    for (int s = 0; s < pl->nv; s++) {
         const PpStage *st = &pl->stages[s];
         fprintf(f, "| %d | %d-%d%s%s | %" PRId64 " | %.3f | %d | %.2f MB | %.2f MB |\n", s, st->layer0, st->layer1 - 1,
-                s == 0 ? " + embedding" : "", s == pl->pp - 1 ? " + final norm, head, loss" : "", st->param_elems, st->flops / 1e9,
+                s == 0 ? " + embedding" : "", s == pl->nv - 1 ? " + final norm, head, loss" : "", st->param_elems, st->flops / 1e9,
                 st->slots, st->g->arena_bytes / 1e6, st->g->arena_bytes * (double)st->slots / 1e6);
     }
-    fprintf(f, "\nThe activation arena of stage s holds the micro-batches in flight there (pp-s under 1F1B): one slot each.\n");
+    fprintf(f, "\nThe activation arena of a stage holds the micro-batches in flight there (pp-s on stage s under 1F1B): one slot each"
+            "%s.\n", pl->v > 1 ? "; stage k runs on rank k mod pp" : "");
     int64_t here = pl->stages[0].boundary_bytes;
     fprintf(f, "\nPoint-to-point per micro-batch per boundary, each way (activation forward, its gradient backward): "
             "%" PRId64 " bytes per rank in this plan (%s layout, tp=%d); btp sends each tp rank's [b,s,d/tp] shard = %" PRId64
             " bytes, megatron the full [b,s,d] = %" PRId64 " bytes per rank.\n", here, layout_name(g->layout), r->tp,
             (int64_t)(M * (d / r->tp) * (int64_t)es), (int64_t)(M * d * (int64_t)es));
     fprintf(f, "\nBubble fraction of the emitted schedule (stage times simulated, backward = 2 x forward): %.4f; "
-            "formula (pp-1)/(m+pp-1) = %.4f.\n", pl->bubble, (double)(pl->pp - 1) / (pl->m + pl->pp - 1));
+            "formula (pp-1)/(v*m+pp-1) = %.4f (v = %d).\n", pl->bubble, (double)(pl->pp - 1) / (pl->v * pl->m + pl->pp - 1), pl->v);
 }

@@ -12,7 +12,7 @@
 
 enum PpSchedKind { PS_FORWARD, PS_BACKWARD, PS_SEND_FWD, PS_RECV_FWD, PS_SEND_BWD, PS_RECV_BWD };
 
-typedef struct { int kind, micro, slot; } PpSched;   /* one schedule step of a stage */
+typedef struct { int kind, micro, slot, vs; } PpSched;   /* one schedule step of a pipeline rank, on virtual stage vs */
 
 typedef struct {
     int pp;
@@ -31,8 +31,11 @@ typedef struct {
     double flops;                 /* one micro-batch's forward + backward */
 } PpStage;
 
+/* stages[0 .. nv-1] are the virtual stages (nv = pp*v; v = 1: the stages), each with its layers, graph
+ * and slots; stages[r].sched (r < pp) is pipeline rank r's schedule, whose steps name their stage in vs.
+ * Virtual stage k runs on rank k % pp (chunk k / pp). */
 typedef struct {
-    int pp, m;
+    int pp, m, v, nv;
     PpSplit split;
     PpStage stages[PP_MAX_STAGES];
     double layer_flops[MAX_LAYERS], first_flops, last_flops;

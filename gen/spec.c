@@ -125,7 +125,7 @@ static const Field TUNE_FIELDS[] = {
 static const Field RUN_FIELDS[] = {
     {"model", K_MODEL, 0, 0, 0, NULL, NULL, "a model name from specs/models, e.g. model = \"cola-llama-7b\""},
     {"gpu", K_GPU, 0, 0, 0, NULL, "h100", "a GPU name from specs/gpus"},
-    {"parallel", K_TABLE, 0, 0, 0, NULL, NULL, "{tp=, pp=, dp=, layout=, dp_bucket_mb=, dp_dtype=, zero=, stages=}"},
+    {"parallel", K_TABLE, 0, 0, 0, NULL, NULL, "{tp=, pp=, dp=, layout=, dp_bucket_mb=, dp_dtype=, zero=, stages=, virtual_stages=}"},
     {"features", K_TABLE, 0, 0, 0, NULL, NULL, "{online_rmsnorm=, group_linears=, checkpoint=}"},
     {"train", K_TABLE, 0, 0, 0, NULL, NULL, "{micro_batch=, seq=, lr=, steps=, ...}"},
     {"data", K_TABLE, 0, 0, 0, NULL, NULL, "{path=, val_fraction=} or a path"},
@@ -140,6 +140,7 @@ static const Field PARALLEL_FIELDS[] = {
     {"dp_dtype", K_CHOICE, 0, 0, 0, "fp32|bf16", "fp32", "dtype of the dp gradient reduction (bf16: half the bytes, ~2^-8 relative error)"},
     {"zero", K_INT, 0, 1, 0, NULL, "0", "ZeRO stage: 0 (replicated AdamW state) or 1 (AdamW state and masters sharded over dp)"},
     {"stages", K_TABLE, 0, 0, 0, NULL, NULL, "a list of layer counts, one per pipeline stage, e.g. {8, 8, 8, 8}"},
+    {"virtual_stages", K_INT, 1, 64, 0, NULL, "1", "layer chunks per pipeline rank (interleaved 1F1B when > 1)"},
     {NULL},
 };
 static const Field FEATURES_FIELDS[] = {
@@ -185,7 +186,7 @@ static const Schema S_MODEL = {"model", MODEL_FIELDS}, S_COLA = {"cola", COLA_FI
 /* -D names and the field each one sets (table "run" = the run's top level). */
 typedef struct { const char *name; const Schema *schema; const char *key; } OverrideTarget;
 static const OverrideTarget OVERRIDES[] = {
-    {"tp", &S_PARALLEL, "tp"}, {"pp", &S_PARALLEL, "pp"}, {"dp", &S_PARALLEL, "dp"},
+    {"tp", &S_PARALLEL, "tp"}, {"pp", &S_PARALLEL, "pp"}, {"dp", &S_PARALLEL, "dp"}, {"virtual_stages", &S_PARALLEL, "virtual_stages"},
     {"layout", &S_PARALLEL, "layout"}, {"dp_bucket_mb", &S_PARALLEL, "dp_bucket_mb"}, {"zero", &S_PARALLEL, "zero"}, {"dp_dtype", &S_PARALLEL, "dp_dtype"},
     {"online_rmsnorm", &S_FEATURES, "online_rmsnorm"}, {"group_linears", &S_FEATURES, "group_linears"},
     {"checkpoint", &S_FEATURES, "checkpoint"},
@@ -1352,6 +1353,19 @@ static void check_run(Ctx *c, const Obj *par, const Obj *feat, const Obj *train)
         spec_error(c, key_loc(c, par, "pp"), "pp (%d) is more than the %d layers of model %s: each pipeline stage needs at "
                    "least one layer; set pp to at most %d", r->pp, m->layers, m->name, m->layers);
     read_stages(c, par);
+    r->pp_virtual = get_int(c, par, "virtual_stages");
+    if (r->pp_virtual > 1) {
+        Loc vloc = key_loc(c, par, "virtual_stages");
+        if (r->pp < 2) spec_error(c, vloc, "virtual_stages (%d) interleaves pipeline stages: it needs pp > 1", r->pp_virtual);
+        if (r->pp_nstages) spec_error(c, vloc, "virtual_stages and an explicit stages split do not go together: drop one of them");
+        if (m->layers % (r->pp * r->pp_virtual))
+            spec_error(c, vloc, "virtual_stages (%d) must divide the layers per stage: %d layers over pp=%d x %d chunks is not "
+                       "whole; choose virtual_stages dividing %d", r->pp_virtual, m->layers, r->pp, r->pp_virtual,
+                       m->layers % r->pp ? m->layers : m->layers / r->pp);
+        if (r->grad_accum % r->pp)
+            spec_error(c, key_loc(c, train, "grad_accum"), "interleaved 1F1B takes micro-batches in groups of pp: grad_accum (%d) "
+                       "must be a multiple of pp (%d), e.g. %d", r->grad_accum, r->pp, r->pp * ((r->grad_accum + r->pp - 1) / r->pp));
+    }
     if (r->pp > 1 && r->grad_accum < r->pp) {
         spec_error(c, key_loc(c, train, "grad_accum"), "grad_accum (%d) is less than pp (%d): the 1F1B pipeline "
                    "needs at least pp micro-batches per optimizer step; set train.grad_accum to %d or more (e.g. -D grad_accum=%d)",

@@ -15,7 +15,7 @@
 
 enum { PK_FORWARD, PK_BACKWARD, PK_SEND, PK_RECV };
 
-typedef struct { int kind, micro, slot, bwd, peer, line; char buf[128]; } PipeStep;
+typedef struct { int kind, vs, micro, slot, bwd, peer, line; char buf[128]; } PipeStep;   /* vs: the virtual stage it runs on */
 
 typedef struct { int micro; float *data; } Msg;
 
@@ -27,11 +27,11 @@ typedef struct {
 } Chan;
 
 struct Pipeline {
-    int pp, m, dp, tp, nlocal;    /* nlocal: dp*tp ranks per stage */
+    int pp, v, nv, m, dp, tp, nlocal;   /* pp ranks, v chunks each, nv = pp*v stages; nlocal: dp*tp ranks per stage */
     char path[512];
-    Plan *plans[PL_MAX_STAGES];
+    Plan *plans[PL_MAX_STAGES];    /* by stage (virtual stage k runs on pipeline rank k % pp) */
     Engine *eng[PL_MAX_STAGES];
-    PipeStep *sched[PL_MAX_STAGES]; int nsched[PL_MAX_STAGES];
+    PipeStep *sched[PL_MAX_STAGES]; int nsched[PL_MAX_STAGES];   /* by pipeline rank */
     Chan chan[2 * PL_MAX_STAGES];  /* 2b: forward from stage b to b+1; 2b+1: backward from b+1 to b */
     int aborted;                   /* a driver failed: the others stop waiting */
     int ncanons;
@@ -103,7 +103,7 @@ static int kv_int(const char *line, const char *key, int *out) {
  * walking all stages (sends never block) ends without a stage waiting forever. */
 static int check_schedule(Pipeline *pl, char *err, size_t errlen) {
     int pp = pl->pp, pc[PL_MAX_STAGES] = {0};
-    int *q = calloc((size_t)(2 * pp) * (size_t)(pl->m + 1), sizeof *q), head[2 * PL_MAX_STAGES] = {0}, tail[2 * PL_MAX_STAGES] = {0};
+    int *q = calloc((size_t)(2 * pl->nv) * (size_t)(pl->m + 1), sizeof *q), head[2 * PL_MAX_STAGES] = {0}, tail[2 * PL_MAX_STAGES] = {0};
     if (!q) { snprintf(err, errlen, "out of memory"); return -1; }
     int rc = 0;
     for (;;) {
@@ -112,11 +112,11 @@ static int check_schedule(Pipeline *pl, char *err, size_t errlen) {
             while (pc[s] < pl->nsched[s]) {
                 const PipeStep *x = &pl->sched[s][pc[s]];
                 if (x->kind == PK_SEND) {
-                    int ch = x->bwd ? 2 * (s - 1) + 1 : 2 * s;
+                    int ch = x->bwd ? 2 * (x->vs - 1) + 1 : 2 * x->vs;
                     if (tail[ch] > pl->m) { snprintf(err, errlen, "%.300s:%d: more sends than micro-batches", pl->path, x->line); rc = -1; break; }
                     q[ch * (pl->m + 1) + tail[ch]++] = x->micro;
                 } else if (x->kind == PK_RECV) {
-                    int ch = x->bwd ? 2 * s + 1 : 2 * (s - 1);
+                    int ch = x->bwd ? 2 * x->vs + 1 : 2 * (x->vs - 1);
                     if (head[ch] == tail[ch]) break;
                     if (q[ch * (pl->m + 1) + head[ch]] != x->micro) {
                         snprintf(err, errlen, "%.300s:%d: receives micro-batch %d, but micro-batch %d is sent first: the schedules "
@@ -138,7 +138,7 @@ static int check_schedule(Pipeline *pl, char *err, size_t errlen) {
             rc = -1;
         }
     }
-    for (int ch = 0; ch < 2 * (pp - 1) && !rc; ch++)
+    for (int ch = 0; ch < 2 * (pl->nv - 1) && !rc; ch++)
         if (head[ch] != tail[ch]) {
             snprintf(err, errlen, "%.300s: stage %d sends %d message(s) nobody receives (regenerate the plan)", pl->path,
                      ch % 2 ? ch / 2 + 1 : ch / 2, tail[ch] - head[ch]);
@@ -159,7 +159,13 @@ static int parse_sched_line(Pipeline *pl, int s, const char *line, int lineno, c
         snprintf(err, errlen, "%.300s:%d: unknown schedule step (forward, backward, send or recv)", pl->path, lineno);
         return -1;
     }
-    const Plan *p = pl->plans[s];
+    x.vs = s;
+    if (kv(line, "stage", (char[16]){0}, 16) && (kv_int(line, "stage", &x.vs) || x.vs < 0 || x.vs >= pl->nv || x.vs % pl->pp != s)) {
+        snprintf(err, errlen, "%.300s:%d: stage= must be a stage of pipeline rank %d (k with k %% %d = %d, below %d)", pl->path,
+                 lineno, s, pl->pp, s, pl->nv);
+        return -1;
+    }
+    const Plan *p = pl->plans[x.vs];
     int slots = p->arena_slots > 1 ? p->arena_slots : 1;
     if (kv_int(line, "micro", &x.micro) || x.micro < 0 || x.micro >= pl->m || kv_int(line, "slot", &x.slot) || x.slot < 0 ||
         x.slot >= slots) {
@@ -174,15 +180,15 @@ static int parse_sched_line(Pipeline *pl, int s, const char *line, int lineno, c
             return -1;
         }
         x.bwd = !strcmp(dir, "bwd");
-        int want = (x.kind == PK_SEND) != x.bwd ? s + 1 : s - 1;
-        if (x.peer != want || want < 0 || want >= pl->pp) {
-            snprintf(err, errlen, "%.300s:%d: stage %d's %s %s goes to stage %d, not %d", pl->path, lineno, s,
-                     x.kind == PK_SEND ? "send" : "recv", dir, want, x.peer);
+        int nb = (x.kind == PK_SEND) != x.bwd ? x.vs + 1 : x.vs - 1;   /* the neighbouring stage */
+        if (nb < 0 || nb >= pl->nv || x.peer != nb % pl->pp) {
+            snprintf(err, errlen, "%.300s:%d: stage %d's %s %s has no neighbour there or goes to rank %d, not %d", pl->path, lineno,
+                     x.vs, x.kind == PK_SEND ? "send" : "recv", dir, nb < 0 || nb >= pl->nv ? -1 : nb % pl->pp, x.peer);
             return -1;
         }
         int t = plan_find_tensor(p, x.buf);
         if (t < 0 || p->tensors[t].kind != TK_ACT) {
-            snprintf(err, errlen, "%.300s:%d: %s is not an activation buffer of stage %d", pl->path, lineno, x.buf, s);
+            snprintf(err, errlen, "%.300s:%d: %s is not an activation buffer of stage %d", pl->path, lineno, x.buf, x.vs);
             return -1;
         }
     }
@@ -201,41 +207,47 @@ static int load_stages(Pipeline *pl, const char *path, const char *backend, char
     int *owner = malloc(sizeof *owner * (size_t)(nlines + 2));
     size_t *start = malloc(sizeof *start * (size_t)(nlines + 2));
     if (!owner || !start) { free(text); free(owner); free(start); snprintf(err, errlen, "out of memory"); return -1; }
-    int cur = -1, pp = 0, m = 0, rc = 0;
+    int cur = -1, pp = 0, v = 1, m = 0, rc = 0, last_stage = -1, last_rank = -1;
     size_t pos = 0;
     for (int l = 0; l < nlines + 1 && pos <= len; l++) {
         start[l] = pos;
         const char *s = text + pos;
         if (starts_with_word(s, "pipeline")) {
-            if (kv_int(s, "stages", &pp) || kv_int(s, "micro_batches", &m) || pp < 2 || pp > PL_MAX_STAGES || m < 1) {
-                snprintf(err, errlen, "%s:%d: expected 'pipeline stages=P micro_batches=M' with 2 <= P <= %d", path, l + 1, PL_MAX_STAGES);
+            if (kv_int(s, "virtual", &v)) v = 1;
+            if (kv_int(s, "stages", &pp) || kv_int(s, "micro_batches", &m) || pp < 2 || v < 1 || pp * v > PL_MAX_STAGES || m < 1) {
+                snprintf(err, errlen, "%s:%d: expected 'pipeline stages=P virtual=V micro_batches=M' with 2 <= P and P*V <= %d", path,
+                         l + 1, PL_MAX_STAGES);
                 rc = -1; break;
             }
             owner[l] = -2;
         } else if (starts_with_word(s, "stage")) {
             int st = -1;
-            if (sscanf(s, "stage %d", &st) != 1 || st != (cur < 0 ? 0 : cur % 1000 + 1) || st >= pp) {
-                snprintf(err, errlen, "%s:%d: expected 'stage %d' (stages in order, fewer than the pipeline line's %d)", path, l + 1,
-                         cur < 0 ? 0 : cur % 1000 + 1, pp);
+            if (sscanf(s, "stage %d", &st) != 1 || st != last_stage + 1 || st >= pp * v || last_rank >= 0) {
+                snprintf(err, errlen, "%s:%d: expected 'stage %d' (stage sections in order, %d of them, before the schedules)", path,
+                         l + 1, last_stage + 1, pp * v);
                 rc = -1; break;
             }
-            cur = st;
+            cur = last_stage = st;
             owner[l] = -2;
         } else if (starts_with_word(s, "schedule")) {
-            if (cur < 0 || cur >= 1000) { snprintf(err, errlen, "%s:%d: 'schedule' outside a stage", path, l + 1); rc = -1; break; }
-            cur += 1000;
+            int r = -1;
+            if (kv_int(s, "rank", &r) || r != last_rank + 1 || r >= pp || last_stage != pp * v - 1) {
+                snprintf(err, errlen, "%s:%d: expected 'schedule rank=%d' after the %d stage sections", path, l + 1, last_rank + 1, pp * v);
+                rc = -1; break;
+            }
+            cur = 1000 + (last_rank = r);
             owner[l] = -2;
         } else owner[l] = cur;
         char *nl = strchr(text + pos, '\n');
         pos = nl ? (size_t)(nl - text) + 1 : len + 1;
     }
-    if (!rc && (pp < 2 || cur % 1000 != pp - 1)) {
+    if (!rc && (pp < 2 || last_rank != pp - 1)) {
         snprintf(err, errlen, "%s: a pipeline plan needs a 'pipeline stages=P ...' line and P stage sections each ending with its "
                  "schedule (regenerate it with 'boost gen')", path);
         rc = -1;
     }
-    pl->pp = pp; pl->m = m;
-    for (int s = 0; s < pp && !rc; s++) {
+    pl->pp = pp; pl->v = v; pl->nv = pp * v; pl->m = m;
+    for (int s = 0; s < pl->nv && !rc; s++) {
         char *copy = malloc(len + 1);
         if (!copy) { snprintf(err, errlen, "out of memory"); rc = -1; break; }
         memcpy(copy, text, len + 1);
@@ -251,6 +263,8 @@ static int load_stages(Pipeline *pl, const char *path, const char *backend, char
             rc = -1; break;
         }
         pl->plans[s]->pp = 1;   /* the stage's Engine runs its dp x tp slice of the grid */
+    }
+    for (int s = 0; s < pp && !rc; s++) {   /* the schedules, by pipeline rank */
         pl->sched[s] = malloc(sizeof *pl->sched[s] * (size_t)(nlines + 1));
         if (!pl->sched[s]) { snprintf(err, errlen, "out of memory"); rc = -1; break; }
         for (int l = 0; l <= nlines && start[l] < len && !rc; l++) {
@@ -270,7 +284,7 @@ static int load_stages(Pipeline *pl, const char *path, const char *backend, char
                  "cpu or regenerate with -D pp=1", path, pp);
         return -1;
     }
-    for (int s = 0; s < pp; s++) {
+    for (int s = 0; s < pl->nv; s++) {
         pl->eng[s] = engine_create(pl->plans[s], "cpu", err, errlen);
         if (!pl->eng[s]) return -1;
     }
@@ -279,11 +293,11 @@ static int load_stages(Pipeline *pl, const char *path, const char *backend, char
 
 static int build_canon_map(Pipeline *pl, char *err, size_t errlen) {
     int n = 0;
-    for (int s = 0; s < pl->pp; s++) n += pl->plans[s]->ncanons;
+    for (int s = 0; s < pl->nv; s++) n += pl->plans[s]->ncanons;
     pl->canon_stage = malloc(sizeof(int) * (size_t)(n + 1));
     pl->canon_idx = malloc(sizeof(int) * (size_t)(n + 1));
     if (!pl->canon_stage || !pl->canon_idx) { snprintf(err, errlen, "out of memory"); return -1; }
-    for (int s = 0; s < pl->pp; s++)
+    for (int s = 0; s < pl->nv; s++)
         for (int i = 0; i < pl->plans[s]->ncanons; i++) {
             const char *name = pl->plans[s]->canons[i].name;
             for (int k = 0; k < pl->ncanons; k++)
@@ -328,13 +342,14 @@ void pipeline_free(Pipeline *pl) {
     free(pl);
 }
 
-int pipeline_stages(const Pipeline *pl) { return pl->pp; }
+int pipeline_stages(const Pipeline *pl) { return pl->nv; }
+int pipeline_ranks(const Pipeline *pl) { return pl->pp; }
 int pipeline_micro_batches(const Pipeline *pl) { return pl->m; }
 Plan *pipeline_stage_plan(Pipeline *pl, int s) { return pl->plans[s]; }
 Engine *pipeline_stage_engine(Pipeline *pl, int s) { return pl->eng[s]; }
 
 int pipeline_init_params(Pipeline *pl, char *err, size_t errlen) {
-    for (int s = 0; s < pl->pp; s++) if (engine_init_params(pl->eng[s], err, errlen)) return -1;
+    for (int s = 0; s < pl->nv; s++) if (engine_init_params(pl->eng[s], err, errlen)) return -1;
     return 0;
 }
 
@@ -367,7 +382,7 @@ static float *chan_recv(Pipeline *pl, Chan *c, int *micro) {
 
 static void abort_all(Pipeline *pl) {
     __atomic_store_n(&pl->aborted, 1, __ATOMIC_RELEASE);
-    for (int c = 0; c < 2 * pl->pp; c++) {
+    for (int c = 0; c < 2 * pl->nv; c++) {
         pthread_mutex_lock(&pl->chan[c].mu);
         pthread_cond_broadcast(&pl->chan[c].cv);
         pthread_mutex_unlock(&pl->chan[c].mu);
@@ -389,16 +404,16 @@ static int64_t buf_elems(const Plan *p, const char *name) {
 
 static int run_driver(Driver *d) {
     Pipeline *pl = d->pl;
-    int s = d->stage;
-    Engine *e = pl->eng[s];
-    const Plan *p = pl->plans[s];
-    int64_t block = (int64_t)pl->dp * p->micro_batch * p->seq;
+    int s = d->stage;   /* the pipeline rank */
+    int64_t block = (int64_t)pl->dp * pl->plans[0]->micro_batch * pl->plans[0]->seq;
     float lossv[256];
     for (int i = 0; i < pl->nsched[s]; i++) {
         const PipeStep *x = &pl->sched[s][i];
+        Engine *e = pl->eng[x->vs];
+        const Plan *p = pl->plans[x->vs];
         const int32_t *tok = d->tokens + (int64_t)x->micro * block, *tgt = d->targets + (int64_t)x->micro * block;
         if (x->kind == PK_FORWARD || x->kind == PK_BACKWARD) {
-            int fwd = x->kind == PK_FORWARD, want_loss = fwd && s == pl->pp - 1 && pl->dp <= 256;
+            int fwd = x->kind == PK_FORWARD, want_loss = fwd && x->vs == pl->nv - 1 && pl->dp <= 256;
             if (engine_stage_pass(e, !fwd, x->slot, tok, tgt, x->micro == pl->m - 1, want_loss ? lossv : NULL, d->err, sizeof d->err))
                 return -1;
             if (want_loss && d->losses) {
@@ -415,10 +430,10 @@ static int run_driver(Driver *d) {
             if (!data) { snprintf(d->err, sizeof d->err, "stage %d: out of memory for a send", s); return -1; }
             for (int r = 0; r < pl->nlocal; r++)
                 if (engine_read_tensor(e, r, x->buf, data + r * n, d->err, sizeof d->err)) { free(data); return -1; }
-            int ch = x->bwd ? 2 * (s - 1) + 1 : 2 * s;
+            int ch = x->bwd ? 2 * (x->vs - 1) + 1 : 2 * x->vs;
             if (chan_send(pl, &pl->chan[ch], x->micro, data)) { free(data); snprintf(d->err, sizeof d->err, "out of memory"); return -1; }
         } else {
-            int ch = x->bwd ? 2 * s + 1 : 2 * (s - 1), micro = -1;
+            int ch = x->bwd ? 2 * x->vs + 1 : 2 * (x->vs - 1), micro = -1;
             float *data = chan_recv(pl, &pl->chan[ch], &micro);
             if (!data) { snprintf(d->err, sizeof d->err, "stage %d stopped: another stage failed", s); return -1; }
             if (micro != x->micro) {
@@ -473,16 +488,16 @@ int pipeline_forward(Pipeline *pl, const int32_t *tokens, const int32_t *targets
     if (pl->aborted) { snprintf(err, errlen, "the pipeline stopped after an earlier error; open a new one"); return -1; }
     float lossv[256];
     if (pl->dp > 256) { snprintf(err, errlen, "dp=%d: more than 256 dp ranks", pl->dp); return -1; }
-    for (int s = 0; s < pl->pp; s++) {
-        if (engine_stage_pass(pl->eng[s], 0, 0, tokens, targets, 0, s == pl->pp - 1 ? lossv : NULL, err, errlen)) return -1;
-        if (s == pl->pp - 1) break;
-        /* the boundary: the first forward send of stage s names it */
-        const char *name = NULL;
-        for (int i = 0; i < pl->nsched[s] && !name; i++)
-            if (pl->sched[s][i].kind == PK_SEND && !pl->sched[s][i].bwd) name = pl->sched[s][i].buf;
-        const char *in = NULL;
-        for (int i = 0; i < pl->nsched[s + 1] && !in; i++)
-            if (pl->sched[s + 1][i].kind == PK_RECV && !pl->sched[s + 1][i].bwd) in = pl->sched[s + 1][i].buf;
+    for (int s = 0; s < pl->nv; s++) {
+        if (engine_stage_pass(pl->eng[s], 0, 0, tokens, targets, 0, s == pl->nv - 1 ? lossv : NULL, err, errlen)) return -1;
+        if (s == pl->nv - 1) break;
+        /* the boundary: stage s's forward send and stage s+1's forward receive name it */
+        const char *name = NULL, *in = NULL;
+        int r0 = s % pl->pp, r1 = (s + 1) % pl->pp;
+        for (int i = 0; i < pl->nsched[r0] && !name; i++)
+            if (pl->sched[r0][i].kind == PK_SEND && !pl->sched[r0][i].bwd && pl->sched[r0][i].vs == s) name = pl->sched[r0][i].buf;
+        for (int i = 0; i < pl->nsched[r1] && !in; i++)
+            if (pl->sched[r1][i].kind == PK_RECV && !pl->sched[r1][i].bwd && pl->sched[r1][i].vs == s + 1) in = pl->sched[r1][i].buf;
         if (!name || !in) { snprintf(err, errlen, "%s: stage %d has no forward send", pl->path, s); return -1; }
         int64_t n = buf_elems(pl->plans[s], name);
         float *data = malloc(sizeof(float) * (size_t)n);
@@ -500,13 +515,13 @@ int pipeline_forward(Pipeline *pl, const int32_t *tokens, const int32_t *targets
 }
 
 int pipeline_discard_grads(Pipeline *pl, char *err, size_t errlen) {
-    for (int s = 0; s < pl->pp; s++) if (engine_discard_grads(pl->eng[s], err, errlen)) return -1;
+    for (int s = 0; s < pl->nv; s++) if (engine_discard_grads(pl->eng[s], err, errlen)) return -1;
     return 0;
 }
 
 int pipeline_optimizer_step(Pipeline *pl, int step, float *grad_norm, float *lr, char *err, size_t errlen) {
     double total = 0;
-    for (int s = 0; s < pl->pp; s++) {   /* stage order: deterministic */
+    for (int s = 0; s < pl->nv; s++) {   /* stage order: deterministic */
         double sq = 0;
         if (engine_grad_sq(pl->eng[s], &sq)) { snprintf(err, errlen, "out of memory"); return -1; }
         total += sq;
@@ -520,7 +535,7 @@ int pipeline_optimizer_step(Pipeline *pl, int step, float *grad_norm, float *lr,
                  "(lower the learning rate or check the data)", step, norm);
         return -1;
     }
-    for (int s = 0; s < pl->pp; s++) if (engine_adamw_clipped(pl->eng[s], step, norm, err, errlen)) return -1;
+    for (int s = 0; s < pl->nv; s++) if (engine_adamw_clipped(pl->eng[s], step, norm, err, errlen)) return -1;
     return 0;
 }
 

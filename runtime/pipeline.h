@@ -16,7 +16,8 @@ int pipeline_plan_is(const char *path);
 /* Load a pp > 1 plan and open an Engine per stage. NULL with "PATH:LINE: what is wrong" in err. */
 Pipeline *pipeline_open(const char *path, const char *backend, char *err, size_t errlen);
 void pipeline_free(Pipeline *pl);
-int pipeline_stages(const Pipeline *pl);
+int pipeline_stages(const Pipeline *pl);      /* stage sections (pp * virtual_stages), one Engine each */
+int pipeline_ranks(const Pipeline *pl);       /* pipeline ranks (pp); stage k runs on rank k % pp */
 int pipeline_micro_batches(const Pipeline *pl);   /* m = grad_accum */
 Plan *pipeline_stage_plan(Pipeline *pl, int stage);   /* stage 0's header is the run's */
 Engine *pipeline_stage_engine(Pipeline *pl, int stage);

@@ -551,10 +551,11 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
     if (p->dp > 1) snprintf(dps, sizeof dps, " x dp %d", p->dp);
     printf("  layout %s, tp=%d, dp=%d, backend %s; micro_batch %d x seq %d x grad_accum %d%s = %s tokens per step; %d steps\n",
            p->layout, p->tp, p->dp, t_backend(&t), p->micro_batch, p->seq, p->grad_accum, dps, tok, p->steps);
-    if (pl) printf("  pipeline: pp=%d stages, 1F1B over %d micro-batches (stage ranks as threads, send/recv as queues)\n",
-                   pipeline_stages(pl), p->grad_accum);
+    if (pl) printf("  pipeline: pp=%d ranks, %d stages, %s over %d micro-batches (stage ranks as threads, send/recv as queues)\n",
+                   pipeline_ranks(pl), pipeline_stages(pl), pipeline_stages(pl) > pipeline_ranks(pl) ? "interleaved 1F1B" : "1F1B",
+                   p->grad_accum);
     Grid grid;
-    if (grid_make(&grid, p->dp, pl ? pipeline_stages(pl) : p->pp, p->tp, err, sizeof err) == 0) {
+    if (grid_make(&grid, p->dp, pl ? pipeline_ranks(pl) : p->pp, p->tp, err, sizeof err) == 0) {
         char gd[4096];
         grid_describe(&grid, gd, sizeof gd);
         printf("  %s", gd);

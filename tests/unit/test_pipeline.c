@@ -164,7 +164,9 @@ static void grid_case(const char *spec, const char *model_defs, int pp, int tp, 
     char defs[400], rdefs[400], what[500];
     Run1 ref, r;
     global_batch((int64_t)mb * 32 * dp * m, 256);
-    snprintf(rdefs, sizeof rdefs, "%s -D tp=1 -D pp=1 -D dp=1 -D grad_accum=%d -D micro_batch=%d -D seq=32", model_defs, m * dp, mb);
+    /* the reference: pp=1 has no virtual stages */
+    snprintf(rdefs, sizeof rdefs, "%s -D tp=1 -D pp=1 -D dp=1 -D grad_accum=%d -D micro_batch=%d -D seq=32",
+             strstr(model_defs, "virtual_stages") ? "" : model_defs, m * dp, mb);
     snprintf(defs, sizeof defs, "%s -D tp=%d -D pp=%d -D dp=%d -D grad_accum=%d -D micro_batch=%d -D seq=32 -D dp_bucket_mb=0.05",
              model_defs, tp, pp, dp, m, mb);
     if (open_run(&ref, spec, rdefs, 1) == 0 && open_run(&r, spec, defs, 1) == 0) {
@@ -245,10 +247,10 @@ static void bad_plans(void) {
     fclose(f);
     struct { const char *from, *to, *name, *want; } cases[] = {
         /* stage 1 receives micro-batch 1 first */
-        {"recv dir=fwd buf=L2.x micro=0 slot=0 peer=0", "recv dir=fwd buf=L2.x micro=1 slot=0 peer=0", "receives out of order", "sent first"},
+        {"recv stage=1 dir=fwd buf=L2.x micro=0 slot=0 peer=0", "recv stage=1 dir=fwd buf=L2.x micro=1 slot=0 peer=0", "receives out of order", "sent first"},
         /* stage 0 waits for micro-batch 0's gradient before sending its forward: nobody can move */
-        {"forward micro=0 slot=0\nsend dir=fwd buf=L2.x micro=0 slot=0 peer=1\n",
-         "recv dir=bwd buf=d.L4.x micro=0 slot=0 peer=1\nforward micro=0 slot=0\nsend dir=fwd buf=L2.x micro=0 slot=0 peer=1\n",
+        {"forward stage=0 micro=0 slot=0\nsend stage=0 dir=fwd buf=L2.x micro=0 slot=0 peer=1\n",
+         "recv stage=0 dir=bwd buf=d.L4.x micro=0 slot=0 peer=1\nforward stage=0 micro=0 slot=0\nsend stage=0 dir=fwd buf=L2.x micro=0 slot=0 peer=1\n",
          "a stage waiting on itself deadlocks", "forever"},
     };
     for (int k = 0; k < 2; k++) {
@@ -285,6 +287,9 @@ int main(int argc, char **argv) {
         grid_case("tiny-cola-pp2", "-D model=tiny-svd", 2, 2, 1, 2, 2, 0);
         grid_case("tiny-cola-pp2", "-D model=tiny-lax", 2, 2, 2, 2, 2, 0);
         grid_case("tiny-cola-pp2", "-D checkpoint=none", 4, 4, 1, 4, 1, 0);   /* the paper's tp4 x pp4 at toy size (4 layers) */
+        /* interleaved 1F1B: two chunks of one layer per rank */
+        grid_case("tiny-cola-pp2", "-D virtual_stages=2", 2, 1, 1, 4, 2, 2);
+        grid_case("tiny-cola-pp2", "-D virtual_stages=2", 2, 2, 2, 2, 2, 0);
     }
     if (!*only || strstr("resume", only)) resume_case();
     if (!*only || strstr("bad", only)) bad_plans();

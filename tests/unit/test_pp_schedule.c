@@ -1,7 +1,8 @@
 /* test_pp_schedule.c: the generator's pipeline split and emitted 1F1B schedule (gen/pp.c): for
  * pp = 2 and 4 over several m, every stage runs each micro-batch's forward and backward once, the
  * sends and receives pair up and the static check finds no deadlock, stage s holds min(pp-s, m)
- * activation slots, and the bubble counted from the emitted steps equals (pp-1)/(m+pp-1); an
+ * activation slots, and the bubble counted from the emitted steps equals (pp-1)/(m+pp-1) (interleaved
+ * with v chunks per rank: (pp-1)/(v*m+pp-1)); an
  * explicit split is kept; a schedule with two steps swapped or a receive dropped is rejected. */
 #include <math.h>
 #include <string.h>
@@ -29,40 +30,46 @@ static PpPlan *build(const char *spec, const char *const *defs, int ndefs, Graph
     return pl;
 }
 
-static void schedule_case(int pp, int m, const char *model) {
-    char dpp[32], dm[32], dmodel[64], name[200];
+static void schedule_case(int pp, int m, const char *model, int v) {
+    char dpp[32], dm[32], dmodel[64], dv[32], name[200];
+    snprintf(dv, sizeof dv, "virtual_stages=%d", v);
     snprintf(dpp, sizeof dpp, "pp=%d", pp); snprintf(dm, sizeof dm, "grad_accum=%d", m);
     snprintf(dmodel, sizeof dmodel, "model=%s", model);
     int full = !strcmp(model, "tiny-llama");
-    const char *defs[] = {dpp, dm, dmodel, "tp=2", "micro_batch=1", "seq=16", "layout=megatron", "online_rmsnorm=false", "checkpoint=none"};
+    const char *defs[] = {dpp, dm, dmodel, "tp=2", "micro_batch=1", "seq=16", dv, "layout=megatron", "online_rmsnorm=false", "checkpoint=none"};
     Graph *g = NULL;
-    PpPlan *pl = build("tiny-cola-pp2", defs, full ? 9 : 6, &g);
+    PpPlan *pl = build("tiny-cola-pp2", defs, full ? 10 : 7, &g);
+    char mname[80];
+    snprintf(mname, sizeof mname, "%s%s", model, v > 1 ? (v == 2 ? " v=2" : " v=4") : "");
+    model = mname;
     snprintf(name, sizeof name, "%s pp=%d m=%d", model, pp, m);
     if (!pl) { CHECK(0, name, "no plan"); return; }
     int ok = 1;
     char why[300] = "";
-    for (int s = 0; s < pp && ok; s++) {
-        const PpStage *st = &pl->stages[s];
+    int nv = pl->nv;
+    for (int k = 0; k < nv && ok; k++) {   /* every stage k, on rank k % pp */
+        const PpStage *st = &pl->stages[k % pp];
         int nf[64] = {0}, nb[64] = {0}, sends = 0, recvs = 0;
         for (int i = 0; i < st->nsched; i++) {
             const PpSched *x = &st->sched[i];
+            if (x->vs != k) continue;
             if (x->kind == PS_FORWARD) nf[x->micro]++;
             if (x->kind == PS_BACKWARD) nb[x->micro]++;
             sends += x->kind == PS_SEND_FWD || x->kind == PS_SEND_BWD;
             recvs += x->kind == PS_RECV_FWD || x->kind == PS_RECV_BWD;
         }
-        for (int j = 0; j < m; j++) if (nf[j] != 1 || nb[j] != 1) { ok = 0; snprintf(why, sizeof why, "stage %d micro %d: %d fwd %d bwd", s, j, nf[j], nb[j]); }
-        int want_io = (s > 0) + (s < pp - 1);
-        if (ok && (sends != want_io * m || recvs != want_io * m)) { ok = 0; snprintf(why, sizeof why, "stage %d: %d sends %d recvs", s, sends, recvs); }
-        int want_slots = pp - s < m ? pp - s : m;
-        if (ok && st->slots != want_slots) { ok = 0; snprintf(why, sizeof why, "stage %d: %d slots, want %d", s, st->slots, want_slots); }
+        for (int j = 0; j < m; j++) if (nf[j] != 1 || nb[j] != 1) { ok = 0; snprintf(why, sizeof why, "stage %d micro %d: %d fwd %d bwd", k, j, nf[j], nb[j]); }
+        int want_io = (k > 0) + (k < nv - 1);
+        if (ok && (sends != want_io * m || recvs != want_io * m)) { ok = 0; snprintf(why, sizeof why, "stage %d: %d sends %d recvs", k, sends, recvs); }
+        int want_slots = pp - k < m ? pp - k : m;
+        if (ok && v == 1 && pl->stages[k].slots != want_slots) { ok = 0; snprintf(why, sizeof why, "stage %d: %d slots, want %d", k, pl->stages[k].slots, want_slots); }
     }
-    double formula = (double)(pp - 1) / (m + pp - 1), b1 = 0, b2 = 0;
+    double formula = (double)(pp - 1) / (v * m + pp - 1), b1 = 0, b2 = 0;
     char err[512] = "";
     int rc = pp_check_schedule(pl, 1.0, 1.0, &b1, err, sizeof err) || pp_check_schedule(pl, 1.0, 2.0, &b2, err, sizeof err);
     snprintf(name, sizeof name, "%s pp=%d m=%d: each micro-batch once per stage, sends pair with receives, slots pp-s", model, pp, m);
     CHECK(ok && !rc, name, "%s %s", why, err);
-    snprintf(name, sizeof name, "%s pp=%d m=%d: bubble counted from the emitted steps = (pp-1)/(m+pp-1)", model, pp, m);
+    snprintf(name, sizeof name, "%s pp=%d m=%d: bubble counted from the emitted steps = (pp-1)/(v*m+pp-1)", model, pp, m);
     CHECK(fabs(b1 - formula) < 1e-12 && fabs(b2 - formula) < 1e-12 && fabs(pl->bubble - formula) < 1e-12, name,
           "bubble %.6f (tb=tf), %.6f (tb=2tf), formula %.6f", b1, b2, formula);
     /* mutations: swap stage 0's first forward with its first receive of a gradient; drop a receive */
@@ -91,11 +98,13 @@ static void schedule_case(int pp, int m, const char *model) {
 }
 
 int main(void) {
-    schedule_case(2, 4, "tiny-cola-4l");
-    schedule_case(2, 7, "tiny-cola-4l");
-    schedule_case(4, 4, "tiny-cola-4l");
-    schedule_case(4, 9, "tiny-cola-4l");
-    schedule_case(2, 2, "tiny-llama");
+    schedule_case(2, 4, "tiny-cola-4l", 1);
+    schedule_case(2, 7, "tiny-cola-4l", 1);
+    schedule_case(4, 4, "tiny-cola-4l", 1);
+    schedule_case(4, 9, "tiny-cola-4l", 1);
+    schedule_case(2, 2, "tiny-llama", 1);
+    schedule_case(2, 4, "tiny-cola-4l", 2);   /* interleaved */
+    schedule_case(2, 8, "tiny-cola-4l", 2);
     /* an explicit split is kept; the balanced one of 4 equal layers is 2+2 */
     const char *defs[] = {"pp=2", "grad_accum=4", "tp=1", "micro_batch=1", "seq=16"};
     Graph *g = NULL;
