@@ -153,9 +153,8 @@ static void emit_rank(PpPlan *pl, int r) {
     if (warm > total) warm = total;
     int *slot_of = calloc((size_t)(m * nv), sizeof *slot_of);
     int *order = malloc(sizeof *order * (size_t)(2 * total + 2)), n = 0;   /* +k+1: forward pass k, -(k+1): backward pass k */
-    static unsigned char used[PP_MAX_STAGES][PP_MAX_SLOTS];
-    memset(used, 0, sizeof used);
-    if (!slot_of || !order) { free(slot_of); free(order); st->nsched = 0; return; }
+    unsigned char (*used)[PP_MAX_SLOTS] = calloc(PP_MAX_STAGES, sizeof *used);   /* per stage: slots taken */
+    if (!slot_of || !order || !used) { free(slot_of); free(order); free(used); st->nsched = 0; return; }
     for (int k = 0; k < warm; k++) order[n++] = k + 1;
     for (int i = 0; i + warm < total; i++) { order[n++] = warm + i + 1; order[n++] = -(i + 1); }
     for (int k = total - warm; k < total; k++) order[n++] = -(k + 1);
@@ -181,7 +180,7 @@ static void emit_rank(PpPlan *pl, int r) {
             used[vs][q] = 0;
         }
     }
-    free(slot_of); free(order);
+    free(slot_of); free(order); free(used);
 }
 
 int pp_check_schedule(const PpPlan *pl, double tf, double tb, double *bubble, char *err, size_t errlen) {
