@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/pipeline.h"
+#include "runtime/world.h"
 
 #define PL_MAX_STAGES 64
 
@@ -279,6 +280,13 @@ static int load_stages(Pipeline *pl, const char *path, const char *backend, char
     if (rc) return rc;
     if (check_schedule(pl, err, errlen)) return -1;
     pl->dp = pl->plans[0]->dp; pl->tp = pl->plans[0]->tp; pl->nlocal = pl->dp * pl->tp;
+    int wrank = 0, wsize = 1;
+    char werr[256];
+    if (world_from_env(&wrank, &wsize, werr, sizeof werr) == 1 && wsize > 1) {
+        snprintf(err, errlen, "%s: pp=%d: pipeline stages run as threads of one process so far (no MPI point-to-point yet): "
+                 "launch one process without mpirun, or regenerate with -D pp=1", path, pp);
+        return -1;
+    }
     if (backend && strcmp(backend, "cpu") && strcmp(backend, "auto")) {
         snprintf(err, errlen, "%s: pp=%d: pipeline stages run on the cpu backend only so far (ranks as threads): use --backend "
                  "cpu or regenerate with -D pp=1", path, pp);
