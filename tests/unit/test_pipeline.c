@@ -143,8 +143,11 @@ static void compare_runs(Run1 *a, Run1 *ref, const char *what, int steps) {
     int m = a->pl ? pipeline_micro_batches(a->pl) : a->p->grad_accum;
     double dl = 0;
     for (int j = 0; j < m; j++) dl = tl_worst(dl, fabs((double)a->mloss[j] - ref->mloss[j]) / fabs((double)ref->mloss[j]));
-    double wg = worst_canon(a, ref, SLOT_GRAD, &wname, why, sizeof why);
-    snprintf(name, sizeof name, "%s: same loss of every micro-batch and every canonical gradient", what);
+    /* ZeRO-1: a rank's gradient is reduced on its shard only, so the canonical gradients are not
+     * comparable; the losses and the parameters after the steps are */
+    int zero = strstr(what, "zero=1") != NULL;
+    double wg = zero ? 0 : worst_canon(a, ref, SLOT_GRAD, &wname, why, sizeof why);
+    snprintf(name, sizeof name, "%s: same loss of every micro-batch%s", what, zero ? "" : " and every canonical gradient");
     CHECK(dl < CASE_TOL && wg < CASE_TOL, name, "%s loss %.9g vs %.9g (worst micro rel %.2g), worst gradient %s rel %.3g", why,
           a->loss, ref->loss, dl, wname, wg);
     if (!steps) return;
@@ -287,6 +290,7 @@ int main(int argc, char **argv) {
         grid_case("tiny-cola-pp2", "-D model=tiny-svd", 2, 2, 1, 2, 2, 0);
         grid_case("tiny-cola-pp2", "-D model=tiny-lax", 2, 2, 2, 2, 2, 0);
         grid_case("tiny-cola-pp2", "-D checkpoint=none", 4, 4, 1, 4, 1, 0);   /* the paper's tp4 x pp4 at toy size (4 layers) */
+        grid_case("tiny-cola-pp2", "-D zero=1", 2, 2, 2, 2, 2, 2);   /* ZeRO-1 per stage */
         /* interleaved 1F1B: two chunks of one layer per rank */
         grid_case("tiny-cola-pp2", "-D virtual_stages=2", 2, 1, 1, 4, 2, 2);
         grid_case("tiny-cola-pp2", "-D virtual_stages=2", 2, 2, 2, 2, 2, 0);
