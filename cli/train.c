@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "gen/gen.h"              // defines: spec_load_run, parse_override, gen_write
 #include "runtime/plan.h"         // defines: plan_load, plan_free
+#include "runtime/pipeline.h"     // defines: Pipeline, pipeline_open
 #include "runtime/train.h"        // defines: TrainOptions, train_with_plan, train_apply_overrides
 #include "runtime/checkpoint.h"   // defines: ckpt_remove_tree
 #include "runtime/world.h"        // defines: world_from_env, world_job_id
@@ -166,8 +167,12 @@ int cmd_train(int argc, char **argv) {
         snprintf(plan_file, sizeof plan_file, "%s/plan.txt", plan_dir);
     }
 
-    Plan *plan = plan_load(plan_file, err, sizeof err);
+    Pipeline *pipe = NULL;   /* pp > 1: one plan section per stage (runtime/pipeline.c) */
+    Plan *plan = NULL;
     int rc = 0;
+    if (pipeline_plan_is(plan_file) == 1) {
+        if ((pipe = pipeline_open(plan_file, opt.backend ? opt.backend : "auto", err, sizeof err))) plan = pipeline_stage_plan(pipe, 0);
+    } else plan = plan_load(plan_file, err, sizeof err);
     if (!plan) { fprintf(stderr, "%s\n", err); rc = 2; }
     if (!rc && plan_arg && ndefs > 0) {
         TrainOverride tov[TRAIN_MAX_OVERRIDES];
@@ -203,10 +208,11 @@ int cmd_train(int argc, char **argv) {
         saved_stdout = quiet_fd >= 0 ? dup(STDOUT_FILENO) : -1;
         if (saved_stdout >= 0) dup2(quiet_fd, STDOUT_FILENO);
     }
-    if (!rc) rc = train_with_plan(plan, &opt);
+    if (!rc) rc = pipe ? train_with_pipeline(pipe, &opt) : train_with_plan(plan, &opt);
     if (saved_stdout >= 0) { fflush(stdout); dup2(saved_stdout, STDOUT_FILENO); close(saved_stdout); }
     if (quiet_fd >= 0) close(quiet_fd);
-    if (plan) plan_free(plan);
+    if (pipe) pipeline_free(pipe);
+    else if (plan) plan_free(plan);
     if (tmpdir[0]) ckpt_remove_tree(tmpdir);
     comm_mpi_finish(rc);   /* under mpirun: finalize, or stop the other ranks when this one failed */
     return rc;

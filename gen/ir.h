@@ -150,6 +150,9 @@ typedef struct {
     int tokens, targets, loss;
     int64_t arena_bytes;
     int64_t arena_lower_bound;    /* the most bytes live at any one step: no plan can do better */
+    /* memplan: extra live ranges (gen/pp.c: a pipeline stage's received buffers are live from the
+     * start of their section, the sent ones to its end); none in a whole-model graph */
+    int npin, pin_t[4], pin_lo[4], pin_hi[4];
     int cur_layer;                /* builder state: layer and chunk stamped on new ops */
     char cur_chunk[48];
     Run *owned_run;               /* the copy of the run this graph was built for */
@@ -232,6 +235,12 @@ int memplan(Graph *g);                         /* liveness, offsets, overlap che
 
 /* ---- plan_write.c ---- */
 int plan_write(const Graph *g, FILE *f);
+/* The pieces plan_write is made of (gen/pp.c writes one body per pipeline stage): the header lines
+ * (boost-plan .. data), then the arena line (with slots=K when K > 1), canons and params (only
+ * those marked used, NULL: all), buffers, inputs and the sections; and one step line. */
+void plan_write_header(const Graph *g, FILE *f);
+int plan_write_body(const Graph *g, FILE *f, const unsigned char *canon_used, const unsigned char *param_used, int slots);
+void plan_write_step(FILE *f, const Graph *g, const Op *o);
 
 /* ---- pipeline.c: the whole pipeline: a finished Graph for a run and layout, or NULL with err ---- */
 Graph *graph_build(const Run *run, int layout, int checkpoint, char *err, size_t errlen, int *status);

@@ -50,6 +50,7 @@ int memplan(Graph *g) {
         case OP_SAVE: touch(g, o->marker_tensor, s); break;
         }
     }
+    for (int i = 0; i < g->npin; i++) { touch(g, g->pin_t[i], g->pin_lo[i]); touch(g, g->pin_t[i], g->pin_hi[i]); }
     int n = 0;
     int *order = malloc((size_t)g->nt * sizeof *order);
     SortKey *key = malloc((size_t)g->nt * sizeof *key);

@@ -87,6 +87,9 @@ typedef struct {
     Model model;
     Gpu gpu;
     int tp, pp, dp;
+    int pp_stages[MAX_LAYERS];   /* parallel.stages: layers per pipeline stage; pp_nstages 0: balanced by cost (gen/pp.c) */
+    int pp_nstages;
+    int pp_virtual;           /* parallel.virtual_stages: layer chunks per pipeline rank (interleaved 1F1B when > 1) */
     int64_t dp_bucket_bytes;  /* gradient bytes per dp all-reduce bucket (gen/dp.c) */
     int zero;                 /* ZeRO stage 0 or 1 */
     int dp_bf16;              /* 1: the dp gradient reduction carries bf16 (parallel.dp_dtype) */

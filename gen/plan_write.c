@@ -33,7 +33,7 @@ static void pr_gemm_fields(FILE *f, const Graph *g, const Gemm *x, int batched) 
     if (batched) fprintf(f, " batch=%" PRId64, x->batch);
 }
 
-static void pr_step(FILE *f, const Graph *g, const Op *o) {
+void plan_write_step(FILE *f, const Graph *g, const Op *o) {
     switch (o->kind) {
     case OP_GEMM: fprintf(f, "gemm"); pr_gemm_fields(f, g, &o->g, 0); break;
     case OP_BATCHED_GEMM: fprintf(f, "batched_gemm"); pr_gemm_fields(f, g, &o->g, 1); break;
@@ -76,7 +76,7 @@ static void pr_step(FILE *f, const Graph *g, const Op *o) {
     fputc('\n', f);
 }
 
-int plan_write(const Graph *g, FILE *f) {
+void plan_write_header(const Graph *g, FILE *f) {
     const Run *r = g->run;
     const Model *m = &r->model;
     fprintf(f, "boost-plan 1\n");
@@ -96,10 +96,20 @@ int plan_write(const Graph *g, FILE *f) {
     if (r->max_bad_steps > 0) fprintf(f, " max_bad_steps=%d", r->max_bad_steps);   /* optional: the reader's default is 5 */
     fputc('\n', f);
     fprintf(f, "data path=%s val_fraction=%.9g\n", r->data, r->val_fraction);
-    fprintf(f, "arena act bytes=%" PRId64 "\n", g->arena_bytes);
+}
+
+int plan_write(const Graph *g, FILE *f) {
+    plan_write_header(g, f);
+    return plan_write_body(g, f, NULL, NULL, 1);
+}
+
+int plan_write_body(const Graph *g, FILE *f, const unsigned char *canon_used, const unsigned char *param_used, int slots) {
+    fprintf(f, "arena act bytes=%" PRId64 "%s", g->arena_bytes, slots > 1 ? "" : "\n");
+    if (slots > 1) fprintf(f, " slots=%d\n", slots);
     fprintf(f, "\n# canonical parameters (full tensors, the same for every layout and tp)\n");
     for (int i = 0; i < g->ncanons; i++) {
         const Canon *c = &g->canons[i];
+        if (canon_used && !canon_used[i]) continue;
         fprintf(f, "canon %s shape=%" PRId64 "x%" PRId64 " init=%s std=%.9g seed=0x%016" PRIx64 " decay=%d\n",
                 c->name, c->rows, c->cols, c->init == 0 ? "normal" : c->init == 1 ? "ones" : "zeros",
                 c->std, c->seed, c->decay);
@@ -107,6 +117,7 @@ int plan_write(const Graph *g, FILE *f) {
     fprintf(f, "\n# local parameters of one rank and the canonical blocks they hold\n");
     for (int i = 0; i < g->nparams; i++) {
         const Param *p = &g->params[i];
+        if (param_used && !param_used[i]) continue;
         fprintf(f, "param %s shape=%" PRId64 "x%" PRId64 " dtype=%s\n", p->name, p->rows, p->cols, dtype_name(p->dtype));
         for (int j = p->first_part; j < p->first_part + p->nparts; j++) {
             const Part *q = &g->parts[j];
@@ -133,12 +144,13 @@ int plan_write(const Graph *g, FILE *f) {
         /* a comment line where a new chunk (the segment between two collectives) starts */
         if (s == 0 || s == g->nfwd_steps || strcmp(o->chunk, g->steps[s - 1].chunk))
             fprintf(f, "# %s %s (step %d)\n", o->chunk, s < g->nfwd_steps ? "forward" : "backward", s);
-        pr_step(f, g, o);
+        plan_write_step(f, g, o);
     }
     if (g->nfwd_steps == g->nsteps) fprintf(f, "\nsection backward\n");
     if (g->run->zero && g->run->dp > 1) {   /* ZeRO-1: sharded update, then every shard to every dp rank */
         fprintf(f, "\nsection optimizer\noptimizer adamw zero=1\n");
         for (int i = 0; i < g->nparams; i++) {
+            if (param_used && !param_used[i]) continue;
             const Tensor *t = &g->t[g->params[i].tensor];
             fprintf(f, "gather_shards buf=%s elems=%" PRId64 " dtype=%s group=dp\n", t->name, t->rows * t->cols, dtype_name(t->dtype));
         }

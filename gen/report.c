@@ -341,8 +341,9 @@ static void md_overview(const Run *run, const Report *d, FILE *f) {
                "| held by one rank (this layout) | %" PRId64 " |\n",
             total, layer0, layers_all, embed, head, norms, local);
     if (pp > 1)
-        fprintf(f, "\nPipeline: pp=%d; the plan covers the whole model, a stage holds about %d layers "
-                   "(%" PRId64 " layer parameters per stage).\n", pp, (m->layers + pp - 1) / pp, layers_all / pp);
+        fprintf(f, "\nPipeline: pp=%d; a stage holds about %d layers (%" PRId64 " layer parameters per stage); the plan has "
+                   "one section per stage (the split, slots, p2p bytes and bubble: \"Pipeline\" at the end).\n", pp,
+                (m->layers + pp - 1) / pp, layers_all / pp);
     fprintf(f, "\n## FLOPs per token (forward + backward)\n\n%.4g FLOPs per token: GEMMs from the tp=1 schedule "
                "(2mnk each, forward and both backward products) plus attention %.4g (q k^T and P v over all %d keys, "
                "no causal discount). Recompute is not counted.\n", fpt, attn, run->seq);

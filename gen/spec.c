@@ -125,7 +125,7 @@ static const Field TUNE_FIELDS[] = {
 static const Field RUN_FIELDS[] = {
     {"model", K_MODEL, 0, 0, 0, NULL, NULL, "a model name from specs/models, e.g. model = \"cola-llama-7b\""},
     {"gpu", K_GPU, 0, 0, 0, NULL, "h100", "a GPU name from specs/gpus"},
-    {"parallel", K_TABLE, 0, 0, 0, NULL, NULL, "{tp=, pp=, dp=, layout=, dp_bucket_mb=, dp_dtype=, zero=}"},
+    {"parallel", K_TABLE, 0, 0, 0, NULL, NULL, "{tp=, pp=, dp=, layout=, dp_bucket_mb=, dp_dtype=, zero=, stages=, virtual_stages=}"},
     {"features", K_TABLE, 0, 0, 0, NULL, NULL, "{online_rmsnorm=, group_linears=, checkpoint=}"},
     {"train", K_TABLE, 0, 0, 0, NULL, NULL, "{micro_batch=, seq=, lr=, steps=, ...}"},
     {"data", K_TABLE, 0, 0, 0, NULL, NULL, "{path=, val_fraction=} or a path"},
@@ -139,6 +139,8 @@ static const Field PARALLEL_FIELDS[] = {
     {"dp_bucket_mb", K_NUM, 0, 65536, 1, NULL, "25", "MB of gradients per data-parallel all-reduce bucket (PyTorch DDP's 25)"},
     {"dp_dtype", K_CHOICE, 0, 0, 0, "fp32|bf16", "fp32", "dtype of the dp gradient reduction (bf16: half the bytes, ~2^-8 relative error)"},
     {"zero", K_INT, 0, 1, 0, NULL, "0", "ZeRO stage: 0 (replicated AdamW state) or 1 (AdamW state and masters sharded over dp)"},
+    {"stages", K_TABLE, 0, 0, 0, NULL, NULL, "a list of layer counts, one per pipeline stage, e.g. {8, 8, 8, 8}"},
+    {"virtual_stages", K_INT, 1, 64, 0, NULL, "1", "layer chunks per pipeline rank (interleaved 1F1B when > 1)"},
     {NULL},
 };
 static const Field FEATURES_FIELDS[] = {
@@ -184,7 +186,7 @@ static const Schema S_MODEL = {"model", MODEL_FIELDS}, S_COLA = {"cola", COLA_FI
 /* -D names and the field each one sets (table "run" = the run's top level). */
 typedef struct { const char *name; const Schema *schema; const char *key; } OverrideTarget;
 static const OverrideTarget OVERRIDES[] = {
-    {"tp", &S_PARALLEL, "tp"}, {"pp", &S_PARALLEL, "pp"}, {"dp", &S_PARALLEL, "dp"},
+    {"tp", &S_PARALLEL, "tp"}, {"pp", &S_PARALLEL, "pp"}, {"dp", &S_PARALLEL, "dp"}, {"virtual_stages", &S_PARALLEL, "virtual_stages"},
     {"layout", &S_PARALLEL, "layout"}, {"dp_bucket_mb", &S_PARALLEL, "dp_bucket_mb"}, {"zero", &S_PARALLEL, "zero"}, {"dp_dtype", &S_PARALLEL, "dp_dtype"},
     {"online_rmsnorm", &S_FEATURES, "online_rmsnorm"}, {"group_linears", &S_FEATURES, "group_linears"},
     {"checkpoint", &S_FEATURES, "checkpoint"},
@@ -1277,6 +1279,42 @@ static void valid_tps(const Model *m, int naive, char *buf, size_t n) {
     }
 }
 
+/* parallel.stages = {n0, n1, ...}: layers per pipeline stage. One count per stage, each at least 1,
+ * summing to the model's layers. Absent: r->pp_nstages = 0 (gen/pp.c balances by cost). */
+static void read_stages(Ctx *c, const Obj *par) {
+    Run *r = c->run;
+    lua_State *L = c->L;
+    r->pp_nstages = 0;
+    int t = push_field(c, par, "stages");
+    if (t == LUA_TNIL) { lua_pop(L, 1); return; }
+    Loc loc = key_loc(c, par, "stages");
+    if (t != LUA_TTABLE) spec_error(c, loc, "stages must be a list of layer counts, one per pipeline stage, e.g. {8, 8}");
+    lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+    int count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, -2)) { count++; lua_pop(L, 1); }
+    if (count != n || n != r->pp)
+        spec_error(c, loc, "stages must list exactly pp (%d) layer counts, one per stage, e.g. {%d, %d}; it has %d entries",
+                   r->pp, r->model.layers - r->model.layers / 2, r->model.layers / 2, count);
+    int sum = 0;
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        if (!lua_isinteger(L, -1) && !(lua_isnumber(L, -1) && lua_tonumber(L, -1) == (lua_Integer)lua_tonumber(L, -1)))
+            spec_error(c, loc, "stages[%d] must be an integer layer count", (int)i);
+        lua_Integer v = (lua_Integer)lua_tonumber(L, -1);
+        lua_pop(L, 1);
+        if (v < 1) spec_error(c, loc, "stages[%d] is %lld: every pipeline stage needs at least one layer", (int)i, (long long)v);
+        if (v > r->model.layers) spec_error(c, loc, "stages[%d] is %lld, more than the model's %d layers", (int)i, (long long)v, r->model.layers);
+        r->pp_stages[i - 1] = (int)v;
+        sum += (int)v;
+    }
+    lua_pop(L, 1);
+    if (sum != r->model.layers)
+        spec_error(c, loc, "stages sum to %d layers, but model %s has %d: make the counts add up to %d", sum, r->model.name,
+                   r->model.layers, r->model.layers);
+    r->pp_nstages = (int)n;
+}
+
 static void check_run(Ctx *c, const Obj *par, const Obj *feat, const Obj *train) {
     Run *r = c->run;
     const Model *m = &r->model;
@@ -1311,9 +1349,28 @@ static void check_run(Ctx *c, const Obj *par, const Obj *feat, const Obj *train)
     if (m->moe_experts && m->moe_ffn % r->tp)
         spec_error(c, tp_loc, "the experts' ffn (%d) of model %s must be divisible by tp (%d): each rank holds expert_ffn/tp",
                    m->moe_ffn, m->name, r->tp);
-    if (r->pp > m->layers || m->layers % r->pp)
-        spec_error(c, key_loc(c, par, "pp"), "layers (%d) must be divisible by pp (%d): each pipeline stage holds layers/pp layers",
-                   m->layers, r->pp);
+    if (r->pp > m->layers)
+        spec_error(c, key_loc(c, par, "pp"), "pp (%d) is more than the %d layers of model %s: each pipeline stage needs at "
+                   "least one layer; set pp to at most %d", r->pp, m->layers, m->name, m->layers);
+    read_stages(c, par);
+    r->pp_virtual = get_int(c, par, "virtual_stages");
+    if (r->pp_virtual > 1) {
+        Loc vloc = key_loc(c, par, "virtual_stages");
+        if (r->pp < 2) spec_error(c, vloc, "virtual_stages (%d) interleaves pipeline stages: it needs pp > 1", r->pp_virtual);
+        if (r->pp_nstages) spec_error(c, vloc, "virtual_stages and an explicit stages split do not go together: drop one of them");
+        if (m->layers % (r->pp * r->pp_virtual))
+            spec_error(c, vloc, "virtual_stages (%d) must divide the layers per stage: %d layers over pp=%d x %d chunks is not "
+                       "whole; choose virtual_stages dividing %d", r->pp_virtual, m->layers, r->pp, r->pp_virtual,
+                       m->layers % r->pp ? m->layers : m->layers / r->pp);
+        if (r->grad_accum % r->pp)
+            spec_error(c, key_loc(c, train, "grad_accum"), "interleaved 1F1B takes micro-batches in groups of pp: grad_accum (%d) "
+                       "must be a multiple of pp (%d), e.g. %d", r->grad_accum, r->pp, r->pp * ((r->grad_accum + r->pp - 1) / r->pp));
+    }
+    if (r->pp > 1 && r->grad_accum < r->pp) {
+        spec_error(c, key_loc(c, train, "grad_accum"), "grad_accum (%d) is less than pp (%d): the 1F1B pipeline "
+                   "needs at least pp micro-batches per optimizer step; set train.grad_accum to %d or more (e.g. -D grad_accum=%d)",
+                   r->grad_accum, r->pp, r->pp, 2 * r->pp);
+    }
     if (r->tp > r->gpu.gpus_per_node)
         spec_error(c, tp_loc, "tp (%d) is more than the %d GPUs of one %s node: tensor parallelism stays within a node; "
                    "use pp or dp across nodes", r->tp, r->gpu.gpus_per_node, r->gpu.name);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "gen/gen.h"
 #include "gen/ir.h"
+#include "gen/pp.h"
 #include "common/nvrtc.h"
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -77,12 +78,14 @@ static int write_files(const Run *run, Graph *g, const char *dir, int compile_ke
     snprintf(path, sizeof path, "%s/plan.txt", dir);
     FILE *f = fopen(path, "w");
     if (!f) { snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
-    int rc = plan_write(g, f);
-    if (fclose(f) || rc) { snprintf(err, errlen, "%s: write failed (disk full?)", path); return 1; }
+    PpPlan *pl = NULL;   /* pp > 1: one plan section per pipeline stage (gen/pp.c) */
+    if (run->pp > 1 && !(pl = pp_build(g, err, errlen))) { fclose(f); return 2; }   /* a model pp cannot split yet */
+    int rc = pl ? pp_write_plan(g, pl, f) : plan_write(g, f);
+    if (fclose(f) || rc) { pp_free(pl); snprintf(err, errlen, "%s: write failed (disk full?)", path); return 1; }
 
     snprintf(path, sizeof path, "%s/kernels.cu", dir);
     f = fopen(path, "w");
-    if (!f) { snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
+    if (!f) { pp_free(pl); snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
     int nk = 0;
     for (int s = 0; s < g->nsteps; s++) nk += g->steps[s].kind == OP_KERNEL;
     KernelInst *ks = malloc((size_t)(nk + 1) * sizeof *ks);
@@ -92,14 +95,17 @@ static int write_files(const Run *run, Graph *g, const char *dir, int compile_ke
     rc = kernels_emit(f, ks, nk, run, kerr, sizeof kerr);
     free(ks);
     if (fclose(f) || rc) {
+        pp_free(pl);
         snprintf(err, errlen, "%s: %s", path, kerr[0] ? kerr : "write failed (disk full?)");
         return rc == 2 ? 2 : 1;
     }
 
     snprintf(path, sizeof path, "%s/report.md", dir);
     f = fopen(path, "w");
-    if (!f) { snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
+    if (!f) { pp_free(pl); snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
     rc = report_write(run, f, 0, err, errlen);
+    if (!rc && pl) pp_report(g, pl, f);
+    pp_free(pl);
     if (!rc && compile_kernels) {
         char cu[PATH_LEN * 2 + 64];
         snprintf(cu, sizeof cu, "%s/kernels.cu", dir);

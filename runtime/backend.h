@@ -70,6 +70,9 @@ typedef struct Backend {
      * them), -1 on failure; pass_end follows the issued steps. The batch is uploaded before. */
     int (*pass_begin)(BackendRank *r, int key);
     int (*pass_end)(BackendRank *r, int key);
+    /* Optional, pipeline stages (plans with `arena act ... slots=K`): the activation buffers live in
+     * arena copy `slot` (0..K-1) from now on. NULL: the backend cannot run pp > 1 plans. */
+    int (*arena_slot)(BackendRank *r, int slot);
 } Backend;
 
 extern const Backend backend_cpu;

@@ -131,7 +131,7 @@ static BackendRank *cpu_rank_open(const Plan *p, int rank, int tp, char *err, si
     BackendRank *r = calloc(1, sizeof *r);
     if (!r) goto oom;
     r->p = p; r->rank = rank; r->tp = tp;
-    size_t arena = (size_t)(2 * p->arena_bytes);
+    size_t arena = (size_t)(2 * p->arena_bytes) * (size_t)(p->arena_slots > 1 ? p->arena_slots : 1);   /* slot k at k*2*bytes */
     r->arena = calloc(arena / sizeof(float) + 1, sizeof(float));
     r->ptr = calloc((size_t)p->ntensors + 1, sizeof *r->ptr);
     r->m = calloc((size_t)p->nparams + 1, sizeof *r->m);
@@ -660,7 +660,20 @@ static int cpu_state_from_host(BackendRank *r, int param, int slot, const float 
 
 static const char *cpu_last_error(BackendRank *r) { return r->err; }
 
+/* Pipeline stages: activation buffers in slot k of the arena from now on (runtime/pipeline.c). */
+static int cpu_arena_slot(BackendRank *r, int slot) {
+    const Plan *p = r->p;
+    if (slot < 0 || slot >= (p->arena_slots > 1 ? p->arena_slots : 1)) {
+        snprintf(r->err, sizeof r->err, "arena slot %d is outside the plan's %d", slot, p->arena_slots);
+        return -1;
+    }
+    for (int t = 0; t < p->ntensors; t++)
+        if (p->tensors[t].kind == TK_ACT) r->ptr[t] = (char *)r->arena + 2 * (p->tensors[t].offset + slot * p->arena_bytes);
+    return 0;
+}
+
 const Backend backend_cpu = {
+    .arena_slot = cpu_arena_slot,
     .name = "cpu",
     .elem_bytes_fp32_only = 1,
     .rank_open = cpu_rank_open,

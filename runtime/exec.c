@@ -464,8 +464,8 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
 Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t errlen) {
     if (!plan) { snprintf(err, errlen, "engine_create: no plan"); return NULL; }
     if (plan->pp > 1) {
-        snprintf(err, errlen, "%.300s: pp=%d: this runtime trains tensor and data parallelism only (pp=1); "
-                 "such plans are for the report and projections, regenerate with -D pp=1 to train", plan->path, plan->pp);
+        snprintf(err, errlen, "%.300s: pp=%d: one Engine runs one pipeline stage; a pp > 1 plan runs through "
+                 "runtime/pipeline.c (boost train opens it), or regenerate with -D pp=1", plan->path, plan->pp);
         return NULL;
     }
     int wrank = 0, wsize = 1;
@@ -963,4 +963,88 @@ int engine_read_local(Engine *e, int rank, int param, int slot, float *host, cha
 int engine_world_sum(Engine *e, double *vals, int64_t n) {
     if (!e->world) return 0;
     return e->be->world_allreduce_host(e->ranks[e->lead], vals, n, 1);
+}
+
+/* ---------------- pipeline stages (runtime/pipeline.c drives one Engine per stage) ---------------- */
+typedef struct { const int32_t *tokens, *targets; int backward, last, slot; float *loss; } StageArg;
+
+static int job_stage(Engine *e, int rank, void *argp) {
+    const StageArg *a = argp;
+    BackendRank *R = e->ranks[rank];
+    if (e->be->arena_slot(R, a->slot)) return rank_error(e, rank, "rank %s: %s", "", backend_msg(e, rank));
+    int64_t M = (int64_t)e->p->micro_batch * e->p->seq, row0 = (int64_t)dp_of(e, rank) * M;
+    if (a->tokens && (e->be->set_i32(R, e->p->tokens, a->tokens + row0) || e->be->set_i32(R, e->p->targets, a->targets + row0)))
+        return rank_error(e, rank, "cannot load the batch: %s%s", backend_msg(e, rank), "");
+    int s0 = a->backward ? e->bwd0 : e->fwd0, s1 = a->backward ? e->bwd1 : e->fwd1;
+    for (int s = s0; s < s1; s++) {
+        const PlanStep *st = &e->p->steps_[s];
+        if ((st->kind == ST_ALLREDUCE || st->kind == ST_REDUCE_SCATTER) && st->coll.last_micro && !a->last) continue;
+        if (run_step(e, rank, st)) return -1;
+    }
+    if (!a->backward && a->loss && tp_of(e, rank) == 0 && e->be->to_host(R, e->p->loss, &a->loss[dp_of(e, rank)]))
+        return rank_error(e, rank, "cannot read the loss: %s%s", backend_msg(e, rank), "");
+    return 0;
+}
+
+int engine_stage_pass(Engine *e, int backward, int slot, const int32_t *tokens, const int32_t *targets, int last,
+                      float *loss_per_dp, char *err, size_t errlen) {
+    if (e->broken) { snprintf(err, errlen, "the engine stopped after an earlier error; create a new one"); return -1; }
+    if (!e->be->arena_slot || e->world || e->async_colls) {
+        snprintf(err, errlen, "%.300s: pipeline stages run on the cpu backend in one process only so far (ranks as threads): "
+                 "use --backend cpu without mpirun, or regenerate with -D pp=1", e->p->path);
+        return -1;
+    }
+    StageArg a = {tokens, targets, backward, last, slot, loss_per_dp};
+    if (run_all(e, job_stage, &a, err, errlen)) { e->broken = 1; return -1; }
+    return 0;
+}
+
+static int job_slot(Engine *e, int rank, void *argp) {
+    if (e->be->arena_slot(e->ranks[rank], *(int *)argp)) return rank_error(e, rank, "rank %s: %s", "", backend_msg(e, rank));
+    return 0;
+}
+
+int engine_set_slot(Engine *e, int slot, char *err, size_t errlen) {
+    if (!e->be->arena_slot) { snprintf(err, errlen, "the %s backend has no activation slots", e->be->name); return -1; }
+    return run_all(e, job_slot, &slot, err, errlen);
+}
+
+typedef struct { int target, tensor; const float *host; } WriteArg;
+
+static int job_write(Engine *e, int rank, void *argp) {
+    WriteArg *a = argp;
+    if (rank != a->target) return 0;
+    if (e->be->from_host(e->ranks[rank], a->tensor, a->host))
+        return rank_error(e, rank, "writing %s failed: %s", e->p->tensors[a->tensor].name, backend_msg(e, rank));
+    return 0;
+}
+
+int engine_write_tensor(Engine *e, int rank, const char *name, const float *host, char *err, size_t errlen) {
+    if (rank < 0 || rank >= e->nranks || (e->world && rank != e->lead)) { snprintf(err, errlen, "rank %d is not in this process", rank); return -1; }
+    int t = plan_find_tensor(e->p, name);
+    if (t < 0) { snprintf(err, errlen, "the plan has no tensor named %s", name); return -1; }
+    WriteArg a = {rank, t, host};
+    return run_all(e, job_write, &a, err, errlen);
+}
+
+int engine_grad_sq(Engine *e, double *sq_out) {
+    double sq[64];
+    double *sqp = e->nranks <= 64 ? sq : malloc((size_t)e->nranks * sizeof *sqp);
+    if (!sqp) return -1;
+    memset(sqp, 0, (size_t)e->nranks * sizeof *sqp);
+    OptArg a = {sqp, 0, 1, 1};
+    run_all(e, job_sq, &a, NULL, 0);
+    double total = 0;
+    for (int r = 0; r < e->nranks; r++) total += sqp[r];
+    if (sqp != sq) free(sqp);
+    *sq_out = total;
+    return 0;
+}
+
+int engine_adamw_clipped(Engine *e, int step, double global_norm, char *err, size_t errlen) {
+    if (e->broken) { snprintf(err, errlen, "the engine stopped after an earlier error; create a new one"); return -1; }
+    e->micro = 0;
+    OptArg a = {NULL, engine_lr_at(e->p, step), 1, step + 1};
+    a.scale = (e->p->clip > 0 && global_norm > e->p->clip) ? (float)(e->p->clip / global_norm) : 1.0f;
+    return run_all(e, job_adamw, &a, err, errlen);
 }

@@ -395,6 +395,8 @@ static int line_arena(Loader *L, Line *ln) {
     int64_t b;
     if (need_i64(L, ln, "bytes", &b, 0)) return -1;
     L->p->arena_bytes = b;
+    if (opt_int(L, ln, "slots", &L->p->arena_slots, 1)) return -1;   /* pipeline stages: micro-batches in flight */
+    if (L->p->arena_slots < 1 || L->p->arena_slots > 64) return fail(L, "arena: slots=%d must be 1..64", L->p->arena_slots);
     L->seen_arena = 1;
     return 0;
 }
@@ -1185,7 +1187,11 @@ Plan *plan_load(const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s:1: the plan is not a text file (it contains NUL bytes)", path);
         return NULL;
     }
+    return plan_parse_text(path, text, err, errlen);
+}
 
+Plan *plan_parse_text(const char *path, char *text, char *err, size_t errlen) {
+    if (errlen) err[0] = 0;
     Plan *p = calloc(1, sizeof *p);
     Loader L = {0};
     L.p = p; L.path = path; L.err = err; L.errlen = errlen; L.section = -1;
@@ -1238,6 +1244,9 @@ Plan *plan_load(const char *path, char *err, size_t errlen) {
             else if (!strcmp(w, "buffer")) line_buffer(&L, &ln, TK_ACT);
             else if (!strcmp(w, "input")) line_buffer(&L, &ln, TK_INPUT);
             else if (!strcmp(w, "output")) line_buffer(&L, &ln, TK_OUTPUT);
+            else if (!strcmp(w, "pipeline") || !strcmp(w, "stage"))
+                fail(&L, "a pipeline plan (pp > 1, one section per stage): 'boost train' runs it (runtime/pipeline.c); "
+                     "for this command regenerate with -D pp=1");
             else fail(&L, "unknown line kind '%s'", w);
         }
         if (!nl) break;

@@ -137,6 +137,7 @@ typedef struct {
     char data_path[512];
     double val_fraction;
     int64_t arena_bytes;
+    int arena_slots;          /* `arena act ... slots=K` (pipeline stages): K copies of the arena, one per micro-batch in flight; 1 by default */
     /* tables */
     PlanTensor *tensors; int ntensors;
     PlanCanon *canons;   int ncanons;
@@ -150,6 +151,8 @@ typedef struct {
 
 /* Load and check plan.txt. Returns NULL with a message "PATH:LINE: what is wrong" in err. */
 Plan *plan_load(const char *path, char *err, size_t errlen);
+/* The same from the text of a plan (modified in place and freed here; malloc'ed by the caller). */
+Plan *plan_parse_text(const char *path, char *text, char *err, size_t errlen);
 void plan_free(Plan *p);
 int plan_find_tensor(const Plan *p, const char *name);   /* -1 when absent */
 int plan_find_canon(const Plan *p, const char *name);

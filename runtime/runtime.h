@@ -70,4 +70,18 @@ int64_t engine_collective_bytes(const Engine *e);
  * engine is created. */
 int plan_overlap_report(const Plan *p, char *out, size_t n);
 
+/* Pipeline stages (runtime/pipeline.c runs one Engine per stage, its plan being the stage's section).
+ * engine_stage_pass: the forward (backward=0) or backward section alone, for one micro-batch whose
+ * activations live in arena slot `slot`; tokens/targets as in engine_forward_backward (NULL: keep);
+ * last: run the micro=last steps; loss_per_dp (forward, may be NULL): each dp rank's loss.
+ * engine_set_slot: later tensor reads and writes see slot `slot`. engine_grad_sq: the sum of squares
+ * engine_optimizer_step would take the norm of; engine_adamw_clipped: clip by a norm computed over
+ * all stages, AdamW, zero the gradients. */
+int engine_stage_pass(Engine *e, int backward, int slot, const int32_t *tokens, const int32_t *targets, int last,
+                      float *loss_per_dp, char *err, size_t errlen);
+int engine_set_slot(Engine *e, int slot, char *err, size_t errlen);
+int engine_write_tensor(Engine *e, int rank, const char *name, const float *host, char *err, size_t errlen);
+int engine_grad_sq(Engine *e, double *sq);
+int engine_adamw_clipped(Engine *e, int step, double global_norm, char *err, size_t errlen);
+
 #endif

@@ -24,11 +24,13 @@
 #include "runtime/checkpoint.h"   // defines: CkptState, ckpt_*
 #include "runtime/world.h"        // defines: world_rank
 #include "runtime/grid.h"         // defines: Grid, grid_make, grid_describe
+#include "runtime/pipeline.h"     // defines: Pipeline, pipeline_*
 
 typedef struct {
     Plan *plan;
     const TrainOptions *opt;
     Engine *e;
+    Pipeline *pl;             /* pp > 1: the stages' engines (then e is NULL); owned by the caller */
     StEntry *canons;          /* [ncanons] names and full shapes, in plan order */
     int ncanons;
     int64_t largest;          /* elements of the largest canon */
@@ -116,12 +118,28 @@ int train_apply_overrides(Plan *p, const TrainOverride *ov, int nov, char *err, 
     return 0;
 }
 
+/* The Engine, or the pipeline of stage Engines (pp > 1): the same operations. */
+static int t_get_canon(Trainer *t, int c, int slot, float *out) {
+    return t->pl ? pipeline_get_canon(t->pl, c, slot, out) : engine_get_canon(t->e, c, slot, out);
+}
+static int t_set_canon(Trainer *t, int c, int slot, const float *in) {
+    return t->pl ? pipeline_set_canon(t->pl, c, slot, in) : engine_set_canon(t->e, c, slot, in);
+}
+static int t_forward(Trainer *t, float *l, char *err, size_t n) {
+    return t->pl ? pipeline_forward(t->pl, t->inputs, t->targets, l, err, n) : engine_forward(t->e, t->inputs, t->targets, l, err, n);
+}
+static int t_discard(Trainer *t, char *err, size_t n) { return t->pl ? pipeline_discard_grads(t->pl, err, n) : engine_discard_grads(t->e, err, n); }
+static int t_optimizer(Trainer *t, float *norm, float *lr, char *err, size_t n) {
+    return t->pl ? pipeline_optimizer_step(t->pl, t->step, norm, lr, err, n) : engine_optimizer_step(t->e, t->step, norm, lr, err, n);
+}
+static const char *t_backend(Trainer *t) { return engine_backend_name(t->pl ? pipeline_stage_engine(t->pl, 0) : t->e); }
+
 /* ---- checkpoints ---- */
 
 static int fill_from_engine(void *ctx, int slot, int canon, float *out) {
     Trainer *t = ctx;
     static const int slots[3] = {SLOT_PARAM, SLOT_ADAM_M, SLOT_ADAM_V};
-    if (engine_get_canon(t->e, canon, slots[slot], out) != 0) return 1;
+    if (t_get_canon(t, canon, slots[slot], out) != 0) return 1;
     int64_t n = t->canons[canon].rows * t->canons[canon].cols;
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(out[i])) { t->bad_canon = canon; return 2; }
@@ -194,7 +212,7 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
     snprintf(st.model, sizeof st.model, "%s", p->model_name);
     snprintf(st.run, sizeof st.run, "%s", p->run_name);
     snprintf(st.layout, sizeof st.layout, "%s", p->layout);
-    snprintf(st.backend, sizeof st.backend, "%s", engine_backend_name(t->e));
+    snprintf(st.backend, sizeof st.backend, "%s", t_backend(t));
     st.fingerprint = ckpt_fingerprint(t->canons, t->ncanons);
     st.ncanons = t->ncanons;
     st.tp = p->tp;
@@ -306,7 +324,7 @@ static int resume_from(Trainer *t, const char *arg) {
             if (need) memset(t->buf, 0, (size_t)(t->canons[c].rows * t->canons[c].cols) * sizeof(float));
             int rc = ckpt_reader_read(rd, ckpt_reader_find(rd, t->canons[c].name, s), need, nneed, t->buf, err, sizeof err);
             if (rc) { free(need); ckpt_reader_close(rd); ckpt_state_free(&st); return fail(2, "%s", err); }
-            if (engine_set_canon(t->e, c, slots[s], t->buf) != 0) {
+            if (t_set_canon(t, c, slots[s], t->buf) != 0) {
                 free(need); ckpt_reader_close(rd); ckpt_state_free(&st);
                 return fail(1, "%s: the engine refused tensor %s%s", dir, s == 1 ? "m." : s == 2 ? "v." : "", t->canons[c].name);
             }
@@ -371,7 +389,7 @@ static int validate(Trainer *t, double *loss) {
             if ((t->my_dp < 0 || d == t->my_dp)
                 && batcher_val(&t->batcher, (i * dp + d) % n, t->inputs + d * mbt, t->targets + d * mbt))
                 return fail(2, "%s", t->batcher.err);
-        if (engine_forward(t->e, t->inputs, t->targets, &l, err, sizeof err))
+        if (t_forward(t, &l, err, sizeof err))
             return fail(1, "validation at step %d: %s", t->step, err);
         sum += l;
     }
@@ -448,25 +466,33 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         double t0 = now_s(), sum = 0;
         for (int a = 0; a < p->grad_accum; a++) {
             float l;
-            int64_t mbt = (int64_t)p->micro_batch * p->seq;
+            int64_t mbt = (int64_t)p->micro_batch * p->seq, blk = t->pl ? a * mbt * p->dp : 0;   /* pp > 1: all micro-batches first */
             for (int d = 0; d < p->dp; d++)   /* dp rank d reads slice d of the global micro-batch */
                 if ((t->my_dp < 0 || d == t->my_dp)
-                    && batcher_global(&t->batcher, t->data_seq, d, p->dp, t->inputs + d * mbt, t->targets + d * mbt))
+                    && batcher_global(&t->batcher, t->data_seq, d, p->dp, t->inputs + blk + d * mbt, t->targets + blk + d * mbt))
                     return fail(2, "step %d: %s; stopping without saving", t->step + 1, t->batcher.err);
             t->data_seq = batcher_next(&t->batcher, t->data_seq, p->dp);
+            if (t->pl) continue;
             if (engine_forward_backward(t->e, t->inputs, t->targets, &l, err, sizeof err))
                 return fail(1, "step %d: %s", t->step + 1, err);
             sum += l;
+        }
+        if (t->pl) {   /* the 1F1B schedule over the grad_accum micro-batches */
+            float ml[1024];
+            if (p->grad_accum > 1024) return fail(2, "step %d: grad_accum %d: at most 1024 micro-batches with pp > 1", t->step + 1, p->grad_accum);
+            if (pipeline_forward_backward(t->pl, t->inputs, t->targets, ml, err, sizeof err))
+                return fail(1, "step %d: %s", t->step + 1, err);
+            for (int a = 0; a < p->grad_accum; a++) sum += ml[a];
         }
         double loss = sum / p->grad_accum;
         // a non-finite loss or gradient norm: no update (the gradients are dropped), the step counts
         float grad_norm = 0, lr = engine_lr_at(p, t->step);
         int skipped = 0;
         if (!isfinite(loss)) {
-            if (engine_discard_grads(t->e, err, sizeof err)) return fail(1, "step %d: %s", t->step + 1, err);
+            if (t_discard(t, err, sizeof err)) return fail(1, "step %d: %s", t->step + 1, err);
             grad_norm = NAN;   // not measured
             skipped = 1;
-        } else if (engine_optimizer_step(t->e, t->step, &grad_norm, &lr, err, sizeof err)) {
+        } else if (t_optimizer(t, &grad_norm, &lr, err, sizeof err)) {
             if (isfinite(grad_norm)) return fail(1, "step %d: optimizer: %s", t->step + 1, err);
             skipped = 1;       // the engine skipped the update and zeroed the gradients
         }
@@ -541,11 +567,12 @@ static int run_loop(Trainer *t, TrainLog *lg) {
     return 0;
 }
 
-int train_with_plan(Plan *p, const TrainOptions *opt) {
+static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
     char err[4096];
     Trainer t;
     memset(&t, 0, sizeof t);
     t.plan = p;
+    t.pl = pl;
     t.opt = opt;
     t.bad_canon = -1;
     t.good_step = -1;
@@ -556,6 +583,9 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
         t.nprocs = world_from_env(&wr, &ws, werr, sizeof werr) == 1 ? ws : 1;
         t.proc = t.nprocs > 1 ? wr : 0;
     }
+    if (pl && opt->ckpt_format == 2)
+        return fail(2, "--ckpt-format sharded: a pipeline run (pp > 1) saves full checkpoints only so far; use "
+                    "--ckpt-format full");
     if (opt->resume && !strcmp(opt->resume, "auto") && !opt->outdir)
         return fail(2, "--resume auto resumes from the run's own checkpoints: it needs -o DIR");
     if (opt->resume && !opt->outdir)
@@ -568,18 +598,19 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     if (rc) { tokenset_close(&ts); return fail(rc, "%s", err); }
 
     // the canonical tensors: what checkpoints hold, whatever the layout and tp
-    t.ncanons = p->ncanons;
-    t.canons = calloc((size_t)p->ncanons + 1, sizeof(StEntry));
+    t.ncanons = pl ? pipeline_canon_count(pl) : p->ncanons;   /* pp > 1: the union of the stages' canons */
+    t.canons = calloc((size_t)t.ncanons + 1, sizeof(StEntry));
     int64_t nparams = 0;
-    for (int c = 0; c < p->ncanons; c++) {
-        t.canons[c].name = p->canons[c].name;
-        t.canons[c].rows = p->canons[c].rows;
-        t.canons[c].cols = p->canons[c].cols;
-        int64_t n = p->canons[c].rows * p->canons[c].cols;
+    for (int c = 0; c < t.ncanons && t.canons; c++) {
+        const PlanCanon *pc = pl ? pipeline_canon(pl, c) : &p->canons[c];
+        t.canons[c].name = pc->name;
+        t.canons[c].rows = pc->rows;
+        t.canons[c].cols = pc->cols;
+        int64_t n = pc->rows * pc->cols;
         nparams += n;
         if (n > t.largest) t.largest = n;
     }
-    size_t mbt = (size_t)p->micro_batch * p->seq * p->dp;
+    size_t mbt = (size_t)p->micro_batch * p->seq * p->dp * (pl ? (size_t)p->grad_accum : 1);
     t.buf = malloc((size_t)(t.largest > 0 ? t.largest : 1) * sizeof(float));
     t.inputs = calloc(mbt, sizeof(int32_t));
     t.targets = calloc(mbt, sizeof(int32_t));
@@ -603,14 +634,18 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
                         p->pp, p->tp, grid, grid, ws);
         }
     }
-    t.e = engine_create(p, opt->backend ? opt->backend : "auto", err, sizeof err);
-    if (!t.e) { tokenset_close(&ts); trainer_free(&t); return fail(1, "%s", err); }
+    if (!pl) {
+        t.e = engine_create(p, opt->backend ? opt->backend : "auto", err, sizeof err);
+        if (!t.e) { tokenset_close(&ts); trainer_free(&t); return fail(1, "%s", err); }
+    }
 
     char count[32], coll[32], tok[32], ntrain[32], nval[32];
     format_count((double)nparams, count, sizeof count);
     format_count((double)t.batcher.train_len, ntrain, sizeof ntrain);
     format_count((double)t.batcher.val_len, nval, sizeof nval);
-    int64_t coll_bytes = engine_collective_bytes(t.e) * p->grad_accum;
+    int64_t coll_bytes = 0;
+    for (int s = 0; s < (pl ? pipeline_stages(pl) : 1); s++)
+        coll_bytes += engine_collective_bytes(pl ? pipeline_stage_engine(pl, s) : t.e) * p->grad_accum;
     format_bytes((double)coll_bytes, coll, sizeof coll);
     format_count((double)((int64_t)p->micro_batch * p->seq * p->grad_accum * p->dp), tok, sizeof tok);
     printf("boost train: run %s, model %s (%s, %d layers, hidden %d), %s parameters\n", p->run_name, p->model_name,
@@ -618,9 +653,12 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     char dps[32] = "";
     if (p->dp > 1) snprintf(dps, sizeof dps, " x dp %d", p->dp);
     printf("  layout %s, tp=%d, dp=%d, backend %s; micro_batch %d x seq %d x grad_accum %d%s = %s tokens per step; %d steps\n",
-           p->layout, p->tp, p->dp, engine_backend_name(t.e), p->micro_batch, p->seq, p->grad_accum, dps, tok, p->steps);
+           p->layout, p->tp, p->dp, t_backend(&t), p->micro_batch, p->seq, p->grad_accum, dps, tok, p->steps);
+    if (pl) printf("  pipeline: pp=%d ranks, %d stages, %s over %d micro-batches (stage ranks as threads, send/recv as queues)\n",
+                   pipeline_ranks(pl), pipeline_stages(pl), pipeline_stages(pl) > pipeline_ranks(pl) ? "interleaved 1F1B" : "1F1B",
+                   p->grad_accum);
     Grid grid;
-    if (grid_make(&grid, p->dp, p->pp, p->tp, err, sizeof err) == 0) {
+    if (grid_make(&grid, p->dp, pl ? pipeline_ranks(pl) : p->pp, p->tp, err, sizeof err) == 0) {
         char gd[4096];
         grid_describe(&grid, gd, sizeof gd);
         printf("  %s", gd);
@@ -655,7 +693,7 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
         if (!resume) printf("--resume auto: no checkpoint in %s yet: starting at step 0\n", opt->outdir);
     }
     if (resume) rc = resume_from(&t, resume);
-    else if (engine_init_params(t.e, err, sizeof err)) rc = fail(1, "%s", err);
+    else if (pl ? pipeline_init_params(pl, err, sizeof err) : engine_init_params(t.e, err, sizeof err)) rc = fail(1, "%s", err);
     if (rc) { tokenset_close(&ts); trainer_free(&t); return rc; }
     if (t.step >= p->steps) {
         printf("nothing to do: the checkpoint is at step %d of %d (raise steps with -D steps=N)\n", t.step, p->steps);
@@ -675,4 +713,18 @@ int train_with_plan(Plan *p, const TrainOptions *opt) {
     tokenset_close(&ts);
     trainer_free(&t);
     return rc;
+}
+
+int train_with_plan(Plan *p, const TrainOptions *opt) { return train_run(p, NULL, opt); }
+
+int train_with_pipeline(Pipeline *pl, const TrainOptions *opt) {
+    Plan *p = pipeline_stage_plan(pl, 0);
+    for (int s = 1; s < pipeline_stages(pl); s++) {   /* -D overrides went to stage 0's plan: the others follow */
+        Plan *q = pipeline_stage_plan(pl, s);
+        q->steps = p->steps; q->warmup = p->warmup; q->eval_every = p->eval_every; q->max_bad_steps = p->max_bad_steps;
+        q->lr = p->lr; q->min_lr = p->min_lr; q->beta1 = p->beta1; q->beta2 = p->beta2; q->adam_eps = p->adam_eps;
+        q->weight_decay = p->weight_decay; q->clip = p->clip; q->val_fraction = p->val_fraction;
+        memcpy(q->data_path, p->data_path, sizeof q->data_path);
+    }
+    return train_run(p, pl, opt);
 }

@@ -34,6 +34,10 @@ typedef struct {
  * Returns the exit status: 0, 1 (a failure while running: I/O, device, max_bad_steps non-finite
  * steps in a row or a non-finite validation loss), 2 (bad input, a damaged checkpoint). */
 int train_with_plan(Plan *plan, const TrainOptions *opt);
+/* The same for a pipeline plan (pp > 1, runtime/pipeline.h), opened by the caller; -D overrides
+ * applied to stage 0's plan carry over to the other stages. */
+struct Pipeline;
+int train_with_pipeline(struct Pipeline *pl, const TrainOptions *opt);
 
 /* Apply -D overrides of training settings to a loaded plan (with --plan: the model and the layout
  * are fixed in the plan, the training settings are not). Returns 0, or 2 with a message. */

@@ -1,0 +1,570 @@
+/* pipeline.c: pipeline-parallel execution of a pp > 1 plan (runtime/pipeline.h). The plan file is
+ * read once and cut into one plan text per stage (the header plus that stage's section, every other
+ * line blanked so line numbers stay those of the file), each loaded by plan.c and run by its own
+ * Engine; the stage's `schedule` lines are parsed and checked here, and walked by one driver thread
+ * per stage: forward/backward run the stage's sections on a micro-batch's activation slot, send/recv
+ * copy the boundary tensor of every (dp, tp) rank through a FIFO between neighbouring stages. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/pipeline.h"
+#include "runtime/world.h"
+
+#define PL_MAX_STAGES 64
+
+enum { PK_FORWARD, PK_BACKWARD, PK_SEND, PK_RECV };
+
+typedef struct { int kind, vs, micro, slot, bwd, peer, line; char buf[128]; } PipeStep;   /* vs: the virtual stage it runs on */
+
+typedef struct { int micro; float *data; } Msg;
+
+/* A FIFO of messages from one stage to its neighbour (unbounded: a send never blocks). */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    Msg *q; int head, tail, cap;
+} Chan;
+
+struct Pipeline {
+    int pp, v, nv, m, dp, tp, nlocal;   /* pp ranks, v chunks each, nv = pp*v stages; nlocal: dp*tp ranks per stage */
+    char path[512];
+    Plan *plans[PL_MAX_STAGES];    /* by stage (virtual stage k runs on pipeline rank k % pp) */
+    Engine *eng[PL_MAX_STAGES];
+    PipeStep *sched[PL_MAX_STAGES]; int nsched[PL_MAX_STAGES];   /* by pipeline rank */
+    Chan chan[2 * PL_MAX_STAGES];  /* 2b: forward from stage b to b+1; 2b+1: backward from b+1 to b */
+    int aborted;                   /* a driver failed: the others stop waiting */
+    int ncanons;
+    int *canon_stage, *canon_idx;
+};
+
+/* ---------------- loading ---------------- */
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *t = malloc(cap + 1);
+    while (t) {
+        size_t got = fread(t + len, 1, cap - len, f);
+        len += got;
+        if (len < cap) break;
+        cap *= 2;
+        char *n = realloc(t, cap + 1);
+        if (!n) free(t);
+        t = n;
+    }
+    fclose(f);
+    if (t) t[len] = 0;
+    return t;
+}
+
+static int starts_with_word(const char *s, const char *w) {
+    size_t n = strlen(w);
+    return !strncmp(s, w, n) && (s[n] == ' ' || s[n] == '\n' || s[n] == '\r' || s[n] == 0);
+}
+
+int pipeline_plan_is(const char *path) {
+    char *t = read_file(path);
+    if (!t) return -1;
+    int is = 0;
+    for (char *s = t; s && *s && !is; s = strchr(s, '\n'), s = s ? s + 1 : NULL) {
+        if (starts_with_word(s, "pipeline")) is = 1;
+        if (starts_with_word(s, "section") || starts_with_word(s, "canon")) break;   /* past the header */
+    }
+    free(t);
+    return is;
+}
+
+static const char *kv(const char *line, const char *key, char *out, size_t n) {
+    size_t kl = strlen(key);
+    for (const char *s = line; (s = strstr(s, key)); s += kl)
+        if ((s == line || s[-1] == ' ') && s[kl] == '=') {
+            const char *v = s + kl + 1;
+            size_t len = strcspn(v, " \n\r");
+            if (len >= n) len = n - 1;
+            memcpy(out, v, len); out[len] = 0;
+            return out;
+        }
+    return NULL;
+}
+
+static int kv_int(const char *line, const char *key, int *out) {
+    char b[64];
+    if (!kv(line, key, b, sizeof b)) return -1;
+    char *end;
+    long v = strtol(b, &end, 10);
+    if (*end || v < -1000000 || v > 1000000) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* Is the schedule of every stage executable: sends and receives pair up in micro-batch order and
+ * walking all stages (sends never block) ends without a stage waiting forever. */
+static int check_schedule(Pipeline *pl, char *err, size_t errlen) {
+    int pp = pl->pp, pc[PL_MAX_STAGES] = {0};
+    int *q = calloc((size_t)(2 * pl->nv) * (size_t)(pl->m + 1), sizeof *q), head[2 * PL_MAX_STAGES] = {0}, tail[2 * PL_MAX_STAGES] = {0};
+    if (!q) { snprintf(err, errlen, "out of memory"); return -1; }
+    int rc = 0;
+    for (;;) {
+        int moved = 0, done = 1;
+        for (int s = 0; s < pp && !rc; s++) {
+            while (pc[s] < pl->nsched[s]) {
+                const PipeStep *x = &pl->sched[s][pc[s]];
+                if (x->kind == PK_SEND) {
+                    int ch = x->bwd ? 2 * (x->vs - 1) + 1 : 2 * x->vs;
+                    if (tail[ch] > pl->m) { snprintf(err, errlen, "%.300s:%d: more sends than micro-batches", pl->path, x->line); rc = -1; break; }
+                    q[ch * (pl->m + 1) + tail[ch]++] = x->micro;
+                } else if (x->kind == PK_RECV) {
+                    int ch = x->bwd ? 2 * x->vs + 1 : 2 * (x->vs - 1);
+                    if (head[ch] == tail[ch]) break;
+                    if (q[ch * (pl->m + 1) + head[ch]] != x->micro) {
+                        snprintf(err, errlen, "%.300s:%d: receives micro-batch %d, but micro-batch %d is sent first: the schedules "
+                                 "do not pair up (regenerate the plan)", pl->path, x->line, x->micro, q[ch * (pl->m + 1) + head[ch]]);
+                        rc = -1; break;
+                    }
+                    head[ch]++;
+                }
+                pc[s]++; moved = 1;
+            }
+            if (pc[s] < pl->nsched[s]) done = 0;
+        }
+        if (rc || done) break;
+        if (!moved) {
+            int s = 0;
+            while (pc[s] >= pl->nsched[s]) s++;
+            snprintf(err, errlen, "%.300s:%d: stage %d would wait here forever (no stage sends what it receives): the schedule "
+                     "deadlocks (regenerate the plan)", pl->path, pl->sched[s][pc[s]].line, s);
+            rc = -1;
+        }
+    }
+    for (int ch = 0; ch < 2 * (pl->nv - 1) && !rc; ch++)
+        if (head[ch] != tail[ch]) {
+            snprintf(err, errlen, "%.300s: stage %d sends %d message(s) nobody receives (regenerate the plan)", pl->path,
+                     ch % 2 ? ch / 2 + 1 : ch / 2, tail[ch] - head[ch]);
+            rc = -1;
+        }
+    free(q);
+    return rc;
+}
+
+static int parse_sched_line(Pipeline *pl, int s, const char *line, int lineno, char *err, size_t errlen) {
+    PipeStep x = {0};
+    x.line = lineno;
+    if (starts_with_word(line, "forward")) x.kind = PK_FORWARD;
+    else if (starts_with_word(line, "backward")) x.kind = PK_BACKWARD;
+    else if (starts_with_word(line, "send")) x.kind = PK_SEND;
+    else if (starts_with_word(line, "recv")) x.kind = PK_RECV;
+    else {
+        snprintf(err, errlen, "%.300s:%d: unknown schedule step (forward, backward, send or recv)", pl->path, lineno);
+        return -1;
+    }
+    x.vs = s;
+    if (kv(line, "stage", (char[16]){0}, 16) && (kv_int(line, "stage", &x.vs) || x.vs < 0 || x.vs >= pl->nv || x.vs % pl->pp != s)) {
+        snprintf(err, errlen, "%.300s:%d: stage= must be a stage of pipeline rank %d (k with k %% %d = %d, below %d)", pl->path,
+                 lineno, s, pl->pp, s, pl->nv);
+        return -1;
+    }
+    const Plan *p = pl->plans[x.vs];
+    int slots = p->arena_slots > 1 ? p->arena_slots : 1;
+    if (kv_int(line, "micro", &x.micro) || x.micro < 0 || x.micro >= pl->m || kv_int(line, "slot", &x.slot) || x.slot < 0 ||
+        x.slot >= slots) {
+        snprintf(err, errlen, "%.300s:%d: micro= must be 0..%d and slot= 0..%d", pl->path, lineno, pl->m - 1, slots - 1);
+        return -1;
+    }
+    if (x.kind == PK_SEND || x.kind == PK_RECV) {
+        char dir[16];
+        if (!kv(line, "dir", dir, sizeof dir) || (strcmp(dir, "fwd") && strcmp(dir, "bwd")) || !kv(line, "buf", x.buf, sizeof x.buf) ||
+            kv_int(line, "peer", &x.peer)) {
+            snprintf(err, errlen, "%.300s:%d: %s needs dir=fwd|bwd buf=NAME peer=STAGE", pl->path, lineno, x.kind == PK_SEND ? "send" : "recv");
+            return -1;
+        }
+        x.bwd = !strcmp(dir, "bwd");
+        int nb = (x.kind == PK_SEND) != x.bwd ? x.vs + 1 : x.vs - 1;   /* the neighbouring stage */
+        if (nb < 0 || nb >= pl->nv || x.peer != nb % pl->pp) {
+            snprintf(err, errlen, "%.300s:%d: stage %d's %s %s has no neighbour there or goes to rank %d, not %d", pl->path, lineno,
+                     x.vs, x.kind == PK_SEND ? "send" : "recv", dir, nb < 0 || nb >= pl->nv ? -1 : nb % pl->pp, x.peer);
+            return -1;
+        }
+        int t = plan_find_tensor(p, x.buf);
+        if (t < 0 || p->tensors[t].kind != TK_ACT) {
+            snprintf(err, errlen, "%.300s:%d: %s is not an activation buffer of stage %d", pl->path, lineno, x.buf, x.vs);
+            return -1;
+        }
+    }
+    pl->sched[s][pl->nsched[s]++] = x;
+    return 0;
+}
+
+static int load_stages(Pipeline *pl, const char *path, const char *backend, char *err, size_t errlen) {
+    char *text = read_file(path);
+    if (!text) { snprintf(err, errlen, "%s: cannot read the plan (run 'boost gen' to write it)", path); return -1; }
+    size_t len = strlen(text);
+    /* line starts and what each line is: -1 header, s in stage s's plan, 1000+s stage s's schedule,
+     * -2 the pipeline/stage/schedule lines themselves */
+    int nlines = 0;
+    for (size_t i = 0; i < len; i++) nlines += text[i] == '\n';
+    int *owner = malloc(sizeof *owner * (size_t)(nlines + 2));
+    size_t *start = malloc(sizeof *start * (size_t)(nlines + 2));
+    if (!owner || !start) { free(text); free(owner); free(start); snprintf(err, errlen, "out of memory"); return -1; }
+    int cur = -1, pp = 0, v = 1, m = 0, rc = 0, last_stage = -1, last_rank = -1;
+    size_t pos = 0;
+    for (int l = 0; l < nlines + 1 && pos <= len; l++) {
+        start[l] = pos;
+        const char *s = text + pos;
+        if (starts_with_word(s, "pipeline")) {
+            if (kv_int(s, "virtual", &v)) v = 1;
+            if (kv_int(s, "stages", &pp) || kv_int(s, "micro_batches", &m) || pp < 2 || v < 1 || pp * v > PL_MAX_STAGES || m < 1) {
+                snprintf(err, errlen, "%s:%d: expected 'pipeline stages=P virtual=V micro_batches=M' with 2 <= P and P*V <= %d", path,
+                         l + 1, PL_MAX_STAGES);
+                rc = -1; break;
+            }
+            owner[l] = -2;
+        } else if (starts_with_word(s, "stage")) {
+            int st = -1;
+            if (sscanf(s, "stage %d", &st) != 1 || st != last_stage + 1 || st >= pp * v || last_rank >= 0) {
+                snprintf(err, errlen, "%s:%d: expected 'stage %d' (stage sections in order, %d of them, before the schedules)", path,
+                         l + 1, last_stage + 1, pp * v);
+                rc = -1; break;
+            }
+            cur = last_stage = st;
+            owner[l] = -2;
+        } else if (starts_with_word(s, "schedule")) {
+            int r = -1;
+            if (kv_int(s, "rank", &r) || r != last_rank + 1 || r >= pp || last_stage != pp * v - 1) {
+                snprintf(err, errlen, "%s:%d: expected 'schedule rank=%d' after the %d stage sections", path, l + 1, last_rank + 1, pp * v);
+                rc = -1; break;
+            }
+            cur = 1000 + (last_rank = r);
+            owner[l] = -2;
+        } else owner[l] = cur;
+        char *nl = strchr(text + pos, '\n');
+        pos = nl ? (size_t)(nl - text) + 1 : len + 1;
+    }
+    if (!rc && (pp < 2 || last_rank != pp - 1)) {
+        snprintf(err, errlen, "%s: a pipeline plan needs a 'pipeline stages=P ...' line and P stage sections each ending with its "
+                 "schedule (regenerate it with 'boost gen')", path);
+        rc = -1;
+    }
+    pl->pp = pp; pl->v = v; pl->nv = pp * v; pl->m = m;
+    for (int s = 0; s < pl->nv && !rc; s++) {
+        char *copy = malloc(len + 1);
+        if (!copy) { snprintf(err, errlen, "out of memory"); rc = -1; break; }
+        memcpy(copy, text, len + 1);
+        for (int l = 0; l <= nlines && start[l] < len; l++) {
+            if (owner[l] == -1 || owner[l] == s) continue;
+            for (size_t i = start[l]; i < len && copy[i] != '\n'; i++) copy[i] = ' ';   /* blank: the line numbers stay */
+        }
+        pl->plans[s] = plan_parse_text(path, copy, err, errlen);
+        if (!pl->plans[s]) { rc = -1; break; }
+        if (pl->plans[s]->pp != pp || pl->plans[s]->grad_accum != m) {
+            snprintf(err, errlen, "%s: the run line says pp=%d grad_accum=%d, the pipeline line %d stages and %d micro-batches",
+                     path, pl->plans[s]->pp, pl->plans[s]->grad_accum, pp, m);
+            rc = -1; break;
+        }
+        pl->plans[s]->pp = 1;   /* the stage's Engine runs its dp x tp slice of the grid */
+    }
+    for (int s = 0; s < pp && !rc; s++) {   /* the schedules, by pipeline rank */
+        pl->sched[s] = malloc(sizeof *pl->sched[s] * (size_t)(nlines + 1));
+        if (!pl->sched[s]) { snprintf(err, errlen, "out of memory"); rc = -1; break; }
+        for (int l = 0; l <= nlines && start[l] < len && !rc; l++) {
+            if (owner[l] != 1000 + s) continue;
+            const char *line = text + start[l];
+            while (*line == ' ') line++;
+            if (*line == '\n' || *line == '#' || !*line) continue;
+            rc = parse_sched_line(pl, s, line, l + 1, err, errlen);
+        }
+    }
+    free(text); free(owner); free(start);
+    if (rc) return rc;
+    if (check_schedule(pl, err, errlen)) return -1;
+    pl->dp = pl->plans[0]->dp; pl->tp = pl->plans[0]->tp; pl->nlocal = pl->dp * pl->tp;
+    int wrank = 0, wsize = 1;
+    char werr[256];
+    if (world_from_env(&wrank, &wsize, werr, sizeof werr) == 1 && wsize > 1) {
+        snprintf(err, errlen, "%s: pp=%d: pipeline stages run as threads of one process so far (no MPI point-to-point yet): "
+                 "launch one process without mpirun, or regenerate with -D pp=1", path, pp);
+        return -1;
+    }
+    if (backend && strcmp(backend, "cpu") && strcmp(backend, "auto")) {
+        snprintf(err, errlen, "%s: pp=%d: pipeline stages run on the cpu backend only so far (ranks as threads): use --backend "
+                 "cpu or regenerate with -D pp=1", path, pp);
+        return -1;
+    }
+    for (int s = 0; s < pl->nv; s++) {
+        pl->eng[s] = engine_create(pl->plans[s], "cpu", err, errlen);
+        if (!pl->eng[s]) return -1;
+    }
+    return 0;
+}
+
+static int build_canon_map(Pipeline *pl, char *err, size_t errlen) {
+    int n = 0;
+    for (int s = 0; s < pl->nv; s++) n += pl->plans[s]->ncanons;
+    pl->canon_stage = malloc(sizeof(int) * (size_t)(n + 1));
+    pl->canon_idx = malloc(sizeof(int) * (size_t)(n + 1));
+    if (!pl->canon_stage || !pl->canon_idx) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (int s = 0; s < pl->nv; s++)
+        for (int i = 0; i < pl->plans[s]->ncanons; i++) {
+            const char *name = pl->plans[s]->canons[i].name;
+            for (int k = 0; k < pl->ncanons; k++)
+                if (!strcmp(pl->plans[pl->canon_stage[k]]->canons[pl->canon_idx[k]].name, name)) {
+                    snprintf(err, errlen, "%s: canon %s is on stages %d and %d: each canonical tensor belongs to one stage "
+                             "(regenerate the plan)", pl->path, name, pl->canon_stage[k], s);
+                    return -1;
+                }
+            pl->canon_stage[pl->ncanons] = s;
+            pl->canon_idx[pl->ncanons++] = i;
+        }
+    return 0;
+}
+
+Pipeline *pipeline_open(const char *path, const char *backend, char *err, size_t errlen) {
+    Pipeline *pl = calloc(1, sizeof *pl);
+    if (!pl) { snprintf(err, errlen, "out of memory"); return NULL; }
+    snprintf(pl->path, sizeof pl->path, "%s", path);
+    for (int c = 0; c < 2 * PL_MAX_STAGES; c++) { pthread_mutex_init(&pl->chan[c].mu, NULL); pthread_cond_init(&pl->chan[c].cv, NULL); }
+    if (load_stages(pl, path, backend, err, errlen) || build_canon_map(pl, err, errlen)) { pipeline_free(pl); return NULL; }
+    return pl;
+}
+
+static void chan_drain(Chan *c) {
+    for (int i = c->head; i < c->tail; i++) free(c->q[i].data);
+    c->head = c->tail = 0;
+}
+
+void pipeline_free(Pipeline *pl) {
+    if (!pl) return;
+    for (int s = 0; s < PL_MAX_STAGES; s++) {
+        if (pl->eng[s]) engine_free(pl->eng[s]);
+        plan_free(pl->plans[s]);
+        free(pl->sched[s]);
+    }
+    for (int c = 0; c < 2 * PL_MAX_STAGES; c++) {
+        chan_drain(&pl->chan[c]);
+        free(pl->chan[c].q);
+        pthread_mutex_destroy(&pl->chan[c].mu); pthread_cond_destroy(&pl->chan[c].cv);
+    }
+    free(pl->canon_stage); free(pl->canon_idx);
+    free(pl);
+}
+
+int pipeline_stages(const Pipeline *pl) { return pl->nv; }
+int pipeline_ranks(const Pipeline *pl) { return pl->pp; }
+int pipeline_micro_batches(const Pipeline *pl) { return pl->m; }
+Plan *pipeline_stage_plan(Pipeline *pl, int s) { return pl->plans[s]; }
+Engine *pipeline_stage_engine(Pipeline *pl, int s) { return pl->eng[s]; }
+
+int pipeline_init_params(Pipeline *pl, char *err, size_t errlen) {
+    for (int s = 0; s < pl->nv; s++) if (engine_init_params(pl->eng[s], err, errlen)) return -1;
+    return 0;
+}
+
+/* ---------------- the drivers ---------------- */
+
+static int chan_send(Pipeline *pl, Chan *c, int micro, float *data) {
+    pthread_mutex_lock(&c->mu);
+    if (c->tail == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 16;
+        Msg *q = realloc(c->q, sizeof *q * (size_t)cap);
+        if (!q) { pthread_mutex_unlock(&c->mu); return -1; }
+        c->q = q; c->cap = cap;
+    }
+    c->q[c->tail].micro = micro; c->q[c->tail++].data = data;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+/* The next message (NULL when another driver failed and the pipeline is stopping). */
+static float *chan_recv(Pipeline *pl, Chan *c, int *micro) {
+    pthread_mutex_lock(&c->mu);
+    while (c->head == c->tail && !__atomic_load_n(&pl->aborted, __ATOMIC_ACQUIRE)) pthread_cond_wait(&c->cv, &c->mu);
+    float *d = NULL;
+    if (c->head < c->tail) { d = c->q[c->head].data; *micro = c->q[c->head].micro; c->head++; }
+    if (c->head == c->tail) c->head = c->tail = 0;
+    pthread_mutex_unlock(&c->mu);
+    return d;
+}
+
+static void abort_all(Pipeline *pl) {
+    __atomic_store_n(&pl->aborted, 1, __ATOMIC_RELEASE);
+    for (int c = 0; c < 2 * pl->nv; c++) {
+        pthread_mutex_lock(&pl->chan[c].mu);
+        pthread_cond_broadcast(&pl->chan[c].cv);
+        pthread_mutex_unlock(&pl->chan[c].mu);
+    }
+}
+
+typedef struct {
+    Pipeline *pl;
+    int stage, rc;
+    const int32_t *tokens, *targets;   /* m blocks of dp*micro_batch*seq */
+    float *losses;                     /* [m] (last stage) */
+    char err[1024];
+} Driver;
+
+static int64_t buf_elems(const Plan *p, const char *name) {
+    int t = plan_find_tensor(p, name);
+    return t < 0 ? 0 : p->tensors[t].rows * p->tensors[t].cols;
+}
+
+static int run_driver(Driver *d) {
+    Pipeline *pl = d->pl;
+    int s = d->stage;   /* the pipeline rank */
+    int64_t block = (int64_t)pl->dp * pl->plans[0]->micro_batch * pl->plans[0]->seq;
+    float lossv[256];
+    for (int i = 0; i < pl->nsched[s]; i++) {
+        const PipeStep *x = &pl->sched[s][i];
+        Engine *e = pl->eng[x->vs];
+        const Plan *p = pl->plans[x->vs];
+        const int32_t *tok = d->tokens + (int64_t)x->micro * block, *tgt = d->targets + (int64_t)x->micro * block;
+        if (x->kind == PK_FORWARD || x->kind == PK_BACKWARD) {
+            int fwd = x->kind == PK_FORWARD, want_loss = fwd && x->vs == pl->nv - 1 && pl->dp <= 256;
+            if (engine_stage_pass(e, !fwd, x->slot, tok, tgt, x->micro == pl->m - 1, want_loss ? lossv : NULL, d->err, sizeof d->err))
+                return -1;
+            if (want_loss && d->losses) {
+                double sum = 0;
+                for (int r = 0; r < pl->dp; r++) sum += lossv[r];
+                d->losses[x->micro] = pl->dp == 1 ? lossv[0] : (float)(sum / pl->dp);
+            }
+            continue;
+        }
+        int64_t n = buf_elems(p, x->buf);
+        if (engine_set_slot(e, x->slot, d->err, sizeof d->err)) return -1;
+        if (x->kind == PK_SEND) {
+            float *data = malloc(sizeof(float) * (size_t)(n * pl->nlocal));
+            if (!data) { snprintf(d->err, sizeof d->err, "stage %d: out of memory for a send", s); return -1; }
+            for (int r = 0; r < pl->nlocal; r++)
+                if (engine_read_tensor(e, r, x->buf, data + r * n, d->err, sizeof d->err)) { free(data); return -1; }
+            int ch = x->bwd ? 2 * (x->vs - 1) + 1 : 2 * x->vs;
+            if (chan_send(pl, &pl->chan[ch], x->micro, data)) { free(data); snprintf(d->err, sizeof d->err, "out of memory"); return -1; }
+        } else {
+            int ch = x->bwd ? 2 * x->vs + 1 : 2 * (x->vs - 1), micro = -1;
+            float *data = chan_recv(pl, &pl->chan[ch], &micro);
+            if (!data) { snprintf(d->err, sizeof d->err, "stage %d stopped: another stage failed", s); return -1; }
+            if (micro != x->micro) {
+                free(data);
+                snprintf(d->err, sizeof d->err, "%.300s:%d: stage %d received micro-batch %d, expected %d", pl->path, x->line, s, micro, x->micro);
+                return -1;
+            }
+            for (int r = 0; r < pl->nlocal; r++)
+                if (engine_write_tensor(e, r, x->buf, data + r * n, d->err, sizeof d->err)) { free(data); return -1; }
+            free(data);
+        }
+    }
+    return 0;
+}
+
+static void *driver_main(void *arg) {
+    Driver *d = arg;
+    d->rc = run_driver(d);
+    if (d->rc) abort_all(d->pl);
+    return NULL;
+}
+
+int pipeline_forward_backward(Pipeline *pl, const int32_t *tokens, const int32_t *targets, float *losses, char *err, size_t errlen) {
+    if (pl->aborted) { snprintf(err, errlen, "the pipeline stopped after an earlier error; open a new one"); return -1; }
+    int64_t n = (int64_t)pl->m * pl->dp * pl->plans[0]->micro_batch * pl->plans[0]->seq;
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= pl->plans[0]->vocab || targets[i] < 0 || targets[i] >= pl->plans[0]->vocab) {
+            snprintf(err, errlen, "batch: token %lld (%d -> %d) is outside the vocabulary 0..%d; the data does not match the model",
+                     (long long)i, tokens[i], targets[i], pl->plans[0]->vocab - 1);
+            return -1;
+        }
+    Driver *d = calloc((size_t)pl->pp, sizeof *d);
+    pthread_t th[PL_MAX_STAGES];
+    int started = 0;
+    if (!d) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (int s = 0; s < pl->pp; s++) {
+        d[s].pl = pl; d[s].stage = s; d[s].tokens = tokens; d[s].targets = targets; d[s].losses = losses;
+        if (pthread_create(&th[s], NULL, driver_main, &d[s])) { d[s].rc = -1; snprintf(d[s].err, sizeof d[s].err, "cannot start a driver thread"); abort_all(pl); break; }
+        started++;
+    }
+    for (int s = 0; s < started; s++) pthread_join(th[s], NULL);
+    int rc = 0;
+    for (int s = 0; s < pl->pp && !rc; s++)
+        if (d[s].rc && !strstr(d[s].err, "another stage failed")) { snprintf(err, errlen, "stage %d: %s", s, d[s].err); rc = -1; }
+    for (int s = 0; s < pl->pp && !rc; s++) if (d[s].rc) { snprintf(err, errlen, "stage %d: %s", s, d[s].err); rc = -1; }
+    free(d);
+    return rc;
+}
+
+/* Validation: the micro-batch through the stages one after the other, slot 0 of each. */
+int pipeline_forward(Pipeline *pl, const int32_t *tokens, const int32_t *targets, float *loss, char *err, size_t errlen) {
+    if (pl->aborted) { snprintf(err, errlen, "the pipeline stopped after an earlier error; open a new one"); return -1; }
+    float lossv[256];
+    if (pl->dp > 256) { snprintf(err, errlen, "dp=%d: more than 256 dp ranks", pl->dp); return -1; }
+    for (int s = 0; s < pl->nv; s++) {
+        if (engine_stage_pass(pl->eng[s], 0, 0, tokens, targets, 0, s == pl->nv - 1 ? lossv : NULL, err, errlen)) return -1;
+        if (s == pl->nv - 1) break;
+        /* the boundary: stage s's forward send and stage s+1's forward receive name it */
+        const char *name = NULL, *in = NULL;
+        int r0 = s % pl->pp, r1 = (s + 1) % pl->pp;
+        for (int i = 0; i < pl->nsched[r0] && !name; i++)
+            if (pl->sched[r0][i].kind == PK_SEND && !pl->sched[r0][i].bwd && pl->sched[r0][i].vs == s) name = pl->sched[r0][i].buf;
+        for (int i = 0; i < pl->nsched[r1] && !in; i++)
+            if (pl->sched[r1][i].kind == PK_RECV && !pl->sched[r1][i].bwd && pl->sched[r1][i].vs == s + 1) in = pl->sched[r1][i].buf;
+        if (!name || !in) { snprintf(err, errlen, "%s: stage %d has no forward send", pl->path, s); return -1; }
+        int64_t n = buf_elems(pl->plans[s], name);
+        float *data = malloc(sizeof(float) * (size_t)n);
+        if (!data) { snprintf(err, errlen, "out of memory"); return -1; }
+        int rc = engine_set_slot(pl->eng[s], 0, err, errlen) || engine_set_slot(pl->eng[s + 1], 0, err, errlen);
+        for (int r = 0; r < pl->nlocal && !rc; r++)
+            rc = engine_read_tensor(pl->eng[s], r, name, data, err, errlen) || engine_write_tensor(pl->eng[s + 1], r, in, data, err, errlen);
+        free(data);
+        if (rc) return -1;
+    }
+    double sum = 0;
+    for (int r = 0; r < pl->dp; r++) sum += lossv[r];
+    if (loss) *loss = (float)(sum / pl->dp);
+    return 0;
+}
+
+int pipeline_discard_grads(Pipeline *pl, char *err, size_t errlen) {
+    for (int s = 0; s < pl->nv; s++) if (engine_discard_grads(pl->eng[s], err, errlen)) return -1;
+    return 0;
+}
+
+int pipeline_optimizer_step(Pipeline *pl, int step, float *grad_norm, float *lr, char *err, size_t errlen) {
+    double total = 0;
+    for (int s = 0; s < pl->nv; s++) {   /* stage order: deterministic */
+        double sq = 0;
+        if (engine_grad_sq(pl->eng[s], &sq)) { snprintf(err, errlen, "out of memory"); return -1; }
+        total += sq;
+    }
+    double norm = sqrt(total);
+    if (grad_norm) *grad_norm = (float)norm;
+    if (lr) *lr = engine_lr_at(pl->plans[0], step);
+    if (!isfinite(norm)) {
+        pipeline_discard_grads(pl, NULL, 0);
+        snprintf(err, errlen, "optimizer step %d: the gradient norm is not finite (%g); the update was skipped "
+                 "(lower the learning rate or check the data)", step, norm);
+        return -1;
+    }
+    for (int s = 0; s < pl->nv; s++) if (engine_adamw_clipped(pl->eng[s], step, norm, err, errlen)) return -1;
+    return 0;
+}
+
+/* ---------------- canonical tensors ---------------- */
+int pipeline_canon_count(const Pipeline *pl) { return pl->ncanons; }
+
+const PlanCanon *pipeline_canon(const Pipeline *pl, int i) {
+    return i < 0 || i >= pl->ncanons ? NULL : &pl->plans[pl->canon_stage[i]]->canons[pl->canon_idx[i]];
+}
+
+int pipeline_find_canon(const Pipeline *pl, const char *name) {
+    for (int i = 0; i < pl->ncanons; i++) if (!strcmp(pipeline_canon(pl, i)->name, name)) return i;
+    return -1;
+}
+
+int pipeline_get_canon(Pipeline *pl, int i, int slot, float *full) {
+    if (i < 0 || i >= pl->ncanons) return -1;
+    return engine_get_canon(pl->eng[pl->canon_stage[i]], pl->canon_idx[i], slot, full);
+}
+
+int pipeline_set_canon(Pipeline *pl, int i, int slot, const float *full) {
+    if (i < 0 || i >= pl->ncanons) return -1;
+    return engine_set_canon(pl->eng[pl->canon_stage[i]], pl->canon_idx[i], slot, full);
+}

@@ -1,0 +1,46 @@
+/* pipeline.h: pipeline-parallel training on the CPU backend (runtime/pipeline.c). A pp > 1 plan
+ * (docs/plan-format.md "Pipeline stages") holds one plan section per stage and each stage's emitted
+ * 1F1B schedule; a Pipeline runs one Engine per stage (its dp x tp ranks as threads), one driver
+ * thread per stage walking that schedule, and send/recv as queues between the drivers. */
+#ifndef BOOST_PIPELINE_H
+#define BOOST_PIPELINE_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "runtime/runtime.h"
+
+typedef struct Pipeline Pipeline;
+
+/* 1 when the plan file at path is a pipeline plan (has a `pipeline` line), 0 when not, -1 unreadable. */
+int pipeline_plan_is(const char *path);
+/* Load a pp > 1 plan and open an Engine per stage. NULL with "PATH:LINE: what is wrong" in err. */
+Pipeline *pipeline_open(const char *path, const char *backend, char *err, size_t errlen);
+void pipeline_free(Pipeline *pl);
+int pipeline_stages(const Pipeline *pl);      /* stage sections (pp * virtual_stages), one Engine each */
+int pipeline_ranks(const Pipeline *pl);       /* pipeline ranks (pp); stage k runs on rank k % pp */
+int pipeline_micro_batches(const Pipeline *pl);   /* m = grad_accum */
+Plan *pipeline_stage_plan(Pipeline *pl, int stage);   /* stage 0's header is the run's */
+Engine *pipeline_stage_engine(Pipeline *pl, int stage);
+
+int pipeline_init_params(Pipeline *pl, char *err, size_t errlen);
+/* One optimizer step's m micro-batches through the 1F1B schedule: tokens/targets hold m blocks of
+ * dp*micro_batch*seq values (block j = micro-batch j, laid out as engine_forward_backward takes
+ * one); losses[j]: micro-batch j's loss (mean over dp). Gradients accumulate. */
+int pipeline_forward_backward(Pipeline *pl, const int32_t *tokens, const int32_t *targets, float *losses,
+                              char *err, size_t errlen);
+/* Forward only (validation) of one micro-batch block (dp*micro_batch*seq values). */
+int pipeline_forward(Pipeline *pl, const int32_t *tokens, const int32_t *targets, float *loss, char *err, size_t errlen);
+/* Global gradient norm (all stages), clipping, AdamW on every stage, gradients zeroed. As
+ * engine_optimizer_step: -1 with the update skipped when the norm is not finite. */
+int pipeline_optimizer_step(Pipeline *pl, int step, float *grad_norm, float *lr, char *err, size_t errlen);
+int pipeline_discard_grads(Pipeline *pl, char *err, size_t errlen);
+
+/* Canonical tensors over all stages (each canon lives on one stage): the same names and shapes as
+ * the pp=1 plan of the model, so checkpoints do not depend on pp. */
+int pipeline_canon_count(const Pipeline *pl);
+const PlanCanon *pipeline_canon(const Pipeline *pl, int i);
+int pipeline_find_canon(const Pipeline *pl, const char *name);
+int pipeline_get_canon(Pipeline *pl, int i, int slot, float *full);
+int pipeline_set_canon(Pipeline *pl, int i, int slot, const float *full);
+
+#endif
