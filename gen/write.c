@@ -96,10 +96,13 @@ static int write_files(const Run *run, Graph *g, const char *dir, int compile_ke
         return rc == 2 ? 2 : 1;
     }
 
+    if ((rc = infer_files_write(run, dir, err, errlen))) return rc;
+
     snprintf(path, sizeof path, "%s/report.md", dir);
     f = fopen(path, "w");
     if (!f) { snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
     rc = report_write(run, f, 0, err, errlen);
+    if (!rc) rc = infer_report_write(run, f);
     if (!rc && compile_kernels) {
         char cu[PATH_LEN * 2 + 64];
         snprintf(cu, sizeof cu, "%s/kernels.cu", dir);

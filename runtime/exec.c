@@ -916,3 +916,19 @@ int engine_read_tensor(Engine *e, int rank, const char *name, float *host, char 
     ReadArg a = {rank, t, host};
     return run_all(e, job_read, &a, err, errlen);
 }
+
+typedef struct { int tensor; const float *host; } WriteArg;
+
+static int job_write(Engine *e, int rank, void *argp) {
+    WriteArg *a = argp;
+    if (e->be->from_host(e->ranks[rank], a->tensor, a->host))
+        return rank_error(e, rank, "writing %s failed: %s", e->p->tensors[a->tensor].name, backend_msg(e, rank));
+    return 0;
+}
+
+int engine_write_tensor(Engine *e, const char *name, const float *host, char *err, size_t errlen) {
+    int t = plan_find_tensor(e->p, name);
+    if (t < 0) { snprintf(err, errlen, "the plan has no tensor named %s", name); return -1; }
+    WriteArg a = {t, host};
+    return run_all(e, job_write, &a, err, errlen);
+}
