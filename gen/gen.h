@@ -5,6 +5,7 @@
 #define BOOST_GEN_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include "gen/model.h"
 
 /* run_arg: a path to a run spec, or a name found as specs/runs/NAME.lua. The specs folder is
