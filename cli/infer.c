@@ -75,7 +75,7 @@ int infer_open_plan(const InferOptions *o, Infer *in) {
     Plan *tp = access(train_plan, R_OK) == 0 ? plan_load(train_plan, err, sizeof err) : NULL;
     if (tp && plan_fingerprint(tp) != in->st.fingerprint) { plan_free(tp); tp = NULL; }
 
-    if (tp && !o->run && o->ndefs == 0 && !(o->one_sequence && (tp->micro_batch != 1 || tp->grad_accum != 1))) {
+    if (tp && !o->run && o->ndefs == 0 && !o->decode && !(o->one_sequence && (tp->micro_batch != 1 || tp->grad_accum != 1))) {
         in->plan = tp;
         snprintf(in->plan_source, sizeof in->plan_source, "%s", train_plan);
     } else {
@@ -125,7 +125,12 @@ int infer_open_plan(const InferOptions *o, Infer *in) {
         rc = gen_write(run, plan_dir, err, sizeof err);
         free(run);
         if (rc) { fprintf(stderr, "%s: %s\n", o->cmd, err); return rc; }
-        snprintf(plan_file, sizeof plan_file, "%s/plan.txt", plan_dir);
+        snprintf(plan_file, sizeof plan_file, "%s/%s", plan_dir, o->decode ? "infer.txt" : "plan.txt");
+        if (o->decode && access(plan_file, R_OK) != 0) {
+            fprintf(stderr, "%s: model %s has no decode plan with a KV cache (MoE models have none yet): use --no-cache\n",
+                    o->cmd, in->st.model);
+            return 2;
+        }
         in->plan = plan_load(plan_file, err, sizeof err);
         if (!in->plan) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 2; }
         snprintf(in->plan_source, sizeof in->plan_source, "run %s regenerated", run_arg);
@@ -229,4 +234,19 @@ void infer_close(Infer *in) {
     ckpt_state_free(&in->st);
     if (in->tmpdir[0]) ckpt_remove_tree(in->tmpdir);
     memset(in, 0, sizeof *in);
+}
+
+int infer_max_seq(const Plan *p) {
+    for (int s = 0; s < p->nsteps; s++)
+        if (p->steps_[s].kind == ST_KERNEL && !strcmp(p->steps_[s].kernel->kind, "attention_decode"))
+            return (int)kernel_int(p->steps_[s].kernel, "max_seq", 0, 0);
+    return 0;
+}
+
+int infer_decode_step(Infer *in, int32_t tok, int pos, float *logits) {
+    char err[1024];
+    float fp = (float)pos;
+    int32_t target = 0;
+    if (engine_write_tensor(in->e, "pos", &fp, err, sizeof err)) { fprintf(stderr, "decode step: %s\n", err); return 1; }
+    return infer_forward(in, &tok, &target, logits, NULL);
 }

@@ -20,6 +20,8 @@ typedef struct {
     const char *defs[INFER_MAX_DEFS]; int ndefs;   /* -D name=value */
     int one_sequence;         /* regenerate with micro_batch=1, grad_accum=1 (sampling) */
     const char *backend;      /* cpu | cuda | auto */
+    int decode;               /* load the decode step with a KV cache (infer.txt, gen/infer_plan.c) instead:
+                                 always regenerated, max_seq = the training plan's seq */
 } InferOptions;
 
 typedef struct {
@@ -43,6 +45,11 @@ int infer_start_engine(const InferOptions *o, Infer *in);
  * *loss = the mean cross-entropy against targets. Returns 0 or 1 (message printed). */
 int infer_forward(Infer *in, const int32_t *tokens, const int32_t *targets, float *logits, float *loss);
 void infer_close(Infer *in);
+/* Decode plans: the KV cache's length (attention_decode's max_seq), 0 when the plan has none. */
+int infer_max_seq(const Plan *p);
+/* One decode step: token tok at position pos (< max_seq; the cache holds positions 0..pos-1);
+ * logits [vocab] of that position. 0 or 1 (message printed). */
+int infer_decode_step(Infer *in, int32_t tok, int pos, float *logits);
 
 /* Parse a whole number flag value in [lo, hi]; -1 with a message on stderr. */
 int infer_int_arg(const char *cmd, const char *flag, const char *v, long lo, long hi, long *out);
