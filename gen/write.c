@@ -102,7 +102,6 @@ static int write_files(const Run *run, Graph *g, const char *dir, int compile_ke
     f = fopen(path, "w");
     if (!f) { snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
     rc = report_write(run, f, 0, err, errlen);
-    if (!rc) rc = infer_report_write(run, f);
     if (!rc && compile_kernels) {
         char cu[PATH_LEN * 2 + 64];
         snprintf(cu, sizeof cu, "%s/kernels.cu", dir);
