@@ -53,4 +53,9 @@ echo
 echo "Per-token decode collectives per rank, CoLA-LLaMA-7B at tp=4 (bf16, every layer plus the head; \`boost report cola-7b-tp4\`, its inference section):"
 echo
 $BOOST report cola-7b-tp4 2>/dev/null | sed -n '/^## Inference/,$p' | sed -n '/^| layout | collectives/,/^$/p'
+echo
+echo "KV cache per rank of one sequence, CoLA-LLaMA-7B at tp=4 (the same report):"
+echo
+echo "| KV cache per rank | bytes |"
+echo "|---|---:|"
 $BOOST report cola-7b-tp4 2>/dev/null | sed -n '/^## Inference/,$p' | grep -E '^\| (all|per token)'
