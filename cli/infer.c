@@ -133,6 +133,13 @@ int infer_open_plan(const InferOptions *o, Infer *in) {
         }
         in->plan = plan_load(plan_file, err, sizeof err);
         if (!in->plan) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 2; }
+        if (o->decode) {   /* the prefill step, when the generator wrote one */
+            snprintf(plan_file, sizeof plan_file, "%s/prefill.txt", plan_dir);
+            if (access(plan_file, R_OK) == 0 && !(in->pre = plan_load(plan_file, err, sizeof err))) {
+                fprintf(stderr, "%s: %s\n", o->cmd, err);
+                return 2;
+            }
+        }
         snprintf(in->plan_source, sizeof in->plan_source, "run %s regenerated", run_arg);
     }
     uint64_t fp = plan_fingerprint(in->plan);
@@ -173,6 +180,11 @@ int infer_start_engine(const InferOptions *o, Infer *in) {
     if (!in->local) { fprintf(stderr, "%s: out of memory\n", o->cmd); return 1; }
     in->e = engine_create(p, o->backend ? o->backend : "auto", err, sizeof err);
     if (!in->e) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 1; }
+    if (in->pre) {
+        decoder_keep_logits(in->pre);
+        in->pe = engine_create(in->pre, o->backend ? o->backend : "auto", err, sizeof err);
+        if (!in->pe) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 1; }
+    }
 
     char path[1300];
     snprintf(path, sizeof path, "%s/model.safetensors", in->dir);
@@ -193,10 +205,17 @@ int infer_start_engine(const InferOptions *o, Infer *in) {
             break;
         }
         st_read_f32(&f, st, buf);
-        if (engine_set_canon(in->e, c, SLOT_PARAM, buf)) { fprintf(stderr, "%s: the engine refused %s\n", o->cmd, p->canons[c].name); rc = 1; }
+        if (engine_set_canon(in->e, c, SLOT_PARAM, buf) || (in->pe && engine_set_canon(in->pe, c, SLOT_PARAM, buf))) {
+            fprintf(stderr, "%s: the engine refused %s\n", o->cmd, p->canons[c].name);
+            rc = 1;
+        }
     }
     free(buf);
     st_close(&f);
+    if (!rc && o->decode && decoder_init(&in->dec, p, in->e, in->pre, in->pe, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", o->cmd, err);
+        rc = 2;
+    }
     return rc;
 }
 
@@ -228,6 +247,9 @@ int infer_forward(Infer *in, const int32_t *tokens, const int32_t *targets, floa
 }
 
 void infer_close(Infer *in) {
+    decoder_release(&in->dec);
+    if (in->pe) engine_free(in->pe);
+    if (in->pre) plan_free(in->pre);
     if (in->e) engine_free(in->e);
     if (in->plan) plan_free(in->plan);
     free(in->local);
@@ -243,10 +265,14 @@ int infer_max_seq(const Plan *p) {
     return 0;
 }
 
-int infer_decode_step(Infer *in, int32_t tok, int pos, float *logits) {
+int infer_prefill(Infer *in, const int32_t *tok, int n, float *logits) {
     char err[1024];
-    float fp = (float)pos;
-    int32_t target = 0;
-    if (engine_write_tensor(in->e, "pos", &fp, err, sizeof err)) { fprintf(stderr, "decode step: %s\n", err); return 1; }
-    return infer_forward(in, &tok, &target, logits, NULL);
+    if (decoder_prefill(&in->dec, tok, n, logits, err, sizeof err)) { fprintf(stderr, "prefill: %s\n", err); return 1; }
+    return 0;
+}
+
+int infer_decode_step(Infer *in, int32_t tok, float *logits) {
+    char err[1024];
+    if (decoder_step(&in->dec, tok, logits, err, sizeof err)) { fprintf(stderr, "decode step: %s\n", err); return 1; }
+    return 0;
 }

@@ -1,8 +1,8 @@
 /* sample.c: `boost sample CKPT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P]
  * [--seed S] [-D tp=N ...] [--backend cpu|cuda]`: generate a continuation from a checkpoint and print
  * it as it is produced. By default it runs the decode plan with a KV cache (infer.txt,
- * gen/infer_plan.c): the prompt goes through the decode step one token at a time (the prefill fills
- * the cache), then one decode step per new token. max_seq = the training seq; when the cache is
+ * gen/infer_plan.c): the prompt fills the cache (the prefill step, prefill.txt, takes it in chunks of
+ * up to 32 tokens, the last token goes through the decode step), then one decode step per token. max_seq = the training seq; when the cache is
  * full the window slides by half: the cache restarts from the last max_seq/2 tokens (re-prefilled),
  * so a token sees between max_seq/2 and max_seq-1 earlier tokens. --no-cache runs the training
  * plan's forward over the whole window of up to seq tokens per token instead (each token sees the
@@ -38,8 +38,8 @@ static void sample_usage(FILE *f) {
         "  -D tp=2 ...     run another tp degree or layout of the same model (the plan is regenerated)\n"
         "  --no-cache      recompute the forward over the whole window for every token (no KV cache)\n"
         "How: the generator's decode step (infer.txt) keeps a KV cache of max_seq = the model's seq\n"
-        "positions per layer; the prompt fills it one token at a time, then each new token is one decode\n"
-        "step. A prompt longer than seq is refused. When the cache is full the window slides by half:\n"
+        "positions per layer; the prefill step (prefill.txt) fills it with the prompt in chunks of up to 32\n"
+        "tokens, then each new token is one decode step. A prompt longer than seq is refused. When the cache is full the window slides by half:\n"
         "the cache restarts from the last seq/2 tokens, so a token sees between seq/2 and seq-1 earlier\n"
         "tokens. With --no-cache each token recomputes the training forward over the last seq tokens.\n"
         "The text goes to stdout as it is produced, notes to stderr.\n");
@@ -279,8 +279,8 @@ int cmd_sample(int argc, char **argv) {
         int slid = 0;
         int64_t cached = 0;   /* decode: tokens ctx[base .. base+cached-1] are in the cache at positions 0.. */
         int64_t base = 0;
-        if (o.decode) {       /* prefill: the prompt's tokens through the decode step */
-            for (int64_t i = 0; i < len && !rc; i++) rc = infer_decode_step(&in, ctx[i], (int)i, logits);
+        if (o.decode) {       /* prefill: the prompt into the cache (chunks through prefill.txt, the last token a step) */
+            rc = infer_prefill(&in, ctx, (int)len, logits);
             cached = len;
             tp0 = now_s();
         }
@@ -295,11 +295,12 @@ int cmd_sample(int argc, char **argv) {
                     if (!slid) fprintf(stderr, "\n(boost sample: the KV cache of %d positions is full: the window slides by half, "
                                                "the cache restarts from the last %d tokens)\n", S, S / 2);
                     slid = 1;
-                    base = len - 1 - S / 2;
-                    for (int64_t i = 0; i < S / 2 && !rc; i++) rc = infer_decode_step(&in, ctx[base + i], (int)i, logits);
+                    base = len - S / 2;   /* the last S/2 tokens, the new one included */
+                    rc = infer_prefill(&in, ctx + base, S / 2, logits);
                     cached = S / 2;
+                    continue;
                 }
-                if (!rc) rc = infer_decode_step(&in, next, (int)cached, logits);
+                rc = infer_decode_step(&in, next, logits);
                 cached++;
                 continue;
             }

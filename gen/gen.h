@@ -21,8 +21,8 @@ int parse_override(const char *arg, Override *ov, char *err, size_t errlen);
 /* Write plan.txt, kernels.cu and report.md for a run into outdir (created if absent). All or
  * nothing: files are written to a temporary folder beside outdir and renamed into place, so a
  * failure never leaves a partial output. Returns 0, 2 (bad input) or 1 (I/O). */
-/* gen/infer_plan.c: the decode step with a KV cache. infer_files_write writes infer.txt and
- * infer-kernels.cu into dir (nothing for an MoE model); infer_report_write appends the report's
+/* gen/infer_plan.c: the decode step with a KV cache. infer_files_write writes infer.txt (one token),
+ * prefill.txt (a chunk of up to 32 prompt tokens into the same caches) and infer-kernels.cu into dir (nothing for an MoE model); infer_report_write appends the report's
  * inference section (KV-cache memory, per-token decode collectives of every layout). */
 int infer_files_write(const Run *run, const char *dir, char *err, size_t errlen);
 int infer_report_write(const Run *run, FILE *f);

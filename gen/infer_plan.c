@@ -1,5 +1,6 @@
 /* infer_plan.c: the inference pass: from a run, the decode step of the same model with a KV cache
- * (infer.txt beside plan.txt, docs/plan-format.md "Inference plan"), its kernels, and the report's
+ * (infer.txt beside plan.txt, docs/plan-format.md "Inference plan"), the prefill step that takes
+ * the prompt in chunks of up to 32 rows into the same caches (prefill.txt), their kernels, and the report's
  * decode section (per-token collective bytes of every layout, KV-cache memory).
  * The decode step is the forward schedule built for one token (micro_batch 1, seq 1, no
  * checkpointing) in the run's layout and tp, with each rope turned into rope_at (position from the
@@ -55,14 +56,14 @@ static int persistent(Graph *g, const char *name, int64_t rows, int64_t cols, in
     return t;
 }
 
-Graph *infer_graph_build(const Run *run, int layout, int64_t *cache_bytes, char *err, size_t errlen, int *status) {
+Graph *infer_graph_build(const Run *run, int layout, int rows, int64_t *cache_bytes, char *err, size_t errlen, int *status) {
     if (run->model.moe_experts > 0) {
         snprintf(err, errlen, "model %s has MoE layers: the decode step with a KV cache covers dense models only", run->model.name);
         *status = 2;
         return NULL;
     }
     Run r = *run;
-    r.micro_batch = 1; r.seq = 1; r.grad_accum = 1; r.dp = 1; r.pp = 1; r.zero = 0;
+    r.micro_batch = 1; r.seq = rows > 0 ? rows : 1; r.grad_accum = 1; r.dp = 1; r.pp = 1; r.zero = 0;
     Graph *g = graph_build(&r, layout, CKPT_NONE, err, errlen, status);
     if (!g) return NULL;
     const int64_t max_seq = run->seq;
@@ -165,7 +166,7 @@ int infer_report_write(const Run *run, FILE *f) {
     int st;
     char err[512];
     int64_t cache = 0;
-    Graph *g = infer_graph_build(run, run->layout, &cache, err, sizeof err, &st);
+    Graph *g = infer_graph_build(run, run->layout, 1, &cache, err, sizeof err, &st);
     if (!g) { fprintf(f, "No inference plan: %s.\n", err); return 0; }
     const Model *m = &run->model;
     int64_t per_tok = cache / (run->seq > 0 ? run->seq : 1);
@@ -180,7 +181,7 @@ int infer_report_write(const Run *run, FILE *f) {
                "| layout | collectives | bytes per token | per layer (layer 0) |\n|---|---:|---:|---:|\n");
     static const int order[3] = {LAYOUT_MEGATRON, LAYOUT_NAIVE, LAYOUT_BTP};
     for (int i = 0; i < 3; i++) {
-        Graph *h = infer_graph_build(run, order[i], NULL, err, sizeof err, &st);
+        Graph *h = infer_graph_build(run, order[i], 1, NULL, err, sizeof err, &st);
         if (!h) { fprintf(f, "| %s | - | - | %s |\n", layout_name(order[i]), err); continue; }
         int cnt;
         int64_t b = decode_coll_bytes(h, &cnt), l0 = 0;
@@ -193,25 +194,42 @@ int infer_report_write(const Run *run, FILE *f) {
     return 0;
 }
 
-int infer_files_write(const Run *run, const char *dir, char *err, size_t errlen) {
-    int st;
-    Graph *g = infer_graph_build(run, run->layout, NULL, err, errlen, &st);
-    if (!g) return st == 2 && run->model.moe_experts > 0 ? 0 : (st ? st : 1);   /* MoE: no inference plan */
+/* Rows of the prefill step (prefill.txt): the prompt goes through it in chunks of this many tokens. */
+#define PREFILL_ROWS 32
+
+static int write_plan(const Graph *g, const char *dir, const char *file, char *err, size_t errlen) {
     char path[PATH_LEN * 2 + 64];
-    snprintf(path, sizeof path, "%s/infer.txt", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
     FILE *f = fopen(path, "w");
     int rc = f ? plan_write(g, f) : 1;
-    if (!f || fclose(f) || rc) { snprintf(err, errlen, "%s: cannot write", path); graph_free(g); return 1; }
-    snprintf(path, sizeof path, "%s/infer-kernels.cu", dir);
-    f = fopen(path, "w");
-    if (!f) { snprintf(err, errlen, "%s: cannot write", path); graph_free(g); return 1; }
-    int nk = 0;
-    KernelInst *ks = malloc((size_t)(g->nsteps + 1) * sizeof *ks);
-    for (int s = 0; ks && s < g->nsteps; s++) if (g->steps[s].kind == OP_KERNEL) ks[nk++] = g->steps[s].k;
-    char kerr[512] = "";
-    rc = ks ? kernels_emit(f, ks, nk, run, kerr, sizeof kerr) : 1;
-    free(ks);
-    if (fclose(f) || rc) { snprintf(err, errlen, "%s: %s", path, kerr[0] ? kerr : "write failed"); graph_free(g); return 1; }
-    graph_free(g);
+    if (!f || fclose(f) || rc) { snprintf(err, errlen, "%s: cannot write", path); return 1; }
     return 0;
+}
+
+int infer_files_write(const Run *run, const char *dir, char *err, size_t errlen) {
+    int st;
+    Graph *g = infer_graph_build(run, run->layout, 1, NULL, err, errlen, &st);
+    if (!g) return st == 2 && run->model.moe_experts > 0 ? 0 : (st ? st : 1);   /* MoE: no inference plan */
+    int rows = run->seq < PREFILL_ROWS ? run->seq : PREFILL_ROWS;
+    Graph *pg = infer_graph_build(run, run->layout, rows, NULL, err, errlen, &st);
+    if (!pg) { graph_free(g); return st ? st : 1; }
+    int rc = write_plan(g, dir, "infer.txt", err, errlen);
+    if (!rc) rc = write_plan(pg, dir, "prefill.txt", err, errlen);
+    char path[PATH_LEN * 2 + 64];
+    snprintf(path, sizeof path, "%s/infer-kernels.cu", dir);
+    FILE *f = rc ? NULL : fopen(path, "w");
+    if (!rc && !f) { snprintf(err, errlen, "%s: cannot write", path); rc = 1; }
+    if (!rc) {   /* the kernels of both steps in one file */
+        int nk = 0;
+        KernelInst *ks = malloc((size_t)(g->nsteps + pg->nsteps + 1) * sizeof *ks);
+        for (int s = 0; ks && s < g->nsteps; s++) if (g->steps[s].kind == OP_KERNEL) ks[nk++] = g->steps[s].k;
+        for (int s = 0; ks && s < pg->nsteps; s++) if (pg->steps[s].kind == OP_KERNEL) ks[nk++] = pg->steps[s].k;
+        char kerr[512] = "";
+        rc = ks ? kernels_emit(f, ks, nk, run, kerr, sizeof kerr) : 1;
+        free(ks);
+        if (fclose(f) || rc) { snprintf(err, errlen, "%s: %s", path, kerr[0] ? kerr : "write failed"); rc = 1; }
+    }
+    graph_free(g);
+    graph_free(pg);
+    return rc;
 }

@@ -230,9 +230,10 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json);   /* report s
 /* ---- memplan.c ---- */
 int memplan(Graph *g);                         /* liveness, offsets, overlap check */
 
-/* ---- infer_plan.c: the decode-step graph (forward for one token, KV-cache kernels, live ranges
- * over the step; the caches and pos sit past the training arena). *cache_bytes: the KV cache per rank. */
-Graph *infer_graph_build(const Run *run, int layout, int64_t *cache_bytes, char *err, size_t errlen, int *status);
+/* ---- infer_plan.c: the decode-step graph for `rows` token rows at positions pos.. (1: a decode
+ * step; more: a prefill chunk): the forward, KV-cache kernels, live ranges over the step; the
+ * caches and pos sit past the training arena. *cache_bytes: the KV cache per rank. */
+Graph *infer_graph_build(const Run *run, int layout, int rows, int64_t *cache_bytes, char *err, size_t errlen, int *status);
 
 /* ---- plan_write.c ---- */
 int plan_write(const Graph *g, FILE *f);

@@ -1,6 +1,7 @@
 /* cpu_infer.c: the CPU backend's inference kernels (docs/plan-format.md, "Inference kinds"): RoPE at
  * a position read from the plan's pos buffer, appending K/V rows to the KV cache, and attention of
- * new query rows over the cache. Cache layout [kv_heads][max_seq][head_dim] (one rank's heads). */
+ * new query rows over the cache. Cache layout [kv_heads][max_seq][head_dim] (one rank's heads).
+ * pos[0] must lie in the cache; rows whose position falls past it are skipped (padding). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,8 +51,8 @@ static int k_kv_append(const KernelArgs *k, void **ops, int rank, char *err, siz
     const float *kk = op(k, ops, "k"), *vv = op(k, ops, "v");
     float *kc = op(k, ops, "kcache"), *vc = op(k, ops, "vcache");
     int64_t p0 = start_pos(op(k, ops, "pos"));
-    if (p0 < 0 || p0 + rows > ms) return fail(k, err, errlen, "positions from %lld do not fit the cache of %lld", p0, ms);
-    for (int64_t m = 0; m < rows; m++)
+    if (p0 < 0 || p0 >= ms) return fail(k, err, errlen, "position %lld is outside the KV cache of %lld positions", p0, ms);
+    for (int64_t m = 0; m < rows && p0 + m < ms; m++)   /* rows past the cache: a prefill chunk's padding */
         for (int64_t h = 0; h < kvh; h++) {
             memcpy(kc + (h * ms + p0 + m) * hd, kk + m * ldk + h * hd, sizeof(float) * (size_t)hd);
             memcpy(vc + (h * ms + p0 + m) * hd, vv + m * ldv + h * hd, sizeof(float) * (size_t)hd);
@@ -69,7 +70,8 @@ static int k_attention_decode(const KernelArgs *k, void **ops, int rank, char *e
     const float *q = op(k, ops, "q"), *kc = op(k, ops, "kcache"), *vc = op(k, ops, "vcache");
     float *out = op(k, ops, "out");
     int64_t p0 = start_pos(op(k, ops, "pos"));
-    if (p0 < 0 || p0 + rows > ms) return fail(k, err, errlen, "positions from %lld do not fit the cache of %lld", p0, ms);
+    if (p0 < 0 || p0 >= ms) return fail(k, err, errlen, "position %lld is outside the KV cache of %lld positions", p0, ms);
+    if (p0 + rows > ms) rows = ms - p0;   /* rows past the cache: a prefill chunk's padding, left as they are */
     double *s = malloc(sizeof(double) * (size_t)(ms + hd));
     if (!s) return fail(k, err, errlen, "out of memory (%lld scores)%.0lld", ms, 0);
     double *acc = s + ms;

@@ -185,13 +185,14 @@ static void *jit_cubin(const char *src, const char *arch, size_t *size, char *er
     return bin;
 }
 
-/* The kernels of plan p: kernels.cu next to it, infer-kernels.cu next to a decode plan (infer.txt). */
+/* The kernels of plan p: kernels.cu next to it, infer-kernels.cu next to a decode or prefill plan
+ * (infer.txt, prefill.txt: one file holds both steps' kernels). */
 static void kernels_path(const Plan *p, char *out, size_t n) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s", p->path);
     char *slash = strrchr(dir, '/');
     const char *base = slash ? slash + 1 : dir;
-    int infer = !strcmp(base, "infer.txt");
+    int infer = !strcmp(base, "infer.txt") || !strcmp(base, "prefill.txt");
     if (slash) *slash = 0; else snprintf(dir, sizeof dir, ".");
     snprintf(out, n, "%s/%s", dir, infer ? "infer-kernels.cu" : "kernels.cu");
 }

@@ -917,18 +917,21 @@ int engine_read_tensor(Engine *e, int rank, const char *name, float *host, char 
     return run_all(e, job_read, &a, err, errlen);
 }
 
-typedef struct { int tensor; const float *host; } WriteArg;
+typedef struct { int target, tensor; const float *host; } WriteArg;
 
 static int job_write(Engine *e, int rank, void *argp) {
     WriteArg *a = argp;
+    if (a->target >= 0 && rank != a->target) return 0;
     if (e->be->from_host(e->ranks[rank], a->tensor, a->host))
         return rank_error(e, rank, "writing %s failed: %s", e->p->tensors[a->tensor].name, backend_msg(e, rank));
     return 0;
 }
 
-int engine_write_tensor(Engine *e, const char *name, const float *host, char *err, size_t errlen) {
+int engine_write_tensor(Engine *e, int rank, const char *name, const float *host, char *err, size_t errlen) {
+    if (rank < -1 || rank >= e->nranks) { snprintf(err, errlen, "rank %d is outside 0..%d", rank, e->nranks - 1); return -1; }
+    if (e->world && rank >= 0 && rank != e->lead) { snprintf(err, errlen, "rank %d runs in another process (this one holds rank %d)", rank, e->lead); return -1; }
     int t = plan_find_tensor(e->p, name);
     if (t < 0) { snprintf(err, errlen, "the plan has no tensor named %s", name); return -1; }
-    WriteArg a = {t, host};
+    WriteArg a = {rank, t, host};
     return run_all(e, job_write, &a, err, errlen);
 }

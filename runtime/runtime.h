@@ -49,9 +49,9 @@ int engine_set_canon(Engine *e, int canon, int slot, const float *full);
  * Activation buffers hold what the last pass left there (the arena reuses memory). */
 int engine_read_tensor(Engine *e, int rank, const char *name, float *host, char *err, size_t errlen);
 
-/* Copy host fp32 values into a tensor of every rank (a buffer by its plan name, rows*cols
- * floats): the decode step's position (gen/infer_plan.c). */
-int engine_write_tensor(Engine *e, const char *name, const float *host, char *err, size_t errlen);
+/* Copy host fp32 values into a tensor (a buffer by its plan name, rows*cols floats) of rank `rank`,
+ * or of every rank when rank is -1: the decode step's position and KV cache (runtime/decode.c). */
+int engine_write_tensor(Engine *e, int rank, const char *name, const float *host, char *err, size_t errlen);
 
 /* Collective bytes moved by one forward+backward, per rank (sum of allreduce/allgather payloads:
  * an allreduce counts elems * dtype size, an allgather its gathered rows x (tp*cols) * dtype size). */

@@ -8,9 +8,11 @@
 #include <sys/stat.h>
 #include "tests/unit/testlib.h"
 #include "runtime/runtime.h"
+#include "runtime/decode.h"
 
 #define DIR "build/tmp/kvdecode"
-#define SEQ 24
+#define SEQ 40          /* the prefill step takes chunks of 32: a prefill of 37 runs two */
+#define PREFILL 37
 #define GREEDY 12
 
 /* Full logits [rows, vocab] of the plan's last pass, gathered from every rank's xent_fwd slice. */
@@ -46,7 +48,7 @@ static void keep_logits(Plan *p) {
     }
 }
 
-typedef struct { Plan *train, *dec; Engine *et, *ed; } Pair;
+typedef struct { Plan *train, *dec, *pre; Engine *et, *ed, *ep; } Pair;
 
 static int open_pair(Pair *c, const char *spec, const char *defs, const char *tag) {
     memset(c, 0, sizeof *c);
@@ -60,12 +62,17 @@ static int open_pair(Pair *c, const char *spec, const char *defs, const char *ta
     c->train = plan_load(path, err, sizeof err);
     snprintf(path, sizeof path, "%s/infer.txt", dir);
     c->dec = c->train ? plan_load(path, err, sizeof err) : NULL;
-    if (!c->dec) { CHECK(0, tag, "plan_load: %s", err); return -1; }
+    snprintf(path, sizeof path, "%s/prefill.txt", dir);
+    c->pre = c->dec ? plan_load(path, err, sizeof err) : NULL;
+    if (!c->pre) { CHECK(0, tag, "plan_load: %s", err); return -1; }
+    keep_logits(c->pre);
     keep_logits(c->train);
     keep_logits(c->dec);
     c->et = engine_create(c->train, "cpu", err, sizeof err);
     c->ed = c->et ? engine_create(c->dec, "cpu", err, sizeof err) : NULL;
-    if (!c->ed || engine_init_params(c->et, err, sizeof err) || engine_init_params(c->ed, err, sizeof err)) {
+    c->ep = c->ed ? engine_create(c->pre, "cpu", err, sizeof err) : NULL;
+    if (!c->ep || engine_init_params(c->et, err, sizeof err) || engine_init_params(c->ed, err, sizeof err) ||
+        engine_init_params(c->ep, err, sizeof err)) {
         CHECK(0, tag, "engine: %s", err);
         return -1;
     }
@@ -73,6 +80,8 @@ static int open_pair(Pair *c, const char *spec, const char *defs, const char *ta
 }
 
 static void close_pair(Pair *c) {
+    if (c->ep) engine_free(c->ep);
+    if (c->pre) plan_free(c->pre);
     if (c->ed) engine_free(c->ed);
     if (c->et) engine_free(c->et);
     if (c->dec) plan_free(c->dec);
@@ -83,7 +92,7 @@ static void close_pair(Pair *c) {
 static int decode(Pair *c, int32_t tok, int pos, float *logits, char *err, size_t errlen) {
     float fp = (float)pos, loss;
     int32_t tgt = 0;
-    if (engine_write_tensor(c->ed, "pos", &fp, err, errlen)) return -1;
+    if (engine_write_tensor(c->ed, -1, "pos", &fp, err, errlen)) return -1;
     if (engine_forward(c->ed, &tok, &tgt, &loss, err, errlen)) return -1;
     return gather_logits(c->dec, c->ed, logits, err, errlen);
 }
@@ -114,6 +123,30 @@ static void run_case(const char *spec, const char *defs, int32_t *greedy) {
     snprintf(name, sizeof name, "%s: KV-cache decode logits of all %d positions equal the full forward's within 1e-5", tag, SEQ);
     if (rc) CHECK(0, name, "%s", err);
     else CHECK(!(worst > 1e-5) && scale > 0, name, "max abs error %.3g (logits up to %.3g), first bad position %d", worst, scale, bad);
+    /* the prefill step (two chunks) then decode steps through runtime/decode.c: the same logits */
+    if (!rc) {
+        Decoder d;
+        double w2 = 0;
+        int r3 = 0;
+        for (int i = 0; i < c.dec->ntensors && !r3; i++) {   /* wipe the step's caches: the prefill must fill them */
+            const PlanTensor *t = &c.dec->tensors[i];
+            if (!strstr(t->name, "cache")) continue;
+            float *z = calloc((size_t)(t->rows * t->cols), sizeof *z);
+            for (int64_t q = 0; q < t->rows * t->cols; q++) z[q] = 1e3f;
+            r3 = engine_write_tensor(c.ed, -1, t->name, z, err, sizeof err);
+            free(z);
+        }
+        r3 = r3 || decoder_init(&d, c.dec, c.ed, c.pre, c.ep, err, sizeof err) || decoder_prefill(&d, tokens, PREFILL, row, err, sizeof err);
+        for (int i = PREFILL - 1; i < SEQ && !r3; i++) {
+            if (i > PREFILL - 1) r3 = decoder_step(&d, tokens[i], row, err, sizeof err);
+            for (int v = 0; v < V && !r3; v++) w2 = tl_worst(w2, fabs((double)row[v] - full[(int64_t)i * V + v]));
+        }
+        snprintf(name, sizeof name, "%s: prefill of %d tokens in chunks of %d, then decode steps: logits within 1e-5 of the full forward's",
+                 tag, PREFILL, c.pre->seq);
+        if (r3) CHECK(0, name, "%s", err);
+        else CHECK(!(w2 > 1e-5) && c.pre->seq == 32, name, "max abs error %.3g (chunk %d)", w2, c.pre->seq);
+        decoder_release(&d);
+    }
     /* greedy: prompt = the first 4 tokens, then 12 tokens fed back */
     int pos = 0;
     for (int i = 0; i < 4 && !rc; i++) rc = decode(&c, tokens[i], pos++, row, err, sizeof err);
@@ -126,7 +159,7 @@ static void run_case(const char *spec, const char *defs, int32_t *greedy) {
     if (!rc) {
         snprintf(name, sizeof name, "%s: a position past max_seq is refused", tag);
         float fp = (float)SEQ, l2; int32_t t0 = 0;
-        int r2 = engine_write_tensor(c.ed, "pos", &fp, err, sizeof err) || engine_forward(c.ed, &t0, &t0, &l2, err, sizeof err);
+        int r2 = engine_write_tensor(c.ed, -1, "pos", &fp, err, sizeof err) || engine_forward(c.ed, &t0, &t0, &l2, err, sizeof err);
         CHECK(r2 != 0 && strstr(err, "cache"), name, "position %d ran (%s)", SEQ, err);
     }
     free(full); free(row);
