@@ -14,9 +14,10 @@ TMP=$(mktemp -d /tmp/boost-decode.XXXXXX); trap 'rm -rf "$TMP"' EXIT
 echo "# Decode speed on the CPU backend ($(date -u +%F), $(nproc) cores, load average $(cut -d' ' -f1 /proc/loadavg) at the start)"
 echo
 echo "Command: \`bash bench/decode.sh $NT $NM $NMN\` at $(git rev-parse --short HEAD 2>/dev/null). BOOST samples greedily with"
-echo "\`boost sample --temperature 0\`: with the KV cache (the decode plan: the prompt through the decode step, then one"
-echo "step per token; the rate counts the generated tokens after the prefill) and with \`--no-cache\` (every token runs the"
-echo "whole forward over its window of up to seq tokens). The prompt is 4 tokens."
+echo "\`boost sample --temperature 0\`: with the KV cache (infer.txt and prefill.txt: the prompt through the prefill step,"
+echo "then one decode step per token; the rate counts the generated tokens after the prefill, past seq tokens the re-prefills"
+echo "of the sliding window included) and with \`--no-cache\` (every token runs the whole forward over its window of up to"
+echo "seq tokens). The prompt is 4 tokens."
 echo "PyTorch runs the exported model (\`boost export\`, \`tools/boost_hf.py\`, float32, one thread) with a KV cache."
 echo
 echo "| model | seq | tokens (cache / no cache) | BOOST tp=1 KV cache | tp=1 no cache | BOOST tp=2 KV cache | tp=2 no cache | PyTorch KV cache |"
