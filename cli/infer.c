@@ -75,7 +75,7 @@ int infer_open_plan(const InferOptions *o, Infer *in) {
     Plan *tp = access(train_plan, R_OK) == 0 ? plan_load(train_plan, err, sizeof err) : NULL;
     if (tp && plan_fingerprint(tp) != in->st.fingerprint) { plan_free(tp); tp = NULL; }
 
-    if (tp && !o->run && o->ndefs == 0 && !(o->one_sequence && (tp->micro_batch != 1 || tp->grad_accum != 1))) {
+    if (tp && !o->run && o->ndefs == 0 && !o->decode && !(o->one_sequence && (tp->micro_batch != 1 || tp->grad_accum != 1))) {
         in->plan = tp;
         snprintf(in->plan_source, sizeof in->plan_source, "%s", train_plan);
     } else {
@@ -125,9 +125,21 @@ int infer_open_plan(const InferOptions *o, Infer *in) {
         rc = gen_write(run, plan_dir, err, sizeof err);
         free(run);
         if (rc) { fprintf(stderr, "%s: %s\n", o->cmd, err); return rc; }
-        snprintf(plan_file, sizeof plan_file, "%s/plan.txt", plan_dir);
+        snprintf(plan_file, sizeof plan_file, "%s/%s", plan_dir, o->decode ? "infer.txt" : "plan.txt");
+        if (o->decode && access(plan_file, R_OK) != 0) {
+            fprintf(stderr, "%s: model %s has no decode plan with a KV cache (MoE models have none yet): use --no-cache\n",
+                    o->cmd, in->st.model);
+            return 2;
+        }
         in->plan = plan_load(plan_file, err, sizeof err);
         if (!in->plan) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 2; }
+        if (o->decode) {   /* the prefill step, when the generator wrote one */
+            snprintf(plan_file, sizeof plan_file, "%s/prefill.txt", plan_dir);
+            if (access(plan_file, R_OK) == 0 && !(in->pre = plan_load(plan_file, err, sizeof err))) {
+                fprintf(stderr, "%s: %s\n", o->cmd, err);
+                return 2;
+            }
+        }
         snprintf(in->plan_source, sizeof in->plan_source, "run %s regenerated", run_arg);
     }
     uint64_t fp = plan_fingerprint(in->plan);
@@ -168,6 +180,11 @@ int infer_start_engine(const InferOptions *o, Infer *in) {
     if (!in->local) { fprintf(stderr, "%s: out of memory\n", o->cmd); return 1; }
     in->e = engine_create(p, o->backend ? o->backend : "auto", err, sizeof err);
     if (!in->e) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 1; }
+    if (in->pre) {
+        decoder_keep_logits(in->pre);
+        in->pe = engine_create(in->pre, o->backend ? o->backend : "auto", err, sizeof err);
+        if (!in->pe) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 1; }
+    }
 
     // the parameters, from a full or a sharded checkpoint (runtime/checkpoint.h)
     CkptReader *rd;
@@ -189,10 +206,17 @@ int infer_start_engine(const InferOptions *o, Infer *in) {
             break;
         }
         if (ckpt_reader_read(rd, i, NULL, 0, buf, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->cmd, err); rc = 2; break; }
-        if (engine_set_canon(in->e, c, SLOT_PARAM, buf)) { fprintf(stderr, "%s: the engine refused %s\n", o->cmd, p->canons[c].name); rc = 1; }
+        if (engine_set_canon(in->e, c, SLOT_PARAM, buf) || (in->pe && engine_set_canon(in->pe, c, SLOT_PARAM, buf))) {
+            fprintf(stderr, "%s: the engine refused %s\n", o->cmd, p->canons[c].name);
+            rc = 1;
+        }
     }
     free(buf);
     ckpt_reader_close(rd);
+    if (!rc && o->decode && decoder_init(&in->dec, p, in->e, in->pre, in->pe, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", o->cmd, err);
+        rc = 2;
+    }
     return rc;
 }
 
@@ -224,10 +248,32 @@ int infer_forward(Infer *in, const int32_t *tokens, const int32_t *targets, floa
 }
 
 void infer_close(Infer *in) {
+    decoder_release(&in->dec);
+    if (in->pe) engine_free(in->pe);
+    if (in->pre) plan_free(in->pre);
     if (in->e) engine_free(in->e);
     if (in->plan) plan_free(in->plan);
     free(in->local);
     ckpt_state_free(&in->st);
     if (in->tmpdir[0]) ckpt_remove_tree(in->tmpdir);
     memset(in, 0, sizeof *in);
+}
+
+int infer_max_seq(const Plan *p) {
+    for (int s = 0; s < p->nsteps; s++)
+        if (p->steps_[s].kind == ST_KERNEL && !strcmp(p->steps_[s].kernel->kind, "attention_decode"))
+            return (int)kernel_int(p->steps_[s].kernel, "max_seq", 0, 0);
+    return 0;
+}
+
+int infer_prefill(Infer *in, const int32_t *tok, int n, float *logits) {
+    char err[1024];
+    if (decoder_prefill(&in->dec, tok, n, logits, err, sizeof err)) { fprintf(stderr, "prefill: %s\n", err); return 1; }
+    return 0;
+}
+
+int infer_decode_step(Infer *in, int32_t tok, float *logits) {
+    char err[1024];
+    if (decoder_step(&in->dec, tok, logits, err, sizeof err)) { fprintf(stderr, "decode step: %s\n", err); return 1; }
+    return 0;
 }

@@ -10,6 +10,7 @@
 #include "runtime/plan.h"
 #include "runtime/runtime.h"
 #include "runtime/checkpoint.h"
+#include "runtime/decode.h"
 
 #define INFER_MAX_DEFS 64
 
@@ -20,6 +21,8 @@ typedef struct {
     const char *defs[INFER_MAX_DEFS]; int ndefs;   /* -D name=value */
     int one_sequence;         /* regenerate with micro_batch=1, grad_accum=1 (sampling) */
     const char *backend;      /* cpu | cuda | auto */
+    int decode;               /* load the decode step with a KV cache (infer.txt, gen/infer_plan.c) instead:
+                                 always regenerated, max_seq = the training plan's seq */
 } InferOptions;
 
 typedef struct {
@@ -32,6 +35,9 @@ typedef struct {
     const KernelArgs *xent;   /* the xent_fwd step: the logits buffer and each rank's vocab slice */
     int logits_tensor;
     float *local;             /* [logits buffer elems] */
+    Plan *pre;                /* decode: the prefill step (prefill.txt), NULL when absent */
+    Engine *pe;
+    Decoder dec;              /* decode: prefill + steps over the KV cache (runtime/decode.h) */
 } Infer;
 
 /* Resolve the checkpoint, build or load the plan and check the fingerprint. No engine yet.
@@ -43,6 +49,12 @@ int infer_start_engine(const InferOptions *o, Infer *in);
  * *loss = the mean cross-entropy against targets. Returns 0 or 1 (message printed). */
 int infer_forward(Infer *in, const int32_t *tokens, const int32_t *targets, float *logits, float *loss);
 void infer_close(Infer *in);
+/* Decode plans: the KV cache's length (attention_decode's max_seq), 0 when the plan has none. */
+int infer_max_seq(const Plan *p);
+/* Decode plans: restart the cache with tokens tok[0..n-1] (prefill; n <= max_seq), logits [vocab] of
+ * the last; then one token at the next position. 0 or 1 (message printed). */
+int infer_prefill(Infer *in, const int32_t *tok, int n, float *logits);
+int infer_decode_step(Infer *in, int32_t tok, float *logits);
 
 /* Parse a whole number flag value in [lo, hi]; -1 with a message on stderr. */
 int infer_int_arg(const char *cmd, const char *flag, const char *v, long lo, long hi, long *out);

@@ -1,8 +1,12 @@
 /* sample.c: `boost sample CKPT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P]
  * [--seed S] [-D tp=N ...] [--backend cpu|cuda]`: generate a continuation from a checkpoint and print
- * it as it is produced. Each new token runs the training plan's forward (micro_batch 1) over the
- * whole window of up to seq tokens and reads the logits of its last position: a full recompute per
- * token, no KV cache. Past seq tokens the window slides (each token sees the last seq). Byte-level
+ * it as it is produced. By default it runs the decode plan with a KV cache (infer.txt,
+ * gen/infer_plan.c): the prompt fills the cache (the prefill step, prefill.txt, takes it in chunks of
+ * up to 32 tokens, the last token goes through the decode step), then one decode step per token. max_seq = the training seq; when the cache is
+ * full the window slides by half: the cache restarts from the last max_seq/2 tokens (re-prefilled),
+ * so a token sees between max_seq/2 and max_seq-1 earlier tokens. --no-cache runs the training
+ * plan's forward over the whole window of up to seq tokens per token instead (each token sees the
+ * last seq). Byte-level
  * models read and write text; token models read ids and print ids, or text with --tokenizer FILE
  * (llm.c's gpt2_tokenizer.bin format). */
 #include <math.h>
@@ -32,10 +36,13 @@ static void sample_usage(FILE *f) {
         "  --seed S        the sampling seed (default 1): the same seed gives the same text\n"
         "  --tokenizer F   an llm.c tokenizer file (gpt2_tokenizer.bin) to print text of a token model\n"
         "  -D tp=2 ...     run another tp degree or layout of the same model (the plan is regenerated)\n"
-        "How: each token recomputes the forward pass over the whole window (up to the model's seq tokens;\n"
-        "there is no KV cache yet), so a token costs one training-size forward at micro_batch 1. A prompt\n"
-        "longer than seq is refused; past seq tokens of prompt plus output the window slides: each new\n"
-        "token sees the last seq tokens. The text goes to stdout as it is produced, notes to stderr.\n");
+        "  --no-cache      recompute the forward over the whole window for every token (no KV cache)\n"
+        "How: the generator's decode step (infer.txt) keeps a KV cache of max_seq = the model's seq\n"
+        "positions per layer; the prefill step (prefill.txt) fills it with the prompt in chunks of up to 32\n"
+        "tokens, then each new token is one decode step. A prompt longer than seq is refused. When the cache is full the window slides by half:\n"
+        "the cache restarts from the last seq/2 tokens, so a token sees between seq/2 and seq-1 earlier\n"
+        "tokens. With --no-cache each token recomputes the training forward over the last seq tokens.\n"
+        "The text goes to stdout as it is produced, notes to stderr.\n");
 }
 
 /* ---- llm.c tokenizer (decoding only): 256 uint32 header (magic 20240328, version 1 or 2, vocab
@@ -138,12 +145,14 @@ int cmd_sample(int argc, char **argv) {
     o.cmd = "boost sample";
     o.backend = "auto";
     o.one_sequence = 1;
+    o.decode = 1;
     const char *prompt = NULL, *prompt_ids = NULL, *tok_path = NULL;
     long ntok = 200, topk = 0, seed = 1;
     double temp = 0.8, topp = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { sample_usage(stdout); return 0; }
+        if (!strcmp(a, "--no-cache")) { o.decode = 0; continue; }
         if (!strncmp(a, "-D", 2)) {
             const char *def = a[2] ? a + 2 : next;
             if (!a[2]) i++;
@@ -188,7 +197,11 @@ int cmd_sample(int argc, char **argv) {
     const Plan *p = in.plan;
     // byte-level: vocab 256 and not trained on an llm.c token file
     size_t dl = strlen(p->data_path);
-    const int V = p->vocab, S = p->seq, byte_level = V == BYTE_VOCAB && !(dl >= 4 && !strcmp(p->data_path + dl - 4, ".bin"));
+    const int V = p->vocab, S = o.decode ? infer_max_seq(p) : p->seq, byte_level = V == BYTE_VOCAB && !(dl >= 4 && !strcmp(p->data_path + dl - 4, ".bin"));
+    if (o.decode && S < 2) {
+        fprintf(stderr, "boost sample: %s: the decode plan has no KV cache of at least 2 positions\n", in.plan_source);
+        infer_close(&in); return 2;
+    }
     if (p->micro_batch != 1) {   /* the buffers below hold one sequence */
         fprintf(stderr, "boost sample: the plan has micro_batch %d; sampling runs micro_batch 1\n", p->micro_batch);
         infer_close(&in); return 2;
@@ -252,14 +265,45 @@ int cmd_sample(int argc, char **argv) {
         if (!logits || !tokens || !targets || !cand || !prob) { fprintf(stderr, "boost sample: out of memory\n"); rc = 1; }
     }
     if (!rc) {
-        fprintf(stderr, "boost sample: %s (step %lld), model %s, tp=%d %s, backend %s; temperature %g, top-k %ld, top-p %g, "
-                "seed %ld; full forward over the window (up to %d tokens) per token, no KV cache\n", in.dir,
-                (long long)in.st.step, p->model_name, p->tp, p->layout, engine_backend_name(in.e), temp, topk, topp, seed, S);
+        if (o.decode)
+            fprintf(stderr, "boost sample: %s (step %lld), model %s, tp=%d %s, backend %s; temperature %g, top-k %ld, top-p %g, "
+                    "seed %ld; KV cache of %d positions (prefill, then one decode step per token)\n", in.dir,
+                    (long long)in.st.step, p->model_name, p->tp, p->layout, engine_backend_name(in.e), temp, topk, topp, seed, S);
+        else
+            fprintf(stderr, "boost sample: %s (step %lld), model %s, tp=%d %s, backend %s; temperature %g, top-k %ld, top-p %g, "
+                    "seed %ld; full forward over the window (up to %d tokens) per token, no KV cache\n", in.dir,
+                    (long long)in.st.step, p->model_name, p->tp, p->layout, engine_backend_name(in.e), temp, topk, topp, seed, S);
         for (int64_t i = 0; i < len; i++) emit(ctx[i], byte_level, &tk);
         uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 0x1234567ull;
-        double t0 = now_s();
+        double t0 = now_s(), tp0 = t0;
         int slid = 0;
+        int64_t cached = 0;   /* decode: tokens ctx[base .. base+cached-1] are in the cache at positions 0.. */
+        int64_t base = 0;
+        if (o.decode) {       /* prefill: the prompt into the cache (chunks through prefill.txt, the last token a step) */
+            rc = infer_prefill(&in, ctx, (int)len, logits);
+            cached = len;
+            tp0 = now_s();
+        }
         for (long g = 0; g < ntok && !rc; g++) {
+            int next;
+            if (o.decode) {
+                next = pick(logits, V, temp, (int)topk, topp, &rng, cand, prob);
+                ctx[len++] = next;
+                emit(next, byte_level, &tk);
+                if (g == ntok - 1) break;   /* its logits are not needed */
+                if (cached == S) {          /* full: restart the cache from the last S/2 tokens */
+                    if (!slid) fprintf(stderr, "\n(boost sample: the KV cache of %d positions is full: the window slides by half, "
+                                               "the cache restarts from the last %d tokens)\n", S, S / 2);
+                    slid = 1;
+                    base = len - S / 2;   /* the last S/2 tokens, the new one included */
+                    rc = infer_prefill(&in, ctx + base, S / 2, logits);
+                    cached = S / 2;
+                    continue;
+                }
+                rc = infer_decode_step(&in, next, logits);
+                cached++;
+                continue;
+            }
             int64_t w = len < S ? len : S, start = len - w;
             if (start > 0 && !slid) {
                 fprintf(stderr, "\n(boost sample: past %d tokens: the window slides, each new token sees the last %d)\n", S, S);
@@ -268,10 +312,12 @@ int cmd_sample(int argc, char **argv) {
             memcpy(tokens, ctx + start, sizeof(int32_t) * (size_t)w);
             memset(tokens + w, 0, sizeof(int32_t) * (size_t)(S - w));
             if (infer_forward(&in, tokens, targets, logits, NULL)) { rc = 1; break; }
-            int next = pick(logits + (w - 1) * V, V, temp, (int)topk, topp, &rng, cand, prob);
+            next = pick(logits + (w - 1) * V, V, temp, (int)topk, topp, &rng, cand, prob);
             ctx[len++] = next;
             emit(next, byte_level, &tk);
         }
+        if (o.decode && !rc) fprintf(stderr, "boost sample: prefill of %lld prompt tokens in %.3fs\n", (long long)(len - ntok), tp0 - t0);
+        t0 = tp0;
         double dt = now_s() - t0;
         if (!byte_level || (len > 0 && ctx[len - 1] != '\n')) fputc('\n', stdout);
         fflush(stdout);

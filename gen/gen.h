@@ -5,6 +5,7 @@
 #define BOOST_GEN_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include "gen/model.h"
 
 /* run_arg: a path to a run spec, or a name found as specs/runs/NAME.lua. The specs folder is
@@ -20,6 +21,12 @@ int parse_override(const char *arg, Override *ov, char *err, size_t errlen);
 /* Write plan.txt, kernels.cu and report.md for a run into outdir (created if absent). All or
  * nothing: files are written to a temporary folder beside outdir and renamed into place, so a
  * failure never leaves a partial output. Returns 0, 2 (bad input) or 1 (I/O). */
+/* gen/infer_plan.c: the decode step with a KV cache. infer_files_write writes infer.txt (one token),
+ * prefill.txt (a chunk of up to 32 prompt tokens into the same caches) and infer-kernels.cu into dir (nothing for an MoE model); infer_report_write appends the report's
+ * inference section (KV-cache memory, per-token decode collectives of every layout). */
+int infer_files_write(const Run *run, const char *dir, char *err, size_t errlen);
+int infer_report_write(const Run *run, FILE *f);
+
 int gen_write(const Run *run, const char *outdir, char *err, size_t errlen);
 
 /* gen_write, and with compile_kernels set also compile kernels.cu with NVRTC for sm_80 and sm_90

@@ -233,6 +233,11 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json);   /* report s
 /* ---- memplan.c ---- */
 int memplan(Graph *g);                         /* liveness, offsets, overlap check */
 
+/* ---- infer_plan.c: the decode-step graph for `rows` token rows at positions pos.. (1: a decode
+ * step; more: a prefill chunk): the forward, KV-cache kernels, live ranges over the step; the
+ * caches and pos sit past the training arena. *cache_bytes: the KV cache per rank. */
+Graph *infer_graph_build(const Run *run, int layout, int rows, int64_t *cache_bytes, char *err, size_t errlen, int *status);
+
 /* ---- plan_write.c ---- */
 int plan_write(const Graph *g, FILE *f);
 /* The pieces plan_write is made of (gen/pp.c writes one body per pipeline stage): the header lines

@@ -22,6 +22,8 @@ enum Launch {
     L_ATTN_FWD, L_ATTN_BWD,
     L_SINGLE,     /* one block */
     L_ROW_THREAD, /* one thread per row (MoE router backward) */
+    L_KV,         /* one thread per element of the rows' K (and V) heads: rows*kv_heads*head_dim */
+    L_DECODE,     /* one block per (row, head) */
 };
 
 typedef struct { const char *name, *dtype; } OpSpec;
@@ -91,6 +93,12 @@ static const KindSpec catalog[] = {
     {"moe_gates_bwd", L_ROW, {{"dout", "bf16"}, {"eo", "bf16"}, {"sel", "fp32"}, {"slot", "fp32"}, {"dgates", "fp32"}},
      "rows cols top_k experts capacity ?ldo=cols ?lde=cols"},
     {"moe_aux_add", L_SINGLE, {{"aux", "fp32"}, {"loss", "fp32"}}, "rows"},
+    /* inference (gen/infer_plan.c): positions start at pos[0], an exact integer in fp32 */
+    {"rope_at", L_ROPE, {{"x", "bf16"}, {"pos", "fp32"}}, "rows heads head_dim ?ldx=heads*head_dim ?theta=10000"},
+    {"kv_append", L_KV, {{"k", "bf16"}, {"v", "bf16"}, {"pos", "fp32"}, {"kcache", "bf16"}, {"vcache", "bf16"}},
+     "rows kv_heads head_dim max_seq ?ldk=kv_heads*head_dim ?ldv=kv_heads*head_dim"},
+    {"attention_decode", L_DECODE, {{"q", "bf16"}, {"kcache", "bf16"}, {"vcache", "bf16"}, {"pos", "fp32"}, {"out", "bf16"}},
+     "rows heads kv_heads head_dim max_seq ?ldq=heads*head_dim ?ldo=heads*head_dim ?scale=rsqrt(head_dim)"},
 };
 #define NKINDS (int)(sizeof catalog / sizeof catalog[0])
 
@@ -120,7 +128,7 @@ static const char *name_tag(const char *key) {
         {"norm", "n"}, {"acc", "acc"}, {"phase", "ph"}, {"heads", "h"}, {"kv_heads", "kv"},
         {"head_dim", "d"}, {"seq", "s"}, {"batch", "b"}, {"theta", "th"}, {"inverse", "inv"},
         {"scale", "sc"}, {"tp", "tp"}, {"vocab_offset", "vo"},
-        {"experts", "E"}, {"top_k", "k"}, {"capacity", "C"}, {"tokens", "M"}, {"coef", "cf"},
+        {"experts", "E"}, {"top_k", "k"}, {"capacity", "C"}, {"tokens", "M"}, {"coef", "cf"}, {"max_seq", "S"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) if (!strcmp(map[i][0], key)) return map[i][1];
     return key;   /* ld keys name themselves */
@@ -193,7 +201,7 @@ static int block_of(int tuned, int dflt) {
 /* 8-wide vectors when every row start stays a multiple of 8 elements. */
 static int vec_width(const KernelInst *k, const KindSpec *ks) {
     if (ks->launch == L_ROPE || ks->launch == L_COLS || ks->launch == L_SINGLE || ks->launch == L_ROW_THREAD ||
-        ks->launch == L_ATTN_FWD || ks->launch == L_ATTN_BWD) return 1;
+        ks->launch == L_ATTN_FWD || ks->launch == L_ATTN_BWD || ks->launch == L_KV || ks->launch == L_DECODE) return 1;
     if ((int64_t)const_value(k, "cols") % 8) return 1;
     const char *cur = ks->consts; char key[16]; int opt;
     while (next_key(&cur, key, sizeof key, &opt))
@@ -319,6 +327,22 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
     }
     case L_SINGLE: k->grid = 1; break;
     case L_ROW_THREAD: block = elem_block; k->grid = (rows + block - 1) / block; break;
+    case L_KV: {
+        block = elem_block;
+        int64_t n = rows * (int64_t)const_value(k, "kv_heads") * (int64_t)const_value(k, "head_dim");
+        k->grid = (n + block - 1) / block;
+        break;
+    }
+    case L_DECODE: {   /* the scores of one query live in shared memory: max_seq floats */
+        block = 128;
+        k->grid = rows * (int64_t)const_value(k, "heads");
+        if ((int64_t)const_value(k, "max_seq") > 8192) {
+            snprintf(err, errlen, "kernel attention_decode: max_seq %lld above 8192 (its scores live in shared memory)",
+                     (long long)const_value(k, "max_seq"));
+            return -1;
+        }
+        break;
+    }
     }
     if (!strcmp(k->kind, "moe_router")) {   /* shared memory: the chunk's block*top_k choices (4 B) within 16 KiB */
         int64_t topk = (int64_t)const_value(k, "top_k"), experts = (int64_t)const_value(k, "experts");

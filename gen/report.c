@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gen/ir.h"
+#include "gen/gen.h"          // defines: infer_report_write
 
 typedef struct { int64_t count, elems, bytes; } CollSum;
 typedef struct { int ta, tb; int64_t m, n, k, batch; int count; } Shape;
@@ -437,7 +438,7 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
     memset(&d, 0, sizeof d);
     int rc = report_gather(run, g, &d, err, errlen);
     if (!rc && json) report_json(run, &d, f);
-    else if (!rc) { md_overview(run, &d, f); md_gemms(run, &d, f); md_memory(run, &d, f); }
+    else if (!rc) { md_overview(run, &d, f); md_gemms(run, &d, f); md_memory(run, &d, f); infer_report_write(run, f); }
     free(d.sh);
     graph_free(g);
     return rc ? rc : ferror(f) ? 1 : 0;

@@ -100,6 +100,8 @@ static int write_files(const Run *run, Graph *g, const char *dir, int compile_ke
         return rc == 2 ? 2 : 1;
     }
 
+    if ((rc = infer_files_write(run, dir, err, errlen))) return rc;
+
     snprintf(path, sizeof path, "%s/report.md", dir);
     f = fopen(path, "w");
     if (!f) { pp_free(pl); snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }

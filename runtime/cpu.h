@@ -11,6 +11,10 @@
  * constants resolved at `rank`. Returns 0, or -1 with a message in err. */
 int cpu_kernel_run(const KernelArgs *k, void **ops, int rank, char *err, size_t errlen);
 
+/* runtime/cpu_infer.c: the inference kinds (rope_at, kv_append, attention_decode). Returns 0, -1
+ * with a message in err, or 1 when k is not one of them. */
+int cpu_infer_kernel_run(const KernelArgs *k, void **ops, int rank, char *err, size_t errlen);
+
 /* C = alpha op(A) op(B) + beta C for each batch (row-major, OpenBLAS). */
 void cpu_gemm(const GemmArgs *g, const float *A, const float *B, float *C);
 

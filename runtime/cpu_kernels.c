@@ -845,5 +845,7 @@ int cpu_kernel_run(const KernelArgs *k, void **ops, int rank, char *err, size_t 
     if (!strcmp(kind, "moe_combine_bwd")) return k_moe_combine_bwd(&c);
     if (!strcmp(kind, "moe_gates_bwd")) return k_moe_gates_bwd(&c);
     if (!strcmp(kind, "moe_aux_add")) return k_moe_aux_add(&c);
+    int rc = cpu_infer_kernel_run(k, ops, rank, err, errlen);   /* runtime/cpu_infer.c: rope_at, kv_append, attention_decode */
+    if (rc != 1) return rc;
     return kfail(&c, "unknown kernel kind");
 }

@@ -195,15 +195,24 @@ static void *jit_cubin(const char *src, const char *arch, size_t *size, char *er
     return bin;
 }
 
+/* The kernels of plan p: kernels.cu next to it, infer-kernels.cu next to a decode or prefill plan
+ * (infer.txt, prefill.txt: one file holds both steps' kernels). */
+static void kernels_path(const Plan *p, char *out, size_t n) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", p->path);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : dir;
+    int infer = !strcmp(base, "infer.txt") || !strcmp(base, "prefill.txt");
+    if (slash) *slash = 0; else snprintf(dir, sizeof dir, ".");
+    snprintf(out, n, "%s/%s", dir, infer ? "infer-kernels.cu" : "kernels.cu");
+}
+
 /* Make the process's context current; open the device, compile and load kernels.cu once. */
 static int shared_open(const Plan *p, char *err, size_t errlen) {
     pthread_mutex_lock(&shared_mu);
     if (shared.users > 0) {
-        char want[1100], dir[1024];
-        snprintf(dir, sizeof dir, "%s", p->path);
-        char *sl = strrchr(dir, '/');
-        if (sl) *sl = 0; else snprintf(dir, sizeof dir, ".");
-        snprintf(want, sizeof want, "%s/kernels.cu", dir);
+        char want[1100];
+        kernels_path(p, want, sizeof want);
         if (strcmp(want, shared.src_path)) {   /* one module per process: one plan at a time */
             snprintf(err, errlen, "%s: the CUDA backend already runs %s in this process; close that engine first",
                      want, shared.src_path);
@@ -251,11 +260,7 @@ static int shared_open(const Plan *p, char *err, size_t errlen) {
     }
     snprintf(shared.arch, sizeof shared.arch, "sm_%d%d", ccmaj, ccmin);
     /* kernels.cu lives next to plan.txt */
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", p->path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0; else snprintf(dir, sizeof dir, ".");
-    snprintf(shared.src_path, sizeof shared.src_path, "%s/kernels.cu", dir);
+    kernels_path(p, shared.src_path, sizeof shared.src_path);
     size_t len = 0;
     char *src = read_file(shared.src_path, &len);
     if (!src) {

@@ -1013,14 +1013,15 @@ typedef struct { int target, tensor; const float *host; } WriteArg;
 
 static int job_write(Engine *e, int rank, void *argp) {
     WriteArg *a = argp;
-    if (rank != a->target) return 0;
+    if (a->target >= 0 && rank != a->target) return 0;
     if (e->be->from_host(e->ranks[rank], a->tensor, a->host))
         return rank_error(e, rank, "writing %s failed: %s", e->p->tensors[a->tensor].name, backend_msg(e, rank));
     return 0;
 }
 
 int engine_write_tensor(Engine *e, int rank, const char *name, const float *host, char *err, size_t errlen) {
-    if (rank < 0 || rank >= e->nranks || (e->world && rank != e->lead)) { snprintf(err, errlen, "rank %d is not in this process", rank); return -1; }
+    if (rank < -1 || rank >= e->nranks) { snprintf(err, errlen, "rank %d is outside 0..%d", rank, e->nranks - 1); return -1; }
+    if (e->world && rank >= 0 && rank != e->lead) { snprintf(err, errlen, "rank %d runs in another process (this one holds rank %d)", rank, e->lead); return -1; }
     int t = plan_find_tensor(e->p, name);
     if (t < 0) { snprintf(err, errlen, "the plan has no tensor named %s", name); return -1; }
     WriteArg a = {rank, t, host};

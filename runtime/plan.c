@@ -48,6 +48,10 @@ static const CatalogEntry CATALOG[] = {
     {"moe_combine_bwd", "dout src:fp32 gates:fp32 deo"},
     {"moe_gates_bwd", "dout eo sel:fp32 slot:fp32 dgates:fp32"},
     {"moe_aux_add", "aux:fp32 loss:fp32"},
+    /* inference (gen/infer_plan.c): the decode step with a KV cache */
+    {"rope_at", "x pos:fp32"},
+    {"kv_append", "k v pos:fp32 kcache vcache"},
+    {"attention_decode", "q kcache vcache pos:fp32 out"},
 };
 #define NCATALOG ((int)(sizeof CATALOG / sizeof CATALOG[0]))
 
@@ -827,6 +831,21 @@ static int check_kernel_extents(Loader *L, const KernelArgs *k) {
                kview(L, k, "lse", 1, rows, rows) || kview(L, k, "dlogits", rows, cols, LD("lddl", LD("ldl", cols)));
     }
     if (!strncmp(kind, "moe_", 4)) return check_moe_extents(L, k);
+    if (!strcmp(kind, "rope_at")) {
+        if (need_consts(L, k, "rows heads head_dim")) return -1;
+        int64_t heads = kc(k, "heads", 0), hd = kc(k, "head_dim", 0);
+        if (hd % 2) return fail(L, "kernel rope_at: head_dim must be even");
+        return kview(L, k, "x", rows, heads * hd, LD("ldx", heads * hd)) || kview(L, k, "pos", 1, 1, 1);
+    }
+    if (!strcmp(kind, "kv_append") || !strcmp(kind, "attention_decode")) {
+        int dec = kind[0] == 'a';
+        if (need_consts(L, k, dec ? "rows heads kv_heads head_dim max_seq" : "rows kv_heads head_dim max_seq")) return -1;
+        int64_t kvh = kc(k, "kv_heads", 0), hd = kc(k, "head_dim", 0), ms = kc(k, "max_seq", 0), heads = kc(k, "heads", kvh);
+        if (kvh <= 0 || hd <= 0 || ms <= 0 || heads % kvh) return fail(L, "kernel %s: kv_heads, head_dim and max_seq must be positive, heads a multiple of kv_heads", kind);
+        if (kview(L, k, "kcache", kvh * ms, hd, hd) || kview(L, k, "vcache", kvh * ms, hd, hd) || kview(L, k, "pos", 1, 1, 1)) return -1;
+        if (dec) return kview(L, k, "q", rows, heads * hd, LD("ldq", heads * hd)) || kview(L, k, "out", rows, heads * hd, LD("ldo", heads * hd));
+        return kview(L, k, "k", rows, kvh * hd, LD("ldk", kvh * hd)) || kview(L, k, "v", rows, kvh * hd, LD("ldv", kvh * hd));
+    }
 #undef LD
     return fail(L, "unknown kernel kind %s", kind);
 }

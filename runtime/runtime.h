@@ -57,6 +57,9 @@ int engine_read_local(Engine *e, int rank, int param, int slot, float *host, cha
 /* Multi-process mode: sum n doubles over the processes, every process gets the sum (a barrier too);
  * one process (threads): nothing to do. 0 or -1. */
 int engine_world_sum(Engine *e, double *vals, int64_t n);
+/* Copy host fp32 values into a tensor (a buffer by its plan name, rows*cols floats) of rank `rank`,
+ * or of every rank when rank is -1: the decode step's position and KV cache (runtime/decode.c). */
+int engine_write_tensor(Engine *e, int rank, const char *name, const float *host, char *err, size_t errlen);
 
 /* Collective bytes moved by one forward+backward, per rank (sum of allreduce/allgather payloads:
  * an allreduce counts elems * dtype size, an allgather its gathered rows x (tp*cols) * dtype size). */
@@ -80,7 +83,6 @@ int plan_overlap_report(const Plan *p, char *out, size_t n);
 int engine_stage_pass(Engine *e, int backward, int slot, const int32_t *tokens, const int32_t *targets, int last,
                       float *loss_per_dp, char *err, size_t errlen);
 int engine_set_slot(Engine *e, int slot, char *err, size_t errlen);
-int engine_write_tensor(Engine *e, int rank, const char *name, const float *host, char *err, size_t errlen);
 int engine_grad_sq(Engine *e, double *sq);
 int engine_adamw_clipped(Engine *e, int step, double global_norm, char *err, size_t errlen);
 

@@ -4,7 +4,7 @@
 # (mostly letters and spaces; an untrained or barely trained model fails this); a seed gives the same
 # text twice and another seed another text; top-k 1 and a tiny top-p equal greedy; greedy text is
 # the same at tp=1/2/4 and in the naive layout, and a full-rank tiny-llama's in the megatron layout at
-# tp=1/2/4; past seq tokens the window slides and says so.
+# tp=1/2/4; past seq tokens the window slides and says so; the KV-cache decode picks --no-cache's tokens.
 . tests/sh/lib.sh
 
 $BOOST train tiny-cola --backend cpu -D steps=400 -D warmup=10 -D eval_every=0 --quiet -o "$TMP/run" \
@@ -37,6 +37,14 @@ S --top-k 1 --tokens 60 --seed 3 >"$TMP/k1.txt"
 cmp -s "$TMP/g60.txt" "$TMP/k1.txt" && ok sample_top_k_1_is_greedy || fail sample_top_k_1_is_greedy "$(cat "$TMP/g60.txt") vs $(cat "$TMP/k1.txt")"
 S --top-p 0.0001 --tokens 60 --seed 3 >"$TMP/p0.txt"
 cmp -s "$TMP/g60.txt" "$TMP/p0.txt" && ok sample_tiny_top_p_is_greedy || fail sample_tiny_top_p_is_greedy "$(cat "$TMP/p0.txt")"
+
+# the KV-cache decode (the default) and the full recompute per token (--no-cache) pick the same
+# greedy tokens while the text fits in seq (4 + 56 < 64)
+S --temperature 0 --tokens 56 >"$TMP/kv56.txt"
+S --temperature 0 --tokens 56 --no-cache >"$TMP/nc56.txt"
+[ -s "$TMP/kv56.txt" ] && cmp -s "$TMP/kv56.txt" "$TMP/nc56.txt" && ok sample_kv_cache_equals_no_cache \
+  || fail sample_kv_cache_equals_no_cache "$(cat "$TMP/kv56.txt") vs $(cat "$TMP/nc56.txt")"
+grep -q "KV cache of 64 positions" "$TMP/sample.err" && ok sample_says_kv_cache || fail sample_says_kv_cache "$(tail -3 "$TMP/sample.err")"
 
 for v in "tp=1" "tp=4" "layout=naive"; do
   S --temperature 0 --tokens 60 -D $v >"$TMP/g-$v.txt"

@@ -54,6 +54,12 @@ static void add_model(int M, int b, int s, int dloc, int d, int r, int ffloc, in
     snprintf(kv, sizeof kv, "batch=%d seq=%d heads=%d kv_heads=%d head_dim=%d ldq=%d ldk=%d ldv=%d ldo=%d scale=%.9g",
              b, s, heads, kvh, hd, qkv, qkv, qkv, heads * hd, 1.0 / __builtin_sqrt(hd));
     add("attention_fwd", kv); add("attention_bwd", kv);
+    /* inference (gen/infer_plan.c): one decode row against a cache of s positions */
+    snprintf(kv, sizeof kv, "rows=1 heads=%d head_dim=%d ldx=%d theta=10000", heads + kvh, hd, qkv); add("rope_at", kv);
+    snprintf(kv, sizeof kv, "rows=1 kv_heads=%d head_dim=%d max_seq=%d ldk=%d ldv=%d", kvh, hd, s, qkv, qkv); add("kv_append", kv);
+    snprintf(kv, sizeof kv, "rows=1 heads=%d kv_heads=%d head_dim=%d max_seq=%d ldq=%d ldo=%d scale=%.9g", heads, kvh, hd, s, qkv,
+             heads * hd, 1.0 / __builtin_sqrt(hd));
+    add("attention_decode", kv);
     snprintf(kv, sizeof kv, "rows=%d cols=%d ldg=%d ldu=%d ldo=%d act=1", M, ffloc, 2 * ffloc, 2 * ffloc, ffloc); add("glu_fwd", kv);
     snprintf(kv, sizeof kv, "rows=%d cols=%d ldg=%d ldu=%d ldo=%d lddg=%d lddu=%d act=0", M, ffloc, 2 * ffloc, 2 * ffloc, ffloc, 2 * ffloc, 2 * ffloc); add("glu_bwd", kv);
     snprintf(kv, sizeof kv, "rows=%d cols=%d lda=%d ldb=%d ldo=%d", M, dloc, dloc, dloc, dloc); add("add", kv);
@@ -134,7 +140,7 @@ int main(void) {
         for (int j = 0; j < nks; j++) found |= !strcmp(ks[j].kind, kernel_kind_name(i));
         covered += found;
     }
-    CHECK(covered == 20 && kernel_kind_count() == 20 + moe_kinds && moe_kinds == 8, "catalog: 20 kinds, all covered (and 8 moe_* kinds, test_moe)",
+    CHECK(covered == 23 && kernel_kind_count() == 23 + moe_kinds && moe_kinds == 8, "catalog: 23 kinds, all covered (and 8 moe_* kinds, test_moe)",
           "%d of %d, %d moe", covered, kernel_kind_count(), moe_kinds);
     compile_all("tiny hd32", &run);
 

@@ -77,6 +77,10 @@ static const struct { const char *kind; Opnd ops[10]; } KINDS[] = {
     {"xent_fwd", {{"logits", 0, 0}, {"targets", 2, 0}, {"stats", 1, 1}}},
     {"xent_combine", {{"stats_all", 1, 0}, {"lse", 1, 1}, {"loss", 1, 1}}},
     {"xent_bwd", {{"logits", 0, 0}, {"targets", 2, 0}, {"lse", 1, 0}, {"dlogits", 0, 1}}},
+    /* inference (gen/infer_plan.c); pos: an exact integer in fp32; the caches keep what is not written */
+    {"rope_at", {{"x", 0, 2}, {"pos", 1, 0}}},
+    {"kv_append", {{"k", 0, 0}, {"v", 0, 0}, {"pos", 1, 0}, {"kcache", 0, 2}, {"vcache", 0, 2}}},
+    {"attention_decode", {{"q", 0, 0}, {"kcache", 0, 0}, {"vcache", 0, 0}, {"pos", 1, 0}, {"out", 0, 1}}},
 };
 
 static int kind_index(const char *kind) {
@@ -174,6 +178,12 @@ static void add_cases(void) {
     add("xent_combine", "rows=32 tp=1", "stats_all=pos");
     add("rope", "rows=32 heads=3 head_dim=32 ldx=112 seq=16 theta=10000 inverse=0", NULL);
     add("rope", "rows=32 heads=2 head_dim=64 ldx=128 seq=16 theta=500000 inverse=1", NULL);
+    /* inference: positions pos[0] = 0..39 ("tok") + rows within a cache of 48; MHA and GQA */
+    add("rope_at", "rows=4 heads=3 head_dim=32 ldx=112 theta=10000", "pos=tok");
+    add("kv_append", "rows=1 kv_heads=2 head_dim=32 max_seq=48 ldk=192 ldv=192", "pos=tok");
+    add("kv_append", "rows=8 kv_heads=2 head_dim=64 max_seq=48 ldk=512 ldv=512", "pos=tok");
+    add("attention_decode", "rows=1 heads=4 kv_heads=2 head_dim=64 max_seq=48 ldq=512 ldo=256 scale=0.125", "pos=tok");
+    add("attention_decode", "rows=8 heads=2 kv_heads=2 head_dim=32 max_seq=48 ldq=192 ldo=64 scale=0.1767767", "pos=tok");
     /* attention: MHA head_dim 32, GQA head_dim 64 and 128; the backward reuses the forward's outputs */
     add("attention_fwd", "batch=2 seq=16 heads=2 kv_heads=2 head_dim=32 ldq=192 ldk=192 ldv=192 ldo=64 scale=0.1767767", NULL);
     add("attention_bwd", "batch=2 seq=16 heads=2 kv_heads=2 head_dim=32 ldq=192 ldk=192 ldv=192 ldo=64 scale=0.1767767", NULL)->chain = 1;
