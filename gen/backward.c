@@ -320,7 +320,7 @@ static void rule_moe(Bw *b, const Op *f) {
         Op *o = bk(b, "moe_router_bwd");
         kop(o, "probs", FV(b, OPV("probs"))); kop(o, "sel", FV(b, OPV("sel"))); kop(o, "gates", FV(b, OPV("gates")));
         kop(o, "aux", FV(b, OPV("aux"))); kop(o, "dgates", dg.v); kop(o, "dlogits", dl.v);
-        copy_consts(o, f, "rows experts top_k norm coef");
+        copy_consts(o, f, "rows experts top_k norm coef zcoef");
         k_const(o, "scale", 1.0 / (g->run->grad_accum > 0 ? g->run->grad_accum : 1));
         k_const(o, "acc", acc); k_const(o, "lddl", (double)dl.v.ld);
         wmark(g, &dl);

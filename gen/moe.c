@@ -163,7 +163,8 @@ int moe_block(Graph *g, int i, int h) {
     int gates = ir_keep(g, act_t(g, PS_REPLICATED, M, K, IR_FP32, i, "moe_gates"));
     int slot = ir_keep(g, act_t(g, PS_REPLICATED, M, K, IR_FP32, i, "moe_slot"));
     int src = ir_keep(g, act_t(g, PS_REPLICATED, 1, S, IR_FP32, i, "moe_src"));
-    int aux = ir_keep(g, act_t(g, PS_REPLICATED, 1, 1 + 2 * E, IR_FP32, i, "moe_aux"));
+    /* aux: [loss, f_e, P_e] and, with a z-loss, [.., z-loss, lse of each token] (loss = both losses) */
+    int aux = ir_keep(g, act_t(g, PS_REPLICATED, 1, m->moe_z > 0 ? 2 + 2 * E + M : 1 + 2 * E, IR_FP32, i, "moe_aux"));
     o = k_begin(g, "moe_router");
     k_op(g, o, "logits", opnd(logits, 0, 0), 0, 0);
     k_op(g, o, "probs", opnd(probs, 0, 0), OUT(PS_REPLICATED), 1);
@@ -175,6 +176,7 @@ int moe_block(Graph *g, int i, int h) {
     k_const(o, "rows", (double)M); k_const(o, "experts", (double)E); k_const(o, "top_k", (double)K);
     k_const(o, "capacity", (double)C); k_const(o, "ldl", (double)E); k_const(o, "norm", K > 1);
     k_const(o, "coef", m->moe_aux);
+    if (m->moe_z > 0) k_const(o, "zcoef", m->moe_z);
 
     /* gate/up: a factor whose A is per expert reads the dispatched x̂ [E*C, d/t] (A row-parallel,
        batched over E, all-reduce of [E*C, r]); a shared A projects each token once ([M, r], all-

@@ -198,10 +198,10 @@ static void moe_section(const Run *run, const Graph *g, FILE *f, int json) {
                "the bottlenecks' duals, the norm's dot (M) and the gates' gradient (M*k = %" PRId64 ", fp32).\n",
             M, M * E, E * C * rgu, E * C * rd, M * K);
     if (m->moe_shared)
-        fprintf(f, "\nShared factors (%s%s%s): the figures above are for unshared experts; a shared A projects each "
+        fprintf(f, "\nShared factors (%s%s%s): the closed forms in the sentence above are for unshared experts, the table counts the emitted steps: a shared A projects each "
                    "token once, [M, r] all-reduced instead of [E*C, r], and its latent is dispatched in rank space; a "
                    "shared down B combines in rank space (its dual is [M, r_d] and the gates' gradient needs no "
-                   "all-reduce). The table counts the emitted steps.\n", (m->moe_shared & 1) ? "gate.A " : "",
+                   "all-reduce).\n", (m->moe_shared & 1) ? "gate.A " : "",
                 (m->moe_shared & 2) ? "up.A " : "", (m->moe_shared & 4) ? "down.B" : "");
     fprintf(f, "\nDispatch per MoE layer and micro-batch, forward + backward. tp-experts: this run's MoE block "
                "collectives per rank, counted from the emitted steps (the routing is replicated, no token moves). "

@@ -68,6 +68,7 @@ static const Field MOE_FIELDS[] = {
     {"top_k", K_INT, 1, 128, 0, NULL, "1", "experts per token k (at most experts)"},
     {"capacity_factor", K_NUM, 0, 1024, 1, NULL, "1.25", "slots per expert = ceil(c * tokens * top_k / experts)"},
     {"aux_loss", K_NUM, 0, 100, 0, NULL, "0.01", "weight of the load-balance loss"},
+    {"z_loss", K_NUM, 0, 100, 0, NULL, "0", "weight of the router z-loss (mean over tokens of logsumexp(logits)^2)"},
     {"every", K_INT, 1, MAX_LAYERS, 0, NULL, "1", "every n-th layer (from layer 0) is MoE, or function(layer) -> bool"},
     {"expert_ffn", K_INT, 1, 1048576, 0, NULL, NULL, "d_ff of one expert (defaults to the model's ffn)"},
     {"shared", K_TABLE, 0, 0, 0, NULL, NULL, "factors shared by all experts of a layer: {\"gate.A\", \"up.A\", \"down.B\"} (any subset)"},
@@ -894,6 +895,7 @@ static void read_moe(Ctx *c, Obj *o, Model *m) {
     m->moe_top_k = get_int(c, &mo, "top_k");
     m->moe_capacity = get_num(c, &mo, "capacity_factor");
     m->moe_aux = get_num(c, &mo, "aux_loss");
+    m->moe_z = get_num(c, &mo, "z_loss");
     double ff = m->ffn;
     get_number(c, &mo, "expert_ffn", &ff, 0);
     m->moe_ffn = (int)ff;

@@ -24,7 +24,9 @@ int moe_stats_init(MoeStats *s, const Plan *p, int dp, int tp) {
                 s->layer[n] = l;
                 int auxn = (int)(p->tensors[ta].rows * p->tensors[ta].cols);
                 s->auxn = auxn > s->auxn ? auxn : s->auxn;
-                s->E = (auxn - 1) / 2;
+                snprintf(nm, sizeof nm, "L%d.router_probs", l);
+                int tp_ = plan_find_tensor(p, nm);
+                s->E = tp_ >= 0 ? (int)p->tensors[tp_].cols : (auxn - 1) / 2;
                 s->K = (int)p->tensors[ts].cols;
                 s->M = p->tensors[ts].rows;
                 s->C = p->tensors[tc].rows * p->tensors[tc].cols / (s->E > 0 ? s->E : 1);

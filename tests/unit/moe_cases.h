@@ -112,6 +112,10 @@ static int canon64_exists(Case *c, int i, const char *factor) {
     return plan_find_canon(c->p, nm) >= 0;
 }
 
+/* The router z-loss weight of the model under test (moe{z_loss=}); moe_block64 adds its term. */
+static double case_zcoef;
+static double case_zloss[2];   /* the float64 z-loss of layers 0 and 1 from the last independent_forward */
+
 static double silu(double y) { return y / (1 + exp(-y)); }
 
 /* out[n] = sigma(in[k] @ A[k, r]) @ B[r, n] (one low-rank CoLA projection of one row). */
@@ -158,7 +162,7 @@ static double moe_block64(Case *c, int i, double *aux, unsigned shared) {
         }
     if (!h || !xo || !gamma || !wr) return 1e9;
     double *xn = malloc((size_t)(M * d) * sizeof *xn), *y = calloc((size_t)(M * d), sizeof *y);
-    double f[4] = {0}, P[4] = {0};
+    double f[4] = {0}, P[4] = {0}, zl = 0;
     int64_t count[4] = {0};
     double *g = malloc((size_t)ff * sizeof *g), *u = malloc((size_t)ff * sizeof *u), *o = malloc((size_t)d * sizeof *o);
     for (int64_t m = 0; m < M; m++) {
@@ -170,6 +174,7 @@ static double moe_block64(Case *c, int i, double *aux, unsigned shared) {
         for (int e = 0; e < E; e++) { lg[e] = 0; for (int64_t j = 0; j < d; j++) lg[e] += xn[m * d + j] * wr[j * E + e]; mx = fmax(mx, lg[e]); }
         for (int e = 0; e < E; e++) se += exp(lg[e] - mx);
         for (int e = 0; e < E; e++) { p[e] = exp(lg[e] - mx) / se; P[e] += p[e] / M; }
+        zl += case_zcoef * (mx + log(se)) * (mx + log(se)) / M;
         int s0 = 0, s1 = -1;
         for (int e = 1; e < E; e++) if (p[e] > p[s0]) s0 = e;
         for (int e = 0; e < E; e++) if (e != s0 && (s1 < 0 || p[e] > p[s1])) s1 = e;
@@ -188,6 +193,8 @@ static double moe_block64(Case *c, int i, double *aux, unsigned shared) {
     }
     *aux = 0;
     for (int e = 0; e < E; e++) *aux += 0.01 * E * f[e] * P[e];
+    if (i < 2) case_zloss[i] = zl;
+    *aux += zl;
     double num = 0, den = 0;
     for (int64_t k = 0; k < M * d; k++) {
         double want = h[k] + y[k];

@@ -55,11 +55,11 @@ enum { TM = 12, TE = 5, TK = 2, TCAP = 4, TCOLS = 6 };
 
 /* Router forward at given logits; the scalar objective L = sum w_g*gates + aux[0] (the gates'
  * weights w_g stand for an upstream gradient). Routing is held fixed by the caller's check. */
-static double router_obj(const float *logits, const float *wg, double coef, int norm, float *sel_out) {
-    static float probs[TM * TE], sel[TM * TK], gates[TM * TK], slot[TM * TK], src[TE * TCAP], aux[1 + 2 * TE];
+static double router_obj(const float *logits, const float *wg, double coef, double zcoef, int norm, float *sel_out) {
+    static float probs[TM * TE], sel[TM * TK], gates[TM * TK], slot[TM * TK], src[TE * TCAP], aux[2 + 2 * TE + TM];
     KernelArgs k;
     char consts[200];
-    snprintf(consts, sizeof consts, "rows=%d experts=%d top_k=%d capacity=%d norm=%d coef=%.17g", TM, TE, TK, TCAP, norm, coef);
+    snprintf(consts, sizeof consts, "rows=%d experts=%d top_k=%d capacity=%d norm=%d coef=%.17g zcoef=%.17g", TM, TE, TK, TCAP, norm, coef, zcoef);
     kargs(&k, "moe_router", "logits probs sel gates slot src aux", consts);
     void *ops[] = {(void *)logits, probs, sel, gates, slot, src, aux};
     if (run_k(&k, ops)) return NAN;
@@ -69,15 +69,16 @@ static double router_obj(const float *logits, const float *wg, double coef, int 
     return L;
 }
 
-static void test_router(int norm) {
+/* zcoef > 0: with the router z-loss zcoef * mean_m lse_m^2, checked against a float64 sum too. */
+static void test_router(int norm, double zcoef) {
     float logits[TM * TE], wg[TM * TK];
     for (int i = 0; i < TM * TE; i++) logits[i] = 2 * nrand();
     for (int i = 0; i < TM * TK; i++) wg[i] = nrand();
     double coef = 0.3;
-    static float probs[TM * TE], sel[TM * TK], gates[TM * TK], slot[TM * TK], src[TE * TCAP], aux[1 + 2 * TE], dl[TM * TE];
+    static float probs[TM * TE], sel[TM * TK], gates[TM * TK], slot[TM * TK], src[TE * TCAP], aux[2 + 2 * TE + TM], dl[TM * TE];
     KernelArgs k;
     char consts[200];
-    snprintf(consts, sizeof consts, "rows=%d experts=%d top_k=%d capacity=%d norm=%d coef=%.17g", TM, TE, TK, TCAP, norm, coef);
+    snprintf(consts, sizeof consts, "rows=%d experts=%d top_k=%d capacity=%d norm=%d coef=%.17g zcoef=%.17g", TM, TE, TK, TCAP, norm, coef, zcoef);
     kargs(&k, "moe_router", "logits probs sel gates slot src aux", consts);
     void *ops[] = {logits, probs, sel, gates, slot, src, aux};
     run_k(&k, ops);
@@ -100,9 +101,23 @@ static void test_router(int norm) {
         }
     }
     char name[160];
-    snprintf(name, sizeof name, "moe_router norm=%d: softmax rows sum to 1, top-%d are the largest", norm, TK);
+    if (zcoef > 0) {   /* z-loss = zcoef * mean of logsumexp^2, in float64 from the logits */
+        double z = 0, lb = 0;
+        for (int m = 0; m < TM; m++) {
+            double mx = -1e300, se = 0;
+            for (int e = 0; e < TE; e++) mx = fmax(mx, logits[m * TE + e]);
+            for (int e = 0; e < TE; e++) se += exp(logits[m * TE + e] - mx);
+            z += (mx + log(se)) * (mx + log(se)) / TM;
+        }
+        z *= zcoef;
+        for (int e = 0; e < TE; e++) lb += coef * TE * aux[1 + e] * aux[1 + TE + e];
+        CHECK(fabs(aux[1 + 2 * TE] - z) <= 1e-5 * z && fabs(aux[0] - (lb + z)) <= 1e-5 * (lb + z),
+              "moe_router zcoef: aux holds z-loss = zcoef * mean lse^2 (float64) and loss = load-balance + z",
+              "z %.9g want %.9g, loss %.9g want %.9g", aux[1 + 2 * TE], z, aux[0], lb + z);
+    }
+    snprintf(name, sizeof name, "moe_router norm=%d zcoef=%g: softmax rows sum to 1, top-%d are the largest", norm, zcoef, TK);
     CHECK(okp && oks, name, "probs %d, top-k %d", okp, oks);
-    snprintf(name, sizeof name, "moe_router norm=%d: capacity slots in token order then choice order, src inverts them", norm);
+    snprintf(name, sizeof name, "moe_router norm=%d zcoef=%g: capacity slots in token order then choice order, src inverts them", norm, zcoef);
     CHECK(okc, name, "slot map differs");
     /* backward against central differences of the objective */
     kargs(&k, "moe_router_bwd", "probs sel gates aux dgates dlogits", consts);
@@ -114,15 +129,15 @@ static void test_router(int norm) {
     int flips = 0;
     for (int i = 0; i < TM * TE; i++) {
         double keep = logits[i], h = 1e-3;
-        logits[i] = (float)(keep + h); double lp = router_obj(logits, wg, coef, norm, sel1);
+        logits[i] = (float)(keep + h); double lp = router_obj(logits, wg, coef, zcoef, norm, sel1);
         flips += memcmp(sel0, sel1, sizeof sel0) != 0;
-        logits[i] = (float)(keep - h); double lm = router_obj(logits, wg, coef, norm, sel1);
+        logits[i] = (float)(keep - h); double lm = router_obj(logits, wg, coef, zcoef, norm, sel1);
         flips += memcmp(sel0, sel1, sizeof sel0) != 0;
         logits[i] = (float)keep;
         double fd = (lp - lm) / (2 * h);
         num += (fd - dl[i]) * (fd - dl[i]); den += fd * fd;
     }
-    snprintf(name, sizeof name, "moe_router_bwd norm=%d: finite differences of gates and load-balance loss", norm);
+    snprintf(name, sizeof name, "moe_router_bwd norm=%d zcoef=%g: finite differences of gates, load-balance (and z-) loss", norm, zcoef);
     CHECK(flips == 0 && sqrt(num / den) < 2e-3, name, "rel err %.3g, %d routing flips", sqrt(num / den), flips);
 }
 
@@ -305,12 +320,12 @@ static void test_emulated(void) {
     ECase cs[16];
     int n = 0;
     char kv[300];
-    snprintf(kv, sizeof kv, "rows=%d experts=%d top_k=%d capacity=%d ldl=%d norm=1 coef=0.05", EM, EE, EK, EC, EE);
+    snprintf(kv, sizeof kv, "rows=%d experts=%d top_k=%d capacity=%d ldl=%d norm=1 coef=0.05 zcoef=0.02", EM, EE, EK, EC, EE);
     ecase(&cs[n], "moe_router", kv);
     eop(&cs[n], "logits", 1, 0, logits); eop(&cs[n], "probs", 0, 1, probs); eop(&cs[n], "sel", 0, 1, sel);
     eop(&cs[n], "gates", 0, 1, gates); eop(&cs[n], "slot", 0, 1, slot); eop(&cs[n], "src", 0, 1, src); eop(&cs[n], "aux", 0, 1, aux);
     n++;
-    snprintf(kv, sizeof kv, "rows=%d experts=%d top_k=%d norm=1 coef=0.05 scale=0.5 acc=0 lddl=%d", EM, EE, EK, EE);
+    snprintf(kv, sizeof kv, "rows=%d experts=%d top_k=%d norm=1 coef=0.05 scale=0.5 acc=0 lddl=%d zcoef=0.02", EM, EE, EK, EE);
     ecase(&cs[n], "moe_router_bwd", kv);
     eop(&cs[n], "probs", 0, 0, probs); eop(&cs[n], "sel", 0, 0, sel); eop(&cs[n], "gates", 0, 0, gates); eop(&cs[n], "aux", 0, 0, aux);
     eop(&cs[n], "dgates", 0, 0, dgates); eop(&cs[n], "dlogits", 1, 1, dl);
@@ -568,8 +583,9 @@ static void mixed_model(void) {
 }
 
 int main(void) {
-    test_router(1);
-    test_router(0);
+    test_router(1, 0);
+    test_router(0, 0);
+    test_router(1, 0.05);
     test_dispatch_combine();
     test_emulated();
     test_nvrtc();

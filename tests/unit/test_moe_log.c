@@ -13,10 +13,8 @@
 #include "runtime/moe_stats.h"
 
 #define CASE_DIR "build/tmp/moe_log"
-#include "tests/unit/engine_cases.h"
-/* the comparisons of engine_cases.h are not used here */
-__attribute__((unused)) static void (*const unused_cases[])(void) = {(void (*)(void))compare, (void (*)(void))again,
-                                                                     (void (*)(void))compare_steps};
+#include "tests/unit/moe_cases.h"
+__attribute__((unused)) static void (*const unused_cases[])(void) = {(void (*)(void))compare_steps, (void (*)(void))again};
 
 /* Numbers of a JSON array field "key":[a,b,...] (flattening nested arrays) into v; count or -1. */
 static int json_array(const char *line, const char *key, double *v, int max) {
@@ -137,8 +135,54 @@ static void train_log(const char *defs, int64_t want_sum) {
     CHECK(rc == 0 && steps == 4 && good == 4, name, "rc %d, %d steps, %d good: %.300s", rc, steps, good, out);
 }
 
+/* moe{z_loss = 0.001}: the engine's loss = a float64 forward's cross-entropy + load-balance + z-loss
+ * (zcoef * mean over tokens of logsumexp(logits)^2), the log's moe_z_loss equals the float64 term,
+ * finite differences of the model with it, and tp=2 = tp=1. */
+static void z_loss_model(void) {
+    const char *path = CASE_DIR "/zloss.lua";
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fputs("-- a test run of test_moe_log.c: tiny-cola-moe with a router z-loss\n"
+          "return run {\n"
+          "  model = model \"zloss-moe\" {\n"
+          "    hidden = 128, layers = 2, heads = 4, ffn = 352, vocab = 256, lowrank = cola { rank = 32 },\n"
+          "    moe = moe { experts = 4, top_k = 2, capacity_factor = 1.25, aux_loss = 0.01, expert_ffn = 192, z_loss = 0.001 },\n"
+          "  },\n"
+          "  gpu = \"h100\",\n"
+          "  parallel = { tp = 1, layout = \"btp\" },\n"
+          "  features = { online_rmsnorm = true, group_linears = true, checkpoint = \"lowrank\" },\n"
+          "  train = { micro_batch = 4, seq = 64 },\n"
+          "}\n", f);
+    fclose(f);
+    Case ref, c;
+    case_zcoef = 0.001;
+    if (open_case(&ref, path, "-D tp=1 -D checkpoint=none") == 0) {
+        MoeStats s;
+        moe_stats_init(&s, ref.p, 1, 1);
+        independent_forward(&ref, 0, "z_loss=0.001 tp=1");
+        moe_stats_add(&s, ref.e);   /* the forward above left the routing of that pass */
+        static char js[1 << 14];
+        moe_stats_json(&s, js, sizeof js);
+        double z[2] = {-1, -1};
+        int nz = json_array(js, "moe_z_loss", z, 2);
+        double e0 = fabs(z[0] - case_zloss[0]) / case_zloss[0], e1 = fabs(z[1] - case_zloss[1]) / case_zloss[1];
+        printf("# z-loss L0 %.6g (float64 %.6g), L1 %.6g (float64 %.6g)\n", z[0], case_zloss[0], z[1], case_zloss[1]);
+        CHECK(nz == 2 && case_zloss[0] > 0 && e0 <= 1e-5 && e1 <= 1e-5, "z_loss=0.001: moe_z_loss of the log = zcoef * mean lse^2 from a float64 forward",
+              "n %d, rel err %.3g %.3g", nz, e0, e1);
+        moe_stats_free(&s);
+        if (!open_case(&c, path, "-D tp=2")) compare(&c, &ref, "z_loss=0.001 btp tp=2 vs tp=1");
+        close_case(&c);
+    }
+    close_case(&ref);
+    static const char *names[] = {"L0.router.W", "L1.router.W", "L0.e1.gate.A", "L1.mlp_norm"};
+    if (open_case(&ref, path, "-D tp=1 -D micro_batch=1 -D seq=32") == 0) finite_differences(&ref, "z_loss=0.001 tp=1, 32 tokens", names, 4);
+    close_case(&ref);
+    case_zcoef = 0;
+}
+
 int main(void) {
     mkdir("build", 0755); mkdir("build/tmp", 0755); mkdir(CASE_DIR, 0755);
+    z_loss_model();
     stats_vs_router("specs/runs/tiny-cola-moe.lua", "-D tp=1", 0);
     stats_vs_router("specs/runs/tiny-cola-moe.lua", "-D tp=2", 0);
     train_log("", 4 * 64 * 2);
