@@ -932,10 +932,10 @@ static void read_moe(Ctx *c, Obj *o, Model *m) {
     for (int l = 0; l < m->layers; l++) any |= m->moe_layer[l];
     if (!any) spec_error(c, eloc, "moe: 'every' selects no layer of the %d: drop moe{} or select a layer", m->layers);
     read_moe_shared(c, &mo, m);
-    if (strcmp(m->family, "cola") && strcmp(m->family, "svd"))
-        spec_error(c, loc, "moe experts are low-rank like the rest of the model; model family %s is not supported with moe "
-                   "(use lowrank = cola{...} or svd{...})", m->family);
-    for (int l = 0; l < m->layers; l++) {
+    if (strcmp(m->family, "cola") && strcmp(m->family, "svd") && strcmp(m->family, "full"))
+        spec_error(c, loc, "moe experts are low-rank (cola, svd) or full rank (full, layout megatron); model family %s is not "
+                   "supported with moe (use lowrank = cola{...}, svd{...} or full{})", m->family);
+    for (int l = 0; l < m->layers && strcmp(m->family, "full"); l++) {
         if (!m->moe_layer[l]) continue;
         static const int ps[3] = {PROJ_GATE, PROJ_UP, PROJ_DOWN};
         for (int j = 0; j < 3; j++) {
@@ -1354,9 +1354,9 @@ static void check_run(Ctx *c, const Obj *par, const Obj *feat, const Obj *train)
     if (r->layout != LAYOUT_MEGATRON && !lowrank)
         spec_error(c, layout_loc, "layout %s splits low-rank factors, and %s is full-rank: use layout \"megatron\"",
                    layout_name(r->layout), m->name);
-    if (m->moe_experts && r->layout != LAYOUT_BTP)
-        spec_error(c, layout_loc, "model %s has MoE layers, which are built for layout \"btp\" only (megatron and naive have "
-                   "no MoE block): use layout = \"btp\"", m->name);
+    if (m->moe_experts && m->moe_shared && r->layout != LAYOUT_BTP)
+        spec_error(c, layout_loc, "model %s shares expert factors (moe{shared=}), which is built for layout \"btp\" only: use "
+                   "layout = \"btp\" or drop shared", m->name);
     if (m->moe_experts && m->moe_ffn % r->tp)
         spec_error(c, tp_loc, "the experts' ffn (%d) of model %s must be divisible by tp (%d): each rank holds expert_ffn/tp",
                    m->moe_ffn, m->name, r->tp);

@@ -509,9 +509,9 @@ static void test_generator(void) {
     /* backward: the z duals (E*C*(2r) and E*C*r), the norm's dot (M) and the gates (M*k) */
     CHECK(gbwd == E * C * 64 + E * C * 32 + M + M * 2, "report: MoE layer backward collectives = E*C*(r_g+r_u) + E*C*r_d + M + M*k",
           "got %lld", (long long)gbwd);
-    snprintf(cmd, sizeof cmd, "%s gen specs/runs/tiny-cola-moe.lua -D layout=naive -o build/tmp/moe/naive 2>&1", boost);
+    snprintf(cmd, sizeof cmd, "%s gen specs/runs/tiny-cola-moe-shared.lua -D layout=naive -o build/tmp/moe/naive 2>&1", boost);
     rc = run_cmd(cmd, out, sizeof out);
-    CHECK(rc == 2 && strstr(out, "has MoE layers") && strstr(out, "btp"), "gen: an MoE model with layout naive is refused with a clear message", "rc %d: %s", rc, out);
+    CHECK(rc == 2 && strstr(out, "shares expert factors") && strstr(out, "btp"), "gen: shared expert factors with layout naive are refused with a clear message", "rc %d: %s", rc, out);
     snprintf(cmd, sizeof cmd, "%s gen specs/runs/tiny-cola-moe.lua -D tp=8 -o build/tmp/moe/tp8 2>&1", boost);
     rc = run_cmd(cmd, out, sizeof out);
     CHECK(rc == 2, "gen: tp=8 that does not divide the experts' ffn (192) or heads is refused", "rc %d: %s", rc, out);
