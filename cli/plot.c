@@ -11,12 +11,15 @@
 #include <sys/wait.h>    // defines: WIFEXITED, WEXITSTATUS
 #include <unistd.h>      // defines: access, unlink, close
 #include "cli/commands.h"
+#include "cli/plot_moe.h"
 
 static void plot_usage(FILE *f) {
-    fprintf(f, "usage: boost plot LOG [-o FILE.png] [--title TEXT]\n"
+    fprintf(f, "usage: boost plot LOG [-o FILE.png] [--title TEXT] [--experts]\n"
                "  LOG: a training log in JSON lines ({\"step\":N,\"loss\":X,\"val_loss\":Y} a line),\n"
                "       as written by 'boost train ... --log LOG'\n"
-               "  -o:  the PNG to write (default: LOG with its extension replaced by .png)\n");
+               "  -o:  the PNG to write (default: LOG with its extension replaced by .png)\n"
+               "  --experts: an MoE run's expert load over training (tokens per expert per step, one panel\n"
+               "       per MoE layer) instead of the loss (default PNG: LOG-experts.png)\n");
 }
 
 /* Find "key" followed by ':' and a number in a JSON line: 1 and *out on success, 0 when the key
@@ -67,8 +70,10 @@ static void gp_quote(FILE *f, const char *s) {
 
 int cmd_plot(int argc, char **argv) {
     const char *log = NULL, *png = NULL, *title = NULL;
+    int experts = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { plot_usage(stdout); return 0; }
+        if (!strcmp(argv[i], "--experts")) { experts = 1; continue; }
         if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--title")) {
             if (i + 1 >= argc) { fprintf(stderr, "boost plot: %s needs a value\n", argv[i]); return 2; }
             if (argv[i][1] == 'o') png = argv[++i]; else title = argv[++i];
@@ -87,9 +92,23 @@ int cmd_plot(int argc, char **argv) {
         snprintf(default_png, sizeof default_png, "%s", log);
         char *dot = strrchr(default_png, '.'), *slash = strrchr(default_png, '/');
         if (dot && (!slash || dot > slash)) *dot = 0;
-        if (strlen(default_png) + 5 > sizeof default_png) { fprintf(stderr, "boost plot: log path too long\n"); return 2; }
-        strcat(default_png, ".png");
+        if (strlen(default_png) + 13 > sizeof default_png) { fprintf(stderr, "boost plot: log path too long\n"); return 2; }
+        strcat(default_png, experts ? "-experts.png" : ".png");
         png = default_png;
+    }
+    if (experts) {
+        char gp[4096];
+        const char *prog = getenv("GNUPLOT") ? getenv("GNUPLOT") : "gnuplot";
+        if (access(log, R_OK) != 0) {
+            fprintf(stderr, "%s: cannot open the log (%s): write one with 'boost train RUN --log %s'\n", log, strerror(errno), log);
+            return 2;
+        }
+        if (!find_program(prog, gp, sizeof gp)) {
+            fprintf(stderr, "boost plot: gnuplot not found (looked for '%s' on PATH): install it "
+                            "(Debian: apt-get install gnuplot-nox) or set GNUPLOT=/path/to/gnuplot\n", prog);
+            return 1;
+        }
+        return plot_experts(log, png, title, gp);
     }
 
     FILE *in = fopen(log, "r");

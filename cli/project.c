@@ -150,7 +150,7 @@ static int project_main(Run *run, int argc, char **argv) {
     Projection proj[3];
     if (steps_layout && !lowrank && strcmp(steps_layout, layout_name(layouts[0]))) {
         fprintf(stderr, "boost project: --steps %s: %s %s, only %s applies\n", steps_layout, run->model.name,
-                run->model.moe_experts ? "has MoE layers" : "is full rank", layout_name(layouts[0]));
+                run->model.moe_shared ? "shares expert factors" : "is full rank", layout_name(layouts[0]));
         gemm_rates_free(&rates);
         return 2;
     }
@@ -229,8 +229,8 @@ static int project_main(Run *run, int argc, char **argv) {
     }
     if (lowrank) printf("\nbtp speedup: %.2fx over naive, %.2fx over megatron (the full-rank twin)\n",
                         over_naive, over_megatron);
-    else if (run->model.moe_experts)
-        printf("\nthe model has MoE layers, built for btp only: megatron and naive are not projected\n");
+    else if (run->model.moe_shared)
+        printf("\nthe model shares expert factors, built for btp only: megatron and naive are not projected\n");
     else printf("\nthe model is full rank: naive and btp do not apply (only megatron is projected)\n");
     printf("(the model and its assumptions: docs/cost-model.md)\n");
     return 0;

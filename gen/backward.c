@@ -256,7 +256,7 @@ static void rule_moe(Bw *b, const Op *f) {
 #define OPV(key) f->ops[opi(f, key)]
     if (!strcmp(kind, "moe_combine")) {
         /* out[m] = sum_k gate[m,k] eo[slot(m,k)]: d eo (slot rows, written whole) and d gates (a
-           partial sum over the rank's columns, all-reduced) */
+           partial sum over the rank's columns, all-reduced; whole when out is replicated) */
         int64_t E = (int64_t)kconst(f, "experts"), cap = (int64_t)kconst(f, "capacity");
         GView dout = gview(g, OPV("out"), rows, cols);
         GView deo = gview(g, OPV("eo"), E * cap, cols), dg = gview(g, OPV("gates"), rows, K);
@@ -279,6 +279,10 @@ static void rule_moe(Bw *b, const Op *f) {
         k_const(o, "rows", (double)rows); k_const(o, "cols", (double)cols); k_const(o, "top_k", (double)K);
         k_const(o, "experts", (double)E); k_const(o, "capacity", (double)cap);
         k_const(o, "ldo", (double)dout.v.ld); k_const(o, "lde", kconst(f, "lde"));
+        if (g->t[OPV("out").t].state == PS_REPLICATED) {   /* rank-space combine (shared down B): whole */
+            wmark(g, &deo); wmark(g, &dg);
+            return;
+        }
         Op *a = bop(b, OP_ALLREDUCE);
         a->buf = dg.v; a->elems = rows * K; a->dtype = g->t[dg.v.t].dtype; a->dir = 1;
         a->bytes = a->elems * (int64_t)ir_dtype_size(a->dtype);
@@ -316,7 +320,7 @@ static void rule_moe(Bw *b, const Op *f) {
         Op *o = bk(b, "moe_router_bwd");
         kop(o, "probs", FV(b, OPV("probs"))); kop(o, "sel", FV(b, OPV("sel"))); kop(o, "gates", FV(b, OPV("gates")));
         kop(o, "aux", FV(b, OPV("aux"))); kop(o, "dgates", dg.v); kop(o, "dlogits", dl.v);
-        copy_consts(o, f, "rows experts top_k norm coef");
+        copy_consts(o, f, "rows experts top_k norm coef zcoef");
         k_const(o, "scale", 1.0 / (g->run->grad_accum > 0 ? g->run->grad_accum : 1));
         k_const(o, "acc", acc); k_const(o, "lddl", (double)dl.v.ld);
         wmark(g, &dl);

@@ -429,6 +429,7 @@ static int megatron_layer(Graph *g, int i, int x) {
     set_chunk(g, i, "L%d.mlp", i);
     int h = keep(g, tn(g, PS_REPLICATED, M, d, ad, "L%d.h", i));
     k_add(g, opnd(x, 0, d), opnd(oo, 0, d), opnd(h, 0, d), d, PS_REPLICATED);
+    if (m->moe_experts && m->moe_layer[i]) return moe_block(g, i, h);
     snprintf(cn, sizeof cn, "L%d.mlp_norm", i);
     int gamma2 = param_whole(g, cn, cn);
     int xn2 = tn(g, PS_REPLICATED, M, d, ad, "L%d.xn2", i);
@@ -605,6 +606,7 @@ static int naive_layer(Graph *g, int i, int x) {
     set_chunk(g, i, "L%d.mlp", i);
     int h = keep(g, tn(g, PS_REPLICATED, M, d, ad, "L%d.h", i));
     k_add(g, opnd(x, 0, d), opnd(oo, 0, d), opnd(h, 0, d), d, PS_REPLICATED);
+    if (m->moe_experts && m->moe_layer[i]) return moe_block(g, i, h);
     snprintf(cn, sizeof cn, "L%d.mlp_norm", i);
     int gamma2 = param_whole(g, cn, cn);
     int xn2 = tn(g, PS_REPLICATED, M, d, ad, "L%d.xn2", i);

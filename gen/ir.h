@@ -211,6 +211,8 @@ void moe_canons(Graph *g, int layer);          /* router and expert canons of an
 int moe_block(Graph *g, int layer, int h);     /* the MoE MLP on the residual shard h; returns x_{i+1} */
 void moe_tail(Graph *g);                       /* after the loss: add every layer's load-balance loss */
 int64_t moe_capacity(const Run *run);          /* C, token slots per expert per micro-batch */
+int64_t moe_dispatch_elems(const Run *run, int layer, unsigned shared);  /* ep all-to-all, fwd, per micro-batch */
+int64_t moe_expert_params(const Model *m, int layer, unsigned shared);   /* experts' canonical params of a layer */
 
 /* ---- checkpoint.c ---- */
 void checkpoint_classify(Graph *g);            /* sets Tensor.saved for every forward activation */

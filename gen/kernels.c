@@ -79,10 +79,10 @@ static const KindSpec catalog[] = {
      * moe_dispatch and moe_combine_bwd */
     {"moe_router", L_SINGLE, {{"logits", "bf16"}, {"probs", "fp32"}, {"sel", "fp32"}, {"gates", "fp32"},
                               {"slot", "fp32"}, {"src", "fp32"}, {"aux", "fp32"}},
-     "rows experts top_k capacity ?ldl=experts ?norm=1 ?coef=0"},
+     "rows experts top_k capacity ?ldl=experts ?norm=1 ?coef=0 ?zcoef=0"},
     {"moe_router_bwd", L_ROW_THREAD, {{"probs", "fp32"}, {"sel", "fp32"}, {"gates", "fp32"}, {"aux", "fp32"},
                                       {"dgates", "fp32"}, {"dlogits", "bf16"}},
-     "rows experts top_k ?norm=1 ?coef=0 ?scale=1 ?acc=0 ?lddl=experts"},
+     "rows experts top_k ?norm=1 ?coef=0 ?scale=1 ?acc=0 ?lddl=experts ?zcoef=0"},
     {"moe_dispatch", L_ELEM, {{"x", "bf16"}, {"src", "fp32"}, {"out", "bf16"}}, "rows cols top_k tokens ?ldx=cols ?ldo=cols"},
     {"moe_dispatch_bwd", L_ELEM, {{"dout", "bf16"}, {"sel", "fp32"}, {"slot", "fp32"}, {"dx", "bf16"}},
      "rows cols top_k experts capacity ?ldo=cols ?lddx=cols ?acc=0"},
@@ -118,7 +118,7 @@ int kernel_kind_operand(int i, int o, const char **name, const char **dtype) {
 
 /* Constants that are floats in the source; every other constant is an integer. */
 static int is_float_key(const char *key) {
-    return !strcmp(key, "eps") || !strcmp(key, "theta") || !strcmp(key, "scale") || !strcmp(key, "coef");
+    return !strcmp(key, "eps") || !strcmp(key, "theta") || !strcmp(key, "scale") || !strcmp(key, "coef") || !strcmp(key, "zcoef");
 }
 
 /* Short tag of a constant in the procedural name. */
@@ -129,6 +129,7 @@ static const char *name_tag(const char *key) {
         {"head_dim", "d"}, {"seq", "s"}, {"batch", "b"}, {"theta", "th"}, {"inverse", "inv"},
         {"scale", "sc"}, {"tp", "tp"}, {"vocab_offset", "vo"},
         {"experts", "E"}, {"top_k", "k"}, {"capacity", "C"}, {"tokens", "M"}, {"coef", "cf"}, {"max_seq", "S"},
+        {"zcoef", "zc"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) if (!strcmp(map[i][0], key)) return map[i][1];
     return key;   /* ld keys name themselves */

@@ -51,6 +51,12 @@ int memplan(Graph *g) {
         }
     }
     for (int i = 0; i < g->npin; i++) { touch(g, g->pin_t[i], g->pin_lo[i]); touch(g, g->pin_t[i], g->pin_hi[i]); }
+    /* the routing statistics of each MoE layer (L{i}.moe_aux) stay live to the end of the pass:
+       the trainer reads them after forward+backward for the log (runtime/moe_stats.c) */
+    for (int i = 0; i < g->nt; i++) {
+        const char *dot = strchr(g->t[i].name, '.');
+        if (g->t[i].role == TR_ACT && g->t[i].live0 >= 0 && dot && !strcmp(dot, ".moe_aux")) g->t[i].live1 = g->nsteps - 1;
+    }
     int n = 0;
     int *order = malloc((size_t)g->nt * sizeof *order);
     SortKey *key = malloc((size_t)g->nt * sizeof *key);

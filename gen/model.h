@@ -58,8 +58,11 @@ typedef struct {
     int moe_ffn;              /* d_ff of one expert (defaults to ffn) */
     double moe_capacity;      /* capacity factor c: C = ceil(c * M * k / E) slots per expert */
     double moe_aux;           /* weight of the load-balance loss added to the loss */
+    double moe_z;             /* weight of the router z-loss (0: none; the aux tensor then has no z entries) */
     unsigned char moe_layer[MAX_LAYERS];
+    unsigned moe_shared;      /* MOE_SHARE_* bits: factors shared by all experts of a layer (docs/moe.md) */
 } Model;
+enum { MOE_SHARE_GATE_A = 1, MOE_SHARE_UP_A = 2, MOE_SHARE_DOWN_B = 4 };
 
 typedef struct {
     char name[NAME_LEN];      /* "a100" | "h100" | "h200" */

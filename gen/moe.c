@@ -32,13 +32,22 @@ int moe_check(Graph *g) {
     const Model *m = &r->model;
     const char *f = r->file[0] ? r->file : r->name;
     if (!m->moe_experts) return 0;
-    if (g->layout != LAYOUT_BTP)
-        return fail(g, "%s: model %s has MoE layers, which are built for layout btp only: use "
-                    "layout = \"btp\" (megatron and naive have no MoE block)", f, m->name);
+    if (g->layout != LAYOUT_BTP && m->moe_shared)
+        return fail(g, "%s: model %s shares expert factors, built for layout btp only: use layout = \"btp\" or drop "
+                    "moe{shared=}", f, m->name);
     if (m->moe_ffn % g->tp) return fail(g, "%s: tp=%d must divide the experts' ffn (%d)", f, g->tp, m->moe_ffn);
+    if (g->layout == LAYOUT_NAIVE)
+        for (int l = 0; l < m->layers; l++)
+            for (int p = PROJ_GATE; p <= PROJ_DOWN && is_moe(m, l); p++)
+                if (m->proj[l][p].rank % g->tp)
+                    return fail(g, "%s: layout naive shards the experts' ranks: tp=%d must divide the rank %d of '%s' in layer %d",
+                                f, g->tp, m->proj[l][p].rank, proj_name(p), l);
     if (m->lax) return fail(g, "%s: MoE layers do not take LaX crossings (model %s)", f, m->name);
     return 0;
 }
+
+/* Is factor j (0 gate.A, 1 up.A, 2 down.B; MOE_SHARE_* bit j) shared by the experts of the layer? */
+static int shared(const Model *m, int j) { return (m->moe_shared >> j) & 1; }
 
 void moe_canons(Graph *g, int i) {
     const Model *m = &g->run->model;
@@ -47,12 +56,29 @@ void moe_canons(Graph *g, int i) {
     snprintf(nm, sizeof nm, "L%d.router.W", i);
     ir_canon(g, nm, d, m->moe_experts, 0, m->init_std, 1);
     static const int ps[3] = {PROJ_GATE, PROJ_UP, PROJ_DOWN};
+    if (g->layout == LAYOUT_MEGATRON) {   /* full-rank experts (the Megatron baseline): L{i}.e{j}.{proj}.W */
+        for (int e = 0; e < m->moe_experts; e++)
+            for (int j = 0; j < 3; j++) {
+                snprintf(nm, sizeof nm, "L%d.e%d.%s.W", i, e, proj_name(ps[j]));
+                ir_canon(g, nm, j == 2 ? ff : d, j == 2 ? d : ff, 0, m->init_std, 1);
+            }
+        return;
+    }
+    for (int j = 0; j < 3; j++) {   /* shared factors: one canon per layer, L{i}.shared.{gate.A,up.A,down.B} */
+        int64_t din = j == 2 ? ff : d, dout = j == 2 ? d : ff, rk = m->proj[i][ps[j]].rank;
+        double std = pow((double)rk, -0.25) * pow((double)(din + dout), -0.25);
+        if (!shared(m, j)) continue;
+        snprintf(nm, sizeof nm, "L%d.shared.%s.%s", i, proj_name(ps[j]), j == 2 ? "B" : "A");
+        if (j == 2) ir_canon(g, nm, rk, dout, 0, std, 1); else ir_canon(g, nm, din, rk, 0, std, 1);
+    }
     for (int e = 0; e < m->moe_experts; e++)
         for (int j = 0; j < 3; j++) {
             int64_t din = j == 2 ? ff : d, dout = j == 2 ? d : ff, rk = m->proj[i][ps[j]].rank;
             double std = pow((double)rk, -0.25) * pow((double)(din + dout), -0.25);
-            snprintf(nm, sizeof nm, "L%d.e%d.%s.A", i, e, proj_name(ps[j])); ir_canon(g, nm, din, rk, 0, std, 1);
-            snprintf(nm, sizeof nm, "L%d.e%d.%s.B", i, e, proj_name(ps[j])); ir_canon(g, nm, rk, dout, 0, std, 1);
+            snprintf(nm, sizeof nm, "L%d.e%d.%s.A", i, e, proj_name(ps[j]));
+            if (j == 2 || !shared(m, j)) ir_canon(g, nm, din, rk, 0, std, 1);
+            snprintf(nm, sizeof nm, "L%d.e%d.%s.B", i, e, proj_name(ps[j]));
+            if (j != 2 || !shared(m, 2)) ir_canon(g, nm, rk, dout, 0, std, 1);
         }
 }
 
@@ -89,7 +115,170 @@ static void bottleneck(Graph *g, int h, int y, int z, int64_t S, int64_t w, int 
     k_const(o, "eps", g->run->model.norm_eps);
 }
 
+/* out[m] = sum over m's kept choices of gate * eo[slot] ([M, cols]; `state` of out: shard(1) for
+ * the experts' d/t columns, replicated for rank-space latents, whose gates' gradient is then whole). */
+static void combine(Graph *g, int eo, int sel, int slot, int gates, int out, int64_t M, int64_t cols, int64_t K,
+                    int64_t E, int64_t C, int state) {
+    Op *o = k_begin(g, "moe_combine");
+    k_op(g, o, "eo", opnd(eo, 0, 0), 0, 1);
+    k_op(g, o, "sel", opnd(sel, 0, 0), 0, 1);
+    k_op(g, o, "slot", opnd(slot, 0, 0), 0, 1);
+    k_op(g, o, "gates", opnd(gates, 0, 0), 0, 1);
+    k_op(g, o, "out", opnd(out, 0, 0), OUT(state), 0);
+    k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols); k_const(o, "top_k", (double)K);
+    k_const(o, "experts", (double)E); k_const(o, "capacity", (double)C);
+    k_const(o, "lde", (double)cols); k_const(o, "ldo", (double)cols);
+}
+
+/* ---- megatron and naive: the residual stream replicated [M, d] ---- */
+
+/* Stacked expert weights of a Megatron-style layout: local [E*rows_l, cols_l], expert e's block of
+ * canon L{i}.e{e}.{proj}.{ab}: `rowsplit` shards the canon's rows (a row-parallel factor), else its
+ * columns (column-parallel). */
+static int stacked_rep(Graph *g, int i, const char *pname, const char *proj, const char *ab, int64_t rows_l, int64_t cols_l,
+                       int rowsplit) {
+    const Model *m = &g->run->model;
+    int w = ir_param(g, pname, m->moe_experts * rows_l, cols_l, rowsplit ? PS_SHARD0 : PS_SHARD1);
+    return stacked(g, i, w, proj, ab, rows_l, cols_l, rowsplit, 0);
+}
+
+/* One expert projection over the S slot rows of the replicated input `in` [S, din] (tp_copy'd by
+ * the caller): full rank (megatron) W column-parallel -> shard(1) [S, dout/t] when `colpar`, or
+ * row-parallel from a shard(1) input -> partial [S, dout]; low rank (naive) A column-parallel ->
+ * [S, r/t], sigma, B row-parallel -> partial [S, dout]. Returns the output tensor. */
+static int rep_proj(Graph *g, int i, int in, int64_t S, int64_t C, int64_t din, int64_t dout, int proj, int colpar,
+                    const char *what) {
+    const Model *m = &g->run->model;
+    int t = g->tp, ad = ir_act_dtype(g);
+    int64_t E = m->moe_experts;
+    char nm[96];
+    const char *pn = proj_name(proj);
+    if (g->layout == LAYOUT_MEGATRON) {
+        snprintf(nm, sizeof nm, "L%d.moe.%s.W", i, pn);
+        int64_t rl = colpar ? din : din / t, cl = colpar ? dout / t : dout;
+        int w = stacked_rep(g, i, nm, pn, "W", rl, cl, !colpar);
+        int out = act_t(g, colpar ? PS_SHARD1 : PS_PARTIAL, S, cl, ad, i, what);
+        ir_gemm(g, opnd(in, 0, rl), opnd(w, 0, cl), opnd(out, 0, cl), C, cl, rl, C * rl, rl * cl, C * cl, (int)E);
+        return out;
+    }
+    int64_t rk = m->proj[i][proj].rank, rl = rk / t;
+    snprintf(nm, sizeof nm, "L%d.moe.%s.A", i, pn);
+    int wa = stacked_rep(g, i, nm, pn, "A", din, rl, 0);
+    char w2[48];
+    snprintf(w2, sizeof w2, "%s_h", what);
+    int hh = act_t(g, PS_SHARD1, S, rl, ad, i, w2);
+    ir_gemm(g, opnd(in, 0, din), opnd(wa, 0, rl), opnd(hh, 0, rl), C, rl, din, C * din, din * rl, C * rl, (int)E);
+    snprintf(w2, sizeof w2, "%s_y", what);
+    int y = act_t(g, PS_SHARD1, S, rl, ad, i, w2);
+    snprintf(w2, sizeof w2, "%s_z", what);
+    int z = act_t(g, PS_SHARD1, S, rl, ad, i, w2);
+    Op *o = k_begin(g, "bottleneck_act");
+    k_op(g, o, "h", opnd(hh, 0, rl), 0, 1);
+    k_op(g, o, "y", opnd(y, 0, rl), OUT(PS_SHARD1), 1);
+    k_op(g, o, "z", opnd(z, 0, rl), OUT(PS_SHARD1), 0);
+    k_const(o, "rows", (double)S); k_const(o, "cols", (double)rl);
+    k_const(o, "ldh", (double)rl); k_const(o, "ldy", (double)rl); k_const(o, "ldz", (double)rl);
+    k_const(o, "act", m->proj[i][proj].act == ACT_SILU ? 1 : 0); k_const(o, "norm", 0);
+    k_const(o, "eps", m->norm_eps);
+    snprintf(nm, sizeof nm, "L%d.moe.%s.B", i, pn);
+    int wb = stacked_rep(g, i, nm, pn, "B", rl, dout, 1);
+    int out = act_t(g, PS_PARTIAL, S, dout, ad, i, what);
+    ir_gemm(g, opnd(z, 0, rl), opnd(wb, 0, dout), opnd(out, 0, dout), C, dout, rl, C * rl, rl * dout, C * dout, (int)E);
+    return out;
+}
+
+/* The MoE MLP of layer i under megatron (full-rank experts) or naive (low-rank experts, Megatron
+ * inside each factor) on the replicated residual h [M, d]: the norm and the router are computed
+ * whole on every rank (no collective), the tokens dispatched as x̂ [E*C, d]; megatron: gate/up W
+ * column-parallel, GLU on the rank's ffn/t columns, down W row-parallel; naive: every factor pair
+ * A column-parallel (rank r/t), B row-parallel, all-reducing gate/up [E*C, 2 ffn] and down
+ * [E*C, d]. The expert outputs are all-reduced before the combine. */
+static int moe_block_rep(Graph *g, int i, int h) {
+    const Run *r = g->run;
+    const Model *m = &r->model;
+    int t = g->tp, ad = ir_act_dtype(g), mega = g->layout == LAYOUT_MEGATRON;
+    int64_t M = g->M, d = m->hidden, E = m->moe_experts, K = m->moe_top_k, ff = m->moe_ffn;
+    int64_t C = moe_capacity(r), S = E * C, fl = ff / t;
+    char nm[96], chunk[48];
+    snprintf(chunk, sizeof chunk, "L%d.moe_router", i); ir_chunk(g, i, chunk);
+    snprintf(nm, sizeof nm, "L%d.mlp_norm", i);
+    int gamma = ir_param(g, nm, 1, d, PS_REPLICATED);
+    ir_part(g, gamma, nm, rint_c(0), rint_c(1), rint_c(0), rint_c(d), 0, 0, 1);
+    int rs = ir_keep(g, act_t(g, PS_REPLICATED, 1, M, IR_FP32, i, "moe_rstd"));
+    int xn = act_t(g, PS_REPLICATED, M, d, ad, i, "moe_xn");
+    Op *o = k_begin(g, "rmsnorm_fwd");
+    k_op(g, o, "x", opnd(h, 0, 0), 0, 1);
+    k_op(g, o, "gamma", opnd(gamma, 0, 0), 0, 1);
+    k_op(g, o, "out", opnd(xn, 0, 0), OUT(PS_REPLICATED), 0);
+    k_op(g, o, "rstd", opnd(rs, 0, 0), OUT(PS_REPLICATED), 1);
+    k_const(o, "rows", (double)M); k_const(o, "cols", (double)d); k_const(o, "ldx", (double)d);
+    k_const(o, "ldo", (double)d); k_const(o, "divisor", (double)d); k_const(o, "eps", m->norm_eps);
+    snprintf(nm, sizeof nm, "L%d.router.W", i);
+    int wr = ir_param(g, nm, d, E, PS_REPLICATED);
+    ir_part(g, wr, nm, rint_c(0), rint_c(d), rint_c(0), rint_c(E), 0, 0, 1);
+    int logits = act_t(g, PS_REPLICATED, M, E, ad, i, "router_logits");
+    ir_gemm(g, opnd(xn, 0, 0), opnd(wr, 0, 0), opnd(logits, 0, 0), M, E, d, 0, 0, 0, 1);
+    int sel, slot, gates, src;
+    {
+        int probs = ir_keep(g, act_t(g, PS_REPLICATED, M, E, IR_FP32, i, "router_probs"));
+        sel = ir_keep(g, act_t(g, PS_REPLICATED, M, K, IR_FP32, i, "moe_sel"));
+        gates = ir_keep(g, act_t(g, PS_REPLICATED, M, K, IR_FP32, i, "moe_gates"));
+        slot = ir_keep(g, act_t(g, PS_REPLICATED, M, K, IR_FP32, i, "moe_slot"));
+        src = ir_keep(g, act_t(g, PS_REPLICATED, 1, S, IR_FP32, i, "moe_src"));
+        int aux = ir_keep(g, act_t(g, PS_REPLICATED, 1, m->moe_z > 0 ? 2 + 2 * E + M : 1 + 2 * E, IR_FP32, i, "moe_aux"));
+        o = k_begin(g, "moe_router");
+        k_op(g, o, "logits", opnd(logits, 0, 0), 0, 0);
+        k_op(g, o, "probs", opnd(probs, 0, 0), OUT(PS_REPLICATED), 1);
+        k_op(g, o, "sel", opnd(sel, 0, 0), OUT(PS_REPLICATED), 1);
+        k_op(g, o, "gates", opnd(gates, 0, 0), OUT(PS_REPLICATED), 1);
+        k_op(g, o, "slot", opnd(slot, 0, 0), OUT(PS_REPLICATED), 1);
+        k_op(g, o, "src", opnd(src, 0, 0), OUT(PS_REPLICATED), 1);
+        k_op(g, o, "aux", opnd(aux, 0, 0), OUT(PS_REPLICATED), 1);
+        k_const(o, "rows", (double)M); k_const(o, "experts", (double)E); k_const(o, "top_k", (double)K);
+        k_const(o, "capacity", (double)C); k_const(o, "ldl", (double)E); k_const(o, "norm", K > 1);
+        k_const(o, "coef", m->moe_aux);
+        if (m->moe_z > 0) k_const(o, "zcoef", m->moe_z);
+    }
+    snprintf(chunk, sizeof chunk, "L%d.moe_gu", i); ir_chunk(g, i, chunk);
+    int xe = act_t(g, PS_REPLICATED, S, d, ad, i, "moe_xe");
+    o = k_begin(g, "moe_dispatch");
+    k_op(g, o, "x", opnd(xn, 0, 0), 0, 0);
+    k_op(g, o, "src", opnd(src, 0, 0), 0, 1);
+    k_op(g, o, "out", opnd(xe, 0, 0), OUT(PS_REPLICATED), 0);
+    k_const(o, "rows", (double)S); k_const(o, "cols", (double)d); k_const(o, "top_k", (double)K);
+    k_const(o, "tokens", (double)M); k_const(o, "ldx", (double)d); k_const(o, "ldo", (double)d);
+    snprintf(nm, sizeof nm, "L%d.moe_gu", i);
+    ir_tp_copy(g, xe, nm);
+    int gu_g = rep_proj(g, i, xe, S, C, d, ff, PROJ_GATE, 1, "moe_gate");
+    int gu_u = rep_proj(g, i, xe, S, C, d, ff, PROJ_UP, 1, "moe_up");
+    int64_t gw = mega ? fl : ff;   /* the GLU's columns on this rank */
+    if (!mega) {   /* naive: the B outputs are partial sums over the rank's r/t */
+        snprintf(nm, sizeof nm, "L%d.moe_gate", i); ir_allreduce(g, gu_g, nm);
+        snprintf(nm, sizeof nm, "L%d.moe_up", i); ir_allreduce(g, gu_u, nm);
+    }
+    snprintf(chunk, sizeof chunk, "L%d.moe_down", i); ir_chunk(g, i, chunk);
+    int gl = act_t(g, mega ? PS_SHARD1 : PS_REPLICATED, S, gw, ad, i, "moe_glu");
+    o = k_begin(g, "glu_fwd");
+    k_op(g, o, "gate", opnd(gu_g, 0, gw), 0, 1); k_op(g, o, "up", opnd(gu_u, 0, gw), 0, 1);
+    k_op(g, o, "out", opnd(gl, 0, gw), OUT(mega ? PS_SHARD1 : PS_REPLICATED), 0);
+    k_const(o, "rows", (double)S); k_const(o, "cols", (double)gw);
+    k_const(o, "ldg", (double)gw); k_const(o, "ldu", (double)gw); k_const(o, "ldo", (double)gw);
+    k_const(o, "act", (mega ? ACT_SILU : m->mlp_gate_act) == ACT_SILU ? 1 : 0);
+    snprintf(nm, sizeof nm, "L%d.moe_down", i);
+    if (!mega) ir_tp_copy(g, gl, nm);
+    int eo = rep_proj(g, i, gl, S, C, ff, d, PROJ_DOWN, 0, "moe_eo");
+    ir_allreduce(g, eo, nm);
+    snprintf(chunk, sizeof chunk, "L%d.moe_out", i); ir_chunk(g, i, chunk);
+    int mo = act_t(g, PS_REPLICATED, M, d, ad, i, "moe_out");
+    combine(g, eo, sel, slot, gates, mo, M, d, K, E, C, PS_REPLICATED);
+    snprintf(nm, sizeof nm, "L%d.x", i + 1);
+    int xo = ir_keep(g, ir_act(g, PS_REPLICATED, M, d, ad, nm));
+    ir_add(g, opnd(h, 0, 0), opnd(mo, 0, 0), opnd(xo, 0, 0), M, d, PS_REPLICATED);
+    return xo;
+}
+
 int moe_block(Graph *g, int i, int h) {
+    if (g->layout != LAYOUT_BTP) return moe_block_rep(g, i, h);
     const Run *r = g->run;
     const Model *m = &r->model;
     int t = g->tp, ad = ir_act_dtype(g);
@@ -136,7 +325,8 @@ int moe_block(Graph *g, int i, int h) {
     int gates = ir_keep(g, act_t(g, PS_REPLICATED, M, K, IR_FP32, i, "moe_gates"));
     int slot = ir_keep(g, act_t(g, PS_REPLICATED, M, K, IR_FP32, i, "moe_slot"));
     int src = ir_keep(g, act_t(g, PS_REPLICATED, 1, S, IR_FP32, i, "moe_src"));
-    int aux = ir_keep(g, act_t(g, PS_REPLICATED, 1, 1 + 2 * E, IR_FP32, i, "moe_aux"));
+    /* aux: [loss, f_e, P_e] and, with a z-loss, [.., z-loss, lse of each token] (loss = both losses) */
+    int aux = ir_keep(g, act_t(g, PS_REPLICATED, 1, m->moe_z > 0 ? 2 + 2 * E + M : 1 + 2 * E, IR_FP32, i, "moe_aux"));
     o = k_begin(g, "moe_router");
     k_op(g, o, "logits", opnd(logits, 0, 0), 0, 0);
     k_op(g, o, "probs", opnd(probs, 0, 0), OUT(PS_REPLICATED), 1);
@@ -148,38 +338,79 @@ int moe_block(Graph *g, int i, int h) {
     k_const(o, "rows", (double)M); k_const(o, "experts", (double)E); k_const(o, "top_k", (double)K);
     k_const(o, "capacity", (double)C); k_const(o, "ldl", (double)E); k_const(o, "norm", K > 1);
     k_const(o, "coef", m->moe_aux);
+    if (m->moe_z > 0) k_const(o, "zcoef", m->moe_z);
 
-    /* dispatch the rank's d/t columns into [E*C, d/t] */
-    int xe = act_t(g, PS_SHARD1, S, dl, ad, i, "moe_xe");
-    o = k_begin(g, "moe_dispatch");
-    k_op(g, o, "x", opnd(xn, 0, 0), 0, 0);
-    k_op(g, o, "src", opnd(src, 0, 0), 0, 1);
-    k_op(g, o, "out", opnd(xe, 0, 0), OUT(PS_SHARD1), 0);
-    k_const(o, "rows", (double)S); k_const(o, "cols", (double)dl); k_const(o, "top_k", (double)K);
-    k_const(o, "tokens", (double)M); k_const(o, "ldx", (double)dl); k_const(o, "ldo", (double)dl);
-
-    /* experts' gate/up A (row-parallel, batched over E): partial [E*C, rg+ru] -> all-reduce */
-    snprintf(nm, sizeof nm, "L%d.moe.gu.A", i);
-    int wa = ir_param(g, nm, E * dl, R, PS_SHARD0);
-    stacked(g, i, wa, "gate", "A", dl, rg, 1, 0);
-    stacked(g, i, wa, "up", "A", dl, ru, 1, rg);
-    int ar = act_t(g, PS_PARTIAL, S, R, ad, i, "moe_gu_ar");
-    ir_gemm(g, opnd(xe, 0, dl), opnd(wa, 0, R), opnd(ar, 0, R), C, R, dl, C * dl, dl * R, C * R, (int)E);
-    snprintf(nm, sizeof nm, "L%d.moe_gu", i);
-    ir_allreduce(g, ar, nm);
-
-    /* sigma, then gate and up B (column-parallel) */
-    snprintf(chunk, sizeof chunk, "L%d.moe_gu_B", i); ir_chunk(g, i, chunk);
-    int y = act_t(g, PS_REPLICATED, S, R, ad, i, "moe_gu_y"), z = act_t(g, PS_REPLICATED, S, R, ad, i, "moe_gu_z");
-    bottleneck(g, ar, y, z, S, R, m->proj[i][PROJ_GATE].act);
-    ir_tp_copy(g, z, nm);
+    /* gate/up: a factor whose A is per expert reads the dispatched x̂ [E*C, d/t] (A row-parallel,
+       batched over E, all-reduce of [E*C, r]); a shared A projects each token once ([M, r], all-
+       reduced), and its latent sigma(A x̂) is dispatched in rank-r space. zsrc/zoff/zld: where each
+       of gate (0) and up (1) finds its B's input [E*C, r] per expert. */
+    int sg = shared(m, 0), su = shared(m, 1), sd = shared(m, 2);
+    int64_t rgu[2] = {rg, ru}, Rs = (sg ? rg : 0) + (su ? ru : 0), Rn = R - Rs;
+    int zsrc[2] = {-1, -1};
+    int64_t zoff[2] = {0, 0}, zld[2] = {0, 0};
+    if (Rn > 0) {
+        int xe = act_t(g, PS_SHARD1, S, dl, ad, i, "moe_xe");
+        o = k_begin(g, "moe_dispatch");
+        k_op(g, o, "x", opnd(xn, 0, 0), 0, 0);
+        k_op(g, o, "src", opnd(src, 0, 0), 0, 1);
+        k_op(g, o, "out", opnd(xe, 0, 0), OUT(PS_SHARD1), 0);
+        k_const(o, "rows", (double)S); k_const(o, "cols", (double)dl); k_const(o, "top_k", (double)K);
+        k_const(o, "tokens", (double)M); k_const(o, "ldx", (double)dl); k_const(o, "ldo", (double)dl);
+        snprintf(nm, sizeof nm, "L%d.moe.gu.A", i);
+        int wa = ir_param(g, nm, E * dl, Rn, PS_SHARD0);
+        int64_t c0 = 0;
+        if (!sg) { stacked(g, i, wa, "gate", "A", dl, rg, 1, c0); c0 += rg; }
+        if (!su) stacked(g, i, wa, "up", "A", dl, ru, 1, c0);
+        int ar = act_t(g, PS_PARTIAL, S, Rn, ad, i, "moe_gu_ar");
+        ir_gemm(g, opnd(xe, 0, dl), opnd(wa, 0, Rn), opnd(ar, 0, Rn), C, Rn, dl, C * dl, dl * Rn, C * Rn, (int)E);
+        snprintf(nm, sizeof nm, "L%d.moe_gu", i);
+        ir_allreduce(g, ar, nm);
+        snprintf(chunk, sizeof chunk, "L%d.moe_gu_B", i); ir_chunk(g, i, chunk);
+        int y = act_t(g, PS_REPLICATED, S, Rn, ad, i, "moe_gu_y"), z = act_t(g, PS_REPLICATED, S, Rn, ad, i, "moe_gu_z");
+        bottleneck(g, ar, y, z, S, Rn, m->proj[i][PROJ_GATE].act);
+        ir_tp_copy(g, z, nm);
+        c0 = 0;
+        for (int j = 0; j < 2; j++)
+            if (!shared(m, j)) { zsrc[j] = z; zoff[j] = c0; zld[j] = Rn; c0 += rgu[j]; }
+    }
+    if (Rs > 0) {
+        snprintf(chunk, sizeof chunk, "L%d.moe_gu_sA", i); ir_chunk(g, i, chunk);
+        snprintf(nm, sizeof nm, "L%d.moe.gu.As", i);
+        int was = ir_param(g, nm, dl, Rs, PS_SHARD0);
+        int64_t c0 = 0;
+        for (int j = 0; j < 2; j++) {
+            if (!shared(m, j)) continue;
+            snprintf(nm, sizeof nm, "L%d.shared.%s.A", i, j ? "up" : "gate");
+            ir_part(g, was, nm, rint_r(0, dl), rint_r(dl, dl), rint_c(0), rint_c(rgu[j]), 0, c0, t == 1);
+            c0 += rgu[j];
+        }
+        int ars = act_t(g, PS_PARTIAL, M, Rs, ad, i, "moe_gus_ar");
+        ir_gemm(g, opnd(xn, 0, 0), opnd(was, 0, 0), opnd(ars, 0, 0), M, Rs, dl, 0, 0, 0, 1);
+        snprintf(nm, sizeof nm, "L%d.moe_gus", i);
+        ir_allreduce(g, ars, nm);
+        snprintf(chunk, sizeof chunk, "L%d.moe_gus_B", i); ir_chunk(g, i, chunk);
+        int ys = act_t(g, PS_REPLICATED, M, Rs, ad, i, "moe_gus_y"), zs = act_t(g, PS_REPLICATED, M, Rs, ad, i, "moe_gus_z");
+        bottleneck(g, ars, ys, zs, M, Rs, m->proj[i][PROJ_GATE].act);
+        ir_tp_copy(g, zs, nm);
+        /* the rank-Rs latents go to their experts' slots (the all-reduce of their gradient is [M, Rs]) */
+        int ze = act_t(g, PS_REPLICATED, S, Rs, ad, i, "moe_gus_ze");
+        o = k_begin(g, "moe_dispatch");
+        k_op(g, o, "x", opnd(zs, 0, 0), 0, 0);
+        k_op(g, o, "src", opnd(src, 0, 0), 0, 1);
+        k_op(g, o, "out", opnd(ze, 0, 0), OUT(PS_REPLICATED), 0);
+        k_const(o, "rows", (double)S); k_const(o, "cols", (double)Rs); k_const(o, "top_k", (double)K);
+        k_const(o, "tokens", (double)M); k_const(o, "ldx", (double)Rs); k_const(o, "ldo", (double)Rs);
+        c0 = 0;
+        for (int j = 0; j < 2; j++)
+            if (shared(m, j)) { zsrc[j] = ze; zoff[j] = c0; zld[j] = Rs; c0 += rgu[j]; }
+    }
     int gu = act_t(g, PS_SHARD1, S, 2 * fl, ad, i, "moe_gu");
     snprintf(nm, sizeof nm, "L%d.moe.gate.B", i);
     int bg = stacked(g, i, ir_param(g, nm, E * rg, fl, PS_SHARD1), "gate", "B", rg, fl, 0, 0);
     snprintf(nm, sizeof nm, "L%d.moe.up.B", i);
     int bu = stacked(g, i, ir_param(g, nm, E * ru, fl, PS_SHARD1), "up", "B", ru, fl, 0, 0);
-    ir_gemm(g, opnd(z, 0, R), opnd(bg, 0, fl), opnd(gu, 0, 2 * fl), C, fl, rg, C * R, rg * fl, C * 2 * fl, (int)E);
-    ir_gemm(g, opnd(z, rg, R), opnd(bu, 0, fl), opnd(gu, fl, 2 * fl), C, fl, ru, C * R, ru * fl, C * 2 * fl, (int)E);
+    ir_gemm(g, opnd(zsrc[0], zoff[0], zld[0]), opnd(bg, 0, fl), opnd(gu, 0, 2 * fl), C, fl, rg, C * zld[0], rg * fl, C * 2 * fl, (int)E);
+    ir_gemm(g, opnd(zsrc[1], zoff[1], zld[1]), opnd(bu, 0, fl), opnd(gu, fl, 2 * fl), C, fl, ru, C * zld[1], ru * fl, C * 2 * fl, (int)E);
     int gl = act_t(g, PS_SHARD1, S, fl, ad, i, "moe_glu");
     o = k_begin(g, "glu_fwd");
     k_op(g, o, "gate", opnd(gu, 0, 2 * fl), 0, 1); k_op(g, o, "up", opnd(gu, fl, 2 * fl), 0, 1);
@@ -200,21 +431,27 @@ int moe_block(Graph *g, int i, int h) {
     snprintf(chunk, sizeof chunk, "L%d.moe_down_B", i); ir_chunk(g, i, chunk);
     int yd = act_t(g, PS_REPLICATED, S, rd, ad, i, "moe_down_y"), zd = act_t(g, PS_REPLICATED, S, rd, ad, i, "moe_down_z");
     bottleneck(g, ard, yd, zd, S, rd, m->proj[i][PROJ_DOWN].act);
-    ir_tp_copy(g, zd, nm);
-    snprintf(nm, sizeof nm, "L%d.moe.down.B", i);
-    int bd = stacked(g, i, ir_param(g, nm, E * rd, dl, PS_SHARD1), "down", "B", rd, dl, 0, 0);
-    int eo = act_t(g, PS_SHARD1, S, dl, ad, i, "moe_eo");
-    ir_gemm(g, opnd(zd, 0, rd), opnd(bd, 0, dl), opnd(eo, 0, dl), C, dl, rd, C * rd, rd * dl, C * dl, (int)E);
-    int mo = act_t(g, PS_SHARD1, M, dl, ad, i, "moe_out");
-    o = k_begin(g, "moe_combine");
-    k_op(g, o, "eo", opnd(eo, 0, 0), 0, 1);
-    k_op(g, o, "sel", opnd(sel, 0, 0), 0, 1);
-    k_op(g, o, "slot", opnd(slot, 0, 0), 0, 1);
-    k_op(g, o, "gates", opnd(gates, 0, 0), 0, 1);
-    k_op(g, o, "out", opnd(mo, 0, 0), OUT(PS_SHARD1), 0);
-    k_const(o, "rows", (double)M); k_const(o, "cols", (double)dl); k_const(o, "top_k", (double)K);
-    k_const(o, "experts", (double)E); k_const(o, "capacity", (double)C);
-    k_const(o, "lde", (double)dl); k_const(o, "ldo", (double)dl);
+    int mo;
+    if (!sd) {
+        ir_tp_copy(g, zd, nm);
+        snprintf(nm, sizeof nm, "L%d.moe.down.B", i);
+        int bd = stacked(g, i, ir_param(g, nm, E * rd, dl, PS_SHARD1), "down", "B", rd, dl, 0, 0);
+        int eo = act_t(g, PS_SHARD1, S, dl, ad, i, "moe_eo");
+        ir_gemm(g, opnd(zd, 0, rd), opnd(bd, 0, dl), opnd(eo, 0, dl), C, dl, rd, C * rd, rd * dl, C * dl, (int)E);
+        mo = act_t(g, PS_SHARD1, M, dl, ad, i, "moe_out");
+        combine(g, eo, sel, slot, gates, mo, M, dl, K, E, C, PS_SHARD1);
+    } else {
+        /* shared down B: combine the gated rank-rd latents per token [M, rd], then one GEMM to d */
+        int zc = act_t(g, PS_REPLICATED, M, rd, ad, i, "moe_down_zc");
+        combine(g, zd, sel, slot, gates, zc, M, rd, K, E, C, PS_REPLICATED);
+        ir_tp_copy(g, zc, nm);
+        snprintf(nm, sizeof nm, "L%d.moe.down.Bs", i);
+        int bs = ir_param(g, nm, rd, dl, PS_SHARD1);
+        snprintf(nm, sizeof nm, "L%d.shared.down.B", i);
+        ir_part(g, bs, nm, rint_c(0), rint_c(rd), rint_r(0, dl), rint_r(dl, dl), 0, 0, t == 1);
+        mo = act_t(g, PS_SHARD1, M, dl, ad, i, "moe_out");
+        ir_gemm(g, opnd(zc, 0, 0), opnd(bs, 0, 0), opnd(mo, 0, 0), M, dl, rd, 0, 0, 0, 1);
+    }
     snprintf(nm, sizeof nm, "L%d.x", i + 1);
     int xo = ir_keep(g, ir_act(g, PS_SHARD1, M, dl, ad, nm));
     ir_add(g, opnd(h, 0, 0), opnd(mo, 0, 0), opnd(xo, 0, 0), M, dl, PS_SHARD1);
@@ -236,4 +473,30 @@ void moe_tail(Graph *g) {
         k_const(o, "rows", 1);
         o->no_grad = 1;   /* the router's backward carries the load-balance gradient */
     }
+}
+
+/* Closed forms for the report and the cost model (docs/moe.md, "Dispatch"). Elements one
+ * micro-batch's routed slots carry across an expert-parallel all-to-all in the forward pass, out to
+ * the experts' owners and back: every one of the E*C slots counted (padding included; with ep ranks
+ * the share 1/ep that stays on its rank still counts). Full tokens: d out, d back. With `shared`
+ * (MOE_SHARE_* bits): out r_g + r_u when both gate and up A are shared (else d), back r_d when
+ * down B is shared (else d). The backward pass moves the same amounts again. */
+int64_t moe_dispatch_elems(const Run *run, int i, unsigned shared) {
+    const Model *m = &run->model;
+    int64_t S = m->moe_experts * moe_capacity(run), d = m->hidden;
+    int64_t rg = m->proj[i][PROJ_GATE].rank, ru = m->proj[i][PROJ_UP].rank, rd = m->proj[i][PROJ_DOWN].rank;
+    int64_t out = (shared & 3) == 3 ? rg + ru : d, back = (shared & 4) ? rd : d;
+    return S * (out + back);
+}
+
+/* Canonical parameters of layer i's experts (not the router) with the factors in `shared` shared. */
+int64_t moe_expert_params(const Model *m, int i, unsigned shared) {
+    int64_t d = m->hidden, ff = m->moe_ffn, E = m->moe_experts, n = 0;
+    static const int ps[3] = {PROJ_GATE, PROJ_UP, PROJ_DOWN};
+    for (int j = 0; j < 3; j++) {
+        int64_t din = j == 2 ? ff : d, dout = j == 2 ? d : ff, rk = m->proj[i][ps[j]].rank;
+        int64_t outer = j == 2 ? rk * dout : din * rk, inner = j == 2 ? din * rk : rk * dout;   /* token-side, inner */
+        n += E * inner + (((shared >> j) & 1) ? outer : E * outer);
+    }
+    return n;
 }

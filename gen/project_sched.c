@@ -279,7 +279,7 @@ int project_layouts(const Model *m, int layouts[3]) {
     int lowrank = 0;
     for (int l = 0; l < m->layers && !lowrank; l++)
         for (int p = 0; p < NPROJ; p++) if (m->proj[l][p].factor != FACTOR_FULL) lowrank = 1;
-    if (m->moe_experts > 0) { layouts[0] = LAYOUT_BTP; return 1; }
+    if (m->moe_shared) { layouts[0] = LAYOUT_BTP; return 1; }   /* shared expert factors: btp only */
     if (!lowrank) { layouts[0] = LAYOUT_MEGATRON; return 1; }
     layouts[0] = LAYOUT_MEGATRON; layouts[1] = LAYOUT_NAIVE; layouts[2] = LAYOUT_BTP;
     return 3;

@@ -129,7 +129,7 @@ static int mlp_tag(const char *tag, int i) {
     snprintf(pre, sizeof pre, "L%d.", i);
     size_t n = strlen(pre);
     if (strncmp(tag, pre, n)) return 0;
-    static const char *parts[] = {"gu", "gate", "up", "down", "mlp_norm", "router", "moe_gu", "moe_down", "moe_gates"};
+    static const char *parts[] = {"gu", "gate", "up", "down", "mlp_norm", "router", "moe_gu", "moe_gus", "moe_down", "moe_gates"};
     for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) if (!strcmp(tag + n, parts[k])) return 1;
     return 0;
 }
@@ -161,12 +161,21 @@ static void moe_section(const Run *run, const Graph *g, FILE *f, int json) {
     free(dense);
     int64_t M = g->M, E = m->moe_experts, K = m->moe_top_k, C = moe_capacity(run);
     int64_t rgu = m->proj[i][PROJ_GATE].rank + m->proj[i][PROJ_UP].rank, rd = m->proj[i][PROJ_DOWN].rank;
+    /* dispatch bytes per layer and micro-batch, forward + backward: tp-experts from the steps (this
+       run's MoE block collectives, per rank), expert parallelism from the closed forms (all slots) */
+    int64_t asz = (int64_t)ir_dtype_size(ir_act_dtype(g));
+    int64_t tpx = mf.bytes + mb.bytes, epf = 2 * asz * moe_dispatch_elems(run, i, 0);
+    int64_t eps = 2 * asz * moe_dispatch_elems(run, i, MOE_SHARE_GATE_A | MOE_SHARE_UP_A | MOE_SHARE_DOWN_B);
+    int64_t psh = moe_expert_params(m, i, m->moe_shared), pun = moe_expert_params(m, i, 0);
+    int64_t pall = moe_expert_params(m, i, MOE_SHARE_GATE_A | MOE_SHARE_UP_A | MOE_SHARE_DOWN_B);
     if (json) {
         fprintf(f, " \"moe\": {\"layer\": %d, \"experts\": %" PRId64 ", \"top_k\": %" PRId64 ", \"capacity\": %" PRId64 ", \"mlp\": {", i, E, K, C);
         json_coll(f, "forward", &mf, 1); json_coll(f, "backward", &mb, 0);
         fprintf(f, "}, \"dense_mlp\": {");
         json_coll(f, "forward", &df, 1); json_coll(f, "backward", &db, 0);
-        fprintf(f, "}},\n");
+        fprintf(f, "}, \"dispatch\": {\"tp_experts\": {\"bytes\": %" PRId64 "}, \"ep_full\": {\"bytes\": %" PRId64 "}, "
+                   "\"ep_shared\": {\"bytes\": %" PRId64 "}, \"params_shared\": %" PRId64 ", \"params_unshared\": %" PRId64
+                   ", \"params_all_shared\": %" PRId64 ", \"shared\": %u}},\n", tpx, epf, eps, psh, pun, pall, m->moe_shared);
         return;
     }
     fprintf(f, "\n## MoE layers (btp)\n\nLayer %d's MLP is a mixture of %" PRId64 " low-rank experts, top-%" PRId64
@@ -189,6 +198,21 @@ static void moe_section(const Run *run, const Graph *g, FILE *f, int json) {
                "computed on every rank from the all-reduced logits, so tokens never move between ranks). Backward: "
                "the bottlenecks' duals, the norm's dot (M) and the gates' gradient (M*k = %" PRId64 ", fp32).\n",
             M, M * E, E * C * rgu, E * C * rd, M * K);
+    if (m->moe_shared)
+        fprintf(f, "\nShared factors (%s%s%s): the closed forms in the sentence above are for unshared experts, the table counts the emitted steps: a shared A projects each "
+                   "token once, [M, r] all-reduced instead of [E*C, r], and its latent is dispatched in rank space; a "
+                   "shared down B combines in rank space (its dual is [M, r_d] and the gates' gradient needs no "
+                   "all-reduce).\n", (m->moe_shared & 1) ? "gate.A " : "",
+                (m->moe_shared & 2) ? "up.A " : "", (m->moe_shared & 4) ? "down.B" : "");
+    fprintf(f, "\nDispatch per MoE layer and micro-batch, forward + backward. tp-experts: this run's MoE block "
+               "collectives per rank, counted from the emitted steps (the routing is replicated, no token moves). "
+               "Expert parallelism (not built; closed forms, docs/moe.md): the all-to-all volume of all E*C = %" PRId64
+               " slots, out and back, %" PRId64 "-byte elements: full tokens d out and d back; shared gate/up A and "
+               "down B: r_g+r_u out and r_d back. Expert parameters of the layer (router excluded):\n\n"
+               "| placement | dispatch bytes | expert parameters |\n|---|---:|---:|\n", E * C, asz);
+    fprintf(f, "| tp-experts (this run, tp=%d) | ", g->tp); md_bytes(f, (double)tpx); fprintf(f, " | %" PRId64 " |\n", psh);
+    fprintf(f, "| ep, full tokens | "); md_bytes(f, (double)epf); fprintf(f, " | %" PRId64 " |\n", pun);
+    fprintf(f, "| ep, shared gate.A up.A down.B | "); md_bytes(f, (double)eps); fprintf(f, " | %" PRId64 " |\n", pall);
 }
 
 /* Everything the report prints, gathered from the run's schedule and the other layouts'. */

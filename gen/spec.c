@@ -68,8 +68,10 @@ static const Field MOE_FIELDS[] = {
     {"top_k", K_INT, 1, 128, 0, NULL, "1", "experts per token k (at most experts)"},
     {"capacity_factor", K_NUM, 0, 1024, 1, NULL, "1.25", "slots per expert = ceil(c * tokens * top_k / experts)"},
     {"aux_loss", K_NUM, 0, 100, 0, NULL, "0.01", "weight of the load-balance loss"},
+    {"z_loss", K_NUM, 0, 100, 0, NULL, "0", "weight of the router z-loss (mean over tokens of logsumexp(logits)^2)"},
     {"every", K_INT, 1, MAX_LAYERS, 0, NULL, "1", "every n-th layer (from layer 0) is MoE, or function(layer) -> bool"},
     {"expert_ffn", K_INT, 1, 1048576, 0, NULL, NULL, "d_ff of one expert (defaults to the model's ffn)"},
+    {"shared", K_TABLE, 0, 0, 0, NULL, NULL, "factors shared by all experts of a layer: {\"gate.A\", \"up.A\", \"down.B\"} (any subset)"},
     {NULL},
 };
 static const Field COLA_FIELDS[] = {
@@ -837,6 +839,51 @@ static void read_ranks(Ctx *c, const Obj *fo, Model *m) {
         }
 }
 
+/* moe{shared = {"gate.A", ...}}: the factors every expert of a layer shares (m->moe_shared, MOE_SHARE_*).
+ * Only the factors next to the token (gate/up A, down B) can be shared: they move the dispatch into
+ * the rank-r latent space; sharing needs low-rank experts. */
+static void read_moe_shared(Ctx *c, Obj *mo, Model *m) {
+    lua_State *L = c->L;
+    int t = push_field(c, mo, "shared");
+    Loc sloc = key_loc(c, mo, "shared");
+    if (t == LUA_TNIL) { lua_pop(L, 1); return; }
+    static const char *const names[3] = {"gate.A", "up.A", "down.B"};
+    if (t != LUA_TTABLE) {
+        char got[100];
+        describe_value(L, -1, got, sizeof got);
+        spec_error(c, sloc, "moe: shared must be a list of factor names such as {\"gate.A\", \"up.A\", \"down.B\"}, got %s", got);
+    }
+    int n = (int)lua_rawlen(L, -1);
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {   /* only the list part: no other keys */
+        if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) < 1 || lua_tointeger(L, -2) > n)
+            spec_error(c, sloc, "moe: shared is a list of factor names, e.g. shared = {\"gate.A\", \"down.B\"} (no keys)");
+        lua_pop(L, 1);
+    }
+    for (int i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        char got[100];
+        describe_value(L, -1, got, sizeof got);
+        const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        int j = 0;
+        while (s && j < 3 && strcmp(s, names[j])) j++;
+        if (!s || j == 3) {
+            if (s && (!strcmp(s, "gate.B") || !strcmp(s, "up.B") || !strcmp(s, "down.A")))
+                spec_error(c, sloc, "moe: shared factor \"%s\" cannot be shared: it sits inside the expert (after its "
+                           "token-side factor); the factors that can be shared are \"gate.A\", \"up.A\" and \"down.B\"", s);
+            spec_error(c, sloc, "moe: shared names %s, which is no factor of an expert: use \"gate.A\", \"up.A\" or \"down.B\"", got);
+        }
+        if (strcmp(m->family, "cola") && strcmp(m->family, "svd"))
+            spec_error(c, sloc, "moe: shared factor \"%s\" needs low-rank experts, but model %s is %s (full-rank experts have "
+                       "no factors to share): drop shared or use lowrank = cola{...} or svd{...}", s, m->name, m->family);
+        if (m->moe_shared & (1u << j))
+            spec_error(c, sloc, "moe: shared lists \"%s\" twice", s);
+        m->moe_shared |= 1u << j;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
 /* moe{experts=, top_k=, capacity_factor=, aux_loss=, every=, expert_ffn=} into m (after the ranks:
  * the experts use each layer's gate/up/down ranks). */
 static void read_moe(Ctx *c, Obj *o, Model *m) {
@@ -850,6 +897,7 @@ static void read_moe(Ctx *c, Obj *o, Model *m) {
     m->moe_top_k = get_int(c, &mo, "top_k");
     m->moe_capacity = get_num(c, &mo, "capacity_factor");
     m->moe_aux = get_num(c, &mo, "aux_loss");
+    m->moe_z = get_num(c, &mo, "z_loss");
     double ff = m->ffn;
     get_number(c, &mo, "expert_ffn", &ff, 0);
     m->moe_ffn = (int)ff;
@@ -885,10 +933,11 @@ static void read_moe(Ctx *c, Obj *o, Model *m) {
     int any = 0;
     for (int l = 0; l < m->layers; l++) any |= m->moe_layer[l];
     if (!any) spec_error(c, eloc, "moe: 'every' selects no layer of the %d: drop moe{} or select a layer", m->layers);
-    if (strcmp(m->family, "cola") && strcmp(m->family, "svd"))
-        spec_error(c, loc, "moe experts are low-rank like the rest of the model; model family %s is not supported with moe "
-                   "(use lowrank = cola{...} or svd{...})", m->family);
-    for (int l = 0; l < m->layers; l++) {
+    read_moe_shared(c, &mo, m);
+    if (strcmp(m->family, "cola") && strcmp(m->family, "svd") && strcmp(m->family, "full"))
+        spec_error(c, loc, "moe experts are low-rank (cola, svd) or full rank (full, layout megatron); model family %s is not "
+                   "supported with moe (use lowrank = cola{...}, svd{...} or full{})", m->family);
+    for (int l = 0; l < m->layers && strcmp(m->family, "full"); l++) {
         if (!m->moe_layer[l]) continue;
         static const int ps[3] = {PROJ_GATE, PROJ_UP, PROJ_DOWN};
         for (int j = 0; j < 3; j++) {
@@ -1343,9 +1392,9 @@ static void check_run(Ctx *c, const Obj *par, const Obj *feat, const Obj *train)
     if (r->layout != LAYOUT_MEGATRON && !lowrank)
         spec_error(c, layout_loc, "layout %s splits low-rank factors, and %s is full-rank: use layout \"megatron\"",
                    layout_name(r->layout), m->name);
-    if (m->moe_experts && r->layout != LAYOUT_BTP)
-        spec_error(c, layout_loc, "model %s has MoE layers, which are built for layout \"btp\" only (megatron and naive have "
-                   "no MoE block): use layout = \"btp\"", m->name);
+    if (m->moe_experts && m->moe_shared && r->layout != LAYOUT_BTP)
+        spec_error(c, layout_loc, "model %s shares expert factors (moe{shared=}), which is built for layout \"btp\" only: use "
+                   "layout = \"btp\" or drop shared", m->name);
     if (m->moe_experts && m->moe_ffn % r->tp)
         spec_error(c, tp_loc, "the experts' ffn (%d) of model %s must be divisible by tp (%d): each rank holds expert_ffn/tp",
                    m->moe_ffn, m->name, r->tp);

@@ -637,7 +637,7 @@ static int k_xent_bwd(const KCtx *c) {
 static int k_moe_router(const KCtx *c) {
     int64_t rows = ci(c, "rows", 0), E = ci(c, "experts", 0), K = ci(c, "top_k", 1), cap = ci(c, "capacity", 0);
     int64_t ldl = ci(c, "ldl", E), norm = ci(c, "norm", 1);
-    double coef = cf(c, "coef", 0);
+    double coef = cf(c, "coef", 0), zcoef = cf(c, "zcoef", 0), zsum = 0;
     const float *logits = opf(c, "logits");
     float *probs = opf(c, "probs"), *sel = opf(c, "sel"), *gates = opf(c, "gates"), *slot = opf(c, "slot");
     float *src = opf(c, "src"), *aux = opf(c, "aux");
@@ -654,6 +654,11 @@ static int k_moe_router(const KCtx *c) {
         for (int64_t e = 0; e < E; e++) if (l[e] > mx) mx = l[e];
         for (int64_t e = 0; e < E; e++) se += exp((double)l[e] - mx);
         for (int64_t e = 0; e < E; e++) { p[e] = (float)(exp((double)l[e] - mx) / se); psum[e] += p[e]; }
+        if (zcoef > 0) {   /* router z-loss: each token's logsumexp, kept for the backward */
+            double lse = mx + log(se);
+            aux[2 + 2 * E + m] = (float)lse;
+            zsum += lse * lse;
+        }
         memset(taken, 0, (size_t)E);
         double chosen = 0;
         for (int64_t k = 0; k < K; k++) {
@@ -681,6 +686,11 @@ static int k_moe_router(const KCtx *c) {
         a += f * P;
     }
     aux[0] = (float)(coef * (double)E * a);
+    if (zcoef > 0) {
+        double z = zcoef * zsum / (double)rows;
+        aux[1 + 2 * E] = (float)z;
+        aux[0] = (float)(coef * (double)E * a + z);
+    }
     free(count); free(routed); free(psum); free(taken);
     return 0;
 }
@@ -689,7 +699,7 @@ static int k_moe_router(const KCtx *c) {
 static int k_moe_router_bwd(const KCtx *c) {
     int64_t rows = ci(c, "rows", 0), E = ci(c, "experts", 0), K = ci(c, "top_k", 1), norm = ci(c, "norm", 1);
     int64_t lddl = ci(c, "lddl", E), acc = ci(c, "acc", 0);
-    double coef = cf(c, "coef", 0), scale = cf(c, "scale", 1);
+    double coef = cf(c, "coef", 0), scale = cf(c, "scale", 1), zcoef = cf(c, "zcoef", 0);
     const float *probs = opf(c, "probs"), *sel = opf(c, "sel"), *gates = opf(c, "gates"), *aux = opf(c, "aux");
     const float *dgates = opf(c, "dgates");
     float *dl = opf(c, "dlogits");
@@ -710,8 +720,10 @@ static int k_moe_router_bwd(const KCtx *c) {
         double dot = 0;
         for (int64_t e = 0; e < E; e++) dot += (double)p[e] * dp[e];
         float *o = dl + m * lddl;
+        /* z-loss zcoef/rows * sum_m lse_m^2: d/dlogit_e = 2 zcoef lse_m p_e / rows */
+        double zg = zcoef > 0 ? scale * 2 * zcoef * (double)aux[2 + 2 * E + m] / (double)rows : 0;
         for (int64_t e = 0; e < E; e++) {
-            double v = p[e] * (dp[e] - dot);
+            double v = p[e] * (dp[e] - dot) + zg * p[e];
             o[e] = (float)(acc ? o[e] + v : v);
         }
     }

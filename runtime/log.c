@@ -117,6 +117,7 @@ void trainlog_step(TrainLog *lg, const StepReport *r) {
         json_num(lg->json, "lr", r->lr);
         json_num(lg->json, "grad_norm", r->grad_norm);
         if (r->skipped) fprintf(lg->json, ",\"skipped\":true,\"skipped_total\":%lld", (long long)r->skipped_total);
+        if (lg->extra) fputs(lg->extra, lg->json);
         fprintf(lg->json, "}\n");
         fflush(lg->json);
     }

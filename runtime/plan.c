@@ -679,9 +679,10 @@ static int check_moe_extents(Loader *L, const KernelArgs *k) {
         int64_t E = kc(k, "experts", 0), cap = kc(k, "capacity", 1);
         if (E < K || cap < 1) return fail(L, "kernel %s: need 1 <= top_k <= experts and capacity >= 1", kind);
         if (!strcmp(kind, "moe_router") && need_consts(L, k, "capacity")) return -1;
+        int64_t auxn = kernel_num(k, "zcoef", 0) > 0 ? 2 + 2 * E + rows : 1 + 2 * E;   /* with a z-loss: z and each token's lse */
         return kview(L, k, "logits", rows, E, kc(k, "ldl", E)) || kview(L, k, "probs", rows, E, E) ||
                kview(L, k, "sel", rows, K, K) || kview(L, k, "gates", rows, K, K) || kview(L, k, "slot", rows, K, K) ||
-               kview(L, k, "src", 1, E * cap, E * cap) || kview(L, k, "aux", 1, 1 + 2 * E, 1 + 2 * E) ||
+               kview(L, k, "src", 1, E * cap, E * cap) || kview(L, k, "aux", 1, auxn, auxn) ||
                kview(L, k, "dgates", rows, K, K) || kview(L, k, "dlogits", rows, E, kc(k, "lddl", E));
     }
     if (!strcmp(kind, "moe_aux_add")) return kview(L, k, "aux", 1, 1, 1) || kview(L, k, "loss", 1, 1, 1);

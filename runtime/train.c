@@ -25,6 +25,7 @@
 #include "runtime/world.h"        // defines: world_rank
 #include "runtime/grid.h"         // defines: Grid, grid_make, grid_describe
 #include "runtime/pipeline.h"     // defines: Pipeline, pipeline_*
+#include "runtime/moe_stats.h"    // defines: MoeStats, moe_stats_*
 
 typedef struct {
     Plan *plan;
@@ -52,6 +53,7 @@ typedef struct {
     int nprocs, proc;         /* processes of the run (1: ranks are threads) and this one's rank */
     CkptSlice *slices; int nslices;   /* sharded checkpoints: who writes which slice (ckpt_plan_slices) */
     float *local[3]; int local_rank[3], local_param[3];   /* per slot: the rank's local param last read (during a save) */
+    MoeStats moe;             /* MoE routing figures of the current step, for the log */
 } Trainer;
 
 static double now_s(void) {
@@ -409,6 +411,7 @@ static int validate(Trainer *t, double *loss) {
 
 static void trainer_free(Trainer *t) {
     if (t->e) engine_free(t->e);
+    moe_stats_free(&t->moe);
     batcher_free(&t->batcher);
     free(t->canons); free(t->buf); free(t->inputs); free(t->targets);
     free(t->losses); free(t->val_losses); free(t->val_steps);
@@ -475,6 +478,7 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             if (t->pl) continue;
             if (engine_forward_backward(t->e, t->inputs, t->targets, &l, err, sizeof err))
                 return fail(1, "step %d: %s", t->step + 1, err);
+            moe_stats_add(&t->moe, t->e);
             sum += l;
         }
         if (t->pl) {   /* the 1F1B schedule over the grad_accum micro-batches */
@@ -516,6 +520,9 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         StepReport r = {t->step, loss, -1, lr, grad_norm, (double)tokens_per_step / (dt > 0 ? dt : 1e-9), 0, 0, skipped, t->skipped};
         r.eta_s = train_time / (t->step - first_step) * (p->steps - t->step);
         r.avg_tokens_per_s = (double)tokens_per_step * (t->step - first_step) / (train_time > 0 ? train_time : 1e-9);
+        static char moe_json[1 << 16];
+        moe_stats_json(&t->moe, moe_json, sizeof moe_json);
+        lg->extra = moe_json;
         if ((p->eval_every > 0 && t->step % p->eval_every == 0) || t->step == p->steps) {
             if (validate(t, &r.val_loss)) return 1;
             if (r.val_loss >= 0) last_val = r.val_loss;
@@ -638,6 +645,7 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
         t.e = engine_create(p, opt->backend ? opt->backend : "auto", err, sizeof err);
         if (!t.e) { tokenset_close(&ts); trainer_free(&t); return fail(1, "%s", err); }
     }
+    if (moe_stats_init(&t.moe, p, p->dp, p->tp)) { tokenset_close(&ts); trainer_free(&t); return fail(1, "out of memory"); }
 
     char count[32], coll[32], tok[32], ntrain[32], nval[32];
     format_count((double)nparams, count, sizeof count);

@@ -52,6 +52,8 @@ typedef struct {
     int line_open;            /* a progress line without its newline is on the terminal */
     int steps;                /* total steps, for "step 12/200" and the ETA */
     double last_val;          /* the latest validation loss, shown on progress lines (-1: none yet) */
+    const char *extra;        /* more JSON fields for the next step's line (",\"key\":value..."), e.g. MoE
+                                 routing (runtime/moe_stats.h); NULL or "": none */
 } TrainLog;
 
 /* One optimizer step's numbers; val_loss < 0 when not measured at this step. */

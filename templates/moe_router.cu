@@ -1,6 +1,7 @@
 // moe_router: softmax of the router logits, top-k experts per token (ties to the lower index),
 // gates (renormalised over the k chosen when NORM), capacity slots in token order then choice
-// order, the inverse slot map src, and the load-balance statistics aux = [loss, f_e, P_e]. One
+// order, the inverse slot map src, and the load-balance statistics aux = [loss, f_e, P_e] (with a
+// z-loss, ZCOEF > 0: then [.., z-loss, each token's lse] and loss = both). One
 // block walks the tokens in chunks of BLOCK (a thread per token): the chunk's choices go to shared
 // memory, G = BLOCK/E threads per expert count them over G segments, and each assigns its
 // segment's slots from the running count plus the counts of the segments before it, so the
@@ -30,6 +31,7 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}})
             for (int e = 0; e < E; e++) mx = fmaxf(mx, ld(l + e));
             for (int e = 0; e < E; e++) se += expf(ld(l + e) - mx);
             for (int e = 0; e < E; e++) st(probs + m * E + e, expf(ld(l + e) - mx) / se);
+            if ({{ZCOEF}} > 0.f) st(aux + 2 + 2 * E + m, mx + logf(se));   // z-loss: the token's lse
             float chosen = 0.f, prev_p = 2.f;
             int prev_e = -1;
             for (int k = 0; k < K; k++) {   // the k-th largest: below the previous pick in (p desc, e asc) order
@@ -93,9 +95,21 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}})
         st(aux + 1 + E + e, s / (float){{ROWS}});
     }
     __syncthreads();
+    if ({{ZCOEF}} > 0.f) {   // z-loss: each thread sums lse^2 of its tokens, then a fixed-order sum
+        float s = 0.f;
+        for (long long m = t; m < {{ROWS}}; m += B) { const float v = ld(aux + 2 + 2 * E + m); s += v * v; }
+        ((float *)part)[t] = s;
+    }
+    __syncthreads();
     if (t == 0) {
         float a = 0.f;
         for (int e = 0; e < E; e++) a += ld(aux + 1 + e) * ld(aux + 1 + E + e);
-        st(aux, {{COEF}} * (float)E * a);
+        float z = 0.f;
+        if ({{ZCOEF}} > 0.f) {
+            for (int h = 0; h < B; h++) z += ((float *)part)[h];
+            z = {{ZCOEF}} * z / (float){{ROWS}};
+            st(aux + 1 + 2 * E, z);
+        }
+        st(aux, {{COEF}} * (float)E * a + z);
     }
 }

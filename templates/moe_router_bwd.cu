@@ -24,7 +24,9 @@ extern "C" __global__ void __launch_bounds__({{BLOCK}})
                     dp += {{NORM}} ? (dg - gd) / S : dg;
                 }
             if (pass == 0) { dot += ld(p + e) * dp; continue; }
-            const float v = ld(p + e) * (dp - dot);
+            // z-loss ZCOEF/ROWS * sum lse^2: 2*ZCOEF*lse*p_e/ROWS
+            const float zg = {{ZCOEF}} > 0.f ? {{SCALE}} * 2.f * {{ZCOEF}} * ld(aux + 2 + 2 * E + m) / (float){{ROWS}} : 0.f;
+            const float v = ld(p + e) * (dp - dot) + zg * ld(p + e);
             {{T_DLOGITS}} *o = dlogits + m * {{LDDL}} + e;
             st(o, {{ACC}} ? ld(o) + v : v);
         }

@@ -58,8 +58,13 @@ e0=$(awk '$1 == "const.coll_eff" { print $2 }' "$TMP/c0.kv"); e1=$(awk '$1 == "c
 # half the efficiency: the bandwidth part of every TP collective doubles (latency unchanged), so more than 1.5x
 awk -v a="$t0" -v b="$t1" -v e1="$e1" 'BEGIN { exit !(e1 == 0.37 && b > 1.5 * a && b < 2.0 * a + 1e-12) }' && [ "$e0" = 0.74 ] \
   && ok "project --const coll_eff=0.37: TP communication $t0 -> $t1 s" || fail project_const "tp_comm_s $t0 -> $t1, const.coll_eff $e0 -> $e1"
-# a model with MoE layers is projected for btp alone (the generator builds MoE blocks for btp only)
+# a model with MoE layers is projected for all three layouts (megatron: full-rank experts, naive: low-rank
+# experts Megatron-style, btp); one whose experts share factors for btp alone
 $BOOST project cola-7b-tp4 -D model=tiny-cola-moe -D layout=btp --kv >"$TMP/moe.kv" 2>"$TMP/moe.err"; rc=$?
-if [ $rc = 0 ] && grep -q '^seconds_per_iter.btp [0-9]' "$TMP/moe.kv" && ! grep -q 'megatron\|naive' "$TMP/moe.kv" && grep -q '^moe_experts [1-9]' "$TMP/moe.kv"
-then ok "project: an MoE model is projected for btp alone"
+$BOOST project cola-7b-tp4 -D model=tiny-cola-moe-shared -D layout=btp --kv >"$TMP/moes.kv" 2>>"$TMP/moe.err"; rc2=$?
+if [ $rc = 0 ] && [ $rc2 = 0 ] && grep -q '^moe_experts [1-9]' "$TMP/moe.kv" \
+   && grep -q '^seconds_per_iter.btp [0-9]' "$TMP/moe.kv" && grep -q '^seconds_per_iter.naive [0-9]' "$TMP/moe.kv" \
+   && grep -q '^seconds_per_iter.megatron [0-9]' "$TMP/moe.kv" \
+   && grep -q '^seconds_per_iter.btp [0-9]' "$TMP/moes.kv" && ! grep -q 'megatron\|naive' "$TMP/moes.kv"
+then ok "project: an MoE model is projected for megatron, naive and btp; shared expert factors for btp alone"
 else fail project_moe "exit $rc: $(head -2 "$TMP/moe.err") $(grep -c . "$TMP/moe.kv") kv lines"; fi

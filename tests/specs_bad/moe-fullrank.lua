@@ -1,9 +1,10 @@
--- MoE experts are low-rank; a full-rank model cannot take them.
+-- Full-rank experts (layout megatron) have no low-rank factors to share.
 -- expect-at: 7
--- expect: moe experts are low-rank | family full
+-- expect: shared factor "up.A" needs low-rank experts | full-rank
 return run {
   model = model "m" {
     hidden = 128, layers = 2, heads = 4, ffn = 352, vocab = 256,
-    moe = moe { experts = 4, top_k = 2 },
+    moe = moe { experts = 4, top_k = 2, shared = {"up.A"} },
   },
+  parallel = { tp = 2, layout = "megatron" },
 }

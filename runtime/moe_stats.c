@@ -1,0 +1,105 @@
+/* moe_stats.c: per-step MoE routing figures for the training log (moe_stats.h). The router writes
+ * f_e (the fraction of the M*k choices routed to expert e, before capacity), so an expert's load
+ * is f_e*M*k choices and its drops max(0, f_e*M*k - C); the losses are the aux tensor's. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/moe_stats.h"
+
+int moe_stats_init(MoeStats *s, const Plan *p, int dp, int tp) {
+    memset(s, 0, sizeof *s);
+    char nm[64];
+    for (int pass = 0; pass < 2; pass++) {
+        int n = 0;
+        for (int l = 0; l < p->layers; l++) {
+            snprintf(nm, sizeof nm, "L%d.moe_aux", l);
+            int ta = plan_find_tensor(p, nm);
+            snprintf(nm, sizeof nm, "L%d.moe_sel", l);
+            int ts = plan_find_tensor(p, nm);
+            snprintf(nm, sizeof nm, "L%d.moe_src", l);
+            int tc = plan_find_tensor(p, nm);
+            if (ta < 0 || ts < 0 || tc < 0) continue;
+            if (pass) {
+                s->layer[n] = l;
+                int auxn = (int)(p->tensors[ta].rows * p->tensors[ta].cols);
+                s->auxn = auxn > s->auxn ? auxn : s->auxn;
+                snprintf(nm, sizeof nm, "L%d.router_probs", l);
+                int tp_ = plan_find_tensor(p, nm);
+                s->E = tp_ >= 0 ? (int)p->tensors[tp_].cols : (auxn - 1) / 2;
+                s->K = (int)p->tensors[ts].cols;
+                s->M = p->tensors[ts].rows;
+                s->C = p->tensors[tc].rows * p->tensors[tc].cols / (s->E > 0 ? s->E : 1);
+            }
+            n++;
+        }
+        if (!n) return 0;
+        if (!pass) {
+            s->n = n;
+            s->layer = calloc((size_t)n, sizeof *s->layer);
+        }
+    }
+    s->ranks = dp > 0 ? dp : 1; s->tp = tp > 0 ? tp : 1;
+    s->load = calloc((size_t)s->n * (size_t)s->E, sizeof *s->load);
+    s->dropped = calloc((size_t)s->n, sizeof *s->dropped); s->aux = calloc((size_t)s->n, sizeof *s->aux);
+    s->z = calloc((size_t)s->n, sizeof *s->z); s->choices = calloc((size_t)s->n, sizeof *s->choices);
+    s->buf = calloc((size_t)s->auxn + 1, sizeof *s->buf);
+    if (!s->layer || !s->load || !s->dropped || !s->aux || !s->z || !s->choices || !s->buf) { moe_stats_free(s); return -1; }
+    return 0;
+}
+
+void moe_stats_add(MoeStats *s, Engine *e) {
+    if (!s->n) return;
+    char nm[64], err[256];
+    int any = 0;
+    for (int d = 0; d < s->ranks; d++) {
+        int ok = 1;
+        for (int q = 0; q < s->n && ok; q++) {
+            snprintf(nm, sizeof nm, "L%d.moe_aux", s->layer[q]);
+            if (engine_read_tensor(e, d * s->tp, nm, s->buf, err, sizeof err)) { ok = 0; break; }   /* another process's rank */
+            double choices = (double)s->M * s->K, lb = s->buf[0], zl = s->auxn > 1 + 2 * s->E ? s->buf[1 + 2 * s->E] : 0;
+            for (int x = 0; x < s->E; x++) {
+                double routed = nearbyint(s->buf[1 + x] * choices);
+                s->load[q * s->E + x] += routed;
+                if (routed > (double)s->C) s->dropped[q] += routed - (double)s->C;
+            }
+            s->choices[q] += choices;
+            s->aux[q] += lb - zl;   /* aux[0] holds both losses the layer adds */
+            s->z[q] += zl;
+        }
+        any |= ok;
+    }
+    s->mb += any;
+}
+
+void moe_stats_json(MoeStats *s, char *buf, size_t n) {
+    buf[0] = 0;
+    if (!s->n || !s->mb || n < 64) return;
+    size_t k = 0;
+#define PUT(...) do { int w_ = snprintf(buf + k, n - k, __VA_ARGS__); if (w_ < 0 || (size_t)w_ >= n - k) { buf[0] = 0; goto out; } k += (size_t)w_; } while (0)
+    PUT(",\"moe_layers\":[");
+    for (int q = 0; q < s->n; q++) PUT("%s%d", q ? "," : "", s->layer[q]);
+    PUT("],\"moe_load\":[");
+    for (int q = 0; q < s->n; q++) {
+        PUT("%s[", q ? "," : "");
+        for (int x = 0; x < s->E; x++) PUT("%s%.0f", x ? "," : "", s->load[q * s->E + x]);
+        PUT("]");
+    }
+    PUT("],\"moe_dropped\":[");
+    for (int q = 0; q < s->n; q++) PUT("%s%.6g", q ? "," : "", s->choices[q] > 0 ? s->dropped[q] / s->choices[q] : 0.0);
+    PUT("],\"moe_aux_loss\":[");
+    for (int q = 0; q < s->n; q++) PUT("%s%.6g", q ? "," : "", s->aux[q] / s->mb);
+    PUT("],\"moe_z_loss\":[");
+    for (int q = 0; q < s->n; q++) PUT("%s%.6g", q ? "," : "", s->z[q] / s->mb);
+    PUT("]");
+#undef PUT
+out:
+    memset(s->load, 0, (size_t)s->n * (size_t)s->E * sizeof *s->load);
+    for (int q = 0; q < s->n; q++) s->dropped[q] = s->aux[q] = s->z[q] = s->choices[q] = 0;
+    s->mb = 0;
+}
+
+void moe_stats_free(MoeStats *s) {
+    free(s->layer); free(s->load); free(s->dropped); free(s->aux); free(s->z); free(s->choices); free(s->buf);
+    memset(s, 0, sizeof *s);
+}
