@@ -576,7 +576,8 @@ rmsnorm_fwd_r256_c64_ldx64_ldo64_dv128_e1em05_bf16_b256(const bf16 *x, const bf1
 
 // moe_router: softmax of the router logits, top-k experts per token (ties to the lower index),
 // gates (renormalised over the k chosen when NORM), capacity slots in token order then choice
-// order, the inverse slot map src, and the load-balance statistics aux = [loss, f_e, P_e]. One
+// order, the inverse slot map src, and the load-balance statistics aux = [loss, f_e, P_e] (with a
+// z-loss, ZCOEF > 0: then [.., z-loss, each token's lse] and loss = both). One
 // block walks the tokens in chunks of BLOCK (a thread per token): the chunk's choices go to shared
 // memory, G = BLOCK/E threads per expert count them over G segments, and each assigns its
 // segment's slots from the running count plus the counts of the segments before it, so the
@@ -606,6 +607,7 @@ moe_router_r256_E4_k2_C160_ldl4_n1_cf0p01_bf16_b256(const bf16 *logits, float *p
             for (int e = 0; e < E; e++) mx = fmaxf(mx, ld(l + e));
             for (int e = 0; e < E; e++) se += expf(ld(l + e) - mx);
             for (int e = 0; e < E; e++) st(probs + m * E + e, expf(ld(l + e) - mx) / se);
+            if (0.f > 0.f) st(aux + 2 + 2 * E + m, mx + logf(se));   // z-loss: the token's lse
             float chosen = 0.f, prev_p = 2.f;
             int prev_e = -1;
             for (int k = 0; k < K; k++) {   // the k-th largest: below the previous pick in (p desc, e asc) order
@@ -669,10 +671,22 @@ moe_router_r256_E4_k2_C160_ldl4_n1_cf0p01_bf16_b256(const bf16 *logits, float *p
         st(aux + 1 + E + e, s / (float)256);
     }
     __syncthreads();
+    if (0.f > 0.f) {   // z-loss: each thread sums lse^2 of its tokens, then a fixed-order sum
+        float s = 0.f;
+        for (long long m = t; m < 256; m += B) { const float v = ld(aux + 2 + 2 * E + m); s += v * v; }
+        ((float *)part)[t] = s;
+    }
+    __syncthreads();
     if (t == 0) {
         float a = 0.f;
         for (int e = 0; e < E; e++) a += ld(aux + 1 + e) * ld(aux + 1 + E + e);
-        st(aux, 0.01f * (float)E * a);
+        float z = 0.f;
+        if (0.f > 0.f) {
+            for (int h = 0; h < B; h++) z += ((float *)part)[h];
+            z = 0.f * z / (float)256;
+            st(aux + 1 + 2 * E, z);
+        }
+        st(aux, 0.01f * (float)E * a + z);
     }
 }
 
@@ -1113,7 +1127,9 @@ moe_router_bwd_r256_E4_k2_n1_cf0p01_sc1_acc0_lddl4_bf16_b256(const float *probs,
                     dp += 1 ? (dg - gd) / S : dg;
                 }
             if (pass == 0) { dot += ld(p + e) * dp; continue; }
-            const float v = ld(p + e) * (dp - dot);
+            // z-loss ZCOEF/ROWS * sum lse^2: 2*ZCOEF*lse*p_e/ROWS
+            const float zg = 0.f > 0.f ? 1.f * 2.f * 0.f * ld(aux + 2 + 2 * E + m) / (float)256 : 0.f;
+            const float v = ld(p + e) * (dp - dot) + zg * ld(p + e);
             bf16 *o = dlogits + m * 4 + e;
             st(o, 0 ? ld(o) + v : v);
         }
