@@ -57,6 +57,8 @@ static int projection_fields(const Projection *p, Field *f) {
     f[n++] = (Field){"tp_comm_s", p->tp_comm_s};
     f[n++] = (Field){"pp_send_s", p->pp_send_s};
     f[n++] = (Field){"dp_comm_s", p->dp_comm_s};
+    f[n++] = (Field){"dp_total_s", p->dp_total_s};
+    f[n++] = (Field){"dp_hidden_s", p->dp_hidden_s};
     f[n++] = (Field){"stage_s", p->stage_s};
     f[n++] = (Field){"bubble", p->bubble};
     f[n++] = (Field){"gemm_tflop_per_gpu", p->gemm_flops / 1e12};
@@ -219,6 +221,12 @@ static int project_main(Run *run, int argc, char **argv) {
         printf("%-9s %9.4f %9.4f %9.4f | %8.4f %8.4f %8.4f %8.4f %8.4f | %8.4f %8.4f %8.4f %7.1f%%\n",
                layout_name(layouts[i]), p->seconds, p->compute_s, p->comm_s, p->gemm_s, p->kernel_s, p->attn_s,
                p->recompute_s, p->optim_s, p->tp_comm_s, p->pp_send_s, p->dp_comm_s, 100 * p->bubble);
+    }
+    if (run->dp > 1) {
+        printf("\ndp gradient reduction, the emitted buckets (dp-comm above is the part not hidden):\n");
+        for (int i = 0; i < nl; i++)
+            printf("  %-9s %.4f s in all, %.4f s hidden behind the rest of the backward (%.0f%%)\n", layout_name(layouts[i]),
+                   proj[i].dp_total_s, proj[i].dp_hidden_s, proj[i].dp_total_s > 0 ? 100 * proj[i].dp_hidden_s / proj[i].dp_total_s : 0);
     }
     printf("\ncollectives of one layer, one micro-batch (elements, bf16 bytes):\n");
     for (int i = 0; i < nl; i++) {

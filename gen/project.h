@@ -91,6 +91,8 @@ typedef struct {
                                  and the pipeline's idle share of them */
     double comm_s;            /* TP collectives + pipeline sends + DP gradient all-reduce */
     double gemm_s, kernel_s, attn_s, recompute_s, tp_comm_s, pp_send_s, dp_comm_s, optim_s;
+    double dp_total_s;        /* the emitted dp buckets' time (dp_comm_s: the part not hidden) */
+    double dp_hidden_s;       /* the part of it that overlaps the rest of the backward */
     double bubble;            /* (pp-1)/(m+pp-1) */
     double stage_s;           /* one micro-batch forward+backward through the slowest stage */
     double gemm_flops;        /* per iteration per GPU */
