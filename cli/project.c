@@ -123,7 +123,7 @@ static int project_main(Run *run, int argc, char **argv) {
     if (!run_arg) { project_usage(stderr); return 2; }
     if (json && kv) { fprintf(stderr, "boost project: choose --json or --kv, not both\n"); return 2; }
 
-    int rc = spec_load_run(run_arg, ov, nov, run, err, sizeof err);
+    int rc = spec_load_run_projection(run_arg, ov, nov, run, err, sizeof err);
     if (rc) { fprintf(stderr, "%s\n", err); return rc; }
 
     int layouts[3];

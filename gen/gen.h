@@ -13,6 +13,9 @@
  * Overrides are applied after the spec is evaluated and checked like spec fields.
  * Returns 0, or 2 with a message in err. */
 int spec_load_run(const char *run_arg, const Override *ov, int nov, Run *run, char *err, size_t errlen);
+/* The same for the cost model (boost project): a pipeline run with fewer micro-batches than stages is
+ * priced (its bubble is large) instead of refused; plans still need grad_accum >= pp. */
+int spec_load_run_projection(const char *run_arg, const Override *ov, int nov, Run *run, char *err, size_t errlen);
 
 /* Parse "-D name=value" style arguments: returns the number of overrides stored in ov (at most
  * max), or -1 with a message when one is malformed. */

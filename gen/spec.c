@@ -281,6 +281,7 @@ typedef struct {
     char specs_dir[PATH_LEN];
     char run_path[PATH_LEN];
     Run *run;
+    int for_projection;      /* boost project: a run priced, not planned (grad_accum < pp is allowed) */
 } Ctx;
 
 /* Where a message points: a file and line, or a -D override. */
@@ -1415,7 +1416,7 @@ static void check_run(Ctx *c, const Obj *par, const Obj *feat, const Obj *train)
             spec_error(c, key_loc(c, train, "grad_accum"), "interleaved 1F1B takes micro-batches in groups of pp: grad_accum (%d) "
                        "must be a multiple of pp (%d), e.g. %d", r->grad_accum, r->pp, r->pp * ((r->grad_accum + r->pp - 1) / r->pp));
     }
-    if (r->pp > 1 && r->grad_accum < r->pp) {
+    if (r->pp > 1 && r->grad_accum < r->pp && !c->for_projection) {
         spec_error(c, key_loc(c, train, "grad_accum"), "grad_accum (%d) is less than pp (%d): the 1F1B pipeline "
                    "needs at least pp micro-batches per optimizer step; set train.grad_accum to %d or more (e.g. -D grad_accum=%d)",
                    r->grad_accum, r->pp, r->pp, 2 * r->pp);
@@ -1534,9 +1535,11 @@ static void display_path(const char *path, char *out, size_t n) {
     else copy_str(out, n, path);
 }
 
-int spec_load_run(const char *run_arg, const Override *ov, int nov, Run *run, char *err, size_t errlen) {
+static int load_run(const char *run_arg, const Override *ov, int nov, int for_projection, Run *run, char *err,
+                    size_t errlen) {
     Ctx ctx = {0};
     Ctx *c = &ctx;
+    c->for_projection = for_projection;
     c->ov = ov;
     c->nov = nov < 0 ? 0 : nov;
     if (!run_arg || !*run_arg) { snprintf(err, errlen, "no run spec given (a path or a name in specs/runs)"); return 2; }
@@ -1599,4 +1602,12 @@ int spec_load_run(const char *run_arg, const Override *ov, int nov, Run *run, ch
     if (rc == 0) *run = *out;
     free(out);
     return rc ? 2 : 0;
+}
+
+int spec_load_run(const char *run_arg, const Override *ov, int nov, Run *run, char *err, size_t errlen) {
+    return load_run(run_arg, ov, nov, 0, run, err, errlen);
+}
+
+int spec_load_run_projection(const char *run_arg, const Override *ov, int nov, Run *run, char *err, size_t errlen) {
+    return load_run(run_arg, ov, nov, 1, run, err, errlen);
 }

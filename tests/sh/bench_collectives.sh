@@ -27,10 +27,12 @@ for mf in specs/models/*.lua; do
   kv() { awk -v k="$1" '$1 == k { print $2; exit }' "$TMP/kv"; }
   d=$(kv hidden); ff=$(kv ffn); r=$(kv rank)
   dkv=$((d / $(kv heads) * $(kv kv_heads)))     # k and v width: d for MHA, less with GQA
-  if [ "$(kv moe_experts)" != 0 ]; then   # projected for btp alone; its closed forms are checked in test_moe
-    if [ -n "$(kv layer_fwd_elems.btp)" ] && [ -z "$(kv layer_fwd_elems.megatron)" ]; then
-      echo "ok - collectives_$model # SKIP MoE layers: projected for btp alone, no closed form here (test_moe checks it)"
-    else fail "collectives_$model" "an MoE model should be projected for btp alone"; fi
+  if [ "$(kv moe_experts)" != 0 ]; then   # its closed forms are checked in test_moe and test_moe_layouts
+    # every layout is projected, except with expert factors shared across experts (btp only)
+    if grep -q 'shared *=' "$mf"; then want="btp"; else want="megatron naive btp"; fi
+    miss=""; for l in $want; do [ -n "$(kv layer_fwd_elems.$l)" ] || miss="$miss $l"; done
+    [ -z "$miss" ] && ok "collectives_$model: MoE layers projected for $want (closed forms: test_moe)" \
+      || fail "collectives_$model" "an MoE model should be projected for $want; missing:$miss"
     n=$((n + 1)); continue
   fi
   if [ "$(kv rank_uniform)" != 1 ]; then

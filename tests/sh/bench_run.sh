@@ -9,12 +9,14 @@ unset BENCH_MODELS BENCH_OTHER_GPUS BENCH_RUN BENCH_GPU BENCH_GRAD_ACCUM
 if ! bash bench/run.sh -o "$out" >"$TMP/log" 2>&1; then fail bench_run_exits_0 "$(tail -3 "$TMP/log")"; exit 1; fi
 ok bench_run_exits_0
 grep -q '^| cola-llama-7b | h200 | 4 | 1 | [0-9.]* |' "$out" && ok bench_other_gpu || fail bench_other_gpu "no h200 row for 7B"
-# every model file has a row: megatron for a dense or low-rank one, btp alone for one with MoE layers
+# every model file has a row: megatron for a dense, low-rank or MoE one, except MoE with expert
+# factors shared across experts (btp only); and a btp "(MoE layers)" row for each MoE model
 nmodels=$(ls specs/models/*.lua | wc -l); nmoe=$(grep -l 'moe *{' specs/models/*.lua | wc -l)
+nshared=$(grep -l 'moe *{' specs/models/*.lua | xargs grep -l 'shared *=' | wc -l)
 rows=$(grep -c '^| [a-z0-9-]* | [0-9]* | [0-9]* | [0-9]* | megatron |' "$out")
 moe_rows=$(grep -c '^| [a-z0-9-]* | [0-9]* | [0-9]* | [0-9]* | btp | .*(MoE layers)' "$out")
-[ "$rows" = $((nmodels - nmoe)) ] && [ "$moe_rows" = "$nmoe" ] && [ "$nmoe" -gt 0 ] && ok bench_every_model \
-  || fail bench_every_model "$rows megatron rows and $moe_rows MoE rows for $nmodels models ($nmoe with MoE layers)"
+[ "$rows" = $((nmodels - nshared)) ] && [ "$moe_rows" = "$nmoe" ] && [ "$nmoe" -gt 0 ] && ok bench_every_model \
+  || fail bench_every_model "$rows megatron rows and $moe_rows MoE rows for $nmodels models ($nmoe with MoE layers, $nshared with shared factors)"
 grep -q 'differs\*\*\|not projected\|failed' "$out" && fail bench_closed_forms "$(grep -m3 'differs\*\*\|not projected\|failed' "$out")" \
   || ok bench_closed_forms
 # the fitted collective efficiency is the one in use, and every constant has its sensitivity rows
