@@ -30,7 +30,7 @@ steps=1   # step 1's loss (forward), gradient norm (the dp reduction) and final 
 # others start once its NCCL id is written
 world() {
   local plan=$1 n=$2 warm=${3:-} out="$TMP/$1.w"
-  local args=(train --plan "$TMP/$plan" --backend cuda --val-batches 1 -D steps=$steps -o "$out")
+  local args=(train --plan "$TMP/$plan" --backend cuda --val-batches 1 -D steps=$steps --ckpt-format full -o "$out")   # full files: compared below
   export BOOST_EMU_SOURCE="$TMP/$plan/kernels.cu"
   BOOST_WORLD_SIZE=$n BOOST_RANK=0 timeout 300 "$BOOST" "${args[@]}" --log "$out.jsonl" >"$out.0.out" 2>&1 &
   local pid0=$! pids=() t=0
