@@ -5,7 +5,8 @@
 # Usage: bash bench/cpu_vs_torch.sh [-o FILE.md] [--quick] [--dry]
 #   --quick  tiny-cola only, fewer steps (what a test may run); --dry  print the commands only
 # Knobs: CPU_BENCH_SHAPES ("tiny-cola cola-60m cola-130m"), CPU_BENCH_TPS ("1 2"), CPU_BENCH_STEPS
-# (6; the first 2 are left out), CPU_BENCH_COMPILE (0), BOOST_THREADS (passed through).
+# (6; the first 2 are left out), CPU_BENCH_COMPILE (0), CPU_BENCH_PROFILE (1: append BOOST_PROFILE=1's
+# per-kind table of each shape at tp=1 to the file), BOOST_THREADS (passed through).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 BOOST=${BOOST:-./bin/boost}
@@ -105,6 +106,19 @@ for s in $shapes; do
     echo "| $s | $t | $b | $e | $(ratio "$b" "$e") | $( [ "$c" = nan ] && echo - || echo "$c") | $(ratio "$b" "$c") |" | tee -a "$md"
   done
 done
+if [ "${CPU_BENCH_PROFILE:-1}" = 1 ]; then   # where BOOST's time goes at tp=1 (runtime/profile.c)
+  {
+    echo
+    echo "## Where BOOST's time goes (tp=1, BOOST_PROFILE=1, one rank, the same batch and steps)"
+  } >>"$md"
+  for s in $shapes; do
+    r=$(run_of "$s") || exit 2
+    # shellcheck disable=SC2046
+    BOOST_PROFILE=1 "$tmp/boost" train "$r" $(defs x 1) -D eval_every=100000 --backend cpu --quiet --log "$tmp/prof.json" \
+      >"$tmp/prof.out" 2>&1
+    { echo; echo "$s:"; echo; echo '```'; sed -n '/^boost profile/,$p' "$tmp/prof.out" | head -24; echo '```'; } >>"$md"
+  done
+fi
 mkdir -p "$(dirname "$out")"
 if [ -f "$out" ] && grep -q '^## Notes' "$out"; then   # keep hand-written notes below the table
   { echo; sed -n '/^## Notes/,$p' "$out"; } >>"$md"

@@ -17,6 +17,7 @@
 #include "runtime/backend.h"
 #include "runtime/runtime.h"
 #include "runtime/world.h"
+#include "runtime/profile.h"
 #include "runtime/grid.h"
 #include "runtime/comm_mpi.h"   // defines: comm_mpi_launched
 
@@ -52,6 +53,7 @@ struct Engine {
     int async_colls;
     int skip_waits;               /* BOOST_TEST_SKIP_COLL_WAIT=1: leave the waits out (tests show the hazard is caught) */
     int *first_use, *wait_first, *wait_list;
+    StepProfile *prof;            /* BOOST_PROFILE=1: rank `lead`'s seconds per step (runtime/profile.h), else NULL */
 };
 
 /* The tensor-parallel rank of grid rank `rank` (what %r means in the plan) and its dp rank. */
@@ -146,6 +148,7 @@ static void engine_release(Engine *e) {
     pthread_cond_destroy(&e->cv_done);
     free(e->threads); free(e->ranks); free(e->rank_err);
     free(e->first_use); free(e->wait_first); free(e->wait_list);
+    if (e->prof) { profile_print(e->prof, stderr); profile_free(e->prof); }
     free(e);
 }
 
@@ -236,18 +239,6 @@ static void overlap_first_use(const Plan *p, int end, int no_overlap, int *first
     }
 }
 
-static double step_gemm_flops(const Plan *p, const PlanStep *st) {
-    if (st->kind == ST_GEMM || st->kind == ST_BATCHED_GEMM)
-        return 2.0 * st->gemm.m * st->gemm.n * st->gemm.k * (st->gemm.batch > 1 ? st->gemm.batch : 1);
-    double f = 0;
-    if (st->kind == ST_GROUPED_GEMM)
-        for (int i = 0; i < st->nmembers; i++) {
-            const GemmArgs *g = &p->members[st->first_member + i];
-            f += 2.0 * g->m * g->n * g->k;
-        }
-    return f;
-}
-
 static int is_compute(const PlanStep *st) { return st->kind <= ST_KERNEL; }
 
 /* Steps after `from` (up to the section's next collective) that could run before step `from`: a
@@ -267,7 +258,7 @@ static void movable_after(const Plan *p, int c, int from, int end, int *nsteps, 
             int nu = step_accesses(p, &p->steps_[u], ua, MAX_ACCESS);
             if (accesses_conflict(ta, nt, ua, nu)) free_ = 0;
         }
-        if (free_) { (*nsteps)++; *flops += step_gemm_flops(p, st); }
+        if (free_) { (*nsteps)++; *flops += plan_step_flops(p, st); }
     }
 }
 
@@ -288,7 +279,7 @@ static void movable_before(const Plan *p, int c, int *nsteps, double *flops) {
             int nu = step_accesses(p, &p->steps_[u], ua, MAX_ACCESS);
             if (accesses_conflict(ta, nt, ua, nu)) free_ = 0;
         }
-        if (free_) { (*nsteps)++; *flops += step_gemm_flops(p, st); }
+        if (free_) { (*nsteps)++; *flops += plan_step_flops(p, st); }
     }
 }
 
@@ -317,13 +308,13 @@ int plan_overlap_report(const Plan *p, char *out, size_t n) {
         for (int s = 0; s < end; s++) {
             const PlanStep *st = &p->steps_[s];
             if (st->section != sec) continue;
-            flops_total += step_gemm_flops(p, st);
+            flops_total += plan_step_flops(p, st);
             if (fu[s] < 0) continue;
             ncoll++;
             int k = 0;
             double f = 0;
             for (int t = s + 1; t < fu[s] && t < end; t++)
-                if (is_compute(&p->steps_[t])) { k++; f += step_gemm_flops(p, &p->steps_[t]); }
+                if (is_compute(&p->steps_[t])) { k++; f += plan_step_flops(p, &p->steps_[t]); }
             if (k) nover++;
             steps_between += k; flops_between += f;
             if (fu[s] < end) {
@@ -358,7 +349,7 @@ int plan_overlap_report(const Plan *p, char *out, size_t n) {
         int k = 0;
         double f = 0;
         for (int t = s + 1; t < fu[s] && t < end; t++)
-            if (is_compute(&p->steps_[t])) { k++; f += step_gemm_flops(p, &p->steps_[t]); }
+            if (is_compute(&p->steps_[t])) { k++; f += plan_step_flops(p, &p->steps_[t]); }
         char fb[32];
         fmt_flops(f, fb, sizeof fb);
         if (fu[s] < end)
@@ -453,6 +444,7 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
             if (e->first_use[s] >= 0) e->wait_list[e->wait_first[e->first_use[s]] + fill[e->first_use[s]]++] = s;
         free(fill);
     }
+    e->prof = profile_open(plan, be->name);
     const char *verbose = getenv("BOOST_VERBOSE");
     if (verbose && *verbose == '1' && e->lead == 0) {
         char rep[8192];
@@ -525,9 +517,6 @@ static void *resolve(Engine *e, int rank, const Operand *op) {
     return base + rank_int(op->off, tp_of(e, rank)) * (int64_t)esize;
 }
 
-static const char *STEP_NAMES[] = {"gemm", "batched_gemm", "grouped_gemm", "kernel", "allreduce", "allgather",
-                                   "save", "recompute begin", "recompute end", "optimizer", "reduce_scatter",
-                                   "gather_shards"};
 
 static int run_step(Engine *e, int rank, const PlanStep *st) {
     const Backend *be = e->be;
@@ -579,7 +568,7 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
     }
     if (rc) {
         snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "%.200s:%d: %s step failed on rank %d: %.250s", e->p->path, st->line,
-                 STEP_NAMES[st->kind], rank, backend_msg(e, rank));
+                 plan_step_kind_name(st->kind), rank, backend_msg(e, rank));
         return -1;
     }
     return 0;
@@ -621,8 +610,12 @@ static int job_pass(Engine *e, int rank, void *argp) {
         const PlanStep *st = &e->p->steps_[s];
         if (e->async_colls && wait_colls(e, rank, e->wait_first[s], e->wait_first[s + 1])) return -1;
         if ((st->kind == ST_ALLREDUCE || st->kind == ST_REDUCE_SCATTER) && st->coll.last_micro && !a->last) continue;   /* micro=last */
+        int timed = e->prof && a->backward && rank == e->lead;   /* training passes only (not evaluation) */
+        double t0 = timed ? profile_now() : 0;
         if (run_step(e, rank, st)) return -1;
+        if (timed) profile_step(e->prof, s, profile_now() - t0);
     }
+    if (e->prof && a->backward && rank == e->lead) profile_pass(e->prof);
     if (!replayed && e->be->pass_end && e->be->pass_end(R, a->backward)) {
         snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "rank %d: %s", rank, backend_msg(e, rank));
         return -1;
@@ -723,10 +716,12 @@ static int job_sq(Engine *e, int rank, void *argp) {
 
 static int job_adamw(Engine *e, int rank, void *argp) {
     OptArg *a = argp;
+    double t0 = e->prof && rank == e->lead ? profile_now() : 0;
     if (e->be->adamw(e->ranks[rank], a->lr, a->scale, a->t) || e->be->zero_grads(e->ranks[rank])) {
         snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "optimizer step failed on rank %d: %s", rank, backend_msg(e, rank));
         return -1;
     }
+    if (e->prof && rank == e->lead) profile_optimizer(e->prof, profile_now() - t0);
     for (int s = e->bwd1; s < e->p->nsteps; s++)   /* zero=1: the updated shards to every dp rank */
         if (e->p->steps_[s].kind == ST_GATHER_SHARDS && run_step(e, rank, &e->p->steps_[s])) return -1;
     return 0;

@@ -63,6 +63,24 @@ static int catalog_find(const char *kind) {
 
 const char *plan_catalog_kind(int i) { return i >= 0 && i < NCATALOG ? CATALOG[i].kind : NULL; }
 
+double plan_step_flops(const Plan *p, const PlanStep *st) {
+    if (st->kind == ST_GEMM || st->kind == ST_BATCHED_GEMM)
+        return 2.0 * st->gemm.m * st->gemm.n * st->gemm.k * (st->gemm.batch > 1 ? st->gemm.batch : 1);
+    double f = 0;
+    if (st->kind == ST_GROUPED_GEMM)
+        for (int i = 0; i < st->nmembers; i++) {
+            const GemmArgs *g = &p->members[st->first_member + i];
+            f += 2.0 * g->m * g->n * g->k;
+        }
+    return f;
+}
+
+const char *plan_step_kind_name(int kind) {
+    static const char *names[] = {"gemm", "batched_gemm", "grouped_gemm", "kernel", "allreduce", "allgather", "save",
+                                  "recompute begin", "recompute end", "optimizer", "reduce_scatter", "gather_shards"};
+    return kind >= 0 && kind < (int)(sizeof names / sizeof names[0]) ? names[kind] : "step";
+}
+
 int plan_catalog_operand(const char *kind, int o, char *key, size_t n, int *dtype, int *optional) {
     int c = catalog_find(kind);
     if (c < 0) return -1;

@@ -83,6 +83,8 @@ typedef struct {
 int plan_catalog_operand(const char *kind, int o, char *key, size_t n, int *dtype, int *optional);
 /* The catalog's i-th kind, NULL past the last. */
 const char *plan_catalog_kind(int i);
+/* A step kind's name as plan.txt spells it (enum StepKind), "step" when out of range. */
+const char *plan_step_kind_name(int kind);
 
 /* A kernel's operands (in catalog order) and constants, as key/value pairs. */
 typedef struct {
@@ -166,4 +168,7 @@ int kernel_has(const KernelArgs *k, const char *key);
 int64_t kernel_int(const KernelArgs *k, const char *key, int rank, int64_t dflt);
 double kernel_num(const KernelArgs *k, const char *key, double dflt);
 
+/* The GEMM FLOPs of one step (2*m*n*k per GEMM, times the batch; grouped: summed over the members);
+ * 0 for every other kind. */
+double plan_step_flops(const Plan *p, const PlanStep *st);
 #endif
