@@ -13,8 +13,9 @@ BLAS_A  := $(firstword $(wildcard $(LIBDIR)/openblas-pthread/libopenblas.a $(LIB
 # OpenMP's runtime linked statically too, so bin/boost runs where libgomp is not installed
 GOMP_A  := $(shell $(CC) -print-file-name=libgomp.a)
 LDLIBS  := $(LUA_A) $(BLAS_A) $(GOMP_A) -lm -lpthread -ldl
-# the CPU backend's kernels: vectorised (-O3; sqrt without errno) and split over threads (OpenMP)
-CPU_FAST := -O3 -fno-math-errno -fopenmp
+# the CPU backend's kernels: vectorised (-O3; sqrt without errno; -fno-trapping-math lets the compares
+# of exp's range clamps become selects, so those loops vectorise: same bits) and split over threads (OpenMP)
+CPU_FAST := -O3 -fno-math-errno -fno-trapping-math -fopenmp
 
 GEN_SRC := $(wildcard gen/*.c)
 RT_SRC  := $(wildcard runtime/*.c)

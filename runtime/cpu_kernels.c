@@ -99,7 +99,7 @@ static inline float fexp(float x) {
     float sc;
     memcpy(&sc, &bits, sizeof sc);
     float y = p * sc;
-    if (x > 88.7f) y = INFINITY;
+    y = x > 88.7f ? INFINITY : y;   /* selects, not branches: the loops around it vectorise */
     return x < -87.3f ? 0.0f : y;
 }
 
