@@ -406,8 +406,9 @@ void pipeline_free(Pipeline *pl) {
         free(pl->chan[c].q);
         pthread_mutex_destroy(&pl->chan[c].mu); pthread_cond_destroy(&pl->chan[c].cv);
     }
-    for (int i = 0; i < pl->nsend; i++) { comm_mpi_wait(&pl->sreq[i]); free(pl->sbuf[i]); }
-    free(pl->sreq); free(pl->sbuf);
+    /* sends still outstanding (only after a failure): not waited for, as their receivers may be gone
+     * (the job is about to stop, comm_mpi_finish); their buffers stay allocated, MPI may still read them */
+    if (!pl->nsend) { free(pl->sreq); free(pl->sbuf); }
     comm_mpi_free(pl->stage_comm);
     free(pl->canon_stage); free(pl->canon_idx);
     free(pl);
