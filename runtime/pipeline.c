@@ -15,6 +15,7 @@
 #include "runtime/pipeline.h"
 #include "runtime/world.h"
 #include "runtime/comm_mpi.h"   // defines: CommMpi, CommReq, comm_mpi_*
+#include "runtime/cpu.h"        // defines: cpu_threads_set
 
 #define PL_MAX_STAGES 64
 
@@ -256,6 +257,10 @@ static int open_mpi_stages(Pipeline *pl, int wrank, int wsize, char *err, size_t
     for (int s = pl->me; s < pl->nv && !rc; s += pl->pp)   /* the stages of pipeline rank me, in order */
         if (!(pl->eng[s] = engine_create_stage(pl->plans[s], pl->r0, pl->nlocal, err, errlen))) rc = -1;
     comm_mpi_set_scope(NULL);
+    /* the node's cores shared by its processes (a stage of one rank opened its Engine as threads,
+     * which takes them all); the bits do not depend on it */
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!rc) cpu_threads_set(local && atoi(local) > 0 ? atoi(local) : wsize);
     return rc;
 }
 
