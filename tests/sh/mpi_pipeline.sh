@@ -10,7 +10,7 @@
 # and added in stage then rank order, exactly as the threads add them. A pp=2 x tp=2 checkpoint of
 # the threads resumed by 4 processes at pp=4 x tp=1 logs what the threads' resume logs. A world that
 # does not hold the grid, sharded checkpoints, another backend and a world without mpirun exit 2;
-# a rank killed mid-run stops the job. Without mpirun every part prints a skip line.
+# a rank killed mid-run stops the job. Without mpirun it prints a skip line.
 . tests/sh/lib.sh
 if ! command -v mpirun >/dev/null; then
   ok "mpi_pipeline # SKIP mpirun is not installed (Debian's openmpi-bin, tools/install-deps.sh)"; exit 0
