@@ -30,6 +30,7 @@ static struct {
     int (*Irecv)(void *, int, Handle, int, int, Handle, Handle *);
     int (*Wait)(Handle *, void *);
     int (*Barrier)(Handle);
+    int (*Bcast)(void *, int, Handle, int, Handle);
     int (*Error_string)(int, char *, int *);
     Handle comm_world, f32, f64, byte, op_sum, errors_return;
 } M;
@@ -37,6 +38,7 @@ static struct {
 struct CommMpi { Handle comm; int rank, size; };
 
 static CommMpi world;
+static CommMpi *scope;          /* comm_mpi_set_scope's communicator; NULL: the world */
 static int initialised, finished;
 static char last_err[600];
 
@@ -79,7 +81,7 @@ static int load(char *err, size_t errlen) {
     SYM(Comm_free, "MPI_Comm_free") SYM(Comm_set_errhandler, "MPI_Comm_set_errhandler")
     SYM(Allreduce, "MPI_Allreduce") SYM(Reduce_scatter_block, "MPI_Reduce_scatter_block")
     SYM(Allgather, "MPI_Allgather") SYM(Alltoallv, "MPI_Alltoallv") SYM(Isend, "MPI_Isend") SYM(Irecv, "MPI_Irecv")
-    SYM(Wait, "MPI_Wait") SYM(Barrier, "MPI_Barrier") SYM(Error_string, "MPI_Error_string")
+    SYM(Wait, "MPI_Wait") SYM(Barrier, "MPI_Barrier") SYM(Bcast, "MPI_Bcast") SYM(Error_string, "MPI_Error_string")
     SYM(comm_world, "ompi_mpi_comm_world") SYM(f32, "ompi_mpi_float") SYM(f64, "ompi_mpi_double")
     SYM(byte, "ompi_mpi_byte") SYM(op_sum, "ompi_mpi_op_sum") SYM(errors_return, "ompi_mpi_errors_return")
 #undef SYM
@@ -191,6 +193,15 @@ int comm_mpi_barrier(CommMpi *c) {
     int rc = M.Barrier(c->comm);
     return rc ? mpi_fail("Barrier", rc) : 0;
 }
+
+int comm_mpi_bcast(CommMpi *c, void *buf, int64_t bytes, int root) {
+    if (!count_ok(bytes, "bcast")) return -1;
+    int rc = M.Bcast(buf, (int)bytes, M.byte, root, c->comm);
+    return rc ? mpi_fail("Bcast", rc) : 0;
+}
+
+void comm_mpi_set_scope(CommMpi *c) { scope = c; }
+CommMpi *comm_mpi_scope(void) { return scope ? scope : comm_mpi_world(); }
 
 void comm_mpi_abort(int code, const char *why) {
     fprintf(stderr, "boost: rank %d of %d stops the job: %s\n", world.rank, world.size, why);

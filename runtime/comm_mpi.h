@@ -44,6 +44,13 @@ int comm_mpi_isend(CommMpi *c, const void *buf, int64_t bytes, int peer, int tag
 int comm_mpi_irecv(CommMpi *c, void *buf, int64_t bytes, int peer, int tag, CommReq *req);
 int comm_mpi_wait(CommReq *req);
 int comm_mpi_barrier(CommMpi *c);
+/* Copy bytes of buf from rank root of c to every rank of c (MPI_Bcast). */
+int comm_mpi_bcast(CommMpi *c, void *buf, int64_t bytes, int root);
+/* The communicator an Engine opened now takes as its world: the whole job (the default), or, while a
+ * pipeline opens its stage Engines, the processes of one pipeline stage (runtime/pipeline.c). An
+ * Engine keeps the scope it was opened in. NULL restores the whole job. */
+void comm_mpi_set_scope(CommMpi *c);
+CommMpi *comm_mpi_scope(void);
 /* Stop every process of the job (MPI_Abort on the world) after printing why, naming this rank. */
 void comm_mpi_abort(int code, const char *why);
 /* At the end of the process: MPI_Finalize after a clean run (rc 0), MPI_Abort otherwise, so the

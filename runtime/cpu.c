@@ -35,6 +35,7 @@ typedef struct {
     pthread_cond_t cv;
     int aborted, refs, ngroups;
     CpuGroup *groups;         /* [ngroups]: the tp groups, then the dp groups */
+    CommMpi *world;           /* multi-process mode: the processes this Engine's grid spans (comm_mpi_scope) */
 } CpuComm;
 
 struct BackendRank {
@@ -203,8 +204,8 @@ static int cpu_grid_init(BackendRank **ranks, const Grid *grid, char *err, size_
  * ordered by index in the group, each an MPI communicator split once here (every process splits the
  * world twice, in the same order). A group of one has no communicator (its collectives are no-ops). */
 static int mpi_grid_init(BackendRank *r, const Grid *grid, int wrank, char *err, size_t errlen) {
-    CommMpi *world = comm_mpi_init(err, errlen);
-    if (!world) return -1;
+    if (!comm_mpi_init(err, errlen)) return -1;
+    CommMpi *world = comm_mpi_scope();   /* the job, or one pipeline stage's processes (runtime/pipeline.c) */
     if (comm_mpi_size(world) != grid->world || comm_mpi_rank(world) != wrank) {
         snprintf(err, errlen, "cpu backend: mpirun started world rank %d of %d, but the engine holds grid rank %d of a grid of "
                  "%d ranks (dp %d x pp %d x tp %d): launch mpirun -np %d", comm_mpi_rank(world), comm_mpi_size(world), wrank,
@@ -223,6 +224,7 @@ static int mpi_grid_init(BackendRank *r, const Grid *grid, int wrank, char *err,
     pthread_cond_init(&c->cv, NULL);
     c->ngroups = 2;
     c->refs = 1;
+    c->world = world;
     r->comm = c;
     const int kinds[2] = {GROUP_TP, GROUP_DP};
     for (int i = 0; i < 2; i++) {
@@ -439,10 +441,11 @@ static int mpi_allgather(BackendRank *r, const CollArgs *c, const float *src, fl
     return rc ? mpi_fail(r, "allgather") : 0;
 }
 
-/* A host sum over every process of the job (canonical tensors, the gradient norm, the losses), in
- * world rank order = grid rank order, as the Engine adds its ranks' parts in one process. */
+/* A host sum over every process of the Engine's world (the job, or one pipeline stage's processes:
+ * canonical tensors, the gradient norm, the losses), in world rank order = grid rank order, as the
+ * Engine adds its ranks' parts in one process. */
 static int cpu_world_allreduce_host(BackendRank *r, void *host, int64_t n, int is_f64) {
-    CommMpi *world = comm_mpi_world();
+    CommMpi *world = r->comm && r->comm->world ? r->comm->world : comm_mpi_world();
     if (!world) return rfail(r, "a sum over processes without MPI (not launched by mpirun)");
     void *all = malloc((size_t)n * (size_t)comm_mpi_size(world) * (is_f64 ? sizeof(double) : sizeof(float)) + 1);
     if (!all) return rfail(r, "a sum over the processes: out of memory");

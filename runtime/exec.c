@@ -414,13 +414,7 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
     e->fwd1 = i; e->bwd0 = i;
     while (i < plan->nsteps && plan->steps_[i].section == 1) i++;
     e->bwd1 = i;
-    for (int s = 0; s < e->bwd1; s++) {
-        const PlanStep *st = &plan->steps_[s];
-        if (st->kind == ST_ALLREDUCE && st->coll.group == GROUP_TP)
-            e->coll_bytes += st->coll.elems * (int64_t)plan_dtype_size(st->coll.dtype);
-        if (st->kind == ST_ALLGATHER)
-            e->coll_bytes += st->coll.rows * st->coll.cols * e->tp * (int64_t)plan_dtype_size(st->coll.dtype);
-    }
+    e->coll_bytes = plan_collective_bytes(plan);
     /* overlap: once per plan, where each collective must be waited for (BOOST_NO_OVERLAP=1: at
      * once, for comparing timings) */
     e->async_colls = be->allreduce_issue && be->allgather_issue && be->coll_wait;
@@ -451,6 +445,26 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
         if (plan_overlap_report(plan, rep, sizeof rep) == 0) fprintf(stderr, "%s", rep);
     }
     return e;
+}
+
+int64_t plan_collective_bytes(const Plan *plan) {
+    int64_t bytes = 0;
+    for (int s = 0; s < plan->nsteps && plan->steps_[s].section <= 1; s++) {   /* forward and backward */
+        const PlanStep *st = &plan->steps_[s];
+        if (st->kind == ST_ALLREDUCE && st->coll.group == GROUP_TP)
+            bytes += st->coll.elems * (int64_t)plan_dtype_size(st->coll.dtype);
+        if (st->kind == ST_ALLGATHER)
+            bytes += st->coll.rows * st->coll.cols * plan->tp * (int64_t)plan_dtype_size(st->coll.dtype);
+    }
+    return bytes;
+}
+
+Engine *engine_create_stage(const Plan *plan, int rank, int size, char *err, size_t errlen) {
+    if (!plan || plan->pp != 1 || size != plan->dp * plan->tp || rank < 0 || rank >= size) {
+        snprintf(err, errlen, "engine_create_stage: rank %d of %d does not fit the stage's grid", rank, size);
+        return NULL;
+    }
+    return engine_open(plan, &backend_cpu, size > 1 ? rank : -1, err, errlen);
 }
 
 Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t errlen) {
@@ -984,9 +998,9 @@ static int job_stage(Engine *e, int rank, void *argp) {
 int engine_stage_pass(Engine *e, int backward, int slot, const int32_t *tokens, const int32_t *targets, int last,
                       float *loss_per_dp, char *err, size_t errlen) {
     if (e->broken) { snprintf(err, errlen, "the engine stopped after an earlier error; create a new one"); return -1; }
-    if (!e->be->arena_slot || e->world || e->async_colls) {
-        snprintf(err, errlen, "%.300s: pipeline stages run on the cpu backend in one process only so far (ranks as threads): "
-                 "use --backend cpu without mpirun, or regenerate with -D pp=1", e->p->path);
+    if (!e->be->arena_slot || e->async_colls) {
+        snprintf(err, errlen, "%.300s: pipeline stages run on the cpu backend only so far (ranks as threads, or one "
+                 "process per rank under mpirun): use --backend cpu, or regenerate with -D pp=1", e->p->path);
         return -1;
     }
     StageArg a = {tokens, targets, backward, last, slot, loss_per_dp};

@@ -1,9 +1,12 @@
 /* pipeline.c: pipeline-parallel execution of a pp > 1 plan (runtime/pipeline.h). The plan file is
  * read once and cut into one plan text per stage (the header plus that stage's section, every other
  * line blanked so line numbers stay those of the file), each loaded by plan.c and run by its own
- * Engine; the stage's `schedule` lines are parsed and checked here, and walked by one driver thread
- * per stage: forward/backward run the stage's sections on a micro-batch's activation slot, send/recv
- * copy the boundary tensor of every (dp, tp) rank through a FIFO between neighbouring stages. */
+ * Engine; the stage's `schedule` lines are parsed and checked here, and walked by a driver per
+ * pipeline rank: forward/backward run the stage's sections on a micro-batch's activation slot,
+ * send/recv move the boundary tensor of the (dp, tp) ranks it holds to the neighbouring stage through
+ * a transport (PipeTransport): FIFOs between driver threads when every rank is a thread of this
+ * process, MPI point-to-point to the same (dp, tp) rank of the neighbouring stage when mpirun started
+ * one process per grid rank (this process then holds one rank of its pipeline rank's stages only). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,6 +14,8 @@
 #include <string.h>
 #include "runtime/pipeline.h"
 #include "runtime/world.h"
+#include "runtime/comm_mpi.h"   // defines: CommMpi, CommReq, comm_mpi_*
+#include "runtime/cpu.h"        // defines: cpu_threads_set
 
 #define PL_MAX_STAGES 64
 
@@ -27,8 +32,25 @@ typedef struct {
     Msg *q; int head, tail, cap;
 } Chan;
 
+/* How send/recv steps reach the neighbouring stage. data: the boundary tensor of each (dp, tp) rank
+ * this process holds, [nheld][n] floats (malloc'd; send takes it). ch: the channel (2b: forward from
+ * stage b to b+1; 2b+1: backward from b+1 to b), to: the receiving stage, from: the sending one. */
+typedef struct {
+    const char *name;
+    int (*send)(Pipeline *pl, int ch, int to, int micro, float *data, int64_t n, char *err, size_t errlen);
+    float *(*recv)(Pipeline *pl, int ch, int from, int micro, int64_t n, int *got_micro, char *err, size_t errlen);
+    int (*flush)(Pipeline *pl, char *err, size_t errlen);   /* every send delivered, its buffer freed */
+} PipeTransport;
+
+static const PipeTransport queue_transport, mpi_transport;   /* below, with their functions */
+
 struct Pipeline {
     int pp, v, nv, m, dp, tp, nlocal;   /* pp ranks, v chunks each, nv = pp*v stages; nlocal: dp*tp ranks per stage */
+    int r0, nheld;                 /* the stage ranks (grid ranks of a stage's dp x tp grid) this process holds */
+    int mpi, me;                   /* mpi: one process per grid rank (mpirun); me: this process's pipeline rank */
+    CommMpi *stage_comm;           /* mpi: the dp*tp processes of pipeline rank me */
+    CommReq *sreq; float **sbuf; int nsend, send_cap;   /* mpi: sends not yet waited for */
+    const PipeTransport *tx;
     char path[512];
     Plan *plans[PL_MAX_STAGES];    /* by stage (virtual stage k runs on pipeline rank k % pp) */
     Engine *eng[PL_MAX_STAGES];
@@ -197,6 +219,51 @@ static int parse_sched_line(Pipeline *pl, int s, const char *line, int lineno, c
     return 0;
 }
 
+/* mpirun started one process per grid rank (world = dp x pp x tp, tp fastest, then dp, then pp;
+ * runtime/grid.h): this process is rank r0 of the dp x tp grid of pipeline rank me and opens the
+ * Engines of me's stages only, each spanning the stage communicator (the processes of pipeline rank
+ * me), so its tp and dp collectives stay inside the stage. */
+static int open_mpi_stages(Pipeline *pl, int wrank, int wsize, char *err, size_t errlen) {
+    int grid = pl->dp * pl->pp * pl->tp;
+    if (wsize != grid) {
+        snprintf(err, errlen, "%s: the launcher gives a world of %d processes but the plan's grid is dp %d x pp %d x tp %d = %d "
+                 "ranks: launch mpirun -np %d, or regenerate with -D dp= -D pp= -D tp= that multiply to %d", pl->path, wsize,
+                 pl->dp, pl->pp, pl->tp, grid, grid, wsize);
+        return -1;
+    }
+    if (!comm_mpi_launched()) {
+        snprintf(err, errlen, "%s: pp=%d with a world of %d processes (rank %d) from the environment: pipeline stages run one "
+                 "process per rank only under Open MPI's mpirun; launch with mpirun -np %d, or one process (ranks as threads)",
+                 pl->path, pl->pp, wsize, wrank, grid);
+        return -1;
+    }
+    CommMpi *world = comm_mpi_init(err, errlen);
+    if (!world) return -1;
+    if (comm_mpi_size(world) != wsize || comm_mpi_rank(world) != wrank) {
+        snprintf(err, errlen, "MPI gives rank %d of %d, the environment %d of %d: a launcher other than mpirun?",
+                 comm_mpi_rank(world), comm_mpi_size(world), wrank, wsize);
+        return -1;
+    }
+    pl->mpi = 1; pl->tx = &mpi_transport;
+    pl->me = wrank / pl->nlocal;
+    pl->r0 = wrank % pl->nlocal; pl->nheld = 1;
+    /* every process splits once (color: its pipeline rank; key: its rank in the stage) */
+    if (!(pl->stage_comm = comm_mpi_split(world, pl->me, pl->r0))) {
+        snprintf(err, errlen, "making the pipeline stage groups: %s", comm_mpi_error());
+        return -1;
+    }
+    comm_mpi_set_scope(pl->stage_comm);
+    int rc = 0;
+    for (int s = pl->me; s < pl->nv && !rc; s += pl->pp)   /* the stages of pipeline rank me, in order */
+        if (!(pl->eng[s] = engine_create_stage(pl->plans[s], pl->r0, pl->nlocal, err, errlen))) rc = -1;
+    comm_mpi_set_scope(NULL);
+    /* the node's cores shared by its processes (a stage of one rank opened its Engine as threads,
+     * which takes them all); the bits do not depend on it */
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!rc) cpu_threads_set(local && atoi(local) > 0 ? atoi(local) : wsize);
+    return rc;
+}
+
 static int load_stages(Pipeline *pl, const char *path, const char *backend, char *err, size_t errlen) {
     char *text = read_file(path);
     if (!text) { snprintf(err, errlen, "%s: cannot read the plan (run 'boost gen' to write it)", path); return -1; }
@@ -280,18 +347,15 @@ static int load_stages(Pipeline *pl, const char *path, const char *backend, char
     if (rc) return rc;
     if (check_schedule(pl, err, errlen)) return -1;
     pl->dp = pl->plans[0]->dp; pl->tp = pl->plans[0]->tp; pl->nlocal = pl->dp * pl->tp;
-    int wrank = 0, wsize = 1;
-    char werr[256];
-    if (world_from_env(&wrank, &wsize, werr, sizeof werr) == 1 && wsize > 1) {
-        snprintf(err, errlen, "%s: pp=%d: pipeline stages run as threads of one process so far (no MPI point-to-point yet): "
-                 "launch one process without mpirun, or regenerate with -D pp=1", path, pp);
-        return -1;
-    }
+    pl->r0 = 0; pl->nheld = pl->nlocal;
     if (backend && strcmp(backend, "cpu") && strcmp(backend, "auto")) {
-        snprintf(err, errlen, "%s: pp=%d: pipeline stages run on the cpu backend only so far (ranks as threads): use --backend "
-                 "cpu or regenerate with -D pp=1", path, pp);
+        snprintf(err, errlen, "%s: pp=%d: pipeline stages run on the cpu backend only so far (ranks as threads, or one process "
+                 "per rank under mpirun): use --backend cpu or regenerate with -D pp=1", path, pp);
         return -1;
     }
+    int wrank = 0, wsize = 1, world = world_from_env(&wrank, &wsize, err, errlen);
+    if (world < 0) return -1;
+    if (world == 1) return open_mpi_stages(pl, wrank, wsize, err, errlen);
     for (int s = 0; s < pl->nv; s++) {
         pl->eng[s] = engine_create(pl->plans[s], "cpu", err, errlen);
         if (!pl->eng[s]) return -1;
@@ -324,6 +388,7 @@ Pipeline *pipeline_open(const char *path, const char *backend, char *err, size_t
     Pipeline *pl = calloc(1, sizeof *pl);
     if (!pl) { snprintf(err, errlen, "out of memory"); return NULL; }
     snprintf(pl->path, sizeof pl->path, "%s", path);
+    pl->tx = &queue_transport;
     for (int c = 0; c < 2 * PL_MAX_STAGES; c++) { pthread_mutex_init(&pl->chan[c].mu, NULL); pthread_cond_init(&pl->chan[c].cv, NULL); }
     if (load_stages(pl, path, backend, err, errlen) || build_canon_map(pl, err, errlen)) { pipeline_free(pl); return NULL; }
     return pl;
@@ -346,6 +411,10 @@ void pipeline_free(Pipeline *pl) {
         free(pl->chan[c].q);
         pthread_mutex_destroy(&pl->chan[c].mu); pthread_cond_destroy(&pl->chan[c].cv);
     }
+    /* sends still outstanding (only after a failure): not waited for, as their receivers may be gone
+     * (the job is about to stop, comm_mpi_finish); their buffers stay allocated, MPI may still read them */
+    if (!pl->nsend) { free(pl->sreq); free(pl->sbuf); }
+    comm_mpi_free(pl->stage_comm);
     free(pl->canon_stage); free(pl->canon_idx);
     free(pl);
 }
@@ -357,11 +426,13 @@ Plan *pipeline_stage_plan(Pipeline *pl, int s) { return pl->plans[s]; }
 Engine *pipeline_stage_engine(Pipeline *pl, int s) { return pl->eng[s]; }
 
 int pipeline_init_params(Pipeline *pl, char *err, size_t errlen) {
-    for (int s = 0; s < pl->nv; s++) if (engine_init_params(pl->eng[s], err, errlen)) return -1;
+    for (int s = 0; s < pl->nv; s++) if (pl->eng[s] && engine_init_params(pl->eng[s], err, errlen)) return -1;
     return 0;
 }
 
-/* ---------------- the drivers ---------------- */
+const char *pipeline_transport(const Pipeline *pl) { return pl->tx->name; }
+
+/* ---------------- transports ---------------- */
 
 static int chan_send(Pipeline *pl, Chan *c, int micro, float *data) {
     pthread_mutex_lock(&c->mu);
@@ -388,6 +459,89 @@ static float *chan_recv(Pipeline *pl, Chan *c, int *micro) {
     return d;
 }
 
+static int queue_send(Pipeline *pl, int ch, int to, int micro, float *data, int64_t n, char *err, size_t errlen) {
+    if (chan_send(pl, &pl->chan[ch], micro, data)) { free(data); snprintf(err, errlen, "out of memory"); return -1; }
+    return 0;
+}
+
+static float *queue_recv(Pipeline *pl, int ch, int from, int micro, int64_t n, int *got, char *err, size_t errlen) {
+    float *d = chan_recv(pl, &pl->chan[ch], got);
+    if (!d) snprintf(err, errlen, "stopped: another stage failed");
+    return d;
+}
+
+static int queue_flush(Pipeline *pl, char *err, size_t errlen) { return 0; }
+
+static const PipeTransport queue_transport = {"threads of one process, send/recv as queues", queue_send, queue_recv, queue_flush};
+
+/* MPI: to the process of the same stage rank (dp, tp) on the pipeline rank that runs the other
+ * stage. The tag is the channel and the micro-batch (mod 256): channels < 126 keep it below 32767,
+ * the least MPI_TAG_UB MPI allows; between two processes messages of one tag arrive in the order
+ * sent, and the schedules were checked to pair up in micro-batch order (check_schedule). Sends are
+ * not waited for until flush (at the end of the schedule), so no send waits on its receive. */
+static int mpi_peer(const Pipeline *pl, int stage) { return (stage % pl->pp) * pl->nlocal + pl->r0; }
+static int mpi_tag(int ch, int micro) { return ch * 256 + micro % 256; }
+
+static int mpi_send(Pipeline *pl, int ch, int to, int micro, float *data, int64_t n, char *err, size_t errlen) {
+    if (pl->nsend == pl->send_cap) {
+        int cap = pl->send_cap ? 2 * pl->send_cap : 16;
+        CommReq *r = realloc(pl->sreq, sizeof *r * (size_t)cap);
+        if (r) pl->sreq = r;
+        float **b = r ? realloc(pl->sbuf, sizeof *b * (size_t)cap) : NULL;
+        if (b) pl->sbuf = b;
+        if (!r || !b) { free(data); snprintf(err, errlen, "out of memory"); return -1; }
+        pl->send_cap = cap;
+    }
+    if (comm_mpi_isend(comm_mpi_world(), data, n * (int64_t)sizeof(float), mpi_peer(pl, to), mpi_tag(ch, micro), &pl->sreq[pl->nsend])) {
+        free(data);
+        snprintf(err, errlen, "sending micro-batch %d to stage %d: %s", micro, to, comm_mpi_error());
+        return -1;
+    }
+    pl->sbuf[pl->nsend++] = data;
+    return 0;
+}
+
+static float *mpi_recv(Pipeline *pl, int ch, int from, int micro, int64_t n, int *got, char *err, size_t errlen) {
+    float *data = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    CommReq rq;
+    if (!data) { snprintf(err, errlen, "out of memory for a receive"); return NULL; }
+    if (comm_mpi_irecv(comm_mpi_world(), data, n * (int64_t)sizeof(float), mpi_peer(pl, from), mpi_tag(ch, micro), &rq)
+        || comm_mpi_wait(&rq)) {
+        free(data);
+        snprintf(err, errlen, "receiving micro-batch %d from stage %d: %s", micro, from, comm_mpi_error());
+        return NULL;
+    }
+    *got = micro;
+    return data;
+}
+
+static int mpi_flush(Pipeline *pl, char *err, size_t errlen) {
+    int rc = 0;
+    for (int i = 0; i < pl->nsend; i++) {
+        if (comm_mpi_wait(&pl->sreq[i]) && !rc) { snprintf(err, errlen, "a send to the next stage: %s", comm_mpi_error()); rc = -1; }
+        free(pl->sbuf[i]);
+    }
+    pl->nsend = 0;
+    return rc;
+}
+
+static const PipeTransport mpi_transport = {"one process per rank under mpirun, send/recv over MPI", mpi_send, mpi_recv, mpi_flush};
+
+/* Under MPI: vals[n] summed over every process of the job in rank order (the callers give each
+ * value one contributing process, so the sum is that value, bit for bit). */
+static int world_sum(Pipeline *pl, double *vals, int64_t n, char *err, size_t errlen) {
+    if (!pl->mpi) return 0;
+    CommMpi *w = comm_mpi_world();
+    double *all = malloc(sizeof(double) * (size_t)(n * comm_mpi_size(w) + 1));
+    if (!all) { snprintf(err, errlen, "out of memory"); return -1; }
+    int rc = comm_mpi_allreduce_ordered(w, vals, n, COMM_F64, all);
+    free(all);
+    if (rc) snprintf(err, errlen, "summing over the pipeline's processes: %s", comm_mpi_error());
+    return rc;
+}
+
+/* ---------------- the drivers ---------------- */
+
 static void abort_all(Pipeline *pl) {
     __atomic_store_n(&pl->aborted, 1, __ATOMIC_RELEASE);
     for (int c = 0; c < 2 * pl->nv; c++) {
@@ -401,7 +555,7 @@ typedef struct {
     Pipeline *pl;
     int stage, rc;
     const int32_t *tokens, *targets;   /* m blocks of dp*micro_batch*seq */
-    float *losses;                     /* [m] (last stage) */
+    double *loss_dp;                   /* [m][dp]: each micro-batch's loss per dp rank (the last stage's tp rank 0 writes) */
     char err[1024];
 } Driver;
 
@@ -410,6 +564,43 @@ static int64_t buf_elems(const Plan *p, const char *name) {
     return t < 0 ? 0 : p->tensors[t].rows * p->tensors[t].cols;
 }
 
+/* The losses of the held ranks that read one (tp rank 0 of each dp rank) into out[dp]. */
+static void keep_losses(const Pipeline *pl, const float *lossv, double *out) {
+    for (int r = pl->r0; r < pl->r0 + pl->nheld; r++)
+        if (r % pl->tp == 0) out[(r / pl->tp) % pl->dp] = lossv[(r / pl->tp) % pl->dp];
+}
+
+/* Stage s's boundary tensor of every held rank to stage `to` over channel ch. */
+static int send_boundary(Pipeline *pl, Engine *e, const Plan *p, const char *buf, int slot, int ch, int to, int micro,
+                         char *err, size_t errlen) {
+    int64_t n = buf_elems(p, buf);
+    if (engine_set_slot(e, slot, err, errlen)) return -1;
+    float *data = malloc(sizeof(float) * (size_t)(n * pl->nheld + 1));
+    if (!data) { snprintf(err, errlen, "out of memory for a send"); return -1; }
+    for (int r = 0; r < pl->nheld; r++)
+        if (engine_read_tensor(e, pl->r0 + r, buf, data + r * n, err, errlen)) { free(data); return -1; }
+    return pl->tx->send(pl, ch, to, micro, data, n * pl->nheld, err, errlen);
+}
+
+static int recv_boundary(Pipeline *pl, Engine *e, const Plan *p, const char *buf, int slot, int ch, int from, int micro,
+                         int line, char *err, size_t errlen) {
+    int64_t n = buf_elems(p, buf);
+    if (engine_set_slot(e, slot, err, errlen)) return -1;
+    int got = -1;
+    float *data = pl->tx->recv(pl, ch, from, micro, n * pl->nheld, &got, err, errlen);
+    if (!data) return -1;
+    if (got != micro) {
+        free(data);
+        snprintf(err, errlen, "%.300s:%d: received micro-batch %d, expected %d", pl->path, line, got, micro);
+        return -1;
+    }
+    for (int r = 0; r < pl->nheld; r++)
+        if (engine_write_tensor(e, pl->r0 + r, buf, data + r * n, err, errlen)) { free(data); return -1; }
+    free(data);
+    return 0;
+}
+
+/* Pipeline rank s's schedule, whatever the transport. */
 static int run_driver(Driver *d) {
     Pipeline *pl = d->pl;
     int s = d->stage;   /* the pipeline rank */
@@ -424,37 +615,17 @@ static int run_driver(Driver *d) {
             int fwd = x->kind == PK_FORWARD, want_loss = fwd && x->vs == pl->nv - 1 && pl->dp <= 256;
             if (engine_stage_pass(e, !fwd, x->slot, tok, tgt, x->micro == pl->m - 1, want_loss ? lossv : NULL, d->err, sizeof d->err))
                 return -1;
-            if (want_loss && d->losses) {
-                double sum = 0;
-                for (int r = 0; r < pl->dp; r++) sum += lossv[r];
-                d->losses[x->micro] = pl->dp == 1 ? lossv[0] : (float)(sum / pl->dp);
-            }
-            continue;
-        }
-        int64_t n = buf_elems(p, x->buf);
-        if (engine_set_slot(e, x->slot, d->err, sizeof d->err)) return -1;
-        if (x->kind == PK_SEND) {
-            float *data = malloc(sizeof(float) * (size_t)(n * pl->nlocal));
-            if (!data) { snprintf(d->err, sizeof d->err, "stage %d: out of memory for a send", s); return -1; }
-            for (int r = 0; r < pl->nlocal; r++)
-                if (engine_read_tensor(e, r, x->buf, data + r * n, d->err, sizeof d->err)) { free(data); return -1; }
+            if (want_loss && d->loss_dp) keep_losses(pl, lossv, d->loss_dp + (int64_t)x->micro * pl->dp);
+        } else if (x->kind == PK_SEND) {
             int ch = x->bwd ? 2 * (x->vs - 1) + 1 : 2 * x->vs;
-            if (chan_send(pl, &pl->chan[ch], x->micro, data)) { free(data); snprintf(d->err, sizeof d->err, "out of memory"); return -1; }
+            if (send_boundary(pl, e, p, x->buf, x->slot, ch, x->bwd ? x->vs - 1 : x->vs + 1, x->micro, d->err, sizeof d->err)) return -1;
         } else {
-            int ch = x->bwd ? 2 * x->vs + 1 : 2 * (x->vs - 1), micro = -1;
-            float *data = chan_recv(pl, &pl->chan[ch], &micro);
-            if (!data) { snprintf(d->err, sizeof d->err, "stage %d stopped: another stage failed", s); return -1; }
-            if (micro != x->micro) {
-                free(data);
-                snprintf(d->err, sizeof d->err, "%.300s:%d: stage %d received micro-batch %d, expected %d", pl->path, x->line, s, micro, x->micro);
+            int ch = x->bwd ? 2 * x->vs + 1 : 2 * (x->vs - 1);
+            if (recv_boundary(pl, e, p, x->buf, x->slot, ch, x->bwd ? x->vs + 1 : x->vs - 1, x->micro, x->line, d->err, sizeof d->err))
                 return -1;
-            }
-            for (int r = 0; r < pl->nlocal; r++)
-                if (engine_write_tensor(e, r, x->buf, data + r * n, d->err, sizeof d->err)) { free(data); return -1; }
-            free(data);
         }
     }
-    return 0;
+    return pl->tx->flush(pl, d->err, sizeof d->err);
 }
 
 static void *driver_main(void *arg) {
@@ -464,8 +635,20 @@ static void *driver_main(void *arg) {
     return NULL;
 }
 
+/* losses[j] from loss_dp[j][dp] (summed over the processes first under MPI): the mean over dp. */
+static int mean_losses(Pipeline *pl, double *loss_dp, int nm, float *losses, char *err, size_t errlen) {
+    if (world_sum(pl, loss_dp, (int64_t)nm * pl->dp, err, errlen)) return -1;
+    for (int j = 0; j < nm && losses; j++) {
+        double sum = 0;
+        for (int r = 0; r < pl->dp; r++) sum += (double)(float)loss_dp[(int64_t)j * pl->dp + r];
+        losses[j] = pl->dp == 1 ? (float)loss_dp[j] : (float)(sum / pl->dp);
+    }
+    return 0;
+}
+
 int pipeline_forward_backward(Pipeline *pl, const int32_t *tokens, const int32_t *targets, float *losses, char *err, size_t errlen) {
     if (pl->aborted) { snprintf(err, errlen, "the pipeline stopped after an earlier error; open a new one"); return -1; }
+    if (pl->dp > 256) { snprintf(err, errlen, "dp=%d: more than 256 dp ranks", pl->dp); return -1; }
     int64_t n = (int64_t)pl->m * pl->dp * pl->plans[0]->micro_batch * pl->plans[0]->seq;
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= pl->plans[0]->vocab || targets[i] < 0 || targets[i] >= pl->plans[0]->vocab) {
@@ -473,67 +656,97 @@ int pipeline_forward_backward(Pipeline *pl, const int32_t *tokens, const int32_t
                      (long long)i, tokens[i], targets[i], pl->plans[0]->vocab - 1);
             return -1;
         }
+    double *loss_dp = calloc((size_t)(pl->m * pl->dp), sizeof *loss_dp);
     Driver *d = calloc((size_t)pl->pp, sizeof *d);
-    pthread_t th[PL_MAX_STAGES];
-    int started = 0;
-    if (!d) { snprintf(err, errlen, "out of memory"); return -1; }
-    for (int s = 0; s < pl->pp; s++) {
-        d[s].pl = pl; d[s].stage = s; d[s].tokens = tokens; d[s].targets = targets; d[s].losses = losses;
-        if (pthread_create(&th[s], NULL, driver_main, &d[s])) { d[s].rc = -1; snprintf(d[s].err, sizeof d[s].err, "cannot start a driver thread"); abort_all(pl); break; }
-        started++;
-    }
-    for (int s = 0; s < started; s++) pthread_join(th[s], NULL);
+    if (!d || !loss_dp) { free(d); free(loss_dp); snprintf(err, errlen, "out of memory"); return -1; }
     int rc = 0;
-    for (int s = 0; s < pl->pp && !rc; s++)
-        if (d[s].rc && !strstr(d[s].err, "another stage failed")) { snprintf(err, errlen, "stage %d: %s", s, d[s].err); rc = -1; }
-    for (int s = 0; s < pl->pp && !rc; s++) if (d[s].rc) { snprintf(err, errlen, "stage %d: %s", s, d[s].err); rc = -1; }
-    free(d);
+    if (pl->mpi) {   /* this process drives its own pipeline rank, in this thread */
+        Driver *me = &d[pl->me];
+        me->pl = pl; me->stage = pl->me; me->tokens = tokens; me->targets = targets; me->loss_dp = loss_dp;
+        if ((me->rc = run_driver(me))) { snprintf(err, errlen, "stage %d: %s", pl->me, me->err); pl->aborted = 1; rc = -1; }
+    } else {
+        pthread_t th[PL_MAX_STAGES];
+        int started = 0;
+        for (int s = 0; s < pl->pp; s++) {
+            d[s].pl = pl; d[s].stage = s; d[s].tokens = tokens; d[s].targets = targets; d[s].loss_dp = loss_dp;
+            if (pthread_create(&th[s], NULL, driver_main, &d[s])) { d[s].rc = -1; snprintf(d[s].err, sizeof d[s].err, "cannot start a driver thread"); abort_all(pl); break; }
+            started++;
+        }
+        for (int s = 0; s < started; s++) pthread_join(th[s], NULL);
+        for (int s = 0; s < pl->pp && !rc; s++)
+            if (d[s].rc && !strstr(d[s].err, "another stage failed")) { snprintf(err, errlen, "stage %d: %s", s, d[s].err); rc = -1; }
+        for (int s = 0; s < pl->pp && !rc; s++) if (d[s].rc) { snprintf(err, errlen, "stage %d: %s", s, d[s].err); rc = -1; }
+    }
+    if (!rc) rc = mean_losses(pl, loss_dp, pl->m, losses, err, errlen);
+    free(d); free(loss_dp);
     return rc;
 }
 
-/* Validation: the micro-batch through the stages one after the other, slot 0 of each. */
+/* The boundary between stage s and s+1: the buffer stage s's forward send names and the one stage
+ * s+1's forward receive fills. */
+static int boundary(const Pipeline *pl, int s, const char **out, const char **in) {
+    int r0 = s % pl->pp, r1 = (s + 1) % pl->pp;
+    *out = *in = NULL;
+    for (int i = 0; i < pl->nsched[r0] && !*out; i++)
+        if (pl->sched[r0][i].kind == PK_SEND && !pl->sched[r0][i].bwd && pl->sched[r0][i].vs == s) *out = pl->sched[r0][i].buf;
+    for (int i = 0; i < pl->nsched[r1] && !*in; i++)
+        if (pl->sched[r1][i].kind == PK_RECV && !pl->sched[r1][i].bwd && pl->sched[r1][i].vs == s + 1) *in = pl->sched[r1][i].buf;
+    return *out && *in ? 0 : -1;
+}
+
+/* Validation: the micro-batch through the stages one after the other, slot 0 of each (under MPI each
+ * process runs its own stages, the boundaries going through the transport). */
 int pipeline_forward(Pipeline *pl, const int32_t *tokens, const int32_t *targets, float *loss, char *err, size_t errlen) {
     if (pl->aborted) { snprintf(err, errlen, "the pipeline stopped after an earlier error; open a new one"); return -1; }
     float lossv[256];
+    double loss_dp[256] = {0};
     if (pl->dp > 256) { snprintf(err, errlen, "dp=%d: more than 256 dp ranks", pl->dp); return -1; }
-    for (int s = 0; s < pl->nv; s++) {
-        if (engine_stage_pass(pl->eng[s], 0, 0, tokens, targets, 0, s == pl->nv - 1 ? lossv : NULL, err, errlen)) return -1;
-        if (s == pl->nv - 1) break;
-        /* the boundary: stage s's forward send and stage s+1's forward receive name it */
-        const char *name = NULL, *in = NULL;
-        int r0 = s % pl->pp, r1 = (s + 1) % pl->pp;
-        for (int i = 0; i < pl->nsched[r0] && !name; i++)
-            if (pl->sched[r0][i].kind == PK_SEND && !pl->sched[r0][i].bwd && pl->sched[r0][i].vs == s) name = pl->sched[r0][i].buf;
-        for (int i = 0; i < pl->nsched[r1] && !in; i++)
-            if (pl->sched[r1][i].kind == PK_RECV && !pl->sched[r1][i].bwd && pl->sched[r1][i].vs == s + 1) in = pl->sched[r1][i].buf;
-        if (!name || !in) { snprintf(err, errlen, "%s: stage %d has no forward send", pl->path, s); return -1; }
-        int64_t n = buf_elems(pl->plans[s], name);
-        float *data = malloc(sizeof(float) * (size_t)n);
-        if (!data) { snprintf(err, errlen, "out of memory"); return -1; }
-        int rc = engine_set_slot(pl->eng[s], 0, err, errlen) || engine_set_slot(pl->eng[s + 1], 0, err, errlen);
-        for (int r = 0; r < pl->nlocal && !rc; r++)
-            rc = engine_read_tensor(pl->eng[s], r, name, data, err, errlen) || engine_write_tensor(pl->eng[s + 1], r, in, data, err, errlen);
-        free(data);
-        if (rc) return -1;
+    int rc = 0;
+    for (int s = 0; s < pl->nv && !rc; s++) {
+        const char *out = NULL, *in = NULL;
+        if (s < pl->nv - 1 && boundary(pl, s, &out, &in)) { snprintf(err, errlen, "%s: stage %d has no forward send", pl->path, s); return -1; }
+        if (!pl->eng[s]) continue;   /* another process's stage */
+        if (s > 0) {
+            const char *o0, *i0;
+            boundary(pl, s - 1, &o0, &i0);
+            if ((rc = recv_boundary(pl, pl->eng[s], pl->plans[s], i0, 0, 2 * (s - 1), s - 1, 0, 0, err, errlen))) break;
+        }
+        if ((rc = engine_stage_pass(pl->eng[s], 0, 0, tokens, targets, 0, s == pl->nv - 1 ? lossv : NULL, err, errlen))) break;
+        if (s == pl->nv - 1) keep_losses(pl, lossv, loss_dp);
+        else rc = send_boundary(pl, pl->eng[s], pl->plans[s], out, 0, 2 * s, s + 1, 0, err, errlen);
     }
-    double sum = 0;
-    for (int r = 0; r < pl->dp; r++) sum += lossv[r];
-    if (loss) *loss = (float)(sum / pl->dp);
+    if (!rc) rc = pl->tx->flush(pl, err, errlen);
+    float l = 0;
+    if (!rc) rc = mean_losses(pl, loss_dp, 1, &l, err, errlen);
+    if (rc) { pl->aborted = pl->mpi; return -1; }
+    if (loss) *loss = l;
     return 0;
 }
 
 int pipeline_discard_grads(Pipeline *pl, char *err, size_t errlen) {
-    for (int s = 0; s < pl->nv; s++) if (engine_discard_grads(pl->eng[s], err, errlen)) return -1;
+    for (int s = 0; s < pl->nv; s++) if (pl->eng[s] && engine_discard_grads(pl->eng[s], err, errlen)) return -1;
     return 0;
 }
 
 int pipeline_optimizer_step(Pipeline *pl, int step, float *grad_norm, float *lr, char *err, size_t errlen) {
+    /* sq[s][r]: the sum of squares of stage s's rank r, added below in stage order then rank order,
+     * as every Engine's ranks in one process would be (under MPI each (s, r) has one process). */
+    double *sq = calloc((size_t)(pl->nv * pl->nlocal), sizeof *sq);
+    if (!sq) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (int s = 0; s < pl->nv; s++) {
+        if (!pl->eng[s]) continue;
+        double v = 0;
+        if (engine_grad_sq(pl->eng[s], &v)) { free(sq); snprintf(err, errlen, "out of memory"); return -1; }
+        sq[s * pl->nlocal + pl->r0] = v;   /* threads: the stage's total in its first rank's place */
+    }
+    if (world_sum(pl, sq, (int64_t)pl->nv * pl->nlocal, err, errlen)) { free(sq); pl->aborted = 1; return -1; }
     double total = 0;
     for (int s = 0; s < pl->nv; s++) {   /* stage order: deterministic */
-        double sq = 0;
-        if (engine_grad_sq(pl->eng[s], &sq)) { snprintf(err, errlen, "out of memory"); return -1; }
-        total += sq;
+        double st = 0;
+        for (int r = 0; r < pl->nlocal; r++) st += sq[s * pl->nlocal + r];
+        total += st;
     }
+    free(sq);
     double norm = sqrt(total);
     if (grad_norm) *grad_norm = (float)norm;
     if (lr) *lr = engine_lr_at(pl->plans[0], step);
@@ -543,7 +756,7 @@ int pipeline_optimizer_step(Pipeline *pl, int step, float *grad_norm, float *lr,
                  "(lower the learning rate or check the data)", step, norm);
         return -1;
     }
-    for (int s = 0; s < pl->nv; s++) if (engine_adamw_clipped(pl->eng[s], step, norm, err, errlen)) return -1;
+    for (int s = 0; s < pl->nv; s++) if (pl->eng[s] && engine_adamw_clipped(pl->eng[s], step, norm, err, errlen)) return -1;
     return 0;
 }
 
@@ -559,12 +772,23 @@ int pipeline_find_canon(const Pipeline *pl, const char *name) {
     return -1;
 }
 
+/* Under MPI every process of the job calls it: the stage's processes gather the tensor, and its
+ * stage rank 0 broadcasts it to all. */
 int pipeline_get_canon(Pipeline *pl, int i, int slot, float *full) {
     if (i < 0 || i >= pl->ncanons) return -1;
-    return engine_get_canon(pl->eng[pl->canon_stage[i]], pl->canon_idx[i], slot, full);
+    int s = pl->canon_stage[i];
+    int rc = pl->eng[s] ? engine_get_canon(pl->eng[s], pl->canon_idx[i], slot, full) : 0;
+    if (pl->mpi) {
+        const PlanCanon *c = pipeline_canon(pl, i);
+        int root = (s % pl->pp) * pl->nlocal;
+        if (comm_mpi_bcast(comm_mpi_world(), full, c->rows * c->cols * (int64_t)sizeof(float), root)) rc = -1;
+    }
+    return rc;
 }
 
+/* Under MPI only the processes of the canon's stage take it (each its own blocks). */
 int pipeline_set_canon(Pipeline *pl, int i, int slot, const float *full) {
     if (i < 0 || i >= pl->ncanons) return -1;
-    return engine_set_canon(pl->eng[pl->canon_stage[i]], pl->canon_idx[i], slot, full);
+    Engine *e = pl->eng[pl->canon_stage[i]];
+    return e ? engine_set_canon(e, pl->canon_idx[i], slot, full) : 0;
 }

@@ -1,7 +1,10 @@
 /* pipeline.h: pipeline-parallel training on the CPU backend (runtime/pipeline.c). A pp > 1 plan
  * (docs/plan-format.md "Pipeline stages") holds one plan section per stage and each stage's emitted
  * 1F1B schedule; a Pipeline runs one Engine per stage (its dp x tp ranks as threads), one driver
- * thread per stage walking that schedule, and send/recv as queues between the drivers. */
+ * thread per stage walking that schedule, and send/recv as queues between the drivers. Under mpirun
+ * (one process per grid rank, world = dp x pp x tp) each process opens the Engines of its pipeline
+ * rank's stages only, holding its one (dp, tp) rank of them, drives its own schedule, and send/recv
+ * go over MPI point-to-point; every call below is then made by every process alike. */
 #ifndef BOOST_PIPELINE_H
 #define BOOST_PIPELINE_H
 
@@ -20,7 +23,9 @@ int pipeline_stages(const Pipeline *pl);      /* stage sections (pp * virtual_st
 int pipeline_ranks(const Pipeline *pl);       /* pipeline ranks (pp); stage k runs on rank k % pp */
 int pipeline_micro_batches(const Pipeline *pl);   /* m = grad_accum */
 Plan *pipeline_stage_plan(Pipeline *pl, int stage);   /* stage 0's header is the run's */
-Engine *pipeline_stage_engine(Pipeline *pl, int stage);
+Engine *pipeline_stage_engine(Pipeline *pl, int stage);   /* NULL: another process's stage (mpirun) */
+/* How the stages talk: threads with queues, or processes over MPI (for the run's banner). */
+const char *pipeline_transport(const Pipeline *pl);
 
 int pipeline_init_params(Pipeline *pl, char *err, size_t errlen);
 /* One optimizer step's m micro-batches through the 1F1B schedule: tokens/targets hold m blocks of

@@ -64,6 +64,8 @@ int engine_write_tensor(Engine *e, int rank, const char *name, const float *host
 /* Collective bytes moved by one forward+backward, per rank (sum of allreduce/allgather payloads:
  * an allreduce counts elems * dtype size, an allgather its gathered rows x (tp*cols) * dtype size). */
 int64_t engine_collective_bytes(const Engine *e);
+/* The same figure from the plan alone (what an Engine of it would count). */
+int64_t plan_collective_bytes(const Plan *p);
 
 /* How much compute each collective of the plan can overlap: per section (forward, backward) the
  * steps and GEMM FLOPs between a collective's issue and the first step that touches its memory,
@@ -85,5 +87,9 @@ int engine_stage_pass(Engine *e, int backward, int slot, const int32_t *tokens, 
 int engine_set_slot(Engine *e, int slot, char *err, size_t errlen);
 int engine_grad_sq(Engine *e, double *sq);
 int engine_adamw_clipped(Engine *e, int step, double global_norm, char *err, size_t errlen);
+/* One pipeline stage's Engine in a process of an mpirun job (cpu backend): this process is grid rank
+ * `rank` of the stage's size = dp*tp processes, which comm_mpi_scope() spans while it opens (size 1:
+ * no MPI inside the stage). The stage plan has pp=1. */
+Engine *engine_create_stage(const Plan *plan, int rank, int size, char *err, size_t errlen);
 
 #endif

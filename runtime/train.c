@@ -134,7 +134,12 @@ static int t_discard(Trainer *t, char *err, size_t n) { return t->pl ? pipeline_
 static int t_optimizer(Trainer *t, float *norm, float *lr, char *err, size_t n) {
     return t->pl ? pipeline_optimizer_step(t->pl, t->step, norm, lr, err, n) : engine_optimizer_step(t->e, t->step, norm, lr, err, n);
 }
-static const char *t_backend(Trainer *t) { return engine_backend_name(t->pl ? pipeline_stage_engine(t->pl, 0) : t->e); }
+static const char *t_backend(Trainer *t) {
+    if (!t->pl) return engine_backend_name(t->e);
+    for (int s = 0; s < pipeline_stages(t->pl); s++)   /* under mpirun a process holds its own stages only */
+        if (pipeline_stage_engine(t->pl, s)) return engine_backend_name(pipeline_stage_engine(t->pl, s));
+    return "cpu";
+}
 
 /* ---- checkpoints ---- */
 
@@ -201,7 +206,8 @@ static int world_sum(void *ctx, double *vals, int n) {
     return engine_world_sum(t->e, vals, n);
 }
 
-static int use_sharded(const Trainer *t) { return t->opt->ckpt_format == 2 || (t->opt->ckpt_format == 0 && t->nprocs > 1); }
+/* Sharded: asked for, or the default with several processes (pp > 1: full only so far). */
+static int use_sharded(const Trainer *t) { return t->opt->ckpt_format == 2 || (t->opt->ckpt_format == 0 && t->nprocs > 1 && !t->pl); }
 
 static int save_checkpoint(Trainer *t, TrainLog *lg) {
     if (t->follower && !use_sharded(t)) return follow_checkpoint(t);
@@ -313,8 +319,9 @@ static int resume_from(Trainer *t, const char *arg) {
     /* One process per rank: only the blocks this process's rank holds are read (the rest of the
      * canonical tensor stays zero; engine_set_canon takes this rank's blocks only). Threads: all. */
     const Plan *p = t->plan;
-    CkptRegion *need = t->nprocs > 1 ? malloc((size_t)(p->nparts + 1) * sizeof *need) : NULL;
-    if (t->nprocs > 1 && !need) { ckpt_reader_close(rd); ckpt_state_free(&st); return fail(1, "out of memory"); }
+    int partial = t->nprocs > 1 && !t->pl;   /* pp > 1: the parts are the stages' plans'; every tensor is read whole */
+    CkptRegion *need = partial ? malloc((size_t)(p->nparts + 1) * sizeof *need) : NULL;
+    if (partial && !need) { ckpt_reader_close(rd); ckpt_state_free(&st); return fail(1, "out of memory"); }
     const int slots[3] = {SLOT_PARAM, SLOT_ADAM_M, SLOT_ADAM_V};
     for (int c = 0; c < t->ncanons; c++) {
         int nneed = 0, tr = t->proc % p->tp;
@@ -632,13 +639,13 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
 
     {   /* a launcher's world must hold the plan's grid (bad input: exit 2 before anything runs) */
         int wr = 0, ws = 1, w = world_from_env(&wr, &ws, err, sizeof err);
-        int grid = p->dp * p->pp * p->tp;
+        int pp = pl ? pipeline_ranks(pl) : p->pp, grid = p->dp * pp * p->tp;   /* a stage's plan says pp=1 */
         t.my_dp = w == 1 ? (wr / p->tp) % p->dp : -1;
         if (w == 1 && ws != grid) {
             tokenset_close(&ts); trainer_free(&t);
             return fail(2, "%s: the launcher gives a world of %d processes but the plan's grid is dp %d x pp %d x tp %d = %d "
-                        "ranks: launch %d processes or regenerate with -D dp= -D tp= that multiply to %d", p->path, ws, p->dp,
-                        p->pp, p->tp, grid, grid, ws);
+                        "ranks: launch %d processes or regenerate with -D dp= -D pp= -D tp= that multiply to %d", p->path, ws,
+                        p->dp, pp, p->tp, grid, grid, ws);
         }
     }
     if (!pl) {
@@ -653,7 +660,7 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
     format_count((double)t.batcher.val_len, nval, sizeof nval);
     int64_t coll_bytes = 0;
     for (int s = 0; s < (pl ? pipeline_stages(pl) : 1); s++)
-        coll_bytes += engine_collective_bytes(pl ? pipeline_stage_engine(pl, s) : t.e) * p->grad_accum;
+        coll_bytes += (pl ? plan_collective_bytes(pipeline_stage_plan(pl, s)) : engine_collective_bytes(t.e)) * p->grad_accum;
     format_bytes((double)coll_bytes, coll, sizeof coll);
     format_count((double)((int64_t)p->micro_batch * p->seq * p->grad_accum * p->dp), tok, sizeof tok);
     printf("boost train: run %s, model %s (%s, %d layers, hidden %d), %s parameters\n", p->run_name, p->model_name,
@@ -662,9 +669,9 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
     if (p->dp > 1) snprintf(dps, sizeof dps, " x dp %d", p->dp);
     printf("  layout %s, tp=%d, dp=%d, backend %s; micro_batch %d x seq %d x grad_accum %d%s = %s tokens per step; %d steps\n",
            p->layout, p->tp, p->dp, t_backend(&t), p->micro_batch, p->seq, p->grad_accum, dps, tok, p->steps);
-    if (pl) printf("  pipeline: pp=%d ranks, %d stages, %s over %d micro-batches (stage ranks as threads, send/recv as queues)\n",
+    if (pl) printf("  pipeline: pp=%d ranks, %d stages, %s over %d micro-batches (%s)\n",
                    pipeline_ranks(pl), pipeline_stages(pl), pipeline_stages(pl) > pipeline_ranks(pl) ? "interleaved 1F1B" : "1F1B",
-                   p->grad_accum);
+                   p->grad_accum, pipeline_transport(pl));
     Grid grid;
     if (grid_make(&grid, p->dp, pl ? pipeline_ranks(pl) : p->pp, p->tp, err, sizeof err) == 0) {
         char gd[4096];

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# mpi_pipeline.sh: pipeline parallelism with one process per grid rank under Open MPI's mpirun (CPU
+# backend; world = dp x pp x tp, tp fastest, then dp, then pp), send/recv over MPI point-to-point.
+# tiny-cola-pp2 (the 4-layer tiny-cola, 1F1B over 4 micro-batches) at dp=2 x pp=2 x tp=2 (-np 8),
+# pp=2 x tp=2 and pp=4 x tp=1 (-np 4), interleaved (virtual_stages=2) and ZeRO-1 logs the same losses,
+# validation losses and gradient norms as the same grid run as threads, bit for bit, and rank 0's
+# full checkpoint holds the same bytes. Bit for bit, not merely close: a process runs one thread
+# rank's arithmetic, the boundary tensors are copied unchanged, the tp/dp sums add in the thread
+# group's order (as mpi_grid.sh checks), and the loss and gradient norm are gathered over the job
+# and added in stage then rank order, exactly as the threads add them. A pp=2 x tp=2 checkpoint of
+# the threads resumed by 4 processes at pp=4 x tp=1 logs what the threads' resume logs. A world that
+# does not hold the grid, sharded checkpoints, another backend and a world without mpirun exit 2;
+# a rank killed mid-run stops the job. Without mpirun it prints a skip line.
+. tests/sh/lib.sh
+if ! command -v mpirun >/dev/null; then
+  ok "mpi_pipeline # SKIP mpirun is not installed (Debian's openmpi-bin, tools/install-deps.sh)"; exit 0
+fi
+export BOOST_THREADS=${BOOST_THREADS:-1}   # up to 8 processes on a small machine (the bits do not depend on it)
+mpi=(mpirun --oversubscribe --allow-run-as-root)
+opts=(--backend cpu -D steps=4 -D eval_every=2 --save-every 2 --quiet)
+numbers() { grep -o '"\(val_\)\?loss":[^,}]*\|"grad_norm":[^,}]*' "$1"; }
+same_ckpt() { cmp -s "$1/model.safetensors" "$2/model.safetensors" && cmp -s "$1/optimizer.safetensors" "$2/optimizer.safetensors"; }
+
+i=0
+for g in "8:-D dp=2 -D pp=2 -D tp=2" "4:-D dp=1 -D pp=2 -D tp=2" "4:-D dp=1 -D pp=4 -D tp=1" \
+         "4:-D dp=1 -D pp=2 -D tp=2 -D virtual_stages=2" "8:-D dp=2 -D pp=2 -D tp=2 -D zero=1"; do
+  np=${g%%:*}; read -r -a defs <<<"${g#*:}"; i=$((i + 1))
+  name="mpi_pp_np${np}_$(echo "${g#*:}" | sed 's/-D //g; s/ /_/g; s/=//g; s/virtual_stages/v/')"
+  $BOOST train tiny-cola-pp2 "${opts[@]}" "${defs[@]}" --log "$TMP/t$i.jsonl" -o "$TMP/t$i" >"$TMP/t$i.out" 2>&1 \
+    || { fail "${name}_same_as_threads" "threaded run failed: $(tail -2 "$TMP/t$i.out")"; continue; }
+  timeout 300 "${mpi[@]}" -np "$np" "$BOOST" train tiny-cola-pp2 "${opts[@]}" "${defs[@]}" --log "$TMP/m$i.jsonl" -o "$TMP/m$i" \
+    >"$TMP/m$i.out" 2>&1
+  rc=$?
+  if [ $rc = 0 ] && grep -q "send/recv over MPI" "$TMP/m$i.out" && [ "$(numbers "$TMP/m$i.jsonl" | wc -l)" -ge 11 ] \
+     && cmp -s <(numbers "$TMP/t$i.jsonl") <(numbers "$TMP/m$i.jsonl"); then
+    ok "${name}_same_as_threads"
+  else
+    fail "${name}_same_as_threads" "exit $rc: $(numbers "$TMP/m$i.jsonl" | head -3 | tr '\n' ' ') vs $(numbers "$TMP/t$i.jsonl" | head -3 | tr '\n' ' ') $(grep -i 'boost' "$TMP/m$i.out" | head -3)"
+  fi
+  same_ckpt "$TMP/t$i/step-000004" "$TMP/m$i/step-000004" && ok "${name}_same_checkpoint" \
+    || fail "${name}_same_checkpoint" "step-4 safetensors differ from the threaded run's (or are missing)"
+done
+
+# resume across pp: the threads' pp=2 x tp=2 checkpoint of step 2 continued at pp=4 x tp=1, by threads
+# and by 4 processes (each reads the tensors of its own stages): the same log
+if [ -f "$TMP/t2/step-000002/state.json" ]; then
+  $BOOST train tiny-cola-pp2 "${opts[@]}" -D pp=4 -D tp=1 --resume "$TMP/t2/step-000002" --log "$TMP/rt.jsonl" >"$TMP/rt.out" 2>&1
+  timeout 300 "${mpi[@]}" -np 4 "$BOOST" train tiny-cola-pp2 "${opts[@]}" -D pp=4 -D tp=1 --resume "$TMP/t2/step-000002" \
+    --log "$TMP/rm.jsonl" >"$TMP/rm.out" 2>&1
+  rc=$?
+  [ $rc = 0 ] && grep -q "resumed from .*step 2" "$TMP/rm.out" && [ "$(numbers "$TMP/rm.jsonl" | wc -l)" -ge 4 ] \
+    && cmp -s <(numbers "$TMP/rt.jsonl") <(numbers "$TMP/rm.jsonl") && ok mpi_pp_resume_pp2_tp2_at_pp4_same_as_threads \
+    || fail mpi_pp_resume_pp2_tp2_at_pp4_same_as_threads "exit $rc: $(grep -i 'boost\|resumed' "$TMP/rm.out" | head -3)"
+else
+  fail mpi_pp_resume_pp2_tp2_at_pp4_same_as_threads "the threads' pp=2 x tp=2 run left no step-2 checkpoint"
+fi
+
+# bad input: exit 2 with what to do, never a hang
+expect2() {   # NAME PATTERN COMMAND...: exit 2 and PATTERN in the output
+  local name=$1 pat=$2; shift 2
+  timeout 120 "$@" >"$TMP/$name.out" 2>&1
+  local rc=$?
+  [ $rc = 2 ] && grep -q -- "$pat" "$TMP/$name.out" && ok "$name" || fail "$name" "exit $rc: $(grep -v '^-\|^$' "$TMP/$name.out" | head -2)"
+}
+small=(tiny-cola-pp2 --backend cpu -D steps=2 --quiet)
+expect2 mpi_pp_world_disagrees_exit2 "world of 6 processes but the plan's grid is dp 2 x pp 2 x tp 2 = 8 ranks: launch mpirun -np 8" \
+  "${mpi[@]}" -np 6 "$BOOST" train "${small[@]}" -D dp=2 -D pp=2 -D tp=2
+expect2 mpi_pp_sharded_ckpt_exit2 "use --ckpt-format full" \
+  "${mpi[@]}" -np 4 "$BOOST" train "${small[@]}" -D pp=2 -D tp=2 --ckpt-format sharded -o "$TMP/sh"
+expect2 mpi_pp_cuda_backend_exit2 "use --backend cpu" "${mpi[@]}" -np 4 "$BOOST" train "${small[@]}" -D pp=2 -D tp=2 --backend cuda
+expect2 mpi_pp_world_without_mpirun_exit2 "only under Open MPI's mpirun" \
+  env BOOST_WORLD_SIZE=4 BOOST_RANK=0 "$BOOST" train "${small[@]}" -D pp=2 -D tp=2
+
+# rank 2 (pipeline rank 1) killed mid-run: its neighbours wait on it in MPI; the job stops, naming it
+"${mpi[@]}" -np 4 "$BOOST" train tiny-cola-pp2 --backend cpu -D pp=2 -D tp=2 -D steps=100000 -D eval_every=0 \
+  --log "$TMP/kill.jsonl" >"$TMP/kill.out" 2>&1 &
+launcher=$!
+victim=
+for _ in $(seq 600); do
+  if grep -q '"step":2' "$TMP/kill.jsonl" 2>/dev/null; then
+    for pid in $(pgrep -P $launcher); do
+      tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=2' && victim=$pid
+    done
+    [ -n "$victim" ] && break
+  fi
+  sleep 0.1
+done
+if [ -z "$victim" ]; then
+  fail mpi_pp_killed_rank_stops_job "rank 2's process not found (training never reached step 2?)"
+  kill $launcher 2>/dev/null; wait $launcher 2>/dev/null
+else
+  t0=$(date +%s)
+  kill -9 "$victim"
+  for _ in $(seq 600); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $launcher 2>/dev/null; then
+    fail mpi_pp_killed_rank_stops_job "mpirun still runs 60 s after rank 2 was killed"
+    kill $launcher 2>/dev/null
+  fi
+  wait $launcher
+  rc=$?
+  dt=$(( $(date +%s) - t0 ))
+  [ $rc != 0 ] && grep -q "process rank 2 " "$TMP/kill.out" && ok mpi_pp_killed_rank_stops_job \
+    && echo "#   job stopped ${dt}s after rank 2 was killed" \
+    || fail mpi_pp_killed_rank_stops_job "exit $rc after ${dt}s: $(grep -v '^-*$' "$TMP/kill.out" | tail -3)"
+fi
