@@ -6,7 +6,8 @@
 #   --quick  tiny-cola only, fewer steps (what a test may run); --dry  print the commands only
 # Knobs: CPU_BENCH_SHAPES ("tiny-cola cola-60m cola-130m"), CPU_BENCH_TPS ("1 2"), CPU_BENCH_STEPS
 # (6; the first 2 are left out), CPU_BENCH_COMPILE (0), CPU_BENCH_PROFILE (1: append BOOST_PROFILE=1's
-# per-kind table of each shape at tp=1 to the file), BOOST_THREADS (passed through).
+# per-kind table of each shape at tp=1 to the file), BOOST_THREADS (default here: the cores, the
+# thread count PyTorch gets, so that other load on the machine does not make the two sides differ).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 BOOST=${BOOST:-./bin/boost}
@@ -29,6 +30,7 @@ warm=2
 if [ $quick = 1 ]; then shapes=tiny-cola; steps=4; warm=1; fi
 compile=${CPU_BENCH_COMPILE:-0}
 cores=$(nproc 2>/dev/null || echo 1)
+export BOOST_THREADS=${BOOST_THREADS:-$cores}
 
 run_of() {   # shape -> run spec
   case $1 in
@@ -85,13 +87,13 @@ md=$tmp/res.md
   echo
   echo "Made by \`bash bench/cpu_vs_torch.sh$( [ $quick = 1 ] && echo ' --quick')\` at $(date -u '+%Y-%m-%d %H:%M UTC'),"
   echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(python3 -c 'import torch; print("PyTorch", torch.__version__)'),"
-  echo "$cores cores ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')), BOOST_THREADS=${BOOST_THREADS:-unset}."
+  echo "$cores cores ($(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')), BOOST_THREADS=$BOOST_THREADS (PyTorch: $cores threads)."
   echo "Micro-batch 4 x seq 256, fp32, one AdamW step per training step, $steps steps each, the median"
   echo "of the last $((steps - warm)). PyTorch uses $cores threads (it has no tensor parallelism: its tp=2 row is"
   echo "the same single-process model, so the ratio compares BOOST's two ranks against it). The two"
   echo "sides run in turns; other load on the machine moves both. Both sides' OpenMP threads wait"
   echo "passively (OMP_WAIT_POLICY=PASSIVE: BOOST's default, set for PyTorch here), as spinning threads"
-  echo "on a shared machine slow a step down several times; BOOST picks its threads from the load."
+  echo "on a shared machine slow a step down several times; both sides use the same thread count."
   echo
   echo "| shape | tp | BOOST tok/s | PyTorch eager tok/s | ratio | torch.compile tok/s | ratio |"
   echo "|---|---|---|---|---|---|---|"
