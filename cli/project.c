@@ -258,7 +258,10 @@ static int project_main(Run *run, int argc, char **argv) {
             else printf(" %s", p->pp_note);
             printf("\n");
         }
-        printf("  (s/iter above is the timeline's; the formula's is beside it, docs/cost-model.md \"Pipeline\")\n");
+        int all = 1;
+        for (int i = 0; i < nl; i++) all &= proj[i].pp_simulated;
+        printf("  (s/iter above is the timeline's%s; the formula's is beside it, docs/cost-model.md \"Pipeline\")\n",
+               all ? "" : " where there is one, else the formula's");
     }
     if (run->dp > 1) {
         printf("\ndp gradient reduction, the emitted buckets (dp-comm above is the part not hidden):\n");

@@ -394,7 +394,7 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
         if (pipeline_timeline(g, &P, bytes, c->coll_eff, out, why, sizeof why)) {
             out->pipeline_s = out->pipeline_formula_s;
             out->bubble = out->bubble_formula;
-            snprintf(out->pp_note, sizeof out->pp_note, "no timeline (%s): the formula is used", why);
+            snprintf(out->pp_note, sizeof out->pp_note, "the formula (no stage schedule for the timeline: %s)", why);
         }
     }
     out->seconds_formula = out->pipeline_formula_s + out->optim_s + out->dp_comm_s;

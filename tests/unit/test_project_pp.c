@@ -3,7 +3,8 @@
  * interleaved one's (pp-1)/(v m+pp-1) bubble; a 2-stage 2-micro-batch timeline computed by hand (with
  * and without unequal stages and transfer cost); a transfer's cost moves the time by exactly its
  * count on the critical path; `boost project` at pp > 1 with an unequal explicit split comes out
- * longer than the formula with the mean stage; a mutated schedule is refused, not priced. */
+ * longer than the formula with the mean stage; a mutated schedule is refused, not priced; a model the
+ * generator cannot split keeps the formula. */
 #include <math.h>
 #include <string.h>
 #include "gen/gen.h"
@@ -190,5 +191,13 @@ int main(void) {
           skew.pipeline_s, formula_mean, m * slow, skew.pp_busy_s[0], skew.pp_busy_s[1]);
     CHECK(!rc && skew.seconds > even.seconds && even.bubble < skew.bubble, "unequal_split_slower_than_balanced",
           "balanced %.6g s (bubble %.4f), 8+24 %.6g s (bubble %.4f)", even.seconds, even.bubble, skew.seconds, skew.bubble);
+    /* a model the generator cannot split into stages (MoE: more than the residual stream crosses a
+       stage): no timeline, the formula, and the reason kept */
+    const char *dm[] = {"model=tiny-cola-moe", "pp=2", "grad_accum=4", "tp=1", "micro_batch=1", "seq=16"};
+    if (load(&run, "tiny-cola-pp2", dm, 6, 1)) return 1;
+    rc = project_layout(&run, LAYOUT_BTP, &c, NULL, &p, err, sizeof err);
+    CHECK(!rc && !p.pp_simulated && p.seconds == p.seconds_formula && p.bubble == p.bubble_formula && strstr(p.pp_note, "formula"),
+          "no_stage_schedule_falls_back_to_formula", "rc %d %s: simulated %d, %g vs %g s, note '%s'", rc, err, p.pp_simulated,
+          p.seconds, p.seconds_formula, p.pp_note);
     TEST_EXIT();
 }
