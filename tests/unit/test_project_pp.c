@@ -163,6 +163,7 @@ int main(void) {
     Projection p;
     const char *d1[] = {"gpu=a100", "tp=4", "pp=2", "dp=1", "micro_batch=1", "seq=256", "grad_accum=1", "checkpoint=none"};
     if (load(&run, "cola-7b-tp4", d1, 8, 1)) return 1;
+    err[0] = 0;
     rc = project_layout(&run, LAYOUT_BTP, &c, NULL, &p, err, sizeof err);
     /* one micro-batch (fewer than the stages: a projection allows it): forward down and backward up
        through both stages, one transfer each way: busy0 + busy1 + 2 x (bytes / (net x coll_eff) + alpha) */
@@ -175,6 +176,23 @@ int main(void) {
           close_abs(p.seconds_formula, p.pipeline_formula_s + p.optim_s + p.dp_comm_s, 1e-12 * p.seconds) &&
           p.bubble_formula == 0.5, "project_fields", "seconds %g formula %g bubble_formula %g", p.seconds, p.seconds_formula,
           p.bubble_formula);
+
+    /* pp=4 on 8-GPU nodes (h100), tp=4: ranks 0-1 share node 0 and 2-3 node 1, so boundaries 0 and 2
+       are NVLink and boundary 1 the network; one micro-batch: the stages' sum plus each boundary's
+       hop both ways */
+    const char *d8[] = {"gpu=h100", "tp=4", "pp=4", "dp=1", "micro_batch=1", "seq=256", "grad_accum=1", "checkpoint=none"};
+    if (load(&run, "cola-7b-tp4", d8, 8, 1)) return 1;
+    err[0] = 0;
+    rc = project_layout(&run, LAYOUT_BTP, &c, NULL, &p, err, sizeof err);
+    {
+        double nv_hop = bytes / (run.gpu.nvlink_gbs * 1e9 * c.coll_eff) + run.gpu.nvlink_latency_us * 1e-6;
+        double net_hop = bytes / (run.gpu.net_gbs * 1e9 * c.coll_eff) + run.gpu.net_latency_us * 1e-6;
+        double busy = p.pp_busy_s[0] + p.pp_busy_s[1] + p.pp_busy_s[2] + p.pp_busy_s[3];
+        double want = busy + 2 * (2 * nv_hop + net_hop);
+        CHECK(!rc && run.gpu.gpus_per_node == 8 && p.pp_simulated && close_abs(p.pipeline_s, want, 1e-12 * want),
+              "project_pp4_links_per_boundary", "rc %d %s: %.12g s, want stages %.12g + 2 x (2 x %.6g NVLink + %.6g network)",
+              rc, err, p.pipeline_s, busy, nv_hop, net_hop);
+    }
 
     /* an explicit unequal split (8 + 24 of the 32 layers): the formula with the mean stage undercounts */
     const char *d4[] = {"gpu=a100", "tp=4", "pp=2", "dp=1", "micro_batch=1", "seq=256", "grad_accum=4", "checkpoint=none"};
@@ -195,6 +213,7 @@ int main(void) {
        stage): no timeline, the formula, and the reason kept */
     const char *dm[] = {"model=tiny-cola-moe", "pp=2", "grad_accum=4", "tp=1", "micro_batch=1", "seq=16"};
     if (load(&run, "tiny-cola-pp2", dm, 6, 1)) return 1;
+    err[0] = 0;
     rc = project_layout(&run, LAYOUT_BTP, &c, NULL, &p, err, sizeof err);
     CHECK(!rc && !p.pp_simulated && p.seconds == p.seconds_formula && p.bubble == p.bubble_formula && strstr(p.pp_note, "formula"),
           "no_stage_schedule_falls_back_to_formula", "rc %d %s: simulated %d, %g vs %g s, note '%s'", rc, err, p.pp_simulated,
