@@ -1,7 +1,8 @@
 /* project_sched.c: prices the generator's schedule (gen/ir.h, graph_build) step by step with the
- * formulas of project_model.c, splits the layers over the pipeline stages and composes one
- * training iteration: (m + pp - 1) pipeline steps of the slowest stage, plus the optimizer and the
- * data-parallel gradient all-reduce. docs/cost-model.md is the prose of this file. */
+ * formulas of project_model.c and composes one training iteration: at pp > 1 the stage schedule
+ * gen/pp.c emits, executed as a timeline (gen/project_pp.c), with the (m + pp - 1) x slowest-stage
+ * formula beside it; plus the optimizer and the data-parallel gradient all-reduce.
+ * docs/cost-model.md is the prose of this file. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -363,7 +364,6 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
         double bytes = (double)g->M * width * (r->dtype == DT_FP32 ? 4 : 2);
         send_s = send_seconds(bytes, pp_bw, pp_alpha);
     }
-    double steps = pp > 1 ? m + pp - 1 : m;
     double params = 0;
     for (int s = 0; s < pp; s++) if (st[s].params > params) params = st[s].params;
     out->params_local = params;
@@ -402,7 +402,7 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     /* the parts: the slowest stage's, times the pipeline's steps, scaled so that they add up to the
        pipeline's time (the timeline's idle spread over them in proportion) */
     double scale = out->pipeline_formula_s > 0 ? out->pipeline_s / out->pipeline_formula_s : 1;
-    steps = pp > 1 ? ((double)v * m + pp - 1) / v : m;
+    double steps = pp > 1 ? ((double)v * m + pp - 1) / v : m;
     out->gemm_s = scale * steps * S->gemm;
     out->kernel_s = scale * steps * S->kernel;
     out->attn_s = scale * steps * S->attn;
