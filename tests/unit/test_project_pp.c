@@ -31,14 +31,15 @@ static int load(Run *run, const char *spec, const char *const *defs, int ndefs, 
     return rc;
 }
 
-/* The emitted schedule of tiny-cola-4l (4 layers) at pp, m, v. */
-static PpPlan *plan(int pp, int m, int v, Graph **gout) {
+/* The emitted schedule of model (tiny-cola-4l: 4 layers) at pp, m, v, tp=1, 16 tokens. */
+static PpPlan *plan_of(const char *model, int pp, int m, int v, Graph **gout) {
     static Run run;
-    char dpp[32], dm[32], dv[32], err[1024];
+    char dpp[32], dm[32], dv[32], dmodel[64], err[1024];
     snprintf(dpp, sizeof dpp, "pp=%d", pp); snprintf(dm, sizeof dm, "grad_accum=%d", m);
     snprintf(dv, sizeof dv, "virtual_stages=%d", v);
-    const char *defs[] = {dpp, dm, dv, "tp=1", "micro_batch=1", "seq=16"};
-    if (load(&run, "tiny-cola-pp2", defs, 6, 0)) return NULL;
+    snprintf(dmodel, sizeof dmodel, "model=%s", model);
+    const char *defs[] = {dpp, dm, dv, dmodel, "tp=1", "micro_batch=1", "seq=16"};
+    if (load(&run, "tiny-cola-pp2", defs, 7, 0)) return NULL;
     int status = 0;
     Graph *g = graph_build(&run, run.layout, run.checkpoint, err, sizeof err, &status);
     if (!g) { printf("FAIL - graph_build: %s\n", err); return NULL; }
@@ -47,6 +48,8 @@ static PpPlan *plan(int pp, int m, int v, Graph **gout) {
     *gout = g;
     return pl;
 }
+
+static PpPlan *plan(int pp, int m, int v, Graph **gout) { return plan_of("tiny-cola-4l", pp, m, v, gout); }
 
 static void release(PpPlan *pl, Graph *g) { pp_free(pl); graph_free(g); }
 
@@ -58,11 +61,11 @@ static int uniform(const PpPlan *pl, double tf, double tb, double c, PpTimeline 
 }
 
 /* Uniform stages, no transfer cost: the timeline is the formula, exactly (the times are small integers). */
-static void formula_case(int pp, int m, int v) {
+static void formula_case(const char *model, int pp, int m, int v) {
     Graph *g = NULL;
-    PpPlan *pl = plan(pp, m, v, &g);
+    PpPlan *pl = plan_of(model, pp, m, v, &g);
     char name[160], err[512] = "";
-    snprintf(name, sizeof name, "uniform_zero_p2p_equals_formula pp=%d m=%d v=%d", pp, m, v);
+    snprintf(name, sizeof name, "uniform_zero_p2p_equals_formula %s pp=%d m=%d v=%d", model, pp, m, v);
     if (!pl) { CHECK(0, name, "no plan"); return; }
     PpTimeline tl;
     int rc = uniform(pl, 1, 2, 0, &tl, err, sizeof err);
@@ -70,7 +73,7 @@ static void formula_case(int pp, int m, int v) {
     CHECK(!rc && tl.seconds == want && pp_formula_seconds(3, 0, m, pp, v) == want, name, "rc %d %s: timeline %.17g, want %.17g",
           rc, err, tl.seconds, want);
     double bubble = (double)(pp - 1) / ((double)v * m + pp - 1);
-    snprintf(name, sizeof name, "uniform_bubble_from_timeline pp=%d m=%d v=%d: (pp-1)/(v m+pp-1)", pp, m, v);
+    snprintf(name, sizeof name, "uniform_bubble_from_timeline %s pp=%d m=%d v=%d: (pp-1)/(v m+pp-1)", model, pp, m, v);
     int idle_ok = 1;
     for (int r = 0; r < pp; r++) idle_ok &= tl.busy_s[r] == 3.0 * m * v && tl.idle_s[r] == want - 3.0 * m * v;
     CHECK(!rc && close_abs(tl.bubble, bubble, 1e-12) && idle_ok, name, "bubble %.12f, want %.12f; idle per rank %s",
@@ -79,13 +82,15 @@ static void formula_case(int pp, int m, int v) {
 }
 
 int main(void) {
-    formula_case(2, 2, 1);
-    formula_case(2, 4, 1);
-    formula_case(2, 7, 1);
-    formula_case(4, 4, 1);
-    formula_case(4, 9, 1);
-    formula_case(2, 4, 2);   /* interleaved: 2 chunks of 1 layer per rank */
-    formula_case(2, 8, 2);
+    formula_case("tiny-cola-4l", 2, 2, 1);
+    formula_case("tiny-cola-4l", 2, 4, 1);
+    formula_case("tiny-cola-4l", 2, 7, 1);
+    formula_case("tiny-cola-4l", 4, 4, 1);
+    formula_case("tiny-cola-4l", 4, 9, 1);
+    formula_case("tiny-cola-4l", 2, 4, 2);   /* interleaved: 2 chunks of 1 layer per rank */
+    formula_case("tiny-cola-4l", 2, 8, 2);
+    formula_case("cola-llama-7b", 4, 8, 2);  /* 32 layers: 4 ranks x 2 chunks of 4 */
+    formula_case("cola-llama-7b", 4, 12, 4);
 
     /* pp=2, m=2 by hand. The emitted steps: rank 0 F0 S0 F1 S1 R0 B0 R1 B1; rank 1 R0 F0 B0 S0 R1 F1 B1 S1. */
     Graph *g = NULL;
