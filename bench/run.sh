@@ -188,6 +188,17 @@ done
   echo "  micro-batches is not known; with one micro-batch through 4 stages (bubble 75%) the projected"
   echo "  absolute times are well above the measured ones, while the ratios stay close."
   echo
+  # the pipelined rows: the emitted schedule's timeline (seconds above) beside the old formula
+  for size in 13b 30b; do
+    f=$tmp/proj-$size.kv
+    [ -f "$f" ] && [ "$(kv "$f" pp)" -gt 1 ] 2>/dev/null || continue
+    awk -v size=$size '{ v[$1] = $2 } END {
+      printf "Pipelined %s (pp=%d, %d micro-batch(es)): seconds above from the emitted schedule'"'"'s timeline; the formula (m+pp-1) x slowest stage gives megatron %.3f, naive %.3f, btp %.3f s (btp/naive %.2fx, btp/full %.2fx); bubble btp %.1f%% on the timeline, %.1f%% by the formula.\n",
+        toupper(size), v["pp"], v["grad_accum"], v["seconds_formula.megatron"], v["seconds_formula.naive"], v["seconds_formula.btp"],
+        v["seconds_formula.naive"] / v["seconds_formula.btp"], v["seconds_formula.megatron"] / v["seconds_formula.btp"],
+        100 * v["bubble.btp"], 100 * v["bubble_formula.btp"] }' "$f"
+  done
+  echo
 } >>"$md"
 # ---- 2b. the constants: collective efficiency fitted to the paper, and the sensitivity of the speedups ----
 if [ -f "$tmp/proj-7b.kv" ]; then

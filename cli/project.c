@@ -61,6 +61,11 @@ static int projection_fields(const Projection *p, Field *f) {
     f[n++] = (Field){"dp_hidden_s", p->dp_hidden_s};
     f[n++] = (Field){"stage_s", p->stage_s};
     f[n++] = (Field){"bubble", p->bubble};
+    f[n++] = (Field){"bubble_formula", p->bubble_formula};
+    f[n++] = (Field){"seconds_formula", p->seconds_formula};
+    f[n++] = (Field){"pipeline_s", p->pipeline_s};
+    f[n++] = (Field){"pipeline_formula_s", p->pipeline_formula_s};
+    f[n++] = (Field){"pp_simulated", p->pp_simulated};
     f[n++] = (Field){"gemm_tflop_per_gpu", p->gemm_flops / 1e12};
     f[n++] = (Field){"tp_bytes_fwd", p->tp_bytes_fwd};
     f[n++] = (Field){"tp_bytes_bwd", p->tp_bytes_bwd};
@@ -189,6 +194,17 @@ static int project_main(Run *run, int argc, char **argv) {
                 printf("%s\"%s\": %.15g", i ? ", " : "", layout_name(layouts[i]), f[i][k].val);
             printf("},\n");
         }
+        if (run->pp > 1)
+            for (int a = 0; a < 2; a++) {   /* per pipeline rank, in the timeline */
+                printf("  \"%s\": {", a ? "pp_idle_s" : "pp_busy_s");
+                for (int i = 0; i < nl; i++) {
+                    printf("%s\"%s\": [", i ? ", " : "", layout_name(layouts[i]));
+                    for (int k = 0; k < proj[i].pp_ranks && k < 64; k++)
+                        printf("%s%.15g", k ? ", " : "", a ? proj[i].pp_idle_s[k] : proj[i].pp_busy_s[k]);
+                    printf("]");
+                }
+                printf("},\n");
+            }
         if (lowrank) printf("  \"speedup\": {\"btp_over_naive\": %.6g, \"btp_over_megatron\": %.6g}\n}\n",
                             over_naive, over_megatron);
         else printf("  \"speedup\": {}\n}\n");
@@ -208,6 +224,13 @@ static int project_main(Run *run, int argc, char **argv) {
                consts.coll_eff, consts.optim_bytes_per_param);
         for (int i = 0; i < nl; i++)
             for (int k = 0; k < nf; k++) printf("%s.%s %.15g\n", f[i][k].key, layout_name(layouts[i]), f[i][k].val);
+        if (run->pp > 1)
+            for (int i = 0; i < nl; i++)
+                for (int a = 0; a < 2; a++) {
+                    printf("%s.%s", a ? "pp_idle_s" : "pp_busy_s", layout_name(layouts[i]));
+                    for (int k = 0; k < proj[i].pp_ranks && k < 64; k++) printf(" %.15g", a ? proj[i].pp_idle_s[k] : proj[i].pp_busy_s[k]);
+                    printf("\n");
+                }
         if (lowrank) printf("speedup.btp_over_naive %.6g\nspeedup.btp_over_megatron %.6g\n", over_naive, over_megatron);
         return 0;
     }
@@ -221,6 +244,24 @@ static int project_main(Run *run, int argc, char **argv) {
         printf("%-9s %9.4f %9.4f %9.4f | %8.4f %8.4f %8.4f %8.4f %8.4f | %8.4f %8.4f %8.4f %7.1f%%\n",
                layout_name(layouts[i]), p->seconds, p->compute_s, p->comm_s, p->gemm_s, p->kernel_s, p->attn_s,
                p->recompute_s, p->optim_s, p->tp_comm_s, p->pp_send_s, p->dp_comm_s, 100 * p->bubble);
+    }
+    if (run->pp > 1) {
+        printf("\npipeline (pp=%d, %d micro-batch(es)%s): the emitted schedule's timeline vs the formula (m+pp-1) x slowest stage:\n",
+               run->pp, run->grad_accum, run->pp_virtual > 1 ? ", interleaved" : "");
+        printf("  %-9s %12s %12s %9s %9s   %s\n", "layout", "timeline s", "formula s", "bubble", "formula", "idle per rank (s)");
+        for (int i = 0; i < nl; i++) {
+            const Projection *p = &proj[i];
+            printf("  %-9s %12.4f %12.4f %8.1f%% %8.1f%%  ", layout_name(layouts[i]), p->seconds, p->seconds_formula,
+                   100 * p->bubble, 100 * p->bubble_formula);
+            if (p->pp_simulated)
+                for (int k = 0; k < p->pp_ranks && k < 64; k++) printf(" %.4f", p->pp_idle_s[k]);
+            else printf(" %s", p->pp_note);
+            printf("\n");
+        }
+        int all = 1;
+        for (int i = 0; i < nl; i++) all &= proj[i].pp_simulated;
+        printf("  (s/iter above is the timeline's%s; the formula's is beside it, docs/cost-model.md \"Pipeline\")\n",
+               all ? "" : " where there is one, else the formula's");
     }
     if (run->dp > 1) {
         printf("\ndp gradient reduction, the emitted buckets (dp-comm above is the part not hidden):\n");

@@ -93,7 +93,16 @@ typedef struct {
     double gemm_s, kernel_s, attn_s, recompute_s, tp_comm_s, pp_send_s, dp_comm_s, optim_s;
     double dp_total_s;        /* the emitted dp buckets' time (dp_comm_s: the part not hidden) */
     double dp_hidden_s;       /* the part of it that overlaps the rest of the backward */
-    double bubble;            /* (pp-1)/(m+pp-1) */
+    double bubble;            /* pp > 1: the idle share of the pipeline ranks in the emitted schedule's
+                                 timeline (pp_simulated), else the formula's */
+    double bubble_formula;    /* (pp-1)/(v m+pp-1) */
+    double seconds_formula;   /* the iteration with the pipeline priced by the formula (= seconds at pp = 1) */
+    double pipeline_s;        /* the m micro-batches through the pipeline (seconds less optimizer and dp) */
+    double pipeline_formula_s;/* the formula's: (v m + pp - 1)(stage_s / v + 2 send) */
+    int pp_simulated;         /* 1: pipeline_s is the emitted schedule's timeline (gen/project_pp.c) */
+    int pp_ranks;             /* pp */
+    double pp_busy_s[64], pp_idle_s[64];  /* per pipeline rank in the timeline: computing, idle */
+    char pp_note[256];        /* pp > 1 without a timeline: why (the formula is used) */
     double stage_s;           /* one micro-batch forward+backward through the slowest stage */
     double gemm_flops;        /* per iteration per GPU */
     double tp_bytes_fwd, tp_bytes_bwd;   /* TP all-reduce/all-gather payload per iteration per GPU */

@@ -1,13 +1,15 @@
 /* project_sched.c: prices the generator's schedule (gen/ir.h, graph_build) step by step with the
- * formulas of project_model.c, splits the layers over the pipeline stages and composes one
- * training iteration: (m + pp - 1) pipeline steps of the slowest stage, plus the optimizer and the
- * data-parallel gradient all-reduce. docs/cost-model.md is the prose of this file. */
+ * formulas of project_model.c and composes one training iteration: at pp > 1 the stage schedule
+ * gen/pp.c emits, executed as a timeline (gen/project_pp.c), with the (m + pp - 1) x slowest-stage
+ * formula beside it; plus the optimizer and the data-parallel gradient all-reduce.
+ * docs/cost-model.md is the prose of this file. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "gen/ir.h"        // defines: graph_build, Graph, Op, Tensor, Param
 #include "gen/project.h"
+#include "gen/project_pp.h"   // pp_timeline; gen/pp.h: pp_build, PpPlan
 
 /* What one pipeline stage spends on one micro-batch (forward + backward). */
 typedef struct {
@@ -87,6 +89,47 @@ static void gemm_cost(const CostConsts *c, const GemmRates *rates, const Gpu *gp
     if (measured) p->gemms_measured++; else p->gemms_modelled++;
 }
 
+/* What prices one step: the constants, measured rates, GPU and the tp group's link. */
+typedef struct {
+    const CostConsts *c;
+    const GemmRates *rates;
+    const Gpu *gpu;
+    int tp;
+    double tp_bw, tp_alpha;   /* coll_eff applied */
+} Pricer;
+
+enum { CAT_NONE, CAT_GEMM, CAT_KERNEL, CAT_ATTN, CAT_TP };
+
+/* Seconds of one step of the schedule (a GEMM, kernel, attention call or tp collective; markers,
+ * copies and dp buckets, which the caller prices on the dp link, are CAT_NONE with 0) into *t, its
+ * GEMM/attention FLOPs added to *flops; returns the category. GEMM shapes are counted in p. */
+static int step_seconds(const Pricer *P, const Graph *g, const Op *o, Projection *p, double *t, double *flops) {
+    *t = 0;
+    switch (o->kind) {
+    case OP_GEMM: case OP_BATCHED_GEMM:
+        gemm_cost(P->c, P->rates, P->gpu, &o->g, t, flops, p);
+        return CAT_GEMM;
+    case OP_GROUPED_GEMM:
+        for (int j = 0; j < o->nmembers; j++) gemm_cost(P->c, P->rates, P->gpu, &o->members[j], t, flops, p);
+        *t -= (o->nmembers - 1) * P->c->launch_us * 1e-6;            /* one launch for the group */
+        return CAT_GEMM;
+    case OP_KERNEL:
+        if (!strncmp(o->k.kind, "attention", 9)) {
+            *t = attention_seconds(P->c, P->gpu, attention_flops(o), kernel_bytes(g, o), strstr(o->k.kind, "bwd") != NULL);
+            return CAT_ATTN;
+        }
+        *t = hbm_seconds(P->c, P->gpu, kernel_bytes(g, o));
+        return CAT_KERNEL;
+    case OP_ALLREDUCE: case OP_ALLGATHER:
+        if (o->group == 1) return CAT_NONE;
+        *t = o->kind == OP_ALLGATHER ? allgather_seconds((double)o->bytes, P->tp, P->tp_bw, P->tp_alpha)
+                                     : allreduce_seconds((double)o->bytes, P->tp, P->tp_bw, P->tp_alpha);
+        return CAT_TP;
+    default:
+        return CAT_NONE;   /* markers and TP copies: no step */
+    }
+}
+
 /* The layer of a parameter from its name ("L12.q.A" -> 12), -1 for embed/head/final_norm. */
 static int param_layer(const char *name) {
     int l;
@@ -139,6 +182,78 @@ static Graph *layout_graph(const Run *run, int layout, char *err, size_t errlen,
     return g;
 }
 
+/* The boundary b's link (between virtual stages b and b+1, on pipeline ranks b % pp and (b+1) % pp):
+ * NVLink when every pair of peers sits in one node, else the network. Ranks are laid out tp fastest,
+ * then dp, then pp (DESIGN.md), nodes of gpus_per_node consecutive ranks. */
+static void boundary_link(const Gpu *gpu, int tp, int dp, int pp, int b, double *bw_gbs, double *alpha_us) {
+    int per_node = gpu->gpus_per_node > 0 ? gpu->gpus_per_node : 1, ra = b % pp, rb = (b + 1) % pp, same = 1;
+    for (int i = 0; i < dp && same; i++)
+        same = ((long)ra * dp * tp + (long)i * tp) / per_node == ((long)rb * dp * tp + (long)i * tp) / per_node;
+    if (same) { *bw_gbs = gpu->nvlink_gbs; *alpha_us = gpu->nvlink_latency_us; }
+    else { *bw_gbs = gpu->net_gbs; *alpha_us = gpu->net_latency_us; }
+}
+
+/* Price the schedule gen/pp.c emits for g's run as a timeline (gen/project_pp.c): each virtual
+ * stage's forward and backward of one micro-batch from its own steps (the same step prices as the
+ * formula), each boundary's transfer of `bytes` on its link. A projection may ask for fewer
+ * micro-batches than stages (a plan may not): then the schedule is built for pp micro-batches and
+ * the later ones dropped, which is the 1F1B order for m (warm-up of min(pp-s-1, m) forwards).
+ * Fills pipeline_s, bubble, pp_busy_s, pp_idle_s; 0, or 1 with err (the caller keeps the formula). */
+static int pipeline_timeline(const Graph *g, const Pricer *P, double bytes, double coll_eff, Projection *out,
+                             char *err, size_t errlen) {
+    const Run *r = g->run;
+    int pp = r->pp, m = r->grad_accum > 0 ? r->grad_accum : 1, dp = r->dp > 1 ? r->dp : 1;
+    Run *run2 = NULL;
+    Graph *g2 = NULL;
+    const Graph *gs = g;
+    if (m < pp) {
+        run2 = malloc(sizeof *run2); g2 = malloc(sizeof *g2);
+        if (!run2 || !g2) { free(run2); free(g2); snprintf(err, errlen, "out of memory"); return 1; }
+        *run2 = *r; run2->grad_accum = pp;
+        *g2 = *g; g2->run = run2;
+        gs = g2;
+    }
+    PpPlan *pl = pp_build(gs, err, errlen);
+    int rc = pl ? 0 : 1;
+    double fwd[PP_MAX_STAGES] = {0}, bwd[PP_MAX_STAGES] = {0}, p2p[PP_MAX_STAGES] = {0};
+    if (pl && m < pp) {   /* drop the micro-batches beyond m */
+        for (int k = 0; k < pl->pp; k++) {
+            PpStage *rk = &pl->stages[k];
+            int n = 0;
+            for (int i = 0; i < rk->nsched; i++) if (rk->sched[i].micro < m) rk->sched[n++] = rk->sched[i];
+            rk->nsched = n;
+        }
+        pl->m = m;
+    }
+    for (int k = 0; pl && k < pl->nv; k++) {
+        const Graph *sg = pl->stages[k].g;
+        Projection scratch;   /* GEMM shape counts are the whole graph's, counted once by the caller */
+        memset(&scratch, 0, sizeof scratch);
+        for (int i = 0; i < sg->nsteps; i++) {
+            double t = 0, flops = 0;
+            step_seconds(P, sg, &sg->steps[i], &scratch, &t, &flops);
+            if (sg->steps[i].section == SEC_FWD) fwd[k] += t; else bwd[k] += t;
+        }
+        if (k < pl->nv - 1) {
+            double bw, alpha;
+            boundary_link(P->gpu, P->tp, dp, pl->pp, k, &bw, &alpha);
+            p2p[k] = send_seconds(bytes, bw * coll_eff, alpha);
+        }
+    }
+    PpTimeline tl;
+    if (pl && pp_timeline(pl, fwd, bwd, p2p, &tl, err, errlen)) rc = 1;
+    if (!rc) {
+        out->pipeline_s = tl.seconds;
+        out->bubble = tl.bubble;
+        out->pp_ranks = pp;
+        for (int k = 0; k < pp && k < 64; k++) { out->pp_busy_s[k] = tl.busy_s[k]; out->pp_idle_s[k] = tl.idle_s[k]; }
+        out->pp_simulated = 1;
+    }
+    pp_free(pl);
+    free(g2); free(run2);
+    return rc;
+}
+
 int project_layout(const Run *run, int layout, const CostConsts *c, const GemmRates *rates,
                    Projection *out, char *err, size_t errlen) {
     return project_layout_trace(run, layout, c, rates, out, NULL, err, errlen);
@@ -166,6 +281,7 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     double tp_bw, tp_alpha;
     tp_link(gpu, tp, &tp_bw, &tp_alpha);
     tp_bw *= c->coll_eff;
+    const Pricer P = {c, rates, gpu, tp, tp_bw, tp_alpha};
     /* the dp group's link: NVLink when the whole tp x pp x dp grid fits a node, else the network */
     int per_node = gpu->gpus_per_node > 0 ? gpu->gpus_per_node : 1, dp = r->dp > 1 ? r->dp : 1;
     int dp_in_node = (long)tp * pp * dp <= per_node;
@@ -192,49 +308,31 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
         else stage = seen_layer_bwd ? 0 : pp - 1;
         StageCost *s = &st[stage];
         double t = 0, flops = 0;
-        int is_compute = 1;
-        switch (o->kind) {
-        case OP_GEMM: case OP_BATCHED_GEMM:
-            gemm_cost(c, rates, gpu, &o->g, &t, &flops, out);
-            s->gemm += o->section == SEC_RECOMPUTE ? 0 : t;
-            break;
-        case OP_GROUPED_GEMM:
-            for (int j = 0; j < o->nmembers; j++) gemm_cost(c, rates, gpu, &o->members[j], &t, &flops, out);
-            t -= (o->nmembers - 1) * c->launch_us * 1e-6;            /* one launch for the group */
-            s->gemm += o->section == SEC_RECOMPUTE ? 0 : t;
-            break;
-        case OP_KERNEL:
-            if (!strncmp(o->k.kind, "attention", 9)) {
-                t = attention_seconds(c, gpu, attention_flops(o), kernel_bytes(g, o), strstr(o->k.kind, "bwd") != NULL);
-                s->attn += o->section == SEC_RECOMPUTE ? 0 : t;
-            } else {
-                t = hbm_seconds(c, gpu, kernel_bytes(g, o));
-                s->kernel += o->section == SEC_RECOMPUTE ? 0 : t;
+        int is_compute = 0;
+        if ((o->kind == OP_ALLREDUCE || o->kind == OP_ALLGATHER) && o->group == 1) {
+            /* a dp bucket: priced on the dp link, once per optimizer step */
+            t = allreduce_seconds((double)o->bytes, dp, dp_bw, dp_alpha);
+            s->dp_comm += t;
+            if (i < last_compute) s->dp_early += t;
+            s->dp_started = 1;
+        } else {
+            int cat = step_seconds(&P, g, o, out, &t, &flops);
+            int priced = o->section == SEC_RECOMPUTE ? 0 : 1;
+            is_compute = cat != CAT_TP && cat != CAT_NONE;
+            if (cat == CAT_GEMM) s->gemm += priced ? t : 0;
+            else if (cat == CAT_ATTN) s->attn += priced ? t : 0;
+            else if (cat == CAT_KERNEL) s->kernel += priced ? t : 0;
+            else if (cat == CAT_TP) {
+                int allgather = o->kind == OP_ALLGATHER;
+                double bytes = (double)o->bytes;
+                double elems = allgather ? (double)o->rows * o->cols * tp : (double)o->elems;
+                s->tp_comm += t;
+                if (o->dir) s->bytes_bwd += bytes; else s->bytes_fwd += bytes;
+                if (o->layer == 0) {
+                    if (o->dir) { out->layer_bwd_elems += elems; out->layer_bwd_bytes += bytes; out->layer_bwd_count++; }
+                    else { out->layer_fwd_elems += elems; out->layer_fwd_bytes += bytes; out->layer_fwd_count++; }
+                }
             }
-            break;
-        case OP_ALLREDUCE: case OP_ALLGATHER: {
-            is_compute = 0;
-            if (o->group == 1) {   /* a dp bucket: priced on the dp link, once per optimizer step */
-                t = allreduce_seconds((double)o->bytes, dp, dp_bw, dp_alpha);
-                s->dp_comm += t;
-                if (i < last_compute) s->dp_early += t;
-                s->dp_started = 1;
-                break;
-            }
-            int allgather = o->kind == OP_ALLGATHER;
-            double bytes = (double)o->bytes;
-            double elems = allgather ? (double)o->rows * o->cols * tp : (double)o->elems;
-            t = allgather ? allgather_seconds(bytes, tp, tp_bw, tp_alpha) : allreduce_seconds(bytes, tp, tp_bw, tp_alpha);
-            s->tp_comm += t;
-            if (o->dir) s->bytes_bwd += bytes; else s->bytes_fwd += bytes;
-            if (o->layer == 0) {
-                if (o->dir) { out->layer_bwd_elems += elems; out->layer_bwd_bytes += bytes; out->layer_bwd_count++; }
-                else { out->layer_fwd_elems += elems; out->layer_fwd_bytes += bytes; out->layer_fwd_count++; }
-            }
-            break;
-        }
-        default:
-            is_compute = 0;   /* markers and TP copies: no step */
         }
         if (trace && o->layer <= 0) trace_step(trace, g, o, stage, t);
         if (is_compute && o->section == SEC_RECOMPUTE) s->recompute += t;
@@ -266,7 +364,6 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
         double bytes = (double)g->M * width * (r->dtype == DT_FP32 ? 4 : 2);
         send_s = send_seconds(bytes, pp_bw, pp_alpha);
     }
-    double steps = pp > 1 ? m + pp - 1 : m;
     double params = 0;
     for (int s = 0; s < pp; s++) if (st[s].params > params) params = st[s].params;
     out->params_local = params;
@@ -283,14 +380,35 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
         }
     }
     out->stage_s = S->gemm + S->kernel + S->attn + S->recompute + S->tp_comm;
-    out->seconds = pipeline_seconds(out->stage_s, send_s, m, pp) + out->optim_s + out->dp_comm_s;
-    out->bubble = pp > 1 ? (double)(pp - 1) / (m + pp - 1) : 0;
-    out->gemm_s = steps * S->gemm;
-    out->kernel_s = steps * S->kernel;
-    out->attn_s = steps * S->attn;
-    out->recompute_s = steps * S->recompute;
-    out->tp_comm_s = steps * S->tp_comm;
-    out->pp_send_s = pp > 1 ? steps * 2 * send_s : 0;
+    int v = pp > 1 && r->pp_virtual > 1 ? r->pp_virtual : 1;
+    /* the formula: v m + pp - 1 steps of the slowest stage's chunk (even split of the layers) */
+    out->pipeline_formula_s = pp > 1 ? pp_formula_seconds(out->stage_s / v, send_s, m, pp, v) : m * out->stage_s;
+    out->bubble_formula = pp > 1 ? (double)(pp - 1) / ((double)v * m + pp - 1) : 0;
+    out->pipeline_s = out->pipeline_formula_s;
+    out->bubble = out->bubble_formula;
+    out->pp_ranks = pp;
+    if (pp > 1) {
+        double width = layout == LAYOUT_BTP ? (double)r->model.hidden / tp : r->model.hidden;
+        double bytes = (double)g->M * width * (r->dtype == DT_FP32 ? 4 : 2);
+        char why[512] = "";
+        if (pipeline_timeline(g, &P, bytes, c->coll_eff, out, why, sizeof why)) {
+            out->pipeline_s = out->pipeline_formula_s;
+            out->bubble = out->bubble_formula;
+            snprintf(out->pp_note, sizeof out->pp_note, "the formula (no stage schedule for the timeline: %s)", why);
+        }
+    }
+    out->seconds_formula = out->pipeline_formula_s + out->optim_s + out->dp_comm_s;
+    out->seconds = out->pipeline_s + out->optim_s + out->dp_comm_s;
+    /* the parts: the slowest stage's, times the pipeline's steps, scaled so that they add up to the
+       pipeline's time (the timeline's idle spread over them in proportion) */
+    double scale = out->pipeline_formula_s > 0 ? out->pipeline_s / out->pipeline_formula_s : 1;
+    double steps = pp > 1 ? ((double)v * m + pp - 1) / v : m;
+    out->gemm_s = scale * steps * S->gemm;
+    out->kernel_s = scale * steps * S->kernel;
+    out->attn_s = scale * steps * S->attn;
+    out->recompute_s = scale * steps * S->recompute;
+    out->tp_comm_s = scale * steps * S->tp_comm;
+    out->pp_send_s = pp > 1 ? scale * ((double)v * m + pp - 1) * 2 * send_s : 0;
     out->compute_s = out->gemm_s + out->kernel_s + out->attn_s + out->recompute_s + out->optim_s;
     out->comm_s = out->tp_comm_s + out->pp_send_s + out->dp_comm_s;
     out->gemm_flops = m * S->flops;

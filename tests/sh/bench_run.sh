@@ -34,6 +34,11 @@ for m in 1b 3b 7b 13b 30b; do
   grep -q "^| cola-llama-$m | .* ([0-9.]*) | .*x ([0-9.]*x) | [-+][0-9]*% |" "$out" && ok "bench_paper_row_$m" \
     || fail "bench_paper_row_$m" "no projection row with the paper's numbers for $m"
 done
+# the pipelined rows say they are the emitted schedule's timeline and give the formula's figures beside
+for m in 13B 30B; do
+  grep -q "^Pipelined $m (pp=[24], 1 micro-batch(es)): seconds above from the emitted schedule's timeline; the formula .* gives megatron [0-9.]*, naive [0-9.]*, btp [0-9.]* s" "$out" \
+    && ok "bench_pipelined_timeline_$m" || fail "bench_pipelined_timeline_$m" "no timeline/formula line for $m"
+done
 # the paper's own numbers are printed as given (7B: 1.06, 1.64, 0.72)
 grep -q '^| cola-llama-7b | 4 | 1 | 4 | [0-9.]* (1.06) | [0-9.]* (1.64) | [0-9.]* (0.72) |' "$out" && ok bench_paper_numbers \
   || fail bench_paper_numbers "7B row lacks the paper's 1.06/1.64/0.72"

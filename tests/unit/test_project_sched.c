@@ -2,7 +2,8 @@
  * GEMM FLOPs equal 6 x tokens x matmul parameters (closed form, every layout), compute + comm =
  * the iteration, more NVLink bandwidth -> less communication, naive communicates more than btp at
  * r = d/4, tp=1 communicates nothing, naive's attention is replicated over the tp ranks, the
- * pipeline's bubble and stage split, recompute without communication. */
+ * pipeline's bubble (formula and emitted schedule's timeline) and stage split, recompute without
+ * communication. */
 #include <math.h>
 #include <string.h>
 #include "gen/gen.h"
@@ -111,7 +112,16 @@ int main(void) {
     /* pipeline: pp=2 with 3 micro-batches: bubble 1/4, each stage has half the layers */
     const char *d_pp[] = {"tp=4", "pp=2", "micro_batch=1", "seq=256", "grad_accum=3", "checkpoint=none"};
     if (load(&run2, "cola-7b-tp4", d_pp, 6) || project3(&run2, q, NULL)) return 1;
-    CHECK(close_rel(q[2].bubble, 0.25, 1e-12), "pipeline_bubble", "bubble %g, want (pp-1)/(m+pp-1) = 0.25", q[2].bubble);
+    CHECK(close_rel(q[2].bubble_formula, 0.25, 1e-12), "pipeline_bubble", "formula's bubble %g, want (pp-1)/(m+pp-1) = 0.25",
+          q[2].bubble_formula);
+    /* the emitted schedule's timeline: stages of unequal cost (embedding, head) and transfers only add idle */
+    CHECK(q[2].pp_simulated && q[2].bubble >= 0.25 - 1e-12 && q[2].bubble < 0.5, "pipeline_bubble_timeline",
+          "simulated %d, bubble %g (want at least the formula's 0.25)", q[2].pp_simulated, q[2].bubble);
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "pipeline_parts_sum_%s", names[i]);
+        CHECK(close_rel(q[i].compute_s + q[i].comm_s, q[i].seconds, 1e-12), name, "compute %g + comm %g != %g",
+              q[i].compute_s, q[i].comm_s, q[i].seconds);
+    }
     CHECK(q[2].stage_s < 0.6 * p[2].stage_s && q[2].stage_s > 0.4 * p[2].stage_s, "pipeline_half_layers",
           "stage %g s vs the whole model %g s", q[2].stage_s, p[2].stage_s);
     CHECK(q[2].pp_send_s > 0 && q[1].pp_send_s > q[2].pp_send_s, "pipeline_send_btp_sharded",
