@@ -826,8 +826,9 @@ int engine_init_params(Engine *e, char *err, size_t errlen) {
     return run_all(e, job_init, NULL, err, errlen);
 }
 
-/* full: the canonical tensor; per_dp (zero=1, AdamW slots, get): one zeroed canon-sized buffer per dp
- * rank, each rank writing its shard's blocks there (the Engine then sums them in dp order). */
+/* full: the canonical tensor; per_dp (zero=1, get of params and AdamW slots): one zeroed canon-sized
+ * buffer per dp rank, each rank writing its shard's blocks there (the Engine then sums them in dp
+ * order). Params too: a backend may hold exact fp32 masters for its shard only (CUDA). */
 typedef struct { int canon, slot, set; float *full; float **per_dp; } CanonArg;
 
 static int slot_io(Engine *e, int rank, int q, int slot, float *buf, int to_backend) {
@@ -867,6 +868,11 @@ static int job_canon(Engine *e, int grank, void *argp) {
             free(buf);
             return rank_error(e, grank, "reading %s failed: %s", pp->name, backend_msg(e, grank));
         }
+        if (a->per_dp) {   /* this dp rank's shard only (the backend zeroes the moments itself) */
+            int64_t lo, hi;
+            zero_shard(pp->rows * pp->cols, dp_of(e, grank), e->grid.dp, &lo, &hi);
+            for (int64_t i = 0; i < pp->rows * pp->cols; i++) if (i < lo || i >= hi) buf[i] = 0;
+        }
         for (int k = 0; k < pp->nparts; k++) {
             const PlanPart *pt = &p->parts[pp->first_part + k];
             if (pt->canon != a->canon || (!a->set && pt->rep && rank != 0)) continue;
@@ -892,7 +898,7 @@ int engine_get_canon(Engine *e, int canon, int slot, float *full) {
     int64_t n = c->rows * c->cols;
     memset(full, 0, (size_t)n * sizeof *full);
     CanonArg a = {canon, slot, 0, full, NULL};
-    if (e->zero && (slot == SLOT_ADAM_M || slot == SLOT_ADAM_V)) {   /* each dp rank holds its shard, zeros elsewhere */
+    if (e->zero && slot != SLOT_GRAD) {   /* each dp rank gives its shard, zeros elsewhere */
         a.per_dp = calloc((size_t)e->grid.dp, sizeof *a.per_dp);
         int ok = a.per_dp != NULL;
         for (int d = 0; ok && d < e->grid.dp; d++) ok = (a.per_dp[d] = calloc((size_t)n, sizeof(float))) != NULL;

@@ -4,7 +4,9 @@
 # the libcuda/cuBLAS stand-in and the NCCL stand-in (ncclCommSplit into the tp and dp groups,
 # ncclAvg, ncclReduceScatter and ncclAllGather for zero=1); losses and gradient norms must match
 # the CPU backend's threaded run of the same plan within bf16 tolerance, zero=1 must match zero=0,
-# and dp > 1 on cuda in one process must say how to launch it.
+# and dp > 1 on cuda in one process must say how to launch it. zero=1 must also shrink each rank's
+# device memory (the stand-in's count of cuMemAlloc bytes, MOCK_CUDA_MEM) by the AdamW moments and
+# fp32 masters of all but a 1/dp shard, as computed here from the plan's parameters.
 cd "$(dirname "$0")/../.." || exit 2
 source tests/sh/lib.sh
 if ! cc -O1 -shared -fPIC tests/gpu/mock_cuda.c -o "$TMP/mock_cuda.so" -ldl -lpthread 2>"$TMP/cc.log" ||
@@ -31,7 +33,8 @@ steps=1   # step 1's loss (forward), gradient norm (the dp reduction) and final 
 world() {
   local plan=$1 n=$2 warm=${3:-} out="$TMP/$1.w"
   local args=(train --plan "$TMP/$plan" --backend cuda --val-batches 1 -D steps=$steps --ckpt-format full -o "$out")   # full files: compared below
-  export BOOST_EMU_SOURCE="$TMP/$plan/kernels.cu"
+  export BOOST_EMU_SOURCE="$TMP/$plan/kernels.cu" MOCK_CUDA_MEM="$out.mem"
+  rm -f "$out.mem"
   BOOST_WORLD_SIZE=$n BOOST_RANK=0 timeout 300 "$BOOST" "${args[@]}" --log "$out.jsonl" >"$out.0.out" 2>&1 &
   local pid0=$! pids=() t=0
   while [ -z "$warm" ] && [ ! -e "$out/.nccl-0.id" ] && [ $t -lt 3000 ] && kill -0 $pid0 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
@@ -109,6 +112,49 @@ sys.exit(0 if worst <= 1e-5 else 1)
 PY
 then ok "zero=1 checkpoint (moments assembled from the dp shards) equals zero=0's: $(cat "$TMP/ck.log")"
 else fail "zero=1 checkpoint vs zero=0" "$(tail -2 "$TMP/ck.log")"; fi
+
+# ZeRO-1's memory: each rank's peak of device memory (the stand-in's count) at zero=0 less zero=1
+# equals, within 4 KiB (the AdamW chunk tables), what the plan predicts: per local param of n
+# elements (s = ceil(n/dp), regions rounded up to 64 elements) m and v drop from n to s, a bf16
+# param's fp32 master too (an fp32 param is its own master), less the growth of the dp staging
+# (a reduce-scatter stages dp*s + s fp32 elements, a gather dp*s; a bf16 dp all-reduce elems bf16)
+if python3 - "$TMP/d2t2/plan.txt" "$TMP/d2t2z/plan.txt" "$TMP/d2t2.w.mem" "$TMP/d2t2z.w.mem" >"$TMP/mem.log" 2>&1 <<'PY'
+import re, sys
+def plan(path):   # dp, the local params (elements, dtype) and the dp staging's bytes
+    dp, params, stage = 1, [], 0
+    for line in open(path):
+        w = line.split()
+        kv = dict(x.split('=', 1) for x in w[1:] if '=' in x)
+        if w and w[0] == 'run': dp = int(kv['dp'])
+        elif w and w[0] == 'param':
+            r, c = kv['shape'].split('x'); params.append((int(r) * int(c), kv['dtype']))
+        elif w and w[0] in ('reduce_scatter', 'gather_shards', 'allreduce') and kv.get('group') == 'dp':
+            n = int(kv['elems']); s = -(-n // dp)
+            b = {'reduce_scatter': (s * dp + s) * 4, 'gather_shards': s * dp * 4,
+                 'allreduce': n * 2 if kv.get('dtype') == 'bf16' else 0}[w[0]]
+            stage = max(stage, b)
+    return dp, params, stage
+def a64(n): return -(-n // 64) * 64
+dp0, p0, st0 = plan(sys.argv[1]); dp, p1, st1 = plan(sys.argv[2])
+if p0 != p1 or not p0 or dp != dp0 or dp < 2: print('the zero=0 and zero=1 plans differ (params or dp)'); sys.exit(1)
+state0 = sum(12 * a64(n) for n, dt in p0)
+state1 = sum(8 * a64(-(-n // dp)) + 4 * a64(-(-n // dp) if dt == 'bf16' else n) for n, dt in p0)
+expect = state0 - state1 - (st1 - st0)
+def peaks(path):
+    out = {}
+    for line in open(path):
+        m = re.match(r'rank (\d+) allocated (\d+) peak (\d+)', line)
+        if m: out[int(m.group(1))] = int(m.group(3))
+    return out
+a, b = peaks(sys.argv[3]), peaks(sys.argv[4])
+if sorted(a) != [0, 1, 2, 3] or sorted(b) != [0, 1, 2, 3]: print('memory lines of ranks %s and %s' % (sorted(a), sorted(b))); sys.exit(1)
+worst = max(abs((a[r] - b[r]) - expect) for r in a)
+print('rank 0 peak %d -> %d bytes: %d fewer, expected %d (state %d -> %d, staging +%d; %d local param elements)'
+      % (a[0], b[0], a[0] - b[0], expect, state0, state1, st1 - st0, sum(n for n, _ in p0)))
+sys.exit(0 if expect > 0 and worst <= 4096 else 1)
+PY
+then ok "zero=1 device memory per rank on the stand-ins: $(tail -1 "$TMP/mem.log")"
+else fail "zero=1 device memory per rank" "$(tail -2 "$TMP/mem.log")"; fi
 
 # dp > 1 on cuda in one process: refused with how to launch it
 "$BOOST" train --plan "$TMP/d2t2" --backend cuda -D steps=1 >"$TMP/e1.out" 2>&1
