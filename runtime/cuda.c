@@ -1429,12 +1429,9 @@ static int64_t blocks_for(int64_t n) { int64_t b = (n + 255) / 256; return b < 1
 /* ZeRO-1: buf (an fp32 gradient, elems n) averaged over the dp group, this member receiving its
  * shard [lo, hi) (zero_shard); the rest of buf keeps its local values. NCCL's reduce-scatter needs
  * equal blocks: the input is staged in dp_buf padded to dp*s (s = ceil(n/dp); the padding's results
- * are not used), the shard comes back from dp_buf[dp*s ..]. A bf16 wire stages bf16. */
-static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
-    if (!r->world) return rfail(r, "zero=1 on the cuda backend runs one process per GPU (BOOST_WORLD_SIZE, mpirun, srun)");
-    if (r->dp <= 1) return 0;
-    if (ctx_set(r, "a reduce-scatter")) return -1;
-    if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->wrank);
+ * are not used), the shard comes back from dp_buf[dp*s ..]. A bf16 wire stages bf16. All of it on
+ * the collectives' stream, after what that stream was made to wait for (the callers below). */
+static int reduce_scatter_on_comm(BackendRank *r, const CollArgs *c, void *buf) {
     int bufdt = r->p->tensors[c->buf.tensor].dtype, wire16 = c->dtype == PDT_BF16;
     long long n = c->elems, s = (n + r->dp - 1) / r->dp, cnt;
     int64_t lo, hi;
@@ -1444,7 +1441,6 @@ static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
         return rfail(r, "reduce_scatter of %s: needs an fp32 buffer with an fp32 or bf16 wire within the staging",
                      r->p->tensors[c->buf.tensor].name);
     CUdeviceptr x = (CUdeviceptr)(uintptr_t)buf, in = r->dp_buf, out = r->dp_buf + (size_t)(s * r->dp) * es;
-    if (dp_begin(r)) return -1;
     if (wire16) {
         void *narrow[] = {&x, &in, &n};
         if (launch_on(r, r->comm, "boost_fp32_to_bf16", blocks_for(n), 256, 0, narrow)) return -1;
@@ -1459,7 +1455,40 @@ static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
             if (launch_on(r, r->comm, "boost_bf16_to_fp32", blocks_for(cnt), 256, 0, widen)) return -1;
         } else if (copy_2d(r, r->comm, dst, (size_t)cnt * 4, out, (size_t)cnt * 4, (size_t)cnt * 4, 1)) return -1;
     }
+    return 0;
+}
+
+static int reduce_scatter_check(BackendRank *r) {
+    if (!r->world) return rfail(r, "zero=1 on the cuda backend runs one process per GPU (BOOST_WORLD_SIZE, mpirun, srun)");
+    if (ctx_set(r, "a reduce-scatter")) return -1;
+    if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->wrank);
+    return 0;
+}
+
+/* The reduce-scatter, and the compute stream waits for it at once (BOOST_NO_OVERLAP=1 and
+ * backends' callers without the overlap). */
+static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
+    if (r->world && r->dp <= 1) return 0;
+    if (reduce_scatter_check(r) || dp_begin(r) || reduce_scatter_on_comm(r, c, buf)) return -1;
     return dp_end(r, "a reduce-scatter");
+}
+
+/* Overlapped: issued on the collectives' stream after the work issued so far (the gradient is
+ * final), its end recorded in ev_done[step]; the compute stream goes on, and waits for it in
+ * cuda_coll_wait before the gradient's next use (the executor puts that wait at the end of the
+ * backward: the gradient norm and AdamW read it). */
+static int cuda_reduce_scatter_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
+    if (r->world && r->dp <= 1) return 0;
+    if (reduce_scatter_check(r)) return -1;
+    CUevent ready, done;
+    if (step_event(r, r->ev_ready, step, &ready) || step_event(r, r->ev_done, step, &done)) return -1;
+    CU(r, api.cuEventRecord(ready, r->stream));
+    CU(r, api.cuStreamWaitEvent(r->comm, ready, 0));
+    if (reduce_scatter_on_comm(r, c, buf)) return -1;
+    CU(r, api.cuEventRecord(done, r->comm));
+    r->comm_used = 1;
+    if (r->sync_steps) return host_wait(r, r->comm, "a reduce-scatter (BOOST_CUDA_SYNC=1)");
+    return 0;
 }
 
 /* ZeRO-1, after AdamW updated this rank's shard: every dp member's shard of param buf to all
@@ -1830,6 +1859,7 @@ const Backend backend_cuda = {
     .allreduce = cuda_allreduce,
     .allgather = cuda_allgather,
     .reduce_scatter = cuda_reduce_scatter,
+    .reduce_scatter_issue = cuda_reduce_scatter_issue,
     .gather_shards = cuda_gather_shards,
     .to_host = cuda_to_host,
     .from_host = cuda_from_host,

@@ -191,10 +191,10 @@ static int step_accesses(const Plan *p, const PlanStep *st, Access *out, int max
     return n;
 }
 
-/* The memory a collective reads and writes: an all-reduce its `elems` elements at buf (read and
- * written), an all-gather its src (read) and dst (written). */
+/* The memory a collective reads and writes: an all-reduce or a reduce-scatter its `elems` elements
+ * at buf (read and written), an all-gather its src (read) and dst (written). */
 static int coll_accesses(const Plan *p, const PlanStep *st, Access *out) {
-    if (st->kind == ST_ALLREDUCE) {
+    if (st->kind == ST_ALLREDUCE || st->kind == ST_REDUCE_SCATTER) {
         const PlanTensor *t = &p->tensors[st->coll.buf.tensor];
         int64_t es = (int64_t)plan_dtype_size(t->dtype);
         int64_t off0 = rank_int(st->coll.buf.off, 0), off1 = rank_int(st->coll.buf.off, p->tp - 1);
@@ -226,7 +226,7 @@ static void overlap_first_use(const Plan *p, int end, int no_overlap, int *first
     for (int s = 0; s < p->nsteps; s++) first_use[s] = -1;
     for (int s = 0; s < end; s++) {
         const PlanStep *st = &p->steps_[s];
-        if (st->kind != ST_ALLREDUCE && st->kind != ST_ALLGATHER) continue;
+        if (st->kind != ST_ALLREDUCE && st->kind != ST_ALLGATHER && st->kind != ST_REDUCE_SCATTER) continue;
         int nc = coll_accesses(p, st, ca);
         first_use[s] = end;
         for (int t = s + 1; t < end; t++) {
@@ -299,6 +299,10 @@ static void fmt_flops(double f, char *out, size_t n) {
     else snprintf(out, n, "%.0f FLOP", f);
 }
 
+static const char *STEP_NAMES[] = {"gemm", "batched_gemm", "grouped_gemm", "kernel", "allreduce", "allgather",
+                                   "save", "recompute begin", "recompute end", "optimizer", "reduce_scatter",
+                                   "gather_shards"};
+
 int plan_overlap_report(const Plan *p, char *out, size_t n) {
     if (!n) return -1;
     out[0] = 0;
@@ -363,11 +367,10 @@ int plan_overlap_report(const Plan *p, char *out, size_t n) {
         fmt_flops(f, fb, sizeof fb);
         if (fu[s] < end)
             OUT("    line %d %s %s %s: %d steps (%s) before its first use at line %d\n", st->line,
-                st->kind == ST_ALLREDUCE ? "allreduce" : "allgather", st->coll.bwd ? "bwd" : "fwd", tag, k, fb,
-                p->steps_[fu[s]].line);
+                STEP_NAMES[st->kind], st->coll.bwd ? "bwd" : "fwd", tag, k, fb, p->steps_[fu[s]].line);
         else
             OUT("    line %d %s %s %s: %d steps (%s) before the end of the pass\n", st->line,
-                st->kind == ST_ALLREDUCE ? "allreduce" : "allgather", st->coll.bwd ? "bwd" : "fwd", tag, k, fb);
+                STEP_NAMES[st->kind], st->coll.bwd ? "bwd" : "fwd", tag, k, fb);
     }
 #undef OUT
     free(fu);
@@ -525,9 +528,6 @@ static void *resolve(Engine *e, int rank, const Operand *op) {
     return base + rank_int(op->off, tp_of(e, rank)) * (int64_t)esize;
 }
 
-static const char *STEP_NAMES[] = {"gemm", "batched_gemm", "grouped_gemm", "kernel", "allreduce", "allgather",
-                                   "save", "recompute begin", "recompute end", "optimizer", "reduce_scatter",
-                                   "gather_shards"};
 
 static int run_step(Engine *e, int rank, const PlanStep *st) {
     const Backend *be = e->be;
@@ -566,7 +566,11 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
         if (e->async_colls) rc = be->allreduce_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.buf));
         else rc = be->allreduce(R, &st->coll, resolve(e, rank, &st->coll.buf));
         break;
-    case ST_REDUCE_SCATTER: rc = be->reduce_scatter(R, &st->coll, resolve(e, rank, &st->coll.buf)); break;
+    case ST_REDUCE_SCATTER:   /* overlapped like the all-reduces when the backend can issue it */
+        if (e->async_colls && be->reduce_scatter_issue)
+            rc = be->reduce_scatter_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.buf));
+        else rc = be->reduce_scatter(R, &st->coll, resolve(e, rank, &st->coll.buf));
+        break;
     case ST_GATHER_SHARDS: rc = be->gather_shards(R, &st->coll, resolve(e, rank, &st->coll.buf)); break;
     case ST_ALLGATHER:
         if (e->async_colls)
