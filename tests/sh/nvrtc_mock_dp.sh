@@ -139,7 +139,7 @@ merged() { "$BOOST" ckpt merge "$TMP/$1.w/step-00000$steps" --optimizer -o "$TMP
 if grep -q '"storage": "sharded"' "$zck/state.json" 2>/dev/null && merged d2t2 && merged d2t2z &&
    same_ck 1e-5 1e-5 "$TMP/d2t2.merged.safetensors" -- "$TMP/d2t2z.merged.safetensors"
 then ok "zero=1 sharded checkpoint (masters and moments from the dp shards) equals zero=0's, merged: $(cat "$TMP/ck.log")"
-else fail "zero=1 sharded checkpoint vs zero=0" "$(tail -2 "$TMP/merge.out" "$TMP/ck.log" 2>/dev/null | tr '\n' ' ')"; fi
+else fail "zero=1 sharded checkpoint vs zero=0" "$(tail -q -n 2 "$TMP/merge.out" "$TMP/ck.log" 2>/dev/null | tr '\n' ' ')"; fi
 
 # loading sharded state: the cuda processes and the cpu backend resume from that checkpoint for one
 # more step and save full files. The step's update starts from the loaded masters and moments, so a
@@ -152,7 +152,7 @@ steps=2 name=d2t2zr fmt=full more="--resume $zck" world d2t2z 4 warm
 if [ "$rc" = 0 ] && close_at 2 "$TMP/d2t2zr.cpu.jsonl" "$TMP/d2t2zr.w.jsonl" loss 2e-3 &&
    same_ck 1e-3 0.1 "$(ck d2t2zr.cpu 2 model)" "$(ck d2t2zr.cpu 2 optimizer)" -- "$(ck d2t2zr.w 2 model)" "$(ck d2t2zr.w 2 optimizer)"
 then ok "zero=1 cuda resumed from its sharded checkpoint: step 2's loss and saved full files match the cpu backend's resume: $(cat "$TMP/ck.log")"
-else fail "zero=1 cuda resume from the sharded checkpoint" "exit $rc: $detail $(tail -2 "$TMP/d2t2zr.w.0.out" "$TMP/ck.log" 2>/dev/null | tr '\n' ' ')"; fi
+else fail "zero=1 cuda resume from the sharded checkpoint" "exit $rc: $detail $(tail -q -n 2 "$TMP/d2t2zr.w.0.out" "$TMP/ck.log" 2>/dev/null | tr '\n' ' ')"; fi
 
 # ZeRO-1's memory: each rank's peak of device memory (the stand-in's count) at zero=0 less zero=1
 # equals, within 4 KiB (the AdamW chunk tables), what the plan predicts: per local param of n
