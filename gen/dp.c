@@ -166,5 +166,7 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
     fprintf(f, "| ring traffic, 2(dp-1)/dp x payload | %.1f MB |\n", ring / 1e6);
     fprintf(f, "| weights + grads + AdamW, zero=0 | %.1f MB |\n| weights + grads + AdamW, zero=1 | %.1f MB |\n", z0 / 1e6, z1 / 1e6);
     fprintf(f, "\nWith grad_accum > 1 the dp steps run on the last micro-batch only (micro=last). zero=1 shards the fp32 "
-               "master weights and both AdamW moments over dp (6 + 12/dp bytes per local parameter).\n");
+               "master weights and both AdamW moments over dp (6 + 12/dp bytes per local parameter); the cuda "
+               "backend allocates them at shard size, plus one staging buffer of 4(dp+1)ceil(n/dp) bytes for the "
+               "largest reduce_scatter of n elements.\n");
 }

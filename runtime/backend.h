@@ -64,6 +64,10 @@ typedef struct Backend {
     int (*allreduce_issue)(BackendRank *r, int step, const CollArgs *c, void *buf);
     int (*allgather_issue)(BackendRank *r, int step, const CollArgs *c, void *src, void *dst);
     int (*coll_wait)(BackendRank *r, int step);
+    /* Optional, with the three above (NULL: reduce_scatter, complete before the next step): ZeRO-1's
+     * reduce_scatter issued like allreduce_issue, waited for by coll_wait(step) before the first later
+     * step that touches its buffer (the gradient's other users are the optimizer's: at the pass's end). */
+    int (*reduce_scatter_issue)(BackendRank *r, int step, const CollArgs *c, void *buf);
     /* Optional: a pass (key 0 forward, 1 forward+backward) as one replayable unit (CUDA graphs,
      * BOOST_CUDA_GRAPH=1). pass_begin returns 1 when the backend ran the pass's steps itself (a
      * replay: the executor skips them), 0 when the executor issues them (the backend may record

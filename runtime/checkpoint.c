@@ -681,8 +681,11 @@ int ckpt_plan_slices(const Plan *p, CkptSlice **out) {
                 for (int slot = 0; slot < 3; slot++) {
                     s.slot = slot;
                     int rc = 0;
-                    if (slot > 0 && zero) rc = slice_add_range(&l, s, pp->cols, lo, hi);
-                    else if (d == 0) rc = slice_add(&l, s);   // the dp ranks hold the same values
+                    // zero=1: every slot by the dp rank whose shard holds it (the fp32 masters may
+                    // exist only there: the CUDA backend shards them); else the dp ranks hold the
+                    // same values and dp rank 0 writes them
+                    if (zero) rc = slice_add_range(&l, s, pp->cols, lo, hi);
+                    else if (d == 0) rc = slice_add(&l, s);
                     if (rc) { free(l.v); *out = NULL; return -1; }
                 }
             }

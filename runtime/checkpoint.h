@@ -113,7 +113,8 @@ int ckpt_remove_tree(const char *path);
 /* ---- sharded checkpoints ----
  * A sharded step folder holds rank-RRRRR.safetensors (one per grid rank that owns something: its tp
  * blocks of every parameter, written by dp rank 0's tp group; with zero=1 each dp rank's shard of the
- * AdamW moments; blocks every tp rank holds (rep=1) by tp rank 0 only), index.json (every tensor ->
+ * parameters and of the AdamW moments (the fp32 masters of a shard may exist on its dp rank only);
+ * blocks every tp rank holds (rep=1) by tp rank 0 only), index.json (every tensor ->
  * its slices: file, key in that file, rows and cols of the canonical tensor) and state.json with
  * "storage": "sharded" and the CRC-32C of every file. Tensors in a rank file are named
  * "NAME[r0:r1,c0:c1]" ("m.NAME[..]", "v.NAME[..]" for the moments), shape [r1-r0, c1-c0], F32. */

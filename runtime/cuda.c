@@ -80,11 +80,16 @@ struct BackendRank {
     int nrep;                     /* left out of the gradient norm; nrep -1: too many, done on the host */
     void *blas;
     CUdeviceptr arena, io, params, grads, master, adam_m, adam_v, scratch;
-    CUdeviceptr adam_chunks;      /* multi-tensor AdamW: per chunk {element offset, count, flags} (int64) */
-    int64_t adam_nchunks;
+    CUdeviceptr adam_chunks;      /* multi-tensor AdamW: per chunk {element offset, count, flags} (int64); */
+    int64_t adam_nchunks;         /* zero=1: {param offset, master offset, m/v offset, count, flags} */
     size_t io_bytes, scratch_bytes;
-    int64_t nelems;               /* elements of grads/master/m/v (with alignment padding) */
-    int64_t *param_off;           /* per param: element offset */
+    int64_t nelems;               /* elements of params/grads (with alignment padding) */
+    int64_t *param_off;           /* per param: element offset in params and grads */
+    /* ZeRO-1 (zero=1, dp > 1): master and m/v hold this dp rank's shard only (zero_shard over the
+     * param's elements, room for the largest shard ceil(n/dp) each); an fp32 param's master is the
+     * param itself and stays whole. Else the same offsets and sizes as params/grads. */
+    int64_t *master_off, *state_off;   /* per param: element offset in master, in adam_m/adam_v */
+    int64_t nmaster, nstate;      /* elements of master, of adam_m and adam_v */
     CUdeviceptr *tptr;            /* per tensor */
     CudaGroup *group;
     ncclComm_t nccl_comm;         /* multi-process mode: the tp group's NCCL communicator (the world's at dp = 1) */
@@ -92,7 +97,7 @@ struct BackendRank {
     ncclComm_t dp_comm;           /* dp > 1: this rank's dp group, split from the world (runtime/grid.h order) */
     int wrank, wsize;             /* multi-process mode: world rank and size (rank and tp at dp = 1) */
     int dp, dp_rank;              /* the dp degree and this rank's index in its dp group (1, 0 without dp) */
-    int zero;                     /* zero=1 at dp > 1: AdamW and the gradient norm cover this dp rank's shard */
+    int zero;                     /* zero=1 at dp > 1 (set at open): AdamW, its state and the gradient norm cover this dp rank's shard */
     CUdeviceptr dp_buf;           /* dp collectives' staging (bf16 wire, shard padding), used on `comm` only */
     size_t dp_bytes;
     CUevent ev_dp_ready, ev_dp_done;   /* a dp step on `comm` in the compute stream's order */
@@ -113,6 +118,7 @@ struct BackendRank {
 
 /* Multi-tensor AdamW (templates/runtime.cu): one launch, a block per chunk of a parameter. */
 #define KERNEL_ADAMW_MULTI "adamw_multi_fp32_master_bf16"
+#define KERNEL_ADAMW_SHARDED "adamw_multi_sharded"   /* zero=1: the state at its own offsets */
 #define ADAMW_CHUNK 65536
 
 static int rfail(BackendRank *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -425,7 +431,7 @@ static void cuda_rank_close(BackendRank *r) {
     free(r->rep_off); free(r->rep_n);
     free(r->sq_off); free(r->sq_n); free(r->sq_sign);
     free(r->gemm_ptrs_host);
-    free(r->param_off);
+    free(r->param_off); free(r->master_off); free(r->state_off);
     free(r->tptr);
     free(r);
 }
@@ -501,11 +507,19 @@ static int upload_grouped_ptrs(BackendRank *r) {
 /* The elements [lo, hi) of an n-element param this rank updates: all, or its zero=1 shard. */
 static void own_range(const BackendRank *r, int64_t n, int64_t *lo, int64_t *hi) {
     if (!r->zero) { *lo = 0; *hi = n; return; }
-    zero_shard(n, r->dp_rank, r->dp, lo, hi);
+    zero_shard(n, r->dp_rank, r->p->dp, lo, hi);
+}
+
+/* Where element j (in own_range) of param i lives: *mi in master, *si in adam_m/adam_v (zero=1: the
+ * shard's first element at the param's offset; an fp32 param's master is whole). */
+static void state_index(const BackendRank *r, int i, int64_t j, int64_t lo, int64_t *mi, int64_t *si) {
+    int whole = !r->zero || r->p->tensors[r->p->params[i].tensor].dtype != PDT_BF16;
+    *mi = r->master_off[i] + (whole ? j : j - lo);
+    *si = r->state_off[i] + (r->zero ? j - lo : j);
 }
 
 /* The multi-tensor AdamW's table: every parameter (zero=1: its shard on this dp rank) cut into
- * chunks of ADAMW_CHUNK elements. 0, or -1 (*cu set when the upload failed, else out of memory). */
+ * chunks of ADAMW_CHUNK elements (zero=1: with the chunk's master and m/v offsets). 0, or -1 (*cu set when the upload failed, else out of memory). */
 static int adam_table(BackendRank *r, CUresult *cu) {
     const Plan *p = r->p;
     int64_t nc = 0, lo, hi;
@@ -514,22 +528,26 @@ static int adam_table(BackendRank *r, CUresult *cu) {
         own_range(r, p->params[i].rows * p->params[i].cols, &lo, &hi);
         nc += (hi - lo + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
     }
-    long long *tab = malloc((size_t)(nc ? nc : 1) * 3 * sizeof *tab);
+    const int w = r->zero ? 5 : 3;   /* fields per chunk */
+    long long *tab = malloc((size_t)(nc ? nc : 1) * w * sizeof *tab);
     if (!tab) return -1;
     int64_t c = 0;
     for (int i = 0; i < p->nparams; i++) {
         own_range(r, p->params[i].rows * p->params[i].cols, &lo, &hi);
         const long long flags = (p->params[i].decay ? 1 : 0) | (p->tensors[p->params[i].tensor].dtype == PDT_BF16 ? 2 : 0);
         for (int64_t o = lo; o < hi; o += ADAMW_CHUNK, c++) {
-            tab[3 * c] = r->param_off[i] + o;
-            tab[3 * c + 1] = hi - o < ADAMW_CHUNK ? hi - o : ADAMW_CHUNK;
-            tab[3 * c + 2] = flags;
+            long long *t = tab + w * c, count = hi - o < ADAMW_CHUNK ? hi - o : ADAMW_CHUNK;
+            t[0] = r->param_off[i] + o;
+            if (w == 3) { t[1] = count; t[2] = flags; continue; }
+            int64_t mi, si;
+            state_index(r, i, o, lo, &mi, &si);
+            t[1] = mi; t[2] = si; t[3] = count; t[4] = flags;
         }
     }
     if (r->adam_chunks) { api.cuMemFree_v2(r->adam_chunks); r->adam_chunks = 0; }
     r->adam_nchunks = nc;
-    if (nc && ((*cu = api.cuMemAlloc_v2(&r->adam_chunks, (size_t)nc * 3 * sizeof *tab)) ||
-               (*cu = api.cuMemcpyHtoD_v2(r->adam_chunks, tab, (size_t)nc * 3 * sizeof *tab)))) {
+    if (nc && ((*cu = api.cuMemAlloc_v2(&r->adam_chunks, (size_t)nc * w * sizeof *tab)) ||
+               (*cu = api.cuMemcpyHtoD_v2(r->adam_chunks, tab, (size_t)nc * w * sizeof *tab)))) {
         free(tab);
         return -1;
     }
@@ -604,9 +622,11 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
     r->sync_steps = sync && *sync == '1';
     r->tptr = calloc(p->ntensors, sizeof *r->tptr);
     r->param_off = calloc(p->nparams + 1, sizeof *r->param_off);
+    r->master_off = calloc(p->nparams + 1, sizeof *r->master_off);
+    r->state_off = calloc(p->nparams + 1, sizeof *r->state_off);
     CUresult rc = 0;
     const char *what = "";
-    if (!r->tptr || !r->param_off) { snprintf(err, errlen, "out of memory"); goto fail_nostream; }
+    if (!r->tptr || !r->param_off || !r->master_off || !r->state_off) { snprintf(err, errlen, "out of memory"); goto fail_nostream; }
     if ((rc = api.cuStreamCreate(&r->stream, 0)) != 0) { what = "creating a stream"; goto fail_cu; }
     if ((rc = api.cuStreamCreate(&r->comm, 0)) != 0) { what = "creating the collectives' stream"; goto fail_cu; }
     r->ev_ready = calloc(p->nsteps + 1, sizeof *r->ev_ready);
@@ -629,10 +649,16 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
         snprintf(err, errlen, "cublasSetStream failed on rank %d", rank);
         goto fail;
     }
-    /* params: element offsets, 256-byte aligned */
+    /* params: element offsets, 256-byte aligned; zero=1: the master and AdamW state of a shard */
+    r->zero = p->zero && p->dp > 1;
     for (int i = 0; i < p->nparams; i++) {
+        int64_t n = p->params[i].rows * p->params[i].cols, s = r->zero ? (n + p->dp - 1) / p->dp : n;
         r->param_off[i] = r->nelems;
-        r->nelems = align_up(r->nelems + p->params[i].rows * p->params[i].cols, ALIGN_ELEMS);
+        r->nelems = align_up(r->nelems + n, ALIGN_ELEMS);
+        r->master_off[i] = r->nmaster;
+        r->nmaster = align_up(r->nmaster + (p->tensors[p->params[i].tensor].dtype == PDT_BF16 ? s : n), ALIGN_ELEMS);
+        r->state_off[i] = r->nstate;
+        r->nstate = align_up(r->nstate + s, ALIGN_ELEMS);
         if (p->tensors[p->params[i].grad].dtype != PDT_FP32) {
             snprintf(err, errlen, "%s: gradient d.%s is not fp32; the CUDA backend keeps gradients in fp32 "
                      "(docs/plan-format.md): regenerate the plan", p->path, p->params[i].name);
@@ -646,8 +672,8 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
     r->scratch_bytes = 1 << 20;
     if ((rc = alloc_zero(&r->arena, p->arena_bytes)) || (rc = alloc_zero(&r->io, r->io_bytes)) ||
         (rc = alloc_zero(&r->params, r->nelems * 2)) || (rc = alloc_zero(&r->grads, r->nelems * 4)) ||
-        (rc = alloc_zero(&r->master, r->nelems * 4)) || (rc = alloc_zero(&r->adam_m, r->nelems * 4)) ||
-        (rc = alloc_zero(&r->adam_v, r->nelems * 4)) || (rc = alloc_zero(&r->scratch, r->scratch_bytes))) {
+        (rc = alloc_zero(&r->master, r->nmaster * 4)) || (rc = alloc_zero(&r->adam_m, r->nstate * 4)) ||
+        (rc = alloc_zero(&r->adam_v, r->nstate * 4)) || (rc = alloc_zero(&r->scratch, r->scratch_bytes))) {
         what = "allocating device memory (arena, params, grads, AdamW state)";
         goto fail_cu;
     }
@@ -667,7 +693,7 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
             io_off = align_up(io_off + numel(T) * plan_dtype_size(T->dtype), 256);
             break;
         case TK_PARAM:   /* bf16 params: the bf16 copy; fp32 params: the master weights themselves */
-            r->tptr[t] = T->dtype == PDT_BF16 ? r->params + r->param_off[T->param] * 2 : r->master + r->param_off[T->param] * 4;
+            r->tptr[t] = T->dtype == PDT_BF16 ? r->params + r->param_off[T->param] * 2 : r->master + r->master_off[T->param] * 4;
             break;
         case TK_GRAD: r->tptr[t] = r->grads + r->param_off[T->param] * 4; break;
         }
@@ -792,8 +818,7 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
                      gc.stride[GROUP_DP], rc ? nccl.ncclGetErrorString(rc) : "no communicator returned");
             return -1;
         }
-        r->zero = p->zero != 0;
-        CUresult cu = 0;
+        CUresult cu = 0;   /* r->zero (the state's layout) was set at open: the tables for this dp rank's shards */
         if (r->zero && (adam_table(r, &cu) || sq_ranges(r))) {
             snprintf(err, errlen, "rank %d of %d: the zero=1 shard tables: %s", rank, size, cu ? cu_str(cu) : "out of memory");
             return -1;
@@ -1404,12 +1429,9 @@ static int64_t blocks_for(int64_t n) { int64_t b = (n + 255) / 256; return b < 1
 /* ZeRO-1: buf (an fp32 gradient, elems n) averaged over the dp group, this member receiving its
  * shard [lo, hi) (zero_shard); the rest of buf keeps its local values. NCCL's reduce-scatter needs
  * equal blocks: the input is staged in dp_buf padded to dp*s (s = ceil(n/dp); the padding's results
- * are not used), the shard comes back from dp_buf[dp*s ..]. A bf16 wire stages bf16. */
-static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
-    if (!r->world) return rfail(r, "zero=1 on the cuda backend runs one process per GPU (BOOST_WORLD_SIZE, mpirun, srun)");
-    if (r->dp <= 1) return 0;
-    if (ctx_set(r, "a reduce-scatter")) return -1;
-    if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->wrank);
+ * are not used), the shard comes back from dp_buf[dp*s ..]. A bf16 wire stages bf16. All of it on
+ * the collectives' stream, after what that stream was made to wait for (the callers below). */
+static int reduce_scatter_on_comm(BackendRank *r, const CollArgs *c, void *buf) {
     int bufdt = r->p->tensors[c->buf.tensor].dtype, wire16 = c->dtype == PDT_BF16;
     long long n = c->elems, s = (n + r->dp - 1) / r->dp, cnt;
     int64_t lo, hi;
@@ -1419,7 +1441,6 @@ static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
         return rfail(r, "reduce_scatter of %s: needs an fp32 buffer with an fp32 or bf16 wire within the staging",
                      r->p->tensors[c->buf.tensor].name);
     CUdeviceptr x = (CUdeviceptr)(uintptr_t)buf, in = r->dp_buf, out = r->dp_buf + (size_t)(s * r->dp) * es;
-    if (dp_begin(r)) return -1;
     if (wire16) {
         void *narrow[] = {&x, &in, &n};
         if (launch_on(r, r->comm, "boost_fp32_to_bf16", blocks_for(n), 256, 0, narrow)) return -1;
@@ -1434,13 +1455,47 @@ static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
             if (launch_on(r, r->comm, "boost_bf16_to_fp32", blocks_for(cnt), 256, 0, widen)) return -1;
         } else if (copy_2d(r, r->comm, dst, (size_t)cnt * 4, out, (size_t)cnt * 4, (size_t)cnt * 4, 1)) return -1;
     }
+    return 0;
+}
+
+static int reduce_scatter_check(BackendRank *r) {
+    if (!r->world) return rfail(r, "zero=1 on the cuda backend runs one process per GPU (BOOST_WORLD_SIZE, mpirun, srun)");
+    if (ctx_set(r, "a reduce-scatter")) return -1;
+    if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->wrank);
+    return 0;
+}
+
+/* The reduce-scatter, and the compute stream waits for it at once (BOOST_NO_OVERLAP=1 and
+ * backends' callers without the overlap). */
+static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
+    if (r->world && r->dp <= 1) return 0;
+    if (reduce_scatter_check(r) || dp_begin(r) || reduce_scatter_on_comm(r, c, buf)) return -1;
     return dp_end(r, "a reduce-scatter");
 }
 
-/* ZeRO-1, after AdamW updated this rank's shard: every dp member's shard of the fp32 master weights
- * of param buf to all members (an all-gather into dp_buf, padded to dp*s), then the bf16 copy made
- * from the gathered masters as AdamW makes it. The masters travel, not the bf16 copy, so every rank
- * keeps whole fp32 masters (checkpoints read them): 4 bytes an element instead of the step's 2. */
+/* Overlapped: issued on the collectives' stream after the work issued so far (the gradient is
+ * final), its end recorded in ev_done[step]; the compute stream goes on, and waits for it in
+ * cuda_coll_wait before the gradient's next use (the executor puts that wait at the end of the
+ * backward: the gradient norm and AdamW read it). */
+static int cuda_reduce_scatter_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
+    if (r->world && r->dp <= 1) return 0;
+    if (reduce_scatter_check(r)) return -1;
+    CUevent ready, done;
+    if (step_event(r, r->ev_ready, step, &ready) || step_event(r, r->ev_done, step, &done)) return -1;
+    CU(r, api.cuEventRecord(ready, r->stream));
+    CU(r, api.cuStreamWaitEvent(r->comm, ready, 0));
+    if (reduce_scatter_on_comm(r, c, buf)) return -1;
+    CU(r, api.cuEventRecord(done, r->comm));
+    r->comm_used = 1;
+    if (r->sync_steps) return host_wait(r, r->comm, "a reduce-scatter (BOOST_CUDA_SYNC=1)");
+    return 0;
+}
+
+/* ZeRO-1, after AdamW updated this rank's shard: every dp member's shard of param buf to all
+ * members (an all-gather into dp_buf, padded to dp*s elements). A bf16 param's bf16 copy travels
+ * (AdamW wrote the shard's copy from the shard's fp32 masters; the masters stay sharded: each rank
+ * holds s of them), 2 bytes an element; an fp32 param is its own master, whole on every rank, and
+ * travels as fp32. */
 static int cuda_gather_shards(BackendRank *r, const CollArgs *c, void *buf) {
     if (!r->world) return rfail(r, "zero=1 on the cuda backend runs one process per GPU (BOOST_WORLD_SIZE, mpirun, srun)");
     if (r->dp <= 1) return 0;
@@ -1452,17 +1507,16 @@ static int cuda_gather_shards(BackendRank *r, const CollArgs *c, void *buf) {
         return rfail(r, "gather_shards of %s: needs a whole parameter (%lld elements) within the staging", T->name, n);
     int64_t lo, hi;
     zero_shard(n, r->dp_rank, r->dp, &lo, &hi);
-    CUdeviceptr master = r->master + r->param_off[T->param] * 4, mine = r->dp_buf + (size_t)(r->dp_rank * s) * 4;
+    /* the param as it is used: the bf16 copy, or the whole fp32 master of an fp32 param */
+    size_t es = T->dtype == PDT_BF16 ? 2 : 4;
+    CUdeviceptr whole = T->dtype == PDT_BF16 ? (CUdeviceptr)(uintptr_t)buf : r->master + r->master_off[T->param] * 4;
+    CUdeviceptr mine = r->dp_buf + (size_t)(r->dp_rank * s) * es;
     if (dp_begin(r)) return -1;
     cnt = hi - lo;
-    if (cnt > 0 && copy_2d(r, r->comm, mine, (size_t)cnt * 4, master + (size_t)lo * 4, (size_t)cnt * 4, (size_t)cnt * 4, 1)) return -1;
-    NCCL(r, nccl.ncclAllGather((void *)(uintptr_t)mine, (void *)(uintptr_t)r->dp_buf, (size_t)s, NCCL_FLOAT32_, r->dp_comm, r->comm));
-    if (copy_2d(r, r->comm, master, (size_t)n * 4, r->dp_buf, (size_t)n * 4, (size_t)n * 4, 1)) return -1;
-    if (T->dtype == PDT_BF16) {
-        CUdeviceptr bf = (CUdeviceptr)(uintptr_t)buf;
-        void *narrow[] = {&master, &bf, &n};
-        if (launch_on(r, r->comm, "boost_fp32_to_bf16", blocks_for(n), 256, 0, narrow)) return -1;
-    }
+    if (cnt > 0 && copy_2d(r, r->comm, mine, (size_t)cnt * es, whole + (size_t)lo * es, (size_t)cnt * es, (size_t)cnt * es, 1)) return -1;
+    NCCL(r, nccl.ncclAllGather((void *)(uintptr_t)mine, (void *)(uintptr_t)r->dp_buf, (size_t)s, es == 2 ? NCCL_BFLOAT16_ : NCCL_FLOAT32_,
+                               r->dp_comm, r->comm));
+    if (copy_2d(r, r->comm, whole, (size_t)n * es, r->dp_buf, (size_t)n * es, (size_t)n * es, 1)) return -1;
     return dp_end(r, "gathering the updated shards");
 }
 
@@ -1529,13 +1583,22 @@ static int read_back(BackendRank *r, void *host, CUdeviceptr src, size_t bytes, 
     return 0;
 }
 
-/* The fp32 view of tensor t: params read their master weights. */
+/* The fp32 view of tensor t: params read their master weights (zero=1, a bf16 param: the bf16
+ * copy, then cuda_to_host puts the shard's masters over it). */
 static CUdeviceptr fp32_source(BackendRank *r, int t, int *is_bf16) {
     const PlanTensor *T = &r->p->tensors[t];
     *is_bf16 = 0;
-    if (T->kind == TK_PARAM) return r->master + r->param_off[T->param] * 4;
+    if (T->kind == TK_PARAM && !(r->zero && T->dtype == PDT_BF16)) return r->master + r->master_off[T->param] * 4;
     *is_bf16 = T->dtype == PDT_BF16;
     return r->tptr[t];
+}
+
+/* zero=1, a bf16 param: the masters of this rank's shard into host[lo, hi). */
+static int shard_masters_to_host(BackendRank *r, const PlanTensor *T, float *host) {
+    int64_t lo, hi, mi, si;
+    own_range(r, numel(T), &lo, &hi);
+    state_index(r, T->param, lo, lo, &mi, &si);
+    return hi > lo ? read_back(r, host + lo, r->master + mi * 4, (size_t)(hi - lo) * 4, T->name) : 0;
 }
 
 static int cuda_to_host(BackendRank *r, int t, float *host) {
@@ -1558,6 +1621,7 @@ static int cuda_to_host(BackendRank *r, int t, float *host) {
     int rc = read_back(r, tmp, src, n * 2, T->name);
     for (int64_t i = 0; i < n; i++) host[i] = bf16_to_f32(tmp[i]);
     free(tmp);
+    if (!rc && T->kind == TK_PARAM) rc = shard_masters_to_host(r, T, host);   /* zero=1: exact in the shard */
     return rc;
 }
 
@@ -1578,8 +1642,13 @@ static int cuda_from_host(BackendRank *r, int t, const float *host) {
     if (ctx_set(r, "a copy from the host")) return -1;
     const PlanTensor *T = &r->p->tensors[t];
     int64_t n = numel(T);
-    if (T->kind == TK_PARAM) {   /* master weights and, for bf16 params, the bf16 copy */
-        if (upload(r, r->master + r->param_off[T->param] * 4, host, n, 0)) return -1;
+    if (T->kind == TK_PARAM) {   /* master weights (zero=1, bf16 params: the shard's) and, for bf16 params, the bf16 copy */
+        int64_t lo = 0, hi = n, mi = r->master_off[T->param], si;
+        if (r->zero && T->dtype == PDT_BF16) {
+            own_range(r, n, &lo, &hi);
+            state_index(r, T->param, lo, lo, &mi, &si);
+        }
+        if (hi > lo && upload(r, r->master + mi * 4, host + lo, hi - lo, 0)) return -1;
         if (T->dtype == PDT_BF16 && upload(r, r->tptr[t], host, n, 1)) return -1;
         return 0;
     }
@@ -1607,21 +1676,29 @@ static int cuda_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
     const Plan *p = r->p;
     float b1 = (float)p->beta1, b2 = (float)p->beta2, eps = (float)p->adam_eps;
     float bias1 = (float)(1.0 - pow(p->beta1, t_step)), bias2 = (float)(1.0 - pow(p->beta2, t_step));
-    if (r->adam_nchunks > 0 && get_fn(KERNEL_ADAMW_MULTI)) {   /* every parameter in one launch */
+    if (r->zero && r->adam_nchunks > 0 && get_fn(KERNEL_ADAMW_SHARDED)) {   /* every shard in one launch */
+        float wd = (float)p->weight_decay;
+        void *args[] = {&r->master, &r->params, &r->grads, &r->adam_m, &r->adam_v, &r->adam_chunks,
+                        &lr, &b1, &b2, &eps, &wd, &grad_scale, &bias1, &bias2};
+        if (launch(r, KERNEL_ADAMW_SHARDED, r->adam_nchunks, 256, 0, args)) return -1;
+        return after_step(r, "adamw");
+    }
+    if (!r->zero && r->adam_nchunks > 0 && get_fn(KERNEL_ADAMW_MULTI)) {   /* every parameter in one launch */
         float wd = (float)p->weight_decay;
         void *args[] = {&r->master, &r->params, &r->grads, &r->adam_m, &r->adam_v, &r->adam_chunks,
                         &lr, &b1, &b2, &eps, &wd, &grad_scale, &bias1, &bias2};
         if (launch(r, KERNEL_ADAMW_MULTI, r->adam_nchunks, 256, 0, args)) return -1;
         return after_step(r, "adamw");
     }
-    for (int i = 0; i < p->nparams; i++) {   /* a kernels.cu from before the multi-tensor kernel */
+    for (int i = 0; i < p->nparams; i++) {   /* a kernels.cu from before the multi-tensor kernels */
         const PlanParam *pp = &p->params[i];
-        int64_t lo, hi;
+        int64_t lo, hi, mi, si;
         own_range(r, pp->rows * pp->cols, &lo, &hi);   /* zero=1: this dp rank's shard */
+        state_index(r, i, lo, lo, &mi, &si);
         int64_t off = r->param_off[i] + lo;
         long long n = hi - lo;
         if (n <= 0) continue;
-        CUdeviceptr master = r->master + off * 4, grad = r->grads + off * 4, m = r->adam_m + off * 4, v = r->adam_v + off * 4;
+        CUdeviceptr master = r->master + mi * 4, grad = r->grads + off * 4, m = r->adam_m + si * 4, v = r->adam_v + si * 4;
         CUdeviceptr param = p->tensors[pp->tensor].dtype == PDT_BF16 ? r->params + off * 2 : 0;
         float wd = pp->decay ? (float)p->weight_decay : 0.f;
         void *args[] = {&master, &param, &grad, &m, &v, &n, &lr, &b1, &b2, &eps, &wd, &grad_scale, &bias1, &bias2};
@@ -1748,10 +1825,11 @@ static int cuda_zero_grads(BackendRank *r) {
 static int cuda_state_to_host(BackendRank *r, int param, int slot, float *host) {
     if (ctx_set(r, "reading optimizer state")) return -1;
     const PlanParam *pp = &r->p->params[param];
-    CUdeviceptr src = (slot == 1 ? r->adam_m : r->adam_v) + r->param_off[param] * 4;
-    int64_t n = pp->rows * pp->cols, lo, hi;
-    if (read_back(r, host, src, n * 4, pp->name)) return -1;
+    int64_t n = pp->rows * pp->cols, lo, hi, mi, si;
     own_range(r, n, &lo, &hi);   /* zero=1: this dp rank's shard, zeros elsewhere (the Engine sums over dp) */
+    state_index(r, param, lo, lo, &mi, &si);
+    CUdeviceptr src = (slot == 1 ? r->adam_m : r->adam_v) + si * 4;
+    if (hi > lo && read_back(r, host + lo, src, (size_t)(hi - lo) * 4, pp->name)) return -1;
     for (int64_t i = 0; i < n; i++) if (i < lo || i >= hi) host[i] = 0;
     return 0;
 }
@@ -1759,8 +1837,11 @@ static int cuda_state_to_host(BackendRank *r, int param, int slot, float *host) 
 static int cuda_state_from_host(BackendRank *r, int param, int slot, const float *host) {
     if (ctx_set(r, "writing optimizer state")) return -1;
     const PlanParam *pp = &r->p->params[param];
-    CUdeviceptr dst = (slot == 1 ? r->adam_m : r->adam_v) + r->param_off[param] * 4;
-    CU(r, api.cuMemcpyHtoDAsync_v2(dst, host, pp->rows * pp->cols * 4, r->stream));
+    int64_t lo, hi, mi, si;
+    own_range(r, pp->rows * pp->cols, &lo, &hi);   /* zero=1: the shard's part of the full tensor in host */
+    state_index(r, param, lo, lo, &mi, &si);
+    CUdeviceptr dst = (slot == 1 ? r->adam_m : r->adam_v) + si * 4;
+    if (hi > lo) CU(r, api.cuMemcpyHtoDAsync_v2(dst, host + lo, (size_t)(hi - lo) * 4, r->stream));
     return 0;
 }
 
@@ -1778,6 +1859,7 @@ const Backend backend_cuda = {
     .allreduce = cuda_allreduce,
     .allgather = cuda_allgather,
     .reduce_scatter = cuda_reduce_scatter,
+    .reduce_scatter_issue = cuda_reduce_scatter_issue,
     .gather_shards = cuda_gather_shards,
     .to_host = cuda_to_host,
     .from_host = cuda_from_host,

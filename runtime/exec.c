@@ -194,10 +194,10 @@ static int step_accesses(const Plan *p, const PlanStep *st, Access *out, int max
     return n;
 }
 
-/* The memory a collective reads and writes: an all-reduce its `elems` elements at buf (read and
- * written), an all-gather its src (read) and dst (written). */
+/* The memory a collective reads and writes: an all-reduce or a reduce-scatter its `elems` elements
+ * at buf (read and written), an all-gather its src (read) and dst (written). */
 static int coll_accesses(const Plan *p, const PlanStep *st, Access *out) {
-    if (st->kind == ST_ALLREDUCE) {
+    if (st->kind == ST_ALLREDUCE || st->kind == ST_REDUCE_SCATTER) {
         const PlanTensor *t = &p->tensors[st->coll.buf.tensor];
         int64_t es = (int64_t)plan_dtype_size(t->dtype);
         int64_t off0 = rank_int(st->coll.buf.off, 0), off1 = rank_int(st->coll.buf.off, p->tp - 1);
@@ -229,7 +229,7 @@ static void overlap_first_use(const Plan *p, int end, int no_overlap, int *first
     for (int s = 0; s < p->nsteps; s++) first_use[s] = -1;
     for (int s = 0; s < end; s++) {
         const PlanStep *st = &p->steps_[s];
-        if (st->kind != ST_ALLREDUCE && st->kind != ST_ALLGATHER) continue;
+        if (st->kind != ST_ALLREDUCE && st->kind != ST_ALLGATHER && st->kind != ST_REDUCE_SCATTER) continue;
         int nc = coll_accesses(p, st, ca);
         first_use[s] = end;
         for (int t = s + 1; t < end; t++) {
@@ -289,6 +289,10 @@ static void fmt_flops(double f, char *out, size_t n) {
     else if (f >= 1e6) snprintf(out, n, "%.2f MFLOP", f / 1e6);
     else snprintf(out, n, "%.0f FLOP", f);
 }
+
+static const char *STEP_NAMES[] = {"gemm", "batched_gemm", "grouped_gemm", "kernel", "allreduce", "allgather",
+                                   "save", "recompute begin", "recompute end", "optimizer", "reduce_scatter",
+                                   "gather_shards"};
 
 int plan_overlap_report(const Plan *p, char *out, size_t n) {
     if (!n) return -1;
@@ -354,11 +358,10 @@ int plan_overlap_report(const Plan *p, char *out, size_t n) {
         fmt_flops(f, fb, sizeof fb);
         if (fu[s] < end)
             OUT("    line %d %s %s %s: %d steps (%s) before its first use at line %d\n", st->line,
-                st->kind == ST_ALLREDUCE ? "allreduce" : "allgather", st->coll.bwd ? "bwd" : "fwd", tag, k, fb,
-                p->steps_[fu[s]].line);
+                STEP_NAMES[st->kind], st->coll.bwd ? "bwd" : "fwd", tag, k, fb, p->steps_[fu[s]].line);
         else
             OUT("    line %d %s %s %s: %d steps (%s) before the end of the pass\n", st->line,
-                st->kind == ST_ALLREDUCE ? "allreduce" : "allgather", st->coll.bwd ? "bwd" : "fwd", tag, k, fb);
+                STEP_NAMES[st->kind], st->coll.bwd ? "bwd" : "fwd", tag, k, fb);
     }
 #undef OUT
     free(fu);
@@ -569,7 +572,11 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
         if (e->async_colls) rc = be->allreduce_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.buf));
         else rc = be->allreduce(R, &st->coll, resolve(e, rank, &st->coll.buf));
         break;
-    case ST_REDUCE_SCATTER: rc = be->reduce_scatter(R, &st->coll, resolve(e, rank, &st->coll.buf)); break;
+    case ST_REDUCE_SCATTER:   /* overlapped like the all-reduces when the backend can issue it */
+        if (e->async_colls && be->reduce_scatter_issue)
+            rc = be->reduce_scatter_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.buf));
+        else rc = be->reduce_scatter(R, &st->coll, resolve(e, rank, &st->coll.buf));
+        break;
     case ST_GATHER_SHARDS: rc = be->gather_shards(R, &st->coll, resolve(e, rank, &st->coll.buf)); break;
     case ST_ALLGATHER:
         if (e->async_colls)
@@ -835,8 +842,9 @@ int engine_init_params(Engine *e, char *err, size_t errlen) {
     return run_all(e, job_init, NULL, err, errlen);
 }
 
-/* full: the canonical tensor; per_dp (zero=1, AdamW slots, get): one zeroed canon-sized buffer per dp
- * rank, each rank writing its shard's blocks there (the Engine then sums them in dp order). */
+/* full: the canonical tensor; per_dp (zero=1, get of params and AdamW slots): one zeroed canon-sized
+ * buffer per dp rank, each rank writing its shard's blocks there (the Engine then sums them in dp
+ * order). Params too: a backend may hold exact fp32 masters for its shard only (CUDA). */
 typedef struct { int canon, slot, set; float *full; float **per_dp; } CanonArg;
 
 static int slot_io(Engine *e, int rank, int q, int slot, float *buf, int to_backend) {
@@ -876,6 +884,11 @@ static int job_canon(Engine *e, int grank, void *argp) {
             free(buf);
             return rank_error(e, grank, "reading %s failed: %s", pp->name, backend_msg(e, grank));
         }
+        if (a->per_dp) {   /* this dp rank's shard only (the backend zeroes the moments itself) */
+            int64_t lo, hi;
+            zero_shard(pp->rows * pp->cols, dp_of(e, grank), e->grid.dp, &lo, &hi);
+            for (int64_t i = 0; i < pp->rows * pp->cols; i++) if (i < lo || i >= hi) buf[i] = 0;
+        }
         for (int k = 0; k < pp->nparts; k++) {
             const PlanPart *pt = &p->parts[pp->first_part + k];
             if (pt->canon != a->canon || (!a->set && pt->rep && rank != 0)) continue;
@@ -901,7 +914,7 @@ int engine_get_canon(Engine *e, int canon, int slot, float *full) {
     int64_t n = c->rows * c->cols;
     memset(full, 0, (size_t)n * sizeof *full);
     CanonArg a = {canon, slot, 0, full, NULL};
-    if (e->zero && (slot == SLOT_ADAM_M || slot == SLOT_ADAM_V)) {   /* each dp rank holds its shard, zeros elsewhere */
+    if (e->zero && slot != SLOT_GRAD) {   /* each dp rank gives its shard, zeros elsewhere */
         a.per_dp = calloc((size_t)e->grid.dp, sizeof *a.per_dp);
         int ok = a.per_dp != NULL;
         for (int d = 0; ok && d < e->grid.dp; d++) ok = (a.per_dp[d] = calloc((size_t)n, sizeof(float))) != NULL;

@@ -41,6 +41,29 @@ adamw_multi_fp32_master_bf16(float *master, bf16 *param, const float *grad, floa
     }
 }
 
+// ZeRO-1 (zero=1): the same update over this dp rank's shards, whose fp32 masters and moments are
+// stored apart from the whole params and grads. chunks[5b..5b+4] = {param/grad element, master
+// element, m/v element, count (<= 65536), flags as above}; an fp32 param's master is the param.
+extern "C" __global__ void __launch_bounds__(256)
+adamw_multi_sharded(float *master, bf16 *param, const float *grad, float *m, float *v,
+                    const long long *chunks, float lr, float beta1, float beta2, float eps,
+                    float weight_decay, float grad_scale, float bias1, float bias2) {
+    const long long *c = chunks + 5 * (long long)blockIdx.x;
+    const long long first = c[0], mfirst = c[1], sfirst = c[2], count = c[3], flags = c[4];
+    const float wd = (flags & 1) ? weight_decay : 0.f;
+    for (long long j = threadIdx.x; j < count; j += 256) {
+        const long long i = first + j, k = sfirst + j;
+        const float g = grad[i] * grad_scale;
+        const float mi = beta1 * m[k] + (1.f - beta1) * g;
+        const float vi = beta2 * v[k] + (1.f - beta2) * g * g;
+        m[k] = mi; v[k] = vi;
+        float p = master[mfirst + j];
+        p -= lr * ((mi / bias1) / (sqrtf(vi / bias2) + eps) + wd * p);
+        master[mfirst + j] = p;
+        if (flags & 2) param[i] = __float2bfloat16(p);
+    }
+}
+
 // partial[blockIdx.x] = sum of x[i]^2 over the block's grid-stride share (the host adds the
 // partials in double, in order: deterministic).
 extern "C" __global__ void __launch_bounds__(256)

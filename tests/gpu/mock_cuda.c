@@ -15,7 +15,10 @@
  * they were created. A wait cycle is reported as a device deadlock. mock_cuda_counters() counts the
  * host waits (synchronizations and copies that block the host) for tests/gpu/check_syncs.c, and
  * mock_cuda_enqueue_hook() lets the NCCL stand-in (tests/gpu/mock_nccl.c) queue collectives on a
- * stream. Built as a shared library by tests/sh/nvrtc_mock_*.sh. */
+ * stream. Device memory is counted: with $MOCK_CUDA_MEM naming a file, the process appends at exit
+ * one line "rank R allocated B peak P" (R from $BOOST_RANK, B the bytes of every cuMemAlloc, P the
+ * most allocated at once), for tests/sh/nvrtc_mock_dp.sh. Built as a shared library by
+ * tests/sh/nvrtc_mock_*.sh. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -401,15 +404,45 @@ CUresult cuCtxSynchronize(void) {
     pthread_mutex_lock(&mu); n_host_waits++; pthread_mutex_unlock(&mu);
     return drain_all();
 }
+/* ---- device memory: host memory, counted (bytes as asked for, per live pointer) ---- */
+static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { CUdeviceptr p; size_t n; } *mem_live;
+static size_t mem_nlive, mem_cap;
+static unsigned long long mem_total, mem_now, mem_peak;
+
+static void mem_report(void) __attribute__((destructor));
+static void mem_report(void) {
+    const char *path = getenv("MOCK_CUDA_MEM"), *rank = getenv("BOOST_RANK");
+    if (!path || !*path || !mem_total) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    fprintf(f, "rank %s allocated %llu peak %llu\n", rank && *rank ? rank : "0", mem_total, mem_peak);
+    fclose(f);
+}
+
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
     void *m = aligned_alloc(256, (n + 255) / 256 * 256);
     if (!m) return 2;   /* CUDA_ERROR_OUT_OF_MEMORY */
     memset(m, 0xcd, n);   /* like device memory: not zero until set */
     *p = (CUdeviceptr)(uintptr_t)m;
+    pthread_mutex_lock(&mem_mu);
+    if (mem_nlive == mem_cap) {
+        size_t cap = mem_cap ? 2 * mem_cap : 256;
+        void *grown = realloc(mem_live, cap * sizeof *mem_live);
+        if (grown) { mem_live = grown; mem_cap = cap; }
+    }
+    if (mem_nlive < mem_cap) { mem_live[mem_nlive].p = *p; mem_live[mem_nlive++].n = n; }
+    mem_total += n; mem_now += n;
+    if (mem_now > mem_peak) mem_peak = mem_now;
+    pthread_mutex_unlock(&mem_mu);
     return OK;
 }
 CUresult cuMemFree_v2(CUdeviceptr p) {   /* like the driver: waits for the device first */
     CUresult rc = drain_all();
+    pthread_mutex_lock(&mem_mu);
+    for (size_t i = 0; i < mem_nlive; i++)
+        if (mem_live[i].p == p) { mem_now -= mem_live[i].n; mem_live[i] = mem_live[--mem_nlive]; break; }
+    pthread_mutex_unlock(&mem_mu);
     free((void *)(uintptr_t)p);
     return rc;
 }

@@ -4,7 +4,9 @@
 # the libcuda/cuBLAS stand-in and the NCCL stand-in (ncclCommSplit into the tp and dp groups,
 # ncclAvg, ncclReduceScatter and ncclAllGather for zero=1); losses and gradient norms must match
 # the CPU backend's threaded run of the same plan within bf16 tolerance, zero=1 must match zero=0,
-# and dp > 1 on cuda in one process must say how to launch it.
+# and dp > 1 on cuda in one process must say how to launch it. zero=1 must also shrink each rank's
+# device memory (the stand-in's count of cuMemAlloc bytes, MOCK_CUDA_MEM) by the AdamW moments and
+# fp32 masters of all but a 1/dp shard, as computed here from the plan's parameters.
 cd "$(dirname "$0")/../.." || exit 2
 source tests/sh/lib.sh
 if ! cc -O1 -shared -fPIC tests/gpu/mock_cuda.c -o "$TMP/mock_cuda.so" -ldl -lpthread 2>"$TMP/cc.log" ||
@@ -17,7 +19,7 @@ gen() {   # gen NAME -D ...: a tiny-cola plan
     { fail "generate tiny-cola $*" "$(tail -2 "$TMP/gen.log")"; exit 0; }
 }
 gen d2t2 -D dp=2 -D tp=2
-gen d2t2z -D dp=2 -D tp=2 -D zero=1
+gen d2t2z -D dp=2 -D tp=2 -D zero=1 -D dp_bucket_mb=0.01   # small buckets: reduce-scatters issued during the backward
 gen d2t1b -D dp=2 -D tp=1 -D dp_dtype=bf16
 export BOOST_LIBCUDA="$TMP/mock_cuda.so" BOOST_LIBCUBLAS="$TMP/mock_cuda.so" BOOST_LIBNCCL="$TMP/mock_nccl.so"
 export BOOST_CACHE="${BOOST_CACHE:-$TMP/cache}" BOOST_EMU_CACHE="${BOOST_EMU_CACHE:-$TMP/emu}" BOOST_EMU_HPP="$PWD/tests/gpu/cuda_emu.hpp"
@@ -27,11 +29,13 @@ steps=1   # step 1's loss (forward), gradient norm (the dp reduction) and final 
 
 # world PLAN N [warm]: N processes on the stand-ins. Rank 0 first (unless its kernels.cu is compiled
 # already: warm): it compiles kernels.cu (NVRTC, the emulator's objects) into the caches, and the
-# others start once its NCCL id is written
+# others start once its NCCL id is written. $fmt: the checkpoint format (the dp=2 x tp=2 runs save
+# sharded, alike for the memory comparison: full files need host sums on the device); $name: the run's name (default PLAN); $more: more train options
 world() {
-  local plan=$1 n=$2 warm=${3:-} out="$TMP/$1.w"
-  local args=(train --plan "$TMP/$plan" --backend cuda --val-batches 1 -D steps=$steps --ckpt-format full -o "$out")   # full files: compared below
-  export BOOST_EMU_SOURCE="$TMP/$plan/kernels.cu"
+  local plan=$1 n=$2 warm=${3:-} out="$TMP/${name:-$1}.w"
+  local args=(train --plan "$TMP/$plan" --backend cuda --val-batches 1 -D steps=$steps --ckpt-format "${fmt:-full}" -o "$out" $more)
+  export BOOST_EMU_SOURCE="$TMP/$plan/kernels.cu" MOCK_CUDA_MEM="$out.mem"
+  rm -f "$out.mem"
   BOOST_WORLD_SIZE=$n BOOST_RANK=0 timeout 300 "$BOOST" "${args[@]}" --log "$out.jsonl" >"$out.0.out" 2>&1 &
   local pid0=$! pids=() t=0
   while [ -z "$warm" ] && [ ! -e "$out/.nccl-0.id" ] && [ $t -lt 3000 ] && kill -0 $pid0 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
@@ -53,6 +57,10 @@ close() {
   done
   [ -z "$detail" ]
 }
+# close_at STEP A.jsonl B.jsonl FIELD RELTOL: STEP's FIELD within RELTOL relative
+close_at() { local steps=$1; shift; detail=""; local a b; a=$(field "$1" "$3" $steps); b=$(field "$2" "$3" $steps)
+  awk -v a="$a" -v b="$b" -v t="$4" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a
+    exit !(a != "" && b != "" && d <= t * m) }' || detail="step $steps $3: $a vs $b;"; [ -z "$detail" ]; }
 cpu() { "$BOOST" train --plan "$TMP/$1" --backend cpu --val-batches 1 -D steps=$steps --log "$TMP/$1.cpu.jsonl" \
           >"$TMP/$1.cpu.out" 2>&1 || fail "cpu reference $1" "$(tail -2 "$TMP/$1.cpu.out")"; }
 
@@ -61,7 +69,10 @@ for spec in "d2t2 4 - dp=2 x tp=2" "d2t2z 4 warm dp=2 x tp=2 zero=1" "d2t1b 2 - 
   set -- $spec
   plan=$1 n=$2 warm=${3#-}; shift 3
   start=$(date +%s)
+  fmt=sharded; [ $plan = d2t1b ] && fmt=full   # zero=1: each rank writes its shard of masters and moments
+  if [ $plan = d2t2z ]; then export BOOST_VERBOSE=1; else unset BOOST_VERBOSE; fi   # rank 0 prints the overlap analysis
   world $plan $n $warm
+  unset BOOST_VERBOSE
   took=$(( $(date +%s) - start ))
   if [ "$rc" != 0 ]; then fail "$* as $n processes on the stand-ins" "exit $rc: $(tail -2 "$TMP/$plan.w.0.out")"; continue; fi
   # bf16 compute on the stand-in against the fp32 CPU: the tolerances of the other mock tests' checks
@@ -75,40 +86,116 @@ if [ -s "$TMP/d2t2.w.jsonl" ] && [ -s "$TMP/d2t2z.w.jsonl" ] && close "$TMP/d2t2
    close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z.w.jsonl" grad_norm 1e-4 && close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z.w.jsonl" val_loss 1e-5
 then ok "zero=1 on the stand-ins matches zero=0 (loss and val_loss after the update 1e-5, gradient norm 1e-4 relative)"
 else fail "zero=1 vs zero=0 on the stand-ins" "$detail"; fi
-if grep -q '"val_loss"' "$TMP/d2t2.w.jsonl" 2>/dev/null && [ ! -s "$TMP/d2t2.w.1.out" ] && [ -f "$TMP/d2t2.w/step-00000$steps/model.safetensors" ]
-then ok "dp=2 x tp=2 processes: rank 0 alone logs and writes the checkpoint"
-else fail "dp=2 x tp=2 processes: output" "rank 1 wrote $(wc -c <"$TMP/d2t2.w.1.out" 2>/dev/null) bytes; $(ls "$TMP/d2t2.w" 2>&1 | tr '\n' ' ')"; fi
+if grep -q '"val_loss"' "$TMP/d2t1b.w.jsonl" 2>/dev/null && [ ! -s "$TMP/d2t1b.w.1.out" ] && [ -f "$TMP/d2t1b.w/step-00000$steps/model.safetensors" ]
+then ok "dp=2 x tp=1 processes: rank 0 alone logs and writes the (full) checkpoint"
+else fail "dp=2 x tp=1 processes: output" "rank 1 wrote $(wc -c <"$TMP/d2t1b.w.1.out" 2>/dev/null) bytes; $(ls "$TMP/d2t1b.w" 2>&1 | tr '\n' ' ')"; fi
 
-# the zero=1 checkpoint's AdamW moments (each dp rank's shard, summed over the processes) and
-# weights equal the zero=0 run's: same values, no shard missing or counted twice
-ck() { echo "$TMP/$1.w/step-00000$steps/$2.safetensors"; }
-if python3 - "$(ck d2t2 optimizer)" "$(ck d2t2z optimizer)" "$(ck d2t2 model)" "$(ck d2t2z model)" >"$TMP/ck.log" 2>&1 <<'PY'
+# same_ck PTOL MTOL A.safetensors.. -- B.safetensors..: the tensors of the A files (together) and of
+# the B files have the same names, and each B tensor is within PTOL (params) or MTOL (the AdamW
+# moments m.*, v.*) of A's (relative L2 norm)
+same_ck() {
+  python3 - "$@" >"$TMP/ck.log" 2>&1 <<'PY'
 import json, struct, sys
 import numpy as np
-def load(path):
-    with open(path, 'rb') as f:
-        n = struct.unpack('<Q', f.read(8))[0]
-        head = json.loads(f.read(n)); data = f.read()
+def load(paths):
     out = {}
-    for k, v in head.items():
-        if k == '__metadata__': continue
-        a, b = v['data_offsets']
-        assert v['dtype'] == 'F32', (k, v['dtype'])
-        out[k] = np.frombuffer(data[a:b], dtype=np.float32)
+    for path in paths:
+        with open(path, 'rb') as f:
+            n = struct.unpack('<Q', f.read(8))[0]
+            head = json.loads(f.read(n)); data = f.read()
+        for k, v in head.items():
+            if k == '__metadata__': continue
+            a, b = v['data_offsets']
+            assert v['dtype'] == 'F32', (k, v['dtype'])
+            out[k] = np.frombuffer(data[a:b], dtype=np.float32)
     return out
-worst, name = 0.0, ''
-for p0, p1 in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
-    a, b = load(p0), load(p1)
-    if sorted(a) != sorted(b): print('tensors differ:', sorted(set(a) ^ set(b))[:4]); sys.exit(1)
-    for k in a:
-        na = float(np.linalg.norm(a[k]))
-        e = float(np.linalg.norm(a[k] - b[k])) / (na if na > 0 else 1.0)
-        if not (e <= worst): worst, name = e, k
-print('worst %s: %.3g' % (name, worst))
-sys.exit(0 if worst <= 1e-5 else 1)
+tol, rest = [float(x) for x in sys.argv[1:3]], sys.argv[3:]
+a, b = load(rest[:rest.index('--')]), load(rest[rest.index('--') + 1:])
+if sorted(a) != sorted(b) or not a: print('tensors differ:', sorted(set(a) ^ set(b))[:4]); sys.exit(1)
+worst, name = [0.0, 0.0], ['(all equal)', '(all equal)']
+for k in a:
+    na, i = float(np.linalg.norm(a[k])), int(k[:2] in ('m.', 'v.'))
+    e = float(np.linalg.norm(a[k] - b[k])) / (na if na > 0 else 1.0)
+    if not (e <= worst[i]): worst[i], name[i] = e, k
+print('%d tensors, worst param %s %.3g, worst moment %s %.3g' % (len(a), name[0], worst[0], name[1], worst[1]))
+sys.exit(0 if worst[0] <= tol[0] and worst[1] <= tol[1] else 1)
 PY
-then ok "zero=1 checkpoint (moments assembled from the dp shards) equals zero=0's: $(cat "$TMP/ck.log")"
-else fail "zero=1 checkpoint vs zero=0" "$(tail -2 "$TMP/ck.log")"; fi
+}
+# the overlap: the reduce-scatters of the early buckets are issued on the collectives' stream while
+# the rest of the backward runs (rank 0's analysis of where the executor waits, BOOST_VERBOSE=1); the
+# run above matching the cpu backend and zero=0 shows the waits are in place
+rs=$(grep -c '^    line [0-9]* reduce_scatter bwd' "$TMP/d2t2z.w.0.out" 2>/dev/null)
+rs_over=$(grep '^    line [0-9]* reduce_scatter bwd' "$TMP/d2t2z.w.0.out" 2>/dev/null | grep -vc ': 0 steps (')
+if [ "${rs:-0}" -gt 0 ] && [ "${rs_over:-0}" -gt 0 ]
+then ok "zero=1 reduce-scatters overlap the backward: $rs_over of the $rs have compute between their issue and their wait"
+else fail "zero=1 reduce-scatters overlapped" "$rs reduce_scatter lines, $rs_over with compute before their wait: $(grep -m1 'reduce_scatter' "$TMP/d2t2z.w.0.out")"; fi
+
+# the zero=1 run's sharded checkpoint (every dp rank wrote its shard of the fp32 masters and AdamW
+# moments) and the zero=0 run's (dp rank 0 wrote the params), merged: the same values, no shard
+# missing or counted twice
+zck="$TMP/d2t2z.w/step-00000$steps"
+ck() { echo "$TMP/$1/step-00000$2/$3.safetensors"; }
+merged() { "$BOOST" ckpt merge "$TMP/$1.w/step-00000$steps" --optimizer -o "$TMP/$1.merged.safetensors" >>"$TMP/merge.out" 2>&1; }
+if grep -q '"storage": "sharded"' "$zck/state.json" 2>/dev/null && merged d2t2 && merged d2t2z &&
+   same_ck 1e-5 1e-5 "$TMP/d2t2.merged.safetensors" -- "$TMP/d2t2z.merged.safetensors"
+then ok "zero=1 sharded checkpoint (masters and moments from the dp shards) equals zero=0's, merged: $(cat "$TMP/ck.log")"
+else fail "zero=1 sharded checkpoint vs zero=0" "$(tail -q -n 2 "$TMP/merge.out" "$TMP/ck.log" 2>/dev/null | tr '\n' ' ')"; fi
+
+# loading sharded state: the cuda processes and the cpu backend resume from that checkpoint for one
+# more step and save full files. The step's update starts from the loaded masters and moments, so a
+# shard loaded into the wrong place, or not at all, shows in the parameters and moments (bf16
+# compute against fp32: the step's own gradient differs by up to 2e-2, and half of v after two
+# steps is its square: 1e-3 relative per parameter, 0.1 per moment; an unloaded v is off by half)
+steps=2 name=d2t2zr fmt=full more="--resume $zck" world d2t2z 4 warm
+"$BOOST" train --plan "$TMP/d2t2z" --backend cpu --val-batches 1 -D steps=2 --resume "$zck" --ckpt-format full \
+  -o "$TMP/d2t2zr.cpu" --log "$TMP/d2t2zr.cpu.jsonl" >"$TMP/d2t2zr.cpu.out" 2>&1
+if [ "$rc" = 0 ] && close_at 2 "$TMP/d2t2zr.cpu.jsonl" "$TMP/d2t2zr.w.jsonl" loss 2e-3 &&
+   same_ck 1e-3 0.1 "$(ck d2t2zr.cpu 2 model)" "$(ck d2t2zr.cpu 2 optimizer)" -- "$(ck d2t2zr.w 2 model)" "$(ck d2t2zr.w 2 optimizer)"
+then ok "zero=1 cuda resumed from its sharded checkpoint: step 2's loss and saved full files match the cpu backend's resume: $(cat "$TMP/ck.log")"
+else fail "zero=1 cuda resume from the sharded checkpoint" "exit $rc: $detail $(tail -q -n 2 "$TMP/d2t2zr.w.0.out" "$TMP/ck.log" 2>/dev/null | tr '\n' ' ')"; fi
+
+# ZeRO-1's memory: each rank's peak of device memory (the stand-in's count) at zero=0 less zero=1
+# equals, within 4 KiB (the AdamW chunk tables), what the plan predicts: per local param of n
+# elements (s = ceil(n/dp), regions rounded up to 64 elements) m and v drop from n to s, a bf16
+# param's fp32 master too (an fp32 param is its own master), less the growth of the dp staging
+# (a reduce-scatter stages dp*s + s fp32 elements, a gather dp*s; a bf16 dp all-reduce elems bf16)
+if python3 - "$TMP/d2t2/plan.txt" "$TMP/d2t2z/plan.txt" "$TMP/d2t2.w.mem" "$TMP/d2t2z.w.mem" >"$TMP/mem.log" 2>&1 <<'PY'
+import re, sys
+def plan(path):   # dp, the local params (elements, dtype) and the dp staging's bytes
+    dp, params, stage = 1, [], 0
+    for line in open(path):
+        w = line.split()
+        kv = dict(x.split('=', 1) for x in w[1:] if '=' in x)
+        if w and w[0] == 'run': dp = int(kv['dp'])
+        elif w and w[0] == 'param':
+            r, c = kv['shape'].split('x'); params.append((int(r) * int(c), kv['dtype']))
+        elif w and w[0] in ('reduce_scatter', 'gather_shards', 'allreduce') and kv.get('group') == 'dp':
+            n = int(kv['elems']); s = -(-n // dp)
+            b = {'reduce_scatter': (s * dp + s) * 4, 'gather_shards': s * dp * 4,
+                 'allreduce': n * 2 if kv.get('dtype') == 'bf16' else 0}[w[0]]
+            stage = max(stage, b)
+    return dp, params, stage
+def a64(n): return -(-n // 64) * 64
+dp0, p0, st0 = plan(sys.argv[1]); dp, p1, st1 = plan(sys.argv[2])
+if p0 != p1 or not p0 or dp != dp0 or dp < 2: print('the zero=0 and zero=1 plans differ (params or dp)'); sys.exit(1)
+state0 = sum(12 * a64(n) for n, dt in p0)
+state1 = sum(8 * a64(-(-n // dp)) + 4 * a64(-(-n // dp) if dt == 'bf16' else n) for n, dt in p0)
+expect = state0 - state1 - (st1 - st0)
+def peaks(path):
+    out = {}
+    for line in open(path):
+        m = re.match(r'rank (\d+) allocated (\d+) peak (\d+)', line)
+        if m: out[int(m.group(1))] = int(m.group(3))
+    return out
+a, b = peaks(sys.argv[3]), peaks(sys.argv[4])
+if sorted(a) != [0, 1, 2, 3] or sorted(b) != [0, 1, 2, 3]: print('memory lines of ranks %s and %s' % (sorted(a), sorted(b))); sys.exit(1)
+worst = max(abs((a[r] - b[r]) - expect) for r in a)
+print('rank 0 peak %d -> %d bytes: %d fewer, expected %d (state %d -> %d, staging +%d; %d local param elements)'
+      % (a[0], b[0], a[0] - b[0], expect, state0, state1, st1 - st0, sum(n for n, _ in p0)))
+sys.exit(0 if expect > 0 and worst <= 4096 else 1)
+PY
+then ok "zero=1 device memory per rank on the stand-ins: $(tail -1 "$TMP/mem.log")"
+else fail "zero=1 device memory per rank" "$(tail -2 "$TMP/mem.log")"; fi
 
 # dp > 1 on cuda in one process: refused with how to launch it
 "$BOOST" train --plan "$TMP/d2t2" --backend cuda -D steps=1 >"$TMP/e1.out" 2>&1

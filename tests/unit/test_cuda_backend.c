@@ -4,7 +4,8 @@
  * layout, the cuBLAS enum values) when the toolkit's headers are installed, and the executor's
  * overlap analysis (where a collective must be waited for) on a hand-made plan: a step writing a
  * different tensor that shares the collective's arena bytes is its first use, not a later reader
- * of the collective's own tensor (plan_overlap_report states the analysis). */
+ * of the collective's own tensor (plan_overlap_report states the analysis), for an all-reduce and for
+ * ZeRO-1's reduce_scatter. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +21,12 @@
 
 /* A plan of five forward steps (lines 10..14) over activations in one arena, bf16 [4, 8] (64 bytes):
  *   10 gemm  X = V W          (X at arena offset 0)
- *   11 allreduce X (32 elements)
+ *   11 allreduce X (32 elements), or (kind ST_REDUCE_SCATTER) ZeRO-1's reduce_scatter of it
  *   12 gemm  Y = V W          (Y at 64: independent, may overlap the all-reduce)
  *   13 kernel copy src=V dst=Z (Z at z_offset: aliases X when z_offset < 64)
  *   14 kernel copy src=X dst=V
- * Returns the overlap report's line for the all-reduce. */
-static void overlap_line(int64_t z_offset, char *line, size_t n) {
+ * Returns the overlap report's line for the collective. */
+static void overlap_line(int kind, int64_t z_offset, char *line, size_t n) {
     static PlanTensor T[5];
     static PlanStep S[5];
     static KernelArgs K[2];
@@ -48,7 +49,7 @@ static void overlap_line(int64_t z_offset, char *line, size_t n) {
     g.m = 4; g.n = 8; g.k = 8; g.lda = 8; g.ldb = 8; g.ldc = 8; g.batch = 1; g.alpha = 1;
     g.A = opV; g.B = opW;
     S[0].kind = ST_GEMM; S[0].gemm = g; S[0].gemm.C = opX;
-    S[1].kind = ST_ALLREDUCE; S[1].coll.buf = opX; S[1].coll.elems = 32; S[1].coll.dtype = PDT_BF16;
+    S[1].kind = kind; S[1].coll.buf = opX; S[1].coll.elems = 32; S[1].coll.dtype = PDT_BF16;
     snprintf(S[1].coll.tag, sizeof S[1].coll.tag, "t");
     S[2].kind = ST_GEMM; S[2].gemm = g; S[2].gemm.C = opY;
     Operand k0[2] = {opV, opZ}, k1[2] = {opX, opV};
@@ -64,7 +65,7 @@ static void overlap_line(int64_t z_offset, char *line, size_t n) {
     char rep[4096];
     line[0] = 0;
     if (plan_overlap_report(&P, rep, sizeof rep)) return;
-    const char *l = strstr(rep, "line 11 allreduce");
+    const char *l = strstr(rep, kind == ST_ALLREDUCE ? "line 11 allreduce" : "line 11 reduce_scatter");
     if (l) snprintf(line, n, "%.*s", (int)strcspn(l, "\n"), l);
 }
 
@@ -89,12 +90,19 @@ int main(void) {
               "'%s'", err);
     }
     char line[512];
-    overlap_line(0, line, sizeof line);   /* Z shares X's bytes: writing Z is the first use */
+    overlap_line(ST_ALLREDUCE, 0, line, sizeof line);   /* Z shares X's bytes: writing Z is the first use */
     CHECK(!strcmp(line, "line 11 allreduce fwd t: 1 steps (512 FLOP) before its first use at line 13"),
           "overlap: a write to a tensor aliasing the collective's arena bytes waits for it", "got '%s'", line);
-    overlap_line(192, line, sizeof line);   /* Z elsewhere: the reader of X two steps on is the first use */
+    overlap_line(ST_ALLREDUCE, 192, line, sizeof line);   /* Z elsewhere: the reader of X two steps on is the first use */
     CHECK(!strcmp(line, "line 11 allreduce fwd t: 2 steps (512 FLOP) before its first use at line 14"),
           "overlap: independent steps overlap until the first reader of the collective's buffer", "got '%s'", line);
+    /* ZeRO-1's reduce-scatter is overlapped the same way (issued, waited for before its first use) */
+    overlap_line(ST_REDUCE_SCATTER, 192, line, sizeof line);
+    CHECK(!strcmp(line, "line 11 reduce_scatter fwd t: 2 steps (512 FLOP) before its first use at line 14"),
+          "overlap: a reduce_scatter is waited for at the first reader of its buffer", "got '%s'", line);
+    overlap_line(ST_REDUCE_SCATTER, 0, line, sizeof line);
+    CHECK(!strcmp(line, "line 11 reduce_scatter fwd t: 1 steps (512 FLOP) before its first use at line 13"),
+          "overlap: a reduce_scatter is waited for before a write to bytes aliasing its buffer", "got '%s'", line);
 #ifdef HAVE_CUDA_H
     /* cuDeviceGetAttribute and cuStreamBeginCapture_v2 take an enum (int-sized) where cuda_api.h says
      * int: not compared (the capture mode's value is checked below) */
