@@ -214,7 +214,7 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
             break;
         case OP_ALLREDUCE: case OP_ALLGATHER: {
             is_compute = 0;
-            if (o->group == 1) {   /* a dp bucket: priced on the dp link, once per optimizer step */
+            if (o->group == 1 || o->group == 3) {   /* a dp bucket: priced on the dp link, once per optimizer step */
                 t = allreduce_seconds((double)o->bytes, dp, dp_bw, dp_alpha);
                 s->dp_comm += t;
                 if (i < last_compute) s->dp_early += t;

@@ -45,7 +45,7 @@ static void collect(const Graph *g, LayoutFig *f) {
             if (o->kind == OP_GROUPED_GEMM) for (int i = 0; i < o->nmembers; i++) l0_gemm(f, &o->members[i], 1);
         }
         if (o->kind != OP_ALLREDUCE && o->kind != OP_ALLGATHER) continue;
-        if (o->group == 1) continue;   /* dp gradient reduction: dp_report */
+        if (o->group == 1 || o->group == 3) continue;   /* dp (and edp) gradient reduction: dp_report */
         int bwd = s >= g->nfwd_steps;
         if (o->layer == 0) add_coll(bwd ? &f->layer_bwd : &f->layer_fwd, o, g->tp);
         if (o->layer >= 0) add_coll(bwd ? &f->all_bwd : &f->all_fwd, o, g->tp);

@@ -681,7 +681,7 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
         int nb = 0;
         for (int s = 0; s < p->nsteps; s++) {
             const PlanStep *st = &p->steps_[s];
-            if ((st->kind != ST_ALLREDUCE && st->kind != ST_REDUCE_SCATTER) || st->coll.group != GROUP_DP) continue;
+            if ((st->kind != ST_ALLREDUCE && st->kind != ST_REDUCE_SCATTER) || (st->coll.group != GROUP_DP && st->coll.group != GROUP_EDP)) continue;
             dpb += st->coll.elems * (int64_t)plan_dtype_size(st->coll.dtype);
             if (st->coll.bucket + 1 > nb) nb = st->coll.bucket + 1;
         }
