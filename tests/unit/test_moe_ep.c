@@ -101,14 +101,16 @@ static void adamw_steps(Case *a, Case *ref, const char *what) {
 /* The ep steps of an ep plan: per MoE layer two all-to-alls forward (out, back) and two backward
  * (their duals), all on group=ep; every expert param's gradient reduced once on group=edp with
  * scale 1/dp; every other gradient on group=dp; expert parts tagged with an ep rank. */
-static void plan_checks(const Case *c, const char *what) {
+static void plan_checks(const Case *c, const char *what, int shared) {
     if (!c->p) return;
     const Plan *p = c->p;
     int fo = 0, fb = 0, bo = 0, bb = 0, edp = 0, dp = 0, bad = 0, eparams = 0;
+    int64_t l0 = 0;   /* layer 0's all-to-all elements (every slot at capacity) */
     for (int s = 0; s < p->nsteps; s++) {
         const PlanStep *st = &p->steps_[s];
         if (st->kind == ST_ALLTOALL) {
             if (st->coll.group != GROUP_EP) bad++;
+            if (!strncmp(st->coll.tag, "L0.", 3)) l0 += st->coll.experts * st->coll.capacity * st->coll.cols;
             if (!st->coll.bwd) { if (st->coll.way) fb++; else fo++; }
             else { if (st->coll.way) bb++; else bo++; }
         }
@@ -130,10 +132,17 @@ static void plan_checks(const Case *c, const char *what) {
     CHECK(fo == L && fb == L && bo == L && bb == L && edp == eparams && eparams > 0 && dp + edp == p->nparams && !bad, name,
           "fwd out %d back %d, bwd out %d back %d, edp %d (expert params %d), dp %d of %d params, %d bad", fo, fb, bo, bb, edp,
           eparams, dp, p->nparams, bad);
+    /* the closed form (docs/moe.md): E*C slots, fwd + bwd, d/tp out and back per rank for full tokens,
+       r_g+r_u out and r_d back (r = 32, whole on every tp rank) with all three factors shared;
+       E = 4, top-2, C = ceil(1.25 * M * 2 / 4) */
+    int64_t M = (int64_t)p->micro_batch * p->seq, C = (int64_t)ceil(1.25 * (double)M * 2 / 4 - 1e-9), dl = p->hidden / p->tp;
+    int64_t want = 2 * 4 * C * (shared ? 2 * 32 + 32 : 2 * dl);
+    snprintf(name, sizeof name, "%s: layer 0's all-to-all elements = 2*E*C*(out + back), the closed form", what);
+    CHECK(l0 == want, name, "%lld, want %lld", (long long)l0, (long long)want);
 }
 
 /* ep=N x dp=N x tp against ep=1 at the same dp and tp. */
-static void ep_case(const char *spec, int tp, int dp, int ep, int mb) {
+static void ep_case(const char *spec, int tp, int dp, int ep, int mb, int shared) {
     char defs[300], what[300];
     Case ref, c;
     global_batch(mb * 64 * dp, 256);
@@ -142,7 +151,7 @@ static void ep_case(const char *spec, int tp, int dp, int ep, int mb) {
         snprintf(defs, sizeof defs, "-D tp=%d -D dp=%d -D ep=%d -D micro_batch=%d -D dp_bucket_mb=0.05", tp, dp, ep, mb);
         if (!open_ep(&c, spec, defs)) {
             snprintf(what, sizeof what, "%s ep=%d x dp=%d x tp=%d vs ep=1", spec, ep, dp, tp);
-            plan_checks(&c, what);
+            plan_checks(&c, what, shared);
             compare(&c, &ref, what);
             adamw_steps(&c, &ref, what);
         }
@@ -236,17 +245,35 @@ static void test_loader_and_cuda(void) {
     close_case(&c);
 }
 
+/* The report of an ep run: its own dispatch bytes (this run's row) from its all-to-all steps, per rank:
+ * tiny-cola-moe at tp=2, micro_batch 4 x seq 64: M = 256, C = 160, E*C = 640 slots, d/tp = 64, bf16:
+ * 2 (fwd, bwd) * 640 * (64 + 64) * 2 B. */
+static void test_report(void) {
+    char cmd[600], out[1 << 15] = "";
+    const char *boost = getenv("BOOST") ? getenv("BOOST") : "./bin/boost";
+    snprintf(cmd, sizeof cmd, "%s report specs/runs/tiny-cola-moe.lua -D tp=2 -D dp=2 -D ep=2 --json 2>&1", boost);
+    FILE *f = popen(cmd, "r");
+    if (f) { size_t n = fread(out, 1, sizeof out - 1, f); out[n] = 0; pclose(f); }
+    const char *r = strstr(out, "\"ep_run\"");
+    long long ep = -1, bytes = -1;
+    if (r) sscanf(r, "\"ep_run\": {\"ep\": %lld, \"bytes\": %lld", &ep, &bytes);
+    CHECK(ep == 2 && bytes == 2LL * 640 * (64 + 64) * 2, "report: an ep=2 run's dispatch bytes per layer from its all-to-all steps",
+          "ep %lld, bytes %lld (want %lld): %.200s", ep, bytes, 2LL * 640 * 128 * 2, r ? r : out);
+}
+
 int main(void) {
     mkdir("build", 0755); mkdir("build/tmp", 0755); mkdir(CASE_DIR, 0755);
     (void)open_case; (void)again; (void)compare_steps;   /* engine_cases.h's one-pass helpers: not used here */
     test_grid();
     test_spec_errors();
     test_loader_and_cuda();
-    ep_case("specs/runs/tiny-cola-moe.lua", 1, 2, 2, 2);          /* top-2, full-width dispatch */
-    ep_case("specs/runs/tiny-cola-moe.lua", 1, 4, 4, 1);
-    ep_case("specs/runs/tiny-cola-moe-shared.lua", 1, 2, 2, 2);   /* shared factors: rank-r dispatch */
-    ep_case("specs/runs/tiny-cola-moe-shared.lua", 2, 2, 2, 2);   /* ... with each tp rank's shard */
-    ep_case("specs/runs/tiny-cola-moe-shared.lua", 1, 4, 4, 1);
+    test_report();
+    ep_case("specs/runs/tiny-cola-moe.lua", 1, 2, 2, 2, 0);          /* top-2, full-width dispatch */
+    ep_case("specs/runs/tiny-cola-moe.lua", 1, 4, 4, 1, 0);
+    ep_case("specs/runs/tiny-cola-moe.lua", 2, 2, 2, 1, 0);          /* each tp rank dispatches its d/tp shard */
+    ep_case("specs/runs/tiny-cola-moe-shared.lua", 1, 2, 2, 2, 1);   /* shared factors: rank-r dispatch */
+    ep_case("specs/runs/tiny-cola-moe-shared.lua", 2, 2, 2, 2, 1);   /* ... the latents whole on each tp rank */
+    ep_case("specs/runs/tiny-cola-moe-shared.lua", 1, 4, 4, 1, 1);
     free(gtok); free(gtgt);
     TEST_EXIT();
 }
