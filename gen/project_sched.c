@@ -12,6 +12,7 @@
 /* What one pipeline stage spends on one micro-batch (forward + backward). */
 typedef struct {
     double gemm, kernel, attn, recompute, tp_comm;
+    double ep_comm;           /* the ep all-to-alls (on the critical path: the experts wait for them) */
     double flops, bytes_fwd, bytes_bwd;
     double params;
     /* the emitted dp gradient reduction (group=dp steps, last micro-batch only): all of it, the part
@@ -171,6 +172,10 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     int dp_in_node = (long)tp * pp * dp <= per_node;
     double dp_bw = c->coll_eff * (dp_in_node ? gpu->nvlink_gbs : gpu->net_gbs);
     double dp_alpha = dp_in_node ? gpu->nvlink_latency_us : gpu->net_latency_us;
+    /* the ep group's link: NVLink when the tp x ep ranks of a group fit a node, else the network */
+    int ep = g->ep > 1 ? g->ep : 1, ep_in_node = (long)tp * ep <= per_node;
+    double ep_bw = c->coll_eff * (ep_in_node ? gpu->nvlink_gbs : gpu->net_gbs);
+    double ep_alpha = ep_in_node ? gpu->nvlink_latency_us : gpu->net_latency_us;
     int last_compute = -1;   /* the last backward compute step: dp buckets issued before it overlap compute */
     for (int i = g->nfwd_steps; i < g->nsteps; i++) {
         int k = g->steps[i].kind;
@@ -233,6 +238,11 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
             }
             break;
         }
+        case OP_ALLTOALL:   /* every slot at capacity; (ep-1)/ep of it leaves the rank */
+            is_compute = 0;
+            t = alltoall_seconds((double)o->bytes, ep, ep_bw, ep_alpha);
+            s->ep_comm += t;
+            break;
         default:
             is_compute = 0;   /* markers and TP copies: no step */
         }
@@ -252,7 +262,7 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     int slow = 0;
     double slow_t = -1;
     for (int s = 0; s < pp; s++) {
-        double t = st[s].gemm + st[s].kernel + st[s].attn + st[s].recompute + st[s].tp_comm;
+        double t = st[s].gemm + st[s].kernel + st[s].attn + st[s].recompute + st[s].tp_comm + st[s].ep_comm;
         if (t > slow_t) { slow_t = t; slow = s; }
     }
     const StageCost *S = &st[slow];
@@ -282,7 +292,7 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
             out->dp_hidden_s = hidden;
         }
     }
-    out->stage_s = S->gemm + S->kernel + S->attn + S->recompute + S->tp_comm;
+    out->stage_s = S->gemm + S->kernel + S->attn + S->recompute + S->tp_comm + S->ep_comm;
     out->seconds = pipeline_seconds(out->stage_s, send_s, m, pp) + out->optim_s + out->dp_comm_s;
     out->bubble = pp > 1 ? (double)(pp - 1) / (m + pp - 1) : 0;
     out->gemm_s = steps * S->gemm;
@@ -290,9 +300,10 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     out->attn_s = steps * S->attn;
     out->recompute_s = steps * S->recompute;
     out->tp_comm_s = steps * S->tp_comm;
+    out->ep_comm_s = steps * S->ep_comm;
     out->pp_send_s = pp > 1 ? steps * 2 * send_s : 0;
     out->compute_s = out->gemm_s + out->kernel_s + out->attn_s + out->recompute_s + out->optim_s;
-    out->comm_s = out->tp_comm_s + out->pp_send_s + out->dp_comm_s;
+    out->comm_s = out->tp_comm_s + out->ep_comm_s + out->pp_send_s + out->dp_comm_s;
     out->gemm_flops = m * S->flops;
     out->tp_bytes_fwd = m * S->bytes_fwd;
     out->tp_bytes_bwd = m * S->bytes_bwd;

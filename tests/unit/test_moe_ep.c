@@ -261,6 +261,32 @@ static void test_report(void) {
           "ep %lld, bytes %lld (want %lld): %.200s", ep, bytes, 2LL * 640 * 128 * 2, r ? r : out);
 }
 
+/* The cost model prices the emitted all-to-alls: none at ep=1; at ep=2 a positive time that is part of
+ * the iteration's communication; 8 ranks of tp=4 x ep=2 span two 8-GPU h100 nodes only at ep=4, where
+ * the same bytes per rank cross the network and take longer. */
+static double project_key(const char *defs, const char *key) {
+    char cmd[600], line[256];
+    const char *boost = getenv("BOOST") ? getenv("BOOST") : "./bin/boost";
+    snprintf(cmd, sizeof cmd, "%s project specs/runs/tiny-cola-moe.lua %s --kv 2>&1", boost, defs);
+    FILE *f = popen(cmd, "r");
+    double v = -1;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ' ') v = atof(line + n + 1);
+    if (f) pclose(f);
+    return v;
+}
+
+static void test_project(void) {
+    double e1 = project_key("-D tp=1 -D dp=2 -D ep=1", "ep_comm_s.btp"), e2 = project_key("-D tp=1 -D dp=2 -D ep=2", "ep_comm_s.btp");
+    double c2 = project_key("-D tp=1 -D dp=2 -D ep=2", "comm_s.btp");
+    CHECK(e1 == 0 && e2 > 0 && c2 >= e2, "project: the ep all-to-all steps are priced (0 at ep=1, part of comm at ep=2)",
+          "ep=1 %g s, ep=2 %g s (comm %g s)", e1, e2, c2);
+    /* the same capacity per rank (micro_batch fixed): 2 ranks in one node vs tp=4 x ep=4 = 16 GPUs */
+    double in = project_key("-D tp=4 -D dp=4 -D ep=2", "ep_comm_s.btp"), out = project_key("-D tp=4 -D dp=4 -D ep=4", "ep_comm_s.btp");
+    CHECK(in > 0 && out > in, "project: an ep group past one node pays the network", "tp4 x ep2 %g s, tp4 x ep4 %g s", in, out);
+}
+
 int main(void) {
     mkdir("build", 0755); mkdir("build/tmp", 0755); mkdir(CASE_DIR, 0755);
     (void)open_case; (void)again; (void)compare_steps;   /* engine_cases.h's one-pass helpers: not used here */
@@ -268,6 +294,7 @@ int main(void) {
     test_spec_errors();
     test_loader_and_cuda();
     test_report();
+    test_project();
     ep_case("specs/runs/tiny-cola-moe.lua", 1, 2, 2, 2, 0);          /* top-2, full-width dispatch */
     ep_case("specs/runs/tiny-cola-moe.lua", 1, 4, 4, 1, 0);
     ep_case("specs/runs/tiny-cola-moe.lua", 2, 2, 2, 1, 0);          /* each tp rank dispatches its d/tp shard */
