@@ -181,6 +181,10 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
             d.bytes ? 100.0 * (double)d.bytes_overlapped / (double)d.bytes : 0.0);
     fprintf(f, "| ring traffic, 2(dp-1)/dp x payload | %.1f MB |\n", ring / 1e6);
     fprintf(f, "| weights + grads + AdamW, zero=0 | %.1f MB |\n| weights + grads + AdamW, zero=1 | %.1f MB |\n", z0 / 1e6, z1 / 1e6);
+    if (g->ep > 1)
+        fprintf(f, "\nExpert parallelism (ep=%d): the payload includes the expert gradients, which reduce over the dp/ep = %d "
+                   "ranks holding the same experts (group=edp, op=sum scale=1/dp); the rest over all dp ranks.\n",
+                g->ep, dp / g->ep);
     fprintf(f, "\nWith grad_accum > 1 the dp steps run on the last micro-batch only (micro=last). zero=1 shards the fp32 "
                "master weights and both AdamW moments over dp (6 + 12/dp bytes per local parameter).\n");
 }

@@ -666,7 +666,8 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
                    pipeline_ranks(pl), pipeline_stages(pl), pipeline_stages(pl) > pipeline_ranks(pl) ? "interleaved 1F1B" : "1F1B",
                    p->grad_accum);
     Grid grid;
-    if (grid_make(&grid, p->dp, pl ? pipeline_ranks(pl) : p->pp, p->tp, err, sizeof err) == 0) {
+    if (grid_make(&grid, p->dp, pl ? pipeline_ranks(pl) : p->pp, p->tp, err, sizeof err) == 0 &&
+        grid_set_ep(&grid, p->ep > 1 ? p->ep : 1, err, sizeof err) == 0) {
         char gd[4096];
         grid_describe(&grid, gd, sizeof gd);
         printf("  %s", gd);
