@@ -1,8 +1,10 @@
 /* test_moe_ep.c: expert parallelism on the CPU engine (ranks as threads): ep=2 x dp=2 and ep=4 x dp=4
  * against ep=1 at the same dp (the same micro-batches, so the same routing and capacity): loss, every
  * canonical gradient and the params after three AdamW steps within 1e-5 relative, for top-2 experts
- * with full-width dispatch and with shared factors (rank-r dispatch, also at tp=2); the plan's ep
- * steps, the ep/edp groups of the rank grid, the spec's and the loader's errors, the CUDA refusal. */
+ * with full-width dispatch and with shared factors (rank-r dispatch, also at tp=2, ep=2 x dp=4 and
+ * grad_accum=2 without checkpointing); the plan's ep steps and their bytes against the closed forms,
+ * the report and the cost model, the ep/edp groups of the rank grid, the spec's and the loader's
+ * errors, the CUDA refusal. */
 #define CASE_DIR "build/tmp/ep"
 #include <stdio.h>
 #include <sys/stat.h>
@@ -28,10 +30,18 @@ static void global_batch(int n, int vocab) {
     gn = n;
 }
 
+/* One optimizer step's passes: grad_accum calls, each on the next dp micro-batches; *loss their mean. */
 static int pass(Case *c, float *loss) {
     char err[1024];
-    if ((int64_t)c->p->micro_batch * c->p->seq * c->p->dp != gn) { CHECK(0, c->tag, "the global batch is not %d tokens", gn); return -1; }
-    if (engine_forward_backward(c->e, gtok, gtgt, loss, err, sizeof err)) { CHECK(0, c->tag, "%s", err); return -1; }
+    int64_t per = (int64_t)c->p->micro_batch * c->p->seq * c->p->dp;
+    if (per * c->p->grad_accum != gn) { CHECK(0, c->tag, "the global batch is not %d tokens", gn); return -1; }
+    double sum = 0;
+    for (int a = 0; a < c->p->grad_accum; a++) {
+        float l;
+        if (engine_forward_backward(c->e, gtok + a * per, gtgt + a * per, &l, err, sizeof err)) { CHECK(0, c->tag, "%s", err); return -1; }
+        sum += l;
+    }
+    *loss = (float)(sum / c->p->grad_accum);
     return 0;
 }
 
@@ -141,16 +151,18 @@ static void plan_checks(const Case *c, const char *what, int shared) {
     CHECK(l0 == want, name, "%lld, want %lld", (long long)l0, (long long)want);
 }
 
-/* ep=N x dp=N x tp against ep=1 at the same dp and tp. */
-static void ep_case(const char *spec, int tp, int dp, int ep, int mb, int shared) {
-    char defs[300], what[300];
+/* ep=N x dp=N x tp against ep=1 at the same dp and tp (and grad_accum ga, extra -D settings). */
+static void ep_case(const char *spec, int tp, int dp, int ep, int mb, int shared, int ga, const char *extra) {
+    char defs[300], what[400];
     Case ref, c;
-    global_batch(mb * 64 * dp, 256);
-    snprintf(defs, sizeof defs, "-D tp=%d -D dp=%d -D micro_batch=%d -D dp_bucket_mb=0.05", tp, dp, mb);
+    global_batch(mb * 64 * dp * ga, 256);
+    snprintf(defs, sizeof defs, "-D tp=%d -D dp=%d -D micro_batch=%d -D grad_accum=%d -D dp_bucket_mb=0.05 %s", tp, dp, mb, ga, extra);
     if (open_ep(&ref, spec, defs) == 0) {
-        snprintf(defs, sizeof defs, "-D tp=%d -D dp=%d -D ep=%d -D micro_batch=%d -D dp_bucket_mb=0.05", tp, dp, ep, mb);
+        snprintf(defs, sizeof defs, "-D tp=%d -D dp=%d -D ep=%d -D micro_batch=%d -D grad_accum=%d -D dp_bucket_mb=0.05 %s", tp, dp,
+                 ep, mb, ga, extra);
         if (!open_ep(&c, spec, defs)) {
-            snprintf(what, sizeof what, "%s ep=%d x dp=%d x tp=%d vs ep=1", spec, ep, dp, tp);
+            snprintf(what, sizeof what, "%s ep=%d x dp=%d x tp=%d%s%s vs ep=1", spec, ep, dp, tp, ga > 1 ? " grad_accum=2" : "",
+                     *extra ? " checkpoint=none" : "");
             plan_checks(&c, what, shared);
             compare(&c, &ref, what);
             adamw_steps(&c, &ref, what);
@@ -295,12 +307,14 @@ int main(void) {
     test_loader_and_cuda();
     test_report();
     test_project();
-    ep_case("specs/runs/tiny-cola-moe.lua", 1, 2, 2, 2, 0);          /* top-2, full-width dispatch */
-    ep_case("specs/runs/tiny-cola-moe.lua", 1, 4, 4, 1, 0);
-    ep_case("specs/runs/tiny-cola-moe.lua", 2, 2, 2, 1, 0);          /* each tp rank dispatches its d/tp shard */
-    ep_case("specs/runs/tiny-cola-moe-shared.lua", 1, 2, 2, 2, 1);   /* shared factors: rank-r dispatch */
-    ep_case("specs/runs/tiny-cola-moe-shared.lua", 2, 2, 2, 2, 1);   /* ... the latents whole on each tp rank */
-    ep_case("specs/runs/tiny-cola-moe-shared.lua", 1, 4, 4, 1, 1);
+    ep_case("specs/runs/tiny-cola-moe.lua", 1, 2, 2, 2, 0, 1, "");          /* top-2, full-width dispatch */
+    ep_case("specs/runs/tiny-cola-moe.lua", 1, 4, 4, 1, 0, 1, "");
+    ep_case("specs/runs/tiny-cola-moe.lua", 2, 2, 2, 1, 0, 1, "");          /* each tp rank dispatches its d/tp shard */
+    ep_case("specs/runs/tiny-cola-moe.lua", 1, 2, 2, 1, 0, 2, "-D checkpoint=none");   /* micro=last on group=edp */
+    ep_case("specs/runs/tiny-cola-moe-shared.lua", 1, 2, 2, 2, 1, 1, "");   /* shared factors: rank-r dispatch */
+    ep_case("specs/runs/tiny-cola-moe-shared.lua", 2, 2, 2, 2, 1, 1, "");   /* ... the latents whole on each tp rank */
+    ep_case("specs/runs/tiny-cola-moe-shared.lua", 1, 4, 4, 1, 1, 1, "");
+    ep_case("specs/runs/tiny-cola-moe-shared.lua", 1, 4, 2, 1, 1, 2, "-D checkpoint=none");   /* edp groups of 2 */
     free(gtok); free(gtgt);
     TEST_EXIT();
 }
