@@ -4,7 +4,8 @@
 # tp=2 under -np 4 log the same losses, validation losses and gradient norms as the threaded run, bit
 # for bit (the all-to-all only moves rows: MPI_Alltoallv of the filled slots after an all-gather of the
 # per-expert counts), and the sharded checkpoints hold the same bytes. Threads: a checkpoint saved at
-# ep=2 x dp=2 resumes at ep=1 x dp=2 and continues the uninterrupted ep=2 run's losses within 1e-5.
+# ep=2 x dp=2 resumes at ep=1 x dp=2 and continues the uninterrupted ep=2 run's losses within 1e-5; an ep=2
+# x dp=4 checkpoint of the threads resumes under mpirun -np 4 with the same losses.
 # Without mpirun the process part prints a skip line.
 . tests/sh/lib.sh
 export BOOST_THREADS=${BOOST_THREADS:-1}
@@ -61,3 +62,14 @@ for g in "$moe:-D dp=4 -D ep=4 -D tp=1" "$moe:-D dp=4 -D ep=2 -D tp=1" \
   [ "$same" = 1 ] && [ "$nf" -ge 2 ] && ok "${name}_same_checkpoint" \
     || fail "${name}_same_checkpoint" "step-3 sharded checkpoint ($nf files compared) differs from the threaded run's"
 done
+
+# the threads' ep=2 x dp=4 checkpoint resumed by 4 processes: the continued losses equal the
+# uninterrupted threaded run's bit for bit (each process takes the expert blocks of its ep rank)
+o=("$moe" "${opts[@]}" -D dp=4 -D ep=2 -D tp=1 -D steps=4 -D eval_every=0)
+$BOOST train "${o[@]}" --save-every 2 -o "$TMP/ra" --log "$TMP/ra.jsonl" >"$TMP/ra.out" 2>&1
+cp "$TMP/ra.jsonl" "$TMP/rb.jsonl"
+timeout 300 "${mpi[@]}" -np 4 "$BOOST" train "${o[@]}" --resume "$TMP/ra/step-000002" --log "$TMP/rb.jsonl" >"$TMP/rb.out" 2>&1
+rc=$?
+a=$(field "$TMP/ra.jsonl" 4 loss); b=$(field "$TMP/rb.jsonl" 4 loss)
+[ $rc = 0 ] && [ -n "$a" ] && [ "$a" = "$b" ] && ok mpi_resume_ep2_dp4_from_threads \
+  || fail mpi_resume_ep2_dp4_from_threads "exit $rc: step 4 loss $b vs $a; $(tail -2 "$TMP/rb.out")"
