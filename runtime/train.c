@@ -691,6 +691,20 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
         printf("  dp gradient reduction per step: %s per rank in %d bucket%s (%s%s)\n", dpbs, nb, nb == 1 ? "" : "s",
                p->zero ? "reduce_scatter + gather_shards, ZeRO-1" : "allreduce", p->grad_accum > 1 ? ", last micro-batch only" : "");
     }
+    if (p->ep > 1) {   /* the plan's alltoall steps, every slot at capacity */
+        int64_t b = 0;
+        int n = 0;
+        for (int s = 0; s < p->nsteps; s++) {
+            const PlanStep *st = &p->steps_[s];
+            if (st->kind != ST_ALLTOALL) continue;
+            b += st->coll.experts * st->coll.capacity * st->coll.cols * (int64_t)plan_dtype_size(st->coll.dtype);
+            n++;
+        }
+        char bs[32];
+        format_bytes((double)b, bs, sizeof bs);
+        printf("  expert parallelism: ep=%d, %d all-to-all steps per micro-batch, %s per rank at capacity (only filled slots travel)\n",
+               p->ep, n, bs);
+    }
     fflush(stdout);
 
     const char *resume = opt->resume;
