@@ -666,7 +666,7 @@ static int slice_add_range(SliceList *l, CkptSlice s, int64_t cols, int64_t lo, 
 
 int ckpt_plan_slices(const Plan *p, CkptSlice **out) {
     SliceList l = {0};
-    int world = p->dp * p->tp, zero = p->zero && p->dp > 1;
+    int world = p->dp * p->tp, zero = p->zero && p->dp > 1, ep = p->ep > 1 ? p->ep : 1;
     for (int g = 0; g < world; g++) {
         int t = g % p->tp, d = (g / p->tp) % p->dp;
         for (int q = 0; q < p->nparams; q++) {
@@ -676,16 +676,17 @@ int ckpt_plan_slices(const Plan *p, CkptSlice **out) {
             for (int k = 0; k < pp->nparts; k++) {
                 const PlanPart *pt = &p->parts[pp->first_part + k];
                 if (pt->rep && t != 0) continue;   // every tp rank holds it: tp rank 0 writes it
+                if (pt->ep >= 0 && d % ep != pt->ep) continue;   // expert parallelism: its ep rank's ranks hold it
                 CkptSlice s = {pt->canon, 0, rank_int(pt->r0, t), rank_int(pt->r1, t), rank_int(pt->c0, t),
                                rank_int(pt->c1, t), g, q, rank_int(pt->lr, t), rank_int(pt->lc, t)};
                 for (int slot = 0; slot < 3; slot++) {
                     s.slot = slot;
                     int rc = 0;
                     // zero=1: every slot by the dp rank whose shard holds it (the fp32 masters may
-                    // exist only there: the CUDA backend shards them); else the dp ranks hold the
-                    // same values and dp rank 0 writes them
+                    // exist only there: the CUDA backend shards them); else the dp ranks (of one ep
+                    // rank) hold the same values and the first of them writes them
                     if (zero) rc = slice_add_range(&l, s, pp->cols, lo, hi);
-                    else if (d == 0) rc = slice_add(&l, s);
+                    else if (pt->ep >= 0 ? d < ep : d == 0) rc = slice_add(&l, s);
                     if (rc) { free(l.v); *out = NULL; return -1; }
                 }
             }

@@ -673,7 +673,8 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
                    pipeline_ranks(pl), pipeline_stages(pl), pipeline_stages(pl) > pipeline_ranks(pl) ? "interleaved 1F1B" : "1F1B",
                    p->grad_accum, pipeline_transport(pl));
     Grid grid;
-    if (grid_make(&grid, p->dp, pl ? pipeline_ranks(pl) : p->pp, p->tp, err, sizeof err) == 0) {
+    if (grid_make(&grid, p->dp, pl ? pipeline_ranks(pl) : p->pp, p->tp, err, sizeof err) == 0 &&
+        grid_set_ep(&grid, p->ep > 1 ? p->ep : 1, err, sizeof err) == 0) {
         char gd[4096];
         grid_describe(&grid, gd, sizeof gd);
         printf("  %s", gd);
@@ -688,7 +689,7 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
         int nb = 0;
         for (int s = 0; s < p->nsteps; s++) {
             const PlanStep *st = &p->steps_[s];
-            if ((st->kind != ST_ALLREDUCE && st->kind != ST_REDUCE_SCATTER) || st->coll.group != GROUP_DP) continue;
+            if ((st->kind != ST_ALLREDUCE && st->kind != ST_REDUCE_SCATTER) || (st->coll.group != GROUP_DP && st->coll.group != GROUP_EDP)) continue;
             dpb += st->coll.elems * (int64_t)plan_dtype_size(st->coll.dtype);
             if (st->coll.bucket + 1 > nb) nb = st->coll.bucket + 1;
         }
@@ -696,6 +697,20 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
         format_bytes((double)dpb, dpbs, sizeof dpbs);
         printf("  dp gradient reduction per step: %s per rank in %d bucket%s (%s%s)\n", dpbs, nb, nb == 1 ? "" : "s",
                p->zero ? "reduce_scatter + gather_shards, ZeRO-1" : "allreduce", p->grad_accum > 1 ? ", last micro-batch only" : "");
+    }
+    if (p->ep > 1) {   /* the plan's alltoall steps, every slot at capacity */
+        int64_t b = 0;
+        int n = 0;
+        for (int s = 0; s < p->nsteps; s++) {
+            const PlanStep *st = &p->steps_[s];
+            if (st->kind != ST_ALLTOALL) continue;
+            b += st->coll.experts * st->coll.capacity * st->coll.cols * (int64_t)plan_dtype_size(st->coll.dtype);
+            n++;
+        }
+        char bs[32];
+        format_bytes((double)b, bs, sizeof bs);
+        printf("  expert parallelism: ep=%d, %d all-to-all steps per micro-batch, %s per rank at capacity (only filled slots travel)\n",
+               p->ep, n, bs);
     }
     fflush(stdout);
 

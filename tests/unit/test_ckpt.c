@@ -514,8 +514,8 @@ static void make_plan(Plan *p, PlanCanon *pc, PlanParam *pp, PlanPart *pt) {
     snprintf(pc[0].name, sizeof pc[0].name, "A"); pc[0].rows = 6; pc[0].cols = 4;
     snprintf(pc[1].name, sizeof pc[1].name, "B"); pc[1].rows = 6; pc[1].cols = 3;
     snprintf(pp[0].name, sizeof pp[0].name, "w"); pp[0].rows = 6; pp[0].cols = 5; pp[0].first_part = 0; pp[0].nparts = 2;
-    pt[0] = (PlanPart){0, {0, 0}, {6, 0}, {0, 2}, {2, 2}, {0, 0}, {0, 0}, 0};
-    pt[1] = (PlanPart){1, {0, 0}, {6, 0}, {0, 0}, {3, 0}, {0, 0}, {2, 0}, 1};
+    pt[0] = (PlanPart){0, {0, 0}, {6, 0}, {0, 2}, {2, 2}, {0, 0}, {0, 0}, 0, -1};
+    pt[1] = (PlanPart){1, {0, 0}, {6, 0}, {0, 0}, {3, 0}, {0, 0}, {2, 0}, 1, -1};
     p->canons = pc; p->ncanons = 2; p->params = pp; p->nparams = 1; p->parts = pt; p->nparts = 2;
 }
 
