@@ -1,7 +1,7 @@
 /* kernels.c: `boost kernels DIR|kernels.cu [--arch sm_80,sm_90] [--md]`: compiles a generated
- * kernels.cu with NVRTC for each arch and prints one row per kernel (registers, static shared
- * memory, spill bytes, and occupancy: resident blocks per SM from the block size, registers and
- * shared memory against the arch's limits). Given a folder with plan.txt, also checks that every kernel the plan launches
+ * kernels.cu with NVRTC for each arch and prints one row per kernel (registers, shared memory a
+ * block: static plus the dynamic bytes its launches ask for, spill bytes, and occupancy: resident
+ * blocks per SM from the block size, registers and shared memory against the arch's limits). Given a folder with plan.txt, also checks that every kernel the plan launches
  * is defined and reads the dtypes the plan gives its operands. Exit 1 on a compile error (the log is
  * shown), a spill or a plan mismatch, 2 on bad input. */
 #include <stdio.h>
@@ -13,6 +13,7 @@
 #include "common/nvrtc.h"
 #include "runtime/plan.h"
 #include "runtime/cuda.h"
+#include "gen/kernels.h"
 
 #define MAX_STATS 1024
 
@@ -57,6 +58,22 @@ static int kernel_block(const Plan *plan, const char *src, const char *name) {
         for (const char *q = src; (q = strstr(q, "__launch_bounds__(")) && q < p; q++) lb = q;
         if (lb && p - lb < 400 && !memchr(lb, ';', (size_t)(p - lb)) && !memchr(lb, '}', (size_t)(p - lb)))
             return atoi(lb + strlen("__launch_bounds__("));
+    }
+    return 0;
+}
+
+/* The dynamic shared memory (bytes) a launch of kernel `name` asks for: the plan's smem= when the plan
+ * launches it, else the "// boost:dynamic_smem NAME BYTES" line gen/kernels.c writes before it; 0. */
+static long long kernel_dyn_smem(const Plan *plan, const char *src, const char *name) {
+    for (int s = 0; plan && s < plan->nsteps; s++) {
+        const PlanStep *st = &plan->steps_[s];
+        if (st->kind == ST_KERNEL && !strcmp(st->kernel->name, name)) return (long long)st->kernel->smem;
+    }
+    const char *tag = "// boost:dynamic_smem ";
+    size_t nl = strlen(name);
+    for (const char *p = strstr(src, tag); p; p = strstr(p + 1, tag)) {
+        const char *q = p + strlen(tag);
+        if (!strncmp(q, name, nl) && q[nl] == ' ') return atoll(q + nl + 1);
     }
     return 0;
 }
@@ -122,9 +139,11 @@ int cmd_kernels(int argc, char **argv) {
 
     char list[256];
     snprintf(list, sizeof list, "%s", archs);
-    int failed = 0, spilling = 0, total = 0;
-    if (md) printf("| kernel | arch | registers | smem (B) | spill st/ld (B) | block | blocks/SM |\n|---|---|---:|---:|---:|---:|---:|\n");
-    else printf("%-88s %-6s %5s %7s %-11s %5s %s\n", "kernel", "arch", "regs", "smem", "spill st/ld", "block", "blocks/SM");
+    int failed = 0, spilling = 0, total = 0, too_big = 0;
+    if (md) printf("| kernel | arch | registers | smem (B) | spill st/ld (B) | block | blocks/SM | of it dynamic (B) |\n"
+                   "|---|---|---:|---:|---:|---:|---:|---:|\n");
+    else printf("%-88s %-6s %5s %7s %-11s %5s %9s %s\n", "kernel", "arch", "regs", "smem", "spill st/ld", "block", "blocks/SM",
+                "dynamic");
     for (char *arch = strtok(list, ","); arch; arch = strtok(NULL, ",")) {
         if (strncmp(arch, "sm_", 3) || !arch[3]) {
             fprintf(stderr, "boost kernels: arch '%s' is not of the form sm_XX (e.g. sm_80)\n", arch);
@@ -154,15 +173,23 @@ int cmd_kernels(int argc, char **argv) {
                         st[i].spill_stores, st[i].spill_loads);
             }
             int block = kernel_block(plan, src, st[i].name);
-            int occ = blocks_per_sm(arch, block, st[i].registers, st[i].smem_bytes);
+            long long dyn = kernel_dyn_smem(plan, src, st[i].name), smem = st[i].smem_bytes + dyn;
+            if (smem > kernel_smem_optin(arch) && (dyn > 0 || smem > KERNEL_SMEM_DEFAULT)) {
+                too_big++;
+                fflush(stdout);
+                fprintf(stderr, "%s: kernel %s needs %lld B of shared memory a block (%lld dynamic), above the %lld B "
+                        "%s allows: generate the plan for %s (a GPU spec with that arch) or lower its attention tiles\n",
+                        path, st[i].name, smem, dyn, (long long)kernel_smem_optin(arch), arch, arch);
+            }
+            int occ = blocks_per_sm(arch, block, st[i].registers, (int)smem);
             char bs[16] = "-", os[16] = "-", sp[32];
             if (block > 0) snprintf(bs, sizeof bs, "%d", block);
             if (occ >= 0) snprintf(os, sizeof os, "%d", occ);
             snprintf(sp, sizeof sp, "%d/%d", st[i].spill_stores, st[i].spill_loads);
-            if (md) printf("| `%s` | %s | %d | %d | %s | %s | %s |\n", st[i].name, arch, st[i].registers,
-                           st[i].smem_bytes, sp, bs, os);
-            else printf("%-88s %-6s %5d %7d %-11s %5s %s%s\n", st[i].name, arch, st[i].registers, st[i].smem_bytes,
-                        sp, bs, os, spill ? "  SPILL" : "");
+            if (md) printf("| `%s` | %s | %d | %lld | %s | %s | %s | %lld |\n", st[i].name, arch, st[i].registers,
+                           smem, sp, bs, os, dyn);
+            else printf("%-88s %-6s %5d %7lld %-11s %5s %9s %lld%s\n", st[i].name, arch, st[i].registers, smem,
+                        sp, bs, os, dyn, spill ? "  SPILL" : "");
         }
     }
     free(src);
@@ -171,6 +198,7 @@ int cmd_kernels(int argc, char **argv) {
     if (failed) return 1;
     if (plan_bad) { fprintf(stderr, "%s: %d mismatches between plan.txt and kernels.cu\n", path, plan_bad); return 1; }
     if (spilling) { fprintf(stderr, "%s: %d kernel builds spill\n", path, spilling); return 1; }
+    if (too_big) { fprintf(stderr, "%s: %d kernel builds need more shared memory than their arch allows\n", path, too_big); return 1; }
     fprintf(stderr, "%s: %d kernel builds, no spills%s\n", path, total, plan_checked ? "; plan.txt matches" : "");
     return 0;
 }
