@@ -69,13 +69,7 @@ static long long kernel_dyn_smem(const Plan *plan, const char *src, const char *
         const PlanStep *st = &plan->steps_[s];
         if (st->kind == ST_KERNEL && !strcmp(st->kernel->name, name)) return (long long)st->kernel->smem;
     }
-    const char *tag = "// boost:dynamic_smem ";
-    size_t nl = strlen(name);
-    for (const char *p = strstr(src, tag); p; p = strstr(p + 1, tag)) {
-        const char *q = p + strlen(tag);
-        if (!strncmp(q, name, nl) && q[nl] == ' ') return atoll(q + nl + 1);
-    }
-    return 0;
+    return kernels_dynamic_smem(src, name);
 }
 
 static void usage(FILE *f) {

@@ -243,6 +243,16 @@ int64_t kernel_smem_optin(const char *arch) {
     return KERNEL_SMEM_DEFAULT;
 }
 
+long long kernels_dynamic_smem(const char *src, const char *name) {
+    const char *tag = "// boost:dynamic_smem ";
+    size_t nl = strlen(name);
+    for (const char *p = strstr(src, tag); p; p = strstr(p + 1, tag)) {
+        const char *q = p + strlen(tag);
+        if (!strncmp(q, name, nl) && q[nl] == ' ') return atoll(q + nl + 1);
+    }
+    return 0;
+}
+
 /* Tiles of the tensor-core templates from the tuned ones: multiples of 16 (a warp's rows, an mma's
  * k), at most 128 queries (8 warps); the streamed tile within the registers: a backward thread keeps
  * hd (dK, dV) + bk (S, dP) fp32 accumulators, a forward thread hd/2 (O) + bk/2 (S), at most 160 and

@@ -39,6 +39,9 @@ int kernels_emit(FILE *out, const KernelInst *ks, int n, const Run *run, char *e
  * function gets without cuFuncSetAttribute) for any other or no arch. */
 int64_t kernel_smem_optin(const char *arch);
 #define KERNEL_SMEM_DEFAULT (48 * 1024)
+/* The dynamic shared memory (bytes) of kernel `name` as its "// boost:dynamic_smem NAME BYTES" line
+ * in a kernels.cu text says (kernels_emit writes one before each kernel that takes some); 0 without. */
+long long kernels_dynamic_smem(const char *src, const char *name);
 
 /* The catalog's kinds, in catalog order (for tests and tools). */
 int kernel_kind_count(void);
