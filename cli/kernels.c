@@ -154,6 +154,17 @@ int cmd_kernels(int argc, char **argv) {
             if (plan_bad) fprintf(stderr, "%s", err);
             free(names);
             plan_checked = 1;
+            for (int p = 0; p < plan->nsteps; p++) {   /* the launch's dynamic shared memory = what kernels.cu declares */
+                const PlanStep *ps = &plan->steps_[p];
+                if (ps->kind != ST_KERNEL) continue;
+                long long want = kernels_dynamic_smem(src, ps->kernel->name);
+                if ((long long)ps->kernel->smem != want) {
+                    fprintf(stderr, "%s:%d: kernel %s launches with smem=%lld but kernels.cu declares %lld B of dynamic "
+                            "shared memory for it: regenerate both with 'boost gen'\n", plan_path, ps->line,
+                            ps->kernel->name, (long long)ps->kernel->smem, want);
+                    plan_bad++;
+                }
+            }
         }
         for (int i = 0; i < n; i++) {
             if (!strncmp(st[i].name, "__", 2)) continue;    /* device helpers, not kernels */

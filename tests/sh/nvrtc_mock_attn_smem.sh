@@ -35,6 +35,18 @@ name=$(echo "$bwd" | grep -o ' name=[^ ]*' | cut -d= -f2)
 if [ "$smem" = 52736 ] && [[ "$name" == *_tc_q64k32 ]] && grep -q "^// boost:dynamic_smem $name 52736$" "$TMP/p/kernels.cu"; then
   ok "hd128 on sm_90: attention backward q64k32 with 52736 B of dynamic shared memory (plan and kernels.cu)"
 else fail "hd128 attention backward tiles" "name $name smem $smem"; fi
+# boost kernels on sm_86 (99 KiB opt-in, 100 KiB an SM): the row's shared memory includes the 52736
+# dynamic bytes, and its blocks/SM is the least of threads (1536), blocks (16), registers and shared
+# memory (+1 KiB a block), worked out here: shared memory allows one
+"$BOOST" kernels "$TMP/p" --arch sm_86 >"$TMP/k86.txt" 2>&1
+rc=$?
+row=$(grep "^$name " "$TMP/k86.txt")
+set -- $row
+want=$(awk -v r="$3" -v s="$4" 'BEGIN { n = 16; if (1536 / 128 < n) n = 1536 / 128; pw = int((r * 32 + 255) / 256) * 256
+  w = int(65536 / pw / 4); if (w < n) n = w; m = int(102400 / (s + 1024)); if (m < n) n = m; print n }')
+if [ "$rc" = 0 ] && [ "$4" = 52736 ] && [ "$8" = 52736 ] && [ "$7" = "$want" ] && [ "$want" = 1 ]; then
+  ok "boost kernels, sm_86: attention backward with 52736 B (all dynamic), 1 block/SM"
+else fail "boost kernels on sm_86" "exit $rc, row: ${row:-none}; want smem 52736, dynamic 52736, $want blocks/SM"; fi
 export BOOST_LIBCUDA="$TMP/mock_cuda.so" BOOST_LIBCUBLAS="$TMP/mock_cuda.so" BOOST_CACHE="${BOOST_CACHE:-$TMP/cache}"
 export BOOST_EMU_HPP="$PWD/tests/gpu/cuda_emu.hpp" BOOST_EMU_SOURCE="$TMP/p/kernels.cu" BOOST_EMU_CACHE="$TMP/emu"
 for arch in sm_90 sm_86; do   # the most and the least opt-in
@@ -66,6 +78,11 @@ fi
 # more than the device allows: the plan's attention backward asks 120000 B on an sm_86 (99 KiB)
 cp -r "$TMP/p" "$TMP/big"
 sed -i "s/ smem=52736 / smem=120000 /" "$TMP/big/plan.txt"
+"$BOOST" kernels "$TMP/big" --arch sm_86 >"$TMP/kbig.txt" 2>&1
+rc=$?
+if [ "$rc" = 1 ] && grep -q "kernel $name needs 120000 B of shared memory a block (120000 dynamic), above the 101376 B sm_86 allows" "$TMP/kbig.txt"; then
+  ok "boost kernels, sm_86: a plan asking 120000 B is refused (exit 1) with the arch's 101376 B"
+else fail "boost kernels above the opt-in" "exit $rc: $(grep -v '^[a-z_]* *sm_' "$TMP/kbig.txt" | head -2)"; fi
 BOOST_MOCK_ARCH=sm_86 timeout 600 build/gpu/check steps "$TMP/big" >"$TMP/big.log" 2>&1
 rc=$?
 if [ "$rc" != 0 ] && grep -q "kernel $name needs 120000 B of shared memory a block, but this device (sm_86) allows at most 101376 B: regenerate the plan with a GPU spec of arch \"sm_86\"" "$TMP/big.log" &&
