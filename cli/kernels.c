@@ -75,7 +75,8 @@ static long long kernel_dyn_smem(const Plan *plan, const char *src, const char *
 static void usage(FILE *f) {
     fprintf(f, "usage: boost kernels DIR|kernels.cu [--arch sm_80,sm_90] [--md]\n"
                "  compiles the kernels with NVRTC (no GPU needed) and reports registers, shared memory\n"
-               "  and spills per kernel; exit 1 on a compile error or any spill\n");
+               "  (static + dynamic), spills and blocks per SM per kernel; exit 1 on a compile error, any\n"
+               "  spill, a plan mismatch or shared memory above the arch's opt-in maximum\n");
 }
 
 static char *slurp(const char *path, char *err, size_t errlen) {
