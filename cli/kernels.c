@@ -3,7 +3,7 @@
  * block: static plus the dynamic bytes its launches ask for, spill bytes, and occupancy: resident
  * blocks per SM from the block size, registers and shared memory against the arch's limits). Given a folder with plan.txt, also checks that every kernel the plan launches
  * is defined and reads the dtypes the plan gives its operands. Exit 1 on a compile error (the log is
- * shown), a spill or a plan mismatch, 2 on bad input. */
+ * shown), a spill, a plan mismatch or shared memory above the arch's opt-in maximum, 2 on bad input. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
