@@ -786,6 +786,17 @@ int pipeline_get_canon(Pipeline *pl, int i, int slot, float *full) {
     return rc;
 }
 
+int pipeline_canon_stage(const Pipeline *pl, int i, int *local) {
+    if (i < 0 || i >= pl->ncanons) return -1;
+    if (local) *local = pl->canon_idx[i];
+    return pl->canon_stage[i];
+}
+
+int pipeline_world_sum(Pipeline *pl, double *vals, int n) {
+    char err[256];
+    return world_sum(pl, vals, n, err, sizeof err) ? -1 : 0;
+}
+
 /* Under MPI only the processes of the canon's stage take it (each its own blocks). */
 int pipeline_set_canon(Pipeline *pl, int i, int slot, const float *full) {
     if (i < 0 || i >= pl->ncanons) return -1;

@@ -47,5 +47,11 @@ const PlanCanon *pipeline_canon(const Pipeline *pl, int i);
 int pipeline_find_canon(const Pipeline *pl, const char *name);
 int pipeline_get_canon(Pipeline *pl, int i, int slot, float *full);
 int pipeline_set_canon(Pipeline *pl, int i, int slot, const float *full);
+/* The stage canon i lives on, and its index among that stage plan's canons in *local (may be NULL).
+ * Canons are numbered stage by stage: stage 0's in its plan's order, then stage 1's, ... */
+int pipeline_canon_stage(const Pipeline *pl, int i, int *local);
+/* Under mpirun: n doubles summed over every process of the job, each process getting the sum (a
+ * barrier too; sharded checkpoints use it); threads: nothing to do. 0 or -1. */
+int pipeline_world_sum(Pipeline *pl, double *vals, int n);
 
 #endif
