@@ -405,6 +405,27 @@ static void divergence_advice(const Trainer *t, char *out, size_t n) {
     snprintf(out, n, "%s; try a lower learning rate (lr is %g: e.g. -D lr=%g) or %s", where, p->lr, p->lr / 10, clip);
 }
 
+/* pp > 1: the step's MoE routing rows, gathered by the pipeline over its stages (and processes),
+ * into the log's statistics, micro-batch by micro-batch as at pp = 1. 0, or -1 out of memory. */
+static int pipeline_moe_stats(Trainer *t) {
+    MoeStats *s = &t->moe;
+    if (!s->n) return 0;
+    int nr = s->ranks * s->n;
+    float *buf = malloc(sizeof(float) * (size_t)nr * (size_t)(s->auxn + 1));
+    const float **rows = malloc(sizeof *rows * (size_t)nr);
+    if (!buf || !rows) { free(buf); free(rows); return -1; }
+    for (int j = 0; j < t->plan->grad_accum; j++) {
+        for (int d = 0; d < s->ranks; d++)
+            for (int q = 0; q < s->n; q++) {
+                float *row = buf + (size_t)(d * s->n + q) * (size_t)(s->auxn + 1);
+                rows[d * s->n + q] = pipeline_moe_aux(t->pl, j, s->layer[q], d, row, s->auxn) ? NULL : row;
+            }
+        moe_stats_add_rows(s, rows);
+    }
+    free(buf); free(rows);
+    return 0;
+}
+
 /* Mean loss over the validation micro-batches; *loss = -1 when there is no validation part. */
 static int validate(Trainer *t, double *loss) {
     int64_t n = batcher_val_batches(&t->batcher, t->opt->val_batches > 0 ? t->opt->val_batches : 8);
@@ -516,6 +537,7 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             if (pipeline_forward_backward(t->pl, t->inputs, t->targets, ml, err, sizeof err))
                 return fail(1, "step %d: %s", t->step + 1, err);
             for (int a = 0; a < p->grad_accum; a++) sum += ml[a];
+            if (pipeline_moe_stats(t)) return fail(1, "out of memory");
         }
         double loss = sum / p->grad_accum;
         // a non-finite loss or gradient norm: no update (the gradients are dropped), the step counts
@@ -671,7 +693,15 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
         t.e = engine_create(p, opt->backend ? opt->backend : "auto", err, sizeof err);
         if (!t.e) { tokenset_close(&ts); trainer_free(&t); return fail(1, "%s", err); }
     }
-    if (moe_stats_init(&t.moe, p, p->dp, p->tp)) { tokenset_close(&ts); trainer_free(&t); return fail(1, "out of memory"); }
+    {   /* pp > 1: the MoE layers of every stage */
+        const Plan *stages[64] = {p};
+        int nst = pl ? pipeline_stages(pl) : 1;
+        for (int s = 0; pl && s < nst && s < 64; s++) stages[s] = pipeline_stage_plan(pl, s);
+        if (moe_stats_init_stages(&t.moe, stages, nst < 64 ? nst : 64, p->dp, p->tp)) {
+            tokenset_close(&ts); trainer_free(&t);
+            return fail(1, "out of memory");
+        }
+    }
 
     char count[32], coll[32], tok[32], ntrain[32], nval[32];
     format_count((double)nparams, count, sizeof count);

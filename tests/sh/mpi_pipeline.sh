@@ -14,8 +14,9 @@
 # processes' checkpoint resumed at pp=1 by 2 processes logs what the threads' resume there logs. A
 # rank killed (SIGKILL) during a sharded save stops the job and leaves step folders that verify, from
 # which the threads finish the run with its uninterrupted log. A world that does not hold the grid,
-# another backend and a world without mpirun exit 2; a rank killed mid-run stops the job. Without
-# mpirun it prints a skip line.
+# another backend and a world without mpirun exit 2; a rank killed mid-run stops the job. MoE layers
+# on both stages (tiny-cola-moe, pp=2 x tp=2) log the losses and routing statistics of pp=1, as
+# threads and as processes. Without mpirun it prints a skip line.
 . tests/sh/lib.sh
 if ! command -v mpirun >/dev/null; then
   ok "mpi_pipeline # SKIP mpirun is not installed (Debian's openmpi-bin, tools/install-deps.sh)"; exit 0
@@ -110,6 +111,19 @@ else
     && ok mpi_pp_killed_during_sharded_save \
     || fail mpi_pp_killed_during_sharded_save "mpirun exit $rc, verify $vrc, resume $rrc: $(grep -v verified "$k.v" | head -2) $(tail -2 "$k.r")"
 fi
+
+# MoE over stages: tiny-cola-moe (2 MoE layers, one per stage) at pp=2 x tp=2 logs the same losses,
+# gradient norms and routing statistics (moe_load, moe_dropped, moe_aux_loss, moe_z_loss) as pp=1 x
+# tp=2, as threads and under mpirun -np 4: the aux terms of both stages reach each micro-batch's loss
+moe=(tiny-cola-moe --backend cpu -D steps=3 -D eval_every=3 -D grad_accum=2 --quiet)
+strip_rate() { sed 's/"tokens_per_s":[^,]*,//; s/"avg_tokens_per_s":[^,]*,//' "$1"; }
+$BOOST train "${moe[@]}" -D pp=1 -D tp=2 --log "$TMP/moe1.jsonl" >"$TMP/moe1.out" 2>&1
+$BOOST train "${moe[@]}" -D pp=2 -D tp=2 --log "$TMP/moet.jsonl" >"$TMP/moet.out" 2>&1
+timeout 300 "${mpi[@]}" -np 4 "$BOOST" train "${moe[@]}" -D pp=2 -D tp=2 --log "$TMP/moem.jsonl" >"$TMP/moem.out" 2>&1
+rc=$?
+[ $rc = 0 ] && [ "$(grep -c '"moe_load":\[\[' "$TMP/moe1.jsonl")" = 3 ] && cmp -s <(strip_rate "$TMP/moe1.jsonl") <(strip_rate "$TMP/moet.jsonl") \
+  && cmp -s <(strip_rate "$TMP/moet.jsonl") <(strip_rate "$TMP/moem.jsonl") && ok mpi_pp_moe_pp2_tp2_logs_as_pp1_threads_and_processes \
+  || fail mpi_pp_moe_pp2_tp2_logs_as_pp1_threads_and_processes "exit $rc: $(diff <(strip_rate "$TMP/moe1.jsonl") <(strip_rate "$TMP/moem.jsonl") | head -3) $(grep -i boost "$TMP/moem.out" | head -2)"
 
 # bad input: exit 2 with what to do, never a hang
 expect2() {   # NAME PATTERN COMMAND...: exit 2 and PATTERN in the output
