@@ -6,7 +6,9 @@
  * send/recv move the boundary tensor of the (dp, tp) ranks it holds to the neighbouring stage through
  * a transport (PipeTransport): FIFOs between driver threads when every rank is a thread of this
  * process, MPI point-to-point to the same (dp, tp) rank of the neighbouring stage when mpirun started
- * one process per grid rank (this process then holds one rank of its pipeline rank's stages only). */
+ * one process per grid rank (this process then holds one rank of its pipeline rank's stages only).
+ * MoE plans (`loss_terms=moe_aux`): each MoE layer's aux row is read after its stage's forward and
+ * its loss term added to the micro-batch's loss here (docs/moe.md, "Over pipeline stages"). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>

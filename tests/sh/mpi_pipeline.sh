@@ -119,11 +119,18 @@ moe=(tiny-cola-moe --backend cpu -D steps=3 -D eval_every=3 -D grad_accum=2 --qu
 strip_rate() { sed 's/"tokens_per_s":[^,]*,//; s/"avg_tokens_per_s":[^,]*,//' "$1"; }
 $BOOST train "${moe[@]}" -D pp=1 -D tp=2 --log "$TMP/moe1.jsonl" >"$TMP/moe1.out" 2>&1
 $BOOST train "${moe[@]}" -D pp=2 -D tp=2 --log "$TMP/moet.jsonl" >"$TMP/moet.out" 2>&1
-timeout 300 "${mpi[@]}" -np 4 "$BOOST" train "${moe[@]}" -D pp=2 -D tp=2 --log "$TMP/moem.jsonl" >"$TMP/moem.out" 2>&1
+timeout 300 "${mpi[@]}" -np 4 "$BOOST" train "${moe[@]}" -D pp=2 -D tp=2 --save-every 2 -o "$TMP/moem" --log "$TMP/moem.jsonl" \
+  >"$TMP/moem.out" 2>&1
 rc=$?
 [ $rc = 0 ] && [ "$(grep -c '"moe_load":\[\[' "$TMP/moe1.jsonl")" = 3 ] && cmp -s <(strip_rate "$TMP/moe1.jsonl") <(strip_rate "$TMP/moet.jsonl") \
   && cmp -s <(strip_rate "$TMP/moet.jsonl") <(strip_rate "$TMP/moem.jsonl") && ok mpi_pp_moe_pp2_tp2_logs_as_pp1_threads_and_processes \
   || fail mpi_pp_moe_pp2_tp2_logs_as_pp1_threads_and_processes "exit $rc: $(diff <(strip_rate "$TMP/moe1.jsonl") <(strip_rate "$TMP/moem.jsonl") | head -3) $(grep -i boost "$TMP/moem.out" | head -2)"
+# the processes' sharded MoE checkpoint of step 2 continued by threads at pp=1 x tp=2: step 3 as pp=1's
+$BOOST train "${moe[@]}" -D pp=1 -D tp=2 --resume "$TMP/moem/step-000002" --log "$TMP/moer.jsonl" >"$TMP/moer.out" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q '"storage": "sharded"' "$TMP/moem/step-000002/state.json" && grep -q '^{"step":3' "$TMP/moer.jsonl" \
+  && cmp -s <(strip_rate "$TMP/moe1.jsonl" | grep '^{"step":3') <(strip_rate "$TMP/moer.jsonl" | grep '^{"step":3') \
+  && ok mpi_pp_moe_sharded_pp2_resumed_at_pp1 || fail mpi_pp_moe_sharded_pp2_resumed_at_pp1 "exit $rc: $(tail -2 "$TMP/moer.out")"
 
 # bad input: exit 2 with what to do, never a hang
 expect2() {   # NAME PATTERN COMMAND...: exit 2 and PATTERN in the output
