@@ -237,6 +237,14 @@ $BOOST ckpt merge "$TMP/ps" --optimizer -o "$TMP/pm.safetensors" >"$TMP/pm.out" 
   && $BOOST ckpt merge "$TMP/ps/step-000008" -o "$TMP/pm1.safetensors" >>"$TMP/pm.out" 2>&1 \
   && same_tensors "$TMP/pm1.safetensors" "$TMP/pf/step-000008/model.safetensors" \
   && ok pp2_merge_equals_full || fail pp2_merge_equals_full "$(cat "$TMP/pm.out")"
+# eval and export regenerate a pp=1 plan for a pipelined run's checkpoint: sharded = full
+$BOOST eval "$TMP/ps/step-000008" --backend cpu >"$TMP/pea.out" 2>&1; rca=$?
+$BOOST eval "$TMP/pf/step-000008" --backend cpu >"$TMP/pef.out" 2>&1; rcf=$?
+$BOOST export "$TMP/ps/step-000008" --format hf -o "$TMP/pxa" >"$TMP/pxa.out" 2>&1 \
+  && $BOOST export "$TMP/pf/step-000008" --format hf -o "$TMP/pxf" >>"$TMP/pxa.out" 2>&1; rcx=$?
+[ $rca = 0 ] && [ $rcf = 0 ] && [ $rcx = 0 ] && [ -n "$(grep ' loss ' "$TMP/pea.out")" ] \
+  && [ "$(grep ' loss ' "$TMP/pea.out")" = "$(grep ' loss ' "$TMP/pef.out")" ] && cmp -s "$TMP/pxa/model.safetensors" "$TMP/pxf/model.safetensors" \
+  && ok pp2_eval_export_sharded_equal_full || fail pp2_eval_export_sharded_equal_full "exit $rca/$rcf/$rcx: $(tail -1 "$TMP/pea.out") $(tail -1 "$TMP/pxa.out")"
 for g in "1 1" "4 1" "2 2"; do
   read -r rpp rtp <<<"$g"
   $BOOST train "${pc[@]}" -D pp=$rpp -D tp=$rtp --resume "$dp4" --log "$TMP/pr$rpp$rtp.jsonl" >"$TMP/pr$rpp$rtp.out" 2>&1
