@@ -65,10 +65,12 @@ struct Pipeline {
      * read after its stage's forward; its element 0 joins the micro-batch's loss here (no stage holds
      * both), the rows feed the training log's routing statistics */
     int moe_aux;                   /* the plan asks for it */
-    int nmoe, moe_auxn;            /* MoE layers over all stages, elements of the largest aux tensor */
+    int nmoe, moe_full, moe_auxn;  /* MoE layers over all stages; elements of the largest aux tensor, and
+                                    * of its head kept per row: [loss, f_e, P_e, z-loss] (not the z-loss's
+                                    * per-token lse, M of them: the log does not need them) */
     int *moe_layer, *moe_stage;    /* [nmoe] decoder layer and its stage, layers ascending */
     double *moe_rows;              /* [m][nmoe][dp][moe_auxn]: the last pass's rows (summed over the job under MPI) */
-    float *moe_buf;                /* [nv][moe_auxn]: a read buffer per stage (drivers run in parallel) */
+    float *moe_buf;                /* [nv][moe_full]: a read buffer per stage (drivers run in parallel) */
 };
 
 /* ---------------- loading ---------------- */
@@ -291,7 +293,12 @@ static int find_moe_layers(Pipeline *pl, char *err, size_t errlen) {
                 snprintf(err, errlen, "%s: stage %d: %s is not an activation buffer (regenerate the plan)", pl->path, s, nm);
                 return -1;
             }
-            if (pt->rows * pt->cols > pl->moe_auxn) pl->moe_auxn = (int)(pt->rows * pt->cols);
+            int64_t n = pt->rows * pt->cols, keep = n;
+            snprintf(nm, sizeof nm, "L%d.router_probs", l);
+            int tpr = plan_find_tensor(pl->plans[s], nm);
+            if (tpr >= 0 && 2 + 2 * pl->plans[s]->tensors[tpr].cols < keep) keep = 2 + 2 * pl->plans[s]->tensors[tpr].cols;
+            if (n > pl->moe_full) pl->moe_full = (int)n;
+            if (keep > pl->moe_auxn) pl->moe_auxn = (int)keep;
             pl->moe_layer[pl->nmoe] = l; pl->moe_stage[pl->nmoe++] = s;
             break;
         }
@@ -302,7 +309,7 @@ static int find_moe_layers(Pipeline *pl, char *err, size_t errlen) {
         return -1;
     }
     pl->moe_rows = calloc((size_t)pl->m * (size_t)pl->nmoe * (size_t)pl->dp * (size_t)pl->moe_auxn, sizeof *pl->moe_rows);
-    pl->moe_buf = calloc((size_t)pl->nv * (size_t)pl->moe_auxn, sizeof *pl->moe_buf);
+    pl->moe_buf = calloc((size_t)pl->nv * (size_t)pl->moe_full, sizeof *pl->moe_buf);
     if (!pl->moe_rows || !pl->moe_buf) { snprintf(err, errlen, "out of memory"); return -1; }
     return 0;
 }
@@ -660,7 +667,7 @@ static int recv_boundary(Pipeline *pl, Engine *e, const Plan *p, const char *buf
 static int keep_moe_aux(Pipeline *pl, Engine *e, int vs, int slot, int micro, char *err, size_t errlen) {
     if (!pl->moe_aux) return 0;
     char nm[64];
-    float *buf = pl->moe_buf + (size_t)vs * (size_t)pl->moe_auxn;
+    float *buf = pl->moe_buf + (size_t)vs * (size_t)pl->moe_full;
     int set = 0;
     for (int q = 0; q < pl->nmoe; q++) {
         if (pl->moe_stage[q] != vs) continue;
@@ -673,7 +680,7 @@ static int keep_moe_aux(Pipeline *pl, Engine *e, int vs, int slot, int micro, ch
             int d = (r / pl->tp) % pl->dp;
             if (engine_read_tensor(e, r, nm, buf, err, errlen)) return -1;
             double *row = pl->moe_rows + (((size_t)micro * (size_t)pl->nmoe + (size_t)q) * (size_t)pl->dp + (size_t)d) * (size_t)pl->moe_auxn;
-            for (int64_t k = 0; k < n; k++) row[k] = buf[k];
+            for (int64_t k = 0; k < n && k < pl->moe_auxn; k++) row[k] = buf[k];
         }
     }
     return 0;
