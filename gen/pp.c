@@ -452,6 +452,10 @@ void pp_report(const Graph *g, const PpPlan *pl, FILE *f) {
     }
     fprintf(f, "\nThe activation arena of a stage holds the micro-batches in flight there (pp-s on stage s under 1F1B): one slot each"
             "%s.\n", pl->v > 1 ? "; stage k runs on rank k mod pp" : "");
+    if (pl->moe_aux_terms)
+        fprintf(f, "\nMoE: each of the %d MoE layers stays on its stage with its router, experts and load-balance (and z-) loss "
+                "gradient; the runtime adds the layers' loss terms to each micro-batch's loss (`loss_terms=moe_aux`).\n",
+                pl->moe_aux_terms);
     int64_t here = pl->stages[0].boundary_bytes;
     fprintf(f, "\nPoint-to-point per micro-batch per boundary, each way (activation forward, its gradient backward): "
             "%" PRId64 " bytes per rank in this plan (%s layout, tp=%d); btp sends each tp rank's [b,s,d/tp] shard = %" PRId64
