@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # nvrtc_mock_pipeline.sh: pipeline parallelism on the CUDA backend without a GPU (the libcuda/cuBLAS
-# stand-in tests/gpu/mock_cuda.c, kernels on the CPU emulator). tiny-cola-pp2 at pp=2 x tp=2, 1F1B
-# over 4 micro-batches (stage 0 keeps 2 in flight: 2 activation slots), trained in one process with
-# `--backend cuda`: every stage's tp ranks in local mode, the boundaries through host queues. Its
+# stand-in tests/gpu/mock_cuda.c, kernels on the CPU emulator). tiny-cola-pp2 with the 2-layer GQA
+# model (grouped GEMMs: q, k, v of unequal widths) at pp=2 x tp=2, 1F1B over 4 micro-batches (stage
+# 0 keeps 2 in flight: 2 activation slots, each with its own grouped-GEMM and all-reduce pointer
+# tables), trained in one process with `--backend cuda`: every stage's tp ranks in local mode, the
+# boundaries through host queues. Its
 # losses and gradient norms match the CPU backend's pipelined run and the cuda run at pp=1 (same
 # batches) within bf16 tolerance. One process per GPU at pp > 1 (not built) exits 2 saying so.
 cd "$(dirname "$0")/../.." || exit 2
@@ -11,12 +13,13 @@ if ! bash tests/gpu/build.sh >"$TMP/build.log" 2>&1; then fail "tests/gpu/build.
 if ! cc -O1 -shared -fPIC tests/gpu/mock_cuda.c -o "$TMP/mock_cuda.so" -ldl -lpthread 2>"$TMP/cc.log"; then
   fail "build the CUDA stand-in" "$(head -3 "$TMP/cc.log")"; exit 0
 fi
-small=(-D tp=2 -D micro_batch=1 -D seq=16 -D grad_accum=4)
+small=(-D model=tiny-cola-gqa -D tp=2 -D micro_batch=1 -D seq=16 -D grad_accum=4)
 for pp in 1 2; do
   "$BOOST" gen tiny-cola-pp2 "${small[@]}" -D pp=$pp -o "$TMP/pp$pp" >"$TMP/gen.log" 2>&1 \
     || { fail "generate tiny-cola-pp2 at pp=$pp" "$(tail -2 "$TMP/gen.log")"; exit 0; }
 done
-grep -q "slots=2" "$TMP/pp2/plan.txt" || fail "pp=2 plan has 2 activation slots on stage 0" "$(grep -m2 '^arena' "$TMP/pp2/plan.txt")"
+grep -q "slots=2" "$TMP/pp2/plan.txt" && grep -q "^grouped_gemm" "$TMP/pp2/plan.txt" \
+  || fail "the pp=2 plan has 2 activation slots on stage 0 and grouped GEMMs" "$(grep -m2 '^arena' "$TMP/pp2/plan.txt")"
 export BOOST_LIBCUDA="$TMP/mock_cuda.so" BOOST_LIBCUBLAS="$TMP/mock_cuda.so" BOOST_CACHE="${BOOST_CACHE:-$TMP/cache}"
 export BOOST_EMU_HPP="$PWD/tests/gpu/cuda_emu.hpp"
 train() {   # train NAME PLAN BACKEND
