@@ -363,6 +363,11 @@ static int load_stages(Pipeline *pl, const char *path, const char *backend, char
                  "launch one process with --backend cuda, or use --backend cpu under mpirun", path, pp);
         return -1;
     }
+    if (cuda && pl->dp > 1) {
+        snprintf(err, errlen, "%s: pp=%d with dp=%d on the cuda backend is not built (dp on CUDA runs one process per GPU, "
+                 "pipeline stages on CUDA one process): use --backend cpu, or regenerate with -D dp=1", path, pp, pl->dp);
+        return -1;
+    }
     if (world == 1) return open_mpi_stages(pl, wrank, wsize, err, errlen);
     for (int s = 0; s < pl->nv; s++) {
         pl->eng[s] = engine_create(pl->plans[s], cuda ? "cuda" : "cpu", err, errlen);

@@ -6,7 +6,8 @@
 # tables), trained in one process with `--backend cuda`: every stage's tp ranks in local mode, the
 # boundaries through host queues. Its
 # losses and gradient norms match the CPU backend's pipelined run and the cuda run at pp=1 (same
-# batches) within bf16 tolerance. One process per GPU at pp > 1 (not built) exits 2 saying so.
+# batches) within bf16 tolerance. One process per GPU at pp > 1 and dp > 1 with pp > 1 on cuda (not
+# built) exit 2 saying what to use instead.
 cd "$(dirname "$0")/../.." || exit 2
 source tests/sh/lib.sh
 if ! bash tests/gpu/build.sh >"$TMP/build.log" 2>&1; then fail "tests/gpu/build.sh" "$(tail -3 "$TMP/build.log")"; exit 0; fi
@@ -55,3 +56,9 @@ rc=$?
   && grep -q "launch one process with --backend cuda" "$TMP/world.out" \
   && ok "cuda pp=2 with one process per GPU exits 2 naming what to use instead" \
   || fail "cuda pp=2 world refusal" "exit $rc: $(tail -2 "$TMP/world.out")"
+
+"$BOOST" gen tiny-cola-pp2 "${small[@]}" -D pp=2 -D dp=2 -o "$TMP/dp2" >"$TMP/gen.log" 2>&1 || fail "generate dp=2 pp=2" "$(tail -2 "$TMP/gen.log")"
+timeout 120 "$BOOST" train --plan "$TMP/dp2" --backend cuda -D steps=1 >"$TMP/dp2.out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "pp=2 with dp=2 on the cuda backend is not built" "$TMP/dp2.out" && grep -q "use --backend cpu, or regenerate with -D dp=1" "$TMP/dp2.out" \
+  && ok "cuda pp=2 x dp=2 exits 2 naming what to use instead" || fail "cuda pp=2 x dp=2 refusal" "exit $rc: $(tail -2 "$TMP/dp2.out")"
