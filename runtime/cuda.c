@@ -65,7 +65,7 @@ typedef struct {
     CUdeviceptr ptr[CUDA_MAX_TP];
     CUdeviceptr dptrs;            /* device copy of ptr[] for the all-reduce kernel */
     BackendRank *ranks[CUDA_MAX_TP];
-    CUdeviceptr step_ptrs;        /* [nsteps][tp]: every rank's buffer of each all-reduce step, uploaded once */
+    CUdeviceptr step_ptrs;        /* [slots][nsteps][tp]: every rank's buffer of each all-reduce step per arena slot, uploaded once */
 } CudaGroup;
 
 struct BackendRank {
@@ -75,8 +75,10 @@ struct BackendRank {
     CUstream comm;                /* collectives (multi-process mode; rank 0's for the whole group in local mode) */
     int comm_used;                /* work went to `comm` since the rank last waited for it */
     CUevent *ev_ready, *ev_done;  /* per plan step (collectives): compute reached the issue / the collective is done */
-    CUdeviceptr gemm_ptrs;        /* grouped GEMMs: per member, [B, A, C] pointer arrays uploaded once at open */
+    CUdeviceptr gemm_ptrs;        /* grouped GEMMs: [slots][3 * nmembers] pointer arrays ([B], [A], [C] per step), uploaded once at open */
     CUdeviceptr *gemm_ptrs_host;  /* the same on the host, to check the executor passes these pointers */
+    int slot, nslots;             /* pipeline stages: the arena slot the activations are in, of nslots (plan's slots=K; 1 without) */
+    size_t slot_bytes;            /* arena bytes per slot (slot k at arena + k * slot_bytes) */
     int64_t *rep_off, *rep_n;     /* ranks > 0: element ranges of grads in replicated (rep=1) blocks, */
     int nrep;                     /* left out of the gradient norm; nrep -1: too many, done on the host */
     void *blas;
@@ -480,30 +482,41 @@ static int rep_ranges(BackendRank *r) {
     return 0;
 }
 
+/* The activation buffers' pointers in arena slot k (pipeline stages; k = 0 otherwise). */
+static void point_acts(BackendRank *r, int k) {
+    for (int t = 0; t < r->p->ntensors; t++)
+        if (r->p->tensors[t].kind == TK_ACT) r->tptr[t] = r->arena + (size_t)k * r->slot_bytes + r->p->tensors[t].offset;
+}
+
 /* Grouped GEMMs read device arrays of pointers. The plan is static, so each grouped step's arrays
- * ([B], [A], [C] per member, in the order of cuBLAS's swapped operands) are uploaded once here. */
+ * ([B], [A], [C] per member, in the order of cuBLAS's swapped operands) are uploaded once here, one
+ * table of 3 * nmembers pointers per arena slot (the activations move with the slot). */
 static int upload_grouped_ptrs(BackendRank *r) {
     const Plan *p = r->p;
     int any = 0;
     for (int s = 0; s < p->nsteps; s++) any |= p->steps_[s].kind == ST_GROUPED_GEMM;
     if (!any || p->nmembers == 0) return 0;
     size_t n = 3 * (size_t)p->nmembers;
-    r->gemm_ptrs_host = calloc(n, sizeof *r->gemm_ptrs_host);
+    r->gemm_ptrs_host = calloc(n * (size_t)r->nslots, sizeof *r->gemm_ptrs_host);
     if (!r->gemm_ptrs_host) return rfail(r, "out of memory");
-    for (int s = 0; s < p->nsteps; s++) {
-        const PlanStep *st = &p->steps_[s];
-        if (st->kind != ST_GROUPED_GEMM) continue;
-        CUdeviceptr *h = r->gemm_ptrs_host + 3 * (size_t)st->first_member;
-        int m = st->nmembers;
-        for (int i = 0; i < m; i++) {
-            const GemmArgs *g = &p->members[st->first_member + i];
-            h[i] = operand_ptr(r, &g->B);
-            h[m + i] = operand_ptr(r, &g->A);
-            h[2 * m + i] = operand_ptr(r, &g->C);
+    for (int k = 0; k < r->nslots; k++) {
+        point_acts(r, k);
+        for (int s = 0; s < p->nsteps; s++) {
+            const PlanStep *st = &p->steps_[s];
+            if (st->kind != ST_GROUPED_GEMM) continue;
+            CUdeviceptr *h = r->gemm_ptrs_host + (size_t)k * n + 3 * (size_t)st->first_member;
+            int m = st->nmembers;
+            for (int i = 0; i < m; i++) {
+                const GemmArgs *g = &p->members[st->first_member + i];
+                h[i] = operand_ptr(r, &g->B);
+                h[m + i] = operand_ptr(r, &g->A);
+                h[2 * m + i] = operand_ptr(r, &g->C);
+            }
         }
     }
-    CU(r, api.cuMemAlloc_v2(&r->gemm_ptrs, n * sizeof(CUdeviceptr)));
-    CU(r, api.cuMemcpyHtoD_v2(r->gemm_ptrs, r->gemm_ptrs_host, n * sizeof(CUdeviceptr)));
+    point_acts(r, r->slot);
+    CU(r, api.cuMemAlloc_v2(&r->gemm_ptrs, n * (size_t)r->nslots * sizeof(CUdeviceptr)));
+    CU(r, api.cuMemcpyHtoD_v2(r->gemm_ptrs, r->gemm_ptrs_host, n * (size_t)r->nslots * sizeof(CUdeviceptr)));
     return 0;
 }
 
@@ -639,10 +652,10 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
     r->nccl_timeout = tv && atof(tv) > 0 ? atof(tv) : 600;
     const char *gv = getenv("BOOST_CUDA_GRAPH");
     if (gv && *gv == '1') {
-        r->graphs = tp == 1 && p->dp == 1 && !r->sync_steps && api.cuGraphLaunch != NULL;
+        r->graphs = tp == 1 && p->dp == 1 && p->arena_slots <= 1 && !r->sync_steps && api.cuGraphLaunch != NULL;
         if (!r->graphs && rank == 0)
-            fprintf(stderr, "boost: BOOST_CUDA_GRAPH=1 is for tp=1 and dp=1 without BOOST_CUDA_SYNC, with a driver that has "
-                    "CUDA graphs; running without graphs\n");
+            fprintf(stderr, "boost: BOOST_CUDA_GRAPH=1 is for tp=1 and dp=1 without pipeline stages or BOOST_CUDA_SYNC, with "
+                    "a driver that has CUDA graphs; running without graphs\n");
     }
     if (api.cublasCreate_v2(&r->blas) != 0) {
         snprintf(err, errlen, "cuBLAS could not be initialised on rank %d", rank);
@@ -673,7 +686,9 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
         if (p->tensors[t].kind == TK_INPUT || p->tensors[t].kind == TK_OUTPUT)
             r->io_bytes = align_up(r->io_bytes + numel(&p->tensors[t]) * plan_dtype_size(p->tensors[t].dtype), 256);
     r->scratch_bytes = 1 << 20;
-    if ((rc = alloc_zero(&r->arena, p->arena_bytes)) || (rc = alloc_zero(&r->io, r->io_bytes)) ||
+    r->nslots = p->arena_slots > 1 ? p->arena_slots : 1;
+    r->slot_bytes = (size_t)align_up(p->arena_bytes, 256);
+    if ((rc = alloc_zero(&r->arena, r->slot_bytes * (size_t)r->nslots)) || (rc = alloc_zero(&r->io, r->io_bytes)) ||
         (rc = alloc_zero(&r->params, r->nelems * 2)) || (rc = alloc_zero(&r->grads, r->nelems * 4)) ||
         (rc = alloc_zero(&r->master, r->nmaster * 4)) || (rc = alloc_zero(&r->adam_m, r->nstate * 4)) ||
         (rc = alloc_zero(&r->adam_v, r->nstate * 4)) || (rc = alloc_zero(&r->scratch, r->scratch_bytes))) {
@@ -690,7 +705,7 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
     for (int t = 0; t < p->ntensors; t++) {
         const PlanTensor *T = &p->tensors[t];
         switch (T->kind) {
-        case TK_ACT: r->tptr[t] = r->arena + T->offset; break;
+        case TK_ACT: r->tptr[t] = r->arena + T->offset; break;   /* slot 0 (point_acts) */
         case TK_INPUT: case TK_OUTPUT:
             r->tptr[t] = r->io + io_off;
             io_off = align_up(io_off + numel(T) * plan_dtype_size(T->dtype), 256);
@@ -997,9 +1012,11 @@ static int cuda_group_init(BackendRank **ranks, int tp, char *err, size_t errlen
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     if (ctx_set_err(err, errlen, "setting up the rank group")) { free(g); return -1; }
-    /* every rank's buffer of every all-reduce step, for the summing kernel: the plan is static */
+    /* every rank's buffer of every all-reduce step in every arena slot, for the summing kernel: the
+     * plan is static */
     const Plan *p = ranks[0]->p;
-    size_t nptr = (size_t)p->nsteps * tp;
+    int nslots = ranks[0]->nslots;
+    size_t nptr = (size_t)p->nsteps * tp * nslots;
     CUdeviceptr *h = calloc(nptr ? nptr : 1, sizeof *h);
     if (!h || api.cuMemAlloc_v2(&g->dptrs, CUDA_MAX_TP * sizeof(CUdeviceptr)) != 0 ||
         api.cuMemAlloc_v2(&g->step_ptrs, (nptr ? nptr : 1) * sizeof(CUdeviceptr)) != 0) {
@@ -1007,9 +1024,14 @@ static int cuda_group_init(BackendRank **ranks, int tp, char *err, size_t errlen
         free(h); free(g);
         return -1;
     }
-    for (int s = 0; s < p->nsteps; s++)
-        if (p->steps_[s].kind == ST_ALLREDUCE)
-            for (int q = 0; q < tp; q++) h[(size_t)s * tp + q] = operand_ptr(ranks[q], &p->steps_[s].coll.buf);
+    for (int k = 0; k < nslots; k++) {
+        for (int q = 0; q < tp; q++) point_acts(ranks[q], k);
+        for (int s = 0; s < p->nsteps; s++)
+            if (p->steps_[s].kind == ST_ALLREDUCE)
+                for (int q = 0; q < tp; q++)
+                    h[((size_t)k * p->nsteps + s) * tp + q] = operand_ptr(ranks[q], &p->steps_[s].coll.buf);
+    }
+    for (int q = 0; q < tp; q++) point_acts(ranks[q], ranks[q]->slot);
     CUresult rc = api.cuMemcpyHtoD_v2(g->step_ptrs, h, (nptr ? nptr : 1) * sizeof *h);
     free(h);
     if (rc != 0) { snprintf(err, errlen, "uploading the all-reduce pointer tables failed: %s", cu_str(rc)); free(g); return -1; }
@@ -1049,7 +1071,7 @@ static int local_issue(BackendRank *r, int step, const CollArgs *c, int gather) 
         }
         const PlanStep *st = &r->p->steps_[step];
         if (!rc && !gather) {
-            CUdeviceptr table = g->step_ptrs + (size_t)step * g->tp * sizeof(CUdeviceptr);
+            CUdeviceptr table = g->step_ptrs + ((size_t)r->slot * r->p->nsteps + step) * g->tp * sizeof(CUdeviceptr);
             long long n = c->elems;
             int tpv = g->tp;
             void *args[] = {&table, &tpv, &n};
@@ -1217,10 +1239,10 @@ static int cuda_grouped_gemm(BackendRank *r, int n, const GemmArgs *g, void **A,
     /* the pointer arrays of a plan step were uploaded at open (g points into the plan's members);
      * other callers' arrays go through scratch, after the previous grouped call has read it */
     CUdeviceptr dp = 0;
-    ptrdiff_t first = g - r->p->members;
+    ptrdiff_t first = g - r->p->members, at0 = (ptrdiff_t)r->slot * 3 * r->p->nmembers + 3 * first;   /* this slot's table */
     if (r->gemm_ptrs && first >= 0 && first + n <= r->p->nmembers &&
-        !memcmp(r->gemm_ptrs_host + 3 * first, hp, 3 * n * sizeof *hp))
-        dp = r->gemm_ptrs + 3 * first * sizeof(CUdeviceptr);
+        !memcmp(r->gemm_ptrs_host + at0, hp, 3 * n * sizeof *hp))
+        dp = r->gemm_ptrs + at0 * sizeof(CUdeviceptr);
     else {
         CU(r, api.cuStreamSynchronize(r->stream));
         CU(r, api.cuMemcpyHtoD_v2(r->scratch, hp, 3 * n * sizeof *hp));
@@ -1881,6 +1903,17 @@ static int cuda_state_from_host(BackendRank *r, int param, int slot, const float
 
 static const char *cuda_last_error(BackendRank *r) { return r->err; }
 
+/* Pipeline stages: the activation buffers in arena slot `slot` from now on. Only host-side pointers
+ * move (the grouped GEMMs' and the local all-reduce's tables have one copy per slot); work already
+ * issued keeps its own slot's memory, in stream order. */
+static int cuda_arena_slot(BackendRank *r, int slot) {
+    if (slot < 0 || slot >= r->nslots) return rfail(r, "arena slot %d is outside the plan's %d", slot, r->nslots);
+    if (slot == r->slot) return 0;
+    r->slot = slot;
+    point_acts(r, slot);
+    return 0;
+}
+
 const Backend backend_cuda = {
     .name = "cuda",
     .elem_bytes_fp32_only = 0,
@@ -1911,4 +1944,5 @@ const Backend backend_cuda = {
     .coll_wait = cuda_coll_wait,
     .pass_begin = cuda_pass_begin,
     .pass_end = cuda_pass_end,
+    .arena_slot = cuda_arena_slot,
 };

@@ -83,5 +83,10 @@ int nccl_api_load(NcclApi *a, char *why, size_t n) {
     SYM(ncclReduceScatter);
 #undef SYM
     *(void **)&a->ncclCommSplit = dlsym(h, "ncclCommSplit");   /* NCCL 2.18+; only dp > 1 needs it (checked there) */
+    void **p2p[] = {(void **)&a->ncclSend, (void **)&a->ncclRecv, (void **)&a->ncclGroupStart, (void **)&a->ncclGroupEnd};
+    const char *p2p_syms[] = {"ncclSend", "ncclRecv", "ncclGroupStart", "ncclGroupEnd"};
+    int all = 1;
+    for (int i = 0; i < 4; i++) all &= (*p2p[i] = dlsym(h, p2p_syms[i])) != NULL;
+    if (!all) for (int i = 0; i < 4; i++) *p2p[i] = NULL;   /* all or none */
     return 0;
 }

@@ -136,6 +136,12 @@ typedef struct {
     ncclResult_t (*ncclCommGetAsyncError)(ncclComm_t, ncclResult_t *);
     ncclResult_t (*ncclCommAbort)(ncclComm_t);
     const char *(*ncclGetErrorString)(ncclResult_t);
+    /* optional (NULL when absent), for point-to-point between pipeline stages: sends and receives
+     * grouped between ncclGroupStart and ncclGroupEnd */
+    ncclResult_t (*ncclSend)(const void *, size_t, NcclDtype_, int, ncclComm_t, CUstream);
+    ncclResult_t (*ncclRecv)(void *, size_t, NcclDtype_, int, ncclComm_t, CUstream);
+    ncclResult_t (*ncclGroupStart)(void);
+    ncclResult_t (*ncclGroupEnd)(void);
 } NcclApi;
 
 /* Load libnccl.so.2 (or $CUDA_HOME/lib64, or the file $BOOST_LIBNCCL names). 0, or -1 with why. */

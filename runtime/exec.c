@@ -1023,9 +1023,18 @@ static int job_stage(Engine *e, int rank, void *argp) {
     int s0 = a->backward ? e->bwd0 : e->fwd0, s1 = a->backward ? e->bwd1 : e->fwd1;
     for (int s = s0; s < s1; s++) {
         const PlanStep *st = &e->p->steps_[s];
+        /* overlapped collectives: waited for before their first use in this section; those issued
+         * in an earlier section were waited for at its end (their slot may have changed since) */
+        for (int i = e->async_colls ? e->wait_first[s] : 0; e->async_colls && i < e->wait_first[s + 1] && !e->skip_waits; i++)
+            if (e->wait_list[i] >= s0 && e->be->coll_wait(R, e->wait_list[i]))
+                return rank_error(e, rank, "waiting for a collective failed: %s%s", backend_msg(e, rank), "");
         if ((st->kind == ST_ALLREDUCE || st->kind == ST_REDUCE_SCATTER) && st->coll.last_micro && !a->last) continue;
         if (run_step(e, rank, st)) return -1;
     }
+    /* what is still outstanding at the section's end: the next pass may run on another slot */
+    for (int c = s0; e->async_colls && c < s1 && !e->skip_waits; c++)
+        if (e->first_use[c] >= s1 && e->be->coll_wait(R, c))
+            return rank_error(e, rank, "waiting for a collective failed: %s%s", backend_msg(e, rank), "");
     if (!a->backward && a->loss && tp_of(e, rank) == 0 && e->be->to_host(R, e->p->loss, &a->loss[dp_of(e, rank)]))
         return rank_error(e, rank, "cannot read the loss: %s%s", backend_msg(e, rank), "");
     return 0;
@@ -1034,9 +1043,9 @@ static int job_stage(Engine *e, int rank, void *argp) {
 int engine_stage_pass(Engine *e, int backward, int slot, const int32_t *tokens, const int32_t *targets, int last,
                       float *loss_per_dp, char *err, size_t errlen) {
     if (e->broken) { snprintf(err, errlen, "the engine stopped after an earlier error; create a new one"); return -1; }
-    if (!e->be->arena_slot || e->async_colls) {
-        snprintf(err, errlen, "%.300s: pipeline stages run on the cpu backend only so far (ranks as threads, or one "
-                 "process per rank under mpirun): use --backend cpu, or regenerate with -D pp=1", e->p->path);
+    if (!e->be->arena_slot) {
+        snprintf(err, errlen, "%.300s: the %s backend has no activation slots, so it cannot run pipeline stages: use "
+                 "--backend cpu or cuda, or regenerate with -D pp=1", e->p->path, e->be->name);
         return -1;
     }
     StageArg a = {tokens, targets, backward, last, slot, loss_per_dp};

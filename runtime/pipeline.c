@@ -408,16 +408,29 @@ static int load_stages(Pipeline *pl, const char *path, const char *backend, char
     pl->dp = pl->plans[0]->dp; pl->tp = pl->plans[0]->tp; pl->nlocal = pl->dp * pl->tp;
     if (pl->moe_aux && find_moe_layers(pl, err, errlen)) return -1;
     pl->r0 = 0; pl->nheld = pl->nlocal;
-    if (backend && strcmp(backend, "cpu") && strcmp(backend, "auto")) {
-        snprintf(err, errlen, "%s: pp=%d: pipeline stages run on the cpu backend only so far (ranks as threads, or one process "
-                 "per rank under mpirun): use --backend cpu or regenerate with -D pp=1", path, pp);
+    /* cpu (auto too): threads, or one process per rank under mpirun; cuda: one process, every
+     * stage's ranks on the device, the boundaries through host queues */
+    int cuda = backend && !strcmp(backend, "cuda");
+    if (backend && strcmp(backend, "cpu") && strcmp(backend, "auto") && !cuda) {
+        snprintf(err, errlen, "%s: pp=%d: unknown backend '%s' for pipeline stages: use cpu or cuda", path, pp, backend);
         return -1;
     }
     int wrank = 0, wsize = 1, world = world_from_env(&wrank, &wsize, err, errlen);
     if (world < 0) return -1;
+    if (world == 1 && cuda) {
+        snprintf(err, errlen, "%s: pp=%d on the cuda backend runs in one process only so far (every stage's ranks in it, "
+                 "boundaries through host queues); one process per GPU (NCCL send/recv between stages) is not built: "
+                 "launch one process with --backend cuda, or use --backend cpu under mpirun", path, pp);
+        return -1;
+    }
+    if (cuda && pl->dp > 1) {
+        snprintf(err, errlen, "%s: pp=%d with dp=%d on the cuda backend is not built (dp on CUDA runs one process per GPU, "
+                 "pipeline stages on CUDA one process): use --backend cpu, or regenerate with -D dp=1", path, pp, pl->dp);
+        return -1;
+    }
     if (world == 1) return open_mpi_stages(pl, wrank, wsize, err, errlen);
     for (int s = 0; s < pl->nv; s++) {
-        pl->eng[s] = engine_create(pl->plans[s], "cpu", err, errlen);
+        pl->eng[s] = engine_create(pl->plans[s], cuda ? "cuda" : "cpu", err, errlen);
         if (!pl->eng[s]) return -1;
     }
     return 0;

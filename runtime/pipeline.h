@@ -1,10 +1,12 @@
-/* pipeline.h: pipeline-parallel training on the CPU backend (runtime/pipeline.c). A pp > 1 plan
+/* pipeline.h: pipeline-parallel training (runtime/pipeline.c), CPU or CUDA backend. A pp > 1 plan
  * (docs/plan-format.md "Pipeline stages") holds one plan section per stage and each stage's emitted
  * 1F1B schedule; a Pipeline runs one Engine per stage (its dp x tp ranks as threads), one driver
  * thread per stage walking that schedule, and send/recv as queues between the drivers. Under mpirun
  * (one process per grid rank, world = dp x pp x tp) each process opens the Engines of its pipeline
  * rank's stages only, holding its one (dp, tp) rank of them, drives its own schedule, and send/recv
- * go over MPI point-to-point; every call below is then made by every process alike. */
+ * go over MPI point-to-point; every call below is then made by every process alike. On the cuda
+ * backend only the one-process form runs (the stages' ranks on the device, boundaries through the
+ * host queues); one process per GPU is refused. */
 #ifndef BOOST_PIPELINE_H
 #define BOOST_PIPELINE_H
 

@@ -13,7 +13,12 @@
  * give up after $MOCK_NCCL_TIMEOUT s (default 120). ncclCommSplit (the rank grid's tp and dp groups)
  * meets on the parent's segment, then each colour opens its own segment; ncclReduceScatter and
  * ncclAvg (each value times 1/nranks, then summed, as NCCL does for floating types) are there for
- * the data-parallel path. */
+ * the data-parallel path. ncclSend/ncclRecv (pipeline stages): each rank has one outbox in the
+ * segment (a message at a time: peer, count, datatype, data); a send waits for its outbox, posts,
+ * and waits until the peer took it; a receive waits for its peer's outbox to hold a message for it
+ * and refuses (ncclInvalidUsage, with a message) one of another count or datatype. Between
+ * ncclGroupStart and ncclGroupEnd the sends and receives are queued as one unit advanced together
+ * (so a send and a receive in opposite directions cannot block each other), as NCCL groups them. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -38,6 +43,8 @@ typedef struct {
     int pid[MAX_RANKS];               /* each rank's process, to notice one that is gone */
     long long desc[MAX_RANKS][4];     /* each rank's current collective: kind, datatype, count, op */
     int split_color[MAX_RANKS], split_key[MAX_RANKS];   /* ncclCommSplit: each rank's colour and key */
+    int out_full[MAX_RANKS];          /* ncclSend: rank q's outbox holds a message (1) not yet taken */
+    long long out_desc[MAX_RANKS][3]; /* its peer, count, datatype */
 } Header;
 
 typedef struct ncclComm {
@@ -123,7 +130,7 @@ static ncclResult_t comm_open(Comm **out, int nranks, const char *name, int rank
     if (!c) return ERR_SYSTEM;
     c->rank = rank; c->nranks = nranks;
     snprintf(c->name, sizeof c->name, "%s", name);
-    c->map_bytes = 4096 + SLOT_BYTES * nranks;
+    c->map_bytes = 4096 + 2 * SLOT_BYTES * nranks;   /* collective slots, then the send outboxes */
     int fd = shm_open(c->name, O_CREAT | O_RDWR, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)c->map_bytes) != 0) { if (fd >= 0) close(fd); free(c); return ERR_SYSTEM; }
     void *m = mmap(NULL, c->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -364,4 +371,141 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, i
 
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, int dt, Comm *c, void *stream) {
     return collective(K_GATHER, send, recv, count, dt, SUM, c, stream);
+}
+
+/* ---------------- point to point (pipeline stages) ---------------- */
+enum { P_SEND = 0, P_RECV = 1 };
+typedef struct { Comm *c; int kind, peer, dt, state; size_t count; const void *send; void *recv; } P2p;
+typedef struct { P2p *ops; int n; Comm *c; } P2pGroup;   /* one queued unit: a group, or a single op */
+
+static unsigned char *outbox(Comm *c, int q) { return c->slots + SLOT_BYTES * ((size_t)c->nranks + q); }
+
+/* 0 done, 1 waiting. A mismatch marks the comm (ncclCommGetAsyncError reports it) and ends the op. */
+static int p2p_step(P2p *o) {
+    Comm *c = o->c;
+    Header *h = c->hdr;
+    if (c->aborted || o->state == 2) { o->state = 2; return 0; }
+    if (o->kind == P_SEND) {
+        if (o->state == 0) {
+            if (__atomic_load_n(&h->out_full[c->rank], __ATOMIC_ACQUIRE)) return 1;   /* the previous send not yet taken */
+            memcpy(outbox(c, c->rank), o->send, o->count * dsize(o->dt));
+            h->out_desc[c->rank][0] = o->peer; h->out_desc[c->rank][1] = (long long)o->count; h->out_desc[c->rank][2] = o->dt;
+            __atomic_store_n(&h->out_full[c->rank], 1, __ATOMIC_RELEASE);
+            o->state = 1;
+        }
+        if (__atomic_load_n(&h->out_full[c->rank], __ATOMIC_ACQUIRE)) return 1;        /* the peer has not taken it */
+        o->state = 2;
+        return 0;
+    }
+    if (!__atomic_load_n(&h->out_full[o->peer], __ATOMIC_ACQUIRE) || h->out_desc[o->peer][0] != c->rank) return 1;
+    if (h->out_desc[o->peer][1] != (long long)o->count || h->out_desc[o->peer][2] != o->dt) {
+        if (!c->mismatch)
+            fprintf(stderr, "mock nccl: rank %d receives %zu elements (datatype %d) from rank %d, which sends %lld (datatype %lld): "
+                    "a send and its receive must match\n", c->rank, o->count, o->dt, o->peer, h->out_desc[o->peer][1],
+                    h->out_desc[o->peer][2]);
+        c->mismatch = 1;
+    } else memcpy(o->recv, outbox(c, o->peer), o->count * dsize(o->dt));
+    __atomic_store_n(&h->out_full[o->peer], 0, __ATOMIC_RELEASE);   /* taken (also when refused: the sender goes on) */
+    o->state = 2;
+    return 0;
+}
+
+static int group_step(void *arg) {
+    P2pGroup *g = arg;
+    int waiting = 0;
+    for (int i = 0; i < g->n; i++) waiting |= p2p_step(&g->ops[i]);
+    return waiting;
+}
+
+static void group_free(void *arg) {
+    P2pGroup *g = arg;
+    g->c->pending--;
+    free(g->ops);
+    free(g);
+}
+
+static __thread P2pGroup *open_group;   /* between ncclGroupStart and ncclGroupEnd */
+static __thread int group_depth;
+
+static ncclResult_t p2p_submit(P2pGroup *g, void *stream) {
+    if (!hook_looked_up) {
+        hook_looked_up = 1;
+        const char *lib = getenv("BOOST_LIBCUDA");
+        void *h = lib && *lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+        if (h) *(void **)&enqueue_hook = dlsym(h, "mock_cuda_enqueue_hook");
+    }
+    g->c->pending++;
+    if (enqueue_hook && stream) return enqueue_hook(stream, group_step, g, group_free) ? ERR_SYSTEM : OK;
+    const char *tv = getenv("MOCK_NCCL_TIMEOUT");
+    double limit = tv && atof(tv) > 0 ? atof(tv) : 120, t0 = now_s();
+    Comm *c = g->c;
+    while (group_step(g)) {
+        if (now_s() - t0 > limit) {
+            fprintf(stderr, "mock nccl: rank %d waited %.0f s for a send or receive: the peer never posted its side\n", c->rank, limit);
+            group_free(g);
+            return ERR_INTERNAL;
+        }
+        usleep(20);
+    }
+    group_free(g);
+    return c->mismatch ? ERR_USAGE : OK;
+}
+
+static __thread void *group_stream;   /* the open group's stream */
+
+static ncclResult_t p2p(int kind, const void *send, void *recv, size_t count, int dt, int peer, Comm *c, void *stream) {
+    size_t es = dsize(dt);
+    if (!c || !es || c->aborted || peer < 0 || peer >= c->nranks || peer == c->rank || (kind == P_SEND ? !send : !recv))
+        return ERR_INVALID;
+    if (count * es > SLOT_BYTES) {
+        fprintf(stderr, "mock nccl: %s of %zu elements on rank %d: more than the stand-in's %zu-byte outbox\n",
+                kind == P_SEND ? "ncclSend" : "ncclRecv", count, c->rank, SLOT_BYTES);
+        return ERR_INVALID;
+    }
+    P2p o = {c, kind, peer, dt, 0, count, send, recv};
+    P2pGroup *g = open_group;
+    if (g && (g->c != c || group_stream != stream)) {
+        fprintf(stderr, "mock nccl: one group's sends and receives must share a communicator and stream (the stand-in's limit)\n");
+        return ERR_USAGE;
+    }
+    if (!g) {
+        g = calloc(1, sizeof *g);
+        if (!g) return ERR_SYSTEM;
+        g->c = c;
+    }
+    P2p *ops = realloc(g->ops, sizeof *ops * (size_t)(g->n + 1));
+    if (!ops) return ERR_SYSTEM;
+    g->ops = ops;
+    g->ops[g->n++] = o;
+    if (open_group) return OK;
+    return p2p_submit(g, stream);
+}
+
+/* Inside ncclGroupStart/End the first send or receive opens the group's unit. */
+static ncclResult_t group_open(Comm *c, void *stream) {
+    if (!group_depth || open_group) return OK;
+    if (!(open_group = calloc(1, sizeof *open_group))) return ERR_SYSTEM;
+    open_group->c = c;
+    group_stream = stream;
+    return OK;
+}
+
+ncclResult_t ncclSend(const void *send, size_t count, int dt, int peer, Comm *c, void *stream) {
+    ncclResult_t rc = group_open(c, stream);
+    return rc ? rc : p2p(P_SEND, send, NULL, count, dt, peer, c, stream);
+}
+
+ncclResult_t ncclRecv(void *recv, size_t count, int dt, int peer, Comm *c, void *stream) {
+    ncclResult_t rc = group_open(c, stream);
+    return rc ? rc : p2p(P_RECV, NULL, recv, count, dt, peer, c, stream);
+}
+
+ncclResult_t ncclGroupStart(void) { group_depth++; return OK; }
+
+ncclResult_t ncclGroupEnd(void) {
+    if (group_depth <= 0) return ERR_USAGE;
+    if (--group_depth > 0 || !open_group) return OK;
+    P2pGroup *g = open_group;
+    open_group = NULL;
+    return p2p_submit(g, group_stream);
 }
