@@ -102,7 +102,7 @@ static double rel_err(const float *a, const float *ref, int64_t n) {
 static void compare(const Case *a, const Case *ref, const char *what) {
     if (!a->p || !ref->p) return;
     char name[300];
-    snprintf(name, sizeof name, "%s: same loss and every canonical gradient", what);
+    snprintf(name, sizeof name, "%.200s: same loss and every canonical gradient", what);
     double dl = fabs((double)a->loss - ref->loss) / fabs((double)ref->loss);
     if (a->p->ncanons != ref->p->ncanons) { CHECK(0, name, "%d canons vs %d", a->p->ncanons, ref->p->ncanons); return; }
     double worst = 0;
@@ -160,7 +160,7 @@ static void compare_steps(Case *a, Case *ref, const char *what) {
         if (e > worst || e != e) { worst = e; wname = rc->name; }
         free(x); free(y);
     }
-    snprintf(name, sizeof name, "%s: same grad norms and params after 3 AdamW steps", what);
+    snprintf(name, sizeof name, "%.200s: same grad norms and params after 3 AdamW steps", what);
     CHECK(worst_norm < CASE_TOL && worst < CASE_TOL, name, "grad norm rel %.3g, worst param %s rel %.3g", worst_norm, wname, worst);
 }
 #endif

@@ -104,7 +104,7 @@ static void adamw_steps(Case *a, Case *ref, const char *what) {
         if (e > worst || e != e) { worst = e; wname = rc->name; }
         free(x); free(y);
     }
-    snprintf(name, sizeof name, "%s: same grad norms and params after 3 AdamW steps", what);
+    snprintf(name, sizeof name, "%.200s: same grad norms and params after 3 AdamW steps", what);
     CHECK(worst_norm < CASE_TOL && worst < CASE_TOL, name, "grad norm rel %.3g, worst param %s rel %.3g", worst_norm, wname, worst);
 }
 
@@ -137,7 +137,7 @@ static void plan_checks(const Case *c, const char *what, int shared) {
         eparams += tagged > 0;
     }
     char name[400];
-    snprintf(name, sizeof name, "%s: 2 fwd + 2 bwd all-to-alls per MoE layer on group=ep, expert grads on group=edp (x 1/dp)", what);
+    snprintf(name, sizeof name, "%.200s: 2 fwd + 2 bwd all-to-alls per MoE layer on group=ep, expert grads on group=edp (x 1/dp)", what);
     int L = p->layers;
     CHECK(fo == L && fb == L && bo == L && bb == L && edp == eparams && eparams > 0 && dp + edp == p->nparams && !bad, name,
           "fwd out %d back %d, bwd out %d back %d, edp %d (expert params %d), dp %d of %d params, %d bad", fo, fb, bo, bb, edp,
@@ -147,7 +147,7 @@ static void plan_checks(const Case *c, const char *what, int shared) {
        E = 4, top-2, C = ceil(1.25 * M * 2 / 4) */
     int64_t M = (int64_t)p->micro_batch * p->seq, C = (int64_t)ceil(1.25 * (double)M * 2 / 4 - 1e-9), dl = p->hidden / p->tp;
     int64_t want = 2 * 4 * C * (shared ? 2 * 32 + 32 : 2 * dl);
-    snprintf(name, sizeof name, "%s: layer 0's all-to-all elements = 2*E*C*(out + back), the closed form", what);
+    snprintf(name, sizeof name, "%.200s: layer 0's all-to-all elements = 2*E*C*(out + back), the closed form", what);
     CHECK(l0 == want, name, "%lld, want %lld", (long long)l0, (long long)want);
 }
 
