@@ -655,7 +655,6 @@ static int wait_colls(Engine *e, int rank, int i0, int i1) {
     for (int i = i0; i < i1 && e->skip_waits != 1; i++) {
         int c = e->wait_list[i];
         if (c >= e->bwd1 && (!e->gather_pending[rank] || e->skip_waits)) continue;   /* a gather: only after an optimizer step */
-        if (c < e->bwd1 && e->skip_waits) continue;
         if (e->be->coll_wait(e->ranks[rank], c)) {
             snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "%.200s:%d: waiting for the collective failed on rank %d: %.250s",
                      e->p->path, e->p->steps_[c].line, rank, backend_msg(e, rank));
