@@ -92,6 +92,10 @@ int infer_open_plan(const InferOptions *o, Infer *in) {
             if (!o->one_sequence && !user_sets(o, "micro_batch")) { names[nextra] = "micro_batch"; snprintf(vals[nextra++], sizeof vals[0], "%d", tp->micro_batch); }
         }
         if (tp) plan_free(tp);
+        // inference runs tensor parallel only: a pipelined or data-parallel run's checkpoint (the
+        // canonical tensors do not depend on pp or dp) is read by a pp=1 dp=1 plan unless -D says
+        if (!user_sets(o, "pp")) { names[nextra] = "pp"; snprintf(vals[nextra++], sizeof vals[0], "1"); }
+        if (!user_sets(o, "dp")) { names[nextra] = "dp"; snprintf(vals[nextra++], sizeof vals[0], "1"); }
         Override ov[INFER_MAX_DEFS + 8];
         int nov = 0;
         for (int i = 0; i < nextra; i++) { ov[nov].name = names[i]; ov[nov++].value = vals[i]; }

@@ -1,9 +1,9 @@
 /* kernels.c: `boost kernels DIR|kernels.cu [--arch sm_80,sm_90] [--md]`: compiles a generated
- * kernels.cu with NVRTC for each arch and prints one row per kernel (registers, static shared
- * memory, spill bytes, and occupancy: resident blocks per SM from the block size, registers and
- * shared memory against the arch's limits). Given a folder with plan.txt, also checks that every kernel the plan launches
+ * kernels.cu with NVRTC for each arch and prints one row per kernel (registers, shared memory a
+ * block: static plus the dynamic bytes its launches ask for, spill bytes, and occupancy: resident
+ * blocks per SM from the block size, registers and shared memory against the arch's limits). Given a folder with plan.txt, also checks that every kernel the plan launches
  * is defined and reads the dtypes the plan gives its operands. Exit 1 on a compile error (the log is
- * shown), a spill or a plan mismatch, 2 on bad input. */
+ * shown), a spill, a plan mismatch or shared memory above the arch's opt-in maximum, 2 on bad input. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,7 @@
 #include "common/nvrtc.h"
 #include "runtime/plan.h"
 #include "runtime/cuda.h"
+#include "gen/kernels.h"
 
 #define MAX_STATS 1024
 
@@ -61,10 +62,21 @@ static int kernel_block(const Plan *plan, const char *src, const char *name) {
     return 0;
 }
 
+/* The dynamic shared memory (bytes) a launch of kernel `name` asks for: the plan's smem= when the plan
+ * launches it, else the "// boost:dynamic_smem NAME BYTES" line gen/kernels.c writes before it; 0. */
+static long long kernel_dyn_smem(const Plan *plan, const char *src, const char *name) {
+    for (int s = 0; plan && s < plan->nsteps; s++) {
+        const PlanStep *st = &plan->steps_[s];
+        if (st->kind == ST_KERNEL && !strcmp(st->kernel->name, name)) return (long long)st->kernel->smem;
+    }
+    return kernels_dynamic_smem(src, name);
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: boost kernels DIR|kernels.cu [--arch sm_80,sm_90] [--md]\n"
                "  compiles the kernels with NVRTC (no GPU needed) and reports registers, shared memory\n"
-               "  and spills per kernel; exit 1 on a compile error or any spill\n");
+               "  (static + dynamic), spills and blocks per SM per kernel; exit 1 on a compile error, any\n"
+               "  spill, a plan mismatch or shared memory above the arch's opt-in maximum\n");
 }
 
 static char *slurp(const char *path, char *err, size_t errlen) {
@@ -122,9 +134,11 @@ int cmd_kernels(int argc, char **argv) {
 
     char list[256];
     snprintf(list, sizeof list, "%s", archs);
-    int failed = 0, spilling = 0, total = 0;
-    if (md) printf("| kernel | arch | registers | smem (B) | spill st/ld (B) | block | blocks/SM |\n|---|---|---:|---:|---:|---:|---:|\n");
-    else printf("%-88s %-6s %5s %7s %-11s %5s %s\n", "kernel", "arch", "regs", "smem", "spill st/ld", "block", "blocks/SM");
+    int failed = 0, spilling = 0, total = 0, too_big = 0;
+    if (md) printf("| kernel | arch | registers | smem (B) | spill st/ld (B) | block | blocks/SM | of it dynamic (B) |\n"
+                   "|---|---|---:|---:|---:|---:|---:|---:|\n");
+    else printf("%-88s %-6s %5s %7s %-11s %5s %9s %s\n", "kernel", "arch", "regs", "smem", "spill st/ld", "block", "blocks/SM",
+                "dynamic");
     for (char *arch = strtok(list, ","); arch; arch = strtok(NULL, ",")) {
         if (strncmp(arch, "sm_", 3) || !arch[3]) {
             fprintf(stderr, "boost kernels: arch '%s' is not of the form sm_XX (e.g. sm_80)\n", arch);
@@ -141,6 +155,17 @@ int cmd_kernels(int argc, char **argv) {
             if (plan_bad) fprintf(stderr, "%s", err);
             free(names);
             plan_checked = 1;
+            for (int p = 0; p < plan->nsteps; p++) {   /* the launch's dynamic shared memory = what kernels.cu declares */
+                const PlanStep *ps = &plan->steps_[p];
+                if (ps->kind != ST_KERNEL) continue;
+                long long want = kernels_dynamic_smem(src, ps->kernel->name);
+                if ((long long)ps->kernel->smem != want) {
+                    fprintf(stderr, "%s:%d: kernel %s launches with smem=%lld but kernels.cu declares %lld B of dynamic "
+                            "shared memory for it: regenerate both with 'boost gen'\n", plan_path, ps->line,
+                            ps->kernel->name, (long long)ps->kernel->smem, want);
+                    plan_bad++;
+                }
+            }
         }
         for (int i = 0; i < n; i++) {
             if (!strncmp(st[i].name, "__", 2)) continue;    /* device helpers, not kernels */
@@ -154,15 +179,23 @@ int cmd_kernels(int argc, char **argv) {
                         st[i].spill_stores, st[i].spill_loads);
             }
             int block = kernel_block(plan, src, st[i].name);
-            int occ = blocks_per_sm(arch, block, st[i].registers, st[i].smem_bytes);
+            long long dyn = kernel_dyn_smem(plan, src, st[i].name), smem = st[i].smem_bytes + dyn;
+            if (smem > kernel_smem_optin(arch) && (dyn > 0 || smem > KERNEL_SMEM_DEFAULT)) {
+                too_big++;
+                fflush(stdout);
+                fprintf(stderr, "%s: kernel %s needs %lld B of shared memory a block (%lld dynamic), above the %lld B "
+                        "%s allows: generate the plan for %s (a GPU spec with that arch) or lower its attention tiles\n",
+                        path, st[i].name, smem, dyn, (long long)kernel_smem_optin(arch), arch, arch);
+            }
+            int occ = blocks_per_sm(arch, block, st[i].registers, (int)smem);
             char bs[16] = "-", os[16] = "-", sp[32];
             if (block > 0) snprintf(bs, sizeof bs, "%d", block);
             if (occ >= 0) snprintf(os, sizeof os, "%d", occ);
             snprintf(sp, sizeof sp, "%d/%d", st[i].spill_stores, st[i].spill_loads);
-            if (md) printf("| `%s` | %s | %d | %d | %s | %s | %s |\n", st[i].name, arch, st[i].registers,
-                           st[i].smem_bytes, sp, bs, os);
-            else printf("%-88s %-6s %5d %7d %-11s %5s %s%s\n", st[i].name, arch, st[i].registers, st[i].smem_bytes,
-                        sp, bs, os, spill ? "  SPILL" : "");
+            if (md) printf("| `%s` | %s | %d | %lld | %s | %s | %s | %lld |\n", st[i].name, arch, st[i].registers,
+                           smem, sp, bs, os, dyn);
+            else printf("%-88s %-6s %5d %7lld %-11s %5s %9s %lld%s\n", st[i].name, arch, st[i].registers, smem,
+                        sp, bs, os, dyn, spill ? "  SPILL" : "");
         }
     }
     free(src);
@@ -171,6 +204,7 @@ int cmd_kernels(int argc, char **argv) {
     if (failed) return 1;
     if (plan_bad) { fprintf(stderr, "%s: %d mismatches between plan.txt and kernels.cu\n", path, plan_bad); return 1; }
     if (spilling) { fprintf(stderr, "%s: %d kernel builds spill\n", path, spilling); return 1; }
+    if (too_big) { fprintf(stderr, "%s: %d kernel builds need more shared memory than their arch allows\n", path, too_big); return 1; }
     fprintf(stderr, "%s: %d kernel builds, no spills%s\n", path, total, plan_checked ? "; plan.txt matches" : "");
     return 0;
 }

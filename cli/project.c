@@ -55,6 +55,7 @@ static int projection_fields(const Projection *p, Field *f) {
     f[n++] = (Field){"recompute_s", p->recompute_s};
     f[n++] = (Field){"optimizer_s", p->optim_s};
     f[n++] = (Field){"tp_comm_s", p->tp_comm_s};
+    f[n++] = (Field){"ep_comm_s", p->ep_comm_s};
     f[n++] = (Field){"pp_send_s", p->pp_send_s};
     f[n++] = (Field){"dp_comm_s", p->dp_comm_s};
     f[n++] = (Field){"dp_total_s", p->dp_total_s};
@@ -263,6 +264,11 @@ static int project_main(Run *run, int argc, char **argv) {
         printf("  (s/iter above is the timeline's%s; the formula's is beside it, docs/cost-model.md \"Pipeline\")\n",
                all ? "" : " where there is one, else the formula's");
     }
+    if (run->ep > 1)   /* part of comm above: the experts wait for their tokens */
+        for (int i = 0; i < nl; i++)
+            if (proj[i].ep_comm_s > 0)
+                printf("%s ep=%d all-to-alls (the emitted alltoall steps, in comm): %.4f s\n", layout_name(layouts[i]), run->ep,
+                       proj[i].ep_comm_s);
     if (run->dp > 1) {
         printf("\ndp gradient reduction, the emitted buckets (dp-comm above is the part not hidden):\n");
         for (int i = 0; i < nl; i++)

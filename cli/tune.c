@@ -141,7 +141,7 @@ static int time_candidate(const Plan *p, BackendRank *r, int c, void *mod, const
             ops[i] = (char *)backend_cuda.tensor_ptr(r, a->op[i].tensor) + rank_int(a->op[i].off, 0) * (int64_t)plan_dtype_size(t->dtype);
         }
         double sec = 0;
-        if (cuda_time_kernel(r, mod, k.name, a, ops, k.grid, k.block, reps, &sec)) {
+        if (cuda_time_kernel(r, mod, k.name, a, ops, k.grid, k.block, k.smem, reps, &sec)) {
             fprintf(stderr, "candidate %d, %s: %s\n", c, k.name, backend_cuda.last_error(r));
             status = 1;
             break;

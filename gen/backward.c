@@ -612,6 +612,28 @@ static void rule_collective(Bw *b, const Op *f) {
         wmark(g, &ds);
         return;
     }
+    if (f->kind == OP_ALLTOALL) {    /* dual: the reverse all-to-all of the gradient (back for out, out for back) */
+        GView dd = gview(g, f->dst, g->t[f->dst.t].rows, g->t[f->dst.t].cols);
+        if (need_full(b, &dd)) return;
+        GView ds = gview(g, f->src, g->t[f->src.t].rows, g->t[f->src.t].cols);
+        int acc = wacc(b, &ds);
+        if (acc < 0) return;
+        if (acc) { bfail(b, "backward: the all-to-all %s would accumulate into %s (its source has another reader)", f->tag,
+                         g->t[ds.v.t].name); return; }
+        Op *o = bop(b, OP_ALLTOALL);
+        o->src = dd.v; o->dst = ds.v;
+        o->map = b->fmap[f->map];
+        o->experts = f->experts; o->rows = f->rows; o->cols = f->cols;
+        o->dtype = g->t[ds.v.t].dtype;
+        o->bytes = f->bytes;
+        o->group = f->group;
+        o->way = !f->way;
+        o->dir = 1;
+        snprintf(o->tag, sizeof o->tag, "%s", f->tag);
+        o->dual = "alltoall";
+        wmark(g, &ds);
+        return;
+    }
     if (f->kind == OP_TP_COPY) {     /* dual: all-reduce of the input gradient */
         int t = f->marker_tensor;
         GView dv = gview(g, opnd(t, 0, 0), g->t[t].rows, g->t[t].cols);
@@ -649,6 +671,7 @@ static void op_inputs(const Op *o, int *out, int *n) {
         break;
     case OP_ALLREDUCE: out[(*n)++] = o->buf.t; break;
     case OP_ALLGATHER: out[(*n)++] = o->src.t; break;
+    case OP_ALLTOALL: out[(*n)++] = o->src.t; out[(*n)++] = o->map; break;
     }
 }
 
@@ -703,7 +726,7 @@ static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
             case OP_GROUPED_GEMM: for (int i = 0; i < o->nmembers; i++) hit |= want[o->members[i].C.t]; break;
             case OP_KERNEL: for (int i = 0; i < o->nops; i++) if (o->out_mask >> i & 1) hit |= want[o->ops[i].t]; break;
             case OP_ALLREDUCE: hit = want[o->buf.t]; break;
-            case OP_ALLGATHER: hit = want[o->dst.t]; break;
+            case OP_ALLGATHER: case OP_ALLTOALL: hit = want[o->dst.t]; break;
             }
             if (!hit) continue;
             replay[k] = 1; changed = 1;
@@ -723,7 +746,7 @@ static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
         for (int k = 0; k < g->nfwd; k++) {
             if (!replay[k]) continue;
             const Op *f = &g->fwd[k];
-            if (f->kind == OP_ALLREDUCE || f->kind == OP_ALLGATHER) {
+            if (f->kind == OP_ALLREDUCE || f->kind == OP_ALLGATHER || f->kind == OP_ALLTOALL) {
                 snprintf(g->err, sizeof g->err, "checkpoint: recomputing %s would repeat the collective %s; "
                          "its output must be saved", chunk, f->tag);
                 rc = 2; break;

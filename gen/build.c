@@ -71,7 +71,7 @@ static void part_add(Graph *g, int ptensor, const char *canon, RInt r0, RInt r1,
         if (!g->parts) ir_fail(g, "out of memory (param parts)");
     }
     Part *p = &g->parts[g->nparts++];
-    p->canon = c; p->r0 = r0; p->r1 = r1; p->c0 = c0; p->c1 = c1; p->lr = lr; p->lc = lc; p->rep = rep;
+    p->canon = c; p->r0 = r0; p->r1 = r1; p->c0 = c0; p->c1 = c1; p->lr = lr; p->lc = lc; p->rep = rep; p->ep = g->part_ep;
     g->params[g->t[ptensor].param].nparts++;
 }
 
@@ -998,6 +998,11 @@ int check_states(Graph *g) {
                 rc = fail(g, "state check (%s): allgather of %s, which is %s (it gathers column shards)",
                           o->chunk, g->t[o->src.t].name, ps_name(st[o->src.t]));
             else st[o->dst.t] = PS_REPLICATED;
+            break;
+        case OP_ALLTOALL:   /* moves whole slot rows between ep ranks: the tp state travels along */
+            if (st[o->src.t] < 0)
+                rc = fail(g, "state check (%s): all-to-all of %s, which was never written", o->chunk, g->t[o->src.t].name);
+            else st[o->dst.t] = st[o->src.t];
             break;
         case OP_TP_COPY:
             if (st[o->marker_tensor] != PS_REPLICATED)

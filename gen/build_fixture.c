@@ -19,7 +19,7 @@ void run_tiny_cola(Run *r) {
     g->sm_count = 132; g->bf16_tflops = 989; g->hbm_gbs = 3350; g->nvlink_gbs = 450; g->net_gbs = 50;
     g->nvlink_latency_us = 5; g->net_latency_us = 10; g->gpus_per_node = 8; g->memory_gb = 80;
     g->tune_row_block = 256; g->tune_elem_block = 256; g->tune_attn_block_q = 64; g->tune_attn_block_k = 64;
-    r->tp = 2; r->pp = 1; r->dp = 1;
+    r->tp = 2; r->pp = 1; r->dp = 1; r->ep = 1;
     r->layout = LAYOUT_BTP;
     r->micro_batch = 4; r->seq = 64; r->grad_accum = 1;
     r->dtype = DT_BF16; r->online_rmsnorm = 1; r->group_linears = 1; r->checkpoint = CKPT_LOWRANK;

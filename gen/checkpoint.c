@@ -16,7 +16,7 @@ void checkpoint_classify(Graph *g) {
     for (int k = 0; k < g->nfwd; k++) {
         const Op *o = &g->fwd[k];
         if (o->kind == OP_ALLREDUCE) g->t[o->buf.t].saved = 1;
-        if (o->kind == OP_ALLGATHER) g->t[o->dst.t].saved = 1;
+        if (o->kind == OP_ALLGATHER || o->kind == OP_ALLTOALL) g->t[o->dst.t].saved = 1;
     }
 }
 
@@ -30,7 +30,7 @@ static int last_writer(const Graph *g, int t) {
         case OP_GROUPED_GEMM: for (int i = 0; i < o->nmembers; i++) w |= o->members[i].C.t == t; break;
         case OP_KERNEL: for (int i = 0; i < o->nops; i++) w |= (o->out_mask >> i & 1) && o->ops[i].t == t; break;
         case OP_ALLREDUCE: w = o->buf.t == t; break;
-        case OP_ALLGATHER: w = o->dst.t == t; break;
+        case OP_ALLGATHER: case OP_ALLTOALL: w = o->dst.t == t; break;
         }
         if (w) last = k;
     }

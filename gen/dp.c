@@ -32,7 +32,7 @@ static int dp_check(Graph *g) {
         if (gt < 0) continue;
         for (int s = 0; s < g->nsteps; s++) {
             const Op *o = &g->steps[s];
-            if (o->kind == OP_ALLREDUCE && o->group == 1 && o->buf.t == gt) { at = s; count++; }
+            if (o->kind == OP_ALLREDUCE && (o->group == 1 || o->group == 3) && o->buf.t == gt) { at = s; count++; }
             else if (at >= 0 && step_writes(o, gt)) {
                 snprintf(g->err, sizeof g->err, "dp reduction: step %d writes d.%.80s after its dp all-reduce at step %d: "
                          "the other dp ranks would miss that contribution (generator bug)", s, g->params[p].name, at);
@@ -48,7 +48,16 @@ static int dp_check(Graph *g) {
     return 0;
 }
 
-typedef struct { int param, grad, last; int64_t bytes; } GradEnd;
+typedef struct { int param, grad, last, expert; int64_t bytes; } GradEnd;
+
+/* Expert parallelism: a param whose parts belong to one ep rank each (gen/moe.c, stacked) holds
+ * experts that only dp/ep ranks share. */
+static int ep_param(const Graph *g, int p) {
+    const Param *pp = &g->params[p];
+    for (int j = pp->first_part; j < pp->first_part + pp->nparts; j++)
+        if (g->parts[j].ep >= 0) return 1;
+    return 0;
+}
 
 static int by_last(const void *a, const void *b) {
     const GradEnd *x = a, *y = b;
@@ -71,7 +80,7 @@ int dp_emit_reduction(Graph *g) {
             free(ge);
             return 1;
         }
-        ge[n].param = p; ge[n].grad = gt; ge[n].last = last;
+        ge[n].param = p; ge[n].grad = gt; ge[n].last = last; ge[n].expert = g->ep > 1 && ep_param(g, p);
         ge[n].bytes = g->t[gt].rows * g->t[gt].cols * (int64_t)ir_dtype_size(g->t[gt].dtype);
         n++;
     }
@@ -107,6 +116,13 @@ int dp_emit_reduction(Graph *g) {
             o->dtype = r->dp_bf16 ? IR_BF16 : g->t[ge[i].grad].dtype;   /* the wire dtype; d.P stays fp32 */
             o->dir = 1;
             o->group = 1;
+            if (ge[i].expert) {
+                /* the owner's gradient already sums its ep group's tokens: sum over the dp/ep ranks
+                   that hold the same experts (group=edp), then 1/dp makes it the global batch mean */
+                o->group = 3;
+                o->scale = 1.0 / r->dp;
+                o->dtype = g->t[ge[i].grad].dtype;
+            }
             o->bucket = bucket[i];
             o->bytes = o->elems * (int64_t)ir_dtype_size(o->dtype);
             snprintf(o->tag, sizeof o->tag, "dp.%.90s", g->params[ge[i].param].name);
@@ -134,7 +150,7 @@ void dp_figures(const Graph *g, DpFigures *d) {
     d->local_params = local;
     for (int s = 0; s < g->nsteps; s++) {
         const Op *o = &g->steps[s];
-        if (o->kind != OP_ALLREDUCE || o->group != 1) continue;
+        if (o->kind != OP_ALLREDUCE || (o->group != 1 && o->group != 3)) continue;
         d->steps++;
         d->bytes += o->bytes;
         if (o->bucket + 1 > d->buckets) d->buckets = o->bucket + 1;
@@ -165,6 +181,10 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
             d.bytes ? 100.0 * (double)d.bytes_overlapped / (double)d.bytes : 0.0);
     fprintf(f, "| ring traffic, 2(dp-1)/dp x payload | %.1f MB |\n", ring / 1e6);
     fprintf(f, "| weights + grads + AdamW, zero=0 | %.1f MB |\n| weights + grads + AdamW, zero=1 | %.1f MB |\n", z0 / 1e6, z1 / 1e6);
+    if (g->ep > 1)
+        fprintf(f, "\nExpert parallelism (ep=%d): the payload includes the expert gradients, which reduce over the dp/ep = %d "
+                   "ranks holding the same experts (group=edp, op=sum scale=1/dp); the rest over all dp ranks.\n",
+                g->ep, dp / g->ep);
     fprintf(f, "\nWith grad_accum > 1 the dp steps run on the last micro-batch only (micro=last). zero=1 shards the fp32 "
                "master weights and both AdamW moments over dp (6 + 12/dp bytes per local parameter); the cuda "
                "backend allocates them at shard size, plus one staging buffer of 4(dp+1)ceil(n/dp) bytes for the "

@@ -40,6 +40,8 @@ Graph *graph_new(const Run *run, int layout) {
     g->run = run;
     g->layout = layout;
     g->tp = run->tp;
+    g->ep = layout == LAYOUT_BTP && run->ep > 1 && run->model.moe_experts ? run->ep : 1;
+    g->part_ep = -1;
     g->M = (int64_t)run->micro_batch * run->seq;
     g->tokens = g->targets = g->loss = -1;
     return g;

@@ -75,6 +75,7 @@ typedef struct {
     RInt r0, r1, c0, c1;     /* block of the canon */
     int64_t lr, lc;          /* where the block goes in the local param */
     int rep;                 /* every rank holds this block */
+    int ep;                  /* expert parallelism: only the ranks of ep rank `ep` hold this block; -1: every rank */
 } Part;
 
 typedef struct {
@@ -90,6 +91,8 @@ enum OpKind {
     OP_TP_COPY,              /* no step: identity forward over a replicated input of a
                                 column-parallel op; its backward dual is an allreduce of the grad */
     OP_SAVE, OP_RC_BEGIN, OP_RC_END,
+    OP_ALLTOALL,             /* expert parallelism: routed slots to their experts' ep ranks and back
+                                (src, dst, map = the token side's moe_src, experts, rows = C, cols, way) */
 };
 enum Section { SEC_FWD, SEC_BWD, SEC_RECOMPUTE };
 
@@ -125,8 +128,14 @@ typedef struct {
     char tag[96];
     int64_t bytes;           /* payload per rank: elems (or rows*cols*t for allgather) * dtype size */
     int group;               /* 0: the tp group; 1: the dp group (gen/dp.c: gradient buckets, op=avg,
-                                run on the last micro-batch of an optimizer step only) */
+                                run on the last micro-batch of an optimizer step only); 2: the ep group
+                                (OP_ALLTOALL); 3: the edp group (dp/ep ranks holding the same experts:
+                                expert gradients, op=sum scale=1/dp) */
     int bucket;              /* dp all-reduces: the bucket index */
+    double scale;            /* group=edp all-reduces: the sum is multiplied by it (1/dp); 0: none */
+    int map;                 /* OP_ALLTOALL: the [1, E*C] slot -> token table of the token side (-1 < 0: empty slot) */
+    int64_t experts;         /* OP_ALLTOALL: experts E of the layer (rows = C slots per expert and source) */
+    int way;                 /* OP_ALLTOALL: 0 out (token side [E*C] -> owner [E/ep, ep*C]), 1 back */
     const char *dual;        /* forward collectives: the backward dual ("identity" for an all-reduce,
                                 "slice" for an all-gather, "allreduce" for OP_TP_COPY) */
     int marker_tensor;       /* OP_SAVE, OP_TP_COPY */
@@ -139,6 +148,8 @@ enum { OP_OVF_OPERANDS = 1, OP_OVF_CONSTS = 2 };
 typedef struct {
     const Run *run;
     int layout, tp;
+    int ep;                  /* expert-parallel degree of this graph (1 unless btp with parallel.ep > 1) */
+    int part_ep;             /* builder state: the ep tag of new parts (-1: all ranks) */
     int64_t M;               /* micro_batch * seq */
     Tensor *t; int nt, capt;
     Canon *canons; int ncanons, capc;

@@ -235,16 +235,38 @@ static int attention_smem_mma(int bwd, int hd, int bq, int bk) {
     return (2 * bq + 2 * bk) * (hd + 8) * 2 + 2 * 4 * (bq > bk ? bq : bk);
 }
 
+int64_t kernel_smem_optin(const char *arch) {
+    static const struct { const char *arch; int kib; } T[] = {
+        {"sm_80", 163}, {"sm_86", 99}, {"sm_87", 163}, {"sm_89", 99}, {"sm_90", 227},
+    };
+    for (size_t i = 0; arch && i < sizeof T / sizeof T[0]; i++) if (!strcmp(T[i].arch, arch)) return T[i].kib * 1024;
+    return KERNEL_SMEM_DEFAULT;
+}
+
+long long kernels_dynamic_smem(const char *src, const char *name) {
+    const char *tag = "// boost:dynamic_smem ";
+    size_t nl = strlen(name);
+    for (const char *p = strstr(src, tag); p; p = strstr(p + 1, tag)) {
+        const char *q = p + strlen(tag);
+        if (!strncmp(q, name, nl) && q[nl] == ' ') return atoll(q + nl + 1);
+    }
+    return 0;
+}
+
 /* Tiles of the tensor-core templates from the tuned ones: multiples of 16 (a warp's rows, an mma's
- * k), at most 128 queries (8 warps), within the 48 KiB of static shared memory: the streamed tile
- * shrinks first, then the block's rows. */
-static void attention_tiles_mma(int bwd, int hd, int *bq, int *bk) {
+ * k), at most 128 queries (8 warps); the streamed tile within the registers: a backward thread keeps
+ * hd (dK, dV) + bk (S, dP) fp32 accumulators, a forward thread hd/2 (O) + bk/2 (S), at most 160 and
+ * 96 (CUDA 13 ptxas, sm_80 and sm_90: the backward at head dim 128 with bk 64 takes 255 registers
+ * and spills, with bk 32 it does not); then within `limit` bytes of (dynamic) shared memory, the
+ * arch's opt-in maximum: the streamed tile shrinks first, then the block's rows. */
+static void attention_tiles_mma(int bwd, int hd, int64_t limit, int *bq, int *bk) {
     if (*bq < 16) *bq = 16;
     if (*bq > 128) *bq = 128;
     if (*bk < 16) *bk = 16;
     if (*bk > 128) *bk = 128;
-    while (attention_smem_mma(bwd, hd, *bq, *bk) > 48 * 1024 && *bk > 16) *bk /= 2;
-    while (attention_smem_mma(bwd, hd, *bq, *bk) > 48 * 1024 && *bq > 16) *bq /= 2;
+    while (*bk > 16 && (bwd ? hd + *bk > 160 : hd + *bk > 192)) *bk /= 2;
+    while (attention_smem_mma(bwd, hd, *bq, *bk) > limit && *bk > 16) *bk /= 2;
+    while (attention_smem_mma(bwd, hd, *bq, *bk) > limit && *bq > 16) *bq /= 2;
 }
 
 /* The template file of kernel k (without .cu): its kind, or the CUDA-core variant of attention. */
@@ -282,6 +304,7 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
     int64_t rows = (int64_t)const_value(k, "rows"), cols = (int64_t)const_value(k, "cols");
     int vec = vec_width(k, ks);
     int block = row_block;
+    int64_t smem = 0;   /* dynamic shared memory a block (bytes); the other kinds' is static */
     switch (ks->launch) {
     case L_ROW: k->grid = rows; break;
     case L_ROW_COLS:
@@ -309,9 +332,10 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
             snprintf(err, errlen, "kernel %s: heads %d not a multiple of kv_heads %d", k->kind, heads, kvh);
             return -1;
         }
-        if (attention_on_tensor_cores(k)) {
-            attention_tiles_mma(ks->launch == L_ATTN_BWD, hd, &bq, &bk);
+        if (attention_on_tensor_cores(k)) {   /* tiles in dynamic shared memory, up to the arch's opt-in */
+            attention_tiles_mma(ks->launch == L_ATTN_BWD, hd, kernel_smem_optin(gpu->arch), &bq, &bk);
             block = 2 * bq;   /* a warp per 16 rows */
+            smem = attention_smem_mma(ks->launch == L_ATTN_BWD, hd, bq, bk);
         } else {
             /* the backward keeps 4 x 16 fp32 accumulators a thread: at most 256 threads a block so
              * that ptxas may use up to 255 registers (no spills) */
@@ -355,7 +379,7 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
         }
     }
     k->block = block;
-    k->smem = 0;   /* tiles use static shared memory */
+    k->smem = smem;
     k->tune_bq = bq; k->tune_bk = bk; k->vec = vec;
     if (rows <= 0 && ks->launch != L_ATTN_FWD && ks->launch != L_ATTN_BWD) {
         snprintf(err, errlen, "kernel %s: rows must be positive", k->kind);
@@ -456,6 +480,7 @@ static int hole_value(const KernelInst *k, const KindSpec *ks, const char *hole,
     if (!strcmp(hole, "VEC")) { snprintf(out, n, "%d", k->vec); return 1; }
     if (!strcmp(hole, "BLOCK_Q")) { snprintf(out, n, "%d", k->tune_bq); return 1; }
     if (!strcmp(hole, "BLOCK_K")) { snprintf(out, n, "%d", k->tune_bk); return 1; }
+    if (!strcmp(hole, "SMEM")) { snprintf(out, n, "%lld", (long long)k->smem); return 1; }
     if (!strcmp(hole, "RANK_ARGS")) {
         size_t m = 0; out[0] = 0;
         for (int c = 0; c < k->nconst; c++)
@@ -550,6 +575,8 @@ static int emit_to(FILE *out, const KernelInst *ks, int n, const Run *run, char 
         char *text = read_text(path, err, errlen);
         if (!text) { rc = -1; break; }
         fprintf(out, "\n");
+        if (ks[i].smem > 0)   /* read back by `boost kernels` (shared memory and occupancy without the plan) */
+            fprintf(out, "// boost:dynamic_smem %s %lld\n", ks[i].name, (long long)ks[i].smem);
         rc = fill_template(out, text, path, &ks[i], spec, err, errlen);
         free(text);
     }

@@ -34,6 +34,15 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen);
  * name among ks[0..n-1]. */
 int kernels_emit(FILE *out, const KernelInst *ks, int n, const Run *run, char *err, size_t errlen);
 
+/* Shared memory one block may use on arch (static + dynamic, bytes): the driver's opt-in maximum
+ * (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) for sm_80/86/87/89/90, 48 KiB (what a
+ * function gets without cuFuncSetAttribute) for any other or no arch. */
+int64_t kernel_smem_optin(const char *arch);
+#define KERNEL_SMEM_DEFAULT (48 * 1024)
+/* The dynamic shared memory (bytes) of kernel `name` as its "// boost:dynamic_smem NAME BYTES" line
+ * in a kernels.cu text says (kernels_emit writes one before each kernel that takes some); 0 without. */
+long long kernels_dynamic_smem(const char *src, const char *name);
+
 /* The catalog's kinds, in catalog order (for tests and tools). */
 int kernel_kind_count(void);
 const char *kernel_kind_name(int i);

@@ -47,6 +47,7 @@ int memplan(Graph *g) {
         case OP_KERNEL: for (int i = 0; i < o->nops; i++) touch(g, o->ops[i].t, s); break;
         case OP_ALLREDUCE: touch(g, o->buf.t, s); break;
         case OP_ALLGATHER: touch(g, o->src.t, s); touch(g, o->dst.t, s); break;
+        case OP_ALLTOALL: touch(g, o->src.t, s); touch(g, o->dst.t, s); touch(g, o->map, s); break;
         case OP_SAVE: touch(g, o->marker_tensor, s); break;
         }
     }

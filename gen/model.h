@@ -90,6 +90,7 @@ typedef struct {
     Model model;
     Gpu gpu;
     int tp, pp, dp;
+    int ep;                   /* parallel.ep: expert-parallel degree (1: every rank holds every expert; > 1: btp, divides dp and the experts) */
     int pp_stages[MAX_LAYERS];   /* parallel.stages: layers per pipeline stage; pp_nstages 0: balanced by cost (gen/pp.c) */
     int pp_nstages;
     int pp_virtual;           /* parallel.virtual_stages: layer chunks per pipeline rank (interleaved 1F1B when > 1) */

@@ -88,19 +88,47 @@ static int act_t(Graph *g, int state, int64_t rows, int64_t cols, int dtype, int
     return ir_act(g, state, rows, cols, dtype, nm);
 }
 
-/* Stacked expert factor: local param [E*rows_l, cols_l] with expert e's block of canon
- * L{i}.e{e}.{proj}.{AB} at row e*rows_l; `rowsplit`: the canon's rows are sharded over tp (A of a
- * row-parallel factor), else its columns (B of a column-parallel one); `col0` places it. */
+/* Stacked expert factor: local param [El*rows_l, cols_l] (El = E/ep local experts) with local expert
+ * e's block of canon L{i}.e{p*El+e}.{proj}.{AB} at row e*rows_l on ep rank p (part ep=p; ep = 1:
+ * every expert, no tag); `rowsplit`: the canon's rows are sharded over tp (A of a row-parallel
+ * factor), else its columns (B of a column-parallel one); `col0` places it. */
 static int stacked(Graph *g, int i, int w, const char *proj, const char *ab, int64_t rows_l, int64_t cols_l,
                    int rowsplit, int64_t col0) {
     const Model *m = &g->run->model;
+    int ep = g->ep, El = m->moe_experts / ep;
     char cn[96];
-    for (int e = 0; e < m->moe_experts; e++) {
-        snprintf(cn, sizeof cn, "L%d.e%d.%s.%s", i, e, proj, ab);
-        if (rowsplit) ir_part(g, w, cn, rint_r(0, rows_l), rint_r(rows_l, rows_l), rint_c(0), rint_c(cols_l), e * rows_l, col0, g->tp == 1);
-        else ir_part(g, w, cn, rint_c(0), rint_c(rows_l), rint_r(0, cols_l), rint_r(cols_l, cols_l), e * rows_l, col0, g->tp == 1);
+    for (int p = 0; p < ep; p++) {
+        g->part_ep = ep > 1 ? p : -1;
+        for (int e = 0; e < El; e++) {
+            snprintf(cn, sizeof cn, "L%d.e%d.%s.%s", i, p * El + e, proj, ab);
+            if (rowsplit) ir_part(g, w, cn, rint_r(0, rows_l), rint_r(rows_l, rows_l), rint_c(0), rint_c(cols_l), e * rows_l, col0, g->tp == 1);
+            else ir_part(g, w, cn, rint_c(0), rint_c(rows_l), rint_r(0, cols_l), rint_r(cols_l, cols_l), e * rows_l, col0, g->tp == 1);
+        }
     }
+    g->part_ep = -1;
     return w;
+}
+
+/* Expert parallelism (g->ep > 1): the all-to-all on the ep group that moves the routed slots of
+ * `src` [E*C, cols] (way 0: the token side's slots, expert-major; way 1: the owner's [E/ep, ep, C]
+ * slots) to `dst` of the same shape on the other side; `map` is the token side's moe_src [1, E*C]
+ * (empty slots are not sent and arrive as zeros). Returns dst. */
+static int alltoall(Graph *g, int src, int map, int way, int64_t C, int i, const char *what, const char *tag) {
+    const Tensor *ts = &g->t[src];
+    int dst = act_t(g, ts->state, ts->rows, ts->cols, ts->dtype, i, what);
+    Op *o = fwd_op(g, OP_ALLTOALL);
+    o->src = opnd(src, 0, g->t[src].cols);
+    o->dst = opnd(dst, 0, g->t[dst].cols);
+    o->map = map;
+    o->experts = g->run->model.moe_experts;
+    o->rows = C; o->cols = g->t[src].cols;
+    o->dtype = g->t[src].dtype;
+    o->bytes = o->experts * C * o->cols * (int64_t)ir_dtype_size(o->dtype);
+    o->group = 2;
+    o->way = way;
+    snprintf(o->tag, sizeof o->tag, "%s", tag);
+    o->dual = "alltoall";
+    return dst;
 }
 
 /* After the all-reduce of an expert A output [S, w]: y, z = act(h) over all S slot rows. */
@@ -284,6 +312,9 @@ int moe_block(Graph *g, int i, int h) {
     int t = g->tp, ad = ir_act_dtype(g);
     int64_t M = g->M, d = m->hidden, dl = d / t, E = m->moe_experts, K = m->moe_top_k;
     int64_t C = moe_capacity(r), S = E * C, fl = m->moe_ffn / t;
+    /* expert parallelism: this rank's El = E/ep experts see C2 = ep*C slots each, from the ep ranks
+       of its group (the S = E*C rows of the token side become El*C2 = S rows on the owner) */
+    int64_t El = E / g->ep, C2 = C * g->ep;
     int64_t rg = m->proj[i][PROJ_GATE].rank, ru = m->proj[i][PROJ_UP].rank, rd = m->proj[i][PROJ_DOWN].rank, R = rg + ru;
     char nm[96], chunk[48];
 
@@ -356,13 +387,17 @@ int moe_block(Graph *g, int i, int h) {
         k_op(g, o, "out", opnd(xe, 0, 0), OUT(PS_SHARD1), 0);
         k_const(o, "rows", (double)S); k_const(o, "cols", (double)dl); k_const(o, "top_k", (double)K);
         k_const(o, "tokens", (double)M); k_const(o, "ldx", (double)dl); k_const(o, "ldo", (double)dl);
+        if (g->ep > 1) {
+            snprintf(nm, sizeof nm, "L%d.moe_dispatch", i);
+            xe = alltoall(g, xe, src, 0, C, i, "moe_xe_ep", nm);
+        }
         snprintf(nm, sizeof nm, "L%d.moe.gu.A", i);
-        int wa = ir_param(g, nm, E * dl, Rn, PS_SHARD0);
+        int wa = ir_param(g, nm, El * dl, Rn, PS_SHARD0);
         int64_t c0 = 0;
         if (!sg) { stacked(g, i, wa, "gate", "A", dl, rg, 1, c0); c0 += rg; }
         if (!su) stacked(g, i, wa, "up", "A", dl, ru, 1, c0);
         int ar = act_t(g, PS_PARTIAL, S, Rn, ad, i, "moe_gu_ar");
-        ir_gemm(g, opnd(xe, 0, dl), opnd(wa, 0, Rn), opnd(ar, 0, Rn), C, Rn, dl, C * dl, dl * Rn, C * Rn, (int)E);
+        ir_gemm(g, opnd(xe, 0, dl), opnd(wa, 0, Rn), opnd(ar, 0, Rn), C2, Rn, dl, C2 * dl, dl * Rn, C2 * Rn, (int)El);
         snprintf(nm, sizeof nm, "L%d.moe_gu", i);
         ir_allreduce(g, ar, nm);
         snprintf(chunk, sizeof chunk, "L%d.moe_gu_B", i); ir_chunk(g, i, chunk);
@@ -400,17 +435,21 @@ int moe_block(Graph *g, int i, int h) {
         k_op(g, o, "out", opnd(ze, 0, 0), OUT(PS_REPLICATED), 0);
         k_const(o, "rows", (double)S); k_const(o, "cols", (double)Rs); k_const(o, "top_k", (double)K);
         k_const(o, "tokens", (double)M); k_const(o, "ldx", (double)Rs); k_const(o, "ldo", (double)Rs);
+        if (g->ep > 1) {   /* rank-r dispatch: the latents travel, not the d-wide tokens */
+            snprintf(nm, sizeof nm, "L%d.moe_dispatch_r", i);
+            ze = alltoall(g, ze, src, 0, C, i, "moe_gus_ze_ep", nm);
+        }
         c0 = 0;
         for (int j = 0; j < 2; j++)
             if (shared(m, j)) { zsrc[j] = ze; zoff[j] = c0; zld[j] = Rs; c0 += rgu[j]; }
     }
     int gu = act_t(g, PS_SHARD1, S, 2 * fl, ad, i, "moe_gu");
     snprintf(nm, sizeof nm, "L%d.moe.gate.B", i);
-    int bg = stacked(g, i, ir_param(g, nm, E * rg, fl, PS_SHARD1), "gate", "B", rg, fl, 0, 0);
+    int bg = stacked(g, i, ir_param(g, nm, El * rg, fl, PS_SHARD1), "gate", "B", rg, fl, 0, 0);
     snprintf(nm, sizeof nm, "L%d.moe.up.B", i);
-    int bu = stacked(g, i, ir_param(g, nm, E * ru, fl, PS_SHARD1), "up", "B", ru, fl, 0, 0);
-    ir_gemm(g, opnd(zsrc[0], zoff[0], zld[0]), opnd(bg, 0, fl), opnd(gu, 0, 2 * fl), C, fl, rg, C * zld[0], rg * fl, C * 2 * fl, (int)E);
-    ir_gemm(g, opnd(zsrc[1], zoff[1], zld[1]), opnd(bu, 0, fl), opnd(gu, fl, 2 * fl), C, fl, ru, C * zld[1], ru * fl, C * 2 * fl, (int)E);
+    int bu = stacked(g, i, ir_param(g, nm, El * ru, fl, PS_SHARD1), "up", "B", ru, fl, 0, 0);
+    ir_gemm(g, opnd(zsrc[0], zoff[0], zld[0]), opnd(bg, 0, fl), opnd(gu, 0, 2 * fl), C2, fl, rg, C2 * zld[0], rg * fl, C2 * 2 * fl, (int)El);
+    ir_gemm(g, opnd(zsrc[1], zoff[1], zld[1]), opnd(bu, 0, fl), opnd(gu, fl, 2 * fl), C2, fl, ru, C2 * zld[1], ru * fl, C2 * 2 * fl, (int)El);
     int gl = act_t(g, PS_SHARD1, S, fl, ad, i, "moe_glu");
     o = k_begin(g, "glu_fwd");
     k_op(g, o, "gate", opnd(gu, 0, 2 * fl), 0, 1); k_op(g, o, "up", opnd(gu, fl, 2 * fl), 0, 1);
@@ -421,9 +460,9 @@ int moe_block(Graph *g, int i, int h) {
 
     /* down A (row-parallel) -> all-reduce [E*C, rd] */
     snprintf(nm, sizeof nm, "L%d.moe.down.A", i);
-    int wd = stacked(g, i, ir_param(g, nm, E * fl, rd, PS_SHARD0), "down", "A", fl, rd, 1, 0);
+    int wd = stacked(g, i, ir_param(g, nm, El * fl, rd, PS_SHARD0), "down", "A", fl, rd, 1, 0);
     int ard = act_t(g, PS_PARTIAL, S, rd, ad, i, "moe_down_ar");
-    ir_gemm(g, opnd(gl, 0, fl), opnd(wd, 0, rd), opnd(ard, 0, rd), C, rd, fl, C * fl, fl * rd, C * rd, (int)E);
+    ir_gemm(g, opnd(gl, 0, fl), opnd(wd, 0, rd), opnd(ard, 0, rd), C2, rd, fl, C2 * fl, fl * rd, C2 * rd, (int)El);
     snprintf(nm, sizeof nm, "L%d.moe_down", i);
     ir_allreduce(g, ard, nm);
 
@@ -435,13 +474,24 @@ int moe_block(Graph *g, int i, int h) {
     if (!sd) {
         ir_tp_copy(g, zd, nm);
         snprintf(nm, sizeof nm, "L%d.moe.down.B", i);
-        int bd = stacked(g, i, ir_param(g, nm, E * rd, dl, PS_SHARD1), "down", "B", rd, dl, 0, 0);
+        int bd = stacked(g, i, ir_param(g, nm, El * rd, dl, PS_SHARD1), "down", "B", rd, dl, 0, 0);
         int eo = act_t(g, PS_SHARD1, S, dl, ad, i, "moe_eo");
-        ir_gemm(g, opnd(zd, 0, rd), opnd(bd, 0, dl), opnd(eo, 0, dl), C, dl, rd, C * rd, rd * dl, C * dl, (int)E);
+        ir_gemm(g, opnd(zd, 0, rd), opnd(bd, 0, dl), opnd(eo, 0, dl), C2, dl, rd, C2 * rd, rd * dl, C2 * dl, (int)El);
+        if (g->ep > 1) {
+            snprintf(chunk, sizeof chunk, "L%d.moe_out", i); ir_chunk(g, i, chunk);
+            snprintf(nm, sizeof nm, "L%d.moe_return", i);
+            eo = alltoall(g, eo, src, 1, C, i, "moe_eo_back", nm);
+        }
         mo = act_t(g, PS_SHARD1, M, dl, ad, i, "moe_out");
         combine(g, eo, sel, slot, gates, mo, M, dl, K, E, C, PS_SHARD1);
     } else {
         /* shared down B: combine the gated rank-rd latents per token [M, rd], then one GEMM to d */
+        if (g->ep > 1) {   /* the rank-rd latents return, not the d-wide outputs */
+            snprintf(chunk, sizeof chunk, "L%d.moe_out", i); ir_chunk(g, i, chunk);
+            snprintf(nm, sizeof nm, "L%d.moe_return_r", i);
+            zd = alltoall(g, zd, src, 1, C, i, "moe_down_z_back", nm);
+            snprintf(nm, sizeof nm, "L%d.moe_down", i);
+        }
         int zc = act_t(g, PS_REPLICATED, M, rd, ad, i, "moe_down_zc");
         combine(g, zd, sel, slot, gates, zc, M, rd, K, E, C, PS_REPLICATED);
         ir_tp_copy(g, zc, nm);

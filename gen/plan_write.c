@@ -56,7 +56,10 @@ void plan_write_step(FILE *f, const Graph *g, const Op *o) {
         /* zero=1: the dp reduction gives each dp rank its shard only (ZeRO-1) */
         fprintf(f, "%s", o->group == 1 && g->run->zero ? "reduce_scatter" : "allreduce");
         pr_opnd(f, g, "buf", o->buf);
-        if (o->group == 1)
+        if (o->group == 3)   /* expert gradients: summed over the dp/ep ranks holding the expert, times 1/dp */
+            fprintf(f, " elems=%" PRId64 " dtype=%s op=sum scale=%.9g dir=bwd group=edp micro=last bucket=%d tag=%s", o->elems,
+                    dtype_name(o->dtype), o->scale, o->bucket, o->tag);
+        else if (o->group == 1)
             fprintf(f, " elems=%" PRId64 " dtype=%s op=avg dir=bwd group=dp micro=last bucket=%d tag=%s", o->elems,
                     dtype_name(o->dtype), o->bucket, o->tag);
         else
@@ -68,6 +71,13 @@ void plan_write_step(FILE *f, const Graph *g, const Op *o) {
         pr_opnd(f, g, "src", o->src); pr_opnd(f, g, "dst", o->dst);
         fprintf(f, " rows=%" PRId64 " cols=%" PRId64 " ld_src=%" PRId64 " ld_dst=%" PRId64 " dtype=%s dir=%s tag=%s",
                 o->rows, o->cols, o->src.ld, o->dst.ld, dtype_name(o->dtype), o->dir ? "bwd" : "fwd", o->tag);
+        break;
+    case OP_ALLTOALL:
+        fprintf(f, "alltoall");
+        pr_opnd(f, g, "src", o->src); pr_opnd(f, g, "dst", o->dst);
+        fprintf(f, " map=%s experts=%" PRId64 " capacity=%" PRId64 " cols=%" PRId64 " way=%s dtype=%s group=ep dir=%s tag=%s",
+                g->t[o->map].name, o->experts, o->rows, o->cols, o->way ? "back" : "out", dtype_name(o->dtype),
+                o->dir ? "bwd" : "fwd", o->tag);
         break;
     case OP_SAVE: fprintf(f, "save buf=%s", g->t[o->marker_tensor].name); break;
     case OP_RC_BEGIN: fprintf(f, "recompute begin chunk=%s", o->chunk); break;
@@ -85,10 +95,12 @@ void plan_write_header(const Graph *g, FILE *f) {
             m->hidden, m->layers, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab, m->norm_eps, m->rope_theta,
             g->layout == LAYOUT_MEGATRON ? 0 : m->lax);
     fprintf(f, "run name=%s tp=%d pp=%d dp=%d layout=%s micro_batch=%d seq=%d grad_accum=%d dtype=%s online_rmsnorm=%d "
-            "group_linears=%d checkpoint=%s gpu=%s arch=%s%s\n",
+            "group_linears=%d checkpoint=%s gpu=%s arch=%s%s",
             r->name, r->tp, r->pp, r->dp, layout_name(g->layout), r->micro_batch, r->seq, r->grad_accum,
             r->dtype == DT_FP32 ? "fp32" : "bf16", r->online_rmsnorm, r->group_linears,
             r->checkpoint == CKPT_LOWRANK ? "lowrank" : "none", r->gpu.name, r->gpu.arch, r->zero ? " zero=1" : "");
+    if (g->ep > 1) fprintf(f, " ep=%d", g->ep);   /* expert parallelism: ep groups of the dp ranks */
+    fputc('\n', f);
     fprintf(f, "train steps=%d lr=%.9g min_lr=%.9g warmup=%d beta1=%.9g beta2=%.9g adam_eps=%.9g weight_decay=%.9g "
             "clip=%.9g seed=%" PRIu64 " eval_every=%d",
             r->steps, r->lr, r->min_lr, r->warmup, r->beta1, r->beta2, r->adam_eps, r->weight_decay, r->clip,
@@ -124,7 +136,9 @@ int plan_write_body(const Graph *g, FILE *f, const unsigned char *canon_used, co
             fprintf(f, "part %s canon=%s src=", p->name, g->canons[q->canon].name);
             pr_rint(f, q->r0); fputc(':', f); pr_rint(f, q->r1); fputc(',', f);
             pr_rint(f, q->c0); fputc(':', f); pr_rint(f, q->c1);
-            fprintf(f, " dst=%" PRId64 ",%" PRId64 " rep=%d\n", q->lr, q->lc, q->rep);
+            fprintf(f, " dst=%" PRId64 ",%" PRId64 " rep=%d", q->lr, q->lc, q->rep);
+            if (q->ep >= 0) fprintf(f, " ep=%d", q->ep);   /* held by the ranks of ep rank q->ep only */
+            fputc('\n', f);
         }
     }
     fprintf(f, "\n# activation buffers and their gradients (arena offsets in bytes, live = step range)\n");

@@ -316,6 +316,13 @@ PpPlan *pp_build(const Graph *g, char *err, size_t errlen) {
     split_layers(run, cost, first, last, &pl->split);
     free(cost);
     int rc = assign_steps(g, &pl->split, stage, err, errlen);
+    /* MoE: the steps adding each MoE layer's load-balance (and z-) loss, L{i}.moe_aux[0], to the
+     * loss belong to no stage: the layer's stage holds its aux tensor, the loss is on the last one.
+     * The loss of a micro-batch is the last stage's plus every stage's aux terms, which the runtime
+     * adds (`loss_terms=moe_aux` on the pipeline line); their gradients never crossed a boundary (the
+     * router's backward carries them, moe_aux_add has no gradient). */
+    for (int i = 0; i < g->nsteps && !rc; i++)
+        if (g->steps[i].kind == OP_KERNEL && !strcmp(g->steps[i].k.kind, "moe_aux_add")) { stage[i] = -1; pl->moe_aux_terms++; }
     for (int s = 0; s < nv && !rc; s++) {
         PpStage *st = &pl->stages[s];
         st->layer0 = pl->split.first_layer[s]; st->layer1 = pl->split.first_layer[s + 1];
@@ -384,8 +391,8 @@ PpPlan *pp_build(const Graph *g, char *err, size_t errlen) {
             if (g->t[t].role != TR_ACT && g->t[t].role != TR_GRAD) continue;
             if (first >= 0) {
                 snprintf(err, errlen, "pipeline: %s is used by stages %d and %d, but only the residual stream crosses a stage "
-                         "boundary (pp > 1 does not support this model's %s yet): regenerate with -D pp=1",
-                         g->t[t].name, first, s, g->run->model.moe_experts ? "MoE layers" : "structure");
+                         "boundary (pp > 1 does not support this model's structure yet): regenerate with -D pp=1",
+                         g->t[t].name, first, s);
                 rc = 1;
             }
             first = s;
@@ -402,7 +409,8 @@ static const char *SCHED_NAMES[] = {"forward", "backward", "send", "recv", "send
 
 int pp_write_plan(const Graph *g, const PpPlan *pl, FILE *f) {
     plan_write_header(g, f);
-    fprintf(f, "pipeline stages=%d virtual=%d micro_batches=%d schedule=%s\n", pl->pp, pl->v, pl->m, pl->v > 1 ? "interleaved" : "1f1b");
+    fprintf(f, "pipeline stages=%d virtual=%d micro_batches=%d schedule=%s%s\n", pl->pp, pl->v, pl->m, pl->v > 1 ? "interleaved" : "1f1b",
+            pl->moe_aux_terms ? " loss_terms=moe_aux" : "");
     for (int s = 0; s < pl->nv; s++) {
         const PpStage *st = &pl->stages[s];
         fprintf(f, "\nstage %d layers=%d:%d rank=%d chunk=%d\n", s, st->layer0, st->layer1, s % pl->pp, s / pl->pp);
@@ -444,6 +452,10 @@ void pp_report(const Graph *g, const PpPlan *pl, FILE *f) {
     }
     fprintf(f, "\nThe activation arena of a stage holds the micro-batches in flight there (pp-s on stage s under 1F1B): one slot each"
             "%s.\n", pl->v > 1 ? "; stage k runs on rank k mod pp" : "");
+    if (pl->moe_aux_terms)
+        fprintf(f, "\nMoE: each of the %d MoE layers stays on its stage with its router, experts and load-balance (and z-) loss "
+                "gradient; the runtime adds the layers' loss terms to each micro-batch's loss (`loss_terms=moe_aux`).\n",
+                pl->moe_aux_terms);
     int64_t here = pl->stages[0].boundary_bytes;
     fprintf(f, "\nPoint-to-point per micro-batch per boundary, each way (activation forward, its gradient backward): "
             "%" PRId64 " bytes per rank in this plan (%s layout, tp=%d); btp sends each tp rank's [b,s,d/tp] shard = %" PRId64

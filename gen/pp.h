@@ -40,6 +40,8 @@ typedef struct {
     PpStage stages[PP_MAX_STAGES];
     double layer_flops[MAX_LAYERS], first_flops, last_flops;
     double bubble;                /* of the emitted schedule, simulated (backward = 2 x forward) */
+    int moe_aux_terms;            /* MoE layers whose L{i}.moe_aux[0] the runtime adds to the loss (their
+                                   * moe_aux_add steps are in no stage) */
 } PpPlan;
 
 /* Split a finished whole-model graph (run->pp > 1). NULL with err on failure. */

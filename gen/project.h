@@ -70,6 +70,10 @@ double allreduce_seconds(double bytes, int t, double bw_gbs, double alpha_us);
 /* Ring all-gather of `bytes` (the gathered size) over t ranks: (t-1)/t * bytes / bw + (t-1) alpha. */
 double allgather_seconds(double bytes, int t, double bw_gbs, double alpha_us);
 
+/* All-to-all of `bytes` (a rank's whole send buffer, its own share included) over t ranks:
+ * (t-1)/t * bytes / bw + (t-1) alpha (one message to each other member); 0 when t = 1. */
+double alltoall_seconds(double bytes, int t, double bw_gbs, double alpha_us);
+
 /* Point-to-point send between pipeline stages: bytes / bw + alpha. */
 double send_seconds(double bytes, double bw_gbs, double alpha_us);
 
@@ -89,7 +93,8 @@ typedef struct {
     double seconds;           /* the whole iteration */
     double compute_s;         /* GEMMs + kernels + attention (incl. recompute), all micro-batches
                                  and the pipeline's idle share of them */
-    double comm_s;            /* TP collectives + pipeline sends + DP gradient all-reduce */
+    double comm_s;            /* TP collectives + ep all-to-alls + pipeline sends + DP gradient all-reduce */
+    double ep_comm_s;         /* the ep all-to-alls (expert parallelism), all micro-batches */
     double gemm_s, kernel_s, attn_s, recompute_s, tp_comm_s, pp_send_s, dp_comm_s, optim_s;
     double dp_total_s;        /* the emitted dp buckets' time (dp_comm_s: the part not hidden) */
     double dp_hidden_s;       /* the part of it that overlaps the rest of the backward */

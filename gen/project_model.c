@@ -105,6 +105,11 @@ double allgather_seconds(double bytes, int t, double bw_gbs, double alpha_us) {
     return (double)(t - 1) / t * bytes / (bw_gbs * 1e9) + (t - 1) * alpha_us * 1e-6;
 }
 
+double alltoall_seconds(double bytes, int t, double bw_gbs, double alpha_us) {
+    if (t <= 1 || bytes <= 0) return 0;
+    return (double)(t - 1) / t * bytes / (bw_gbs * 1e9) + (t - 1) * alpha_us * 1e-6;
+}
+
 double send_seconds(double bytes, double bw_gbs, double alpha_us) {
     if (bytes <= 0) return 0;
     return bytes / (bw_gbs * 1e9) + alpha_us * 1e-6;

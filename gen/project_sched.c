@@ -14,6 +14,7 @@
 /* What one pipeline stage spends on one micro-batch (forward + backward). */
 typedef struct {
     double gemm, kernel, attn, recompute, tp_comm;
+    double ep_comm;           /* the ep all-to-alls (on the critical path: the experts wait for them) */
     double flops, bytes_fwd, bytes_bwd;
     double params;
     /* the emitted dp gradient reduction (group=dp steps, last micro-batch only): all of it, the part
@@ -121,7 +122,7 @@ static int step_seconds(const Pricer *P, const Graph *g, const Op *o, Projection
         *t = hbm_seconds(P->c, P->gpu, kernel_bytes(g, o));
         return CAT_KERNEL;
     case OP_ALLREDUCE: case OP_ALLGATHER:
-        if (o->group == 1) return CAT_NONE;
+        if (o->group == 1 || o->group == 3) return CAT_NONE;   /* dp and edp buckets: the caller prices them */
         *t = o->kind == OP_ALLGATHER ? allgather_seconds((double)o->bytes, P->tp, P->tp_bw, P->tp_alpha)
                                      : allreduce_seconds((double)o->bytes, P->tp, P->tp_bw, P->tp_alpha);
         return CAT_TP;
@@ -287,6 +288,10 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     int dp_in_node = (long)tp * pp * dp <= per_node;
     double dp_bw = c->coll_eff * (dp_in_node ? gpu->nvlink_gbs : gpu->net_gbs);
     double dp_alpha = dp_in_node ? gpu->nvlink_latency_us : gpu->net_latency_us;
+    /* the ep group's link: NVLink when the tp x ep ranks of a group fit a node, else the network */
+    int ep = g->ep > 1 ? g->ep : 1, ep_in_node = (long)tp * ep <= per_node;
+    double ep_bw = c->coll_eff * (ep_in_node ? gpu->nvlink_gbs : gpu->net_gbs);
+    double ep_alpha = ep_in_node ? gpu->nvlink_latency_us : gpu->net_latency_us;
     int last_compute = -1;   /* the last backward compute step: dp buckets issued before it overlap compute */
     for (int i = g->nfwd_steps; i < g->nsteps; i++) {
         int k = g->steps[i].kind;
@@ -309,7 +314,10 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
         StageCost *s = &st[stage];
         double t = 0, flops = 0;
         int is_compute = 0;
-        if ((o->kind == OP_ALLREDUCE || o->kind == OP_ALLGATHER) && o->group == 1) {
+        if (o->kind == OP_ALLTOALL) {   /* every slot at capacity; (ep-1)/ep of it leaves the rank */
+            t = alltoall_seconds((double)o->bytes, ep, ep_bw, ep_alpha);
+            s->ep_comm += t;
+        } else if ((o->kind == OP_ALLREDUCE || o->kind == OP_ALLGATHER) && (o->group == 1 || o->group == 3)) {
             /* a dp bucket: priced on the dp link, once per optimizer step */
             t = allreduce_seconds((double)o->bytes, dp, dp_bw, dp_alpha);
             s->dp_comm += t;
@@ -350,7 +358,7 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     int slow = 0;
     double slow_t = -1;
     for (int s = 0; s < pp; s++) {
-        double t = st[s].gemm + st[s].kernel + st[s].attn + st[s].recompute + st[s].tp_comm;
+        double t = st[s].gemm + st[s].kernel + st[s].attn + st[s].recompute + st[s].tp_comm + st[s].ep_comm;
         if (t > slow_t) { slow_t = t; slow = s; }
     }
     const StageCost *S = &st[slow];
@@ -379,7 +387,7 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
             out->dp_hidden_s = hidden;
         }
     }
-    out->stage_s = S->gemm + S->kernel + S->attn + S->recompute + S->tp_comm;
+    out->stage_s = S->gemm + S->kernel + S->attn + S->recompute + S->tp_comm + S->ep_comm;
     int v = pp > 1 && r->pp_virtual > 1 ? r->pp_virtual : 1;
     /* the formula: v m + pp - 1 steps of the slowest stage's chunk (even split of the layers) */
     out->pipeline_formula_s = pp > 1 ? pp_formula_seconds(out->stage_s / v, send_s, m, pp, v) : m * out->stage_s;
@@ -408,9 +416,10 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     out->attn_s = scale * steps * S->attn;
     out->recompute_s = scale * steps * S->recompute;
     out->tp_comm_s = scale * steps * S->tp_comm;
+    out->ep_comm_s = scale * steps * S->ep_comm;
     out->pp_send_s = pp > 1 ? scale * ((double)v * m + pp - 1) * 2 * send_s : 0;
     out->compute_s = out->gemm_s + out->kernel_s + out->attn_s + out->recompute_s + out->optim_s;
-    out->comm_s = out->tp_comm_s + out->pp_send_s + out->dp_comm_s;
+    out->comm_s = out->tp_comm_s + out->ep_comm_s + out->pp_send_s + out->dp_comm_s;
     out->gemm_flops = m * S->flops;
     out->tp_bytes_fwd = m * S->bytes_fwd;
     out->tp_bytes_bwd = m * S->bytes_bwd;

@@ -45,7 +45,7 @@ static void collect(const Graph *g, LayoutFig *f) {
             if (o->kind == OP_GROUPED_GEMM) for (int i = 0; i < o->nmembers; i++) l0_gemm(f, &o->members[i], 1);
         }
         if (o->kind != OP_ALLREDUCE && o->kind != OP_ALLGATHER) continue;
-        if (o->group == 1) continue;   /* dp gradient reduction: dp_report */
+        if (o->group == 1 || o->group == 3) continue;   /* dp (and edp) gradient reduction: dp_report */
         int bwd = s >= g->nfwd_steps;
         if (o->layer == 0) add_coll(bwd ? &f->layer_bwd : &f->layer_fwd, o, g->tp);
         if (o->layer >= 0) add_coll(bwd ? &f->all_bwd : &f->all_fwd, o, g->tp);
@@ -143,6 +143,33 @@ static void mlp_colls(const Graph *g, int i, CollSum *fwd, CollSum *bwd) {
     }
 }
 
+/* Bytes of layer i's ep all-to-all steps (forward and backward, per rank and micro-batch, every E*C
+ * slot at capacity) in graph g. */
+static int64_t alltoall_bytes(const Graph *g, int i) {
+    int64_t b = 0;
+    for (int s = 0; s < g->nsteps; s++)
+        if (g->steps[s].kind == OP_ALLTOALL && g->steps[s].layer == i) b += g->steps[s].bytes;
+    return b;
+}
+
+/* The same from the emitted steps of the run under expert parallelism (btp, its ep or 2 when it has
+ * none, dp = ep) with the factors in `shared` shared: -1 (why in err) when that run cannot be built. */
+static int64_t ep_dispatch_bytes(const Run *run, int i, unsigned shared, char *why, size_t n) {
+    const Model *m = &run->model;
+    Run *r = malloc(sizeof *r);
+    if (!r) { snprintf(why, n, "out of memory"); return -1; }
+    *r = *run;
+    int ep = run->ep > 1 ? run->ep : m->moe_experts % 2 == 0 ? 2 : m->moe_experts;
+    r->ep = ep; r->dp = ep; r->pp = 1; r->zero = 0; r->layout = LAYOUT_BTP;
+    r->model.moe_shared = shared;
+    int st;
+    Graph *g = graph_build(r, LAYOUT_BTP, run->checkpoint, why, n, &st);
+    int64_t b = g ? alltoall_bytes(g, i) : -1;
+    graph_free(g);
+    free(r);
+    return b;
+}
+
 static void moe_section(const Run *run, const Graph *g, FILE *f, int json) {
     const Model *m = &run->model;
     int i = -1;
@@ -162,10 +189,13 @@ static void moe_section(const Run *run, const Graph *g, FILE *f, int json) {
     int64_t M = g->M, E = m->moe_experts, K = m->moe_top_k, C = moe_capacity(run);
     int64_t rgu = m->proj[i][PROJ_GATE].rank + m->proj[i][PROJ_UP].rank, rd = m->proj[i][PROJ_DOWN].rank;
     /* dispatch bytes per layer and micro-batch, forward + backward: tp-experts from the steps (this
-       run's MoE block collectives, per rank), expert parallelism from the closed forms (all slots) */
+       run's MoE block collectives, per rank); expert parallelism from the all-to-all steps of the run
+       built with ep (full tokens, all three factors shared) and, when the run has ep, its own */
     int64_t asz = (int64_t)ir_dtype_size(ir_act_dtype(g));
-    int64_t tpx = mf.bytes + mb.bytes, epf = 2 * asz * moe_dispatch_elems(run, i, 0);
-    int64_t eps = 2 * asz * moe_dispatch_elems(run, i, MOE_SHARE_GATE_A | MOE_SHARE_UP_A | MOE_SHARE_DOWN_B);
+    char whyf[512] = "", whys[512] = "";
+    int64_t tpx = mf.bytes + mb.bytes, epf = ep_dispatch_bytes(run, i, 0, whyf, sizeof whyf);
+    int64_t eps = ep_dispatch_bytes(run, i, MOE_SHARE_GATE_A | MOE_SHARE_UP_A | MOE_SHARE_DOWN_B, whys, sizeof whys);
+    int64_t epr = g->ep > 1 ? alltoall_bytes(g, i) : -1;
     int64_t psh = moe_expert_params(m, i, m->moe_shared), pun = moe_expert_params(m, i, 0);
     int64_t pall = moe_expert_params(m, i, MOE_SHARE_GATE_A | MOE_SHARE_UP_A | MOE_SHARE_DOWN_B);
     if (json) {
@@ -174,8 +204,9 @@ static void moe_section(const Run *run, const Graph *g, FILE *f, int json) {
         fprintf(f, "}, \"dense_mlp\": {");
         json_coll(f, "forward", &df, 1); json_coll(f, "backward", &db, 0);
         fprintf(f, "}, \"dispatch\": {\"tp_experts\": {\"bytes\": %" PRId64 "}, \"ep_full\": {\"bytes\": %" PRId64 "}, "
-                   "\"ep_shared\": {\"bytes\": %" PRId64 "}, \"params_shared\": %" PRId64 ", \"params_unshared\": %" PRId64
-                   ", \"params_all_shared\": %" PRId64 ", \"shared\": %u}},\n", tpx, epf, eps, psh, pun, pall, m->moe_shared);
+                   "\"ep_shared\": {\"bytes\": %" PRId64 "}, \"ep_run\": {\"ep\": %d, \"bytes\": %" PRId64 "}, \"params_shared\": %" PRId64
+                   ", \"params_unshared\": %" PRId64 ", \"params_all_shared\": %" PRId64 ", \"shared\": %u}},\n", tpx, epf, eps,
+                g->ep, epr, psh, pun, pall, m->moe_shared);
         return;
     }
     fprintf(f, "\n## MoE layers (btp)\n\nLayer %d's MLP is a mixture of %" PRId64 " low-rank experts, top-%" PRId64
@@ -206,13 +237,18 @@ static void moe_section(const Run *run, const Graph *g, FILE *f, int json) {
                 (m->moe_shared & 2) ? "up.A " : "", (m->moe_shared & 4) ? "down.B" : "");
     fprintf(f, "\nDispatch per MoE layer and micro-batch, forward + backward. tp-experts: this run's MoE block "
                "collectives per rank, counted from the emitted steps (the routing is replicated, no token moves). "
-               "Expert parallelism (not built; closed forms, docs/moe.md): the all-to-all volume of all E*C = %" PRId64
-               " slots, out and back, %" PRId64 "-byte elements: full tokens d out and d back; shared gate/up A and "
-               "down B: r_g+r_u out and r_d back. Expert parameters of the layer (router excluded):\n\n"
+               "Expert parallelism (parallel.ep, docs/moe.md): the `alltoall` steps of the layer emitted for the run "
+               "with ep, per rank, at capacity (all E*C = %" PRId64 " slots, out and back, %" PRId64 "-byte elements; "
+               "the runtime sends only the filled slots): full tokens carry d out and d back, shared gate/up A and down "
+               "B r_g+r_u out and r_d back. Expert parameters of the layer (router excluded; with ep each rank holds "
+               "1/ep of the unshared ones):\n\n"
                "| placement | dispatch bytes | expert parameters |\n|---|---:|---:|\n", E * C, asz);
     fprintf(f, "| tp-experts (this run, tp=%d) | ", g->tp); md_bytes(f, (double)tpx); fprintf(f, " | %" PRId64 " |\n", psh);
-    fprintf(f, "| ep, full tokens | "); md_bytes(f, (double)epf); fprintf(f, " | %" PRId64 " |\n", pun);
-    fprintf(f, "| ep, shared gate.A up.A down.B | "); md_bytes(f, (double)eps); fprintf(f, " | %" PRId64 " |\n", pall);
+    if (epr >= 0) { fprintf(f, "| ep=%d (this run) | ", g->ep); md_bytes(f, (double)epr); fprintf(f, " | %" PRId64 " |\n", psh); }
+    if (epf >= 0) { fprintf(f, "| ep, full tokens | "); md_bytes(f, (double)epf); fprintf(f, " | %" PRId64 " |\n", pun); }
+    else fprintf(f, "| ep, full tokens | n/a: %s | %" PRId64 " |\n", whyf, pun);
+    if (eps >= 0) { fprintf(f, "| ep, shared gate.A up.A down.B | "); md_bytes(f, (double)eps); fprintf(f, " | %" PRId64 " |\n", pall); }
+    else fprintf(f, "| ep, shared gate.A up.A down.B | n/a: %s | %" PRId64 " |\n", whys, pall);
 }
 
 /* Everything the report prints, gathered from the run's schedule and the other layouts'. */

@@ -127,7 +127,7 @@ static const Field TUNE_FIELDS[] = {
 static const Field RUN_FIELDS[] = {
     {"model", K_MODEL, 0, 0, 0, NULL, NULL, "a model name from specs/models, e.g. model = \"cola-llama-7b\""},
     {"gpu", K_GPU, 0, 0, 0, NULL, "h100", "a GPU name from specs/gpus"},
-    {"parallel", K_TABLE, 0, 0, 0, NULL, NULL, "{tp=, pp=, dp=, layout=, dp_bucket_mb=, dp_dtype=, zero=, stages=, virtual_stages=}"},
+    {"parallel", K_TABLE, 0, 0, 0, NULL, NULL, "{tp=, pp=, dp=, ep=, layout=, dp_bucket_mb=, dp_dtype=, zero=, stages=, virtual_stages=}"},
     {"features", K_TABLE, 0, 0, 0, NULL, NULL, "{online_rmsnorm=, group_linears=, checkpoint=}"},
     {"train", K_TABLE, 0, 0, 0, NULL, NULL, "{micro_batch=, seq=, lr=, steps=, ...}"},
     {"data", K_TABLE, 0, 0, 0, NULL, NULL, "{path=, val_fraction=} or a path"},
@@ -137,6 +137,7 @@ static const Field PARALLEL_FIELDS[] = {
     {"tp", K_INT, 1, 64, 0, NULL, "1", "tensor-parallel degree"},
     {"pp", K_INT, 1, MAX_LAYERS, 0, NULL, "1", "pipeline-parallel degree"},
     {"dp", K_INT, 1, 65536, 0, NULL, "1", "data-parallel degree"},
+    {"ep", K_INT, 1, 65536, 0, NULL, "1", "expert-parallel degree: groups of ep dp ranks share out an MoE layer's experts"},
     {"layout", K_CHOICE, 0, 0, 0, "megatron|naive|btp", NULL, "how layers are split across tp ranks"},
     {"dp_bucket_mb", K_NUM, 0, 65536, 1, NULL, "25", "MB of gradients per data-parallel all-reduce bucket (PyTorch DDP's 25)"},
     {"dp_dtype", K_CHOICE, 0, 0, 0, "fp32|bf16", "fp32", "dtype of the dp gradient reduction (bf16: half the bytes, ~2^-8 relative error)"},
@@ -188,7 +189,7 @@ static const Schema S_MODEL = {"model", MODEL_FIELDS}, S_COLA = {"cola", COLA_FI
 /* -D names and the field each one sets (table "run" = the run's top level). */
 typedef struct { const char *name; const Schema *schema; const char *key; } OverrideTarget;
 static const OverrideTarget OVERRIDES[] = {
-    {"tp", &S_PARALLEL, "tp"}, {"pp", &S_PARALLEL, "pp"}, {"dp", &S_PARALLEL, "dp"}, {"virtual_stages", &S_PARALLEL, "virtual_stages"},
+    {"tp", &S_PARALLEL, "tp"}, {"pp", &S_PARALLEL, "pp"}, {"dp", &S_PARALLEL, "dp"}, {"ep", &S_PARALLEL, "ep"}, {"virtual_stages", &S_PARALLEL, "virtual_stages"},
     {"layout", &S_PARALLEL, "layout"}, {"dp_bucket_mb", &S_PARALLEL, "dp_bucket_mb"}, {"zero", &S_PARALLEL, "zero"}, {"dp_dtype", &S_PARALLEL, "dp_dtype"},
     {"online_rmsnorm", &S_FEATURES, "online_rmsnorm"}, {"group_linears", &S_FEATURES, "group_linears"},
     {"checkpoint", &S_FEATURES, "checkpoint"},
@@ -1399,6 +1400,27 @@ static void check_run(Ctx *c, const Obj *par, const Obj *feat, const Obj *train)
     if (m->moe_experts && m->moe_ffn % r->tp)
         spec_error(c, tp_loc, "the experts' ffn (%d) of model %s must be divisible by tp (%d): each rank holds expert_ffn/tp",
                    m->moe_ffn, m->name, r->tp);
+    if (r->ep > 1) {   /* expert parallelism: docs/moe.md, "Expert parallelism" */
+        Loc eloc = key_loc(c, par, "ep");
+        if (!m->moe_experts)
+            spec_error(c, eloc, "ep (%d) shares out MoE experts, and model %s has no moe{} layers: drop ep or use an MoE model",
+                       r->ep, m->name);
+        if (m->moe_experts % r->ep)
+            spec_error(c, eloc, "ep (%d) must divide the %d experts of model %s: each ep rank holds experts/ep whole experts; "
+                       "choose ep dividing %d", r->ep, m->moe_experts, m->name, m->moe_experts);
+        if (r->dp % r->ep)
+            spec_error(c, eloc, "ep (%d) must divide dp (%d): an ep group is ep neighbouring dp ranks; set dp to a multiple "
+                       "of %d (e.g. -D dp=%d)", r->ep, r->dp, r->ep, r->ep);
+        if (r->layout != LAYOUT_BTP)
+            spec_error(c, eloc, "ep (%d) is built for layout \"btp\" only (layout %s keeps every expert on every rank): use "
+                       "layout = \"btp\" or drop ep", r->ep, layout_name(r->layout));
+        if (r->pp > 1)
+            spec_error(c, eloc, "ep (%d) with pp (%d) is not supported: the pipeline stages do not carry the ep all-to-alls; "
+                       "use pp = 1 or drop ep", r->ep, r->pp);
+        if (r->zero)
+            spec_error(c, eloc, "ep (%d) with zero = 1 is not supported: the expert gradients reduce over dp/ep ranks, which "
+                       "ZeRO-1 does not shard; use zero = 0 or drop ep", r->ep);
+    }
     if (r->pp > m->layers)
         spec_error(c, key_loc(c, par, "pp"), "pp (%d) is more than the %d layers of model %s: each pipeline stage needs at "
                    "least one layer; set pp to at most %d", r->pp, m->layers, m->name, m->layers);
@@ -1451,6 +1473,7 @@ static void read_run(Ctx *c, int run_src) {
     r->tp = get_int(c, &par, "tp");
     r->pp = get_int(c, &par, "pp");
     r->dp = get_int(c, &par, "dp");
+    r->ep = get_int(c, &par, "ep");
     r->dp_bucket_bytes = (int64_t)(get_num(c, &par, "dp_bucket_mb") * 1e6);
     r->zero = get_int(c, &par, "zero");
     r->dp_bf16 = get_choice(c, &par, "dp_dtype", 0) == 1;

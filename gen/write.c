@@ -52,8 +52,9 @@ static int append_kernel_table(FILE *report, const char *cu_path, char *err, siz
     static const char *archs[] = {"sm_80", "sm_90"};
     KernelStat *st = calloc(MAX_KERNEL_STATS, sizeof *st);
     if (!st) { free(src); snprintf(err, errlen, "out of memory"); return 1; }
-    fprintf(report, "\n## Kernels (NVRTC, registers per thread, static shared memory, spills)\n\n"
-                    "| kernel | arch | registers | smem (B) | spill stores/loads (B) |\n|---|---|---:|---:|---:|\n");
+    fprintf(report, "\n## Kernels (NVRTC, registers per thread, shared memory a block: static + dynamic, spills)\n\n"
+                    "| kernel | arch | registers | smem (B) | of it dynamic (B) | spill stores/loads (B) |\n"
+                    "|---|---|---:|---:|---:|---:|\n");
     int spills = 0;
     for (int a = 0; a < 2; a++) {
         char log[1 << 14];
@@ -62,8 +63,9 @@ static int append_kernel_table(FILE *report, const char *cu_path, char *err, siz
         for (int i = 0; i < k; i++) {
             if (!strncmp(st[i].name, "__", 2)) continue;   /* device helpers */
             spills += st[i].spill_stores || st[i].spill_loads;
-            fprintf(report, "| `%s` | %s | %d | %d | %d/%d |\n", st[i].name, archs[a], st[i].registers,
-                    st[i].smem_bytes, st[i].spill_stores, st[i].spill_loads);
+            const long long dyn = kernels_dynamic_smem(src, st[i].name);
+            fprintf(report, "| `%s` | %s | %d | %lld | %lld | %d/%d |\n", st[i].name, archs[a], st[i].registers,
+                    st[i].smem_bytes + dyn, dyn, st[i].spill_stores, st[i].spill_loads);
         }
     }
     fprintf(report, "\n%s\n", spills ? "Some kernels spill (see the last column): lower the block size or tile in the GPU spec's tuning."

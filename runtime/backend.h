@@ -28,6 +28,9 @@ typedef struct Backend {
      * runtime/plan.h); gather_shards: every member's shard of param buf goes to all members. With
      * zero=1 the backend keeps AdamW state for its shard only and adamw/grad_sq_norm cover the shard. */
     int (*reduce_scatter)(BackendRank *r, const CollArgs *c, void *buf);
+    /* Optional, expert parallelism (ep > 1 plans; NULL: the backend cannot run them): the ep group's
+     * all-to-all of routed slots (docs/plan-format.md "alltoall"; map: the token side's moe_src). */
+    int (*alltoall)(BackendRank *r, const CollArgs *c, void *src, void *dst, const void *map);
     int (*gather_shards)(BackendRank *r, const CollArgs *c, void *buf);
     /* Host <-> backend copies of whole tensors as fp32 (params, grads, inputs, loss). */
     int (*to_host)(BackendRank *r, int t, float *host);

@@ -664,9 +664,10 @@ static int slice_add_range(SliceList *l, CkptSlice s, int64_t cols, int64_t lo, 
     return open ? slice_add(l, run) : 0;
 }
 
-int ckpt_plan_slices(const Plan *p, CkptSlice **out) {
-    SliceList l = {0};
-    int world = p->dp * p->tp, zero = p->zero && p->dp > 1;
+/* The slices of one plan's ranks: its canon c is canon canon0 + c of the checkpoint, its grid rank g
+ * (tp fastest, then dp) is grid rank rank0 + g, and its params are those of pipeline stage `stage`. */
+static int plan_slices(SliceList *l, const Plan *p, int canon0, int rank0, int stage) {
+    int world = p->dp * p->tp, zero = p->zero && p->dp > 1, ep = p->ep > 1 ? p->ep : 1;
     for (int g = 0; g < world; g++) {
         int t = g % p->tp, d = (g / p->tp) % p->dp;
         for (int q = 0; q < p->nparams; q++) {
@@ -676,20 +677,39 @@ int ckpt_plan_slices(const Plan *p, CkptSlice **out) {
             for (int k = 0; k < pp->nparts; k++) {
                 const PlanPart *pt = &p->parts[pp->first_part + k];
                 if (pt->rep && t != 0) continue;   // every tp rank holds it: tp rank 0 writes it
-                CkptSlice s = {pt->canon, 0, rank_int(pt->r0, t), rank_int(pt->r1, t), rank_int(pt->c0, t),
-                               rank_int(pt->c1, t), g, q, rank_int(pt->lr, t), rank_int(pt->lc, t)};
+                if (pt->ep >= 0 && d % ep != pt->ep) continue;   // expert parallelism: its ep rank's ranks hold it
+                CkptSlice s = {canon0 + pt->canon, 0, rank_int(pt->r0, t), rank_int(pt->r1, t), rank_int(pt->c0, t),
+                               rank_int(pt->c1, t), rank0 + g, q, rank_int(pt->lr, t), rank_int(pt->lc, t), stage};
                 for (int slot = 0; slot < 3; slot++) {
                     s.slot = slot;
                     int rc = 0;
                     // zero=1: every slot by the dp rank whose shard holds it (the fp32 masters may
-                    // exist only there: the CUDA backend shards them); else the dp ranks hold the
-                    // same values and dp rank 0 writes them
-                    if (zero) rc = slice_add_range(&l, s, pp->cols, lo, hi);
-                    else if (d == 0) rc = slice_add(&l, s);
-                    if (rc) { free(l.v); *out = NULL; return -1; }
+                    // exist only there: the CUDA backend shards them); else the dp ranks (of one ep
+                    // rank) hold the same values and the first of them writes them
+                    if (zero) rc = slice_add_range(l, s, pp->cols, lo, hi);
+                    else if (pt->ep >= 0 ? d < ep : d == 0) rc = slice_add(l, s);
+                    if (rc) return -1;
                 }
             }
         }
+    }
+    return 0;
+}
+
+int ckpt_plan_slices(const Plan *p, CkptSlice **out) {
+    SliceList l = {0};
+    if (plan_slices(&l, p, 0, 0, 0)) { free(l.v); *out = NULL; return -1; }
+    *out = l.v;
+    return l.n;
+}
+
+int ckpt_pipeline_slices(Plan *const *stages, int nstages, int pp, CkptSlice **out) {
+    SliceList l = {0};
+    int canon0 = 0;
+    for (int s = 0; s < nstages; s++) {
+        const Plan *p = stages[s];
+        if (plan_slices(&l, p, canon0, (s % pp) * p->dp * p->tp, s)) { free(l.v); *out = NULL; return -1; }
+        canon0 += p->ncanons;
     }
     *out = l.v;
     return l.n;
@@ -729,8 +749,10 @@ static int write_index(const char *path, const StEntry *canons, int n, const Ckp
     if (!f) { snprintf(err, errlen, "%s: cannot create: %s", path, order ? strerror(errno) : "out of memory"); free(order); return 1; }
     for (int i = 0; i < sh->nslices; i++) order[i] = &sh->slices[i];
     qsort(order, (size_t)sh->nslices, sizeof *order, cmp_slice_order);
-    fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": 1,\n  \"ranks\": %d,\n  \"grid\": {\"dp\": %d, \"tp\": %d, \"zero\": %d},\n"
-            "  \"tensors\": {", CKPT_INDEX_FORMAT, sh->world, sh->dp, sh->tp, sh->zero);
+    fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": 1,\n  \"ranks\": %d,\n  \"grid\": {\"dp\": %d, ", CKPT_INDEX_FORMAT,
+            sh->world, sh->dp);
+    if (sh->pp > 1) fprintf(f, "\"pp\": %d, ", sh->pp);
+    fprintf(f, "\"tp\": %d, \"zero\": %d},\n  \"tensors\": {", sh->tp, sh->zero);
     static const char *kinds[3] = {"param", "adam_m", "adam_v"};
     char name[200], key[300], file[64];
     int j = 0, first = 1;
@@ -740,8 +762,11 @@ static int write_index(const char *path, const StEntry *canons, int n, const Ckp
             fprintf(f, "%s\n    ", first ? "" : ",");
             first = 0;
             json_write_string(f, name);
-            fprintf(f, ": {\"kind\": \"%s\", \"shape\": [%lld, %lld], \"slices\": [", kinds[slot], (long long)canons[c].rows,
+            fprintf(f, ": {\"kind\": \"%s\", \"shape\": [%lld, %lld], ", kinds[slot], (long long)canons[c].rows,
                     (long long)canons[c].cols);
+            if (sh->pp > 1 && j < sh->nslices && order[j]->slot == slot && order[j]->canon == c)   // the stage whose files hold it
+                fprintf(f, "\"stage\": %d, ", order[j]->stage);
+            fprintf(f, "\"slices\": [");
             for (int k = 0; j < sh->nslices && order[j]->slot == slot && order[j]->canon == c; j++, k++) {
                 const CkptSlice *s = order[j];
                 slice_key(canons, s, key, sizeof key);

@@ -117,7 +117,8 @@ int ckpt_remove_tree(const char *path);
  * blocks every tp rank holds (rep=1) by tp rank 0 only), index.json (every tensor ->
  * its slices: file, key in that file, rows and cols of the canonical tensor) and state.json with
  * "storage": "sharded" and the CRC-32C of every file. Tensors in a rank file are named
- * "NAME[r0:r1,c0:c1]" ("m.NAME[..]", "v.NAME[..]" for the moments), shape [r1-r0, c1-c0], F32. */
+ * "NAME[r0:r1,c0:c1]" ("m.NAME[..]", "v.NAME[..]" for the moments), shape [r1-r0, c1-c0], F32.
+ * With pp > 1 every (stage, dp, tp) rank writes the blocks of its stage(s) only. */
 #define CKPT_INDEX "index.json"
 #define CKPT_INDEX_FORMAT "boost-checkpoint-index"
 
@@ -127,11 +128,17 @@ typedef struct {
     int rank;                 /* the grid rank that writes it */
     int param;                /* that rank's local param (index into Plan.params) holding the block */
     int64_t lr, lc;           /* the block's first row and column in that local param */
+    int stage;                /* pp > 1: the pipeline stage whose plan `param` indexes (0 otherwise) */
 } CkptSlice;
 
 /* The slices each grid rank of plan p owns (see above); every element of every canon and moment is
  * in exactly one slice. *out is malloc'ed (free it). Returns the count, -1 when out of memory. */
 int ckpt_plan_slices(const Plan *p, CkptSlice **out);
+/* The same over a pipeline's stages (pp > 1): stage s's plan (a dp x tp grid, pp=1) runs on pipeline
+ * rank s % pp, whose grid ranks are (s % pp)*dp*tp + d*tp + t (runtime/grid.h), so a rank file holds
+ * the blocks of every stage of its pipeline rank (interleaved: several). Stage s's canon c is canon
+ * (ncanons of stages 0..s-1) + c of the checkpoint (the pipeline's canon order, runtime/pipeline.h). */
+int ckpt_pipeline_slices(Plan *const *stages, int nstages, int pp, CkptSlice **out);
 
 /* Fill a slice's (r1-r0)*(c1-c0) floats, row-major; 0, or non-zero to abort (2: not finite). */
 typedef int (*CkptSliceFn)(void *ctx, const CkptSlice *s, float *out);
@@ -148,6 +155,8 @@ typedef struct {
     CkptSumFn sum;            /* needed when nprocs > 1 */
     void *ctx;
     int64_t *rank_bytes;      /* optional out [world]: bytes of each rank's file (0: it owns nothing) */
+    int pp;                   /* pipeline ranks (0 or 1: none); pp > 1 adds "pp" to the index's grid and
+                               * each tensor's "stage" (world = dp x pp x tp) */
 } CkptShards;
 
 /* Save step st->step as a sharded folder: each process writes its ranks' files into the temporary

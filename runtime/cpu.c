@@ -34,7 +34,7 @@ typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int aborted, refs, ngroups;
-    CpuGroup *groups;         /* [ngroups]: the tp groups, then the dp groups */
+    CpuGroup *groups;         /* [ngroups]: the tp groups, the dp groups, then (by first member) the ep and edp groups */
     CommMpi *world;           /* multi-process mode: the processes this Engine's grid spans (comm_mpi_scope) */
 } CpuComm;
 
@@ -46,7 +46,7 @@ struct BackendRank {
     float **m, **v;               /* per param: AdamW state */
     float *scratch; size_t scratch_elems;
     CpuComm *comm;
-    CpuGroup *grp[GROUP_COUNT];   /* this rank's tp and dp groups (pp: unused) */
+    CpuGroup *grp[GROUP_COUNT];   /* this rank's tp, dp, ep and edp groups (pp: unused) */
     int gidx[GROUP_COUNT];        /* its index in each */
     int zero;                     /* zero=1 at dp > 1: m, v hold this dp rank's shard only (zero_shard) */
     char err[512];
@@ -167,16 +167,17 @@ static int cpu_grid_init(BackendRank **ranks, const Grid *grid, char *err, size_
     if (here == 1 && grid->world > 1) return mpi_grid_init(ranks[mine], grid, mine, err, errlen);
     if (here != grid->world) { snprintf(err, errlen, "cpu backend: %d of %d ranks in this process", here, grid->world); return -1; }
     CpuComm *c = calloc(1, sizeof *c);
-    int ntp = grid->world / grid->tp, ndp = grid->world / grid->dp;
-    if (c) c->groups = calloc((size_t)(ntp + ndp), sizeof *c->groups);
+    int ntp = grid->world / grid->tp, ndp = grid->world / grid->dp, ep = grid->ep > 1 ? grid->ep : 1;
+    /* ep and edp groups: one slot per grid rank each, numbered by the group's first member */
+    if (c) c->groups = calloc((size_t)(ntp + ndp + 2 * grid->world), sizeof *c->groups);
     if (!c || !c->groups) { free(c); snprintf(err, errlen, "cpu backend: out of memory"); return -1; }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
-    c->ngroups = ntp + ndp;
+    c->ngroups = ntp + ndp + 2 * grid->world;
     c->refs = grid->world;
     int bad = 0;
     for (int i = 0; i < c->ngroups; i++) {
-        c->groups[i].n = i < ntp ? grid->tp : grid->dp;
+        c->groups[i].n = i < ntp ? grid->tp : i < ntp + ndp ? grid->dp : i < ntp + ndp + grid->world ? ep : grid->dp / ep;
         if (!(c->groups[i].ptr = calloc((size_t)c->groups[i].n, sizeof(void *)))) bad = 1;
     }
     for (int r = 0; r < grid->world; r++) {
@@ -188,6 +189,10 @@ static int cpu_grid_init(BackendRank **ranks, const Grid *grid, char *err, size_
         R->grp[GROUP_DP] = &c->groups[ntp + gc.pp_rank * grid->tp + gc.tp_rank];
         R->gidx[GROUP_TP] = gc.tp_rank;
         R->gidx[GROUP_DP] = gc.dp_rank;
+        R->grp[GROUP_EP] = &c->groups[ntp + ndp + gc.first[GROUP_EP]];
+        R->grp[GROUP_EDP] = &c->groups[ntp + ndp + grid->world + gc.first[GROUP_EDP]];
+        R->gidx[GROUP_EP] = gc.index[GROUP_EP];
+        R->gidx[GROUP_EDP] = gc.index[GROUP_EDP];
     }
     if (bad) {
         for (int r = 0; r < grid->world; r++) ranks[r]->comm = NULL;
@@ -218,16 +223,16 @@ static int mpi_grid_init(BackendRank *r, const Grid *grid, int wrank, char *err,
         return -1;
     }
     CpuComm *c = calloc(1, sizeof *c);
-    if (c) c->groups = calloc(2, sizeof *c->groups);   /* [0] this rank's tp group, [1] its dp group */
+    if (c) c->groups = calloc(4, sizeof *c->groups);   /* this rank's tp, dp, ep and edp groups */
     if (!c || !c->groups) { free(c); snprintf(err, errlen, "cpu backend: out of memory"); return -1; }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
-    c->ngroups = 2;
+    c->ngroups = 4;
     c->refs = 1;
     c->world = world;
     r->comm = c;
-    const int kinds[2] = {GROUP_TP, GROUP_DP};
-    for (int i = 0; i < 2; i++) {
+    const int kinds[4] = {GROUP_TP, GROUP_DP, GROUP_EP, GROUP_EDP};
+    for (int i = 0; i < 4; i++) {
         int k = kinds[i];
         c->groups[i].n = gc.size[k];
         r->grp[k] = &c->groups[i];
@@ -454,12 +459,21 @@ static int cpu_world_allreduce_host(BackendRank *r, void *host, int64_t n, int i
     return rc ? mpi_fail(r, "a sum over the processes") : 0;
 }
 
+/* scale=S (expert gradients over group=edp): the sum times S, after the sum as at every group size. */
+static int scaled(const CollArgs *c, void *buf, int rc) {
+    if (!rc && c->scale > 0) {
+        float *x = buf, s = (float)c->scale;
+        for (int64_t i = 0; i < c->elems; i++) x[i] *= s;
+    }
+    return rc;
+}
+
 static int cpu_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
     CpuGroup *g = r->grp[c->group];
     int n = g ? g->n : (c->group == GROUP_TP ? r->tp : 1);
-    if (n == 1) return 0;
+    if (n == 1) return scaled(c, buf, 0);
     if (!g) return rfail(r, "allreduce: the ranks were never grouped (group_init not called)");
-    if (g->mpi) return mpi_group_sum(r, g, r->gidx[c->group], c, buf, 1);
+    if (g->mpi) return scaled(c, buf, mpi_group_sum(r, g, r->gidx[c->group], c, buf, 1));
     size_t ne = (size_t)c->elems;
     float *sum = scratch(r, ne);
     if (!sum) return rfail(r, "allreduce: out of memory");
@@ -468,6 +482,110 @@ static int cpu_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
     ordered_sum(sum, g->ptr, 0, n, (int64_t)ne, c->avg, wire16_of(r, c));
     if (group_barrier(r->comm, g)) return rfail(r, "allreduce abandoned: another rank failed");
     memcpy(buf, sum, ne * sizeof *sum);
+    return scaled(c, buf, 0);
+}
+
+/* ---- expert parallelism: the ep all-to-all (docs/plan-format.md "alltoall") ---- */
+
+/* Filled slots of each of the E experts in a token side's map [E*C] (the router fills an expert's
+ * slots from the first: the count is the run of entries >= 0 from its first slot). */
+static void ep_counts(const float *map, int64_t E, int64_t C, int *cnt) {
+    for (int64_t e = 0; e < E; e++) {
+        int k = 0;
+        while (k < C && map[e * C + k] >= 0) k++;
+        cnt[e] = k;
+    }
+}
+
+/* Rows of one (source q, expert e) block: where they sit on the token side and on the owner. */
+static int64_t ep_tok_row(int64_t e, int64_t C) { return e * C; }
+
+/* Over MPI: each member's counts to all (an all-gather of E values), then one MPI_Alltoallv of the
+ * filled rows packed per destination; the receiver unpacks them into its slot layout, zeros elsewhere. */
+static int mpi_alltoall(BackendRank *r, CpuGroup *g, const CollArgs *c, const float *src, float *dst, const float *map) {
+    int n = g->n, me = r->gidx[GROUP_EP];
+    int64_t E = c->experts, C = c->capacity, El = E / n, w = c->cols;
+    float *mc = malloc((size_t)E * sizeof *mc + 4), *allc = malloc((size_t)(E * n) * sizeof *allc + 4);
+    int *cnt = malloc((size_t)(E * n) * sizeof *cnt + 4), *sc = malloc((size_t)(4 * n) * sizeof *sc);
+    float *sbuf = malloc((size_t)(E * C * w) * sizeof *sbuf + 4), *rbuf = malloc((size_t)(E * C * w) * sizeof *rbuf + 4);
+    int rc = -1;
+    if (!mc || !allc || !cnt || !sc || !sbuf || !rbuf) { rfail(r, "alltoall over MPI: out of memory"); goto done; }
+    if (E * C * w * 4 > 2147483647LL) { rfail(r, "alltoall over MPI: more than 2 GiB in one call; use a smaller micro_batch"); goto done; }
+    ep_counts(map, E, C, cnt);
+    for (int64_t e = 0; e < E; e++) mc[e] = (float)cnt[e];
+    if (comm_mpi_allgather(g->mpi, mc, allc, E, COMM_F32)) { mpi_fail(r, "alltoall counts"); goto done; }
+    for (int64_t i = 0; i < E * n; i++) cnt[i] = (int)allc[i];   /* cnt[q*E + e]: source q's filled slots of expert e */
+    int *scnt = sc, *sdis = sc + n, *rcnt = sc + 2 * n, *rdis = sc + 3 * n;
+    int64_t so = 0, ro = 0;
+    for (int q = 0; q < n; q++) {   /* pack what goes to q; size what comes from q */
+        int64_t s0 = so, r0 = ro;
+        for (int64_t j = 0; j < El; j++) {
+            if (!c->way) {   /* out: my slots of q's experts */
+                int64_t e = q * El + j, k = cnt[me * E + e];
+                memcpy(sbuf + so * w, src + ep_tok_row(e, C) * w, (size_t)(k * w) * sizeof *sbuf);
+                so += k;
+                ro += cnt[q * E + me * El + j];
+            } else {         /* back: q's slots of my experts */
+                int64_t k = cnt[q * E + me * El + j];
+                memcpy(sbuf + so * w, src + ep_owner_row(j, q, n, C) * w, (size_t)(k * w) * sizeof *sbuf);
+                so += k;
+                ro += cnt[me * E + q * El + j];
+            }
+        }
+        scnt[q] = (int)((so - s0) * w * 4); sdis[q] = (int)(s0 * w * 4);
+        rcnt[q] = (int)((ro - r0) * w * 4); rdis[q] = (int)(r0 * w * 4);
+    }
+    if (comm_mpi_alltoallv(g->mpi, sbuf, scnt, sdis, rbuf, rcnt, rdis)) { mpi_fail(r, "alltoall"); goto done; }
+    memset(dst, 0, (size_t)(E * C * w) * sizeof *dst);
+    ro = 0;
+    for (int q = 0; q < n; q++)
+        for (int64_t j = 0; j < El; j++) {
+            int64_t row = !c->way ? ep_owner_row(j, q, n, C) : ep_tok_row(q * El + j, C);
+            int64_t k = !c->way ? cnt[q * E + me * El + j] : cnt[me * E + q * El + j];
+            memcpy(dst + row * w, rbuf + ro * w, (size_t)(k * w) * sizeof *dst);
+            ro += k;
+        }
+    rc = 0;
+done:
+    free(mc); free(allc); free(cnt); free(sc); free(sbuf); free(rbuf);
+    return rc;
+}
+
+/* Threads: every member publishes its src and map; each one pulls the filled rows it receives.
+ * way=out: owner me takes, for local expert j and source q, q's filled slots of expert me*El+j into
+ * rows (j*ep + q)*C..; way=back: token side me takes its filled slots of expert e = p*El+j back from
+ * owner p's rows (j*ep + me)*C... Unfilled rows are zero. */
+static int cpu_alltoall(BackendRank *r, const CollArgs *c, void *srcp, void *dstp, const void *mapp) {
+    CpuGroup *g = r->grp[GROUP_EP];
+    int n = g ? g->n : 1, me = g ? r->gidx[GROUP_EP] : 0;
+    int64_t E = c->experts, C = c->capacity, w = c->cols;
+    if (E % n) return rfail(r, "alltoall: the experts do not divide over the ep group");
+    int64_t El = E / n;
+    const float *src = srcp, *map = mapp;
+    float *dst = dstp;
+    if (g && g->mpi) return mpi_alltoall(r, g, c, src, dst, map);
+    struct { const float *src, *map; } mine = {src, map};
+    if (n > 1) {
+        g->ptr[me] = &mine;
+        if (group_barrier(r->comm, g)) return rfail(r, "alltoall abandoned: another rank failed");
+    }
+    int *cnt = malloc((size_t)E * sizeof *cnt + 4);
+    if (!cnt) { if (n > 1) group_barrier(r->comm, g); return rfail(r, "alltoall: out of memory"); }
+    if (c->way) ep_counts(map, E, C, cnt);   /* back: my own slots decide what returns */
+    for (int q = 0; q < n; q++) {
+        const float *qsrc = n > 1 ? ((const float *const *)g->ptr[q])[0] : src;
+        const float *qmap = n > 1 ? ((const float *const *)g->ptr[q])[1] : map;
+        if (!c->way) ep_counts(qmap, E, C, cnt);   /* out: source q's slots */
+        for (int64_t j = 0; j < El; j++) {
+            int64_t e = c->way ? q * El + j : me * El + j, k = cnt[e];
+            int64_t from = c->way ? ep_owner_row(j, me, n, C) : ep_tok_row(e, C);
+            int64_t to = c->way ? ep_tok_row(e, C) : ep_owner_row(j, q, n, C);
+            memcpy(dst + to * w, qsrc + from * w, (size_t)(k * w) * sizeof *dst);
+            memset(dst + (to + k) * w, 0, (size_t)((C - k) * w) * sizeof *dst);
+        }
+    }
+    free(cnt);
+    if (n > 1 && group_barrier(r->comm, g)) return rfail(r, "alltoall abandoned: another rank failed");
     return 0;
 }
 
@@ -607,6 +725,7 @@ static int cpu_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
 static double cpu_grad_sq_norm(BackendRank *r) {
     const Plan *p = r->p;
     double s = 0;
+    int ep = p->ep > 1 ? p->ep : 1, dpr = r->grp[GROUP_DP] ? r->gidx[GROUP_DP] : 0;
     for (int i = 0; i < p->nparams; i++) {
         const PlanParam *pp = &p->params[i];
         const float *g = r->ptr[pp->grad];
@@ -615,6 +734,7 @@ static double cpu_grad_sq_norm(BackendRank *r) {
         for (int q = 0; q < pp->nparts; q++) {
             const PlanPart *pt = &p->parts[pp->first_part + q];
             if (pt->rep && r->rank != 0) continue;
+            if (ep > 1 && (pt->ep >= 0 ? pt->ep != dpr % ep : dpr != 0)) continue;   /* each block once over the first ep group */
             int64_t h = rank_int(pt->r1, r->rank) - rank_int(pt->r0, r->rank);
             int64_t w = rank_int(pt->c1, r->rank) - rank_int(pt->c0, r->rank);
             int64_t lr = rank_int(pt->lr, r->rank), lc = rank_int(pt->lc, r->rank);
@@ -686,6 +806,7 @@ const Backend backend_cpu = {
     .grouped_gemm = cpu_grouped_gemm,
     .kernel = cpu_kernel,
     .allreduce = cpu_allreduce,
+    .alltoall = cpu_alltoall,
     .allgather = cpu_allgather,
     .reduce_scatter = cpu_reduce_scatter,
     .gather_shards = cpu_gather_shards,

@@ -43,13 +43,14 @@ static int nccl_ok;
 static void nccl_load(void) { nccl_ok = nccl_api_load(&nccl, nccl_why, sizeof nccl_why) == 0; }
 
 /* ---------------- the shared module (one per process) ---------------- */
-typedef struct { char name[96]; CUfunction fn; } FnEntry;
+typedef struct { char name[96]; CUfunction fn; int64_t dyn_max; } FnEntry;   /* dyn_max: its raised limit (0: 48 KiB) */
 static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     CUcontext ctx;
     CUdevice dev;
     CUmodule mod;
     char arch[16];
+    int smem_optin;            /* the device's most shared memory a block may opt in to (bytes) */
     char src_path[1100];
     FnEntry *fns; int nfns, capfns;
     int users;
@@ -251,6 +252,7 @@ static int shared_open(const Plan *p, char *err, size_t errlen) {
     if ((rc = api.cuDeviceGet(&shared.dev, ord)) != 0 ||
         (rc = api.cuDeviceGetAttribute(&ccmaj, 75 /* COMPUTE_CAPABILITY_MAJOR */, shared.dev)) != 0 ||
         (rc = api.cuDeviceGetAttribute(&ccmin, 76 /* COMPUTE_CAPABILITY_MINOR */, shared.dev)) != 0 ||
+        (rc = api.cuDeviceGetAttribute(&shared.smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN_, shared.dev)) != 0 ||
         (rc = api.cuDevicePrimaryCtxRetain(&shared.ctx, shared.dev)) != 0 ||
         (rc = api.cuCtxSetCurrent(shared.ctx)) != 0) {
         snprintf(err, errlen, "CUDA device %d cannot be opened (%s): use --backend cpu", ord, cu_str(rc));
@@ -322,6 +324,7 @@ static CUfunction get_fn(const char *name) {
         }
         if (shared.nfns < shared.capfns) {
             snprintf(shared.fns[shared.nfns].name, sizeof shared.fns[0].name, "%s", name);
+            shared.fns[shared.nfns].dyn_max = 0;
             shared.fns[shared.nfns++].fn = fn;
         }
     } else if (!fn) fn = NULL;
@@ -1236,12 +1239,39 @@ static int cuda_grouped_gemm(BackendRank *r, int n, const GemmArgs *g, void **A,
 }
 
 /* ---------------- fused kernels ---------------- */
+/* Dynamic shared memory above the 48 KiB every function gets (the attention tiles, gen/kernels.c):
+ * the device's opt-in maximum must hold it, and the function's limit is raised with
+ * cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) before its first such launch (once per size). */
+static int raise_dyn_smem(BackendRank *r, const char *name, CUfunction fn, int64_t smem) {
+    if (smem <= 48 * 1024) return 0;
+    int64_t have = 0;
+    pthread_mutex_lock(&shared_mu);
+    for (int i = 0; i < shared.nfns; i++) if (shared.fns[i].fn == fn) have = shared.fns[i].dyn_max;
+    pthread_mutex_unlock(&shared_mu);
+    if (have >= smem) return 0;
+    if (smem > shared.smem_optin)
+        return rfail(r, "kernel %s needs %lld B of shared memory a block, but this device (%s) allows at most %d B: "
+                     "regenerate the plan with a GPU spec of arch \"%s\" (boost gen then picks attention tiles within "
+                     "%d B), or lower tune.attn_block_q / attn_block_k in the plan's GPU spec",
+                     name, (long long)smem, shared.arch, shared.smem_optin, shared.arch, shared.smem_optin);
+    CUresult rc = api.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES_, (int)smem);
+    if (rc)
+        return rfail(r, "cuFuncSetAttribute(kernel %s, MAX_DYNAMIC_SHARED_SIZE_BYTES, %lld) failed on %s (opt-in maximum "
+                     "%d B): %s (CUDA error %d)", name, (long long)smem, shared.arch, shared.smem_optin, cu_str(rc), (int)rc);
+    pthread_mutex_lock(&shared_mu);
+    for (int i = 0; i < shared.nfns; i++) if (shared.fns[i].fn == fn) shared.fns[i].dyn_max = smem;
+    pthread_mutex_unlock(&shared_mu);
+    return 0;
+}
+
 static int launch_on(BackendRank *r, CUstream s, const char *name, int64_t grid, int64_t block, int64_t smem, void **args) {
     CUfunction fn = get_fn(name);
     if (!fn) return rfail(r, "kernel %s is not in %s: regenerate the plan and kernels with 'boost gen'", name, shared.src_path);
     if (grid <= 0 || grid > 0x7fffffff || block <= 0 || block > 1024)
         return rfail(r, "kernel %s: launch configuration out of range (grid %lld, block %lld)", name, (long long)grid,
                      (long long)block);
+    if (smem < 0 || smem > 0x7fffffff) return rfail(r, "kernel %s: dynamic shared memory %lld B out of range", name, (long long)smem);
+    if (raise_dyn_smem(r, name, fn, smem)) return -1;
     CUresult rc = api.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, (unsigned)smem, s, args, NULL);
     if (rc) return rfail(r, "cuLaunchKernel of kernel %s (grid %lld, block %lld, dynamic shared %lld B) failed: %s (CUDA error %d)",
                          name, (long long)grid, (long long)block, (long long)smem, cu_str(rc), (int)rc);
@@ -1316,18 +1346,22 @@ static double now_s(void) {
 }
 
 int cuda_time_kernel(BackendRank *r, void *module, const char *name, const KernelArgs *k, void **ops,
-                     int64_t grid, int64_t block, int reps, double *seconds) {
+                     int64_t grid, int64_t block, int64_t smem, int reps, double *seconds) {
     if (ctx_set(r, "timing a kernel")) return -1;
     CUfunction fn = NULL;
     CU(r, api.cuModuleGetFunction(&fn, (CUmodule)module, name));
     LaunchArgs la;
     if (kernel_args(r, k, ops, &la)) return -1;
-    if (grid <= 0 || grid > 0x7fffffff || block <= 0 || block > 1024) return rfail(r, "%s: launch out of range", name);
-    CU(r, api.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, 0, r->stream, la.args, NULL));   /* warm-up */
+    if (grid <= 0 || grid > 0x7fffffff || block <= 0 || block > 1024 || smem < 0 || smem > shared.smem_optin)
+        return rfail(r, "%s: launch out of range (grid %lld, block %lld, dynamic shared %lld B)", name, (long long)grid,
+                     (long long)block, (long long)smem);
+    if (smem > 48 * 1024)   /* a candidate module's own function: raised here, not cached */
+        CU(r, api.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES_, (int)smem));
+    CU(r, api.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, (unsigned)smem, r->stream, la.args, NULL));   /* warm-up */
     CU(r, api.cuStreamSynchronize(r->stream));
     double t0 = now_s();
     for (int i = 0; i < reps; i++)
-        CU(r, api.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, 0, r->stream, la.args, NULL));
+        CU(r, api.cuLaunchKernel(fn, (unsigned)grid, 1, 1, (unsigned)block, 1, 1, (unsigned)smem, r->stream, la.args, NULL));
     CU(r, api.cuStreamSynchronize(r->stream));
     *seconds = (now_s() - t0) / (reps > 0 ? reps : 1);
     return 0;

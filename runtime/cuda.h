@@ -19,6 +19,6 @@ void *cuda_module_load(const char *src, char *err, size_t errlen);
 void cuda_module_free(void *module);
 const char *cuda_device_arch(void);
 int cuda_time_kernel(struct BackendRank *r, void *module, const char *name, const KernelArgs *k, void **ops,
-                     int64_t grid, int64_t block, int reps, double *seconds);
+                     int64_t grid, int64_t block, int64_t smem, int reps, double *seconds);
 
 #endif

@@ -41,6 +41,7 @@ int cuda_api_load(CudaApi *a, char *why, size_t n) {
     SYM(hd, cuStreamQuery); SYM(hd, cuStreamWaitEvent); SYM(hd, cuEventCreate); SYM(hd, cuEventDestroy_v2);
     SYM(hd, cuEventRecord); SYM(hd, cuMemcpyHtoDAsync_v2); SYM(hd, cuMemcpyDtoHAsync_v2);
     SYM(hd, cuModuleLoadData); SYM(hd, cuModuleUnload); SYM(hd, cuModuleGetFunction); SYM(hd, cuLaunchKernel);
+    SYM(hd, cuFuncSetAttribute);
     SYM(hd, cuGetErrorString);
     const char *blas[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
     void *hb = env_blas && *env_blas ? dlopen(env_blas, RTLD_NOW | RTLD_LOCAL) : open_first(blas, 3, nvrtc_cuda_home());

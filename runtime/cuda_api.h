@@ -21,6 +21,8 @@ typedef unsigned long long CUdeviceptr;
 #endif
 
 enum { CU_MEMORYTYPE_HOST_ = 1, CU_MEMORYTYPE_DEVICE_ = 2 };
+/* dynamic shared memory above 48 KiB: the function's limit (cuFuncSetAttribute) and the device's most */
+enum { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES_ = 8, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN_ = 97 };
 enum { CUDA_ERROR_NOT_READY_ = 600, CU_EVENT_DISABLE_TIMING_ = 2, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL_ = 1 };
 
 /* Same layout as cuda.h's CUDA_MEMCPY2D (checked against the header in tests/unit/test_cuda_backend.c). */
@@ -82,6 +84,7 @@ typedef struct {
     CUresult (*cuModuleLoadData)(CUmodule *, const void *);
     CUresult (*cuModuleUnload)(CUmodule);
     CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+    CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
     CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                CUstream, void **, void **);
     CUresult (*cuGetErrorString)(CUresult, const char **);

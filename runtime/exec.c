@@ -65,6 +65,9 @@ struct Engine {
 /* The tensor-parallel rank of grid rank `rank` (what %r means in the plan) and its dp rank. */
 static int tp_of(const Engine *e, int rank) { return rank % e->tp; }
 static int dp_of(const Engine *e, int rank) { return (rank / e->tp) % e->grid.dp; }
+/* Its ep rank (expert parallelism: which experts it holds; 0 at ep=1), and whether it holds part pt. */
+static int ep_of(const Engine *e, int rank) { return dp_of(e, rank) % e->grid.ep; }
+static int holds_part(const Engine *e, int rank, const PlanPart *pt) { return pt->ep < 0 || pt->ep == ep_of(e, rank); }
 
 /* ---------------- worker pool ---------------- */
 typedef struct { Engine *e; int rank; } WorkerArg;
@@ -304,10 +307,6 @@ static void fmt_flops(double f, char *out, size_t n) {
     else snprintf(out, n, "%.0f FLOP", f);
 }
 
-static const char *STEP_NAMES[] = {"gemm", "batched_gemm", "grouped_gemm", "kernel", "allreduce", "allgather",
-                                   "save", "recompute begin", "recompute end", "optimizer", "reduce_scatter",
-                                   "gather_shards"};
-
 int plan_overlap_report(const Plan *p, char *out, size_t n) {
     if (!n) return -1;
     out[0] = 0;
@@ -390,10 +389,10 @@ int plan_overlap_report(const Plan *p, char *out, size_t n) {
         fmt_flops(f, fb, sizeof fb);
         if (fu[s] < end)
             OUT("    line %d %s %s %s: %d steps (%s) before its first use at line %d\n", st->line,
-                STEP_NAMES[st->kind], st->coll.bwd ? "bwd" : "fwd", tag, k, fb, p->steps_[fu[s]].line);
+                plan_step_kind_name(st->kind), st->coll.bwd ? "bwd" : "fwd", tag, k, fb, p->steps_[fu[s]].line);
         else
             OUT("    line %d %s %s %s: %d steps (%s) before the end of the pass\n", st->line,
-                STEP_NAMES[st->kind], st->coll.bwd ? "bwd" : "fwd", tag, k, fb);
+                plan_step_kind_name(st->kind), st->coll.bwd ? "bwd" : "fwd", tag, k, fb);
     }
     for (int s = end; s < p->nsteps; s++) {
         if (fu[s] < 0) continue;
@@ -424,7 +423,16 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
     Engine *e = calloc(1, sizeof *e);
     if (!e) { snprintf(err, errlen, "out of memory creating the engine"); return NULL; }
     e->p = plan; e->be = be; e->tp = plan->tp;
-    if (grid_make(&e->grid, plan->dp, plan->pp, plan->tp, err, errlen)) { free(e); return NULL; }
+    if (grid_make(&e->grid, plan->dp, plan->pp, plan->tp, err, errlen) || grid_set_ep(&e->grid, plan->ep > 1 ? plan->ep : 1, err, errlen)) {
+        free(e);
+        return NULL;
+    }
+    if (plan->ep > 1 && !be->alltoall) {
+        snprintf(err, errlen, "%.300s: ep=%d: the %s backend cannot run expert-parallel plans (no all-to-all); use --backend cpu "
+                 "or regenerate with -D ep=1", plan->path, plan->ep, be->name);
+        free(e);
+        return NULL;
+    }
     e->world = world_rank_or_minus1 >= 0;
     e->nranks = e->grid.world;
     e->zero = plan->zero && plan->dp > 1;
@@ -529,6 +537,11 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
                  "runtime/pipeline.c (boost train opens it), or regenerate with -D pp=1", plan->path, plan->pp);
         return NULL;
     }
+    if (plan->ep > 1 && backend && !strcmp(backend, "cuda")) {   /* no all-to-all on the GPU yet (backend_cuda.alltoall) */
+        snprintf(err, errlen, "%.300s: ep=%d: the cuda backend cannot run expert-parallel plans (no all-to-all); use --backend "
+                 "cpu or regenerate with -D ep=1", plan->path, plan->ep);
+        return NULL;
+    }
     int wrank = 0, wsize = 1;
     int world = world_from_env(&wrank, &wsize, err, errlen);
     if (world < 0) return NULL;
@@ -628,6 +641,10 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
         if (e->async_colls && be->reduce_scatter_issue)
             rc = be->reduce_scatter_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.buf));
         else rc = be->reduce_scatter(R, &st->coll, resolve(e, rank, &st->coll.buf));
+        break;
+    case ST_ALLTOALL:
+        rc = be->alltoall(R, &st->coll, resolve(e, rank, &st->coll.src), resolve(e, rank, &st->coll.dst),
+                          resolve(e, rank, &st->coll.map));
         break;
     case ST_GATHER_SHARDS:   /* overlapped with the next pass's steps up to the param's first use */
         if (e->gather_async) rc = be->gather_shards_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.buf));
@@ -792,7 +809,9 @@ typedef struct { double *sq; float lr, scale; int t; } OptArg;
 /* After the dp reduction every dp rank holds the same gradients: dp rank 0's tp group counts them. */
 static int job_sq(Engine *e, int rank, void *argp) {
     OptArg *a = argp;
-    if (dp_of(e, rank) == 0 || e->zero) a->sq[rank] = e->be->grad_sq_norm(e->ranks[rank]);   /* zero=1: each its shard */
+    /* zero=1: each its shard; ep > 1: the first ep group (the backend counts the expert blocks of its ep
+       rank and, on dp rank 0 only, the rest) */
+    if (dp_of(e, rank) < e->grid.ep || e->zero) a->sq[rank] = e->be->grad_sq_norm(e->ranks[rank]);
     return 0;
 }
 
@@ -901,6 +920,7 @@ static int job_init(Engine *e, int grank, void *argp) {
         for (int k = 0; k < pp->nparts; k++) {
             const PlanPart *pt = &p->parts[pp->first_part + k];
             const PlanCanon *c = &p->canons[pt->canon];
+            if (!holds_part(e, grank, pt)) continue;
             int64_t r0 = rank_int(pt->r0, rank), r1 = rank_int(pt->r1, rank), c0 = rank_int(pt->c0, rank), c1 = rank_int(pt->c1, rank);
             int64_t lr = rank_int(pt->lr, rank), lc = rank_int(pt->lc, rank);
             for (int64_t i = r0; i < r1; i++)
@@ -937,14 +957,15 @@ static int slot_io(Engine *e, int rank, int q, int slot, float *buf, int to_back
     return -1;
 }
 
-/* Get: dp rank 0's tp group writes the blocks (the other dp ranks hold the same values); set: every
- * rank takes its blocks. */
+/* Get: dp rank 0's tp group writes the blocks (the other dp ranks hold the same values; an ep=K block
+ * comes from dp rank K, of the first ep group); set: every rank takes the blocks it holds. */
 static int job_canon(Engine *e, int grank, void *argp) {
     CanonArg *a = argp;
     int rank = tp_of(e, grank);
     float *full = a->full;
     if (a->per_dp) full = a->per_dp[dp_of(e, grank)];
-    else if (!a->set && dp_of(e, grank) != 0) return 0;
+    else if (!a->set && dp_of(e, grank) >= e->grid.ep) return 0;
+    int first_dp = dp_of(e, grank) == 0;   /* get: the blocks without an ep rank come from dp rank 0 */
     const Plan *p = e->p;
     const PlanCanon *c = &p->canons[a->canon];
     for (int q = 0; q < p->nparams; q++) {
@@ -952,7 +973,8 @@ static int job_canon(Engine *e, int grank, void *argp) {
         int uses = 0;
         for (int k = 0; k < pp->nparts; k++) {
             const PlanPart *pt = &p->parts[pp->first_part + k];
-            if (pt->canon == a->canon && (a->set || !pt->rep || rank == 0)) uses = 1;
+            if (pt->canon == a->canon && holds_part(e, grank, pt) && (a->set || ((!pt->rep || rank == 0) && (pt->ep >= 0 || first_dp || a->per_dp))))
+                uses = 1;
         }
         if (!uses) continue;
         float *buf = malloc((size_t)(pp->rows * pp->cols) * sizeof *buf);
@@ -968,7 +990,8 @@ static int job_canon(Engine *e, int grank, void *argp) {
         }
         for (int k = 0; k < pp->nparts; k++) {
             const PlanPart *pt = &p->parts[pp->first_part + k];
-            if (pt->canon != a->canon || (!a->set && pt->rep && rank != 0)) continue;
+            if (pt->canon != a->canon || (!a->set && pt->rep && rank != 0) || !holds_part(e, grank, pt)) continue;
+            if (!a->set && !a->per_dp && pt->ep < 0 && !first_dp) continue;
             int64_t r0 = rank_int(pt->r0, rank), r1 = rank_int(pt->r1, rank), c0 = rank_int(pt->c0, rank), c1 = rank_int(pt->c1, rank);
             int64_t lr = rank_int(pt->lr, rank), lc = rank_int(pt->lc, rank);
             for (int64_t i = r0; i < r1; i++) {

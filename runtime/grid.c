@@ -14,7 +14,16 @@ int grid_make(Grid *g, int dp, int pp, int tp, char *err, size_t errlen) {
                  (long long)dp * pp * tp);
         return -1;
     }
-    g->dp = dp; g->pp = pp; g->tp = tp; g->world = dp * pp * tp;
+    g->dp = dp; g->pp = pp; g->tp = tp; g->world = dp * pp * tp; g->ep = 1;
+    return 0;
+}
+
+int grid_set_ep(Grid *g, int ep, char *err, size_t errlen) {
+    if (ep < 1 || g->dp % ep) {
+        snprintf(err, errlen, "rank grid: ep=%d must be at least 1 and divide dp=%d (an ep group is ep of the dp ranks)", ep, g->dp);
+        return -1;
+    }
+    g->ep = ep;
     return 0;
 }
 
@@ -30,6 +39,12 @@ GridCoord grid_coord(const Grid *g, int rank) {
     c.index[GROUP_DP] = c.dp_rank; c.first[GROUP_DP] = base + c.tp_rank; c.stride[GROUP_DP] = g->tp; c.size[GROUP_DP] = g->dp;
     c.index[GROUP_PP] = c.pp_rank; c.first[GROUP_PP] = c.dp_rank * g->tp + c.tp_rank; c.stride[GROUP_PP] = g->dp * g->tp;
     c.size[GROUP_PP] = g->pp;
+    int ep = g->ep > 1 ? g->ep : 1;
+    c.ep_rank = c.dp_rank % ep;
+    c.index[GROUP_EP] = c.ep_rank; c.first[GROUP_EP] = base + (c.dp_rank - c.ep_rank) * g->tp + c.tp_rank;
+    c.stride[GROUP_EP] = g->tp; c.size[GROUP_EP] = ep;
+    c.index[GROUP_EDP] = c.dp_rank / ep; c.first[GROUP_EDP] = base + c.ep_rank * g->tp + c.tp_rank;
+    c.stride[GROUP_EDP] = ep * g->tp; c.size[GROUP_EDP] = g->dp / ep;
     return c;
 }
 
@@ -39,7 +54,8 @@ int grid_member(const Grid *g, int rank, int kind, int index) {
 }
 
 const char *grid_group_name(int kind) {
-    return kind == GROUP_TP ? "tp" : kind == GROUP_DP ? "dp" : kind == GROUP_PP ? "pp" : "?";
+    return kind == GROUP_TP ? "tp" : kind == GROUP_DP ? "dp" : kind == GROUP_PP ? "pp" : kind == GROUP_EP ? "ep"
+         : kind == GROUP_EDP ? "edp" : "?";
 }
 
 int grid_group_parse(const char *s) {
@@ -58,6 +74,7 @@ void grid_describe(const Grid *g, char *out, size_t n) {
         GridCoord c = grid_coord(g, r);
         OUT("  rank %d: tp=%d dp=%d pp=%d;", r, c.tp_rank, c.dp_rank, c.pp_rank);
         for (int k = 0; k < GROUP_COUNT; k++) {
+            if ((k == GROUP_EP || k == GROUP_EDP) && g->ep <= 1) continue;   /* shown with expert parallelism only */
             OUT(" %s group {", grid_group_name(k));
             for (int i = 0; i < c.size[k]; i++) OUT("%s%d", i ? "," : "", c.first[k] + i * c.stride[k]);
             OUT("}");

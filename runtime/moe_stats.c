@@ -7,18 +7,25 @@
 #include <string.h>
 #include "runtime/moe_stats.h"
 
-int moe_stats_init(MoeStats *s, const Plan *p, int dp, int tp) {
+int moe_stats_init(MoeStats *s, const Plan *p, int dp, int tp) { return moe_stats_init_stages(s, &p, 1, dp, tp); }
+
+int moe_stats_init_stages(MoeStats *s, const Plan *const *plans, int nplans, int dp, int tp) {
     memset(s, 0, sizeof *s);
     char nm[64];
+    const Plan *p = plans[0];
     for (int pass = 0; pass < 2; pass++) {
         int n = 0;
-        for (int l = 0; l < p->layers; l++) {
-            snprintf(nm, sizeof nm, "L%d.moe_aux", l);
-            int ta = plan_find_tensor(p, nm);
+        for (int l = 0; l < plans[0]->layers; l++) {
+            int ta = -1, ts = -1, tc = -1;
+            for (int k = 0; k < nplans && ta < 0; k++) {   /* the plan (pipeline stage) holding layer l */
+                p = plans[k];
+                snprintf(nm, sizeof nm, "L%d.moe_aux", l);
+                ta = plan_find_tensor(p, nm);
+            }
             snprintf(nm, sizeof nm, "L%d.moe_sel", l);
-            int ts = plan_find_tensor(p, nm);
+            ts = plan_find_tensor(p, nm);
             snprintf(nm, sizeof nm, "L%d.moe_src", l);
-            int tc = plan_find_tensor(p, nm);
+            tc = plan_find_tensor(p, nm);
             if (ta < 0 || ts < 0 || tc < 0) continue;
             if (pass) {
                 s->layer[n] = l;
@@ -102,4 +109,27 @@ out:
 void moe_stats_free(MoeStats *s) {
     free(s->layer); free(s->load); free(s->dropped); free(s->aux); free(s->z); free(s->choices); free(s->buf);
     memset(s, 0, sizeof *s);
+}
+
+void moe_stats_add_rows(MoeStats *s, const float *const *rows) {
+    if (!s->n) return;
+    int any = 0;
+    for (int d = 0; d < s->ranks; d++) {
+        int ok = 1;
+        for (int q = 0; q < s->n && ok; q++) if (!rows[d * s->n + q]) ok = 0;
+        for (int q = 0; q < s->n && ok; q++) {
+            const float *a = rows[d * s->n + q];
+            double choices = (double)s->M * s->K, zl = s->auxn > 1 + 2 * s->E ? a[1 + 2 * s->E] : 0;
+            for (int x = 0; x < s->E; x++) {
+                double routed = nearbyint(a[1 + x] * choices);
+                s->load[q * s->E + x] += routed;
+                if (routed > (double)s->C) s->dropped[q] += routed - (double)s->C;
+            }
+            s->choices[q] += choices;
+            s->aux[q] += a[0] - zl;
+            s->z[q] += zl;
+        }
+        any |= ok;
+    }
+    s->mb += any;
 }

@@ -24,8 +24,13 @@ typedef struct {
 
 /* From the plan's L{i}.moe_aux / moe_sel / moe_src shapes; dp ranks of `tp` ranks each. 0, or -1. */
 int moe_stats_init(MoeStats *s, const Plan *p, int dp, int tp);
+/* The same over a pipeline's stage plans (pp > 1): each MoE layer from the stage that holds it. */
+int moe_stats_init_stages(MoeStats *s, const Plan *const *plans, int nplans, int dp, int tp);
 /* After a forward+backward: add each readable dp rank's routing of that micro-batch. */
 void moe_stats_add(MoeStats *s, Engine *e);
+/* The same from rows read elsewhere (pp > 1: runtime/pipeline.h, pipeline_moe_aux): rows[d*n + q] is
+ * dp rank d's L{layer[q]}.moe_aux of one micro-batch (auxn floats), NULL when not read. */
+void moe_stats_add_rows(MoeStats *s, const float *const *rows);
 /* The step's JSON fields (",\"moe_load\":[[..],..],\"moe_dropped\":[..],...") into buf, then reset;
  * an empty string when no MoE layer or nothing was read. */
 void moe_stats_json(MoeStats *s, char *buf, size_t n);

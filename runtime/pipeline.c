@@ -6,7 +6,9 @@
  * send/recv move the boundary tensor of the (dp, tp) ranks it holds to the neighbouring stage through
  * a transport (PipeTransport): FIFOs between driver threads when every rank is a thread of this
  * process, MPI point-to-point to the same (dp, tp) rank of the neighbouring stage when mpirun started
- * one process per grid rank (this process then holds one rank of its pipeline rank's stages only). */
+ * one process per grid rank (this process then holds one rank of its pipeline rank's stages only).
+ * MoE plans (`loss_terms=moe_aux`): each MoE layer's aux row is read after its stage's forward and
+ * its loss term added to the micro-batch's loss here (docs/moe.md, "Over pipeline stages"). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -59,6 +61,16 @@ struct Pipeline {
     int aborted;                   /* a driver failed: the others stop waiting */
     int ncanons;
     int *canon_stage, *canon_idx;
+    /* MoE (`loss_terms=moe_aux`): each MoE layer's L{i}.moe_aux ([loss, f_e, P_e, ...], docs/moe.md)
+     * read after its stage's forward; its element 0 joins the micro-batch's loss here (no stage holds
+     * both), the rows feed the training log's routing statistics */
+    int moe_aux;                   /* the plan asks for it */
+    int nmoe, moe_full, moe_auxn;  /* MoE layers over all stages; elements of the largest aux tensor, and
+                                    * of its head kept per row: [loss, f_e, P_e, z-loss] (not the z-loss's
+                                    * per-token lse, M of them: the log does not need them) */
+    int *moe_layer, *moe_stage;    /* [nmoe] decoder layer and its stage, layers ascending */
+    double *moe_rows;              /* [m][nmoe][dp][moe_auxn]: the last pass's rows (summed over the job under MPI) */
+    float *moe_buf;                /* [nv][moe_full]: a read buffer per stage (drivers run in parallel) */
 };
 
 /* ---------------- loading ---------------- */
@@ -264,6 +276,44 @@ static int open_mpi_stages(Pipeline *pl, int wrank, int wsize, char *err, size_t
     return rc;
 }
 
+/* loss_terms=moe_aux: the MoE layers (those with an L{i}.moe_aux tensor) and the stage holding each. */
+static int find_moe_layers(Pipeline *pl, char *err, size_t errlen) {
+    int L = pl->plans[0]->layers;
+    char nm[64];
+    pl->moe_layer = malloc(sizeof(int) * (size_t)(L + 1));
+    pl->moe_stage = malloc(sizeof(int) * (size_t)(L + 1));
+    if (!pl->moe_layer || !pl->moe_stage) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (int l = 0; l < L; l++) {
+        snprintf(nm, sizeof nm, "L%d.moe_aux", l);
+        for (int s = 0; s < pl->nv; s++) {
+            int t = plan_find_tensor(pl->plans[s], nm);
+            if (t < 0) continue;
+            const PlanTensor *pt = &pl->plans[s]->tensors[t];
+            if (pt->kind != TK_ACT || pt->rows * pt->cols < 1) {
+                snprintf(err, errlen, "%s: stage %d: %s is not an activation buffer (regenerate the plan)", pl->path, s, nm);
+                return -1;
+            }
+            int64_t n = pt->rows * pt->cols, keep = n;
+            snprintf(nm, sizeof nm, "L%d.router_probs", l);
+            int tpr = plan_find_tensor(pl->plans[s], nm);
+            if (tpr >= 0 && 2 + 2 * pl->plans[s]->tensors[tpr].cols < keep) keep = 2 + 2 * pl->plans[s]->tensors[tpr].cols;
+            if (n > pl->moe_full) pl->moe_full = (int)n;
+            if (keep > pl->moe_auxn) pl->moe_auxn = (int)keep;
+            pl->moe_layer[pl->nmoe] = l; pl->moe_stage[pl->nmoe++] = s;
+            break;
+        }
+    }
+    if (!pl->nmoe) {
+        snprintf(err, errlen, "%s: the pipeline line says loss_terms=moe_aux but no stage has an MoE layer's L{i}.moe_aux "
+                 "(regenerate the plan)", pl->path);
+        return -1;
+    }
+    pl->moe_rows = calloc((size_t)pl->m * (size_t)pl->nmoe * (size_t)pl->dp * (size_t)pl->moe_auxn, sizeof *pl->moe_rows);
+    pl->moe_buf = calloc((size_t)pl->nv * (size_t)pl->moe_full, sizeof *pl->moe_buf);
+    if (!pl->moe_rows || !pl->moe_buf) { snprintf(err, errlen, "out of memory"); return -1; }
+    return 0;
+}
+
 static int load_stages(Pipeline *pl, const char *path, const char *backend, char *err, size_t errlen) {
     char *text = read_file(path);
     if (!text) { snprintf(err, errlen, "%s: cannot read the plan (run 'boost gen' to write it)", path); return -1; }
@@ -282,6 +332,15 @@ static int load_stages(Pipeline *pl, const char *path, const char *backend, char
         const char *s = text + pos;
         if (starts_with_word(s, "pipeline")) {
             if (kv_int(s, "virtual", &v)) v = 1;
+            char lt[32];
+            if (kv(s, "loss_terms", lt, sizeof lt)) {
+                if (strcmp(lt, "moe_aux")) {
+                    snprintf(err, errlen, "%s:%d: loss_terms=%s: this runtime knows loss_terms=moe_aux only (regenerate the plan "
+                             "with this build's 'boost gen')", path, l + 1, lt);
+                    rc = -1; break;
+                }
+                pl->moe_aux = 1;
+            }
             if (kv_int(s, "stages", &pp) || kv_int(s, "micro_batches", &m) || pp < 2 || v < 1 || pp * v > PL_MAX_STAGES || m < 1) {
                 snprintf(err, errlen, "%s:%d: expected 'pipeline stages=P virtual=V micro_batches=M' with 2 <= P and P*V <= %d", path,
                          l + 1, PL_MAX_STAGES);
@@ -347,6 +406,7 @@ static int load_stages(Pipeline *pl, const char *path, const char *backend, char
     if (rc) return rc;
     if (check_schedule(pl, err, errlen)) return -1;
     pl->dp = pl->plans[0]->dp; pl->tp = pl->plans[0]->tp; pl->nlocal = pl->dp * pl->tp;
+    if (pl->moe_aux && find_moe_layers(pl, err, errlen)) return -1;
     pl->r0 = 0; pl->nheld = pl->nlocal;
     if (backend && strcmp(backend, "cpu") && strcmp(backend, "auto")) {
         snprintf(err, errlen, "%s: pp=%d: pipeline stages run on the cpu backend only so far (ranks as threads, or one process "
@@ -416,6 +476,7 @@ void pipeline_free(Pipeline *pl) {
     if (!pl->nsend) { free(pl->sreq); free(pl->sbuf); }
     comm_mpi_free(pl->stage_comm);
     free(pl->canon_stage); free(pl->canon_idx);
+    free(pl->moe_layer); free(pl->moe_stage); free(pl->moe_rows); free(pl->moe_buf);
     free(pl);
 }
 
@@ -600,6 +661,31 @@ static int recv_boundary(Pipeline *pl, Engine *e, const Plan *p, const char *buf
     return 0;
 }
 
+/* loss_terms=moe_aux: after stage vs's forward of micro-batch `micro` (activations in `slot`), the
+ * aux rows of its MoE layers, from tp rank 0 of each dp rank this process holds (the router's
+ * output is the same on every tp rank). Each driver writes its own stages' rows only. */
+static int keep_moe_aux(Pipeline *pl, Engine *e, int vs, int slot, int micro, char *err, size_t errlen) {
+    if (!pl->moe_aux) return 0;
+    char nm[64];
+    float *buf = pl->moe_buf + (size_t)vs * (size_t)pl->moe_full;
+    int set = 0;
+    for (int q = 0; q < pl->nmoe; q++) {
+        if (pl->moe_stage[q] != vs) continue;
+        if (!set && engine_set_slot(e, slot, err, errlen)) return -1;
+        set = 1;
+        snprintf(nm, sizeof nm, "L%d.moe_aux", pl->moe_layer[q]);
+        int64_t n = buf_elems(pl->plans[vs], nm);
+        for (int r = pl->r0; r < pl->r0 + pl->nheld; r++) {
+            if (r % pl->tp) continue;
+            int d = (r / pl->tp) % pl->dp;
+            if (engine_read_tensor(e, r, nm, buf, err, errlen)) return -1;
+            double *row = pl->moe_rows + (((size_t)micro * (size_t)pl->nmoe + (size_t)q) * (size_t)pl->dp + (size_t)d) * (size_t)pl->moe_auxn;
+            for (int64_t k = 0; k < n && k < pl->moe_auxn; k++) row[k] = buf[k];
+        }
+    }
+    return 0;
+}
+
 /* Pipeline rank s's schedule, whatever the transport. */
 static int run_driver(Driver *d) {
     Pipeline *pl = d->pl;
@@ -616,6 +702,7 @@ static int run_driver(Driver *d) {
             if (engine_stage_pass(e, !fwd, x->slot, tok, tgt, x->micro == pl->m - 1, want_loss ? lossv : NULL, d->err, sizeof d->err))
                 return -1;
             if (want_loss && d->loss_dp) keep_losses(pl, lossv, d->loss_dp + (int64_t)x->micro * pl->dp);
+            if (fwd && keep_moe_aux(pl, e, x->vs, x->slot, x->micro, d->err, sizeof d->err)) return -1;
         } else if (x->kind == PK_SEND) {
             int ch = x->bwd ? 2 * (x->vs - 1) + 1 : 2 * x->vs;
             if (send_boundary(pl, e, p, x->buf, x->slot, ch, x->bwd ? x->vs - 1 : x->vs + 1, x->micro, d->err, sizeof d->err)) return -1;
@@ -635,12 +722,21 @@ static void *driver_main(void *arg) {
     return NULL;
 }
 
-/* losses[j] from loss_dp[j][dp] (summed over the processes first under MPI): the mean over dp. */
+/* losses[j] from loss_dp[j][dp] (summed over the processes first under MPI): the mean over dp. With
+ * loss_terms=moe_aux each dp rank's loss first gets every MoE layer's aux[0] added in layer order, in
+ * fp32, as the pp=1 plan's moe_aux_add steps add them to its loss tensor. */
 static int mean_losses(Pipeline *pl, double *loss_dp, int nm, float *losses, char *err, size_t errlen) {
     if (world_sum(pl, loss_dp, (int64_t)nm * pl->dp, err, errlen)) return -1;
+    if (pl->moe_aux && world_sum(pl, pl->moe_rows, (int64_t)nm * pl->nmoe * pl->dp * pl->moe_auxn, err, errlen)) return -1;
     for (int j = 0; j < nm && losses; j++) {
         double sum = 0;
-        for (int r = 0; r < pl->dp; r++) sum += (double)(float)loss_dp[(int64_t)j * pl->dp + r];
+        for (int r = 0; r < pl->dp; r++) {
+            float l = (float)loss_dp[(int64_t)j * pl->dp + r];
+            for (int q = 0; pl->moe_aux && q < pl->nmoe; q++)
+                l += (float)pl->moe_rows[(((size_t)j * (size_t)pl->nmoe + (size_t)q) * (size_t)pl->dp + (size_t)r) * (size_t)pl->moe_auxn];
+            loss_dp[(int64_t)j * pl->dp + r] = l;
+            sum += (double)l;
+        }
         losses[j] = pl->dp == 1 ? (float)loss_dp[j] : (float)(sum / pl->dp);
     }
     return 0;
@@ -658,6 +754,7 @@ int pipeline_forward_backward(Pipeline *pl, const int32_t *tokens, const int32_t
         }
     double *loss_dp = calloc((size_t)(pl->m * pl->dp), sizeof *loss_dp);
     Driver *d = calloc((size_t)pl->pp, sizeof *d);
+    if (pl->moe_aux) memset(pl->moe_rows, 0, sizeof *pl->moe_rows * (size_t)pl->m * (size_t)pl->nmoe * (size_t)pl->dp * (size_t)pl->moe_auxn);
     if (!d || !loss_dp) { free(d); free(loss_dp); snprintf(err, errlen, "out of memory"); return -1; }
     int rc = 0;
     if (pl->mpi) {   /* this process drives its own pipeline rank, in this thread */
@@ -701,6 +798,7 @@ int pipeline_forward(Pipeline *pl, const int32_t *tokens, const int32_t *targets
     float lossv[256];
     double loss_dp[256] = {0};
     if (pl->dp > 256) { snprintf(err, errlen, "dp=%d: more than 256 dp ranks", pl->dp); return -1; }
+    if (pl->moe_aux) memset(pl->moe_rows, 0, sizeof *pl->moe_rows * (size_t)pl->nmoe * (size_t)pl->dp * (size_t)pl->moe_auxn);
     int rc = 0;
     for (int s = 0; s < pl->nv && !rc; s++) {
         const char *out = NULL, *in = NULL;
@@ -712,6 +810,7 @@ int pipeline_forward(Pipeline *pl, const int32_t *tokens, const int32_t *targets
             if ((rc = recv_boundary(pl, pl->eng[s], pl->plans[s], i0, 0, 2 * (s - 1), s - 1, 0, 0, err, errlen))) break;
         }
         if ((rc = engine_stage_pass(pl->eng[s], 0, 0, tokens, targets, 0, s == pl->nv - 1 ? lossv : NULL, err, errlen))) break;
+        if ((rc = keep_moe_aux(pl, pl->eng[s], s, 0, 0, err, errlen))) break;
         if (s == pl->nv - 1) keep_losses(pl, lossv, loss_dp);
         else rc = send_boundary(pl, pl->eng[s], pl->plans[s], out, 0, 2 * s, s + 1, 0, err, errlen);
     }
@@ -784,6 +883,28 @@ int pipeline_get_canon(Pipeline *pl, int i, int slot, float *full) {
         if (comm_mpi_bcast(comm_mpi_world(), full, c->rows * c->cols * (int64_t)sizeof(float), root)) rc = -1;
     }
     return rc;
+}
+
+int pipeline_moe_aux(const Pipeline *pl, int micro, int layer, int d, float *out, int n) {
+    for (int q = 0; pl->moe_aux && q < pl->nmoe; q++) {
+        if (pl->moe_layer[q] != layer) continue;
+        if (micro < 0 || micro >= pl->m || d < 0 || d >= pl->dp) return -1;
+        const double *row = pl->moe_rows + (((size_t)micro * (size_t)pl->nmoe + (size_t)q) * (size_t)pl->dp + (size_t)d) * (size_t)pl->moe_auxn;
+        for (int k = 0; k < n && k < pl->moe_auxn; k++) out[k] = (float)row[k];
+        return 0;
+    }
+    return -1;
+}
+
+int pipeline_canon_stage(const Pipeline *pl, int i, int *local) {
+    if (i < 0 || i >= pl->ncanons) return -1;
+    if (local) *local = pl->canon_idx[i];
+    return pl->canon_stage[i];
+}
+
+int pipeline_world_sum(Pipeline *pl, double *vals, int n) {
+    char err[256];
+    return world_sum(pl, vals, n, err, sizeof err) ? -1 : 0;
 }
 
 /* Under MPI only the processes of the canon's stage take it (each its own blocks). */

@@ -40,6 +40,12 @@ int pipeline_forward(Pipeline *pl, const int32_t *tokens, const int32_t *targets
 int pipeline_optimizer_step(Pipeline *pl, int step, float *grad_norm, float *lr, char *err, size_t errlen);
 int pipeline_discard_grads(Pipeline *pl, char *err, size_t errlen);
 
+/* MoE with pp > 1 (the plan's `loss_terms=moe_aux`): after pipeline_forward_backward (all processes
+ * alike under MPI), dp rank d's L{layer}.moe_aux of micro-batch `micro` (its first n elements: [loss,
+ * f_e, P_e, ...], docs/moe.md) in out; -1 when layer is not an MoE layer of the plan. The losses the
+ * pipeline reports already include each layer's aux[0]. */
+int pipeline_moe_aux(const Pipeline *pl, int micro, int layer, int d, float *out, int n);
+
 /* Canonical tensors over all stages (each canon lives on one stage): the same names and shapes as
  * the pp=1 plan of the model, so checkpoints do not depend on pp. */
 int pipeline_canon_count(const Pipeline *pl);
@@ -47,5 +53,11 @@ const PlanCanon *pipeline_canon(const Pipeline *pl, int i);
 int pipeline_find_canon(const Pipeline *pl, const char *name);
 int pipeline_get_canon(Pipeline *pl, int i, int slot, float *full);
 int pipeline_set_canon(Pipeline *pl, int i, int slot, const float *full);
+/* The stage canon i lives on, and its index among that stage plan's canons in *local (may be NULL).
+ * Canons are numbered stage by stage: stage 0's in its plan's order, then stage 1's, ... */
+int pipeline_canon_stage(const Pipeline *pl, int i, int *local);
+/* Under mpirun: n doubles summed over every process of the job, each process getting the sum (a
+ * barrier too; sharded checkpoints use it); threads: nothing to do. 0 or -1. */
+int pipeline_world_sum(Pipeline *pl, double *vals, int n);
 
 #endif

@@ -77,7 +77,8 @@ double plan_step_flops(const Plan *p, const PlanStep *st) {
 
 const char *plan_step_kind_name(int kind) {
     static const char *names[] = {"gemm", "batched_gemm", "grouped_gemm", "kernel", "allreduce", "allgather", "save",
-                                  "recompute begin", "recompute end", "optimizer", "reduce_scatter", "gather_shards"};
+                                  "recompute begin", "recompute end", "optimizer", "reduce_scatter", "gather_shards",
+                                  "alltoall"};
     return kind >= 0 && kind < (int)(sizeof names / sizeof names[0]) ? names[kind] : "step";
 }
 
@@ -371,6 +372,10 @@ static int line_run(Loader *L, Line *ln) {
     if (p->tp > 64) return fail(L, "run: tp=%d is more than this runtime supports (64)", p->tp);
     if (p->dp < 1 || p->pp < 1) return fail(L, "run: dp=%d pp=%d: each must be at least 1", p->dp, p->pp);
     if (opt_int(L, ln, "zero", &p->zero, 0)) return -1;
+    p->ep = 1;
+    if (opt_int(L, ln, "ep", &p->ep, 1)) return -1;
+    if (p->ep < 1 || p->dp % p->ep)
+        return fail(L, "run: ep=%d must be at least 1 and divide dp=%d (an ep group is ep of the dp ranks)", p->ep, p->dp);
     if (p->zero > 1) return fail(L, "run: zero=%d: only ZeRO stages 0 and 1 exist here", p->zero);
     if ((int64_t)p->dp * p->pp * p->tp > 4096)
         return fail(L, "run: dp=%d x pp=%d x tp=%d is a world of more than 4096 ranks", p->dp, p->pp, p->tp);
@@ -516,6 +521,12 @@ static int line_part(Loader *L, Line *ln) {
         return fail(L, "part %s: dst=%s is malformed (want lr,lc)", ln->tok[1], v);
     if (opt_int(L, ln, "rep", &part.rep, 0)) return -1;
     if (part.rep > 1) return fail(L, "part %s: rep must be 0 or 1", ln->tok[1]);
+    part.ep = -1;
+    if (get(ln, "ep")) {
+        if (opt_int(L, ln, "ep", &part.ep, 0)) return -1;
+        if (part.ep < 0 || part.ep >= p->ep)
+            return fail(L, "part %s: ep=%d is not an ep rank of the run's ep=%d", ln->tok[1], part.ep, p->ep);
+    }
     /* bounds for every rank */
     const PlanCanon *c = &p->canons[part.canon];
     const PlanTensor *pt = &p->tensors[t];
@@ -936,8 +947,15 @@ static int line_collective(Loader *L, Line *ln, CollArgs *c, int gather) {
     }
     copy_name(c->tag, sizeof c->tag, get(ln, "tag"));
     c->group = GROUP_TP;
-    if ((v = get(ln, "group")) && ((c->group = grid_group_parse(v)) < 0 || c->group == GROUP_PP))
-        return fail(L, "%s: group=%s is not tp or dp", ln->tok[0], v);
+    if ((v = get(ln, "group")) && ((c->group = grid_group_parse(v)) < 0 || c->group == GROUP_PP || c->group == GROUP_EP))
+        return fail(L, "%s: group=%s is not tp or dp (or edp, the expert gradients of an ep plan)", ln->tok[0], v);
+    if (c->group == GROUP_EDP && (gather || L->section != 1))
+        return fail(L, "%s: group=edp is for the expert gradients' all-reduce in the backward section", ln->tok[0]);
+    c->scale = 0;
+    if (get(ln, "scale")) {
+        if (need_f64(L, ln, "scale", &c->scale) ) return -1;
+        if (!(c->scale > 0) || c->group != GROUP_EDP) return fail(L, "%s: scale=%s: a positive factor, on group=edp steps only", ln->tok[0], get(ln, "scale"));
+    }
     c->last_micro = 0;
     if ((v = get(ln, "micro"))) {
         if (strcmp(v, "last")) return fail(L, "%s: micro=%s: the only value is micro=last", ln->tok[0], v);
@@ -956,7 +974,7 @@ static int line_collective(Loader *L, Line *ln, CollArgs *c, int gather) {
             if (strcmp(v, "avg")) return fail(L, "allreduce: op=%s is not supported (sum or avg)", v);
             c->avg = 1;
         }
-        if (c->group == GROUP_DP && p->tensors[c->buf.tensor].kind != TK_GRAD)
+        if ((c->group == GROUP_DP || c->group == GROUP_EDP) && p->tensors[c->buf.tensor].kind != TK_GRAD)
             return fail(L, "allreduce group=dp: buf=%s is not a parameter gradient (d.NAME)", p->tensors[c->buf.tensor].name);
         if (check_view(L, p, &c->buf, 1, c->elems, c->elems, 0, "allreduce buf") || check_live(L, p, &c->buf)) return -1;
         /* a dp reduction of an fp32 gradient may travel as bf16 (parallel.dp_dtype) */
@@ -977,6 +995,44 @@ static int line_collective(Loader *L, Line *ln, CollArgs *c, int gather) {
         return -1;
     if (p->tensors[c->src.tensor].dtype != c->dtype || p->tensors[c->dst.tensor].dtype != c->dtype)
         return fail(L, "allgather: dtype does not match the dtypes of %s and %s", p->tensors[c->src.tensor].name,
+                    p->tensors[c->dst.tensor].name);
+    return 0;
+}
+
+/* alltoall src= dst= map= experts= capacity= cols= way=out|back dtype= group=ep dir= tag= */
+static int line_alltoall(Loader *L, Line *ln, CollArgs *c) {
+    const Plan *p = L->p;
+    const char *v;
+    if (need_str(L, ln, "dtype", &v)) return -1;
+    if ((c->dtype = parse_dtype(v)) < 0) return fail(L, "alltoall: dtype=%s is unknown", v);
+    c->bwd = 0;
+    if ((v = get(ln, "dir"))) {
+        if (!strcmp(v, "bwd")) c->bwd = 1;
+        else if (strcmp(v, "fwd")) return fail(L, "alltoall: dir=%s is not fwd or bwd", v);
+    }
+    copy_name(c->tag, sizeof c->tag, get(ln, "tag"));
+    if (!(v = get(ln, "group")) || strcmp(v, "ep")) return fail(L, "alltoall: runs on group=ep only (got %s)", v ? v : "none");
+    c->group = GROUP_EP;
+    c->bucket = -1;
+    if (L->section > 1) return fail(L, "alltoall belongs in the forward or backward section");
+    if (need_str(L, ln, "way", &v)) return -1;
+    if (strcmp(v, "out") && strcmp(v, "back")) return fail(L, "alltoall: way=%s is not out or back", v);
+    c->way = v[0] == 'b';
+    if (need_str(L, ln, "src", &v) || parse_operand(L, v, &c->src) || need_str(L, ln, "dst", &v) || parse_operand(L, v, &c->dst) ||
+        need_str(L, ln, "map", &v) || parse_operand(L, v, &c->map) || need_i64(L, ln, "experts", &c->experts, 1) ||
+        need_i64(L, ln, "capacity", &c->capacity, 1) || need_i64(L, ln, "cols", &c->cols, 1))
+        return -1;
+    if (c->experts % p->ep)
+        return fail(L, "alltoall: experts=%lld are not divisible by the run's ep=%d", (long long)c->experts, p->ep);
+    c->rows = c->experts * c->capacity;
+    if (check_view(L, p, &c->src, c->rows, c->cols, c->cols, 0, "alltoall src") ||
+        check_view(L, p, &c->dst, c->rows, c->cols, c->cols, 0, "alltoall dst") ||
+        check_view(L, p, &c->map, 1, c->rows, c->rows, 0, "alltoall map") ||
+        check_live(L, p, &c->src) || check_live(L, p, &c->dst) || check_live(L, p, &c->map))
+        return -1;
+    if (p->tensors[c->map.tensor].dtype != PDT_FP32) return fail(L, "alltoall: map=%s must be fp32 (the router's src)", p->tensors[c->map.tensor].name);
+    if (p->tensors[c->src.tensor].dtype != c->dtype || p->tensors[c->dst.tensor].dtype != c->dtype)
+        return fail(L, "alltoall: dtype does not match the dtypes of %s and %s", p->tensors[c->src.tensor].name,
                     p->tensors[c->dst.tensor].name);
     return 0;
 }
@@ -1069,6 +1125,9 @@ static int line_step(Loader *L, Line *ln) {
         rc = line_collective(L, ln, &s->coll, 0) || no_unused(L, ln, 1);
         if (!rc && (s->coll.group != GROUP_DP || !p->zero))
             return fail(L, "reduce_scatter: only group=dp in a zero=1 plan (ZeRO-1 gradient reduction)");
+    } else if (!strcmp(w, "alltoall")) {
+        if (!(s = new_step(L, ST_ALLTOALL))) return -1;
+        rc = line_alltoall(L, ln, &s->coll) || no_unused(L, ln, 1);
     } else if (!strcmp(w, "save")) {
         if (!(s = new_step(L, ST_SAVE))) return -1;
         const char *v;
@@ -1157,15 +1216,19 @@ static int final_checks(Loader *L) {
     for (int q = 0; q < p->nparams; q++) {
         const PlanParam *pp = &p->params[q];
         if (pp->nparts == 0) return fail(L, "param %s has no part lines (where do its values come from?)", pp->name);
-        for (int r = 0; r < p->tp; r++) {
+        for (int r = 0; r < p->tp * p->ep; r++) {   /* each tp rank of each ep rank (ep=K parts: ep rank K only) */
             int64_t area = 0;
+            int er = r / p->tp;
+            r %= p->tp;
             for (int i = 0; i < pp->nparts; i++) {
                 const PlanPart *a = &p->parts[pp->first_part + i];
+                if (a->ep >= 0 && a->ep != er) continue;
                 int64_t ah = rank_int(a->r1, r) - rank_int(a->r0, r), aw = rank_int(a->c1, r) - rank_int(a->c0, r);
                 int64_t ar = rank_int(a->lr, r), acl = rank_int(a->lc, r);
                 area += ah * aw;
                 for (int j = 0; j < i; j++) {
                     const PlanPart *b = &p->parts[pp->first_part + j];
+                    if (b->ep >= 0 && b->ep != er) continue;
                     int64_t bh = rank_int(b->r1, r) - rank_int(b->r0, r), bw = rank_int(b->c1, r) - rank_int(b->c0, r);
                     int64_t br = rank_int(b->lr, r), bcl = rank_int(b->lc, r);
                     if (ar < br + bh && br < ar + ah && acl < bcl + bw && bcl < acl + aw)
@@ -1173,8 +1236,9 @@ static int final_checks(Loader *L) {
                 }
             }
             if (area != pp->rows * pp->cols)
-                return fail(L, "param %s: its parts cover %lld of its %lld elements (rank %d)", pp->name, (long long)area,
-                            (long long)(pp->rows * pp->cols), r);
+                return fail(L, "param %s: its parts cover %lld of its %lld elements (rank %d, ep rank %d)", pp->name, (long long)area,
+                            (long long)(pp->rows * pp->cols), r, er);
+            r += er * p->tp;
         }
     }
     /* live buffers never overlap in the arena */

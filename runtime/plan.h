@@ -42,6 +42,7 @@ typedef struct {
     RankInt r0, r1, c0, c1;   /* block of the canon (rows r0..r1-1, cols c0..c1-1) */
     RankInt lr, lc;           /* where it goes in the local param */
     int rep;                  /* 1: every rank holds this block (count once, save from rank 0) */
+    int ep;                   /* expert parallelism: only ranks of ep rank `ep` hold it (dp_rank % ep); -1: all ranks */
 } PlanPart;
 
 typedef struct {
@@ -60,8 +61,16 @@ enum StepKind {
     ST_GEMM, ST_BATCHED_GEMM, ST_GROUPED_GEMM, ST_KERNEL, ST_ALLREDUCE, ST_ALLGATHER,
     ST_SAVE, ST_RECOMPUTE_BEGIN, ST_RECOMPUTE_END, ST_OPTIMIZER,
     ST_REDUCE_SCATTER,        /* zero=1: dp gradient reduction, each dp rank receives its shard */
-    ST_GATHER_SHARDS          /* zero=1, optimizer section: the dp ranks' updated shards to every rank */
+    ST_GATHER_SHARDS,         /* zero=1, optimizer section: the dp ranks' updated shards to every rank */
+    ST_ALLTOALL               /* expert parallelism: routed slots to their experts' ep ranks (way=out) and back */
 };
+
+/* Expert parallelism: the slots of an ep all-to-all (docs/plan-format.md, "alltoall"). The token side
+ * holds E*C slot rows, expert-major (expert e's C slots at rows e*C..); the owner of experts
+ * [p*El, (p+1)*El) (El = E/ep) holds El*ep*C rows, local expert j's slots from source q at rows
+ * (j*ep + q)*C... Slot s of a source is filled when its map (moe_src) entry is >= 0; the router fills
+ * each expert's slots from its first one, so an expert's filled slots are its first n_e. */
+static inline int64_t ep_owner_row(int64_t j, int q, int ep, int64_t C) { return (j * ep + q) * C; }
 
 /* zero=1: the shard of an n-element tensor that dp rank d of dp owns: [*lo, *hi), s = ceil(n/dp). */
 static inline void zero_shard(int64_t n, int d, int dp, int64_t *lo, int64_t *hi) {
@@ -107,6 +116,10 @@ typedef struct {
     int dtype, bwd;           /* bwd: dir=bwd */
     int group;                /* enum GridGroup (runtime/grid.h): group=tp (the default) or group=dp */
     int avg;                  /* op=avg: the sum over the group divided by its size */
+    double scale;             /* scale=S (group=edp expert gradients): the sum times S; 0: none */
+    Operand map;              /* ST_ALLTOALL: the token side's [1, E*C] slot -> token table (fp32, < 0: empty) */
+    int64_t experts, capacity;/* ST_ALLTOALL: E and C (rows = E*C; cols = the row width) */
+    int way;                  /* ST_ALLTOALL: 0 out (token side -> owners), 1 back */
     int last_micro;           /* micro=last: runs only on the last micro-batch of an optimizer step */
     int bucket;               /* bucket=K (dp gradient buckets, for readers and the report); -1 none */
     char tag[PLAN_NAME_LEN];
@@ -132,6 +145,7 @@ typedef struct {
     char run_name[PLAN_NAME_LEN], layout[16], gpu[16], arch[16];
     int tp, pp, dp, micro_batch, seq, grad_accum, dtype, online_rmsnorm, group_linears, checkpoint;
     int zero;                 /* ZeRO stage of the run line (zero=1: AdamW state sharded over dp) */
+    int ep;                   /* expert-parallel degree of the run line (ep=N, default 1; divides dp) */
     int steps, warmup, eval_every;
     int max_bad_steps;        /* stop after this many skipped (non-finite) updates in a row (default 5) */
     double lr, min_lr, beta1, beta2, adam_eps, weight_decay, clip;

@@ -52,7 +52,7 @@ typedef struct {
     int my_dp;                /* multi-process mode: the one dp rank whose data this process reads; -1: all of them */
     int nprocs, proc;         /* processes of the run (1: ranks are threads) and this one's rank */
     CkptSlice *slices; int nslices;   /* sharded checkpoints: who writes which slice (ckpt_plan_slices) */
-    float *local[3]; int local_rank[3], local_param[3];   /* per slot: the rank's local param last read (during a save) */
+    float *local[3]; int local_rank[3], local_param[3], local_stage[3];   /* per slot: the rank's local param last read (during a save) */
     MoeStats moe;             /* MoE routing figures of the current step, for the log */
 } Trainer;
 
@@ -167,29 +167,38 @@ static int follow_checkpoint(Trainer *t) {
 }
 
 /* Sharded checkpoints: the slice's block out of the local param of its rank (read once per rank,
- * param and slot). Parameters are checked to be finite (2 when not). */
+ * param and slot). Parameters are checked to be finite (2 when not). pp > 1: the param is one of
+ * stage s->stage's plan, held by that stage's Engine as its rank s->rank mod dp*tp. */
 static int fill_slice(void *ctx, const CkptSlice *s, float *out) {
     Trainer *t = ctx;
     static const int slots[3] = {SLOT_PARAM, SLOT_ADAM_M, SLOT_ADAM_V};
-    const PlanParam *pp = &t->plan->params[s->param];
+    const Plan *sp = t->pl ? pipeline_stage_plan(t->pl, s->stage) : t->plan;
+    Engine *e = t->pl ? pipeline_stage_engine(t->pl, s->stage) : t->e;
+    int rank = t->pl ? s->rank % (sp->dp * sp->tp) : s->rank;
+    const PlanParam *pp = &sp->params[s->param];
     float *local = t->local[s->slot];
+    if (!e) return 1;
     if (!local) {
         int64_t most = 1;
-        for (int q = 0; q < t->plan->nparams; q++)
-            if (t->plan->params[q].rows * t->plan->params[q].cols > most) most = t->plan->params[q].rows * t->plan->params[q].cols;
+        for (int k = 0; k < (t->pl ? pipeline_stages(t->pl) : 1); k++) {
+            const Plan *q = t->pl ? pipeline_stage_plan(t->pl, k) : t->plan;
+            for (int i = 0; i < q->nparams; i++)
+                if (q->params[i].rows * q->params[i].cols > most) most = q->params[i].rows * q->params[i].cols;
+        }
         local = t->local[s->slot] = malloc((size_t)most * sizeof(float));
         if (!local) return 1;
         t->local_rank[s->slot] = -1;
     }
-    if (t->local_rank[s->slot] != s->rank || t->local_param[s->slot] != s->param) {
+    if (t->local_rank[s->slot] != s->rank || t->local_param[s->slot] != s->param || t->local_stage[s->slot] != s->stage) {
         char err[1024];
         t->local_rank[s->slot] = -1;
-        if (engine_read_local(t->e, s->rank, s->param, slots[s->slot], local, err, sizeof err)) {
+        if (engine_read_local(e, rank, s->param, slots[s->slot], local, err, sizeof err)) {
             fprintf(stderr, "boost train: %s\n", err);
             return 1;
         }
         t->local_rank[s->slot] = s->rank;
         t->local_param[s->slot] = s->param;
+        t->local_stage[s->slot] = s->stage;
     }
     int64_t nr = s->r1 - s->r0, nc = s->c1 - s->c0;
     for (int64_t i = 0; i < nr; i++) {
@@ -203,11 +212,11 @@ static int fill_slice(void *ctx, const CkptSlice *s, float *out) {
 
 static int world_sum(void *ctx, double *vals, int n) {
     Trainer *t = ctx;
-    return engine_world_sum(t->e, vals, n);
+    return t->pl ? pipeline_world_sum(t->pl, vals, n) : engine_world_sum(t->e, vals, n);
 }
 
-/* Sharded: asked for, or the default with several processes (pp > 1: full only so far). */
-static int use_sharded(const Trainer *t) { return t->opt->ckpt_format == 2 || (t->opt->ckpt_format == 0 && t->nprocs > 1 && !t->pl); }
+/* Sharded: asked for, or the default with several processes (pipelined or not). */
+static int use_sharded(const Trainer *t) { return t->opt->ckpt_format == 2 || (t->opt->ckpt_format == 0 && t->nprocs > 1); }
 
 static int save_checkpoint(Trainer *t, TrainLog *lg) {
     if (t->follower && !use_sharded(t)) return follow_checkpoint(t);
@@ -235,12 +244,19 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
     double t0 = now_s();
     char shard_note[600] = "";
     if (use_sharded(t)) {
-        if (!t->slices && (t->nslices = ckpt_plan_slices(p, &t->slices)) < 0) return fail(1, "out of memory planning the checkpoint");
-        int world = p->dp * p->tp;
+        int npp = t->pl ? pipeline_ranks(t->pl) : 1;
+        if (!t->slices) {
+            Plan *stages[64];
+            int nst = t->pl ? pipeline_stages(t->pl) : 0;
+            for (int k = 0; k < nst && k < 64; k++) stages[k] = pipeline_stage_plan(t->pl, k);
+            t->nslices = t->pl ? ckpt_pipeline_slices(stages, nst, npp, &t->slices) : ckpt_plan_slices(p, &t->slices);
+            if (t->nslices < 0) return fail(1, "out of memory planning the checkpoint");
+        }
+        int world = p->dp * npp * p->tp;
         int64_t *bytes = calloc((size_t)world, sizeof *bytes);
         if (!bytes) return fail(1, "out of memory");
         CkptShards sh = {t->slices, t->nslices, world, t->nprocs > 1 ? t->proc : 0, t->nprocs > 1 ? 1 : world, t->nprocs,
-                         t->proc, p->dp, p->tp, p->zero && p->dp > 1, fill_slice, world_sum, t, bytes};
+                         t->proc, p->dp, p->tp, p->zero && p->dp > 1, fill_slice, world_sum, t, bytes, npp};
         int rc = ckpt_save_sharded(t->opt->outdir, &st, t->canons, t->ncanons, &sh, saved, sizeof saved, err, sizeof err);
         if (!rc) {   // what each rank wrote (this process's ranks)
             size_t used = (size_t)snprintf(shard_note, sizeof shard_note, "; sharded, bytes per rank:");
@@ -317,16 +333,22 @@ static int resume_from(Trainer *t, const char *arg) {
         return fail(2, "%s", err);
     }
     /* One process per rank: only the blocks this process's rank holds are read (the rest of the
-     * canonical tensor stays zero; engine_set_canon takes this rank's blocks only). Threads: all. */
-    const Plan *p = t->plan;
-    int partial = t->nprocs > 1 && !t->pl;   /* pp > 1: the parts are the stages' plans'; every tensor is read whole */
-    CkptRegion *need = partial ? malloc((size_t)(p->nparts + 1) * sizeof *need) : NULL;
+     * canonical tensor stays zero; engine_set_canon takes this rank's blocks only), and with pp > 1
+     * only the canons of its own stages. Threads: all. */
+    int partial = t->nprocs > 1;
+    int most = t->plan->nparts;
+    for (int s = 0; t->pl && s < pipeline_stages(t->pl); s++)
+        if (pipeline_stage_plan(t->pl, s)->nparts > most) most = pipeline_stage_plan(t->pl, s)->nparts;
+    CkptRegion *need = partial ? malloc((size_t)(most + 1) * sizeof *need) : NULL;
     if (partial && !need) { ckpt_reader_close(rd); ckpt_state_free(&st); return fail(1, "out of memory"); }
     const int slots[3] = {SLOT_PARAM, SLOT_ADAM_M, SLOT_ADAM_V};
     for (int c = 0; c < t->ncanons; c++) {
+        int lc = c, stage = t->pl ? pipeline_canon_stage(t->pl, c, &lc) : 0;
+        const Plan *p = t->pl ? pipeline_stage_plan(t->pl, stage) : t->plan;
+        if (t->pl && !pipeline_stage_engine(t->pl, stage)) continue;   /* another process's stage */
         int nneed = 0, tr = t->proc % p->tp;
         for (int k = 0; need && k < p->nparts; k++)
-            if (p->parts[k].canon == c)
+            if (p->parts[k].canon == lc)
                 need[nneed++] = (CkptRegion){rank_int(p->parts[k].r0, tr), rank_int(p->parts[k].r1, tr),
                                              rank_int(p->parts[k].c0, tr), rank_int(p->parts[k].c1, tr)};
         for (int s = 0; s < 3; s++) {
@@ -381,6 +403,27 @@ static void divergence_advice(const Trainer *t, char *out, size_t n) {
     if (p->clip > 0) snprintf(clip, sizeof clip, "a tighter gradient clip (clip is %g: e.g. -D clip=%g)", p->clip, p->clip / 2);
     else snprintf(clip, sizeof clip, "gradient clipping (clip is off: e.g. -D clip=1)");
     snprintf(out, n, "%s; try a lower learning rate (lr is %g: e.g. -D lr=%g) or %s", where, p->lr, p->lr / 10, clip);
+}
+
+/* pp > 1: the step's MoE routing rows, gathered by the pipeline over its stages (and processes),
+ * into the log's statistics, micro-batch by micro-batch as at pp = 1. 0, or -1 out of memory. */
+static int pipeline_moe_stats(Trainer *t) {
+    MoeStats *s = &t->moe;
+    if (!s->n) return 0;
+    int nr = s->ranks * s->n;
+    float *buf = malloc(sizeof(float) * (size_t)nr * (size_t)(s->auxn + 1));
+    const float **rows = malloc(sizeof *rows * (size_t)nr);
+    if (!buf || !rows) { free(buf); free(rows); return -1; }
+    for (int j = 0; j < t->plan->grad_accum; j++) {
+        for (int d = 0; d < s->ranks; d++)
+            for (int q = 0; q < s->n; q++) {
+                float *row = buf + (size_t)(d * s->n + q) * (size_t)(s->auxn + 1);
+                rows[d * s->n + q] = pipeline_moe_aux(t->pl, j, s->layer[q], d, row, s->auxn) ? NULL : row;
+            }
+        moe_stats_add_rows(s, rows);
+    }
+    free(buf); free(rows);
+    return 0;
 }
 
 /* Mean loss over the validation micro-batches; *loss = -1 when there is no validation part. */
@@ -494,6 +537,7 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             if (pipeline_forward_backward(t->pl, t->inputs, t->targets, ml, err, sizeof err))
                 return fail(1, "step %d: %s", t->step + 1, err);
             for (int a = 0; a < p->grad_accum; a++) sum += ml[a];
+            if (pipeline_moe_stats(t)) return fail(1, "out of memory");
         }
         double loss = sum / p->grad_accum;
         // a non-finite loss or gradient norm: no update (the gradients are dropped), the step counts
@@ -597,9 +641,6 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
         t.nprocs = world_from_env(&wr, &ws, werr, sizeof werr) == 1 ? ws : 1;
         t.proc = t.nprocs > 1 ? wr : 0;
     }
-    if (pl && opt->ckpt_format == 2)
-        return fail(2, "--ckpt-format sharded: a pipeline run (pp > 1) saves full checkpoints only so far; use "
-                    "--ckpt-format full");
     if (opt->resume && !strcmp(opt->resume, "auto") && !opt->outdir)
         return fail(2, "--resume auto resumes from the run's own checkpoints: it needs -o DIR");
     if (opt->resume && !opt->outdir)
@@ -652,7 +693,15 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
         t.e = engine_create(p, opt->backend ? opt->backend : "auto", err, sizeof err);
         if (!t.e) { tokenset_close(&ts); trainer_free(&t); return fail(1, "%s", err); }
     }
-    if (moe_stats_init(&t.moe, p, p->dp, p->tp)) { tokenset_close(&ts); trainer_free(&t); return fail(1, "out of memory"); }
+    {   /* pp > 1: the MoE layers of every stage */
+        const Plan *stages[64] = {p};
+        int nst = pl ? pipeline_stages(pl) : 1;
+        for (int s = 0; pl && s < nst && s < 64; s++) stages[s] = pipeline_stage_plan(pl, s);
+        if (moe_stats_init_stages(&t.moe, stages, nst < 64 ? nst : 64, p->dp, p->tp)) {
+            tokenset_close(&ts); trainer_free(&t);
+            return fail(1, "out of memory");
+        }
+    }
 
     char count[32], coll[32], tok[32], ntrain[32], nval[32];
     format_count((double)nparams, count, sizeof count);
@@ -673,7 +722,8 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
                    pipeline_ranks(pl), pipeline_stages(pl), pipeline_stages(pl) > pipeline_ranks(pl) ? "interleaved 1F1B" : "1F1B",
                    p->grad_accum, pipeline_transport(pl));
     Grid grid;
-    if (grid_make(&grid, p->dp, pl ? pipeline_ranks(pl) : p->pp, p->tp, err, sizeof err) == 0) {
+    if (grid_make(&grid, p->dp, pl ? pipeline_ranks(pl) : p->pp, p->tp, err, sizeof err) == 0 &&
+        grid_set_ep(&grid, p->ep > 1 ? p->ep : 1, err, sizeof err) == 0) {
         char gd[4096];
         grid_describe(&grid, gd, sizeof gd);
         printf("  %s", gd);
@@ -688,7 +738,7 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
         int nb = 0;
         for (int s = 0; s < p->nsteps; s++) {
             const PlanStep *st = &p->steps_[s];
-            if ((st->kind != ST_ALLREDUCE && st->kind != ST_REDUCE_SCATTER) || st->coll.group != GROUP_DP) continue;
+            if ((st->kind != ST_ALLREDUCE && st->kind != ST_REDUCE_SCATTER) || (st->coll.group != GROUP_DP && st->coll.group != GROUP_EDP)) continue;
             dpb += st->coll.elems * (int64_t)plan_dtype_size(st->coll.dtype);
             if (st->coll.bucket + 1 > nb) nb = st->coll.bucket + 1;
         }
@@ -696,6 +746,20 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
         format_bytes((double)dpb, dpbs, sizeof dpbs);
         printf("  dp gradient reduction per step: %s per rank in %d bucket%s (%s%s)\n", dpbs, nb, nb == 1 ? "" : "s",
                p->zero ? "reduce_scatter + gather_shards, ZeRO-1" : "allreduce", p->grad_accum > 1 ? ", last micro-batch only" : "");
+    }
+    if (p->ep > 1) {   /* the plan's alltoall steps, every slot at capacity */
+        int64_t b = 0;
+        int n = 0;
+        for (int s = 0; s < p->nsteps; s++) {
+            const PlanStep *st = &p->steps_[s];
+            if (st->kind != ST_ALLTOALL) continue;
+            b += st->coll.experts * st->coll.capacity * st->coll.cols * (int64_t)plan_dtype_size(st->coll.dtype);
+            n++;
+        }
+        char bs[32];
+        format_bytes((double)b, bs, sizeof bs);
+        printf("  expert parallelism: ep=%d, %d all-to-all steps per micro-batch, %s per rank at capacity (only filled slots travel)\n",
+               p->ep, n, bs);
     }
     fflush(stdout);
 

@@ -13,10 +13,11 @@
 //  - the next batch*heads*ceil(seq/BQ) blocks own BQ queries (Q, dO rows in shared memory, lse and
 //    delta) and stream the key tiles j <= their last query: S = Q K^T, dP = dO V^T,
 //    dS = P (dP - delta), dQ += dS K; dq = scale dQ.
-// Shared memory: own rows [2*BQ, D] + streamed tiles [2*BK, D] bf16, rows padded by 8 (ldmatrix
-// without bank conflicts), copied with cp.async; delta and lse are read while the copies land, and
-// the next tile's rows are requested into L2 while the warps compute (one buffer: 48 KiB of static
-// shared memory leaves no room for a second at head dim 128).
+// Shared memory (dynamic, sized at launch): own rows [2*BQ, D] + streamed tiles [2*BK, D] bf16, rows
+// padded by 8 (ldmatrix without bank conflicts), copied with cp.async, and lse, delta [max(BQ, BK)]
+// fp32; delta and lse are read while the copies land, and the next tile's rows are requested into
+// L2 while the warps compute. gen/kernels.c picks the tiles within the arch's opt-in maximum (above
+// 48 KiB the backend raises the function's limit with cuFuncSetAttribute before the first launch).
 // gen/kernels.c uses this template for head_dim a multiple of 16 up to 128, attention_bwd_simt.cu
 // otherwise.
 extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
@@ -27,9 +28,11 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
     constexpr int KD = D / 16, NS = BK / 8, NO = D / 8;   // k-steps over D; n-tiles of S and of D
     constexpr int LDS = D + 8, NB = (SEQ + BQ - 1) / BQ;
     constexpr int BKV = {{BATCH}} * {{KV_HEADS}}, BH = {{BATCH}} * {{HEADS}}, KBLOCKS = BKV * NB;
-    __shared__ __align__(16) bf16 own1[BQ * LDS], own2[BQ * LDS];   // [BQ, D]: K, V or Q, dO
-    __shared__ __align__(16) bf16 str1[BK * LDS], str2[BK * LDS];   // [BK, D]: Q, dO or K, V
-    __shared__ float s_lse[BQ > BK ? BQ : BK], s_delta[BQ > BK ? BQ : BK];   // base-2 lse, delta
+    BOOST_DYNAMIC_SHARED(smem);   // {{SMEM}} bytes: the arrays below, each 16-byte aligned (LDS % 8 == 0)
+    bf16 *const own1 = (bf16 *)smem, *const own2 = own1 + BQ * LDS;       // [BQ, D]: K, V or Q, dO
+    bf16 *const str1 = own2 + BQ * LDS, *const str2 = str1 + BK * LDS;    // [BK, D]: Q, dO or K, V
+    float *const s_lse = (float *)(str2 + BK * LDS);                      // [max(BQ, BK)] base-2 lse
+    float *const s_delta = s_lse + (BQ > BK ? BQ : BK);                   // [max(BQ, BK)] delta
     const float sl2 = {{SCALE}} * 1.4426950409f, LOG2E = 1.4426950409f;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 

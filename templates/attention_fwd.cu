@@ -2,8 +2,8 @@
 // bf16 operands, fp32 accumulators; prelude.cuh has the fragment layout). One block of BQ/16 warps
 // per (batch, head, tile of BQ queries); warp w owns queries q0+16w .. q0+16w+15 and keeps their Q
 // (A fragments), scores, output and row statistics in registers. Keys and values stream through
-// shared memory in tiles of BK ([BK, D] each, rows padded by 8 so that ldmatrix hits 32 different
-// banks; V's B fragments come from the transposing ldmatrix), copied with cp.async so that V's copy
+// shared memory in tiles of BK ([BK, D] each in dynamic shared memory sized at launch, rows padded
+// by 8 so that ldmatrix hits 32 different banks; V's B fragments come from the transposing ldmatrix), copied with cp.async so that V's copy
 // overlaps S and the next K's copy overlaps P V. Per tile and warp: S = Q K^T (mma), an online softmax on S's C
 // fragments in base 2 (row max and sum over the 4 lanes that share a row), P rounded to bf16 A
 // fragments without leaving registers, O += P V (mma). Tiles past a warp's last query are skipped;
@@ -19,7 +19,8 @@ extern "C" __global__ void __launch_bounds__({{BLOCK_Q}} * 2, 1)
     constexpr int KD = D / 16, NS = BK / 8, NO = D / 8;   // k-steps over D; n-tiles of S and of O
     constexpr int LDS = D + 8;                             // padded shared rows
     constexpr int NQB = (SEQ + BQ - 1) / BQ;
-    __shared__ __align__(16) bf16 ks[BK * LDS], vs[BK * LDS];   // [BK, D] each
+    BOOST_DYNAMIC_SHARED(smem);                            // {{SMEM}} bytes
+    bf16 *const ks = (bf16 *)smem, *const vs = ks + BK * LDS;   // [BK, D] each, 16-byte aligned rows
     const float sl2 = {{SCALE}} * 1.4426950409f;           // scores in base 2: scale * log2(e)
     const float NEG_INF = __int_as_float(0xff800000);
     const int qb = NQB - 1 - (int)(blockIdx.x / BH), bh = blockIdx.x % BH;

@@ -108,6 +108,16 @@ static __device__ __forceinline__ int mma_b_col(int lane, int e) { (void)e; retu
 static __device__ __forceinline__ int mma_c_row(int lane, int e) { return (lane >> 2) + 8 * (e >> 1); }
 static __device__ __forceinline__ int mma_c_col(int lane, int e) { return 2 * (lane & 3) + (e & 1); }
 
+// BOOST_DYNAMIC_SHARED(p): p points at the block's dynamic shared memory (16-byte aligned), sized at
+// launch (the plan's smem=; above 48 KiB the backend raises the function's limit first). On the
+// emulator it is the launch's buffer, which ends where the launch's size ends.
+#ifdef BOOST_CUDA_EMU
+#define BOOST_DYNAMIC_SHARED(p) unsigned char *const p = emu_dynamic_shared()
+#else
+#define BOOST_DYNAMIC_SHARED(p) extern __shared__ __align__(16) unsigned char boost_dynamic_smem[]; \
+    unsigned char *const p = boost_dynamic_smem
+#endif
+
 // Two floats as a bf16 pair (lo in the low half: the lower column or row index), rounded to nearest.
 static __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);

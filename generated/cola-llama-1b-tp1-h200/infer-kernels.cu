@@ -113,6 +113,16 @@ static __device__ __forceinline__ int mma_b_col(int lane, int e) { (void)e; retu
 static __device__ __forceinline__ int mma_c_row(int lane, int e) { return (lane >> 2) + 8 * (e >> 1); }
 static __device__ __forceinline__ int mma_c_col(int lane, int e) { return 2 * (lane & 3) + (e & 1); }
 
+// BOOST_DYNAMIC_SHARED(p): p points at the block's dynamic shared memory (16-byte aligned), sized at
+// launch (the plan's smem=; above 48 KiB the backend raises the function's limit first). On the
+// emulator it is the launch's buffer, which ends where the launch's size ends.
+#ifdef BOOST_CUDA_EMU
+#define BOOST_DYNAMIC_SHARED(p) unsigned char *const p = emu_dynamic_shared()
+#else
+#define BOOST_DYNAMIC_SHARED(p) extern __shared__ __align__(16) unsigned char boost_dynamic_smem[]; \
+    unsigned char *const p = boost_dynamic_smem
+#endif
+
 // Two floats as a bf16 pair (lo in the low half: the lower column or row index), rounded to nearest.
 static __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
@@ -1007,6 +1017,29 @@ adamw_multi_fp32_master_bf16(float *master, bf16 *param, const float *grad, floa
         float p = master[i];
         p -= lr * ((mi / bias1) / (sqrtf(vi / bias2) + eps) + wd * p);
         master[i] = p;
+        if (flags & 2) param[i] = __float2bfloat16(p);
+    }
+}
+
+// ZeRO-1 (zero=1): the same update over this dp rank's shards, whose fp32 masters and moments are
+// stored apart from the whole params and grads. chunks[5b..5b+4] = {param/grad element, master
+// element, m/v element, count (<= 65536), flags as above}; an fp32 param's master is the param.
+extern "C" __global__ void __launch_bounds__(256)
+adamw_multi_sharded(float *master, bf16 *param, const float *grad, float *m, float *v,
+                    const long long *chunks, float lr, float beta1, float beta2, float eps,
+                    float weight_decay, float grad_scale, float bias1, float bias2) {
+    const long long *c = chunks + 5 * (long long)blockIdx.x;
+    const long long first = c[0], mfirst = c[1], sfirst = c[2], count = c[3], flags = c[4];
+    const float wd = (flags & 1) ? weight_decay : 0.f;
+    for (long long j = threadIdx.x; j < count; j += 256) {
+        const long long i = first + j, k = sfirst + j;
+        const float g = grad[i] * grad_scale;
+        const float mi = beta1 * m[k] + (1.f - beta1) * g;
+        const float vi = beta2 * v[k] + (1.f - beta2) * g * g;
+        m[k] = mi; v[k] = vi;
+        float p = master[mfirst + j];
+        p -= lr * ((mi / bias1) / (sqrtf(vi / bias2) + eps) + wd * p);
+        master[mfirst + j] = p;
         if (flags & 2) param[i] = __float2bfloat16(p);
     }
 }

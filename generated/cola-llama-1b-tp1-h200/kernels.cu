@@ -113,6 +113,16 @@ static __device__ __forceinline__ int mma_b_col(int lane, int e) { (void)e; retu
 static __device__ __forceinline__ int mma_c_row(int lane, int e) { return (lane >> 2) + 8 * (e >> 1); }
 static __device__ __forceinline__ int mma_c_col(int lane, int e) { return 2 * (lane & 3) + (e & 1); }
 
+// BOOST_DYNAMIC_SHARED(p): p points at the block's dynamic shared memory (16-byte aligned), sized at
+// launch (the plan's smem=; above 48 KiB the backend raises the function's limit first). On the
+// emulator it is the launch's buffer, which ends where the launch's size ends.
+#ifdef BOOST_CUDA_EMU
+#define BOOST_DYNAMIC_SHARED(p) unsigned char *const p = emu_dynamic_shared()
+#else
+#define BOOST_DYNAMIC_SHARED(p) extern __shared__ __align__(16) unsigned char boost_dynamic_smem[]; \
+    unsigned char *const p = boost_dynamic_smem
+#endif
+
 // Two floats as a bf16 pair (lo in the low half: the lower column or row index), rounded to nearest.
 static __device__ __forceinline__ unsigned pack_bf16x2(float lo, float hi) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
@@ -370,12 +380,13 @@ rope_r16384_h32_d64_ldx6144_s4096_th10000_inv0_bf16_b256(bf16 *x) {
     st(row + i + HALF, b * c + a * s);
 }
 
+// boost:dynamic_smem attention_fwd_b4_s4096_h32_kv32_d64_ldq6144_ldk6144_ldv6144_ldo2048_sc0p125_bf16_tc_q64k64 18432
 // attention_fwd: causal attention on the tensor cores, FlashAttention-2 style (mma.sync m16n8k16,
 // bf16 operands, fp32 accumulators; prelude.cuh has the fragment layout). One block of BQ/16 warps
 // per (batch, head, tile of BQ queries); warp w owns queries q0+16w .. q0+16w+15 and keeps their Q
 // (A fragments), scores, output and row statistics in registers. Keys and values stream through
-// shared memory in tiles of BK ([BK, D] each, rows padded by 8 so that ldmatrix hits 32 different
-// banks; V's B fragments come from the transposing ldmatrix), copied with cp.async so that V's copy
+// shared memory in tiles of BK ([BK, D] each in dynamic shared memory sized at launch, rows padded
+// by 8 so that ldmatrix hits 32 different banks; V's B fragments come from the transposing ldmatrix), copied with cp.async so that V's copy
 // overlaps S and the next K's copy overlaps P V. Per tile and warp: S = Q K^T (mma), an online softmax on S's C
 // fragments in base 2 (row max and sum over the 4 lanes that share a row), P rounded to bf16 A
 // fragments without leaving registers, O += P V (mma). Tiles past a warp's last query are skipped;
@@ -391,7 +402,8 @@ attention_fwd_b4_s4096_h32_kv32_d64_ldq6144_ldk6144_ldv6144_ldo2048_sc0p125_bf16
     constexpr int KD = D / 16, NS = BK / 8, NO = D / 8;   // k-steps over D; n-tiles of S and of O
     constexpr int LDS = D + 8;                             // padded shared rows
     constexpr int NQB = (SEQ + BQ - 1) / BQ;
-    __shared__ __align__(16) bf16 ks[BK * LDS], vs[BK * LDS];   // [BK, D] each
+    BOOST_DYNAMIC_SHARED(smem);                            // 18432 bytes
+    bf16 *const ks = (bf16 *)smem, *const vs = ks + BK * LDS;   // [BK, D] each, 16-byte aligned rows
     const float sl2 = 0.125f * 1.4426950409f;           // scores in base 2: scale * log2(e)
     const float NEG_INF = __int_as_float(0xff800000);
     const int qb = NQB - 1 - (int)(blockIdx.x / BH), bh = blockIdx.x % BH;
@@ -914,6 +926,7 @@ online_norm_bwd_r16384_c2048_ldx2048_acc1_bf16_b256(const bf16 *x, const bf16 *g
     }
 }
 
+// boost:dynamic_smem attention_bwd_b4_s4096_h32_kv32_d64_ldq6144_ldk6144_ldv6144_ldo2048_sc0p125_bf16_tc_q64k64 37376
 // attention_bwd: the gradient of attention_fwd on the tensor cores (mma.sync m16n8k16, bf16
 // operands, fp32 accumulators), FlashAttention-2 style with P recomputed from lse. One launch, two
 // kinds of blocks of BQ/16 warps, each warp owning 16 rows of the block's BQ; every output element
@@ -929,10 +942,11 @@ online_norm_bwd_r16384_c2048_ldx2048_acc1_bf16_b256(const bf16 *x, const bf16 *g
 //  - the next batch*heads*ceil(seq/BQ) blocks own BQ queries (Q, dO rows in shared memory, lse and
 //    delta) and stream the key tiles j <= their last query: S = Q K^T, dP = dO V^T,
 //    dS = P (dP - delta), dQ += dS K; dq = scale dQ.
-// Shared memory: own rows [2*BQ, D] + streamed tiles [2*BK, D] bf16, rows padded by 8 (ldmatrix
-// without bank conflicts), copied with cp.async; delta and lse are read while the copies land, and
-// the next tile's rows are requested into L2 while the warps compute (one buffer: 48 KiB of static
-// shared memory leaves no room for a second at head dim 128).
+// Shared memory (dynamic, sized at launch): own rows [2*BQ, D] + streamed tiles [2*BK, D] bf16, rows
+// padded by 8 (ldmatrix without bank conflicts), copied with cp.async, and lse, delta [max(BQ, BK)]
+// fp32; delta and lse are read while the copies land, and the next tile's rows are requested into
+// L2 while the warps compute. gen/kernels.c picks the tiles within the arch's opt-in maximum (above
+// 48 KiB the backend raises the function's limit with cuFuncSetAttribute before the first launch).
 // gen/kernels.c uses this template for head_dim a multiple of 16 up to 128, attention_bwd_simt.cu
 // otherwise.
 extern "C" __global__ void __launch_bounds__(64 * 2, 1)
@@ -943,9 +957,11 @@ attention_bwd_b4_s4096_h32_kv32_d64_ldq6144_ldk6144_ldv6144_ldo2048_sc0p125_bf16
     constexpr int KD = D / 16, NS = BK / 8, NO = D / 8;   // k-steps over D; n-tiles of S and of D
     constexpr int LDS = D + 8, NB = (SEQ + BQ - 1) / BQ;
     constexpr int BKV = 4 * 32, BH = 4 * 32, KBLOCKS = BKV * NB;
-    __shared__ __align__(16) bf16 own1[BQ * LDS], own2[BQ * LDS];   // [BQ, D]: K, V or Q, dO
-    __shared__ __align__(16) bf16 str1[BK * LDS], str2[BK * LDS];   // [BK, D]: Q, dO or K, V
-    __shared__ float s_lse[BQ > BK ? BQ : BK], s_delta[BQ > BK ? BQ : BK];   // base-2 lse, delta
+    BOOST_DYNAMIC_SHARED(smem);   // 37376 bytes: the arrays below, each 16-byte aligned (LDS % 8 == 0)
+    bf16 *const own1 = (bf16 *)smem, *const own2 = own1 + BQ * LDS;       // [BQ, D]: K, V or Q, dO
+    bf16 *const str1 = own2 + BQ * LDS, *const str2 = str1 + BK * LDS;    // [BK, D]: Q, dO or K, V
+    float *const s_lse = (float *)(str2 + BK * LDS);                      // [max(BQ, BK)] base-2 lse
+    float *const s_delta = s_lse + (BQ > BK ? BQ : BK);                   // [max(BQ, BK)] delta
     const float sl2 = 0.125f * 1.4426950409f, LOG2E = 1.4426950409f;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
@@ -1226,6 +1242,29 @@ adamw_multi_fp32_master_bf16(float *master, bf16 *param, const float *grad, floa
         float p = master[i];
         p -= lr * ((mi / bias1) / (sqrtf(vi / bias2) + eps) + wd * p);
         master[i] = p;
+        if (flags & 2) param[i] = __float2bfloat16(p);
+    }
+}
+
+// ZeRO-1 (zero=1): the same update over this dp rank's shards, whose fp32 masters and moments are
+// stored apart from the whole params and grads. chunks[5b..5b+4] = {param/grad element, master
+// element, m/v element, count (<= 65536), flags as above}; an fp32 param's master is the param.
+extern "C" __global__ void __launch_bounds__(256)
+adamw_multi_sharded(float *master, bf16 *param, const float *grad, float *m, float *v,
+                    const long long *chunks, float lr, float beta1, float beta2, float eps,
+                    float weight_decay, float grad_scale, float bias1, float bias2) {
+    const long long *c = chunks + 5 * (long long)blockIdx.x;
+    const long long first = c[0], mfirst = c[1], sfirst = c[2], count = c[3], flags = c[4];
+    const float wd = (flags & 1) ? weight_decay : 0.f;
+    for (long long j = threadIdx.x; j < count; j += 256) {
+        const long long i = first + j, k = sfirst + j;
+        const float g = grad[i] * grad_scale;
+        const float mi = beta1 * m[k] + (1.f - beta1) * g;
+        const float vi = beta2 * v[k] + (1.f - beta2) * g * g;
+        m[k] = mi; v[k] = vi;
+        float p = master[mfirst + j];
+        p -= lr * ((mi / bias1) / (sqrtf(vi / bias2) + eps) + wd * p);
+        master[mfirst + j] = p;
         if (flags & 2) param[i] = __float2bfloat16(p);
     }
 }

@@ -4,6 +4,9 @@
 // the block, and warp shuffles meet at a barrier per lane mask. bf16 is emulated bit-exactly
 // (round to nearest even). Slow; meant for small shapes in tests (tests/unit/test_kernels_emu.c).
 // Include it before a kernels.cu (g++ -include), with an empty cuda_bf16.h on the include path.
+// Dynamic shared memory (BOOST_DYNAMIC_SHARED in templates/prelude.cuh) is a buffer of exactly the
+// size emu_set_dynamic_shared() gave the next launches, followed by an inaccessible page: a kernel
+// that reaches past the launch's size stops the process with a message.
 // Compiled with EMU_RACE_FLAGS (below), it also finds shared-memory races between warps, reads of
 // cp.async destinations still in flight, and lanes of a .sync.aligned instruction at different call
 // sites (section "race and divergence detection").
@@ -11,6 +14,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <ucontext.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <stdio.h>
@@ -108,7 +114,7 @@ EMU_FN inline void emu_yield(int state) {
 // emu_set_seed(s): s = 0 runs the fibers round-robin, each until it blocks; s > 0 picks the next
 // fiber at random (seeded) and switches at every shared-memory access and every barrier.
 enum { EMU_R_RACE, EMU_R_INFLIGHT, EMU_R_UNWAITED, EMU_R_DIVERGE };
-struct EmuReport { int kind, write, other_write; const void *site, *other; unsigned warp, other_warp, block; uintptr_t off; };
+struct EmuReport { int kind, write, other_write; const void *site, *other; unsigned warp, other_warp, block; uintptr_t off; int dyn; };
 struct EmuShadow { unsigned wepoch, repoch; int wwarp, rwarp1, rwarp2; const void *wsite, *rsite1, *rsite2, *inflight; };
 inline EmuReport emu_reports[64];
 inline unsigned emu_nreport, emu_nreport_total;
@@ -119,6 +125,8 @@ inline EmuShadow *emu_shadow;
 inline uintptr_t emu_sh_lo, emu_sh_hi;
 inline int emu_sh_known;
 inline uintptr_t emu_own_lo, emu_own_hi;
+inline uintptr_t emu_dyn_lo, emu_dyn_hi;    // the current launch's dynamic shared memory
+inline EmuShadow *emu_dyn_shadow;           // its shadow (race detection)
 
 EMU_FN inline void emu_report(int kind, int write, const void *site, unsigned warp, int other_write, const void *other,
                               unsigned other_warp, uintptr_t addr) {
@@ -126,7 +134,9 @@ EMU_FN inline void emu_report(int kind, int write, const void *site, unsigned wa
     for (unsigned i = 0; i < emu_nreport; i++)
         if (emu_reports[i].kind == kind && emu_reports[i].site == site && emu_reports[i].other == other) return;
     if (emu_nreport < 64)
-        emu_reports[emu_nreport++] = EmuReport{kind, write, other_write, site, other, warp, other_warp, blockIdx.x, addr - emu_sh_lo};
+        emu_reports[emu_nreport++] = EmuReport{kind, write, other_write, site, other, warp, other_warp, blockIdx.x,
+                                               addr >= emu_dyn_lo && addr < emu_dyn_hi ? addr - emu_dyn_lo : addr - emu_sh_lo,
+                                               addr >= emu_dyn_lo && addr < emu_dyn_hi};
 }
 
 EMU_FN inline int emu_phdr_cb(struct dl_phdr_info *info, size_t, void *) {
@@ -140,21 +150,13 @@ EMU_FN inline int emu_phdr_cb(struct dl_phdr_info *info, size_t, void *) {
     return 0;
 }
 
-// One access of n bytes at a by the running fiber (write: 1), from call site `site`.
-EMU_FN inline void emu_access(uintptr_t a, size_t n, int write, const void *site) {
-    if (!emu_sh_known) {
-        emu_sh_known = 1;
-        dl_iterate_phdr(emu_phdr_cb, NULL);
-        if (emu_sh_hi > emu_sh_lo) emu_shadow = (EmuShadow *)calloc(emu_sh_hi - emu_sh_lo, sizeof(EmuShadow));
-        if (!emu_shadow) emu_sh_hi = emu_sh_lo;
-    }
-    if (a < emu_sh_lo || a >= emu_sh_hi || !emu_cur) return;
-    if (a < (uintptr_t)(&blockDim + 1) && a + n > (uintptr_t)&blockDim) return;
-    if (a < (uintptr_t)(&gridDim + 1) && a + n > (uintptr_t)&gridDim) return;
-    if (a < emu_own_hi && a + n > emu_own_lo) return;   // the emulator's pending-copy lists (std::vector code)
+// The bytes [a, a+n) of a region [lo, hi) whose shadow is sh: the conflicts they complete, then the
+// access logged.
+EMU_FN inline void emu_access_bytes(uintptr_t a, size_t n, int write, const void *site, EmuShadow *sh, uintptr_t lo,
+                                    uintptr_t hi) {
     const int w = (int)(emu_cur->tid >> 5);
-    for (uintptr_t b = a; b < a + n && b < emu_sh_hi; b++) {
-        EmuShadow &s = emu_shadow[b - emu_sh_lo];
+    for (uintptr_t b = a; b < a + n && b < hi; b++) {
+        EmuShadow &s = sh[b - lo];
         if (s.inflight) emu_report(EMU_R_INFLIGHT, write, site, (unsigned)w, 1, s.inflight, 0, b);
         if (s.wepoch == emu_epoch && s.wwarp != w) emu_report(EMU_R_RACE, write, site, (unsigned)w, 1, s.wsite, (unsigned)s.wwarp, b);
         if (write) {
@@ -168,13 +170,35 @@ EMU_FN inline void emu_access(uintptr_t a, size_t n, int write, const void *site
             s.rwarp2 = w; s.rsite2 = site;
         }
     }
+}
+
+// One access of n bytes at a by the running fiber (write: 1), from call site `site`.
+EMU_FN inline void emu_access(uintptr_t a, size_t n, int write, const void *site) {
+    if (!emu_sh_known) {
+        emu_sh_known = 1;
+        dl_iterate_phdr(emu_phdr_cb, NULL);
+        if (emu_sh_hi > emu_sh_lo) emu_shadow = (EmuShadow *)calloc(emu_sh_hi - emu_sh_lo, sizeof(EmuShadow));
+        if (!emu_shadow) emu_sh_hi = emu_sh_lo;
+    }
+    if (!emu_cur) return;
+    if (a >= emu_dyn_lo && a < emu_dyn_hi && emu_dyn_shadow) {   // the launch's dynamic shared memory
+        emu_access_bytes(a, n, write, site, emu_dyn_shadow, emu_dyn_lo, emu_dyn_hi);
+        if (emu_seed) emu_yield(EMU_RUN);
+        return;
+    }
+    if (a < emu_sh_lo || a >= emu_sh_hi) return;
+    if (a < (uintptr_t)(&blockDim + 1) && a + n > (uintptr_t)&blockDim) return;
+    if (a < (uintptr_t)(&gridDim + 1) && a + n > (uintptr_t)&gridDim) return;
+    if (a < emu_own_hi && a + n > emu_own_lo) return;   // the emulator's pending-copy lists (std::vector code)
+    emu_access_bytes(a, n, write, site, emu_shadow, emu_sh_lo, emu_sh_hi);
     if (emu_seed) emu_yield(EMU_RUN);   // let another fiber run before this access completes
 }
 EMU_FN inline void emu_set_inflight(uintptr_t a, size_t n, const void *site) {
-    if (a < emu_sh_lo || a + n > emu_sh_hi) return;
-    for (size_t i = 0; i < n; i++) emu_shadow[a - emu_sh_lo + i].inflight = site;
+    EmuShadow *sh = NULL;
+    if (a >= emu_dyn_lo && a + n <= emu_dyn_hi && emu_dyn_shadow) sh = emu_dyn_shadow + (a - emu_dyn_lo);
+    else if (a >= emu_sh_lo && a + n <= emu_sh_hi && emu_shadow) sh = emu_shadow + (a - emu_sh_lo);
+    if (sh) for (size_t i = 0; i < n; i++) sh[i].inflight = site;
 }
-
 #ifdef __SANITIZE_ADDRESS__
 #define EMU_HOOK(n) \
     extern "C" EMU_SITE_FN void __asan_load##n##_noabort(uintptr_t a) { emu_access(a, n, 0, __builtin_return_address(0)); } \
@@ -230,8 +254,9 @@ extern "C" EMU_FN __attribute__((weak)) int emu_report_text(unsigned i, char *bu
     emu_site_text(r.other, b, sizeof b);
     const char *op = r.write ? "write" : "read", *oop = r.other_write ? "write" : "read";
     if (r.kind == EMU_R_RACE)
-        snprintf(buf, n, "shared-memory race (block %u, static offset %lu): %s by warp %u at [%s] and %s by warp %u at [%s] "
-                 "with no __syncthreads between them", r.block, (unsigned long)r.off, op, r.warp, a, oop, r.other_warp, b);
+        snprintf(buf, n, "shared-memory race (block %u, %s offset %lu): %s by warp %u at [%s] and %s by warp %u at [%s] "
+                 "with no __syncthreads between them", r.block, r.dyn ? "dynamic" : "static", (unsigned long)r.off, op, r.warp,
+                 a, oop, r.other_warp, b);
     else if (r.kind == EMU_R_INFLIGHT)
         snprintf(buf, n, "%s by warp %u at [%s] of a cp.async destination still in flight, issued at [%s] (block %u): "
                  "the issuing thread has not committed and waited for its group yet, or no __syncthreads followed its wait",
@@ -451,6 +476,57 @@ EMU_FN inline int emu_run_block() {
     }
 }
 
+// ---- dynamic shared memory: per launch, a buffer of the launch's size that ends at a page the
+// process may not touch (PROT_NONE); a kernel reaching past the size faults there, and the handler
+// below says so before the process dies. The bytes start out as 0xff (bf16 NaN), like memory
+// nobody wrote. With EMU_RACE_FLAGS the buffer has its own shadow, so races in it are reported.
+inline unsigned emu_dyn_bytes;            // of the next launches (emu_set_dynamic_shared)
+inline unsigned char *emu_dyn_map;
+inline size_t emu_dyn_maplen;
+EMU_FN inline unsigned char *emu_dynamic_shared() { return (unsigned char *)emu_dyn_lo; }
+extern "C" EMU_FN __attribute__((weak)) void emu_set_dynamic_shared(unsigned bytes) { emu_dyn_bytes = bytes; }
+EMU_FN inline void emu_guard_fault(int sig, siginfo_t *si, void *) {
+    const uintptr_t a = (uintptr_t)si->si_addr;
+    if (emu_dyn_map && a >= emu_dyn_hi && a < (uintptr_t)emu_dyn_map + emu_dyn_maplen) {
+        char msg[256];
+        int n = snprintf(msg, sizeof msg, "cuda_emu: block %u thread %u accessed dynamic shared memory at byte %lu, past the "
+                         "%u bytes of the launch: the launch's size is too small for the kernel's tiles\n", blockIdx.x,
+                         threadIdx.x, (unsigned long)(a - emu_dyn_lo), emu_dyn_bytes);
+        if (write(2, msg, (size_t)n) < 0) {}
+    }
+    signal(sig, SIG_DFL);   // returning re-runs the access: the default action ends the process
+}
+EMU_FN inline int emu_dyn_map_launch() {
+    static int handler;
+    if (!handler) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = emu_guard_fault;
+        sa.sa_flags = SA_SIGINFO;
+        sigaction(SIGSEGV, &sa, NULL);
+        handler = 1;
+    }
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = ((size_t)emu_dyn_bytes + 15) / 16 * 16;
+    emu_dyn_maplen = (bytes + page - 1) / page * page + page;
+    void *m = mmap(NULL, emu_dyn_maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) { emu_dyn_map = NULL; return -1; }
+    emu_dyn_map = (unsigned char *)m;
+    unsigned char *guard = emu_dyn_map + emu_dyn_maplen - page;
+    mprotect(guard, page, PROT_NONE);
+    emu_dyn_lo = (uintptr_t)(guard - bytes);
+    emu_dyn_hi = (uintptr_t)guard;
+    memset((void *)emu_dyn_lo, 0xff, bytes);
+#ifdef __SANITIZE_ADDRESS__
+    emu_dyn_shadow = bytes ? (EmuShadow *)calloc(bytes, sizeof(EmuShadow)) : NULL;
+#endif
+    return 0;
+}
+EMU_FN inline void emu_dyn_unmap_launch() {
+    if (emu_dyn_map) munmap(emu_dyn_map, emu_dyn_maplen);
+    free(emu_dyn_shadow);
+    emu_dyn_map = NULL; emu_dyn_shadow = NULL; emu_dyn_lo = emu_dyn_hi = 0;
+}
+
 // ---- launches: cuLaunchKernel's (grid, block, params) for a kernel of any signature ----
 template <class... P, size_t... I>
 EMU_FN inline void emu_call(void (*f)(P...), void **params, std::index_sequence<I...>) { f(*(P *)params[I]...); }
@@ -476,6 +552,7 @@ EMU_FN inline int emu_launch(void (*f)(P...), unsigned grid, unsigned block, voi
     emu_body = emu_body_of<P...>;
     emu_body_arg = &l;
     emu_nthreads = block;
+    if (emu_dyn_map_launch()) return -1;
     emu_fibers = new EmuFiber[block];
     for (unsigned t = 0; t < block; t++) emu_fibers[t].stack = new char[128 * 1024];
     int rc = 0;
@@ -485,6 +562,7 @@ EMU_FN inline int emu_launch(void (*f)(P...), unsigned grid, unsigned block, voi
     }
     for (unsigned t = 0; t < block; t++) delete[] emu_fibers[t].stack;
     delete[] emu_fibers;
+    emu_dyn_unmap_launch();
     return rc;
 }
 

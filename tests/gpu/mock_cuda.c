@@ -38,12 +38,29 @@ static void *objs[16];
 static int nobjs;
 static char why[512];
 
-/* A CUfunction: the emulator's launcher and the sizes of the kernel's parameters (to copy them at
- * launch, as the driver does). */
+/* A CUfunction: the emulator's launcher, the sizes of the kernel's parameters (to copy them at
+ * launch, as the driver does), the emulator's setter of the next launch's dynamic shared memory,
+ * and the function's limit on it (48 KiB until cuFuncSetAttribute raises it). */
 typedef struct {
     int (*launch)(unsigned, unsigned, void **);
     int (*sizes)(unsigned *);
+    void (*set_dyn)(unsigned);
+    int max_dyn;
 } MockFn;
+
+/* The emulated device's arch ($BOOST_MOCK_ARCH, default sm_90): compute capability and the most
+ * shared memory one block may opt in to (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN;
+ * the CUDA C Programming Guide's table of compute capabilities). */
+typedef struct { const char *arch; int major, minor, optin; } MockArch;
+static const MockArch ARCHS[] = {
+    {"sm_80", 8, 0, 163 * 1024}, {"sm_86", 8, 6, 99 * 1024}, {"sm_89", 8, 9, 99 * 1024}, {"sm_90", 9, 0, 227 * 1024},
+};
+static const MockArch *mock_arch(void) {
+    const char *a = getenv("BOOST_MOCK_ARCH");
+    for (size_t i = 0; a && i < sizeof ARCHS / sizeof ARCHS[0]; i++) if (!strcmp(ARCHS[i].arch, a)) return &ARCHS[i];
+    if (a && *a) fprintf(stderr, "mock_cuda: BOOST_MOCK_ARCH=%s unknown (sm_80, sm_86, sm_89, sm_90): sm_90\n", a);
+    return &ARCHS[3];
+}
 
 /* FNV-1a of a file's bytes, continuing from h. */
 static unsigned long long hash_file(const char *path, unsigned long long h) {
@@ -145,7 +162,7 @@ typedef struct Op {
     struct Op *next;
     /* kernel */
     MockFn *fn;
-    unsigned grid, block;
+    unsigned grid, block, smem;
     void *params[64];
     int nparams;
     unsigned char *argbuf;
@@ -252,7 +269,9 @@ static int run_until(Stream *s, unsigned long long target);
 /* Runs one op: 0 done, 1 not ready (a hook waiting for its peers), or a CUDA error. */
 static int exec_op(Op *op) {
     switch (op->kind) {
-    case OP_KERNEL: return op->fn->launch(op->grid, op->block, op->params) ? ERR_LAUNCH : 0;
+    case OP_KERNEL:
+        if (op->fn->set_dyn) op->fn->set_dyn(op->smem);
+        return op->fn->launch(op->grid, op->block, op->params) ? ERR_LAUNCH : 0;
     case OP_GEMM: {
         size_t ea = op->g.at ? 2 : 4, eb = op->g.bt ? 2 : 4, ec = op->g.ct ? 2 : 4;
         for (int i = 0; i < op->g.batch; i++)
@@ -393,8 +412,14 @@ CUresult cuDeviceGetCount(int *n) { *n = 1; return OK; }
 CUresult cuDeviceGet(int *d, int ord) { *d = ord; return ord == 0 ? OK : ERR_INVALID_VALUE; }
 CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
     (void)dev;
-    *v = attr == 75 ? 9 : attr == 76 ? 0 : 0;   /* compute capability 9.0 */
-    return OK;
+    const MockArch *a = mock_arch();
+    switch (attr) {
+    case 75: *v = a->major; return OK;           /* COMPUTE_CAPABILITY_MAJOR */
+    case 76: *v = a->minor; return OK;           /* COMPUTE_CAPABILITY_MINOR */
+    case 8: *v = 48 * 1024; return OK;           /* MAX_SHARED_MEMORY_PER_BLOCK (without opting in) */
+    case 97: *v = a->optin; return OK;           /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+    default: *v = 0; return OK;
+    }
 }
 static int ctx_token;
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) { (void)dev; *ctx = &ctx_token; return OK; }
@@ -608,22 +633,51 @@ CUresult cuModuleGetFunction(void **fn, void *m, const char *name) {
         if (!f) return 2;
         *(void **)&f->launch = launch;
         *(void **)&f->sizes = sizes;
+        *(void **)&f->set_dyn = dlsym(objs[i], "emu_set_dynamic_shared");
+        f->max_dyn = 48 * 1024;
         *fn = f;
         return OK;
     }
     return ERR_NOT_FOUND;
 }
+/* cuFuncSetAttribute: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (8) raises the function's
+ * limit on dynamic shared memory up to the arch's opt-in maximum (more is CUDA_ERROR_INVALID_VALUE,
+ * as on the device); the preferred carveout (9) is accepted and ignored; other attributes are
+ * read-only or unmodelled. */
+CUresult cuFuncSetAttribute(void *fnp, int attr, int value) {
+    MockFn *fn = fnp;
+    if (!fn) return ERR_INVALID_VALUE;
+    if (attr == 9) return value >= -1 && value <= 100 ? OK : ERR_INVALID_VALUE;
+    if (attr != 8) {
+        fprintf(stderr, "mock_cuda: cuFuncSetAttribute: attribute %d not modelled\n", attr);
+        return ERR_INVALID_VALUE;
+    }
+    const MockArch *a = mock_arch();
+    if (value < 0 || value > a->optin) {
+        fprintf(stderr, "mock_cuda: cuFuncSetAttribute refused: %d B of dynamic shared memory above %s's opt-in "
+                "maximum of %d B\n", value, a->arch, a->optin);
+        return ERR_INVALID_VALUE;
+    }
+    pthread_mutex_lock(&mu); fn->max_dyn = value; pthread_mutex_unlock(&mu);
+    return OK;
+}
+
 /* The driver's launch limits (compute capability 8.0 / 9.0): at most 1024 threads a block (x, y <=
  * 1024, z <= 64), grid x < 2^31, y and z <= 65535, and dynamic shared memory above 48 KiB only
- * after cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) raised the function's limit (this
- * stand-in's kernels take no dynamic shared memory: any request above 48 KiB is refused). The
- * emulator runs one-dimensional launches only, so y = z = 1 is asked too. */
-static CUresult launch_refused(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem) {
+ * after cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) raised the function's limit to at least
+ * the launch's (max_dyn). The emulator runs one-dimensional launches only, so y = z = 1 is asked too. */
+static CUresult launch_refused(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem,
+                               int max_dyn) {
     const char *w = NULL;
     if ((unsigned long long)bx * by * bz > 1024 || bx > 1024 || by > 1024 || bz > 64) w = "more than 1024 threads a block";
     else if (!bx || !by || !bz || !gx || !gy || !gz) w = "a zero grid or block dimension";
     else if (gx > 0x7fffffffu || gy > 65535 || gz > 65535) w = "grid dimensions above the device's limits";
-    else if (smem > 48 * 1024) w = "dynamic shared memory above the function's limit (48 KiB unless raised)";
+    else if (smem > (unsigned)max_dyn) {
+        static char lim[160];
+        snprintf(lim, sizeof lim, "dynamic shared memory above the function's limit of %d B (48 KiB unless "
+                 "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) raised it)", max_dyn);
+        w = lim;
+    }
     else if (gy != 1 || gz != 1 || by != 1 || bz != 1) w = "a multi-dimensional launch (the emulator runs x only)";
     if (!w) return OK;
     fprintf(stderr, "mock_cuda: cuLaunchKernel refused: %s (grid %u,%u,%u block %u,%u,%u shared %u B)\n", w, gx, gy, gz,
@@ -636,7 +690,10 @@ CUresult cuLaunchKernel(void *fnp, unsigned gx, unsigned gy, unsigned gz, unsign
     (void)extra;
     MockFn *fn = fnp;
     if (!fn) return ERR_INVALID_VALUE;
-    CUresult lim = launch_refused(gx, gy, gz, bx, by, bz, smem);
+    pthread_mutex_lock(&mu);
+    const int max_dyn = fn->max_dyn;
+    pthread_mutex_unlock(&mu);
+    CUresult lim = launch_refused(gx, gy, gz, bx, by, bz, smem, max_dyn);
     if (lim) return lim;
     unsigned sizes[64];
     int np = fn->sizes(sizes);
@@ -651,7 +708,7 @@ CUresult cuLaunchKernel(void *fnp, unsigned gx, unsigned gy, unsigned gz, unsign
         op->params[i] = op->argbuf + off;
         off += (sizes[i] + 7) / 8 * 8;
     }
-    op->fn = fn; op->grid = gx; op->block = bx; op->nparams = np; op->argbytes = total;
+    op->fn = fn; op->grid = gx; op->block = bx; op->smem = smem; op->nparams = np; op->argbytes = total;
     pthread_mutex_lock(&mu); n_launches++; pthread_mutex_unlock(&mu);
     return submit(stream, op);
 }

@@ -41,6 +41,18 @@ bad=$(for d in $dirs; do grep -E '^[a-z_][A-Za-z0-9_]* +sm_(80|90) ' "$d/nvrtc.t
 rows=$(for d in $dirs; do grep -cE '^[a-z_][A-Za-z0-9_]* +sm_(80|90) ' "$d/nvrtc.txt"; done | awk '{ s += $1 } END { print s + 0 }')
 if [ -z "$bad" ] && [ "$rows" -gt 0 ]; then ok "boost kernels: block size and blocks/SM on all $rows kernel rows"
 else fail "boost kernels occupancy" "${bad:-no kernel rows}"; fi
+# shared memory: each row's last number is the dynamic bytes the plan launches the kernel with
+# (smem=, 0 for a kernel the plan does not launch), and its smem column (used above) includes them
+dyn=$(for d in $dirs; do awk '
+  FNR == NR { if ($1 == "kernel") { n = ""; s = 0; for (i = 2; i <= NF; i++) { if ($i ~ /^name=/) n = substr($i, 6)
+              if ($i ~ /^smem=/) s = substr($i, 6) }; plan[n] = s }; next }
+  /^[a-z_][A-Za-z0-9_]* +sm_(80|90) / { want = ($1 in plan) ? plan[$1] : 0; if ($8 > 0) big++
+    if ($8 != want || $4 < $8) print $1 " " $2 ": dynamic " $8 ", plan smem=" want ", smem column " $4 }
+  END { if (big) print "DYN " big }' "$d/plan.txt" "$d/nvrtc.txt"; done)
+bad=$(echo "$dyn" | grep -v '^DYN ' | head -3)
+ndyn=$(echo "$dyn" | awk '/^DYN / { s += $2 } END { print s + 0 }')
+if [ -z "$bad" ] && [ "$ndyn" -gt 0 ]; then ok "boost kernels: the plan's dynamic shared memory in the smem column ($ndyn rows with some)"
+else fail "boost kernels dynamic shared memory" "${bad:-no row with dynamic shared memory}"; fi
 # the check can fail: a syntax error, and a plan that disagrees with its kernels
 first=$(printf '%s\n' $dirs | head -1)
 cp -r "$first" "$TMP/broken"

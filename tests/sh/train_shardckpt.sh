@@ -5,8 +5,12 @@
 # a run killed (SIGKILL) while saving, at random points (BOOST_TEST_CKPT_SLEEP_MS makes each save
 # sleep after every rank file, so most of the run's time is spent inside saves), leaves only step
 # folders that verify and a newest one that resumes to the uninterrupted losses; a damaged index
-# (a missing file, a slice that does not fit) exits 2 naming the file. Under mpirun (when installed)
-# each process writes its own rank file and a resume at -np 4 reads only its rank's slices.
+# (a missing file, a slice that does not fit) exits 2 naming the file. Pipeline stages (tiny-cola-pp2,
+# ranks as threads): pp=2 x tp=2, interleaved and dp=2 x pp=2 x tp=2 zero=1 rank files hold their
+# stage's blocks only, merge equals the full checkpoint, resumes across pp/tp continue the losses, and
+# kills during pipelined saves leave folders that verify and resume (tests/sh/mpi_pipeline.sh: the
+# same under mpirun). Under mpirun (when installed) each process writes its own rank file and a
+# resume at -np 4 reads only its rank's slices.
 . tests/sh/lib.sh
 common=(tiny-cola --backend cpu -D steps=20 -D eval_every=10 --quiet)
 
@@ -202,7 +206,105 @@ $BOOST train "${common[@]}" --ckpt-format half >"$TMP/b4.out" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "expected full or sharded" "$TMP/b4.out" && ok bad_ckpt_format_flag_exit2 || fail bad_ckpt_format_flag_exit2 "exit $rc"
 
-# 7. under mpirun: sharded by default, each process writes its own file (the same bytes as the
+# 7. pipeline stages (pp > 1, ranks as threads): each (stage, dp, tp) rank writes its stage's blocks
+# and the index names each tensor's stage; merge gives the full checkpoint of the same run; resumed at
+# another pp/tp (pp2 -> pp1, pp2 x tp2 -> pp4 x tp1, pp1 -> pp2, dp2 x pp2 x tp2 zero=1 -> pp4) the
+# losses continue as the uninterrupted run's; killed during saves, the newest folder resumes
+pc=(tiny-cola-pp2 --backend cpu -D steps=8 -D eval_every=4 --quiet)
+# stages_ok DIR: every slice of every tensor is in a rank file of its stage's pipeline rank
+stages_ok() {
+  python3 - "$1" <<'EOF2'
+import json, sys
+x = json.load(open(sys.argv[1] + '/index.json')); g = x['grid']; per = g['dp'] * g['tp']
+bad = [n for n, t in x['tensors'].items() for s in t['slices'] if int(s['file'][5:10]) // per != t['stage'] % g['pp']]
+stages = {t['stage'] for t in x['tensors'].values()}
+if bad or len(stages) < 2: print('# %s: stages %s, misplaced %s' % (sys.argv[1], sorted(stages), bad[:3])); sys.exit(1)
+EOF2
+}
+$BOOST train "${pc[@]}" -D pp=2 -D tp=2 --ckpt-format sharded --save-every 4 -o "$TMP/ps" --log "$TMP/ps.jsonl" >"$TMP/ps.out" 2>&1
+rc=$?
+$BOOST train "${pc[@]}" -D pp=2 -D tp=2 --save-every 4 -o "$TMP/pf" --log "$TMP/pf.jsonl" >"$TMP/pf.out" 2>&1
+dp4="$TMP/ps/step-000004"
+n=$(ls "$dp4"/rank-*.safetensors 2>/dev/null | wc -l)
+[ $rc = 0 ] && [ "$n" = 4 ] && grep -q '"pp": 2' "$dp4/index.json" && stages_ok "$dp4" && ok pp2_tp2_sharded_rank_file_per_stage_rank \
+  || fail pp2_tp2_sharded_rank_file_per_stage_rank "exit $rc, $n rank files: $(tail -2 "$TMP/ps.out")"
+echo "# pp=2 x tp=2: bytes per rank file $(stat -c %s "$dp4"/rank-*.safetensors 2>/dev/null | tr '\n' ' ')"
+same_losses "$TMP/pf.jsonl" "$TMP/ps.jsonl" 1 8 && ok pp2_sharded_run_same_losses_as_full || fail pp2_sharded_run_same_losses_as_full "see above"
+$BOOST ckpt verify "$TMP/ps" >"$TMP/pv.out" 2>&1 && [ "$(grep -c verified "$TMP/pv.out")" = 2 ] && ok pp2_verify_sharded \
+  || fail pp2_verify_sharded "$(cat "$TMP/pv.out")"
+$BOOST ckpt merge "$TMP/ps" --optimizer -o "$TMP/pm.safetensors" >"$TMP/pm.out" 2>&1 \
+  && same_tensors "$TMP/pm.safetensors" "$TMP/pf/step-000008/model.safetensors" "$TMP/pf/step-000008/optimizer.safetensors" \
+  && $BOOST ckpt merge "$TMP/ps/step-000008" -o "$TMP/pm1.safetensors" >>"$TMP/pm.out" 2>&1 \
+  && same_tensors "$TMP/pm1.safetensors" "$TMP/pf/step-000008/model.safetensors" \
+  && ok pp2_merge_equals_full || fail pp2_merge_equals_full "$(cat "$TMP/pm.out")"
+# eval and export regenerate a pp=1 plan for a pipelined run's checkpoint: sharded = full
+$BOOST eval "$TMP/ps/step-000008" --backend cpu >"$TMP/pea.out" 2>&1; rca=$?
+$BOOST eval "$TMP/pf/step-000008" --backend cpu >"$TMP/pef.out" 2>&1; rcf=$?
+$BOOST export "$TMP/ps/step-000008" --format hf -o "$TMP/pxa" >"$TMP/pxa.out" 2>&1 \
+  && $BOOST export "$TMP/pf/step-000008" --format hf -o "$TMP/pxf" >>"$TMP/pxa.out" 2>&1; rcx=$?
+[ $rca = 0 ] && [ $rcf = 0 ] && [ $rcx = 0 ] && [ -n "$(grep ' loss ' "$TMP/pea.out")" ] \
+  && [ "$(grep ' loss ' "$TMP/pea.out")" = "$(grep ' loss ' "$TMP/pef.out")" ] && cmp -s "$TMP/pxa/model.safetensors" "$TMP/pxf/model.safetensors" \
+  && ok pp2_eval_export_sharded_equal_full || fail pp2_eval_export_sharded_equal_full "exit $rca/$rcf/$rcx: $(tail -1 "$TMP/pea.out") $(tail -1 "$TMP/pxa.out")"
+for g in "1 1" "4 1" "2 2"; do
+  read -r rpp rtp <<<"$g"
+  $BOOST train "${pc[@]}" -D pp=$rpp -D tp=$rtp --resume "$dp4" --log "$TMP/pr$rpp$rtp.jsonl" >"$TMP/pr$rpp$rtp.out" 2>&1
+  rc=$?
+  [ $rc = 0 ] && close_losses "$TMP/pf.jsonl" "$TMP/pr$rpp$rtp.jsonl" 5 8 1e-5 && ok "resume_sharded_pp2_tp2_at_pp${rpp}_tp$rtp" \
+    || fail "resume_sharded_pp2_tp2_at_pp${rpp}_tp$rtp" "exit $rc: $(tail -2 "$TMP/pr$rpp$rtp.out")"
+done
+# pp=1 x tp=2 saved sharded, resumed at pp=2 x tp=2 and at interleaved pp=2 (virtual_stages=2)
+$BOOST train "${pc[@]}" -D pp=1 -D tp=2 --ckpt-format sharded --save-every 4 -o "$TMP/p1" --log "$TMP/p1.jsonl" >"$TMP/p1.out" 2>&1
+for v in 1 2; do
+  $BOOST train "${pc[@]}" -D pp=2 -D tp=2 -D virtual_stages=$v --resume "$TMP/p1/step-000004" --log "$TMP/p1r$v.jsonl" >"$TMP/p1r$v.out" 2>&1
+  rc=$?
+  [ $rc = 0 ] && close_losses "$TMP/p1.jsonl" "$TMP/p1r$v.jsonl" 5 8 1e-5 && ok "resume_sharded_pp1_at_pp2_v$v" \
+    || fail "resume_sharded_pp1_at_pp2_v$v" "exit $rc: $(tail -2 "$TMP/p1.out") $(tail -2 "$TMP/p1r$v.out")"
+done
+# interleaved: a rank file holds two stages' blocks
+$BOOST train "${pc[@]}" -D pp=2 -D tp=1 -D virtual_stages=2 --ckpt-format sharded --save-every 4 -o "$TMP/pvs" >"$TMP/pvs.out" 2>&1 \
+  && $BOOST train "${pc[@]}" -D pp=2 -D tp=1 -D virtual_stages=2 --save-every 4 -o "$TMP/pvf" >>"$TMP/pvs.out" 2>&1 \
+  && [ "$(ls "$TMP/pvs/step-000008"/rank-*.safetensors | wc -l)" = 2 ] && stages_ok "$TMP/pvs/step-000008" \
+  && $BOOST ckpt merge "$TMP/pvs" --optimizer -o "$TMP/pvm.safetensors" >>"$TMP/pvs.out" 2>&1 \
+  && same_tensors "$TMP/pvm.safetensors" "$TMP/pvf/step-000008/model.safetensors" "$TMP/pvf/step-000008/optimizer.safetensors" \
+  && ok interleaved_v2_sharded_merge_equals_full || fail interleaved_v2_sharded_merge_equals_full "$(tail -3 "$TMP/pvs.out")"
+# dp=2 x pp=2 x tp=2, zero=1: 8 rank files (moment shards on every dp rank); resumed at dp=1 x pp=4 x tp=1
+pz=(tiny-cola-pp2 --backend cpu -D steps=6 -D eval_every=3 --quiet -D micro_batch=2 -D grad_accum=4)
+$BOOST train "${pz[@]}" -D dp=2 -D pp=2 -D tp=2 -D zero=1 --ckpt-format sharded --save-every 3 -o "$TMP/pz" --log "$TMP/pz.jsonl" >"$TMP/pz.out" 2>&1
+rc=$?
+$BOOST train "${pz[@]}" -D dp=2 -D pp=2 -D tp=2 -D zero=1 --save-every 3 -o "$TMP/pzf" >"$TMP/pzf.out" 2>&1
+n=$(ls "$TMP/pz/step-000003"/rank-*.safetensors 2>/dev/null | wc -l)
+[ $rc = 0 ] && [ "$n" = 8 ] && stages_ok "$TMP/pz/step-000003" \
+  && $BOOST ckpt merge "$TMP/pz/step-000003" --optimizer -o "$TMP/pzm.safetensors" >"$TMP/pzm.out" 2>&1 \
+  && same_tensors "$TMP/pzm.safetensors" "$TMP/pzf/step-000003/model.safetensors" "$TMP/pzf/step-000003/optimizer.safetensors" \
+  && ok dp2_pp2_tp2_zero1_sharded_merge_equals_full || fail dp2_pp2_tp2_zero1_sharded_merge_equals_full "exit $rc, $n rank files: $(tail -2 "$TMP/pz.out") $(cat "$TMP/pzm.out" 2>/dev/null)"
+$BOOST train "${pz[@]}" -D dp=1 -D pp=4 -D tp=1 -D grad_accum=8 --resume "$TMP/pz/step-000003" --log "$TMP/pz4.jsonl" >"$TMP/pz4.out" 2>&1
+rc=$?
+[ $rc = 0 ] && close_losses "$TMP/pz.jsonl" "$TMP/pz4.jsonl" 4 6 1e-5 && ok resume_dp2_pp2_tp2_zero1_at_dp1_pp4 \
+  || fail resume_dp2_pp2_tp2_zero1_at_dp1_pp4 "exit $rc: $(tail -2 "$TMP/pz4.out")"
+# killed (SIGKILL) during pipelined saves: the step folders left verify, the run resumes to the same losses
+hit=0
+for trial in 1 2; do
+  k="$TMP/pk$trial"
+  BOOST_TEST_CKPT_SLEEP_MS=150 $BOOST train "${pc[@]}" -D pp=2 -D tp=2 --ckpt-format sharded --save-every 1 -o "$k" --log "$k.jsonl" \
+    >"$k.out" 2>&1 &
+  pid=$!
+  delay=$(awk -v s=$RANDOM 'BEGIN { srand(s); printf "%.2f", 0.8 + 3 * rand() }')
+  sleep "$delay"
+  kill -9 $pid 2>/dev/null; killed=$?
+  wait $pid 2>/dev/null
+  if [ $killed != 0 ]; then fail "pp2_kill_during_save_$trial" "the run ended before the kill at ${delay}s"; continue; fi
+  [ "$(ls -a "$k" | grep -c '^\.step-.*\.tmp-')" -gt 0 ] && hit=$((hit + 1))
+  echo "# pp=2 trial $trial: killed at ${delay}s, $(ls "$k" | grep -c '^step-') step folders"
+  if ls "$k" | grep -q '^step-' && $BOOST ckpt verify "$k" >"$k.v" 2>&1; then :; else
+    fail "pp2_kill_during_save_$trial" "$(grep -v verified "$k.v" | head -2)"; continue; fi
+  $BOOST train "${pc[@]}" -D pp=2 -D tp=2 --ckpt-format sharded --resume auto -o "$k" --log "$k.jsonl" >"$k.r" 2>&1
+  rc=$?
+  [ $rc = 0 ] && same_losses "$TMP/ps.jsonl" "$k.jsonl" 1 8 && ok "pp2_kill_during_save_${trial}_verifies_and_resumes" \
+    || fail "pp2_kill_during_save_${trial}_verifies_and_resumes" "exit $rc: $(tail -2 "$k.r")"
+done
+[ $hit -gt 0 ] && ok pp2_kill_landed_inside_a_save || fail pp2_kill_landed_inside_a_save "no trial left a temporary folder"
+
+# 8. under mpirun: sharded by default, each process writes its own file (the same bytes as the
 # threads' files); -np 4 resumes the tp=2 checkpoint reading a quarter of it per process
 if ! command -v mpirun >/dev/null; then ok "mpi_sharded # SKIP mpirun is not installed"; exit 0; fi
 mpi=(timeout 300 mpirun --oversubscribe --allow-run-as-root)

@@ -514,8 +514,8 @@ static void make_plan(Plan *p, PlanCanon *pc, PlanParam *pp, PlanPart *pt) {
     snprintf(pc[0].name, sizeof pc[0].name, "A"); pc[0].rows = 6; pc[0].cols = 4;
     snprintf(pc[1].name, sizeof pc[1].name, "B"); pc[1].rows = 6; pc[1].cols = 3;
     snprintf(pp[0].name, sizeof pp[0].name, "w"); pp[0].rows = 6; pp[0].cols = 5; pp[0].first_part = 0; pp[0].nparts = 2;
-    pt[0] = (PlanPart){0, {0, 0}, {6, 0}, {0, 2}, {2, 2}, {0, 0}, {0, 0}, 0};
-    pt[1] = (PlanPart){1, {0, 0}, {6, 0}, {0, 0}, {3, 0}, {0, 0}, {2, 0}, 1};
+    pt[0] = (PlanPart){0, {0, 0}, {6, 0}, {0, 2}, {2, 2}, {0, 0}, {0, 0}, 0, -1};
+    pt[1] = (PlanPart){1, {0, 0}, {6, 0}, {0, 0}, {3, 0}, {0, 0}, {2, 0}, 1, -1};
     p->canons = pc; p->ncanons = 2; p->params = pp; p->nparams = 1; p->parts = pt; p->nparts = 2;
 }
 
@@ -571,7 +571,7 @@ static void test_sharded(void) {
     snprintf(st.model, sizeof st.model, "synthetic");
     st.fingerprint = ckpt_fingerprint(shard_canons, 2);
     int64_t bytes[8] = {0};
-    CkptShards sh = {sl, n, 8, 0, 8, 1, 0, 4, 2, 1, fill_slice_closed, NULL, NULL, bytes};
+    CkptShards sh = {sl, n, 8, 0, 8, 1, 0, 4, 2, 1, fill_slice_closed, NULL, NULL, bytes, 1};
     int rc = ckpt_save_sharded(outdir, &st, shard_canons, 2, &sh, saved, sizeof saved, err, sizeof err);
     int files = 0;
     for (int g = 0; g < 8; g++) files += bytes[g] > 0;
@@ -607,6 +607,32 @@ static void test_sharded(void) {
     free(sl);
 }
 
+/* Pipeline stages: three stage plans (dp 4 x tp 2 each) over pp = 2 pipeline ranks (stage 2 runs on
+ * rank 0, as in an interleaved schedule): stage s's slices are its own plan's, with its canons moved
+ * past the earlier stages' and its ranks to pipeline rank s % 2's block of the grid. */
+static void test_pipeline_slices(void) {
+    Plan p[3];
+    PlanCanon pc[3][2];
+    PlanParam pp[3][1];
+    PlanPart pt[3][2];
+    memset(pc, 0, sizeof pc); memset(pp, 0, sizeof pp);
+    for (int s = 0; s < 3; s++) make_plan(&p[s], pc[s], pp[s], pt[s]);
+    Plan *stages[3] = {&p[0], &p[1], &p[2]};
+    CkptSlice *one, *all;
+    int n1 = ckpt_plan_slices(&p[0], &one), n = ckpt_pipeline_slices(stages, 3, 2, &all);
+    int bad = n != 3 * n1;
+    for (int k = 0; !bad && k < n; k++) {
+        int s = k / n1;
+        const CkptSlice *w = &one[k % n1], *g = &all[k];
+        bad += g->canon != w->canon + 2 * s || g->rank != w->rank + (s % 2) * 8 || g->stage != s || g->slot != w->slot ||
+               g->param != w->param || g->r0 != w->r0 || g->r1 != w->r1 || g->c0 != w->c0 || g->c1 != w->c1 ||
+               g->lr != w->lr || g->lc != w->lc;
+    }
+    CHECK(n1 > 0 && !bad, "pipeline_slices_per_stage", "%d slices for 3 stages of %d: %d differ from the stage plan's, moved to "
+          "its canons and pipeline rank", n, n1, bad);
+    free(one); free(all);
+}
+
 int main(void) {
     if (!mkdtemp(dir)) { printf("FAIL - tmpdir: mkdtemp failed\n"); return 1; }
     test_crc32c();
@@ -618,6 +644,7 @@ int main(void) {
     test_stale_leftovers();
     test_verify_and_retention();
     test_sharded();
+    test_pipeline_slices();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) printf("# could not remove %s\n", dir);

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include "tests/unit/testlib.h"
 #include "gen/kernels.h"
 #include "runtime/plan.h"
@@ -33,6 +35,7 @@ typedef struct {
     const char *init[10];       /* per operand (catalog order): "rand", "pos", "zero", "tok", "tgt" */
     int chain;                  /* attention_bwd: take q,k,v,out,lse from the previous case's run */
     int bq, bk;                 /* attention tiles asked of the specialiser (0: the run's) */
+    const char *arch;           /* the GPU's arch for the specialiser (NULL: none, 48 KiB of shared memory) */
 } Case;
 
 static Case cases[MAXCASE];
@@ -193,11 +196,14 @@ static void add_cases(void) {
     add("attention_bwd", "batch=2 seq=16 heads=2 kv_heads=1 head_dim=128 ldq=512 ldk=512 ldv=512 ldo=256 scale=0.0883883", NULL)->chain = 1;
     /* the tensor-core templates (head_dim <= 128) at sequence lengths that are and are not multiples
      * of the tiles, MHA and GQA, several tilings (more keys than queries a tile too, 8 warps); and
-     * head_dim 256 on the CUDA-core templates */
-    static const struct { int batch, seq, heads, kvh, hd, bq, bk; } ATT[] = {
-        {2, 40, 2, 2, 32, 16, 16}, {1, 96, 4, 1, 32, 64, 64}, {2, 40, 4, 2, 64, 32, 16}, {1, 64, 2, 2, 64, 16, 32},
-        {1, 96, 2, 1, 128, 64, 64}, {1, 40, 2, 2, 128, 16, 16}, {1, 64, 2, 2, 128, 128, 32}, {2, 7, 4, 2, 64, 64, 64},
-        {2, 1, 2, 1, 32, 16, 16}, {1, 24, 2, 1, 256, 8, 8},
+     * head_dim 256 on the CUDA-core templates
+     * (the head dim 128 ones for an arch: tiles above 48 KiB of dynamic shared memory, 52,736 B at q64k32
+     * and 88,064 B at q128k32 in the backward) */
+    static const struct { int batch, seq, heads, kvh, hd, bq, bk; const char *arch; } ATT[] = {
+        {2, 40, 2, 2, 32, 16, 16, NULL}, {1, 96, 4, 1, 32, 64, 64, NULL}, {2, 40, 4, 2, 64, 32, 16, NULL},
+        {1, 64, 2, 2, 64, 16, 32, NULL}, {1, 96, 2, 1, 128, 64, 64, "sm_90"}, {1, 40, 2, 2, 128, 16, 16, NULL},
+        {1, 64, 2, 2, 128, 128, 32, "sm_86"}, {2, 7, 4, 2, 64, 64, 64, NULL}, {2, 1, 2, 1, 32, 16, 16, NULL},
+        {1, 24, 2, 1, 256, 8, 8, NULL},
     };
     for (size_t i = 0; i < sizeof ATT / sizeof ATT[0]; i++) {
         char kv[512];
@@ -206,9 +212,9 @@ static void add_cases(void) {
                  ATT[i].batch, ATT[i].seq, ATT[i].heads, ATT[i].kvh, ATT[i].hd, ld, ld, ld, ATT[i].heads * ATT[i].hd,
                  1.0 / sqrt(ATT[i].hd));
         Case *f = add("attention_fwd", kv, NULL);
-        f->bq = ATT[i].bq; f->bk = ATT[i].bk;
+        f->bq = ATT[i].bq; f->bk = ATT[i].bk; f->arch = ATT[i].arch;
         Case *g = add("attention_bwd", kv, NULL);
-        g->bq = ATT[i].bq; g->bk = ATT[i].bk; g->chain = 1;
+        g->bq = ATT[i].bq; g->bk = ATT[i].bk; g->chain = 1; g->arch = ATT[i].arch;
     }
 }
 
@@ -263,6 +269,7 @@ static const char *MMA_PROBE =
     "EMU_ENTRY(mma_probe)\n";
 
 static void (*set_seed)(unsigned);
+static void (*set_dyn)(unsigned);   /* the next launches' dynamic shared memory (bytes) */
 static unsigned (*report_count)(void);
 static void (*report_clear)(void);
 static int (*report_text)(unsigned, char *, size_t);
@@ -402,6 +409,7 @@ int main(void) {
     for (int i = 0; i < ncases; i++) {
         Run tuned = run;
         if (cases[i].bq) { tuned.gpu.tune_attn_block_q = cases[i].bq; tuned.gpu.tune_attn_block_k = cases[i].bk; }
+        if (cases[i].arch) snprintf(tuned.gpu.arch, sizeof tuned.gpu.arch, "%s", cases[i].arch);
         if (kernel_specialise(&cases[i].k, &tuned, err, sizeof err)) { CHECK(0, "specialise", "%s: %s", cases[i].k.kind, err); TEST_EXIT(); }
         ks[i] = cases[i].k;
     }
@@ -449,11 +457,13 @@ int main(void) {
     report_count = (unsigned (*)(void))dlsym(so, "emu_report_count");
     report_clear = (void (*)(void))dlsym(so, "emu_report_clear");
     report_text = (int (*)(unsigned, char *, size_t))dlsym(so, "emu_report_text");
-    CHECK(set_seed && report_count && report_clear && report_text, "the emulator's race reports", "emu_report_* missing");
-    if (!set_seed || !report_count || !report_clear || !report_text) TEST_EXIT();
+    set_dyn = (void (*)(unsigned))dlsym(so, "emu_set_dynamic_shared");
+    CHECK(set_seed && report_count && report_clear && report_text && set_dyn, "the emulator's race reports",
+          "emu_report_* or emu_set_dynamic_shared missing");
+    if (!set_seed || !report_count || !report_clear || !report_text || !set_dyn) TEST_EXIT();
     check_mma(so);
     check_adamw_multi(so);
-    int kinds_ok[32] = {0}, kinds_seen[32] = {0};
+    int kinds_ok[32] = {0}, kinds_seen[32] = {0}, short_checked = 0;
     const int stop_early = getenv("BOOST_EMU_STOP") != NULL;   /* the mutation runs: the first failure is the verdict */
     for (int ci = 0; ci < ncases && !(stop_early && tl_failed); ci++) {
         Case *c = &cases[ci];
@@ -530,6 +540,7 @@ int main(void) {
         else snprintf(sname, sizeof sname, "%s", name);
         set_seed((unsigned)seed);
         report_clear();
+        set_dyn((unsigned)k->smem);
         int lrc = launch((unsigned)k->grid, (unsigned)k->block, params);
         if (report_count()) {   /* before the deadlock verdict: a divergence often ends in one */
             char txt[4096];
@@ -571,6 +582,25 @@ int main(void) {
         kinds_seen[ki] = 1;
         kinds_ok[ki] += worst_all < 2e-2;
         if (!strcmp(k->kind, "attention_fwd")) for (int o = 0; o < 5; o++) memcpy(chain_ref[o], ref[o], NBUF * sizeof(float));
+        /* the emulator honours the launch's dynamic shared memory: the largest tile launched with 16 B
+         * less must stop (in a child process) at the inaccessible page after the buffer */
+        if (!strcmp(k->kind, "attention_bwd") && k->smem > 48 * 1024 && !short_checked) {
+            short_checked = 1;
+            fflush(stdout);
+            pid_t pid = fork();
+            if (pid == 0) {
+                freopen("/dev/null", "w", stderr);
+                set_seed(0);
+                set_dyn((unsigned)k->smem - 16);
+                _exit(launch((unsigned)k->grid, (unsigned)k->block, params) == 0 ? 0 : 3);
+            }
+            int st = 0;
+            waitpid(pid, &st, 0);
+            CHECK(pid > 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV,
+                  "emulator: a launch with 16 B less dynamic shared memory than the tiles need stops at the buffer's end",
+                  "%s, %lld B: child %s %d", k->name, (long long)k->smem, WIFSIGNALED(st) ? "signal" : "exit",
+                  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+        }
         for (int o = 0; o < 10; o++) free(ints[o]);
     }
     int covered = 0;

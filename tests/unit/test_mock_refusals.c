@@ -2,7 +2,8 @@
  * test) refuses what the real libraries refuse, so that a plan the stand-in runs is one the GPU
  * accepts: cuBLAS leading dimensions below the stored rows, unknown transposes, negative sizes and
  * batch counts; launches above 1024 threads, with a zero or oversized grid, or with more than 48 KiB
- * of dynamic shared memory. Each refusal has its own check; valid calls next to them must pass. */
+ * of dynamic shared memory unless cuFuncSetAttribute raised that function's limit (up to the arch's
+ * opt-in maximum, per BOOST_MOCK_ARCH). Each refusal has its own check; valid calls next to them must pass. */
 #include "tests/gpu/mock_cuda.c"
 #include "tests/unit/testlib.h"
 
@@ -44,7 +45,7 @@ int main(void) {
           mis0, mock_cublas_misaligned());
     cuStreamSynchronize(st);
 
-    MockFn fn = {dummy_launch, dummy_sizes};
+    MockFn fn = {dummy_launch, dummy_sizes, NULL, 48 * 1024};
     CHECK(cuLaunchKernel(&fn, 4, 1, 1, 256, 1, 1, 0, st, NULL, NULL) == OK, "launch: valid accepted", "refused");
     CHECK(cuLaunchKernel(&fn, 4, 1, 1, 256, 1, 1, 48 * 1024, st, NULL, NULL) == OK, "launch: 48 KiB dynamic shared accepted", "refused");
     CHECK(cuLaunchKernel(&fn, 4, 1, 1, 1025, 1, 1, 0, st, NULL, NULL) == ERR_INVALID_VALUE, "launch refused: 1025 threads", "accepted");
@@ -53,6 +54,30 @@ int main(void) {
     CHECK(cuLaunchKernel(&fn, 4, 70000, 1, 256, 1, 1, 0, st, NULL, NULL) == ERR_INVALID_VALUE, "launch refused: grid y > 65535", "accepted");
     CHECK(cuLaunchKernel(&fn, 4, 1, 1, 256, 1, 1, 48 * 1024 + 1, st, NULL, NULL) == ERR_INVALID_VALUE,
           "launch refused: dynamic shared memory above 48 KiB without the attribute", "accepted");
+    /* the opt-in: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES = 8) raises this function's limit up to
+     * the arch's CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN (97), and only to what it was set to */
+    static const struct { const char *arch; int kib; } OPTIN[] = {{"sm_80", 163}, {"sm_86", 99}, {"sm_89", 99}, {"sm_90", 227}};
+    for (int i = 0; i < 4; i++) {
+        setenv("BOOST_MOCK_ARCH", OPTIN[i].arch, 1);
+        int optin = -1, major = -1;
+        cuDeviceGetAttribute(&optin, 97, 0);
+        cuDeviceGetAttribute(&major, 75, 0);
+        CHECK(optin == OPTIN[i].kib * 1024 && major == OPTIN[i].arch[3] - '0', OPTIN[i].arch,
+              "opt-in %d B (want %d), major %d", optin, OPTIN[i].kib * 1024, major);
+        MockFn f2 = {dummy_launch, dummy_sizes, NULL, 48 * 1024};
+        CHECK(cuFuncSetAttribute(&f2, 8, optin + 1) == ERR_INVALID_VALUE && f2.max_dyn == 48 * 1024,
+              "attribute refused: one byte above the arch's opt-in", "accepted");
+        CHECK(cuFuncSetAttribute(&f2, 8, 64 * 1024) == OK, "attribute: 64 KiB accepted", "refused");
+        CHECK(cuLaunchKernel(&f2, 4, 1, 1, 256, 1, 1, 64 * 1024, st, NULL, NULL) == OK, "launch: 64 KiB after the attribute",
+              "refused");
+        CHECK(cuLaunchKernel(&f2, 4, 1, 1, 256, 1, 1, 64 * 1024 + 16, st, NULL, NULL) == ERR_INVALID_VALUE,
+              "launch refused: 16 B above the attribute's 64 KiB", "accepted");
+        CHECK(cuLaunchKernel(&fn, 4, 1, 1, 256, 1, 1, 64 * 1024, st, NULL, NULL) == ERR_INVALID_VALUE,
+              "launch refused: the attribute raised another function's limit, not this one's", "accepted");
+        CHECK(cuFuncSetAttribute(&f2, 8, optin) == OK && cuLaunchKernel(&f2, 4, 1, 1, 256, 1, 1, optin, st, NULL, NULL) == OK,
+              "attribute and launch at exactly the arch's opt-in", "refused");
+    }
+    unsetenv("BOOST_MOCK_ARCH");
     CHECK(cuStreamSynchronize(st) == OK, "the accepted launches run", "synchronize failed");
     cublasDestroy_v2(h);
     TEST_EXIT();

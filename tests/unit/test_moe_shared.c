@@ -105,14 +105,16 @@ static void test_report(void) {
           "rc %d, got %lld want %lld: %.200s", rc, (long long)fwd, (long long)(M + M * E + M * 2 * r + S * r), out);
     CHECK(bwd == M * 2 * r + M * r + M, "report, shared gate/up A + down B, tp=2: MoE backward collectives = M*(r_g+r_u) + M*r_d + M",
           "got %lld want %lld", (long long)bwd, (long long)(M * 3 * r + M));
-    /* dispatch table (per layer and micro-batch, both ways): tp-experts = the MoE block's tp
-       collective bytes from the steps; ep full tokens = E*C*(d + d) * 2 B; ep shared = E*C*(2r + r) * 2 B */
+    /* dispatch table (per layer, micro-batch and rank, both ways): tp-experts = the MoE block's tp
+       collective bytes from the steps; ep (the all-to-all steps of the run built with ep) full tokens =
+       E*C*(d/tp + d/tp) * 2 B (each tp rank sends its shard); shared = E*C*(2r + r) * 2 B (the
+       latents are whole on every tp rank) */
     const char *dp = strstr(out, "\"dispatch\"");
     int64_t tpx = json_after(dp, "\"tp_experts\"", "\"bytes\": ");
     int64_t epf = json_after(dp, "\"ep_full\"", "\"bytes\": ");
     int64_t eps = json_after(dp, "\"ep_shared\"", "\"bytes\": ");
-    int64_t want_epf = 2 * S * 2 * d * 2, want_eps = 2 * S * 3 * r * 2;
-    CHECK(dp && epf == want_epf && eps == want_eps, "report: ep dispatch bytes per layer, fwd+bwd = 2*E*C*2d*2 B (full tokens) and 2*E*C*(r_g+r_u+r_d)*2 B (shared factors)",
+    int64_t want_epf = 2 * S * 2 * (d / 2) * 2, want_eps = 2 * S * 3 * r * 2;
+    CHECK(dp && epf == want_epf && eps == want_eps, "report: ep dispatch bytes per layer and rank from the all-to-all steps, fwd+bwd = 2*E*C*2(d/tp)*2 B (full tokens) and 2*E*C*(r_g+r_u+r_d)*2 B (shared factors)",
           "ep_full %lld want %lld, ep_shared %lld want %lld", (long long)epf, (long long)want_epf, (long long)eps, (long long)want_eps);
     int64_t sumb = json_after(strstr(out, "\"moe\""), "\"forward\"", "\"allreduce_bytes\": ") + json_after(strstr(out, "\"moe\""), "\"backward\"", "\"allreduce_bytes\": ");
     CHECK(tpx > 0 && tpx == sumb, "report: tp-experts dispatch bytes = the MoE block's tp collective bytes counted from the steps",

@@ -3,6 +3,9 @@
  * micro-batch and every canonical gradient within 1e-5 relative, then AdamW steps), for cola, llama
  * (megatron), gqa, svd and lax; the paper's tp4 x pp2 and tp4 x pp4 grids on a 4-layer tiny model;
  * resume across pp (parameters and AdamW moments of a pp=2 run continue identically at pp=1 and pp=4);
+ * MoE (tiny-cola-moe at pp=2, pp=2 x tp=2, dp=2; a 4-layer MoE model with a router z-loss at pp=2,
+ * pp=4 and interleaved): each micro-batch's loss, which must include every stage's load-balance and
+ * z-loss terms, and every canonical gradient (routers included) equal pp=1's;
  * schedules that do not pair up or deadlock are refused on load. */
 #define CASE_DIR "build/tmp/pipeline"
 #include <stdio.h>
@@ -49,7 +52,7 @@ typedef struct {
 
 static int gen(const char *spec, const char *defs, char *plan, size_t n, char *tag) {
     char dir[256], cmd[1200];
-    snprintf(dir, sizeof dir, "%s/%s", CASE_DIR, spec);
+    snprintf(dir, sizeof dir, "%s/%s", CASE_DIR, strrchr(spec, '/') ? strrchr(spec, '/') + 1 : spec);   /* a spec file: its name */
     for (const char *d = defs; *d; d++) {
         size_t k = strlen(dir);
         if (k + 2 >= sizeof dir) break;
@@ -276,6 +279,26 @@ static void bad_plans(void) {
     free(t);
 }
 
+/* A 4-layer tiny-cola-moe with a router z-loss, so that a stage holds two MoE layers at pp=2. */
+static const char *zloss_spec(void) {
+    static const char *path = CASE_DIR "/moe4z.lua";
+    FILE *f = fopen(path, "w");
+    if (!f) { CHECK(0, "moe4z spec", "cannot write %s", path); return NULL; }
+    fputs("-- a test run of test_pipeline.c: a 4-layer tiny-cola-moe with a router z-loss, split over pipeline stages\n"
+          "return run {\n"
+          "  model = model \"moe4z\" {\n"
+          "    hidden = 128, layers = 4, heads = 4, ffn = 352, vocab = 256, lowrank = cola { rank = 32 },\n"
+          "    moe = moe { experts = 4, top_k = 2, capacity_factor = 1.25, aux_loss = 0.01, expert_ffn = 192, z_loss = 0.001 },\n"
+          "  },\n"
+          "  gpu = \"h100\",\n"
+          "  parallel = { tp = 1, layout = \"btp\" },\n"
+          "  features = { online_rmsnorm = true, group_linears = true, checkpoint = \"lowrank\" },\n"
+          "  train = { micro_batch = 2, seq = 32 },\n"
+          "}\n", f);
+    fclose(f);
+    return path;
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : "";
     if (system("mkdir -p " CASE_DIR) != 0) { CHECK(0, "mkdir " CASE_DIR, "failed"); TEST_EXIT(); }
@@ -294,6 +317,17 @@ int main(int argc, char **argv) {
         /* interleaved 1F1B: two chunks of one layer per rank */
         grid_case("tiny-cola-pp2", "-D virtual_stages=2", 2, 1, 1, 4, 2, 2);
         grid_case("tiny-cola-pp2", "-D virtual_stages=2", 2, 2, 2, 2, 2, 0);
+    }
+    if (!*only || strstr("moe", only)) {
+        grid_case("tiny-cola-moe", "", 2, 1, 1, 2, 2, 2);
+        grid_case("tiny-cola-moe", "", 2, 2, 1, 2, 2, 2);   /* pp=2 x tp=2 */
+        grid_case("tiny-cola-moe", "", 2, 2, 2, 2, 2, 0);
+        const char *z = zloss_spec();
+        if (z) {
+            grid_case(z, "", 2, 1, 1, 4, 2, 2);
+            grid_case(z, "", 4, 2, 1, 4, 1, 0);
+            grid_case(z, "-D virtual_stages=2", 2, 1, 1, 4, 2, 0);
+        }
     }
     if (!*only || strstr("resume", only)) resume_case();
     if (!*only || strstr("bad", only)) bad_plans();
