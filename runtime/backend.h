@@ -71,6 +71,11 @@ typedef struct Backend {
      * reduce_scatter issued like allreduce_issue, waited for by coll_wait(step) before the first later
      * step that touches its buffer (the gradient's other users are the optimizer's: at the pass's end). */
     int (*reduce_scatter_issue)(BackendRank *r, int step, const CollArgs *c, void *buf);
+    /* Optional, with the three above (NULL: gather_shards, complete before the next step): ZeRO-1's
+     * gather_shards issued after the sharded AdamW update, waited for by coll_wait(step) before the
+     * first step of the next pass that touches the param (else at that pass's end), and before any
+     * other use of the rank (host reads and writes, the next optimizer step, closing it). */
+    int (*gather_shards_issue)(BackendRank *r, int step, const CollArgs *c, void *buf);
     /* Optional: a pass (key 0 forward, 1 forward+backward) as one replayable unit (CUDA graphs,
      * BOOST_CUDA_GRAPH=1). pass_begin returns 1 when the backend ran the pass's steps itself (a
      * replay: the executor skips them), 0 when the executor issues them (the backend may record

@@ -1551,29 +1551,60 @@ static int cuda_reduce_scatter_issue(BackendRank *r, int step, const CollArgs *c
  * members (an all-gather into dp_buf, padded to dp*s elements). A bf16 param's bf16 copy travels
  * (AdamW wrote the shard's copy from the shard's fp32 masters; the masters stay sharded: each rank
  * holds s of them), 2 bytes an element; an fp32 param is its own master, whole on every rank, and
- * travels as fp32. */
-static int cuda_gather_shards(BackendRank *r, const CollArgs *c, void *buf) {
+ * travels as fp32. All of it on the collectives' stream, after what that stream was made to wait
+ * for (the callers below). */
+static int gather_shards_check(BackendRank *r, const CollArgs *c) {
     if (!r->world) return rfail(r, "zero=1 on the cuda backend runs one process per GPU (BOOST_WORLD_SIZE, mpirun, srun)");
-    if (r->dp <= 1) return 0;
     if (ctx_set(r, "gathering the updated shards")) return -1;
     if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->wrank);
     const PlanTensor *T = &r->p->tensors[c->buf.tensor];
-    long long n = c->elems, s = (n + r->dp - 1) / r->dp, cnt;
+    long long n = c->elems, s = (n + r->dp - 1) / r->dp;
     if (T->kind != TK_PARAM || n != numel(T) || (size_t)(s * r->dp) * 4 > r->dp_bytes)
         return rfail(r, "gather_shards of %s: needs a whole parameter (%lld elements) within the staging", T->name, n);
+    return 0;
+}
+
+static int gather_shards_on_comm(BackendRank *r, const CollArgs *c, void *buf) {
+    const PlanTensor *T = &r->p->tensors[c->buf.tensor];
+    long long n = c->elems, s = (n + r->dp - 1) / r->dp, cnt;
     int64_t lo, hi;
     zero_shard(n, r->dp_rank, r->dp, &lo, &hi);
     /* the param as it is used: the bf16 copy, or the whole fp32 master of an fp32 param */
     size_t es = T->dtype == PDT_BF16 ? 2 : 4;
     CUdeviceptr whole = T->dtype == PDT_BF16 ? (CUdeviceptr)(uintptr_t)buf : r->master + r->master_off[T->param] * 4;
     CUdeviceptr mine = r->dp_buf + (size_t)(r->dp_rank * s) * es;
-    if (dp_begin(r)) return -1;
     cnt = hi - lo;
     if (cnt > 0 && copy_2d(r, r->comm, mine, (size_t)cnt * es, whole + (size_t)lo * es, (size_t)cnt * es, (size_t)cnt * es, 1)) return -1;
     NCCL(r, nccl.ncclAllGather((void *)(uintptr_t)mine, (void *)(uintptr_t)r->dp_buf, (size_t)s, es == 2 ? NCCL_BFLOAT16_ : NCCL_FLOAT32_,
                                r->dp_comm, r->comm));
-    if (copy_2d(r, r->comm, whole, (size_t)n * es, r->dp_buf, (size_t)n * es, (size_t)n * es, 1)) return -1;
+    return copy_2d(r, r->comm, whole, (size_t)n * es, r->dp_buf, (size_t)n * es, (size_t)n * es, 1);
+}
+
+/* The gather, and the compute stream waits for it at once (BOOST_NO_OVERLAP=1, callers without
+ * the overlap). */
+static int cuda_gather_shards(BackendRank *r, const CollArgs *c, void *buf) {
+    if (r->world && r->dp <= 1) return 0;
+    if (gather_shards_check(r, c) || dp_begin(r) || gather_shards_on_comm(r, c, buf)) return -1;
     return dp_end(r, "gathering the updated shards");
+}
+
+/* Overlapped: issued on the collectives' stream after the AdamW update (the work issued so far),
+ * its end recorded in ev_done[step]; the compute stream waits for it in cuda_coll_wait before the
+ * next pass's first step that reads the param (the executor places that wait, runtime/exec.c). The
+ * dp staging is used by the collectives' stream only, so the gathers and the next backward's
+ * reduce-scatters reuse it in that stream's order. */
+static int cuda_gather_shards_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
+    if (r->world && r->dp <= 1) return 0;
+    if (gather_shards_check(r, c)) return -1;
+    CUevent ready, done;
+    if (step_event(r, r->ev_ready, step, &ready) || step_event(r, r->ev_done, step, &done)) return -1;
+    CU(r, api.cuEventRecord(ready, r->stream));
+    CU(r, api.cuStreamWaitEvent(r->comm, ready, 0));
+    if (gather_shards_on_comm(r, c, buf)) return -1;
+    CU(r, api.cuEventRecord(done, r->comm));
+    r->comm_used = 1;
+    if (r->sync_steps) return host_wait(r, r->comm, "gathering the updated shards (BOOST_CUDA_SYNC=1)");
+    return 0;
 }
 
 /* ---------------- CUDA graphs (BOOST_CUDA_GRAPH=1, tp=1) ---------------- */
@@ -1928,6 +1959,7 @@ const Backend backend_cuda = {
     .reduce_scatter = cuda_reduce_scatter,
     .reduce_scatter_issue = cuda_reduce_scatter_issue,
     .gather_shards = cuda_gather_shards,
+    .gather_shards_issue = cuda_gather_shards_issue,
     .to_host = cuda_to_host,
     .from_host = cuda_from_host,
     .set_i32 = cuda_set_i32,

@@ -51,8 +51,14 @@ struct Engine {
      * step s are wait_list[wait_first[s] .. wait_first[s+1]); first_use[c] per collective step c
      * (bwd1 when nothing in the passes touches its memory again: waited at the end of the pass) */
     int async_colls;
-    int skip_waits;               /* BOOST_TEST_SKIP_COLL_WAIT=1: leave the waits out (tests show the hazard is caught) */
+    int skip_waits;               /* BOOST_TEST_SKIP_COLL_WAIT=1: leave the waits out (tests show the hazard is caught);
+                                   * 2 (=gather): only those of ZeRO-1's gather_shards */
     int *first_use, *wait_first, *wait_list;
+    /* zero=1 with gather_shards_issue: the optimizer step's gathers run on the collectives' stream
+     * into the next pass; first_use[g] of a gather step g is the first step of a pass that touches
+     * its param (bwd1 when none). gather_pending[rank]: issued and not all waited for yet. */
+    int gather_async;
+    unsigned char *gather_pending;
     StepProfile *prof;            /* BOOST_PROFILE=1: rank `lead`'s seconds per step (runtime/profile.h), else NULL */
 };
 
@@ -65,6 +71,8 @@ static int holds_part(const Engine *e, int rank, const PlanPart *pt) { return pt
 
 /* ---------------- worker pool ---------------- */
 typedef struct { Engine *e; int rank; } WorkerArg;
+static int job_pass(Engine *e, int rank, void *argp);
+static int settle_gathers(Engine *e, int rank);
 
 static void *worker_main(void *argp) {
     WorkerArg *wa = argp;
@@ -81,7 +89,8 @@ static void *worker_main(void *argp) {
         void *arg = e->job_arg;
         pthread_mutex_unlock(&e->mu);
         e->rank_err[rank][0] = 0;
-        int rc = job(e, rank, arg);
+        int rc = job != job_pass ? settle_gathers(e, rank) : 0;   /* passes wait at each gather's first use */
+        if (!rc) rc = job(e, rank, arg);
         pthread_mutex_lock(&e->mu);
         if (rc && e->first_failed < 0) e->first_failed = rank;
         if (--e->remaining == 0) pthread_cond_signal(&e->cv_done);
@@ -150,7 +159,7 @@ static void engine_release(Engine *e) {
     pthread_cond_destroy(&e->cv_work);
     pthread_cond_destroy(&e->cv_done);
     free(e->threads); free(e->ranks); free(e->rank_err);
-    free(e->first_use); free(e->wait_first); free(e->wait_list);
+    free(e->first_use); free(e->wait_first); free(e->wait_list); free(e->gather_pending);
     if (e->prof) { profile_print(e->prof, stderr); profile_free(e->prof); }
     free(e);
 }
@@ -197,10 +206,10 @@ static int step_accesses(const Plan *p, const PlanStep *st, Access *out, int max
     return n;
 }
 
-/* The memory a collective reads and writes: an all-reduce or a reduce-scatter its `elems` elements
- * at buf (read and written), an all-gather its src (read) and dst (written). */
+/* The memory a collective reads and writes: an all-reduce, a reduce-scatter or a gather_shards its
+ * `elems` elements at buf (read and written), an all-gather its src (read) and dst (written). */
 static int coll_accesses(const Plan *p, const PlanStep *st, Access *out) {
-    if (st->kind == ST_ALLREDUCE || st->kind == ST_REDUCE_SCATTER) {
+    if (st->kind == ST_ALLREDUCE || st->kind == ST_REDUCE_SCATTER || st->kind == ST_GATHER_SHARDS) {
         const PlanTensor *t = &p->tensors[st->coll.buf.tensor];
         int64_t es = (int64_t)plan_dtype_size(t->dtype);
         int64_t off0 = rank_int(st->coll.buf.off, 0), off1 = rank_int(st->coll.buf.off, p->tp - 1);
@@ -226,16 +235,21 @@ static int accesses_conflict(const Access *a, int na, const Access *b, int nb) {
 #define MAX_ACCESS (3 * 64 + PLAN_MAX_KEYS)
 
 /* first_use[s] for every collective step s in [0, end): the first later step in [s+1, end) whose
- * accesses conflict with the collective's, or `end`; -1 for other steps. With no_overlap, s+1. */
+ * accesses conflict with the collective's, or `end`; -1 for other steps. With no_overlap, s+1.
+ * A gather_shards step s (after `end`: the optimizer's, issued after the update) runs into the
+ * next pass: its first use is the first step in [0, end) that touches its param, or `end` (with
+ * no_overlap 0, the pass's first step). */
 static void overlap_first_use(const Plan *p, int end, int no_overlap, int *first_use) {
     Access ca[2], sa[MAX_ACCESS];
     for (int s = 0; s < p->nsteps; s++) first_use[s] = -1;
-    for (int s = 0; s < end; s++) {
+    for (int s = 0; s < p->nsteps; s++) {
         const PlanStep *st = &p->steps_[s];
-        if (st->kind != ST_ALLREDUCE && st->kind != ST_ALLGATHER && st->kind != ST_REDUCE_SCATTER) continue;
+        int gather = st->kind == ST_GATHER_SHARDS && s >= end;
+        if (!gather && (s >= end || (st->kind != ST_ALLREDUCE && st->kind != ST_ALLGATHER && st->kind != ST_REDUCE_SCATTER)))
+            continue;
         int nc = coll_accesses(p, st, ca);
         first_use[s] = end;
-        for (int t = s + 1; t < end; t++) {
+        for (int t = gather ? 0 : s + 1; t < end; t++) {
             int ns = step_accesses(p, &p->steps_[t], sa, MAX_ACCESS);
             if (no_overlap || accesses_conflict(ca, nc, sa, ns)) { first_use[s] = t; break; }
         }
@@ -343,6 +357,24 @@ int plan_overlap_report(const Plan *p, char *out, size_t n) {
                       "and could be issued before that use", nmov_colls, nmov, fm);
         OUT("\n");
     }
+    /* zero=1: the optimizer's gathers run into the next pass, up to the first step touching the param */
+    int ngather = 0, gover = 0, gsteps = 0;
+    double gflops = 0;
+    for (int s = end; s < p->nsteps; s++) {
+        if (fu[s] < 0) continue;
+        ngather++;
+        int k = 0;
+        for (int t = 0; t < fu[s] && t < end; t++)
+            if (is_compute(&p->steps_[t])) { k++; gflops += plan_step_flops(p, &p->steps_[t]); }
+        if (k) gover++;
+        gsteps += k;
+    }
+    if (ngather) {
+        char fg[32];
+        fmt_flops(gflops, fg, sizeof fg);
+        OUT("  optimizer: %d gather_shards run into the next pass; %d have work before their first use (%d steps, %s of GEMMs)\n",
+            ngather, gover, gsteps, fg);
+    }
     /* per collective: layer 0 and those outside the layers (the other layers repeat layer 0) */
     for (int s = 0; s < end; s++) {
         const PlanStep *st = &p->steps_[s];
@@ -361,6 +393,22 @@ int plan_overlap_report(const Plan *p, char *out, size_t n) {
         else
             OUT("    line %d %s %s %s: %d steps (%s) before the end of the pass\n", st->line,
                 plan_step_kind_name(st->kind), st->coll.bwd ? "bwd" : "fwd", tag, k, fb);
+    }
+    for (int s = end; s < p->nsteps; s++) {
+        if (fu[s] < 0) continue;
+        const char *name = p->tensors[p->steps_[s].coll.buf.tensor].name;
+        if (name[0] == 'L' && name[1] >= '0' && name[1] <= '9' && strncmp(name, "L0.", 3)) continue;
+        int k = 0;
+        double f = 0;
+        for (int t = 0; t < fu[s] && t < end; t++)
+            if (is_compute(&p->steps_[t])) { k++; f += plan_step_flops(p, &p->steps_[t]); }
+        char fb[32];
+        fmt_flops(f, fb, sizeof fb);
+        if (fu[s] < end)
+            OUT("    line %d gather_shards opt %s: %d steps (%s) of the next pass before its first use at line %d\n",
+                p->steps_[s].line, name, k, fb, p->steps_[fu[s]].line);
+        else
+            OUT("    line %d gather_shards opt %s: not used by the next pass (waited for at its end)\n", p->steps_[s].line, name);
     }
 #undef OUT
     free(fu);
@@ -431,21 +479,25 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
     e->async_colls = be->allreduce_issue && be->allgather_issue && be->coll_wait;
     if (e->async_colls) {
         const char *no = getenv("BOOST_NO_OVERLAP"), *skip = getenv("BOOST_TEST_SKIP_COLL_WAIT");
-        e->skip_waits = skip && *skip == '1';
+        e->skip_waits = skip && *skip == '1' ? 1 : skip && !strcmp(skip, "gather") ? 2 : 0;
+        e->gather_async = e->zero && be->gather_shards_issue && !(no && *no == '1');
+        e->gather_pending = calloc((size_t)e->nranks, 1);
         e->first_use = malloc((size_t)(plan->nsteps + 1) * sizeof *e->first_use);
         e->wait_first = calloc((size_t)(plan->nsteps + 2), sizeof *e->wait_first);
         e->wait_list = malloc((size_t)(plan->nsteps + 1) * sizeof *e->wait_list);
-        if (!e->first_use || !e->wait_first || !e->wait_list) {
+        if (!e->first_use || !e->wait_first || !e->wait_list || !e->gather_pending) {
             snprintf(err, errlen, "out of memory planning the collectives");
             engine_release(e);
             return NULL;
         }
         overlap_first_use(plan, e->bwd1, no && *no == '1', e->first_use);
-        for (int s = 0; s < e->bwd1; s++) if (e->first_use[s] >= 0) e->wait_first[e->first_use[s] + 1]++;
+        for (int s = e->bwd1; s < plan->nsteps; s++)   /* gathers waited for at once: none to place */
+            if (!e->gather_async) e->first_use[s] = -1;
+        for (int s = 0; s < plan->nsteps; s++) if (e->first_use[s] >= 0) e->wait_first[e->first_use[s] + 1]++;
         for (int s = 0; s <= plan->nsteps; s++) e->wait_first[s + 1] += e->wait_first[s];
         int *fill = calloc((size_t)(plan->nsteps + 1), sizeof *fill);
         if (!fill) { snprintf(err, errlen, "out of memory planning the collectives"); engine_release(e); return NULL; }
-        for (int s = 0; s < e->bwd1; s++)
+        for (int s = 0; s < plan->nsteps; s++)
             if (e->first_use[s] >= 0) e->wait_list[e->wait_first[e->first_use[s]] + fill[e->first_use[s]]++] = s;
         free(fill);
     }
@@ -594,7 +646,10 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
         rc = be->alltoall(R, &st->coll, resolve(e, rank, &st->coll.src), resolve(e, rank, &st->coll.dst),
                           resolve(e, rank, &st->coll.map));
         break;
-    case ST_GATHER_SHARDS: rc = be->gather_shards(R, &st->coll, resolve(e, rank, &st->coll.buf)); break;
+    case ST_GATHER_SHARDS:   /* overlapped with the next pass's steps up to the param's first use */
+        if (e->gather_async) rc = be->gather_shards_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.buf));
+        else rc = be->gather_shards(R, &st->coll, resolve(e, rank, &st->coll.buf));
+        break;
     case ST_ALLGATHER:
         if (e->async_colls)
             rc = be->allgather_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.src),
@@ -614,8 +669,9 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
 
 /* Before a step: make this rank wait for the collectives wait_list[i0..i1) (their first use). */
 static int wait_colls(Engine *e, int rank, int i0, int i1) {
-    for (int i = i0; i < i1 && !e->skip_waits; i++) {
+    for (int i = i0; i < i1 && e->skip_waits != 1; i++) {
         int c = e->wait_list[i];
+        if (c >= e->bwd1 && (!e->gather_pending[rank] || e->skip_waits)) continue;   /* a gather: only after an optimizer step */
         if (e->be->coll_wait(e->ranks[rank], c)) {
             snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "%.200s:%d: waiting for the collective failed on rank %d: %.250s",
                      e->p->path, e->p->steps_[c].line, rank, backend_msg(e, rank));
@@ -659,12 +715,17 @@ static int job_pass(Engine *e, int rank, void *argp) {
         return -1;
     }
     if (e->async_colls)   /* what is still outstanding: the collectives whose first use is past the end */
-        for (int c = e->fwd0; c < end; c++)
-            if (e->first_use[c] >= end && !e->skip_waits && e->be->coll_wait(R, c)) {
+        for (int c = e->fwd0; c < e->p->nsteps; c++) {
+            int gather = c >= e->bwd1;
+            if (c >= end && !gather) continue;
+            if (e->first_use[c] >= end && !(gather ? !e->gather_pending[rank] || e->skip_waits : e->skip_waits == 1) &&
+                e->be->coll_wait(R, c)) {
                 snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "%.200s:%d: waiting for the collective failed on rank %d: %.250s",
                          e->p->path, e->p->steps_[c].line, rank, backend_msg(e, rank));
                 return -1;
             }
+        }
+    if (e->gather_pending) e->gather_pending[rank] = 0;   /* every gather waited for, at its first use or just above */
     if (rank == e->lead || (!e->world && tp_of(e, rank) == 0)) {   /* read on the rank's own thread (a device context lives there) */
         if (e->be->to_host(R, e->p->loss, &a->loss[dp_of(e, rank)])) {
             snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "cannot read the loss: %s", backend_msg(e, rank));
@@ -764,6 +825,22 @@ static int job_adamw(Engine *e, int rank, void *argp) {
     if (e->prof && rank == e->lead) profile_optimizer(e->prof, profile_now() - t0);
     for (int s = e->bwd1; s < e->p->nsteps; s++)   /* zero=1: the updated shards to every dp rank */
         if (e->p->steps_[s].kind == ST_GATHER_SHARDS && run_step(e, rank, &e->p->steps_[s])) return -1;
+    if (e->gather_async) e->gather_pending[rank] = 1;   /* waited for in the next pass, or by settle_gathers */
+    return 0;
+}
+
+/* Before any use of the rank other than a pass (host reads and writes of params and state,
+ * checkpoints, the next optimizer step, closing the engine): the compute stream waits for every
+ * gather still outstanding, so what follows on it sees the gathered params. */
+static int settle_gathers(Engine *e, int rank) {
+    if (!e->gather_pending || !e->gather_pending[rank] || !e->ranks[rank] || e->broken) return 0;
+    e->gather_pending[rank] = 0;
+    for (int s = e->bwd1; s < e->p->nsteps && !e->skip_waits; s++)
+        if (e->p->steps_[s].kind == ST_GATHER_SHARDS && e->be->coll_wait(e->ranks[rank], s)) {
+            snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "%.200s:%d: waiting for gather_shards failed on rank %d: %.250s",
+                     e->p->path, e->p->steps_[s].line, rank, backend_msg(e, rank));
+            return -1;
+        }
     return 0;
 }
 

@@ -3,10 +3,12 @@
 # the bf16 dp wire at dp=2 x tp=1) trains as one process per rank (BOOST_WORLD_SIZE, BOOST_RANK) on
 # the libcuda/cuBLAS stand-in and the NCCL stand-in (ncclCommSplit into the tp and dp groups,
 # ncclAvg, ncclReduceScatter and ncclAllGather for zero=1); losses and gradient norms must match
-# the CPU backend's threaded run of the same plan within bf16 tolerance, zero=1 must match zero=0,
-# and dp > 1 on cuda in one process must say how to launch it. zero=1 must also shrink each rank's
-# device memory (the stand-in's count of cuMemAlloc bytes, MOCK_CUDA_MEM) by the AdamW moments and
-# fp32 masters of all but a 1/dp shard, as computed here from the plan's parameters.
+# the CPU backend's threaded run of the same plan within bf16 tolerance, zero=1 must match zero=0
+# (also over 3 steps with the gathers of the updated weights overlapped with the next forward, and
+# must not without the gathers' waits), and dp > 1 on cuda in one process must say how to launch
+# it. zero=1 must also shrink each rank's device memory (the stand-in's count of cuMemAlloc bytes,
+# MOCK_CUDA_MEM) by the AdamW moments and fp32 masters of all but a 1/dp shard, as computed here
+# from the plan's parameters.
 cd "$(dirname "$0")/../.." || exit 2
 source tests/sh/lib.sh
 if ! cc -O1 -shared -fPIC tests/gpu/mock_cuda.c -o "$TMP/mock_cuda.so" -ldl -lpthread 2>"$TMP/cc.log" ||
@@ -196,6 +198,51 @@ sys.exit(0 if expect > 0 and worst <= 4096 else 1)
 PY
 then ok "zero=1 device memory per rank on the stand-ins: $(tail -1 "$TMP/mem.log")"
 else fail "zero=1 device memory per rank" "$(tail -2 "$TMP/mem.log")"; fi
+
+# ZeRO-1's gathers overlapped with the next pass, over several steps (dp=2 x tp=1, 2 processes):
+# gather_shards run on the collectives' stream after AdamW and the compute stream waits for each
+# only before the first step reading its param. The stand-in runs each stream's work when the host
+# or a waiting stream needs it, so a missing wait makes the next forward read the other shard's
+# bf16 weights from before the update: BOOST_TEST_SKIP_COLL_WAIT=gather (the gathers' waits left
+# out, the reduce-scatters' kept) must change the losses of steps 2 and 3
+gen d2t1z -D dp=2 -D tp=1 -D zero=1
+gen d2t1 -D dp=2 -D tp=1
+steps=3
+cpu d2t1z
+export BOOST_VERBOSE=1
+name=d2t1z world d2t1z 2; rc_z=$rc
+unset BOOST_VERBOSE
+name=d2t1 world d2t1 2; rc_0=$rc
+export BOOST_TEST_SKIP_COLL_WAIT=gather
+name=d2t1zs world d2t1z 2 warm; rc_s=$rc
+unset BOOST_TEST_SKIP_COLL_WAIT
+export BOOST_NO_OVERLAP=1   # every collective, the gathers too, waited for at once
+name=d2t1zn world d2t1z 2 warm; rc_n=$rc
+unset BOOST_NO_OVERLAP
+if [ "$rc_z" = 0 ] && close "$TMP/d2t1z.cpu.jsonl" "$TMP/d2t1z.w.jsonl" loss 2e-3 &&
+   close "$TMP/d2t1z.cpu.jsonl" "$TMP/d2t1z.w.jsonl" grad_norm 2e-2 && close_at 3 "$TMP/d2t1z.cpu.jsonl" "$TMP/d2t1z.w.jsonl" val_loss 2e-3
+then ok "zero=1 with the gathers overlapped, dp=2 x tp=1, 3 steps: losses, gradient norms and val_loss match the cpu backend's"
+else fail "zero=1 overlapped gathers vs the cpu backend (3 steps)" "exit $rc_z: $detail $(tail -2 "$TMP/d2t1z.w.0.out")"; fi
+if [ "$rc_z" = 0 ] && [ "$rc_0" = 0 ] && close "$TMP/d2t1.w.jsonl" "$TMP/d2t1z.w.jsonl" loss 1e-5 &&
+   close "$TMP/d2t1.w.jsonl" "$TMP/d2t1z.w.jsonl" grad_norm 1e-4 && close_at 3 "$TMP/d2t1.w.jsonl" "$TMP/d2t1z.w.jsonl" val_loss 1e-5 &&
+   same_ck 1e-5 1e-5 "$(ck d2t1.w 3 model)" -- "$(ck d2t1z.w 3 model)"
+then ok "zero=1 with the gathers overlapped matches zero=0 over 3 steps (loss 1e-5, gradient norm 1e-4; params read by the host for the checkpoint: $(cat "$TMP/ck.log"))"
+else fail "zero=1 overlapped gathers vs zero=0 (3 steps)" "exit $rc_z/$rc_0: $detail $(cat "$TMP/ck.log" 2>/dev/null)"; fi
+if [ "$rc_n" = 0 ] && [ "$rc_z" = 0 ] && close "$TMP/d2t1z.w.jsonl" "$TMP/d2t1zn.w.jsonl" loss 1e-5 &&
+   close "$TMP/d2t1z.w.jsonl" "$TMP/d2t1zn.w.jsonl" grad_norm 1e-4
+then ok "zero=1 with BOOST_NO_OVERLAP=1 (the gathers waited for at once) matches the overlapped run over 3 steps"
+else fail "zero=1 BOOST_NO_OVERLAP=1 vs overlapped (3 steps)" "exit $rc_n: $detail $(tail -1 "$TMP/d2t1zn.w.0.out")"; fi
+gl=$(grep -c '^    line [0-9]* gather_shards opt' "$TMP/d2t1z.w.0.out" 2>/dev/null)
+gl_over=$(grep '^    line [0-9]* gather_shards opt' "$TMP/d2t1z.w.0.out" 2>/dev/null | grep -c ' [1-9][0-9]* steps (')
+if [ "${gl:-0}" -gt 0 ] && [ "${gl_over:-0}" -gt 0 ]
+then ok "zero=1 gathers overlap the next forward: $gl_over of the $gl listed have steps between the update and their wait"
+else fail "zero=1 gathers overlapped" "$gl gather_shards lines, $gl_over with steps before their wait: $(grep -m1 'gather_shards' "$TMP/d2t1z.w.0.out")"; fi
+s1=$(field "$TMP/d2t1zs.w.jsonl" loss 1); s3=$(field "$TMP/d2t1zs.w.jsonl" loss 3)
+if [ "$rc_s" = 0 ] && [ -n "$s3" ] && close_at 1 "$TMP/d2t1z.w.jsonl" "$TMP/d2t1zs.w.jsonl" loss 1e-5 &&
+   ! close_at 2 "$TMP/d2t1z.w.jsonl" "$TMP/d2t1zs.w.jsonl" loss 1e-5 && ! close_at 3 "$TMP/d2t1z.w.jsonl" "$TMP/d2t1zs.w.jsonl" loss 1e-5
+then ok "the gathers' waits are needed: without them (BOOST_TEST_SKIP_COLL_WAIT=gather) step 1 is the same and steps 2 and 3 differ ($(field "$TMP/d2t1z.w.jsonl" loss 2) vs $(field "$TMP/d2t1zs.w.jsonl" loss 2))"
+else fail "zero=1 without the gathers' waits must read stale weights" "exit $rc_s; losses step 1 $s1 step 3 $s3 against $(field "$TMP/d2t1z.w.jsonl" loss 1), $(field "$TMP/d2t1z.w.jsonl" loss 3): $(tail -1 "$TMP/d2t1zs.w.0.out")"; fi
+steps=1
 
 # dp > 1 on cuda in one process: refused with how to launch it
 "$BOOST" train --plan "$TMP/d2t2" --backend cuda -D steps=1 >"$TMP/e1.out" 2>&1

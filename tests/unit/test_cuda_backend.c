@@ -5,7 +5,8 @@
  * overlap analysis (where a collective must be waited for) on a hand-made plan: a step writing a
  * different tensor that shares the collective's arena bytes is its first use, not a later reader
  * of the collective's own tensor (plan_overlap_report states the analysis), for an all-reduce and for
- * ZeRO-1's reduce_scatter. */
+ * ZeRO-1's reduce_scatter; and ZeRO-1's gather_shards, issued after the optimizer's update, are
+ * waited for right before the first step of the next pass that reads their param. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,49 @@ static void overlap_line(int kind, int64_t z_offset, char *line, size_t n) {
     if (l) snprintf(line, n, "%.*s", (int)strcspn(l, "\n"), l);
 }
 
+/* A zero=1 plan's passes and optimizer, every tensor bf16 [4, 8] or a param [8, 8]:
+ *   10 gemm X = V U   (forward: U's first reader)
+ *   11 gemm Y = V U
+ *   12 gemm X = V W   (forward: W's first reader)
+ *   13 gemm Y = V Q   (backward: Q's first reader)
+ *   14 gather_shards W, 15 U, 16 Q, 17 Z (optimizer section; nothing reads Z)
+ * The overlap report (the executor's analysis) in rep. */
+static void gather_report(char *rep, size_t n) {
+    static PlanTensor T[7];
+    static PlanStep S[8];
+    static Plan P;
+    memset(T, 0, sizeof T); memset(S, 0, sizeof S); memset(&P, 0, sizeof P);
+    const char *names[] = {"X", "Y", "V", "W", "U", "Q", "Z"};
+    enum { X, Y, V, W, U, Q, Z };
+    for (int i = 0; i < 7; i++) {
+        snprintf(T[i].name, sizeof T[i].name, "%s", names[i]);
+        T[i].kind = i >= W ? TK_PARAM : TK_ACT;
+        T[i].dtype = PDT_BF16;
+        T[i].rows = i >= W ? 8 : 4; T[i].cols = 8;
+        T[i].offset = i >= W ? 0 : 64 * i;
+        T[i].param = i >= W ? i - W : -1;
+    }
+    int C[4] = {X, Y, X, Y}, B[4] = {U, U, W, Q};
+    for (int s = 0; s < 4; s++) {
+        GemmArgs g = {0};
+        g.m = 4; g.n = 8; g.k = 8; g.lda = 8; g.ldb = 8; g.ldc = 8; g.batch = 1; g.alpha = 1;
+        g.A = (Operand){V, {0, 0}}; g.B = (Operand){B[s], {0, 0}}; g.C = (Operand){C[s], {0, 0}};
+        S[s].kind = ST_GEMM; S[s].gemm = g; S[s].section = s == 3 ? 1 : 0;
+    }
+    int G[4] = {W, U, Q, Z};
+    for (int j = 0; j < 4; j++) {
+        PlanStep *st = &S[4 + j];
+        st->kind = ST_GATHER_SHARDS; st->section = 2;
+        st->coll.buf = (Operand){G[j], {0, 0}}; st->coll.elems = 64; st->coll.dtype = PDT_BF16;
+        st->coll.group = GROUP_DP; st->coll.bucket = -1;
+    }
+    for (int s = 0; s < 8; s++) S[s].line = 10 + s;
+    snprintf(P.path, sizeof P.path, "hand-zero.txt"); snprintf(P.layout, sizeof P.layout, "btp");
+    P.tp = 1; P.dp = 2; P.zero = 1; P.tensors = T; P.ntensors = 7; P.steps_ = S; P.nsteps = 8; P.arena_bytes = 192;
+    rep[0] = 0;
+    plan_overlap_report(&P, rep, n);
+}
+
 #define SAME_TYPE(field, fn) __builtin_types_compatible_p(__typeof__(((CudaApi *)0)->field), __typeof__(&fn))
 
 int main(void) {
@@ -103,6 +147,21 @@ int main(void) {
     overlap_line(ST_REDUCE_SCATTER, 0, line, sizeof line);
     CHECK(!strcmp(line, "line 11 reduce_scatter fwd t: 1 steps (512 FLOP) before its first use at line 13"),
           "overlap: a reduce_scatter is waited for before a write to bytes aliasing its buffer", "got '%s'", line);
+    /* ZeRO-1's gathers: each waited for right before the next pass's first reader of its param */
+    char grep_[4096];
+    gather_report(grep_, sizeof grep_);
+    const struct { const char *want, *name; } gw[] = {
+        {"line 14 gather_shards opt W: 2 steps (1024 FLOP) of the next pass before its first use at line 12\n",
+         "overlap: gather_shards of W waited for at its first forward reader, after two independent GEMMs"},
+        {"line 15 gather_shards opt U: 0 steps (0 FLOP) of the next pass before its first use at line 10\n",
+         "overlap: gather_shards of a param the first step reads is waited for before that step"},
+        {"line 16 gather_shards opt Q: 3 steps (1536 FLOP) of the next pass before its first use at line 13\n",
+         "overlap: gather_shards of a param read first in the backward waits until that step"},
+        {"line 17 gather_shards opt Z: not used by the next pass (waited for at its end)\n",
+         "overlap: gather_shards of a param no step reads is waited for at the end of the pass"},
+        {"  optimizer: 4 gather_shards run into the next pass;", "overlap report: the optimizer's gathers counted"}};
+    for (size_t i = 0; i < sizeof gw / sizeof gw[0]; i++)
+        CHECK(strstr(grep_, gw[i].want) != NULL, gw[i].name, "no '%.60s' in the report:\n%s", gw[i].want, grep_);
 #ifdef HAVE_CUDA_H
     /* cuDeviceGetAttribute and cuStreamBeginCapture_v2 take an enum (int-sized) where cuda_api.h says
      * int: not compared (the capture mode's value is checked below) */
