@@ -83,5 +83,9 @@ int nccl_api_load(NcclApi *a, char *why, size_t n) {
     SYM(ncclReduceScatter);
 #undef SYM
     *(void **)&a->ncclCommSplit = dlsym(h, "ncclCommSplit");   /* NCCL 2.18+; only dp > 1 needs it (checked there) */
+    *(void **)&a->ncclSend = dlsym(h, "ncclSend");             /* point-to-point: only ep > 1 needs them (checked there) */
+    *(void **)&a->ncclRecv = dlsym(h, "ncclRecv");
+    *(void **)&a->ncclGroupStart = dlsym(h, "ncclGroupStart");
+    *(void **)&a->ncclGroupEnd = dlsym(h, "ncclGroupEnd");
     return 0;
 }

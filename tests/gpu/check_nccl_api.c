@@ -21,5 +21,9 @@ int main(void) {
     a.ncclCommAbort = ncclCommAbort;
     a.ncclCommSplit = ncclCommSplit;
     a.ncclReduceScatter = ncclReduceScatter;
+    a.ncclSend = ncclSend;
+    a.ncclRecv = ncclRecv;
+    a.ncclGroupStart = ncclGroupStart;
+    a.ncclGroupEnd = ncclGroupEnd;
     return a.ncclGetUniqueId == 0;
 }

@@ -365,3 +365,170 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount, i
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, int dt, Comm *c, void *stream) {
     return collective(K_GATHER, send, recv, count, dt, SUM, c, stream);
 }
+
+/* ---- point-to-point (ncclSend/ncclRecv) ---- */
+/* Each ordered pair (s, d) of a communicator has a one-message mailbox in s's collective slot (the
+ * d-th of nranks equal parts: a 64-byte header, then the data), so a communicator's point-to-point
+ * calls and collectives must run in one stream order (as the runtime issues them). A send waits
+ * for its mailbox to be empty and posts; a receive waits for a message, checks that its count and
+ * datatype match the send's (else it prints why, and ncclCommGetAsyncError reports
+ * ncclInvalidUsage) and copies it out. Per (communicator, peer, direction) the calls complete in
+ * issue order. ncclGroupStart/ncclGroupEnd collect the calls between them; at the outermost End,
+ * each communicator's calls go to the stream as one batch that progresses all of them together,
+ * so a rank's sends and receives cannot wait for each other. */
+typedef struct {
+    int posted, taken;                /* messages posted by the sender, taken by the receiver */
+    long long count, dt;              /* the posted message's */
+} Mailbox;
+typedef struct {
+    Comm *c;
+    void *stream;
+    int peer, is_send, done;
+    const void *send;
+    void *recv;
+    size_t count;
+    int dt;
+} P2p;
+typedef struct { Comm *c; P2p *ops; int n; } P2pBatch;
+
+static int group_depth;
+static P2p *group_ops;
+static int group_n, group_cap;
+
+static size_t box_bytes(const Comm *c) { return SLOT_BYTES / (size_t)c->nranks; }
+static Mailbox *box(const Comm *c, int from, int to) {
+    return (Mailbox *)(c->slots + SLOT_BYTES * from + box_bytes(c) * to);
+}
+
+/* One try at op i; 1 when it completed. */
+static int p2p_try(P2p *o) {
+    Comm *c = o->c;
+    size_t es = dsize(o->dt);
+    if (o->is_send) {
+        Mailbox *m = box(c, c->rank, o->peer);
+        if (__atomic_load_n(&m->posted, __ATOMIC_ACQUIRE) != __atomic_load_n(&m->taken, __ATOMIC_ACQUIRE)) return 0;
+        memcpy((unsigned char *)m + 64, o->send, o->count * es);
+        m->count = (long long)o->count; m->dt = o->dt;
+        __atomic_add_fetch(&m->posted, 1, __ATOMIC_ACQ_REL);
+        return 1;
+    }
+    Mailbox *m = box(c, o->peer, c->rank);
+    if (__atomic_load_n(&m->posted, __ATOMIC_ACQUIRE) == __atomic_load_n(&m->taken, __ATOMIC_ACQUIRE)) return 0;
+    if (m->count != (long long)o->count || m->dt != o->dt) {
+        if (!c->mismatch)
+            fprintf(stderr, "mock nccl: rank %d: ncclRecv of %zu elements (datatype %d) from rank %d met its ncclSend of "
+                    "%lld elements (datatype %lld): a send and its receive must have the same count and datatype\n",
+                    c->rank, o->count, o->dt, o->peer, m->count, m->dt);
+        c->mismatch = 1;
+    } else {
+        memcpy(o->recv, (unsigned char *)m + 64, o->count * es);
+    }
+    __atomic_add_fetch(&m->taken, 1, __ATOMIC_ACQ_REL);
+    return 1;
+}
+
+/* 0 done, 1 waiting for peers. An op runs only after the earlier ops of its (peer, direction). */
+static int p2p_step(void *arg) {
+    P2pBatch *b = arg;
+    if (b->c->aborted) return 0;
+    int left = 0;
+    for (int i = 0; i < b->n; i++) {
+        P2p *o = &b->ops[i];
+        if (o->done) continue;
+        int blocked = 0;
+        for (int j = 0; j < i && !blocked; j++)
+            blocked = !b->ops[j].done && b->ops[j].peer == o->peer && b->ops[j].is_send == o->is_send;
+        if (!blocked) o->done = p2p_try(o);
+        left += !o->done;
+    }
+    return left > 0;
+}
+
+static void p2p_free(void *arg) {
+    P2pBatch *b = arg;
+    b->c->pending--;
+    free(b->ops);
+    free(b);
+}
+
+/* The ops of one communicator as one queued batch (or run now without the CUDA stand-in). */
+static ncclResult_t p2p_submit(Comm *c, void *stream, const P2p *ops, int n) {
+    P2pBatch *b = calloc(1, sizeof *b);
+    if (!b || !(b->ops = malloc((size_t)n * sizeof *ops))) { free(b); return ERR_SYSTEM; }
+    memcpy(b->ops, ops, (size_t)n * sizeof *ops);
+    b->c = c; b->n = n;
+    if (!hook_looked_up) {
+        hook_looked_up = 1;
+        const char *lib = getenv("BOOST_LIBCUDA");
+        void *h = lib && *lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+        if (h) *(void **)&enqueue_hook = dlsym(h, "mock_cuda_enqueue_hook");
+    }
+    c->pending++;
+    if (enqueue_hook && stream) return enqueue_hook(stream, p2p_step, b, p2p_free) ? ERR_SYSTEM : OK;
+    const char *tv = getenv("MOCK_NCCL_TIMEOUT");
+    double limit = tv && atof(tv) > 0 ? atof(tv) : 120, t0 = now_s();
+    while (p2p_step(b)) {
+        if (now_s() - t0 > limit) {
+            fprintf(stderr, "mock nccl: rank %d waited %.0f s for a point-to-point peer: another rank is gone\n", c->rank, limit);
+            p2p_free(b);
+            return ERR_INTERNAL;
+        }
+        usleep(20);
+    }
+    p2p_free(b);
+    return c->mismatch ? ERR_USAGE : OK;
+}
+
+static ncclResult_t p2p_call(int is_send, const void *send, void *recv, size_t count, int dt, int peer, Comm *c, void *stream) {
+    size_t es = dsize(dt);
+    if (!c || !es || c->aborted || (is_send ? !send : !recv) || peer < 0 || peer >= c->nranks) return ERR_INVALID;
+    if (count * es + 64 > box_bytes(c)) {
+        fprintf(stderr, "mock nccl: %s of %zu elements on rank %d: more than the stand-in's %zu-byte mailbox\n",
+                is_send ? "ncclSend" : "ncclRecv", count, c->rank, box_bytes(c) - 64);
+        return ERR_INVALID;
+    }
+    P2p o = {c, stream, peer, is_send, 0, send, recv, count, dt};
+    if (!group_depth) return p2p_submit(c, stream, &o, 1);
+    if (group_n == group_cap) {
+        int cap = group_cap ? 2 * group_cap : 64;
+        P2p *g = realloc(group_ops, (size_t)cap * sizeof *g);
+        if (!g) return ERR_SYSTEM;
+        group_ops = g; group_cap = cap;
+    }
+    group_ops[group_n++] = o;
+    return OK;
+}
+
+ncclResult_t ncclSend(const void *send, size_t count, int dt, int peer, Comm *c, void *stream) {
+    return p2p_call(1, send, NULL, count, dt, peer, c, stream);
+}
+
+ncclResult_t ncclRecv(void *recv, size_t count, int dt, int peer, Comm *c, void *stream) {
+    return p2p_call(0, NULL, recv, count, dt, peer, c, stream);
+}
+
+ncclResult_t ncclGroupStart(void) {
+    group_depth++;
+    return OK;
+}
+
+/* The outermost End: the collected calls, one batch per (communicator, stream) in issue order. */
+ncclResult_t ncclGroupEnd(void) {
+    if (group_depth <= 0) return ERR_USAGE;
+    if (--group_depth) return OK;
+    ncclResult_t rc = OK;
+    P2p *batch = group_n ? malloc((size_t)group_n * sizeof *batch) : NULL;
+    if (group_n && !batch) rc = ERR_SYSTEM;
+    for (int i = 0; i < group_n && rc == OK; i++) {
+        if (!group_ops[i].c) continue;   /* taken by an earlier batch */
+        int n = 0;
+        Comm *c = group_ops[i].c;
+        void *s = group_ops[i].stream;
+        for (int j = i; j < group_n; j++)
+            if (group_ops[j].c == c && group_ops[j].stream == s) { batch[n++] = group_ops[j]; group_ops[j].c = NULL; }
+        rc = p2p_submit(c, s, batch, n);
+    }
+    free(batch);
+    group_n = 0;
+    return rc;
+}
