@@ -100,6 +100,10 @@ struct BackendRank {
     ncclComm_t dp_comm;           /* dp > 1: this rank's dp group, split from the world (runtime/grid.h order) */
     int wrank, wsize;             /* multi-process mode: world rank and size (rank and tp at dp = 1) */
     int dp, dp_rank;              /* the dp degree and this rank's index in its dp group (1, 0 without dp) */
+    ncclComm_t ep_comm, edp_comm; /* ep > 1: this rank's ep and edp groups, split from the world (runtime/grid.h) */
+    int ep, ep_rank;              /* the ep degree and this rank's ep rank (1, 0 without expert parallelism) */
+    CUdeviceptr ep_buf;           /* ep > 1: an out all-to-all's send staging (the token side's slots, empty ones zeroed) */
+    size_t ep_bytes;
     int zero;                     /* zero=1 at dp > 1 (set at open): AdamW, its state and the gradient norm cover this dp rank's shard */
     CUdeviceptr dp_buf;           /* dp collectives' staging (bf16 wire, shard padding), used on `comm` only */
     size_t dp_bytes;
@@ -414,6 +418,9 @@ static void cuda_rank_close(BackendRank *r) {
         }
         if (r->blas) api.cublasDestroy_v2(r->blas);
         if (r->dp_comm) nccl.ncclCommDestroy(r->dp_comm);
+        if (r->ep_comm) nccl.ncclCommDestroy(r->ep_comm);
+        if (r->edp_comm) nccl.ncclCommDestroy(r->edp_comm);
+        if (r->ep_buf) api.cuMemFree_v2(r->ep_buf);
         if (r->nccl_comm && r->nccl_comm != r->world_comm) nccl.ncclCommDestroy(r->nccl_comm);
         if (r->world_comm) nccl.ncclCommDestroy(r->world_comm);
         if (r->coll_buf) api.cuMemFree_v2(r->coll_buf);
@@ -836,6 +843,28 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
                      gc.stride[GROUP_DP], rc ? nccl.ncclGetErrorString(rc) : "no communicator returned");
             return -1;
         }
+        if (p->ep > 1) {   /* expert parallelism: the ep group (all-to-all) and the edp group (expert gradients) */
+            if (!nccl.ncclSend || !nccl.ncclRecv || !nccl.ncclGroupStart || !nccl.ncclGroupEnd) {
+                snprintf(err, errlen, "rank %d of %d: ep=%d needs ncclSend/ncclRecv and ncclGroupStart/End (NCCL 2.7 or newer) "
+                         "for the all-to-all; this libnccl lacks them: install a newer NCCL (or point BOOST_LIBNCCL at one)",
+                         rank, size, p->ep);
+                return -1;
+            }
+            if (grid_set_ep(&g, p->ep, err, errlen)) return -1;
+            gc = grid_coord(&g, rank);
+            r->ep = p->ep; r->ep_rank = gc.ep_rank;
+            ncclComm_t epc = NULL, edpc = NULL;
+            rc = nccl.ncclCommSplit(r->world_comm, gc.first[GROUP_EP], gc.index[GROUP_EP], &epc, NULL);
+            if (rc == 0) r->ep_comm = epc;
+            if (rc == 0) rc = nccl.ncclCommSplit(r->world_comm, gc.first[GROUP_EDP], gc.index[GROUP_EDP], &edpc, NULL);
+            if (rc == 0) r->edp_comm = edpc;
+            if (rc != 0 || !epc || !edpc) {
+                snprintf(err, errlen, "rank %d of %d: ncclCommSplit into the ep group (from %d, stride %d) and edp group (from %d, "
+                         "stride %d) failed: %s", rank, size, gc.first[GROUP_EP], gc.stride[GROUP_EP], gc.first[GROUP_EDP],
+                         gc.stride[GROUP_EDP], rc ? nccl.ncclGetErrorString(rc) : "no communicator returned");
+                return -1;
+            }
+        }
         CUresult cu = 0;   /* r->zero (the state's layout) was set at open: the tables for this dp rank's shards */
         if (r->zero && (adam_table(r, &cu) || sq_ranges(r))) {
             snprintf(err, errlen, "rank %d of %d: the zero=1 shard tables: %s", rank, size, cu ? cu_str(cu) : "out of memory");
@@ -845,9 +874,11 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
     /* the all-gathers' staging, once for the largest (freeing device memory later would wait for the
      * device); at dp > 1 the dp steps' staging: a bf16 copy of an all-reduce, a reduce-scatter's
      * padded input and output (dp*s + s elements, s = ceil(n/dp)), an all-gather's padded output */
-    size_t need = 256, dp_need = 0;
+    size_t need = 256, dp_need = 0, ep_need = 0;
     for (int s = 0; s < p->nsteps; s++) {
         const PlanStep *st = &p->steps_[s];
+        if (st->kind == ST_ALLTOALL && (size_t)(st->coll.rows * st->coll.cols) * plan_dtype_size(st->coll.dtype) > ep_need)
+            ep_need = (size_t)(st->coll.rows * st->coll.cols) * plan_dtype_size(st->coll.dtype);
         size_t b = st->kind == ST_ALLGATHER ? (size_t)(st->coll.rows * st->coll.cols) * plan_dtype_size(st->coll.dtype) * (p->tp + 1) : 0;
         if (b > need) need = b;
         size_t sh = (size_t)((st->coll.elems + p->dp - 1) / p->dp), d = 0;
@@ -866,15 +897,22 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
         return -1;
     }
     r->dp_bytes = dp_need;
+    if (ep_need && r->ep > 1 && api.cuMemAlloc_v2(&r->ep_buf, ep_need) != 0) {
+        snprintf(err, errlen, "rank %d of %d: allocating %zu bytes for the all-to-all's staging failed", rank, size, ep_need);
+        return -1;
+    }
+    r->ep_bytes = r->ep > 1 ? ep_need : 0;
     return 0;
 }
 
-/* Every distinct communicator of this rank (world, tp, dp), n of them. */
-static int rank_comms(BackendRank *r, ncclComm_t out[3]) {
+/* Every distinct communicator of this rank (world, tp, dp, ep, edp), n of them. */
+static int rank_comms(BackendRank *r, ncclComm_t out[5]) {
     int n = 0;
     if (r->world_comm) out[n++] = r->world_comm;
     if (r->nccl_comm && r->nccl_comm != r->world_comm) out[n++] = r->nccl_comm;
     if (r->dp_comm) out[n++] = r->dp_comm;
+    if (r->ep_comm) out[n++] = r->ep_comm;
+    if (r->edp_comm) out[n++] = r->edp_comm;
     return n;
 }
 
@@ -888,10 +926,10 @@ static int world_abort(BackendRank *r, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    ncclComm_t cs[3];
+    ncclComm_t cs[5];
     int nc = rank_comms(r, cs);
     for (int i = 0; i < nc && !r->dead; i++) nccl.ncclCommAbort(cs[i]);
-    r->nccl_comm = r->world_comm = r->dp_comm = NULL;
+    r->nccl_comm = r->world_comm = r->dp_comm = r->ep_comm = r->edp_comm = NULL;
     r->dead = 1;
     return rfail(r, "rank %d of %d: %s; NCCL was aborted and this rank stops. Another rank has probably died or "
                  "failed: look at its output (its own error comes first), then restart all %d ranks "
@@ -915,7 +953,7 @@ static int host_wait(BackendRank *r, CUstream s, const char *what) {
         if (q == 0) return 0;
         if (q != CUDA_ERROR_NOT_READY_) CU(r, q);
         ncclResult_t async_err = NCCL_SUCCESS_;
-        ncclComm_t cs[3];
+        ncclComm_t cs[5];
         int nc = rank_comms(r, cs);
         for (int i = 0; i < nc && (async_err == NCCL_SUCCESS_ || async_err == NCCL_IN_PROGRESS_); i++) {
             ncclResult_t qr = nccl.ncclCommGetAsyncError(cs[i], &async_err);
@@ -1097,10 +1135,30 @@ static int local_issue(BackendRank *r, int step, const CollArgs *c, int gather) 
     return rc;
 }
 
+/* group=edp (expert parallelism): the expert gradient summed over the ranks that hold the same
+ * experts, then times scale= (1/dp); a group of one applies the scale alone. */
+static int world_edp_allreduce_on(BackendRank *r, CUstream s, const CollArgs *c, void *buf) {
+    if (r->p->tensors[c->buf.tensor].dtype != PDT_FP32 || c->dtype != PDT_FP32)
+        return rfail(r, "all-reduce of %s over group=edp: only fp32 gradients with an fp32 wire are supported on cuda",
+                     r->p->tensors[c->buf.tensor].name);
+    long long n = c->elems;
+    if (r->dp / (r->ep > 1 ? r->ep : 1) > 1) {
+        if (!r->edp_comm) return rfail(r, "rank %d: no NCCL communicator for the edp group", r->wrank);
+        NCCL(r, nccl.ncclAllReduce(buf, buf, (size_t)n, NCCL_FLOAT32_, c->avg ? NCCL_AVG_ : NCCL_SUM_, r->edp_comm, s));
+    }
+    if (!(c->scale > 0)) return 0;
+    CUdeviceptr x = (CUdeviceptr)(uintptr_t)buf;
+    float sc = (float)c->scale;
+    int64_t blocks = (n + 255) / 256 > 4096 ? 4096 : (n + 255) / 256;
+    void *args[] = {&x, &sc, &n};
+    return launch_on(r, s, "boost_scale_fp32", blocks, 256, 0, args);
+}
+
 /* Multi-process mode: all-reduce buf on stream s over the group the step names (group=dp: the dp
  * communicator; op=avg: ncclAvg). A bf16 wire on an fp32 buffer (parallel.dp_dtype = "bf16") goes
  * through dp_buf: rounded to bf16, reduced in bf16, widened back, as the CPU backend's rounding. */
 static int world_allreduce_on(BackendRank *r, CUstream s, const CollArgs *c, void *buf) {
+    if (c->group == GROUP_EDP) return world_edp_allreduce_on(r, s, c, buf);
     ncclComm_t comm = c->group == GROUP_DP ? r->dp_comm : r->nccl_comm;
     if (c->group == GROUP_DP && r->dp <= 1) return 0;
     if (!comm) return rfail(r, "rank %d: no NCCL communicator for the %s group", r->wrank, grid_group_name(c->group));
@@ -1163,6 +1221,64 @@ static int cuda_coll_wait(BackendRank *r, int step) {
     if (!done) return 0;
     if (ctx_set(r, "waiting for a collective")) return -1;
     CU(r, api.cuStreamWaitEvent(r->stream, done, 0));
+    return 0;
+}
+
+/* Expert parallelism (docs/plan-format.md "alltoall"): the routed slots between the ep ranks of a
+ * group, one process per GPU. Fixed counts: each (member, local expert) block of C slots travels
+ * whole, as grouped ncclSend/ncclRecv on the ep communicator (peer order q = 0..N-1, expert order
+ * j = 0..El-1 on both sides, so the k-th send to a peer meets its k-th receive). Empty slots carry
+ * zeros: the token side zeroes them with its own map, before sending (out: staged in ep_buf) or
+ * after receiving (back). Token side: expert e at rows e*C; owner p: member q's slots of its local
+ * expert j at rows (j*N + q)*C. Runs on the compute stream, in its order. */
+static int cuda_alltoall(BackendRank *r, const CollArgs *c, void *src, void *dst, const void *map) {
+    if (ctx_set(r, "an all-to-all")) return -1;
+    int n = r->ep > 1 ? r->ep : 1;
+    int64_t E = c->experts, C = c->capacity, w = c->cols;
+    if (E % n) return rfail(r, "alltoall: experts=%lld do not divide over the ep group of %d", (long long)E, n);
+    int64_t El = E / n;
+    size_t es = plan_dtype_size(c->dtype), blk = (size_t)(C * w), row_bytes = (size_t)w * es, all = (size_t)(E * C) * row_bytes;
+    CUdeviceptr s = (CUdeviceptr)(uintptr_t)src, d = (CUdeviceptr)(uintptr_t)dst, m = (CUdeviceptr)(uintptr_t)map;
+    long long rows = (long long)(E * C), rb = (long long)row_bytes;
+    int64_t blocks = ((int64_t)all + 255) / 256 > 4096 ? 4096 : ((int64_t)all + 255) / 256;
+    if (n == 1) {   /* one member: both layouts are expert-major */
+        if (copy_2d(r, r->stream, d, row_bytes, s, row_bytes, row_bytes, (size_t)rows)) return -1;
+        void *args[] = {&d, &m, &rows, &rb};
+        if (launch_on(r, r->stream, "boost_ep_mask_rows", blocks, 256, 0, args)) return -1;
+        return r->sync_steps ? host_wait(r, r->stream, "an all-to-all (BOOST_CUDA_SYNC=1)") : 0;
+    }
+    if (!r->world) return rfail(r, "alltoall: ep=%d on the cuda backend runs one process per GPU (BOOST_WORLD_SIZE/BOOST_RANK, "
+                                "mpirun or srun)", n);
+    if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->rank);
+    if (!r->ep_comm) return rfail(r, "rank %d: no NCCL communicator for the ep group", r->wrank);
+    if (!c->way) {   /* out: my slots, empty ones zeroed, from the staging */
+        if (all > r->ep_bytes) return rfail(r, "alltoall of %zu bytes exceeds the staging of %zu", all, r->ep_bytes);
+        if (copy_2d(r, r->stream, r->ep_buf, row_bytes, s, row_bytes, row_bytes, (size_t)rows)) return -1;
+        CUdeviceptr x = r->ep_buf;
+        void *args[] = {&x, &m, &rows, &rb};
+        if (launch_on(r, r->stream, "boost_ep_mask_rows", blocks, 256, 0, args)) return -1;
+        s = r->ep_buf;
+    }
+    int dt = nccl_dtype(c->dtype);
+    NCCL(r, nccl.ncclGroupStart());
+    for (int q = 0; q < n; q++)
+        for (int64_t j = 0; j < El; j++) {
+            int64_t tok = (q * El + j) * C, own = (j * n + q) * C;   /* rows: on the token side, on the owner */
+            int64_t from = c->way ? own : tok, to = c->way ? tok : own;
+            ncclResult_t a = nccl.ncclSend((const void *)(uintptr_t)(s + (size_t)from * row_bytes), blk, dt, q, r->ep_comm, r->stream);
+            ncclResult_t b = a ? a : nccl.ncclRecv((void *)(uintptr_t)(d + (size_t)to * row_bytes), blk, dt, q, r->ep_comm, r->stream);
+            if (a || b) {
+                nccl.ncclGroupEnd();
+                return world_abort(r, "the ep all-to-all's ncclSend/ncclRecv with rank %d failed: %s", q,
+                                   nccl.ncclGetErrorString(a ? a : b));
+            }
+        }
+    NCCL(r, nccl.ncclGroupEnd());
+    if (c->way) {   /* back: my own map says which of the returned slots are filled */
+        void *args[] = {&d, &m, &rows, &rb};
+        if (launch_on(r, r->stream, "boost_ep_mask_rows", blocks, 256, 0, args)) return -1;
+    }
+    if (r->sync_steps) return host_wait(r, r->stream, "an all-to-all (BOOST_CUDA_SYNC=1)");
     return 0;
 }
 
@@ -1394,7 +1510,7 @@ static int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
     if (r->world) {
         if (ctx_set(r, "an all-reduce")) return -1;
         if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->rank);
-        if (c->group == GROUP_DP) {   /* dp_buf belongs to the collectives' stream */
+        if (c->group == GROUP_DP || c->group == GROUP_EDP) {   /* dp_buf belongs to the collectives' stream */
             if (dp_begin(r)) return -1;
             if (world_allreduce_on(r, r->comm, c, buf)) return -1;
             return dp_end(r, "a dp all-reduce");
@@ -1847,9 +1963,52 @@ static double zero_sq_norm(BackendRank *r) {
     return total < 0 ? 0 : total;
 }
 
+/* Expert parallelism, dp ranks 1..ep-1 of the first ep group (the executor asks only those and dp
+ * rank 0): the expert params' gradients, which this ep rank alone holds there (dp rank 0 counts
+ * everything else). A replicated (rep=1) block counts on tp rank 0 only, summed on the host. */
+static double ep_sq_norm(BackendRank *r) {
+    const Plan *p = r->p;
+    double total = 0;
+    for (int i = 0; i < p->nparams; i++) {
+        const PlanParam *pp = &p->params[i];
+        int expert = 0, rep = 0;
+        for (int q = 0; q < pp->nparts; q++) {
+            expert |= p->parts[pp->first_part + q].ep >= 0;
+            rep |= p->parts[pp->first_part + q].rep;
+        }
+        if (!expert) continue;
+        if (!rep || r->rank == 0) {
+            double x = 0;
+            if (dev_sumsq(r, r->grads + r->param_off[i] * 4, (long long)(pp->rows * pp->cols), &x)) return NAN;
+            total += x;
+            continue;
+        }
+        float *g = malloc((size_t)(pp->rows * pp->cols) * sizeof *g);
+        if (!g || read_back(r, g, r->grads + r->param_off[i] * 4, (size_t)(pp->rows * pp->cols) * 4, pp->name)) {
+            free(g);
+            return NAN;
+        }
+        for (int q = 0; q < pp->nparts; q++) {
+            const PlanPart *pt = &p->parts[pp->first_part + q];
+            if (pt->rep || pt->ep < 0) continue;
+            int64_t h = rank_int(pt->r1, r->rank) - rank_int(pt->r0, r->rank);
+            int64_t w = rank_int(pt->c1, r->rank) - rank_int(pt->c0, r->rank);
+            int64_t lr = rank_int(pt->lr, r->rank), lc = rank_int(pt->lc, r->rank);
+            for (int64_t a = 0; a < h; a++)
+                for (int64_t b = 0; b < w; b++) {
+                    double v = g[(lr + a) * pp->cols + lc + b];
+                    total += v * v;
+                }
+        }
+        free(g);
+    }
+    return total;
+}
+
 static double cuda_grad_sq_norm(BackendRank *r) {
     if (ctx_set(r, "the gradient norm")) return NAN;
     if (r->zero) return zero_sq_norm(r);
+    if (r->ep > 1 && r->dp_rank > 0) return ep_sq_norm(r);
     const Plan *p = r->p;
     double total = 0;
     if (r->nrep > 0) {   /* all grads, then each replicated range, into scratch; one read-back */
@@ -1960,6 +2119,7 @@ const Backend backend_cuda = {
     .reduce_scatter_issue = cuda_reduce_scatter_issue,
     .gather_shards = cuda_gather_shards,
     .gather_shards_issue = cuda_gather_shards_issue,
+    .alltoall = cuda_alltoall,
     .to_host = cuda_to_host,
     .from_host = cuda_from_host,
     .set_i32 = cuda_set_i32,

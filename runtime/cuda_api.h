@@ -132,16 +132,16 @@ typedef struct {
     /* the rank grid (dp > 1): the world split into its tp and dp groups; ZeRO-1's gradient reduction */
     ncclResult_t (*ncclCommSplit)(ncclComm_t, int, int, ncclComm_t *, NcclConfig_ *);
     ncclResult_t (*ncclReduceScatter)(const void *, void *, size_t, NcclDtype_, NcclOp_, ncclComm_t, CUstream);
-    /* a failed or vanished peer: poll for the error while the host waits, then abort */
-    ncclResult_t (*ncclCommGetAsyncError)(ncclComm_t, ncclResult_t *);
-    ncclResult_t (*ncclCommAbort)(ncclComm_t);
-    const char *(*ncclGetErrorString)(ncclResult_t);
-    /* optional (NULL when absent), for point-to-point between pipeline stages: sends and receives
-     * grouped between ncclGroupStart and ncclGroupEnd */
+    /* point-to-point (NCCL 2.7+), optional, all four or none: expert parallelism's all-to-all and
+     * transfers between pipeline stages (NULL: refused there); grouped between GroupStart and End */
     ncclResult_t (*ncclSend)(const void *, size_t, NcclDtype_, int, ncclComm_t, CUstream);
     ncclResult_t (*ncclRecv)(void *, size_t, NcclDtype_, int, ncclComm_t, CUstream);
     ncclResult_t (*ncclGroupStart)(void);
     ncclResult_t (*ncclGroupEnd)(void);
+    /* a failed or vanished peer: poll for the error while the host waits, then abort */
+    ncclResult_t (*ncclCommGetAsyncError)(ncclComm_t, ncclResult_t *);
+    ncclResult_t (*ncclCommAbort)(ncclComm_t);
+    const char *(*ncclGetErrorString)(ncclResult_t);
 } NcclApi;
 
 /* Load libnccl.so.2 (or $CUDA_HOME/lib64, or the file $BOOST_LIBNCCL names). 0, or -1 with why. */

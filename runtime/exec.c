@@ -537,11 +537,6 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
                  "runtime/pipeline.c (boost train opens it), or regenerate with -D pp=1", plan->path, plan->pp);
         return NULL;
     }
-    if (plan->ep > 1 && backend && !strcmp(backend, "cuda")) {   /* no all-to-all on the GPU yet (backend_cuda.alltoall) */
-        snprintf(err, errlen, "%.300s: ep=%d: the cuda backend cannot run expert-parallel plans (no all-to-all); use --backend "
-                 "cpu or regenerate with -D ep=1", plan->path, plan->ep);
-        return NULL;
-    }
     int wrank = 0, wsize = 1;
     int world = world_from_env(&wrank, &wsize, err, errlen);
     if (world < 0) return NULL;

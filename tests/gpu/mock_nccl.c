@@ -43,8 +43,6 @@ typedef struct {
     int pid[MAX_RANKS];               /* each rank's process, to notice one that is gone */
     long long desc[MAX_RANKS][4];     /* each rank's current collective: kind, datatype, count, op */
     int split_color[MAX_RANKS], split_key[MAX_RANKS];   /* ncclCommSplit: each rank's colour and key */
-    int out_full[MAX_RANKS];          /* ncclSend: rank q's outbox holds a message (1) not yet taken */
-    long long out_desc[MAX_RANKS][3]; /* its peer, count, datatype */
 } Header;
 
 typedef struct ncclComm {
@@ -130,7 +128,7 @@ static ncclResult_t comm_open(Comm **out, int nranks, const char *name, int rank
     if (!c) return ERR_SYSTEM;
     c->rank = rank; c->nranks = nranks;
     snprintf(c->name, sizeof c->name, "%s", name);
-    c->map_bytes = 4096 + 2 * SLOT_BYTES * nranks;   /* collective slots, then the send outboxes */
+    c->map_bytes = 4096 + SLOT_BYTES * nranks;   /* the collective slots (also the point-to-point mailboxes) */
     int fd = shm_open(c->name, O_CREAT | O_RDWR, 0600);
     if (fd < 0 || ftruncate(fd, (off_t)c->map_bytes) != 0) { if (fd >= 0) close(fd); free(c); return ERR_SYSTEM; }
     void *m = mmap(NULL, c->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -373,139 +371,169 @@ ncclResult_t ncclAllGather(const void *send, void *recv, size_t count, int dt, C
     return collective(K_GATHER, send, recv, count, dt, SUM, c, stream);
 }
 
-/* ---------------- point to point (pipeline stages) ---------------- */
-enum { P_SEND = 0, P_RECV = 1 };
-typedef struct { Comm *c; int kind, peer, dt, state; size_t count; const void *send; void *recv; } P2p;
-typedef struct { P2p *ops; int n; Comm *c; } P2pGroup;   /* one queued unit: a group, or a single op */
+/* ---- point-to-point (ncclSend/ncclRecv) ---- */
+/* Each ordered pair (s, d) of a communicator has a one-message mailbox in s's collective slot (the
+ * d-th of nranks equal parts: a 64-byte header, then the data), so a communicator's point-to-point
+ * calls and collectives must run in one stream order (as the runtime issues them). A send waits
+ * for its mailbox to be empty and posts; a receive waits for a message, checks that its count and
+ * datatype match the send's (else it prints why, and ncclCommGetAsyncError reports
+ * ncclInvalidUsage) and copies it out. Per (communicator, peer, direction) the calls complete in
+ * issue order. ncclGroupStart/ncclGroupEnd collect the calls between them; at the outermost End,
+ * each communicator's calls go to the stream as one batch that progresses all of them together,
+ * so a rank's sends and receives cannot wait for each other. */
+typedef struct {
+    int posted, taken;                /* messages posted by the sender, taken by the receiver */
+    long long count, dt;              /* the posted message's */
+} Mailbox;
+typedef struct {
+    Comm *c;
+    void *stream;
+    int peer, is_send, done;
+    const void *send;
+    void *recv;
+    size_t count;
+    int dt;
+} P2p;
+typedef struct { Comm *c; P2p *ops; int n; } P2pBatch;
 
-static unsigned char *outbox(Comm *c, int q) { return c->slots + SLOT_BYTES * ((size_t)c->nranks + q); }
+static int group_depth;
+static P2p *group_ops;
+static int group_n, group_cap;
 
-/* 0 done, 1 waiting. A mismatch marks the comm (ncclCommGetAsyncError reports it) and ends the op. */
-static int p2p_step(P2p *o) {
+static size_t box_bytes(const Comm *c) { return SLOT_BYTES / (size_t)c->nranks; }
+static Mailbox *box(const Comm *c, int from, int to) {
+    return (Mailbox *)(c->slots + SLOT_BYTES * from + box_bytes(c) * to);
+}
+
+/* One try at op i; 1 when it completed. */
+static int p2p_try(P2p *o) {
     Comm *c = o->c;
-    Header *h = c->hdr;
-    if (c->aborted || o->state == 2) { o->state = 2; return 0; }
-    if (o->kind == P_SEND) {
-        if (o->state == 0) {
-            if (__atomic_load_n(&h->out_full[c->rank], __ATOMIC_ACQUIRE)) return 1;   /* the previous send not yet taken */
-            memcpy(outbox(c, c->rank), o->send, o->count * dsize(o->dt));
-            h->out_desc[c->rank][0] = o->peer; h->out_desc[c->rank][1] = (long long)o->count; h->out_desc[c->rank][2] = o->dt;
-            __atomic_store_n(&h->out_full[c->rank], 1, __ATOMIC_RELEASE);
-            o->state = 1;
-        }
-        if (__atomic_load_n(&h->out_full[c->rank], __ATOMIC_ACQUIRE)) return 1;        /* the peer has not taken it */
-        o->state = 2;
-        return 0;
+    size_t es = dsize(o->dt);
+    if (o->is_send) {
+        Mailbox *m = box(c, c->rank, o->peer);
+        if (__atomic_load_n(&m->posted, __ATOMIC_ACQUIRE) != __atomic_load_n(&m->taken, __ATOMIC_ACQUIRE)) return 0;
+        memcpy((unsigned char *)m + 64, o->send, o->count * es);
+        m->count = (long long)o->count; m->dt = o->dt;
+        __atomic_add_fetch(&m->posted, 1, __ATOMIC_ACQ_REL);
+        return 1;
     }
-    if (!__atomic_load_n(&h->out_full[o->peer], __ATOMIC_ACQUIRE) || h->out_desc[o->peer][0] != c->rank) return 1;
-    if (h->out_desc[o->peer][1] != (long long)o->count || h->out_desc[o->peer][2] != o->dt) {
+    Mailbox *m = box(c, o->peer, c->rank);
+    if (__atomic_load_n(&m->posted, __ATOMIC_ACQUIRE) == __atomic_load_n(&m->taken, __ATOMIC_ACQUIRE)) return 0;
+    if (m->count != (long long)o->count || m->dt != o->dt) {
         if (!c->mismatch)
-            fprintf(stderr, "mock nccl: rank %d receives %zu elements (datatype %d) from rank %d, which sends %lld (datatype %lld): "
-                    "a send and its receive must match\n", c->rank, o->count, o->dt, o->peer, h->out_desc[o->peer][1],
-                    h->out_desc[o->peer][2]);
+            fprintf(stderr, "mock nccl: rank %d: ncclRecv of %zu elements (datatype %d) from rank %d met its ncclSend of "
+                    "%lld elements (datatype %lld): a send and its receive must have the same count and datatype\n",
+                    c->rank, o->count, o->dt, o->peer, m->count, m->dt);
         c->mismatch = 1;
-    } else memcpy(o->recv, outbox(c, o->peer), o->count * dsize(o->dt));
-    __atomic_store_n(&h->out_full[o->peer], 0, __ATOMIC_RELEASE);   /* taken (also when refused: the sender goes on) */
-    o->state = 2;
-    return 0;
+    } else {
+        memcpy(o->recv, (unsigned char *)m + 64, o->count * es);
+    }
+    __atomic_add_fetch(&m->taken, 1, __ATOMIC_ACQ_REL);
+    return 1;
 }
 
-static int group_step(void *arg) {
-    P2pGroup *g = arg;
-    int waiting = 0;
-    for (int i = 0; i < g->n; i++) waiting |= p2p_step(&g->ops[i]);
-    return waiting;
+/* 0 done, 1 waiting for peers. An op runs only after the earlier ops of its (peer, direction). */
+static int p2p_step(void *arg) {
+    P2pBatch *b = arg;
+    if (b->c->aborted) return 0;
+    int left = 0;
+    for (int i = 0; i < b->n; i++) {
+        P2p *o = &b->ops[i];
+        if (o->done) continue;
+        int blocked = 0;
+        for (int j = 0; j < i && !blocked; j++)
+            blocked = !b->ops[j].done && b->ops[j].peer == o->peer && b->ops[j].is_send == o->is_send;
+        if (!blocked) o->done = p2p_try(o);
+        left += !o->done;
+    }
+    return left > 0;
 }
 
-static void group_free(void *arg) {
-    P2pGroup *g = arg;
-    g->c->pending--;
-    free(g->ops);
-    free(g);
+static void p2p_free(void *arg) {
+    P2pBatch *b = arg;
+    b->c->pending--;
+    free(b->ops);
+    free(b);
 }
 
-static __thread P2pGroup *open_group;   /* between ncclGroupStart and ncclGroupEnd */
-static __thread int group_depth;
-
-static ncclResult_t p2p_submit(P2pGroup *g, void *stream) {
+/* The ops of one communicator as one queued batch (or run now without the CUDA stand-in). */
+static ncclResult_t p2p_submit(Comm *c, void *stream, const P2p *ops, int n) {
+    P2pBatch *b = calloc(1, sizeof *b);
+    if (!b || !(b->ops = malloc((size_t)n * sizeof *ops))) { free(b); return ERR_SYSTEM; }
+    memcpy(b->ops, ops, (size_t)n * sizeof *ops);
+    b->c = c; b->n = n;
     if (!hook_looked_up) {
         hook_looked_up = 1;
         const char *lib = getenv("BOOST_LIBCUDA");
         void *h = lib && *lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
         if (h) *(void **)&enqueue_hook = dlsym(h, "mock_cuda_enqueue_hook");
     }
-    g->c->pending++;
-    if (enqueue_hook && stream) return enqueue_hook(stream, group_step, g, group_free) ? ERR_SYSTEM : OK;
+    c->pending++;
+    if (enqueue_hook && stream) return enqueue_hook(stream, p2p_step, b, p2p_free) ? ERR_SYSTEM : OK;
     const char *tv = getenv("MOCK_NCCL_TIMEOUT");
     double limit = tv && atof(tv) > 0 ? atof(tv) : 120, t0 = now_s();
-    Comm *c = g->c;
-    while (group_step(g)) {
+    while (p2p_step(b)) {
         if (now_s() - t0 > limit) {
-            fprintf(stderr, "mock nccl: rank %d waited %.0f s for a send or receive: the peer never posted its side\n", c->rank, limit);
-            group_free(g);
+            fprintf(stderr, "mock nccl: rank %d waited %.0f s for a point-to-point peer: another rank is gone\n", c->rank, limit);
+            p2p_free(b);
             return ERR_INTERNAL;
         }
         usleep(20);
     }
-    group_free(g);
+    p2p_free(b);
     return c->mismatch ? ERR_USAGE : OK;
 }
 
-static __thread void *group_stream;   /* the open group's stream */
-
-static ncclResult_t p2p(int kind, const void *send, void *recv, size_t count, int dt, int peer, Comm *c, void *stream) {
+static ncclResult_t p2p_call(int is_send, const void *send, void *recv, size_t count, int dt, int peer, Comm *c, void *stream) {
     size_t es = dsize(dt);
-    if (!c || !es || c->aborted || peer < 0 || peer >= c->nranks || peer == c->rank || (kind == P_SEND ? !send : !recv))
-        return ERR_INVALID;
-    if (count * es > SLOT_BYTES) {
-        fprintf(stderr, "mock nccl: %s of %zu elements on rank %d: more than the stand-in's %zu-byte outbox\n",
-                kind == P_SEND ? "ncclSend" : "ncclRecv", count, c->rank, SLOT_BYTES);
+    if (!c || !es || c->aborted || (is_send ? !send : !recv) || peer < 0 || peer >= c->nranks) return ERR_INVALID;
+    if (count * es + 64 > box_bytes(c)) {
+        fprintf(stderr, "mock nccl: %s of %zu elements on rank %d: more than the stand-in's %zu-byte mailbox\n",
+                is_send ? "ncclSend" : "ncclRecv", count, c->rank, box_bytes(c) - 64);
         return ERR_INVALID;
     }
-    P2p o = {c, kind, peer, dt, 0, count, send, recv};
-    P2pGroup *g = open_group;
-    if (g && (g->c != c || group_stream != stream)) {
-        fprintf(stderr, "mock nccl: one group's sends and receives must share a communicator and stream (the stand-in's limit)\n");
-        return ERR_USAGE;
-    }
-    if (!g) {
-        g = calloc(1, sizeof *g);
+    P2p o = {c, stream, peer, is_send, 0, send, recv, count, dt};
+    if (!group_depth) return p2p_submit(c, stream, &o, 1);
+    if (group_n == group_cap) {
+        int cap = group_cap ? 2 * group_cap : 64;
+        P2p *g = realloc(group_ops, (size_t)cap * sizeof *g);
         if (!g) return ERR_SYSTEM;
-        g->c = c;
+        group_ops = g; group_cap = cap;
     }
-    P2p *ops = realloc(g->ops, sizeof *ops * (size_t)(g->n + 1));
-    if (!ops) return ERR_SYSTEM;
-    g->ops = ops;
-    g->ops[g->n++] = o;
-    if (open_group) return OK;
-    return p2p_submit(g, stream);
-}
-
-/* Inside ncclGroupStart/End the first send or receive opens the group's unit. */
-static ncclResult_t group_open(Comm *c, void *stream) {
-    if (!group_depth || open_group) return OK;
-    if (!(open_group = calloc(1, sizeof *open_group))) return ERR_SYSTEM;
-    open_group->c = c;
-    group_stream = stream;
+    group_ops[group_n++] = o;
     return OK;
 }
 
 ncclResult_t ncclSend(const void *send, size_t count, int dt, int peer, Comm *c, void *stream) {
-    ncclResult_t rc = group_open(c, stream);
-    return rc ? rc : p2p(P_SEND, send, NULL, count, dt, peer, c, stream);
+    return p2p_call(1, send, NULL, count, dt, peer, c, stream);
 }
 
 ncclResult_t ncclRecv(void *recv, size_t count, int dt, int peer, Comm *c, void *stream) {
-    ncclResult_t rc = group_open(c, stream);
-    return rc ? rc : p2p(P_RECV, NULL, recv, count, dt, peer, c, stream);
+    return p2p_call(0, NULL, recv, count, dt, peer, c, stream);
 }
 
-ncclResult_t ncclGroupStart(void) { group_depth++; return OK; }
+ncclResult_t ncclGroupStart(void) {
+    group_depth++;
+    return OK;
+}
 
+/* The outermost End: the collected calls, one batch per (communicator, stream) in issue order. */
 ncclResult_t ncclGroupEnd(void) {
     if (group_depth <= 0) return ERR_USAGE;
-    if (--group_depth > 0 || !open_group) return OK;
-    P2pGroup *g = open_group;
-    open_group = NULL;
-    return p2p_submit(g, group_stream);
+    if (--group_depth) return OK;
+    ncclResult_t rc = OK;
+    P2p *batch = group_n ? malloc((size_t)group_n * sizeof *batch) : NULL;
+    if (group_n && !batch) rc = ERR_SYSTEM;
+    for (int i = 0; i < group_n && rc == OK; i++) {
+        if (!group_ops[i].c) continue;   /* taken by an earlier batch */
+        int n = 0;
+        Comm *c = group_ops[i].c;
+        void *s = group_ops[i].stream;
+        for (int j = i; j < group_n; j++)
+            if (group_ops[j].c == c && group_ops[j].stream == s) { batch[n++] = group_ops[j]; group_ops[j].c = NULL; }
+        rc = p2p_submit(c, s, batch, n);
+    }
+    free(batch);
+    group_n = 0;
+    return rc;
 }

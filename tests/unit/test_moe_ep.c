@@ -251,8 +251,8 @@ static void test_loader_and_cuda(void) {
     loader_error(plan, " ep=2\n", " ep=3\n", "ep=3 must be at least 1 and divide dp=2", "loader: ep not dividing dp is refused");
     char err[1024] = "";
     Engine *e = engine_create(c.p, "cuda", err, sizeof err);
-    CHECK(!e && strstr(err, "cannot run expert-parallel plans") && strstr(err, "--backend cpu"),
-          "cuda: an ep plan is refused with what to do", "%s", e ? "opened" : err);
+    CHECK(!e && strstr(err, "one process per GPU") && strstr(err, "--backend cpu"),
+          "cuda: an ep plan in one process is refused with how to launch it (one process per GPU)", "%s", e ? "opened" : err);
     if (e) engine_free(e);
     close_case(&c);
 }
