@@ -1308,3 +1308,18 @@ boost_bf16_to_fp32(const bf16 *src, float *dst, long long n) {
     for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < n; i += (long long)gridDim.x * 256)
         dst[i] = __bfloat162float(src[i]);
 }
+
+// x[i] *= s (the scale= of a group=edp all-reduce: the expert gradients' 1/dp).
+extern "C" __global__ void __launch_bounds__(256)
+boost_scale_fp32(float *x, float s, long long n) {
+    for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < n; i += (long long)gridDim.x * 256)
+        x[i] *= s;
+}
+
+// Expert parallelism: row r of x [rows, row_bytes] is set to zero where the slot map says the slot
+// is empty (map[r] < 0), so only filled slots carry values through the ep all-to-all.
+extern "C" __global__ void __launch_bounds__(256)
+boost_ep_mask_rows(unsigned char *x, const float *map, long long rows, long long row_bytes) {
+    for (long long i = (long long)blockIdx.x * 256 + threadIdx.x; i < rows * row_bytes; i += (long long)gridDim.x * 256)
+        if (map[i / row_bytes] < 0.f) x[i] = 0;
+}
