@@ -12,6 +12,6 @@ MOCK_NCCL_TIMEOUT=30 timeout 120 "$TMP/check_nccl_p2p" "$TMP/mock_nccl.so" >"$TM
 rc=$?
 cat "$TMP/out.log"
 [ $rc = 0 ] && grep -q "^ok - stand-in NCCL send/recv" "$TMP/out.log" || fail "stand-in NCCL send/recv" "exit $rc: $(tail -2 "$TMP/err.log")"
-grep -q "receives 500 elements (datatype 7) from rank 0, which sends 1000" "$TMP/err.log" \
+grep -q "ncclRecv of 500 elements (datatype 7) from rank 0 met its ncclSend of 1000 elements" "$TMP/err.log" \
   && ok "stand-in NCCL: the mismatched receive names both counts" \
   || fail "stand-in NCCL mismatch message" "$(tail -2 "$TMP/err.log")"
