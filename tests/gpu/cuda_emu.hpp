@@ -67,18 +67,42 @@ inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return __nv_bflo
 inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 inline float rsqrtf(float x) { return 1.f / sqrtf(x); }
 
-// ---- threads as fibers: one OS thread runs a block's CUDA threads as coroutines (ucontext);
-// a fiber yields at __syncthreads and at each shuffle, and a round-robin scheduler releases a
-// barrier when every fiber it waits for has arrived. Deterministic and far cheaper than OS threads.
+// ---- threads as fibers: one OS thread runs a block's CUDA threads as coroutines; a fiber yields
+// at __syncthreads and at each shuffle, and a round-robin scheduler releases a barrier when every
+// fiber it waits for has arrived. Deterministic and far cheaper than OS threads. On x86-64 a switch
+// saves the callee-saved registers and the stack pointer (emu_ctx_switch: no signal mask, so no
+// system call per switch, unlike swapcontext); elsewhere ucontext.
 enum { EMU_RUN, EMU_WAIT_BLOCK, EMU_WAIT_SHFL, EMU_DONE };
+#if defined(__x86_64__)
+#define EMU_OWN_SWITCH 1
+// emu_ctx_switch(save, load): pushes the callee-saved registers, stores the stack pointer in *save,
+// loads `load` as the stack pointer, pops that context's registers and returns into it.
+__attribute__((naked, noinline)) static void emu_ctx_switch(void **save, void *load) {
+    __asm__ volatile("pushq %rbp\n\tpushq %rbx\n\tpushq %r12\n\tpushq %r13\n\tpushq %r14\n\tpushq %r15\n\t"
+                     "movq %rsp, (%rdi)\n\tmovq %rsi, %rsp\n\t"
+                     "popq %r15\n\tpopq %r14\n\tpopq %r13\n\tpopq %r12\n\tpopq %rbx\n\tpopq %rbp\n\tret\n");
+}
+// A new fiber's first return lands here: r12 holds its argument, r13 the function (never returns).
+__attribute__((naked, noinline)) static void emu_ctx_entry() {
+    __asm__ volatile("movq %r12, %rdi\n\tcallq *%r13\n\tud2\n");
+}
+#endif
 struct EmuFiber {
+#if EMU_OWN_SWITCH
+    void *sp;            // saved stack pointer while switched out
+#else
     ucontext_t ctx;
+#endif
     char *stack;
     int state;
     unsigned tid, mask;
     const void *site;   // the call site of the warp collective it waits at
 };
+#if EMU_OWN_SWITCH
+inline void *emu_sched_sp;
+#else
 inline ucontext_t emu_sched_ctx;
+#endif
 inline EmuFiber *emu_fibers;
 inline EmuFiber *emu_cur;
 inline unsigned emu_nthreads;
@@ -93,7 +117,11 @@ inline void *emu_body_arg;
 
 EMU_FN inline void emu_yield(int state) {
     emu_cur->state = state;
+#if EMU_OWN_SWITCH
+    emu_ctx_switch(&emu_cur->sp, emu_sched_sp);
+#else
     swapcontext(&emu_cur->ctx, &emu_sched_ctx);
+#endif
 }
 
 // ---- race and divergence detection ----
@@ -384,6 +412,14 @@ EMU_FN inline void emu_fiber_main(unsigned lo, unsigned hi) {
     emu_body(emu_body_arg);
     f->state = EMU_DONE;
 }
+#if EMU_OWN_SWITCH
+// A fiber's function under emu_ctx_switch: the body, then back to the scheduler for good.
+EMU_FN inline void emu_fiber_start(EmuFiber *f) {
+    uintptr_t p = (uintptr_t)f;
+    emu_fiber_main((unsigned)(p & 0xffffffffu), (unsigned)(p >> 32));
+    emu_ctx_switch(&f->sp, emu_sched_sp);
+}
+#endif
 
 /* Runs one block: returns -1 on a deadlock (a barrier some fibers never reach). */
 inline unsigned emu_ready[1024], emu_nready;   // seeded mode: the fibers that may run
@@ -398,7 +434,11 @@ EMU_FN inline void emu_make_ready(EmuFiber *f) {
 EMU_FN inline void emu_switch_to(EmuFiber *f) {
     emu_cur = f;
     threadIdx = dim3{f->tid, 0, 0};
+#if EMU_OWN_SWITCH
+    emu_ctx_switch(&emu_sched_sp, f->sp);
+#else
     swapcontext(&emu_sched_ctx, &f->ctx);
+#endif
     emu_cur = NULL;                  // the scheduler's own accesses are nobody's
 }
 EMU_FN inline int emu_run_block() {
@@ -408,15 +448,28 @@ EMU_FN inline int emu_run_block() {
         emu_cp_pending[t].clear();   // copies a previous block never waited for are lost
         emu_cp_groups[t] = 0;
         EmuFiber *f = &emu_fibers[t];
-        getcontext(&f->ctx);
-        f->ctx.uc_stack.ss_sp = f->stack;
-        f->ctx.uc_stack.ss_size = 128 * 1024;
-        f->ctx.uc_link = &emu_sched_ctx;
         f->tid = t;
         f->site = NULL;
         emu_make_ready(f);
         uintptr_t p = (uintptr_t)f;
+#if EMU_OWN_SWITCH
+        // the new stack, top down: emu_ctx_entry as the return address (16-byte aligned above it),
+        // then rbp, rbx, r12 = the fiber, r13 = emu_fiber_start, r14, r15
+        void **sp = (void **)(((uintptr_t)f->stack + 128 * 1024) & ~(uintptr_t)15);
+        *--sp = (void *)emu_ctx_entry;
+        *--sp = NULL; *--sp = NULL;
+        *--sp = (void *)f;
+        *--sp = (void *)emu_fiber_start;
+        *--sp = NULL; *--sp = NULL;
+        f->sp = sp;
+        (void)p;
+#else
+        getcontext(&f->ctx);
+        f->ctx.uc_stack.ss_sp = f->stack;
+        f->ctx.uc_stack.ss_size = 128 * 1024;
+        f->ctx.uc_link = &emu_sched_ctx;
         makecontext(&f->ctx, (void (*)())emu_fiber_main, 2, (unsigned)(p & 0xffffffffu), (unsigned)(p >> 32));
+#endif
     }
     for (;;) {
         if (emu_seed) {                  // a random ready fiber, until its next switch point

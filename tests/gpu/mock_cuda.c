@@ -329,6 +329,7 @@ static int run_until(Stream *s, unsigned long long target) {
 
 /* The host waits until s has completed target ops (polling while a hook is not ready). */
 static CUresult wait_stream(Stream *s, unsigned long long target) {
+    useconds_t us = 20;   /* doubling to 0.5 ms: waiting ranks leave the cores to the working ones */
     for (;;) {
         pthread_mutex_lock(&mu);
         int r = run_until(s, target);
@@ -336,7 +337,8 @@ static CUresult wait_stream(Stream *s, unsigned long long target) {
         pthread_mutex_unlock(&mu);
         if (r == 0) return err;
         if (r != 1) return r;
-        usleep(50);
+        usleep(us);
+        if (us < 500) us *= 2;
     }
 }
 

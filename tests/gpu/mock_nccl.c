@@ -63,6 +63,13 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* A waiting rank sleeps 20 us, doubling to 0.5 ms while it keeps waiting: on an oversubscribed
+ * machine the ranks still computing get the cores, instead of sleepers' system calls. */
+static void nap(int *us) {
+    usleep((useconds_t)*us);
+    if (*us < 500) *us *= 2;
+}
+
 /* Arrive at the barrier; returns the generation to wait past. */
 static int arrive(Comm *c) {
     int gen = __atomic_load_n(&c->hdr->gen, __ATOMIC_ACQUIRE);
@@ -78,12 +85,13 @@ static int blocking_barrier(Comm *c) {
     int gen = arrive(c);
     const char *tv = getenv("MOCK_NCCL_TIMEOUT");
     double limit = tv && atof(tv) > 0 ? atof(tv) : 120, t0 = now_s();
+    int us = 20;
     while (!passed(c, gen)) {
         if (now_s() - t0 > limit) {
             fprintf(stderr, "mock nccl: rank %d waited %.0f s at a barrier: another rank is gone\n", c->rank, limit);
             return -1;
         }
-        usleep(20);
+        nap(&us);
     }
     return 0;
 }
@@ -323,13 +331,14 @@ static ncclResult_t submit(Coll *k, void *stream) {
     if (enqueue_hook && stream) return enqueue_hook(stream, coll_step, k, coll_free) ? ERR_SYSTEM : OK;
     const char *tv = getenv("MOCK_NCCL_TIMEOUT");
     double limit = tv && atof(tv) > 0 ? atof(tv) : 120, t0 = now_s();
+    int us = 20;
     while (coll_step(k)) {
         if (now_s() - t0 > limit) {
             fprintf(stderr, "mock nccl: rank %d waited %.0f s at a barrier: another rank is gone\n", k->c->rank, limit);
             coll_free(k);
             return ERR_INTERNAL;
         }
-        usleep(20);
+        nap(&us);
     }
     Comm *c = k->c;
     coll_free(k);
@@ -472,13 +481,14 @@ static ncclResult_t p2p_submit(Comm *c, void *stream, const P2p *ops, int n) {
     if (enqueue_hook && stream) return enqueue_hook(stream, p2p_step, b, p2p_free) ? ERR_SYSTEM : OK;
     const char *tv = getenv("MOCK_NCCL_TIMEOUT");
     double limit = tv && atof(tv) > 0 ? atof(tv) : 120, t0 = now_s();
+    int us = 20;
     while (p2p_step(b)) {
         if (now_s() - t0 > limit) {
             fprintf(stderr, "mock nccl: rank %d waited %.0f s for a point-to-point peer: another rank is gone\n", c->rank, limit);
             p2p_free(b);
             return ERR_INTERNAL;
         }
-        usleep(20);
+        nap(&us);
     }
     p2p_free(b);
     return c->mismatch ? ERR_USAGE : OK;
