@@ -129,16 +129,19 @@ static void again(Case *c) {
 }
 
 /* Three optimizer steps on both (same batch): the canonical params and the reported grad norms
- * stay equal (replicated parts counted once in the norm, every rank updating its shard alike). */
-static void compare_steps(Case *a, Case *ref, const char *what) {
+ * stay equal (replicated parts counted once in the norm, every rank updating its shard alike).
+ * pass: how a case runs one forward + backward (its own batch layout), or NULL for the shared
+ * batch through engine_forward_backward; with a pass of its own every canon of ref must be in a. */
+static void compare_steps_pass(Case *a, Case *ref, const char *what, int (*pass)(Case *c, float *loss)) {
     if (!a->p || !ref->p) return;
     char err[1024], name[300];
     double worst_norm = 0, worst = 0;
     const char *wname = "";
     for (int step = 0; step < 3; step++) {
         float na, nr, lra, lrr, la, lr_;
-        if (step > 0 && (engine_forward_backward(a->e, case_tokens, case_targets, &la, err, sizeof err) ||
-                         engine_forward_backward(ref->e, case_tokens, case_targets, &lr_, err, sizeof err))) {
+        if (step > 0 && pass && (pass(a, &la) || pass(ref, &lr_))) return;
+        if (step > 0 && !pass && (engine_forward_backward(a->e, case_tokens, case_targets, &la, err, sizeof err) ||
+                                  engine_forward_backward(ref->e, case_tokens, case_targets, &lr_, err, sizeof err))) {
             CHECK(0, what, "forward_backward: %s", err);
             return;
         }
@@ -151,6 +154,7 @@ static void compare_steps(Case *a, Case *ref, const char *what) {
     for (int i = 0; i < ref->p->ncanons; i++) {
         const PlanCanon *rc = &ref->p->canons[i];
         int j = plan_find_canon(a->p, rc->name);
+        if (j < 0 && pass) { CHECK(0, what, "canon %s missing", rc->name); return; }
         if (j < 0) continue;
         int64_t n = rc->rows * rc->cols;
         float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
@@ -163,4 +167,6 @@ static void compare_steps(Case *a, Case *ref, const char *what) {
     snprintf(name, sizeof name, "%.200s: same grad norms and params after 3 AdamW steps", what);
     CHECK(worst_norm < CASE_TOL && worst < CASE_TOL, name, "grad norm rel %.3g, worst param %s rel %.3g", worst_norm, wname, worst);
 }
+
+static void compare_steps(Case *a, Case *ref, const char *what) { compare_steps_pass(a, ref, what, NULL); }
 #endif

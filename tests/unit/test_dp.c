@@ -70,37 +70,6 @@ static int open_dp(Case *c, const char *spec, const char *defs) {
     return 0;
 }
 
-/* Three AdamW steps (the first on the gradients already there): grad norms and params agree. */
-static void dp_steps(Case *a, Case *ref, const char *what) {
-    if (!a->p || !ref->p) return;
-    char err[1024], name[300];
-    double worst_norm = 0, worst = 0;
-    const char *wname = "";
-    for (int step = 0; step < 3; step++) {
-        float na, nr, lra, lrr, la, lr_;
-        if (step > 0 && (dp_pass(a, &la) || dp_pass(ref, &lr_))) return;
-        if (engine_optimizer_step(a->e, step, &na, &lra, err, sizeof err) || engine_optimizer_step(ref->e, step, &nr, &lrr, err, sizeof err)) {
-            CHECK(0, what, "optimizer: %s", err);
-            return;
-        }
-        double d = fabs(na - nr) / nr;
-        if (!(d <= worst_norm)) worst_norm = d;
-    }
-    for (int i = 0; i < ref->p->ncanons; i++) {
-        const PlanCanon *rc = &ref->p->canons[i];
-        int j = plan_find_canon(a->p, rc->name);
-        if (j < 0) { CHECK(0, what, "canon %s missing", rc->name); return; }
-        int64_t n = rc->rows * rc->cols;
-        float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
-        engine_get_canon(a->e, j, SLOT_PARAM, x);
-        engine_get_canon(ref->e, i, SLOT_PARAM, y);
-        double e = rel_err(x, y, n);
-        if (e > worst || e != e) { worst = e; wname = rc->name; }
-        free(x); free(y);
-    }
-    snprintf(name, sizeof name, "%s: same grad norms and params after 3 AdamW steps", what);
-    CHECK(worst_norm < CASE_TOL && worst < CASE_TOL, name, "grad norm rel %.3g, worst param %s rel %.3g", worst_norm, wname, worst);
-}
 
 /* ZeRO-1: zero=1 against zero=0 at the same grid: 3 AdamW steps give the same params and the same
  * canonical AdamW moments (gathered from the dp shards). */
@@ -120,7 +89,7 @@ static void zero_cases(const char *spec, int mb) {
             CHECK(nrs == c.p->nparams && ngs == c.p->nparams && c.p->zero == 1, what, "%d reduce_scatter, %d gather_shards, %d params",
                   nrs, ngs, c.p->nparams);
             snprintf(what, sizeof what, "%s dp=2 x tp=2 zero=1 vs zero=0", spec);
-            dp_steps(&c, &ref, what);
+            compare_steps_pass(&c, &ref, what, dp_pass);
             double worst = 0;
             const char *wname = "";
             for (int i = 0; i < ref.p->ncanons; i++)
@@ -177,7 +146,7 @@ static void model_cases(const char *spec, const char *extra, int mb, int steps) 
         if (!open_dp(&c, spec, defs)) {
             snprintf(what, sizeof what, "%s dp=2 x tp=2 vs dp=1 x tp=1 grad_accum=2", spec);
             compare(&c, &ref, what);
-            if (steps) dp_steps(&c, &ref, what);
+            if (steps) compare_steps_pass(&c, &ref, what, dp_pass);
         }
         close_case(&c);
     }
@@ -188,7 +157,7 @@ static void model_cases(const char *spec, const char *extra, int mb, int steps) 
         if (!open_dp(&c4, spec, defs)) {
             snprintf(what, sizeof what, "%s dp=4 x tp=1 vs dp=1 grad_accum=4", spec);
             compare(&c4, &ref, what);
-            if (steps) dp_steps(&c4, &ref, what);
+            if (steps) compare_steps_pass(&c4, &ref, what, dp_pass);
         }
         /* grad_accum with dp: only the last micro-batch reduces (micro=last) */
         snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D grad_accum=2 -D micro_batch=%d -D dp_bucket_mb=0.05 %s", mb / 2, extra);

@@ -76,37 +76,6 @@ static int open_ep(Case *c, const char *spec, const char *defs) {
     return 0;
 }
 
-/* Three AdamW steps (the first on the gradients of open_ep's pass): grad norms and params agree. */
-static void adamw_steps(Case *a, Case *ref, const char *what) {
-    if (!a->p || !ref->p) return;
-    char err[1024], name[400];
-    double worst_norm = 0, worst = 0;
-    const char *wname = "";
-    for (int step = 0; step < 3; step++) {
-        float na, nr, lra, lrr, la, lr_;
-        if (step > 0 && (pass(a, &la) || pass(ref, &lr_))) return;
-        if (engine_optimizer_step(a->e, step, &na, &lra, err, sizeof err) || engine_optimizer_step(ref->e, step, &nr, &lrr, err, sizeof err)) {
-            CHECK(0, what, "optimizer: %s", err);
-            return;
-        }
-        double d = fabs(na - nr) / nr;
-        if (!(d <= worst_norm)) worst_norm = d;
-    }
-    for (int i = 0; i < ref->p->ncanons; i++) {
-        const PlanCanon *rc = &ref->p->canons[i];
-        int j = plan_find_canon(a->p, rc->name);
-        if (j < 0) { CHECK(0, what, "canon %s missing", rc->name); return; }
-        int64_t n = rc->rows * rc->cols;
-        float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
-        engine_get_canon(a->e, j, SLOT_PARAM, x);
-        engine_get_canon(ref->e, i, SLOT_PARAM, y);
-        double e = rel_err(x, y, n);
-        if (e > worst || e != e) { worst = e; wname = rc->name; }
-        free(x); free(y);
-    }
-    snprintf(name, sizeof name, "%.200s: same grad norms and params after 3 AdamW steps", what);
-    CHECK(worst_norm < CASE_TOL && worst < CASE_TOL, name, "grad norm rel %.3g, worst param %s rel %.3g", worst_norm, wname, worst);
-}
 
 /* The ep steps of an ep plan: per MoE layer two all-to-alls forward (out, back) and two backward
  * (their duals), all on group=ep; every expert param's gradient reduced once on group=edp with
@@ -165,7 +134,7 @@ static void ep_case(const char *spec, int tp, int dp, int ep, int mb, int shared
                      *extra ? " checkpoint=none" : "");
             plan_checks(&c, what, shared);
             compare(&c, &ref, what);
-            adamw_steps(&c, &ref, what);
+            compare_steps_pass(&c, &ref, what, pass);
         }
         close_case(&c);
     }
