@@ -40,9 +40,50 @@ static void case_batch(int n, int vocab) {
     case_n = n; case_vocab = vocab;
 }
 
-/* Generate SPEC (a run name or a spec file) with the -D overrides, load, init, one
- * forward+backward. Keeps the engine open; -1 (with a FAIL line) when any of it fails. */
-static int open_case(Case *c, const char *spec, const char *defs) {
+/* The global batch of the grid cases: [n] tokens and targets, n = micro_batch*seq*dp*grad_accum
+ * (dp rank i takes the i-th micro-batch of each pass), drawn from `seed`. */
+static int32_t *global_tok, *global_tgt;
+static int global_n;
+
+static void global_batch(int n, int vocab, uint64_t seed) {
+    free(global_tok); free(global_tgt);
+    global_tok = malloc((size_t)n * sizeof *global_tok); global_tgt = malloc((size_t)n * sizeof *global_tgt);
+    uint64_t s = seed;
+    for (int i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        global_tok[i] = (int32_t)((s >> 33) % (uint64_t)vocab);
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        global_tgt[i] = (int32_t)((s >> 33) % (uint64_t)vocab);
+    }
+    global_n = n;
+}
+
+/* One optimizer step's passes on the global batch: grad_accum calls, each taking the next dp
+ * micro-batches; *loss their mean. */
+static int global_pass(Case *c, float *loss) {
+    char err[1024];
+    int64_t per = (int64_t)c->p->micro_batch * c->p->seq * c->p->dp;
+    if (per * c->p->grad_accum != global_n) {
+        CHECK(0, c->tag, "global batch %lld != %d", (long long)(per * c->p->grad_accum), global_n);
+        return -1;
+    }
+    double sum = 0;
+    for (int a = 0; a < c->p->grad_accum; a++) {
+        float l;
+        if (engine_forward_backward(c->e, global_tok + a * per, global_tgt + a * per, &l, err, sizeof err)) {
+            CHECK(0, c->tag, "%s", err);
+            return -1;
+        }
+        sum += l;
+    }
+    *loss = (float)(sum / c->p->grad_accum);
+    return 0;
+}
+
+/* Generate SPEC (a run name or a spec file) with the -D overrides into dir_out (when not NULL, 256
+ * bytes), load, init, one forward+backward: `pass` (e.g. global_pass), or with NULL one on the
+ * shared batch. Keeps the engine open; -1 (with a FAIL line) when any of it fails. */
+static int open_case_pass(Case *c, const char *spec, const char *defs, int (*pass)(Case *c, float *loss), char *dir_out) {
     memset(c, 0, sizeof *c);
     snprintf(c->tag, sizeof c->tag, "%s %s", spec, defs);
     char dir[256], cmd[900], err[1024];
@@ -54,6 +95,7 @@ static int open_case(Case *c, const char *spec, const char *defs) {
         dir[n] = (*d == ' ' || *d == '=') ? '_' : *d == '-' ? 'D' : *d;
         dir[n + 1] = 0;
     }
+    if (dir_out) snprintf(dir_out, 256, "%s", dir);
     const char *boost = getenv("BOOST") ? getenv("BOOST") : "./bin/boost";   /* as tests/sh/lib.sh */
     snprintf(cmd, sizeof cmd, "%s gen %s %s -o %s >%s.log 2>&1", boost, spec, defs, dir, dir);
     if (system(cmd) != 0) {
@@ -70,10 +112,14 @@ static int open_case(Case *c, const char *spec, const char *defs) {
     if (!c->p) { CHECK(0, c->tag, "plan_load: %s", err); return -1; }
     c->e = engine_create(c->p, "cpu", err, sizeof err);
     if (!c->e || engine_init_params(c->e, err, sizeof err)) { CHECK(0, c->tag, "engine: %s", err); return -1; }
-    case_batch(c->p->micro_batch * c->p->seq, c->p->vocab);
-    if (engine_forward_backward(c->e, case_tokens, case_targets, &c->loss, err, sizeof err)) {
-        CHECK(0, c->tag, "forward_backward: %s", err);
-        return -1;
+    if (pass) {
+        if (pass(c, &c->loss)) return -1;
+    } else {
+        case_batch(c->p->micro_batch * c->p->seq, c->p->vocab);
+        if (engine_forward_backward(c->e, case_tokens, case_targets, &c->loss, err, sizeof err)) {
+            CHECK(0, c->tag, "forward_backward: %s", err);
+            return -1;
+        }
     }
     c->grad = calloc((size_t)c->p->ncanons, sizeof *c->grad);
     for (int i = 0; i < c->p->ncanons; i++) {
@@ -82,6 +128,8 @@ static int open_case(Case *c, const char *spec, const char *defs) {
     }
     return 0;
 }
+
+static int open_case(Case *c, const char *spec, const char *defs) { return open_case_pass(c, spec, defs, NULL, NULL); }
 
 static void close_case(Case *c) {
     if (c->grad) for (int i = 0; i < c->p->ncanons; i++) free(c->grad[i]);

@@ -8,78 +8,15 @@
 #include "tests/unit/engine_cases.h"
 #include "runtime/grid.h"
 
-/* The global batch: [n] tokens and targets, n = micro_batch*seq*dp*grad_accum, drawn like
- * engine_cases.h's batch so that all the cases of one global size see the same tokens. */
-static int32_t *gtok, *gtgt;
-static int gn;
-
-static void global_batch(int n, int vocab) {
-    free(gtok); free(gtgt);
-    gtok = malloc((size_t)n * sizeof *gtok); gtgt = malloc((size_t)n * sizeof *gtgt);
-    uint64_t s = 7;
-    for (int i = 0; i < n; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        gtok[i] = (int32_t)((s >> 33) % (uint64_t)vocab);
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        gtgt[i] = (int32_t)((s >> 33) % (uint64_t)vocab);
-    }
-    gn = n;
-}
-
-/* One optimizer step's worth of passes: grad_accum calls, each taking dp micro-batches. */
-static int dp_pass(Case *c, float *loss) {
-    char err[1024];
-    int64_t per = (int64_t)c->p->micro_batch * c->p->seq * c->p->dp;
-    if (per * c->p->grad_accum != gn) { CHECK(0, c->tag, "global batch %lld != %d", (long long)(per * c->p->grad_accum), gn); return -1; }
-    double sum = 0;
-    for (int a = 0; a < c->p->grad_accum; a++) {
-        float l;
-        if (engine_forward_backward(c->e, gtok + a * per, gtgt + a * per, &l, err, sizeof err)) { CHECK(0, c->tag, "%s", err); return -1; }
-        sum += l;
-    }
-    *loss = (float)(sum / c->p->grad_accum);
-    return 0;
-}
-
-static int open_dp(Case *c, const char *spec, const char *defs) {
-    memset(c, 0, sizeof *c);
-    snprintf(c->tag, sizeof c->tag, "%s %s", spec, defs);
-    char dir[256], cmd[900], err[1024];
-    const char *base = strrchr(spec, '/') ? strrchr(spec, '/') + 1 : spec;
-    snprintf(dir, sizeof dir, "%s/%.*s", CASE_DIR, (int)strcspn(base, "."), base);
-    for (const char *d = defs; *d; d++) {
-        size_t n = strlen(dir);
-        if (n + 2 >= sizeof dir) break;
-        dir[n] = (*d == ' ' || *d == '=') ? '_' : *d == '-' ? 'D' : *d;
-        dir[n + 1] = 0;
-    }
-    const char *boost = getenv("BOOST") ? getenv("BOOST") : "./bin/boost";
-    snprintf(cmd, sizeof cmd, "%s gen %s %s -o %s >%s.log 2>&1", boost, spec, defs, dir, dir);
-    if (system(cmd) != 0) { CHECK(0, c->tag, "boost gen failed (see %s.log)", dir); return -1; }
-    char plan[300];
-    snprintf(plan, sizeof plan, "%s/plan.txt", dir);
-    if (!(c->p = plan_load(plan, err, sizeof err))) { CHECK(0, c->tag, "plan_load: %s", err); return -1; }
-    c->e = engine_create(c->p, "cpu", err, sizeof err);
-    if (!c->e || engine_init_params(c->e, err, sizeof err)) { CHECK(0, c->tag, "engine: %s", err); return -1; }
-    if (dp_pass(c, &c->loss)) return -1;
-    c->grad = calloc((size_t)c->p->ncanons, sizeof *c->grad);
-    for (int i = 0; i < c->p->ncanons; i++) {
-        c->grad[i] = malloc((size_t)(c->p->canons[i].rows * c->p->canons[i].cols) * sizeof(float));
-        engine_get_canon(c->e, i, SLOT_GRAD, c->grad[i]);
-    }
-    return 0;
-}
-
-
 /* ZeRO-1: zero=1 against zero=0 at the same grid: 3 AdamW steps give the same params and the same
  * canonical AdamW moments (gathered from the dp shards). */
 static void zero_cases(const char *spec, int mb) {
     char defs[300], what[300];
     Case ref, c;
     snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D micro_batch=%d -D dp_bucket_mb=0.05", mb);
-    if (open_dp(&ref, spec, defs) == 0) {
+    if (open_case_pass(&ref, spec, defs, global_pass, NULL) == 0) {
         snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D micro_batch=%d -D dp_bucket_mb=0.05 -D zero=1", mb);
-        if (!open_dp(&c, spec, defs)) {
+        if (!open_case_pass(&c, spec, defs, global_pass, NULL)) {
             int nrs = 0, ngs = 0;
             for (int s = 0; s < c.p->nsteps; s++) {
                 nrs += c.p->steps_[s].kind == ST_REDUCE_SCATTER;
@@ -89,7 +26,7 @@ static void zero_cases(const char *spec, int mb) {
             CHECK(nrs == c.p->nparams && ngs == c.p->nparams && c.p->zero == 1, what, "%d reduce_scatter, %d gather_shards, %d params",
                   nrs, ngs, c.p->nparams);
             snprintf(what, sizeof what, "%s dp=2 x tp=2 zero=1 vs zero=0", spec);
-            compare_steps_pass(&c, &ref, what, dp_pass);
+            compare_steps_pass(&c, &ref, what, global_pass);
             double worst = 0;
             const char *wname = "";
             for (int i = 0; i < ref.p->ncanons; i++)
@@ -115,9 +52,9 @@ static void zero_cases(const char *spec, int mb) {
  * gradients stay within 2^-7 of the fp32 reduction's, and differ from them (the rounding happens). */
 static void bf16_case(void) {
     Case ref, c;
-    global_batch(4 * 64 * 2, 256);
-    if (open_dp(&ref, "tiny-cola", "-D tp=1 -D dp=2 -D micro_batch=4") == 0 &&
-        open_dp(&c, "tiny-cola", "-D tp=1 -D dp=2 -D micro_batch=4 -D dp_dtype=bf16") == 0) {
+    global_batch(4 * 64 * 2, 256, 7);
+    if (open_case_pass(&ref, "tiny-cola", "-D tp=1 -D dp=2 -D micro_batch=4", global_pass, NULL) == 0 &&
+        open_case_pass(&c, "tiny-cola", "-D tp=1 -D dp=2 -D micro_batch=4 -D dp_dtype=bf16", global_pass, NULL) == 0) {
         double worst = 0, least = 1;
         const char *wname = "";
         for (int i = 0; i < ref.p->ncanons; i++) {
@@ -141,27 +78,27 @@ static void model_cases(const char *spec, const char *extra, int mb, int steps) 
     char defs[300], what[300];
     Case ref, c, c4;
     snprintf(defs, sizeof defs, "-D tp=1 -D dp=1 -D grad_accum=2 -D micro_batch=%d %s", mb, extra);
-    if (open_dp(&ref, spec, defs) == 0) {
+    if (open_case_pass(&ref, spec, defs, global_pass, NULL) == 0) {
         snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D grad_accum=1 -D micro_batch=%d -D dp_bucket_mb=0.05 %s", mb, extra);
-        if (!open_dp(&c, spec, defs)) {
+        if (!open_case_pass(&c, spec, defs, global_pass, NULL)) {
             snprintf(what, sizeof what, "%s dp=2 x tp=2 vs dp=1 x tp=1 grad_accum=2", spec);
             compare(&c, &ref, what);
-            if (steps) compare_steps_pass(&c, &ref, what, dp_pass);
+            if (steps) compare_steps_pass(&c, &ref, what, global_pass);
         }
         close_case(&c);
     }
     close_case(&ref);
     snprintf(defs, sizeof defs, "-D tp=1 -D dp=1 -D grad_accum=4 -D micro_batch=%d %s", mb / 2, extra);
-    if (open_dp(&ref, spec, defs) == 0) {
+    if (open_case_pass(&ref, spec, defs, global_pass, NULL) == 0) {
         snprintf(defs, sizeof defs, "-D tp=1 -D dp=4 -D grad_accum=1 -D micro_batch=%d %s", mb / 2, extra);
-        if (!open_dp(&c4, spec, defs)) {
+        if (!open_case_pass(&c4, spec, defs, global_pass, NULL)) {
             snprintf(what, sizeof what, "%s dp=4 x tp=1 vs dp=1 grad_accum=4", spec);
             compare(&c4, &ref, what);
-            if (steps) compare_steps_pass(&c4, &ref, what, dp_pass);
+            if (steps) compare_steps_pass(&c4, &ref, what, global_pass);
         }
         /* grad_accum with dp: only the last micro-batch reduces (micro=last) */
         snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D grad_accum=2 -D micro_batch=%d -D dp_bucket_mb=0.05 %s", mb / 2, extra);
-        if (!open_dp(&c, spec, defs)) {
+        if (!open_case_pass(&c, spec, defs, global_pass, NULL)) {
             snprintf(what, sizeof what, "%s dp=2 x tp=2 x grad_accum=2 vs dp=1 grad_accum=4", spec);
             compare(&c, &ref, what);
             snprintf(what, sizeof what, "%s dp=2 x tp=2 x grad_accum=2 vs dp=4 x tp=1", spec);
@@ -201,8 +138,8 @@ static char dp_plan_path[600];
 
 static void test_plan_steps(void) {
     Case c;
-    global_batch(4 * 64 * 2, 256);
-    if (open_dp(&c, "tiny-cola", "-D tp=2 -D dp=2 -D micro_batch=4 -D dp_bucket_mb=0.05") == 0) {
+    global_batch(4 * 64 * 2, 256, 7);
+    if (open_case_pass(&c, "tiny-cola", "-D tp=2 -D dp=2 -D micro_batch=4 -D dp_bucket_mb=0.05", global_pass, NULL) == 0) {
         int ndp = 0, bad = 0, last_bwd = -1, maxb = -1;
         for (int s = 0; s < c.p->nsteps; s++) {
             const PlanStep *st = &c.p->steps_[s];
@@ -253,19 +190,19 @@ int main(void) {
     test_grid();
     test_plan_steps();
     test_plan_bad();
-    global_batch(4 * 64 * 2, 256);
+    global_batch(4 * 64 * 2, 256, 7);
     model_cases("tiny-cola", "", 4, 1);
-    global_batch(4 * 64 * 2, 256);
+    global_batch(4 * 64 * 2, 256, 7);
     model_cases("tiny-lax", "", 4, 0);
-    global_batch(4 * 64 * 2, 256);
+    global_batch(4 * 64 * 2, 256, 7);
     model_cases("specs/runs/tiny-cola-moe.lua", "", 4, 1);
     bf16_case();
-    global_batch(4 * 64 * 2, 256);
+    global_batch(4 * 64 * 2, 256, 7);
     zero_cases("tiny-cola", 4);
-    global_batch(4 * 64 * 2, 256);
+    global_batch(4 * 64 * 2, 256, 7);
     zero_cases("tiny-lax", 4);
-    global_batch(4 * 64 * 2, 256);
+    global_batch(4 * 64 * 2, 256, 7);
     zero_cases("specs/runs/tiny-cola-moe.lua", 4);
-    free(gtok); free(gtgt);
+    free(global_tok); free(global_tgt);
     TEST_EXIT();
 }

@@ -12,70 +12,7 @@
 #include "tests/unit/engine_cases.h"
 #include "runtime/grid.h"
 
-/* The global batch of every case: micro_batch*seq*dp tokens (dp rank i takes the i-th micro-batch). */
-static int32_t *gtok, *gtgt;
-static int gn;
-static char last_dir[256];   /* open_ep's output folder */
-
-static void global_batch(int n, int vocab) {
-    free(gtok); free(gtgt);
-    gtok = malloc((size_t)n * sizeof *gtok); gtgt = malloc((size_t)n * sizeof *gtgt);
-    uint64_t s = 11;
-    for (int i = 0; i < n; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        gtok[i] = (int32_t)((s >> 33) % (uint64_t)vocab);
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        gtgt[i] = (int32_t)((s >> 33) % (uint64_t)vocab);
-    }
-    gn = n;
-}
-
-/* One optimizer step's passes: grad_accum calls, each on the next dp micro-batches; *loss their mean. */
-static int pass(Case *c, float *loss) {
-    char err[1024];
-    int64_t per = (int64_t)c->p->micro_batch * c->p->seq * c->p->dp;
-    if (per * c->p->grad_accum != gn) { CHECK(0, c->tag, "the global batch is not %d tokens", gn); return -1; }
-    double sum = 0;
-    for (int a = 0; a < c->p->grad_accum; a++) {
-        float l;
-        if (engine_forward_backward(c->e, gtok + a * per, gtgt + a * per, &l, err, sizeof err)) { CHECK(0, c->tag, "%s", err); return -1; }
-        sum += l;
-    }
-    *loss = (float)(sum / c->p->grad_accum);
-    return 0;
-}
-
-/* Generate, load, init, one forward+backward on the global batch, keep the canonical gradients. */
-static int open_ep(Case *c, const char *spec, const char *defs) {
-    memset(c, 0, sizeof *c);
-    snprintf(c->tag, sizeof c->tag, "%s %s", spec, defs);
-    char dir[256], cmd[900], err[1024];
-    const char *base = strrchr(spec, '/') ? strrchr(spec, '/') + 1 : spec;
-    snprintf(dir, sizeof dir, "%s/%.*s", CASE_DIR, (int)strcspn(base, "."), base);
-    for (const char *d = defs; *d; d++) {
-        size_t n = strlen(dir);
-        if (n + 2 >= sizeof dir) break;
-        dir[n] = (*d == ' ' || *d == '=') ? '_' : *d == '-' ? 'D' : *d;
-        dir[n + 1] = 0;
-    }
-    const char *boost = getenv("BOOST") ? getenv("BOOST") : "./bin/boost";
-    snprintf(cmd, sizeof cmd, "%s gen %s %s -o %s >%s.log 2>&1", boost, spec, defs, dir, dir);
-    snprintf(last_dir, sizeof last_dir, "%s", dir);
-    if (system(cmd) != 0) { CHECK(0, c->tag, "boost gen failed (see %s.log)", dir); return -1; }
-    char plan[300];
-    snprintf(plan, sizeof plan, "%s/plan.txt", dir);
-    if (!(c->p = plan_load(plan, err, sizeof err))) { CHECK(0, c->tag, "plan_load: %s", err); return -1; }
-    c->e = engine_create(c->p, "cpu", err, sizeof err);
-    if (!c->e || engine_init_params(c->e, err, sizeof err)) { CHECK(0, c->tag, "engine: %s", err); return -1; }
-    if (pass(c, &c->loss)) return -1;
-    c->grad = calloc((size_t)c->p->ncanons, sizeof *c->grad);
-    for (int i = 0; i < c->p->ncanons; i++) {
-        c->grad[i] = malloc((size_t)(c->p->canons[i].rows * c->p->canons[i].cols) * sizeof(float));
-        engine_get_canon(c->e, i, SLOT_GRAD, c->grad[i]);
-    }
-    return 0;
-}
-
+static char last_dir[256];   /* the output folder of the last case opened */
 
 /* The ep steps of an ep plan: per MoE layer two all-to-alls forward (out, back) and two backward
  * (their duals), all on group=ep; every expert param's gradient reduced once on group=edp with
@@ -124,17 +61,17 @@ static void plan_checks(const Case *c, const char *what, int shared) {
 static void ep_case(const char *spec, int tp, int dp, int ep, int mb, int shared, int ga, const char *extra) {
     char defs[300], what[400];
     Case ref, c;
-    global_batch(mb * 64 * dp * ga, 256);
+    global_batch(mb * 64 * dp * ga, 256, 11);
     snprintf(defs, sizeof defs, "-D tp=%d -D dp=%d -D micro_batch=%d -D grad_accum=%d -D dp_bucket_mb=0.05 %s", tp, dp, mb, ga, extra);
-    if (open_ep(&ref, spec, defs) == 0) {
+    if (open_case_pass(&ref, spec, defs, global_pass, last_dir) == 0) {
         snprintf(defs, sizeof defs, "-D tp=%d -D dp=%d -D ep=%d -D micro_batch=%d -D grad_accum=%d -D dp_bucket_mb=0.05 %s", tp, dp,
                  ep, mb, ga, extra);
-        if (!open_ep(&c, spec, defs)) {
+        if (!open_case_pass(&c, spec, defs, global_pass, last_dir)) {
             snprintf(what, sizeof what, "%s ep=%d x dp=%d x tp=%d%s%s vs ep=1", spec, ep, dp, tp, ga > 1 ? " grad_accum=2" : "",
                      *extra ? " checkpoint=none" : "");
             plan_checks(&c, what, shared);
             compare(&c, &ref, what);
-            compare_steps_pass(&c, &ref, what, pass);
+            compare_steps_pass(&c, &ref, what, global_pass);
         }
         close_case(&c);
     }
@@ -209,8 +146,8 @@ static void loader_error(const char *plan, const char *from, const char *to, con
 
 static void test_loader_and_cuda(void) {
     Case c;
-    global_batch(2 * 64 * 2, 256);
-    if (open_ep(&c, "specs/runs/tiny-cola-moe.lua", "-D tp=1 -D dp=2 -D ep=2 -D micro_batch=2 -D steps=3") != 0) return;
+    global_batch(2 * 64 * 2, 256, 11);
+    if (open_case_pass(&c, "specs/runs/tiny-cola-moe.lua", "-D tp=1 -D dp=2 -D ep=2 -D micro_batch=2 -D steps=3", global_pass, last_dir) != 0) return;
     char plan[300];
     snprintf(plan, sizeof plan, "%s/plan.txt", last_dir);
     loader_error(plan, "group=ep dir=fwd", "group=tp dir=fwd", "runs on group=ep only", "loader: an all-to-all off group=ep is refused");
@@ -284,6 +221,6 @@ int main(void) {
     ep_case("specs/runs/tiny-cola-moe-shared.lua", 2, 2, 2, 2, 1, 1, "");   /* ... the latents whole on each tp rank */
     ep_case("specs/runs/tiny-cola-moe-shared.lua", 1, 4, 4, 1, 1, 1, "");
     ep_case("specs/runs/tiny-cola-moe-shared.lua", 1, 4, 2, 1, 1, 2, "-D checkpoint=none");   /* edp groups of 2 */
-    free(gtok); free(gtgt);
+    free(global_tok); free(global_tgt);
     TEST_EXIT();
 }
