@@ -45,7 +45,7 @@ static void case_batch(int n, int vocab) {
 static int32_t *global_tok, *global_tgt;
 static int global_n;
 
-static void global_batch(int n, int vocab, uint64_t seed) {
+__attribute__((unused)) static void global_batch(int n, int vocab, uint64_t seed) {
     free(global_tok); free(global_tgt);
     global_tok = malloc((size_t)n * sizeof *global_tok); global_tgt = malloc((size_t)n * sizeof *global_tgt);
     uint64_t s = seed;
@@ -60,7 +60,7 @@ static void global_batch(int n, int vocab, uint64_t seed) {
 
 /* One optimizer step's passes on the global batch: grad_accum calls, each taking the next dp
  * micro-batches; *loss their mean. */
-static int global_pass(Case *c, float *loss) {
+__attribute__((unused)) static int global_pass(Case *c, float *loss) {
     char err[1024];
     int64_t per = (int64_t)c->p->micro_batch * c->p->seq * c->p->dp;
     if (per * c->p->grad_accum != global_n) {
