@@ -43,6 +43,9 @@ verdict() {
   pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + k))
 }
 t_all=$(date +%s)
+# build/gpu/ (the CUDA stand-in checks) once, before the lanes start: tests running side by side
+# would otherwise rebuild it while another executes it. A failure shows in the tests that need it.
+bash tests/gpu/build.sh >build/test-logs/gpu-build.txt 2>&1 || true
 for t in build/tests/*; do
   [ -x "$t" ] || continue
   n=$(basename "$t"); [ -n "$filter" ] && [[ "$n" != *"$filter"* ]] && continue
