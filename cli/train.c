@@ -167,6 +167,16 @@ int cmd_train(int argc, char **argv) {
         snprintf(plan_file, sizeof plan_file, "%s/plan.txt", plan_dir);
     }
 
+    int wrank = 0, wsize = 1;
+    char werr[256];
+    int world = world_from_env(&wrank, &wsize, werr, sizeof werr) == 1;
+    if (world && opt.outdir && !getenv("BOOST_NCCL_ID_FILE") && make_dirs(opt.outdir) == 0) {
+        /* where rank 0 leaves the NCCL id for the others (set before a pipeline opens its stages) */
+        char job[64], idfile[1400];
+        world_job_id(job, sizeof job);
+        snprintf(idfile, sizeof idfile, "%s/.nccl-%s.id", opt.outdir, job);
+        setenv("BOOST_NCCL_ID_FILE", idfile, 1);
+    }
     Pipeline *pipe = NULL;   /* pp > 1: one plan section per stage (runtime/pipeline.c) */
     Plan *plan = NULL;
     int rc = 0;
@@ -190,14 +200,10 @@ int cmd_train(int argc, char **argv) {
         }
         if (!rc && train_apply_overrides(plan, tov, ndefs, err, sizeof err)) { fprintf(stderr, "boost train: %s\n", err); rc = 2; }
     }
-    int wrank = 0, wsize = 1;
-    char werr[256];
-    int world = world_from_env(&wrank, &wsize, werr, sizeof werr) == 1;
-    if (!rc && world && !getenv("BOOST_NCCL_ID_FILE")) {   /* where rank 0 leaves the NCCL id for the others */
-        char job[64], idfile[1400];
+    if (!rc && world && !getenv("BOOST_NCCL_ID_FILE")) {   /* no -o: keyed by the run's name (a pipeline's stages are */
+        char job[64], idfile[1400];                      /* open already, keyed by the plan's folder) */
         world_job_id(job, sizeof job);
-        if (opt.outdir && make_dirs(opt.outdir) == 0) snprintf(idfile, sizeof idfile, "%s/.nccl-%s.id", opt.outdir, job);
-        else snprintf(idfile, sizeof idfile, "/tmp/boost-nccl-%s-%s.id", plan->run_name, job);
+        snprintf(idfile, sizeof idfile, "/tmp/boost-nccl-%s-%s.id", plan->run_name, job);
         setenv("BOOST_NCCL_ID_FILE", idfile, 1);
     }
     int quiet_fd = -1, saved_stdout = -1;

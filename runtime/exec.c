@@ -522,12 +522,30 @@ int64_t plan_collective_bytes(const Plan *plan) {
     return bytes;
 }
 
-Engine *engine_create_stage(const Plan *plan, int rank, int size, char *err, size_t errlen) {
+Engine *engine_create_stage(const Plan *plan, const char *backend, int rank, int size, char *err, size_t errlen) {
     if (!plan || plan->pp != 1 || size != plan->dp * plan->tp || rank < 0 || rank >= size) {
         snprintf(err, errlen, "engine_create_stage: rank %d of %d does not fit the stage's grid", rank, size);
         return NULL;
     }
+    if (backend && !strcmp(backend, "cuda")) return engine_open(plan, &backend_cuda, rank, err, errlen);
     return engine_open(plan, &backend_cpu, size > 1 ? rank : -1, err, errlen);
+}
+
+int engine_tensor_span(Engine *e, int rank, const char *name, BackendRank **br, void **ptr, int64_t *elems, int *dtype,
+                       char *err, size_t errlen) {
+    if (rank < e->lead || rank >= e->lead + e->nthreads) {
+        snprintf(err, errlen, "rank %d is not held by this process (it holds %d..%d)", rank, e->lead, e->lead + e->nthreads - 1);
+        return -1;
+    }
+    *br = e->ranks[rank];
+    *ptr = NULL; *elems = 0; *dtype = PDT_FP32;
+    if (!name) return 0;   /* the backend's rank only */
+    int t = plan_find_tensor(e->p, name);
+    if (t < 0) { snprintf(err, errlen, "the plan has no tensor named %s", name); return -1; }
+    *ptr = e->be->tensor_ptr(e->ranks[rank], t);
+    *elems = e->p->tensors[t].rows * e->p->tensors[t].cols;
+    *dtype = e->be->elem_bytes_fp32_only ? PDT_FP32 : e->p->tensors[t].dtype;
+    return 0;
 }
 
 Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t errlen) {

@@ -6,7 +6,8 @@
  * send/recv move the boundary tensor of the (dp, tp) ranks it holds to the neighbouring stage through
  * a transport (PipeTransport): FIFOs between driver threads when every rank is a thread of this
  * process, MPI point-to-point to the same (dp, tp) rank of the neighbouring stage when mpirun started
- * one process per grid rank (this process then holds one rank of its pipeline rank's stages only).
+ * one process per grid rank (this process then holds one rank of its pipeline rank's stages only),
+ * or NCCL device to device with one process per GPU on the cuda backend (runtime/cuda_pipe.h).
  * MoE plans (`loss_terms=moe_aux`): each MoE layer's aux row is read after its stage's forward and
  * its loss term added to the micro-batch's loss here (docs/moe.md, "Over pipeline stages"). */
 #include <math.h>
@@ -18,6 +19,7 @@
 #include "runtime/world.h"
 #include "runtime/comm_mpi.h"   // defines: CommMpi, CommReq, comm_mpi_*
 #include "runtime/cpu.h"        // defines: cpu_threads_set
+#include "runtime/cuda_pipe.h"  // defines: CudaPipe, CudaPipeOp, cuda_pipe_*
 
 #define PL_MAX_STAGES 64
 
@@ -44,12 +46,14 @@ typedef struct {
     int (*flush)(Pipeline *pl, char *err, size_t errlen);   /* every send delivered, its buffer freed */
 } PipeTransport;
 
-static const PipeTransport queue_transport, mpi_transport;   /* below, with their functions */
+static const PipeTransport queue_transport, mpi_transport, nccl_transport;   /* below, with their functions */
 
 struct Pipeline {
     int pp, v, nv, m, dp, tp, nlocal;   /* pp ranks, v chunks each, nv = pp*v stages; nlocal: dp*tp ranks per stage */
     int r0, nheld;                 /* the stage ranks (grid ranks of a stage's dp x tp grid) this process holds */
-    int mpi, me;                   /* mpi: one process per grid rank (mpirun); me: this process's pipeline rank */
+    int procs, me;                 /* procs: one process per grid rank (mpirun, or one per GPU); me: this process's pipeline rank */
+    int mpi;                       /* procs under mpirun: send/recv and sums over MPI */
+    CudaPipe *cuda;                /* procs on the cuda backend: send/recv and sums over NCCL, device to device */
     CommMpi *stage_comm;           /* mpi: the dp*tp processes of pipeline rank me */
     CommReq *sreq; float **sbuf; int nsend, send_cap;   /* mpi: sends not yet waited for */
     const PipeTransport *tx;
@@ -256,7 +260,7 @@ static int open_mpi_stages(Pipeline *pl, int wrank, int wsize, char *err, size_t
                  comm_mpi_rank(world), comm_mpi_size(world), wrank, wsize);
         return -1;
     }
-    pl->mpi = 1; pl->tx = &mpi_transport;
+    pl->procs = pl->mpi = 1; pl->tx = &mpi_transport;
     pl->me = wrank / pl->nlocal;
     pl->r0 = wrank % pl->nlocal; pl->nheld = 1;
     /* every process splits once (color: its pipeline rank; key: its rank in the stage) */
@@ -267,12 +271,36 @@ static int open_mpi_stages(Pipeline *pl, int wrank, int wsize, char *err, size_t
     comm_mpi_set_scope(pl->stage_comm);
     int rc = 0;
     for (int s = pl->me; s < pl->nv && !rc; s += pl->pp)   /* the stages of pipeline rank me, in order */
-        if (!(pl->eng[s] = engine_create_stage(pl->plans[s], pl->r0, pl->nlocal, err, errlen))) rc = -1;
+        if (!(pl->eng[s] = engine_create_stage(pl->plans[s], "cpu", pl->r0, pl->nlocal, err, errlen))) rc = -1;
     comm_mpi_set_scope(NULL);
     /* the node's cores shared by its processes (a stage of one rank opened its Engine as threads,
      * which takes them all); the bits do not depend on it */
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     if (!rc) cpu_threads_set(local && atoi(local) > 0 ? atoi(local) : wsize);
+    return rc;
+}
+
+/* One process per GPU (a world from the launcher's environment, --backend cuda): as under mpirun,
+ * this process is stage rank r0 of pipeline rank me and opens me's stages only; their Engines split
+ * their communicators from the pipeline's stage communicator (runtime/cuda_pipe.h), and send/recv go
+ * device to device over NCCL, one communicator per stage boundary. */
+static int open_cuda_stages(Pipeline *pl, int wrank, int wsize, char *err, size_t errlen) {
+    int grid = pl->dp * pl->pp * pl->tp;
+    if (wsize != grid) {
+        snprintf(err, errlen, "%s: the launcher gives a world of %d processes but the plan's grid is dp %d x pp %d x tp %d = %d "
+                 "ranks: launch %d processes (one per GPU), or regenerate with -D dp= -D pp= -D tp= that multiply to %d",
+                 pl->path, wsize, pl->dp, pl->pp, pl->tp, grid, grid, wsize);
+        return -1;
+    }
+    pl->procs = 1; pl->tx = &nccl_transport;
+    pl->me = wrank / pl->nlocal;
+    pl->r0 = wrank % pl->nlocal; pl->nheld = 1;
+    if (!(pl->cuda = cuda_pipe_open(pl->plans[0], wrank, wsize, pl->me, pl->r0, pl->nlocal, err, errlen))) return -1;
+    int rc = 0;
+    for (int s = pl->me; s < pl->nv && !rc; s += pl->pp)   /* the stages of pipeline rank me, in order */
+        if (!(pl->eng[s] = engine_create_stage(pl->plans[s], "cuda", pl->r0, pl->nlocal, err, errlen))) rc = -1;
+    cuda_pipe_scope_end();
+    if (!rc) rc = cuda_pipe_links(pl->cuda, pl->nv, pl->pp, err, errlen);
     return rc;
 }
 
@@ -417,15 +445,11 @@ static int load_stages(Pipeline *pl, const char *path, const char *backend, char
     }
     int wrank = 0, wsize = 1, world = world_from_env(&wrank, &wsize, err, errlen);
     if (world < 0) return -1;
-    if (world == 1 && cuda) {
-        snprintf(err, errlen, "%s: pp=%d on the cuda backend runs in one process only so far (every stage's ranks in it, "
-                 "boundaries through host queues); one process per GPU (NCCL send/recv between stages) is not built: "
-                 "launch one process with --backend cuda, or use --backend cpu under mpirun", path, pp);
-        return -1;
-    }
+    if (world == 1 && cuda) return open_cuda_stages(pl, wrank, wsize, err, errlen);
     if (cuda && pl->dp > 1) {
-        snprintf(err, errlen, "%s: pp=%d with dp=%d on the cuda backend is not built (dp on CUDA runs one process per GPU, "
-                 "pipeline stages on CUDA one process): use --backend cpu, or regenerate with -D dp=1", path, pp, pl->dp);
+        snprintf(err, errlen, "%s: pp=%d with dp=%d on the cuda backend runs one process per GPU: launch dp x pp x tp = %d "
+                 "processes (mpirun, srun, or BOOST_WORLD_SIZE/BOOST_RANK), or use --backend cpu (ranks as threads)", path, pp,
+                 pl->dp, pl->dp * pp * pl->tp);
         return -1;
     }
     if (world == 1) return open_mpi_stages(pl, wrank, wsize, err, errlen);
@@ -487,6 +511,7 @@ void pipeline_free(Pipeline *pl) {
     /* sends still outstanding (only after a failure): not waited for, as their receivers may be gone
      * (the job is about to stop, comm_mpi_finish); their buffers stay allocated, MPI may still read them */
     if (!pl->nsend) { free(pl->sreq); free(pl->sbuf); }
+    cuda_pipe_close(pl->cuda);   /* after the stages' Engines, whose communicators split from it */
     comm_mpi_free(pl->stage_comm);
     free(pl->canon_stage); free(pl->canon_idx);
     free(pl->moe_layer); free(pl->moe_stage); free(pl->moe_rows); free(pl->moe_buf);
@@ -601,9 +626,27 @@ static int mpi_flush(Pipeline *pl, char *err, size_t errlen) {
 
 static const PipeTransport mpi_transport = {"one process per rank under mpirun, send/recv over MPI", mpi_send, mpi_recv, mpi_flush};
 
+/* NCCL (one process per GPU): send_boundary and recv_boundary move the tensors on the device
+ * (nccl_boundary), so the host-side send/recv are not used; flush issues the sends still queued
+ * and waits until every transfer of the schedule, and the stages' work, is done (the gradient norm
+ * that follows reads the device anyway). */
+static int nccl_flush(Pipeline *pl, char *err, size_t errlen) {
+    struct BackendRank *held[PL_MAX_STAGES];
+    int n = 0;
+    void *ptr;
+    int64_t elems;
+    int dt;
+    for (int s = pl->me; s < pl->nv; s += pl->pp)
+        if (pl->eng[s] && engine_tensor_span(pl->eng[s], pl->r0, NULL, &held[n++], &ptr, &elems, &dt, err, errlen)) return -1;
+    return cuda_pipe_flush(pl->cuda, held, n, err, errlen);
+}
+
+static const PipeTransport nccl_transport = {"one process per GPU, send/recv over NCCL device to device", NULL, NULL, nccl_flush};
+
 /* Under MPI: vals[n] summed over every process of the job in rank order (the callers give each
  * value one contributing process, so the sum is that value, bit for bit). */
 static int world_sum(Pipeline *pl, double *vals, int64_t n, char *err, size_t errlen) {
+    if (pl->cuda) return cuda_pipe_world_sum(pl->cuda, vals, n, err, errlen);
     if (!pl->mpi) return 0;
     CommMpi *w = comm_mpi_world();
     double *all = malloc(sizeof(double) * (size_t)(n * comm_mpi_size(w) + 1));
@@ -644,9 +687,33 @@ static void keep_losses(const Pipeline *pl, const float *lossv, double *out) {
         if (r % pl->tp == 0) out[(r / pl->tp) % pl->dp] = lossv[(r / pl->tp) % pl->dp];
 }
 
+/* NCCL: buffer `buf` in activation slot `slot` of this process's rank of Engine e, to or from stage
+ * `other` on channel ch (boundary ch / 2, one direction), device to device. The schedules pair up
+ * per channel in micro-batch order (check_schedule) and each channel has its own communicator, so
+ * NCCL's in-order matching is the schedule's. */
+static int nccl_boundary(Pipeline *pl, Engine *e, const char *buf, int slot, int ch, int other, int send, char *err, size_t errlen) {
+    CudaPipeOp op = {0};
+    op.slot = slot; op.chan = ch; op.peer = other == ch / 2 ? 0 : 1;
+    if (engine_set_slot(e, slot, err, errlen) ||
+        engine_tensor_span(e, pl->r0, buf, &op.r, &op.ptr, &op.elems, &op.dtype, err, errlen)) return -1;
+    return send ? cuda_pipe_send(pl->cuda, &op, err, errlen) : cuda_pipe_recv(pl->cuda, &op, err, errlen);
+}
+
+/* Before a forward or backward of Engine e on slot `slot`: NCCL transfers into or out of that slot
+ * are waited for on the device (host transports finished them already). */
+static int settle(Pipeline *pl, Engine *e, int slot, char *err, size_t errlen) {
+    if (!pl->cuda) return 0;
+    struct BackendRank *br;
+    void *ptr;
+    int64_t n;
+    int dt;
+    return engine_tensor_span(e, pl->r0, NULL, &br, &ptr, &n, &dt, err, errlen) ? -1 : cuda_pipe_settle(pl->cuda, br, slot, err, errlen);
+}
+
 /* Stage s's boundary tensor of every held rank to stage `to` over channel ch. */
 static int send_boundary(Pipeline *pl, Engine *e, const Plan *p, const char *buf, int slot, int ch, int to, int micro,
                          char *err, size_t errlen) {
+    if (pl->cuda) return nccl_boundary(pl, e, buf, slot, ch, to, 1, err, errlen);
     int64_t n = buf_elems(p, buf);
     if (engine_set_slot(e, slot, err, errlen)) return -1;
     float *data = malloc(sizeof(float) * (size_t)(n * pl->nheld + 1));
@@ -658,6 +725,7 @@ static int send_boundary(Pipeline *pl, Engine *e, const Plan *p, const char *buf
 
 static int recv_boundary(Pipeline *pl, Engine *e, const Plan *p, const char *buf, int slot, int ch, int from, int micro,
                          int line, char *err, size_t errlen) {
+    if (pl->cuda) return nccl_boundary(pl, e, buf, slot, ch, from, 0, err, errlen);
     int64_t n = buf_elems(p, buf);
     if (engine_set_slot(e, slot, err, errlen)) return -1;
     int got = -1;
@@ -712,6 +780,7 @@ static int run_driver(Driver *d) {
         const int32_t *tok = d->tokens + (int64_t)x->micro * block, *tgt = d->targets + (int64_t)x->micro * block;
         if (x->kind == PK_FORWARD || x->kind == PK_BACKWARD) {
             int fwd = x->kind == PK_FORWARD, want_loss = fwd && x->vs == pl->nv - 1 && pl->dp <= 256;
+            if (settle(pl, e, x->slot, d->err, sizeof d->err)) return -1;
             if (engine_stage_pass(e, !fwd, x->slot, tok, tgt, x->micro == pl->m - 1, want_loss ? lossv : NULL, d->err, sizeof d->err))
                 return -1;
             if (want_loss && d->loss_dp) keep_losses(pl, lossv, d->loss_dp + (int64_t)x->micro * pl->dp);
@@ -770,7 +839,7 @@ int pipeline_forward_backward(Pipeline *pl, const int32_t *tokens, const int32_t
     if (pl->moe_aux) memset(pl->moe_rows, 0, sizeof *pl->moe_rows * (size_t)pl->m * (size_t)pl->nmoe * (size_t)pl->dp * (size_t)pl->moe_auxn);
     if (!d || !loss_dp) { free(d); free(loss_dp); snprintf(err, errlen, "out of memory"); return -1; }
     int rc = 0;
-    if (pl->mpi) {   /* this process drives its own pipeline rank, in this thread */
+    if (pl->procs) {   /* this process drives its own pipeline rank, in this thread */
         Driver *me = &d[pl->me];
         me->pl = pl; me->stage = pl->me; me->tokens = tokens; me->targets = targets; me->loss_dp = loss_dp;
         if ((me->rc = run_driver(me))) { snprintf(err, errlen, "stage %d: %s", pl->me, me->err); pl->aborted = 1; rc = -1; }
@@ -822,6 +891,7 @@ int pipeline_forward(Pipeline *pl, const int32_t *tokens, const int32_t *targets
             boundary(pl, s - 1, &o0, &i0);
             if ((rc = recv_boundary(pl, pl->eng[s], pl->plans[s], i0, 0, 2 * (s - 1), s - 1, 0, 0, err, errlen))) break;
         }
+        if ((rc = settle(pl, pl->eng[s], 0, err, errlen))) break;
         if ((rc = engine_stage_pass(pl->eng[s], 0, 0, tokens, targets, 0, s == pl->nv - 1 ? lossv : NULL, err, errlen))) break;
         if ((rc = keep_moe_aux(pl, pl->eng[s], s, 0, 0, err, errlen))) break;
         if (s == pl->nv - 1) keep_losses(pl, lossv, loss_dp);
@@ -830,7 +900,7 @@ int pipeline_forward(Pipeline *pl, const int32_t *tokens, const int32_t *targets
     if (!rc) rc = pl->tx->flush(pl, err, errlen);
     float l = 0;
     if (!rc) rc = mean_losses(pl, loss_dp, 1, &l, err, errlen);
-    if (rc) { pl->aborted = pl->mpi; return -1; }
+    if (rc) { pl->aborted = pl->procs; return -1; }
     if (loss) *loss = l;
     return 0;
 }
@@ -890,10 +960,12 @@ int pipeline_get_canon(Pipeline *pl, int i, int slot, float *full) {
     if (i < 0 || i >= pl->ncanons) return -1;
     int s = pl->canon_stage[i];
     int rc = pl->eng[s] ? engine_get_canon(pl->eng[s], pl->canon_idx[i], slot, full) : 0;
-    if (pl->mpi) {
+    if (pl->procs) {
         const PlanCanon *c = pipeline_canon(pl, i);
         int root = (s % pl->pp) * pl->nlocal;
-        if (comm_mpi_bcast(comm_mpi_world(), full, c->rows * c->cols * (int64_t)sizeof(float), root)) rc = -1;
+        char err[1024];
+        if (pl->cuda ? cuda_pipe_bcast(pl->cuda, full, c->rows * c->cols, root, err, sizeof err)
+                     : comm_mpi_bcast(comm_mpi_world(), full, c->rows * c->cols * (int64_t)sizeof(float), root)) rc = -1;
     }
     return rc;
 }

@@ -5,8 +5,9 @@
  * (one process per grid rank, world = dp x pp x tp) each process opens the Engines of its pipeline
  * rank's stages only, holding its one (dp, tp) rank of them, drives its own schedule, and send/recv
  * go over MPI point-to-point; every call below is then made by every process alike. On the cuda
- * backend only the one-process form runs (the stages' ranks on the device, boundaries through the
- * host queues); one process per GPU is refused. */
+ * backend: one process (every stage's ranks on the device, boundaries through the host queues), or
+ * one process per GPU as under mpirun, send/recv going device to device over NCCL
+ * (runtime/cuda_pipe.h). */
 #ifndef BOOST_PIPELINE_H
 #define BOOST_PIPELINE_H
 

@@ -87,9 +87,17 @@ int engine_stage_pass(Engine *e, int backward, int slot, const int32_t *tokens, 
 int engine_set_slot(Engine *e, int slot, char *err, size_t errlen);
 int engine_grad_sq(Engine *e, double *sq);
 int engine_adamw_clipped(Engine *e, int step, double global_norm, char *err, size_t errlen);
-/* One pipeline stage's Engine in a process of an mpirun job (cpu backend): this process is grid rank
- * `rank` of the stage's size = dp*tp processes, which comm_mpi_scope() spans while it opens (size 1:
- * no MPI inside the stage). The stage plan has pp=1. */
-Engine *engine_create_stage(const Plan *plan, int rank, int size, char *err, size_t errlen);
+/* One pipeline stage's Engine in a process of a multi-process job: this process is grid rank `rank`
+ * of the stage's size = dp*tp processes. backend "cpu" (mpirun): comm_mpi_scope() spans the stage's
+ * processes while it opens (size 1: no MPI inside the stage); "cuda" (one process per GPU): the
+ * stage's communicators split from the pipeline's (runtime/cuda_pipe.h) in scope. The stage plan
+ * has pp=1. */
+Engine *engine_create_stage(const Plan *plan, const char *backend, int rank, int size, char *err, size_t errlen);
+/* The device side of buffer `name` of held rank `rank` in its current activation slot, for transfers
+ * that do not go through the host: the backend's rank, the address, elements and dtype (PDT_*);
+ * name NULL: the backend's rank only. */
+struct BackendRank;
+int engine_tensor_span(Engine *e, int rank, const char *name, struct BackendRank **br, void **ptr, int64_t *elems, int *dtype,
+                       char *err, size_t errlen);
 
 #endif

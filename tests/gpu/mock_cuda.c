@@ -12,7 +12,9 @@
  * collective on another stream reads the buffer before the collective ran (a wrong answer), and a
  * step that overwrites a buffer an unwaited collective still has to read changes what it sums. A
  * device-wide drain (blocking copies: the legacy default stream) demands the streams in the order
- * they were created. A wait cycle is reported as a device deadlock. mock_cuda_counters() counts the
+ * they were created. While a host wait is blocked on a peer (an NCCL stand-in op not ready), the
+ * device runs the other streams' queued work too, as a GPU would: pipeline stages in one process
+ * feed each other's peers. A wait cycle is reported as a device deadlock. mock_cuda_counters() counts the
  * host waits (synchronizations and copies that block the host) for tests/gpu/check_syncs.c, and
  * mock_cuda_enqueue_hook() lets the NCCL stand-in (tests/gpu/mock_nccl.c) queue collectives on a
  * stream. Device memory is counted: with $MOCK_CUDA_MEM naming a file, the process appends at exit
@@ -327,12 +329,21 @@ static int run_until(Stream *s, unsigned long long target) {
     return rc;
 }
 
+/* While the host waits on a stream that is blocked on a peer (an NCCL stand-in hook not ready), the
+ * device runs the other streams' queued work, as a GPU would (a peer may need it: another stage's
+ * send, or its receive). Until then, nothing runs that the host has not demanded. (Under mu.) */
+static void progress_blocked(Stream *except) {
+    for (Stream *x = streams_first; x; x = x->next_created)
+        if (x != except && !x->running && !x->capturing) run_until(x, x->enqueued);
+}
+
 /* The host waits until s has completed target ops (polling while a hook is not ready). */
 static CUresult wait_stream(Stream *s, unsigned long long target) {
     useconds_t us = 20;   /* doubling to 0.5 ms: waiting ranks leave the cores to the working ones */
     for (;;) {
         pthread_mutex_lock(&mu);
         int r = run_until(s, target);
+        if (r == 1) progress_blocked(s);
         CUresult err = s->error;
         pthread_mutex_unlock(&mu);
         if (r == 0) return err;
@@ -561,6 +572,7 @@ CUresult cuStreamQuery(void *sp) {
     if (!s) return ERR_INVALID_VALUE;
     pthread_mutex_lock(&mu);
     int r = run_until(s, s->enqueued);
+    if (r == 1) progress_blocked(s);
     CUresult err = s->error;
     pthread_mutex_unlock(&mu);
     return r == 1 ? ERR_NOT_READY : r ? r : err;

@@ -17,8 +17,9 @@
  * segment (a message at a time: peer, count, datatype, data); a send waits for its outbox, posts,
  * and waits until the peer took it; a receive waits for its peer's outbox to hold a message for it
  * and refuses (ncclInvalidUsage, with a message) one of another count or datatype. Between
- * ncclGroupStart and ncclGroupEnd the sends and receives are queued as one unit advanced together
- * (so a send and a receive in opposite directions cannot block each other), as NCCL groups them. */
+ * ncclGroupStart and ncclGroupEnd the sends and receives of one stream are queued as one unit
+ * advanced together, whatever their communicators (so a send and a receive in opposite directions
+ * cannot block each other), as NCCL groups them. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -398,12 +399,13 @@ typedef struct {
     Comm *c;
     void *stream;
     int peer, is_send, done;
+    int seq;                          /* a send: its message's number once posted (0: not yet) */
     const void *send;
     void *recv;
     size_t count;
     int dt;
 } P2p;
-typedef struct { Comm *c; P2p *ops; int n; } P2pBatch;
+typedef struct { P2p *ops; int n; } P2pBatch;   /* each op names its communicator */
 
 static int group_depth;
 static P2p *group_ops;
@@ -418,13 +420,14 @@ static Mailbox *box(const Comm *c, int from, int to) {
 static int p2p_try(P2p *o) {
     Comm *c = o->c;
     size_t es = dsize(o->dt);
-    if (o->is_send) {
+    if (o->is_send) {   /* done once the receiver took it: a send waits for its receive, as NCCL's do */
         Mailbox *m = box(c, c->rank, o->peer);
+        if (o->seq) return __atomic_load_n(&m->taken, __ATOMIC_ACQUIRE) >= o->seq;
         if (__atomic_load_n(&m->posted, __ATOMIC_ACQUIRE) != __atomic_load_n(&m->taken, __ATOMIC_ACQUIRE)) return 0;
         memcpy((unsigned char *)m + 64, o->send, o->count * es);
         m->count = (long long)o->count; m->dt = o->dt;
-        __atomic_add_fetch(&m->posted, 1, __ATOMIC_ACQ_REL);
-        return 1;
+        o->seq = __atomic_add_fetch(&m->posted, 1, __ATOMIC_ACQ_REL);
+        return 0;
     }
     Mailbox *m = box(c, o->peer, c->rank);
     if (__atomic_load_n(&m->posted, __ATOMIC_ACQUIRE) == __atomic_load_n(&m->taken, __ATOMIC_ACQUIRE)) return 0;
@@ -444,14 +447,13 @@ static int p2p_try(P2p *o) {
 /* 0 done, 1 waiting for peers. An op runs only after the earlier ops of its (peer, direction). */
 static int p2p_step(void *arg) {
     P2pBatch *b = arg;
-    if (b->c->aborted) return 0;
     int left = 0;
     for (int i = 0; i < b->n; i++) {
         P2p *o = &b->ops[i];
-        if (o->done) continue;
+        if (o->done || o->c->aborted) { o->done = 1; continue; }
         int blocked = 0;
         for (int j = 0; j < i && !blocked; j++)
-            blocked = !b->ops[j].done && b->ops[j].peer == o->peer && b->ops[j].is_send == o->is_send;
+            blocked = !b->ops[j].done && b->ops[j].c == o->c && b->ops[j].peer == o->peer && b->ops[j].is_send == o->is_send;
         if (!blocked) o->done = p2p_try(o);
         left += !o->done;
     }
@@ -460,24 +462,26 @@ static int p2p_step(void *arg) {
 
 static void p2p_free(void *arg) {
     P2pBatch *b = arg;
-    b->c->pending--;
+    for (int i = 0; i < b->n; i++) b->ops[i].c->pending--;
     free(b->ops);
     free(b);
 }
 
-/* The ops of one communicator as one queued batch (or run now without the CUDA stand-in). */
-static ncclResult_t p2p_submit(Comm *c, void *stream, const P2p *ops, int n) {
+/* The ops of one stream (of one communicator or several) as one queued batch (or run now without
+ * the CUDA stand-in). */
+static ncclResult_t p2p_submit(void *stream, const P2p *ops, int n) {
     P2pBatch *b = calloc(1, sizeof *b);
     if (!b || !(b->ops = malloc((size_t)n * sizeof *ops))) { free(b); return ERR_SYSTEM; }
     memcpy(b->ops, ops, (size_t)n * sizeof *ops);
-    b->c = c; b->n = n;
+    b->n = n;
+    Comm *c = ops[0].c;
     if (!hook_looked_up) {
         hook_looked_up = 1;
         const char *lib = getenv("BOOST_LIBCUDA");
         void *h = lib && *lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
         if (h) *(void **)&enqueue_hook = dlsym(h, "mock_cuda_enqueue_hook");
     }
-    c->pending++;
+    for (int i = 0; i < n; i++) ops[i].c->pending++;
     if (enqueue_hook && stream) return enqueue_hook(stream, p2p_step, b, p2p_free) ? ERR_SYSTEM : OK;
     const char *tv = getenv("MOCK_NCCL_TIMEOUT");
     double limit = tv && atof(tv) > 0 ? atof(tv) : 120, t0 = now_s();
@@ -490,8 +494,10 @@ static ncclResult_t p2p_submit(Comm *c, void *stream, const P2p *ops, int n) {
         }
         nap(&us);
     }
+    int mismatch = 0;
+    for (int i = 0; i < n; i++) mismatch |= ops[i].c->mismatch;
     p2p_free(b);
-    return c->mismatch ? ERR_USAGE : OK;
+    return mismatch ? ERR_USAGE : OK;
 }
 
 static ncclResult_t p2p_call(int is_send, const void *send, void *recv, size_t count, int dt, int peer, Comm *c, void *stream) {
@@ -502,8 +508,8 @@ static ncclResult_t p2p_call(int is_send, const void *send, void *recv, size_t c
                 is_send ? "ncclSend" : "ncclRecv", count, c->rank, box_bytes(c) - 64);
         return ERR_INVALID;
     }
-    P2p o = {c, stream, peer, is_send, 0, send, recv, count, dt};
-    if (!group_depth) return p2p_submit(c, stream, &o, 1);
+    P2p o = {c, stream, peer, is_send, 0, 0, send, recv, count, dt};
+    if (!group_depth) return p2p_submit(stream, &o, 1);
     if (group_n == group_cap) {
         int cap = group_cap ? 2 * group_cap : 64;
         P2p *g = realloc(group_ops, (size_t)cap * sizeof *g);
@@ -527,7 +533,8 @@ ncclResult_t ncclGroupStart(void) {
     return OK;
 }
 
-/* The outermost End: the collected calls, one batch per (communicator, stream) in issue order. */
+/* The outermost End: the collected calls, one batch per stream in issue order, so the calls of a
+ * group on several communicators (pipeline stage boundaries) progress together, as in NCCL. */
 ncclResult_t ncclGroupEnd(void) {
     if (group_depth <= 0) return ERR_USAGE;
     if (--group_depth) return OK;
@@ -537,11 +544,10 @@ ncclResult_t ncclGroupEnd(void) {
     for (int i = 0; i < group_n && rc == OK; i++) {
         if (!group_ops[i].c) continue;   /* taken by an earlier batch */
         int n = 0;
-        Comm *c = group_ops[i].c;
         void *s = group_ops[i].stream;
         for (int j = i; j < group_n; j++)
-            if (group_ops[j].c == c && group_ops[j].stream == s) { batch[n++] = group_ops[j]; group_ops[j].c = NULL; }
-        rc = p2p_submit(c, s, batch, n);
+            if (group_ops[j].c && group_ops[j].stream == s) { batch[n++] = group_ops[j]; group_ops[j].c = NULL; }
+        rc = p2p_submit(s, batch, n);
     }
     free(batch);
     group_n = 0;
