@@ -8,10 +8,10 @@
 # CPU backend's pipelined run and the cuda run at pp=1 within bf16 tolerance. As one process per GPU
 # (4 processes; NCCL send/recv device to device, one channel per boundary and direction) it logs
 # exactly the one-process run's numbers and writes the same sharded checkpoint, byte for byte, and
-# resumes from it; dp=2 x pp=2 (4 processes) matches the CPU, interleaved 1F1B (tiny-cola-4l, pp=2 x
-# 2 virtual stages: 2 processes, 6 channels) matches its one-process run exactly; a process that
-# dies stops the others with an error instead of a hang; a world of the wrong size, and dp > 1 with
-# pp > 1 in one process, exit 2 saying what to launch.
+# resumes from it; dp=2 x pp=2 (4 processes) matches the CPU, with zero=1 too; interleaved 1F1B
+# (tiny-cola-4l, pp=2 x 2 virtual stages: 2 processes, 6 channels) matches its one-process run
+# exactly; a process that dies stops the others with an error instead of a hang; a world of the
+# wrong size, and dp > 1 with pp > 1 in one process, exit 2 saying what to launch.
 cd "$(dirname "$0")/../.." || exit 2
 source tests/sh/lib.sh
 if ! bash tests/gpu/build.sh >"$TMP/build.log" 2>&1; then fail "tests/gpu/build.sh" "$(tail -3 "$TMP/build.log")"; exit 0; fi
@@ -98,6 +98,14 @@ train cpudp dp2 cpu || fail "cpu dp=2 x pp=2 run" "$(tail -3 "$TMP/cpudp.out")"
 [ "$rc" = 0 ] && close "$TMP/wdp.jsonl" "$TMP/cpudp.jsonl" loss 0.01 1e-3 && close "$TMP/wdp.jsonl" "$TMP/cpudp.jsonl" grad_norm 0.03 1e-3 \
   && ok "cuda dp=2 x pp=2 as 4 processes matches the cpu backend within bf16 tolerance" \
   || fail "cuda dp=2 x pp=2 as 4 processes" "exit $rc: $(tail -n 1 "$TMP/wdp.0.out")"
+
+# ZeRO-1 per stage: dp=2 x pp=2 x zero=1 (each stage's masters and moments sharded over its dp pair)
+"$BOOST" gen tiny-cola-pp2 -D model=tiny-cola-gqa -D tp=1 -D dp=2 -D zero=1 -D micro_batch=1 -D seq=16 -D grad_accum=4 -D pp=2 \
+  -o "$TMP/dpz" >"$TMP/gen.log" 2>&1 || fail "generate dp=2 pp=2 zero=1" "$(tail -2 "$TMP/gen.log")"
+world wdpz dpz 4 -D steps=2
+[ "$rc" = 0 ] && close "$TMP/wdpz.jsonl" "$TMP/wdp.jsonl" loss 1e-5 0 && close "$TMP/wdpz.jsonl" "$TMP/wdp.jsonl" grad_norm 1e-5 0 \
+  && ok "cuda dp=2 x pp=2 with zero=1 as 4 processes equals zero=0 within 1e-5" \
+  || fail "cuda dp=2 x pp=2 zero=1 as 4 processes" "exit $rc: $(tail -n 1 "$TMP/wdpz.0.out")"
 
 # interleaved 1F1B: tiny-cola-4l, pp=2 x 2 virtual stages, 2 processes holding 2 stage Engines each
 "$BOOST" gen tiny-cola-pp2 -D model=tiny-cola-4l -D tp=1 -D micro_batch=1 -D seq=16 -D grad_accum=4 -D pp=2 -D virtual_stages=2 \
