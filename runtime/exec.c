@@ -694,6 +694,14 @@ static int wait_colls(Engine *e, int rank, int i0, int i1) {
     return 0;
 }
 
+/* Plan step s on rank; timed: its seconds go to the BOOST_PROFILE table. */
+static int run_step_timed(Engine *e, int rank, int s, int timed) {
+    double t0 = timed ? profile_now() : 0;
+    if (run_step(e, rank, &e->p->steps_[s])) return -1;
+    if (timed) profile_step(e->prof, s, profile_now() - t0);
+    return 0;
+}
+
 /* tokens/targets: dp * micro_batch * seq each; dp rank i takes rows [i*M, (i+1)*M). loss[d]: the
  * mean loss of dp rank d's micro-batch (read by its tp rank 0). last: the last micro-batch of an
  * optimizer step (micro=last steps run). */
@@ -717,10 +725,7 @@ static int job_pass(Engine *e, int rank, void *argp) {
         const PlanStep *st = &e->p->steps_[s];
         if (e->async_colls && wait_colls(e, rank, e->wait_first[s], e->wait_first[s + 1])) return -1;
         if ((st->kind == ST_ALLREDUCE || st->kind == ST_REDUCE_SCATTER) && st->coll.last_micro && !a->last) continue;   /* micro=last */
-        int timed = e->prof && a->backward && rank == e->lead;   /* training passes only (not evaluation) */
-        double t0 = timed ? profile_now() : 0;
-        if (run_step(e, rank, st)) return -1;
-        if (timed) profile_step(e->prof, s, profile_now() - t0);
+        if (run_step_timed(e, rank, s, e->prof && a->backward && rank == e->lead)) return -1;   /* training passes only */
     }
     if (e->prof && a->backward && rank == e->lead) profile_pass(e->prof);
     if (!replayed && e->be->pass_end && e->be->pass_end(R, a->backward)) {
@@ -1101,7 +1106,7 @@ int engine_world_sum(Engine *e, double *vals, int64_t n) {
 }
 
 /* ---------------- pipeline stages (runtime/pipeline.c drives one Engine per stage) ---------------- */
-typedef struct { const int32_t *tokens, *targets; int backward, last, slot; float *loss; } StageArg;
+typedef struct { const int32_t *tokens, *targets; int backward, flags, slot; float *loss; } StageArg;
 
 static int job_stage(Engine *e, int rank, void *argp) {
     const StageArg *a = argp;
@@ -1111,6 +1116,7 @@ static int job_stage(Engine *e, int rank, void *argp) {
     if (a->tokens && (e->be->set_i32(R, e->p->tokens, a->tokens + row0) || e->be->set_i32(R, e->p->targets, a->targets + row0)))
         return rank_error(e, rank, "cannot load the batch: %s%s", backend_msg(e, rank), "");
     int s0 = a->backward ? e->bwd0 : e->fwd0, s1 = a->backward ? e->bwd1 : e->fwd1;
+    int timed = e->prof && (a->flags & STAGE_TRAIN) && rank == e->lead;   /* training passes only (not validation) */
     for (int s = s0; s < s1; s++) {
         const PlanStep *st = &e->p->steps_[s];
         /* overlapped collectives: waited for before their first use in this section; those issued
@@ -1118,9 +1124,10 @@ static int job_stage(Engine *e, int rank, void *argp) {
         for (int i = e->async_colls ? e->wait_first[s] : 0; e->async_colls && i < e->wait_first[s + 1] && !e->skip_waits; i++)
             if (e->wait_list[i] >= s0 && e->be->coll_wait(R, e->wait_list[i]))
                 return rank_error(e, rank, "waiting for a collective failed: %s%s", backend_msg(e, rank), "");
-        if ((st->kind == ST_ALLREDUCE || st->kind == ST_REDUCE_SCATTER) && st->coll.last_micro && !a->last) continue;
-        if (run_step(e, rank, st)) return -1;
+        if ((st->kind == ST_ALLREDUCE || st->kind == ST_REDUCE_SCATTER) && st->coll.last_micro && !(a->flags & STAGE_LAST)) continue;
+        if (run_step_timed(e, rank, s, timed)) return -1;
     }
+    if (timed && a->backward) profile_pass(e->prof);
     /* what is still outstanding at the section's end: the next pass may run on another slot */
     for (int c = s0; e->async_colls && c < s1 && !e->skip_waits; c++)
         if (e->first_use[c] >= s1 && e->be->coll_wait(R, c))
@@ -1130,7 +1137,9 @@ static int job_stage(Engine *e, int rank, void *argp) {
     return 0;
 }
 
-int engine_stage_pass(Engine *e, int backward, int slot, const int32_t *tokens, const int32_t *targets, int last,
+void engine_profile_label(Engine *e, const char *label) { profile_label(e->prof, label); }
+
+int engine_stage_pass(Engine *e, int backward, int slot, const int32_t *tokens, const int32_t *targets, int flags,
                       float *loss_per_dp, char *err, size_t errlen) {
     if (e->broken) { snprintf(err, errlen, "the engine stopped after an earlier error; create a new one"); return -1; }
     if (!e->be->arena_slot) {
@@ -1138,7 +1147,7 @@ int engine_stage_pass(Engine *e, int backward, int slot, const int32_t *tokens, 
                  "--backend cpu or cuda, or regenerate with -D pp=1", e->p->path, e->be->name);
         return -1;
     }
-    StageArg a = {tokens, targets, backward, last, slot, loss_per_dp};
+    StageArg a = {tokens, targets, backward, flags, slot, loss_per_dp};
     if (run_all(e, job_stage, &a, err, errlen)) { e->broken = 1; return -1; }
     return 0;
 }

@@ -488,6 +488,11 @@ Pipeline *pipeline_open(const char *path, const char *backend, char *err, size_t
     pl->tx = &queue_transport;
     for (int c = 0; c < 2 * PL_MAX_STAGES; c++) { pthread_mutex_init(&pl->chan[c].mu, NULL); pthread_cond_init(&pl->chan[c].cv, NULL); }
     if (load_stages(pl, path, backend, err, errlen) || build_canon_map(pl, err, errlen)) { pipeline_free(pl); return NULL; }
+    for (int s = 0; s < pl->nv; s++) {   /* BOOST_PROFILE: one table per stage, named */
+        char label[32];
+        snprintf(label, sizeof label, "stage %d", s);
+        if (pl->eng[s]) engine_profile_label(pl->eng[s], label);
+    }
     return pl;
 }
 
@@ -781,7 +786,8 @@ static int run_driver(Driver *d) {
         if (x->kind == PK_FORWARD || x->kind == PK_BACKWARD) {
             int fwd = x->kind == PK_FORWARD, want_loss = fwd && x->vs == pl->nv - 1 && pl->dp <= 256;
             if (settle(pl, e, x->slot, d->err, sizeof d->err)) return -1;
-            if (engine_stage_pass(e, !fwd, x->slot, tok, tgt, x->micro == pl->m - 1, want_loss ? lossv : NULL, d->err, sizeof d->err))
+            int flags = STAGE_TRAIN | (x->micro == pl->m - 1 ? STAGE_LAST : 0);
+            if (engine_stage_pass(e, !fwd, x->slot, tok, tgt, flags, want_loss ? lossv : NULL, d->err, sizeof d->err))
                 return -1;
             if (want_loss && d->loss_dp) keep_losses(pl, lossv, d->loss_dp + (int64_t)x->micro * pl->dp);
             if (fwd && keep_moe_aux(pl, e, x->vs, x->slot, x->micro, d->err, sizeof d->err)) return -1;

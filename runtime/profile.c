@@ -10,6 +10,7 @@
 struct StepProfile {
     const Plan *p;
     char backend[16];
+    char label[32];       /* "stage 1" for a pipeline stage's Engine, else empty */
     double *seconds;      /* [nsteps] */
     int64_t *calls;       /* [nsteps] */
     double opt_seconds;
@@ -51,6 +52,10 @@ void profile_pass(StepProfile *pf) {
     if (pf) pf->passes++;
 }
 
+void profile_label(StepProfile *pf, const char *label) {
+    if (pf) snprintf(pf->label, sizeof pf->label, "%s", label ? label : "");
+}
+
 typedef struct { char label[64]; double seconds, flops; int64_t calls; } Row;
 
 static int row_cmp(const void *a, const void *b) {
@@ -88,8 +93,8 @@ int profile_print(const StepProfile *pf, FILE *out) {
     qsort(rows, (size_t)nrows, sizeof *rows, row_cmp);
     /* per training step (an optimizer step and its grad_accum passes), or per pass when no step ran */
     double per = (double)(pf->opt_calls > 0 ? pf->opt_calls : pf->passes > 0 ? pf->passes : 1);
-    fprintf(out, "boost profile (%s backend, one rank, %lld training passes, %lld optimizer steps%s): %.3f s in steps, "
-            "%.3f ms per %s\n", pf->backend, (long long)pf->passes, (long long)pf->opt_calls,
+    fprintf(out, "boost profile (%s backend, one rank%s%s, %lld training passes, %lld optimizer steps%s): %.3f s in steps, "
+            "%.3f ms per %s\n", pf->backend, pf->label[0] ? " of " : "", pf->label, (long long)pf->passes, (long long)pf->opt_calls,
             strcmp(pf->backend, "cpu") ? "; asynchronous backend: host time of the launches, set BOOST_CUDA_SYNC=1" : "",
             total, 1e3 * total / per, pf->opt_calls > 0 ? "step" : "pass");
     fprintf(out, "%7s %11s %11s %9s  %s\n", "share", pf->opt_calls > 0 ? "ms/step" : "ms/pass",

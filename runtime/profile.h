@@ -15,6 +15,7 @@ double profile_now(void);                                   /* seconds, monotoni
 void profile_step(StepProfile *pf, int step, double seconds);   /* step: index into p->steps_ */
 void profile_optimizer(StepProfile *pf, double seconds);    /* AdamW + zeroing the gradients */
 void profile_pass(StepProfile *pf);                         /* one training pass (forward + backward) done */
+void profile_label(StepProfile *pf, const char *label);    /* named in the table's header (a pipeline stage) */
 /* The table (rows summed by section and kind), to `out`. Returns the rows printed. */
 int profile_print(const StepProfile *pf, FILE *out);
 void profile_free(StepProfile *pf);

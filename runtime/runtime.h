@@ -78,11 +78,15 @@ int plan_overlap_report(const Plan *p, char *out, size_t n);
 /* Pipeline stages (runtime/pipeline.c runs one Engine per stage, its plan being the stage's section).
  * engine_stage_pass: the forward (backward=0) or backward section alone, for one micro-batch whose
  * activations live in arena slot `slot`; tokens/targets as in engine_forward_backward (NULL: keep);
- * last: run the micro=last steps; loss_per_dp (forward, may be NULL): each dp rank's loss.
+ * flags: STAGE_LAST runs the micro=last steps, STAGE_TRAIN marks a training pass (BOOST_PROFILE
+ * times those, each backward counting as one pass); loss_per_dp (forward, may be NULL): each dp
+ * rank's loss. engine_profile_label: a label for the BOOST_PROFILE table's header ("stage 1").
  * engine_set_slot: later tensor reads and writes see slot `slot`. engine_grad_sq: the sum of squares
  * engine_optimizer_step would take the norm of; engine_adamw_clipped: clip by a norm computed over
  * all stages, AdamW, zero the gradients. */
-int engine_stage_pass(Engine *e, int backward, int slot, const int32_t *tokens, const int32_t *targets, int last,
+enum { STAGE_LAST = 1, STAGE_TRAIN = 2 };
+void engine_profile_label(Engine *e, const char *label);
+int engine_stage_pass(Engine *e, int backward, int slot, const int32_t *tokens, const int32_t *targets, int flags,
                       float *loss_per_dp, char *err, size_t errlen);
 int engine_set_slot(Engine *e, int slot, char *err, size_t errlen);
 int engine_grad_sq(Engine *e, double *sq);

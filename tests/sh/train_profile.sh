@@ -2,7 +2,8 @@
 # where rank 0's time went per training step. Checks: the shares add up to 100%; the rows' ms/step
 # add up to the header's figure; calls per step follow the plan (the embedding forward once per
 # micro-batch: 1 at grad_accum 1, 2 at grad_accum 2; AdamW once per step); the profiled time fits
-# inside the wall time the log reports; evaluation passes are left out; no table without the variable.
+# inside the wall time the log reports; evaluation passes are left out; no table without the variable;
+# pipeline stages print one table each.
 source "$(dirname "$0")/lib.sh"
 run() {   # run NAME ACCUM [ENV...]
   local name=$1 accum=$2; shift 2
@@ -41,3 +42,24 @@ for accum in 1 2; do
   then ok "profile_accum${accum}_within_wall_time (profiled $total s of $wall s)"
   else fail "profile_accum${accum}_within_wall_time" "profiled '$total' s, the steps took $wall s"; fi
 done
+
+# pipeline stages (tiny-cola-pp2 at tp=1: 2 stages, 4 micro-batches): one table per stage, named,
+# counting each micro-batch's backward as a pass (4 per step, validation left out); the embedding
+# runs on stage 0 only, once per micro-batch, and each stage runs its own AdamW once per step
+if ! BOOST_PROFILE=1 "$BOOST" train tiny-cola-pp2 -D tp=1 -D steps=3 -D micro_batch=1 -D seq=32 -D eval_every=2 --backend cpu \
+     --quiet -o "$TMP/ck-pp" >"$TMP/pp.out" 2>&1; then
+  fail "profile_pp_runs" "$(tail -2 "$TMP/pp.out")"
+else
+  for st in 0 1; do
+    table=$(sed -n "/^boost profile (cpu backend, one rank of stage $st, 12 training passes, 3 optimizer steps)/,/^boost profile\|^\$/p" "$TMP/pp.out" |
+            grep -E '^ *[0-9.]+% ')
+    if [ -z "$table" ]; then fail "profile_pp_stage${st}_table" "no 'one rank of stage $st, 12 training passes' table"; continue; fi
+    sum=$(echo "$table" | awk '{gsub("%","",$1); s += $1} END {printf "%.1f", s}')
+    emb=$(echo "$table" | awk '$5 == "fwd" && $6 == "embedding_fwd" {print $3}')
+    adam=$(echo "$table" | awk '$5 == "opt" && $6 == "adamw" {print $3}')
+    want_emb=$([ $st = 0 ] && echo 4.0 || echo "")
+    if awk -v s="$sum" 'BEGIN { exit !(s >= 99 && s <= 101) }' && [ "$emb" = "$want_emb" ] && [ "$adam" = "1.0" ]; then
+      ok "profile_pp_stage${st}_table (shares $sum%, embedding '${emb}', adamw $adam per step)"
+    else fail "profile_pp_stage${st}_table" "shares $sum%, embedding_fwd '$emb' (want '$want_emb'), adamw '$adam'"; fi
+  done
+fi
