@@ -29,24 +29,16 @@ export BOOST_NCCL_TIMEOUT=120 MOCK_NCCL_TIMEOUT=120
 unset OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID SLURM_NTASKS BOOST_RANK BOOST_WORLD_SIZE BOOST_NCCL_ID_FILE
 steps=1   # step 1's loss (forward), gradient norm (the dp reduction) and final val_loss (the update)
 
-# world PLAN N [warm]: N processes on the stand-ins. Rank 0 first (unless its kernels.cu is compiled
-# already: warm): it compiles kernels.cu (NVRTC, the emulator's objects) into the caches, and the
-# others start once its NCCL id is written. $fmt: the checkpoint format (the dp=2 x tp=2 runs save
-# sharded, alike for the memory comparison: full files need host sums on the device); $name: the run's name (default PLAN); $more: more train options
+# world PLAN N: N processes on the stand-ins (lib.sh's launch_world: rank 0 compiles kernels.cu into
+# the caches, the others start once its NCCL id is written). $fmt: the checkpoint format (the dp=2
+# x tp=2 runs save sharded, alike for the memory comparison: full files need host sums on the
+# device); $name: the run's name (default PLAN); $more: more train options. Each rank appends its
+# device bytes to $TMP/NAME.w.mem (MOCK_CUDA_MEM).
 world() {
-  local plan=$1 n=$2 warm=${3:-} out="$TMP/${name:-$1}.w"
-  local args=(train --plan "$TMP/$plan" --backend cuda --val-batches 1 -D steps=$steps --ckpt-format "${fmt:-full}" -o "$out" $more)
-  export BOOST_EMU_SOURCE="$TMP/$plan/kernels.cu" MOCK_CUDA_MEM="$out.mem"
+  local plan=$1 n=$2 out="$TMP/${name:-$1}.w"
   rm -f "$out.mem"
-  BOOST_WORLD_SIZE=$n BOOST_RANK=0 timeout 300 "$BOOST" "${args[@]}" --log "$out.jsonl" >"$out.0.out" 2>&1 &
-  local pid0=$! pids=() t=0
-  while [ -z "$warm" ] && [ ! -e "$out/.nccl-0.id" ] && [ $t -lt 3000 ] && kill -0 $pid0 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
-  for ((r = 1; r < n; r++)); do
-    BOOST_WORLD_SIZE=$n BOOST_RANK=$r timeout 300 "$BOOST" "${args[@]}" >"$out.$r.out" 2>&1 &
-    pids+=($!)
-  done
-  wait $pid0; rc=$?
-  for p in "${pids[@]}"; do wait $p || rc="$rc/$?"; done
+  BOOST_EMU_SOURCE="$TMP/$plan/kernels.cu" MOCK_CUDA_MEM="$out.mem" launch_world $n "$out" train --plan "$TMP/$plan" \
+    --backend cuda --val-batches 1 -D steps=$steps --ckpt-format "${fmt:-full}" $more
 }
 field() { grep "\"step\":$3[,}]" "$1" | sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p"; }
 # close A.jsonl B.jsonl FIELD RELTOL: every step's FIELD within RELTOL relative (empty or NaN fails)
@@ -67,13 +59,13 @@ cpu() { "$BOOST" train --plan "$TMP/$1" --backend cpu --val-batches 1 -D steps=$
           >"$TMP/$1.cpu.out" 2>&1 || fail "cpu reference $1" "$(tail -2 "$TMP/$1.cpu.out")"; }
 
 for plan in d2t2 d2t2z d2t1b; do cpu $plan; done
-for spec in "d2t2 4 - dp=2 x tp=2" "d2t2z 4 warm dp=2 x tp=2 zero=1" "d2t1b 2 - dp=2 x tp=1, bf16 dp wire"; do
+for spec in "d2t2 4 dp=2 x tp=2" "d2t2z 4 dp=2 x tp=2 zero=1" "d2t1b 2 dp=2 x tp=1, bf16 dp wire"; do
   set -- $spec
-  plan=$1 n=$2 warm=${3#-}; shift 3
+  plan=$1 n=$2; shift 2
   start=$(date +%s)
   fmt=sharded; [ $plan = d2t1b ] && fmt=full   # zero=1: each rank writes its shard of masters and moments
   if [ $plan = d2t2z ]; then export BOOST_VERBOSE=1; else unset BOOST_VERBOSE; fi   # rank 0 prints the overlap analysis
-  world $plan $n $warm
+  world $plan $n
   unset BOOST_VERBOSE
   took=$(( $(date +%s) - start ))
   if [ "$rc" != 0 ]; then fail "$* as $n processes on the stand-ins" "exit $rc: $(tail -2 "$TMP/$plan.w.0.out")"; continue; fi
@@ -148,7 +140,7 @@ else fail "zero=1 sharded checkpoint vs zero=0" "$(tail -q -n 2 "$TMP/merge.out"
 # shard loaded into the wrong place, or not at all, shows in the parameters and moments (bf16
 # compute against fp32: the step's own gradient differs by up to 2e-2, and half of v after two
 # steps is its square: 1e-3 relative per parameter, 0.1 per moment; an unloaded v is off by half)
-steps=2 name=d2t2zr fmt=full more="--resume $zck" world d2t2z 4 warm
+steps=2 name=d2t2zr fmt=full more="--resume $zck" world d2t2z 4
 "$BOOST" train --plan "$TMP/d2t2z" --backend cpu --val-batches 1 -D steps=2 --resume "$zck" --ckpt-format full \
   -o "$TMP/d2t2zr.cpu" --log "$TMP/d2t2zr.cpu.jsonl" >"$TMP/d2t2zr.cpu.out" 2>&1
 if [ "$rc" = 0 ] && close_at 2 "$TMP/d2t2zr.cpu.jsonl" "$TMP/d2t2zr.w.jsonl" loss 2e-3 &&
@@ -214,10 +206,10 @@ name=d2t1z world d2t1z 2; rc_z=$rc
 unset BOOST_VERBOSE
 name=d2t1 world d2t1 2; rc_0=$rc
 export BOOST_TEST_SKIP_COLL_WAIT=gather
-name=d2t1zs world d2t1z 2 warm; rc_s=$rc
+name=d2t1zs world d2t1z 2; rc_s=$rc
 unset BOOST_TEST_SKIP_COLL_WAIT
 export BOOST_NO_OVERLAP=1   # every collective, the gathers too, waited for at once
-name=d2t1zn world d2t1z 2 warm; rc_n=$rc
+name=d2t1zn world d2t1z 2; rc_n=$rc
 unset BOOST_NO_OVERLAP
 if [ "$rc_z" = 0 ] && close "$TMP/d2t1z.cpu.jsonl" "$TMP/d2t1z.w.jsonl" loss 2e-3 &&
    close "$TMP/d2t1z.cpu.jsonl" "$TMP/d2t1z.w.jsonl" grad_norm 2e-2 && close_at 3 "$TMP/d2t1z.cpu.jsonl" "$TMP/d2t1z.w.jsonl" val_loss 2e-3

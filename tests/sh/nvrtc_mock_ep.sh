@@ -90,21 +90,9 @@ export BOOST_NCCL_TIMEOUT=120 MOCK_NCCL_TIMEOUT=120
 unset OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE SLURM_PROCID SLURM_NTASKS BOOST_RANK BOOST_WORLD_SIZE BOOST_NCCL_ID_FILE
 steps=2   # step 1's loss and gradient norm (all-to-alls both ways, the edp reduction), step 2's after the update
 
-# world PLAN N: N processes on the stand-ins; rank 0 first (it compiles kernels.cu into the caches),
-# the others once its NCCL id is written
+# world PLAN N: N processes on the stand-ins (lib.sh's launch_world), logging to $TMP/PLAN.w.jsonl
 world() {
-  local plan=$1 n=$2 out="$TMP/$1.w"
-  local args=(train --plan "$TMP/$plan" --backend cuda --val-batches 1 -D steps=$steps -o "$out")
-  export BOOST_EMU_SOURCE="$TMP/$plan/kernels.cu"
-  BOOST_WORLD_SIZE=$n BOOST_RANK=0 timeout 400 "$BOOST" "${args[@]}" --log "$out.jsonl" >"$out.0.out" 2>&1 &
-  local pid0=$! pids=() t=0
-  while [ ! -e "$out/.nccl-0.id" ] && [ $t -lt 3000 ] && kill -0 $pid0 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
-  for ((r = 1; r < n; r++)); do
-    BOOST_WORLD_SIZE=$n BOOST_RANK=$r timeout 400 "$BOOST" "${args[@]}" >"$out.$r.out" 2>&1 &
-    pids+=($!)
-  done
-  wait $pid0; rc=$?
-  for p in "${pids[@]}"; do wait $p || rc="$rc/$?"; done
+  BOOST_EMU_SOURCE="$TMP/$1/kernels.cu" launch_world $2 "$TMP/$1.w" train --plan "$TMP/$1" --backend cuda --val-batches 1 -D steps=$steps
 }
 field() { grep "\"step\":$3[,}]" "$1" | sed -n "s/.*\"$2\":\([-0-9.e+]*\).*/\1/p"; }
 # close A.jsonl B.jsonl FIELD RELTOL: every step's FIELD within RELTOL relative (empty or NaN fails)
