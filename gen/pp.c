@@ -28,6 +28,9 @@ static double op_flops(const Op *o) {
 /* The stage of every step of g (per step, in stage[]): by layer; layer -1 steps before the first
  * layer's forward (the embedding) and after the last layer's backward go to stage 0, the others
  * (final norm, head, loss) to the last stage; a dp reduction step to the stage of its param. */
+/* A gradient bucket's reduction: group=dp, or group=edp (expert gradients under ep). */
+static int dp_reduction(const Op *o) { return o->kind == OP_ALLREDUCE && (o->group == 1 || o->group == 3); }
+
 static int assign_steps(const Graph *g, const PpSplit *sp, int *stage, char *err, size_t errlen) {
     int pp = sp->pp;
     int seen_layer = 0;
@@ -38,14 +41,14 @@ static int assign_steps(const Graph *g, const PpSplit *sp, int *stage, char *err
         int fwd = s < g->nfwd_steps;
         stage[s] = fwd ? (seen_layer ? pp - 1 : 0) : (seen_layer ? 0 : pp - 1);
     }
-    /* dp steps (group=dp all-reduces of d.P, placed after the backward step that finishes a bucket):
-     * the stage whose steps use the param */
+    /* dp steps (group=dp and group=edp all-reduces of d.P, placed after the backward step that
+     * finishes a bucket): the stage whose steps use the param */
     int *pstage = malloc((size_t)(g->nparams + 1) * sizeof *pstage);
     if (!pstage) { snprintf(err, errlen, "out of memory"); return 1; }
     for (int i = 0; i < g->nparams; i++) pstage[i] = -1;
     for (int s = 0; s < g->nsteps; s++) {
         const Op *o = &g->steps[s];
-        if (o->kind == OP_ALLREDUCE && o->group == 1) continue;
+        if (dp_reduction(o)) continue;
         const Opnd *ops[3 * 64 + OP_MAX_OPND];
         int n = 0;
         if (o->kind == OP_GEMM || o->kind == OP_BATCHED_GEMM) { ops[n++] = &o->g.A; ops[n++] = &o->g.B; ops[n++] = &o->g.C; }
@@ -64,7 +67,7 @@ static int assign_steps(const Graph *g, const PpSplit *sp, int *stage, char *err
     }
     for (int s = 0; s < g->nsteps; s++) {
         const Op *o = &g->steps[s];
-        if (!(o->kind == OP_ALLREDUCE && o->group == 1)) continue;
+        if (!dp_reduction(o)) continue;
         int q = -1;
         for (int k = 0; k < g->nparams && q < 0; k++) if (g->t[g->params[k].tensor].grad == o->buf.t) q = k;
         if (q < 0 || pstage[q] < 0) {
@@ -78,9 +81,9 @@ static int assign_steps(const Graph *g, const PpSplit *sp, int *stage, char *err
     /* the forward walks the stages up, the backward down */
     for (int s = 1; s < g->nsteps; s++) {
         const Op *o = &g->steps[s];
-        if (o->kind == OP_ALLREDUCE && o->group == 1) continue;
+        if (dp_reduction(o)) continue;
         int prev = s - 1;
-        while (prev >= 0 && g->steps[prev].kind == OP_ALLREDUCE && g->steps[prev].group == 1) prev--;
+        while (prev >= 0 && dp_reduction(&g->steps[prev])) prev--;
         if (prev < 0 || s == g->nfwd_steps) continue;
         if ((s < g->nfwd_steps && stage[s] < stage[prev]) || (s > g->nfwd_steps && stage[s] > stage[prev])) {
             snprintf(err, errlen, "pipeline: step %d (%s) of stage %d follows a step of stage %d: the schedule does not "

@@ -1414,9 +1414,6 @@ static void check_run(Ctx *c, const Obj *par, const Obj *feat, const Obj *train)
         if (r->layout != LAYOUT_BTP)
             spec_error(c, eloc, "ep (%d) is built for layout \"btp\" only (layout %s keeps every expert on every rank): use "
                        "layout = \"btp\" or drop ep", r->ep, layout_name(r->layout));
-        if (r->pp > 1)
-            spec_error(c, eloc, "ep (%d) with pp (%d) is not supported: the pipeline stages do not carry the ep all-to-alls; "
-                       "use pp = 1 or drop ep", r->ep, r->pp);
         if (r->zero)
             spec_error(c, eloc, "ep (%d) with zero = 1 is not supported: the expert gradients reduce over dp/ep ranks, which "
                        "ZeRO-1 does not shard; use zero = 0 or drop ep", r->ep);

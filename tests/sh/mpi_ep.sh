@@ -5,7 +5,8 @@
 # for bit (the all-to-all only moves rows: MPI_Alltoallv of the filled slots after an all-gather of the
 # per-expert counts), and the sharded checkpoints hold the same bytes. Threads: a checkpoint saved at
 # ep=2 x dp=2 resumes at ep=1 x dp=2 and continues the uninterrupted ep=2 run's losses within 1e-5; an ep=2
-# x dp=4 checkpoint of the threads resumes under mpirun -np 4 with the same losses.
+# x dp=4 checkpoint of the threads resumes under mpirun -np 4 with the same losses. Inside pipeline
+# stages: ep=2 x dp=2 x pp=2 equals ep=1 within 1e-5 as threads, and under -np 4 equals the threads.
 # Without mpirun the process part prints a skip line.
 . tests/sh/lib.sh
 export BOOST_THREADS=${BOOST_THREADS:-1}
@@ -34,6 +35,19 @@ else
   [ "$good" = 1 ] && ok resume_ep2_at_ep1 || fail resume_ep2_at_ep1 "exit $rc: $(tail -2 "$TMP/r.out")"
 fi
 
+# ---- ep inside pipeline stages (threads): ep=2 x dp=2 x pp=2 equals ep=1 within 1e-5 ----
+pp_o=("$moe" "${opts[@]}" -D dp=2 -D tp=1 -D pp=2 -D grad_accum=4 -D steps=3 -D eval_every=0)
+$BOOST train "${pp_o[@]}" -D ep=2 --log "$TMP/pe2.jsonl" >"$TMP/pe2.out" 2>&1; rc2=$?
+$BOOST train "${pp_o[@]}" -D ep=1 --log "$TMP/pe1.jsonl" >"$TMP/pe1.out" 2>&1; rc1=$?
+good=$([ $rc1 = 0 ] && [ $rc2 = 0 ] && echo 1 || echo 0)
+for s in 1 2 3; do
+  for k in loss grad_norm; do
+    a=$(field "$TMP/pe2.jsonl" "$s" $k); b=$(field "$TMP/pe1.jsonl" "$s" $k)
+    awk -v a="$a" -v b="$b" 'BEGIN { exit !(a != "" && b != "" && (a - b) ^ 2 <= (1e-5 * a) ^ 2) }' || { good=0; echo "# step $s $k: $a vs $b"; }
+  done
+done
+[ "$good" = 1 ] && ok ep2_dp2_pp2_equals_ep1 || fail ep2_dp2_pp2_equals_ep1 "exit $rc2/$rc1: $(tail -n 1 "$TMP/pe2.out")"
+
 # ---- processes ----
 if ! command -v mpirun >/dev/null; then
   ok "mpi_ep # SKIP mpirun is not installed (Debian's openmpi-bin, tools/install-deps.sh)"; exit 0
@@ -41,7 +55,7 @@ fi
 mpi=(mpirun --oversubscribe --allow-run-as-root)
 i=0
 for g in "$moe:-D dp=4 -D ep=4 -D tp=1" "$moe:-D dp=4 -D ep=2 -D tp=1" \
-         "specs/runs/tiny-cola-moe-shared.lua:-D dp=2 -D ep=2 -D tp=2"; do
+         "specs/runs/tiny-cola-moe-shared.lua:-D dp=2 -D ep=2 -D tp=2" "$moe:-D dp=2 -D ep=2 -D tp=1 -D pp=2 -D grad_accum=4"; do
   run=${g%%:*}; read -r -a defs <<<"${g#*:}"; i=$((i + 1))
   name="mpi_$(basename "$run" .lua)_np4_$(echo "${g#*:}" | sed 's/-D //g; s/ /_/g; s/=//g')"
   $BOOST train "$run" "${opts[@]}" "${defs[@]}" -D steps=3 -D eval_every=2 --ckpt-format sharded --log "$TMP/t$i.jsonl" \

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # nvrtc_mock_ep.sh: the CUDA backend's expert parallelism without a GPU. tiny-cola-moe at dp=2 x ep=2
-# (tp=1: 2 processes; tp=2: 4) and dp=4 x ep=2 x tp=1 (edp groups of two) trains as one process per rank on the libcuda/cuBLAS and NCCL stand-ins
+# (tp=1: 2 processes; tp=2: 4), dp=4 x ep=2 x tp=1 (edp groups of two) and dp=2 x ep=2 x pp=2 (each
+# stage's ep groups; NCCL send/recv between the stages) train as one process per rank on the
+# libcuda/cuBLAS and NCCL stand-ins
 # (the ep all-to-all as grouped ncclSend/ncclRecv on the ep communicator, the expert gradients summed
 # over the edp group); losses and gradient norms must match the CPU backend's threaded run of the same
 # plan within the bf16 tolerances of nvrtc_mock_dp.sh. The NCCL stand-in's point-to-point calls are
@@ -82,6 +84,7 @@ gen() {   # gen NAME -D ...: a tiny-cola-moe plan
     { fail "generate tiny-cola-moe $*" "$(tail -2 "$TMP/gen.log")"; exit 0; }
 }
 gen e2t1 -D dp=2 -D ep=2 -D tp=1
+gen e2p2 -D dp=2 -D ep=2 -D tp=1 -D pp=2 -D grad_accum=4
 gen e2t2 -D dp=2 -D ep=2 -D tp=2
 gen d4e2 -D dp=4 -D ep=2 -D tp=1
 export BOOST_LIBCUDA="$TMP/mock_cuda.so" BOOST_LIBCUBLAS="$TMP/mock_cuda.so" BOOST_LIBNCCL="$TMP/mock_nccl.so"
@@ -105,7 +108,7 @@ close() {
   done
   [ -z "$detail" ]
 }
-for spec in "e2t1 2 dp=2 x ep=2 x tp=1" "e2t2 4 dp=2 x ep=2 x tp=2" "d4e2 4 dp=4 x ep=2 x tp=1"; do
+for spec in "e2t1 2 dp=2 x ep=2 x tp=1" "e2t2 4 dp=2 x ep=2 x tp=2" "d4e2 4 dp=4 x ep=2 x tp=1" "e2p2 4 dp=2 x ep=2 x pp=2"; do
   set -- $spec
   plan=$1 n=$2; shift 2
   "$BOOST" train --plan "$TMP/$plan" --backend cpu --val-batches 1 -D steps=$steps --log "$TMP/$plan.cpu.jsonl" \
