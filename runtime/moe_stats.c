@@ -55,28 +55,35 @@ int moe_stats_init_stages(MoeStats *s, const Plan *const *plans, int nplans, int
     return 0;
 }
 
+/* Each dp rank's rows from the process holding its tp rank 0; with one process per rank the rows
+ * are summed over the processes (each row has one contributor, zeros elsewhere: exact), so every
+ * process counts the whole batch, as one process of threads does. */
 void moe_stats_add(MoeStats *s, Engine *e) {
     if (!s->n) return;
     char nm[64], err[256];
-    int any = 0;
+    size_t per = (size_t)s->n * (size_t)s->auxn, nv = (size_t)s->ranks * (per + 1);   /* rows, then a held flag per dp rank */
+    double *v = calloc(nv, sizeof *v);
+    float *f = calloc((size_t)s->ranks * per + 1, sizeof *f);
+    const float **rows = calloc((size_t)s->ranks * (size_t)s->n + 1, sizeof *rows);
+    if (!v || !f || !rows) { free(v); free(f); free(rows); return; }   /* statistics only: skip the micro-batch */
     for (int d = 0; d < s->ranks; d++) {
         int ok = 1;
         for (int q = 0; q < s->n && ok; q++) {
             snprintf(nm, sizeof nm, "L%d.moe_aux", s->layer[q]);
-            if (engine_read_tensor(e, d * s->tp, nm, s->buf, err, sizeof err)) { ok = 0; break; }   /* another process's rank */
-            double choices = (double)s->M * s->K, lb = s->buf[0], zl = s->auxn > 1 + 2 * s->E ? s->buf[1 + 2 * s->E] : 0;
-            for (int x = 0; x < s->E; x++) {
-                double routed = nearbyint(s->buf[1 + x] * choices);
-                s->load[q * s->E + x] += routed;
-                if (routed > (double)s->C) s->dropped[q] += routed - (double)s->C;
-            }
-            s->choices[q] += choices;
-            s->aux[q] += lb - zl;   /* aux[0] holds both losses the layer adds */
-            s->z[q] += zl;
+            if (engine_read_tensor(e, d * s->tp, nm, s->buf, err, sizeof err)) ok = 0;   /* another process's rank */
+            for (int k = 0; ok && k < s->auxn; k++) v[(size_t)d * per + (size_t)q * s->auxn + k] = s->buf[k];
         }
-        any |= ok;
+        if (ok) v[(size_t)s->ranks * per + d] = 1;
+        else memset(v + (size_t)d * per, 0, per * sizeof *v);
     }
-    s->mb += any;
+    if (engine_world_sum(e, v, (int64_t)nv) == 0)
+        for (int d = 0; d < s->ranks; d++) {
+            if (v[(size_t)s->ranks * per + d] < 0.5) continue;
+            for (size_t k = 0; k < per; k++) f[(size_t)d * per + k] = (float)v[(size_t)d * per + k];
+            for (int q = 0; q < s->n; q++) rows[d * s->n + q] = f + (size_t)d * per + (size_t)q * s->auxn;
+        }
+    moe_stats_add_rows(s, rows);
+    free(v); free(f); free(rows);
 }
 
 void moe_stats_json(MoeStats *s, char *buf, size_t n) {

@@ -26,7 +26,8 @@ typedef struct {
 int moe_stats_init(MoeStats *s, const Plan *p, int dp, int tp);
 /* The same over a pipeline's stage plans (pp > 1): each MoE layer from the stage that holds it. */
 int moe_stats_init_stages(MoeStats *s, const Plan *const *plans, int nplans, int dp, int tp);
-/* After a forward+backward: add each readable dp rank's routing of that micro-batch. */
+/* After a forward+backward: add each dp rank's routing of that micro-batch (with one process per
+ * rank, a sum over the processes: every process calls it alike). */
 void moe_stats_add(MoeStats *s, Engine *e);
 /* The same from rows read elsewhere (pp > 1: runtime/pipeline.h, pipeline_moe_aux): rows[d*n + q] is
  * dp rank d's L{layer[q]}.moe_aux of one micro-batch (auxn floats), NULL when not read. */

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mpi_ep.sh: expert parallelism as processes under Open MPI's mpirun (CPU backend): the MoE models at
 # ep=4 x dp=4, ep=2 x dp=4 (ep groups and edp groups of two) and, with shared factors, ep=2 x dp=2 x
-# tp=2 under -np 4 log the same losses, validation losses and gradient norms as the threaded run, bit
+# tp=2 under -np 4 log the same losses, validation losses, gradient norms and expert loads (summed
+# over every dp rank's routing, from whichever process holds it) as the threaded run, bit
 # for bit (the all-to-all only moves rows: MPI_Alltoallv of the filled slots after an all-gather of the
 # per-expert counts), and the sharded checkpoints hold the same bytes. Threads: a checkpoint saved at
 # ep=2 x dp=2 resumes at ep=1 x dp=2 and continues the uninterrupted ep=2 run's losses within 1e-5; an ep=2
@@ -12,7 +13,7 @@
 export BOOST_THREADS=${BOOST_THREADS:-1}
 opts=(--backend cpu -D dtype=fp32 -D micro_batch=1 -D seq=32 --quiet)
 field() { grep "^{\"step\":$2[,}]" "$1" | grep -o "\"$3\":[^,}]*" | head -1 | cut -d: -f2; }
-numbers() { grep -o '"\(val_\)\?loss":[^,}]*\|"grad_norm":[^,}]*' "$1"; }
+numbers() { grep -o '"\(val_\)\?loss":[^,}]*\|"grad_norm":[^,}]*\|"moe_load":[][0-9,]*' "$1"; }   # moe_load: every dp rank's routing
 
 # ---- resume an ep checkpoint without ep (threads) ----
 moe=specs/runs/tiny-cola-moe.lua
