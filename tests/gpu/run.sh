@@ -10,7 +10,8 @@
 #   4. bench: tokens/s and MFU of cola-1b-h200 and cola-350m-h100 at tp=1, BOOST against PyTorch
 #      torch.compile and eager in this same run, and the ratio (bench.md, bench.jsonl);
 #   5. check steps: every step of the tiny plans (all kernel kinds, GEMMs) on CUDA vs CPU (steps.md);
-#   6. check model: the other variants, determinism, tp=2 / tp=4 local mode vs tp=1 (model.md);
+#   6. check model: the other variants, determinism, tp=2 / tp=4 local mode vs tp=1, and pipeline
+#      stages in one process (pp=2 x tp=2) against the CPU backend (model.md);
 #      then compute-sanitizer memcheck, racecheck and synccheck on one tiny-cola step, each with a
 #      zero-error verdict (sanitize.md);
 #   7. the kernels' registers and spills on this GPU's arch (kernels.md);
@@ -329,6 +330,24 @@ if part variants; then
   model llama2 llama1
   model moe1
   model moe2 moe1
+  # pipeline stages in one process (tiny-cola-pp2 with the GQA model: pp=2 x tp=2, 1F1B over 4
+  # micro-batches, 2 activation slots on stage 0): 2 training steps on the device against the CPU
+  # backend, losses and gradient norms within bf16 tolerance (one GPU cannot hold a world of them)
+  if t=$(budget 180 40); then
+    pp=(tiny-cola-pp2 -D model=tiny-cola-gqa -D tp=2 -D micro_batch=1 -D seq=16 -D grad_accum=4 -D steps=2 -D eval_every=0
+        --val-batches 1 --quiet)
+    timeout "$t" "$BOOST" train "${pp[@]}" --backend "$DUT" --log "$TMP/pp-dut.jsonl" >"$TMP/pp-dut.out" 2>&1; rc1=$?
+    timeout "$t" "$BOOST" train "${pp[@]}" --backend cpu --log "$TMP/pp-cpu.jsonl" >"$TMP/pp-cpu.out" 2>&1; rc2=$?
+    ppf() { grep "\"step\":$2[,}]" "$1" | grep -o "\"$3\":[^,}]*" | head -1 | cut -d: -f2; }
+    good=$([ $rc1 = 0 ] && [ $rc2 = 0 ] && echo 1 || echo 0); detail=""
+    for s in 1 2; do for k in loss:0.01 grad_norm:0.03; do
+      a=$(ppf "$TMP/pp-dut.jsonl" $s ${k%%:*}); b=$(ppf "$TMP/pp-cpu.jsonl" $s ${k%%:*}); detail="$detail ${k%%:*}@$s $a/$b"
+      awk -v a="$a" -v b="$b" -v r="${k#*:}" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b
+        exit !(a != "" && b != "" && d <= r * m + 1e-3) }' || good=0
+    done; done
+    if [ "$good" = 1 ]; then say "ok - pipeline pp=2 x tp=2 in one process, $DUT vs cpu:$detail" | tee -a "$OUT/model.md"
+    else fails=$((fails + 1)); say "FAIL - pipeline pp=2 x tp=2 in one process, $DUT vs cpu (exit $rc1/$rc2):$detail $(tail -n 1 "$TMP/pp-dut.out")"; fi
+  else skip "pipeline pp=2 x tp=2 in one process"; fi
 fi
 
 if part sanitize; then
