@@ -1,7 +1,8 @@
 /* memplan.c: the static memory plan of the activation arena. Every activation buffer and
  * activation gradient gets its live range (first and last step that touches it) and a 256-byte
  * aligned offset, chosen greedily (largest first, lowest offset free over its whole live range);
- * then every pair of buffers live at the same time is checked not to overlap. */
+ * then every pair of buffers live at the same time is checked not to overlap (a sweep up the
+ * offsets: each buffer against those whose bytes reach its start). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,17 +105,24 @@ int memplan(Graph *g) {
     for (int s = 0; s <= g->nsteps; s++) { cur += delta[s]; if (cur > peak) peak = cur; }
     g->arena_lower_bound = peak;
     free(delta);
-    /* check: no two buffers live at the same step share bytes */
-    int rc = 0;
-    for (int a = 0; a < n && !rc; a++)
-        for (int b = a + 1; b < n; b++) {
-            const Tensor *x = &g->t[order[a]], *y = &g->t[order[b]];
+    /* check: no two buffers live at the same step share bytes. A sweep up the offsets (placed[] is
+     * sorted by offset): each buffer meets only the earlier ones whose bytes reach its start */
+    int rc = 0, nact = 0;
+    int *active = order;   /* order[] is not needed any more */
+    for (int a = 0; a < np && !rc; a++) {
+        const Tensor *x = &g->t[placed[a]];
+        int k = 0;
+        for (int b = 0; b < nact; b++)
+            if (g->t[active[b]].offset + tbytes(&g->t[active[b]]) > x->offset) active[k++] = active[b];
+        nact = k;
+        for (int b = 0; b < nact; b++) {
+            const Tensor *y = &g->t[active[b]];
             if (y->live1 < x->live0 || x->live1 < y->live0) continue;
-            if (x->offset < y->offset + tbytes(y) && y->offset < x->offset + tbytes(x)) {
-                snprintf(g->err, sizeof g->err, "memory plan: %s and %s overlap while both are live", x->name, y->name);
-                rc = 1; break;
-            }
+            snprintf(g->err, sizeof g->err, "memory plan: %s and %s overlap while both are live", x->name, y->name);
+            rc = 1; break;
         }
+        active[nact++] = placed[a];
+    }
     free(order); free(placed);
     return rc;
 }

@@ -45,8 +45,9 @@ touch "$TMP/afile"
 $BOOST gen tiny-cola -o "$TMP/afile/out" >/dev/null 2>"$TMP/err"; rc=$?
 [ $rc != 0 ] && grep -q "afile" "$TMP/err" && ok "unwritable -o fails with a message" || fail "unwritable -o fails with a message" "rc $rc: $(cat "$TMP/err")"
 
-# speed: the 40B spec (CoLA and full rank), in CPU seconds (user + system) so a busy machine
-# does not make it flaky
+# no blow-up at scale: the 40B spec (CoLA and full rank, pp=4: five memory plans) in CPU seconds
+# (user + system). A guard against a quadratic pass, not a speed figure: about 0.6 s idle here, and
+# CPU time still grows on a busy machine (1.2 s seen beside the other tests), so the bound is 2 s
 for run in cola-40b-tp4-pp4 llama-40b-tp4-pp4; do
   if [ -x /usr/bin/time ]; then
     /usr/bin/time -f "%U %S" -o "$TMP/time" $BOOST gen $run -o "$TMP/big" >/dev/null 2>&1; rc=$?
@@ -54,7 +55,7 @@ for run in cola-40b-tp4-pp4 llama-40b-tp4-pp4; do
     { TIMEFORMAT="%U %S"; time $BOOST gen $run -o "$TMP/big" >/dev/null 2>&1; } 2>"$TMP/time"; rc=$?
   fi
   cpu=$(awk '{ printf "%d", ($1 + $2) * 1000 }' "$TMP/time")
-  [ $rc = 0 ] && [ "$cpu" -lt 1000 ] && ok "gen $run in ${cpu} ms of CPU" || fail "gen $run under 1 s" "rc $rc, ${cpu} ms of CPU"
+  [ $rc = 0 ] && [ "$cpu" -lt 2000 ] && ok "gen $run in ${cpu} ms of CPU" || fail "gen $run under 2 s" "rc $rc, ${cpu} ms of CPU"
 done
 
 # report --json: keys and the btp closed forms of CoLA 7B at tp=4 (b=4, s=4096, r=1024)
