@@ -1778,6 +1778,12 @@ void cuda_module_free(void *module) {
 
 const char *cuda_device_arch(void) { return shared.arch; }
 
+int cuda_device_present(void) {
+    pthread_once(&api_once, api_load);
+    int count = 0;
+    return api_ok && api.cuInit(0) == 0 && api.cuDeviceGetCount(&count) == 0 && count > 0;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

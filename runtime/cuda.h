@@ -18,6 +18,8 @@ struct BackendRank;
 void *cuda_module_load(const char *src, char *err, size_t errlen);
 void cuda_module_free(void *module);
 const char *cuda_device_arch(void);
+/* 1 when the driver loads and reports a CUDA device (backend "auto" choosing for pipeline stages). */
+int cuda_device_present(void);
 int cuda_time_kernel(struct BackendRank *r, void *module, const char *name, const KernelArgs *k, void **ops,
                      int64_t grid, int64_t block, int64_t smem, int reps, double *seconds);
 

@@ -20,6 +20,7 @@
 #include "runtime/comm_mpi.h"   // defines: CommMpi, CommReq, comm_mpi_*
 #include "runtime/cpu.h"        // defines: cpu_threads_set
 #include "runtime/cuda_pipe.h"  // defines: CudaPipe, CudaPipeOp, cuda_pipe_*
+#include "runtime/cuda.h"       // defines: cuda_device_present
 
 #define PL_MAX_STAGES 64
 
@@ -436,15 +437,17 @@ static int load_stages(Pipeline *pl, const char *path, const char *backend, char
     pl->dp = pl->plans[0]->dp; pl->tp = pl->plans[0]->tp; pl->nlocal = pl->dp * pl->tp;
     if (pl->moe_aux && find_moe_layers(pl, err, errlen)) return -1;
     pl->r0 = 0; pl->nheld = pl->nlocal;
-    /* cpu (auto too): threads, or one process per rank under mpirun; cuda: one process, every
-     * stage's ranks on the device, the boundaries through host queues */
+    /* cpu: threads, or one process per rank under mpirun; cuda: one process (every stage's ranks on
+     * the device, the boundaries through host queues) or one process per GPU; auto: cuda when a
+     * device is there (and, in one process, dp = 1), as for a pp = 1 plan, else cpu */
     int cuda = backend && !strcmp(backend, "cuda");
+    int wrank = 0, wsize = 1, world = world_from_env(&wrank, &wsize, err, errlen);
+    if (world < 0) return -1;
+    if (backend && !strcmp(backend, "auto")) cuda = (world == 1 || pl->dp == 1) && cuda_device_present();
     if (backend && strcmp(backend, "cpu") && strcmp(backend, "auto") && !cuda) {
         snprintf(err, errlen, "%s: pp=%d: unknown backend '%s' for pipeline stages: use cpu or cuda", path, pp, backend);
         return -1;
     }
-    int wrank = 0, wsize = 1, world = world_from_env(&wrank, &wsize, err, errlen);
-    if (world < 0) return -1;
     if (world == 1 && cuda) return open_cuda_stages(pl, wrank, wsize, err, errlen);
     if (cuda && pl->dp > 1) {
         snprintf(err, errlen, "%s: pp=%d with dp=%d on the cuda backend runs one process per GPU: launch dp x pp x tp = %d "

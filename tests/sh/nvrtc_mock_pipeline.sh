@@ -11,7 +11,8 @@
 # resumes from it; dp=2 x pp=2 (4 processes) matches the CPU, with zero=1 too; interleaved 1F1B
 # (tiny-cola-4l, pp=2 x 2 virtual stages: 2 processes, 6 channels) matches its one-process run
 # exactly; a process that dies stops the others with an error instead of a hang; a world of the
-# wrong size, and dp > 1 with pp > 1 in one process, exit 2 saying what to launch.
+# wrong size, and dp > 1 with pp > 1 in one process, exit 2 saying what to launch; backend auto picks
+# the device when there is one.
 cd "$(dirname "$0")/../.." || exit 2
 source tests/sh/lib.sh
 if ! bash tests/gpu/build.sh >"$TMP/build.log" 2>&1; then fail "tests/gpu/build.sh" "$(tail -3 "$TMP/build.log")"; exit 0; fi
@@ -126,6 +127,12 @@ for r in 0 1 3; do grep -q "NCCL was aborted\|another stage failed\|has probably
 [ "$rc" != 0 ] && [ $others = 3 ] && [ $took -lt 100 ] \
   && ok "a dead stage process stops the other 3 with an error (in ${took}s)" \
   || fail "a dead stage process" "exit $rc after ${took}s, $others of 3 said why: $(tail -n 1 "$TMP/wkill.0.out")"
+
+# backend auto: a device is there (the stand-in's), so the pipeline runs on cuda, as a pp=1 plan would
+BOOST_EMU_SOURCE="$TMP/pp2/kernels.cu" timeout 300 "$BOOST" train --plan "$TMP/pp2" -D steps=1 --val-batches 1 >"$TMP/auto.out" 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q "backend cuda" "$TMP/auto.out" && ok "backend auto runs the pipeline on the device when there is one" \
+  || fail "pipeline with backend auto" "exit $rc: $(grep -m1 'layout' "$TMP/auto.out") $(tail -n 1 "$TMP/auto.out")"
 
 # a world of the wrong size: exit 2 naming the grid
 BOOST_WORLD_SIZE=2 BOOST_RANK=0 timeout 120 "$BOOST" train --plan "$TMP/pp2" --backend cuda -D steps=1 >"$TMP/world.out" 2>&1
