@@ -978,6 +978,37 @@ static int world_abort(BackendRank *r, const char *fmt, ...) {
                  "(--resume from the last checkpoint)", r->wrank, r->wsize, what, r->wsize);
 }
 
+/* The host polls stream s until it is done, watching NCCL's asynchronous error on cs[0..nc) and a
+ * timeout (seconds), so a peer that died ends the wait instead of hanging in a collective forever.
+ * 0 when done; else -1 with *cu_err (a CUDA error) or, *cu_err 0, why (NCCL's error or the timeout). */
+static int poll_stream(CUstream s, const ncclComm_t *cs, int nc, double timeout, const char *what, CUresult *cu_err,
+                       char *why, size_t n) {
+    double t0 = wall_s();
+    unsigned nap = 1;
+    *cu_err = 0;
+    for (;;) {
+        CUresult q = api.cuStreamQuery(s);
+        if (q == 0) return 0;
+        if (q != CUDA_ERROR_NOT_READY_) { *cu_err = q; return -1; }
+        ncclResult_t async_err = NCCL_SUCCESS_;
+        for (int i = 0; i < nc && (async_err == NCCL_SUCCESS_ || async_err == NCCL_IN_PROGRESS_); i++) {
+            ncclResult_t qr = nccl.ncclCommGetAsyncError(cs[i], &async_err);
+            if (qr != NCCL_SUCCESS_) async_err = qr;
+        }
+        if (async_err != NCCL_SUCCESS_ && async_err != NCCL_IN_PROGRESS_) {
+            snprintf(why, n, "NCCL reports '%s' while waiting for %s", nccl.ncclGetErrorString(async_err), what);
+            return -1;
+        }
+        if (wall_s() - t0 > timeout) {
+            snprintf(why, n, "%s did not finish within %.0f s (BOOST_NCCL_TIMEOUT; raise it if steps are legitimately that "
+                     "slow)", what, timeout);
+            return -1;
+        }
+        usleep(nap);
+        if (nap < 200) nap *= 2;   /* at most 0.2 ms late */
+    }
+}
+
 /* The host waits for stream s. Local mode: a plain synchronize. Multi-process mode: poll the stream
  * and NCCL's asynchronous error, so a peer that died ends the wait (ncclCommAbort, an error naming
  * this rank) instead of hanging in the next collective forever; BOOST_NCCL_TIMEOUT (default 600 s)
@@ -988,27 +1019,13 @@ static int host_wait(BackendRank *r, CUstream s, const char *what) {
         return 0;
     }
     if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->rank);
-    double t0 = wall_s();
-    unsigned nap = 1;
-    for (;;) {
-        CUresult q = api.cuStreamQuery(s);
-        if (q == 0) return 0;
-        if (q != CUDA_ERROR_NOT_READY_) CU(r, q);
-        ncclResult_t async_err = NCCL_SUCCESS_;
-        ncclComm_t cs[6];
-        int nc = rank_comms(r, cs);
-        for (int i = 0; i < nc && (async_err == NCCL_SUCCESS_ || async_err == NCCL_IN_PROGRESS_); i++) {
-            ncclResult_t qr = nccl.ncclCommGetAsyncError(cs[i], &async_err);
-            if (qr != NCCL_SUCCESS_) async_err = qr;
-        }
-        if (async_err != NCCL_SUCCESS_ && async_err != NCCL_IN_PROGRESS_)
-            return world_abort(r, "NCCL reports '%s' while waiting for %s", nccl.ncclGetErrorString(async_err), what);
-        if (wall_s() - t0 > r->nccl_timeout)
-            return world_abort(r, "%s did not finish within %.0f s (BOOST_NCCL_TIMEOUT; raise it if steps are "
-                               "legitimately that slow)", what, r->nccl_timeout);
-        usleep(nap);
-        if (nap < 200) nap *= 2;   /* at most 0.2 ms late */
-    }
+    ncclComm_t cs[6];
+    int nc = rank_comms(r, cs);
+    CUresult q = 0;
+    char why[512];
+    if (!poll_stream(s, cs, nc, r->nccl_timeout, what, &q, why, sizeof why)) return 0;
+    if (q) CU(r, q);
+    return world_abort(r, "%s", why);
 }
 
 /* Everything this rank queued is done (both streams). */
@@ -1279,36 +1296,18 @@ int cuda_pipe_settle(CudaPipe *cp, BackendRank *r, int slot, char *err, size_t e
     return 0;
 }
 
-/* The host waits for the transfer stream, watching the pipeline's NCCL errors and the timeout. */
+/* The host waits for stream st (a channel's, or the sums'), watching the pipeline's NCCL errors and
+ * the timeout. */
 static int pipe_host_wait(CudaPipe *cp, CUstream st, const char *what, char *err, size_t errlen) {
-    double t0 = wall_s();
-    unsigned nap = 1;
-    for (;;) {
-        CUresult q = api.cuStreamQuery(st);
-        if (q == 0) return 0;
-        if (q != CUDA_ERROR_NOT_READY_) return pipe_fail(cp, err, errlen, "%s: %s (CUDA error %d)", what, cu_str(q), (int)q);
-        ncclResult_t async_err = NCCL_SUCCESS_;
-        ncclComm_t cs[CUDA_PIPE_MAX_CHANS + 1];
-        int nc = 0;
-        cs[nc++] = cp->world;
-        for (int c = 0; c < cp->nchans; c++) if (cp->chan[c]) cs[nc++] = cp->chan[c];
-        for (int i = 0; i < nc && (async_err == NCCL_SUCCESS_ || async_err == NCCL_IN_PROGRESS_); i++) {
-            ncclResult_t qr = nccl.ncclCommGetAsyncError(cs[i], &async_err);
-            if (qr != NCCL_SUCCESS_) async_err = qr;
-        }
-        char w[400];
-        if (async_err != NCCL_SUCCESS_ && async_err != NCCL_IN_PROGRESS_) {
-            snprintf(w, sizeof w, "NCCL reports '%s' while waiting for %s", nccl.ncclGetErrorString(async_err), what);
-            return pipe_abort(cp, err, errlen, w);
-        }
-        if (wall_s() - t0 > cp->timeout) {
-            snprintf(w, sizeof w, "%s did not finish within %.0f s (BOOST_NCCL_TIMEOUT; raise it if steps are legitimately "
-                     "that slow)", what, cp->timeout);
-            return pipe_abort(cp, err, errlen, w);
-        }
-        usleep(nap);
-        if (nap < 200) nap *= 2;
-    }
+    ncclComm_t cs[CUDA_PIPE_MAX_CHANS + 1];
+    int nc = 0;
+    cs[nc++] = cp->world;
+    for (int c = 0; c < cp->nchans; c++) if (cp->chan[c]) cs[nc++] = cp->chan[c];
+    CUresult q = 0;
+    char why[512];
+    if (!poll_stream(st, cs, nc, cp->timeout, what, &q, why, sizeof why)) return 0;
+    if (q) return pipe_fail(cp, err, errlen, "%s: %s (CUDA error %d)", what, cu_str(q), (int)q);
+    return pipe_abort(cp, err, errlen, why);
 }
 
 int cuda_pipe_flush(CudaPipe *cp, BackendRank *const *ranks, int n, char *err, size_t errlen) {

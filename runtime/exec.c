@@ -531,17 +531,19 @@ Engine *engine_create_stage(const Plan *plan, const char *backend, int rank, int
     return engine_open(plan, &backend_cpu, size > 1 ? rank : -1, err, errlen);
 }
 
+BackendRank *engine_backend_rank(Engine *e, int rank) {
+    return rank >= e->lead && rank < e->lead + e->nthreads ? e->ranks[rank] : NULL;
+}
+
 int engine_tensor_span(Engine *e, int rank, const char *name, BackendRank **br, void **ptr, int64_t *elems, int *dtype,
                        char *err, size_t errlen) {
     if (rank < e->lead || rank >= e->lead + e->nthreads) {
         snprintf(err, errlen, "rank %d is not held by this process (it holds %d..%d)", rank, e->lead, e->lead + e->nthreads - 1);
         return -1;
     }
-    *br = e->ranks[rank];
-    *ptr = NULL; *elems = 0; *dtype = PDT_FP32;
-    if (!name) return 0;   /* the backend's rank only */
     int t = plan_find_tensor(e->p, name);
     if (t < 0) { snprintf(err, errlen, "the plan has no tensor named %s", name); return -1; }
+    *br = e->ranks[rank];
     *ptr = e->be->tensor_ptr(e->ranks[rank], t);
     *elems = e->p->tensors[t].rows * e->p->tensors[t].cols;
     *dtype = e->be->elem_bytes_fp32_only ? PDT_FP32 : e->p->tensors[t].dtype;

@@ -240,14 +240,36 @@ static int parse_sched_line(Pipeline *pl, int s, const char *line, int lineno, c
  * runtime/grid.h): this process is rank r0 of the dp x tp grid of pipeline rank me and opens the
  * Engines of me's stages only, each spanning the stage communicator (the processes of pipeline rank
  * me), so its tp and dp collectives stay inside the stage. */
-static int open_mpi_stages(Pipeline *pl, int wrank, int wsize, char *err, size_t errlen) {
+/* One process per grid rank (mpirun, or one per GPU): the world must be the plan's grid; this process
+ * is world rank wrank, stage rank r0 of pipeline rank me. gpus: say to launch one process per GPU,
+ * else mpirun. */
+static int take_grid_rank(Pipeline *pl, int wrank, int wsize, int gpus, char *err, size_t errlen) {
     int grid = pl->dp * pl->pp * pl->tp;
     if (wsize != grid) {
+        char launch[64];
+        snprintf(launch, sizeof launch, gpus ? "%d processes (one per GPU)" : "mpirun -np %d", grid);
         snprintf(err, errlen, "%s: the launcher gives a world of %d processes but the plan's grid is dp %d x pp %d x tp %d = %d "
-                 "ranks: launch mpirun -np %d, or regenerate with -D dp= -D pp= -D tp= that multiply to %d", pl->path, wsize,
-                 pl->dp, pl->pp, pl->tp, grid, grid, wsize);
+                 "ranks: launch %s, or regenerate with -D dp= -D pp= -D tp= that multiply to %d", pl->path, wsize,
+                 pl->dp, pl->pp, pl->tp, grid, launch, wsize);
         return -1;
     }
+    pl->procs = 1;
+    pl->me = wrank / pl->nlocal;
+    pl->r0 = wrank % pl->nlocal; pl->nheld = 1;
+    return 0;
+}
+
+/* The Engines of this process's pipeline rank (its stages me, me + pp, ..., in order), each as
+ * stage rank r0 of the stage's dp x tp grid. */
+static int open_own_stages(Pipeline *pl, const char *backend, char *err, size_t errlen) {
+    for (int s = pl->me; s < pl->nv; s += pl->pp)
+        if (!(pl->eng[s] = engine_create_stage(pl->plans[s], backend, pl->r0, pl->nlocal, err, errlen))) return -1;
+    return 0;
+}
+
+static int open_mpi_stages(Pipeline *pl, int wrank, int wsize, char *err, size_t errlen) {
+    int grid = pl->dp * pl->pp * pl->tp;
+    if (take_grid_rank(pl, wrank, wsize, 0, err, errlen)) return -1;
     if (!comm_mpi_launched()) {
         snprintf(err, errlen, "%s: pp=%d with a world of %d processes (rank %d) from the environment: pipeline stages run one "
                  "process per rank only under Open MPI's mpirun; launch with mpirun -np %d, or one process (ranks as threads)",
@@ -261,18 +283,14 @@ static int open_mpi_stages(Pipeline *pl, int wrank, int wsize, char *err, size_t
                  comm_mpi_rank(world), comm_mpi_size(world), wrank, wsize);
         return -1;
     }
-    pl->procs = pl->mpi = 1; pl->tx = &mpi_transport;
-    pl->me = wrank / pl->nlocal;
-    pl->r0 = wrank % pl->nlocal; pl->nheld = 1;
+    pl->mpi = 1; pl->tx = &mpi_transport;
     /* every process splits once (color: its pipeline rank; key: its rank in the stage) */
     if (!(pl->stage_comm = comm_mpi_split(world, pl->me, pl->r0))) {
         snprintf(err, errlen, "making the pipeline stage groups: %s", comm_mpi_error());
         return -1;
     }
     comm_mpi_set_scope(pl->stage_comm);
-    int rc = 0;
-    for (int s = pl->me; s < pl->nv && !rc; s += pl->pp)   /* the stages of pipeline rank me, in order */
-        if (!(pl->eng[s] = engine_create_stage(pl->plans[s], "cpu", pl->r0, pl->nlocal, err, errlen))) rc = -1;
+    int rc = open_own_stages(pl, "cpu", err, errlen);
     comm_mpi_set_scope(NULL);
     /* the node's cores shared by its processes (a stage of one rank opened its Engine as threads,
      * which takes them all); the bits do not depend on it */
@@ -286,20 +304,10 @@ static int open_mpi_stages(Pipeline *pl, int wrank, int wsize, char *err, size_t
  * their communicators from the pipeline's stage communicator (runtime/cuda_pipe.h), and send/recv go
  * device to device over NCCL, one communicator per stage boundary. */
 static int open_cuda_stages(Pipeline *pl, int wrank, int wsize, char *err, size_t errlen) {
-    int grid = pl->dp * pl->pp * pl->tp;
-    if (wsize != grid) {
-        snprintf(err, errlen, "%s: the launcher gives a world of %d processes but the plan's grid is dp %d x pp %d x tp %d = %d "
-                 "ranks: launch %d processes (one per GPU), or regenerate with -D dp= -D pp= -D tp= that multiply to %d",
-                 pl->path, wsize, pl->dp, pl->pp, pl->tp, grid, grid, wsize);
-        return -1;
-    }
-    pl->procs = 1; pl->tx = &nccl_transport;
-    pl->me = wrank / pl->nlocal;
-    pl->r0 = wrank % pl->nlocal; pl->nheld = 1;
+    if (take_grid_rank(pl, wrank, wsize, 1, err, errlen)) return -1;
+    pl->tx = &nccl_transport;
     if (!(pl->cuda = cuda_pipe_open(pl->plans[0], wrank, wsize, pl->me, pl->r0, pl->nlocal, err, errlen))) return -1;
-    int rc = 0;
-    for (int s = pl->me; s < pl->nv && !rc; s += pl->pp)   /* the stages of pipeline rank me, in order */
-        if (!(pl->eng[s] = engine_create_stage(pl->plans[s], "cuda", pl->r0, pl->nlocal, err, errlen))) rc = -1;
+    int rc = open_own_stages(pl, "cuda", err, errlen);
     cuda_pipe_scope_end();
     if (!rc) rc = cuda_pipe_links(pl->cuda, pl->nv, pl->pp, err, errlen);
     return rc;
@@ -635,17 +643,14 @@ static int mpi_flush(Pipeline *pl, char *err, size_t errlen) {
 static const PipeTransport mpi_transport = {"one process per rank under mpirun, send/recv over MPI", mpi_send, mpi_recv, mpi_flush};
 
 /* NCCL (one process per GPU): send_boundary and recv_boundary move the tensors on the device
- * (nccl_boundary), so the host-side send/recv are not used; flush issues the sends still queued
- * and waits until every transfer of the schedule, and the stages' work, is done (the gradient norm
- * that follows reads the device anyway). */
+ * (nccl_boundary), so the host-side send/recv are not used; flush waits until every transfer of
+ * the schedule, and the stages' work, is done (the gradient norm that follows reads the device
+ * anyway). */
 static int nccl_flush(Pipeline *pl, char *err, size_t errlen) {
     struct BackendRank *held[PL_MAX_STAGES];
     int n = 0;
-    void *ptr;
-    int64_t elems;
-    int dt;
     for (int s = pl->me; s < pl->nv; s += pl->pp)
-        if (pl->eng[s] && engine_tensor_span(pl->eng[s], pl->r0, NULL, &held[n++], &ptr, &elems, &dt, err, errlen)) return -1;
+        if (pl->eng[s]) held[n++] = engine_backend_rank(pl->eng[s], pl->r0);
     return cuda_pipe_flush(pl->cuda, held, n, err, errlen);
 }
 
@@ -710,12 +715,7 @@ static int nccl_boundary(Pipeline *pl, Engine *e, const char *buf, int slot, int
 /* Before a forward or backward of Engine e on slot `slot`: NCCL transfers into or out of that slot
  * are waited for on the device (host transports finished them already). */
 static int settle(Pipeline *pl, Engine *e, int slot, char *err, size_t errlen) {
-    if (!pl->cuda) return 0;
-    struct BackendRank *br;
-    void *ptr;
-    int64_t n;
-    int dt;
-    return engine_tensor_span(e, pl->r0, NULL, &br, &ptr, &n, &dt, err, errlen) ? -1 : cuda_pipe_settle(pl->cuda, br, slot, err, errlen);
+    return pl->cuda ? cuda_pipe_settle(pl->cuda, engine_backend_rank(e, pl->r0), slot, err, errlen) : 0;
 }
 
 /* Stage s's boundary tensor of every held rank to stage `to` over channel ch. */

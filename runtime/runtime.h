@@ -98,9 +98,10 @@ int engine_adamw_clipped(Engine *e, int step, double global_norm, char *err, siz
  * has pp=1. */
 Engine *engine_create_stage(const Plan *plan, const char *backend, int rank, int size, char *err, size_t errlen);
 /* The device side of buffer `name` of held rank `rank` in its current activation slot, for transfers
- * that do not go through the host: the backend's rank, the address, elements and dtype (PDT_*);
- * name NULL: the backend's rank only. */
+ * that do not go through the host: the backend's rank, the address, elements and dtype (PDT_*).
+ * engine_backend_rank: held rank `rank`'s backend side (NULL: not held by this process). */
 struct BackendRank;
+struct BackendRank *engine_backend_rank(Engine *e, int rank);
 int engine_tensor_span(Engine *e, int rank, const char *name, struct BackendRank **br, void **ptr, int64_t *elems, int *dtype,
                        char *err, size_t errlen);
 
