@@ -16,12 +16,13 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     {"eval",    cmd_eval,    "loss, perplexity and bits per byte of a checkpoint on held-out data"},
     {"sample",  cmd_sample,  "generate text from a checkpoint (temperature, top-k, top-p)"},
     {"export",  cmd_export,  "write a checkpoint as config.json + model.safetensors for PyTorch"},
+    {"tokenize", cmd_tokenize, "text files or JSON lines -> llm.c token shards with a tokenizer.json; --decode"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 
 static void usage(FILE *f) {
     fprintf(f, "usage: boost COMMAND [ARGS]   (boost COMMAND --help for its options)\n\ncommands:\n");
-    for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+    for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].help);
 }
 
 int main(int argc, char **argv) {

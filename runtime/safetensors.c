@@ -80,6 +80,12 @@ static char *jstring(JsonParser *p) {
             unsigned cp;
             if (end - i < 5 || !hex4(p->s + i + 1, &cp)) { p->pos = i; jfail(p, "bad \\u escape"); free(out); return NULL; }
             i += 4;
+            unsigned lo;   // a surrogate pair (\ud83d\ude00) is one character: 4 bytes for 12
+            if (cp >= 0xD800 && cp < 0xDC00 && end - i >= 7 && p->s[i + 1] == '\\' && p->s[i + 2] == 'u' &&
+                hex4(p->s + i + 3, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                i += 6;
+            }
             // a \u escape is at most 3 UTF-8 bytes for 6 source bytes, so the buffer is large enough
             put_utf8(out, &o, cp);
             break;
