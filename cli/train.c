@@ -29,6 +29,7 @@ static void train_usage(FILE *f) {
         "  -D name=value   override a spec setting (tp=2, steps=50, lr=1e-3, data=FILE, ...)\n"
         "  --backend B     cpu, cuda or auto (cuda when a GPU is there; default auto)\n"
         "  --log FILE      JSON lines, one per step: step, loss, val_loss, tokens_per_s, lr, grad_norm\n"
+        "  --tensorboard DIR  the same numbers (and MoE expert loads) as TensorBoard event files in DIR\n"
         "  -o DIR          checkpoints DIR/step-NNNNNN/ (and the generated plan in DIR/plan/)\n"
         "  --save-every N  a checkpoint every N steps (always one at the end with -o)\n"
         "  --keep N        keep only the newest N complete checkpoints in DIR (and the last good one)\n"
@@ -96,7 +97,7 @@ int cmd_train(int argc, char **argv) {
         }
         int takes_value = !strcmp(a, "--backend") || !strcmp(a, "--log") || !strcmp(a, "-o") || !strcmp(a, "--resume") ||
                           !strcmp(a, "--plan") || !strcmp(a, "--save-every") || !strcmp(a, "--keep") || !strcmp(a, "--print-every") ||
-                          !strcmp(a, "--val-batches") || !strcmp(a, "--ckpt-format");
+                          !strcmp(a, "--val-batches") || !strcmp(a, "--ckpt-format") || !strcmp(a, "--tensorboard");
         if (takes_value && !next) { fprintf(stderr, "boost train: %s needs a value\n", a); return 2; }
         if (!strcmp(a, "--backend")) {
             if (strcmp(next, "cpu") && strcmp(next, "cuda") && strcmp(next, "auto")) {
@@ -104,6 +105,7 @@ int cmd_train(int argc, char **argv) {
             }
             opt.backend = next; i++;
         } else if (!strcmp(a, "--log")) { opt.log_path = next; i++; }
+        else if (!strcmp(a, "--tensorboard")) { opt.tensorboard = next; i++; }
         else if (!strcmp(a, "-o")) { opt.outdir = next; i++; }
         else if (!strcmp(a, "--resume")) { opt.resume = next; i++; }
         else if (!strcmp(a, "--plan")) { plan_arg = next; i++; }
@@ -208,7 +210,7 @@ int cmd_train(int argc, char **argv) {
     }
     int quiet_fd = -1, saved_stdout = -1;
     if (!rc && world && wrank > 0) {   /* only rank 0 prints and logs; errors still go to stderr */
-        opt.log_path = NULL;
+        opt.log_path = opt.tensorboard = NULL;
         fflush(stdout);
         quiet_fd = open("/dev/null", O_WRONLY);
         saved_stdout = quiet_fd >= 0 ? dup(STDOUT_FILENO) : -1;

@@ -2,13 +2,15 @@
  * (`step 12/200 loss 4.512 val 4.601 lr 2.9e-03 3.1k tok/s ETA 1m02s`), otherwise plain lines every
  * few steps; and the JSON-lines log ({"step":..,"loss":..,"val_loss":..,"tokens_per_s":..,"lr":..,
  * "grad_norm":..} a line, plus "skipped":true,"skipped_total":N on a step whose update was skipped),
- * flushed each step so a killed run leaves a complete log. */
+ * flushed each step so a killed run leaves a complete log; with --tensorboard the same numbers as
+ * TensorBoard scalars (runtime/tbevents.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "runtime/tbevents.h"  // defines: tb_open, tb_scalar, tb_json_scalars
 #include "runtime/train.h"   // defines: TrainLog, StepReport, trainlog_*, format_*
 
 void format_count(double v, char *out, size_t outlen) {
@@ -105,10 +107,43 @@ void trainlog_initial_val(TrainLog *lg, double val_loss) {
         fflush(lg->json);
     }
     lg->last_val = val_loss;
+    if (lg->tb && isfinite(val_loss)) { tb_scalar(lg->tb, 0, "val_loss", val_loss); tb_flush(lg->tb); }
     if (!lg->quiet) trainlog_note(lg, "step 0/%d val %.4g", lg->steps, val_loss);
 }
 
+int trainlog_tensorboard(TrainLog *lg, const char *dir, char *err, size_t errlen) {
+    lg->tb = tb_open(dir, err, errlen);
+    return lg->tb ? 0 : 1;
+}
+
+/* One step as scalars: loss, val_loss, lr, grad_norm, tokens/s, skipped updates, the extra fields
+ * (MoE expert loads ...). Non-finite numbers (a skipped step's loss) are left out. A failed write
+ * is said once and ends the event file. */
+static void tensorboard_step(TrainLog *lg, const StepReport *r) {
+    const char *tags[] = {"loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "skipped_total"};
+    double vals[] = {r->loss, r->val_loss, r->lr, r->grad_norm, r->tokens_per_s, (double)r->skipped_total};
+    int bad = 0;
+    for (int i = 0; i < 6 && !bad; i++)
+        if (isfinite(vals[i]) && (i != 1 || vals[i] >= 0)) bad = tb_scalar(lg->tb, r->step, tags[i], vals[i]);
+    if (!bad && lg->extra && lg->extra[0] == ',') {   /* ",\"key\":value..." -> {"key":value...} */
+        size_t n = strlen(lg->extra);
+        char *obj = malloc(n + 2);
+        if (obj) {
+            obj[0] = '{'; memcpy(obj + 1, lg->extra + 1, n - 1); obj[n] = '}'; obj[n + 1] = 0;
+            bad = tb_json_scalars(lg->tb, r->step, obj, n + 1);
+            free(obj);
+        }
+    }
+    tb_flush(lg->tb);
+    if (bad) {
+        trainlog_note(lg, "%s: write failed: no more TensorBoard events", tb_path(lg->tb));
+        tb_close(lg->tb);
+        lg->tb = NULL;
+    }
+}
+
 void trainlog_step(TrainLog *lg, const StepReport *r) {
+    if (lg->tb) tensorboard_step(lg, r);
     if (lg->json) {
         fprintf(lg->json, "{\"step\":%d", r->step);
         json_num(lg->json, "loss", r->loss);
@@ -144,4 +179,6 @@ void trainlog_close(TrainLog *lg) {
     end_line(lg);
     if (lg->json) fclose(lg->json);
     lg->json = NULL;
+    tb_close(lg->tb);
+    lg->tb = NULL;
 }

@@ -781,7 +781,8 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
     }
 
     TrainLog lg;
-    if (trainlog_open(&lg, opt->log_path, resume ? t.step : -1, p->steps, opt->print_every, opt->quiet, err, sizeof err)) {
+    if (trainlog_open(&lg, opt->log_path, resume ? t.step : -1, p->steps, opt->print_every, opt->quiet, err, sizeof err) ||
+        (opt->tensorboard && trainlog_tensorboard(&lg, opt->tensorboard, err, sizeof err))) {
         tokenset_close(&ts); trainer_free(&t);
         return fail(1, "%s", err);
     }

@@ -18,6 +18,7 @@ typedef struct { const char *name; const char *value; } TrainOverride;
 typedef struct {
     const char *backend;      /* "cpu" | "cuda" | "auto" */
     const char *log_path;     /* JSON lines, or NULL */
+    const char *tensorboard;  /* --tensorboard: a folder for TensorBoard event files, or NULL */
     const char *outdir;       /* -o: checkpoints (and the generated plan) go here, or NULL */
     const char *resume;       /* --resume: a step folder, a run's output folder, "auto" (outdir's newest
                                  verified checkpoint, or a fresh start when it has none), or NULL */
@@ -54,6 +55,7 @@ typedef struct {
     double last_val;          /* the latest validation loss, shown on progress lines (-1: none yet) */
     const char *extra;        /* more JSON fields for the next step's line (",\"key\":value..."), e.g. MoE
                                  routing (runtime/moe_stats.h); NULL or "": none */
+    struct TbEvents *tb;      /* TensorBoard event file (runtime/tbevents.h) or NULL */
 } TrainLog;
 
 /* One optimizer step's numbers; val_loss < 0 when not measured at this step. */
@@ -74,6 +76,9 @@ void trainlog_initial_val(TrainLog *lg, double val_loss);   /* the step-0 valida
 /* A message line that must not be mixed into an open progress line (to stdout). */
 void trainlog_note(TrainLog *lg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void trainlog_close(TrainLog *lg);
+/* Also write each step's numbers (and the MoE fields of `extra`) as TensorBoard scalars into a new
+ * event file in dir. Returns 0, or 1 with a message. */
+int trainlog_tensorboard(TrainLog *lg, const char *dir, char *err, size_t errlen);
 
 /* "3.1k", "12.4M" ... */
 void format_count(double v, char *out, size_t outlen);
