@@ -15,4 +15,5 @@ int cmd_eval(int argc, char **argv);     /* cli/eval.c:    loss, perplexity, bit
 int cmd_sample(int argc, char **argv);   /* cli/sample.c:  generate from a checkpoint */
 int cmd_export(int argc, char **argv);   /* cli/export.c:  config.json + model.safetensors */
 int cmd_tokenize(int argc, char **argv);  /* cli/tokenize.c: text -> llm.c token shards, and back */
+int cmd_tokenizer(int argc, char **argv); /* cli/tokenize.c: train a byte-level BPE tokenizer */
 #endif

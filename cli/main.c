@@ -17,6 +17,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     {"sample",  cmd_sample,  "generate text from a checkpoint (temperature, top-k, top-p)"},
     {"export",  cmd_export,  "write a checkpoint as config.json + model.safetensors for PyTorch"},
     {"tokenize", cmd_tokenize, "text files or JSON lines -> llm.c token shards with a tokenizer.json; --decode"},
+    {"tokenizer", cmd_tokenizer, "tokenizer train: a byte-level BPE tokenizer.json of a given size"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 

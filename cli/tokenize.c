@@ -222,14 +222,20 @@ static int add_piece(Run *r, Piece p) {
     return r->bytes >= BATCH_BYTES ? run_batch(r) : 0;
 }
 
-/* One document: cut into pieces at "\n" + ASCII letter (a word boundary of the regex
- * pre-tokenizers) when it is long and the tokenizer allows it. */
+/* A place to cut a document for the regex pre-tokenizers: a letter after one line break that
+ * follows a visible ASCII character ("x\nT": the pieces end with "\n" whether the text goes on or
+ * not; after "\n\n" they would not: "\s+(?!\S)" sees the end of the piece). */
+static int cut_at(const unsigned char *s, size_t p) {
+    return s[p - 1] == '\n' && s[p - 2] > ' ' && s[p - 2] < 127 && (s[p] | 32) >= 'a' && (s[p] | 32) <= 'z';
+}
+
+/* One document: cut into pieces at cut_at places when it is long and the tokenizer allows it. */
 static int add_document(Run *r, const unsigned char *s, size_t n, const char *file, size_t base, int line) {
     r->docs++;
     size_t start = 0;
     while (r->split_ok && n - start > 2 * PIECE_BYTES) {
         size_t p = start + PIECE_BYTES;
-        while (p < n && !(s[p - 1] == '\n' && ((s[p] | 32) >= 'a' && (s[p] | 32) <= 'z'))) p++;
+        while (p < n && !cut_at(s, p)) p++;
         if (p >= n) break;
         int rc = add_piece(r, (Piece){s + start, p - start, start > 0, file, base + start, line});
         if (rc) return rc;
@@ -440,5 +446,112 @@ int cmd_tokenize(int argc, char **argv) {
     }
     bpe_free(b);
     free(inputs);
+    return rc;
+}
+
+/* ---------------- boost tokenizer train ---------------- */
+static void tokenizer_usage(FILE *f) {
+    fprintf(f,
+        "usage: boost tokenizer train INPUT... --vocab N -o tokenizer.json [--special TOKEN]...\n"
+        "  INPUT        text files or quoted globs; *.jsonl / *.json: JSON lines with a \"text\" field\n"
+        "  --vocab N    tokens in all: the 256 bytes, the special tokens, then merges\n"
+        "  --special T  a special token (ids 0, 1, ... in order; default <|endoftext|>)\n"
+        "Trains a byte-level BPE (GPT-2 pre-tokenization) and writes a Hugging Face tokenizer.json.\n");
+}
+
+/* Every input as texts in memory: a text file is one text, a JSON-lines file one per line. */
+static int load_texts(char **args, int nargs, unsigned char ***texts, size_t **lens, int *n) {
+    glob_t g;
+    if (expand_inputs(args, nargs, &g)) return 2;
+    int cap = 0, rc = 0;
+    for (size_t i = 0; i < g.gl_pathc && !rc; i++) {
+        FILE *f = fopen(g.gl_pathv[i], "rb");
+        if (!f) { fprintf(stderr, "boost tokenizer: %s: cannot open: %s\n", g.gl_pathv[i], strerror(errno)); rc = 2; break; }
+        char *line = NULL, why[256];
+        size_t lcap = 0;
+        ssize_t got = -1;
+        int lineno = 0, jl = is_jsonl(g.gl_pathv[i], 0);
+        if (!jl) {   /* the whole file */
+            fseek(f, 0, SEEK_END);
+            long len = ftell(f);
+            fseek(f, 0, SEEK_SET);
+            line = malloc((size_t)len + 1);
+            got = line && len >= 0 ? (ssize_t)fread(line, 1, (size_t)len, f) : -1;
+        }
+        for (;;) {
+            if (jl && (got = getline(&line, &lcap, f)) < 0) break;
+            if (!line || got < 0) { rc = 1; break; }
+            lineno++;
+            unsigned char *text = NULL;
+            size_t tn = 0;
+            if (jl) {
+                Json *j = got > 1 ? json_parse(line, (size_t)got, why, sizeof why) : NULL;
+                const Json *t = j ? json_get(j, "text") : NULL;
+                if (got > 1 && (!t || t->type != JSON_STRING)) {
+                    fprintf(stderr, "boost tokenizer: %s:%d: %s\n", g.gl_pathv[i], lineno, j ? "no \"text\" string" : why);
+                    json_free(j);
+                    rc = 2;
+                    break;
+                }
+                if (t) { tn = strlen(t->str); text = (unsigned char *)strdup(t->str); }
+                json_free(j);
+            } else { text = (unsigned char *)line; tn = (size_t)got; line = NULL; }
+            if (text) {
+                if (*n == cap) {
+                    cap = cap ? 2 * cap : 256;
+                    *texts = realloc(*texts, sizeof **texts * (size_t)cap);
+                    *lens = realloc(*lens, sizeof **lens * (size_t)cap);
+                    if (!*texts || !*lens) { rc = 1; break; }
+                }
+                (*texts)[*n] = text; (*lens)[(*n)++] = tn;
+            }
+            if (!jl) break;
+        }
+        free(line);
+        fclose(f);
+    }
+    globfree(&g);
+    return rc;
+}
+
+int cmd_tokenizer(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "train")) {
+        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { tokenizer_usage(stdout); return 0; }
+        tokenizer_usage(stderr);
+        return 2;
+    }
+    const char *out = NULL;
+    int vocab = 0, ninputs = 0, nspecial = 0;
+    char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
+    const char **specials = calloc((size_t)argc + 2, sizeof *specials);
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        int takes = !strcmp(a, "-o") || !strcmp(a, "--vocab") || !strcmp(a, "--special");
+        if (takes && i + 1 >= argc) { fprintf(stderr, "boost tokenizer: %s needs a value\n", a); free(inputs); free(specials); return 2; }
+        if (!strcmp(a, "-o")) out = argv[++i];
+        else if (!strcmp(a, "--vocab")) vocab = atoi(argv[++i]);
+        else if (!strcmp(a, "--special")) specials[nspecial++] = argv[++i];
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { tokenizer_usage(stdout); free(inputs); free(specials); return 0; }
+        else if (a[0] == '-' && a[1]) { fprintf(stderr, "boost tokenizer: unknown option %s\n", a); free(inputs); free(specials); return 2; }
+        else inputs[ninputs++] = argv[i];
+    }
+    if (!nspecial) specials[nspecial++] = "<|endoftext|>";
+    if (!out || !ninputs || vocab <= 0) { tokenizer_usage(stderr); free(inputs); free(specials); return 2; }
+    unsigned char **texts = NULL;
+    size_t *lens = NULL, total = 0;
+    int n = 0;
+    double t0 = now_s();
+    int rc = load_texts(inputs, ninputs, &texts, &lens, &n);
+    char err[600];
+    for (int i = 0; i < n; i++) total += lens[i];
+    if (!rc && !total) { fprintf(stderr, "boost tokenizer: the inputs hold no text\n"); rc = 2; }
+    if (!rc) {
+        rc = bpe_train((const unsigned char *const *)texts, lens, n, vocab, specials, out, 1, err, sizeof err);
+        if (rc) fprintf(stderr, "boost tokenizer: %s\n", err);
+        else printf("tokenizer: %d tokens trained on %.1f MB (%d texts) in %.2f s -> %s\n", vocab, total / 1e6, n,
+                    now_s() - t0, out);
+    }
+    for (int i = 0; i < n; i++) free(texts[i]);
+    free(texts); free(lens); free(inputs); free(specials);
     return rc;
 }

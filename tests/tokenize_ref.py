@@ -87,7 +87,7 @@ for name, tok, sep in cases:
         ids.extend(enc.ids)
     write_tokens("%s/%s.expected.bin" % (out, name), ids)
     print(name, sep, len(ids))
-    if name in ("llama3", "llama2"):
+    if name in ("gpt2", "llama3", "llama2"):
         write_tokens("%s/%s.big.expected.bin" % (out, name), tok.encode(big, add_special_tokens=False).ids)
 with open(out + "/big.txt", "w", encoding="utf-8") as f:
     f.write(big)

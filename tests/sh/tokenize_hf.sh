@@ -21,7 +21,7 @@ for name in gpt2 llama3 qwen2 llama2 metaspace; do
 done
 
 # one long document: cut into pieces for the threads (byte-level) or not (SentencePiece-style)
-for name in llama3 llama2; do
+for name in gpt2 llama3 llama2; do
   for t in 1 3; do
     $BOOST tokenize "$TMP/$name.json" "$TMP/big.txt" -o "$TMP/big.$name.$t.bin" --sep none --threads $t --quiet >/dev/null 2>&1
   done
