@@ -207,7 +207,7 @@ static int run_batch(Run *r) {
     return rc;
 }
 
-#define PIECE_BYTES (1u << 18)        /* documents are cut into pieces of about this size */
+#define PIECE_BYTES (1u << 16)        /* documents are cut into pieces of about this size */
 #define BATCH_BYTES (64u << 20)       /* text encoded between two writes */
 
 static int add_piece(Run *r, Piece p) {

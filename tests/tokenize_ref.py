@@ -15,8 +15,8 @@ except ImportError:
 
 corpus, out = sys.argv[1], sys.argv[2]
 text = open(corpus, encoding="utf-8", errors="replace").read()
-docs = [d for d in text.split("\n\n") if d.strip()][:5000]
-big = text[:700000]   # one long document: `boost tokenize` cuts it into pieces for its threads
+docs = [d for d in text.split("\n\n") if d.strip()][:2500]
+big = text[:300000]   # one long document: `boost tokenize` cuts it into pieces for its threads
 # text the corpus lacks: scripts, digits, contractions, every kind of white space, specials
 tricky = [
     "Hello world", "  leading spaces", "trailing   ", "tabs\tand\nnewlines\r\n\r\nx",

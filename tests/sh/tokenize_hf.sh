@@ -74,7 +74,7 @@ def rd(p):
 sys.exit(0 if v2 == 2 and v1 == 1 and a == b else 1)
 PYEOF
 [ $? = 0 ] && ok tokenize_uint32_tokens_version_2 || fail tokenize_uint32_tokens_version_2 "$(cat "$TMP/out")"
-$BOOST tokenize "$TMP/gpt2.json" "$TMP/docs.jsonl" -o "$TMP/shard.bin" --sep "<|endoftext|>" --shard-tokens 100000 \
+$BOOST tokenize "$TMP/gpt2.json" "$TMP/docs.jsonl" -o "$TMP/shard.bin" --sep "<|endoftext|>" --shard-tokens 50000 \
   --quiet >/dev/null 2>&1
 n=$(ls "$TMP"/shard_*.bin 2>/dev/null | wc -l)
 for f in "$TMP"/shard_*.bin; do tail -c +1025 "$f"; done >"$TMP/shards.body"
