@@ -78,6 +78,9 @@ cases = [("gpt2", byte_level("gpt2", 1200), "<|endoftext|>"),
          ("qwen2", byte_level("qwen2", 1200), "<|endoftext|>"),
          ("llama2", sentencepiece("llama2", 900), "<s>"),
          ("metaspace", sentencepiece("metaspace", 900), "<s>")]
+llama3 = json.loads(cases[1][1].to_str())   # LLaMA-3 ships with ignore_merges: whole words first
+llama3["model"]["ignore_merges"] = True
+cases.append(("llama3im", Tokenizer.from_str(json.dumps(llama3)), "<|endoftext|>"))
 for name, tok, sep in cases:
     tok.save("%s/%s.json" % (out, name))
     sep_id = tok.token_to_id(sep)

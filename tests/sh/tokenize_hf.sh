@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tokenize_hf.sh: `boost tokenize` gives the ids of the `tokenizers` library. Tokenizers trained by
-# the library on part of the corpus (tests/tokenize_ref.py: byte-level with the GPT-2, LLaMA-3 and
-# Qwen2 pre-tokenizers, SentencePiece-style with byte fallback) encode the same documents, and one
-# long document cut into pieces, to the same token files at 1 and 3 threads; decoding gives the
+# the library on part of the corpus (tests/tokenize_ref.py: byte-level with the GPT-2, LLaMA-3 (also
+# with ignore_merges) and Qwen2 pre-tokenizers, SentencePiece-style with byte fallback) encode the
+# same documents, and one long document cut into pieces, to the same token files at 1 and 3
+# threads; decoding gives the
 # text back; invalid UTF-8 round-trips through the byte alphabet or byte fallback, or is refused.
 . tests/sh/lib.sh
 PY=${PYTHON:-python3}
@@ -13,7 +14,7 @@ rc=$?
 if [ $rc = 3 ]; then ok "tokenize_hf # SKIP the tokenizers library is not importable (pip install tokenizers)"; exit 0; fi
 [ $rc = 0 ] || { fail tokenize_ref "the reference script failed: $(tail -3 "$TMP/ref.out")"; exit 1; }
 
-for name in gpt2 llama3 qwen2 llama2 metaspace; do
+for name in gpt2 llama3 llama3im qwen2 llama2 metaspace; do
   sep="<|endoftext|>"; case $name in llama2|metaspace) sep="<s>";; esac
   $BOOST tokenize "$TMP/$name.json" "$TMP/docs.jsonl" -o "$TMP/$name.bin" --sep "$sep" --threads 3 --quiet \
     >"$TMP/out" 2>&1 && cmp -s "$TMP/$name.bin" "$TMP/$name.expected.bin" && ok "tokenize_same_ids_$name" \
