@@ -20,20 +20,27 @@
 
 static void tokenize_usage(FILE *f) {
     fprintf(f,
-        "usage: boost tokenize TOKENIZER.json INPUT... -o OUT.bin [--threads N] [--sep TOKEN|none]\n"
-        "                      [--shard-tokens N] [--jsonl] [--quiet]\n"
-        "       boost tokenize TOKENIZER.json --text TEXT          (print the ids of TEXT)\n"
-        "       boost tokenize TOKENIZER.json --decode SHARD.bin [-o OUT.txt] [--skip-special]\n"
-        "  TOKENIZER.json  a Hugging Face tokenizer: byte-level BPE (GPT-2, LLaMA-3, Qwen) or\n"
-        "                  SentencePiece-style BPE with byte fallback (LLaMA-2, Mistral)\n"
-        "  INPUT           text files (one document each) or quoted globs; *.jsonl / *.json files (or\n"
-        "                  --jsonl) are JSON lines whose \"text\" field is one document each\n"
-        "  -o OUT.bin      llm.c token file: uint16 tokens when the vocabulary fits (version 1), else\n"
-        "                  uint32 (version 2); with --shard-tokens N, OUT_000000.bin, OUT_000001.bin, ...\n"
-        "                  of at most N tokens each\n"
-        "  --sep TOKEN     the token before every document (default: the tokenizer's bos, else its\n"
-        "                  end-of-text token); 'none' for no separator\n"
-        "  --threads N     worker threads (default: every core); the output does not depend on it\n");
+            "usage: boost tokenize TOKENIZER.json INPUT... -o OUT.bin [--threads N] [--sep "
+            "TOKEN|none]\n"
+            "                      [--shard-tokens N] [--jsonl] [--quiet]\n"
+            "       boost tokenize TOKENIZER.json --text TEXT          (print the ids of TEXT)\n"
+            "       boost tokenize TOKENIZER.json --decode SHARD.bin [-o OUT.txt] "
+            "[--skip-special]\n"
+            "  TOKENIZER.json  a Hugging Face tokenizer: byte-level BPE (GPT-2, LLaMA-3, Qwen) or\n"
+            "                  SentencePiece-style BPE with byte fallback (LLaMA-2, Mistral)\n"
+            "  INPUT           text files (one document each) or quoted globs; *.jsonl / *.json "
+            "files (or\n"
+            "                  --jsonl) are JSON lines whose \"text\" field is one document each\n"
+            "  -o OUT.bin      llm.c token file: uint16 tokens when the vocabulary fits (version "
+            "1), else\n"
+            "                  uint32 (version 2); with --shard-tokens N, OUT_000000.bin, "
+            "OUT_000001.bin, ...\n"
+            "                  of at most N tokens each\n"
+            "  --sep TOKEN     the token before every document (default: the tokenizer's bos, else "
+            "its\n"
+            "                  end-of-text token); 'none' for no separator\n"
+            "  --threads N     worker threads (default: every core); the output does not depend on "
+            "it\n");
 }
 
 /* ---------------- inputs: documents cut into pieces ---------------- */
@@ -64,7 +71,8 @@ static void *worker(void *arg) {
         PieceOut *o = &w->outs[i];
         memset(o, 0, sizeof *o);
         if (!e) { o->rc = 1; snprintf(o->err, sizeof o->err, "out of memory"); continue; }
-        o->rc = bpe_encode(e, w->pieces[i].s, w->pieces[i].n, w->pieces[i].cont, &o->ids, o->err, sizeof o->err);
+        o->rc = bpe_encode(e, w->pieces[i].s, w->pieces[i].n, w->pieces[i].cont, &o->ids, o->err,
+                           sizeof o->err);
         pthread_mutex_lock(&w->lock);
         w->done_bytes += w->pieces[i].n;
         pthread_mutex_unlock(&w->lock);
@@ -91,7 +99,8 @@ static int writer_close_file(Writer *w) {
     if (!w->f) return 0;
     int32_t header[TOKEN_FILE_HEADER_INTS] = {TOKEN_FILE_MAGIC, w->width == 2 ? TOKEN_FILE_VERSION :
                                               TOKEN_FILE_VERSION_U32, (int32_t)w->in_file};
-    int ok = !writer_flush(w) && fseek(w->f, 0, SEEK_SET) == 0 && fwrite(header, sizeof header, 1, w->f) == 1;
+    int ok = !writer_flush(w) && fseek(w->f, 0, SEEK_SET) == 0 &&
+             fwrite(header, sizeof header, 1, w->f) == 1;
     ok = fflush(w->f) == 0 && ok && fsync(fileno(w->f)) == 0;
     if (fclose(w->f) != 0) ok = 0;
     w->f = NULL;
@@ -111,7 +120,10 @@ static int writer_open_file(Writer *w) {
     } else snprintf(w->path, sizeof w->path, "%s", w->out);
     snprintf(w->tmp, sizeof w->tmp, "%s.tmp-%d", w->path, (int)getpid());
     w->f = fopen(w->tmp, "wb");
-    if (!w->f) { fprintf(stderr, "boost tokenize: %s: cannot create: %s\n", w->tmp, strerror(errno)); return 1; }
+    if (!w->f) {
+        fprintf(stderr, "boost tokenize: %s: cannot create: %s\n", w->tmp, strerror(errno));
+        return 1;
+    }
     static const int32_t zero[TOKEN_FILE_HEADER_INTS];
     w->in_file = 0;
     return fwrite(zero, sizeof zero, 1, w->f) == 1 ? 0 : 1;
@@ -156,8 +168,9 @@ static double now_s(void) {
 static void show_progress(const Run *r, size_t done, int final) {
     if (r->quiet || !r->tty) return;
     double dt = now_s() - r->t0;
-    fprintf(stderr, "\rtokenize: %.1f/%.1f MB, %.1f MB/s, %lld tokens\033[K%s", done / 1e6, r->total_bytes / 1e6,
-            dt > 0 ? done / 1e6 / dt : 0, (long long)r->wr.total, final ? "\n" : "");
+    fprintf(stderr, "\rtokenize: %.1f/%.1f MB, %.1f MB/s, %lld tokens\033[K%s", done / 1e6,
+            r->total_bytes / 1e6, dt > 0 ? done / 1e6 / dt : 0, (long long)r->wr.total,
+            final ? "\n" : "");
     fflush(stderr);
 }
 
@@ -190,9 +203,11 @@ static int run_batch(Run *r) {
         if (!rc && o->rc) {
             rc = o->rc;
             if (p->line) fprintf(stderr, "boost tokenize: %s:%d: %s\n", p->file, p->line, o->err);
-            else if (!strncmp(o->err, "byte ", 5) && strchr(o->err, ':')) {   /* offsets in the file */
+            else if (!strncmp(o->err, "byte ", 5) &&
+                     strchr(o->err, ':')) { /* offsets in the file */
                 size_t at = strtoull(o->err + 5, NULL, 10);
-                fprintf(stderr, "boost tokenize: %s: byte %zu%s\n", p->file, p->base + at, strchr(o->err, ':'));
+                fprintf(stderr, "boost tokenize: %s: byte %zu%s\n", p->file, p->base + at,
+                        strchr(o->err, ':'));
             } else fprintf(stderr, "boost tokenize: %s: %s\n", p->file, o->err);
         }
         if (!rc && !p->cont && r->sep >= 0) rc = writer_put(&r->wr, &r->sep, 1);
@@ -226,11 +241,13 @@ static int add_piece(Run *r, Piece p) {
  * follows a visible ASCII character ("x\nT": the pieces end with "\n" whether the text goes on or
  * not; after "\n\n" they would not: "\s+(?!\S)" sees the end of the piece). */
 static int cut_at(const unsigned char *s, size_t p) {
-    return s[p - 1] == '\n' && s[p - 2] > ' ' && s[p - 2] < 127 && (s[p] | 32) >= 'a' && (s[p] | 32) <= 'z';
+    return s[p - 1] == '\n' && s[p - 2] > ' ' && s[p - 2] < 127 && (s[p] | 32) >= 'a' &&
+           (s[p] | 32) <= 'z';
 }
 
 /* One document: cut into pieces at cut_at places when it is long and the tokenizer allows it. */
-static int add_document(Run *r, const unsigned char *s, size_t n, const char *file, size_t base, int line) {
+static int add_document(Run *r, const unsigned char *s, size_t n, const char *file, size_t base,
+                        int line) {
     r->docs++;
     size_t start = 0;
     while (r->split_ok && n - start > 2 * PIECE_BYTES) {
@@ -247,7 +264,8 @@ static int add_document(Run *r, const unsigned char *s, size_t n, const char *fi
 
 static int is_jsonl(const char *path, int force) {
     size_t n = strlen(path);
-    return force || (n > 6 && !strcmp(path + n - 6, ".jsonl")) || (n > 5 && !strcmp(path + n - 5, ".json"));
+    return force || (n > 6 && !strcmp(path + n - 6, ".jsonl")) ||
+           (n > 5 && !strcmp(path + n - 5, ".json"));
 }
 
 static int keep_text(Run *r, char *t) {
@@ -263,14 +281,18 @@ static int keep_text(Run *r, char *t) {
 
 static int add_jsonl(Run *r, const char *path) {
     FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "boost tokenize: %s: cannot open: %s\n", path, strerror(errno)); return 2; }
+    if (!f) {
+        fprintf(stderr, "boost tokenize: %s: cannot open: %s\n", path, strerror(errno));
+        return 2;
+    }
     char *line = NULL, why[256];
     size_t cap = 0;
     ssize_t got;
     int lineno = 0, rc = 0;
     while (!rc && (got = getline(&line, &cap, f)) >= 0) {
         lineno++;
-        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r' || line[got - 1] == ' ')) got--;
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r' || line[got - 1] == ' '))
+            got--;
         if (got == 0) continue;
         Json *j = json_parse(line, (size_t)got, why, sizeof why);
         const Json *t = j ? json_get(j, "text") : NULL;
@@ -284,7 +306,8 @@ static int add_jsonl(Run *r, const char *path) {
         char *text = t->str;
         size_t n = strlen(text);
         t = NULL;
-        for (int k = 0; k < j->n; k++) if (j->items[k].str == text) j->items[k].str = NULL;   /* keep it */
+        for (int k = 0; k < j->n; k++)
+            if (j->items[k].str == text) j->items[k].str = NULL; /* keep it */
         json_free(j);
         if (keep_text(r, text)) { free(text); rc = 1; break; }
         rc = add_document(r, (const unsigned char *)text, n, path, 0, lineno);
@@ -329,11 +352,15 @@ static int expand_inputs(char **args, int n, glob_t *g) {
 
 static int encode_files(Run *r, char **inputs, int ninputs, int force_jsonl) {
     glob_t g;
-    if (expand_inputs(inputs, ninputs, &g)) { fprintf(stderr, "boost tokenize: cannot expand the inputs\n"); return 2; }
+    if (expand_inputs(inputs, ninputs, &g)) {
+        fprintf(stderr, "boost tokenize: cannot expand the inputs\n");
+        return 2;
+    }
     struct stat st;
     for (size_t i = 0; i < g.gl_pathc; i++) {
         if (stat(g.gl_pathv[i], &st) != 0) {
-            fprintf(stderr, "boost tokenize: %s: no such file (or the glob matched nothing)\n", g.gl_pathv[i]);
+            fprintf(stderr, "boost tokenize: %s: no such file (or the glob matched nothing)\n",
+                    g.gl_pathv[i]);
             globfree(&g);
             return 2;
         }
@@ -343,8 +370,9 @@ static int encode_files(Run *r, char **inputs, int ninputs, int force_jsonl) {
     size_t *lens = calloc(g.gl_pathc + 1, sizeof *lens);
     int rc = 0;
     for (size_t i = 0; !rc && i < g.gl_pathc; i++)
-        rc = is_jsonl(g.gl_pathv[i], force_jsonl) ? add_jsonl(r, g.gl_pathv[i])
-                                                  : add_text_file(r, g.gl_pathv[i], &maps[i], &lens[i]);
+        rc = is_jsonl(g.gl_pathv[i], force_jsonl)
+                     ? add_jsonl(r, g.gl_pathv[i])
+                     : add_text_file(r, g.gl_pathv[i], &maps[i], &lens[i]);
     if (!rc && r->npieces) rc = run_batch(r);
     for (size_t i = 0; i < g.gl_pathc; i++) if (maps[i]) munmap(maps[i], lens[i]);
     free(maps); free(lens);
@@ -356,7 +384,8 @@ static int print_ids(const Bpe *b, const char *text) {
     BpeEncoder *e = bpe_encoder_new(b);
     BpeIds ids = {0};
     char err[320];
-    int rc = e ? bpe_encode(e, (const unsigned char *)text, strlen(text), 0, &ids, err, sizeof err) : 1;
+    int rc = e ? bpe_encode(e, (const unsigned char *)text, strlen(text), 0, &ids, err, sizeof err)
+               : 1;
     if (rc) fprintf(stderr, "boost tokenize: --text: %s\n", e ? err : "out of memory");
     for (int64_t i = 0; !rc && i < ids.n; i++) printf("%s%d", i ? " " : "", ids.v[i]);
     if (!rc) printf("\n");
@@ -368,33 +397,52 @@ static int print_ids(const Bpe *b, const char *text) {
 static int decode_file(const Bpe *b, const char *in, const char *out, int skip_special) {
     TokenStream ts;
     char err[512];
-    if (data_read_token_file(in, &ts, err, sizeof err)) { fprintf(stderr, "boost tokenize: %s\n", err); return 2; }
+    if (data_read_token_file(in, &ts, err, sizeof err)) {
+        fprintf(stderr, "boost tokenize: %s\n", err);
+        return 2;
+    }
     unsigned char *buf = NULL;
     size_t len = 0, cap = 0;
     int rc = bpe_decode(b, ts.tokens, ts.ntokens, skip_special, &buf, &len, &cap, err, sizeof err);
     data_free(&ts);
     if (rc) { fprintf(stderr, "boost tokenize: %s: %s\n", in, err); free(buf); return rc; }
     FILE *f = out ? fopen(out, "wb") : stdout;
-    if (!f) { fprintf(stderr, "boost tokenize: %s: cannot create: %s\n", out, strerror(errno)); free(buf); return 1; }
+    if (!f) {
+        fprintf(stderr, "boost tokenize: %s: cannot create: %s\n", out, strerror(errno));
+        free(buf);
+        return 1;
+    }
     int ok = fwrite(buf, 1, len, f) == len;
     if (out && fclose(f) != 0) ok = 0;
     if (!out) fflush(stdout);
     free(buf);
-    if (!ok) { fprintf(stderr, "boost tokenize: %s: write failed\n", out ? out : "stdout"); return 1; }
+    if (!ok) {
+        fprintf(stderr, "boost tokenize: %s: write failed\n", out ? out : "stdout");
+        return 1;
+    }
     return 0;
 }
 
 int cmd_tokenize(int argc, char **argv) {
     const char *tok = NULL, *out = NULL, *decode = NULL, *text = NULL, *sep = NULL;
     char **inputs = calloc((size_t)argc + 1, sizeof *inputs);
-    int ninputs = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN), quiet = 0, jsonl = 0, skip_special = 0;
+    int ninputs = 0, threads = (int)sysconf(_SC_NPROCESSORS_ONLN), quiet = 0, jsonl = 0,
+        skip_special = 0;
     long long shard_tokens = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int takes = !strcmp(a, "-o") || !strcmp(a, "--threads") || !strcmp(a, "--sep") || !strcmp(a, "--decode") ||
-                    !strcmp(a, "--text") || !strcmp(a, "--shard-tokens");
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { tokenize_usage(stdout); free(inputs); return 0; }
-        if (takes && i + 1 >= argc) { fprintf(stderr, "boost tokenize: %s needs a value\n", a); free(inputs); return 2; }
+        int takes = !strcmp(a, "-o") || !strcmp(a, "--threads") || !strcmp(a, "--sep") ||
+                    !strcmp(a, "--decode") || !strcmp(a, "--text") || !strcmp(a, "--shard-tokens");
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            tokenize_usage(stdout);
+            free(inputs);
+            return 0;
+        }
+        if (takes && i + 1 >= argc) {
+            fprintf(stderr, "boost tokenize: %s needs a value\n", a);
+            free(inputs);
+            return 2;
+        }
         if (!strcmp(a, "-o")) out = argv[++i];
         else if (!strcmp(a, "--threads")) threads = atoi(argv[++i]);
         else if (!strcmp(a, "--sep")) sep = argv[++i];
@@ -404,12 +452,17 @@ int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(a, "--quiet")) quiet = 1;
         else if (!strcmp(a, "--jsonl")) jsonl = 1;
         else if (!strcmp(a, "--skip-special")) skip_special = 1;
-        else if (a[0] == '-' && a[1]) { fprintf(stderr, "boost tokenize: unknown option %s\n", a); tokenize_usage(stderr); free(inputs); return 2; }
-        else if (!tok) tok = a;
+        else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "boost tokenize: unknown option %s\n", a);
+            tokenize_usage(stderr);
+            free(inputs);
+            return 2;
+        } else if (!tok) tok = a;
         else inputs[ninputs++] = argv[i];
     }
     int rc = 2;
-    if (!tok || (!decode && !text && (!ninputs || !out)) || threads < 1 || shard_tokens < 0 || shard_tokens > INT32_MAX) {
+    if (!tok || (!decode && !text && (!ninputs || !out)) || threads < 1 || shard_tokens < 0 ||
+        shard_tokens > INT32_MAX) {
         tokenize_usage(stderr);
         free(inputs);
         return 2;
@@ -429,7 +482,9 @@ int cmd_tokenize(int argc, char **argv) {
             return 2;
         }
         r.split_ok = bpe_kind(b) == BPE_BYTE_LEVEL;
-        r.wr = (Writer){.out = out, .shard_tokens = shard_tokens, .width = bpe_vocab_size(b) <= 65536 ? 2 : 4};
+        r.wr = (Writer){.out = out,
+                        .shard_tokens = shard_tokens,
+                        .width = bpe_vocab_size(b) <= 65536 ? 2 : 4};
         rc = encode_files(&r, inputs, ninputs, jsonl);
         if (!rc && !r.wr.f) rc = writer_open_file(&r.wr);   /* no tokens: an empty file still */
         if (!rc) rc = writer_close_file(&r.wr);
@@ -437,10 +492,12 @@ int cmd_tokenize(int argc, char **argv) {
         show_progress(&r, r.done_bytes, 1);
         double dt = now_s() - r.t0;
         if (!rc)
-            printf("tokenize: %lld documents, %.1f MB -> %lld tokens (%.2f bytes/token, %s) in %.2f s "
-                   "(%.1f MB/s, %d threads) -> %s%s\n", (long long)r.docs, r.done_bytes / 1e6,
-                   (long long)r.wr.total, r.wr.total ? (double)r.done_bytes / (double)r.wr.total : 0,
-                   bpe_describe(b), dt, dt > 0 ? r.done_bytes / 1e6 / dt : 0, threads, out,
+            printf("tokenize: %lld documents, %.1f MB -> %lld tokens (%.2f bytes/token, %s) in "
+                   "%.2f s "
+                   "(%.1f MB/s, %d threads) -> %s%s\n",
+                   (long long)r.docs, r.done_bytes / 1e6, (long long)r.wr.total,
+                   r.wr.total ? (double)r.done_bytes / (double)r.wr.total : 0, bpe_describe(b), dt,
+                   dt > 0 ? r.done_bytes / 1e6 / dt : 0, threads, out,
                    shard_tokens ? " (shards)" : "");
         free(r.pieces); free(r.owned);
     }
@@ -451,12 +508,14 @@ int cmd_tokenize(int argc, char **argv) {
 
 /* ---------------- boost tokenizer train ---------------- */
 static void tokenizer_usage(FILE *f) {
-    fprintf(f,
-        "usage: boost tokenizer train INPUT... --vocab N -o tokenizer.json [--special TOKEN]...\n"
-        "  INPUT        text files or quoted globs; *.jsonl / *.json: JSON lines with a \"text\" field\n"
-        "  --vocab N    tokens in all: the 256 bytes, the special tokens, then merges\n"
-        "  --special T  a special token (ids 0, 1, ... in order; default <|endoftext|>)\n"
-        "Trains a byte-level BPE (GPT-2 pre-tokenization) and writes a Hugging Face tokenizer.json.\n");
+    fprintf(f, "usage: boost tokenizer train INPUT... --vocab N -o tokenizer.json [--special "
+               "TOKEN]...\n"
+               "  INPUT        text files or quoted globs; *.jsonl / *.json: JSON lines with a "
+               "\"text\" field\n"
+               "  --vocab N    tokens in all: the 256 bytes, the special tokens, then merges\n"
+               "  --special T  a special token (ids 0, 1, ... in order; default <|endoftext|>)\n"
+               "Trains a byte-level BPE (GPT-2 pre-tokenization) and writes a Hugging Face "
+               "tokenizer.json.\n");
 }
 
 /* Every input as texts in memory: a text file is one text, a JSON-lines file one per line. */
@@ -466,7 +525,12 @@ static int load_texts(char **args, int nargs, unsigned char ***texts, size_t **l
     int cap = 0, rc = 0;
     for (size_t i = 0; i < g.gl_pathc && !rc; i++) {
         FILE *f = fopen(g.gl_pathv[i], "rb");
-        if (!f) { fprintf(stderr, "boost tokenizer: %s: cannot open: %s\n", g.gl_pathv[i], strerror(errno)); rc = 2; break; }
+        if (!f) {
+            fprintf(stderr, "boost tokenizer: %s: cannot open: %s\n", g.gl_pathv[i],
+                    strerror(errno));
+            rc = 2;
+            break;
+        }
         char *line = NULL, why[256];
         size_t lcap = 0;
         ssize_t got = -1;
@@ -488,7 +552,8 @@ static int load_texts(char **args, int nargs, unsigned char ***texts, size_t **l
                 Json *j = got > 1 ? json_parse(line, (size_t)got, why, sizeof why) : NULL;
                 const Json *t = j ? json_get(j, "text") : NULL;
                 if (got > 1 && (!t || t->type != JSON_STRING)) {
-                    fprintf(stderr, "boost tokenizer: %s:%d: %s\n", g.gl_pathv[i], lineno, j ? "no \"text\" string" : why);
+                    fprintf(stderr, "boost tokenizer: %s:%d: %s\n", g.gl_pathv[i], lineno,
+                            j ? "no \"text\" string" : why);
                     json_free(j);
                     rc = 2;
                     break;
@@ -516,7 +581,10 @@ static int load_texts(char **args, int nargs, unsigned char ***texts, size_t **l
 
 int cmd_tokenizer(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "train")) {
-        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) { tokenizer_usage(stdout); return 0; }
+        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+            tokenizer_usage(stdout);
+            return 0;
+        }
         tokenizer_usage(stderr);
         return 2;
     }
@@ -527,16 +595,34 @@ int cmd_tokenizer(int argc, char **argv) {
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         int takes = !strcmp(a, "-o") || !strcmp(a, "--vocab") || !strcmp(a, "--special");
-        if (takes && i + 1 >= argc) { fprintf(stderr, "boost tokenizer: %s needs a value\n", a); free(inputs); free(specials); return 2; }
+        if (takes && i + 1 >= argc) {
+            fprintf(stderr, "boost tokenizer: %s needs a value\n", a);
+            free(inputs);
+            free(specials);
+            return 2;
+        }
         if (!strcmp(a, "-o")) out = argv[++i];
         else if (!strcmp(a, "--vocab")) vocab = atoi(argv[++i]);
         else if (!strcmp(a, "--special")) specials[nspecial++] = argv[++i];
-        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { tokenizer_usage(stdout); free(inputs); free(specials); return 0; }
-        else if (a[0] == '-' && a[1]) { fprintf(stderr, "boost tokenizer: unknown option %s\n", a); free(inputs); free(specials); return 2; }
-        else inputs[ninputs++] = argv[i];
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            tokenizer_usage(stdout);
+            free(inputs);
+            free(specials);
+            return 0;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "boost tokenizer: unknown option %s\n", a);
+            free(inputs);
+            free(specials);
+            return 2;
+        } else inputs[ninputs++] = argv[i];
     }
     if (!nspecial) specials[nspecial++] = "<|endoftext|>";
-    if (!out || !ninputs || vocab <= 0) { tokenizer_usage(stderr); free(inputs); free(specials); return 2; }
+    if (!out || !ninputs || vocab <= 0) {
+        tokenizer_usage(stderr);
+        free(inputs);
+        free(specials);
+        return 2;
+    }
     unsigned char **texts = NULL;
     size_t *lens = NULL, total = 0;
     int n = 0;
@@ -546,10 +632,12 @@ int cmd_tokenizer(int argc, char **argv) {
     for (int i = 0; i < n; i++) total += lens[i];
     if (!rc && !total) { fprintf(stderr, "boost tokenizer: the inputs hold no text\n"); rc = 2; }
     if (!rc) {
-        rc = bpe_train((const unsigned char *const *)texts, lens, n, vocab, specials, out, 1, err, sizeof err);
+        rc = bpe_train((const unsigned char *const *)texts, lens, n, vocab, specials, out, err,
+                       sizeof err);
         if (rc) fprintf(stderr, "boost tokenizer: %s\n", err);
-        else printf("tokenizer: %d tokens trained on %.1f MB (%d texts) in %.2f s -> %s\n", vocab, total / 1e6, n,
-                    now_s() - t0, out);
+        else
+            printf("tokenizer: %d tokens trained on %.1f MB (%d texts) in %.2f s -> %s\n", vocab,
+                   total / 1e6, n, now_s() - t0, out);
     }
     for (int i = 0; i < n; i++) free(texts[i]);
     free(texts); free(lens); free(inputs); free(specials);

@@ -17,7 +17,8 @@ enum { NORM_PREPEND, NORM_REPLACE };
 #define MAX_NORMS 8
 
 typedef struct { char *s; int len; int32_t id; int special; } Added;
-typedef struct { int kind; char *a; int alen; char *b; int blen; } Norm;   /* Prepend a / Replace a->b */
+/* a normalizer step: Prepend a, or Replace a -> b */
+typedef struct { int kind; char *a; int alen; char *b; int blen; } Norm;
 
 struct Bpe {
     int kind, pre;
@@ -261,12 +262,12 @@ static const char *type_of(const Json *j) {
 
 static const char *const REGEX_GPT2 =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-static const char *const REGEX_LLAMA3 =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char *const REGEX_QWEN2 =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char *const REGEX_LLAMA3 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+"
+                                        "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+                                        "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char *const REGEX_QWEN2 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
+                                       "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+                                       "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /* One pre-tokenizer (or an item of a Sequence). Returns 0 or 2 with err. */
 static int load_pre(Bpe *b, const Json *p, int *bytelevel, char *err, size_t errlen) {
@@ -286,20 +287,26 @@ static int load_pre(Bpe *b, const Json *p, int *bytelevel, char *err, size_t err
         return 0;
     }
     if (!strcmp(t, "Split")) {
-        const Json *pat = json_get(p, "pattern"), *beh = json_get(p, "behavior"), *inv = json_get(p, "invert");
+        const Json *pat = json_get(p, "pattern"), *beh = json_get(p, "behavior"),
+                   *inv = json_get(p, "invert");
         const Json *re = pat ? json_get(pat, "Regex") : NULL;
         const char *behavior = beh && beh->type == JSON_STRING ? beh->str : "";
-        if (!re || re->type != JSON_STRING || strcmp(behavior, "Isolated") || (inv && inv->num != 0)) {
-            snprintf(err, errlen, "a Split pre-tokenizer other than an isolated regex (behavior %s) is not "
-                     "supported", behavior);
+        if (!re || re->type != JSON_STRING || strcmp(behavior, "Isolated") ||
+            (inv && inv->num != 0)) {
+            snprintf(err, errlen,
+                     "a Split pre-tokenizer other than an isolated regex (behavior %s) is not "
+                     "supported",
+                     behavior);
             return 2;
         }
         if (!strcmp(re->str, REGEX_GPT2)) b->pre = PRE_GPT2;
         else if (!strcmp(re->str, REGEX_LLAMA3)) b->pre = PRE_LLAMA3;
         else if (!strcmp(re->str, REGEX_QWEN2)) b->pre = PRE_QWEN2;
         else {
-            snprintf(err, errlen, "the Split regex %.80s is not one of the pre-tokenizers written here "
-                     "(GPT-2, LLaMA-3, Qwen2)", re->str);
+            snprintf(err, errlen,
+                     "the Split regex %.80s is not one of the pre-tokenizers written here "
+                     "(GPT-2, LLaMA-3, Qwen2)",
+                     re->str);
             return 2;
         }
         return 0;
@@ -313,18 +320,22 @@ static int load_pre(Bpe *b, const Json *p, int *bytelevel, char *err, size_t err
         }
         b->pre = split && split->num == 0 ? PRE_NONE : PRE_METASPACE;
         b->meta_prepend = 1;
-        if (ps && ps->type == JSON_STRING) b->meta_prepend = !strcmp(ps->str, "never") ? 0 : !strcmp(ps->str, "first") ? 2 : 1;
+        if (ps && ps->type == JSON_STRING)
+            b->meta_prepend = !strcmp(ps->str, "never") ? 0 : !strcmp(ps->str, "first") ? 2 : 1;
         else if (aps) b->meta_prepend = aps->num != 0;
         /* without split, the replacement and prefix become normalizer steps */
         if (b->pre == PRE_NONE && b->nnorms + 2 <= MAX_NORMS) {
             b->norms[b->nnorms++] = (Norm){NORM_REPLACE, strdup(" "), 1, strdup("\xE2\x96\x81"), 3};
-            if (b->meta_prepend) b->norms[b->nnorms++] = (Norm){NORM_PREPEND, strdup("\xE2\x96\x81"), 3, NULL, 0};
+            if (b->meta_prepend)
+                b->norms[b->nnorms++] = (Norm){NORM_PREPEND, strdup("\xE2\x96\x81"), 3, NULL, 0};
             b->meta_prepend = 0;
         }
         return 0;
     }
-    snprintf(err, errlen, "pre-tokenizer %s is not supported (ByteLevel, Split with the GPT-2/LLaMA-3/"
-             "Qwen2 regex, Metaspace are)", t);
+    snprintf(err, errlen,
+             "pre-tokenizer %s is not supported (ByteLevel, Split with the GPT-2/LLaMA-3/"
+             "Qwen2 regex, Metaspace are)",
+             t);
     return 2;
 }
 
@@ -338,10 +349,16 @@ static int load_norm(Bpe *b, const Json *p, char *err, size_t errlen) {
         return 0;
     }
     if (!strcmp(t, "NFC")) { b->nfc_check = 1; return 0; }
-    if (b->nnorms >= MAX_NORMS) { snprintf(err, errlen, "more than %d normalizers", MAX_NORMS); return 2; }
+    if (b->nnorms >= MAX_NORMS) {
+        snprintf(err, errlen, "more than %d normalizers", MAX_NORMS);
+        return 2;
+    }
     if (!strcmp(t, "Prepend")) {
         const Json *s = json_get(p, "prepend");
-        if (!s || s->type != JSON_STRING) { snprintf(err, errlen, "Prepend without a string"); return 2; }
+        if (!s || s->type != JSON_STRING) {
+            snprintf(err, errlen, "Prepend without a string");
+            return 2;
+        }
         b->norms[b->nnorms++] = (Norm){NORM_PREPEND, strdup(s->str), (int)strlen(s->str), NULL, 0};
         return 0;
     }
@@ -349,11 +366,12 @@ static int load_norm(Bpe *b, const Json *p, char *err, size_t errlen) {
         const Json *pat = json_get(p, "pattern"), *c = json_get(p, "content");
         const Json *s = pat ? json_get(pat, "String") : NULL;
         if (!s || s->type != JSON_STRING || !*s->str || !c || c->type != JSON_STRING) {
-            snprintf(err, errlen, "a Replace normalizer other than string -> string is not supported");
+            snprintf(err, errlen,
+                     "a Replace normalizer other than string -> string is not supported");
             return 2;
         }
-        b->norms[b->nnorms++] = (Norm){NORM_REPLACE, strdup(s->str), (int)strlen(s->str), strdup(c->str),
-                                       (int)strlen(c->str)};
+        b->norms[b->nnorms++] = (Norm){NORM_REPLACE, strdup(s->str), (int)strlen(s->str),
+                                       strdup(c->str), (int)strlen(c->str)};
         return 0;
     }
     snprintf(err, errlen, "normalizer %s is not supported (Prepend, Replace, NFC are)", t);
@@ -365,8 +383,10 @@ static int load_model(Bpe *b, const Json *m, const Json *added, char *err, size_
     const char *t = type_of(m);
     if (!t) t = json_get(m, "merges") ? "BPE" : "(none)";
     if (strcmp(t, "BPE")) {
-        snprintf(err, errlen, "model type %s: boost tokenize reads BPE tokenizers only (byte-level as "
-                 "GPT-2/LLaMA-3/Qwen, SentencePiece-style with byte fallback as LLaMA-2/Mistral)", t);
+        snprintf(err, errlen,
+                 "model type %s: boost tokenize reads BPE tokenizers only (byte-level as "
+                 "GPT-2/LLaMA-3/Qwen, SentencePiece-style with byte fallback as LLaMA-2/Mistral)",
+                 t);
         return 2;
     }
     const Json *vocab = json_get(m, "vocab"), *merges = json_get(m, "merges");
@@ -378,25 +398,35 @@ static int load_model(Bpe *b, const Json *m, const Json *added, char *err, size_
     if ((f = json_get(m, "byte_fallback"))) b->byte_fallback = f->num != 0;
     if ((f = json_get(m, "fuse_unk"))) b->fuse_unk = f->num != 0;
     if ((f = json_get(m, "ignore_merges"))) b->ignore_merges = f->num != 0;
-    const Json *csp = json_get(m, "continuing_subword_prefix"), *eow = json_get(m, "end_of_word_suffix");
-    if ((csp && csp->type == JSON_STRING && *csp->str) || (eow && eow->type == JSON_STRING && *eow->str)) {
-        snprintf(err, errlen, "BPE with a continuing_subword_prefix or end_of_word_suffix is not supported");
+    const Json *csp = json_get(m, "continuing_subword_prefix"),
+               *eow = json_get(m, "end_of_word_suffix");
+    if ((csp && csp->type == JSON_STRING && *csp->str) ||
+        (eow && eow->type == JSON_STRING && *eow->str)) {
+        snprintf(err, errlen,
+                 "BPE with a continuing_subword_prefix or end_of_word_suffix is not supported");
         return 2;
     }
     int64_t maxid = -1;
-    for (int i = 0; i < vocab->n; i++) if (vocab->items[i].num > maxid) maxid = (int64_t)vocab->items[i].num;
+    for (int i = 0; i < vocab->n; i++)
+        if (vocab->items[i].num > maxid) maxid = (int64_t)vocab->items[i].num;
     for (int i = 0; added && i < added->n; i++) {
         const Json *id = json_get(&added->items[i], "id");
         if (id && id->num > maxid) maxid = (int64_t)id->num;
     }
-    if (maxid < 0 || maxid >= (1 << 30)) { snprintf(err, errlen, "vocabulary ids out of range"); return 2; }
+    if (maxid < 0 || maxid >= (1 << 30)) {
+        snprintf(err, errlen, "vocabulary ids out of range");
+        return 2;
+    }
     b->nvocab = (int32_t)maxid + 1;
     b->tok = calloc(b->nvocab, sizeof *b->tok);
     b->toklen = calloc(b->nvocab, sizeof *b->toklen);
     b->added_flag = calloc(b->nvocab, 1);
     b->vcap = pow2_at_least(2 * (uint64_t)b->nvocab);
     b->vslot = malloc(sizeof *b->vslot * b->vcap);
-    if (!b->tok || !b->toklen || !b->added_flag || !b->vslot) { snprintf(err, errlen, "out of memory"); return 1; }
+    if (!b->tok || !b->toklen || !b->added_flag || !b->vslot) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
     memset(b->vslot, 0xFF, sizeof *b->vslot * b->vcap);
     for (int i = 0; i < vocab->n; i++) {
         int32_t id = (int32_t)vocab->items[i].num;
@@ -404,7 +434,10 @@ static int load_model(Bpe *b, const Json *m, const Json *added, char *err, size_
             snprintf(err, errlen, "vocab entry \"%.40s\": bad or repeated id", vocab->keys[i]);
             return 2;
         }
-        if (set_token(b, id, vocab->keys[i], strlen(vocab->keys[i]))) { snprintf(err, errlen, "out of memory"); return 1; }
+        if (set_token(b, id, vocab->keys[i], strlen(vocab->keys[i]))) {
+            snprintf(err, errlen, "out of memory");
+            return 1;
+        }
         vocab_insert(b, id);
     }
     b->mcap = pow2_at_least(2 * (uint64_t)merges->n + 2);
@@ -421,17 +454,27 @@ static int load_model(Bpe *b, const Json *m, const Json *added, char *err, size_
         size_t ll, rl;
         if (mg->type == JSON_STRING) {           /* "left right" */
             const char *sp = strchr(mg->str, ' ');
-            if (!sp) { snprintf(err, errlen, "merge %d \"%.40s\" has no space", r, mg->str); free(joined); return 2; }
+            if (!sp) {
+                snprintf(err, errlen, "merge %d \"%.40s\" has no space", r, mg->str);
+                free(joined);
+                return 2;
+            }
             l = mg->str; ll = (size_t)(sp - mg->str); rt = sp + 1; rl = strlen(rt);
         } else if (mg->type == JSON_ARRAY && mg->n == 2 && mg->items[0].type == JSON_STRING &&
                    mg->items[1].type == JSON_STRING) {   /* ["left", "right"] */
             l = mg->items[0].str; ll = strlen(l); rt = mg->items[1].str; rl = strlen(rt);
-        } else { snprintf(err, errlen, "merge %d is neither \"a b\" nor [\"a\", \"b\"]", r); free(joined); return 2; }
+        } else {
+            snprintf(err, errlen, "merge %d is neither \"a b\" nor [\"a\", \"b\"]", r);
+            free(joined);
+            return 2;
+        }
         if (ll + rl + 1 > jcap) { jcap = 2 * (ll + rl + 1); joined = realloc(joined, jcap); }
         memcpy(joined, l, ll); memcpy(joined + ll, rt, rl);
-        int32_t li = vocab_find(b, l, ll), ri = vocab_find(b, rt, rl), ni = vocab_find(b, joined, ll + rl);
+        int32_t li = vocab_find(b, l, ll), ri = vocab_find(b, rt, rl),
+                ni = vocab_find(b, joined, ll + rl);
         if (li < 0 || ri < 0 || ni < 0) {
-            snprintf(err, errlen, "merge %d (%.*s + %.*s): a part or the result is not in the vocabulary", r,
+            snprintf(err, errlen,
+                     "merge %d (%.*s + %.*s): a part or the result is not in the vocabulary", r,
                      (int)(ll > 40 ? 40 : ll), l, (int)(rl > 40 ? 40 : rl), rt);
             free(joined);
             return 2;
@@ -490,26 +533,33 @@ static int load_tree(Bpe *b, const Json *root, char *err, size_t errlen) {
                *dec = json_get(root, "decoder");
     int bytelevel = 0;
     if (norm && norm->type == JSON_OBJECT && (rc = load_norm(b, norm, err, errlen))) return rc;
-    if (pre && pre->type == JSON_OBJECT && (rc = load_pre(b, pre, &bytelevel, err, errlen))) return rc;
+    if (pre && pre->type == JSON_OBJECT && (rc = load_pre(b, pre, &bytelevel, err, errlen)))
+        return rc;
     if (dec && type_of(dec) && !strcmp(type_of(dec), "ByteLevel")) bytelevel = 1;
     b->kind = bytelevel ? BPE_BYTE_LEVEL : BPE_SENTENCEPIECE;
     for (int c = 0; c < 256; c++) {
         char s[8];
-        int n = bytelevel ? bpe_utf8_put(bpe_byte_char((unsigned char)c), s) : snprintf(s, sizeof s, "<0x%02X>", c);
+        int n = bytelevel ? bpe_utf8_put(bpe_byte_char((unsigned char)c), s)
+                          : snprintf(s, sizeof s, "<0x%02X>", c);
         b->byte_id[c] = vocab_find(b, s, (size_t)n);
     }
     for (int c = 0; c < 128; c++) { char s = (char)c; b->ascii_id[c] = vocab_find(b, &s, 1); }
     find_separator(b, json_get(root, "post_processor"));
     static const char *const pre_names[] = {"no", "GPT-2", "LLaMA-3", "Qwen2", "Metaspace"};
-    snprintf(b->desc, sizeof b->desc, "%s BPE, %s pre-tokenizer%s", bytelevel ? "byte-level" : "SentencePiece-style",
-             pre_names[b->pre], b->byte_fallback ? ", byte fallback" : "");
+    snprintf(b->desc, sizeof b->desc, "%s BPE, %s pre-tokenizer%s",
+             bytelevel ? "byte-level" : "SentencePiece-style", pre_names[b->pre],
+             b->byte_fallback ? ", byte fallback" : "");
     return 0;
 }
 
 Bpe *bpe_load(const char *path, int *status, char *err, size_t errlen) {
     char why[400] = "";
     FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); *status = 2; return NULL; }
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        *status = 2;
+        return NULL;
+    }
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -524,7 +574,8 @@ Bpe *bpe_load(const char *path, int *status, char *err, size_t errlen) {
     Json *root = json_parse(text, (size_t)len, why, sizeof why);
     free(text);
     if (!root || root->type != JSON_OBJECT) {
-        snprintf(err, errlen, "%s: not a tokenizer.json: %s", path, root ? "not a JSON object" : why);
+        snprintf(err, errlen, "%s: not a tokenizer.json: %s", path,
+                 root ? "not a JSON object" : why);
         json_free(root);
         *status = 2;
         return NULL;
@@ -579,7 +630,7 @@ int bpe_ids_push(BpeIds *ids, int32_t id) {
 /* ---------------- encoding ---------------- */
 #define CACHE_SLOTS (1u << 16)       /* words remembered per encoder (cleared when half full) */
 #define CACHE_MAX_WORD 48            /* longer words are not cached */
-#define SCAN_MAX 64                  /* words up to this many symbols merge by scanning, longer by heap */
+#define SCAN_MAX 64 /* words up to this many symbols merge by scanning, longer by heap */
 
 typedef struct { uint64_t h; uint32_t koff, klen, ioff, n; } CacheSlot;
 typedef struct { int32_t rank, pos, nid; } HeapItem;
@@ -638,7 +689,8 @@ static int syms_reserve(BpeEncoder *e, size_t n) {
 
 static void pair_rank(BpeEncoder *e, int32_t i) {
     int32_t j = e->next[i];
-    if (j < 0 || !merge_find(e->b, e->id[i], e->id[j], &e->prank[i], &e->pnew[i])) e->prank[i] = INT32_MAX;
+    if (j < 0 || !merge_find(e->b, e->id[i], e->id[j], &e->prank[i], &e->pnew[i]))
+        e->prank[i] = INT32_MAX;
 }
 
 static void merge_at(BpeEncoder *e, int32_t i, int32_t nid) {
@@ -649,12 +701,17 @@ static void merge_at(BpeEncoder *e, int32_t i, int32_t nid) {
     e->id[j] = -1;
 }
 
-/* Short words: the pair ranks kept per position, the lowest (leftmost on ties) merged each round. */
+/* Short words: the pair ranks kept per position, the lowest (leftmost on ties) merged each round.
+ */
 static void merge_scan(BpeEncoder *e, int32_t n) {
     for (int32_t i = 0; i < n; i++) pair_rank(e, i);
     for (;;) {
         int32_t best = -1, br = INT32_MAX;
-        for (int32_t i = 0; i >= 0; i = e->next[i]) if (e->prank[i] < br) { br = e->prank[i]; best = i; }
+        for (int32_t i = 0; i >= 0; i = e->next[i])
+            if (e->prank[i] < br) {
+                br = e->prank[i];
+                best = i;
+            }
         if (best < 0) return;
         merge_at(e, best, e->pnew[best]);
         pair_rank(e, best);
@@ -662,7 +719,9 @@ static void merge_scan(BpeEncoder *e, int32_t n) {
     }
 }
 
-static int heap_less(HeapItem a, HeapItem b) { return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos); }
+static int heap_less(HeapItem a, HeapItem b) {
+    return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos);
+}
 
 static int heap_push(BpeEncoder *e, size_t *hn, int32_t pos) {
     int32_t rank, nid, j = e->next[pos];
@@ -670,7 +729,10 @@ static int heap_push(BpeEncoder *e, size_t *hn, int32_t pos) {
     if (grow((void **)&e->heap, &e->heapcap, *hn + 1, sizeof *e->heap)) return -1;
     size_t k = (*hn)++;
     HeapItem it = {rank, pos, nid};
-    while (k > 0 && heap_less(it, e->heap[(k - 1) / 2])) { e->heap[k] = e->heap[(k - 1) / 2]; k = (k - 1) / 2; }
+    while (k > 0 && heap_less(it, e->heap[(k - 1) / 2])) {
+        e->heap[k] = e->heap[(k - 1) / 2];
+        k = (k - 1) / 2;
+    }
     e->heap[k] = it;
     return 0;
 }
@@ -707,7 +769,8 @@ static int merge_heap(BpeEncoder *e, int32_t n) {
 
 /* The initial symbols of a word: byte-level characters, or SentencePiece-style characters with
  * byte fallback and the unknown token. Returns the count, or -2 (refused: err) / -1 (memory). */
-static int32_t initial_symbols(BpeEncoder *e, const unsigned char *w, size_t n, char *err, size_t errlen) {
+static int32_t initial_symbols(BpeEncoder *e, const unsigned char *w, size_t n, char *err,
+                               size_t errlen) {
     const Bpe *b = e->b;
     if (syms_reserve(e, 4 * n + 1)) return -1;
     int32_t k = 0;
@@ -735,8 +798,12 @@ static int32_t initial_symbols(BpeEncoder *e, const unsigned char *w, size_t n, 
         } else if (cp >= 0 && b->unk_id >= 0) {
             if (!(b->fuse_unk && k > 0 && e->id[k - 1] == b->unk_id)) e->id[k++] = b->unk_id;
         } else {
-            if (cp < 0) snprintf(err, errlen, "byte 0x%02X is not UTF-8 and the tokenizer has no byte fallback", w[i]);
-            else snprintf(err, errlen, "U+%04X has no token (no byte fallback, no unknown token)", cp);
+            if (cp < 0)
+                snprintf(err, errlen,
+                         "byte 0x%02X is not UTF-8 and the tokenizer has no byte fallback", w[i]);
+            else
+                snprintf(err, errlen, "U+%04X has no token (no byte fallback, no unknown token)",
+                         cp);
             memcpy(e->bad, w + i, (size_t)len); e->badlen = len;
             return -2;
         }
@@ -778,7 +845,8 @@ static int encode_word(BpeEncoder *e, const unsigned char *w, size_t n, BpeIds *
         h = hash_bytes(w, n) | 1;
         s = cache_find(e, w, n, h);
         if (s->klen) {
-            for (uint32_t i = 0; i < s->n; i++) if (bpe_ids_push(out, e->cids[s->ioff + i])) return 1;
+            for (uint32_t i = 0; i < s->n; i++)
+                if (bpe_ids_push(out, e->cids[s->ioff + i])) return 1;
             return 0;
         }
     }
@@ -787,7 +855,8 @@ static int encode_word(BpeEncoder *e, const unsigned char *w, size_t n, BpeIds *
         if (b->kind == BPE_BYTE_LEVEL) {
             if (grow((void **)&e->word, &e->wordcap, 2 * n + 1, 1)) return 1;
             size_t k = 0;
-            for (size_t i = 0; i < n; i++) k += (size_t)bpe_utf8_put(bpe_byte_char(w[i]), e->word + k);
+            for (size_t i = 0; i < n; i++)
+                k += (size_t)bpe_utf8_put(bpe_byte_char(w[i]), e->word + k);
             whole = vocab_find(b, e->word, k);
         } else whole = vocab_find(b, (const char *)w, n);
     }
@@ -800,24 +869,29 @@ static int encode_word(BpeEncoder *e, const unsigned char *w, size_t n, BpeIds *
         for (int32_t i = 0; i < k; i++) { e->prev[i] = i - 1; e->next[i] = i + 1 < k ? i + 1 : -1; }
         if (k <= SCAN_MAX) merge_scan(e, k);
         else if (merge_heap(e, k)) return 1;
-        for (int32_t i = 0; i >= 0 && k > 0; i = e->next[i]) if (bpe_ids_push(out, e->id[i])) return 1;
+        for (int32_t i = 0; i >= 0 && k > 0; i = e->next[i])
+            if (bpe_ids_push(out, e->id[i])) return 1;
     }
     if (s) cache_put(e, s, w, n, h, out->v + start, (uint32_t)(out->n - start));
     return 0;
 }
 
 /* Apply the normalizers to one section (into e->buf); NFC only checked. */
-static int normalize(BpeEncoder *e, const unsigned char *s, size_t n, size_t at, int first, int continuation,
-                     const unsigned char **res, size_t *rn, char *err, size_t errlen) {
+static int normalize(BpeEncoder *e, const unsigned char *s, size_t n, size_t at, int first,
+                     int continuation, const unsigned char **res, size_t *rn, char *err,
+                     size_t errlen) {
     const Bpe *b = e->b;
     if (b->nfc_check)
         for (size_t i = 0; i < n;) {
             int len;
             int32_t cp = s[i] < 128 ? s[i] : utf8_get(s + i, n - i, &len);
             if (s[i] < 128) len = 1;
-            if (cp >= 128 && in_ranges(UNICODE_NFC_UNSTABLE, NRANGES(UNICODE_NFC_UNSTABLE), (uint32_t)cp)) {
-                snprintf(err, errlen, "byte %zu: U+%04X may change under the tokenizer's NFC normalizer, "
-                         "which boost tokenize does not implement: normalize the text first", at + i, cp);
+            if (cp >= 128 &&
+                in_ranges(UNICODE_NFC_UNSTABLE, NRANGES(UNICODE_NFC_UNSTABLE), (uint32_t)cp)) {
+                snprintf(err, errlen,
+                         "byte %zu: U+%04X may change under the tokenizer's NFC normalizer, "
+                         "which boost tokenize does not implement: normalize the text first",
+                         at + i, cp);
                 return 2;
             }
             i += len;
@@ -825,18 +899,26 @@ static int normalize(BpeEncoder *e, const unsigned char *s, size_t n, size_t at,
     const unsigned char *cur = s;
     size_t cn = n;
     int which = 0;
-    int prefix = b->kind == BPE_BYTE_LEVEL && b->add_prefix_space && !continuation && n && s[0] != ' ';
+    int prefix =
+            b->kind == BPE_BYTE_LEVEL && b->add_prefix_space && !continuation && n && s[0] != ' ';
     for (int k = -1; k < b->nnorms; k++) {
         const Norm *nm = k >= 0 ? &b->norms[k] : NULL;
         if (k < 0 && !prefix) continue;
         if (nm && nm->kind == NORM_PREPEND && (continuation || !cn)) continue;
-        size_t cap = nm && nm->kind == NORM_REPLACE ? cn / (size_t)nm->alen * (size_t)nm->blen + cn + 1 : cn + 8;
-        if (grow((void **)&e->buf[which], &e->bufcap[which], cap + (nm ? (size_t)nm->alen : 1), 1)) return 1;
+        size_t cap = nm && nm->kind == NORM_REPLACE
+                             ? cn / (size_t)nm->alen * (size_t)nm->blen + cn + 1
+                             : cn + 8;
+        if (grow((void **)&e->buf[which], &e->bufcap[which], cap + (nm ? (size_t)nm->alen : 1), 1))
+            return 1;
         unsigned char *o = e->buf[which];
         size_t on = 0;
-        if (!nm) { o[on++] = ' '; memcpy(o + on, cur, cn); on += cn; }
-        else if (nm->kind == NORM_PREPEND) { memcpy(o, nm->a, nm->alen); on = nm->alen; memcpy(o + on, cur, cn); on += cn; }
-        else {
+        if (!nm) { o[on++] = ' '; memcpy(o + on, cur, cn); on += cn;
+        } else if (nm->kind == NORM_PREPEND) {
+            memcpy(o, nm->a, nm->alen);
+            on = nm->alen;
+            memcpy(o + on, cur, cn);
+            on += cn;
+        } else {
             for (size_t i = 0; i < cn;) {
                 if (i + nm->alen <= cn && !memcmp(cur + i, nm->a, nm->alen)) {
                     memcpy(o + on, nm->b, nm->blen); on += nm->blen; i += nm->alen;
@@ -900,7 +982,8 @@ static int added_at(const Bpe *b, const unsigned char *s, size_t i, size_t n) {
     int best = -1;
     for (int k = 0; k < b->nadded; k++) {
         const Added *a = &b->added[k];
-        if ((size_t)a->len <= n - i && (best < 0 || a->len > b->added[best].len) && !memcmp(s + i, a->s, a->len))
+        if ((size_t)a->len <= n - i && (best < 0 || a->len > b->added[best].len) &&
+            !memcmp(s + i, a->s, a->len))
             best = k;
     }
     return best;
@@ -915,8 +998,9 @@ int bpe_encode(BpeEncoder *e, const unsigned char *text, size_t len, int continu
         if (!b->added_first[text[i]]) continue;
         int k = added_at(b, text, i, len);
         if (k < 0) continue;
-        if (i > start && (rc = encode_section(e, text + start, i - start, start, start == 0, continuation && start == 0,
-                                              out, err, errlen))) return rc;
+        if (i > start && (rc = encode_section(e, text + start, i - start, start, start == 0,
+                                              continuation && start == 0, out, err, errlen)))
+            return rc;
         if (bpe_ids_push(out, b->added[k].id)) return 1;
         start = i + b->added[k].len;
         i = start - 1;
@@ -933,14 +1017,19 @@ int bpe_decode(const Bpe *b, const int32_t *ids, int64_t n, int skip_special, un
     for (int64_t k = 0; k < n; k++) {
         int32_t id = ids[k];
         if (id < 0 || id >= b->nvocab || !b->tok[id]) {
-            snprintf(err, errlen, "token %lld: id %d is not in the vocabulary (%d ids)", (long long)k, id, b->nvocab);
+            snprintf(err, errlen, "token %lld: id %d is not in the vocabulary (%d ids)",
+                     (long long)k, id, b->nvocab);
             return 2;
         }
         const unsigned char *t = (const unsigned char *)b->tok[id];
         size_t tl = (size_t)b->toklen[id];
-        if (grow((void **)buf, cap, *len + tl + 1, 1)) { snprintf(err, errlen, "out of memory"); return 1; }
+        if (grow((void **)buf, cap, *len + tl + 1, 1)) {
+            snprintf(err, errlen, "out of memory");
+            return 1;
+        }
         unsigned char *o = *buf;
-        if (b->byte_fallback && tl == 6 && !memcmp(t, "<0x", 3) && t[5] == '>') {   /* <0xXX>: the byte */
+        if (b->byte_fallback && tl == 6 && !memcmp(t, "<0x", 3) &&
+            t[5] == '>') { /* <0xXX>: the byte */
             o[(*len)++] = (unsigned char)strtol((const char *)t + 3, NULL, 16);
             strip = 0;
             continue;
@@ -957,11 +1046,15 @@ int bpe_decode(const Bpe *b, const int32_t *ids, int64_t n, int skip_special, un
                 int32_t cp = utf8_get(t + i, tl - i, &l);
                 i += l;
                 int byte = -1;
-                if (cp >= 0 && cp < 256 && bpe_byte_char((unsigned char)cp) == (uint32_t)cp) byte = cp;
+                if (cp >= 0 && cp < 256 && bpe_byte_char((unsigned char)cp) == (uint32_t)cp)
+                    byte = cp;
                 else if (cp >= 256 && cp < 256 + 68)
-                    for (int c = 0; c < 256 && byte < 0; c++) if (bpe_byte_char((unsigned char)c) == (uint32_t)cp) byte = c;
+                    for (int c = 0; c < 256 && byte < 0; c++)
+                        if (bpe_byte_char((unsigned char)c) == (uint32_t)cp) byte = c;
                 if (byte < 0) {
-                    snprintf(err, errlen, "token %lld: id %d has a character outside the byte-level alphabet", (long long)k, id);
+                    snprintf(err, errlen,
+                             "token %lld: id %d has a character outside the byte-level alphabet",
+                             (long long)k, id);
                     return 2;
                 }
                 o[(*len)++] = (unsigned char)byte;

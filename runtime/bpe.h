@@ -14,14 +14,15 @@ typedef struct Bpe Bpe;
 enum BpeKind { BPE_BYTE_LEVEL, BPE_SENTENCEPIECE };
 
 /* Load a tokenizer.json. Returns NULL with "PATH: what is wrong" in err and *status 2 (bad input: a
- * model type other than BPE names it, an unsupported normalizer or pre-tokenizer names it) or 1 (I/O). */
+ * model type other than BPE names it, an unsupported normalizer or pre-tokenizer names it) or 1
+ * (I/O). */
 Bpe *bpe_load(const char *path, int *status, char *err, size_t errlen);
 void bpe_free(Bpe *b);
 
 int bpe_kind(const Bpe *b);
 const char *bpe_describe(const Bpe *b);        /* "byte-level BPE, GPT-2 pre-tokenizer", ... */
 int32_t bpe_vocab_size(const Bpe *b);          /* largest id + 1 (vocabulary and added tokens) */
-int32_t bpe_token_id(const Bpe *b, const char *text);   /* a vocabulary or added token's id, or -1 */
+int32_t bpe_token_id(const Bpe *b, const char *text); /* a vocabulary or added token's id, or -1 */
 /* The document separator of token shards: the token the post-processor puts first (bos), else an
  * end-of-text special token (<|endoftext|>, <|end_of_text|>, </s>, <eos>), else -1. */
 int32_t bpe_separator(const Bpe *b);
@@ -43,8 +44,9 @@ void bpe_encoder_free(BpeEncoder *e);
 int bpe_encode(BpeEncoder *e, const unsigned char *text, size_t len, int continuation, BpeIds *out,
                char *err, size_t errlen);
 
-/* Decode ids to bytes, appended to *buf (realloc'ed; *len, *cap updated). Special tokens are written
- * as their text unless skip_special. Returns 0, or 2 with "token N: id X is not in the vocabulary". */
+/* Decode ids to bytes, appended to *buf (realloc'ed; *len, *cap updated). Special tokens are
+ * written as their text unless skip_special. Returns 0, or 2 with "token N: id X is not in the
+ * vocabulary". */
 int bpe_decode(const Bpe *b, const int32_t *ids, int64_t n, int skip_special, unsigned char **buf,
                size_t *len, size_t *cap, char *err, size_t errlen);
 
@@ -53,12 +55,12 @@ int bpe_decode(const Bpe *b, const int32_t *ids, int64_t n, int skip_special, un
  * texts (GPT-2 pre-tokenization) and write it as tokenizer.json to out_path. specials: NULL-ended
  * list of special tokens (ids 0..). Returns 0, 1 (I/O) or 2 (bad size), with err. */
 int bpe_train(const unsigned char *const *texts, const size_t *lens, int ntexts, int vocab_size,
-              const char *const *specials, const char *out_path, int threads, char *err, size_t errlen);
+              const char *const *specials, const char *out_path, char *err, size_t errlen);
 
 /* ---- helpers shared with the trainer ---- */
 /* The GPT-2 pre-tokenizer: end of the piece that starts at text[i]. */
 size_t bpe_pretok_gpt2(const unsigned char *s, size_t i, size_t n);
-/* GPT-2's byte-to-character map: the code point that stands for byte b in byte-level vocabularies. */
+/* GPT-2's byte-to-character map: the code point standing for byte b in byte-level vocabularies. */
 uint32_t bpe_byte_char(unsigned char b);
 /* Append code point cp as UTF-8 to out; returns its length (1-4). */
 int bpe_utf8_put(uint32_t cp, char *out);

@@ -33,7 +33,9 @@ static uint64_t hash_text(const unsigned char *s, size_t n) {
     for (size_t i = 0; i < n; i++) { h ^= s[i]; h *= 1099511628211ull; }
     return h;
 }
-static uint64_t pair_key(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1; }
+static uint64_t pair_key(int32_t a, int32_t b) {
+    return ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
+}
 
 /* ---- counting words ---- */
 static int add_word(Trainer *t, const unsigned char *s, size_t n) {
@@ -52,7 +54,10 @@ static int add_word(Trainer *t, const unsigned char *s, size_t n) {
     uint32_t i = (uint32_t)hash_text(s, n) & (t->wcap - 1);
     for (; t->wslot[i] >= 0; i = (i + 1) & (t->wcap - 1)) {
         int32_t w = t->wslot[i];
-        if ((size_t)t->wlen[w] == n && !memcmp(t->wtext[w], s, n)) { t->words[w].count++; return 0; }
+        if ((size_t)t->wlen[w] == n && !memcmp(t->wtext[w], s, n)) {
+            t->words[w].count++;
+            return 0;
+        }
     }
     if (t->nwords == t->capwords) {
         int32_t cap = t->capwords ? 2 * t->capwords : 1 << 14;
@@ -118,7 +123,9 @@ static int pair_add(Trainer *t, int32_t a, int32_t b, int64_t count, int32_t wor
 }
 
 /* ---- the max-heap of candidate merges (count, then the smaller pair) ---- */
-static int cand_before(Cand a, Cand b) { return a.count > b.count || (a.count == b.count && a.key < b.key); }
+static int cand_before(Cand a, Cand b) {
+    return a.count > b.count || (a.count == b.count && a.key < b.key);
+}
 
 static int heap_push(Trainer *t, Cand c) {
     if (t->hn == t->hcap) {
@@ -128,7 +135,10 @@ static int heap_push(Trainer *t, Cand c) {
         t->heap = h; t->hcap = cap;
     }
     size_t k = t->hn++;
-    while (k > 0 && cand_before(c, t->heap[(k - 1) / 2])) { t->heap[k] = t->heap[(k - 1) / 2]; k = (k - 1) / 2; }
+    while (k > 0 && cand_before(c, t->heap[(k - 1) / 2])) {
+        t->heap[k] = t->heap[(k - 1) / 2];
+        k = (k - 1) / 2;
+    }
     t->heap[k] = c;
     return 0;
 }
@@ -161,7 +171,8 @@ static int apply_merge(Trainer *t, int32_t a, int32_t b, int32_t id, uint32_t st
         if (w->stamp == stamp) continue;   /* listed twice */
         w->stamp = stamp;
         int found = 0;
-        for (int32_t i = 0; i + 1 < w->n && !found; i++) found = w->sym[i] == a && w->sym[i + 1] == b;
+        for (int32_t i = 0; i + 1 < w->n && !found; i++)
+            found = w->sym[i] == a && w->sym[i + 1] == b;
         if (!found) continue;
         for (int32_t i = 0; i + 1 < w->n; i++) pair_add(t, w->sym[i], w->sym[i + 1], -w->count, -1);
         int32_t o = 0;
@@ -185,7 +196,8 @@ static int apply_merge(Trainer *t, int32_t a, int32_t b, int32_t id, uint32_t st
         }
     }
     free(where);
-    for (size_t i = 0; i < nfresh && !rc; i++) {   /* a key listed twice: the second is stale, skipped later */
+    for (size_t i = 0; i < nfresh && !rc;
+         i++) { /* a key listed twice: the second is stale, skipped later */
         Pair *q = pair_get(t, fresh[i], 0);
         if (q && q->count > 0) rc = heap_push(t, (Cand){q->count, fresh[i]});
     }
@@ -196,31 +208,39 @@ static int apply_merge(Trainer *t, int32_t a, int32_t b, int32_t id, uint32_t st
 /* ---- tokenizer.json ---- */
 static void write_token(FILE *f, const unsigned char *s, int32_t n) {
     char buf[1024], *o = buf;
-    for (int32_t i = 0; i < n && o - buf < (int)sizeof buf - 8; i++) o += bpe_utf8_put(bpe_byte_char(s[i]), o);
+    for (int32_t i = 0; i < n && o - buf < (int)sizeof buf - 8; i++)
+        o += bpe_utf8_put(bpe_byte_char(s[i]), o);
     *o = 0;
     json_write_string(f, buf);
 }
 
-static int write_json(const Trainer *t, int nspecial, const int32_t (*merges)[2], int nmerges, const char *path,
-                      char *err, size_t errlen) {
+static int write_json(const Trainer *t, int nspecial, const int32_t (*merges)[2], int nmerges,
+                      const char *path, char *err, size_t errlen) {
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) { snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno)); return 1; }
-    fprintf(f, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [");
+    fprintf(f, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  "
+               "\"added_tokens\": [");
     for (int i = 0; i < nspecial; i++) {
         fprintf(f, "%s\n    {\"id\": %d, \"content\": ", i ? "," : "", i);
         json_write_string(f, (const char *)t->tok[i]);
-        fprintf(f, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, "
-                "\"special\": true}");
+        fprintf(f, ", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+                   "\"normalized\": false, "
+                   "\"special\": true}");
     }
-    const char *bl = "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "
-                     "\"use_regex\": true}";
-    fprintf(f, "\n  ],\n  \"normalizer\": null,\n  \"pre_tokenizer\": %s,\n  \"post_processor\": %s,\n"
-            "  \"decoder\": %s,\n  \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
-            "\"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, \"fuse_unk\": false, "
-            "\"byte_fallback\": false, \"ignore_merges\": false,\n    \"vocab\": {", bl, bl, bl);
-    for (int32_t id = 0; id < t->ntok; id++) {   /* the special tokens too, as the library has them */
+    const char *bl =
+            "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, "
+            "\"use_regex\": true}";
+    fprintf(f,
+            "\n  ],\n  \"normalizer\": null,\n  \"pre_tokenizer\": %s,\n  \"post_processor\": %s,\n"
+            "  \"decoder\": %s,\n  \"model\": {\"type\": \"BPE\", \"dropout\": null, "
+            "\"unk_token\": null, "
+            "\"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, \"fuse_unk\": "
+            "false, "
+            "\"byte_fallback\": false, \"ignore_merges\": false,\n    \"vocab\": {",
+            bl, bl, bl);
+    for (int32_t id = 0; id < t->ntok; id++) { /* the special tokens too, as the library has them */
         fprintf(f, "%s\n      ", id ? "," : "");
         if (id < nspecial) json_write_string(f, (const char *)t->tok[id]);
         else write_token(f, t->tok[id], t->toklen[id]);
@@ -263,13 +283,15 @@ static int new_token(Trainer *t, const unsigned char *s, int32_t n) {
 }
 
 int bpe_train(const unsigned char *const *texts, const size_t *lens, int ntexts, int vocab_size,
-              const char *const *specials, const char *out_path, int threads, char *err, size_t errlen) {
-    (void)threads;   /* counting words is a small part of the time; the merges are sequential */
+              const char *const *specials, const char *out_path, char *err,
+              size_t errlen) {
     int nspecial = 0;
     while (specials && specials[nspecial]) nspecial++;
     if (vocab_size < 256 + nspecial || vocab_size > (1 << 24)) {
-        snprintf(err, errlen, "a vocabulary of %d tokens: it needs at least the 256 bytes and %d special "
-                 "token%s (%d), at most %d", vocab_size, nspecial, nspecial == 1 ? "" : "s", 256 + nspecial, 1 << 24);
+        snprintf(err, errlen,
+                 "a vocabulary of %d tokens: it needs at least the 256 bytes and %d special "
+                 "token%s (%d), at most %d",
+                 vocab_size, nspecial, nspecial == 1 ? "" : "s", 256 + nspecial, 1 << 24);
         return 2;
     }
     Trainer t = {0};
@@ -278,8 +300,12 @@ int bpe_train(const unsigned char *const *texts, const size_t *lens, int ntexts,
     t.tok = calloc((size_t)vocab_size, sizeof *t.tok);
     t.toklen = calloc((size_t)vocab_size, sizeof *t.toklen);
     if (!merges || !t.tok || !t.toklen) rc = -1;
-    for (int i = 0; i < nspecial && !rc; i++) rc = new_token(&t, (const unsigned char *)specials[i], (int32_t)strlen(specials[i]));
-    for (int c = 0; c < 256 && !rc; c++) { unsigned char b = (unsigned char)c; rc = new_token(&t, &b, 1); }
+    for (int i = 0; i < nspecial && !rc; i++)
+        rc = new_token(&t, (const unsigned char *)specials[i], (int32_t)strlen(specials[i]));
+    for (int c = 0; c < 256 && !rc; c++) {
+        unsigned char b = (unsigned char)c;
+        rc = new_token(&t, &b, 1);
+    }
     for (int k = 0; k < ntexts && !rc; k++)
         for (size_t i = 0; i < lens[k] && !rc;) {
             size_t j = bpe_pretok_gpt2(texts[k], i, lens[k]);
@@ -289,10 +315,12 @@ int bpe_train(const unsigned char *const *texts, const size_t *lens, int ntexts,
     for (int32_t w = 0; w < t.nwords && !rc; w++) {   /* words as bytes; every pair counted */
         Word *wd = &t.words[w];
         for (int32_t i = 0; i < wd->n; i++) wd->sym[i] = nspecial + t.wtext[w][i];
-        for (int32_t i = 0; i + 1 < wd->n && !rc; i++) rc = pair_add(&t, wd->sym[i], wd->sym[i + 1], wd->count, w);
+        for (int32_t i = 0; i + 1 < wd->n && !rc; i++)
+            rc = pair_add(&t, wd->sym[i], wd->sym[i + 1], wd->count, w);
     }
     for (uint32_t i = 0; i < t.pcap && !rc; i++)
-        if (t.pairs[i].key && t.pairs[i].count > 0) rc = heap_push(&t, (Cand){t.pairs[i].count, t.pairs[i].key});
+        if (t.pairs[i].key && t.pairs[i].count > 0)
+            rc = heap_push(&t, (Cand){t.pairs[i].count, t.pairs[i].key});
     while (!rc && t.ntok < vocab_size && done < nmerges && t.hn) {
         Cand c = heap_pop(&t);
         Pair *p = pair_get(&t, c.key, 0);

@@ -32,9 +32,13 @@ static void pb_bytes(Pb *p, int field, const void *s, size_t len) {   /* wire ty
     pb_varint(p, len);
     if (p->n + len <= sizeof p->b) { memcpy(p->b + p->n, s, len); p->n += len; }
 }
-static void pb_fixed(Pb *p, int field, int wire, const void *v, size_t len) {   /* 1: 64-bit, 5: 32-bit */
+static void pb_fixed(Pb *p, int field, int wire, const void *v,
+                     size_t len) { /* 1: 64-bit, 5: 32-bit */
     pb_varint(p, (uint64_t)field << 3 | (uint64_t)wire);
-    if (p->n + len <= sizeof p->b) { memcpy(p->b + p->n, v, len); p->n += len; }   /* little-endian */
+    if (p->n + len <= sizeof p->b) {
+        memcpy(p->b + p->n, v, len);
+        p->n += len;
+    } /* little-endian */
 }
 
 static double wall_now(void) {
@@ -64,20 +68,31 @@ static int mkdirs(const char *dir) {
     char tmp[1024];
     snprintf(tmp, sizeof tmp, "%s", dir);
     for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') { *p = 0; if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1; *p = '/'; }
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
+            *p = '/';
+        }
     return mkdir(tmp, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 TbEvents *tb_open(const char *dir, char *err, size_t errlen) {
-    if (mkdirs(dir) != 0) { snprintf(err, errlen, "%s: cannot create the folder: %s", dir, strerror(errno)); return NULL; }
+    if (mkdirs(dir) != 0) {
+        snprintf(err, errlen, "%s: cannot create the folder: %s", dir, strerror(errno));
+        return NULL;
+    }
     TbEvents *t = calloc(1, sizeof *t);
     if (!t) { snprintf(err, errlen, "out of memory"); return NULL; }
     char host[256] = "localhost";
     gethostname(host, sizeof host - 1);
-    snprintf(t->path, sizeof t->path, "%s/events.out.tfevents.%lld.%s.%d.boost", dir, (long long)time(NULL), host,
-             (int)getpid());
+    snprintf(t->path, sizeof t->path, "%s/events.out.tfevents.%lld.%s.%d.boost", dir,
+             (long long)time(NULL), host, (int)getpid());
     t->f = fopen(t->path, "wb");
-    if (!t->f) { snprintf(err, errlen, "%s: cannot create: %s", t->path, strerror(errno)); free(t); return NULL; }
+    if (!t->f) {
+        snprintf(err, errlen, "%s: cannot create: %s", t->path, strerror(errno));
+        free(t);
+        return NULL;
+    }
     Pb ev;
     event_head(&ev, 0);
     pb_bytes(&ev, 3, "brain.Event:2", 13);
@@ -101,7 +116,8 @@ int tb_scalar(TbEvents *t, int64_t step, const char *tag, double value) {
 }
 
 /* Numbers, arrays of them and arrays of arrays: one scalar each. */
-static int json_value_scalars(TbEvents *t, int64_t step, const char *tag, const Json *v, int depth) {
+static int json_value_scalars(TbEvents *t, int64_t step, const char *tag, const Json *v,
+                              int depth) {
     if (v->type == JSON_NUMBER) return tb_scalar(t, step, tag, v->num);
     if (v->type != JSON_ARRAY || depth > 2) return 0;
     int rc = 0;

@@ -9,8 +9,8 @@
 
 typedef struct TbEvents TbEvents;
 
-/* Create DIR (and its parents) and a new events.out.tfevents.TIME.HOST.PID file in it, starting with
- * the file-version event. Returns NULL with "DIR: why" in err. */
+/* Create DIR (and its parents) and a new events.out.tfevents.TIME.HOST.PID file in it, starting
+ * with the file-version event. Returns NULL with "DIR: why" in err. */
 TbEvents *tb_open(const char *dir, char *err, size_t errlen);
 /* One scalar event (wall time now). Returns 0, or 1 when the write failed. */
 int tb_scalar(TbEvents *t, int64_t step, const char *tag, double value);

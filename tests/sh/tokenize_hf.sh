@@ -3,8 +3,8 @@
 # the library on part of the corpus (tests/tokenize_ref.py: byte-level with the GPT-2, LLaMA-3 (also
 # with ignore_merges) and Qwen2 pre-tokenizers, SentencePiece-style with byte fallback) encode the
 # same documents, and one long document cut into pieces, to the same token files at 1 and 3
-# threads; decoding gives the
-# text back; invalid UTF-8 round-trips through the byte alphabet or byte fallback, or is refused.
+# threads; decoding gives the text back; invalid UTF-8 round-trips through the byte alphabet or
+# byte fallback, or is refused.
 . tests/sh/lib.sh
 PY=${PYTHON:-python3}
 [ -f build/corpus.txt ] || bash tools/corpus.sh >/dev/null 2>&1

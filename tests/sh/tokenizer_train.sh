@@ -8,7 +8,7 @@
 PY=${PYTHON:-python3}
 [ -f build/corpus.txt ] || bash tools/corpus.sh >/dev/null 2>&1
 if [ ! -f build/corpus.txt ]; then ok "tokenizer_train # SKIP no corpus (Debian's fortunes package)"; exit 0; fi
-head -c 1000000 build/corpus.txt >"$TMP/corpus.txt"
+head -c 600000 build/corpus.txt >"$TMP/corpus.txt"
 $BOOST tokenizer train "$TMP/corpus.txt" --vocab 2048 -o "$TMP/tok.json" >"$TMP/out" 2>&1 &&
   ok tokenizer_train_runs || { fail tokenizer_train_runs "$(tail -2 "$TMP/out")"; exit 1; }
 printf 'caf\xc3\xa9 \xff\xfe broken \xc3( text\n' | cat - "$TMP/corpus.txt" >"$TMP/mixed.txt"
