@@ -12,7 +12,8 @@
 #include "runtime/safetensors.h"
 #include "runtime/unicode_tables.h"
 
-enum { PRE_NONE, PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_METASPACE };
+/* PRE_META_WHOLE: Metaspace without split (spaces replaced, prefix, one word) */
+enum { PRE_NONE, PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_METASPACE, PRE_META_WHOLE };
 enum { NORM_PREPEND, NORM_REPLACE };
 #define MAX_NORMS 8
 
@@ -318,18 +319,11 @@ static int load_pre(Bpe *b, const Json *p, int *bytelevel, char *err, size_t err
             snprintf(err, errlen, "a Metaspace replacement other than U+2581 is not supported");
             return 2;
         }
-        b->pre = split && split->num == 0 ? PRE_NONE : PRE_METASPACE;
+        b->pre = split && split->num == 0 ? PRE_META_WHOLE : PRE_METASPACE;
         b->meta_prepend = 1;
         if (ps && ps->type == JSON_STRING)
             b->meta_prepend = !strcmp(ps->str, "never") ? 0 : !strcmp(ps->str, "first") ? 2 : 1;
         else if (aps) b->meta_prepend = aps->num != 0;
-        /* without split, the replacement and prefix become normalizer steps */
-        if (b->pre == PRE_NONE && b->nnorms + 2 <= MAX_NORMS) {
-            b->norms[b->nnorms++] = (Norm){NORM_REPLACE, strdup(" "), 1, strdup("\xE2\x96\x81"), 3};
-            if (b->meta_prepend)
-                b->norms[b->nnorms++] = (Norm){NORM_PREPEND, strdup("\xE2\x96\x81"), 3, NULL, 0};
-            b->meta_prepend = 0;
-        }
         return 0;
     }
     snprintf(err, errlen,
@@ -545,7 +539,8 @@ static int load_tree(Bpe *b, const Json *root, char *err, size_t errlen) {
     }
     for (int c = 0; c < 128; c++) { char s = (char)c; b->ascii_id[c] = vocab_find(b, &s, 1); }
     find_separator(b, json_get(root, "post_processor"));
-    static const char *const pre_names[] = {"no", "GPT-2", "LLaMA-3", "Qwen2", "Metaspace"};
+    static const char *const pre_names[] = {"no", "GPT-2", "LLaMA-3", "Qwen2", "Metaspace",
+                                            "Metaspace (no split)"};
     snprintf(b->desc, sizeof b->desc, "%s BPE, %s pre-tokenizer%s",
              bytelevel ? "byte-level" : "SentencePiece-style", pre_names[b->pre],
              b->byte_fallback ? ", byte fallback" : "");
@@ -927,7 +922,7 @@ static int normalize(BpeEncoder *e, const unsigned char *s, size_t n, size_t at,
         }
         cur = o; cn = on; which ^= 1;
     }
-    if (b->pre == PRE_METASPACE) {   /* spaces become U+2581, one in front (prepend_scheme) */
+    if (b->pre == PRE_METASPACE || b->pre == PRE_META_WHOLE) {   /* spaces -> U+2581, prefix */
         int pre = !continuation && (b->meta_prepend == 1 || (b->meta_prepend == 2 && first));
         if ((cn >= 3 && !memcmp(cur, "\xE2\x96\x81", 3)) || (cn && cur[0] == ' ')) pre = 0;
         if (grow((void **)&e->buf[which], &e->bufcap[which], 3 * cn + 4, 1)) return 1;

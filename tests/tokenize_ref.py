@@ -81,6 +81,9 @@ cases = [("gpt2", byte_level("gpt2", 1200), "<|endoftext|>"),
 llama3 = json.loads(cases[1][1].to_str())   # LLaMA-3 ships with ignore_merges: whole words first
 llama3["model"]["ignore_merges"] = True
 cases.append(("llama3im", Tokenizer.from_str(json.dumps(llama3)), "<|endoftext|>"))
+meta = json.loads(cases[4][1].to_str())    # Mistral's later files: Metaspace, first only, no split
+meta["pre_tokenizer"].update(prepend_scheme="first", split=False)
+cases.append(("metafirst", Tokenizer.from_str(json.dumps(meta)), "<s>"))
 for name, tok, sep in cases:
     tok.save("%s/%s.json" % (out, name))
     sep_id = tok.token_to_id(sep)

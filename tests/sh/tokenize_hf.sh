@@ -14,8 +14,8 @@ rc=$?
 if [ $rc = 3 ]; then ok "tokenize_hf # SKIP the tokenizers library is not importable (pip install tokenizers)"; exit 0; fi
 [ $rc = 0 ] || { fail tokenize_ref "the reference script failed: $(tail -3 "$TMP/ref.out")"; exit 1; }
 
-for name in gpt2 llama3 llama3im qwen2 llama2 metaspace; do
-  sep="<|endoftext|>"; case $name in llama2|metaspace) sep="<s>";; esac
+for name in gpt2 llama3 llama3im qwen2 llama2 metaspace metafirst; do
+  sep="<|endoftext|>"; case $name in llama2|meta*) sep="<s>";; esac
   $BOOST tokenize "$TMP/$name.json" "$TMP/docs.jsonl" -o "$TMP/$name.bin" --sep "$sep" --threads 3 --quiet \
     >"$TMP/out" 2>&1 && cmp -s "$TMP/$name.bin" "$TMP/$name.expected.bin" && ok "tokenize_same_ids_$name" \
     || fail "tokenize_same_ids_$name" "not the library's ids: $(tail -1 "$TMP/out"; cmp "$TMP/$name.bin" "$TMP/$name.expected.bin" 2>&1)"
