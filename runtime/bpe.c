@@ -561,8 +561,9 @@ Bpe *bpe_load(const char *path, int *status, char *err, size_t errlen) {
     char *text = len > 0 ? malloc((size_t)len) : NULL;
     if (!text || fread(text, 1, (size_t)len, f) != (size_t)len) {
         fclose(f); free(text);
-        snprintf(err, errlen, "%s: cannot read (%ld bytes)", path, len);
-        *status = 1;
+        if (len <= 0) snprintf(err, errlen, "%s: empty, or not a file: not a tokenizer.json", path);
+        else snprintf(err, errlen, "%s: cannot read (%ld bytes)", path, len);
+        *status = len <= 0 ? 2 : 1;
         return NULL;
     }
     fclose(f);

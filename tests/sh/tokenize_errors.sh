@@ -46,4 +46,9 @@ import struct; open('$TMP/ids.bin','wb').write(struct.pack('<256i',20240520,1,2,
   refused tokenize_decode_unknown_id_refused "token 1: id 77 is not in the vocabulary" "$TMP/t.json" --decode "$TMP/ids.bin" ||
   ok "tokenize_decode_unknown_id_refused # SKIP no python3 to write the token file"
 refused tokenize_missing_tokenizer "nothere.json: cannot open" "$TMP/nothere.json" --text a
+: >"$TMP/empty.json"
+refused tokenize_empty_tokenizer "empty.json: empty, or not a file" "$TMP/empty.json" --text a
+echo '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]}}' >"$TMP/badmerge.json"
+refused tokenize_merge_outside_vocab "merge 0 (a + b): a part or the result is not in the vocabulary" \
+  "$TMP/badmerge.json" --text a
 refused tokenize_missing_input "nothere.txt: no such file" "$TMP/t.json" "$TMP/nothere.txt" -o "$TMP/o.bin"
