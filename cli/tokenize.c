@@ -47,10 +47,11 @@ static void tokenize_usage(FILE *f) {
 typedef struct {
     const unsigned char *s; size_t n;
     int cont;                  /* a later piece of a document */
+    int json;                  /* a JSON line: its "text" field is the document (parsed by a worker) */
     const char *file; size_t base; int line;   /* where it comes from, for messages */
 } Piece;
 
-typedef struct { BpeIds ids; int rc; char err[320]; } PieceOut;
+typedef struct { BpeIds ids; int rc; size_t text_bytes; char err[320]; } PieceOut;
 
 typedef struct {
     const Bpe *bpe;
@@ -71,8 +72,23 @@ static void *worker(void *arg) {
         PieceOut *o = &w->outs[i];
         memset(o, 0, sizeof *o);
         if (!e) { o->rc = 1; snprintf(o->err, sizeof o->err, "out of memory"); continue; }
-        o->rc = bpe_encode(e, w->pieces[i].s, w->pieces[i].n, w->pieces[i].cont, &o->ids, o->err,
-                           sizeof o->err);
+        const Piece *p = &w->pieces[i];
+        if (p->json) {
+            Json *j = json_parse((const char *)p->s, p->n, o->err, sizeof o->err);
+            const Json *t = j ? json_get(j, "text") : NULL;
+            if (t && t->type == JSON_STRING) {
+                o->text_bytes = strlen(t->str);
+                o->rc = bpe_encode(e, (const unsigned char *)t->str, o->text_bytes, 0, &o->ids,
+                                   o->err, sizeof o->err);
+            } else {
+                if (j) snprintf(o->err, sizeof o->err, "no \"text\" string in this JSON line");
+                o->rc = 2;
+            }
+            json_free(j);
+        } else {
+            o->text_bytes = p->n;
+            o->rc = bpe_encode(e, p->s, p->n, p->cont, &o->ids, o->err, sizeof o->err);
+        }
         pthread_mutex_lock(&w->lock);
         w->done_bytes += w->pieces[i].n;
         pthread_mutex_unlock(&w->lock);
@@ -154,7 +170,8 @@ typedef struct {
     Writer wr;
     Piece *pieces; int npieces, cap; size_t bytes;   /* the current batch */
     char **owned; int nowned, ownedcap;              /* JSON-lines texts of the batch */
-    size_t total_bytes, done_bytes; int64_t docs;
+    size_t total_bytes, done_bytes;   /* input bytes (files as they are) */
+    size_t text_bytes; int64_t docs;   /* the documents' text (JSON lines: their "text" only) */
     double t0;
     int split_ok;              /* documents may be cut at "\n" + letter (regex pre-tokenizers) */
 } Run;
@@ -212,6 +229,7 @@ static int run_batch(Run *r) {
         }
         if (!rc && !p->cont && r->sep >= 0) rc = writer_put(&r->wr, &r->sep, 1);
         if (!rc) rc = writer_put(&r->wr, o->ids.v, o->ids.n);
+        r->text_bytes += o->text_bytes;
         free(o->ids.v);
     }
     free(w.outs);
@@ -254,12 +272,12 @@ static int add_document(Run *r, const unsigned char *s, size_t n, const char *fi
         size_t p = start + PIECE_BYTES;
         while (p < n && !cut_at(s, p)) p++;
         if (p >= n) break;
-        int rc = add_piece(r, (Piece){s + start, p - start, start > 0, file, base + start, line});
+        int rc = add_piece(r, (Piece){s + start, p - start, start > 0, 0, file, base + start, line});
         if (rc) return rc;
         start = p;
     }
     if (n == 0 && r->sep < 0) return 0;
-    return add_piece(r, (Piece){s + start, n - start, start > 0, file, base + start, line});
+    return add_piece(r, (Piece){s + start, n - start, start > 0, 0, file, base + start, line});
 }
 
 static int is_jsonl(const char *path, int force) {
@@ -285,32 +303,25 @@ static int add_jsonl(Run *r, const char *path) {
         fprintf(stderr, "boost tokenize: %s: cannot open: %s\n", path, strerror(errno));
         return 2;
     }
-    char *line = NULL, why[256];
+    char *line = NULL;
     size_t cap = 0;
     ssize_t got;
     int lineno = 0, rc = 0;
-    while (!rc && (got = getline(&line, &cap, f)) >= 0) {
+    while (!rc && (got = getline(&line, &cap, f)) >= 0) {   /* the workers parse the lines */
         lineno++;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r' || line[got - 1] == ' '))
             got--;
         if (got == 0) continue;
-        Json *j = json_parse(line, (size_t)got, why, sizeof why);
-        const Json *t = j ? json_get(j, "text") : NULL;
-        if (!t || t->type != JSON_STRING) {
-            fprintf(stderr, "boost tokenize: %s:%d: %s\n", path, lineno,
-                    j ? "no \"text\" string in this JSON line" : why);
-            json_free(j);
-            rc = 2;
+        char *copy = malloc((size_t)got);
+        if (!copy || keep_text(r, copy)) {
+            free(copy);
+            fprintf(stderr, "boost tokenize: out of memory\n");
+            rc = 1;
             break;
         }
-        char *text = t->str;
-        size_t n = strlen(text);
-        t = NULL;
-        for (int k = 0; k < j->n; k++)
-            if (j->items[k].str == text) j->items[k].str = NULL; /* keep it */
-        json_free(j);
-        if (keep_text(r, text)) { free(text); rc = 1; break; }
-        rc = add_document(r, (const unsigned char *)text, n, path, 0, lineno);
+        memcpy(copy, line, (size_t)got);
+        r->docs++;
+        rc = add_piece(r, (Piece){(const unsigned char *)copy, (size_t)got, 0, 1, path, 0, lineno});
     }
     free(line);
     fclose(f);
@@ -492,13 +503,11 @@ int cmd_tokenize(int argc, char **argv) {
         show_progress(&r, r.done_bytes, 1);
         double dt = now_s() - r.t0;
         if (!rc)
-            printf("tokenize: %lld documents, %.1f MB -> %lld tokens (%.2f bytes/token, %s) in "
-                   "%.2f s "
-                   "(%.1f MB/s, %d threads) -> %s%s\n",
-                   (long long)r.docs, r.done_bytes / 1e6, (long long)r.wr.total,
-                   r.wr.total ? (double)r.done_bytes / (double)r.wr.total : 0, bpe_describe(b), dt,
-                   dt > 0 ? r.done_bytes / 1e6 / dt : 0, threads, out,
-                   shard_tokens ? " (shards)" : "");
+            printf("tokenize: %lld documents, %.1f MB of text -> %lld tokens (%.2f bytes/token, %s) "
+                   "in %.2f s (%.1f MB/s, %d threads) -> %s%s\n",
+                   (long long)r.docs, r.text_bytes / 1e6, (long long)r.wr.total,
+                   r.wr.total ? (double)r.text_bytes / (double)r.wr.total : 0, bpe_describe(b), dt,
+                   dt > 0 ? r.text_bytes / 1e6 / dt : 0, threads, out, shard_tokens ? " (shards)" : "");
         free(r.pieces); free(r.owned);
     }
     bpe_free(b);
