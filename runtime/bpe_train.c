@@ -22,6 +22,7 @@ typedef struct {
     Pair *pairs; uint32_t pcap, npairs;            /* open addressing, key 0 = empty */
     Cand *heap; size_t hn, hcap;
     unsigned char **tok; int32_t *toklen; int32_t ntok;   /* token bytes (specials first) */
+    int32_t *tslot; uint32_t tcap;                 /* token bytes -> id */
 } Trainer;
 
 static uint64_t hash64(uint64_t x) {
@@ -270,10 +271,23 @@ static void trainer_free(Trainer *t) {
     for (uint32_t i = 0; i < t->pcap; i++) free(t->pairs[i].where);
     for (int32_t i = 0; i < t->ntok; i++) free(t->tok[i]);
     free(t->words); free(t->wtext); free(t->wlen); free(t->wslot); free(t->pairs); free(t->heap);
-    free(t->tok); free(t->toklen);
+    free(t->tok); free(t->toklen); free(t->tslot);
+}
+
+/* The id of a token with these bytes, or -1; *slot: where a new one goes. */
+static int32_t token_find(const Trainer *t, const unsigned char *s, int32_t n, uint32_t *slot) {
+    uint32_t i = (uint32_t)hash_text(s, (size_t)n) & (t->tcap - 1);
+    for (; t->tslot[i] >= 0; i = (i + 1) & (t->tcap - 1)) {
+        int32_t k = t->tslot[i];
+        if (t->toklen[k] == n && !memcmp(t->tok[k], s, (size_t)n)) return k;
+    }
+    *slot = i;
+    return -1;
 }
 
 static int new_token(Trainer *t, const unsigned char *s, int32_t n) {
+    uint32_t slot;
+    if (token_find(t, s, n, &slot) < 0) t->tslot[slot] = t->ntok;   /* a repeated special: first */
     t->tok[t->ntok] = malloc((size_t)n + 1);
     if (!t->tok[t->ntok]) return -1;
     memcpy(t->tok[t->ntok], s, (size_t)n);
@@ -299,7 +313,10 @@ int bpe_train(const unsigned char *const *texts, const size_t *lens, int ntexts,
     int32_t (*merges)[2] = malloc(sizeof *merges * (size_t)(nmerges + 1));
     t.tok = calloc((size_t)vocab_size, sizeof *t.tok);
     t.toklen = calloc((size_t)vocab_size, sizeof *t.toklen);
-    if (!merges || !t.tok || !t.toklen) rc = -1;
+    for (t.tcap = 64; t.tcap < 2 * (uint32_t)vocab_size;) t.tcap *= 2;
+    t.tslot = malloc(sizeof *t.tslot * t.tcap);
+    if (t.tslot) memset(t.tslot, 0xFF, sizeof *t.tslot * t.tcap);
+    if (!merges || !t.tok || !t.toklen || !t.tslot) rc = -1;
     for (int i = 0; i < nspecial && !rc; i++)
         rc = new_token(&t, (const unsigned char *)specials[i], (int32_t)strlen(specials[i]));
     for (int c = 0; c < 256 && !rc; c++) {
@@ -334,8 +351,8 @@ int bpe_train(const unsigned char *const *texts, const size_t *lens, int ntexts,
         if (!joined) { rc = -1; break; }
         memcpy(joined, t.tok[a], (size_t)t.toklen[a]);
         memcpy(joined + t.toklen[a], t.tok[b], (size_t)t.toklen[b]);
-        for (int32_t k = nspecial + 256; k < t.ntok && id < 0; k++)   /* the token exists already */
-            if (t.toklen[k] == n && !memcmp(t.tok[k], joined, (size_t)n)) id = k;
+        uint32_t slot;
+        id = token_find(&t, joined, n, &slot);   /* a token made before by another pair */
         if (id < 0) { id = t.ntok; rc = new_token(&t, joined, n); }
         free(joined);
         merges[done][0] = a; merges[done][1] = b; done++;
