@@ -188,7 +188,7 @@ size_t bpe_pretok_gpt2(const unsigned char *s, size_t i, size_t n) {
 
 /* LLaMA-3 (maxdigits 3) and Qwen2 (1): (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|
  * \p{N}{1,maxdigits}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
-static size_t pretok_llama3(const unsigned char *s, size_t i, size_t n, int maxdigits) {
+size_t bpe_pretok_llama3(const unsigned char *s, size_t i, size_t n, int maxdigits) {
     int len0, len1, k;
     if (s[i] == '\'' && (k = contraction(s, i, n, 1))) return i + k;
     int c0 = cls_at(s, i, n, &len0);
@@ -952,8 +952,8 @@ static int encode_section(BpeEncoder *e, const unsigned char *s, size_t n, size_
         size_t j;
         switch (b->pre) {
         case PRE_GPT2: j = bpe_pretok_gpt2(t, i, tn); break;
-        case PRE_LLAMA3: j = pretok_llama3(t, i, tn, 3); break;
-        case PRE_QWEN2: j = pretok_llama3(t, i, tn, 1); break;
+        case PRE_LLAMA3: j = bpe_pretok_llama3(t, i, tn, 3); break;
+        case PRE_QWEN2: j = bpe_pretok_llama3(t, i, tn, 1); break;
         case PRE_METASPACE:   /* a word starts at each U+2581 */
             for (j = i + 1; j < tn && !(j + 3 <= tn && !memcmp(t + j, "\xE2\x96\x81", 3)); j++) {}
             break;

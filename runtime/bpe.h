@@ -60,6 +60,8 @@ int bpe_train(const unsigned char *const *texts, const size_t *lens, int ntexts,
 /* ---- helpers shared with the trainer ---- */
 /* The GPT-2 pre-tokenizer: end of the piece that starts at text[i]. */
 size_t bpe_pretok_gpt2(const unsigned char *s, size_t i, size_t n);
+/* The LLaMA-3 (maxdigits 3) and Qwen2 (maxdigits 1) pre-tokenizers, the same way. */
+size_t bpe_pretok_llama3(const unsigned char *s, size_t i, size_t n, int maxdigits);
 /* GPT-2's byte-to-character map: the code point standing for byte b in byte-level vocabularies. */
 uint32_t bpe_byte_char(unsigned char b);
 /* Append code point cp as UTF-8 to out; returns its length (1-4). */
