@@ -266,6 +266,17 @@ Graph *graph_build(const Run *run, int layout, int checkpoint, char *err, size_t
 /* ---- build_fixture.c: hand-made runs for tests and for bootstrapping without the spec loader ---- */
 void run_tiny_cola(Run *run);                  /* the demo model, tp=2, btp */
 
+/* ---- align.c: GEMM FLOPs (per rank, 2mnk*batch, forward + backward + recompute) that miss cuBLAS's
+ * fast paths, by rule: an operand start off a 16-byte boundary, a leading dimension or (batched) a
+ * batch stride that is not a multiple of 8 elements. A GEMM breaking several rules counts in each
+ * rule's figure and once in misaligned. ---- */
+typedef struct {
+    double total, misaligned;     /* FLOPs of all GEMMs, of those breaking any rule */
+    double start, ld, stride;     /* FLOPs of the GEMMs breaking each rule */
+    int ngemms_misaligned;        /* GEMM steps (grouped: members) breaking any rule */
+} GemmAlign;
+void gemm_alignment(const Graph *g, GemmAlign *a);
+
 /* ---- report.c ---- */
 int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen);
 
