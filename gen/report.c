@@ -440,8 +440,9 @@ static void md_overview(const Run *run, const Report *d, FILE *f) {
         fprintf(f, " |\n");
     }
     if (self == LAYOUT_BTP && run->online_rmsnorm)
-        fprintf(f, "\nOnline RMSNorm: each rank's share of the mean square, s_i/d, rides as one extra column of the "
-                   "all-reduce buffer in the activation dtype (%s), so the forward carries 2 extra elements per token "
+        fprintf(f, "\nOnline RMSNorm: each rank's share of the mean square, s_i/d, rides in the all-reduce buffer "
+                   "after its [M, r] activations (one per token, so the GEMMs keep aligned leading dimensions) in the "
+                   "activation dtype (%s), so the forward carries 2 extra elements per token "
                    "and layer and the backward none. In bf16 each share is rounded to 8 significant bits (relative "
                    "error <= 2^-9), the same rounding the rank-r entries beside it get; the resulting 1/sqrt error is "
                    "<= 2^-10 relative, below the bf16 rounding of the normalized activations themselves.\n",
