@@ -278,11 +278,15 @@ void run_tiny_cola(Run *run);                  /* the demo model, tp=2, btp */
 
 /* ---- align.c: GEMM FLOPs (per rank, 2mnk*batch, forward + backward + recompute) that miss cuBLAS's
  * fast paths, by rule: an operand start off a 16-byte boundary, a leading dimension or (batched) a
- * batch stride that is not a multiple of 8 elements. A GEMM breaking several rules counts in each
- * rule's figure and once in misaligned. ---- */
+ * batch stride that is not a multiple of 8 elements. A leading dimension that equals the operand's
+ * width (a dense operand) counts as the shape's (a model dimension not a multiple of 8, which no
+ * buffer layout can fix); any other as the layout's. A GEMM breaking several rules counts in each
+ * rule's figure and once in misaligned (and once in layout). ---- */
 typedef struct {
     double total, misaligned;     /* FLOPs of all GEMMs, of those breaking any rule */
-    double start, ld, stride;     /* FLOPs of the GEMMs breaking each rule */
+    double layout;                /* of those breaking a layout rule: start, ld or stride */
+    double start, ld, stride;     /* FLOPs of the GEMMs breaking each layout rule */
+    double shape;                 /* FLOPs of the GEMMs with a dense operand of a width not a multiple of 8 */
     int ngemms_misaligned;        /* GEMM steps (grouped: members) breaking any rule */
 } GemmAlign;
 void gemm_alignment(const Graph *g, GemmAlign *a);

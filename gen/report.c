@@ -329,17 +329,21 @@ static int report_gather(const Run *run, Graph *g, Report *d, char *err, size_t 
 static double share(double part, double all) { return all > 0 ? part / all : 0; }
 
 static void json_align(FILE *f, const GemmAlign *a) {
-    fprintf(f, " \"gemm_alignment\": {\"gemm_flops\": %.0f, \"misaligned_flops_share\": %.6f, \"start_share\": %.6f, \"ld_share\": %.6f, "
-               "\"stride_share\": %.6f, \"misaligned_gemms\": %d},\n",
-            a->total, share(a->misaligned, a->total), share(a->start, a->total), share(a->ld, a->total),
-            share(a->stride, a->total), a->ngemms_misaligned);
+    fprintf(f, " \"gemm_alignment\": {\"gemm_flops\": %.0f, \"misaligned_flops_share\": %.6f, \"layout_share\": %.6f, "
+               "\"start_share\": %.6f, \"ld_share\": %.6f, \"stride_share\": %.6f, \"shape_share\": %.6f, "
+               "\"misaligned_gemms\": %d},\n",
+            a->total, share(a->misaligned, a->total), share(a->layout, a->total), share(a->start, a->total),
+            share(a->ld, a->total), share(a->stride, a->total), share(a->shape, a->total), a->ngemms_misaligned);
 }
 
 static void md_align(FILE *f, const GemmAlign *a) {
-    fprintf(f, "\nGEMM alignment: %.1f%% of these GEMM FLOPs (%d GEMMs) miss cuBLAS's fast paths (an operand "
-               "start off 16 bytes: %.1f%%; a leading dimension not a multiple of 8 elements: %.1f%%; a batch "
-               "stride not a multiple of 8: %.1f%%).\n", 100 * share(a->misaligned, a->total), a->ngemms_misaligned,
-            100 * share(a->start, a->total), 100 * share(a->ld, a->total), 100 * share(a->stride, a->total));
+    fprintf(f, "\nGEMM alignment: %.2f%% of these GEMM FLOPs (%d GEMMs) miss cuBLAS's fast paths. Buffer layout: "
+               "%.2f%% (an operand start off 16 bytes %.2f%%, a leading dimension not a multiple of 8 elements "
+               "%.2f%%, a batch stride not a multiple of 8 %.2f%%); model shape: %.2f%% (a dense operand whose "
+               "width, a model dimension, is not a multiple of 8).\n",
+            100 * share(a->misaligned, a->total), a->ngemms_misaligned, 100 * share(a->layout, a->total),
+            100 * share(a->start, a->total), 100 * share(a->ld, a->total), 100 * share(a->stride, a->total),
+            100 * share(a->shape, a->total));
 }
 
 static void report_json(const Run *run, const Report *d, FILE *f) {
