@@ -772,8 +772,8 @@ static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
                 }
             }
             if (o2->kind == OP_KERNEL && !strcmp(o2->k.kind, "online_norm_fwd")) {
-                /* the stat column of the saved all-reduce buffer holds the summed statistic: the
-                   replay writes its local share to a scratch column instead */
+                /* the statistics of the saved all-reduce buffer hold the summed values: the
+                   replay writes its local share to a scratch vector instead */
                 int si = -1;
                 for (int i = 0; i < o2->nops; i++) if (!strcmp(o2->opkey[i], "stat")) si = i;
                 if (si >= 0) {
