@@ -4,7 +4,8 @@
  * plan here; parameters, gradients and inputs in the runtime), so a view's start is its element
  * offset times the element size, checked for rank 0 and for every rank step (per_rank). The
  * layout's share (what the generator's buffer layout decides) is kept apart from the shape's (a
- * dense operand whose width, a model dimension such as 4 router experts, is not a multiple of 8). */
+ * dense operand whose width, a model dimension such as 4 router experts, is not a multiple
+ * of 8). */
 #include <string.h>
 #include "gen/ir.h"
 
@@ -63,7 +64,9 @@ void gemm_alignment(const Graph *g, GemmAlign *a) {
     memset(a, 0, sizeof *a);
     for (int s = 0; s < g->nsteps; s++) {
         const Op *o = &g->steps[s];
-        if (o->kind == OP_GEMM || o->kind == OP_BATCHED_GEMM) one(g, &o->g, o->g.batch > 0 ? o->g.batch : 1, a);
-        if (o->kind == OP_GROUPED_GEMM) for (int i = 0; i < o->nmembers; i++) one(g, &o->members[i], 1, a);
+        if (o->kind == OP_GEMM || o->kind == OP_BATCHED_GEMM)
+            one(g, &o->g, o->g.batch > 0 ? o->g.batch : 1, a);
+        if (o->kind == OP_GROUPED_GEMM)
+            for (int i = 0; i < o->nmembers; i++) one(g, &o->members[i], 1, a);
     }
 }

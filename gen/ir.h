@@ -48,10 +48,10 @@ typedef struct {
                                 [1 x M] fp32 gradient of those statistics; -1 otherwise */
     int keep;                /* the builder marks residual-stream buffers and norm statistics:
                                 checkpointing keeps them */
-    int has_stat;            /* an all-reduce buffer that carries online-norm statistics: rows x cols
-                                elements, the activations [rows, cols-1] first (ld cols-1, so GEMMs
-                                keep aligned leading dimensions), then the rows statistics (one per
-                                row, a dense vector at element rows*(cols-1)): ir_stat_* below */
+    int has_stat;            /* an all-reduce buffer carrying online-norm statistics: rows x cols
+                                elements, the activations [rows, cols-1] first (ld cols-1, so
+                                GEMMs keep aligned leading dimensions), then the rows statistics
+                                (a dense vector at element rows*(cols-1)): ir_stat_* below */
     int saved;               /* checkpoint pass: 1 = kept for backward, 0 = dropped and recomputed */
     int recompute_of;        /* an rc.* tensor: the forward tensor it recomputes; else -1 */
     /* memory plan (activation arena; TR_ACT and TR_GRAD only) */
@@ -276,9 +276,9 @@ Graph *graph_build(const Run *run, int layout, int checkpoint, char *err, size_t
 /* ---- build_fixture.c: hand-made runs for tests and for bootstrapping without the spec loader ---- */
 void run_tiny_cola(Run *run);                  /* the demo model, tp=2, btp */
 
-/* ---- align.c: GEMM FLOPs (per rank, 2mnk*batch, forward + backward + recompute) that miss cuBLAS's
- * fast paths, by rule: an operand start off a 16-byte boundary, a leading dimension or (batched) a
- * batch stride that is not a multiple of 8 elements. A leading dimension that equals the operand's
+/* ---- align.c: GEMM FLOPs (per rank, 2mnk*batch, forward + backward + recompute) that miss
+ * cuBLAS's fast paths, by rule: an operand start off a 16-byte boundary, a leading dimension or
+ * (batched) a batch stride that is not a multiple of 8 elements. A leading dimension that equals the operand's
  * width (a dense operand) counts as the shape's (a model dimension not a multiple of 8, which no
  * buffer layout can fix); any other as the layout's. A GEMM breaking several rules counts in each
  * rule's figure and once in misaligned (and once in layout). ---- */
@@ -286,7 +286,8 @@ typedef struct {
     double total, misaligned;     /* FLOPs of all GEMMs, of those breaking any rule */
     double layout;                /* of those breaking a layout rule: start, ld or stride */
     double start, ld, stride;     /* FLOPs of the GEMMs breaking each layout rule */
-    double shape;                 /* FLOPs of the GEMMs with a dense operand of a width not a multiple of 8 */
+    double shape;                 /* FLOPs of the GEMMs with a dense operand whose width is not
+                                     a multiple of 8 */
     int ngemms_misaligned;        /* GEMM steps (grouped: members) breaking any rule */
 } GemmAlign;
 void gemm_alignment(const Graph *g, GemmAlign *a);

@@ -329,21 +329,23 @@ static int report_gather(const Run *run, Graph *g, Report *d, char *err, size_t 
 static double share(double part, double all) { return all > 0 ? part / all : 0; }
 
 static void json_align(FILE *f, const GemmAlign *a) {
-    fprintf(f, " \"gemm_alignment\": {\"gemm_flops\": %.0f, \"misaligned_flops_share\": %.6f, \"layout_share\": %.6f, "
-               "\"start_share\": %.6f, \"ld_share\": %.6f, \"stride_share\": %.6f, \"shape_share\": %.6f, "
-               "\"misaligned_gemms\": %d},\n",
-            a->total, share(a->misaligned, a->total), share(a->layout, a->total), share(a->start, a->total),
-            share(a->ld, a->total), share(a->stride, a->total), share(a->shape, a->total), a->ngemms_misaligned);
+    double t = a->total;
+    fprintf(f, " \"gemm_alignment\": {\"gemm_flops\": %.0f, \"misaligned_flops_share\": %.6f, "
+               "\"layout_share\": %.6f, \"start_share\": %.6f, \"ld_share\": %.6f, "
+               "\"stride_share\": %.6f, \"shape_share\": %.6f, \"misaligned_gemms\": %d},\n",
+            t, share(a->misaligned, t), share(a->layout, t), share(a->start, t), share(a->ld, t),
+            share(a->stride, t), share(a->shape, t), a->ngemms_misaligned);
 }
 
 static void md_align(FILE *f, const GemmAlign *a) {
-    fprintf(f, "\nGEMM alignment: %.2f%% of these GEMM FLOPs (%d GEMMs) miss cuBLAS's fast paths. Buffer layout: "
-               "%.2f%% (an operand start off 16 bytes %.2f%%, a leading dimension not a multiple of 8 elements "
-               "%.2f%%, a batch stride not a multiple of 8 %.2f%%); model shape: %.2f%% (a dense operand whose "
-               "width, a model dimension, is not a multiple of 8).\n",
-            100 * share(a->misaligned, a->total), a->ngemms_misaligned, 100 * share(a->layout, a->total),
-            100 * share(a->start, a->total), 100 * share(a->ld, a->total), 100 * share(a->stride, a->total),
-            100 * share(a->shape, a->total));
+    double t = a->total / 100;   /* percentages */
+    fprintf(f, "\nGEMM alignment: %.2f%% of these GEMM FLOPs (%d GEMMs) miss cuBLAS's fast "
+               "paths. Buffer layout: %.2f%% (an operand start off 16 bytes %.2f%%, a leading "
+               "dimension not a multiple of 8 elements %.2f%%, a batch stride not a multiple of 8 "
+               "%.2f%%); model shape: %.2f%% (a dense operand whose width, a model dimension, is not "
+               "a multiple of 8).\n",
+            share(a->misaligned, t), a->ngemms_misaligned, share(a->layout, t), share(a->start, t),
+            share(a->ld, t), share(a->stride, t), share(a->shape, t));
 }
 
 static void report_json(const Run *run, const Report *d, FILE *f) {
@@ -444,9 +446,10 @@ static void md_overview(const Run *run, const Report *d, FILE *f) {
         fprintf(f, " |\n");
     }
     if (self == LAYOUT_BTP && run->online_rmsnorm)
-        fprintf(f, "\nOnline RMSNorm: each rank's share of the mean square, s_i/d, rides in the all-reduce buffer "
-                   "after its [M, r] activations (one per token, so the GEMMs keep aligned leading dimensions) in the "
-                   "activation dtype (%s), so the forward carries 2 extra elements per token "
+        fprintf(f, "\nOnline RMSNorm: each rank's share of the mean square, s_i/d, rides in the "
+                   "all-reduce buffer after its [M, r] activations (one per token, so the GEMMs keep "
+                   "aligned leading dimensions) in the activation dtype (%s), so the forward carries 2 "
+                   "extra elements per token "
                    "and layer and the backward none. In bf16 each share is rounded to 8 significant bits (relative "
                    "error <= 2^-9), the same rounding the rank-r entries beside it get; the resulting 1/sqrt error is "
                    "<= 2^-10 relative, below the bf16 rounding of the normalized activations themselves.\n",

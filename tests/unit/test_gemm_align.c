@@ -54,12 +54,15 @@ static void test_rules(void) {
     GemmAlign al;
     gemm_alignment(g, &al);
     double total = 65536 + 196608 + 3072 + 1024 + 1024 + 1536 + 1024;
-    CHECK(al.total == total, "alignment: total GEMM FLOPs (closed form)", "%.0f, expected %.0f", al.total, total);
+    CHECK(al.total == total, "alignment: total GEMM FLOPs (closed form)", "%.0f, expected %.0f",
+          al.total, total);
     CHECK(al.ld == 196608, "alignment: ld rule (ld 97 beside 96 columns)", "%.0f", al.ld);
     CHECK(al.shape == 1536, "alignment: shape rule (a dense 12-wide operand)", "%.0f", al.shape);
     CHECK(al.stride == 3072, "alignment: batch stride rule (stride 100)", "%.0f", al.stride);
-    CHECK(al.start == 1024, "alignment: start rule (8 bytes in; 16 bytes per rank is aligned)", "%.0f", al.start);
-    CHECK(al.layout == 196608 + 3072 + 1024, "alignment: layout FLOPs (start, ld, stride)", "%.0f", al.layout);
+    CHECK(al.start == 1024, "alignment: start rule (8 bytes in; 16 bytes per rank is aligned)", "%.0f",
+          al.start);
+    CHECK(al.layout == 196608 + 3072 + 1024, "alignment: layout FLOPs (start, ld, stride)", "%.0f",
+          al.layout);
     CHECK(al.misaligned == 196608 + 1536 + 3072 + 1024 && al.ngemms_misaligned == 4,
           "alignment: misaligned FLOPs and GEMMs", "%.0f in %d GEMMs", al.misaligned, al.ngemms_misaligned);
     graph_free(g);
@@ -95,18 +98,20 @@ static void test_shipped(void) {
         snprintf(copy, sizeof copy, "%s", line);
         int rc = load_line(copy, dir, sizeof dir, run, err, sizeof err);
         if (rc == 1) continue;
-        snprintf(name, sizeof name, "%s: no GEMM FLOPs off cuBLAS's fast paths by the buffer layout", dir);
+        snprintf(name, sizeof name, "%s: no GEMM FLOPs off cuBLAS's fast paths by the buffer layout",
+                 dir);
         if (rc) { CHECK(0, name, "spec: %s", err); continue; }
         int st;
         Graph *g = graph_build(run, run->layout, run->checkpoint, err, sizeof err, &st);
         if (!g) { CHECK(0, name, "graph_build: %s", err); continue; }
         GemmAlign al;
         gemm_alignment(g, &al);
-        CHECK(al.total > 0 && al.layout == 0, name, "%.2f%% of %.4g FLOPs (start %.4g, ld %.4g, stride %.4g)",
-              al.total > 0 ? 100 * al.layout / al.total : 0, al.total, al.start, al.ld, al.stride);
+        CHECK(al.total > 0 && al.layout == 0, name, "%.2f%% of %.4g FLOPs (start %.4g, ld %.4g, "
+              "stride %.4g)", al.total > 0 ? 100 * al.layout / al.total : 0, al.total, al.start, al.ld,
+              al.stride);
         if (al.shape > 0)
-            printf("#   %s: %.2f%% of the GEMM FLOPs have a dense operand whose width is not a multiple of 8 (the model's shape)\n",
-                   dir, 100 * al.shape / al.total);
+            printf("#   %s: %.2f%% of the GEMM FLOPs have a dense operand whose width is not a multiple "
+                   "of 8 (the model's shape)\n", dir, 100 * al.shape / al.total);
         graph_free(g);
         if (nruns++ == 0) {   /* the report's JSON carries the same figure */
             char *buf = NULL;
@@ -115,8 +120,8 @@ static void test_shipped(void) {
             int r = m ? report_write(run, m, 1, err, sizeof err) : 1;
             if (m) fclose(m);
             snprintf(name, sizeof name, "%s: report --json says misaligned_flops_share 0", dir);
-            CHECK(r == 0 && buf && strstr(buf, "\"misaligned_flops_share\": 0.000000, \"layout_share\": 0.000000,"),
-                  name, "rc %d: %.200s",
+            const char *want = "\"misaligned_flops_share\": 0.000000, \"layout_share\": 0.000000,";
+            CHECK(r == 0 && buf && strstr(buf, want), name, "rc %d: %.200s",
                   r, buf && strstr(buf, "gemm_alignment") ? strstr(buf, "gemm_alignment") : err);
             free(buf);
         }
