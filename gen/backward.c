@@ -67,9 +67,9 @@ typedef struct { Opnd v; int64_t r0, nr, c0, nc; } GView;
 static GView gview(Graph *g, Opnd f, int64_t rows, int64_t cols) {
     GView r;
     int64_t tcols = g->t[f.t].cols;
-    if (g->t[f.t].has_stat && f.off.base == tcols - 1 && cols == 1) {   /* an online-norm stat column */
+    if (ir_is_stat_view(g, f)) {   /* the online-norm statistics of an all-reduce buffer */
         int sg = statgrad(g, f.t);
-        r.v = opnd(sg, 0, 1);
+        r.v = opnd(sg, 0, g->t[sg].cols);
         r.r0 = 0; r.nr = 1; r.c0 = 0; r.nc = g->t[sg].cols;
         return r;
     }
@@ -385,7 +385,7 @@ static void rule_rmsnorm(Bw *b, const Op *f) {
     wmark(g, &dx);
 }
 
-/* online_norm_fwd -> online_norm_bwd (gradients of xhat and of the stat column) */
+/* online_norm_fwd -> online_norm_bwd (gradients of xhat and of the statistics) */
 static void rule_online_norm(Bw *b, const Op *f) {
     Graph *g = b->g;
     int64_t M = g->M;
@@ -405,7 +405,7 @@ static void rule_online_norm(Bw *b, const Op *f) {
     wmark(g, &dx);
 }
 
-/* bottleneck_act -> bottleneck_act_bwd (norm: also the rho it undoes and the stat column) */
+/* bottleneck_act -> bottleneck_act_bwd (norm: also the rho it undoes and the statistics) */
 static void rule_bottleneck_act(Bw *b, const Op *f) {
     Graph *g = b->g;
     int64_t cols = (int64_t)kconst(f, "cols");
@@ -425,7 +425,7 @@ static void rule_bottleneck_act(Bw *b, const Op *f) {
     }
     kop(o, "dz", dz.v); kop(o, "dh", dh.v);
     if (norm) {
-        ds = gview(g, opnd(h.t, g->t[h.t].cols - 1, g->t[h.t].cols), M, 1);
+        ds = gview(g, OPV("stat"), M, 1);
         kop(o, "dstat", ds.v);
     }
     k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols);
@@ -532,13 +532,12 @@ static void rule_add_copy(Bw *b, const Op *f) {
             if (j == 0) aliased_a = 1;
             continue;
         }
-        int stat = g->t[out.t].has_stat && cols == 1;   /* a stat column: its gradient is a [1 x M] vector */
-        GView din = gview(g, in, stat ? M : dout.nr, cols);
+        GView din = gview(g, in, dout.nr, cols);   /* statistics: the [1 x M] gradient vectors */
         int acc = wacc(b, &din);
         if (acc < 0) return;
         Op *o = bk(b, "copy");
         kop(o, "src", dout.v); kop(o, "dst", din.v);
-        k_const(o, "rows", (double)(stat ? M : dout.nr)); k_const(o, "cols", (double)cols);
+        k_const(o, "rows", (double)dout.nr); k_const(o, "cols", (double)cols);
         k_const(o, "lds", (double)dout.v.ld); k_const(o, "ldd", (double)din.v.ld); k_const(o, "acc", acc);
         wmark(g, &din);
     }
@@ -773,8 +772,8 @@ static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
                 }
             }
             if (o2->kind == OP_KERNEL && !strcmp(o2->k.kind, "online_norm_fwd")) {
-                /* the stat column of the saved all-reduce buffer holds the summed statistic: the
-                   replay writes its local share to a scratch column instead */
+                /* the statistics of the saved all-reduce buffer hold the summed values: the
+                   replay writes its local share to a scratch vector instead */
                 int si = -1;
                 for (int i = 0; i < o2->nops; i++) if (!strcmp(o2->opkey[i], "stat")) si = i;
                 if (si >= 0) {

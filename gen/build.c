@@ -217,7 +217,8 @@ static void k_rmsnorm(Graph *g, int x, Opnd gamma, int out, int rstd, int sumsq,
     k_const(o, "divisor", (double)divisor); k_const(o, "eps", g->run->model.norm_eps);
 }
 
-/* Bottleneck activation after an all-reduce: h [M, cols (+1 stat)] -> y, z [M, cols]. */
+/* Bottleneck activation after an all-reduce: h [M, cols] -> y, z [M, cols]; norm: the summed
+ * online-norm statistics (the [M] vector after h's activations in the same buffer) give rstd. */
 static void k_bottleneck(Graph *g, Opnd h, int64_t cols, Opnd y, Opnd z, int rstd, int rho, int act, int norm) {
     h = fix(g, h); y = fix(g, y); z = fix(g, z);
     Op *o = k_begin(g, "bottleneck_act");
@@ -225,6 +226,7 @@ static void k_bottleneck(Graph *g, Opnd h, int64_t cols, Opnd y, Opnd z, int rst
     k_op(g, o, "y", y, OUT(g->t[y.t].state), 1);
     k_op(g, o, "z", z, OUT(g->t[z.t].state), 0);
     if (norm) k_op(g, o, "rstd", opnd(rstd, 0, 0), OUT(g->t[rstd].state), 1);
+    if (norm) k_op(g, o, "stat", ir_stat_vec(g, h.t), 0, 0);
     k_const(o, "rows", (double)g->M); k_const(o, "cols", (double)cols);
     k_const(o, "ldh", (double)h.ld); k_const(o, "ldy", (double)y.ld); k_const(o, "ldz", (double)z.ld);
     k_const(o, "act", act == ACT_SILU ? 1 : 0); k_const(o, "norm", norm);
@@ -651,7 +653,9 @@ static int naive_layer(Graph *g, int i, int x) {
 /* ---- btp: A row-parallel (input sharded), all-reduce on rank-r, B column-parallel ---- */
 
 /* Norm + A side of a group reading the residual shard x [M, dl]: returns, per projection, the
- * view of its z (replicated [M, r_p]); the all-reduce buffers carry the online-norm stat. */
+ * view of its z (replicated [M, r_p]). With online norm each all-reduce buffer carries the norm's
+ * statistics in the same collective: [M, w] activations (ld w: aligned GEMM operands), then the
+ * M statistics (Tensor.has_stat). */
 static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs, int np,
                   const char *gname, Opnd *zout) {
     const Model *m = &g->run->model;
@@ -671,29 +675,28 @@ static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs
     int ar[4];
     for (int b = 0; b < nbuf; b++) {
         int64_t w = grouped ? R : ranks[b];
-        /* [M, r (+1 stat column)]: grouped, one buffer for the whole group; else one per projection */
+        /* M*(w+1) elements with online norm ([M, w] then [M] statistics), else [M, w]; grouped: one
+           buffer for the whole group, else one per projection */
         ar[b] = tn(g, PS_PARTIAL, M, w + (online ? 1 : 0), ad, "L%d.%s_ar", i, grouped ? gname : proj_name(projs[b]));
         g->t[ar[b]].has_stat = online;
     }
     if (online) {
         rho = keep(g, tn(g, PS_SHARD1, 1, M, IR_FP32, "L%d.%s_rho", i, gname));
-        int64_t w0 = g->t[ar[0]].cols - 1;
         Op *o = k_begin(g, "online_norm_fwd");
         k_op(g, o, "x", opnd(x, 0, 0), 0, 1);
         k_op(g, o, "gamma", opnd(gamma, 0, 0), 0, 1);
         k_op(g, o, "xhat", opnd(xin, 0, 0), OUT(PS_SHARD1), 0);
         k_op(g, o, "rho", opnd(rho, 0, 0), OUT(PS_SHARD1), 1);
-        k_op(g, o, "stat", opnd(ar[0], w0, w0 + 1), OUT(PS_PARTIAL), 0);
+        k_op(g, o, "stat", ir_stat_vec(g, ar[0]), OUT(PS_PARTIAL), 0);
         k_const(o, "rows", (double)M); k_const(o, "cols", (double)dl); k_const(o, "ldx", (double)dl);
-        k_const(o, "ldstat", (double)(w0 + 1)); k_const(o, "divisor", (double)d);
+        k_const(o, "ldstat", 1); k_const(o, "divisor", (double)d);
         k_const(o, "eps", m->norm_eps);
-        for (int b = 1; b < nbuf; b++) {   /* ungrouped: every buffer carries the stat */
-            int64_t wb = g->t[ar[b]].cols - 1;
+        for (int b = 1; b < nbuf; b++) {   /* ungrouped: every buffer carries the statistics */
             Op *c = k_begin(g, "copy");
-            k_op(g, c, "src", opnd(ar[0], w0, w0 + 1), 0, 0);
-            k_op(g, c, "dst", opnd(ar[b], wb, wb + 1), OUT(PS_PARTIAL), 0);
-            k_const(c, "rows", (double)M); k_const(c, "cols", 1);
-            k_const(c, "lds", (double)(w0 + 1)); k_const(c, "ldd", (double)(wb + 1)); k_const(c, "acc", 0);
+            k_op(g, c, "src", ir_stat_vec(g, ar[0]), 0, 0);
+            k_op(g, c, "dst", ir_stat_vec(g, ar[b]), OUT(PS_PARTIAL), 0);
+            k_const(c, "rows", 1); k_const(c, "cols", (double)M);
+            k_const(c, "lds", (double)M); k_const(c, "ldd", (double)M); k_const(c, "acc", 0);
         }
     } else {
         int ss = tn(g, PS_PARTIAL, 1, M, IR_FP32, "L%d.%s_sumsq", i, gname);
@@ -716,22 +719,22 @@ static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs
             part_add(g, w, cn, rint_r(0, dl), rint_r(dl, dl), rint_c(0), rint_c(ranks[j]), 0, col, t == 1);
             col += ranks[j];
         }
-        gemm_op(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(ar[0], 0, g->t[ar[0]].cols), M, R, dl);
+        gemm_op(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(ar[0], 0, R), M, R, dl);
     } else {
         for (int j = 0; j < np; j++) {
             snprintf(cn, sizeof cn, "L%d.%s.A", i, proj_name(projs[j]));
             int w = param_add(g, cn, dl, ranks[j], PS_SHARD0);
             part_add(g, w, cn, rint_r(0, dl), rint_r(dl, dl), rint_c(0), rint_c(ranks[j]), 0, 0, t == 1);
-            gemm_op(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(ar[j], 0, g->t[ar[j]].cols), M, ranks[j], dl);
+            gemm_op(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(ar[j], 0, ranks[j]), M, ranks[j], dl);
         }
     }
     for (int b = 0; b < nbuf; b++) {
         if (!online) continue;
-        int64_t w = g->t[ar[b]].cols - 1;
+        Opnd h = ir_stat_acts(g, ar[b]);
         Op *o = k_begin(g, "online_norm_rescale");
-        k_op(g, o, "h", opnd(ar[b], 0, w + 1), OUT(PS_PARTIAL), 0);
+        k_op(g, o, "h", h, OUT(PS_PARTIAL), 0);
         k_op(g, o, "rho", opnd(rho, 0, 0), 0, 0);
-        k_const(o, "rows", (double)M); k_const(o, "cols", (double)w); k_const(o, "ldh", (double)(w + 1));
+        k_const(o, "rows", (double)M); k_const(o, "cols", (double)h.ld); k_const(o, "ldh", (double)h.ld);
     }
     for (int b = 0; b < nbuf; b++) {
         snprintf(nm, sizeof nm, "L%d.%s", i, grouped ? gname : proj_name(projs[b]));
@@ -754,7 +757,7 @@ static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs
             zb = tn(g, PS_REPLICATED, M, w, ad, "L%d.%s_z", i, proj_name(projs[b]));
         }
         int rs = online ? keep(g, tn(g, PS_REPLICATED, 1, M, IR_FP32, "L%d.%s_rstd", i, grouped ? gname : proj_name(projs[b]))) : -1;
-        k_bottleneck(g, opnd(ar[b], 0, g->t[ar[b]].cols), w, opnd(yb, 0, w), opnd(zb, 0, w), rs, rho,
+        k_bottleneck(g, opnd(ar[b], 0, w), w, opnd(yb, 0, w), opnd(zb, 0, w), rs, rho,
                      m->proj[i][projs[b]].act, online);
         if (!grouped) { zout[b] = opnd(zb, 0, w); snprintf(nm, sizeof nm, "L%d.%s", i, proj_name(projs[b])); tp_copy(g, zb, nm); }
     }

@@ -79,6 +79,13 @@ int ir_find(const Graph *g, const char *name) {
 Opnd opnd(int t, int64_t off, int64_t ld) { Opnd o = {t, {off, 0}, ld}; return o; }
 Opnd opnd_r(int t, RInt off, int64_t ld) { Opnd o = {t, off, ld}; return o; }
 
+int64_t ir_stat_off(const Graph *g, int t) { return g->t[t].rows * (g->t[t].cols - 1); }
+Opnd ir_stat_acts(const Graph *g, int t) { return opnd(t, 0, g->t[t].cols - 1); }
+Opnd ir_stat_vec(const Graph *g, int t) { return opnd(t, ir_stat_off(g, t), g->t[t].rows); }
+int ir_is_stat_view(const Graph *g, Opnd v) {
+    return g->t[v.t].has_stat && v.off.per_rank == 0 && v.off.base == ir_stat_off(g, v.t);
+}
+
 Op *ir_push(Graph *g, Op **arr, int *n, int *cap) {
     *arr = grow(g, *arr, *n, cap, sizeof **arr);
     Op *o = &(*arr)[(*n)++];

@@ -44,11 +44,14 @@ typedef struct {
     int state;               /* enum PState as the forward builder left it */
     int param;               /* TR_PARAM: index into Graph.params; else -1 */
     int grad;                /* gradient tensor (activation grads: TR_GRAD buffer), -1 if none yet */
-    int stat_grad;           /* for an all-reduce buffer carrying an online-norm stat column: the
-                                [1 x M] fp32 gradient of that stat; -1 otherwise */
+    int stat_grad;           /* for an all-reduce buffer carrying online-norm statistics: the
+                                [1 x M] fp32 gradient of those statistics; -1 otherwise */
     int keep;                /* the builder marks residual-stream buffers and norm statistics:
                                 checkpointing keeps them */
-    int has_stat;            /* an all-reduce buffer whose last column carries an online-norm stat */
+    int has_stat;            /* an all-reduce buffer carrying online-norm statistics: rows x cols
+                                elements, the activations [rows, cols-1] first (ld cols-1, so
+                                GEMMs keep aligned leading dimensions), then the rows statistics
+                                (a dense vector at element rows*(cols-1)): ir_stat_* below */
     int saved;               /* checkpoint pass: 1 = kept for backward, 0 = dropped and recomputed */
     int recompute_of;        /* an rc.* tensor: the forward tensor it recomputes; else -1 */
     /* memory plan (activation arena; TR_ACT and TR_GRAD only) */
@@ -185,6 +188,13 @@ int ir_tensor(Graph *g, const char *name, int64_t rows, int64_t cols, int dtype,
 int ir_find(const Graph *g, const char *name);
 Opnd opnd(int t, int64_t off, int64_t ld);     /* ld 0: the tensor's cols */
 Opnd opnd_r(int t, RInt off, int64_t ld);
+/* A buffer with online-norm statistics (Tensor.has_stat): the element offset of its statistics,
+ * the view of its activations [rows, cols-1] and of its statistics [rows] (ld rows), and whether
+ * a view is that statistics vector. */
+int64_t ir_stat_off(const Graph *g, int t);
+Opnd ir_stat_acts(const Graph *g, int t);
+Opnd ir_stat_vec(const Graph *g, int t);
+int ir_is_stat_view(const Graph *g, Opnd v);
 Op *ir_push(Graph *g, Op **arr, int *n, int *cap);
 size_t ir_dtype_size(int dtype);
 uint64_t fnv1a64(const char *s);
@@ -265,6 +275,22 @@ Graph *graph_build(const Run *run, int layout, int checkpoint, char *err, size_t
 
 /* ---- build_fixture.c: hand-made runs for tests and for bootstrapping without the spec loader ---- */
 void run_tiny_cola(Run *run);                  /* the demo model, tp=2, btp */
+
+/* ---- align.c: GEMM FLOPs (per rank, 2mnk*batch, forward + backward + recompute) that miss
+ * cuBLAS's fast paths, by rule: an operand start off a 16-byte boundary, a leading dimension or
+ * (batched) a batch stride that is not a multiple of 8 elements. A leading dimension that equals the operand's
+ * width (a dense operand) counts as the shape's (a model dimension not a multiple of 8, which no
+ * buffer layout can fix); any other as the layout's. A GEMM breaking several rules counts in each
+ * rule's figure and once in misaligned (and once in layout). ---- */
+typedef struct {
+    double total, misaligned;     /* FLOPs of all GEMMs, of those breaking any rule */
+    double layout;                /* of those breaking a layout rule: start, ld or stride */
+    double start, ld, stride;     /* FLOPs of the GEMMs breaking each layout rule */
+    double shape;                 /* FLOPs of the GEMMs with a dense operand whose width is not
+                                     a multiple of 8 */
+    int ngemms_misaligned;        /* GEMM steps (grouped: members) breaking any rule */
+} GemmAlign;
+void gemm_alignment(const Graph *g, GemmAlign *a);
 
 /* ---- report.c ---- */
 int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen);

@@ -50,8 +50,8 @@ static const KindSpec catalog[] = {
     {"online_norm_fwd", L_ROW, {{"x", "bf16"}, {"gamma", "bf16"}, {"xhat", "bf16"}, {"rho", "fp32"}, {"stat", "bf16"}},
      "rows cols ?ldx=cols ?ldstat=1 ?divisor=cols ?eps=1e-5 ?ldxhat=cols"},
     {"online_norm_rescale", L_ELEM, {{"h", "bf16"}, {"rho", "fp32"}}, "rows cols ?ldh=cols"},
-    {"bottleneck_act", L_ROW, {{"h", "bf16"}, {"y", "bf16"}, {"z", "bf16"}, {"rstd", "fp32"}},
-     "rows cols ?ldh=cols+norm ?ldy=cols ?ldz=cols ?act=0 ?norm=0 ?eps=1e-5"},
+    {"bottleneck_act", L_ROW, {{"h", "bf16"}, {"y", "bf16"}, {"z", "bf16"}, {"rstd", "fp32"}, {"stat", "bf16"}},
+     "rows cols ?ldh=cols ?ldy=cols ?ldz=cols ?act=0 ?norm=0 ?eps=1e-5"},
     {"bottleneck_act_bwd", L_ROW, {{"h", "bf16"}, {"y", "bf16"}, {"rstd", "fp32"}, {"rho", "fp32"},
                                    {"dz", "bf16"}, {"dh", "bf16"}, {"dstat", "fp32"}},
      "rows cols ?ldh=cols ?ldy=cols ?ldz=cols ?lddh=cols ?act=0 ?norm=0 ?divisor=1 ?acc=0"},
@@ -207,7 +207,6 @@ static int vec_width(const KernelInst *k, const KindSpec *ks) {
     const char *cur = ks->consts; char key[16]; int opt;
     while (next_key(&cur, key, sizeof key, &opt))
         if (!strncmp(key, "ld", 2) && strcmp(key, "ldstat") && (int64_t)const_value(k, key) % 8) return 1;
-    if (!strcmp(k->kind, "bottleneck_act") && (int64_t)const_value(k, "ldh") % 8) return 1;
     return 8;
 }
 

@@ -29,7 +29,7 @@ static double kconst(const KernelInst *k, const char *key, double dflt) {
 }
 
 /* Operands that hold one value per row (statistics): they move `rows` elements whatever the
- * buffer they sit in (online_norm_fwd's stat is one column of the all-reduce buffer). */
+ * buffer they sit in (the online-norm stat follows the activations of the all-reduce buffer). */
 static int per_row_operand(const char *key) {
     static const char *keys[] = {"stat", "rho", "rstd", "lse", "dstat", "dot", "sumsq"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) if (!strcmp(key, keys[i])) return 1;

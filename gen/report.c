@@ -259,6 +259,7 @@ typedef struct {
     double fpt, attn;                           /* FLOPs per token: all, attention's share */
     LayoutFig lf[3];                            /* by enum Layout */
     Shape *sh; int nsh;                         /* GEMM shapes of the run's schedule */
+    GemmAlign align;                            /* its GEMM FLOPs off cuBLAS's fast paths */
     double wmem, wmem_stage;                    /* weights + grads + AdamW bytes per rank, per stage */
     int pp, self;                               /* pipeline stages; the run's layout */
 } Report;
@@ -318,9 +319,33 @@ static int report_gather(const Run *run, Graph *g, Report *d, char *err, size_t 
     d->fpt = fpt; d->attn = attn;
     memcpy(d->lf, lf, sizeof lf);
     d->sh = sh; d->nsh = nsh;
+    gemm_alignment(g, &d->align);
     d->wmem = wmem; d->wmem_stage = wmem_stage;
     d->pp = pp; d->self = run->layout;
     return 0;
+}
+
+/* The share of `part` in `all` GEMM FLOPs (0 when there are none). */
+static double share(double part, double all) { return all > 0 ? part / all : 0; }
+
+static void json_align(FILE *f, const GemmAlign *a) {
+    double t = a->total;
+    fprintf(f, " \"gemm_alignment\": {\"gemm_flops\": %.0f, \"misaligned_flops_share\": %.6f, "
+               "\"layout_share\": %.6f, \"start_share\": %.6f, \"ld_share\": %.6f, "
+               "\"stride_share\": %.6f, \"shape_share\": %.6f, \"misaligned_gemms\": %d},\n",
+            t, share(a->misaligned, t), share(a->layout, t), share(a->start, t), share(a->ld, t),
+            share(a->stride, t), share(a->shape, t), a->ngemms_misaligned);
+}
+
+static void md_align(FILE *f, const GemmAlign *a) {
+    double t = a->total / 100;   /* percentages */
+    fprintf(f, "\nGEMM alignment: %.2f%% of these GEMM FLOPs (%d GEMMs) miss cuBLAS's fast "
+               "paths. Buffer layout: %.2f%% (an operand start off 16 bytes %.2f%%, a leading "
+               "dimension not a multiple of 8 elements %.2f%%, a batch stride not a multiple of 8 "
+               "%.2f%%); model shape: %.2f%% (a dense operand whose width, a model dimension, is not "
+               "a multiple of 8).\n",
+            share(a->misaligned, t), a->ngemms_misaligned, share(a->layout, t), share(a->start, t),
+            share(a->ld, t), share(a->stride, t), share(a->shape, t));
 }
 
 static void report_json(const Run *run, const Report *d, FILE *f) {
@@ -375,6 +400,7 @@ static void report_json(const Run *run, const Report *d, FILE *f) {
         fprintf(f, "%s{\"m\": %" PRId64 ", \"n\": %" PRId64 ", \"k\": %" PRId64 ", \"batch\": %" PRId64 ", \"ta\": %d, \"tb\": %d, \"count\": %d, \"intensity\": %.1f}",
                 i ? ", " : "", sh[i].m, sh[i].n, sh[i].k, sh[i].batch, sh[i].ta, sh[i].tb, sh[i].count, intensity(sh[i].m, sh[i].n, sh[i].k));
     fprintf(f, "],\n");
+    json_align(f, &d->align);
     dp_report(run, g, f, 1);
     fprintf(f, " \"memory\": {\"activation_bytes\": %" PRId64 ", \"activation_bytes_no_checkpoint\": %" PRId64
                ", \"activation_bytes_busiest_step\": %" PRId64
@@ -420,8 +446,10 @@ static void md_overview(const Run *run, const Report *d, FILE *f) {
         fprintf(f, " |\n");
     }
     if (self == LAYOUT_BTP && run->online_rmsnorm)
-        fprintf(f, "\nOnline RMSNorm: each rank's share of the mean square, s_i/d, rides as one extra column of the "
-                   "all-reduce buffer in the activation dtype (%s), so the forward carries 2 extra elements per token "
+        fprintf(f, "\nOnline RMSNorm: each rank's share of the mean square, s_i/d, rides in the "
+                   "all-reduce buffer after its [M, r] activations (one per token, so the GEMMs keep "
+                   "aligned leading dimensions) in the activation dtype (%s), so the forward carries 2 "
+                   "extra elements per token "
                    "and layer and the backward none. In bf16 each share is rounded to 8 significant bits (relative "
                    "error <= 2^-9), the same rounding the rank-r entries beside it get; the resulting 1/sqrt error is "
                    "<= 2^-10 relative, below the bf16 rounding of the normalized activations themselves.\n",
@@ -458,6 +486,7 @@ static void md_gemms(const Run *run, const Report *d, FILE *f) {
     for (int i = 0; i < nsh; i++)
         fprintf(f, "| %" PRId64 " | %" PRId64 " | %" PRId64 " | %" PRId64 " | %s | %d | %.1f |\n", sh[i].m, sh[i].n, sh[i].k, sh[i].batch,
                 sh[i].ta ? "A^T B" : sh[i].tb ? "A B^T" : "A B", sh[i].count, intensity(sh[i].m, sh[i].n, sh[i].k));
+    md_align(f, &d->align);
 }
 
 /* report.md, last part: memory per rank and the activation arena of each layout. */

@@ -264,15 +264,15 @@ static int k_online_norm_rescale(const KCtx *c) {
 
 static int k_bottleneck_act(const KCtx *c) {
     int64_t rows = ci(c, "rows", 0), cols = ci(c, "cols", 0), norm = ci(c, "norm", 0), act = ci(c, "act", 0);
-    int64_t ldh = ci(c, "ldh", cols + (norm ? 1 : 0)), ldy = ci(c, "ldy", cols), ldz = ci(c, "ldz", cols);
+    int64_t ldh = ci(c, "ldh", cols), ldy = ci(c, "ldy", cols), ldz = ci(c, "ldz", cols);
     double eps = cf(c, "eps", 1e-5);
-    const float *h = opf(c, "h");
+    const float *h = opf(c, "h"), *stat = opf(c, "stat");
     float *y = opf(c, "y"), *z = opf(c, "z"), *rstd = opf(c, "rstd");
     int nt = nthr(rows * cols);
     #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t m = 0; m < rows; m++) {
         double r = 1;
-        if (norm) { r = 1.0 / sqrt((double)h[m * ldh + cols] + eps); rstd[m] = (float)r; }
+        if (norm) { r = 1.0 / sqrt((double)stat[m] + eps); rstd[m] = (float)r; }
         const float *hr = h + m * ldh;
         float *yr = y ? y + m * ldy : NULL, *zr = z + m * ldz;
         for (int64_t j = 0; j < cols; j++) {

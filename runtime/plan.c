@@ -27,7 +27,7 @@ static const CatalogEntry CATALOG[] = {
     {"sumsq", "x out:fp32"},
     {"online_norm_fwd", "x gamma xhat rho:fp32 stat"},
     {"online_norm_rescale", "h rho:fp32"},
-    {"bottleneck_act", "h y? z rstd:fp32?"},
+    {"bottleneck_act", "h y? z rstd:fp32? stat?"},
     {"bottleneck_act_bwd", "h y rstd:fp32? rho:fp32? dz dh dstat:fp32?"},
     {"online_norm_bwd", "x gamma rho:fp32 dxhat dstat:fp32 dx dgamma:fp32?"},
     {"rope", "x"},
@@ -781,10 +781,10 @@ static int check_kernel_extents(Loader *L, const KernelArgs *k) {
     if (!strcmp(kind, "bottleneck_act")) {
         if (need_consts(L, k, "rows cols act")) return -1;
         int64_t norm = kc(k, "norm", 0);
-        if (norm && need_op(L, k, "rstd", "with norm=1")) return -1;
-        return kview(L, k, "h", rows, cols + (norm ? 1 : 0), LD("ldh", cols + (norm ? 1 : 0))) ||
+        if (norm && (need_op(L, k, "rstd", "with norm=1") || need_op(L, k, "stat", "with norm=1"))) return -1;
+        return kview(L, k, "h", rows, cols, LD("ldh", cols)) ||
                kview(L, k, "y", rows, cols, LD("ldy", cols)) || kview(L, k, "z", rows, cols, LD("ldz", cols)) ||
-               kview(L, k, "rstd", 1, rows, rows);
+               kview(L, k, "rstd", 1, rows, rows) || kview(L, k, "stat", 1, rows, rows);
     }
     if (!strcmp(kind, "bottleneck_act_bwd")) {
         if (need_consts(L, k, "rows cols act")) return -1;

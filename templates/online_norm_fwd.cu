@@ -1,6 +1,6 @@
 // online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
 // xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
-// written into the extra column of the all-reduce buffer). One block per row.
+// written into the statistics after the activations of the all-reduce buffer). One block per row.
 extern "C" __global__ void __launch_bounds__({{BLOCK}})
 {{NAME}}(const {{T_X}} *x, const {{T_GAMMA}} *gamma, {{T_XHAT}} *xhat, {{T_RHO}} *rho,
          {{T_STAT}} *stat{{RANK_ARGS}}) {

@@ -1,5 +1,5 @@
 // kernels.cu: the fused kernels of run cola-7b-tp4 (model cola-llama-7b) for a100 (sm_80), specialised from
-// BOOST's templates/ by 'boost gen'; 27 kernels plus the runtime's own. Do not edit:
+// BOOST's templates/ by 'boost gen'; 25 kernels plus the runtime's own. Do not edit:
 // regenerate. Compiled at run time with NVRTC; every kernel is extern "C".
 #include <cuda_bf16.h>
 
@@ -291,9 +291,9 @@ embedding_fwd_r16384_c1024_v32000_bf16_b256(const int *tokens, const bf16 *table
 
 // online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
 // xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
-// written into the extra column of the all-reduce buffer). One block per row.
+// written into the statistics after the activations of the all-reduce buffer). One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_fwd_r16384_c1024_ldx1024_ldstat3073_dv4096_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
+online_norm_fwd_r16384_c1024_ldx1024_ldstat1_dv4096_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
          bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *xr = x + m * 1024;
@@ -307,7 +307,7 @@ online_norm_fwd_r16384_c1024_ldx1024_ldstat3073_dv4096_e1em05_bf16_b256(const bf
     const float p = sqrtf(s / (float)1024 + 1e-05f);
     if (threadIdx.x == 0) {
         st(rho + m, p);
-        if (stat) st(stat + m * 3073, s / (float)4096);
+        if (stat) st(stat + m * 1, s / (float)4096);
     }
     const float inv = 1.f / p;
     for (int j = threadIdx.x * 8; j < 1024; j += 256 * 8) {
@@ -322,37 +322,37 @@ online_norm_fwd_r16384_c1024_ldx1024_ldstat3073_dv4096_e1em05_bf16_b256(const bf
 // online_norm_rescale: h[m,j] *= rho[m] (undo the local scale before the all-reduce).
 // One thread per VEC columns of a row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_rescale_r16384_c3072_ldh3073_bf16_b256(bf16 *h, const float *rho) {
-    constexpr long long CHUNKS = 3072 / 1;
+online_norm_rescale_r16384_c3072_ldh3072_bf16_b256(bf16 *h, const float *rho) {
+    constexpr long long CHUNKS = 3072 / 8;
     const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
     if (i >= 16384 * CHUNKS) return;
-    const long long m = i / CHUNKS, j = (i % CHUNKS) * 1;
+    const long long m = i / CHUNKS, j = (i % CHUNKS) * 8;
     const float p = ld(rho + m);
-    float v[1];
-    ldv<1>(h + m * 3073 + j, v);
-    for (int e = 0; e < 1; e++) v[e] *= p;
-    stv<1>(h + m * 3073 + j, v);
+    float v[8];
+    ldv<8>(h + m * 3072 + j, v);
+    for (int e = 0; e < 8; e++) v[e] *= p;
+    stv<8>(h + m * 3072 + j, v);
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r16384_c3072_ldh3073_ldy3072_ldz3072_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r16384_c3072_ldh3072_ldy3072_ldz3072_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
-    const bf16 *hr = h + m * 3073;
+    const bf16 *hr = h + m * 3072;
     float r = 1.f;
     if (1) {
-        r = rsqrtf(ld(hr + 3072) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
-    for (int j = threadIdx.x * 1; j < 3072; j += 256 * 1) {
-        float a[1];
-        ldv<1>(hr + j, a);
-        for (int e = 0; e < 1; e++) a[e] *= r;
-        if (y) stv<1>(y + m * 3072 + j, a);
-        for (int e = 0; e < 1; e++) a[e] = act_apply(1, a[e]);
-        stv<1>(z + m * 3072 + j, a);
+    for (int j = threadIdx.x * 8; j < 3072; j += 256 * 8) {
+        float a[8];
+        ldv<8>(hr + j, a);
+        for (int e = 0; e < 8; e++) a[e] *= r;
+        if (y) stv<8>(y + m * 3072 + j, a);
+        for (int e = 0; e < 8; e++) a[e] = act_apply(1, a[e]);
+        stv<8>(z + m * 3072 + j, a);
     }
 }
 
@@ -507,15 +507,15 @@ attention_fwd_b4_s4096_h8_kv8_d128_ldq3072_ldk3072_ldv3072_ldo1024_sc0p08838835_
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r16384_c1024_ldh1024_ldy1024_ldz1024_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r16384_c1024_ldh1024_ldy1024_ldz1024_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 1024;
     float r = 1.f;
     if (0) {
-        r = rsqrtf(ld(hr + 1024) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
     for (int j = threadIdx.x * 8; j < 1024; j += 256 * 8) {
@@ -542,70 +542,40 @@ add_r16384_c1024_lda1024_ldb1024_ldo1024_bf16_b256(const bf16 *a, const bf16 *b,
     stv<8>(out + m * 1024 + j, u);
 }
 
-// online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
-// xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
-// written into the extra column of the all-reduce buffer). One block per row.
-extern "C" __global__ void __launch_bounds__(256)
-online_norm_fwd_r16384_c1024_ldx1024_ldstat2049_dv4096_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
-         bf16 *stat) {
-    const long long m = blockIdx.x;
-    const bf16 *xr = x + m * 1024;
-    float part = 0.f;
-    for (int j = threadIdx.x * 8; j < 1024; j += 256 * 8) {
-        float a[8];
-        ldv<8>(xr + j, a);
-        for (int e = 0; e < 8; e++) part += a[e] * a[e];
-    }
-    const float s = block_sum<256>(part);
-    const float p = sqrtf(s / (float)1024 + 1e-05f);
-    if (threadIdx.x == 0) {
-        st(rho + m, p);
-        if (stat) st(stat + m * 2049, s / (float)4096);
-    }
-    const float inv = 1.f / p;
-    for (int j = threadIdx.x * 8; j < 1024; j += 256 * 8) {
-        float a[8], g[8];
-        ldv<8>(xr + j, a);
-        ldv<8>(gamma + j, g);
-        for (int e = 0; e < 8; e++) a[e] = a[e] * inv * g[e];
-        stv<8>(xhat + m * 1024 + j, a);
-    }
-}
-
 // online_norm_rescale: h[m,j] *= rho[m] (undo the local scale before the all-reduce).
 // One thread per VEC columns of a row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_rescale_r16384_c2048_ldh2049_bf16_b256(bf16 *h, const float *rho) {
-    constexpr long long CHUNKS = 2048 / 1;
+online_norm_rescale_r16384_c2048_ldh2048_bf16_b256(bf16 *h, const float *rho) {
+    constexpr long long CHUNKS = 2048 / 8;
     const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
     if (i >= 16384 * CHUNKS) return;
-    const long long m = i / CHUNKS, j = (i % CHUNKS) * 1;
+    const long long m = i / CHUNKS, j = (i % CHUNKS) * 8;
     const float p = ld(rho + m);
-    float v[1];
-    ldv<1>(h + m * 2049 + j, v);
-    for (int e = 0; e < 1; e++) v[e] *= p;
-    stv<1>(h + m * 2049 + j, v);
+    float v[8];
+    ldv<8>(h + m * 2048 + j, v);
+    for (int e = 0; e < 8; e++) v[e] *= p;
+    stv<8>(h + m * 2048 + j, v);
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r16384_c2048_ldh2049_ldy2048_ldz2048_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r16384_c2048_ldh2048_ldy2048_ldz2048_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
-    const bf16 *hr = h + m * 2049;
+    const bf16 *hr = h + m * 2048;
     float r = 1.f;
     if (1) {
-        r = rsqrtf(ld(hr + 2048) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
-    for (int j = threadIdx.x * 1; j < 2048; j += 256 * 1) {
-        float a[1];
-        ldv<1>(hr + j, a);
-        for (int e = 0; e < 1; e++) a[e] *= r;
-        if (y) stv<1>(y + m * 2048 + j, a);
-        for (int e = 0; e < 1; e++) a[e] = act_apply(1, a[e]);
-        stv<1>(z + m * 2048 + j, a);
+    for (int j = threadIdx.x * 8; j < 2048; j += 256 * 8) {
+        float a[8];
+        ldv<8>(hr + j, a);
+        for (int e = 0; e < 8; e++) a[e] *= r;
+        if (y) stv<8>(y + m * 2048 + j, a);
+        for (int e = 0; e < 8; e++) a[e] = act_apply(1, a[e]);
+        stv<8>(z + m * 2048 + j, a);
     }
 }
 
@@ -839,60 +809,30 @@ glu_bwd_r16384_c2752_ldg5504_ldu5504_ldo2752_lddg5504_lddu5504_id_bf16_b256(cons
 // dh (+)= dy*rstd*rho and dstat[m] = -(sum_j dy*h) * rstd^3 / (2*divisor). One block per row.
 // y NULL: recomputed as h*rstd.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_bwd_r16384_c2048_ldh2049_ldy2048_ldz2048_lddh2049_silu_n1_dv4096_acc0_bf16_b256(const bf16 *h, const bf16 *y, const float *rstd, const float *rho,
+bottleneck_act_bwd_r16384_c2048_ldh2048_ldy2048_ldz2048_lddh2048_silu_n1_dv4096_acc0_bf16_b256(const bf16 *h, const bf16 *y, const float *rstd, const float *rho,
          const bf16 *dz, bf16 *dh, float *dstat) {
     const long long m = blockIdx.x;
     const float r = 1 ? ld(rstd + m) : 1.f;
     const float scale = 1 ? r * ld(rho + m) : 1.f;
     float part = 0.f;
-    for (int j = threadIdx.x * 1; j < 2048; j += 256 * 1) {
-        float yv[1], d[1], hv[1], o[1];
-        ldv<1>(dz + m * 2048 + j, d);
-        if (1 || !y) ldv<1>(h + m * 2049 + j, hv);
-        if (y) ldv<1>(y + m * 2048 + j, yv);
-        else for (int e = 0; e < 1; e++) yv[e] = hv[e] * r;
-        if (0) ldv<1>(dh + m * 2049 + j, o);
-        else for (int e = 0; e < 1; e++) o[e] = 0.f;
-        for (int e = 0; e < 1; e++) {
+    for (int j = threadIdx.x * 8; j < 2048; j += 256 * 8) {
+        float yv[8], d[8], hv[8], o[8];
+        ldv<8>(dz + m * 2048 + j, d);
+        if (1 || !y) ldv<8>(h + m * 2048 + j, hv);
+        if (y) ldv<8>(y + m * 2048 + j, yv);
+        else for (int e = 0; e < 8; e++) yv[e] = hv[e] * r;
+        if (0) ldv<8>(dh + m * 2048 + j, o);
+        else for (int e = 0; e < 8; e++) o[e] = 0.f;
+        for (int e = 0; e < 8; e++) {
             const float dy = d[e] * act_grad(1, yv[e]);
             o[e] += dy * scale;
             if (1) part += dy * hv[e];
         }
-        stv<1>(dh + m * 2049 + j, o);
+        stv<8>(dh + m * 2048 + j, o);
     }
     if (1) {
         const float s = block_sum<256>(part);
         if (threadIdx.x == 0) st(dstat + m, -s * r * r * r / (2.f * (float)4096));
-    }
-}
-
-// online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
-// xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
-// written into the extra column of the all-reduce buffer). One block per row.
-extern "C" __global__ void __launch_bounds__(256)
-online_norm_fwd_r16384_c1024_ldx1024_ldstat1_dv4096_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
-         bf16 *stat) {
-    const long long m = blockIdx.x;
-    const bf16 *xr = x + m * 1024;
-    float part = 0.f;
-    for (int j = threadIdx.x * 8; j < 1024; j += 256 * 8) {
-        float a[8];
-        ldv<8>(xr + j, a);
-        for (int e = 0; e < 8; e++) part += a[e] * a[e];
-    }
-    const float s = block_sum<256>(part);
-    const float p = sqrtf(s / (float)1024 + 1e-05f);
-    if (threadIdx.x == 0) {
-        st(rho + m, p);
-        if (stat) st(stat + m * 1, s / (float)4096);
-    }
-    const float inv = 1.f / p;
-    for (int j = threadIdx.x * 8; j < 1024; j += 256 * 8) {
-        float a[8], g[8];
-        ldv<8>(xr + j, a);
-        ldv<8>(gamma + j, g);
-        for (int e = 0; e < 8; e++) a[e] = a[e] * inv * g[e];
-        stv<8>(xhat + m * 1024 + j, a);
     }
 }
 
@@ -1162,26 +1102,26 @@ rope_r16384_h8_d128_ldx3072_s4096_th10000_inv1_bf16_b256(bf16 *x) {
 // dh (+)= dy*rstd*rho and dstat[m] = -(sum_j dy*h) * rstd^3 / (2*divisor). One block per row.
 // y NULL: recomputed as h*rstd.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_bwd_r16384_c3072_ldh3073_ldy3072_ldz3072_lddh3073_silu_n1_dv4096_acc0_bf16_b256(const bf16 *h, const bf16 *y, const float *rstd, const float *rho,
+bottleneck_act_bwd_r16384_c3072_ldh3072_ldy3072_ldz3072_lddh3072_silu_n1_dv4096_acc0_bf16_b256(const bf16 *h, const bf16 *y, const float *rstd, const float *rho,
          const bf16 *dz, bf16 *dh, float *dstat) {
     const long long m = blockIdx.x;
     const float r = 1 ? ld(rstd + m) : 1.f;
     const float scale = 1 ? r * ld(rho + m) : 1.f;
     float part = 0.f;
-    for (int j = threadIdx.x * 1; j < 3072; j += 256 * 1) {
-        float yv[1], d[1], hv[1], o[1];
-        ldv<1>(dz + m * 3072 + j, d);
-        if (1 || !y) ldv<1>(h + m * 3073 + j, hv);
-        if (y) ldv<1>(y + m * 3072 + j, yv);
-        else for (int e = 0; e < 1; e++) yv[e] = hv[e] * r;
-        if (0) ldv<1>(dh + m * 3073 + j, o);
-        else for (int e = 0; e < 1; e++) o[e] = 0.f;
-        for (int e = 0; e < 1; e++) {
+    for (int j = threadIdx.x * 8; j < 3072; j += 256 * 8) {
+        float yv[8], d[8], hv[8], o[8];
+        ldv<8>(dz + m * 3072 + j, d);
+        if (1 || !y) ldv<8>(h + m * 3072 + j, hv);
+        if (y) ldv<8>(y + m * 3072 + j, yv);
+        else for (int e = 0; e < 8; e++) yv[e] = hv[e] * r;
+        if (0) ldv<8>(dh + m * 3072 + j, o);
+        else for (int e = 0; e < 8; e++) o[e] = 0.f;
+        for (int e = 0; e < 8; e++) {
             const float dy = d[e] * act_grad(1, yv[e]);
             o[e] += dy * scale;
             if (1) part += dy * hv[e];
         }
-        stv<1>(dh + m * 3073 + j, o);
+        stv<8>(dh + m * 3072 + j, o);
     }
     if (1) {
         const float s = block_sum<256>(part);

@@ -320,15 +320,15 @@ rmsnorm_fwd_r1_c4096_ldx4096_ldo4096_dv4096_e1em05_bf16_b256(const bf16 *x, cons
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r1_c768_ldh768_ldy768_ldz768_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r1_c768_ldh768_ldy768_ldz768_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 768;
     float r = 1.f;
     if (0) {
-        r = rsqrtf(ld(hr + 768) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
     for (int j = threadIdx.x * 8; j < 768; j += 256 * 8) {
@@ -414,15 +414,15 @@ attention_decode_r1_h32_kv32_d128_S4096_ldq4096_ldo4096_sc0p08838835_bf16_b128(c
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r1_c256_ldh256_ldy256_ldz256_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r1_c256_ldh256_ldy256_ldz256_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 256;
     float r = 1.f;
     if (0) {
-        r = rsqrtf(ld(hr + 256) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
     for (int j = threadIdx.x * 8; j < 256; j += 256 * 8) {
@@ -450,15 +450,15 @@ add_r1_c4096_lda4096_ldb4096_ldo4096_bf16_b256(const bf16 *a, const bf16 *b, bf1
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r1_c512_ldh512_ldy512_ldz512_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r1_c512_ldh512_ldy512_ldz512_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 512;
     float r = 1.f;
     if (0) {
-        r = rsqrtf(ld(hr + 512) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
     for (int j = threadIdx.x * 8; j < 512; j += 256 * 8) {
@@ -582,15 +582,15 @@ rmsnorm_fwd_r32_c4096_ldx4096_ldo4096_dv4096_e1em05_bf16_b256(const bf16 *x, con
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r32_c768_ldh768_ldy768_ldz768_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r32_c768_ldh768_ldy768_ldz768_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 768;
     float r = 1.f;
     if (0) {
-        r = rsqrtf(ld(hr + 768) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
     for (int j = threadIdx.x * 8; j < 768; j += 256 * 8) {
@@ -676,15 +676,15 @@ attention_decode_r32_h32_kv32_d128_S4096_ldq4096_ldo4096_sc0p08838835_bf16_b128(
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r32_c256_ldh256_ldy256_ldz256_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r32_c256_ldh256_ldy256_ldz256_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 256;
     float r = 1.f;
     if (0) {
-        r = rsqrtf(ld(hr + 256) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
     for (int j = threadIdx.x * 8; j < 256; j += 256 * 8) {
@@ -712,15 +712,15 @@ add_r32_c4096_lda4096_ldb4096_ldo4096_bf16_b256(const bf16 *a, const bf16 *b, bf
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r32_c512_ldh512_ldy512_ldz512_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r32_c512_ldh512_ldy512_ldz512_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 512;
     float r = 1.f;
     if (0) {
-        r = rsqrtf(ld(hr + 512) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
     for (int j = threadIdx.x * 8; j < 512; j += 256 * 8) {

@@ -1,5 +1,5 @@
 // kernels.cu: the fused kernels of run tiny-cola (model tiny-cola) for h100 (sm_90), specialised from
-// BOOST's templates/ by 'boost gen'; 32 kernels plus the runtime's own. Do not edit:
+// BOOST's templates/ by 'boost gen'; 30 kernels plus the runtime's own. Do not edit:
 // regenerate. Compiled at run time with NVRTC; every kernel is extern "C".
 #include <cuda_bf16.h>
 
@@ -291,9 +291,9 @@ embedding_fwd_r1_c128_v256_bf16_b256(const int *tokens, const bf16 *table, bf16 
 
 // online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
 // xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
-// written into the extra column of the all-reduce buffer). One block per row.
+// written into the statistics after the activations of the all-reduce buffer). One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_fwd_r1_c128_ldx128_ldstat97_dv128_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
+online_norm_fwd_r1_c128_ldx128_ldstat1_dv128_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
          bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *xr = x + m * 128;
@@ -307,7 +307,7 @@ online_norm_fwd_r1_c128_ldx128_ldstat97_dv128_e1em05_bf16_b256(const bf16 *x, co
     const float p = sqrtf(s / (float)128 + 1e-05f);
     if (threadIdx.x == 0) {
         st(rho + m, p);
-        if (stat) st(stat + m * 97, s / (float)128);
+        if (stat) st(stat + m * 1, s / (float)128);
     }
     const float inv = 1.f / p;
     for (int j = threadIdx.x * 8; j < 128; j += 256 * 8) {
@@ -322,37 +322,37 @@ online_norm_fwd_r1_c128_ldx128_ldstat97_dv128_e1em05_bf16_b256(const bf16 *x, co
 // online_norm_rescale: h[m,j] *= rho[m] (undo the local scale before the all-reduce).
 // One thread per VEC columns of a row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_rescale_r1_c96_ldh97_bf16_b256(bf16 *h, const float *rho) {
-    constexpr long long CHUNKS = 96 / 1;
+online_norm_rescale_r1_c96_ldh96_bf16_b256(bf16 *h, const float *rho) {
+    constexpr long long CHUNKS = 96 / 8;
     const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
     if (i >= 1 * CHUNKS) return;
-    const long long m = i / CHUNKS, j = (i % CHUNKS) * 1;
+    const long long m = i / CHUNKS, j = (i % CHUNKS) * 8;
     const float p = ld(rho + m);
-    float v[1];
-    ldv<1>(h + m * 97 + j, v);
-    for (int e = 0; e < 1; e++) v[e] *= p;
-    stv<1>(h + m * 97 + j, v);
+    float v[8];
+    ldv<8>(h + m * 96 + j, v);
+    for (int e = 0; e < 8; e++) v[e] *= p;
+    stv<8>(h + m * 96 + j, v);
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r1_c96_ldh97_ldy96_ldz96_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r1_c96_ldh96_ldy96_ldz96_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
-    const bf16 *hr = h + m * 97;
+    const bf16 *hr = h + m * 96;
     float r = 1.f;
     if (1) {
-        r = rsqrtf(ld(hr + 96) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
-    for (int j = threadIdx.x * 1; j < 96; j += 256 * 1) {
-        float a[1];
-        ldv<1>(hr + j, a);
-        for (int e = 0; e < 1; e++) a[e] *= r;
-        if (y) stv<1>(y + m * 96 + j, a);
-        for (int e = 0; e < 1; e++) a[e] = act_apply(1, a[e]);
-        stv<1>(z + m * 96 + j, a);
+    for (int j = threadIdx.x * 8; j < 96; j += 256 * 8) {
+        float a[8];
+        ldv<8>(hr + j, a);
+        for (int e = 0; e < 8; e++) a[e] *= r;
+        if (y) stv<8>(y + m * 96 + j, a);
+        for (int e = 0; e < 8; e++) a[e] = act_apply(1, a[e]);
+        stv<8>(z + m * 96 + j, a);
     }
 }
 
@@ -429,15 +429,15 @@ attention_decode_r1_h4_kv4_d32_S64_ldq384_ldo128_sc0p1767767_bf16_b128(const bf1
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r1_c32_ldh32_ldy32_ldz32_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r1_c32_ldh32_ldy32_ldz32_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 32;
     float r = 1.f;
     if (0) {
-        r = rsqrtf(ld(hr + 32) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
     for (int j = threadIdx.x * 8; j < 32; j += 256 * 8) {
@@ -464,70 +464,40 @@ add_r1_c128_lda128_ldb128_ldo128_bf16_b256(const bf16 *a, const bf16 *b, bf16 *o
     stv<8>(out + m * 128 + j, u);
 }
 
-// online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
-// xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
-// written into the extra column of the all-reduce buffer). One block per row.
-extern "C" __global__ void __launch_bounds__(256)
-online_norm_fwd_r1_c128_ldx128_ldstat65_dv128_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
-         bf16 *stat) {
-    const long long m = blockIdx.x;
-    const bf16 *xr = x + m * 128;
-    float part = 0.f;
-    for (int j = threadIdx.x * 8; j < 128; j += 256 * 8) {
-        float a[8];
-        ldv<8>(xr + j, a);
-        for (int e = 0; e < 8; e++) part += a[e] * a[e];
-    }
-    const float s = block_sum<256>(part);
-    const float p = sqrtf(s / (float)128 + 1e-05f);
-    if (threadIdx.x == 0) {
-        st(rho + m, p);
-        if (stat) st(stat + m * 65, s / (float)128);
-    }
-    const float inv = 1.f / p;
-    for (int j = threadIdx.x * 8; j < 128; j += 256 * 8) {
-        float a[8], g[8];
-        ldv<8>(xr + j, a);
-        ldv<8>(gamma + j, g);
-        for (int e = 0; e < 8; e++) a[e] = a[e] * inv * g[e];
-        stv<8>(xhat + m * 128 + j, a);
-    }
-}
-
 // online_norm_rescale: h[m,j] *= rho[m] (undo the local scale before the all-reduce).
 // One thread per VEC columns of a row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_rescale_r1_c64_ldh65_bf16_b256(bf16 *h, const float *rho) {
-    constexpr long long CHUNKS = 64 / 1;
+online_norm_rescale_r1_c64_ldh64_bf16_b256(bf16 *h, const float *rho) {
+    constexpr long long CHUNKS = 64 / 8;
     const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
     if (i >= 1 * CHUNKS) return;
-    const long long m = i / CHUNKS, j = (i % CHUNKS) * 1;
+    const long long m = i / CHUNKS, j = (i % CHUNKS) * 8;
     const float p = ld(rho + m);
-    float v[1];
-    ldv<1>(h + m * 65 + j, v);
-    for (int e = 0; e < 1; e++) v[e] *= p;
-    stv<1>(h + m * 65 + j, v);
+    float v[8];
+    ldv<8>(h + m * 64 + j, v);
+    for (int e = 0; e < 8; e++) v[e] *= p;
+    stv<8>(h + m * 64 + j, v);
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r1_c64_ldh65_ldy64_ldz64_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r1_c64_ldh64_ldy64_ldz64_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
-    const bf16 *hr = h + m * 65;
+    const bf16 *hr = h + m * 64;
     float r = 1.f;
     if (1) {
-        r = rsqrtf(ld(hr + 64) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
-    for (int j = threadIdx.x * 1; j < 64; j += 256 * 1) {
-        float a[1];
-        ldv<1>(hr + j, a);
-        for (int e = 0; e < 1; e++) a[e] *= r;
-        if (y) stv<1>(y + m * 64 + j, a);
-        for (int e = 0; e < 1; e++) a[e] = act_apply(1, a[e]);
-        stv<1>(z + m * 64 + j, a);
+    for (int j = threadIdx.x * 8; j < 64; j += 256 * 8) {
+        float a[8];
+        ldv<8>(hr + j, a);
+        for (int e = 0; e < 8; e++) a[e] *= r;
+        if (y) stv<8>(y + m * 64 + j, a);
+        for (int e = 0; e < 8; e++) a[e] = act_apply(1, a[e]);
+        stv<8>(z + m * 64 + j, a);
     }
 }
 
@@ -643,9 +613,9 @@ embedding_fwd_r32_c128_v256_bf16_b256(const int *tokens, const bf16 *table, bf16
 
 // online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
 // xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
-// written into the extra column of the all-reduce buffer). One block per row.
+// written into the statistics after the activations of the all-reduce buffer). One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_fwd_r32_c128_ldx128_ldstat97_dv128_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
+online_norm_fwd_r32_c128_ldx128_ldstat1_dv128_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
          bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *xr = x + m * 128;
@@ -659,7 +629,7 @@ online_norm_fwd_r32_c128_ldx128_ldstat97_dv128_e1em05_bf16_b256(const bf16 *x, c
     const float p = sqrtf(s / (float)128 + 1e-05f);
     if (threadIdx.x == 0) {
         st(rho + m, p);
-        if (stat) st(stat + m * 97, s / (float)128);
+        if (stat) st(stat + m * 1, s / (float)128);
     }
     const float inv = 1.f / p;
     for (int j = threadIdx.x * 8; j < 128; j += 256 * 8) {
@@ -674,37 +644,37 @@ online_norm_fwd_r32_c128_ldx128_ldstat97_dv128_e1em05_bf16_b256(const bf16 *x, c
 // online_norm_rescale: h[m,j] *= rho[m] (undo the local scale before the all-reduce).
 // One thread per VEC columns of a row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_rescale_r32_c96_ldh97_bf16_b256(bf16 *h, const float *rho) {
-    constexpr long long CHUNKS = 96 / 1;
+online_norm_rescale_r32_c96_ldh96_bf16_b256(bf16 *h, const float *rho) {
+    constexpr long long CHUNKS = 96 / 8;
     const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
     if (i >= 32 * CHUNKS) return;
-    const long long m = i / CHUNKS, j = (i % CHUNKS) * 1;
+    const long long m = i / CHUNKS, j = (i % CHUNKS) * 8;
     const float p = ld(rho + m);
-    float v[1];
-    ldv<1>(h + m * 97 + j, v);
-    for (int e = 0; e < 1; e++) v[e] *= p;
-    stv<1>(h + m * 97 + j, v);
+    float v[8];
+    ldv<8>(h + m * 96 + j, v);
+    for (int e = 0; e < 8; e++) v[e] *= p;
+    stv<8>(h + m * 96 + j, v);
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r32_c96_ldh97_ldy96_ldz96_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r32_c96_ldh96_ldy96_ldz96_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
-    const bf16 *hr = h + m * 97;
+    const bf16 *hr = h + m * 96;
     float r = 1.f;
     if (1) {
-        r = rsqrtf(ld(hr + 96) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
-    for (int j = threadIdx.x * 1; j < 96; j += 256 * 1) {
-        float a[1];
-        ldv<1>(hr + j, a);
-        for (int e = 0; e < 1; e++) a[e] *= r;
-        if (y) stv<1>(y + m * 96 + j, a);
-        for (int e = 0; e < 1; e++) a[e] = act_apply(1, a[e]);
-        stv<1>(z + m * 96 + j, a);
+    for (int j = threadIdx.x * 8; j < 96; j += 256 * 8) {
+        float a[8];
+        ldv<8>(hr + j, a);
+        for (int e = 0; e < 8; e++) a[e] *= r;
+        if (y) stv<8>(y + m * 96 + j, a);
+        for (int e = 0; e < 8; e++) a[e] = act_apply(1, a[e]);
+        stv<8>(z + m * 96 + j, a);
     }
 }
 
@@ -781,15 +751,15 @@ attention_decode_r32_h4_kv4_d32_S64_ldq384_ldo128_sc0p1767767_bf16_b128(const bf
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r32_c32_ldh32_ldy32_ldz32_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r32_c32_ldh32_ldy32_ldz32_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 32;
     float r = 1.f;
     if (0) {
-        r = rsqrtf(ld(hr + 32) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
     for (int j = threadIdx.x * 8; j < 32; j += 256 * 8) {
@@ -816,70 +786,40 @@ add_r32_c128_lda128_ldb128_ldo128_bf16_b256(const bf16 *a, const bf16 *b, bf16 *
     stv<8>(out + m * 128 + j, u);
 }
 
-// online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
-// xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
-// written into the extra column of the all-reduce buffer). One block per row.
-extern "C" __global__ void __launch_bounds__(256)
-online_norm_fwd_r32_c128_ldx128_ldstat65_dv128_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
-         bf16 *stat) {
-    const long long m = blockIdx.x;
-    const bf16 *xr = x + m * 128;
-    float part = 0.f;
-    for (int j = threadIdx.x * 8; j < 128; j += 256 * 8) {
-        float a[8];
-        ldv<8>(xr + j, a);
-        for (int e = 0; e < 8; e++) part += a[e] * a[e];
-    }
-    const float s = block_sum<256>(part);
-    const float p = sqrtf(s / (float)128 + 1e-05f);
-    if (threadIdx.x == 0) {
-        st(rho + m, p);
-        if (stat) st(stat + m * 65, s / (float)128);
-    }
-    const float inv = 1.f / p;
-    for (int j = threadIdx.x * 8; j < 128; j += 256 * 8) {
-        float a[8], g[8];
-        ldv<8>(xr + j, a);
-        ldv<8>(gamma + j, g);
-        for (int e = 0; e < 8; e++) a[e] = a[e] * inv * g[e];
-        stv<8>(xhat + m * 128 + j, a);
-    }
-}
-
 // online_norm_rescale: h[m,j] *= rho[m] (undo the local scale before the all-reduce).
 // One thread per VEC columns of a row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_rescale_r32_c64_ldh65_bf16_b256(bf16 *h, const float *rho) {
-    constexpr long long CHUNKS = 64 / 1;
+online_norm_rescale_r32_c64_ldh64_bf16_b256(bf16 *h, const float *rho) {
+    constexpr long long CHUNKS = 64 / 8;
     const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
     if (i >= 32 * CHUNKS) return;
-    const long long m = i / CHUNKS, j = (i % CHUNKS) * 1;
+    const long long m = i / CHUNKS, j = (i % CHUNKS) * 8;
     const float p = ld(rho + m);
-    float v[1];
-    ldv<1>(h + m * 65 + j, v);
-    for (int e = 0; e < 1; e++) v[e] *= p;
-    stv<1>(h + m * 65 + j, v);
+    float v[8];
+    ldv<8>(h + m * 64 + j, v);
+    for (int e = 0; e < 8; e++) v[e] *= p;
+    stv<8>(h + m * 64 + j, v);
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r32_c64_ldh65_ldy64_ldz64_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r32_c64_ldh64_ldy64_ldz64_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
-    const bf16 *hr = h + m * 65;
+    const bf16 *hr = h + m * 64;
     float r = 1.f;
     if (1) {
-        r = rsqrtf(ld(hr + 64) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
-    for (int j = threadIdx.x * 1; j < 64; j += 256 * 1) {
-        float a[1];
-        ldv<1>(hr + j, a);
-        for (int e = 0; e < 1; e++) a[e] *= r;
-        if (y) stv<1>(y + m * 64 + j, a);
-        for (int e = 0; e < 1; e++) a[e] = act_apply(1, a[e]);
-        stv<1>(z + m * 64 + j, a);
+    for (int j = threadIdx.x * 8; j < 64; j += 256 * 8) {
+        float a[8];
+        ldv<8>(hr + j, a);
+        for (int e = 0; e < 8; e++) a[e] *= r;
+        if (y) stv<8>(y + m * 64 + j, a);
+        for (int e = 0; e < 8; e++) a[e] = act_apply(1, a[e]);
+        stv<8>(z + m * 64 + j, a);
     }
 }
 

@@ -1,5 +1,5 @@
 // kernels.cu: the fused kernels of run tiny-cola (model tiny-cola) for h100 (sm_90), specialised from
-// BOOST's templates/ by 'boost gen'; 27 kernels plus the runtime's own. Do not edit:
+// BOOST's templates/ by 'boost gen'; 25 kernels plus the runtime's own. Do not edit:
 // regenerate. Compiled at run time with NVRTC; every kernel is extern "C".
 #include <cuda_bf16.h>
 
@@ -291,9 +291,9 @@ embedding_fwd_r256_c64_v256_bf16_b256(const int *tokens, const bf16 *table, bf16
 
 // online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
 // xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
-// written into the extra column of the all-reduce buffer). One block per row.
+// written into the statistics after the activations of the all-reduce buffer). One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_fwd_r256_c64_ldx64_ldstat97_dv128_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
+online_norm_fwd_r256_c64_ldx64_ldstat1_dv128_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
          bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *xr = x + m * 64;
@@ -307,7 +307,7 @@ online_norm_fwd_r256_c64_ldx64_ldstat97_dv128_e1em05_bf16_b256(const bf16 *x, co
     const float p = sqrtf(s / (float)64 + 1e-05f);
     if (threadIdx.x == 0) {
         st(rho + m, p);
-        if (stat) st(stat + m * 97, s / (float)128);
+        if (stat) st(stat + m * 1, s / (float)128);
     }
     const float inv = 1.f / p;
     for (int j = threadIdx.x * 8; j < 64; j += 256 * 8) {
@@ -322,37 +322,37 @@ online_norm_fwd_r256_c64_ldx64_ldstat97_dv128_e1em05_bf16_b256(const bf16 *x, co
 // online_norm_rescale: h[m,j] *= rho[m] (undo the local scale before the all-reduce).
 // One thread per VEC columns of a row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_rescale_r256_c96_ldh97_bf16_b256(bf16 *h, const float *rho) {
-    constexpr long long CHUNKS = 96 / 1;
+online_norm_rescale_r256_c96_ldh96_bf16_b256(bf16 *h, const float *rho) {
+    constexpr long long CHUNKS = 96 / 8;
     const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
     if (i >= 256 * CHUNKS) return;
-    const long long m = i / CHUNKS, j = (i % CHUNKS) * 1;
+    const long long m = i / CHUNKS, j = (i % CHUNKS) * 8;
     const float p = ld(rho + m);
-    float v[1];
-    ldv<1>(h + m * 97 + j, v);
-    for (int e = 0; e < 1; e++) v[e] *= p;
-    stv<1>(h + m * 97 + j, v);
+    float v[8];
+    ldv<8>(h + m * 96 + j, v);
+    for (int e = 0; e < 8; e++) v[e] *= p;
+    stv<8>(h + m * 96 + j, v);
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r256_c96_ldh97_ldy96_ldz96_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r256_c96_ldh96_ldy96_ldz96_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
-    const bf16 *hr = h + m * 97;
+    const bf16 *hr = h + m * 96;
     float r = 1.f;
     if (1) {
-        r = rsqrtf(ld(hr + 96) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
-    for (int j = threadIdx.x * 1; j < 96; j += 256 * 1) {
-        float a[1];
-        ldv<1>(hr + j, a);
-        for (int e = 0; e < 1; e++) a[e] *= r;
-        if (y) stv<1>(y + m * 96 + j, a);
-        for (int e = 0; e < 1; e++) a[e] = act_apply(1, a[e]);
-        stv<1>(z + m * 96 + j, a);
+    for (int j = threadIdx.x * 8; j < 96; j += 256 * 8) {
+        float a[8];
+        ldv<8>(hr + j, a);
+        for (int e = 0; e < 8; e++) a[e] *= r;
+        if (y) stv<8>(y + m * 96 + j, a);
+        for (int e = 0; e < 8; e++) a[e] = act_apply(1, a[e]);
+        stv<8>(z + m * 96 + j, a);
     }
 }
 
@@ -507,15 +507,15 @@ attention_fwd_b4_s64_h2_kv2_d32_ldq192_ldk192_ldv192_ldo64_sc0p1767767_bf16_tc_q
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r256_c32_ldh32_ldy32_ldz32_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r256_c32_ldh32_ldy32_ldz32_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 32;
     float r = 1.f;
     if (0) {
-        r = rsqrtf(ld(hr + 32) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
     for (int j = threadIdx.x * 8; j < 32; j += 256 * 8) {
@@ -542,70 +542,40 @@ add_r256_c64_lda64_ldb64_ldo64_bf16_b256(const bf16 *a, const bf16 *b, bf16 *out
     stv<8>(out + m * 64 + j, u);
 }
 
-// online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
-// xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
-// written into the extra column of the all-reduce buffer). One block per row.
-extern "C" __global__ void __launch_bounds__(256)
-online_norm_fwd_r256_c64_ldx64_ldstat65_dv128_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
-         bf16 *stat) {
-    const long long m = blockIdx.x;
-    const bf16 *xr = x + m * 64;
-    float part = 0.f;
-    for (int j = threadIdx.x * 8; j < 64; j += 256 * 8) {
-        float a[8];
-        ldv<8>(xr + j, a);
-        for (int e = 0; e < 8; e++) part += a[e] * a[e];
-    }
-    const float s = block_sum<256>(part);
-    const float p = sqrtf(s / (float)64 + 1e-05f);
-    if (threadIdx.x == 0) {
-        st(rho + m, p);
-        if (stat) st(stat + m * 65, s / (float)128);
-    }
-    const float inv = 1.f / p;
-    for (int j = threadIdx.x * 8; j < 64; j += 256 * 8) {
-        float a[8], g[8];
-        ldv<8>(xr + j, a);
-        ldv<8>(gamma + j, g);
-        for (int e = 0; e < 8; e++) a[e] = a[e] * inv * g[e];
-        stv<8>(xhat + m * 64 + j, a);
-    }
-}
-
 // online_norm_rescale: h[m,j] *= rho[m] (undo the local scale before the all-reduce).
 // One thread per VEC columns of a row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_rescale_r256_c64_ldh65_bf16_b256(bf16 *h, const float *rho) {
-    constexpr long long CHUNKS = 64 / 1;
+online_norm_rescale_r256_c64_ldh64_bf16_b256(bf16 *h, const float *rho) {
+    constexpr long long CHUNKS = 64 / 8;
     const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
     if (i >= 256 * CHUNKS) return;
-    const long long m = i / CHUNKS, j = (i % CHUNKS) * 1;
+    const long long m = i / CHUNKS, j = (i % CHUNKS) * 8;
     const float p = ld(rho + m);
-    float v[1];
-    ldv<1>(h + m * 65 + j, v);
-    for (int e = 0; e < 1; e++) v[e] *= p;
-    stv<1>(h + m * 65 + j, v);
+    float v[8];
+    ldv<8>(h + m * 64 + j, v);
+    for (int e = 0; e < 8; e++) v[e] *= p;
+    stv<8>(h + m * 64 + j, v);
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
-// 1/sqrt(h[m, cols] + eps) (the summed statistics column), y = h*rstd; norm=0: y = h.
-// Then z = act(y). y may be NULL. One block per row.
+// 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
+// all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r256_c64_ldh65_ldy64_ldz64_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd) {
+bottleneck_act_r256_c64_ldh64_ldy64_ldz64_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
-    const bf16 *hr = h + m * 65;
+    const bf16 *hr = h + m * 64;
     float r = 1.f;
     if (1) {
-        r = rsqrtf(ld(hr + 64) + 1e-05f);
+        r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
-    for (int j = threadIdx.x * 1; j < 64; j += 256 * 1) {
-        float a[1];
-        ldv<1>(hr + j, a);
-        for (int e = 0; e < 1; e++) a[e] *= r;
-        if (y) stv<1>(y + m * 64 + j, a);
-        for (int e = 0; e < 1; e++) a[e] = act_apply(1, a[e]);
-        stv<1>(z + m * 64 + j, a);
+    for (int j = threadIdx.x * 8; j < 64; j += 256 * 8) {
+        float a[8];
+        ldv<8>(hr + j, a);
+        for (int e = 0; e < 8; e++) a[e] *= r;
+        if (y) stv<8>(y + m * 64 + j, a);
+        for (int e = 0; e < 8; e++) a[e] = act_apply(1, a[e]);
+        stv<8>(z + m * 64 + j, a);
     }
 }
 
@@ -839,60 +809,30 @@ glu_bwd_r256_c176_ldg352_ldu352_ldo176_lddg352_lddu352_id_bf16_b256(const bf16 *
 // dh (+)= dy*rstd*rho and dstat[m] = -(sum_j dy*h) * rstd^3 / (2*divisor). One block per row.
 // y NULL: recomputed as h*rstd.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_bwd_r256_c64_ldh65_ldy64_ldz64_lddh65_silu_n1_dv128_acc0_bf16_b256(const bf16 *h, const bf16 *y, const float *rstd, const float *rho,
+bottleneck_act_bwd_r256_c64_ldh64_ldy64_ldz64_lddh64_silu_n1_dv128_acc0_bf16_b256(const bf16 *h, const bf16 *y, const float *rstd, const float *rho,
          const bf16 *dz, bf16 *dh, float *dstat) {
     const long long m = blockIdx.x;
     const float r = 1 ? ld(rstd + m) : 1.f;
     const float scale = 1 ? r * ld(rho + m) : 1.f;
     float part = 0.f;
-    for (int j = threadIdx.x * 1; j < 64; j += 256 * 1) {
-        float yv[1], d[1], hv[1], o[1];
-        ldv<1>(dz + m * 64 + j, d);
-        if (1 || !y) ldv<1>(h + m * 65 + j, hv);
-        if (y) ldv<1>(y + m * 64 + j, yv);
-        else for (int e = 0; e < 1; e++) yv[e] = hv[e] * r;
-        if (0) ldv<1>(dh + m * 65 + j, o);
-        else for (int e = 0; e < 1; e++) o[e] = 0.f;
-        for (int e = 0; e < 1; e++) {
+    for (int j = threadIdx.x * 8; j < 64; j += 256 * 8) {
+        float yv[8], d[8], hv[8], o[8];
+        ldv<8>(dz + m * 64 + j, d);
+        if (1 || !y) ldv<8>(h + m * 64 + j, hv);
+        if (y) ldv<8>(y + m * 64 + j, yv);
+        else for (int e = 0; e < 8; e++) yv[e] = hv[e] * r;
+        if (0) ldv<8>(dh + m * 64 + j, o);
+        else for (int e = 0; e < 8; e++) o[e] = 0.f;
+        for (int e = 0; e < 8; e++) {
             const float dy = d[e] * act_grad(1, yv[e]);
             o[e] += dy * scale;
             if (1) part += dy * hv[e];
         }
-        stv<1>(dh + m * 65 + j, o);
+        stv<8>(dh + m * 64 + j, o);
     }
     if (1) {
         const float s = block_sum<256>(part);
         if (threadIdx.x == 0) st(dstat + m, -s * r * r * r / (2.f * (float)128));
-    }
-}
-
-// online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
-// xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
-// written into the extra column of the all-reduce buffer). One block per row.
-extern "C" __global__ void __launch_bounds__(256)
-online_norm_fwd_r256_c64_ldx64_ldstat1_dv128_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
-         bf16 *stat) {
-    const long long m = blockIdx.x;
-    const bf16 *xr = x + m * 64;
-    float part = 0.f;
-    for (int j = threadIdx.x * 8; j < 64; j += 256 * 8) {
-        float a[8];
-        ldv<8>(xr + j, a);
-        for (int e = 0; e < 8; e++) part += a[e] * a[e];
-    }
-    const float s = block_sum<256>(part);
-    const float p = sqrtf(s / (float)64 + 1e-05f);
-    if (threadIdx.x == 0) {
-        st(rho + m, p);
-        if (stat) st(stat + m * 1, s / (float)128);
-    }
-    const float inv = 1.f / p;
-    for (int j = threadIdx.x * 8; j < 64; j += 256 * 8) {
-        float a[8], g[8];
-        ldv<8>(xr + j, a);
-        ldv<8>(gamma + j, g);
-        for (int e = 0; e < 8; e++) a[e] = a[e] * inv * g[e];
-        stv<8>(xhat + m * 64 + j, a);
     }
 }
 
@@ -1162,26 +1102,26 @@ rope_r256_h2_d32_ldx192_s64_th10000_inv1_bf16_b256(bf16 *x) {
 // dh (+)= dy*rstd*rho and dstat[m] = -(sum_j dy*h) * rstd^3 / (2*divisor). One block per row.
 // y NULL: recomputed as h*rstd.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_bwd_r256_c96_ldh97_ldy96_ldz96_lddh97_silu_n1_dv128_acc0_bf16_b256(const bf16 *h, const bf16 *y, const float *rstd, const float *rho,
+bottleneck_act_bwd_r256_c96_ldh96_ldy96_ldz96_lddh96_silu_n1_dv128_acc0_bf16_b256(const bf16 *h, const bf16 *y, const float *rstd, const float *rho,
          const bf16 *dz, bf16 *dh, float *dstat) {
     const long long m = blockIdx.x;
     const float r = 1 ? ld(rstd + m) : 1.f;
     const float scale = 1 ? r * ld(rho + m) : 1.f;
     float part = 0.f;
-    for (int j = threadIdx.x * 1; j < 96; j += 256 * 1) {
-        float yv[1], d[1], hv[1], o[1];
-        ldv<1>(dz + m * 96 + j, d);
-        if (1 || !y) ldv<1>(h + m * 97 + j, hv);
-        if (y) ldv<1>(y + m * 96 + j, yv);
-        else for (int e = 0; e < 1; e++) yv[e] = hv[e] * r;
-        if (0) ldv<1>(dh + m * 97 + j, o);
-        else for (int e = 0; e < 1; e++) o[e] = 0.f;
-        for (int e = 0; e < 1; e++) {
+    for (int j = threadIdx.x * 8; j < 96; j += 256 * 8) {
+        float yv[8], d[8], hv[8], o[8];
+        ldv<8>(dz + m * 96 + j, d);
+        if (1 || !y) ldv<8>(h + m * 96 + j, hv);
+        if (y) ldv<8>(y + m * 96 + j, yv);
+        else for (int e = 0; e < 8; e++) yv[e] = hv[e] * r;
+        if (0) ldv<8>(dh + m * 96 + j, o);
+        else for (int e = 0; e < 8; e++) o[e] = 0.f;
+        for (int e = 0; e < 8; e++) {
             const float dy = d[e] * act_grad(1, yv[e]);
             o[e] += dy * scale;
             if (1) part += dy * hv[e];
         }
-        stv<1>(dh + m * 97 + j, o);
+        stv<8>(dh + m * 96 + j, o);
     }
     if (1) {
         const float s = block_sum<256>(part);

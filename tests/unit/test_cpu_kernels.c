@@ -190,6 +190,7 @@ static void test_rmsnorm(void) {
 enum { OM = 4, OD = 8, OR = 3, OT = 2 };
 typedef struct {
     float *x, *gamma, *A, *w;     /* x [OM, OD], gamma [OD], A [OD, OR], w [OM, OR] */
+    /* H: the all-reduce buffer of one rank, [OM, OR] activations then the OM statistics */
     float xhat[OT][OM * (OD / OT)], rho[OT][OM], H[OT][OM * (OR + 1)], Hsum[OM * (OR + 1)];
     float y[OM * OR], z[OM * OR], rstd[OM];
     int act;
@@ -199,22 +200,23 @@ static void online_forward(OnCtx *c) {
     const int dl = OD / OT;
     Kern K;
     GemmArgs g = {0};
-    g.m = OM; g.n = OR; g.k = dl; g.lda = dl; g.ldb = OR; g.ldc = OR + 1; g.alpha = 1; g.beta = 0; g.batch = 1;
+    g.m = OM; g.n = OR; g.k = dl; g.lda = dl; g.ldb = OR; g.ldc = OR; g.alpha = 1; g.beta = 0; g.batch = 1;
     for (int r = 0; r < OT; r++) {
-        kset(&K, "online_norm_fwd", "rows=4 cols=4 ldx=8 ldstat=4 divisor=8 eps=1e-5");
+        kset(&K, "online_norm_fwd", "rows=4 cols=4 ldx=8 ldstat=1 divisor=8 eps=1e-5");
         kop(&K, "x", c->x + r * dl); kop(&K, "gamma", c->gamma + r * dl); kop(&K, "xhat", c->xhat[r]);
-        kop(&K, "rho", c->rho[r]); kop(&K, "stat", c->H[r] + OR);
+        kop(&K, "rho", c->rho[r]); kop(&K, "stat", c->H[r] + OM * OR);
         krun(&K);
         cpu_gemm(&g, c->xhat[r], c->A + r * dl * OR, c->H[r]);
-        kset(&K, "online_norm_rescale", "rows=4 cols=3 ldh=4");
+        kset(&K, "online_norm_rescale", "rows=4 cols=3 ldh=3");
         kop(&K, "h", c->H[r]); kop(&K, "rho", c->rho[r]);
         krun(&K);
     }
     for (int i = 0; i < OM * (OR + 1); i++) c->Hsum[i] = c->H[0][i] + c->H[1][i];   /* the all-reduce */
     char consts[128];
-    snprintf(consts, sizeof consts, "rows=4 cols=3 ldh=4 ldy=3 ldz=3 act=%d norm=1 eps=1e-5", c->act);
+    snprintf(consts, sizeof consts, "rows=4 cols=3 ldh=3 ldy=3 ldz=3 act=%d norm=1 eps=1e-5", c->act);
     kset(&K, "bottleneck_act", consts);
     kop(&K, "h", c->Hsum); kop(&K, "y", c->y); kop(&K, "z", c->z); kop(&K, "rstd", c->rstd);
+    kop(&K, "stat", c->Hsum + OM * OR);
     krun(&K);
 }
 static double online_loss(void *p) {
@@ -252,7 +254,7 @@ static void test_online_norm(int act) {
         float dh[OM * OR], dstat[OM], dxhat[OM * 4];
         Kern K;
         char consts[160];
-        snprintf(consts, sizeof consts, "rows=4 cols=3 ldh=4 ldy=3 ldz=3 lddh=3 act=%d norm=1 divisor=8", act);
+        snprintf(consts, sizeof consts, "rows=4 cols=3 ldh=3 ldy=3 ldz=3 lddh=3 act=%d norm=1 divisor=8", act);
         kset(&K, "bottleneck_act_bwd", consts);
         kop(&K, "h", c->Hsum); kop(&K, "y", c->y); kop(&K, "rstd", c->rstd); kop(&K, "rho", c->rho[r]);
         kop(&K, "dz", c->w); kop(&K, "dh", dh); kop(&K, "dstat", dstat);

@@ -42,11 +42,11 @@ static void add_model(int M, int b, int s, int dloc, int d, int r, int ffloc, in
     snprintf(kv, sizeof kv, "rows=%d cols=%d ldx=%d ldo=%d divisor=%d acc=1 phase=1", M, dloc, dloc, dloc, d); add("rmsnorm_bwd", kv);
     snprintf(kv, sizeof kv, "rows=%d cols=%d ldx=%d ldo=%d divisor=%d acc=0 phase=2", M, dloc, dloc, dloc, d); add("rmsnorm_bwd", kv);
     snprintf(kv, sizeof kv, "rows=%d cols=%d ldx=%d", M, dloc, dloc); add("sumsq", kv);
-    snprintf(kv, sizeof kv, "rows=%d cols=%d ldx=%d ldstat=%d divisor=%d eps=1e-05", M, dloc, dloc, 3 * r + 1, d); add("online_norm_fwd", kv);
-    snprintf(kv, sizeof kv, "rows=%d cols=%d ldh=%d", M, 3 * r, 3 * r + 1); add("online_norm_rescale", kv);
-    snprintf(kv, sizeof kv, "rows=%d cols=%d ldh=%d ldy=%d ldz=%d act=1 norm=1 eps=1e-05", M, 3 * r, 3 * r + 1, 3 * r, 3 * r); add("bottleneck_act", kv);
+    snprintf(kv, sizeof kv, "rows=%d cols=%d ldx=%d ldstat=1 divisor=%d eps=1e-05", M, dloc, dloc, d); add("online_norm_fwd", kv);
+    snprintf(kv, sizeof kv, "rows=%d cols=%d ldh=%d", M, 3 * r, 3 * r); add("online_norm_rescale", kv);
+    snprintf(kv, sizeof kv, "rows=%d cols=%d ldh=%d ldy=%d ldz=%d act=1 norm=1 eps=1e-05", M, 3 * r, 3 * r, 3 * r, 3 * r); add("bottleneck_act", kv);
     snprintf(kv, sizeof kv, "rows=%d cols=%d ldh=%d ldy=%d ldz=%d act=0 norm=0 eps=0", M, r, r, r, r); add("bottleneck_act", kv);
-    snprintf(kv, sizeof kv, "rows=%d cols=%d ldh=%d ldy=%d ldz=%d lddh=%d act=1 norm=1 divisor=%d", M, 3 * r, 3 * r + 1, 3 * r, 3 * r, 3 * r, d); add("bottleneck_act_bwd", kv);
+    snprintf(kv, sizeof kv, "rows=%d cols=%d ldh=%d ldy=%d ldz=%d lddh=%d act=1 norm=1 divisor=%d", M, 3 * r, 3 * r, 3 * r, 3 * r, 3 * r, d); add("bottleneck_act_bwd", kv);
     snprintf(kv, sizeof kv, "rows=%d cols=%d ldh=%d ldy=%d ldz=%d lddh=%d act=1 norm=0 acc=1", M, r, r, r, r, r); add("bottleneck_act_bwd", kv);
     snprintf(kv, sizeof kv, "rows=%d cols=%d ldx=%d acc=1", M, dloc, dloc); add("online_norm_bwd", kv);
     snprintf(kv, sizeof kv, "rows=%d heads=%d head_dim=%d ldx=%d seq=%d theta=10000 inverse=0", M, heads + kvh, hd, qkv, s); add("rope", kv);

@@ -66,7 +66,7 @@ static const struct { const char *kind; Opnd ops[10]; } KINDS[] = {
     {"sumsq", {{"x", 0, 0}, {"out", 1, 1}}},
     {"online_norm_fwd", {{"x", 0, 0}, {"gamma", 0, 0}, {"xhat", 0, 1}, {"rho", 1, 1}, {"stat", 0, 1}}},
     {"online_norm_rescale", {{"h", 0, 2}, {"rho", 1, 0}}},
-    {"bottleneck_act", {{"h", 0, 0}, {"y", 0, 1}, {"z", 0, 1}, {"rstd", 1, 1}}},
+    {"bottleneck_act", {{"h", 0, 0}, {"y", 0, 1}, {"z", 0, 1}, {"rstd", 1, 1}, {"stat", 0, 0}}},
     {"bottleneck_act_bwd", {{"h", 0, 0}, {"y", 0, 0}, {"rstd", 1, 0}, {"rho", 1, 0}, {"dz", 0, 0}, {"dh", 0, 2}, {"dstat", 1, 1}}},
     {"online_norm_bwd", {{"x", 0, 0}, {"gamma", 0, 0}, {"rho", 1, 0}, {"dxhat", 0, 0}, {"dstat", 1, 0}, {"dx", 0, 2}, {"dgamma", 1, 2}}},
     {"rope", {{"x", 0, 2}}},
@@ -158,10 +158,10 @@ static void add_cases(void) {
         snprintf(kv, sizeof kv, "rows=32 cols=%d ldx=%d ldstat=%d divisor=%d eps=1e-05", c, c, 3 * c + 1, 2 * c);
         add("online_norm_fwd", kv, NULL);
         snprintf(kv, sizeof kv, "rows=32 cols=%d ldh=%d", 3 * c, 3 * c + 1); add("online_norm_rescale", kv, "rho=pos");
-        snprintf(kv, sizeof kv, "rows=32 cols=%d ldh=%d ldy=%d ldz=%d act=1 norm=1 eps=1e-05", c, c + 1, c, c);
-        add("bottleneck_act", kv, "h=pos");
+        snprintf(kv, sizeof kv, "rows=32 cols=%d ldh=%d ldy=%d ldz=%d act=1 norm=1 eps=1e-05", c, c, c, c);
+        add("bottleneck_act", kv, "h=pos stat=pos");
         snprintf(kv, sizeof kv, "rows=32 cols=%d ldh=%d ldy=%d ldz=%d act=0 norm=0", c, c, c, c);
-        add("bottleneck_act", kv, "rstd=null");
+        add("bottleneck_act", kv, "rstd=null stat=null");
         snprintf(kv, sizeof kv, "rows=32 cols=%d ldh=%d ldy=%d ldz=%d lddh=%d act=1 norm=1 divisor=%d", c, c + 1, c, c, c, 2 * c);
         add("bottleneck_act_bwd", kv, "rstd=pos rho=pos");
         snprintf(kv, sizeof kv, "rows=32 cols=%d act=1 norm=0 acc=1", c);
