@@ -67,18 +67,19 @@ echo "|---|---:|---:|"
 row make "make the random checkpoint (torch, safetensors)"
 timed full $BOOST import "$TMP/hf" -o "$TMP/full"
 row full "\`boost import\` full rank (spec, plan, step-0 checkpoint: $(du -sh "$TMP/full/step-000000" | cut -f1) F32 with AdamW moments)"
-if [ "${BENCH_SVD:-1}" != 0 ]; then
-timed cola $BOOST import "$TMP/hf" -o "$TMP/cola" --family cola --rank "$RANK"
-row cola "\`boost import --family cola --rank $RANK\` ($(grep -o 'factorized.*parameters' "$TMP/cola.out"))"
+SVD=${BENCH_SVD:-1}
+[ "$SVD" != 0 ] && timed cola $BOOST import "$TMP/hf" -o "$TMP/cola" --family cola --rank "$RANK"
+[ "$SVD" != 0 ] && row cola "\`boost import --family cola --rank $RANK\` ($(grep -o 'factorized.*parameters' "$TMP/cola.out"))"
 timed xfull $BOOST export "$TMP/full" --format hf -o "$TMP/full-hf"
 row xfull "\`boost export\` of the full-rank import (LLaMA layout, $(du -sh "$TMP/full-hf" | cut -f1))"
 timed lfull python3 -c "import sys, torch, transformers as t; t.LlamaForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32)" "$TMP/full-hf"
 row lfull "transformers \`LlamaForCausalLM.from_pretrained\` of it (python start and imports included)"
+if [ "$SVD" != 0 ]; then
 timed xcola $BOOST export "$TMP/cola" --format hf -o "$TMP/cola-hf"
 row xcola "\`boost export\` of the CoLA import (canonical names + modeling_boost.py, $(du -sh "$TMP/cola-hf" | cut -f1))"
+timed lcola python3 -c "import sys, torch, transformers as t; m = t.AutoModelForCausalLM.from_pretrained(sys.argv[1], trust_remote_code=True, dtype=torch.float32); print(m(torch.tensor([[1, 2, 3]])).logits.shape)" "$TMP/cola-hf"
+row lcola "transformers \`AutoModelForCausalLM.from_pretrained(trust_remote_code=True)\` of it + one forward"
 fi
-[ "${BENCH_SVD:-1}" != 0 ] && timed lcola python3 -c "import sys, torch, transformers as t; m = t.AutoModelForCausalLM.from_pretrained(sys.argv[1], trust_remote_code=True, dtype=torch.float32); print(m(torch.tensor([[1, 2, 3]])).logits.shape)" "$TMP/cola-hf"
-[ "${BENCH_SVD:-1}" != 0 ] && row lcola "transformers \`AutoModelForCausalLM.from_pretrained(trust_remote_code=True)\` of it + one forward"
 echo
 echo "The import's own split (read the shards / SVD / write the checkpoint): full rank $(grep -o 'read [0-9.]* s, SVD [0-9.]* s, write [0-9.]* s' "$TMP/full.out")\
-$([ "${BENCH_SVD:-1}" != 0 ] && echo "; CoLA $(grep -o 'read [0-9.]* s, SVD [0-9.]* s, write [0-9.]* s' "$TMP/cola.out")")."
+$([ "$SVD" != 0 ] && echo "; CoLA $(grep -o 'read [0-9.]* s, SVD [0-9.]* s, write [0-9.]* s' "$TMP/cola.out")")."

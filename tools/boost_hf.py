@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # boost_hf.py: load what `boost export CKPT --format hf -o DIR` writes as a torch module without
-# transformers: a low-rank or MoE export (canonical names, x @ W weights) and a full-rank LLaMA export
-# (the Hugging Face LLaMA layout), both run by BoostCore of tools/hf/modeling_boost.py (the one copy of
-# the model code; the export puts it beside the weights for AutoModelForCausalLM).
+# transformers: a low-rank or MoE export (canonical names, x @ W weights) and a full-rank LLaMA
+# export (the Hugging Face LLaMA layout), both run by BoostCore of tools/hf/modeling_boost.py (the
+# one copy of the model code; the export puts it beside the weights for AutoModelForCausalLM).
 #
 #   import sys; sys.path.insert(0, "tools"); import boost_hf
 #   model = boost_hf.load("out/hf")                    # a torch.nn.Module, eval mode, float32
@@ -21,12 +21,14 @@ from modeling_boost import BoostCore, generate, read_safetensors  # noqa: E402  
 
 BoostLM = BoostCore
 PROJS = ("q", "k", "v", "o", "gate", "up", "down")
-HF_NAMES = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
-            "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj"}
+HF_NAMES = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj",
+            "o": "self_attn.o_proj", "gate": "mlp.gate_proj", "up": "mlp.up_proj",
+            "down": "mlp.down_proj"}
 
 
 def canonical(cfg, w):
-    """The weights under BOOST's canonical names, x @ W orientation (an HF LLaMA export converted back)."""
+    """The weights under BOOST's canonical names, x @ W orientation (an HF LLaMA export converted
+    back)."""
     if cfg.get("model_type") != "llama":
         return {k[len("model."):]: v for k, v in w.items()}
     out = {"embed": w["model.embed_tokens.weight"], "final_norm": w["model.norm.weight"],
@@ -46,7 +48,8 @@ def load(path, device="cpu"):
         cfg = json.load(f)
     weights = canonical(cfg, read_safetensors(os.path.join(path, "model.safetensors")))
     if cfg.get("model_type") == "llama":
-        cfg = dict(cfg, boost=dict(cfg.get("boost", {}), lowrank_sigma="identity", gate_act="silu", lax=False))
+        dense = dict(cfg.get("boost", {}), lowrank_sigma="identity", gate_act="silu", lax=False)
+        cfg = dict(cfg, boost=dense)
     cfg["boost"]["tensors"] = {k: list(v.shape) for k, v in weights.items()}
     model = BoostCore(cfg)
     model.load_state_dict({k: v.contiguous() for k, v in weights.items()}, strict=True)
@@ -55,7 +58,7 @@ def load(path, device="cpu"):
 
 if __name__ == "__main__":
     import argparse
-    ap = argparse.ArgumentParser(description="print the last position's logits of an exported BOOST model")
+    ap = argparse.ArgumentParser(description="the last position's logits of an exported model")
     ap.add_argument("dir")
     ap.add_argument("--tokens", default="10", help="token ids, comma separated")
     a = ap.parse_args()

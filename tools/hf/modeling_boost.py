@@ -1,8 +1,9 @@
-# modeling_boost.py: the PyTorch model of a BOOST export (`boost export CKPT --format hf -o DIR` copies
-# this file into DIR): CoLA, SVD and LaX low-rank decoders and MoE layers with low-rank experts, under
-# their canonical names ("model." + L0.q.A, ...; x @ W weights). With transformers installed it is also a
-# Hugging Face model: AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True), generate() with
-# a KV cache (DynamicCache). Without transformers, BoostCore alone runs on torch (tools/boost_hf.py).
+# modeling_boost.py: the PyTorch model of a BOOST export (`boost export CKPT --format hf -o DIR`
+# copies this file into DIR): CoLA, SVD and LaX low-rank decoders and MoE layers with low-rank
+# experts, under their canonical names ("model." + L0.q.A, ...; x @ W weights). With transformers
+# installed it is also a Hugging Face model: AutoModelForCausalLM.from_pretrained(DIR,
+# trust_remote_code=True), generate() with a KV cache (DynamicCache). Without transformers,
+# BoostCore alone runs on torch (tools/boost_hf.py).
 import json
 import math
 import os
@@ -13,7 +14,7 @@ import torch.nn.functional as F
 
 try:
     from transformers import GenerationMixin, PretrainedConfig, PreTrainedModel
-    from transformers.cache_utils import Cache, DynamicCache
+    from transformers.cache_utils import DynamicCache
     from transformers.modeling_outputs import CausalLMOutputWithPast
     HAVE_TRANSFORMERS = True
 except ImportError:                       # torch only: BoostCore and read_safetensors still work
@@ -33,7 +34,8 @@ def read_safetensors(path):
         if info["dtype"] != "F32":
             raise ValueError(f"{path}: {name} is {info['dtype']}, expected F32")
         b, e = info["data_offsets"]
-        out[name] = torch.frombuffer(bytearray(data[b:e]), dtype=torch.float32).reshape(info["shape"])
+        raw = bytearray(data[b:e])
+        out[name] = torch.frombuffer(raw, dtype=torch.float32).reshape(info["shape"])
     return out
 
 
@@ -42,10 +44,11 @@ class _Node(torch.nn.Module):
 
 
 class BoostCore(torch.nn.Module):
-    """The decoder BOOST trains: pre-norm blocks, RoPE on the halves of each head (pairs j, j + hd/2),
-    causal attention (GQA), gated MLP; each projection dense (x @ W) or low rank (sigma(x @ A) @ B; LaX
-    adds the previous projection's latent before B); an MoE layer routes each token to top_k low-rank
-    experts. cfg: the config.json dict (its "boost" section lists every tensor's shape)."""
+    """The decoder BOOST trains: pre-norm blocks, RoPE on the halves of each head (pairs j,
+    j + hd/2), causal attention (GQA), gated MLP; each projection dense (x @ W) or low rank
+    (sigma(x @ A) @ B; LaX adds the previous projection's latent before B); an MoE layer routes
+    each token to top_k low-rank experts. cfg: the config.json dict (its "boost" section lists
+    every tensor's shape)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -55,7 +58,7 @@ class BoostCore(torch.nn.Module):
         self.gate_silu = b.get("gate_act", "silu") == "silu"
         self.lax = bool(b.get("lax", False))
         self.moe = b.get("moe") or {}
-        self.moe_capacity = False         # True: drop choices past each expert's C slots, as training does
+        self.moe_capacity = False         # True: drop choices past an expert's C slots, as training
         self.names = []
         for name, shape in b["tensors"].items():
             node = self
@@ -63,7 +66,8 @@ class BoostCore(torch.nn.Module):
                 if not hasattr(node, part):
                     node.add_module(part, _Node())
                 node = getattr(node, part)
-            node.register_parameter(name.split(".")[-1], torch.nn.Parameter(torch.zeros(shape), requires_grad=False))
+            param = torch.nn.Parameter(torch.zeros(shape), requires_grad=False)
+            node.register_parameter(name.split(".")[-1], param)
             self.names.append(name)
 
     def has(self, name):
@@ -76,7 +80,8 @@ class BoostCore(torch.nn.Module):
         return node
 
     def rmsnorm(self, x, g):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.cfg["rms_norm_eps"]) * g.reshape(-1)
+        rms = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.cfg["rms_norm_eps"])
+        return x * rms * g.reshape(-1)
 
     def latent(self, pre, x):             # pre: "L0.q" or "L0.e1.gate"
         if self.has(pre + ".W"):
@@ -99,7 +104,8 @@ class BoostCore(torch.nn.Module):
     def expert(self, i, e, x):            # one expert's gated MLP of x [n, d]
         def pre(proj, part):              # a shared factor, or the expert's own
             own = f"L{i}.e{e}.{proj}"
-            return f"L{i}.shared.{proj}" if not self.has(f"{own}.{part}") and self.has(f"L{i}.shared.{proj}.{part}") else own
+            shared = f"L{i}.shared.{proj}"
+            return shared if not self.has(f"{own}.{part}") and self.has(f"{shared}.{part}") else own
 
         def lat(proj, z):
             if self.has(f"L{i}.e{e}.{proj}.W"):
@@ -126,7 +132,7 @@ class BoostCore(torch.nn.Module):
         if self.moe.get("norm", int(k > 1)):
             gate = gate / gate.sum(-1, keepdim=True)
         keep = torch.ones_like(gate, dtype=torch.bool)
-        if self.moe_capacity:             # slots in token order, then choice order; C for the trained M tokens
+        if self.moe_capacity:             # slots in token order, then choice order (C: M tokens)
             C, M = self.moe["capacity"], self.moe["capacity_tokens"]
             slots = C if x.shape[0] == M else math.ceil(C * x.shape[0] / M)
             onehot = F.one_hot(chosen.reshape(-1), E)
@@ -139,23 +145,27 @@ class BoostCore(torch.nn.Module):
         return y.reshape(shape)
 
     def forward(self, tokens, cache=None, positions=None, key_mask=None):
-        """tokens [B, S] -> logits [B, S, vocab]. cache: None; a list that holds each layer's keys and
-        values [B, KV, T, HD] (empty at first, grows); or a transformers Cache. positions [B, S]
-        (default T..T+S-1); key_mask [B, T+S] (1: a real token, 0: padding)."""
+        """tokens [B, S] -> logits [B, S, vocab]. cache: None; a list that holds each layer's keys
+        and values [B, KV, T, HD] (empty at first, grows); or a transformers Cache. positions
+        [B, S] (default T..T+S-1); key_mask [B, T+S] (1: a real token, 0: padding)."""
         c = self.cfg
         B, S = tokens.shape
         H, KV, HD = c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
         is_list = isinstance(cache, list)
-        t0 = (cache[0][0].shape[2] if cache else 0) if is_list else (cache.get_seq_length() if cache is not None else 0)
+        if is_list:
+            t0 = cache[0][0].shape[2] if cache else 0
+        else:
+            t0 = cache.get_seq_length() if cache is not None else 0
         if positions is None:
             positions = torch.arange(t0, t0 + S, device=tokens.device)[None, :].expand(B, S)
         # computed here, not kept as a buffer (transformers builds the module on the meta device)
-        inv_freq = c["rope_theta"] ** (-2.0 * torch.arange(HD // 2, dtype=torch.float64, device=tokens.device) / HD)
+        half = torch.arange(HD // 2, dtype=torch.float64, device=tokens.device)
+        inv_freq = c["rope_theta"] ** (-2.0 * half / HD)
         ang = positions.to(torch.float64)[..., None] * inv_freq
         dt = self.p("embed").dtype
         cos, sin = ang.cos().to(dt)[:, :, None, :], ang.sin().to(dt)[:, :, None, :]
         mask = torch.ones(S, t0 + S, dtype=torch.bool, device=tokens.device).tril(t0)[None, None]
-        if key_mask is not None:          # padding keys hidden; every query still sees itself (no empty row)
+        if key_mask is not None:          # padding keys hidden; each query still sees itself
             mask = mask & key_mask[:, None, None, -(t0 + S):].bool()
             own = torch.zeros(S, t0 + S, dtype=torch.bool, device=tokens.device)
             own[torch.arange(S), t0 + torch.arange(S)] = True
@@ -164,8 +174,9 @@ class BoostCore(torch.nn.Module):
         for i in range(c["num_hidden_layers"]):
             n1 = self.rmsnorm(x, self.p(f"L{i}.attn_norm"))
             zv = self.latent(f"L{i}.v", n1)
-            q = self.rope(self.up(f"L{i}.q", self.latent(f"L{i}.q", n1)).view(B, S, H, HD), cos, sin).transpose(1, 2)
-            k = self.rope(self.up(f"L{i}.k", self.latent(f"L{i}.k", n1)).view(B, S, KV, HD), cos, sin).transpose(1, 2)
+            q = self.up(f"L{i}.q", self.latent(f"L{i}.q", n1)).view(B, S, H, HD)
+            k = self.up(f"L{i}.k", self.latent(f"L{i}.k", n1)).view(B, S, KV, HD)
+            q, k = self.rope(q, cos, sin).transpose(1, 2), self.rope(k, cos, sin).transpose(1, 2)
             v = self.up(f"L{i}.v", zv).view(B, S, KV, HD).transpose(1, 2)
             if is_list:
                 if len(cache) > i:
@@ -192,7 +203,8 @@ class BoostCore(torch.nn.Module):
             if self.gate_silu:
                 gate = F.silu(gate)
             zu = self.latent(f"L{i}.up", n2)
-            x = x + self.up(f"L{i}.down", self.latent(f"L{i}.down", gate * self.up(f"L{i}.up", zu, zo)), zu)
+            h = gate * self.up(f"L{i}.up", zu, zo)
+            x = x + self.up(f"L{i}.down", self.latent(f"L{i}.down", h), zu)
         return self.rmsnorm(x, self.p("final_norm")) @ self.p("head")
 
 
@@ -207,7 +219,8 @@ def generate(model, prompt, n, temperature=0.0, seed=1):
         if temperature == 0:
             nxt = int(torch.argmax(logits))
         else:
-            nxt = int(torch.multinomial(torch.softmax(logits.double() / temperature, -1), 1, generator=g))
+            prob = torch.softmax(logits.double() / temperature, -1)
+            nxt = int(torch.multinomial(prob, 1, generator=g))
         out.append(nxt)
         logits = model(torch.tensor([[nxt]]), cache)[0, -1]
     return out
@@ -225,16 +238,19 @@ def load(path, device="cpu"):
 
 if HAVE_TRANSFORMERS:
     class BoostConfig(PretrainedConfig):
-        """config.json of a BOOST export: LLaMA's shape fields plus "boost" (family, sigma, tensors)."""
+        """config.json of a BOOST export: LLaMA's shape fields plus "boost" (family, tensors)."""
         model_type = "boost"
 
-        def __init__(self, hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=4,
-                     num_key_value_heads=4, head_dim=32, vocab_size=256, max_position_embeddings=64,
-                     rms_norm_eps=1e-5, rope_theta=10000.0, boost=None, use_cache=True, **kwargs):
+        def __init__(self, hidden_size=128, intermediate_size=352, num_hidden_layers=2,
+                     num_attention_heads=4, num_key_value_heads=4, head_dim=32, vocab_size=256,
+                     max_position_embeddings=64, rms_norm_eps=1e-5, rope_theta=10000.0, boost=None,
+                     use_cache=True, **kwargs):
             self.hidden_size, self.intermediate_size = hidden_size, intermediate_size
-            self.num_hidden_layers, self.num_attention_heads = num_hidden_layers, num_attention_heads
-            self.num_key_value_heads, self.head_dim, self.vocab_size = num_key_value_heads, head_dim, vocab_size
-            self.max_position_embeddings, self.rms_norm_eps, self.rope_theta = max_position_embeddings, rms_norm_eps, rope_theta
+            self.num_hidden_layers = num_hidden_layers
+            self.num_attention_heads = num_attention_heads
+            self.num_key_value_heads, self.head_dim = num_key_value_heads, head_dim
+            self.vocab_size, self.max_position_embeddings = vocab_size, max_position_embeddings
+            self.rms_norm_eps, self.rope_theta = rms_norm_eps, rope_theta
             self.boost, self.use_cache = boost or {"tensors": {}}, use_cache
             kwargs.setdefault("tie_word_embeddings", False)
             super().__init__(**kwargs)
@@ -256,8 +272,9 @@ if HAVE_TRANSFORMERS:
         def get_input_embeddings(self):
             return None
 
-        def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None,
-                    use_cache=None, labels=None, logits_to_keep=0, return_dict=None, **kwargs):
+        def forward(self, input_ids=None, attention_mask=None, position_ids=None,
+                    past_key_values=None, use_cache=None, labels=None, logits_to_keep=0,
+                    return_dict=None, **kwargs):
             use_cache = getattr(self.config, "use_cache", True) if use_cache is None else use_cache
             if past_key_values is None:       # newer generate() hands the cache over as `cache`
                 past_key_values = kwargs.get("cache")
@@ -269,12 +286,13 @@ if HAVE_TRANSFORMERS:
             if attention_mask is not None and not bool(attention_mask.all()):
                 key_mask = attention_mask
                 if position_ids is None:  # positions count the real tokens (left padding)
-                    position_ids = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, -input_ids.shape[1]:]
+                    counted = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+                    position_ids = counted[:, -input_ids.shape[1]:]
             logits = self.model(input_ids, past_key_values, position_ids, key_mask)
             loss = None
             if labels is not None:
-                loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels[:, 1:].reshape(-1),
-                                       ignore_index=-100)
+                flat = logits[:, :-1].reshape(-1, logits.shape[-1]).float()
+                loss = F.cross_entropy(flat, labels[:, 1:].reshape(-1), ignore_index=-100)
             if logits_to_keep:
                 logits = logits[:, -logits_to_keep:]
             return CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=past_key_values)
