@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # import_hf.sh: `boost import` of small random LlamaForCausalLM checkpoints saved by transformers in
 # the test (GQA: 4 heads, 2 key/value heads; one file, sharded with an index, tied embeddings). At full
-# rank, and factorized by SVD at full rank, the logits of `boost eval` on the imported step-0
+# rank (F32 and BF16 files), and factorized by SVD at full rank, the logits of `boost eval` on the imported step-0
 # checkpoint equal transformers' within 1e-4; at rank 8 each projection's ||W - A B|| equals numpy's
 # truncated-SVD error (so does CoLA's start at rank 16); --energy picks numpy's smallest rank; a CoLA
 # import resumes training. Bad
@@ -10,8 +10,9 @@
 . tests/sh/lib.sh
 export TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1
 
-names="import_full_logits import_svd_full_rank_logits import_tied_logits import_sharded_same import_rank_error
-       import_energy_ranks import_cola_svd_start import_cola_resume import_rope_scaling_refused import_arch_refused import_missing_tensor"
+names="import_full_logits import_svd_full_rank_logits import_tied_logits import_bf16_logits
+       import_sharded_same import_rank_error import_energy_ranks import_cola_svd_start import_cola_resume
+       import_rope_scaling_refused import_arch_refused import_missing_tensor"
 if ! python3 -c "import torch, transformers, numpy" 2>/dev/null; then
   for n in $names; do ok "$n # SKIP torch, transformers or numpy is not installed"; done
   exit 0
@@ -33,7 +34,9 @@ for name, tied in (("base", False), ("tied", True)):
         for n, p in m.named_parameters():
             if "norm" in n: p.add_(0.2 * torch.randn_like(p))
     m.save_pretrained(f"{t}/{name}")
-    if not tied: m.save_pretrained(f"{t}/sharded", max_shard_size="100KB")
+    if not tied:
+        m.save_pretrained(f"{t}/sharded", max_shard_size="100KB")
+        m.to(torch.bfloat16).save_pretrained(f"{t}/bf16")
 for bad in ("rope", "arch", "missing"):
     shutil.copytree(f"{t}/base", f"{t}/{bad}")
     cfg = json.load(open(f"{t}/{bad}/config.json"))
@@ -54,12 +57,13 @@ imp() { local name=$1; shift; $BOOST import "$@" >"$TMP/$name.out" 2>&1; echo $?
 imp full "$TMP/base" -o "$TMP/full"
 imp svdfull "$TMP/base" -o "$TMP/svdfull" --family svd
 imp tied "$TMP/tied" -o "$TMP/tiedimp"
+imp bf16 "$TMP/bf16" -o "$TMP/bf16imp"
 imp sharded "$TMP/sharded" -o "$TMP/shardimp" --name full
 imp rank8 "$TMP/base" -o "$TMP/rank8" --family svd --rank 8
 imp energy "$TMP/base" -o "$TMP/energy" --family svd --energy 0.8
 imp cola "$TMP/base" -o "$TMP/cola" --family cola --rank 16
-for n in full svdfull tied; do
-  d=$n; [ $n = tied ] && d=tiedimp
+for n in full svdfull tied bf16; do
+  d=$n; [ $n = tied ] || [ $n = bf16 ] && d=${n}imp
   [ "$(cat "$TMP/$n.rc")" = 0 ] && $BOOST eval "$TMP/$d" --batches 2 --logits "$TMP/$n-logits.st" --backend cpu \
     >"$TMP/$n-eval.out" 2>&1 || echo "import or eval failed: $(tail -3 "$TMP/$n.out" "$TMP/$n-eval.out" | tr '\n' ' ')" >"$TMP/$n.bad"
 done
@@ -77,7 +81,7 @@ t = sys.argv[1]
 def verdict(name, good, why):
     print(f"ok - {name}" if good else f"FAIL - {name}: {why}")
 for run, src, name in (("full", "base", "import_full_logits"), ("svdfull", "base", "import_svd_full_rank_logits"),
-                       ("tied", "tied", "import_tied_logits")):
+                       ("tied", "tied", "import_tied_logits"), ("bf16", "bf16", "import_bf16_logits")):
     if os.path.exists(f"{t}/{run}.bad"):
         verdict(name, False, open(f"{t}/{run}.bad").read().strip()); continue
     m = AutoModelForCausalLM.from_pretrained(f"{t}/{src}", dtype=torch.float64).eval()
