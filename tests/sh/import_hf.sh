@@ -6,13 +6,14 @@
 # truncated-SVD error (so does CoLA's start at rank 16); --energy picks numpy's smallest rank; a CoLA
 # import resumes training. Bad
 # checkpoints (RoPE scaling, another architecture, a missing tensor) exit 2 naming what is wrong.
+# The full-rank and SVD imports, exported, load in transformers with the original's logits.
 # Counted skips where torch or transformers is not installed.
 . tests/sh/lib.sh
 export TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1
 
 names="import_full_logits import_svd_full_rank_logits import_tied_logits import_bf16_logits
        import_sharded_same import_rank_error import_energy_ranks import_cola_svd_start import_cola_resume
-       import_rope_scaling_refused import_arch_refused import_missing_tensor"
+       import_export_round_trip import_rope_scaling_refused import_arch_refused import_missing_tensor"
 if ! python3 -c "import torch, transformers, numpy" 2>/dev/null; then
   for n in $names; do ok "$n # SKIP torch, transformers or numpy is not installed"; done
   exit 0
@@ -68,6 +69,13 @@ for n in full svdfull tied bf16; do
     >"$TMP/$n-eval.out" 2>&1 || echo "import or eval failed: $(tail -3 "$TMP/$n.out" "$TMP/$n-eval.out" | tr '\n' ' ')" >"$TMP/$n.bad"
 done
 
+# export hands the imports back to transformers: the full-rank one as LlamaForCausalLM, the SVD one
+# through modeling_boost.py
+for n in full svdfull; do
+  [ "$(cat "$TMP/$n.rc")" = 0 ] && $BOOST export "$TMP/$n" --format hf -o "$TMP/$n-hf" >"$TMP/$n-x.out" 2>&1 \
+    || echo "export failed: $(tail -2 "$TMP/$n-x.out")" >"$TMP/roundtrip.bad"
+done
+
 # the sharded import writes the same step-0 tensors as the one-file import (the plan and names are the same)
 if [ "$(cat "$TMP/sharded.rc")" = 0 ] && cmp -s "$TMP/full/step-000000/model.safetensors" \
      "$TMP/shardimp/step-000000/model.safetensors"; then ok import_sharded_same
@@ -91,6 +99,21 @@ for run, src, name in (("full", "base", "import_full_logits"), ("svdfull", "base
         got = m(toks).logits.reshape(-1, 256).numpy()
     err = np.abs(got - ref["logits"].astype(np.float64)).max()
     verdict(name, err <= 1e-4, f"max |logit difference| {err:.3g} against transformers")
+# the original model and the exports of its imports, on the same random tokens
+try:
+    if os.path.exists(f"{t}/roundtrip.bad"):
+        raise RuntimeError(open(f"{t}/roundtrip.bad").read().strip())
+    toks = torch.randint(0, 256, (2, 48), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want = AutoModelForCausalLM.from_pretrained(f"{t}/base", dtype=torch.float64)(toks).logits
+        errs = []
+        for run in ("full", "svdfull"):
+            m = AutoModelForCausalLM.from_pretrained(f"{t}/{run}-hf", trust_remote_code=True,
+                                                     dtype=torch.float64).eval()
+            errs.append((m(toks).logits - want).abs().max().item())
+    verdict("import_export_round_trip", max(errs) <= 1e-4, f"max |logit difference| full, svd: {errs}")
+except Exception as e:
+    verdict("import_export_round_trip", False, f"{type(e).__name__}: {e}")
 # rank 8 and energy 0.8: each projection against numpy's SVD of the HF weight
 hf = load_file(f"{t}/base/model.safetensors")
 names = {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
