@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# import_hf.sh: `boost import` of small random LlamaForCausalLM checkpoints saved by transformers in
-# the test (GQA: 4 heads, 2 key/value heads; one file, sharded with an index, tied embeddings). At full
-# rank (F32 and BF16 files), and factorized by SVD at full rank, the logits of `boost eval` on the imported step-0
-# checkpoint equal transformers' within 1e-4; at rank 8 each projection's ||W - A B|| equals numpy's
-# truncated-SVD error (so does CoLA's start at rank 16); --energy picks numpy's smallest rank; a CoLA
-# import resumes training. Bad
-# checkpoints (RoPE scaling, another architecture, a missing tensor) exit 2 naming what is wrong.
-# The full-rank and SVD imports, exported, load in transformers with the original's logits.
-# Counted skips where torch or transformers is not installed.
+# import_hf.sh: `boost import` of small random LlamaForCausalLM checkpoints saved by transformers
+# in the test (GQA: 4 heads, 2 key/value heads; one file, sharded with an index, tied embeddings).
+# At full rank (F32 and BF16 files), and factorized by SVD at full rank, the logits of `boost eval`
+# on the imported step-0 checkpoint equal transformers' within 1e-4; at rank 8 each projection's
+# ||W - A B|| equals numpy's truncated-SVD error (so does CoLA's start at rank 16); --energy picks
+# numpy's smallest rank; a CoLA import resumes training. Bad checkpoints (RoPE scaling, another
+# architecture, a missing tensor) exit 2 naming what is wrong. The full-rank and SVD imports,
+# exported, load in transformers with the original's logits. Counted skips where torch or
+# transformers is not installed.
 . tests/sh/lib.sh
 export TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1
 
