@@ -16,4 +16,5 @@ int cmd_sample(int argc, char **argv);   /* cli/sample.c:  generate from a check
 int cmd_export(int argc, char **argv);   /* cli/export.c:  config.json + model.safetensors */
 int cmd_tokenize(int argc, char **argv);  /* cli/tokenize.c: text -> llm.c token shards, and back */
 int cmd_tokenizer(int argc, char **argv); /* cli/tokenize.c: train a byte-level BPE tokenizer */
+int cmd_import(int argc, char **argv);   /* cli/import.c:  a Hugging Face LLaMA -> spec + step-0 checkpoint */
 #endif
