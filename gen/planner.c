@@ -8,8 +8,8 @@
 #include <string.h>
 #include "gen/planner.h"
 
-#define BOUND_SLACK 0.98       /* stage graphs may price a little under the whole graph: keep bounds below */
-#define ACT_SLACK 0.9          /* the arena of k layers is at least 0.9 k times one layer's increment */
+#define BOUND_SLACK 0.99       /* stage graphs may price a little under the whole graph: keep bounds below */
+#define ACT_SLACK 0.8          /* stage 0's arena per slot is at least 0.8 x its share of the layers' increments */
 #define MAX_MICRO 32
 
 void planner_opts_default(PlanOpts *o) {
@@ -173,9 +173,19 @@ static void bound(const Run *base, const Key *k, const CostConsts *c, double wor
     else if (cd->v == 1) pipe = W / (1 - pow(1 - 1 / m, pp));
     else pipe = fmax(m * W / pp, W);
     double optim = hbm_seconds(c, &base->gpu, k->params / pp * c->optim_bytes_per_param);
-    cd->lb_s = BOUND_SLACK * (pipe + optim);
-    int layers_max = (base->model.layers + cd->pp - 1) / cd->pp;
-    cd->mem_lb = k->params / pp * bytes_per_param(cd->zero, cd->dp) + ACT_SLACK * layers_max * k->act_layer + workspace;
+    /* the dp gradient reduction of the smallest share of the parameters, in one ring (the emitted
+       buckets pay more latency), less what the backward can hide: at most one micro-batch's work */
+    double dp_s = 0;
+    if (cd->dp > 1) {
+        const Gpu *g = &base->gpu;
+        int in_node = (long)cd->tp * cd->pp * cd->dp <= (g->gpus_per_node > 0 ? g->gpus_per_node : 1);
+        double bw = c->coll_eff * (in_node ? g->nvlink_gbs : g->net_gbs);
+        double alpha = in_node ? g->nvlink_latency_us : g->net_latency_us;
+        dp_s = fmax(0, allreduce_seconds(k->params / pp * (base->dp_bf16 ? 2 : 4), cd->dp, bw, alpha) - W);
+    }
+    cd->lb_s = BOUND_SLACK * (pipe + optim + dp_s);
+    int slots = cd->pp < cd->ga ? cd->pp : cd->ga, layers0 = base->model.layers / cd->pp;
+    cd->mem_lb = k->params / pp * bytes_per_param(cd->zero, cd->dp) + ACT_SLACK * slots * layers0 * k->act_layer + workspace;
 }
 
 static void price(const Run *base, const PlanOpts *o, const CostConsts *c, const GemmRates *rates, double flops_tok,
@@ -308,7 +318,7 @@ int planner_search(const Run *base, const PlanOpts *o, const CostConsts *c, cons
     qsort(order, m, sizeof *order, by_bound);
     for (int j = 0; j < m; j++) {
         PlanCand *cd = &res->c[order[j]];
-        if (!o->brute && res->nbest == o->top && cd->lb_s > res->c[res->best[o->top - 1]].seconds) {
+        if (!o->brute && res->nbest > 0 && cd->lb_s > res->c[res->best[0]].seconds) {
             for (int q = j; q < m; q++) { res->c[order[q]].state = PC_PRUNED_TIME; res->pruned_time++; }
             break;
         }

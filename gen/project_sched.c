@@ -309,7 +309,14 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
         const Op *o = &g->steps[i];
         int bwd = o->section != SEC_FWD;
         int stage;
-        if (o->layer >= 0) {
+        if ((o->kind == OP_ALLREDUCE || o->kind == OP_ALLGATHER) && (o->group == 1 || o->group == 3) &&
+            !strncmp(o->tag, "dp.", 3)) {
+            /* a dp bucket step (layer -1, tag "dp.PARAM"): the stage that holds its parameter, as for
+               the parameter counts below (not the end of the backward, which would charge every
+               stage's reduction to one) */
+            int l = param_layer(o->tag + 3);
+            stage = l >= 0 ? (int)((long)l * pp / layers) : (!strncmp(o->tag + 3, "embed", 5) ? 0 : pp - 1);
+        } else if (o->layer >= 0) {
             stage = (int)((long)o->layer * pp / layers);
             if (bwd) seen_layer_bwd = 1; else seen_layer_fwd = 1;
         } else if (!bwd) stage = seen_layer_fwd ? pp - 1 : 0;
