@@ -14,6 +14,8 @@
 #include "gen/gen.h"        // defines: spec_load_run_projection, spec_load_cluster, cluster_apply
 #include "gen/planner.h"    // defines: planner_search, PlanResult, planner_write_spec
 
+#define GIB 1073741824.0   /* GB in the output: 2^30 bytes, as the GPU files' memory_gb */
+
 static void plan_usage(FILE *f) {
     fprintf(f,
         "usage: boost plan MODEL --gpus N [--cluster NAME] [--gpu NAME] [--gpus-per-node K]\n"
@@ -128,7 +130,7 @@ static const char *ckpt_name(int c) { return c == CKPT_LOWRANK ? "lowrank" : "no
 static void print_row(int rank, const PlanCand *c) {
     printf("%3d  %-8s %3d %3d %2d %5d %3d %4d  %-7s %4d %5d  %9.3f %10.0f %5.1f%% %8.1f %5.1f%%\n", rank,
            layout_name(c->layout), c->tp, c->pp, c->v, c->dp, c->ep, c->zero, ckpt_name(c->ckpt), c->mb, c->ga,
-           c->seconds, c->tok_s_gpu, 100 * c->mfu, c->mem_bytes / 1e9, 100 * c->comm_share);
+           c->seconds, c->tok_s_gpu, 100 * c->mfu, c->mem_bytes / GIB, 100 * c->comm_share);
 }
 
 static void print_kv(const PlanResult *r, double elapsed) {
@@ -139,7 +141,7 @@ static void print_kv(const PlanResult *r, double elapsed) {
         printf("best.%d layout=%s tp=%d pp=%d v=%d dp=%d ep=%d zero=%d checkpoint=%s micro_batch=%d grad_accum=%d "
                "seconds=%.6g tok_s_gpu=%.6g mfu=%.6g mem_gb=%.6g comm_share=%.6g\n", i + 1, layout_name(c->layout), c->tp,
                c->pp, c->v, c->dp, c->ep, c->zero, ckpt_name(c->ckpt), c->mb, c->ga, c->seconds, c->tok_s_gpu, c->mfu,
-               c->mem_bytes / 1e9, c->comm_share);
+               c->mem_bytes / GIB, c->comm_share);
     }
 }
 
@@ -158,7 +160,7 @@ static int draw_png(const PlanResult *r, const Run *base, int gpus, const char *
     for (int i = 0; i < r->n; i++) {
         const PlanCand *c = &r->c[i];
         if (c->state == PC_FITS || c->state == PC_TOO_BIG)
-            fprintf(f, "%.6g %.6g %d\n", c->mem_bytes / 1e9, c->seconds, c->state == PC_FITS);
+            fprintf(f, "%.6g %.6g %d\n", c->mem_bytes / GIB, c->seconds, c->state == PC_FITS);
     }
     fclose(f);
     char tmp_png[4200], cmd[4300];
@@ -173,14 +175,14 @@ static int draw_png(const PlanResult *r, const Run *base, int gpus, const char *
     fprintf(gp, "\nset title '%s on %d x %s: priced candidates' noenhanced\n", base->model.name, gpus, base->gpu.name);
     fprintf(gp, "set xlabel 'memory per rank (GB)'\nset ylabel 'seconds per iteration'\nset logscale y\nset grid\n");
     fprintf(gp, "set arrow from %.6g, graph 0 to %.6g, graph 1 nohead dt 2 lc rgb 'red'\n",
-            r->capacity_bytes / 1e9, r->capacity_bytes / 1e9);
+            r->capacity_bytes / GIB, r->capacity_bytes / GIB);
     fprintf(gp, "plot ");
     gp_quote(gp, data);
     fprintf(gp, " using ($3==1?$1:1/0):2 with points pt 7 ps 0.8 lc rgb '#1f77b4' title 'fits', ");
     gp_quote(gp, data);
     fprintf(gp, " using ($3==0?$1:1/0):2 with points pt 6 ps 0.8 lc rgb '#999999' title 'too big'");
     if (w) fprintf(gp, ", '-' using 1:2 with points pt 3 ps 2.5 lw 2 lc rgb '#d62728' title 'winner'\n%.6g %.6g\ne\n",
-                   w->mem_bytes / 1e9, w->seconds);
+                   w->mem_bytes / GIB, w->seconds);
     else fprintf(gp, "\n");
     fprintf(gp, "set output\n");
     int status = pclose(gp);
@@ -199,12 +201,12 @@ static int draw_png(const PlanResult *r, const Run *base, int gpus, const char *
 /* Nothing fits: the least memory any candidate needs, and the nearest GPU count where one fits. */
 static void nothing_fits(const PlanResult *r, const Run *base, const PlanOpts *o, const CostConsts *c,
                          const GemmRates *rates) {
-    printf("nothing fits in the %s's %.0f GB per GPU on %d GPUs.\n", base->gpu.name, base->gpu.memory_gb, o->gpus);
+    printf("nothing fits in the %s's %.0f GB per GPU on %d GPU(s).\n", base->gpu.name, base->gpu.memory_gb, o->gpus);
     if (r->min_mem >= 0) {
         const PlanCand *m = &r->c[r->min_mem];
         int priced = m->state == PC_FITS || m->state == PC_TOO_BIG;
         printf("the smallest memory any candidate needs: %.1f GB per rank (%s: %s tp=%d pp=%d dp=%d zero=%d checkpoint=%s "
-               "micro_batch=%d)\n", (priced ? m->mem_bytes : m->mem_lb) / 1e9, priced ? "generated" : "closed-form bound",
+               "micro_batch=%d)\n", (priced ? m->mem_bytes : m->mem_lb) / GIB, priced ? "generated" : "closed-form bound",
                layout_name(m->layout), m->tp, m->pp, m->dp, m->zero, ckpt_name(m->ckpt), m->mb);
     }
     for (int g = 2 * o->gpus; g <= 64 * o->gpus && g <= 65536; g *= 2) {
@@ -217,7 +219,7 @@ static void nothing_fits(const PlanResult *r, const Run *base, const PlanOpts *o
             const PlanCand *b = &r2.c[r2.best[0]];
             printf("nearest feasible: --gpus %d (%s tp=%d pp=%d dp=%d zero=%d checkpoint=%s micro_batch=%d: %.3f s/iteration, "
                    "%.1f GB per rank)\n", g, layout_name(b->layout), b->tp, b->pp, b->dp, b->zero, ckpt_name(b->ckpt), b->mb,
-                   b->seconds, b->mem_bytes / 1e9);
+                   b->seconds, b->mem_bytes / GIB);
             planner_free(&r2);
             return;
         }
@@ -295,7 +297,7 @@ static int plan_main(const PlanArgs *a, Run *base) {
             printf("\n  #  layout    tp  pp  v    dp  ep zero  ckpt      mb    ga     s/iter  tok/s/GPU    MFU  GB/rank  comm\n");
             for (int i = 0; i < r.nbest; i++) print_row(i + 1, &r.c[r.best[i]]);
             printf("\n(cost model of docs/cost-model.md; memory = weights, grads and AdamW + the generated activation arena "
-                   "of the busiest pipeline rank + %.1f GB workspace; docs/planner.md)\n", o.workspace_bytes / 1e9);
+                   "of the busiest pipeline rank + %.1f GB workspace; docs/planner.md)\n", o.workspace_bytes / GIB);
         }
     }
     rc = 0;

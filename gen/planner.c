@@ -15,7 +15,7 @@
 void planner_opts_default(PlanOpts *o) {
     memset(o, 0, sizeof *o);
     o->top = 5;
-    o->workspace_bytes = 1.5e9;   /* CUDA context, cuBLAS workspace, NCCL buffers */
+    o->workspace_bytes = 1.5 * 1073741824.0;   /* CUDA context, cuBLAS workspace, NCCL buffers */
 }
 
 /* Bytes per local parameter: bf16 weight 2, fp32 master 4, fp32 gradient 4, AdamW moments 8 (the
@@ -351,7 +351,7 @@ void planner_write_spec(const Run *base, const PlanCand *c, const char *cluster,
                "-- %.3f s/iteration, %.0f tokens/s per GPU, MFU %.1f%%, %.1f GB per rank). Train it with\n"
                "-- `boost train THIS_FILE`; `boost project THIS_FILE` prices it again.\n",
             base->model.name, c->tp * c->pp * c->dp, cluster ? " of cluster " : "", cluster ? cluster : "",
-            c->seconds, c->tok_s_gpu, 100 * c->mfu, c->mem_bytes / 1e9);
+            c->seconds, c->tok_s_gpu, 100 * c->mfu, c->mem_bytes / 1073741824.0);
     fprintf(f, "return run {\n  model = \"%s\",\n  gpu = \"%s\",\n", base->model.name, base->gpu.name);
     fprintf(f, "  parallel = { tp = %d, pp = %d, dp = %d, layout = \"%s\"", c->tp, c->pp, c->dp, layout_name(c->layout));
     if (c->ep > 1) fprintf(f, ", ep = %d", c->ep);
