@@ -8,14 +8,16 @@
 #include <string.h>
 #include "gen/planner.h"
 
-#define BOUND_SLACK 0.99       /* stage graphs may price a little under the whole graph: keep bounds below */
-#define ACT_SLACK 0.8          /* stage 0's arena per slot is at least 0.8 x its share of the layers' increments */
+/* stage graphs may price a little under the whole graph: keep the bounds below */
+#define BOUND_SLACK 0.99
+/* stage 0's arena per slot is at least 0.8 x its share of the layers' arena increments */
+#define ACT_SLACK 0.8
 #define MAX_MICRO 32
 
 void planner_opts_default(PlanOpts *o) {
     memset(o, 0, sizeof *o);
     o->top = 5;
-    o->workspace_bytes = 1.5 * 1073741824.0;   /* CUDA context, cuBLAS workspace, NCCL buffers */
+    o->workspace_bytes = 1.5 * 1073741824.0; /* CUDA context, cuBLAS workspace, NCCL buffers */
 }
 
 /* Bytes per local parameter: bf16 weight 2, fp32 master 4, fp32 gradient 4, AdamW moments 8 (the
@@ -41,15 +43,26 @@ static int model_uniform(const Model *m) {
 }
 
 /* Price one micro-batch of the key's run with `layers` layers at pp = 1. */
-static int key_project(const Run *base, const Key *k, int layers, const CostConsts *c, const GemmRates *rates,
-                       Projection *p, char *why, size_t n) {
+static int key_project(const Run *base, const Key *k, int layers, const CostConsts *c,
+                       const GemmRates *rates, Projection *p, char *why, size_t n) {
     Run *r = malloc(sizeof *r);
-    if (!r) { snprintf(why, n, "out of memory"); return 1; }
+    if (!r) {
+        snprintf(why, n, "out of memory");
+        return 1;
+    }
     *r = *base;
     r->model.layers = layers;
-    r->layout = k->layout; r->tp = k->tp; r->pp = 1; r->pp_virtual = 1; r->pp_nstages = 0;
-    r->ep = k->ep; r->dp = k->ep; r->zero = 0; r->checkpoint = k->ckpt;
-    r->micro_batch = k->mb; r->grad_accum = 1;
+    r->layout = k->layout;
+    r->tp = k->tp;
+    r->pp = 1;
+    r->pp_virtual = 1;
+    r->pp_nstages = 0;
+    r->ep = k->ep;
+    r->dp = k->ep;
+    r->zero = 0;
+    r->checkpoint = k->ckpt;
+    r->micro_batch = k->mb;
+    r->grad_accum = 1;
     int rc = project_layout(r, k->layout, c, rates, p, why, n);
     free(r);
     return rc;
@@ -60,7 +73,9 @@ static void key_build(const Run *base, Key *k, const CostConsts *c, const GemmRa
     Projection p1, p2;
     if (!model_uniform(&base->model) || L <= 2) {
         if (key_project(base, k, L, c, rates, &p1, k->why, sizeof k->why)) return;
-        k->w_s = p1.stage_s; k->params = p1.params_local; k->act_layer = p1.act_bytes / L * 0.5;
+        k->w_s = p1.stage_s;
+        k->params = p1.params_local;
+        k->act_layer = p1.act_bytes / L * 0.5;
         k->ok = 1;
         return;
     }
@@ -72,22 +87,33 @@ static void key_build(const Run *base, Key *k, const CostConsts *c, const GemmRa
     k->ok = 1;
 }
 
-typedef struct { Key *k; int n, cap; } Keys;
+typedef struct {
+    Key *k;
+    int n, cap;
+} Keys;
 
-static Key *key_get(Keys *ks, const Run *base, const PlanCand *cd, const CostConsts *c, const GemmRates *rates) {
+static Key *key_get(Keys *ks, const Run *base, const PlanCand *cd, const CostConsts *c,
+                    const GemmRates *rates) {
     for (int i = 0; i < ks->n; i++) {
         Key *k = &ks->k[i];
-        if (k->layout == cd->layout && k->tp == cd->tp && k->mb == cd->mb && k->ckpt == cd->ckpt && k->ep == cd->ep) return k;
+        if (k->layout == cd->layout && k->tp == cd->tp && k->mb == cd->mb && k->ckpt == cd->ckpt &&
+            k->ep == cd->ep)
+            return k;
     }
     if (ks->n == ks->cap) {
         int cap = ks->cap ? 2 * ks->cap : 32;
         Key *grown = realloc(ks->k, cap * sizeof *grown);
         if (!grown) return NULL;
-        ks->k = grown; ks->cap = cap;
+        ks->k = grown;
+        ks->cap = cap;
     }
     Key *k = &ks->k[ks->n++];
     memset(k, 0, sizeof *k);
-    k->layout = cd->layout; k->tp = cd->tp; k->mb = cd->mb; k->ckpt = cd->ckpt; k->ep = cd->ep;
+    k->layout = cd->layout;
+    k->tp = cd->tp;
+    k->mb = cd->mb;
+    k->ckpt = cd->ckpt;
+    k->ep = cd->ep;
     key_build(base, k, c, rates);
     return k;
 }
@@ -99,11 +125,13 @@ static int lowrank_model(const Model *m) { return strcmp(m->family, "full") != 0
 /* tp splits every dimension the layouts shard (the spec loader's check_run is the full rule; the
  * generator refuses the rest, and such candidates end PC_INVALID). */
 static int tp_ok(const Model *m, int layout, int tp) {
-    if (m->heads % tp || m->kv_heads % tp || m->ffn % tp || m->vocab % tp || m->hidden % tp) return 0;
+    if (m->heads % tp || m->kv_heads % tp || m->ffn % tp || m->vocab % tp || m->hidden % tp)
+        return 0;
     if (m->moe_experts && m->moe_ffn % tp) return 0;
     if (layout == LAYOUT_NAIVE)
         for (int l = 0; l < m->layers; l++)
-            for (int p = 0; p < NPROJ; p++) if (m->proj[l][p].rank % tp) return 0;
+            for (int p = 0; p < NPROJ; p++)
+                if (m->proj[l][p].rank % tp) return 0;
     return 1;
 }
 
@@ -111,8 +139,12 @@ static int tp_ok(const Model *m, int layout, int tp) {
 static int enumerate(const Run *base, const PlanOpts *o, int gpus, PlanCand *out) {
     const Model *m = &base->model;
     int layouts[2], nl = 0;
-    if (!lowrank_model(m)) layouts[nl++] = LAYOUT_MEGATRON;
-    else { layouts[nl++] = LAYOUT_BTP; if (!m->moe_experts) layouts[nl++] = LAYOUT_NAIVE; }
+    if (!lowrank_model(m))
+        layouts[nl++] = LAYOUT_MEGATRON;
+    else {
+        layouts[nl++] = LAYOUT_BTP;
+        if (!m->moe_experts) layouts[nl++] = LAYOUT_NAIVE;
+    }
     int64_t seqs = base->seq > 0 ? o->global_tokens / base->seq : 0;
     int per_node = base->gpu.gpus_per_node > 0 ? base->gpu.gpus_per_node : 1, n = 0;
     for (int li = 0; li < nl; li++)
@@ -130,16 +162,24 @@ static int enumerate(const Run *base, const PlanOpts *o, int gpus, PlanCand *out
                     for (int v = 1; v <= 2; v++) {
                         if (v > 1 && (pp < 2 || m->layers % (pp * v) || ga % pp)) continue;
                         for (int ep = 1; ep <= dp; ep++) {
-                            if (ep > 1 && (!m->moe_experts || dp % ep || m->moe_experts % ep || layouts[li] != LAYOUT_BTP))
+                            if (ep > 1 && (!m->moe_experts || dp % ep || m->moe_experts % ep ||
+                                           layouts[li] != LAYOUT_BTP))
                                 continue;
                             for (int zero = 0; zero <= (dp > 1 && ep == 1); zero++)
                                 for (int ck = 0; ck <= (layouts[li] == LAYOUT_BTP); ck++) {
                                     if (out) {
                                         PlanCand *c = &out[n];
                                         memset(c, 0, sizeof *c);
-                                        c->layout = layouts[li]; c->tp = tp; c->pp = pp; c->v = v; c->dp = dp;
-                                        c->ep = ep; c->zero = zero; c->ckpt = ck ? CKPT_LOWRANK : CKPT_NONE;
-                                        c->mb = mb; c->ga = (int)ga;
+                                        c->layout = layouts[li];
+                                        c->tp = tp;
+                                        c->pp = pp;
+                                        c->v = v;
+                                        c->dp = dp;
+                                        c->ep = ep;
+                                        c->zero = zero;
+                                        c->ckpt = ck ? CKPT_LOWRANK : CKPT_NONE;
+                                        c->mb = mb;
+                                        c->ga = (int)ga;
                                     }
                                     n++;
                                 }
@@ -151,47 +191,68 @@ static int enumerate(const Run *base, const PlanOpts *o, int gpus, PlanCand *out
     return n;
 }
 
-int planner_count_grids(const Run *base, const PlanOpts *o, int gpus) { return enumerate(base, o, gpus, NULL); }
+int planner_count_grids(const Run *base, const PlanOpts *o, int gpus) {
+    return enumerate(base, o, gpus, NULL);
+}
 
 void planner_run(const Run *base, const PlanCand *c, Run *out) {
     *out = *base;
-    out->layout = c->layout; out->tp = c->tp; out->pp = c->pp; out->pp_virtual = c->v; out->pp_nstages = 0;
-    out->dp = c->dp; out->ep = c->ep; out->zero = c->zero; out->checkpoint = c->ckpt;
-    out->micro_batch = c->mb; out->grad_accum = c->ga;
+    out->layout = c->layout;
+    out->tp = c->tp;
+    out->pp = c->pp;
+    out->pp_virtual = c->v;
+    out->pp_nstages = 0;
+    out->dp = c->dp;
+    out->ep = c->ep;
+    out->zero = c->zero;
+    out->checkpoint = c->ckpt;
+    out->micro_batch = c->mb;
+    out->grad_accum = c->ga;
 }
 
 /* ---- bounds and pricing ------------------------------------------------------------------- */
 
 /* Lower bounds of one candidate from its key. The pipeline: rank r cannot start before micro-batch
  * 0 has crossed the stages before it, and its last backward still has to cross them, so
- * T >= m w_r + sum_{s<r} w_s for every r; the split minimising the largest of these makes them equal,
- * T >= W / (1 - (1 - 1/m)^pp). Interleaved: T >= max(m W / pp, W). Plus the optimizer over the
- * smallest share of the parameters, P / pp; dp reduction and sends >= 0. */
-static void bound(const Run *base, const Key *k, const CostConsts *c, double workspace, PlanCand *cd) {
+ * T >= m w_r + sum_{s<r} w_s for every r; the split minimising the largest of these makes them
+ * equal, T >= W / (1 - (1 - 1/m)^pp). Interleaved: T >= max(m W / pp, W). Plus the optimizer over
+ * the smallest share of the parameters, P / pp; dp reduction and sends >= 0. */
+static void bound(const Run *base, const Key *k, const CostConsts *c, double workspace,
+                  PlanCand *cd) {
     double W = k->w_s, m = cd->ga, pp = cd->pp, pipe;
-    if (cd->pp == 1) pipe = m * W;
-    else if (cd->v == 1) pipe = W / (1 - pow(1 - 1 / m, pp));
-    else pipe = fmax(m * W / pp, W);
+    if (cd->pp == 1)
+        pipe = m * W;
+    else if (cd->v == 1)
+        pipe = W / (1 - pow(1 - 1 / m, pp));
+    else
+        pipe = fmax(m * W / pp, W);
     double optim = hbm_seconds(c, &base->gpu, k->params / pp * c->optim_bytes_per_param);
     /* the dp gradient reduction of the smallest share of the parameters, in one ring (the emitted
        buckets pay more latency), less what the backward can hide: at most one micro-batch's work */
     double dp_s = 0;
     if (cd->dp > 1) {
         const Gpu *g = &base->gpu;
-        int in_node = (long)cd->tp * cd->pp * cd->dp <= (g->gpus_per_node > 0 ? g->gpus_per_node : 1);
+        int in_node =
+            (long)cd->tp * cd->pp * cd->dp <= (g->gpus_per_node > 0 ? g->gpus_per_node : 1);
         double bw = c->coll_eff * (in_node ? g->nvlink_gbs : g->net_gbs);
         double alpha = in_node ? g->nvlink_latency_us : g->net_latency_us;
-        dp_s = fmax(0, allreduce_seconds(k->params / pp * (base->dp_bf16 ? 2 : 4), cd->dp, bw, alpha) - W);
+        dp_s = fmax(
+            0, allreduce_seconds(k->params / pp * (base->dp_bf16 ? 2 : 4), cd->dp, bw, alpha) - W);
     }
     cd->lb_s = BOUND_SLACK * (pipe + optim + dp_s);
     int slots = cd->pp < cd->ga ? cd->pp : cd->ga, layers0 = base->model.layers / cd->pp;
-    cd->mem_lb = k->params / pp * bytes_per_param(cd->zero, cd->dp) + ACT_SLACK * slots * layers0 * k->act_layer + workspace;
+    cd->mem_lb = k->params / pp * bytes_per_param(cd->zero, cd->dp) +
+                 ACT_SLACK * slots * layers0 * k->act_layer + workspace;
 }
 
-static void price(const Run *base, const PlanOpts *o, const CostConsts *c, const GemmRates *rates, double flops_tok,
-                  PlanCand *cd) {
+static void price(const Run *base, const PlanOpts *o, const CostConsts *c, const GemmRates *rates,
+                  double flops_tok, PlanCand *cd) {
     Run *r = malloc(sizeof *r);
-    if (!r) { cd->state = PC_INVALID; snprintf(cd->why, sizeof cd->why, "out of memory"); return; }
+    if (!r) {
+        cd->state = PC_INVALID;
+        snprintf(cd->why, sizeof cd->why, "out of memory");
+        return;
+    }
     planner_run(base, cd, r);
     Projection p;
     char why[1024];
@@ -239,7 +300,7 @@ static int by_bound(const void *a, const void *b) {
     if (x->lb_s != y->lb_s) return x->lb_s < y->lb_s ? -1 : 1;
     return *(const int *)a - *(const int *)b;
 }
-static int better(const PlanCand *c, int i, int a, int b) {   /* candidate a before b */
+static int better(const PlanCand *c, int i, int a, int b) { /* candidate a before b */
     if (c[a].seconds != c[b].seconds) return c[a].seconds < c[b].seconds;
     if (c[a].mem_bytes != c[b].mem_bytes) return c[a].mem_bytes < c[b].mem_bytes;
     return a < b;
@@ -273,7 +334,7 @@ static void counts_that_work(const Run *base, const PlanOpts *o, char *buf, size
 }
 
 int planner_search(const Run *base, const PlanOpts *o, const CostConsts *c, const GemmRates *rates,
-                PlanResult *res, char *err, size_t errlen) {
+                   PlanResult *res, char *err, size_t errlen) {
     memset(res, 0, sizeof *res);
     res->min_mem = -1;
     if (o->gpus < 1 || o->top < 1 || o->top > PLAN_MAX_TOP) {
@@ -281,24 +342,35 @@ int planner_search(const Run *base, const PlanOpts *o, const CostConsts *c, cons
         return 2;
     }
     if (base->seq < 1 || o->global_tokens < base->seq || o->global_tokens % base->seq) {
-        snprintf(err, errlen, "plan: the global batch (%lld tokens) must be a whole number of sequences of %d tokens",
-                 (long long)o->global_tokens, base->seq);
+        snprintf(
+            err, errlen,
+            "plan: the global batch (%lld tokens) must be a whole number of sequences of %d tokens",
+            (long long)o->global_tokens, base->seq);
         return 2;
     }
     int n = enumerate(base, o, o->gpus, NULL);
     if (n == 0) {
         char works[200];
         counts_that_work(base, o, works, sizeof works);
-        snprintf(err, errlen, "plan: no grid of %s on %d GPUs divides a global batch of %lld sequences (tp within a "
-                 "node of %d dividing heads, pp up to %d layers, dp dividing the sequences); GPU counts that work: %s",
-                 base->model.name, o->gpus, (long long)(o->global_tokens / base->seq), base->gpu.gpus_per_node,
-                 base->model.layers, works);
+        snprintf(
+            err, errlen,
+            "plan: no grid of %s on %d GPUs divides a global batch of %lld sequences (tp within a "
+            "node of %d dividing heads, pp up to %d layers, dp dividing the sequences); GPU counts "
+            "that work: %s",
+            base->model.name, o->gpus, (long long)(o->global_tokens / base->seq),
+            base->gpu.gpus_per_node, base->model.layers, works);
         return 2;
     }
     res->c = calloc(n, sizeof *res->c);
     int *order = malloc(n * sizeof *order);
     Keys ks = {0};
-    if (!res->c || !order) { free(order); free(res->c); res->c = NULL; snprintf(err, errlen, "out of memory"); return 1; }
+    if (!res->c || !order) {
+        free(order);
+        free(res->c);
+        res->c = NULL;
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
     res->n = enumerate(base, o, o->gpus, res->c);
     res->capacity_bytes = base->gpu.memory_gb * 1073741824.0;
     res->flops_per_token = model_flops_per_token(base, c, rates);
@@ -306,10 +378,24 @@ int planner_search(const Run *base, const PlanOpts *o, const CostConsts *c, cons
     for (int i = 0; i < n; i++) {
         PlanCand *cd = &res->c[i];
         Key *k = key_get(&ks, base, cd, c, rates);
-        if (!k) { free(order); free(ks.k); snprintf(err, errlen, "out of memory"); return 1; }
-        if (!k->ok) { cd->state = PC_INVALID; snprintf(cd->why, sizeof cd->why, "%s", k->why); res->invalid++; continue; }
+        if (!k) {
+            free(order);
+            free(ks.k);
+            snprintf(err, errlen, "out of memory");
+            return 1;
+        }
+        if (!k->ok) {
+            cd->state = PC_INVALID;
+            snprintf(cd->why, sizeof cd->why, "%s", k->why);
+            res->invalid++;
+            continue;
+        }
         bound(base, k, c, o->workspace_bytes, cd);
-        if (!o->brute && cd->mem_lb > res->capacity_bytes) { cd->state = PC_PRUNED_MEM; res->pruned_mem++; continue; }
+        if (!o->brute && cd->mem_lb > res->capacity_bytes) {
+            cd->state = PC_PRUNED_MEM;
+            res->pruned_mem++;
+            continue;
+        }
         order[m++] = i;
     }
     res->keys = ks.n;
@@ -319,21 +405,30 @@ int planner_search(const Run *base, const PlanOpts *o, const CostConsts *c, cons
     for (int j = 0; j < m; j++) {
         PlanCand *cd = &res->c[order[j]];
         if (!o->brute && res->nbest > 0 && cd->lb_s > res->c[res->best[0]].seconds) {
-            for (int q = j; q < m; q++) { res->c[order[q]].state = PC_PRUNED_TIME; res->pruned_time++; }
+            for (int q = j; q < m; q++) {
+                res->c[order[q]].state = PC_PRUNED_TIME;
+                res->pruned_time++;
+            }
             break;
         }
         price(base, o, c, rates, res->flops_per_token, cd);
         res->generated++;
-        if (cd->state == PC_FITS) keep_best(res, o->top, order[j]);
-        else if (cd->state == PC_TOO_BIG) res->too_big++;
-        else res->invalid++;
+        if (cd->state == PC_FITS)
+            keep_best(res, o->top, order[j]);
+        else if (cd->state == PC_TOO_BIG)
+            res->too_big++;
+        else
+            res->invalid++;
     }
     free(order);
-    for (int i = 0; i < n; i++) {   /* the least memory: priced where priced, else the bound */
+    for (int i = 0; i < n; i++) { /* the least memory: priced where priced, else the bound */
         const PlanCand *cd = &res->c[i];
         double mem = cd->state == PC_FITS || cd->state == PC_TOO_BIG ? cd->mem_bytes : cd->mem_lb;
         if (cd->state == PC_INVALID) continue;
-        if (res->min_mem < 0) { res->min_mem = i; continue; }
+        if (res->min_mem < 0) {
+            res->min_mem = i;
+            continue;
+        }
         const PlanCand *b = &res->c[res->min_mem];
         double bm = b->state == PC_FITS || b->state == PC_TOO_BIG ? b->mem_bytes : b->mem_lb;
         if (mem < bm) res->min_mem = i;
@@ -347,19 +442,28 @@ void planner_free(PlanResult *res) {
 }
 
 void planner_write_spec(const Run *base, const PlanCand *c, const char *cluster, FILE *f) {
-    fprintf(f, "-- %s on %d GPUs%s%s: the fastest feasible layout found by `boost plan` (cost model:\n"
-               "-- %.3f s/iteration, %.0f tokens/s per GPU, MFU %.1f%%, %.1f GB per rank). Train it with\n"
-               "-- `boost train THIS_FILE`; `boost project THIS_FILE` prices it again.\n",
-            base->model.name, c->tp * c->pp * c->dp, cluster ? " of cluster " : "", cluster ? cluster : "",
-            c->seconds, c->tok_s_gpu, 100 * c->mfu, c->mem_bytes / 1073741824.0);
-    fprintf(f, "return run {\n  model = \"%s\",\n  gpu = \"%s\",\n", base->model.name, base->gpu.name);
-    fprintf(f, "  parallel = { tp = %d, pp = %d, dp = %d, layout = \"%s\"", c->tp, c->pp, c->dp, layout_name(c->layout));
+    fprintf(
+        f,
+        "-- %s on %d GPUs%s%s: the fastest feasible layout found by `boost plan` (cost model:\n"
+        "-- %.3f s/iteration, %.0f tokens/s per GPU, MFU %.1f%%, %.1f GB per rank). Train it with\n"
+        "-- `boost train THIS_FILE`; `boost project THIS_FILE` prices it again.\n",
+        base->model.name, c->tp * c->pp * c->dp, cluster ? " of cluster " : "",
+        cluster ? cluster : "", c->seconds, c->tok_s_gpu, 100 * c->mfu,
+        c->mem_bytes / 1073741824.0);
+    fprintf(f, "return run {\n  model = \"%s\",\n  gpu = \"%s\",\n", base->model.name,
+            base->gpu.name);
+    fprintf(f, "  parallel = { tp = %d, pp = %d, dp = %d, layout = \"%s\"", c->tp, c->pp, c->dp,
+            layout_name(c->layout));
     if (c->ep > 1) fprintf(f, ", ep = %d", c->ep);
     if (c->zero) fprintf(f, ", zero = %d", c->zero);
     if (c->v > 1) fprintf(f, ", virtual_stages = %d", c->v);
-    fprintf(f, " },\n  features = { online_rmsnorm = %s, group_linears = %s, checkpoint = \"%s\" },\n",
+    fprintf(f,
+            " },\n  features = { online_rmsnorm = %s, group_linears = %s, checkpoint = \"%s\" },\n",
             base->online_rmsnorm ? "true" : "false", base->group_linears ? "true" : "false",
             c->ckpt == CKPT_LOWRANK ? "lowrank" : "none");
-    fprintf(f, "  train = { micro_batch = %d, grad_accum = %d, seq = %d, lr = %.9g, min_lr = %.9g, warmup = %d, "
-               "steps = %d },\n}\n", c->mb, c->ga, base->seq, base->lr, base->min_lr, base->warmup, base->steps);
+    fprintf(f,
+            "  train = { micro_batch = %d, grad_accum = %d, seq = %d, lr = %.9g, min_lr = %.9g, "
+            "warmup = %d, "
+            "steps = %d },\n}\n",
+            c->mb, c->ga, base->seq, base->lr, base->min_lr, base->warmup, base->steps);
 }

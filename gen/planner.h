@@ -13,11 +13,11 @@
 #define PLAN_MAX_TOP 64
 
 typedef struct {
-    int gpus;                  /* N = tp * pp * dp */
-    int64_t global_tokens;     /* tokens per optimizer step: a multiple of the run's seq */
-    int top;                   /* how many of the fastest feasible candidates to keep (1..PLAN_MAX_TOP) */
-    int brute;                 /* 1: price every candidate with the generator, no pruning (tests) */
-    double workspace_bytes;    /* per rank beyond weights, optimizer and activations */
+    int gpus; /* N = tp * pp * dp */
+    int64_t global_tokens; /* tokens per optimizer step: a multiple of the run's seq */
+    int top; /* how many of the fastest feasible candidates to keep (1..PLAN_MAX_TOP) */
+    int brute; /* 1: price every candidate with the generator, no pruning (tests) */
+    double workspace_bytes; /* per rank beyond weights, optimizer and activations */
 } PlanOpts;
 
 void planner_opts_default(PlanOpts *o);
@@ -27,35 +27,37 @@ enum { PC_PRUNED_MEM, PC_PRUNED_TIME, PC_FITS, PC_TOO_BIG, PC_INVALID };
 
 typedef struct {
     int layout, tp, pp, v, dp, ep, zero, ckpt, mb, ga;
-    double lb_s;               /* closed-form lower bound of the seconds per iteration */
-    double mem_lb;             /* closed-form lower bound of the bytes per rank */
-    int state;                 /* PC_* */
+    double lb_s; /* closed-form lower bound of the seconds per iteration */
+    double mem_lb; /* closed-form lower bound of the bytes per rank */
+    int state; /* PC_* */
     /* priced by the generator (state PC_FITS or PC_TOO_BIG) */
     double seconds, tok_s_gpu, mfu, comm_share;
-    double mem_bytes, weight_bytes, act_bytes;   /* per rank: all; weights+grads+AdamW; activations */
-    char why[200];             /* PC_INVALID: the generator's message */
+    double mem_bytes, weight_bytes, act_bytes; /* per rank: all; weights+grads+AdamW; activations */
+    char why[200]; /* PC_INVALID: the generator's message */
 } PlanCand;
 
 typedef struct {
-    PlanCand *c; int n;        /* every candidate, in enumeration order */
-    int best[PLAN_MAX_TOP];    /* indices of the fastest that fit, fastest first */
+    PlanCand *c;
+    int n; /* every candidate, in enumeration order */
+    int best[PLAN_MAX_TOP]; /* indices of the fastest that fit, fastest first */
     int nbest;
-    int generated;             /* candidates generated and priced */
+    int generated; /* candidates generated and priced */
     int pruned_mem, pruned_time, too_big, invalid;
-    int keys;                  /* closed-form keys (layout, tp, micro-batch, checkpoint, ep) built */
-    int min_mem;               /* the candidate needing the least memory (priced where it was, else its bound) */
-    double flops_per_token;    /* model FLOPs per token, forward + backward (MFU's numerator) */
-    double capacity_bytes;     /* the GPU's memory */
+    int keys; /* closed-form keys (layout, tp, micro-batch, checkpoint, ep) built */
+    int min_mem; /* the candidate needing the least memory (priced where it was, else its bound) */
+    double flops_per_token; /* model FLOPs per token, forward + backward (MFU's numerator) */
+    double capacity_bytes; /* the GPU's memory */
 } PlanResult;
 
 /* Search. base: the run whose model, GPU (with the cluster's figures applied), seq and training
  * settings are kept. Returns 0 (res filled; res->nbest may be 0 when nothing fits), 2 when no grid
  * exists for o->gpus (err lists GPU counts that have one) or the options are bad, 1 on failure. */
 int planner_search(const Run *base, const PlanOpts *o, const CostConsts *c, const GemmRates *rates,
-                PlanResult *res, char *err, size_t errlen);
+                   PlanResult *res, char *err, size_t errlen);
 void planner_free(PlanResult *res);
 
-/* The run of a candidate: base with its parallel settings, checkpointing, micro-batch, grad_accum. */
+/* The run of a candidate: base with its parallel settings, checkpointing, micro-batch, grad_accum.
+ */
 void planner_run(const Run *base, const PlanCand *c, Run *out);
 
 /* How many candidates N GPUs have for base and o (0: no valid grid). */
