@@ -7,6 +7,7 @@
 #  2. planning speed: CoLA-40B on 512 H100s (8 per node), seconds of CPU and wall;
 #  3. projected weak scaling (4 sequences of 4096 tokens per GPU) and strong scaling (1,024 sequences)
 #     to 1,024 GPUs for CoLA-7B/13B and their full-rank twins, plotted.
+# A "## Notes" section already in OUT is kept (written by hand: why the choices differ).
 # Usage: bash bench/plan.sh [OUT.md]   (from the repository root, after make)
 set -u
 BOOST=${BOOST:-./bin/boost}
@@ -15,6 +16,8 @@ stem=${out%.md}
 tmp=$(mktemp -d /tmp/boost-plan-bench.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 counts=${PLAN_COUNTS:-16 64 256 1024}
+# a "## Notes" section already in OUT (the prose on the figures) is kept below the new tables
+[ -f "$out" ] && sed -n '/^## Notes/,$p' "$out" >"$tmp/notes"
 # kv FILE KEY: the value of KEY= in the best.1 line (or a top-level key) of a `boost plan --kv` output
 best() { awk -v k="$2" '$1 == "best.1" { for (i = 2; i <= NF; i++) { split($i, a, "="); if (a[1] == k) print a[2] } }' "$1"; }
 top() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
@@ -116,4 +119,5 @@ plot for [m in "cola-llama-7b llama-7b cola-llama-13b llama-13b"] '$tmp/'.m.'.da
 unset multiplot
 GP
 else echo "(no plot: gnuplot not installed)" >>"$out"; fi
+[ -s "$tmp/notes" ] && { echo; cat "$tmp/notes"; } >>"$out"
 echo "wrote $out"
