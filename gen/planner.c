@@ -10,7 +10,7 @@
 
 /* stage graphs may price a little under the whole graph: keep the bounds below */
 #define BOUND_SLACK 0.99
-/* stage 0's arena per slot is at least 0.8 x its share of the layers' arena increments */
+/* a stage's arena per slot is at least 0.8 x its layers' arena increments */
 #define ACT_SLACK 0.8
 #define MAX_MICRO 32
 
@@ -240,9 +240,13 @@ static void bound(const Run *base, const Key *k, const CostConsts *c, double wor
             0, allreduce_seconds(k->params / pp * (base->dp_bf16 ? 2 : 4), cd->dp, bw, alpha) - W);
     }
     cd->lb_s = BOUND_SLACK * (pipe + optim + dp_s);
-    int slots = cd->pp < cd->ga ? cd->pp : cd->ga, layers0 = base->model.layers / cd->pp;
+    /* rank 0 holds the passes of its warm-up and one more (gen/pp.c emit_rank): 1F1B min(pp, m)
+       micro-batches of L/pp layers; interleaved 2(pp-1) + (v-1)pp + 1 chunk passes of L/(pp v) */
+    int v = cd->v, warm = v == 1 ? cd->pp - 1 : 2 * (cd->pp - 1) + (v - 1) * cd->pp;
+    long passes = warm + 1 < (long)cd->ga * v ? warm + 1 : (long)cd->ga * v;
+    int layers_per_pass = base->model.layers / (cd->pp * v);
     cd->mem_lb = k->params / pp * bytes_per_param(cd->zero, cd->dp) +
-                 ACT_SLACK * slots * layers0 * k->act_layer + workspace;
+                 ACT_SLACK * passes * layers_per_pass * k->act_layer + workspace;
 }
 
 static void price(const Run *base, const PlanOpts *o, const CostConsts *c, const GemmRates *rates,
@@ -293,14 +297,15 @@ static double model_flops_per_token(const Run *base, const CostConsts *c, const 
     return f / base->seq + 6.0 * base->seq * base->model.hidden * L;
 }
 
-/* Sorting: by bound (search order), and the result order (seconds, then memory, then index). */
-static const PlanCand *sort_base;
+/* The search order: by time bound, then by index (a candidate's place in the enumeration). */
+typedef struct { double lb; int i; } Order;
 static int by_bound(const void *a, const void *b) {
-    const PlanCand *x = &sort_base[*(const int *)a], *y = &sort_base[*(const int *)b];
-    if (x->lb_s != y->lb_s) return x->lb_s < y->lb_s ? -1 : 1;
-    return *(const int *)a - *(const int *)b;
+    const Order *x = a, *y = b;
+    if (x->lb != y->lb) return x->lb < y->lb ? -1 : 1;
+    return x->i - y->i;
 }
-static int better(const PlanCand *c, int i, int a, int b) { /* candidate a before b */
+/* The result order: seconds, then memory, then index. */
+static int better(const PlanCand *c, int a, int b) { /* candidate a before b */
     if (c[a].seconds != c[b].seconds) return c[a].seconds < c[b].seconds;
     if (c[a].mem_bytes != c[b].mem_bytes) return c[a].mem_bytes < c[b].mem_bytes;
     return a < b;
@@ -308,7 +313,7 @@ static int better(const PlanCand *c, int i, int a, int b) { /* candidate a befor
 
 static void keep_best(PlanResult *res, int top, int i) {
     int pos = res->nbest;
-    while (pos > 0 && better(res->c, 0, i, res->best[pos - 1])) pos--;
+    while (pos > 0 && better(res->c, i, res->best[pos - 1])) pos--;
     if (pos >= top) return;
     int end = res->nbest < top ? res->nbest : top - 1;
     for (int j = end; j > pos; j--) res->best[j] = res->best[j - 1];
@@ -362,7 +367,7 @@ int planner_search(const Run *base, const PlanOpts *o, const CostConsts *c, cons
         return 2;
     }
     res->c = calloc(n, sizeof *res->c);
-    int *order = malloc(n * sizeof *order);
+    Order *order = malloc(n * sizeof *order);
     Keys ks = {0};
     if (!res->c || !order) {
         free(order);
@@ -396,17 +401,16 @@ int planner_search(const Run *base, const PlanOpts *o, const CostConsts *c, cons
             res->pruned_mem++;
             continue;
         }
-        order[m++] = i;
+        order[m++] = (Order){cd->lb_s, i};
     }
     res->keys = ks.n;
     free(ks.k);
-    sort_base = res->c;
     qsort(order, m, sizeof *order, by_bound);
     for (int j = 0; j < m; j++) {
-        PlanCand *cd = &res->c[order[j]];
+        PlanCand *cd = &res->c[order[j].i];
         if (!o->brute && res->nbest > 0 && cd->lb_s > res->c[res->best[0]].seconds) {
             for (int q = j; q < m; q++) {
-                res->c[order[q]].state = PC_PRUNED_TIME;
+                res->c[order[q].i].state = PC_PRUNED_TIME;
                 res->pruned_time++;
             }
             break;
@@ -414,7 +418,7 @@ int planner_search(const Run *base, const PlanOpts *o, const CostConsts *c, cons
         price(base, o, c, rates, res->flops_per_token, cd);
         res->generated++;
         if (cd->state == PC_FITS)
-            keep_best(res, o->top, order[j]);
+            keep_best(res, o->top, order[j].i);
         else if (cd->state == PC_TOO_BIG)
             res->too_big++;
         else
