@@ -3,7 +3,8 @@
  * tight enough that some candidates do not fit; every closed-form bound is below what the generator
  * and the cost model give; a GPU count with no grid is refused with counts that work; nothing
  * fitting leaves no winner; the winner written as a run spec loads and prices to the same time;
- * cluster specs load and override the GPU file's figures, and a bad one is refused at its line. */
+ * cluster specs load and override the GPU file's figures, and a bad one is refused at its line; the
+ * dp reduction of a pipelined run is priced on each stage's own gradients. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -222,7 +223,29 @@ static void clusters(void) {
     CHECK(rc == 2 && strstr(err, "polaris"), "cluster_unknown_lists_known", "rc %d: %s", rc, err);
 }
 
+/* The dp gradient reduction of a pipelined run is priced per stage: at pp = 2 the busiest stage
+ * reduces about half the gradients of pp = 1 (before, every stage's buckets were charged to one). */
+static void dp_per_stage(void) {
+    Run *run = malloc(sizeof *run);
+    if (load(run, "tiny-cola-pp2")) { free(run); return; }
+    CostConsts c;
+    cost_consts_default(&c);
+    Projection p1, p2;
+    char err[1024];
+    run->dp = 2; run->grad_accum = 4; run->pp = 1;
+    run->gpu.gpus_per_node = 64;   /* one link (NVLink) for the dp group at pp = 1 and 2 */
+    int rc = project_layout(run, LAYOUT_BTP, &c, NULL, &p1, err, sizeof err);
+    run->pp = 2;
+    rc = rc ? rc : project_layout(run, LAYOUT_BTP, &c, NULL, &p2, err, sizeof err);
+    double ratio = rc ? 0 : p2.dp_total_s / p1.dp_total_s, pratio = rc ? 0 : p2.params_local / p1.params_local;
+    CHECK(rc == 0 && ratio > 0.3 && ratio < 0.75 && fabs(ratio - pratio) < 0.2, "dp_reduction_priced_per_stage",
+          "rc %d (%s): dp %.6g s at pp=2 vs %.6g s at pp=1 (ratio %.3f, params ratio %.3f)", rc, rc ? err : "",
+          rc ? 0 : p2.dp_total_s, rc ? 0 : p1.dp_total_s, ratio, pratio);
+    free(run);
+}
+
 int main(void) {
+    dp_per_stage();
     pruned_vs_brute("tiny-cola-pp2", 4);
     pruned_vs_brute("tiny-cola-pp2", 8);
     pruned_vs_brute("tiny-llama", 8);
