@@ -6,6 +6,7 @@
 int cmd_gen(int argc, char **argv);      /* cli/gen.c:     spec -> plan.txt, kernels.cu, report.md */
 int cmd_report(int argc, char **argv);   /* cli/gen.c:     the report as text or JSON */
 int cmd_project(int argc, char **argv);  /* cli/project.c: cost model of one iteration per layout */
+int cmd_plan(int argc, char **argv);     /* cli/plan.c:    the fastest feasible layout on N GPUs */
 int cmd_train(int argc, char **argv);    /* cli/train.c:   train from a run spec or a plan */
 int cmd_tune(int argc, char **argv);     /* cli/tune.c:    time kernel candidates on a GPU */
 int cmd_kernels(int argc, char **argv);  /* cli/kernels.c: NVRTC-compile a kernels.cu */

@@ -9,6 +9,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     {"report",  cmd_report,  "print a run's report (parameters, FLOPs, collectives, memory); --json"},
     {"train",   cmd_train,   "train a run on the cpu or cuda backend"},
     {"project", cmd_project, "project seconds per iteration for megatron, naive and btp layouts"},
+    {"plan",    cmd_plan,    "search the fastest layout of a model on N GPUs that fits in memory"},
     {"tune",    cmd_tune,    "time kernel configurations on a GPU and write the tuning file"},
     {"kernels", cmd_kernels, "compile a kernels.cu with NVRTC, report registers and spills"},
     {"plot",    cmd_plot,    "plot loss curves from a training log (gnuplot)"},

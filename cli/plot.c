@@ -11,7 +11,7 @@
 #include <sys/wait.h>    // defines: WIFEXITED, WEXITSTATUS
 #include <unistd.h>      // defines: access, unlink, close
 #include "cli/commands.h"
-#include "cli/plot_moe.h"
+#include "cli/plot_moe.h"   // defines: plot_experts, find_program, gp_quote
 
 static void plot_usage(FILE *f) {
     fprintf(f, "usage: boost plot LOG [-o FILE.png] [--title TEXT] [--experts]\n"
@@ -44,7 +44,7 @@ static int json_number(const char *line, const char *key, double *out) {
 }
 
 /* Search PATH for an executable; 1 when found. $GNUPLOT may name the program instead. */
-static int find_program(const char *name, char *path, size_t pathlen) {
+int find_program(const char *name, char *path, size_t pathlen) {
     if (strchr(name, '/')) {
         snprintf(path, pathlen, "%s", name);
         return access(path, X_OK) == 0;
@@ -62,7 +62,7 @@ static int find_program(const char *name, char *path, size_t pathlen) {
 }
 
 /* gnuplot's string quoting: single quotes, a quote doubled. */
-static void gp_quote(FILE *f, const char *s) {
+void gp_quote(FILE *f, const char *s) {
     fputc('\'', f);
     for (; *s; s++) { if (*s == '\'') fputc('\'', f); fputc(*s, f); }
     fputc('\'', f);

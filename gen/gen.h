@@ -30,6 +30,18 @@ int parse_override(const char *arg, Override *ov, char *err, size_t errlen);
 int infer_files_write(const Run *run, const char *dir, char *err, size_t errlen);
 int infer_report_write(const Run *run, FILE *f);
 
+/* A cluster spec (specs/clusters/NAME.lua, `cluster "NAME" { gpu = ..., gpus_per_node = ..., ... }`):
+ * the GPU it is made of and the figures that override the GPU file's (-1: not given, the GPU's
+ * stays). spec_load_cluster takes a name in $BOOST_SPECS/clusters (else ./specs/clusters) or a
+ * path; 0, or 2 with "file:line: message" in err. cluster_apply overrides g's figures. */
+typedef struct {
+    char name[NAME_LEN], gpu[NAME_LEN];
+    int gpus_per_node, nodes;                 /* nodes 0: no limit */
+    double nvlink_gbs, net_gbs, nvlink_latency_us, net_latency_us, memory_gb;
+} Cluster;
+int spec_load_cluster(const char *arg, Cluster *out, char *err, size_t errlen);
+void cluster_apply(const Cluster *cl, Gpu *g);
+
 int gen_write(const Run *run, const char *outdir, char *err, size_t errlen);
 
 /* gen_write, and with compile_kernels set also compile kernels.cu with NVRTC for sm_80 and sm_90

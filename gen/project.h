@@ -112,6 +112,9 @@ typedef struct {
     double gemm_flops;        /* per iteration per GPU */
     double tp_bytes_fwd, tp_bytes_bwd;   /* TP all-reduce/all-gather payload per iteration per GPU */
     double params_local;      /* parameters on one GPU (largest stage) */
+    double act_bytes;         /* activation arena of the busiest pipeline rank: each of its (virtual)
+                                 stages' generated arena times its slots (micro-batches in flight);
+                                 pp = 1: the whole model's arena (one micro-batch at a time) */
     int gemms_measured, gemms_modelled;  /* GEMM shapes costed from measured rates vs the model */
     /* the collectives of one decoder layer, one micro-batch (layer 0 of the schedule) */
     double layer_fwd_elems, layer_bwd_elems;    /* all-reduced elements */

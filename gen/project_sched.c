@@ -216,7 +216,7 @@ static int pipeline_timeline(const Graph *g, const Pricer *P, double bytes, doub
     }
     PpPlan *pl = pp_build(gs, err, errlen);
     int rc = pl ? 0 : 1;
-    double fwd[PP_MAX_STAGES] = {0}, bwd[PP_MAX_STAGES] = {0}, p2p[PP_MAX_STAGES] = {0};
+    double fwd[PP_MAX_STAGES] = {0}, bwd[PP_MAX_STAGES] = {0}, p2p[PP_MAX_STAGES] = {0}, act[PP_MAX_STAGES] = {0};
     if (pl && m < pp) {   /* drop the micro-batches beyond m */
         for (int k = 0; k < pl->pp; k++) {
             PpStage *rk = &pl->stages[k];
@@ -235,6 +235,7 @@ static int pipeline_timeline(const Graph *g, const Pricer *P, double bytes, doub
             step_seconds(P, sg, &sg->steps[i], &scratch, &t, &flops);
             if (sg->steps[i].section == SEC_FWD) fwd[k] += t; else bwd[k] += t;
         }
+        act[k % pl->pp] += (double)sg->arena_bytes * (pl->stages[k].slots > 0 ? pl->stages[k].slots : 1);
         if (k < pl->nv - 1) {
             double bw, alpha;
             boundary_link(P->gpu, P->tp, dp, pl->pp, k, &bw, &alpha);
@@ -249,6 +250,8 @@ static int pipeline_timeline(const Graph *g, const Pricer *P, double bytes, doub
         out->pp_ranks = pp;
         for (int k = 0; k < pp && k < 64; k++) { out->pp_busy_s[k] = tl.busy_s[k]; out->pp_idle_s[k] = tl.idle_s[k]; }
         out->pp_simulated = 1;
+        out->act_bytes = 0;
+        for (int k = 0; k < pp && k < PP_MAX_STAGES; k++) if (act[k] > out->act_bytes) out->act_bytes = act[k];
     }
     pp_free(pl);
     free(g2); free(run2);
@@ -306,7 +309,14 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
         const Op *o = &g->steps[i];
         int bwd = o->section != SEC_FWD;
         int stage;
-        if (o->layer >= 0) {
+        if ((o->kind == OP_ALLREDUCE || o->kind == OP_ALLGATHER) && (o->group == 1 || o->group == 3) &&
+            !strncmp(o->tag, "dp.", 3)) {
+            /* a dp bucket step (layer -1, tag "dp.PARAM"): the stage that holds its parameter, as for
+               the parameter counts below (not the end of the backward, which would charge every
+               stage's reduction to one) */
+            int l = param_layer(o->tag + 3);
+            stage = l >= 0 ? (int)((long)l * pp / layers) : (!strncmp(o->tag + 3, "embed", 5) ? 0 : pp - 1);
+        } else if (o->layer >= 0) {
             stage = (int)((long)o->layer * pp / layers);
             if (bwd) seen_layer_bwd = 1; else seen_layer_fwd = 1;
         } else if (!bwd) stage = seen_layer_fwd ? pp - 1 : 0;
@@ -375,6 +385,7 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     double params = 0;
     for (int s = 0; s < pp; s++) if (st[s].params > params) params = st[s].params;
     out->params_local = params;
+    out->act_bytes = (double)g->arena_bytes;   /* pp > 1: the timeline sets the busiest rank's */
     out->optim_s = hbm_seconds(c, gpu, params * c->optim_bytes_per_param);
     /* dp: the emitted buckets run on the communication stream beside the rest of the backward; what
        the backward compute after the first bucket cannot cover, and the buckets issued after the

@@ -447,8 +447,8 @@ static void define_helpers(Ctx *c) {
     lua_pushstring(L, "k"); lua_setfield(L, -2, "__mode");
     lua_setmetatable(L, -2);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &META_KEY);
-    const char *named[] = {"model", "gpu"};
-    for (int i = 0; i < 2; i++) {
+    const char *named[] = {"model", "gpu", "cluster"};
+    for (int i = 0; i < 3; i++) {
         lua_pushstring(L, named[i]);
         lua_pushcclosure(L, helper_named, 1);
         sandbox_define(c->sb, named[i]);
@@ -1630,4 +1630,80 @@ int spec_load_run(const char *run_arg, const Override *ov, int nov, Run *run, ch
 
 int spec_load_run_projection(const char *run_arg, const Override *ov, int nov, Run *run, char *err, size_t errlen) {
     return load_run(run_arg, ov, nov, 1, run, err, errlen);
+}
+
+/* ---------------------------------------------------------------- cluster specs (boost plan) */
+
+/* cluster "name" { gpu = ..., gpus_per_node = ..., ... }: a machine's nodes and links; the figures
+ * it leaves out are the GPU file's (docs/planner.md). */
+static const Field CLUSTER_FIELDS[] = {
+    {"gpu", K_STR, 0, 0, 0, NULL, NULL, "a GPU name from specs/gpus, e.g. gpu = \"a100\""},
+    {"gpus_per_node", K_INT, 1, 1024, 0, NULL, NULL, "GPUs in one node"},
+    {"nodes", K_INT, 1, 1000000, 0, NULL, "0", "nodes in the cluster (0: no limit)"},
+    {"nvlink_gbs", K_NUM, 0, 1e6, 1, NULL, NULL, "NVLink bandwidth per GPU per direction, GB/s"},
+    {"net_gbs", K_NUM, 0, 1e6, 1, NULL, NULL, "inter-node bandwidth per GPU, GB/s"},
+    {"nvlink_latency_us", K_NUM, 0, 1e6, 0, NULL, NULL, "all-reduce latency within a node, us"},
+    {"net_latency_us", K_NUM, 0, 1e6, 0, NULL, NULL, "all-reduce latency across nodes, us"},
+    {"memory_gb", K_NUM, 0, 1e6, 1, NULL, NULL, "device memory per GPU, GB"},
+    {NULL},
+};
+static const Schema S_CLUSTER = {"cluster", CLUSTER_FIELDS};
+
+static int l_load_cluster(lua_State *L) {
+    Ctx *c = lua_touserdata(L, 1);
+    Cluster *cl = lua_touserdata(L, 2);
+    lua_settop(L, 0);
+    int src = eval_file(c, c->run_path, NOWHERE);
+    Obj o = expect_kind(c, src, "cluster", "cluster \"NAME\" { gpu = ..., gpus_per_node = ..., ... }", &S_CLUSTER);
+    push_meta(c, -1);
+    snprintf(cl->name, sizeof cl->name, "%s", meta_string(c, "name"));
+    lua_pop(L, 1);
+    get_string(c, &o, "gpu", cl->gpu, sizeof cl->gpu);
+    cl->gpus_per_node = get_int(c, &o, "gpus_per_node");
+    cl->nodes = get_int(c, &o, "nodes");
+    double *opt[] = {&cl->nvlink_gbs, &cl->net_gbs, &cl->nvlink_latency_us, &cl->net_latency_us, &cl->memory_gb};
+    const char *keys[] = {"nvlink_gbs", "net_gbs", "nvlink_latency_us", "net_latency_us", "memory_gb"};
+    for (int i = 0; i < 5; i++) { *opt[i] = -1; get_number(c, &o, keys[i], opt[i], 0); }
+    return 0;
+}
+
+int spec_load_cluster(const char *arg, Cluster *out, char *err, size_t errlen) {
+    Ctx ctx = {0};
+    Ctx *c = &ctx;
+    memset(out, 0, sizeof *out);
+    const char *env = getenv("BOOST_SPECS");
+    char dir[PATH_LEN], path[PATH_LEN * 2];
+    snprintf(dir, sizeof dir, "%s/clusters", env && *env ? env : "specs");
+    if (!arg || !*arg || strlen(arg) > PATH_LEN - 64) { snprintf(err, errlen, "a cluster is a name in %s or a path", dir); return 2; }
+    snprintf(path, sizeof path, "%s", arg);
+    if (!file_exists(path)) {
+        snprintf(path, sizeof path, "%s/%s.lua", dir, arg);
+        if (strchr(arg, '/') || !file_exists(path)) {
+            char known[2000];
+            list_specs(dir, known, sizeof known);
+            snprintf(err, errlen, "%s: no such cluster (not a file, and not a name in %s: %s)", arg, dir, known);
+            return 2;
+        }
+    }
+    display_path(path, c->run_path, sizeof c->run_path);
+    c->sb = sandbox_new(SANDBOX_MEM_CAP, SANDBOX_INSTR_LIMIT);
+    if (!c->sb) { snprintf(err, errlen, "%s: out of memory while starting the spec interpreter", c->run_path); return 1; }
+    c->L = sandbox_lua(c->sb);
+    define_helpers(c);
+    lua_pushcfunction(c->L, l_load_cluster);
+    lua_pushlightuserdata(c->L, c);
+    lua_pushlightuserdata(c->L, out);
+    int rc = sandbox_pcall(c->sb, 2, 0, err, errlen);
+    sandbox_close(c->sb);
+    for (int i = 0; i < c->nsrc; i++) free(c->src[i].text);
+    return rc ? 2 : 0;
+}
+
+void cluster_apply(const Cluster *cl, Gpu *g) {
+    if (cl->gpus_per_node > 0) g->gpus_per_node = cl->gpus_per_node;
+    if (cl->nvlink_gbs > 0) g->nvlink_gbs = cl->nvlink_gbs;
+    if (cl->net_gbs > 0) g->net_gbs = cl->net_gbs;
+    if (cl->nvlink_latency_us >= 0) g->nvlink_latency_us = cl->nvlink_latency_us;
+    if (cl->net_latency_us >= 0) g->net_latency_us = cl->net_latency_us;
+    if (cl->memory_gb > 0) g->memory_gb = cl->memory_gb;
 }

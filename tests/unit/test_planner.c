@@ -1,0 +1,257 @@
+/* test_planner.c: `boost plan`'s search (gen/planner.c) on toy models and small grids: the pruned
+ * search picks the same best candidate as pricing every candidate (brute force), with memory
+ * tight enough that some candidates do not fit; every closed-form bound is below what the generator
+ * and the cost model give; a GPU count with no grid is refused with counts that work; nothing
+ * fitting leaves no winner; the winner written as a run spec loads and prices to the same time;
+ * cluster specs load and override the GPU file's figures, and a bad one is refused at its line; the
+ * dp reduction of a pipelined run is priced on each stage's own gradients. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "gen/gen.h"
+#include "gen/planner.h"
+#include "gen/project.h"
+#include "tests/unit/testlib.h"
+
+static int load(Run *run, const char *spec) {
+    char err[1024];
+    int rc = spec_load_run_projection(spec, NULL, 0, run, err, sizeof err);
+    if (rc) printf("FAIL - load_%s: %s\n", spec, err);
+    return rc;
+}
+
+/* A toy run on nodes of 4 GPUs, 16 sequences of 64 tokens per step, no workspace. */
+static void setup(Run *run, PlanOpts *o, int gpus) {
+    run->gpu.gpus_per_node = 4;
+    run->seq = 64;
+    planner_opts_default(o);
+    o->gpus = gpus;
+    o->global_tokens = 16 * 64;
+    o->top = 1;
+    o->workspace_bytes = 0;
+}
+
+/* The median memory of all priced candidates (brute force), as the GPU's capacity: about half fit.
+ */
+static double median_mem(const PlanResult *r) {
+    double *m = malloc(r->n * sizeof *m);
+    int n = 0;
+    for (int i = 0; i < r->n; i++)
+        if (r->c[i].state == PC_FITS || r->c[i].state == PC_TOO_BIG) m[n++] = r->c[i].mem_bytes;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && m[j] < m[j - 1]; j--) {
+            double t = m[j];
+            m[j] = m[j - 1];
+            m[j - 1] = t;
+        }
+    double med = n ? m[n / 2] : 0;
+    free(m);
+    return med;
+}
+
+static void pruned_vs_brute(const char *spec, int gpus) {
+    Run *run = malloc(sizeof *run);
+    if (load(run, spec)) {
+        free(run);
+        return;
+    }
+    PlanOpts o;
+    setup(run, &o, gpus);
+    CostConsts c;
+    cost_consts_default(&c);
+    char name[160], err[1024];
+    PlanResult all, pruned;
+    o.brute = 1;
+    int rc = planner_search(run, &o, &c, NULL, &all, err, sizeof err);
+    snprintf(name, sizeof name, "brute_%s_%d", spec, gpus);
+    CHECK(rc == 0 && all.generated == all.n - all.invalid, name, "rc %d (%s), %d priced of %d", rc,
+          err, all.generated, all.n);
+    if (rc) {
+        free(run);
+        return;
+    }
+    run->gpu.memory_gb = median_mem(&all) / 1073741824.0; /* then some candidates do not fit */
+    planner_free(&all);
+    planner_search(run, &o, &c, NULL, &all, err, sizeof err);
+    o.brute = 0;
+    rc = planner_search(run, &o, &c, NULL, &pruned, err, sizeof err);
+    int lb_ok = 1, mem_ok = 1;
+    for (int i = 0; i < all.n; i++) {
+        const PlanCand *x = &all.c[i];
+        if (x->state != PC_FITS && x->state != PC_TOO_BIG) continue;
+        if (x->lb_s > x->seconds) {
+            lb_ok = 0;
+            printf("# time bound %.6g above %.6g: tp%d pp%d v%d dp%d mb%d ga%d\n", x->lb_s,
+                   x->seconds, x->tp, x->pp, x->v, x->dp, x->mb, x->ga);
+        }
+        if (x->mem_lb > x->mem_bytes) {
+            mem_ok = 0;
+            printf("# memory bound %.6g above %.6g: tp%d pp%d v%d mb%d\n", x->mem_lb, x->mem_bytes,
+                   x->tp, x->pp, x->v, x->mb);
+        }
+    }
+    snprintf(name, sizeof name, "time_bounds_below_priced_%s_%d", spec, gpus);
+    CHECK(lb_ok, name, "a closed-form time bound is above the priced time (lines above)");
+    snprintf(name, sizeof name, "memory_bounds_below_priced_%s_%d", spec, gpus);
+    CHECK(mem_ok, name, "a closed-form memory bound is above the generated memory (lines above)");
+    snprintf(name, sizeof name, "some_fit_some_not_%s_%d", spec, gpus);
+    CHECK(all.too_big > 0 && all.nbest > 0, name, "%d too big, %d best", all.too_big, all.nbest);
+    snprintf(name, sizeof name, "pruned_equals_brute_%s_%d", spec, gpus);
+    CHECK(rc == 0 && pruned.nbest == 1 && all.nbest == 1 && pruned.best[0] == all.best[0], name,
+          "pruned best %d (%.6g s), brute best %d (%.6g s)", pruned.nbest ? pruned.best[0] : -1,
+          pruned.nbest ? pruned.c[pruned.best[0]].seconds : 0, all.nbest ? all.best[0] : -1,
+          all.nbest ? all.c[all.best[0]].seconds : 0);
+    snprintf(name, sizeof name, "pruned_prices_fewer_%s_%d", spec, gpus);
+    CHECK(rc == 0 && pruned.generated < all.generated, name, "pruned priced %d, brute %d",
+          pruned.generated, all.generated);
+    printf(
+        "# %s on %d: %d candidates, brute priced %d, pruned priced %d (%d by memory, %d by time)\n",
+        spec, gpus, all.n, all.generated, pruned.generated, pruned.pruned_mem, pruned.pruned_time);
+    if (!rc) planner_free(&pruned);
+    planner_free(&all);
+    free(run);
+}
+
+/* No grid: 7 GPUs cannot split 16 sequences (dp would be 7); nothing fits: a GPU of 1 kB. */
+static void bad_input(void) {
+    Run *run = malloc(sizeof *run);
+    if (load(run, "tiny-cola")) {
+        free(run);
+        return;
+    }
+    PlanOpts o;
+    setup(run, &o, 7);
+    CostConsts c;
+    cost_consts_default(&c);
+    PlanResult r;
+    char err[1024] = "";
+    int rc = planner_search(run, &o, &c, NULL, &r, err, sizeof err);
+    CHECK(rc == 2 && strstr(err, "GPU counts that work: 8"), "no_grid_lists_counts", "rc %d: %s",
+          rc, err);
+    setup(run, &o, 4);
+    run->gpu.memory_gb = 1e-6;
+    rc = planner_search(run, &o, &c, NULL, &r, err, sizeof err);
+    CHECK(rc == 0 && r.nbest == 0 && r.min_mem >= 0, "nothing_fits_no_winner", "rc %d, %d best", rc,
+          r.nbest);
+    if (!rc) planner_free(&r);
+    free(run);
+}
+
+/* The winner as a run spec: loads as a plan (grad_accum >= pp) and prices to the candidate's time.
+ */
+static void winner_spec(void) {
+    Run *run = malloc(sizeof *run), *back = malloc(sizeof *back);
+    if (load(run, "tiny-cola-pp2")) {
+        free(run);
+        free(back);
+        return;
+    }
+    PlanOpts o;
+    setup(run, &o, 8);
+    CostConsts c;
+    cost_consts_default(&c);
+    PlanResult r;
+    char err[1024], path[] = "specs/runs/.test-planner-XXXXXX.lua";
+    int rc = planner_search(run, &o, &c, NULL, &r, err, sizeof err);
+    if (rc || !r.nbest) {
+        CHECK(0, "winner_spec", "search: rc %d %s", rc, err);
+        free(run);
+        free(back);
+        return;
+    }
+    const PlanCand *w = &r.c[r.best[0]];
+    int fd = mkstemps(path, 4);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        CHECK(0, "winner_spec", "cannot write %s", path);
+        planner_free(&r);
+        free(run);
+        free(back);
+        return;
+    }
+    planner_write_spec(run, w, NULL, f);
+    fclose(f);
+    rc = spec_load_run(path, NULL, 0, back, err, sizeof err);
+    CHECK(rc == 0 && back->tp == w->tp && back->pp == w->pp && back->dp == w->dp &&
+              back->micro_batch == w->mb && back->grad_accum == w->ga &&
+              back->checkpoint == w->ckpt && back->zero == w->zero && back->layout == w->layout,
+          "winner_spec_loads", "rc %d: %s", rc, err);
+    Projection p;
+    back->gpu = run->gpu; /* the search's node size (the GPU file's is 8) */
+    rc = rc ? rc : project_layout(back, back->layout, &c, NULL, &p, err, sizeof err);
+    CHECK(rc == 0 && fabs(p.seconds - w->seconds) <= 1e-12 * w->seconds,
+          "winner_spec_prices_the_same", "rc %d, %.9g s vs %.9g s", rc, rc ? 0 : p.seconds,
+          w->seconds);
+    unlink(path);
+    planner_free(&r);
+    free(run);
+    free(back);
+}
+
+static void clusters(void) {
+    Cluster cl;
+    char err[1024];
+    int rc = spec_load_cluster("polaris", &cl, err, sizeof err);
+    CHECK(rc == 0 && !strcmp(cl.gpu, "a100") && cl.gpus_per_node == 4 && cl.net_gbs == 12.5 &&
+              cl.memory_gb == 40 && cl.nvlink_latency_us < 0,
+          "cluster_polaris_loads", "rc %d: %s", rc, err);
+    Gpu g = {.gpus_per_node = 8,
+             .net_gbs = 25,
+             .nvlink_gbs = 300,
+             .nvlink_latency_us = 10,
+             .memory_gb = 80};
+    if (!rc) cluster_apply(&cl, &g);
+    CHECK(g.gpus_per_node == 4 && g.net_gbs == 12.5 && g.memory_gb == 40 &&
+              g.nvlink_latency_us == 10,
+          "cluster_overrides_given_figures_only", "per node %d, net %g, memory %g, latency %g",
+          g.gpus_per_node, g.net_gbs, g.memory_gb, g.nvlink_latency_us);
+    char path[] = "/tmp/boost-test-cluster-XXXXXX.lua";
+    int fd = mkstemps(path, 4);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        CHECK(0, "cluster_bad", "cannot write %s", path);
+        return;
+    }
+    fprintf(f, "-- a cluster without its node size\nreturn cluster \"x\" {\n  gpu = \"a100\",\n  "
+               "net_gbs = -3,\n}\n");
+    fclose(f);
+    rc = spec_load_cluster(path, &cl, err, sizeof err);
+    CHECK(rc == 2 && strstr(err, ".lua:") && strstr(err, "gpus_per_node"),
+          "cluster_missing_field_refused", "rc %d: %s", rc, err);
+    unlink(path);
+    rc = spec_load_cluster("no-such-cluster", &cl, err, sizeof err);
+    CHECK(rc == 2 && strstr(err, "polaris"), "cluster_unknown_lists_known", "rc %d: %s", rc, err);
+}
+
+/* The dp gradient reduction of a pipelined run is priced per stage: at pp = 2 the busiest stage
+ * reduces about half the gradients of pp = 1 (before, every stage's buckets were charged to one). */
+static void dp_per_stage(void) {
+    Run *run = malloc(sizeof *run);
+    if (load(run, "tiny-cola-pp2")) { free(run); return; }
+    CostConsts c;
+    cost_consts_default(&c);
+    Projection p1, p2;
+    char err[1024];
+    run->dp = 2; run->grad_accum = 4; run->pp = 1;
+    run->gpu.gpus_per_node = 64;   /* one link (NVLink) for the dp group at pp = 1 and 2 */
+    int rc = project_layout(run, LAYOUT_BTP, &c, NULL, &p1, err, sizeof err);
+    run->pp = 2;
+    rc = rc ? rc : project_layout(run, LAYOUT_BTP, &c, NULL, &p2, err, sizeof err);
+    double ratio = rc ? 0 : p2.dp_total_s / p1.dp_total_s, pratio = rc ? 0 : p2.params_local / p1.params_local;
+    CHECK(rc == 0 && ratio > 0.3 && ratio < 0.75 && fabs(ratio - pratio) < 0.2, "dp_reduction_priced_per_stage",
+          "rc %d (%s): dp %.6g s at pp=2 vs %.6g s at pp=1 (ratio %.3f, params ratio %.3f)", rc, rc ? err : "",
+          rc ? 0 : p2.dp_total_s, rc ? 0 : p1.dp_total_s, ratio, pratio);
+    free(run);
+}
+
+int main(void) {
+    dp_per_stage();
+    pruned_vs_brute("tiny-cola-pp2", 4);
+    pruned_vs_brute("tiny-cola-pp2", 8);
+    pruned_vs_brute("tiny-llama", 8);
+    pruned_vs_brute("tiny-cola-moe", 4);
+    bad_input();
+    winner_spec();
+    clusters();
+    TEST_EXIT();
+}
