@@ -103,7 +103,7 @@ typedef struct {
                                       const int *, const void *, void *const *, int, const int *, int, const int *, int);
 } CudaApi;
 
-/* Load libcuda.so.1 and libcublas (.so.13, .so.12, or $CUDA_HOME/lib64). 0, or -1 with why. */
+/* Load the driver and cuBLAS where common/cudalibs.c finds them. 0, or -1 with why. */
 int cuda_api_load(CudaApi *api, char *why, size_t n);
 
 /* NCCL (nccl.h), for the multi-process mode: one process per GPU. Restated like the driver API;
@@ -144,7 +144,7 @@ typedef struct {
     const char *(*ncclGetErrorString)(ncclResult_t);
 } NcclApi;
 
-/* Load libnccl.so.2 (or $CUDA_HOME/lib64, or the file $BOOST_LIBNCCL names). 0, or -1 with why. */
+/* Load NCCL where common/cudalibs.c finds it ($BOOST_NCCL, CUDA_HOME, wheels, ...). 0, or -1 with why. */
 int nccl_api_load(NcclApi *api, char *why, size_t n);
 
 #endif
