@@ -14,4 +14,5 @@ int cmd_ckpt(int argc, char **argv);     /* cli/ckpt.c:    verify checkpoint fol
 int cmd_eval(int argc, char **argv);     /* cli/eval.c:    loss, perplexity, bits per byte */
 int cmd_sample(int argc, char **argv);   /* cli/sample.c:  generate from a checkpoint */
 int cmd_export(int argc, char **argv);   /* cli/export.c:  config.json + model.safetensors */
+int cmd_doctor(int argc, char **argv);   /* cli/doctor.c:  GPUs, CUDA libraries, what is missing */
 #endif

@@ -16,6 +16,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     {"eval",    cmd_eval,    "loss, perplexity and bits per byte of a checkpoint on held-out data"},
     {"sample",  cmd_sample,  "generate text from a checkpoint (temperature, top-k, top-p)"},
     {"export",  cmd_export,  "write a checkpoint as config.json + model.safetensors for PyTorch"},
+    {"doctor",  cmd_doctor,  "GPUs, driver, CUDA libraries found (path, version), what is missing"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 

@@ -31,6 +31,7 @@ static struct {
     int tried, ok;
     char why[2048];
     char path[4096], where[96], include[1024];   /* the NVRTC opened, how found, its headers */
+    void *handle;
     CreateFn create; CompileFn compile; SizeFn log_size; GetFn log; SizeFn cubin_size; GetFn cubin;
     DestroyFn destroy; VersionFn version; ErrStrFn errstr;
 } nv;
@@ -50,7 +51,7 @@ static void nv_load(void) {
     nv.tried = 1;
     CudaLibFound f;
     if (cudalib_open(CUDALIB_NVRTC, &f, nv.why, sizeof nv.why) != 0) return;
-    void *h = f.handle;
+    void *h = nv.handle = f.handle;
     snprintf(nv.path, sizeof nv.path, "%s", f.path);
     snprintf(nv.where, sizeof nv.where, "%s", f.where);
     cudalib_include_for(f.dir, nv.include, sizeof nv.include);
@@ -85,6 +86,19 @@ int nvrtc_library(char *path, size_t pn, char *where, size_t wn, char *include, 
     if (where) snprintf(where, wn, "%s", nv.where);
     if (include) snprintf(include, in, "%s", nv.include);
     return 0;
+}
+
+int nvrtc_supported_archs(int *archs, int max) {
+    if (!nvrtc_available(NULL, 0)) return -1;
+    int (*num)(int *) = (int (*)(int *))dlsym(nv.handle, "nvrtcGetNumSupportedArchs");
+    int (*get)(int *) = (int (*)(int *))dlsym(nv.handle, "nvrtcGetSupportedArchs");
+    int n = 0;
+    if (!num || !get || num(&n) != 0 || n <= 0) return -1;
+    int *all = calloc((size_t)n, sizeof *all);
+    if (!all || get(all) != 0) { free(all); return -1; }
+    for (int i = 0; i < n && i < max; i++) archs[i] = all[i];
+    free(all);
+    return n < max ? n : max;
 }
 
 int nvrtc_version(int *major, int *minor) {

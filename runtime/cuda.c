@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include "runtime/backend.h"
 #include "runtime/cuda_api.h"
+#include "runtime/cuda_device.h"
 #include "runtime/cuda.h"
 #include "runtime/cuda_pipe.h"
 #include "common/nvrtc.h"
@@ -250,12 +251,10 @@ static int shared_open(const Plan *p, char *err, size_t errlen) {
         return -1;
     }
     int ord = 0;
-    const char *want = getenv("BOOST_DEVICE");
-    if (want && *want) ord = atoi(want);
-    else {   /* multi-process mode: one device per rank, round robin over the node's devices */
-        int wr = 0, ws = 1;
-        char werr[256];
-        if (world_from_env(&wr, &ws, werr, sizeof werr) == 1) ord = wr % count;
+    char how[512];
+    if (cuda_pick_device(count, &ord, how, sizeof how, err, errlen) != 0) {   /* runtime/cuda_device.c */
+        pthread_mutex_unlock(&shared_mu);
+        return -1;
     }
     int ccmaj = 0, ccmin = 0;
     if ((rc = api.cuDeviceGet(&shared.dev, ord)) != 0 ||

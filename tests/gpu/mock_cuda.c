@@ -421,8 +421,29 @@ int mock_cuda_enqueue_hook(void *stream, int (*fn)(void *), void *arg, void (*fr
 
 /* ---- driver API ---- */
 CUresult cuInit(unsigned flags) { (void)flags; return OK; }
-CUresult cuDeviceGetCount(int *n) { *n = 1; return OK; }
-CUresult cuDeviceGet(int *d, int ord) { *d = ord; return ord == 0 ? OK : ERR_INVALID_VALUE; }
+/* MOCK_CUDA_DEVICES GPUs on this "host" (default 1); CUDA_VISIBLE_DEVICES shows the process the
+ * listed ones only, as the driver does (entries that name no device end the list) */
+static int mock_device_count(void) {
+    const char *v = getenv("MOCK_CUDA_DEVICES");
+    int host = v && atoi(v) > 0 ? atoi(v) : 1;
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (!cvd) return host;
+    int n = 0;
+    for (const char *p = cvd; *p;) {
+        char *end;
+        long d = strtol(p, &end, 10);
+        if (end == p || d < 0 || d >= host) break;
+        n++;
+        p = *end == ',' ? end + 1 : end;
+        if (*end != ',' ) break;
+    }
+    return n;
+}
+CUresult cuDeviceGetCount(int *n) { *n = mock_device_count(); return OK; }
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
+CUresult cuDeviceGetName(char *name, int len, int dev) { snprintf(name, (size_t)len, "BOOST stand-in GPU %d", dev); return OK; }
+CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev) { (void)dev; *bytes = (size_t)80 << 30; return OK; }
+CUresult cuDeviceGet(int *d, int ord) { *d = ord; return ord >= 0 && ord < mock_device_count() ? OK : ERR_INVALID_VALUE; }
 CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
     (void)dev;
     const MockArch *a = mock_arch();
