@@ -18,9 +18,14 @@ int cuda_api_load(CudaApi *a, char *why, size_t n) {
     if (!(*(void **)&a->name = dlsym(h, #name))) { snprintf(why, n, "%s lacks %s: driver or toolkit too old", \
                                                             h == hd ? "libcuda.so.1" : "libcublas", #name); return -1; }
     SYM(hd, cuInit); SYM(hd, cuDeviceGetCount); SYM(hd, cuDeviceGet); SYM(hd, cuDeviceGetAttribute);
-    SYM(hd, cuDevicePrimaryCtxRetain); SYM(hd, cuDevicePrimaryCtxRelease); SYM(hd, cuCtxSetCurrent);
+    SYM(hd, cuDevicePrimaryCtxRetain); SYM(hd, cuCtxSetCurrent);
+    /* cuda.h maps cuDevicePrimaryCtxRelease to the _v2 entry point (CUDA 11+): look that one up */
+    if (!(*(void **)&a->cuDevicePrimaryCtxRelease = dlsym(hd, "cuDevicePrimaryCtxRelease_v2"))) {
+        snprintf(why, n, "libcuda.so.1 lacks cuDevicePrimaryCtxRelease_v2: driver too old (need CUDA 11+)");
+        return -1;
+    }
     SYM(hd, cuMemAlloc_v2); SYM(hd, cuMemFree_v2); SYM(hd, cuMemsetD8_v2); SYM(hd, cuMemsetD32Async);
-    SYM(hd, cuMemcpyHtoD_v2); SYM(hd, cuMemcpyDtoH_v2); SYM(hd, cuMemcpy2DAsync_v2);
+    SYM(hd, cuMemcpyHtoD_v2); SYM(hd, cuMemcpyDtoH_v2); SYM(hd, cuMemcpy2DAsync_v2); SYM(hd, cuMemcpyDtoDAsync_v2);
     SYM(hd, cuStreamCreate); SYM(hd, cuStreamDestroy_v2); SYM(hd, cuStreamSynchronize);
     SYM(hd, cuStreamQuery); SYM(hd, cuStreamWaitEvent); SYM(hd, cuEventCreate); SYM(hd, cuEventDestroy_v2);
     SYM(hd, cuEventRecord); SYM(hd, cuMemcpyHtoDAsync_v2); SYM(hd, cuMemcpyDtoHAsync_v2);
@@ -33,6 +38,7 @@ int cuda_api_load(CudaApi *a, char *why, size_t n) {
     SYM(hb, cublasGemmEx); SYM(hb, cublasGemmStridedBatchedEx);
 #undef SYM
     *(void **)&a->cublasGemmGroupedBatchedEx = dlsym(hb, "cublasGemmGroupedBatchedEx");
+    *(void **)&a->cublasSetWorkspace_v2 = dlsym(hb, "cublasSetWorkspace_v2");
     const char *graph_syms[] = {"cuStreamBeginCapture_v2", "cuStreamEndCapture", "cuGraphInstantiateWithFlags",
                                 "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy"};
     void **graph_fns[] = {(void **)&a->cuStreamBeginCapture_v2, (void **)&a->cuStreamEndCapture,
