@@ -6,14 +6,20 @@
 
 #include <stddef.h>
 
-typedef enum { CUDALIB_DRIVER, CUDALIB_NVRTC, CUDALIB_CUBLAS, CUDALIB_CUBLASLT, CUDALIB_NCCL,
-               CUDALIB_COUNT } CudaLib;
+typedef enum {
+    CUDALIB_DRIVER,
+    CUDALIB_NVRTC,
+    CUDALIB_CUBLAS,
+    CUDALIB_CUBLASLT,
+    CUDALIB_NCCL,
+    CUDALIB_COUNT
+} CudaLib;
 
 typedef struct {
-    void *handle;          /* dlopen handle; NULL when not found */
-    char path[4096];       /* the file opened (as the loader resolved it) */
-    char dir[4096];        /* its folder */
-    char where[96];        /* how it was found: "BOOST_NVRTC", "CUDA_HOME lib/", "loader path", ... */
+    void *handle; /* dlopen handle; NULL when not found */
+    char path[4096]; /* the file opened (as the loader resolved it) */
+    char dir[4096]; /* its folder */
+    char where[96]; /* how it was found: "BOOST_NVRTC", "CUDA_HOME lib/", "loader path", ... */
 } CudaLibFound;
 
 /* Find and open one library. Search order: the explicit file ($BOOST_NVRTC, $BOOST_CUBLAS,
@@ -28,7 +34,7 @@ typedef struct {
  * what was tried and how to fix it in why. */
 int cudalib_open(CudaLib lib, CudaLibFound *out, char *why, size_t n);
 
-/* A short name for messages ("NVRTC", "cuBLAS", ...) and the environment variable naming the file. */
+/* A short name for messages ("NVRTC", "cuBLAS", ...) and the variable naming the file. */
 const char *cudalib_name(CudaLib lib);
 const char *cudalib_env(CudaLib lib);
 

@@ -58,6 +58,8 @@ fi
 n=$(grep -c '^ok - compute-sanitizer \(memcheck\|racecheck\|synccheck\): 0 errors' "$TMP/out/run.log")
 [ "$n" = 3 ] && ok "run.sh sanitize part: memcheck, racecheck, synccheck commands run (dry)" \
   || fail "run.sh sanitize part" "$n of 3 verdicts ok: $(grep 'compute-sanitizer' "$TMP/out/run.log" | head -3)"
+grep -q '^NVRTC ' "$TMP/out/doctor.txt" 2>/dev/null && grep -q '^verdict: ' "$TMP/out/doctor.txt" \
+  && ok "results: doctor.txt (boost doctor) in the archive" || fail "results: doctor.txt" "$(head -3 "$TMP/out/doctor.txt" 2>&1)"
 for f in summary.md steps.md model.md sanitize.md; do
   [ -s "$TMP/out/$f" ] && ok "results: $f written" || fail "results: $f" "missing or empty"
 done
