@@ -18,4 +18,5 @@ int cmd_export(int argc, char **argv);   /* cli/export.c:  config.json + model.s
 int cmd_tokenize(int argc, char **argv);  /* cli/tokenize.c: text -> llm.c token shards, and back */
 int cmd_tokenizer(int argc, char **argv); /* cli/tokenize.c: train a byte-level BPE tokenizer */
 int cmd_import(int argc, char **argv);   /* cli/import.c:  a Hugging Face LLaMA -> spec + step-0 checkpoint */
+int cmd_doctor(int argc, char **argv);   /* cli/doctor.c:  GPUs, CUDA libraries, what is missing */
 #endif

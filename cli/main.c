@@ -20,6 +20,7 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
     {"tokenize", cmd_tokenize, "text files or JSON lines -> llm.c token shards with a tokenizer.json; --decode"},
     {"tokenizer", cmd_tokenizer, "tokenizer train: a byte-level BPE tokenizer.json of a given size"},
     {"import",  cmd_import,  "a Hugging Face LLaMA checkpoint as a model spec + step-0 checkpoint (SVD to low rank)"},
+    {"doctor",  cmd_doctor,  "GPUs, driver, CUDA libraries found (path, version), what is missing"},
 };
 #define NCOMMANDS (int)(sizeof commands / sizeof commands[0])
 

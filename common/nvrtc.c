@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include "common/nvrtc.h"
+#include "common/cudalibs.h"
 
 #ifndef BOOST_CUDA_HOME
 #define BOOST_CUDA_HOME "/usr/local/cuda"
@@ -28,7 +29,9 @@ typedef const char *(*ErrStrFn)(int result);
 
 static struct {
     int tried, ok;
-    char why[512];
+    char why[2048];
+    char path[4096], where[96], include[1024];   /* the NVRTC opened, how found, its headers */
+    void *handle;
     CreateFn create; CompileFn compile; SizeFn log_size; GetFn log; SizeFn cubin_size; GetFn cubin;
     DestroyFn destroy; VersionFn version; ErrStrFn errstr;
 } nv;
@@ -46,19 +49,12 @@ const char *nvrtc_cuda_home(void) {
 static void nv_load(void) {
     if (nv.tried) return;
     nv.tried = 1;
-    const char *names[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
-    void *h = NULL;
-    for (int i = 0; i < 3 && !h; i++) h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-    char path[1024];
-    for (int i = 0; i < 3 && !h; i++) {
-        snprintf(path, sizeof path, "%s/lib64/%s", nvrtc_cuda_home(), names[i]);
-        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    }
-    if (!h) {
-        snprintf(nv.why, sizeof nv.why, "libnvrtc not found (tried libnvrtc.so, .so.13, .so.12 and "
-                 "%s/lib64): install the CUDA toolkit or set CUDA_HOME", nvrtc_cuda_home());
-        return;
-    }
+    CudaLibFound f;
+    if (cudalib_open(CUDALIB_NVRTC, &f, nv.why, sizeof nv.why) != 0) return;
+    void *h = nv.handle = f.handle;
+    snprintf(nv.path, sizeof nv.path, "%s", f.path);
+    snprintf(nv.where, sizeof nv.where, "%s", f.where);
+    cudalib_include_for(f.dir, nv.include, sizeof nv.include);
 #define NV_SYM(field, type, sym) \
     if (!(nv.field = (type)dlsym(h, sym))) { \
         snprintf(nv.why, sizeof nv.why, "libnvrtc has no symbol %s: NVRTC too old (need CUDA 12+)", sym); \
@@ -82,6 +78,27 @@ int nvrtc_available(char *err, size_t errlen) {
     pthread_mutex_unlock(&nv_lock);
     if (!nv.ok && err) snprintf(err, errlen, "%s", nv.why);
     return nv.ok;
+}
+
+int nvrtc_library(char *path, size_t pn, char *where, size_t wn, char *include, size_t in) {
+    if (!nvrtc_available(NULL, 0)) return -1;
+    if (path) snprintf(path, pn, "%s", nv.path);
+    if (where) snprintf(where, wn, "%s", nv.where);
+    if (include) snprintf(include, in, "%s", nv.include);
+    return 0;
+}
+
+int nvrtc_supported_archs(int *archs, int max) {
+    if (!nvrtc_available(NULL, 0)) return -1;
+    int (*num)(int *) = (int (*)(int *))dlsym(nv.handle, "nvrtcGetNumSupportedArchs");
+    int (*get)(int *) = (int (*)(int *))dlsym(nv.handle, "nvrtcGetSupportedArchs");
+    int n = 0;
+    if (!num || !get || num(&n) != 0 || n <= 0) return -1;
+    int *all = calloc((size_t)n, sizeof *all);
+    if (!all || get(all) != 0) { free(all); return -1; }
+    for (int i = 0; i < n && i < max; i++) archs[i] = all[i];
+    free(all);
+    return n < max ? n : max;
 }
 
 int nvrtc_version(int *major, int *minor) {
@@ -162,7 +179,7 @@ static uint64_t fnv1a64(uint64_t h, const void *data, size_t n) {
 int nvrtc_cache_path(const char *src, const char *arch, const char *ext, char *dir, size_t dn, char *path, size_t pn) {
     int maj = 0, min = 0;
     if (nvrtc_version(&maj, &min) != 0) return -1;
-    const char *home = nvrtc_cuda_home(), *opts = NVRTC_FIXED_OPTS;
+    const char *home = nv.include, *opts = NVRTC_FIXED_OPTS;   /* the headers compiled against */
     uint64_t h = 0xcbf29ce484222325ull;
     h = fnv1a64(h, src, strlen(src));
     h = fnv1a64(h, opts, strlen(opts));
@@ -227,9 +244,9 @@ int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin
             return n;
         }
     }
-    char opt_arch[64], opt_inc[1024];
+    char opt_arch[64], opt_inc[1100];
     snprintf(opt_arch, sizeof opt_arch, "-arch=%s", arch);
-    snprintf(opt_inc, sizeof opt_inc, "-I%s/include", nvrtc_cuda_home());
+    snprintf(opt_inc, sizeof opt_inc, "-I%s", nv.include);
     const char *opts[] = {opt_arch, "-default-device", "-std=c++17", opt_inc,   /* NVRTC_FIXED_OPTS */
                           "--ptxas-options=-v", "-lineinfo"};
     void *prog = NULL;

@@ -24,6 +24,12 @@ int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin
 
 /* The CUDA toolkit folder (BOOST_CUDA_HOME, CUDA_HOME, else the build's default). */
 const char *nvrtc_cuda_home(void);
+/* The NVRTC file opened, how it was found (common/cudalibs.h) and the include folder that goes
+ * with it (cuda_bf16.h); 0, or -1 when NVRTC cannot be loaded. Any pointer may be NULL. */
+int nvrtc_library(char *path, size_t pn, char *where, size_t wn, char *include, size_t in);
+/* The archs this NVRTC compiles for (52, ..., 90, 100, ...): up to max filled, the count returned;
+ * -1 when NVRTC cannot be loaded or does not say. */
+int nvrtc_supported_archs(int *archs, int max);
 /* NVRTC's version; 0 on success, -1 when NVRTC cannot be loaded. */
 int nvrtc_version(int *major, int *minor);
 /* The on-disk cache ($BOOST_CACHE, else ~/.cache/boost) shared by the report and the runtime's JIT:

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include "runtime/backend.h"
 #include "runtime/cuda_api.h"
+#include "runtime/cuda_device.h"
 #include "runtime/cuda.h"
 #include "runtime/cuda_pipe.h"
 #include "common/nvrtc.h"
@@ -36,7 +37,14 @@ static pthread_once_t api_once = PTHREAD_ONCE_INIT;
 static char api_why[512];
 static int api_ok;
 
-static void api_load(void) { api_ok = cuda_api_load(&api, api_why, sizeof api_why) == 0; }
+static void api_load(void) {
+    /* one process per GPU: load every kernel at cuModuleLoadData (CUDA 12.2+ loads lazily, at a
+     * kernel's first launch, which can then wait behind NCCL kernels spinning on the device) */
+    int wr = 0, ws = 1;
+    char werr[256];
+    if (world_from_env(&wr, &ws, werr, sizeof werr) == 1) setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+    api_ok = cuda_api_load(&api, api_why, sizeof api_why) == 0;
+}
 
 static NcclApi nccl;                      /* multi-process mode only */
 static pthread_once_t nccl_once = PTHREAD_ONCE_INIT;
@@ -54,6 +62,7 @@ static struct {
     CUmodule mod;
     char arch[16];
     int smem_optin;            /* the device's most shared memory a block may opt in to (bytes) */
+    int max_pitch;             /* cuMemcpy2D's largest pitch on this device (bytes) */
     char src_path[1100];
     FnEntry *fns; int nfns, capfns;
     int users;
@@ -86,6 +95,7 @@ struct BackendRank {
     int nrep;                     /* left out of the gradient norm; nrep -1: too many, done on the host */
     void *blas;
     CUdeviceptr arena, io, params, grads, master, adam_m, adam_v, scratch;
+    CUdeviceptr blas_ws;          /* cuBLAS's workspace, set before a graph capture (BOOST_CUDA_GRAPH) */
     CUdeviceptr adam_chunks;      /* multi-tensor AdamW: per chunk {element offset, count, flags} (int64); */
     int64_t adam_nchunks;         /* zero=1: {param offset, master offset, m/v offset, count, flags} */
     size_t io_bytes, scratch_bytes;
@@ -137,6 +147,12 @@ static int rfail(BackendRank *r, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(r->err, sizeof r->err, fmt, ap);
     va_end(ap);
+    if (r->capturing) {   /* a failure inside a graph capture: end it, or the stream stays capturing */
+        CUgraph g = NULL;
+        r->capturing = 0;
+        r->graphs = 0;
+        if (api.cuStreamEndCapture(r->stream, &g) == 0 && g) api.cuGraphDestroy(g);
+    }
     if (r->group) {
         pthread_mutex_lock(&r->group->mu);
         r->group->aborted = 1;
@@ -223,6 +239,40 @@ static void kernels_path(const Plan *p, char *out, size_t n) {
     snprintf(out, n, "%s/%s", dir, infer ? "infer-kernels.cu" : "kernels.cu");
 }
 
+/* Every `extern "C" __global__ void [__launch_bounds__(...)] NAME(` of kernels.cu looked up once
+ * the module is loaded (under shared_mu), so no kernel is loaded at its first launch, possibly
+ * while NCCL kernels occupy the device. A name the module lacks is left to get_fn (the launch
+ * then names it). */
+static void lookup_all_kernels(const char *src) {
+    for (const char *p = src; (p = strstr(p, "__global__ void"));) {
+        p += strlen("__global__ void");
+        while (*p == ' ' || *p == '\n') p++;
+        if (!strncmp(p, "__launch_bounds__", 17)) {
+            p = strchr(p, ')');
+            if (!p) return;
+            p++;
+            while (*p == ' ' || *p == '\n') p++;
+        }
+        size_t k = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
+        char name[96];
+        if (k == 0 || k >= sizeof name) continue;
+        memcpy(name, p, k);
+        name[k] = 0;
+        CUfunction fn = NULL;
+        if (api.cuModuleGetFunction(&fn, shared.mod, name) != 0 || !fn) continue;
+        if (shared.nfns == shared.capfns) {
+            int cap = shared.capfns ? 2 * shared.capfns : 64;
+            FnEntry *n = realloc(shared.fns, cap * sizeof *n);
+            if (!n) return;
+            shared.fns = n;
+            shared.capfns = cap;
+        }
+        snprintf(shared.fns[shared.nfns].name, sizeof shared.fns[0].name, "%s", name);
+        shared.fns[shared.nfns].dyn_max = 0;
+        shared.fns[shared.nfns++].fn = fn;
+    }
+}
+
 /* Make the process's context current; open the device, compile and load kernels.cu once. */
 static int shared_open(const Plan *p, char *err, size_t errlen) {
     pthread_mutex_lock(&shared_mu);
@@ -250,18 +300,17 @@ static int shared_open(const Plan *p, char *err, size_t errlen) {
         return -1;
     }
     int ord = 0;
-    const char *want = getenv("BOOST_DEVICE");
-    if (want && *want) ord = atoi(want);
-    else {   /* multi-process mode: one device per rank, round robin over the node's devices */
-        int wr = 0, ws = 1;
-        char werr[256];
-        if (world_from_env(&wr, &ws, werr, sizeof werr) == 1) ord = wr % count;
+    char how[512];
+    if (cuda_pick_device(count, &ord, how, sizeof how, err, errlen) != 0) {   /* runtime/cuda_device.c */
+        pthread_mutex_unlock(&shared_mu);
+        return -1;
     }
     int ccmaj = 0, ccmin = 0;
     if ((rc = api.cuDeviceGet(&shared.dev, ord)) != 0 ||
         (rc = api.cuDeviceGetAttribute(&ccmaj, 75 /* COMPUTE_CAPABILITY_MAJOR */, shared.dev)) != 0 ||
         (rc = api.cuDeviceGetAttribute(&ccmin, 76 /* COMPUTE_CAPABILITY_MINOR */, shared.dev)) != 0 ||
         (rc = api.cuDeviceGetAttribute(&shared.smem_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN_, shared.dev)) != 0 ||
+        (rc = api.cuDeviceGetAttribute(&shared.max_pitch, CU_DEVICE_ATTRIBUTE_MAX_PITCH_, shared.dev)) != 0 ||
         (rc = api.cuDevicePrimaryCtxRetain(&shared.ctx, shared.dev)) != 0 ||
         (rc = api.cuCtxSetCurrent(shared.ctx)) != 0) {
         snprintf(err, errlen, "CUDA device %d cannot be opened (%s): use --backend cpu", ord, cu_str(rc));
@@ -290,8 +339,8 @@ static int shared_open(const Plan *p, char *err, size_t errlen) {
     size_t bin_size = 0;
     char cerr[8192];
     void *bin = jit_cubin(src, shared.arch, &bin_size, cerr, sizeof cerr);
-    free(src);
     if (!bin) {
+        free(src);
         snprintf(err, errlen, "%s: %s", shared.src_path, cerr);
         api.cuDevicePrimaryCtxRelease(shared.dev);
         pthread_mutex_unlock(&shared_mu);
@@ -300,11 +349,14 @@ static int shared_open(const Plan *p, char *err, size_t errlen) {
     rc = api.cuModuleLoadData(&shared.mod, bin);
     free(bin);
     if (rc != 0) {
+        free(src);
         snprintf(err, errlen, "%s: loading the compiled kernels failed (%s)", shared.src_path, cu_str(rc));
         api.cuDevicePrimaryCtxRelease(shared.dev);
         pthread_mutex_unlock(&shared_mu);
         return -1;
     }
+    lookup_all_kernels(src);
+    free(src);
     shared.users = 1;
     pthread_mutex_unlock(&shared_mu);
     return 0;
@@ -420,6 +472,7 @@ static void cuda_rank_close(BackendRank *r) {
             if (r->comm) api.cuStreamSynchronize(r->comm);
         }
         if (r->blas) api.cublasDestroy_v2(r->blas);
+        if (r->blas_ws) api.cuMemFree_v2(r->blas_ws);
         if (r->dp_comm) nccl.ncclCommDestroy(r->dp_comm);
         if (r->ep_comm) nccl.ncclCommDestroy(r->ep_comm);
         if (r->edp_comm) nccl.ncclCommDestroy(r->edp_comm);
@@ -674,6 +727,14 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
     if (api.cublasSetStream_v2(r->blas, r->stream) != 0) {
         snprintf(err, errlen, "cublasSetStream failed on rank %d", rank);
         goto fail;
+    }
+    if (r->graphs && api.cublasSetWorkspace_v2) {   /* a graph capture must not allocate: cuBLAS's workspace first */
+        size_t ws = (size_t)(strcmp(shared.arch, "sm_90") >= 0 ? 32 : 4) << 20;
+        if (api.cuMemAlloc_v2(&r->blas_ws, ws) != 0 || api.cublasSetWorkspace_v2(r->blas, (void *)(uintptr_t)r->blas_ws, ws) != 0) {
+            snprintf(err, errlen, "rank %d: cuBLAS's %zu MiB workspace for BOOST_CUDA_GRAPH=1 could not be set: run without "
+                     "BOOST_CUDA_GRAPH", rank, ws >> 20);
+            goto fail;
+        }
     }
     /* params: element offsets, 256-byte aligned; zero=1: the master and AdamW state of a shard */
     r->zero = p->zero && p->dp > 1;
@@ -1046,6 +1107,17 @@ static int nccl_dtype(int dt) { return dt == PDT_FP32 ? NCCL_FLOAT32_ : NCCL_BFL
 /* Copies of [rows, cols] blocks with row pitches, on stream s. */
 static int copy_2d(BackendRank *r, CUstream s, CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch,
                    size_t width, size_t rows) {
+    /* one row, or rows back to back: a plain copy (cuMemcpy2D caps its pitches at the device's
+     * MAX_PITCH, which one row of a large parameter exceeds); rows with a pitch above the cap: one
+     * plain copy a row */
+    if (rows == 1 || (dpitch == width && spitch == width)) {
+        CU(r, api.cuMemcpyDtoDAsync_v2(dst, src, width * rows, s));
+        return 0;
+    }
+    if (dpitch > (size_t)shared.max_pitch || spitch > (size_t)shared.max_pitch) {
+        for (size_t i = 0; i < rows; i++) CU(r, api.cuMemcpyDtoDAsync_v2(dst + i * dpitch, src + i * spitch, width, s));
+        return 0;
+    }
     CUDA_MEMCPY2D_ m;
     memset(&m, 0, sizeof m);
     m.srcMemoryType = CU_MEMORYTYPE_DEVICE_;
@@ -1632,6 +1704,22 @@ static int cuda_gemm(BackendRank *r, const GemmArgs *g, void *A, void *B, void *
     return after_step(r, "gemm");
 }
 
+/* The first refusal of cublasGemmGroupedBatchedEx per (A/B type, C type) is printed once: those
+ * grouped GEMMs then run as a loop of cublasGemmEx, which is correct but slower. */
+static void grouped_refusal_note(int ab_type, int c_type, int status) {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static int seen[16][2], nseen;
+    int fresh = 1;
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < nseen; i++) fresh &= !(seen[i][0] == ab_type && seen[i][1] == c_type);
+    if (fresh && nseen < 16) { seen[nseen][0] = ab_type; seen[nseen][1] = c_type; nseen++; }
+    pthread_mutex_unlock(&mu);
+    if (fresh)
+        fprintf(stderr, "boost: cublasGemmGroupedBatchedEx refused A/B %s, C %s (cuBLAS status %d): those grouped GEMMs "
+                "run as a loop of cublasGemmEx (printed once per type combination; BOOST_NO_GROUPED=1 skips the try)\n",
+                ab_type == CUDA_R_16BF_ ? "bf16" : "fp32", c_type == CUDA_R_16BF_ ? "bf16" : "fp32", status);
+}
+
 static int cuda_grouped_gemm(BackendRank *r, int n, const GemmArgs *g, void **A, void **B, void **C) {
     if (ctx_set(r, "a grouped GEMM")) return -1;
     int same = api.cublasGemmGroupedBatchedEx != NULL && !getenv("BOOST_NO_GROUPED") && n <= 64;
@@ -1671,6 +1759,7 @@ static int cuda_grouped_gemm(BackendRank *r, int n, const GemmArgs *g, void **A,
                                             beta, (void *const *)(uintptr_t)(dp + 2 * n * sizeof(CUdeviceptr)), ct, ldc,
                                             n, size, CUBLAS_COMPUTE_32F_);
     if (st != 0) {   /* e.g. a type combination the grouped call does not support: loop instead */
+        grouped_refusal_note(at, ct, st);
         for (int i = 0; i < n; i++) if (gemm_one(r, &g[i], A[i], B[i], C[i], 0)) return -1;
     }
     return after_step(r, "grouped_gemm");
@@ -1861,19 +1950,9 @@ static int cuda_allgather(BackendRank *r, const CollArgs *c, void *src, void *ds
     if (g) g->ptr[r->rank] = (CUdeviceptr)(uintptr_t)src;
     CU(r, api.cuStreamSynchronize(r->stream));
     if (group_barrier(g)) return rfail(r, "all-gather abandoned: another rank failed");
-    for (int q = 0; q < tp; q++) {
-        CUDA_MEMCPY2D_ m;
-        memset(&m, 0, sizeof m);
-        m.srcMemoryType = CU_MEMORYTYPE_DEVICE_;
-        m.srcDevice = g ? g->ptr[q] : (CUdeviceptr)(uintptr_t)src;
-        m.srcPitch = c->ld_src * es;
-        m.dstMemoryType = CU_MEMORYTYPE_DEVICE_;
-        m.dstDevice = (CUdeviceptr)(uintptr_t)dst + q * c->cols * es;
-        m.dstPitch = c->ld_dst * es;
-        m.WidthInBytes = c->cols * es;
-        m.Height = c->rows;
-        CU(r, api.cuMemcpy2DAsync_v2(&m, r->stream));
-    }
+    for (int q = 0; q < tp; q++)
+        if (copy_2d(r, r->stream, (CUdeviceptr)(uintptr_t)dst + q * c->cols * es, c->ld_dst * es,
+                    g ? g->ptr[q] : (CUdeviceptr)(uintptr_t)src, c->ld_src * es, c->cols * es, c->rows)) return -1;
     CU(r, api.cuStreamSynchronize(r->stream));           /* done reading the others' src */
     if (group_barrier(g)) return rfail(r, "all-gather abandoned: another rank failed");
     return 0;

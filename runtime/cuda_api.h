@@ -22,7 +22,8 @@ typedef unsigned long long CUdeviceptr;
 
 enum { CU_MEMORYTYPE_HOST_ = 1, CU_MEMORYTYPE_DEVICE_ = 2 };
 /* dynamic shared memory above 48 KiB: the function's limit (cuFuncSetAttribute) and the device's most */
-enum { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES_ = 8, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN_ = 97 };
+enum { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES_ = 8, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN_ = 97,
+       CU_DEVICE_ATTRIBUTE_MAX_PITCH_ = 11 };
 enum { CUDA_ERROR_NOT_READY_ = 600, CU_EVENT_DISABLE_TIMING_ = 2, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL_ = 1 };
 
 /* Same layout as cuda.h's CUDA_MEMCPY2D (checked against the header in tests/unit/test_cuda_backend.c). */
@@ -63,6 +64,7 @@ typedef struct {
     CUresult (*cuMemcpyHtoD_v2)(CUdeviceptr, const void *, size_t);
     CUresult (*cuMemcpyDtoH_v2)(void *, CUdeviceptr, size_t);
     CUresult (*cuMemcpy2DAsync_v2)(const CUDA_MEMCPY2D_ *, CUstream);
+    CUresult (*cuMemcpyDtoDAsync_v2)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
     CUresult (*cuStreamCreate)(CUstream *, unsigned);
     CUresult (*cuStreamDestroy_v2)(CUstream);
     CUresult (*cuStreamSynchronize)(CUstream);
@@ -92,6 +94,7 @@ typedef struct {
     int (*cublasCreate_v2)(void **);
     int (*cublasDestroy_v2)(void *);
     int (*cublasSetStream_v2)(void *, CUstream);
+    int (*cublasSetWorkspace_v2)(void *, void *, size_t);   /* optional (NULL): the handle's workspace */
     int (*cublasGemmEx)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int,
                         const void *, void *, int, int, int, int);
     int (*cublasGemmStridedBatchedEx)(void *, int, int, int, int, int, const void *, const void *, int, int, long long,
@@ -103,7 +106,7 @@ typedef struct {
                                       const int *, const void *, void *const *, int, const int *, int, const int *, int);
 } CudaApi;
 
-/* Load libcuda.so.1 and libcublas (.so.13, .so.12, or $CUDA_HOME/lib64). 0, or -1 with why. */
+/* Load the driver and cuBLAS where common/cudalibs.c finds them. 0, or -1 with why. */
 int cuda_api_load(CudaApi *api, char *why, size_t n);
 
 /* NCCL (nccl.h), for the multi-process mode: one process per GPU. Restated like the driver API;
@@ -144,7 +147,7 @@ typedef struct {
     const char *(*ncclGetErrorString)(ncclResult_t);
 } NcclApi;
 
-/* Load libnccl.so.2 (or $CUDA_HOME/lib64, or the file $BOOST_LIBNCCL names). 0, or -1 with why. */
+/* Load NCCL where common/cudalibs.c finds it ($BOOST_NCCL, CUDA_HOME, wheels, ...). 0, or -1 with why. */
 int nccl_api_load(NcclApi *api, char *why, size_t n);
 
 #endif

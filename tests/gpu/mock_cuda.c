@@ -421,8 +421,36 @@ int mock_cuda_enqueue_hook(void *stream, int (*fn)(void *), void *arg, void (*fr
 
 /* ---- driver API ---- */
 CUresult cuInit(unsigned flags) { (void)flags; return OK; }
-CUresult cuDeviceGetCount(int *n) { *n = 1; return OK; }
-CUresult cuDeviceGet(int *d, int ord) { *d = ord; return ord == 0 ? OK : ERR_INVALID_VALUE; }
+/* MOCK_CUDA_DEVICES GPUs on this "host" (default 1); CUDA_VISIBLE_DEVICES shows the process the
+ * listed ones only, as the driver does (entries that name no device end the list) */
+static int mock_device_count(void) {
+    const char *v = getenv("MOCK_CUDA_DEVICES");
+    int host = v && atoi(v) > 0 ? atoi(v) : 1;
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (!cvd) return host;
+    int n = 0;
+    for (const char *p = cvd; *p;) {
+        char *end;
+        long d = strtol(p, &end, 10);
+        if (end == p || d < 0 || d >= host) break;
+        n++;
+        p = *end == ',' ? end + 1 : end;
+        if (*end != ',' ) break;
+    }
+    return n;
+}
+CUresult cuDeviceGetCount(int *n) { *n = mock_device_count(); return OK; }
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
+CUresult cuDeviceGetName(char *name, int len, int dev) { snprintf(name, (size_t)len, "BOOST stand-in GPU %d", dev); return OK; }
+CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev) { (void)dev; *bytes = (size_t)80 << 30; return OK; }
+CUresult cuDeviceGet(int *d, int ord) { *d = ord; return ord >= 0 && ord < mock_device_count() ? OK : ERR_INVALID_VALUE; }
+/* The device's pitch cap (CU_DEVICE_ATTRIBUTE_MAX_PITCH, 2^31 - 1 bytes on current GPUs;
+ * MOCK_CUDA_MAX_PITCH lowers it for a test): a 2D copy with a larger pitch, or a row wider than its
+ * pitch, is CUDA_ERROR_INVALID_VALUE, as the driver answers. */
+static size_t mock_max_pitch(void) {
+    const char *v = getenv("MOCK_CUDA_MAX_PITCH");
+    return v && atoll(v) > 0 ? (size_t)atoll(v) : (size_t)2147483647;
+}
 CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
     (void)dev;
     const MockArch *a = mock_arch();
@@ -431,12 +459,14 @@ CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
     case 76: *v = a->minor; return OK;           /* COMPUTE_CAPABILITY_MINOR */
     case 8: *v = 48 * 1024; return OK;           /* MAX_SHARED_MEMORY_PER_BLOCK (without opting in) */
     case 97: *v = a->optin; return OK;           /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+    case 11: *v = (int)mock_max_pitch(); return OK;   /* MAX_PITCH */
     default: *v = 0; return OK;
     }
 }
 static int ctx_token;
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) { (void)dev; *ctx = &ctx_token; return OK; }
 CUresult cuDevicePrimaryCtxRelease(int dev) { (void)dev; return OK; }
+CUresult cuDevicePrimaryCtxRelease_v2(int dev) { (void)dev; return OK; }   /* cuda.h's name since CUDA 11 */
 CUresult cuCtxSetCurrent(void *ctx) { (void)ctx; return OK; }
 CUresult cuCtxSynchronize(void) {
     pthread_mutex_lock(&mu); n_host_waits++; pthread_mutex_unlock(&mu);
@@ -533,7 +563,19 @@ CUresult cuMemcpyDtoHAsync_v2(void *h, CUdeviceptr d, size_t n, void *s) {
     pthread_mutex_unlock(&mu);
     return wait_stream((Stream *)s, target);
 }
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *s) {
+    Op *op = new_op(OP_COPY);
+    if (!op) return 2;
+    op->dst = (void *)(uintptr_t)dst; op->src = (const void *)(uintptr_t)src; op->n = n;
+    return submit(s, op);
+}
 CUresult cuMemcpy2DAsync_v2(const Copy2D *c, void *s) {
+    size_t cap = mock_max_pitch();
+    if (c->srcPitch > cap || c->dstPitch > cap || c->WidthInBytes > c->srcPitch || c->WidthInBytes > c->dstPitch) {
+        fprintf(stderr, "mock_cuda: cuMemcpy2DAsync refused: width %zu B, pitches %zu/%zu B, device cap %zu B\n",
+                c->WidthInBytes, c->srcPitch, c->dstPitch, cap);
+        return ERR_INVALID_VALUE;
+    }
     Op *op = new_op(OP_COPY2D);
     if (!op) return 2;
     op->c2 = *c;
@@ -829,6 +871,7 @@ typedef struct { void *stream; } Handle;
 int cublasCreate_v2(void **h) { *h = calloc(1, sizeof(Handle)); return *h ? 0 : 3; }
 int cublasDestroy_v2(void *h) { free(h); return 0; }
 int cublasSetStream_v2(void *h, void *s) { ((Handle *)h)->stream = s; return 0; }
+int cublasSetWorkspace_v2(void *h, void *ws, size_t bytes) { (void)h; (void)ws; (void)bytes; return 0; }
 
 static int types_ok(int at, int bt, int ct) {
     return (at == 0 || at == 14) && (bt == 0 || bt == 14) && (ct == 0 || ct == 14);
@@ -903,6 +946,9 @@ int cublasGemmGroupedBatchedEx(void *h, const int *ta, const int *tb, const int 
                                int bt, const int *ldb, const void *beta, void *const *C, int ct, const int *ldc,
                                int groups, const int *size, int compute) {
     if (compute != 68 || !types_ok(at, bt, ct) || groups <= 0) return 15;
+    /* a test's knob: MOCK_CUBLAS_GROUPED_REFUSE=1 answers every grouped call NOT_SUPPORTED (15), as
+     * cuBLAS does for a type combination it lacks, so the backend's fallback and its note run */
+    if (getenv("MOCK_CUBLAS_GROUPED_REFUSE") && *getenv("MOCK_CUBLAS_GROUPED_REFUSE") == '1') return 15;
     for (int g = 0; g < groups; g++) {
         if (size[g] < 0) { fprintf(stderr, "mock_cuda: cublasGemmGroupedBatchedEx refused: group %d size %d\n", g, size[g]); return 7; }
         int bad = gemm_refused("cublasGemmGroupedBatchedEx", ta[g], tb[g], m[g], n[g], k[g], NULL, at, lda[g], NULL, bt,

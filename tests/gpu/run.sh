@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# run.sh: every check and measurement that needs a GPU, in one call on the device machine (results
-# under $OUT), the most important first, each part with its own timeout inside one time budget
-# (BUDGET_S seconds, default 450: the call has 8 minutes; a part that no longer fits is skipped
-# with a SKIP line, and what earlier parts wrote stays):
+# run.sh: every check and measurement that needs a GPU, in one call on the device machine, the most
+# important first, each part with its own timeout inside one time budget (BUDGET_S seconds, default
+# 330: the call's timeout_s is 360, docs/cuda.md; a part that no longer fits is skipped with a SKIP
+# line, and what earlier parts wrote stays). The device call returns at most 8 files, so $OUT gets
+# two, rewritten after every part (a call cut short still returns what was done):
+#   results-DATE-GPU.md   the summary so far, every FAIL/SKIP line, the PyTorch and bench tables;
+#   gpu-out.tar.xz        every result file below and run.log (tar -xJf gpu-out.tar.xz).
+# The parts:
 #   1. the machine, and that the carried bin/boost and build/gpu/check start there (summary.md);
 #   2. check model tiny-cola: 3 training steps CUDA vs the CPU backend, every gradient (model.md);
 #   3. PyTorch: one training step of tiny-cola, tiny-cola-gqa, tiny-llama and cola-60m on CUDA in
@@ -19,8 +23,9 @@
 #      (BOOST_CUDA_GRAPH, BOOST_NO_OVERLAP) off and on (switches.md).
 # At the end results-DATE-GPU.md gathers summary.md, torch.md and bench.md: commit it as
 # bench/results/DATE-GPU.md (bench/README.md).
-# Build first on the build machine: bash tests/gpu/build.sh, then carry bin/, build/gpu/ and
-# build/corpus.txt (without it the BOOST benchmarks train on generated text).
+# Build first on the build machine: bash tests/gpu/build.sh, then carry build/gpu-carry (one xz
+# archive of the stripped bin/boost, build/gpu/check and build/corpus.txt): this script unpacks it
+# first when bin/boost or build/gpu/check is missing (UNPACK=1: always).
 # Usage (device machine): bash tests/gpu/run.sh
 #   PARTS=a,b,..      only these parts of 2-8: model torch bench steps variants sanitize kernels extra
 #   GPU_STEPS_ONLY=1  only the checks (PARTS=model,torch,steps,variants)
@@ -34,14 +39,49 @@ mkdir -p "$OUT"
 export BOOST_CACHE=${BOOST_CACHE:-/tmp/boost-cache}
 TMP=$(mktemp -d /tmp/boost-gpu.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
+RES="$TMP/results"   # every result file; published to $OUT as one archive (publish)
+mkdir -p "$RES"
+CARRY=build/gpu-carry/carry.tar.xz
+if [ -f "$CARRY" ] && { [ "${UNPACK:-0}" = 1 ] || [ ! -x bin/boost ] || [ ! -x build/gpu/check ]; }; then
+  tar -xJf "$CARRY" || echo "FAIL - unpacking $CARRY (run tests/gpu/build.sh again on the build machine)"
+fi
 BOOST=./bin/boost
 CHECK=./build/gpu/check
 DUT=${DUT:-cuda}
-BUDGET_S=${BUDGET_S:-450}
+BUDGET_S=${BUDGET_S:-330}
 PY=${PYTHON:-python3}
 fails=0
-say() { echo "$*" | tee -a "$OUT/run.log"; }
-section() { say ""; say "== $* ($(date -u +%H:%M:%S), ${SECONDS}s of ${BUDGET_S}s)"; }
+synced=0
+# sync_rerun WHAT CMD...: the first failing check runs once more with BOOST_CUDA_SYNC=1 (a sync
+# after every step), so an asynchronous fault is reported at the step and kernel that caused it
+sync_rerun() {
+  local what=$1 t; shift
+  [ "$synced" = 0 ] && [ "$DUT" = cuda ] || return 0
+  synced=1
+  t=$(budget 120 20) || { skip "rerun of $what with BOOST_CUDA_SYNC=1"; return 0; }
+  BOOST_CUDA_SYNC=1 timeout "$t" "$@" >"$RES/sync-rerun.txt" 2>&1
+  say "rerun of $what with BOOST_CUDA_SYNC=1: exit $?: $(grep -v '^ok - ' "$RES/sync-rerun.txt" | tail -3 | tr '\n' ' ' | cut -c1-400)"
+}
+say() { echo "$*" | tee -a "$RES/run.log"; }
+section() { publish; say ""; say "== $* ($(date -u +%H:%M:%S), ${SECONDS}s of ${BUDGET_S}s)"; }
+results_name() {
+  if [ "$DUT" = cuda ]; then echo "results-$(date -u +%Y-%m-%d)-${GPU:-gpu}.md"; else echo "results-$(date -u +%Y-%m-%d)-dryrun.md"; fi
+}
+# publish [final]: $OUT/results-*.md (written first) and $OUT/gpu-out.tar.xz (everything else), each
+# through a temp file and a rename, so a call stopped at any moment returns at most 4 files
+publish() {
+  local res; res=$(results_name)
+  {
+    cat "$RES/summary.md" 2>/dev/null
+    [ "${1:-}" = final ] || echo "(stopped before the end: the last part started is the last == line of run.log)"
+    if grep -q -E '^(FAIL|SKIP) - ' "$RES/run.log" 2>/dev/null; then
+      echo; echo "FAIL and SKIP lines (run.log):"; echo; echo '```'; grep -E '^(FAIL|SKIP) - ' "$RES/run.log" | head -60 | cut -c1-400; echo '```'
+    fi
+    for f in torch.md bench.md switches.md; do [ -s "$RES/$f" ] && { echo; sed 's/^# /## /' "$RES/$f"; }; done
+    true
+  } >"$OUT/.$res.tmp" && mv "$OUT/.$res.tmp" "$OUT/$res"
+  tar -C "$RES" -cJf "$OUT/.gpu-out.tar.xz.tmp" . 2>/dev/null && mv "$OUT/.gpu-out.tar.xz.tmp" "$OUT/gpu-out.tar.xz"
+}
 # budget WANT [MIN]: the timeout for a part that would like WANT seconds: WANT, or what is left of
 # the budget (less 10 s for the summary); fails (the part is skipped) when less than MIN is left
 budget() {
@@ -53,7 +93,7 @@ skip() { say "SKIP - $1: not started, ${SECONDS}s of the ${BUDGET_S}s budget use
 PARTS=${PARTS:-model,torch,bench,steps,variants,sanitize,kernels,extra}
 [ "${GPU_STEPS_ONLY:-0}" = 1 ] && PARTS=model,torch,steps,variants
 part() { case ",$PARTS," in *",$1,"*) return 0;; *) return 1;; esac; }
-: >"$OUT/run.log"
+: >"$RES/run.log"
 
 section "machine"
 {
@@ -62,16 +102,18 @@ section "machine"
   echo '```'
   if command -v nvidia-smi >/dev/null; then nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv 2>&1 | head -3
   else echo "no nvidia-smi: no GPU here"; fi
-  echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "commit: $(cat build/gpu/commit.txt 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "C compiler (torch.compile's Triton needs one): $( (cc --version || gcc --version) 2>/dev/null | head -1 || true)"
   echo '```'
-} >"$OUT/summary.md"
-cat "$OUT/summary.md" | tee -a "$OUT/run.log"
+} >"$RES/summary.md"
+cat "$RES/summary.md" | tee -a "$RES/run.log"
 if [ ! -x "$BOOST" ] || [ ! -x "$CHECK" ]; then
   say "bin/boost or build/gpu/check missing: trying to build here"
-  bash tests/gpu/build.sh >>"$OUT/run.log" 2>&1 || { say "FAIL - build (see run.log): carry bin/ and build/gpu/"; exit 1; }
+  bash tests/gpu/build.sh >>"$RES/run.log" 2>&1 || { say "FAIL - build (see run.log): carry build/gpu-carry"; publish final; exit 1; }
 fi
-if ! "$BOOST" --help >/dev/null 2>&1; then say "FAIL - bin/boost does not start here: $(ldd "$BOOST" 2>&1 | grep 'not found')"; exit 1; fi
+if ! "$BOOST" --help >/dev/null 2>&1; then say "FAIL - bin/boost does not start here: $(ldd "$BOOST" 2>&1 | grep 'not found')"; publish final; exit 1; fi
+# what the CUDA libraries and the GPUs look like to bin/boost (boost doctor; exit 1 = no GPU run)
+"$BOOST" doctor >"$RES/doctor.txt" 2>&1; say "boost doctor: exit $? ($(tail -1 "$RES/doctor.txt"))"
 # the GPU spec for MFU (specs/gpus/NAME.lua), from the device's name
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr 'A-Z' 'a-z' | grep -o -E 'h200|h100|a100' | head -1)
 # PyTorch: bf16 on the GPU; the dry run: fp32 on one CPU thread (more threads on a busy machine
@@ -91,7 +133,7 @@ fi
 section "plans"
 gen() {   # gen NAME RUN [-D ...]
   local name=$1; shift
-  if ! timeout 60 "$BOOST" gen "$@" -o "$TMP/$name" >>"$OUT/run.log" 2>&1; then
+  if ! timeout 60 "$BOOST" gen "$@" -o "$TMP/$name" >>"$RES/run.log" 2>&1; then
     say "FAIL - generate $name ($*)"; fails=$((fails + 1)); return 1
   fi
 }
@@ -109,7 +151,7 @@ gen llama1-meg tiny-llama -D tp=1 -D layout=megatron
 gen moe1 tiny-cola-moe -D tp=1
 gen moe2 tiny-cola-moe -D tp=2
 
-: >"$OUT/model.md"
+: >"$RES/model.md"
 model() {   # model DIR [--tp-ref DIR]
   local d=$1; shift
   [ -f "$TMP/$d/plan.txt" ] || return
@@ -118,8 +160,8 @@ model() {   # model DIR [--tp-ref DIR]
   t=$(budget 300 20) || { skip "check model $d"; return; }
   timeout "$t" "$CHECK" model "$TMP/$d" --against "$DUT" "${args[@]}" >"$TMP/model-$d.txt" 2>&1
   local rc=$?
-  sed "s#$TMP/##g" "$TMP/model-$d.txt" | tee -a "$OUT/run.log" >>"$OUT/model.md"
-  [ "$rc" = 0 ] || { fails=$((fails + 1)); say "FAIL - model $d: exit $rc"; }
+  sed "s#$TMP/##g" "$TMP/model-$d.txt" | tee -a "$RES/run.log" >>"$RES/model.md"
+  [ "$rc" = 0 ] || { fails=$((fails + 1)); say "FAIL - model $d: exit $rc"; sync_rerun "model $d" "$CHECK" model "$TMP/$d" --against "$DUT" "${args[@]}"; }
 }
 if part model; then
   section "check model: tiny-cola training steps, $DUT vs cpu"
@@ -132,19 +174,19 @@ if [ "$TORCH" = 1 ] && part torch; then
     local want=$1 t; shift
     t=$(budget "$want" 30) || { skip "PyTorch check $*"; return; }
     timeout "$t" "${TM[@]}" --check "$@" --backend "$DUT" --device "$TDEV" --dtype "$TDTYPE" \
-      --tensors --json "$OUT/torch-check.jsonl" >"$TMP/torch-check.txt" 2>&1
+      --tensors --json "$RES/torch-check.jsonl" >"$TMP/torch-check.txt" 2>&1
     local rc=$?
-    grep -E '^(ok|FAIL|#) ' "$TMP/torch-check.txt" | tee -a "$OUT/run.log" >/dev/null
+    grep -E '^(ok|FAIL|#) ' "$TMP/torch-check.txt" | tee -a "$RES/run.log" >/dev/null
     grep -E '^(ok|FAIL) ' "$TMP/torch-check.txt" | sed 's/^/    /' | cut -c1-220
     if [ "$rc" != 0 ]; then
       fails=$((fails + 1))
       say "FAIL - PyTorch check $* (exit $rc$([ "$rc" = 124 ] && echo ": timed out after ${t}s")): $(grep -v '^{' "$TMP/torch-check.txt" | grep -v -E '^(ok|#) ' | tail -2)"
     fi
   }
-  : >"$OUT/torch-check.jsonl"
+  : >"$RES/torch-check.jsonl"
   torch_check 150 tiny-cola tiny-cola-gqa tiny-llama -D tp=1
   [ "${BENCH_QUICK:-0}" = 1 ] || torch_check 150 cola-60m-h100 -D tp=1
-  "$PY" - "$OUT/torch-check.jsonl" >"$OUT/torch.md" <<'PY'
+  "$PY" - "$RES/torch-check.jsonl" >"$RES/torch.md" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print("# One training step: BOOST against tests/gpu/torch_model.py\n")
@@ -165,7 +207,7 @@ fi
 
 if part bench || part extra; then
   section "bench: tokens/s and MFU, BOOST ($DUT) vs PyTorch ($TDEV: torch.compile and eager)"
-  : >"$OUT/bench.jsonl"
+  : >"$RES/bench.jsonl"
   : >"$TMP/commands.txt"
   data=()
   if [ ! -f build/corpus.txt ]; then
@@ -173,7 +215,7 @@ if part bench || part extra; then
     data=(-D data="$TMP/data.txt")
   fi
   render_bench() {
-    "$PY" - "$OUT/bench.jsonl" "$TMP/commands.txt" "$DUT" "$TDTYPE" "$CBACKEND" >"$OUT/bench.md" <<'PY'
+    "$PY" - "$RES/bench.jsonl" "$TMP/commands.txt" "$DUT" "$TDTYPE" "$CBACKEND" >"$RES/bench.md" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 dut, tdtype, cbackend = sys.argv[3:6]
@@ -236,7 +278,7 @@ PY
     rm -f "$log"
     timeout "$t" "${cmd[@]}" >"$TMP/bench-$run.txt" 2>&1
     local rc=$?
-    "$PY" - "$log" "$run" "$table" "$rc" "$BOOST" "$GPU" "$DUT" "$@" >>"$OUT/bench.jsonl" <<'PY'
+    "$PY" - "$log" "$run" "$table" "$rc" "$BOOST" "$GPU" "$DUT" "$@" >>"$RES/bench.jsonl" <<'PY'
 import json, re, statistics, subprocess, sys
 log, run, table, rc, boost, gpu, dut = sys.argv[1:8]
 defs = sys.argv[8:]
@@ -262,25 +304,25 @@ else:
         rec["note"] = f"exit {rc}"
 print(json.dumps(rec))
 PY
-    local last; last=$(tail -1 "$OUT/bench.jsonl")
+    local last; last=$(tail -1 "$RES/bench.jsonl")
     case "$last" in *'"error"'*) say "FAIL - bench BOOST $run: $last: $(tail -2 "$TMP/bench-$run.txt" | tr '\n' ' ')"; fails=$((fails + 1));;
                     *) say "bench BOOST $run: $last";; esac
   }
   torch_bench() {   # torch_bench RUN MODE STEPS WARMUP WANT_S MIN_S [-D ...]
     local run=$1 mode=$2 steps=$3 warm=$4 want=$5 min=$6 t; shift 6
     [ "$TORCH" = 1 ] || return
-    t=$(budget "$want" "$min") || { skip "bench PyTorch $mode $run"; echo "{\"run\": \"$run\", \"mode\": \"$mode\", \"error\": \"skipped: out of time\"}" >>"$OUT/bench.jsonl"; return; }
+    t=$(budget "$want" "$min") || { skip "bench PyTorch $mode $run"; echo "{\"run\": \"$run\", \"mode\": \"$mode\", \"error\": \"skipped: out of time\"}" >>"$RES/bench.jsonl"; return; }
     local cmd=("${TM[@]}" --bench "$run" "$@" --mode "$mode" --device "$TDEV" --dtype "$TDTYPE" --steps "$steps"
                --warmup-steps "$warm" --max-seconds $((t / 2)) --compile-backend "$CBACKEND" ${GPU:+--gpu "$GPU"})
     echo "${cmd[*]}" >>"$TMP/commands.txt"
     timeout "$t" "${cmd[@]}" >"$TMP/tbench.txt" 2>&1
     local rc=$?
     if grep -q '^{' "$TMP/tbench.txt"; then
-      grep '^{' "$TMP/tbench.txt" | tail -1 >>"$OUT/bench.jsonl"
+      grep '^{' "$TMP/tbench.txt" | tail -1 >>"$RES/bench.jsonl"
     else
-      echo "{\"run\": \"$run\", \"mode\": \"$mode\", \"error\": \"exit $rc$([ "$rc" = 124 ] && echo ", timed out after ${t}s")\"}" >>"$OUT/bench.jsonl"
+      echo "{\"run\": \"$run\", \"mode\": \"$mode\", \"error\": \"exit $rc$([ "$rc" = 124 ] && echo ", timed out after ${t}s")\"}" >>"$RES/bench.jsonl"
     fi
-    if [ "$rc" = 0 ]; then say "bench PyTorch $mode $run: $(tail -1 "$OUT/bench.jsonl" | cut -c1-400)"
+    if [ "$rc" = 0 ]; then say "bench PyTorch $mode $run: $(tail -1 "$RES/bench.jsonl" | cut -c1-400)"
     else fails=$((fails + 1)); say "FAIL - bench PyTorch $mode $run (exit $rc): $(grep -v '^{' "$TMP/tbench.txt" | tail -2 | tr '\n' ' ' | cut -c1-300)"; fi
   }
   if ! part bench; then :
@@ -296,25 +338,25 @@ PY
     torch_bench cola-350m-h100 compile 16 4 200 80; render_bench
     torch_bench cola-350m-h100 eager 16 4 90 30; render_bench
   fi
-  sed -n '/^| run/,/^$/p' "$OUT/bench.md" | tee -a "$OUT/run.log"
+  sed -n '/^| run/,/^$/p' "$RES/bench.md" | tee -a "$RES/run.log"
 fi
 
 if part steps; then
   section "check steps: every step on $DUT vs cpu"
-  : >"$OUT/steps.md"
+  : >"$RES/steps.md"
   for d in cola1 cola1-sync llama1 gqa1 svd1 lax1 llama1-meg moe1; do
     [ -f "$TMP/$d/plan.txt" ] || continue
     t=$(budget 300 20) || { skip "check steps $d"; continue; }
     timeout "$t" "$CHECK" steps "$TMP/$d" --against "$DUT" >"$TMP/steps-$d.txt" 2>&1
     rc=$?
-    grep -E '^(ok|FAIL) - ' "$TMP/steps-$d.txt" | tee -a "$OUT/run.log" >/dev/null
+    grep -E '^(ok|FAIL) - ' "$TMP/steps-$d.txt" | tee -a "$RES/run.log" >/dev/null
     if t=$(budget 120 20); then
-      { echo "## $d"; echo; timeout "$t" "$CHECK" steps "$TMP/$d" --against "$DUT" --md 2>&1 | grep '^|' | sed "s#$TMP/##g"; echo; } >>"$OUT/steps.md"
+      { echo "## $d"; echo; timeout "$t" "$CHECK" steps "$TMP/$d" --against "$DUT" --md 2>&1 | grep '^|' | sed "s#$TMP/##g"; echo; } >>"$RES/steps.md"
     fi
     n=$(grep -c '^FAIL' "$TMP/steps-$d.txt")
     say "steps $d: exit $rc, $(grep -c '^ok' "$TMP/steps-$d.txt") ok, $n FAIL"
-    [ "$rc" = 0 ] || fails=$((fails + 1))
-    grep '^FAIL' "$TMP/steps-$d.txt" | head -5 | tee -a "$OUT/run.log"
+    [ "$rc" = 0 ] || { fails=$((fails + 1)); sync_rerun "steps $d" "$CHECK" steps "$TMP/$d" --against "$DUT"; }
+    grep '^FAIL' "$TMP/steps-$d.txt" | head -5 | tee -a "$RES/run.log"
   done
 fi
 
@@ -345,7 +387,7 @@ if part variants; then
       awk -v a="$a" -v b="$b" -v r="${k#*:}" 'BEGIN { d = a - b; if (d < 0) d = -d; m = b < 0 ? -b : b
         exit !(a != "" && b != "" && d <= r * m + 1e-3) }' || good=0
     done; done
-    if [ "$good" = 1 ]; then say "ok - pipeline pp=2 x tp=2 in one process, $DUT vs cpu:$detail" | tee -a "$OUT/model.md"
+    if [ "$good" = 1 ]; then say "ok - pipeline pp=2 x tp=2 in one process, $DUT vs cpu:$detail" | tee -a "$RES/model.md"
     else fails=$((fails + 1)); say "FAIL - pipeline pp=2 x tp=2 in one process, $DUT vs cpu (exit $rc1/$rc2):$detail $(tail -n 1 "$TMP/pp-dut.out")"; fi
   else skip "pipeline pp=2 x tp=2 in one process"; fi
 fi
@@ -354,24 +396,29 @@ if part sanitize; then
   # compute-sanitizer (CUDA toolkit) on one tiny-cola training step: memcheck, racecheck, synccheck,
   # each with a zero-error verdict. DUT=cpu (the dry run): the same command without the sanitizer.
   section "compute-sanitizer: memcheck, racecheck, synccheck on one tiny-cola step"
-  : >"$OUT/sanitize.md"
+  : >"$RES/sanitize.md"
   CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
   for tool in memcheck racecheck synccheck; do
     t=$(budget 120 30) || { skip "compute-sanitizer $tool"; continue; }
     cmd=("$BOOST" train tiny-cola -D steps=1 -D eval_every=0 --backend "$DUT" --quiet --val-batches 1)
     if [ "$DUT" = cuda ]; then
       if [ -z "$CS" ]; then say "FAIL - compute-sanitizer $tool: compute-sanitizer not found (CUDA toolkit bin/)"; fails=$((fails + 1)); continue; fi
-      cmd=("$CS" --tool "$tool" --error-exitcode 99 "${cmd[@]}")
+      cmd=("$CS" --tool "$tool" --report-api-errors no --error-exitcode 99 "${cmd[@]}")
     fi
     timeout "$t" "${cmd[@]}" >"$TMP/sanitize-$tool.txt" 2>&1
     rc=$?
+    if grep -q -i 'Device not supported' "$TMP/sanitize-$tool.txt"; then
+      say "SKIP - compute-sanitizer $tool: this compute-sanitizer does not support the device: $(grep -m1 -i 'Device not supported' "$TMP/sanitize-$tool.txt" | cut -c1-200)"
+      { echo "## $tool"; echo; echo "skipped: Device not supported"; echo; } >>"$RES/sanitize.md"
+      continue
+    fi
     errs=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$TMP/sanitize-$tool.txt" | grep -o '[0-9][0-9]*' | tail -1)
     [ "$DUT" = cuda ] || errs=0
-    { echo "## $tool"; echo; echo '```'; echo "${cmd[*]}"; tail -5 "$TMP/sanitize-$tool.txt"; echo '```'; echo; } >>"$OUT/sanitize.md"
+    { echo "## $tool"; echo; echo '```'; echo "${cmd[*]}"; tail -5 "$TMP/sanitize-$tool.txt"; echo '```'; echo; } >>"$RES/sanitize.md"
     if [ "$rc" = 0 ] && [ "${errs:-none}" = 0 ]; then say "ok - compute-sanitizer $tool: 0 errors on one tiny-cola step ($DUT)"
     else
       say "FAIL - compute-sanitizer $tool: exit $rc, ${errs:-no} errors reported (sanitize.md)"; fails=$((fails + 1))
-      grep -m3 -E '^========= (Invalid|Race|Barrier|ERROR|Error)' "$TMP/sanitize-$tool.txt" | tee -a "$OUT/run.log"
+      grep -m3 -E '^========= (Invalid|Race|Barrier|ERROR|Error)' "$TMP/sanitize-$tool.txt" | tee -a "$RES/run.log"
     fi
   done
 fi
@@ -380,7 +427,7 @@ if part kernels; then
   section "kernels on this arch"
   arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '.')
   arch=sm_${arch:-90}
-  : >"$OUT/kernels.md"
+  : >"$RES/kernels.md"
   if budget 60 40 >/dev/null; then
     gen k-cola1b cola-1b-h200
     gen k-cola7b cola-7b-tp4
@@ -388,7 +435,7 @@ if part kernels; then
   for d in cola1 k-cola1b k-cola7b; do
     [ -f "$TMP/$d/kernels.cu" ] || continue
     t=$(budget 120 20) || { skip "kernels $d"; continue; }
-    { echo "## $d ($arch)"; echo; timeout "$t" "$BOOST" kernels "$TMP/$d" --arch "$arch" --md 2>&1; echo; } >>"$OUT/kernels.md"
+    { echo "## $d ($arch)"; echo; timeout "$t" "$BOOST" kernels "$TMP/$d" --arch "$arch" --md 2>&1; echo; } >>"$RES/kernels.md"
   done
 fi
 
@@ -411,13 +458,13 @@ if part extra; then
         --quiet --val-batches 1 --log "$log" >"$TMP/switch-$var-$v.txt" 2>&1
       local rc=$? tps
       tps=$("$PY" -c 'import json,statistics,sys; r=[json.loads(l) for l in open(sys.argv[1]) if "tokens_per_s" in l]; r=r[len(r)//2:]; print("%.0f" % statistics.median(x["tokens_per_s"] for x in r) if r else "none")' "$log" 2>/dev/null)
-      echo "| $run $* | $var=$v | $steps | ${tps:-none} | exit $rc |" >>"$OUT/switches.md"
+      echo "| $run $* | $var=$v | $steps | ${tps:-none} | exit $rc |" >>"$RES/switches.md"
       say "switch $var=$v $run: exit $rc, tokens/s ${tps:-none}"
       [ "$rc" = 0 ] || { fails=$((fails + 1)); say "FAIL - $var=$v $run: $(tail -2 "$TMP/switch-$var-$v.txt" | tr '\n' ' ')"; }
     done
   }
   { echo "# CUDA backend switches, off and on in the same run"; echo
-    echo "| run | switch | steps | tokens/s (median of the last half) | |"; echo "|---|---|---:|---:|---|"; } >"$OUT/switches.md"
+    echo "| run | switch | steps | tokens/s (median of the last half) | |"; echo "|---|---|---:|---:|---|"; } >"$RES/switches.md"
   if [ "${BENCH_QUICK:-0}" != 1 ]; then
     switch_bench BOOST_CUDA_GRAPH cola-60m-h100 40 60
     switch_bench BOOST_NO_OVERLAP cola-350m-h100 10 90 -D tp=2
@@ -429,22 +476,17 @@ fi
 section "summary"
 {
   echo
-  echo "checks passed: $(grep -c '^ok - ' "$OUT/run.log"), failed: $(grep -c '^FAIL - ' "$OUT/run.log"), skipped (out of time or no PyTorch): $(grep -c '^SKIP - ' "$OUT/run.log"), failing parts: $fails; ${SECONDS}s"
+  echo "checks passed: $(grep -c '^ok - ' "$RES/run.log"), failed: $(grep -c '^FAIL - ' "$RES/run.log"), skipped (out of time, no PyTorch, sanitizer without the device): $(grep -c '^SKIP - ' "$RES/run.log"), failing parts: $fails; ${SECONDS}s"
   echo
-  [ -s "$OUT/bench.md" ] && sed -n '/^| run/,/^$/p' "$OUT/bench.md"
-  echo "Details: model.md (training steps $DUT vs cpu, determinism, TP), torch.md (one step vs PyTorch),"
+  [ -s "$RES/bench.md" ] && sed -n '/^| run/,/^$/p' "$RES/bench.md"
+  echo "Details in gpu-out.tar.xz: model.md (training steps $DUT vs cpu, determinism, TP), torch.md (one step vs PyTorch),"
   echo "bench.md (tokens/s and MFU vs PyTorch), switches.md (CUDA graphs, overlap on/off), steps.md (per step kind),"
-  echo "kernels.md (registers/spills),"
+  echo "kernels.md (registers/spills), sanitize.md (compute-sanitizer), doctor.txt (boost doctor),"
   echo "run.log (everything)."
-} >>"$OUT/summary.md"
-# one file to commit as bench/results/DATE-GPU.md: the summary, then the PyTorch comparisons
-if [ "$DUT" = cuda ]; then RESULTS="$OUT/results-$(date -u +%Y-%m-%d)-${GPU:-gpu}.md"
-else RESULTS="$OUT/results-$(date -u +%Y-%m-%d)-dryrun.md"; fi
-{
-  cat "$OUT/summary.md"
-  for f in torch.md bench.md switches.md; do [ -s "$OUT/$f" ] && { echo; sed 's/^# /## /' "$OUT/$f"; }; done
-} >"$RESULTS"
-tail -12 "$OUT/summary.md"
+} >>"$RES/summary.md"
+publish final   # the file to commit as bench/results/DATE-GPU.md: $OUT/results-DATE-GPU.md
+RESULTS="$OUT/$(results_name)"
+tail -12 "$RES/summary.md"
 if [ "$DUT" = cuda ]; then echo "results file: $RESULTS (commit it as bench/results/$(basename "$RESULTS" | sed 's/^results-//'))"
 else echo "results file: $RESULTS (a dry run: not for bench/results/)"; fi
 [ "$fails" = 0 ]

@@ -186,6 +186,7 @@ int main(void) {
         {"cuEventRecord", SAME_TYPE(cuEventRecord, cuEventRecord)},
         {"cuMemcpyHtoDAsync_v2", SAME_TYPE(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2)},
         {"cuMemcpyDtoHAsync_v2", SAME_TYPE(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2)},
+        {"cuMemcpyDtoDAsync_v2", SAME_TYPE(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2)},
         {"cuStreamEndCapture", SAME_TYPE(cuStreamEndCapture, cuStreamEndCapture)},
         {"cuGraphInstantiateWithFlags", SAME_TYPE(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags)},
         {"cuGraphLaunch", SAME_TYPE(cuGraphLaunch, cuGraphLaunch)},
@@ -212,6 +213,7 @@ int main(void) {
           (int)CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES_ == (int)CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES &&
           (int)CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN_ == (int)CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN &&
           (int)CU_EVENT_DISABLE_TIMING_ == (int)CU_EVENT_DISABLE_TIMING &&
+          (int)CU_DEVICE_ATTRIBUTE_MAX_PITCH_ == (int)CU_DEVICE_ATTRIBUTE_MAX_PITCH &&
           (int)CU_STREAM_CAPTURE_MODE_THREAD_LOCAL_ == (int)CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
           sizeof(CUstreamCaptureMode) == sizeof(int), "enum values match the CUDA headers", "a constant differs");
 #else

@@ -3,7 +3,9 @@
  * accepts: cuBLAS leading dimensions below the stored rows, unknown transposes, negative sizes and
  * batch counts; launches above 1024 threads, with a zero or oversized grid, or with more than 48 KiB
  * of dynamic shared memory unless cuFuncSetAttribute raised that function's limit (up to the arch's
- * opt-in maximum, per BOOST_MOCK_ARCH). Each refusal has its own check; valid calls next to them must pass. */
+ * opt-in maximum, per BOOST_MOCK_ARCH); 2D copies whose pitch is above the device's MAX_PITCH (or
+ * whose rows are wider than their pitch), as the driver refuses them. Each refusal has its own
+ * check; valid calls next to them must pass. */
 #include "tests/gpu/mock_cuda.c"
 #include "tests/unit/testlib.h"
 
@@ -80,5 +82,22 @@ int main(void) {
     unsetenv("BOOST_MOCK_ARCH");
     CHECK(cuStreamSynchronize(st) == OK, "the accepted launches run", "synchronize failed");
     cublasDestroy_v2(h);
+    /* cuMemcpy2D: pitches capped at CU_DEVICE_ATTRIBUTE_MAX_PITCH (11) */
+    int cap = 0;
+    cuDeviceGetAttribute(&cap, 11, 0);
+    static char src2[64], dst2[64];
+    Copy2D c2;
+    memset(&c2, 0, sizeof c2);
+    c2.srcMemoryType = c2.dstMemoryType = 2;
+    c2.srcDevice = (CUdeviceptr)(uintptr_t)src2; c2.dstDevice = (CUdeviceptr)(uintptr_t)dst2;
+    c2.srcPitch = c2.dstPitch = 16; c2.WidthInBytes = 8; c2.Height = 4;
+    CHECK(cap == 2147483647 && cuMemcpy2DAsync_v2(&c2, st) == OK, "copy2d: pitch 16 accepted, MAX_PITCH 2^31-1",
+          "cap %d", cap);
+    c2.Height = 1; c2.srcPitch = c2.dstPitch = c2.WidthInBytes = (size_t)cap + 1;
+    CHECK(cuMemcpy2DAsync_v2(&c2, st) == ERR_INVALID_VALUE, "copy2d refused: one row of 2^31 bytes (pitch above the cap)",
+          "accepted");
+    c2.srcPitch = c2.dstPitch = 16; c2.WidthInBytes = 32;
+    CHECK(cuMemcpy2DAsync_v2(&c2, st) == ERR_INVALID_VALUE, "copy2d refused: a row wider than its pitch", "accepted");
+    CHECK(cuStreamSynchronize(st) == OK, "copy2d: the accepted copy runs", "sync failed");
     TEST_EXIT();
 }
