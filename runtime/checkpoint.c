@@ -1103,7 +1103,10 @@ static int reader_file(CkptReader *r, const char *name, char *err, size_t errlen
     memset(f, 0, sizeof *f);
     snprintf(f->name, sizeof f->name, "%s", name);
     f->fd = data_open_regular(path, err, errlen);
-    if (f->fd < 0) return -1;
+    if (f->fd < 0) {
+        snprintf(err, errlen, "%s: missing or unreadable: %s", path, errno == EINVAL ? "not a regular file" : strerror(errno));
+        return -1;
+    }
     r->nfiles++;   // from here on closed by ckpt_reader_close
     struct stat sb;
     unsigned char len8[8];

@@ -41,7 +41,7 @@ int data_open_regular(const char *path, char *err, size_t errlen) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s: not a regular file (a FIFO, a device or a folder): give a file", path);
-        close(fd); return -1;
+        close(fd); errno = EINVAL; return -1;
     }
     if (fcntl(fd, F_SETFL, 0) != 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); close(fd); return -1; }
     return fd;
