@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "runtime/data.h"   // defines: TokenStream, Batcher, data_*, batcher_*
+#include "common/checked.h"  // defines: ck_bytes
 
 uint64_t data_splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
@@ -101,18 +102,18 @@ static int check_header(const char *path, const unsigned char *head, size_t head
         return 2;
     }
     int w = header[1] == TOKEN_FILE_VERSION ? 2 : 4;
-    int64_t n = header[2];
+    int64_t n = header[2], need = 0;   /* an int32 count: w * n never wraps, checked all the same */
     int64_t body = (int64_t)(len - header_bytes);
-    if (n <= 0) {
+    if (n <= 0 || ck_bytes(n, w, 1, &need)) {
         snprintf(err, errlen, "%s: the header says %lld tokens: no data", path, (long long)n);
         return 2;
     }
-    if (body < w * n) {
+    if (body < need) {
         snprintf(err, errlen, "%s: truncated: the header says %lld tokens (%lld bytes) but only %lld bytes follow it",
                  path, (long long)n, (long long)(w * n), (long long)body);
         return 2;
     }
-    if (body > w * n) {
+    if (body > need) {
         snprintf(err, errlen, "%s: %lld bytes follow the header but it says %lld tokens (%lld bytes): a damaged file?",
                  path, (long long)body, (long long)n, (long long)(w * n));
         return 2;
