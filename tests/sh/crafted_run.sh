@@ -2,7 +2,8 @@
 # crafted_run.sh: the crafted files through the commands users run: a run folder whose
 # plan/plan.txt has a part's dst=0,9223372036854775806 or a buffer's offset=9223372036854775296 is
 # refused by eval, ckpt verify and train --plan (exit 2 or DAMAGED, naming the file and the field);
-# -D "data=a b.txt" trains on that file, not on "a"; a -o folder path of 1015 bytes (step folders of 1027) gets its
+# -D "data=a b.txt" trains on that file, not on "a"; a -o folder path of 1015 bytes (its step folders
+# 1027) gets its
 # checkpoint under its own name.
 . tests/sh/lib.sh
 
