@@ -85,8 +85,8 @@ static int merge(int argc, char **argv) {
     CkptState st;
     if (ckpt_read_state(dir, &st, err, sizeof err)) { fprintf(stderr, "boost ckpt merge: %s\n", err); return 2; }
     CkptReader *r;
-    if (ckpt_reader_open(dir, NULL, 0, &r, err, sizeof err) || (ckpt_reader_check_model(r, &st, err, sizeof err) &&
-                                                                  (ckpt_reader_close(r), 1))) {
+    if (ckpt_reader_open(dir, NULL, 0, &r, err, sizeof err) ||
+        (ckpt_reader_check_model(r, &st, err, sizeof err) && (ckpt_reader_close(r), 1))) {
         fprintf(stderr, "boost ckpt merge: %s\n", err);
         ckpt_state_free(&st);
         return 2;
@@ -114,7 +114,10 @@ static int merge(int argc, char **argv) {
                           "saved_at_tp", tp_text, "writer", "boost ckpt merge"};
     char tmp[PATH_MAX + 32];
     if (snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)getpid()) >= (int)sizeof tmp) {
-        fprintf(stderr, "boost ckpt merge: -o %.100s...: the path is longer than this system's paths (%d bytes)\n", out, PATH_MAX);
+        fprintf(stderr,
+                "boost ckpt merge: -o %.100s...: the path is longer than this system's paths (%d "
+                "bytes)\n",
+                out, PATH_MAX);
         rc = 2;
     }
     MergeFill mf = {r, which, ""};
@@ -126,7 +129,8 @@ static int merge(int argc, char **argv) {
         fprintf(stderr, "boost ckpt merge: cannot rename %s to %s: %s\n", tmp, out, strerror(errno));
         remove(tmp);
         rc = 1;
-    } else if (rc && !(which && ents)) fprintf(stderr, "boost ckpt merge: out of memory\n");
+    } else if (rc && !(which && ents))
+        fprintf(stderr, "boost ckpt merge: out of memory\n");
     if (!rc) {
         char size[32];
         format_bytes((double)elems * 4, size, sizeof size);

@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include "cli/commands.h"
 #include "cli/infer.h"
-#include "runtime/data.h"         // defines: BYTE_VOCAB, data_splitmix64, data_open_regular
+#include "runtime/data.h" // defines: BYTE_VOCAB, data_splitmix64, data_open_regular
 
 #define TOKENIZER_MAGIC 20240328
 
@@ -55,9 +55,13 @@ static int tokenizer_load(const char *path, Tokenizer *t) {
     memset(t, 0, sizeof *t);
     t->eot = -1;
     char why[PATH_MAX + 128];
-    int fd = data_open_regular(path, why, sizeof why);   // a FIFO is refused, not waited on
+    int fd = data_open_regular(path, why, sizeof why); // a FIFO is refused, not waited on
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
-    if (!f) { fprintf(stderr, "boost sample: --tokenizer %s\n", fd >= 0 ? path : why); if (fd >= 0) close(fd); return 2; }
+    if (!f) {
+        fprintf(stderr, "boost sample: --tokenizer %s\n", fd >= 0 ? path : why);
+        if (fd >= 0) close(fd);
+        return 2;
+    }
     uint32_t h[256];
     int bad = fread(h, sizeof h, 1, f) != 1 || h[0] != TOKENIZER_MAGIC || (h[1] != 1 && h[1] != 2) ||
               h[2] == 0 || h[2] > 10000000;

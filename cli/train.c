@@ -66,7 +66,10 @@ static int int_arg(const char *flag, const char *v, int lo, int *out) {
 /* mkdir -p: 0, or -1 with errno set. */
 static int make_dirs(const char *path) {
     char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) { errno = ENAMETOOLONG; return -1; }   // never a cut name
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    } // never a cut name
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
         *p = 0;

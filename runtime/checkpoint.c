@@ -22,9 +22,9 @@
 #include <unistd.h>
 #include "runtime/checkpoint.h"   // defines: CkptState, ckpt_*
 #include "runtime/crc32c.h"       // defines: crc32c_update
-#include "common/checked.h"        // defines: ck_whole, ck_numel, ck_span, ck_add
-#include "runtime/data.h"           // defines: data_open_regular
-#include "runtime/pipeline.h"       // defines: pipeline_plan_is
+#include "common/checked.h"       // defines: ck_whole, ck_numel, ck_span, ck_add
+#include "runtime/data.h"         // defines: data_open_regular
+#include "runtime/pipeline.h"     // defines: pipeline_plan_is
 
 /* Every path buffer holds any path the system can open (PATH_MAX) plus a file name; a folder whose
  * longer names would not fit is refused with a message (path_ok), never truncated. */
@@ -33,8 +33,11 @@
 
 static int path_ok(const char *dir, const char *what, char *err, size_t errlen) {
     if (strlen(dir) < CKPT_DIR_MAX) return 1;
-    snprintf(err, errlen, "%.200s...: the %s path is %zu bytes long; this system's paths are at most %d (PATH_MAX) "
-             "and a checkpoint adds its file names: use a shorter folder", dir, what, strlen(dir), PATH_MAX);
+    snprintf(
+        err, errlen,
+        "%.200s...: the %s path is %zu bytes long; this system's paths are at most %d (PATH_MAX) "
+        "and a checkpoint adds its file names: use a shorter folder",
+        dir, what, strlen(dir), PATH_MAX);
     return 0;
 }
 
@@ -124,18 +127,35 @@ static int write_state(const char *path, const CkptState *st, const CkptFile *fi
     char *text = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&text, &len);
-    if (!m) { snprintf(err, errlen, "%s: out of memory", path); return 1; }
+    if (!m) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return 1;
+    }
     write_state_text(m, st, files, nfiles);
-    if (fclose(m) != 0 || !text) { free(text); snprintf(err, errlen, "%s: out of memory", path); return 1; }
+    if (fclose(m) != 0 || !text) {
+        free(text);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return 1;
+    }
     FILE *f = fopen(path, "w");
-    if (!f) { snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno)); free(text); return 1; }
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        free(text);
+        return 1;
+    }
     fwrite(text, 1, len, f);
     fprintf(f, "%s0x%08x\"\n}\n", STATE_CRC_KEY, (unsigned)crc32c_update(0, text, len));
     free(text);
     int ok = !ferror(f) && fflush(f) == 0 && fsync(fileno(f)) == 0;
     int saved = errno;
-    if (fclose(f) != 0) { ok = 0; saved = errno; }
-    if (!ok) { snprintf(err, errlen, "%s: write failed: %s", path, strerror(saved)); return 1; }
+    if (fclose(f) != 0) {
+        ok = 0;
+        saved = errno;
+    }
+    if (!ok) {
+        snprintf(err, errlen, "%s: write failed: %s", path, strerror(saved));
+        return 1;
+    }
     return 0;
 }
 
@@ -188,9 +208,12 @@ static void clean_stale(const char *outdir) {
         ckpt_step_dir(outdir, step, final, sizeof final);
         struct stat sb;
         if (!strcmp(kind, "old") && stat(final, &sb) != 0) {
-            if (rename(path, final) != 0)   // left where it is: still a whole checkpoint under a hidden name
-                fprintf(stderr, "boost: warning: cannot move %s back to %s: %s\n", path, final, strerror(errno));
-        } else ckpt_remove_tree(path);
+            if (rename(path, final) !=
+                0) // left where it is: still a whole checkpoint under a hidden name
+                fprintf(stderr, "boost: warning: cannot move %s back to %s: %s\n", path, final,
+                        strerror(errno));
+        } else
+            ckpt_remove_tree(path);
     }
     closedir(d);
 }
@@ -208,9 +231,12 @@ static int publish(const char *outdir, const char *tmp, const char *final, const
     if (rename(tmp, final) != 0) {
         snprintf(why, whylen, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
         size_t used = strlen(why);
-        if (replacing && rename(old, final) != 0)   // put the previous one back; say where it is when that fails
-            snprintf(why + used, whylen > used ? whylen - used : 0, "; the previous checkpoint of this step could not be "
-                     "moved back and is at %s (%s)", old, strerror(errno));
+        if (replacing &&
+            rename(old, final) != 0) // put the previous one back; say where it is when that fails
+            snprintf(why + used, whylen > used ? whylen - used : 0,
+                     "; the previous checkpoint of this step could not be "
+                     "moved back and is at %s (%s)",
+                     old, strerror(errno));
         return 1;
     }
     if (replacing) ckpt_remove_tree(old);
@@ -319,7 +345,8 @@ static int str_field(const Json *root, const char *key, char *out, size_t outlen
 static int state_crc_ok(const char *text, size_t len) {
     size_t klen = strlen(STATE_CRC_KEY);
     const char *at = NULL;
-    for (const char *p = text; (p = memmem(p, len - (size_t)(p - text), STATE_CRC_KEY, klen)); p++) at = p;
+    for (const char *p = text; (p = memmem(p, len - (size_t)(p - text), STATE_CRC_KEY, klen)); p++)
+        at = p;
     if (!at) return 0;
     char *end;
     errno = 0;
@@ -333,7 +360,10 @@ static int state_crc_ok(const char *text, size_t len) {
 static FILE *open_text(const char *path, char *err, size_t errlen) {
     int fd = data_open_regular(path, err, errlen);
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
-    if (fd >= 0 && !f) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); close(fd); }
+    if (fd >= 0 && !f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+    }
     return f;
 }
 
@@ -344,7 +374,10 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     snprintf(path, sizeof path, "%s/state.json", dir);
     char why[CKPT_PATH + 128];
     FILE *f = open_text(path, why, sizeof why);
-    if (!f) { snprintf(err, errlen, "%s (not a checkpoint folder?)", why); return 2; }
+    if (!f) {
+        snprintf(err, errlen, "%s (not a checkpoint folder?)", why);
+        return 2;
+    }
     char *text = NULL;
     size_t len = 0, cap = 0, got;
     char chunk[65536];
@@ -360,11 +393,18 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     }
     int read_bad = ferror(f);
     fclose(f);
-    if (read_bad) { free(text); snprintf(err, errlen, "%s: read error", path); return 2; }
+    if (read_bad) {
+        free(text);
+        snprintf(err, errlen, "%s: read error", path);
+        return 2;
+    }
     int self = text ? state_crc_ok(text, len) : 0;
     if (self < 0) {
         free(text);
-        snprintf(err, errlen, "%s: checksum mismatch (its \"state_crc32c\" does not match its text): state.json is damaged", path);
+        snprintf(err, errlen,
+                 "%s: checksum mismatch (its \"state_crc32c\" does not match its text): state.json "
+                 "is damaged",
+                 path);
         return 2;
     }
     st->state_checked = self;
@@ -392,8 +432,10 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     st->data_position = pos;
     if (!int_field(root, "data_sequences", &st->data_sequences)) st->data_sequences = -1;
     if (ncanons > INT32_MAX || tp < 1 || tp > 4096) {
-        snprintf(err, errlen, "%s: canons=%lld or tp=%lld is out of range", path, (long long)ncanons, (long long)tp);
-        json_free(root); return 2;
+        snprintf(err, errlen, "%s: canons=%lld or tp=%lld is out of range", path,
+                 (long long)ncanons, (long long)tp);
+        json_free(root);
+        return 2;
     }
     st->ncanons = (int)ncanons;
     st->tp = (int)tp;
@@ -585,16 +627,24 @@ static int verify_model(const char *dir, const CkptState *st, char *err, size_t 
  * (index.json dropped from the record, say) would be read unchecked. */
 static int check_listed(const char *dir, const CkptState *st, char *err, size_t errlen) {
     DIR *d = opendir(dir);
-    if (!d) { snprintf(err, errlen, "%s: cannot list: %s", dir, strerror(errno)); return CKPT_DAMAGED; }
+    if (!d) {
+        snprintf(err, errlen, "%s: cannot list: %s", dir, strerror(errno));
+        return CKPT_DAMAGED;
+    }
     struct dirent *e;
     int rc = CKPT_VERIFIED;
     while (rc == CKPT_VERIFIED && (e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "state.json")) continue;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "state.json"))
+            continue;
         int listed = 0;
-        for (int i = 0; i < st->nfiles && !listed; i++) listed = !strcmp(st->files[i].name, e->d_name);
+        for (int i = 0; i < st->nfiles && !listed; i++)
+            listed = !strcmp(st->files[i].name, e->d_name);
         if (!listed) {
-            snprintf(err, errlen, "%s/%s: not in state.json's \"files\" record, so nothing checks it: the folder or its "
-                     "state.json is damaged", dir, e->d_name);
+            snprintf(err, errlen,
+                     "%s/%s: not in state.json's \"files\" record, so nothing checks it: the "
+                     "folder or its "
+                     "state.json is damaged",
+                     dir, e->d_name);
             rc = CKPT_DAMAGED;
         }
     }
@@ -609,11 +659,18 @@ static int verify_run_plan(const char *dir, char *err, size_t errlen) {
     snprintf(path, sizeof path, "%s/../plan/plan.txt", dir);
     struct stat sb;
     if (stat(path, &sb) != 0) return CKPT_VERIFIED;
-    if (!S_ISREG(sb.st_mode)) { snprintf(err, errlen, "%s: not a regular file", path); return CKPT_DAMAGED; }
-    if (pipeline_plan_is(path)) return CKPT_VERIFIED;   // its stages load when boost train opens them (not checked here)
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        return CKPT_DAMAGED;
+    }
+    if (pipeline_plan_is(path))
+        return CKPT_VERIFIED; // its stages load when boost train opens them (not checked here)
     char perr[1024];
     Plan *p = plan_load(path, perr, sizeof perr);
-    if (!p) { snprintf(err, errlen, "the run's plan does not load: %s", perr); return CKPT_DAMAGED; }
+    if (!p) {
+        snprintf(err, errlen, "the run's plan does not load: %s", perr);
+        return CKPT_DAMAGED;
+    }
     plan_free(p);
     return CKPT_VERIFIED;
 }
@@ -627,8 +684,11 @@ int ckpt_verify(const char *dir, char *err, size_t errlen) {
     if (rc == CKPT_VERIFIED) rc = verify_model(dir, &st, err, errlen);
     if (rc == CKPT_VERIFIED) rc = verify_run_plan(dir, err, errlen);
     if (rc == CKPT_VERIFIED && !st.state_checked) {
-        snprintf(err, errlen, "%s/state.json: no \"state_crc32c\" (saved before state.json carried its own checksum): its "
-                 "fields cannot be verified", dir);
+        snprintf(err, errlen,
+                 "%s/state.json: no \"state_crc32c\" (saved before state.json carried its own "
+                 "checksum): its "
+                 "fields cannot be verified",
+                 dir);
         rc = CKPT_UNCHECKED;
     }
     ckpt_state_free(&st);
@@ -1104,7 +1164,8 @@ static int reader_file(CkptReader *r, const char *name, char *err, size_t errlen
     snprintf(f->name, sizeof f->name, "%s", name);
     f->fd = data_open_regular(path, err, errlen);
     if (f->fd < 0) {
-        snprintf(err, errlen, "%s: missing or unreadable: %s", path, errno == EINVAL ? "not a regular file" : strerror(errno));
+        snprintf(err, errlen, "%s: missing or unreadable: %s", path,
+                 errno == EINVAL ? "not a regular file" : strerror(errno));
         return -1;
     }
     r->nfiles++;   // from here on closed by ckpt_reader_close
@@ -1174,12 +1235,15 @@ static int add_slice(CkptReader *r, int fi, const char *key, int64_t r0, int64_t
                  (long long)nr, (long long)nc, r->dir, CKPT_INDEX);
         return 2;
     }
-    int64_t b, en, need;   /* nr, nc: inside the tensor, whose shape is at most 2^50 elements */
-    if (off->items[0].type != JSON_NUMBER || off->items[1].type != JSON_NUMBER || ck_whole(off->items[0].num, &b) ||
-        ck_whole(off->items[1].num, &en) || ck_bytes(nr, nc, 4, &need) || en - b != need ||
-        ck_span(f->data_start, en, f->size)) {
-        snprintf(err, errlen, "%s: tensor '%s': its data_offsets [%.0f, %.0f] do not fit the file (%lld bytes of data) or its "
-                 "shape: truncated or damaged", path, key, off->items[0].num, off->items[1].num,
+    int64_t b, en, need; /* nr, nc: inside the tensor, whose shape is at most 2^50 elements */
+    if (off->items[0].type != JSON_NUMBER || off->items[1].type != JSON_NUMBER ||
+        ck_whole(off->items[0].num, &b) || ck_whole(off->items[1].num, &en) ||
+        ck_bytes(nr, nc, 4, &need) || en - b != need || ck_span(f->data_start, en, f->size)) {
+        snprintf(err, errlen,
+                 "%s: tensor '%s': its data_offsets [%.0f, %.0f] do not fit the file (%lld bytes "
+                 "of data) or its "
+                 "shape: truncated or damaged",
+                 path, key, off->items[0].num, off->items[1].num,
                  (long long)(f->size - f->data_start));
         return 2;
     }
@@ -1197,10 +1261,11 @@ static int add_slice(CkptReader *r, int fi, const char *key, int64_t r0, int64_t
 
 /* The slices of tensor t cover it exactly once: their areas add up and no two overlap. */
 static int check_cover(const CkptReader *r, const RTensor *t, char *err, size_t errlen) {
-    int64_t area = 0, whole = t->rows * t->cols;   /* add_tensor: at most 2^50 */
+    int64_t area = 0, whole = t->rows * t->cols; /* add_tensor: at most 2^50 */
     for (int i = 0; i < t->nslices; i++) {
         const RSlice *a = &r->s[t->first + i];
-        if (ck_add(area, (a->r1 - a->r0) * (a->c1 - a->c0), &area)) area = INT64_MAX;   /* each inside the tensor */
+        if (ck_add(area, (a->r1 - a->r0) * (a->c1 - a->c0), &area))
+            area = INT64_MAX; /* each inside the tensor */
         for (int j = 0; j < i; j++) {
             const RSlice *b = &r->s[t->first + j];
             if (a->r0 < b->r1 && b->r0 < a->r1 && a->c0 < b->c1 && b->c0 < a->c1) {
@@ -1211,8 +1276,10 @@ static int check_cover(const CkptReader *r, const RTensor *t, char *err, size_t 
         }
     }
     if (area != whole) {
-        snprintf(err, errlen, "%s/%s: tensor %s: its slices hold %lld of its %lld elements: the index is damaged", r->dir,
-                 CKPT_INDEX, t->name, (long long)area, (long long)whole);
+        snprintf(
+            err, errlen,
+            "%s/%s: tensor %s: its slices hold %lld of its %lld elements: the index is damaged",
+            r->dir, CKPT_INDEX, t->name, (long long)area, (long long)whole);
         return 2;
     }
     return 0;
@@ -1227,7 +1294,10 @@ static int open_sharded(CkptReader *r, char *err, size_t errlen) {
     snprintf(path, sizeof path, "%s/%s", r->dir, CKPT_INDEX);
     char why[CKPT_PATH + 128];
     FILE *f = open_text(path, why, sizeof why);
-    if (!f) { snprintf(err, errlen, "%s (state.json says the checkpoint is sharded)", why); return 2; }
+    if (!f) {
+        snprintf(err, errlen, "%s (state.json says the checkpoint is sharded)", why);
+        return 2;
+    }
     char *text = NULL;
     size_t len = 0, cap = 0, got;
     char chunk[65536];
@@ -1265,10 +1335,15 @@ static int open_sharded(CkptReader *r, char *err, size_t errlen) {
         }
         int at = add_tensor(r, name, slot, rows, cols);
         if (at) {
-            if (at == -1) snprintf(err, errlen, "out of memory");
-            else snprintf(err, errlen, "%s: tensor %s: shape [%lld, %lld] holds more than 2^50 bytes: the index is damaged",
-                          path, name, (long long)rows, (long long)cols);
-            rc = 2; break;
+            if (at == -1)
+                snprintf(err, errlen, "out of memory");
+            else
+                snprintf(err, errlen,
+                         "%s: tensor %s: shape [%lld, %lld] holds more than 2^50 bytes: the index "
+                         "is damaged",
+                         path, name, (long long)rows, (long long)cols);
+            rc = 2;
+            break;
         }
         for (int k = 0; !rc && k < sl->n; k++) {
             const Json *s = &sl->items[k], *file = json_get(s, "file"), *key = json_get(s, "key"), *rr = json_get(s, "rows"),
@@ -1312,7 +1387,9 @@ static int open_full(CkptReader *r, char *err, size_t errlen) {
             }
             int at = add_tensor(r, name, slot, rows, cols);
             if (at) {
-                snprintf(err, errlen, at == -1 ? "out of memory" : "%s/%s: tensor '%s': its shape holds more than 2^50 bytes",
+                snprintf(err, errlen,
+                         at == -1 ? "out of memory"
+                                  : "%s/%s: tensor '%s': its shape holds more than 2^50 bytes",
                          r->dir, names[k], name);
                 return 2;
             }
@@ -1413,23 +1490,31 @@ static int verify_index(const char *dir, const CkptState *st, char *err, size_t 
  * names and whole shapes giving its fingerprint, and each AdamW moment of its parameter's shape. */
 int ckpt_reader_check_model(const CkptReader *r, const CkptState *st, char *err, size_t errlen) {
     StEntry *ents = calloc((size_t)r->nt + 1, sizeof *ents);
-    if (!ents) { snprintf(err, errlen, "out of memory"); return 2; }
+    if (!ents) {
+        snprintf(err, errlen, "out of memory");
+        return 2;
+    }
     int n = 0, rc = 0;
     for (int i = 0; i < r->nt; i++)
         if (r->t[i].slot == 0) ents[n++] = (StEntry){r->t[i].name, r->t[i].rows, r->t[i].cols};
     const char *file = r->sharded ? CKPT_INDEX : "model.safetensors";
     if (n != st->ncanons || ckpt_fingerprint(ents, n) != st->fingerprint) {
-        snprintf(err, errlen, "%s/%s: its %d parameters (names and shapes) are not the model state.json describes (%d "
-                 "parameters, fingerprint 0x%016llx): the checkpoint is damaged", r->dir, file, n, st->ncanons,
-                 (unsigned long long)st->fingerprint);
+        snprintf(err, errlen,
+                 "%s/%s: its %d parameters (names and shapes) are not the model state.json "
+                 "describes (%d "
+                 "parameters, fingerprint 0x%016llx): the checkpoint is damaged",
+                 r->dir, file, n, st->ncanons, (unsigned long long)st->fingerprint);
         rc = 2;
     }
     for (int i = 0; !rc && i < r->nt; i++) {
         if (r->t[i].slot == 0) continue;
         int p = ckpt_reader_find(r, r->t[i].name + 2, 0);
         if (p < 0 || r->t[p].rows != r->t[i].rows || r->t[p].cols != r->t[i].cols) {
-            snprintf(err, errlen, "%s/%s: AdamW moment '%s' has no parameter of its shape (%lldx%lld): the checkpoint is "
-                     "damaged", r->dir, r->sharded ? CKPT_INDEX : "optimizer.safetensors", r->t[i].name,
+            snprintf(err, errlen,
+                     "%s/%s: AdamW moment '%s' has no parameter of its shape (%lldx%lld): the "
+                     "checkpoint is "
+                     "damaged",
+                     r->dir, r->sharded ? CKPT_INDEX : "optimizer.safetensors", r->t[i].name,
                      (long long)r->t[i].rows, (long long)r->t[i].cols);
             rc = 2;
         }

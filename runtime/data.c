@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "runtime/data.h"   // defines: TokenStream, Batcher, data_*, batcher_*
-#include "common/checked.h"  // defines: ck_bytes
+#include "common/checked.h" // defines: ck_bytes
 
 uint64_t data_splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
@@ -37,14 +37,24 @@ static void stream_finish(TokenStream *ts, const char *path) {
 }
 
 int data_open_regular(const char *path, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   // a FIFO's open would wait for a writer
-    if (fd < 0) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return -1; }
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); // a FIFO's open would wait for a writer
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "%s: not a regular file (a FIFO, a device or a folder): give a file", path);
-        close(fd); errno = EINVAL; return -1;
+        snprintf(err, errlen, "%s: not a regular file (a FIFO, a device or a folder): give a file",
+                 path);
+        close(fd);
+        errno = EINVAL;
+        return -1;
     }
-    if (fcntl(fd, F_SETFL, 0) != 0) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); close(fd); return -1; }
+    if (fcntl(fd, F_SETFL, 0) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
     return fd;
 }
 
@@ -52,7 +62,10 @@ int data_open_regular(const char *path, char *err, size_t errlen) {
 static FILE *open_regular_stream(const char *path, char *err, size_t errlen) {
     int fd = data_open_regular(path, err, errlen);
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
-    if (fd >= 0 && !f) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); close(fd); }
+    if (fd >= 0 && !f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+    }
     return f;
 }
 
@@ -102,7 +115,7 @@ static int check_header(const char *path, const unsigned char *head, size_t head
         return 2;
     }
     int w = header[1] == TOKEN_FILE_VERSION ? 2 : 4;
-    int64_t n = header[2], need = 0;   /* an int32 count: w * n never wraps, checked all the same */
+    int64_t n = header[2], need = 0; /* an int32 count: w * n never wraps, checked all the same */
     int64_t body = (int64_t)(len - header_bytes);
     if (n <= 0 || ck_bytes(n, w, 1, &need)) {
         snprintf(err, errlen, "%s: the header says %lld tokens: no data", path, (long long)n);
@@ -275,13 +288,21 @@ int data_load(const char *path, TokenStream *ts, char *err, size_t errlen) {
  * SIGBUS inside one of them ends the process with a message naming the file and the newest
  * checkpoint this process saved (data_note_checkpoint), instead of dying without a word. */
 #define MAP_NOTES 256
-typedef struct { const unsigned char *addr; size_t len; char *path; } MapNote;
+typedef struct {
+    const unsigned char *addr;
+    size_t len;
+    char *path;
+} MapNote;
 static MapNote map_notes[MAP_NOTES];
 static char last_checkpoint[PATH_MAX];
 
-void data_note_checkpoint(const char *dir) { snprintf(last_checkpoint, sizeof last_checkpoint, "%s", dir); }
+void data_note_checkpoint(const char *dir) {
+    snprintf(last_checkpoint, sizeof last_checkpoint, "%s", dir);
+}
 
-static void say(const char *s) { if (write(2, s, strlen(s)) < 0) return; }
+static void say(const char *s) {
+    if (write(2, s, strlen(s)) < 0) return;
+}
 
 static void on_sigbus(int sig, siginfo_t *si, void *uctx) {
     (void)uctx;
@@ -291,13 +312,17 @@ static void on_sigbus(int sig, siginfo_t *si, void *uctx) {
         if (!m->path || a < m->addr || a >= m->addr + m->len) continue;
         say("boost: error: the token file ");
         say(m->path);
-        say(" was truncated or replaced while this job was reading it (SIGBUS): its data is gone; ");
-        if (last_checkpoint[0]) { say("the last checkpoint this process saved is "); say(last_checkpoint); }
-        else say("this process saved no checkpoint");
+        say(" was truncated or replaced while this job was reading it (SIGBUS): its data is "
+            "gone; ");
+        if (last_checkpoint[0]) {
+            say("the last checkpoint this process saved is ");
+            say(last_checkpoint);
+        } else
+            say("this process saved no checkpoint");
         say(" (restore the file, then resume with --resume)\n");
         _exit(1);
     }
-    signal(sig, SIG_DFL);   // not one of ours: the default action, as if no handler were there
+    signal(sig, SIG_DFL); // not one of ours: the default action, as if no handler were there
     raise(sig);
 }
 
@@ -314,8 +339,9 @@ static void note_map(const void *addr, size_t len, const char *path) {
     for (int i = 0; i < MAP_NOTES; i++)
         if (!map_notes[i].path) {
             char *copy = strdup(path);
-            if (!copy) return;   // not named then: the default SIGBUS, as before
-            map_notes[i].addr = addr; map_notes[i].len = len;
+            if (!copy) return; // not named then: the default SIGBUS, as before
+            map_notes[i].addr = addr;
+            map_notes[i].len = len;
             map_notes[i].path = copy;
             return;
         }
@@ -332,7 +358,10 @@ static void forget_map(const void *addr) {
 
 void tokenset_close(TokenSet *set) {
     for (int i = 0; i < set->nshards; i++)
-        if (set->shards[i].map) { forget_map(set->shards[i].map); munmap(set->shards[i].map, set->shards[i].map_len); }
+        if (set->shards[i].map) {
+            forget_map(set->shards[i].map);
+            munmap(set->shards[i].map, set->shards[i].map_len);
+        }
     free(set->shards);
     memset(set, 0, sizeof *set);
 }
@@ -528,7 +557,10 @@ static int text_to_shard(const char *text, const char *out, char *err, size_t er
         ok = fwrite(pairs, 2, got, f) == got;
         n += (int64_t)got;
     }
-    if (ferror(in)) { snprintf(err, errlen, "%s: read error while tokenising it: %s", text, strerror(errno)); ok = 0; }
+    if (ferror(in)) {
+        snprintf(err, errlen, "%s: read error while tokenising it: %s", text, strerror(errno));
+        ok = 0;
+    }
     fclose(in);
     if (n > INT32_MAX) { snprintf(err, errlen, "%s: %lld bytes: too large for one token shard", text, (long long)n); ok = 0; }
     header[2] = (int32_t)n;

@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include "runtime/safetensors.h"   // defines: Json, json_*, StEntry, StFile, st_*
 #include "runtime/crc32c.h"        // defines: crc32c_update
-#include "common/checked.h"         // defines: ck_numel, ck_whole, ck_span
+#include "common/checked.h"        // defines: ck_numel, ck_whole, ck_span
 
 /* ------------------------------------------------------------------ JSON */
 
@@ -106,11 +106,17 @@ static void jcontainer(JsonParser *p, Json *v, int depth, int object) {
             // each block is owned by v as soon as realloc returns it: a failure of the second
             // realloc leaves both valid for json_free (freeing the new items here freed them twice)
             Json *items = realloc(v->items, (size_t)cap * sizeof(Json));
-            if (!items) { jfail(p, "out of memory"); return; }
+            if (!items) {
+                jfail(p, "out of memory");
+                return;
+            }
             v->items = items;
             if (object) {
                 char **keys = realloc(v->keys, (size_t)cap * sizeof(char *));
-                if (!keys) { jfail(p, "out of memory"); return; }
+                if (!keys) {
+                    jfail(p, "out of memory");
+                    return;
+                }
                 v->keys = keys;
             }
         }
@@ -302,7 +308,8 @@ static int dtype_size(const char *dtype) {
 
 int64_t st_numel(const StTensor *t) {
     int64_t n = 0;
-    return ck_numel(t->shape, t->ndim, &n) ? -1 : n;   // st_open refused shapes whose count does not fit
+    return ck_numel(t->shape, t->ndim, &n) ? -1
+                                           : n; // st_open refused shapes whose count does not fit
 }
 
 void st_close(StFile *f) {
@@ -376,32 +383,43 @@ int st_open(const char *path, StFile *f, char *err, size_t errlen) {
         }
         StTensor *t = &f->tensors[f->ntensors];
         t->name = strdup(name);
-        if (!t->name) { snprintf(err, errlen, "%s: out of memory", path); return st_fail(f, err, errlen); }
+        if (!t->name) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            return st_fail(f, err, errlen);
+        }
         f->ntensors++;
         snprintf(t->dtype, sizeof t->dtype, "%s", dt->str);
         int esize = dtype_size(t->dtype);
         if (!esize) { snprintf(err, errlen, "%s: tensor '%s': unknown dtype '%s'", path, name, dt->str); return st_fail(f, err, errlen); }
         t->ndim = shape->n;
         for (int d = 0; d < shape->n; d++) {
-            if (shape->items[d].type != JSON_NUMBER || ck_whole(shape->items[d].num, &t->shape[d])) {
-                snprintf(err, errlen, "%s: tensor '%s': shape item %d is not a whole number of at most 2^50", path, name, d);
+            if (shape->items[d].type != JSON_NUMBER ||
+                ck_whole(shape->items[d].num, &t->shape[d])) {
+                snprintf(err, errlen,
+                         "%s: tensor '%s': shape item %d is not a whole number of at most 2^50",
+                         path, name, d);
                 return st_fail(f, err, errlen);
             }
         }
         int64_t numel, need;
         if (ck_numel(t->shape, t->ndim, &numel) || ck_mul(numel, esize, &need)) {
-            snprintf(err, errlen, "%s: tensor '%s': its shape holds more than 2^50 elements", path, name);
+            snprintf(err, errlen, "%s: tensor '%s': its shape holds more than 2^50 elements", path,
+                     name);
             return st_fail(f, err, errlen);
         }
         if (off->items[0].type != JSON_NUMBER || off->items[1].type != JSON_NUMBER ||
-            ck_whole(off->items[0].num, &t->begin) || ck_whole(off->items[1].num, &t->end) || t->end < t->begin) {
-            snprintf(err, errlen, "%s: tensor '%s': data_offsets must be two whole numbers [begin, end] with begin <= end",
+            ck_whole(off->items[0].num, &t->begin) || ck_whole(off->items[1].num, &t->end) ||
+            t->end < t->begin) {
+            snprintf(err, errlen,
+                     "%s: tensor '%s': data_offsets must be two whole numbers [begin, end] with "
+                     "begin <= end",
                      path, name);
             return st_fail(f, err, errlen);
         }
         if (t->end - t->begin != need) {
-            snprintf(err, errlen, "%s: tensor '%s': data_offsets span %lld bytes, its shape needs %lld", path, name,
-                     (long long)(t->end - t->begin), (long long)need);
+            snprintf(err, errlen,
+                     "%s: tensor '%s': data_offsets span %lld bytes, its shape needs %lld", path,
+                     name, (long long)(t->end - t->begin), (long long)need);
             return st_fail(f, err, errlen);
         }
         if (t->end > f->data_len) {

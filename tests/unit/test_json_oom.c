@@ -20,9 +20,11 @@ int main(void) {
     char text[2048];
     size_t n = 0;
     n += (size_t)snprintf(text + n, sizeof text - n, "{");
-    for (int i = 0; i < 20; i++) n += (size_t)snprintf(text + n, sizeof text - n, "%s\"key%02d\": %d", i ? ", " : "", i, i);
+    for (int i = 0; i < 20; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s\"key%02d\": %d", i ? ", " : "", i, i);
     n += (size_t)snprintf(text + n, sizeof text - n, ", \"list\": [");
-    for (int i = 0; i < 20; i++) n += (size_t)snprintf(text + n, sizeof text - n, "%s%d", i ? ", " : "", i);
+    for (int i = 0; i < 20; i++)
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s%d", i ? ", " : "", i);
     n += (size_t)snprintf(text + n, sizeof text - n, "]}");
     char err[256];
     calls = 0;
@@ -31,7 +33,8 @@ int main(void) {
     CHECK(j && j->n == 21, "json: parses with memory to spare", "%s", j ? "wrong count" : err);
     json_free(j);
     int refused = 0;
-    for (int k = 0; k < total; k++) {   // each realloc of the parse fails once; a double free aborts here
+    for (int k = 0; k < total;
+         k++) { // each realloc of the parse fails once; a double free aborts here
         calls = 0;
         fail_at = k;
         j = json_parse(text, n, err, sizeof err);
@@ -39,7 +42,8 @@ int main(void) {
         if (!j && strstr(err, "out of memory")) refused++;
         json_free(j);
     }
-    CHECK(total > 2 && refused == total, "json: every failing realloc is an out-of-memory error, each block freed once",
+    CHECK(total > 2 && refused == total,
+          "json: every failing realloc is an out-of-memory error, each block freed once",
           "%d of %d failures reported", refused, total);
     TEST_EXIT();
 }
