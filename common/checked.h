@@ -1,7 +1,7 @@
-/* checked.h: overflow-checked arithmetic for every size, offset and count read from a file (plan.txt,
- * safetensors headers, index.json, state.json, token shard headers). Each returns 0 on success and
- * -1 when the result does not fit (or an argument is out of range), so a crafted number becomes a
- * clear error at the reader instead of a wrapped value that passes a bounds check. */
+/* checked.h: overflow-checked arithmetic for every size, offset and count read from a file
+ * (plan.txt, safetensors headers, index.json, state.json, token shard headers). Each returns 0 on
+ * success and -1 when the result does not fit (or an argument is out of range), so a crafted number
+ * becomes a clear error at the reader instead of a wrapped value that passes a bounds check. */
 #ifndef BOOST_CHECKED_H
 #define BOOST_CHECKED_H
 

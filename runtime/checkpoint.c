@@ -116,9 +116,9 @@ static void json_float(FILE *f, double v) {
     else fputs("null", f);
 }
 
-/* state.json guards itself: its last field, "state_crc32c", is the CRC-32C of every byte of the file
- * before the line that holds it (STATE_CRC_KEY starts that line), so a flipped bit anywhere in the
- * step, the seed or the "files" record is found by every reader. */
+/* state.json guards itself: its last field, "state_crc32c", is the CRC-32C of every byte of the
+ * file before the line that holds it (STATE_CRC_KEY starts that line), so a flipped bit anywhere in
+ * the step, the seed or the "files" record is found by every reader. */
 #define STATE_CRC_KEY ",\n  \"state_crc32c\": \""
 
 static void write_state_text(FILE *f, const CkptState *st, const CkptFile *files, int nfiles);

@@ -40,7 +40,7 @@ typedef struct {
     int64_t skipped;          /* updates skipped in steps 1..step (non-finite loss or gradient norm) */
     CkptFile *files; int nfiles;   /* read: the "files" record (none in folders saved before it existed) */
     int sharded;              /* "storage": "sharded" (rank files + index.json) or "full" (absent: full) */
-    int state_checked; /* read: state.json carried its own checksum ("state_crc32c") and it matched */
+    int state_checked; /* read: state.json carried its own checksum ("state_crc32c"), matching */
 } CkptState;
 
 /* What gets saved: slot 0 = parameters, 1 = AdamW m, 2 = AdamW v, of canon i. */

@@ -284,8 +284,8 @@ int data_load(const char *path, TokenStream *ts, char *err, size_t errlen) {
 /* ---- token sets: memory-mapped shards ---- */
 
 /* ---- a shard truncated under a running job ----
- * Reading a mapped page past a file's new end raises SIGBUS. The mapped shards are noted here, and a
- * SIGBUS inside one of them ends the process with a message naming the file and the newest
+ * Reading a mapped page past a file's new end raises SIGBUS. The mapped shards are noted here, and
+ * a SIGBUS inside one of them ends the process with a message naming the file and the newest
  * checkpoint this process saved (data_note_checkpoint), instead of dying without a word. */
 #define MAP_NOTES 256
 typedef struct {

@@ -10,10 +10,11 @@ import struct, sys
 d = sys.argv[1]
 text = open("build/corpus.txt", "rb").read()[:20000]
 with open(f"{d}/tokens.bin", "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, len(text), *([0] * 253)) + struct.pack(f"<{len(text)}H", *text))
+    f.write(struct.pack("<256i", 20240520, 1, len(text), *([0] * 253)))
+    f.write(struct.pack(f"<{len(text)}H", *text))
 PY
-$BOOST train tiny-cola --backend cpu -D steps=1 -D eval_every=0 -D data="$TMP/tokens.bin" --quiet -o "$TMP/tok" \
-  >"$TMP/train.out" 2>&1 || { fail fuzz_tokenizer_train "$(tail -2 "$TMP/train.out")"; exit 1; }
+$BOOST train tiny-cola --backend cpu -D steps=1 -D eval_every=0 -D data="$TMP/tokens.bin" --quiet \
+  -o "$TMP/tok" >"$TMP/train.out" 2>&1 || { fail fuzz_tokenizer_train "$(tail -2 "$TMP/train.out")"; exit 1; }
 python3 - "$TMP" <<'PY'
 import random, struct, sys
 d = sys.argv[1]
@@ -39,15 +40,18 @@ for k in range(24):
 PY
 bad=""
 for m in "$TMP"/m*.bin; do
-  timeout 60 $BOOST sample "$TMP/tok" --backend cpu --prompt-ids "84 104" --tokens 2 --tokenizer "$m" >"$TMP/s.out" 2>"$TMP/s.err"
+  timeout 60 $BOOST sample "$TMP/tok" --backend cpu --prompt-ids "84 104" --tokens 2 --tokenizer "$m" \
+    >"$TMP/s.out" 2>"$TMP/s.err"
   rc=$?
-  if { [ $rc != 0 ] && [ $rc != 2 ]; } || grep -qE 'Sanitizer|runtime error:' "$TMP/s.err" || { [ $rc = 2 ] && ! grep -q -- "--tokenizer" "$TMP/s.err"; }; then
+  if { [ $rc != 0 ] && [ $rc != 2 ]; } || grep -qE 'Sanitizer|runtime error:' "$TMP/s.err" \
+     || { [ $rc = 2 ] && ! grep -q -- "--tokenizer" "$TMP/s.err"; }; then
     bad="$bad $(basename "$m"):rc=$rc:$(head -c 200 "$TMP/s.err")"
   fi
 done
 [ -z "$bad" ] && ok fuzz_tokenizer_mutants || fail fuzz_tokenizer_mutants "$bad"
 mkfifo "$TMP/fifo.bin"
-timeout 20 $BOOST sample "$TMP/tok" --backend cpu --prompt-ids "84" --tokens 1 --tokenizer "$TMP/fifo.bin" >/dev/null 2>"$TMP/f.err"
+timeout 20 $BOOST sample "$TMP/tok" --backend cpu --prompt-ids "84" --tokens 1 \
+  --tokenizer "$TMP/fifo.bin" >/dev/null 2>"$TMP/f.err"
 rc=$?
 [ $rc = 2 ] && grep -q "not a regular file" "$TMP/f.err" && ok fuzz_tokenizer_fifo_refused \
   || fail fuzz_tokenizer_fifo_refused "exit $rc (124: it waited on the FIFO): $(cat "$TMP/f.err")"

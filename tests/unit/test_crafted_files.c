@@ -2,7 +2,8 @@
  * error naming the file and the field (or the right result): plan.txt numbers that wrapped past the
  * bounds checks, safetensors headers with huge shapes and mistyped data_offsets, a sharded index
  * whose shape product wraps, state.json bit flips and unlisted files, a -o path near 1024 bytes,
- * FIFOs given as data or state.json, a token shard truncated under a reader, quoted plan strings. */
+ * FIFOs given as data or state.json, a token shard truncated under a reader, quoted plan strings.
+ */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>

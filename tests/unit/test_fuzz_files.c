@@ -24,7 +24,7 @@ static int scale = 1;
 
 static uint64_t next(void) { return data_splitmix64(&rng); }
 
-/* Numbers a crafted file would use: zero, signs, the edges of 32 and 64 bits, 2^49+1, 2^50, floats. */
+/* Numbers a crafted file would use: 0, signs, the edges of 32 and 64 bits, 2^49+1, 2^50, floats. */
 static const char *const EXTREMES[] = {"0",
                                        "-1",
                                        "1",
