@@ -5,6 +5,7 @@
  * on bad arguments. `boost ckpt merge DIR -o FILE [--optimizer]`: one safetensors file of full
  * canonical tensors (from a sharded or a full checkpoint) for PyTorch's safetensors loader. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,9 @@ static void ckpt_usage(FILE *f) {
         "  DIR   a checkpoint folder (OUT/step-000100) or a run's output folder (verify: every step folder\n"
         "        in it; merge: its newest one that verifies)\n"
         "verify recomputes the CRC-32C of every file that the folder's state.json records and compares it\n"
-        "and the size; a sharded folder's index.json must name only files that are there, with slices that\n"
+        "and the size, and state.json's own checksum; no file may be left out of the record; the tensors\n"
+        "must be the model state.json names (names and shapes), the run's plan (../plan/plan.txt) must\n"
+        "load; a sharded folder's index.json must name only files that are there, with slices that\n"
         "fit them and cover every tensor. Exit 0 when all verify, 1 when one is damaged or has no\n"
         "checksums, 2 on bad arguments.\n"
         "merge writes FILE: every parameter as one full F32 tensor under its canonical name (with\n"
@@ -84,7 +87,12 @@ static int merge(int argc, char **argv) {
     CkptState st;
     if (ckpt_read_state(dir, &st, err, sizeof err)) { fprintf(stderr, "boost ckpt merge: %s\n", err); return 2; }
     CkptReader *r;
-    if (ckpt_reader_open(dir, NULL, 0, &r, err, sizeof err)) { fprintf(stderr, "boost ckpt merge: %s\n", err); ckpt_state_free(&st); return 2; }
+    if (ckpt_reader_open(dir, NULL, 0, &r, err, sizeof err) ||
+        (ckpt_reader_check_model(r, &st, err, sizeof err) && (ckpt_reader_close(r), 1))) {
+        fprintf(stderr, "boost ckpt merge: %s\n", err);
+        ckpt_state_free(&st);
+        return 2;
+    }
     int nt = ckpt_reader_count(r), n = 0;
     int *which = calloc((size_t)nt + 1, sizeof *which);
     StEntry *ents = calloc((size_t)nt + 1, sizeof *ents);
@@ -106,8 +114,14 @@ static int merge(int argc, char **argv) {
     snprintf(tp_text, sizeof tp_text, "%d", st.tp);
     const char *meta[] = {"format", "pt", "model", st.model, "run", st.run, "step", step_text, "fingerprint", fp_text,
                           "saved_at_tp", tp_text, "writer", "boost ckpt merge"};
-    char tmp[1300];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)getpid());
+    char tmp[PATH_MAX + 32];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-%d", out, (int)getpid()) >= (int)sizeof tmp) {
+        fprintf(stderr,
+                "boost ckpt merge: -o %.100s...: the path is longer than this system's paths (%d "
+                "bytes)\n",
+                out, PATH_MAX);
+        rc = 2;
+    }
     MergeFill mf = {r, which, ""};
     double t0 = seconds();
     if (!rc && st_write_f32(tmp, ents, n, meta, (int)(sizeof meta / sizeof meta[0]) / 2, merge_fill, &mf, err, sizeof err)) {
@@ -117,7 +131,8 @@ static int merge(int argc, char **argv) {
         fprintf(stderr, "boost ckpt merge: cannot rename %s to %s: %s\n", tmp, out, strerror(errno));
         remove(tmp);
         rc = 1;
-    } else if (rc) fprintf(stderr, "boost ckpt merge: out of memory\n");
+    } else if (rc && !(which && ents))
+        fprintf(stderr, "boost ckpt merge: out of memory\n");
     if (!rc) {
         char size[32];
         format_bytes((double)elems * 4, size, sizeof size);

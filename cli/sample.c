@@ -9,14 +9,16 @@
  * last seq). Byte-level
  * models read and write text; token models read ids and print ids, or text with --tokenizer FILE
  * (llm.c's gpt2_tokenizer.bin format). */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "cli/commands.h"
 #include "cli/infer.h"
-#include "runtime/data.h"         // defines: BYTE_VOCAB, data_splitmix64
+#include "runtime/data.h" // defines: BYTE_VOCAB, data_splitmix64, data_open_regular
 
 #define TOKENIZER_MAGIC 20240328
 
@@ -52,8 +54,14 @@ typedef struct { int n; char **text; unsigned char *len; int eot; } Tokenizer;
 static int tokenizer_load(const char *path, Tokenizer *t) {
     memset(t, 0, sizeof *t);
     t->eot = -1;
-    FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "boost sample: --tokenizer %s: cannot open it\n", path); return 2; }
+    char why[PATH_MAX + 128];
+    int fd = data_open_regular(path, why, sizeof why); // a FIFO is refused, not waited on
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        fprintf(stderr, "boost sample: --tokenizer %s\n", fd >= 0 ? path : why);
+        if (fd >= 0) close(fd);
+        return 2;
+    }
     uint32_t h[256];
     int bad = fread(h, sizeof h, 1, f) != 1 || h[0] != TOKENIZER_MAGIC || (h[1] != 1 && h[1] != 2) ||
               h[2] == 0 || h[2] > 10000000;

@@ -5,6 +5,7 @@
  * One process per GPU (a world in the environment, runtime/world.h): ranks > 0 generate their plan
  * in a private folder and print and log nothing; the ranks find each other through an NCCL id file. */
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,8 +66,11 @@ static int int_arg(const char *flag, const char *v, int lo, int *out) {
 
 /* mkdir -p: 0, or -1 with errno set. */
 static int make_dirs(const char *path) {
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    } // never a cut name
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
         *p = 0;

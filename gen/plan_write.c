@@ -21,6 +21,26 @@ static void pr_opnd(FILE *f, const Graph *g, const char *key, Opnd o) {
 
 static void pr_num(FILE *f, const char *key, double v) { fprintf(f, " %s=%.9g", key, v); }
 
+/* A string value (docs/plan-format.md, "Strings"): as it is when it is a plain word; in double
+ * quotes otherwise (empty, or holding a space, a quote, a backslash or a control character), with
+ * \" \\ \n \t \r and \xHH for the other control bytes, so the reader gets the same bytes back. */
+static void pr_str(FILE *f, const char *s) {
+    int plain = s[0] != 0;
+    for (const unsigned char *c = (const unsigned char *)s; *c && plain; c++)
+        plain = *c > ' ' && *c != '"' && *c != '\\' && *c != 0x7f;
+    if (plain) { fputs(s, f); return; }
+    fputc('"', f);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') fprintf(f, "\\%c", *c);
+        else if (*c == '\n') fputs("\\n", f);
+        else if (*c == '\t') fputs("\\t", f);
+        else if (*c == '\r') fputs("\\r", f);
+        else if (*c < ' ' || *c == 0x7f) fprintf(f, "\\x%02x", *c);
+        else fputc(*c, f);
+    }
+    fputc('"', f);
+}
+
 static void pr_gemm_fields(FILE *f, const Graph *g, const Gemm *x, int batched) {
     fprintf(f, " ta=%d tb=%d m=%" PRId64 " n=%" PRId64 " k=%" PRId64, x->ta, x->tb, x->m, x->n, x->k);
     pr_opnd(f, g, "A", x->A); fprintf(f, " lda=%" PRId64, x->A.ld);
@@ -107,7 +127,9 @@ void plan_write_header(const Graph *g, FILE *f) {
             r->seed, r->eval_every);
     if (r->max_bad_steps > 0) fprintf(f, " max_bad_steps=%d", r->max_bad_steps);   /* optional: the reader's default is 5 */
     fputc('\n', f);
-    fprintf(f, "data path=%s val_fraction=%.9g\n", r->data, r->val_fraction);
+    fputs("data path=", f);
+    pr_str(f, r->data);
+    fprintf(f, " val_fraction=%.9g\n", r->val_fraction);
 }
 
 int plan_write(const Graph *g, FILE *f) {

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <ftw.h>
 #include <math.h>
 #include <signal.h>
@@ -21,6 +22,24 @@
 #include <unistd.h>
 #include "runtime/checkpoint.h"   // defines: CkptState, ckpt_*
 #include "runtime/crc32c.h"       // defines: crc32c_update
+#include "common/checked.h"       // defines: ck_whole, ck_numel, ck_span, ck_add
+#include "runtime/data.h"         // defines: data_open_regular
+#include "runtime/pipeline.h"     // defines: pipeline_plan_is
+
+/* Every path buffer holds any path the system can open (PATH_MAX) plus a file name; a folder whose
+ * longer names would not fit is refused with a message (path_ok), never truncated. */
+#define CKPT_PATH (PATH_MAX + 512)
+#define CKPT_DIR_MAX (PATH_MAX - 64)
+
+static int path_ok(const char *dir, const char *what, char *err, size_t errlen) {
+    if (strlen(dir) < CKPT_DIR_MAX) return 1;
+    snprintf(
+        err, errlen,
+        "%.200s...: the %s path is %zu bytes long; this system's paths are at most %d (PATH_MAX) "
+        "and a checkpoint adds its file names: use a shorter folder",
+        dir, what, strlen(dir), PATH_MAX);
+    return 0;
+}
 
 uint64_t ckpt_fingerprint(const StEntry *canons, int n) {
     int *order = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
@@ -66,7 +85,7 @@ static int fsync_path(const char *path) {
 }
 
 static int mkdir_p(const char *path) {
-    char buf[1024];
+    char buf[CKPT_PATH];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
@@ -97,9 +116,51 @@ static void json_float(FILE *f, double v) {
     else fputs("null", f);
 }
 
+/* state.json guards itself: its last field, "state_crc32c", is the CRC-32C of every byte of the
+ * file before the line that holds it (STATE_CRC_KEY starts that line), so a flipped bit anywhere in
+ * the step, the seed or the "files" record is found by every reader. */
+#define STATE_CRC_KEY ",\n  \"state_crc32c\": \""
+
+static void write_state_text(FILE *f, const CkptState *st, const CkptFile *files, int nfiles);
+
 static int write_state(const char *path, const CkptState *st, const CkptFile *files, int nfiles, char *err, size_t errlen) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    if (!m) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return 1;
+    }
+    write_state_text(m, st, files, nfiles);
+    if (fclose(m) != 0 || !text) {
+        free(text);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return 1;
+    }
     FILE *f = fopen(path, "w");
-    if (!f) { snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno)); return 1; }
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno));
+        free(text);
+        return 1;
+    }
+    fwrite(text, 1, len, f);
+    fprintf(f, "%s0x%08x\"\n}\n", STATE_CRC_KEY, (unsigned)crc32c_update(0, text, len));
+    free(text);
+    int ok = !ferror(f) && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int saved = errno;
+    if (fclose(f) != 0) {
+        ok = 0;
+        saved = errno;
+    }
+    if (!ok) {
+        snprintf(err, errlen, "%s: write failed: %s", path, strerror(saved));
+        return 1;
+    }
+    return 0;
+}
+
+/* The fields of state.json up to (not including) its checksum line and closing brace. */
+static void write_state_text(FILE *f, const CkptState *st, const CkptFile *files, int nfiles) {
     fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"model\": ", CKPT_FORMAT, CKPT_VERSION);
     json_write_string(f, st->model);
     fprintf(f, ",\n  \"run\": ");
@@ -127,12 +188,7 @@ static int write_state(const char *path, const CkptState *st, const CkptFile *fi
         json_write_string(f, files[i].name);
         fprintf(f, ": {\"bytes\": %lld, \"crc32c\": \"0x%08x\"}", (long long)files[i].bytes, (unsigned)files[i].crc32c);
     }
-    fprintf(f, "\n  }\n}\n");
-    int ok = !ferror(f) && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int saved = errno;
-    if (fclose(f) != 0) { ok = 0; saved = errno; }
-    if (!ok) { snprintf(err, errlen, "%s: write failed: %s", path, strerror(saved)); return 1; }
-    return 0;
+    fprintf(f, "\n  }");
 }
 
 /* Leftovers of a save that was killed part way (by another process id that is gone): a temporary
@@ -141,7 +197,7 @@ static void clean_stale(const char *outdir) {
     DIR *d = opendir(outdir);
     if (!d) return;
     struct dirent *e;
-    char path[1200], final[1200];
+    char path[CKPT_PATH], final[CKPT_PATH];
     while ((e = readdir(d))) {
         long long step;
         int pid;
@@ -151,8 +207,13 @@ static void clean_stale(const char *outdir) {
         snprintf(path, sizeof path, "%s/%s", outdir, e->d_name);
         ckpt_step_dir(outdir, step, final, sizeof final);
         struct stat sb;
-        if (!strcmp(kind, "old") && stat(final, &sb) != 0) rename(path, final);
-        else ckpt_remove_tree(path);
+        if (!strcmp(kind, "old") && stat(final, &sb) != 0) {
+            if (rename(path, final) !=
+                0) // left where it is: still a whole checkpoint under a hidden name
+                fprintf(stderr, "boost: warning: cannot move %s back to %s: %s\n", path, final,
+                        strerror(errno));
+        } else
+            ckpt_remove_tree(path);
     }
     closedir(d);
 }
@@ -169,7 +230,13 @@ static int publish(const char *outdir, const char *tmp, const char *final, const
     }
     if (rename(tmp, final) != 0) {
         snprintf(why, whylen, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
-        if (replacing) rename(old, final);   // put the previous one back
+        size_t used = strlen(why);
+        if (replacing &&
+            rename(old, final) != 0) // put the previous one back; say where it is when that fails
+            snprintf(why + used, whylen > used ? whylen - used : 0,
+                     "; the previous checkpoint of this step could not be "
+                     "moved back and is at %s (%s)",
+                     old, strerror(errno));
         return 1;
     }
     if (replacing) ckpt_remove_tree(old);
@@ -179,7 +246,8 @@ static int publish(const char *outdir, const char *tmp, const char *final, const
 
 int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, int n,
               CkptFillFn fill, void *ctx, char *saved_dir, size_t saved_len, char *err, size_t errlen) {
-    char final[1024], tmp[1100], old[1100], path[1300], why[4096] = "";
+    char final[PATH_MAX], tmp[PATH_MAX], old[PATH_MAX], path[CKPT_PATH], why[2 * CKPT_PATH] = "";
+    if (!path_ok(outdir, "checkpoint folder", err, errlen)) return 1;
     ckpt_step_dir(outdir, st->step, final, sizeof final);
     snprintf(tmp, sizeof tmp, "%s/.step-%06lld.tmp-%d", outdir, (long long)st->step, (int)getpid());
     snprintf(old, sizeof old, "%s/.step-%06lld.old-%d", outdir, (long long)st->step, (int)getpid());
@@ -234,6 +302,7 @@ int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, in
     free(opt);
     free(names);
     if (!rc) rc = publish(outdir, tmp, final, old, why, sizeof why);
+    if (!rc) data_note_checkpoint(final);
     if (rc) {
         ckpt_remove_tree(tmp);
         snprintf(err, errlen, "%s: checkpoint not written (%s); the temporary folder was removed and earlier "
@@ -262,9 +331,7 @@ static int hex_field(const Json *root, const char *key, uint64_t *out) {
 
 static int int_field(const Json *root, const char *key, int64_t *out) {
     const Json *v = json_get(root, key);
-    if (!v || v->type != JSON_NUMBER || v->num < 0 || v->num != (double)(int64_t)v->num) return 0;
-    *out = (int64_t)v->num;
-    return 1;
+    return v && v->type == JSON_NUMBER && ck_whole(v->num, out) == 0;
 }
 
 static int str_field(const Json *root, const char *key, char *out, size_t outlen) {
@@ -274,12 +341,43 @@ static int str_field(const Json *root, const char *key, char *out, size_t outlen
     return 1;
 }
 
+/* Is state.json's own checksum right? 1 yes, 0 absent (saved before it existed), -1 wrong. */
+static int state_crc_ok(const char *text, size_t len) {
+    size_t klen = strlen(STATE_CRC_KEY);
+    const char *at = NULL;
+    for (const char *p = text; (p = memmem(p, len - (size_t)(p - text), STATE_CRC_KEY, klen)); p++)
+        at = p;
+    if (!at) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long want = strtoull(at + klen, &end, 16);
+    if (errno || end == at + klen || *end != '"' || want > 0xffffffffULL) return -1;
+    return crc32c_update(0, text, (size_t)(at - text)) == (uint32_t)want ? 1 : -1;
+}
+
+/* A checkpoint's text file (state.json, index.json) opened for reading: a regular file only, never
+ * a blocking open of a FIFO (data_open_regular). NULL with "PATH: why" in err. */
+static FILE *open_text(const char *path, char *err, size_t errlen) {
+    int fd = data_open_regular(path, err, errlen);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     memset(st, 0, sizeof *st);
-    char path[1200];
+    if (!path_ok(dir, "checkpoint folder", err, errlen)) return 2;
+    char path[CKPT_PATH];
     snprintf(path, sizeof path, "%s/state.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: cannot open: %s (not a checkpoint folder?)", path, strerror(errno)); return 2; }
+    char why[CKPT_PATH + 128];
+    FILE *f = open_text(path, why, sizeof why);
+    if (!f) {
+        snprintf(err, errlen, "%s (not a checkpoint folder?)", why);
+        return 2;
+    }
     char *text = NULL;
     size_t len = 0, cap = 0, got;
     char chunk[65536];
@@ -293,7 +391,23 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
         memcpy(text + len, chunk, got);
         len += got;
     }
+    int read_bad = ferror(f);
     fclose(f);
+    if (read_bad) {
+        free(text);
+        snprintf(err, errlen, "%s: read error", path);
+        return 2;
+    }
+    int self = text ? state_crc_ok(text, len) : 0;
+    if (self < 0) {
+        free(text);
+        snprintf(err, errlen,
+                 "%s: checksum mismatch (its \"state_crc32c\" does not match its text): state.json "
+                 "is damaged",
+                 path);
+        return 2;
+    }
+    st->state_checked = self;
     char jerr[200];
     Json *root = json_parse(text ? text : "", len, jerr, sizeof jerr);
     free(text);
@@ -317,6 +431,12 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     st->step = step;
     st->data_position = pos;
     if (!int_field(root, "data_sequences", &st->data_sequences)) st->data_sequences = -1;
+    if (ncanons > INT32_MAX || tp < 1 || tp > 4096) {
+        snprintf(err, errlen, "%s: canons=%lld or tp=%lld is out of range", path,
+                 (long long)ncanons, (long long)tp);
+        json_free(root);
+        return 2;
+    }
     st->ncanons = (int)ncanons;
     st->tp = (int)tp;
     str_field(root, "run", st->run, sizeof st->run);
@@ -367,8 +487,9 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
         st->val_steps = malloc((size_t)vl->n * sizeof(int64_t));
         for (int i = 0; st->val_losses && st->val_steps && i < vl->n; i++) {
             const Json *pair = &vl->items[i];
-            if (pair->type != JSON_ARRAY || pair->n != 2) continue;
-            st->val_steps[st->nval] = (int64_t)pair->items[0].num;
+            if (pair->type != JSON_ARRAY || pair->n != 2 || pair->items[0].type != JSON_NUMBER ||
+                ck_whole(pair->items[0].num, &st->val_steps[st->nval]))
+                continue;
             st->val_losses[st->nval++] = pair->items[1].type == JSON_NUMBER ? (float)pair->items[1].num : NAN;
         }
     }
@@ -396,7 +517,7 @@ static int check_file(const StFile *f, const StEntry *canons, int n, const char 
 
 int ckpt_open_tensors(const char *dir, const StEntry *canons, int n, StFile *model, StFile *optim,
                       char *err, size_t errlen) {
-    char path[1200];
+    char path[CKPT_PATH];
     memset(model, 0, sizeof *model);
     memset(optim, 0, sizeof *optim);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -465,7 +586,7 @@ static int file_crc(const char *path, int64_t *bytes, uint32_t *crc) {
 
 /* Every recorded file present with its size (cheap); with full = 1 also its CRC-32C. */
 static int check_files(const char *dir, const CkptState *st, int full, char *err, size_t errlen) {
-    char path[1400];
+    char path[CKPT_PATH];
     if (st->nfiles == 0) {   // saved before the record existed: the two tensor files must be there
         const char *names[2] = {"model.safetensors", "optimizer.safetensors"};
         for (int i = 0; i < 2; i++) {
@@ -500,12 +621,76 @@ static int check_files(const char *dir, const CkptState *st, int full, char *err
 }
 
 static int verify_index(const char *dir, const CkptState *st, char *err, size_t errlen);
+static int verify_model(const char *dir, const CkptState *st, char *err, size_t errlen);
+
+/* Every entry of the folder but state.json is a file the "files" record names: a file left out
+ * (index.json dropped from the record, say) would be read unchecked. */
+static int check_listed(const char *dir, const CkptState *st, char *err, size_t errlen) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        snprintf(err, errlen, "%s: cannot list: %s", dir, strerror(errno));
+        return CKPT_DAMAGED;
+    }
+    struct dirent *e;
+    int rc = CKPT_VERIFIED;
+    while (rc == CKPT_VERIFIED && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, "state.json"))
+            continue;
+        int listed = 0;
+        for (int i = 0; i < st->nfiles && !listed; i++)
+            listed = !strcmp(st->files[i].name, e->d_name);
+        if (!listed) {
+            snprintf(err, errlen,
+                     "%s/%s: not in state.json's \"files\" record, so nothing checks it: the "
+                     "folder or its "
+                     "state.json is damaged",
+                     dir, e->d_name);
+            rc = CKPT_DAMAGED;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+/* The run's plan beside the step folders (DIR/../plan/plan.txt, written by train -o): eval, sample
+ * and export run it, so it must pass every check of the plan loader. Absent: nothing to check. */
+static int verify_run_plan(const char *dir, char *err, size_t errlen) {
+    char path[CKPT_PATH];
+    snprintf(path, sizeof path, "%s/../plan/plan.txt", dir);
+    struct stat sb;
+    if (stat(path, &sb) != 0) return CKPT_VERIFIED;
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        return CKPT_DAMAGED;
+    }
+    if (pipeline_plan_is(path))
+        return CKPT_VERIFIED; // its stages load when boost train opens them (not checked here)
+    char perr[1024];
+    Plan *p = plan_load(path, perr, sizeof perr);
+    if (!p) {
+        snprintf(err, errlen, "the run's plan does not load: %s", perr);
+        return CKPT_DAMAGED;
+    }
+    plan_free(p);
+    return CKPT_VERIFIED;
+}
 
 int ckpt_verify(const char *dir, char *err, size_t errlen) {
     CkptState st;
     if (ckpt_read_state(dir, &st, err, errlen)) return CKPT_DAMAGED;
     int rc = check_files(dir, &st, 1, err, errlen);
+    if (rc == CKPT_VERIFIED) rc = check_listed(dir, &st, err, errlen);
     if (rc == CKPT_VERIFIED && st.sharded) rc = verify_index(dir, &st, err, errlen);
+    if (rc == CKPT_VERIFIED) rc = verify_model(dir, &st, err, errlen);
+    if (rc == CKPT_VERIFIED) rc = verify_run_plan(dir, err, errlen);
+    if (rc == CKPT_VERIFIED && !st.state_checked) {
+        snprintf(err, errlen,
+                 "%s/state.json: no \"state_crc32c\" (saved before state.json carried its own "
+                 "checksum): its "
+                 "fields cannot be verified",
+                 dir);
+        rc = CKPT_UNCHECKED;
+    }
     ckpt_state_free(&st);
     return rc;
 }
@@ -522,7 +707,7 @@ int ckpt_complete(const char *dir) {
 int ckpt_newest_verified(const char *outdir, int64_t below, char *dir, size_t dirlen) {
     int64_t *steps;
     int n = ckpt_list(outdir, &steps);
-    char path[1200], err[1600];
+    char path[CKPT_PATH], err[1600];
     int found = 0;
     for (int i = 0; i < n && !found; i++) {
         if (steps[i] >= below) continue;
@@ -537,7 +722,7 @@ int ckpt_verify_advise(const char *dir, char *err, size_t errlen) {
     int rc = ckpt_verify(dir, err, errlen);
     if (rc != CKPT_DAMAGED) return rc;
     // the run folder and this folder's step: from the name (state.json may be what is damaged)
-    char parent[1200];
+    char parent[CKPT_PATH];
     snprintf(parent, sizeof parent, "%s", dir);
     size_t len = strlen(parent);
     while (len > 1 && parent[len - 1] == '/') parent[--len] = 0;
@@ -549,7 +734,7 @@ int ckpt_verify_advise(const char *dir, char *err, size_t errlen) {
     if (slash == parent) parent[1] = 0;
     else if (slash) *slash = 0;
     else snprintf(parent, sizeof parent, ".");
-    char good[1200];
+    char good[CKPT_PATH];
     size_t used = strlen(err);
     if (ckpt_newest_verified(parent, step, good, sizeof good) == 0)
         snprintf(err + used, errlen > used ? errlen - used : 0, "; the newest earlier checkpoint that verifies is %s "
@@ -560,7 +745,7 @@ int ckpt_verify_advise(const char *dir, char *err, size_t errlen) {
 }
 
 int ckpt_resolve(const char *arg, char *dir, size_t dirlen, char *notes, size_t noteslen, char *err, size_t errlen) {
-    char probe[1200];
+    char probe[CKPT_PATH];
     if (notes && noteslen) notes[0] = 0;
     snprintf(probe, sizeof probe, "%s/state.json", arg);
     if (access(probe, F_OK) == 0) { snprintf(dir, dirlen, "%s", arg); return 0; }
@@ -577,7 +762,7 @@ int ckpt_resolve(const char *arg, char *dir, size_t dirlen, char *notes, size_t 
         snprintf(err, errlen, "%s: not a checkpoint: no state.json and no step-NNNNNN folders in it", arg);
         return 2;
     }
-    char path[1200], why[1600];
+    char path[CKPT_PATH], why[1600];
     size_t used = 0;
     for (int i = 0; i < n; i++) {
         ckpt_step_dir(arg, steps[i], path, sizeof path);
@@ -604,7 +789,7 @@ int ckpt_prune(const char *outdir, int keep, int64_t saved, int64_t protect, cha
     int n = ckpt_list(outdir, &steps);
     int kept = 1, count = 0;   // the saved one counts as kept
     size_t used = 0;
-    char path[1200], hidden[1300];
+    char path[CKPT_PATH], hidden[CKPT_PATH];
     for (int i = 0; i < n; i++)
         if (steps[i] == protect && protect != saved) kept++;
     for (int i = 0; i < n; i++) {
@@ -795,8 +980,9 @@ static void test_sleep(void) {
 
 int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry *canons, int n, const CkptShards *sh,
                       char *saved_dir, size_t saved_len, char *err, size_t errlen) {
-    char final[1024], tmp[1100], old[1100], path[1300], why[4096] = "";
+    char final[PATH_MAX], tmp[PATH_MAX], old[PATH_MAX], path[CKPT_PATH], why[2 * CKPT_PATH] = "";
     int multi = sh->nprocs > 1, lead = sh->proc == 0, rc = 0;
+    if (!path_ok(outdir, "checkpoint folder", err, errlen)) return 1;
     ckpt_step_dir(outdir, st_in->step, final, sizeof final);
     if (saved_dir) snprintf(saved_dir, saved_len, "%s", final);
     if (multi && !sh->sum) { snprintf(err, errlen, "%s: a sharded save over %d processes needs a way to sum over them", final, sh->nprocs); return 1; }
@@ -901,6 +1087,7 @@ int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry 
         free(files);
         if (!rc) rc = publish(outdir, tmp, final, old, why, sizeof why);
     }
+    if (!rc) data_note_checkpoint(final);
     if (rc && lead) ckpt_remove_tree(tmp);
     // 4. every process learns the outcome
     double done[1] = {rc};
@@ -921,7 +1108,7 @@ typedef struct { int file; int64_t r0, r1, c0, c1, off; } RSlice;   /* off: byte
 typedef struct { char name[200]; int slot; int64_t rows, cols; int first, nslices; } RTensor;
 
 struct CkptReader {
-    char dir[1024];
+    char dir[PATH_MAX];
     int sharded;
     RFile *files; int nfiles;
     RTensor *t; int nt, tcap;
@@ -963,7 +1150,7 @@ int ckpt_reader_find(const CkptReader *r, const char *name, int slot) {
  * with "DIR/NAME: what is wrong". */
 static int reader_file(CkptReader *r, const char *name, char *err, size_t errlen) {
     for (int i = 0; i < r->nfiles; i++) if (!strcmp(r->files[i].name, name)) return i;
-    char path[1300];
+    char path[CKPT_PATH];
     snprintf(path, sizeof path, "%s/%s", r->dir, name);
     if (!name[0] || name[0] == '.' || strchr(name, '/') || strlen(name) >= sizeof r->files[0].name) {
         snprintf(err, errlen, "%s: a checkpoint file must be a plain file name of its folder", path);
@@ -975,8 +1162,12 @@ static int reader_file(CkptReader *r, const char *name, char *err, size_t errlen
     RFile *f = &r->files[r->nfiles];
     memset(f, 0, sizeof *f);
     snprintf(f->name, sizeof f->name, "%s", name);
-    f->fd = open(path, O_RDONLY);
-    if (f->fd < 0) { snprintf(err, errlen, "%s: missing or unreadable: %s", path, strerror(errno)); return -1; }
+    f->fd = data_open_regular(path, err, errlen);
+    if (f->fd < 0) {
+        snprintf(err, errlen, "%s: missing or unreadable: %s", path,
+                 errno == EINVAL ? "not a regular file" : strerror(errno));
+        return -1;
+    }
     r->nfiles++;   // from here on closed by ckpt_reader_close
     struct stat sb;
     unsigned char len8[8];
@@ -1003,7 +1194,10 @@ static int reader_file(CkptReader *r, const char *name, char *err, size_t errlen
     return r->nfiles - 1;
 }
 
+/* 0, -1 out of memory, -2 a shape of more than 2^50 elements (or bytes) */
 static int add_tensor(CkptReader *r, const char *name, int slot, int64_t rows, int64_t cols) {
+    int64_t bytes;
+    if (ck_bytes(rows, cols, 4, &bytes)) return -2;
     if (r->nt == r->tcap) {
         int cap = r->tcap ? 2 * r->tcap : 64;
         RTensor *t = realloc(r->t, (size_t)cap * sizeof *t);
@@ -1021,7 +1215,7 @@ static int add_tensor(CkptReader *r, const char *name, int slot, int64_t rows, i
 static int add_slice(CkptReader *r, int fi, const char *key, int64_t r0, int64_t r1, int64_t c0, int64_t c1, char *err, size_t errlen) {
     RTensor *t = &r->t[r->nt - 1];
     const RFile *f = &r->files[fi];
-    char path[1300];
+    char path[CKPT_PATH];
     snprintf(path, sizeof path, "%s/%s", r->dir, f->name);
     if (r0 < 0 || c0 < 0 || r1 <= r0 || c1 <= c0 || r1 > t->rows || c1 > t->cols) {
         snprintf(err, errlen, "%s/%s: tensor %s: the slice rows [%lld, %lld) cols [%lld, %lld) of %s does not fit the tensor's "
@@ -1041,10 +1235,16 @@ static int add_slice(CkptReader *r, int fi, const char *key, int64_t r0, int64_t
                  (long long)nr, (long long)nc, r->dir, CKPT_INDEX);
         return 2;
     }
-    double b = off->items[0].num, en = off->items[1].num;
-    if (!(b >= 0) || en - b != (double)(nr * nc * 4) || f->data_start + (int64_t)en > f->size || b != (double)(int64_t)b) {
-        snprintf(err, errlen, "%s: tensor '%s': its bytes [%.0f, %.0f) do not fit the file (%lld bytes of data) or its shape: "
-                 "truncated or damaged", path, key, b, en, (long long)(f->size - f->data_start));
+    int64_t b, en, need; /* nr, nc: inside the tensor, whose shape is at most 2^50 elements */
+    if (off->items[0].type != JSON_NUMBER || off->items[1].type != JSON_NUMBER ||
+        ck_whole(off->items[0].num, &b) || ck_whole(off->items[1].num, &en) ||
+        ck_bytes(nr, nc, 4, &need) || en - b != need || ck_span(f->data_start, en, f->size)) {
+        snprintf(err, errlen,
+                 "%s: tensor '%s': its data_offsets [%.0f, %.0f] do not fit the file (%lld bytes "
+                 "of data) or its "
+                 "shape: truncated or damaged",
+                 path, key, off->items[0].num, off->items[1].num,
+                 (long long)(f->size - f->data_start));
         return 2;
     }
     if (r->ns == r->scap) {
@@ -1053,7 +1253,7 @@ static int add_slice(CkptReader *r, int fi, const char *key, int64_t r0, int64_t
         if (!s) { snprintf(err, errlen, "out of memory"); return 2; }
         r->s = s; r->scap = cap;
     }
-    r->s[r->ns++] = (RSlice){fi, r0, r1, c0, c1, f->data_start + (int64_t)b};
+    r->s[r->ns++] = (RSlice){fi, r0, r1, c0, c1, f->data_start + b};
     t->nslices++;
     r->bytes_total += nr * nc * 4;
     return 0;
@@ -1061,10 +1261,11 @@ static int add_slice(CkptReader *r, int fi, const char *key, int64_t r0, int64_t
 
 /* The slices of tensor t cover it exactly once: their areas add up and no two overlap. */
 static int check_cover(const CkptReader *r, const RTensor *t, char *err, size_t errlen) {
-    int64_t area = 0;
+    int64_t area = 0, whole = t->rows * t->cols; /* add_tensor: at most 2^50 */
     for (int i = 0; i < t->nslices; i++) {
         const RSlice *a = &r->s[t->first + i];
-        area += (a->r1 - a->r0) * (a->c1 - a->c0);
+        if (ck_add(area, (a->r1 - a->r0) * (a->c1 - a->c0), &area))
+            area = INT64_MAX; /* each inside the tensor */
         for (int j = 0; j < i; j++) {
             const RSlice *b = &r->s[t->first + j];
             if (a->r0 < b->r1 && b->r0 < a->r1 && a->c0 < b->c1 && b->c0 < a->c1) {
@@ -1074,25 +1275,29 @@ static int check_cover(const CkptReader *r, const RTensor *t, char *err, size_t 
             }
         }
     }
-    if (area != t->rows * t->cols) {
-        snprintf(err, errlen, "%s/%s: tensor %s: its slices hold %lld of its %lld elements: the index is damaged", r->dir,
-                 CKPT_INDEX, t->name, (long long)area, (long long)(t->rows * t->cols));
+    if (area != whole) {
+        snprintf(
+            err, errlen,
+            "%s/%s: tensor %s: its slices hold %lld of its %lld elements: the index is damaged",
+            r->dir, CKPT_INDEX, t->name, (long long)area, (long long)whole);
         return 2;
     }
     return 0;
 }
 
 static int json_int(const Json *v, int64_t *out) {
-    if (!v || v->type != JSON_NUMBER || v->num != (double)(int64_t)v->num || v->num < 0) return 0;
-    *out = (int64_t)v->num;
-    return 1;
+    return v && v->type == JSON_NUMBER && ck_whole(v->num, out) == 0;
 }
 
 static int open_sharded(CkptReader *r, char *err, size_t errlen) {
-    char path[1300];
+    char path[CKPT_PATH];
     snprintf(path, sizeof path, "%s/%s", r->dir, CKPT_INDEX);
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: missing: %s (state.json says the checkpoint is sharded)", path, strerror(errno)); return 2; }
+    char why[CKPT_PATH + 128];
+    FILE *f = open_text(path, why, sizeof why);
+    if (!f) {
+        snprintf(err, errlen, "%s (state.json says the checkpoint is sharded)", why);
+        return 2;
+    }
     char *text = NULL;
     size_t len = 0, cap = 0, got;
     char chunk[65536];
@@ -1128,7 +1333,18 @@ static int open_sharded(CkptReader *r, char *err, size_t errlen) {
             snprintf(err, errlen, "%s: tensor %s: needs kind (param, adam_m, adam_v), shape [rows, cols] and slices", path, name);
             rc = 2; break;
         }
-        if (add_tensor(r, name, slot, rows, cols)) { snprintf(err, errlen, "out of memory"); rc = 2; break; }
+        int at = add_tensor(r, name, slot, rows, cols);
+        if (at) {
+            if (at == -1)
+                snprintf(err, errlen, "out of memory");
+            else
+                snprintf(err, errlen,
+                         "%s: tensor %s: shape [%lld, %lld] holds more than 2^50 bytes: the index "
+                         "is damaged",
+                         path, name, (long long)rows, (long long)cols);
+            rc = 2;
+            break;
+        }
         for (int k = 0; !rc && k < sl->n; k++) {
             const Json *s = &sl->items[k], *file = json_get(s, "file"), *key = json_get(s, "key"), *rr = json_get(s, "rows"),
                        *cc = json_get(s, "cols");
@@ -1169,7 +1385,14 @@ static int open_full(CkptReader *r, char *err, size_t errlen) {
                          k ? "AdamW moment (m.NAME or v.NAME)" : "parameter");
                 return 2;
             }
-            if (add_tensor(r, name, slot, rows, cols)) { snprintf(err, errlen, "out of memory"); return 2; }
+            int at = add_tensor(r, name, slot, rows, cols);
+            if (at) {
+                snprintf(err, errlen,
+                         at == -1 ? "out of memory"
+                                  : "%s/%s: tensor '%s': its shape holds more than 2^50 bytes",
+                         r->dir, names[k], name);
+                return 2;
+            }
             int rc = add_slice(r, fi, name, 0, rows, 0, cols, err, errlen);
             if (rc) return rc;
         }
@@ -1179,10 +1402,11 @@ static int open_full(CkptReader *r, char *err, size_t errlen) {
 
 int ckpt_reader_open(const char *dir, const StEntry *canons, int n, CkptReader **out, char *err, size_t errlen) {
     *out = NULL;
+    if (!path_ok(dir, "checkpoint folder", err, errlen)) return 2;
     CkptReader *r = calloc(1, sizeof *r);
     if (!r) { snprintf(err, errlen, "out of memory"); return 2; }
     snprintf(r->dir, sizeof r->dir, "%s", dir);
-    char probe[1200];
+    char probe[CKPT_PATH];
     snprintf(probe, sizeof probe, "%s/%s", dir, CKPT_INDEX);
     r->sharded = access(probe, F_OK) == 0;
     int rc = r->sharded ? open_sharded(r, err, errlen) : open_full(r, err, errlen);
@@ -1258,6 +1482,51 @@ static int verify_index(const char *dir, const CkptState *st, char *err, size_t 
             rc = CKPT_DAMAGED;
         }
     }
+    ckpt_reader_close(r);
+    return rc;
+}
+
+/* The tensors against the model state.json describes: as many parameters as its "canons", their
+ * names and whole shapes giving its fingerprint, and each AdamW moment of its parameter's shape. */
+int ckpt_reader_check_model(const CkptReader *r, const CkptState *st, char *err, size_t errlen) {
+    StEntry *ents = calloc((size_t)r->nt + 1, sizeof *ents);
+    if (!ents) {
+        snprintf(err, errlen, "out of memory");
+        return 2;
+    }
+    int n = 0, rc = 0;
+    for (int i = 0; i < r->nt; i++)
+        if (r->t[i].slot == 0) ents[n++] = (StEntry){r->t[i].name, r->t[i].rows, r->t[i].cols};
+    const char *file = r->sharded ? CKPT_INDEX : "model.safetensors";
+    if (n != st->ncanons || ckpt_fingerprint(ents, n) != st->fingerprint) {
+        snprintf(err, errlen,
+                 "%s/%s: its %d parameters (names and shapes) are not the model state.json "
+                 "describes (%d "
+                 "parameters, fingerprint 0x%016llx): the checkpoint is damaged",
+                 r->dir, file, n, st->ncanons, (unsigned long long)st->fingerprint);
+        rc = 2;
+    }
+    for (int i = 0; !rc && i < r->nt; i++) {
+        if (r->t[i].slot == 0) continue;
+        int p = ckpt_reader_find(r, r->t[i].name + 2, 0);
+        if (p < 0 || r->t[p].rows != r->t[i].rows || r->t[p].cols != r->t[i].cols) {
+            snprintf(err, errlen,
+                     "%s/%s: AdamW moment '%s' has no parameter of its shape (%lldx%lld): the "
+                     "checkpoint is "
+                     "damaged",
+                     r->dir, r->sharded ? CKPT_INDEX : "optimizer.safetensors", r->t[i].name,
+                     (long long)r->t[i].rows, (long long)r->t[i].cols);
+            rc = 2;
+        }
+    }
+    free(ents);
+    return rc;
+}
+
+static int verify_model(const char *dir, const CkptState *st, char *err, size_t errlen) {
+    CkptReader *r;
+    if (ckpt_reader_open(dir, NULL, 0, &r, err, errlen)) return CKPT_DAMAGED;
+    int rc = ckpt_reader_check_model(r, st, err, errlen) ? CKPT_DAMAGED : CKPT_VERIFIED;
     ckpt_reader_close(r);
     return rc;
 }

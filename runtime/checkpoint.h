@@ -40,6 +40,7 @@ typedef struct {
     int64_t skipped;          /* updates skipped in steps 1..step (non-finite loss or gradient norm) */
     CkptFile *files; int nfiles;   /* read: the "files" record (none in folders saved before it existed) */
     int sharded;              /* "storage": "sharded" (rank files + index.json) or "full" (absent: full) */
+    int state_checked; /* read: state.json carried its own checksum ("state_crc32c"), matching */
 } CkptState;
 
 /* What gets saved: slot 0 = parameters, 1 = AdamW m, 2 = AdamW v, of canon i. */
@@ -70,11 +71,15 @@ int ckpt_resolve(const char *arg, char *dir, size_t dirlen, char *notes, size_t 
 int ckpt_list(const char *outdir, int64_t **steps);
 
 enum { CKPT_VERIFIED = 0, CKPT_DAMAGED = 2, CKPT_UNCHECKED = 3 };
-/* Check a step folder: state.json readable and every file its "files" record names present with
- * the recorded size and CRC-32C (read in full); a sharded folder's index.json names only recorded
- * files, and its slices fit them and cover every tensor (ckpt_reader_open). CKPT_VERIFIED; CKPT_UNCHECKED (state.json has no
- * "files" record: saved before checksums existed; the tensor files are present); or CKPT_DAMAGED
- * with "DIR/FILE: what is wrong" in err. */
+/* Check a step folder: state.json readable and matching its own checksum ("state_crc32c", its last
+ * field), every file its "files" record names present with the recorded size and CRC-32C (read in
+ * full), no file in the folder that the record leaves out, the run's plan (../plan/plan.txt, when
+ * there) loading with every check of plan_load and describing the same model (fingerprint), and
+ * the tensors of the model state.json describes
+ * (count and fingerprint of the parameters' names and shapes; each moment of its parameter's
+ * shape); a sharded folder's index.json fits its files and covers every tensor (ckpt_reader_open).
+ * CKPT_VERIFIED; CKPT_UNCHECKED (state.json has no "files" record or no checksum of its own: saved
+ * before those existed); or CKPT_DAMAGED with "DIR/FILE: what is wrong" in err. */
 int ckpt_verify(const char *dir, char *err, size_t errlen);
 
 /* The newest step folder of outdir below step `below` (INT64_MAX: any) that ckpt_verify accepts
@@ -190,6 +195,10 @@ int ckpt_reader_find(const CkptReader *r, const char *name, int slot);
 /* Read tensor i into out (rows*cols floats, row-major): only the elements inside the nneed regions
  * (need NULL: all of it); the other elements of out are left as they are. 0, or 2 with a message. */
 int ckpt_reader_read(CkptReader *r, int i, const CkptRegion *need, int nneed, float *out, char *err, size_t errlen);
+/* The reader's tensors against the model st (state.json) describes: the parameters' count and the
+ * fingerprint of their names and whole shapes, each AdamW moment of its parameter's shape. 0, or 2
+ * with a message naming the file. */
+int ckpt_reader_check_model(const CkptReader *r, const CkptState *st, char *err, size_t errlen);
 /* Tensor bytes read so far, and the tensor bytes the folder holds. */
 int64_t ckpt_reader_bytes_read(const CkptReader *r);
 int64_t ckpt_reader_bytes_total(const CkptReader *r);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "runtime/data.h"   // defines: TokenStream, Batcher, data_*, batcher_*
+#include "common/checked.h" // defines: ck_bytes
 
 uint64_t data_splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
@@ -34,10 +36,43 @@ static void stream_finish(TokenStream *ts, const char *path) {
     snprintf(ts->source, sizeof ts->source, "%s", path);
 }
 
+int data_open_regular(const char *path, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); // a FIFO's open would wait for a writer
+    if (fd < 0) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file (a FIFO, a device or a folder): give a file",
+                 path);
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    if (fcntl(fd, F_SETFL, 0) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The same as a stdio stream (reads buffered). NULL with a message. */
+static FILE *open_regular_stream(const char *path, char *err, size_t errlen) {
+    int fd = data_open_regular(path, err, errlen);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 /* Reads a whole file; returns its bytes (caller frees) or NULL with a message. */
 static unsigned char *read_whole(const char *path, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    FILE *f = open_regular_stream(path, err, errlen);
+    if (!f) return NULL;
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s: not a regular file", path); fclose(f); return NULL;
@@ -80,18 +115,18 @@ static int check_header(const char *path, const unsigned char *head, size_t head
         return 2;
     }
     int w = header[1] == TOKEN_FILE_VERSION ? 2 : 4;
-    int64_t n = header[2];
+    int64_t n = header[2], need = 0; /* an int32 count: w * n never wraps, checked all the same */
     int64_t body = (int64_t)(len - header_bytes);
-    if (n <= 0) {
+    if (n <= 0 || ck_bytes(n, w, 1, &need)) {
         snprintf(err, errlen, "%s: the header says %lld tokens: no data", path, (long long)n);
         return 2;
     }
-    if (body < w * n) {
+    if (body < need) {
         snprintf(err, errlen, "%s: truncated: the header says %lld tokens (%lld bytes) but only %lld bytes follow it",
                  path, (long long)n, (long long)(w * n), (long long)body);
         return 2;
     }
-    if (body > w * n) {
+    if (body > need) {
         snprintf(err, errlen, "%s: %lld bytes follow the header but it says %lld tokens (%lld bytes): a damaged file?",
                  path, (long long)body, (long long)n, (long long)(w * n));
         return 2;
@@ -248,17 +283,93 @@ int data_load(const char *path, TokenStream *ts, char *err, size_t errlen) {
 
 /* ---- token sets: memory-mapped shards ---- */
 
+/* ---- a shard truncated under a running job ----
+ * Reading a mapped page past a file's new end raises SIGBUS. The mapped shards are noted here, and
+ * a SIGBUS inside one of them ends the process with a message naming the file and the newest
+ * checkpoint this process saved (data_note_checkpoint), instead of dying without a word. */
+#define MAP_NOTES 256
+typedef struct {
+    const unsigned char *addr;
+    size_t len;
+    char *path;
+} MapNote;
+static MapNote map_notes[MAP_NOTES];
+static char last_checkpoint[PATH_MAX];
+
+void data_note_checkpoint(const char *dir) {
+    snprintf(last_checkpoint, sizeof last_checkpoint, "%s", dir);
+}
+
+static void say(const char *s) {
+    if (write(2, s, strlen(s)) < 0) return;
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uctx) {
+    (void)uctx;
+    const unsigned char *a = si->si_addr;
+    for (int i = 0; i < MAP_NOTES; i++) {
+        const MapNote *m = &map_notes[i];
+        if (!m->path || a < m->addr || a >= m->addr + m->len) continue;
+        say("boost: error: the token file ");
+        say(m->path);
+        say(" was truncated or replaced while this job was reading it (SIGBUS): its data is "
+            "gone; ");
+        if (last_checkpoint[0]) {
+            say("the last checkpoint this process saved is ");
+            say(last_checkpoint);
+        } else
+            say("this process saved no checkpoint");
+        say(" (restore the file, then resume with --resume)\n");
+        _exit(1);
+    }
+    signal(sig, SIG_DFL); // not one of ours: the default action, as if no handler were there
+    raise(sig);
+}
+
+static void note_map(const void *addr, size_t len, const char *path) {
+    static int installed;
+    if (!installed) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_sigbus;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        installed = sigaction(SIGBUS, &sa, NULL) == 0;
+    }
+    for (int i = 0; i < MAP_NOTES; i++)
+        if (!map_notes[i].path) {
+            char *copy = strdup(path);
+            if (!copy) return; // not named then: the default SIGBUS, as before
+            map_notes[i].addr = addr;
+            map_notes[i].len = len;
+            map_notes[i].path = copy;
+            return;
+        }
+}
+
+static void forget_map(const void *addr) {
+    for (int i = 0; i < MAP_NOTES; i++)
+        if (map_notes[i].path && map_notes[i].addr == addr) {
+            char *p = map_notes[i].path;
+            map_notes[i].path = NULL;
+            free(p);
+        }
+}
+
 void tokenset_close(TokenSet *set) {
     for (int i = 0; i < set->nshards; i++)
-        if (set->shards[i].map) munmap(set->shards[i].map, set->shards[i].map_len);
+        if (set->shards[i].map) {
+            forget_map(set->shards[i].map);
+            munmap(set->shards[i].map, set->shards[i].map_len);
+        }
     free(set->shards);
     memset(set, 0, sizeof *set);
 }
 
 /* Maps one shard; its first token is set->ntokens (appended). Returns 0, 2 or 1. */
 static int add_shard(TokenSet *set, const char *path, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return 2; }
+    int fd = data_open_regular(path, err, errlen);
+    if (fd < 0) return 2;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s: not a regular file", path); close(fd); return 2;
@@ -281,6 +392,7 @@ static int add_shard(TokenSet *set, const char *path, char *err, size_t errlen) 
     snprintf(sh->path, sizeof sh->path, "%s", path);
     sh->map = map;
     sh->map_len = len;
+    note_map(map, len, path);
     sh->tokens = (const unsigned char *)map + TOKEN_FILE_HEADER_INTS * sizeof(int32_t);
     sh->width = width;
     sh->ntokens = count;
@@ -404,8 +516,8 @@ int tokenset_check_vocab(const TokenSet *set, int vocab, char *err, size_t errle
 
 /* FNV-1a 64 of a file's bytes, read in pieces. Returns 0 or 2. */
 static int hash_file(const char *path, uint64_t *hash, int64_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return 2; }
+    FILE *f = open_regular_stream(path, err, errlen);
+    if (!f) return 2;
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s: not a regular file", path); fclose(f); return 2;
@@ -431,8 +543,8 @@ static int hash_file(const char *path, uint64_t *hash, int64_t *len, char *err, 
 static int text_to_shard(const char *text, const char *out, char *err, size_t errlen) {
     char tmp[PATH_MAX + 64];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid());
-    FILE *in = fopen(text, "rb");
-    if (!in) { snprintf(err, errlen, "%s: cannot open: %s", text, strerror(errno)); return 2; }
+    FILE *in = open_regular_stream(text, err, errlen);
+    if (!in) return 2;
     FILE *f = fopen(tmp, "wb");
     if (!f) { snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno)); fclose(in); return 1; }
     int32_t header[TOKEN_FILE_HEADER_INTS] = {TOKEN_FILE_MAGIC, TOKEN_FILE_VERSION, 0};
@@ -445,10 +557,16 @@ static int text_to_shard(const char *text, const char *out, char *err, size_t er
         ok = fwrite(pairs, 2, got, f) == got;
         n += (int64_t)got;
     }
+    if (ferror(in)) {
+        snprintf(err, errlen, "%s: read error while tokenising it: %s", text, strerror(errno));
+        ok = 0;
+    }
     fclose(in);
     if (n > INT32_MAX) { snprintf(err, errlen, "%s: %lld bytes: too large for one token shard", text, (long long)n); ok = 0; }
     header[2] = (int32_t)n;
     if (ok) ok = fseek(f, 0, SEEK_SET) == 0 && fwrite(header, sizeof header, 1, f) == 1;
+    // on disk before the rename publishes it: a crash never leaves a cached shard of zeros
+    if (ok) ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (fclose(f) != 0) ok = 0;
     if (!ok || rename(tmp, out) != 0) {
         if (!err[0]) snprintf(err, errlen, "%s: writing the token shard failed: %s", out, strerror(errno));

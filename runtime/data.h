@@ -69,6 +69,13 @@ typedef struct {
  * are checked here; tokens are checked against the vocabulary as they are read (batcher_*) and, at
  * start, by tokenset_check_vocab on a sample. Returns 0, 2 (bad input) or 1 (I/O). */
 int data_open(const char *path, TokenSet *set, char *err, size_t errlen);
+/* Open path for reading only when it is a regular file, without blocking on a FIFO or a device
+ * (the open itself does not wait; reads then block as usual). The fd, or -1 with "PATH: why" in
+ * err and errno set (EINVAL: not a regular file). */
+int data_open_regular(const char *path, char *err, size_t errlen);
+/* The newest checkpoint folder this process saved: named when a mapped token shard is truncated
+ * under the running job (SIGBUS), which then ends the process with that message. */
+void data_note_checkpoint(const char *dir);
 /* Map one token file as a one-shard set (checks as data_read_token_file). Returns 0 or 2. */
 int tokenset_open_file(const char *path, TokenSet *set, char *err, size_t errlen);
 /* A one-shard set viewing a stream in memory (no copy; ts must outlive it). Returns 0 or 1. */

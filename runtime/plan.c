@@ -11,6 +11,7 @@
 #include <string.h>
 #include "runtime/plan.h"
 #include "runtime/grid.h"
+#include "common/checked.h" // defines: ck_add, ck_mul, ck_span, CK_MAX_SIZE
 
 #define MAX_TOKENS 96
 #define MAX_PLAN_BYTES ((size_t)1 << 30)
@@ -186,13 +187,15 @@ static int find_tensor(const Loader *L, const char *name) {
     return -1;
 }
 
-/* ---- number parsing ---- */
+/* ---- number parsing ----
+ * Every integer of a plan is at most CK_MAX_SIZE (2^50) in magnitude, so the sums and products of
+ * the checks below never wrap (they are overflow-checked as well where they can grow). */
 static int parse_i64(const char *s, int64_t *out) {
     if (!*s) return -1;
     errno = 0;
     char *end;
     long long v = strtoll(s, &end, 0);
-    if (*end || errno) return -1;
+    if (*end || errno || v > CK_MAX_SIZE || v < -CK_MAX_SIZE) return -1;
     *out = v;
     return 0;
 }
@@ -251,7 +254,8 @@ static int need_str(Loader *L, Line *ln, const char *key, const char **out) {
 static int need_i64(Loader *L, Line *ln, const char *key, int64_t *out, int64_t min) {
     const char *v;
     if (need_str(L, ln, key, &v)) return -1;
-    if (parse_i64(v, out)) return fail(L, "'%s' line: %s=%s is not an integer", ln->tok[0], key, v);
+    if (parse_i64(v, out))
+        return fail(L, "'%s' line: %s=%s is not an integer of at most 2^50", ln->tok[0], key, v);
     if (*out < min) return fail(L, "'%s' line: %s=%s must be at least %lld", ln->tok[0], key, v, (long long)min);
     return 0;
 }
@@ -411,6 +415,9 @@ static int line_train(Loader *L, Line *ln) {
 static int line_data(Loader *L, Line *ln) {
     Plan *p = L->p;
     const char *v = get(ln, "path");
+    if (v && strlen(v) >= sizeof p->data_path)
+        return fail(L, "data: path= is %zu bytes long; at most %zu are read (use a shorter path)",
+                    strlen(v), sizeof p->data_path - 1);
     copy_name(p->data_path, sizeof p->data_path, v);
     if (opt_f64(L, ln, "val_fraction", &p->val_fraction, 0.1)) return -1;
     L->seen_data = 1;
@@ -510,7 +517,8 @@ static int line_part(Loader *L, Line *ln) {
     if (!comma) return fail(L, "part %s: src=%s is malformed (want r0:r1,c0:c1)", ln->tok[1], v);
     *comma = 0;
     if (parse_range(buf, &part.r0, &part.r1) || parse_range(comma + 1, &part.c0, &part.c1))
-        return fail(L, "part %s: src=%s is malformed (want r0:r1,c0:c1)", ln->tok[1], v);
+        return fail(L, "part %s: src=%s is malformed (want r0:r1,c0:c1, numbers of at most 2^50)",
+                    ln->tok[1], v);
     if (need_str(L, ln, "dst", &v)) return -1;
     if (strlen(v) >= sizeof buf) return fail(L, "part %s: dst= is malformed", ln->tok[1]);
     strcpy(buf, v);
@@ -518,7 +526,8 @@ static int line_part(Loader *L, Line *ln) {
     if (!comma) return fail(L, "part %s: dst=%s is malformed (want lr,lc)", ln->tok[1], v);
     *comma = 0;
     if (parse_rankint(buf, &part.lr) || parse_rankint(comma + 1, &part.lc))
-        return fail(L, "part %s: dst=%s is malformed (want lr,lc)", ln->tok[1], v);
+        return fail(L, "part %s: dst=%s is malformed (want lr,lc, numbers of at most 2^50)",
+                    ln->tok[1], v);
     if (opt_int(L, ln, "rep", &part.rep, 0)) return -1;
     if (part.rep > 1) return fail(L, "part %s: rep must be 0 or 1", ln->tok[1]);
     part.ep = -1;
@@ -537,7 +546,7 @@ static int line_part(Loader *L, Line *ln) {
             return fail(L, "part %s: src block %lld:%lld,%lld:%lld (rank %d) is outside canon %s (%lldx%lld)",
                         ln->tok[1], (long long)r0, (long long)r1, (long long)c0, (long long)c1, r, c->name,
                         (long long)c->rows, (long long)c->cols);
-        if (lr < 0 || lc < 0 || lr + (r1 - r0) > pt->rows || lc + (c1 - c0) > pt->cols)
+        if (ck_span(lr, r1 - r0, pt->rows) || ck_span(lc, c1 - c0, pt->cols))
             return fail(L, "part %s: block lands at %lld,%lld (rank %d), outside the param (%lldx%lld)",
                         ln->tok[1], (long long)lr, (long long)lc, r, (long long)pt->rows, (long long)pt->cols);
     }
@@ -579,8 +588,9 @@ static int line_buffer(Loader *L, Line *ln, int kind) {
         if (pt->offset % (int64_t)plan_dtype_size(dtype))
             return fail(L, "buffer %s: offset %lld is not a multiple of its element size (%d bytes)", pt->name,
                         (long long)pt->offset, (int)plan_dtype_size(dtype));
-        int64_t bytes = rows * cols * (int64_t)plan_dtype_size(dtype);
-        if (pt->offset + bytes > p->arena_bytes)
+        int64_t bytes =
+            rows * cols * (int64_t)plan_dtype_size(dtype); /* shapes are at most 2^40 elements */
+        if (ck_span(pt->offset, bytes, p->arena_bytes))
             return fail(L, "buffer %s: offset %lld + %lld bytes is past the arena's %lld bytes", pt->name,
                         (long long)pt->offset, (long long)bytes, (long long)p->arena_bytes);
     }
@@ -655,11 +665,16 @@ static int parse_gemm_fields(Loader *L, Line *ln, GemmArgs *g, int batched) {
             return -1;
     }
     const Plan *p = L->p;
+    int64_t xA, xB, xC; /* the batch's extra extent: (batch - 1) * stride */
+    if (ck_mul(g->batch - 1, g->sA, &xA) || ck_mul(g->batch - 1, g->sB, &xB) ||
+        ck_mul(g->batch - 1, g->sC, &xC))
+        return fail(L, "%s: batch=%lld times its strides is out of range", ln->tok[0],
+                    (long long)g->batch);
     int64_t ar = g->ta ? g->k : g->m, ac = g->ta ? g->m : g->k;
     int64_t br = g->tb ? g->n : g->k, bc = g->tb ? g->k : g->n;
-    if (check_view(L, p, &g->A, ar, ac, g->lda, (g->batch - 1) * g->sA, "gemm operand A") ||
-        check_view(L, p, &g->B, br, bc, g->ldb, (g->batch - 1) * g->sB, "gemm operand B") ||
-        check_view(L, p, &g->C, g->m, g->n, g->ldc, (g->batch - 1) * g->sC, "gemm operand C"))
+    if (check_view(L, p, &g->A, ar, ac, g->lda, xA, "gemm operand A") ||
+        check_view(L, p, &g->B, br, bc, g->ldb, xB, "gemm operand B") ||
+        check_view(L, p, &g->C, g->m, g->n, g->ldc, xC, "gemm operand C"))
         return -1;
     if (ar == 1 && g->lda < ac) return fail(L, "gemm: lda=%lld is smaller than A's %lld columns", (long long)g->lda, (long long)ac);
     if (br == 1 && g->ldb < bc) return fail(L, "gemm: ldb=%lld is smaller than B's %lld columns", (long long)g->ldb, (long long)bc);
@@ -816,12 +831,16 @@ static int check_kernel_extents(Loader *L, const KernelArgs *k) {
         int64_t b = kc(k, "batch", 0), s = kc(k, "seq", 0), h = kc(k, "heads", 0), kvh = kc(k, "kv_heads", 0), hd = kc(k, "head_dim", 0);
         if (b <= 0 || s <= 0 || h <= 0 || kvh <= 0 || hd <= 0 || h % kvh)
             return fail(L, "kernel %s: batch, seq, heads, kv_heads, head_dim must be positive and heads a multiple of kv_heads", kind);
-        int64_t M = b * s, wq = h * hd, wk = kvh * hd;
+        int64_t M = b * s, wq = h * hd, wk = kvh * hd,
+                bhs; /* constants are at most 2^31: pairs never wrap */
+        if (ck_mul(M, h, &bhs)) return fail(L, "kernel %s: batch*heads*seq is out of range", kind);
         int64_t ldq = LD("ldq", wq), ldk = LD("ldk", wk), ldv = LD("ldv", wk), ldo = LD("ldo", wq);
-        return kview(L, k, "q", M, wq, ldq) || kview(L, k, "k", M, wk, ldk) || kview(L, k, "v", M, wk, ldv) ||
-               kview(L, k, "out", M, wq, ldo) || kview(L, k, "lse", 1, b * h * s, b * h * s) ||
-               kview(L, k, "dout", M, wq, LD("lddo", ldo)) || kview(L, k, "dq", M, wq, LD("lddq", ldq)) ||
-               kview(L, k, "dk", M, wk, LD("lddk", ldk)) || kview(L, k, "dv", M, wk, LD("lddv", ldv));
+        return kview(L, k, "q", M, wq, ldq) || kview(L, k, "k", M, wk, ldk) ||
+               kview(L, k, "v", M, wk, ldv) || kview(L, k, "out", M, wq, ldo) ||
+               kview(L, k, "lse", 1, bhs, bhs) || kview(L, k, "dout", M, wq, LD("lddo", ldo)) ||
+               kview(L, k, "dq", M, wq, LD("lddq", ldq)) ||
+               kview(L, k, "dk", M, wk, LD("lddk", ldk)) ||
+               kview(L, k, "dv", M, wk, LD("lddv", ldv));
     }
     if (!strcmp(kind, "glu_fwd")) {
         if (need_consts(L, k, "rows cols act")) return -1;
@@ -917,10 +936,22 @@ static int line_kernel(Loader *L, Line *ln, KernelArgs *k) {
             double d;
             if (!strcmp(val, "silu")) { ri.base = 1; d = 1; }
             else if (!strcmp(val, "none")) { ri.base = 0; d = 0; }
-            else if (parse_dtype(val) >= 0) { ri.base = parse_dtype(val); d = (double)ri.base; }
-            else if (!parse_rankint(val, &ri)) d = (double)ri.base;
-            else if (!parse_f64(val, &d)) { ri.base = (int64_t)d; }
-            else return fail(L, "kernel %s: %s=%s is neither a tensor operand of this kind nor a number", k->kind, key, val);
+            else if (parse_dtype(val) >= 0) { ri.base = parse_dtype(val); d = (double)ri.base;
+            } else if (!parse_rankint(val, &ri)) {
+                if (ri.base > INT32_MAX || ri.base < -INT32_MAX || ri.per_rank > INT32_MAX ||
+                    ri.per_rank < -INT32_MAX)
+                    return fail(
+                        L, "kernel %s: %s=%s is out of range (integer constants are at most 2^31)",
+                        k->kind, key, val);
+                d = (double)ri.base;
+            } else if (!parse_f64(
+                           val,
+                           &d)) { /* its integer view: the range checked before the conversion */
+                ri.base = fabs(d) <= INT32_MAX ? (int64_t)d : d > 0 ? INT32_MAX : -INT32_MAX;
+            } else
+                return fail(
+                    L, "kernel %s: %s=%s is neither a tensor operand of this kind nor a number",
+                    k->kind, key, val);
             copy_name(k->const_key[k->nconst], sizeof k->const_key[0], key);
             k->const_int[k->nconst] = ri;
             k->const_val[k->nconst] = d;
@@ -1024,7 +1055,9 @@ static int line_alltoall(Loader *L, Line *ln, CollArgs *c) {
         return -1;
     if (c->experts % p->ep)
         return fail(L, "alltoall: experts=%lld are not divisible by the run's ep=%d", (long long)c->experts, p->ep);
-    c->rows = c->experts * c->capacity;
+    if (ck_mul(c->experts, c->capacity, &c->rows) || c->rows > ((int64_t)1 << 40))
+        return fail(L, "alltoall: experts=%lld x capacity=%lld is out of range",
+                    (long long)c->experts, (long long)c->capacity);
     if (check_view(L, p, &c->src, c->rows, c->cols, c->cols, 0, "alltoall src") ||
         check_view(L, p, &c->dst, c->rows, c->cols, c->cols, 0, "alltoall dst") ||
         check_view(L, p, &c->map, 1, c->rows, c->rows, 0, "alltoall map") ||
@@ -1165,6 +1198,37 @@ static int line_section(Loader *L, Line *ln) {
 }
 
 /* Tokenise in place; returns -1 on too many tokens. */
+/* One quoted part of a token ("..." with \" \\ \n \t \r \xHH, docs/plan-format.md "Strings"), s
+ * at its opening quote; the bytes it stands for go to *w. The character after the closing quote,
+ * or NULL when the quote is not closed or an escape is bad. */
+static char *unquote(char *s, char **w) {
+    for (s++; *s && *s != '"'; s++) {
+        if (*s != '\\') {
+            *(*w)++ = *s;
+            continue;
+        }
+        char e = *++s;
+        if (e == '"' || e == '\\')
+            *(*w)++ = e;
+        else if (e == 'n')
+            *(*w)++ = '\n';
+        else if (e == 't')
+            *(*w)++ = '\t';
+        else if (e == 'r')
+            *(*w)++ = '\r';
+        else if (e == 'x' && isxdigit((unsigned char)s[1]) && isxdigit((unsigned char)s[2])) {
+            char hex[3] = {s[1], s[2], 0};
+            long v = strtol(hex, NULL, 16);
+            if (v == 0) return NULL; // a NUL would cut the string short
+            *(*w)++ = (char)v;
+            s += 2;
+        } else
+            return NULL;
+    }
+    return *s == '"' ? s + 1 : NULL;
+}
+
+/* Tokenise in place; returns -1 on too many tokens, -2 on a bad quoted string. */
 static int tokenise(char *s, Line *ln) {
     memset(ln, 0, sizeof *ln);
     while (*s) {
@@ -1172,7 +1236,17 @@ static int tokenise(char *s, Line *ln) {
         if (!*s) break;
         if (ln->n >= MAX_TOKENS) return -1;
         ln->tok[ln->n] = s;
-        while (*s && *s != ' ' && *s != '\t' && *s != '\r') s++;
+        char *w = s; /* unquoting writes the token's bytes back in place (never longer) */
+        while (*s && *s != ' ' && *s != '\t' && *s != '\r') {
+            if (*s != '"') {
+                *w++ = *s++;
+                continue;
+            }
+            if (!(s = unquote(s, &w))) return -2;
+        }
+        char sep = *s;
+        *w = 0;
+        if (sep) s++;
         ln->n++;
     }
     for (int i = 0; i < ln->n; i++) {
@@ -1225,7 +1299,8 @@ static int final_checks(Loader *L) {
                 if (a->ep >= 0 && a->ep != er) continue;
                 int64_t ah = rank_int(a->r1, r) - rank_int(a->r0, r), aw = rank_int(a->c1, r) - rank_int(a->c0, r);
                 int64_t ar = rank_int(a->lr, r), acl = rank_int(a->lc, r);
-                area += ah * aw;
+                if (ck_add(area, ah * aw, &area))
+                    return fail(L, "param %s: its parts' areas are out of range", pp->name);
                 for (int j = 0; j < i; j++) {
                     const PlanPart *b = &p->parts[pp->first_part + j];
                     if (b->ep >= 0 && b->ep != er) continue;
@@ -1309,6 +1384,12 @@ Plan *plan_parse_text(const char *path, char *text, char *err, size_t errlen) {
         if (nl) *nl = 0;
         L.line++;
         Line ln;
+        int trc;
+        const char *lead = s + strspn(s, " \t");
+        if (!first && *lead == '#') {
+            s = nl ? nl + 1 : s + strlen(s);
+            continue;
+        } /* a comment: not tokenised */
         if (first) {
             first = 0;
             int ver;
@@ -1324,8 +1405,12 @@ Plan *plan_parse_text(const char *path, char *text, char *err, size_t errlen) {
             }
         } else if (!nl) {   /* the writer ends every line with a newline: a file cut short ends without one */
             fail(&L, "the plan is truncated (its last line has no newline): regenerate it with 'boost gen'");
-        } else if (tokenise(s, &ln)) {
-            fail(&L, "too many fields on one line (at most %d)", MAX_TOKENS);
+        } else if ((trc = tokenise(s, &ln))) {
+            if (trc == -2)
+                fail(&L, "a quoted string is not closed or has a bad escape (docs/plan-format.md, "
+                         "\"Strings\")");
+            else
+                fail(&L, "too many fields on one line (at most %d)", MAX_TOKENS);
         } else if (ln.n == 0 || ln.tok[0][0] == '#') {
             /* blank or comment */
         } else {

@@ -14,7 +14,8 @@
 enum PlanDType { PDT_BF16, PDT_FP32, PDT_I32 };
 enum TensorKind { TK_ACT, TK_INPUT, TK_OUTPUT, TK_PARAM, TK_GRAD };
 
-/* A number that may depend on the rank: value = base + rank * per_rank. */
+/* A number that may depend on the rank: value = base + rank * per_rank. The loader bounds base and
+ * per_rank to 2^50 in magnitude (kernel constants to 2^31) and ranks are below 4096: it never wraps. */
 typedef struct { int64_t base, per_rank; } RankInt;
 static inline int64_t rank_int(RankInt v, int rank) { return v.base + (int64_t)rank * v.per_rank; }
 

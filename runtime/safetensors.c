@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "runtime/safetensors.h"   // defines: Json, json_*, StEntry, StFile, st_*
 #include "runtime/crc32c.h"        // defines: crc32c_update
+#include "common/checked.h"        // defines: ck_numel, ck_whole, ck_span
 
 /* ------------------------------------------------------------------ JSON */
 
@@ -108,11 +109,22 @@ static void jcontainer(JsonParser *p, Json *v, int depth, int object) {
     for (;;) {
         if (v->n == cap) {
             cap = cap ? 2 * cap : 8;
+            // each block is owned by v as soon as realloc returns it: a failure of the second
+            // realloc leaves both valid for json_free (freeing the new items here freed them twice)
             Json *items = realloc(v->items, (size_t)cap * sizeof(Json));
-            char **keys = object ? realloc(v->keys, (size_t)cap * sizeof(char *)) : NULL;
-            if (!items || (object && !keys)) { free(items); jfail(p, "out of memory"); return; }
+            if (!items) {
+                jfail(p, "out of memory");
+                return;
+            }
             v->items = items;
-            if (object) v->keys = keys;
+            if (object) {
+                char **keys = realloc(v->keys, (size_t)cap * sizeof(char *));
+                if (!keys) {
+                    jfail(p, "out of memory");
+                    return;
+                }
+                v->keys = keys;
+            }
         }
         jspace(p);
         if (object) {
@@ -301,9 +313,9 @@ static int dtype_size(const char *dtype) {
 }
 
 int64_t st_numel(const StTensor *t) {
-    int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
-    return n;
+    int64_t n = 0;
+    return ck_numel(t->shape, t->ndim, &n) ? -1
+                                           : n; // st_open refused shapes whose count does not fit
 }
 
 void st_close(StFile *f) {
@@ -377,28 +389,43 @@ int st_open(const char *path, StFile *f, char *err, size_t errlen) {
         }
         StTensor *t = &f->tensors[f->ntensors];
         t->name = strdup(name);
+        if (!t->name) {
+            snprintf(err, errlen, "%s: out of memory", path);
+            return st_fail(f, err, errlen);
+        }
         f->ntensors++;
         snprintf(t->dtype, sizeof t->dtype, "%s", dt->str);
         int esize = dtype_size(t->dtype);
         if (!esize) { snprintf(err, errlen, "%s: tensor '%s': unknown dtype '%s'", path, name, dt->str); return st_fail(f, err, errlen); }
         t->ndim = shape->n;
         for (int d = 0; d < shape->n; d++) {
-            double s = shape->items[d].num;
-            if (shape->items[d].type != JSON_NUMBER || s < 0 || s != (double)(int64_t)s || s > 1e15) {
-                snprintf(err, errlen, "%s: tensor '%s': bad shape", path, name); return st_fail(f, err, errlen);
+            if (shape->items[d].type != JSON_NUMBER ||
+                ck_whole(shape->items[d].num, &t->shape[d])) {
+                snprintf(err, errlen,
+                         "%s: tensor '%s': shape item %d is not a whole number of at most 2^50",
+                         path, name, d);
+                return st_fail(f, err, errlen);
             }
-            t->shape[d] = (int64_t)s;
         }
-        double b = off->items[0].num, e = off->items[1].num;
-        if (off->items[0].type != JSON_NUMBER || off->items[1].type != JSON_NUMBER || b < 0 || e < b ||
-            b != (double)(int64_t)b || e != (double)(int64_t)e) {
-            snprintf(err, errlen, "%s: tensor '%s': bad data_offsets", path, name); return st_fail(f, err, errlen);
+        int64_t numel, need;
+        if (ck_numel(t->shape, t->ndim, &numel) || ck_mul(numel, esize, &need)) {
+            snprintf(err, errlen, "%s: tensor '%s': its shape holds more than 2^50 elements", path,
+                     name);
+            return st_fail(f, err, errlen);
         }
-        t->begin = (int64_t)b;
-        t->end = (int64_t)e;
-        if (t->end - t->begin != st_numel(t) * esize) {
-            snprintf(err, errlen, "%s: tensor '%s': data_offsets span %lld bytes, its shape needs %lld", path, name,
-                     (long long)(t->end - t->begin), (long long)(st_numel(t) * esize));
+        if (off->items[0].type != JSON_NUMBER || off->items[1].type != JSON_NUMBER ||
+            ck_whole(off->items[0].num, &t->begin) || ck_whole(off->items[1].num, &t->end) ||
+            t->end < t->begin) {
+            snprintf(err, errlen,
+                     "%s: tensor '%s': data_offsets must be two whole numbers [begin, end] with "
+                     "begin <= end",
+                     path, name);
+            return st_fail(f, err, errlen);
+        }
+        if (t->end - t->begin != need) {
+            snprintf(err, errlen,
+                     "%s: tensor '%s': data_offsets span %lld bytes, its shape needs %lld", path,
+                     name, (long long)(t->end - t->begin), (long long)need);
             return st_fail(f, err, errlen);
         }
         if (t->end > f->data_len) {

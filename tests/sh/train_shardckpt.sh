@@ -59,6 +59,11 @@ for x in b: c = t[(c ^ x) & 0xff] ^ (c >> 8)
 c ^= 0xffffffff
 s = open(d + '/state.json').read()
 s = re.sub(r'"index.json": \{[^}]*\}', '"index.json": {"bytes": %d, "crc32c": "0x%08x"}' % (len(b), c), s)
+# state.json's own checksum: the CRC-32C of its text before the line holding it
+k = s.rindex(',\n  "state_crc32c": "')
+c = 0xffffffff
+for x in s[:k].encode(): c = t[(c ^ x) & 0xff] ^ (c >> 8)
+s = s[:k] + ',\n  "state_crc32c": "0x%08x"\n}\n' % (c ^ 0xffffffff)
 open(d + '/state.json', 'w').write(s)
 EOF
 }
