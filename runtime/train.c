@@ -26,6 +26,7 @@
 #include "runtime/grid.h"         // defines: Grid, grid_make, grid_describe
 #include "runtime/pipeline.h"     // defines: Pipeline, pipeline_*
 #include "runtime/moe_stats.h"    // defines: MoeStats, moe_stats_*
+#include "runtime/comm_mpi.h"     // defines: comm_mpi_agree_status
 
 typedef struct {
     Plan *plan;
@@ -498,6 +499,21 @@ static void catch_stop_signals(int on) {
     }
 }
 
+/* The stop every rank takes at a step boundary: SIGTERM if any process saw one, else SIGINT if any
+ * did, else 0. Several processes (mpirun, srun, one per GPU) sum the two flags over the world, so a
+ * signal to one rank, to every rank at slightly different times or to the launcher stops them all
+ * after the same step; they save together and end with the same status (comm_mpi_finish then
+ * finalizes MPI instead of aborting the job). Ranks as threads share the process's flag. */
+static int agreed_stop(Trainer *t) {
+    int sig = stop_signal;
+    if (t->nprocs <= 1) return sig;
+    double seen[2] = {sig == SIGTERM, sig == SIGINT};
+    if (world_sum(t, seen, 2) != 0) return sig;   /* a failed sum: the next collective reports it */
+    sig = seen[0] > 0 ? SIGTERM : seen[1] > 0 ? SIGINT : 0;
+    if (sig) comm_mpi_agree_status(128 + sig);
+    return sig;
+}
+
 static int run_loop(Trainer *t, TrainLog *lg) {
     const Plan *p = t->plan;
     const int64_t tokens_per_step = (int64_t)p->micro_batch * p->seq * p->grad_accum * p->dp;
@@ -602,8 +618,8 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             if (save_checkpoint(t, lg)) return 1;
             pending_save = 0;
         }
-        if (stop_signal && t->step < p->steps) {
-            int sig = stop_signal;
+        int sig = agreed_stop(t);
+        if (sig && t->step < p->steps) {
             trainlog_note(lg, "stopped by %s after step %d%s", sig == SIGINT ? "SIGINT" : "SIGTERM", t->step,
                           should_save ? "" : " (no -o: nothing saved)");
             if (should_save && !due && save_checkpoint(t, lg)) return 1;
