@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli/commands.h"
@@ -19,6 +20,8 @@
 #include "runtime/checkpoint.h"   // defines: ckpt_remove_tree
 #include "runtime/world.h"        // defines: world_from_env, world_job_id
 #include "runtime/comm_mpi.h"     // defines: comm_mpi_finish
+
+static int train_locked(int argc, char **argv);
 
 static void train_usage(FILE *f) {
     fprintf(f,
@@ -75,7 +78,74 @@ static int make_dirs(const char *path) {
     return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* ---- the -o folder's lock: DIR/.lock holds "PID HOST" of the run that writes there ---- */
+static char *lock_path;   /* the lock this process holds, or NULL */
+
+/* Take DIR/.lock for this process (world rank 0 takes it for its job). 0, or 2 with a message when
+ * another live run holds it. A lock left by a process of this host that no longer exists (a killed
+ * run) is taken over, with a note; one of another host is refused, naming it. */
+static int lock_outdir(const char *dir) {
+    char host[256] = "?", line[400];
+    gethostname(host, sizeof host - 1);
+    size_t n = strlen(dir) + 8;
+    char *path = malloc(n);
+    if (!path) { fprintf(stderr, "boost train: out of memory\n"); return 1; }
+    snprintf(path, n, "%s/.lock", dir);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd >= 0) {
+            int len = snprintf(line, sizeof line, "%ld %s\n", (long)getpid(), host);
+            int ok = write(fd, line, (size_t)len) == len;
+            if (close(fd) != 0 || !ok) {
+                fprintf(stderr, "boost train: %s: cannot write the lock: %s\n", path, strerror(errno));
+                unlink(path); free(path); return 1;
+            }
+            lock_path = path;
+            return 0;
+        }
+        if (errno != EEXIST) {
+            fprintf(stderr, "boost train: %s: cannot create the lock: %s\n", path, strerror(errno));
+            free(path); return 1;
+        }
+        long pid = 0;
+        char other[256] = "";
+        FILE *f = fopen(path, "r");
+        int got = f ? fscanf(f, "%ld %255s", &pid, other) : 0;
+        if (f) fclose(f);
+        int here = got == 2 && !strcmp(other, host);
+        if (attempt == 0 && here && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+            fprintf(stderr, "boost train: note: %s: taking over the lock of pid %ld on %s, which no longer runs\n", path,
+                    pid, host);
+            unlink(path);
+            continue;
+        }
+        if (got == 2)
+            fprintf(stderr, "boost train: %s is in use by another run: pid %ld on host %s holds %s; wait for it to end "
+                    "or give another -o (if that run is gone, remove %s)\n", dir, pid, other, path, path);
+        else
+            fprintf(stderr, "boost train: %s is in use by another run (%s exists but names no pid and host); if no run "
+                    "writes there, remove %s\n", dir, path, path);
+        free(path);
+        return 2;
+    }
+    free(path);
+    return 2;
+}
+
+static void unlock_outdir(void) {
+    if (lock_path) unlink(lock_path);
+    free(lock_path);
+    lock_path = NULL;
+}
+
 int cmd_train(int argc, char **argv) {
+    int rc = train_locked(argc, argv);
+    unlock_outdir();
+    comm_mpi_finish(rc);   /* under mpirun: finalize, or stop the other ranks when this one failed */
+    return rc;
+}
+
+static int train_locked(int argc, char **argv) {
     TrainOptions opt;
     memset(&opt, 0, sizeof opt);
     opt.backend = "auto";
@@ -133,6 +203,14 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
 
+    if (opt.outdir && world_rank() == 0) {   /* one run per folder (a world's rank 0 for its job) */
+        if (make_dirs(opt.outdir) != 0) {
+            fprintf(stderr, "boost train: %s: cannot create: %s\n", opt.outdir, strerror(errno));
+            return 1;
+        }
+        int lrc = lock_outdir(opt.outdir);
+        if (lrc) return lrc;
+    }
     char err[4096], plan_file[1200], tmpdir[64] = "";
     if (plan_arg) {
         struct stat st;
@@ -220,6 +298,5 @@ int cmd_train(int argc, char **argv) {
     if (pipe) pipeline_free(pipe);
     else if (plan) plan_free(plan);
     if (tmpdir[0]) ckpt_remove_tree(tmpdir);
-    comm_mpi_finish(rc);   /* under mpirun: finalize, or stop the other ranks when this one failed */
     return rc;
 }

@@ -1207,6 +1207,10 @@ static int override_value(const Field *f, const char *text, lua_State *L, char *
             else snprintf(msg, n, "%s must be a number (%s %g and <= %g)", f->key, f->open_lo ? ">" : ">=", f->lo, f->hi);
             return 1;
         }
+        if (f->kind == K_INT && (v < f->lo || v > f->hi)) {   /* before (lua_Integer)v, which would wrap */
+            snprintf(msg, n, "%s must be %s, got %s", f->key, want, text);
+            return 1;
+        }
         if (L) { if (f->kind == K_INT) lua_pushinteger(L, (lua_Integer)v); else lua_pushnumber(L, v); }
         return 0;
     }

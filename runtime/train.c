@@ -530,6 +530,7 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         double v;
         if (validate(t, &v)) return 1;
         if (v >= 0) { trainlog_initial_val(lg, v); first_val = v; }
+        if (lg->error[0]) return fail(1, "%s; stopping before step 1", lg->error);
     }
     while (t->step < p->steps) {
         double t0 = now_s(), sum = 0;
@@ -595,6 +596,10 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             if (r.val_loss >= 0) last_val = r.val_loss;
         }
         trainlog_step(lg, &r);
+        if (lg->error[0]) {   /* a full disk: said at once, not a run that looks fine with an empty log */
+            if (t->last_ckpt[0]) return fail(1, "%s; stopping after step %d (the newest checkpoint: %s)", lg->error, t->step, t->last_ckpt);
+            return fail(1, "%s; stopping after step %d (no checkpoint saved yet)", lg->error, t->step);
+        }
         if (skipped) {
             char num2[32];
             trainlog_note(lg, "step %d: the %s is %s: update skipped (%d in a row; the run stops at %d)", t->step,
@@ -804,7 +809,7 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
     catch_stop_signals(1);
     rc = run_loop(&t, &lg);
     catch_stop_signals(0);
-    trainlog_close(&lg);
+    if (trainlog_close(&lg) && rc == 0) rc = fail(1, "%s", lg.error);
     tokenset_close(&ts);
     trainer_free(&t);
     return rc;
