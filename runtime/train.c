@@ -27,6 +27,7 @@
 #include "runtime/pipeline.h"     // defines: Pipeline, pipeline_*
 #include "runtime/moe_stats.h"    // defines: MoeStats, moe_stats_*
 #include "runtime/comm_mpi.h"     // defines: comm_mpi_agree_status
+#include "common/train_settings.h"   // defines: train_setting, train_setting_parse
 
 typedef struct {
     Plan *plan;
@@ -84,39 +85,29 @@ static int fail(int code, const char *fmt, ...) {
 }
 
 int train_apply_overrides(Plan *p, const TrainOverride *ov, int nov, char *err, size_t errlen) {
+    int set_min_lr = 0, set_lr = 0;
     for (int i = 0; i < nov; i++) {
         const char *k = ov[i].name, *v = ov[i].value;
-        char *end;
-        double x = strtod(v, &end);
-        int numeric = end != v && *end == 0 && isfinite(x);
-        int integer = numeric && x == (double)(long long)x && x >= 0 && x <= 2e9;
         if (!strcmp(k, "data")) { snprintf(p->data_path, sizeof p->data_path, "%s", v); continue; }
-        if (!numeric) { snprintf(err, errlen, "-D %s=%s: expected a number", k, v); return 2; }
-        if (!strcmp(k, "steps") || !strcmp(k, "warmup") || !strcmp(k, "eval_every")) {
-            if (!integer || (!strcmp(k, "steps") && x < 1)) { snprintf(err, errlen, "-D %s=%s: expected a whole number%s", k, v, !strcmp(k, "steps") ? " >= 1" : " >= 0"); return 2; }
-            if (!strcmp(k, "steps")) p->steps = (int)x;
-            else if (!strcmp(k, "warmup")) p->warmup = (int)x;
-            else p->eval_every = (int)x;
-        } else if (!strcmp(k, "lr")) p->lr = x;
-        else if (!strcmp(k, "min_lr")) p->min_lr = x;
-        else if (!strcmp(k, "beta1")) p->beta1 = x;
-        else if (!strcmp(k, "beta2")) p->beta2 = x;
-        else if (!strcmp(k, "adam_eps")) p->adam_eps = x;
-        else if (!strcmp(k, "weight_decay")) p->weight_decay = x;
-        else if (!strcmp(k, "clip")) p->clip = x;
-        else if (!strcmp(k, "max_bad_steps")) {
-            if (!integer || x < 1) { snprintf(err, errlen, "-D max_bad_steps=%s: expected a whole number >= 1", v); return 2; }
-            p->max_bad_steps = (int)x;
-        }
-        else if (!strcmp(k, "val_fraction")) {
-            if (!(x >= 0 && x < 1)) { snprintf(err, errlen, "-D val_fraction=%s: must be in [0, 1)", v); return 2; }
-            p->val_fraction = x;
-        } else {
-            snprintf(err, errlen, "-D %s: with --plan only training settings can change (steps, lr, min_lr, warmup, "
-                     "eval_every, beta1, beta2, adam_eps, weight_decay, clip, max_bad_steps, data, val_fraction); '%s' is fixed in "
-                     "the plan: regenerate it with 'boost gen RUN -D %s=%s'", k, k, k, v);
+        const TrainSetting *s = train_setting(k);
+        if (!s) {
+            char names[400];
+            train_setting_names(names, sizeof names);
+            snprintf(err, errlen, "-D %s: with --plan only training settings can change (%s, data); '%s' is fixed in "
+                     "the plan: regenerate it with 'boost gen RUN -D %s=%s'", k, names, k, k, v);
             return 2;
         }
+        double x;
+        char msg[300];
+        if (train_setting_parse(s, v, &x, msg, sizeof msg)) { snprintf(err, errlen, "-D %s=%s: %s", k, v, msg); return 2; }
+        plan_set_train_setting(p, k, x);
+        set_min_lr |= !strcmp(k, "min_lr");
+        set_lr |= !strcmp(k, "lr");
+    }
+    if (p->min_lr > p->lr) {   /* as the spec loader refuses it */
+        snprintf(err, errlen, "min_lr (%g) must not exceed lr (%g)%s", p->min_lr, p->lr,
+                 set_lr && !set_min_lr ? ": the plan's min_lr stays as written; give -D min_lr= too" : "");
+        return 2;
     }
     return 0;
 }

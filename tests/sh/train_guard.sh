@@ -4,6 +4,7 @@
 # folder alone; a lock left by a killed run (a pid that no longer runs on this host) is taken over;
 # a finished run leaves no lock. --log to a full disk (/dev/full) stops with a message naming the
 # log and a non-zero exit. -D seed=1e30 is refused quoting what was written, not a wrapped integer.
+# `--plan -D` takes the spec's bounds (common/train_settings.h): lr=-1, beta1=2, clip=-1 refused alike.
 . tests/sh/lib.sh
 common=(tiny-cola --backend cpu -D eval_every=0 --quiet)
 host=$(hostname)
@@ -47,3 +48,13 @@ $BOOST gen tiny-cola -D seed=1e30 -o "$TMP/g" >"$TMP/seed.out" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "seed must be an integer from 0 to 9007199254740992, got 1e30" "$TMP/seed.out" \
   && ok seed_1e30_reported_as_written || fail seed_1e30_reported_as_written "exit $rc: $(cat "$TMP/seed.out")"
+
+# 5. --plan -D is checked by the spec's table: lr=-1, beta1=2, clip=-1 refused with the spec path's words
+for kv in lr=-1 beta1=2 clip=-1; do
+  $BOOST train tiny-cola --backend cpu -D "$kv" -D steps=1 >"$TMP/spec.out" 2>&1; src=$?
+  $BOOST train --plan generated/tiny-cola --backend cpu -D "$kv" -D steps=1 >"$TMP/plan.out" 2>&1; prc=$?
+  words=$(grep -o "${kv%%=*} must be .*, got ${kv#*=}" "$TMP/spec.out" | head -1)
+  [ $src = 2 ] && [ $prc = 2 ] && [ -n "$words" ] && grep -qF "$words" "$TMP/plan.out" \
+    && ok "plan_override_${kv%%=*}_refused_like_spec" \
+    || fail "plan_override_${kv%%=*}_refused_like_spec" "spec exit $src '$words', plan exit $prc: $(tail -1 "$TMP/plan.out")"
+done
