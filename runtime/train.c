@@ -6,7 +6,8 @@
  * loss or gradient norm is NaN/inf is skipped (no update; counted, logged); max_bad_steps of them in
  * a row stop the run (exit 1) without saving, naming the last good checkpoint (the newest one a good
  * step followed). A non-finite validation loss stops it at once. SIGINT/SIGTERM stop it after
- * the step under way with a checkpoint (exit 130/143). Multi-process mode (one process per rank,
+ * the step under way with a checkpoint (exit 130/143); with several processes the stop is agreed
+ * at each step boundary (a sum of the stop flag over the world), so all stop together. Multi-process mode (one process per rank,
  * runtime/world.h): every rank of a tp group reads the same data, each process only its own dp
  * rank's slice of each global micro-batch (runtime/data.h), and takes part in every gather; only
  * rank 0 writes full checkpoints (cli/train.c keeps the other ranks' output quiet), while in a
