@@ -218,7 +218,9 @@ int cmd_eval(int argc, char **argv) {
             printf("%s (step %lld, model %s, tp=%d %s)\n", in.dir, (long long)in.st.step, p->model_name, p->tp, p->layout);
             printf("  data %s: %s, %lld micro-batches of %d x %d tokens\n", data ? data : ts[0].source,
                    data ? "every window" : "validation split", (long long)done, p->micro_batch, p->seq);
-            if (left_out > 0) printf("  %lld window%s left out (not a whole micro-batch)\n", (long long)left_out, left_out == 1 ? "" : "s");
+            if (left_out > 0)
+                printf("  %lld window%s left out (not a whole micro-batch)\n", (long long)left_out,
+                       left_out == 1 ? "" : "s");
             printf("  loss %.6f  perplexity %.4f", loss, ppl);
             if (byte_data) printf("  bits per byte %.4f", bpb);
             printf("\n");

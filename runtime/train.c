@@ -7,7 +7,8 @@
  * a row stop the run (exit 1) without saving, naming the last good checkpoint (the newest one a good
  * step followed). A non-finite validation loss stops it at once. SIGINT/SIGTERM stop it after
  * the step under way with a checkpoint (exit 130/143); with several processes the stop is agreed
- * at each step boundary (a sum of the stop flag over the world), so all stop together. Multi-process mode (one process per rank,
+ * at each step boundary (a sum of the stop flag over the world), so all stop together.
+ * Multi-process mode (one process per rank,
  * runtime/world.h): every rank of a tp group reads the same data, each process only its own dp
  * rank's slice of each global micro-batch (runtime/data.h), and takes part in every gather; only
  * rank 0 writes full checkpoints (cli/train.c keeps the other ranks' output quiet), while in a
@@ -589,7 +590,9 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         }
         trainlog_step(lg, &r);
         if (lg->error[0]) {   /* a full disk: said at once, not a run that looks fine with an empty log */
-            if (t->last_ckpt[0]) return fail(1, "%s; stopping after step %d (the newest checkpoint: %s)", lg->error, t->step, t->last_ckpt);
+            if (t->last_ckpt[0])
+                return fail(1, "%s; stopping after step %d (the newest checkpoint: %s)", lg->error, t->step,
+                            t->last_ckpt);
             return fail(1, "%s; stopping after step %d (no checkpoint saved yet)", lg->error, t->step);
         }
         if (skipped) {
