@@ -50,9 +50,10 @@ static void train_usage(FILE *f) {
         "a second one stops at once. Several processes (mpirun, srun) agree at each step boundary: a\n"
         "signal to any of them stops all after the same step, with one checkpoint and one exit status.\n"
         "-o DIR is locked (DIR/.lock): a second run on it refuses. Checkpoints are written atomically,\n"
-        "so a killed run loses at most the steps since its last checkpoint. state.json records each file's CRC-32C, checked on resume\n"
-        "(boost ckpt verify DIR checks one). A step whose loss or gradient norm is NaN or inf is skipped;\n"
-        "max_bad_steps of them in a row (train field, default 5) stop the run with exit status 1.\n");
+        "so a killed run loses at most the steps since its last checkpoint. state.json records each\n"
+        "file's CRC-32C, checked on resume (boost ckpt verify DIR checks one). A step whose loss or\n"
+        "gradient norm is NaN or inf is skipped; max_bad_steps of them in a row (train field, default 5)\n"
+        "stop the run with exit status 1.\n");
 }
 
 static int int_arg(const char *flag, const char *v, int lo, int *out) {
