@@ -492,8 +492,8 @@ static void catch_stop_signals(int on) {
     }
 }
 
-/* The stop every rank takes at a step boundary: SIGTERM if any process saw one, else SIGINT if any
- * did, else 0. Several processes (mpirun, srun, one per GPU) sum the two flags over the world, so a
+/* The stop every rank takes after this step: SIGTERM if any process saw one, else SIGINT if any
+ * did, else 0 (asked once a step, after the forward and backward passes, before the update). Several processes (mpirun, srun, one per GPU) sum the two flags over the world, so a
  * signal to one rank, to every rank at slightly different times or to the launcher stops them all
  * after the same step; they save together and end with the same status (comm_mpi_finish then
  * finalizes MPI instead of aborting the job). Ranks as threads share the process's flag. */
@@ -549,6 +549,9 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             for (int a = 0; a < p->grad_accum; a++) sum += ml[a];
             if (pipeline_moe_stats(t)) return fail(1, "out of memory");
         }
+        /* the stop, agreed before the update: the device is idle here anyway (the update needs the
+         * reduced gradients), so the sum does not hold back the optimizer's overlapped gathers */
+        int stop = agreed_stop(t);
         double loss = sum / p->grad_accum;
         // a non-finite loss or gradient norm: no update (the gradients are dropped), the step counts
         float grad_norm = 0, lr = engine_lr_at(p, t->step);
@@ -618,8 +621,8 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             if (save_checkpoint(t, lg)) return 1;
             pending_save = 0;
         }
-        int sig = agreed_stop(t);
-        if (sig && t->step < p->steps) {
+        if (stop && t->step < p->steps) {
+            int sig = stop;
             trainlog_note(lg, "stopped by %s after step %d%s", sig == SIGINT ? "SIGINT" : "SIGTERM", t->step,
                           should_save ? "" : " (no -o: nothing saved)");
             if (should_save && !due && save_checkpoint(t, lg)) return 1;
