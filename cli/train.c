@@ -84,9 +84,23 @@ static int make_dirs(const char *path) {
 /* ---- the -o folder's lock: DIR/.lock holds "PID HOST" of the run that writes there ---- */
 static char *lock_path;   /* the lock this process holds, or NULL */
 
+/* Whether process pid runs on this host: it exists and is not a zombie (a process killed with its
+ * launcher stays one until reaped). */
+static int pid_runs(long pid) {
+    if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) return 0;
+    char path[64], state = 0;
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    int got = fscanf(f, "%*d (%*[^)]) %c", &state);
+    fclose(f);
+    return !(got == 1 && (state == 'Z' || state == 'X'));
+}
+
 /* Take DIR/.lock for this process (world rank 0 takes it for its job). 0, or 2 with a message when
  * another live run holds it. A lock left by a process of this host that no longer exists (a killed
- * run) is taken over, with a note; one of another host is refused, naming it. */
+ * run; a process of this host that is still ending gets 3 s) is taken over, with a note; one of
+ * another host is refused, naming it. */
 static int lock_outdir(const char *dir) {
     char host[256] = "?", line[400];
     gethostname(host, sizeof host - 1);
@@ -116,7 +130,9 @@ static int lock_outdir(const char *dir) {
         int got = f ? fscanf(f, "%ld %255s", &pid, other) : 0;
         if (f) fclose(f);
         int here = got == 2 && !strcmp(other, host);
-        if (attempt == 0 && here && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+        /* a job torn down by its launcher may take a moment to go: wait up to 3 s for it */
+        for (int w = 0; attempt == 0 && here && w < 60 && pid_runs(pid); w++) usleep(50000);
+        if (attempt == 0 && here && !pid_runs(pid)) {
             fprintf(stderr, "boost train: note: %s: taking over the lock of pid %ld on %s, which no longer runs\n", path,
                     pid, host);
             unlink(path);
