@@ -1,7 +1,8 @@
 /* eval.c: `boost eval CKPT [--data FILE|GLOB] [--batches N|all] [--json]`: the mean cross-entropy,
  * perplexity and (byte-level data) bits per byte of a checkpoint, on the validation split of its
  * training data (the same micro-batches as the training loop's validation, runtime/data.c) or on
- * every window of seq+1 tokens of the given files. A progress bar on stderr when it is a terminal. */
+ * every window of seq+1 tokens of the given files (windows that do not fill a micro-batch are left
+ * out, and said so). A progress bar on stderr when it is a terminal. */
 #include <glob.h>
 #include <math.h>
 #include <stdio.h>
@@ -164,6 +165,15 @@ int cmd_eval(int argc, char **argv) {
         rc = 2;
     }
     if (!rc && data && batches > 0 && batches < total) total = batches;
+    /* windows left out because they do not fill a micro-batch (only when every window was asked for) */
+    int64_t left_out = 0;
+    if (!rc && data && !(batches > 0 && batches < total))
+        for (int f = 0; f < nfiles; f++) left_out += windows[f] % p->micro_batch;
+    if (!rc && !data && total == b.val_windows / p->micro_batch) left_out = b.val_windows % p->micro_batch;
+    if (!rc && left_out > 0)
+        fprintf(stderr, "boost eval: note: %lld window%s of seq+1 = %d tokens left out: %s not fill a micro-batch of %d "
+                "(the loss is over the %lld micro-batches that do)\n", (long long)left_out, left_out == 1 ? "" : "s",
+                p->seq + 1, left_out == 1 ? "it does" : "they do", p->micro_batch, (long long)total);
     if (!rc) rc = infer_start_engine(&o, &in);
 
     size_t mbt = (size_t)p->micro_batch * p->seq;
@@ -203,11 +213,14 @@ int cmd_eval(int argc, char **argv) {
             printf(", \"split\": \"%s\", \"batches\": %lld, \"tokens\": %lld, \"loss\": %.9g, \"perplexity\": %.9g",
                    data ? "all" : "validation", (long long)done, (long long)(done * (int64_t)mbt), loss, ppl);
             if (byte_data) printf(", \"bits_per_byte\": %.9g", bpb);
-            printf("}\n");
+            printf(", \"windows_left_out\": %lld}\n", (long long)left_out);
         } else {
             printf("%s (step %lld, model %s, tp=%d %s)\n", in.dir, (long long)in.st.step, p->model_name, p->tp, p->layout);
             printf("  data %s: %s, %lld micro-batches of %d x %d tokens\n", data ? data : ts[0].source,
                    data ? "every window" : "validation split", (long long)done, p->micro_batch, p->seq);
+            if (left_out > 0)
+                printf("  %lld window%s left out (not a whole micro-batch)\n", (long long)left_out,
+                       left_out == 1 ? "" : "s");
             printf("  loss %.6f  perplexity %.4f", loss, ppl);
             if (byte_data) printf("  bits per byte %.4f", bpb);
             printf("\n");

@@ -12,6 +12,7 @@
 #include "cli/infer.h"
 #include "gen/gen.h"              // defines: spec_load_run, parse_override, gen_write
 #include "runtime/safetensors.h"  // defines: st_open, st_find, st_read_f32
+#include "runtime/pipeline.h"     // defines: pipeline_open (a pipelined run's settings)
 
 int infer_int_arg(const char *cmd, const char *flag, const char *v, long lo, long hi, long *out) {
     char *end;
@@ -56,6 +57,20 @@ static uint64_t plan_fingerprint(const Plan *p) {
     return fp;
 }
 
+/* The same over a pipelined run's stages, in their order (as the training loop lists them). */
+static uint64_t pipeline_fingerprint(const Pipeline *pl) {
+    int n = pipeline_canon_count(pl);
+    StEntry *e = calloc((size_t)n + 1, sizeof *e);
+    if (!e) return 0;
+    for (int c = 0; c < n; c++) {
+        const PlanCanon *pc = pipeline_canon(pl, c);
+        e[c] = (StEntry){pc->name, pc->rows, pc->cols};
+    }
+    uint64_t fp = ckpt_fingerprint(e, n);
+    free(e);
+    return fp;
+}
+
 int infer_open_plan(const InferOptions *o, Infer *in) {
     char err[4096];
     memset(in, 0, sizeof *in);
@@ -72,10 +87,19 @@ int infer_open_plan(const InferOptions *o, Infer *in) {
     // the training run's plan: the step folder's parent holds plan/plan.txt when trained with -o
     char train_plan[1300];
     snprintf(train_plan, sizeof train_plan, "%s/../plan/plan.txt", in->dir);
-    Plan *tp = access(train_plan, R_OK) == 0 ? plan_load(train_plan, err, sizeof err) : NULL;
-    if (tp && plan_fingerprint(tp) != in->st.fingerprint) { plan_free(tp); tp = NULL; }
+    Plan *tp = NULL;
+    Pipeline *tpl = NULL;   /* a pipelined run's plan: its stage plans (stage 0 holds the run's settings) */
+    if (access(train_plan, R_OK) == 0 && pipeline_plan_is(train_plan) == 1) {
+        tpl = pipeline_open(train_plan, NULL, err, sizeof err);
+        if (tpl && pipeline_fingerprint(tpl) == in->st.fingerprint) tp = pipeline_stage_plan(tpl, 0);
+    } else if (access(train_plan, R_OK) == 0) {
+        tp = plan_load(train_plan, err, sizeof err);
+        if (tp && plan_fingerprint(tp) != in->st.fingerprint) { plan_free(tp); tp = NULL; }
+    }
 
-    if (tp && !o->run && o->ndefs == 0 && !o->decode && !(o->one_sequence && (tp->micro_batch != 1 || tp->grad_accum != 1))) {
+    /* the run's own plan as it is: a tensor-parallel one (pp = dp = 1) */
+    if (tp && !tpl && tp->pp == 1 && tp->dp == 1 && !o->run && o->ndefs == 0 && !o->decode &&
+        !(o->one_sequence && (tp->micro_batch != 1 || tp->grad_accum != 1))) {
         in->plan = tp;
         snprintf(in->plan_source, sizeof in->plan_source, "%s", train_plan);
     } else {
@@ -91,7 +115,8 @@ int infer_open_plan(const InferOptions *o, Infer *in) {
             if (!user_sets(o, "seed")) { names[nextra] = "seed"; snprintf(vals[nextra++], sizeof vals[0], "%llu", (unsigned long long)tp->seed); }
             if (!o->one_sequence && !user_sets(o, "micro_batch")) { names[nextra] = "micro_batch"; snprintf(vals[nextra++], sizeof vals[0], "%d", tp->micro_batch); }
         }
-        if (tp) plan_free(tp);
+        if (tpl) pipeline_free(tpl);
+        else if (tp) plan_free(tp);
         // inference runs tensor parallel only: a pipelined or data-parallel run's checkpoint (the
         // canonical tensors do not depend on pp or dp) is read by a pp=1 dp=1 plan unless -D says
         if (!user_sets(o, "pp")) { names[nextra] = "pp"; snprintf(vals[nextra++], sizeof vals[0], "1"); }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli/commands.h"
@@ -20,6 +21,8 @@
 #include "runtime/checkpoint.h"   // defines: ckpt_remove_tree
 #include "runtime/world.h"        // defines: world_from_env, world_job_id
 #include "runtime/comm_mpi.h"     // defines: comm_mpi_finish
+
+static int train_locked(int argc, char **argv);
 
 static void train_usage(FILE *f) {
     fprintf(f,
@@ -46,10 +49,13 @@ static void train_usage(FILE *f) {
         "  --val-batches N validation micro-batches per evaluation (default 8)\n"
         "  --quiet         only the header, errors and the summary\n"
         "SIGINT (Ctrl-C) or SIGTERM ends the step under way, saves a checkpoint (with -o) and stops;\n"
-        "a second one stops at once. Checkpoints are written atomically, so a killed run loses at most\n"
-        "the steps since its last checkpoint. state.json records each file's CRC-32C, checked on resume\n"
-        "(boost ckpt verify DIR checks one). A step whose loss or gradient norm is NaN or inf is skipped;\n"
-        "max_bad_steps of them in a row (train field, default 5) stop the run with exit status 1.\n");
+        "a second one stops at once. Several processes (mpirun, srun) agree at each step boundary: a\n"
+        "signal to any of them stops all after the same step, with one checkpoint and one exit status.\n"
+        "-o DIR is locked (DIR/.lock): a second run on it refuses. Checkpoints are written atomically,\n"
+        "so a killed run loses at most the steps since its last checkpoint. state.json records each\n"
+        "file's CRC-32C, checked on resume (boost ckpt verify DIR checks one). A step whose loss or\n"
+        "gradient norm is NaN or inf is skipped; max_bad_steps of them in a row (train field, default 5)\n"
+        "stop the run with exit status 1.\n");
 }
 
 static int int_arg(const char *flag, const char *v, int lo, int *out) {
@@ -80,7 +86,90 @@ static int make_dirs(const char *path) {
     return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* ---- the -o folder's lock: DIR/.lock holds "PID HOST" of the run that writes there ---- */
+static char *lock_path;   /* the lock this process holds, or NULL */
+
+/* Whether process pid runs on this host: it exists and is not a zombie (a process killed with its
+ * launcher stays one until reaped). */
+static int pid_runs(long pid) {
+    if (pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH)) return 0;
+    char path[64], state = 0;
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    int got = fscanf(f, "%*d (%*[^)]) %c", &state);
+    fclose(f);
+    return !(got == 1 && (state == 'Z' || state == 'X'));
+}
+
+/* Take DIR/.lock for this process (world rank 0 takes it for its job). 0, or 2 with a message when
+ * another live run holds it. A lock left by a process of this host that no longer exists (a killed
+ * run; a process of this host that is still ending gets 3 s) is taken over, with a note; one of
+ * another host is refused, naming it. */
+static int lock_outdir(const char *dir) {
+    char host[256] = "?", line[400];
+    gethostname(host, sizeof host - 1);
+    size_t n = strlen(dir) + 8;
+    char *path = malloc(n);
+    if (!path) { fprintf(stderr, "boost train: out of memory\n"); return 1; }
+    snprintf(path, n, "%s/.lock", dir);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd >= 0) {
+            int len = snprintf(line, sizeof line, "%ld %s\n", (long)getpid(), host);
+            int ok = write(fd, line, (size_t)len) == len;
+            if (close(fd) != 0 || !ok) {
+                fprintf(stderr, "boost train: %s: cannot write the lock: %s\n", path, strerror(errno));
+                unlink(path); free(path); return 1;
+            }
+            lock_path = path;
+            return 0;
+        }
+        if (errno != EEXIST) {
+            fprintf(stderr, "boost train: %s: cannot create the lock: %s\n", path, strerror(errno));
+            free(path); return 1;
+        }
+        long pid = 0;
+        char other[256] = "";
+        FILE *f = fopen(path, "r");
+        int got = f ? fscanf(f, "%ld %255s", &pid, other) : 0;
+        if (f) fclose(f);
+        int here = got == 2 && !strcmp(other, host);
+        /* a job torn down by its launcher may take a moment to go: wait up to 3 s for it */
+        for (int w = 0; attempt == 0 && here && w < 60 && pid_runs(pid); w++) usleep(50000);
+        if (attempt == 0 && here && !pid_runs(pid)) {
+            fprintf(stderr, "boost train: note: %s: taking over the lock of pid %ld on %s, which no longer runs\n", path,
+                    pid, host);
+            unlink(path);
+            continue;
+        }
+        if (got == 2)
+            fprintf(stderr, "boost train: %s is in use by another run: pid %ld on host %s holds %s; wait for it to end "
+                    "or give another -o (if that run is gone, remove %s)\n", dir, pid, other, path, path);
+        else
+            fprintf(stderr, "boost train: %s is in use by another run (%s exists but names no pid and host); if no run "
+                    "writes there, remove %s\n", dir, path, path);
+        free(path);
+        return 2;
+    }
+    free(path);
+    return 2;
+}
+
+static void unlock_outdir(void) {
+    if (lock_path) unlink(lock_path);
+    free(lock_path);
+    lock_path = NULL;
+}
+
 int cmd_train(int argc, char **argv) {
+    int rc = train_locked(argc, argv);
+    unlock_outdir();
+    comm_mpi_finish(rc);   /* under mpirun: finalize, or stop the other ranks when this one failed */
+    return rc;
+}
+
+static int train_locked(int argc, char **argv) {
     TrainOptions opt;
     memset(&opt, 0, sizeof opt);
     opt.backend = "auto";
@@ -139,6 +228,14 @@ int cmd_train(int argc, char **argv) {
         return 2;
     }
 
+    if (opt.outdir && world_rank() == 0) {   /* one run per folder (a world's rank 0 for its job) */
+        if (make_dirs(opt.outdir) != 0) {
+            fprintf(stderr, "boost train: %s: cannot create: %s\n", opt.outdir, strerror(errno));
+            return 1;
+        }
+        int lrc = lock_outdir(opt.outdir);
+        if (lrc) return lrc;
+    }
     char err[4096], plan_file[1200], tmpdir[64] = "";
     if (plan_arg) {
         struct stat st;
@@ -226,6 +323,5 @@ int cmd_train(int argc, char **argv) {
     if (pipe) pipeline_free(pipe);
     else if (plan) plan_free(plan);
     if (tmpdir[0]) ckpt_remove_tree(tmpdir);
-    comm_mpi_finish(rc);   /* under mpirun: finalize, or stop the other ranks when this one failed */
     return rc;
 }

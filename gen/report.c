@@ -10,6 +10,7 @@
 #include <string.h>
 #include "gen/ir.h"
 #include "gen/gen.h"          // defines: infer_report_write
+#include "gen/pp.h"           // defines: PpPlan, pp_build, pp_report
 
 typedef struct { int64_t count, elems, bytes; } CollSum;
 typedef struct { int ta, tb; int64_t m, n, k, batch; int count; } Shape;
@@ -262,6 +263,7 @@ typedef struct {
     GemmAlign align;                            /* its GEMM FLOPs off cuBLAS's fast paths */
     double wmem, wmem_stage;                    /* weights + grads + AdamW bytes per rank, per stage */
     int pp, self;                               /* pipeline stages; the run's layout */
+    PpPlan *pl;                                 /* pp > 1: the stages and schedule (gen/pp.c), else NULL */
 } Report;
 
 /* Fill d from a finished graph of the run: 0, or 2 with err (the FLOP count's tp=1 schedule). */
@@ -348,6 +350,19 @@ static void md_align(FILE *f, const GemmAlign *a) {
             share(a->ld, t), share(a->stride, t), share(a->shape, t));
 }
 
+/* JSON: the pipeline's split, point-to-point bytes and bubble (report.md's "Pipeline", gen/pp.c). */
+static void pipeline_json(const PpPlan *pl, FILE *f) {
+    fprintf(f, " \"pipeline\": {\"pp\": %d, \"virtual_stages\": %d, \"micro_batches\": %d, \"schedule\": \"%s\", \"stages\": [",
+            pl->pp, pl->v, pl->m, pl->v > 1 ? "interleaved-1f1b" : "1f1b");
+    for (int s = 0; s < pl->nv; s++) {
+        const PpStage *st = &pl->stages[s];
+        fprintf(f, "%s{\"stage\": %d, \"rank\": %d, \"layers\": [%d, %d], \"local_params\": %" PRId64 ", \"activation_slots\": %d}",
+                s ? ", " : "", s, s % pl->pp, st->layer0, st->layer1 - 1, st->param_elems, st->slots);
+    }
+    fprintf(f, "], \"p2p_bytes_per_microbatch\": %" PRId64 ", \"bubble\": %.6g, \"bubble_formula\": %.6g},\n",
+            pl->stages[0].boundary_bytes, pl->bubble, (double)(pl->pp - 1) / (pl->v * pl->m + pl->pp - 1));
+}
+
 static void report_json(const Run *run, const Report *d, FILE *f) {
     const Model *m = &run->model;
     const Graph *g = d->g;
@@ -368,6 +383,7 @@ static void report_json(const Run *run, const Report *d, FILE *f) {
     json_coll(f, "backward", &lf[self].layer_bwd, 0);
     fprintf(f, "},\n");
     moe_section(run, g, f, 1);
+    if (d->pl) pipeline_json(d->pl, f);
     fprintf(f, " \"model_level\": {");
     json_coll(f, "forward", &lf[self].model_fwd, 1);
     json_coll(f, "backward", &lf[self].model_bwd, 0);
@@ -530,8 +546,13 @@ int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen) {
     Report d;
     memset(&d, 0, sizeof d);
     int rc = report_gather(run, g, &d, err, errlen);
+    if (!rc && run->pp > 1 && !(d.pl = pp_build(g, err, errlen))) rc = 2;   /* its Pipeline section */
     if (!rc && json) report_json(run, &d, f);
-    else if (!rc) { md_overview(run, &d, f); md_gemms(run, &d, f); md_memory(run, &d, f); infer_report_write(run, f); }
+    else if (!rc) {
+        md_overview(run, &d, f); md_gemms(run, &d, f); md_memory(run, &d, f); infer_report_write(run, f);
+        if (d.pl) pp_report(g, d.pl, f);
+    }
+    pp_free(d.pl);
     free(d.sh);
     graph_free(g);
     return rc ? rc : ferror(f) ? 1 : 0;

@@ -14,6 +14,7 @@
 #include <lua.h>       // defines: lua_State, lua_getfield, lua_next, lua_call, lua_error
 #include <lauxlib.h>   // defines: luaL_typename
 #include "gen/gen.h"   // defines: spec_load_run, parse_override
+#include "common/train_settings.h"   // defines: TRAIN_SETTING_ROWS, DATA_SETTING_ROWS, train_setting_bounds
 #include "gen/model.h" // defines: Run, Model, Gpu, Override, enums
 #include "gen/sandbox.h"
 
@@ -152,30 +153,21 @@ static const Field FEATURES_FIELDS[] = {
     {"checkpoint", K_CHOICE, 0, 0, 0, "none|lowrank", "none", "activation checkpointing"},
     {NULL},
 };
+/* A row of common/train_settings.h as a field of the train or data table. */
+#define SPEC_FIELD(name, integer, lo, hi, open_lo, dflt, help) {#name, (integer) ? K_INT : K_NUM, lo, hi, open_lo, NULL, dflt, help},
 static const Field TRAIN_FIELDS[] = {
     {"micro_batch", K_INT, 1, 65536, 0, NULL, "4", "sequences per micro-batch"},
     {"seq", K_INT, 1, 1048576, 0, NULL, "4096", "sequence length"},
     {"grad_accum", K_INT, 1, 65536, 0, NULL, "1", "micro-batches per optimizer step"},
     {"dtype", K_CHOICE, 0, 0, 0, "bf16|fp32", "bf16", "activation and weight dtype on the GPU"},
-    {"lr", K_NUM, 0, 10, 1, NULL, "3e-4", "peak learning rate"},
-    {"min_lr", K_NUM, 0, 10, 0, NULL, NULL, "final learning rate of the cosine decay (default lr/10)"},
-    {"warmup", K_INT, 0, BIG, 0, NULL, "100", "linear warmup steps"},
-    {"steps", K_INT, 1, BIG, 0, NULL, "1000", "optimizer steps"},
-    {"beta1", K_NUM, 0, 0.999999, 0, NULL, "0.9", "AdamW beta1, in [0, 1)"},
-    {"beta2", K_NUM, 0, 0.999999999, 0, NULL, "0.95", "AdamW beta2, in [0, 1)"},
-    {"adam_eps", K_NUM, 0, 1, 1, NULL, "1e-8", "AdamW epsilon"},
-    {"weight_decay", K_NUM, 0, 10, 0, NULL, "0.1", "AdamW weight decay"},
-    {"clip", K_NUM, 0, 1e9, 0, NULL, "1.0", "gradient-norm clip (0: off)"},
+    TRAIN_SETTING_ROWS(SPEC_FIELD)   /* common/train_settings.h: lr, min_lr, ..., max_bad_steps */
     {"seed", K_INT, 0, 9007199254740992.0, 0, NULL, "1234", "random seed"},
-    {"eval_every", K_INT, 0, BIG, 0, NULL, "50", "validation every N steps (0: at the end only)"},
-    {"max_bad_steps", K_INT, 1, 1000000, 0, NULL, "5",
-     "a step with a non-finite loss or gradient norm is skipped; this many in a row stop the run"},
     {"decay_embeddings", K_BOOL, 0, 0, 0, NULL, "false", "weight decay on embedding and LM head"},
     {NULL},
 };
 static const Field DATA_FIELDS[] = {
     {"path", K_STR, 0, 0, 0, NULL, "corpus", "\"corpus\", a .bin token file or a .txt file"},
-    {"val_fraction", K_NUM, 0, 0.9, 0, NULL, "0.1", "share of the data held out for validation"},
+    DATA_SETTING_ROWS(SPEC_FIELD)    /* val_fraction */
     {NULL},
 };
 
@@ -229,9 +221,7 @@ static const OverrideTarget *override_target(const char *name) {
 /* "an integer from 1 to 64", "a number > 0 and <= 10", "one of megatron, naive, btp" */
 static void describe_kind(const Field *f, char *buf, size_t n) {
     switch (f->kind) {
-    case K_INT: snprintf(buf, n, "an integer from %.17g to %.17g", f->lo, f->hi); break;
-    case K_NUM:
-        snprintf(buf, n, "a number %s %g and <= %g", f->open_lo ? ">" : ">=", f->lo, f->hi); break;
+    case K_INT: case K_NUM: train_setting_bounds(f->kind == K_INT, f->lo, f->hi, f->open_lo, buf, n); break;
     case K_BOOL: snprintf(buf, n, "true or false"); break;
     case K_STR: snprintf(buf, n, "a string"); break;
     case K_CHOICE: {
@@ -1205,6 +1195,10 @@ static int override_value(const Field *f, const char *text, lua_State *L, char *
         if (!*text || *end || errno || !isfinite(v) || (f->kind == K_INT && v != floor(v))) {
             if (f->kind == K_INT) snprintf(msg, n, "%s must be an integer (from %.17g to %.17g)", f->key, f->lo, f->hi);
             else snprintf(msg, n, "%s must be a number (%s %g and <= %g)", f->key, f->open_lo ? ">" : ">=", f->lo, f->hi);
+            return 1;
+        }
+        if (f->kind == K_INT && (v < f->lo || v > f->hi)) {   /* before (lua_Integer)v, which would wrap */
+            snprintf(msg, n, "%s must be %s, got %s", f->key, want, text);
             return 1;
         }
         if (L) { if (f->kind == K_INT) lua_pushinteger(L, (lua_Integer)v); else lua_pushnumber(L, v); }

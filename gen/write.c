@@ -107,8 +107,7 @@ static int write_files(const Run *run, Graph *g, const char *dir, int compile_ke
     snprintf(path, sizeof path, "%s/report.md", dir);
     f = fopen(path, "w");
     if (!f) { pp_free(pl); snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
-    rc = report_write(run, f, 0, err, errlen);
-    if (!rc && pl) pp_report(g, pl, f);
+    rc = report_write(run, f, 0, err, errlen);   /* with its Pipeline section when pp > 1 */
     pp_free(pl);
     if (!rc && compile_kernels) {
         char cu[PATH_LEN * 2 + 64];

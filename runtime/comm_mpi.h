@@ -53,8 +53,12 @@ void comm_mpi_set_scope(CommMpi *c);
 CommMpi *comm_mpi_scope(void);
 /* Stop every process of the job (MPI_Abort on the world) after printing why, naming this rank. */
 void comm_mpi_abort(int code, const char *why);
-/* At the end of the process: MPI_Finalize after a clean run (rc 0), MPI_Abort otherwise, so the
- * other ranks stop instead of waiting in a collective. No-op when MPI was never initialised. */
+/* Every rank of the world agreed to end with status rc (a stop signal seen by any of them, summed
+ * over the world at a step boundary): comm_mpi_finish(rc) then finalizes instead of aborting. */
+void comm_mpi_agree_status(int rc);
+/* At the end of the process: MPI_Finalize after a clean run (rc 0) or with the agreed status,
+ * MPI_Abort otherwise, so the other ranks stop instead of waiting in a collective. No-op when MPI
+ * was never initialised. */
 void comm_mpi_finish(int rc);
 const char *comm_mpi_error(void);
 

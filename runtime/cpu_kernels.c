@@ -81,10 +81,11 @@ static void gemm_rm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha
 }
 
 /* exp in fp32 that vectorises: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial (about
- * 1 ulp), 2^n by the exponent bits; 0 below -87.3, +inf above 88.7. No libm call, same bits on
- * every thread and at every vector width. */
+ * 1 ulp), 2^n by the exponent bits; 0 below -87.3, +inf above 88.7, NaN for NaN. No libm call,
+ * same bits on every thread and at every vector width. A NaN (a diverging run) is clamped like a
+ * number before the float->int conversion and the shift, which would be undefined for it. */
 static inline float fexp(float x) {
-    float xc = x < -87.3f ? -87.3f : (x > 88.7f ? 88.7f : x);
+    float xc = x >= -87.3f ? (x <= 88.7f ? x : 88.7f) : -87.3f;   /* NaN -> -87.3 */
     float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;     /* round to nearest */
     float r = xc - n * 0.693145752f;
     r = r - n * 1.42860677e-6f;
@@ -95,11 +96,12 @@ static inline float fexp(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
+    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;   /* n in [-126, 128] */
     float sc;
     memcpy(&sc, &bits, sizeof sc);
     float y = p * sc;
     y = x > 88.7f ? INFINITY : y;   /* selects, not branches: the loops around it vectorise */
+    y = x != x ? x : y;
     return x < -87.3f ? 0.0f : y;
 }
 

@@ -74,6 +74,7 @@ int trainlog_open(TrainLog *lg, const char *json_path, int resume_step, int step
     if (json_path) {
         if (resume_step >= 0 && trim_log(json_path, resume_step, err, errlen)) return 1;
         lg->json = fopen(json_path, resume_step >= 0 ? "a" : "w");
+        lg->json_path = json_path;
         if (!lg->json) { snprintf(err, errlen, "%s: cannot open the log: %s", json_path, strerror(errno)); return 1; }
     }
     return 0;
@@ -99,12 +100,20 @@ static void json_num(FILE *f, const char *key, double v) {
     else fprintf(f, ",\"%s\":null", key);
 }
 
+/* After a line: a failed write (a full disk) is recorded once in lg->error, naming the log. */
+static void json_flushed(TrainLog *lg) {
+    if (fflush(lg->json) == 0 && !ferror(lg->json)) return;
+    if (!lg->error[0])
+        snprintf(lg->error, sizeof lg->error, "%s: writing the log failed: %s (free space there, or give --log another "
+                 "file)", lg->json_path, strerror(errno ? errno : EIO));
+}
+
 void trainlog_initial_val(TrainLog *lg, double val_loss) {
     if (lg->json) {
         fprintf(lg->json, "{\"step\":0");
         json_num(lg->json, "val_loss", val_loss);
         fprintf(lg->json, "}\n");
-        fflush(lg->json);
+        json_flushed(lg);
     }
     lg->last_val = val_loss;
     if (lg->tb && isfinite(val_loss)) { tb_scalar(lg->tb, 0, "val_loss", val_loss); tb_flush(lg->tb); }
@@ -154,7 +163,7 @@ void trainlog_step(TrainLog *lg, const StepReport *r) {
         if (r->skipped) fprintf(lg->json, ",\"skipped\":true,\"skipped_total\":%lld", (long long)r->skipped_total);
         if (lg->extra) fputs(lg->extra, lg->json);
         fprintf(lg->json, "}\n");
-        fflush(lg->json);
+        json_flushed(lg);
     }
     if (r->val_loss >= 0) lg->last_val = r->val_loss;
     if (lg->quiet) return;
@@ -175,10 +184,16 @@ void trainlog_step(TrainLog *lg, const StepReport *r) {
     }
 }
 
-void trainlog_close(TrainLog *lg) {
+int trainlog_close(TrainLog *lg) {
     end_line(lg);
-    if (lg->json) fclose(lg->json);
+    if (lg->json) {
+        errno = 0;
+        json_flushed(lg);
+        if (fclose(lg->json) != 0 && !lg->error[0])
+            snprintf(lg->error, sizeof lg->error, "%s: closing the log failed: %s", lg->json_path, strerror(errno));
+    }
     lg->json = NULL;
     tb_close(lg->tb);
     lg->tb = NULL;
+    return lg->error[0] ? -1 : 0;
 }

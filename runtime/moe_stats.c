@@ -88,7 +88,7 @@ void moe_stats_add(MoeStats *s, Engine *e) {
 
 void moe_stats_json(MoeStats *s, char *buf, size_t n) {
     buf[0] = 0;
-    if (!s->n || !s->mb || n < 64) return;
+    if (!s->n || !s->mb || !s->rows || n < 64) return;
     size_t k = 0;
 #define PUT(...) do { int w_ = snprintf(buf + k, n - k, __VA_ARGS__); if (w_ < 0 || (size_t)w_ >= n - k) { buf[0] = 0; goto out; } k += (size_t)w_; } while (0)
     PUT(",\"moe_layers\":[");
@@ -102,15 +102,15 @@ void moe_stats_json(MoeStats *s, char *buf, size_t n) {
     PUT("],\"moe_dropped\":[");
     for (int q = 0; q < s->n; q++) PUT("%s%.6g", q ? "," : "", s->choices[q] > 0 ? s->dropped[q] / s->choices[q] : 0.0);
     PUT("],\"moe_aux_loss\":[");
-    for (int q = 0; q < s->n; q++) PUT("%s%.6g", q ? "," : "", s->aux[q] / s->mb);
-    PUT("],\"moe_z_loss\":[");
-    for (int q = 0; q < s->n; q++) PUT("%s%.6g", q ? "," : "", s->z[q] / s->mb);
+    for (int q = 0; q < s->n; q++) PUT("%s%.6g", q ? "," : "", s->aux[q] / s->rows);   /* the mean over */
+    PUT("],\"moe_z_loss\":[");                                                  /* ranks and micro-batches */
+    for (int q = 0; q < s->n; q++) PUT("%s%.6g", q ? "," : "", s->z[q] / s->rows);
     PUT("]");
 #undef PUT
 out:
     memset(s->load, 0, (size_t)s->n * (size_t)s->E * sizeof *s->load);
     for (int q = 0; q < s->n; q++) s->dropped[q] = s->aux[q] = s->z[q] = s->choices[q] = 0;
-    s->mb = 0;
+    s->mb = s->rows = 0;
 }
 
 void moe_stats_free(MoeStats *s) {
@@ -137,6 +137,7 @@ void moe_stats_add_rows(MoeStats *s, const float *const *rows) {
             s->z[q] += zl;
         }
         any |= ok;
+        s->rows += ok;
     }
     s->mb += any;
 }

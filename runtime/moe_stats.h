@@ -1,7 +1,8 @@
 /* moe_stats.h: what an MoE user watches during training, gathered from the routing statistics
  * each MoE layer's router leaves in L{i}.moe_aux ([loss, f_e (E), P_e (E), z-loss], docs/moe.md):
  * tokens routed to each expert per optimizer step, the fraction dropped by the capacity, and the
- * load-balance and router z-losses, as JSON fields of the training log. */
+ * load-balance and router z-losses (each the mean over the step's micro-batches of every dp rank),
+ * as JSON fields of the training log. */
 #ifndef BOOST_MOE_STATS_H
 #define BOOST_MOE_STATS_H
 #include <stddef.h>
@@ -19,6 +20,7 @@ typedef struct {
     double *load;             /* [n*E] routed choices per expert this step (before capacity) */
     double *dropped, *aux, *z, *choices;   /* [n] per layer, summed over the micro-batches read */
     int mb;                   /* micro-batches read this step */
+    int rows;                 /* (dp rank, micro-batch) rows read this step: the losses are their mean */
     float *buf;
 } MoeStats;
 

@@ -445,6 +445,7 @@ static int load_stages(Pipeline *pl, const char *path, const char *backend, char
     pl->dp = pl->plans[0]->dp; pl->tp = pl->plans[0]->tp; pl->nlocal = pl->dp * pl->tp;
     if (pl->moe_aux && find_moe_layers(pl, err, errlen)) return -1;
     pl->r0 = 0; pl->nheld = pl->nlocal;
+    if (!backend) return 0;   /* the stage plans only (a reader of the run's settings and canons) */
     /* cpu: threads, or one process per rank under mpirun; cuda: one process (every stage's ranks on
      * the device, the boundaries through host queues) or one process per GPU; auto: cuda when a
      * device is there (and, in one process, dp = 1), as for a pp = 1 plan, else cpu */

@@ -19,7 +19,8 @@ typedef struct Pipeline Pipeline;
 
 /* 1 when the plan file at path is a pipeline plan (has a `pipeline` line), 0 when not, -1 unreadable. */
 int pipeline_plan_is(const char *path);
-/* Load a pp > 1 plan and open an Engine per stage. NULL with "PATH:LINE: what is wrong" in err. */
+/* Load a pp > 1 plan and open an Engine per stage. NULL with "PATH:LINE: what is wrong" in err.
+ * backend NULL: the stage plans and canons only, no Engine (for reading a run's settings). */
 Pipeline *pipeline_open(const char *path, const char *backend, char *err, size_t errlen);
 void pipeline_free(Pipeline *pl);
 int pipeline_stages(const Pipeline *pl);      /* stage sections (pp * virtual_stages), one Engine each */

@@ -12,6 +12,7 @@
 #include "runtime/plan.h"
 #include "runtime/grid.h"
 #include "common/checked.h" // defines: ck_add, ck_mul, ck_span, CK_MAX_SIZE
+#include "common/train_settings.h"   // defines: TRAIN_SETTINGS, train_setting_parse, train_setting_default
 
 #define MAX_TOKENS 96
 #define MAX_PLAN_BYTES ((size_t)1 << 30)
@@ -395,17 +396,43 @@ static int line_run(Loader *L, Line *ln) {
     return 0;
 }
 
+/* ---- the training settings of the train and data lines: common/train_settings.h's table, so a
+ * plan is checked, and a key it lacks defaulted, exactly as a spec's train and data tables are ---- */
+
+void plan_set_train_setting(Plan *p, const char *name, double v) {
+    if (!strcmp(name, "steps")) p->steps = (int)v;
+    else if (!strcmp(name, "warmup")) p->warmup = (int)v;
+    else if (!strcmp(name, "eval_every")) p->eval_every = (int)v;
+    else if (!strcmp(name, "max_bad_steps")) p->max_bad_steps = (int)v;
+    else if (!strcmp(name, "lr")) p->lr = v;
+    else if (!strcmp(name, "min_lr")) p->min_lr = v;
+    else if (!strcmp(name, "beta1")) p->beta1 = v;
+    else if (!strcmp(name, "beta2")) p->beta2 = v;
+    else if (!strcmp(name, "adam_eps")) p->adam_eps = v;
+    else if (!strcmp(name, "weight_decay")) p->weight_decay = v;
+    else if (!strcmp(name, "clip")) p->clip = v;
+    else if (!strcmp(name, "val_fraction")) p->val_fraction = v;
+}
+
+/* Every setting of the line's kind (data: 1 for the data line): its value checked against the
+ * table's bounds, or the table's default (min_lr: lr/10; lr comes first in the table). */
+static int line_settings(Loader *L, Line *ln, int data) {
+    for (const TrainSetting *s = TRAIN_SETTINGS; s->name; s++) {
+        if (s->data != data) continue;
+        const char *v = get(ln, s->name);
+        double x = train_setting_default(s, L->p->lr);
+        char msg[300];
+        if (v && train_setting_parse(s, v, &x, msg, sizeof msg)) return fail(L, "'%s' line: %s", ln->tok[0], msg);
+        plan_set_train_setting(L->p, s->name, x);
+    }
+    return 0;
+}
+
 static int line_train(Loader *L, Line *ln) {
     Plan *p = L->p;
     const char *v;
-    if (need_int(L, ln, "steps", &p->steps, 0) || need_f64(L, ln, "lr", &p->lr) ||
-        opt_f64(L, ln, "min_lr", &p->min_lr, p->lr) || opt_int(L, ln, "warmup", &p->warmup, 0) ||
-        opt_f64(L, ln, "beta1", &p->beta1, 0.9) || opt_f64(L, ln, "beta2", &p->beta2, 0.95) ||
-        opt_f64(L, ln, "adam_eps", &p->adam_eps, 1e-8) || opt_f64(L, ln, "weight_decay", &p->weight_decay, 0) ||
-        opt_f64(L, ln, "clip", &p->clip, 0) || opt_int(L, ln, "eval_every", &p->eval_every, 0) ||
-        opt_int(L, ln, "max_bad_steps", &p->max_bad_steps, 5))
-        return -1;
-    if (p->max_bad_steps < 1) return fail(L, "train: max_bad_steps=%d must be at least 1", p->max_bad_steps);
+    if (line_settings(L, ln, 0)) return -1;
+    if (p->min_lr > p->lr) return fail(L, "'train' line: min_lr=%g must not exceed lr=%g", p->min_lr, p->lr);
     p->seed = 0;
     if ((v = get(ln, "seed")) && parse_u64(v, &p->seed)) return fail(L, "train: seed=%s is not an integer", v);
     L->seen_train = 1;
@@ -419,7 +446,7 @@ static int line_data(Loader *L, Line *ln) {
         return fail(L, "data: path= is %zu bytes long; at most %zu are read (use a shorter path)",
                     strlen(v), sizeof p->data_path - 1);
     copy_name(p->data_path, sizeof p->data_path, v);
-    if (opt_f64(L, ln, "val_fraction", &p->val_fraction, 0.1)) return -1;
+    if (line_settings(L, ln, 1)) return -1;
     L->seen_data = 1;
     return 0;
 }

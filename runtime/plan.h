@@ -172,6 +172,9 @@ Plan *plan_load(const char *path, char *err, size_t errlen);
 Plan *plan_parse_text(const char *path, char *text, char *err, size_t errlen);
 void plan_free(Plan *p);
 int plan_find_tensor(const Plan *p, const char *name);   /* -1 when absent */
+/* Set the plan's field of a training setting by its name in common/train_settings.h (steps, lr,
+ * min_lr, ..., val_fraction); v is already checked against the table's bounds. */
+void plan_set_train_setting(Plan *p, const char *name, double v);
 int plan_find_canon(const Plan *p, const char *name);
 size_t plan_dtype_size(int dtype);
 

@@ -6,7 +6,9 @@
  * loss or gradient norm is NaN/inf is skipped (no update; counted, logged); max_bad_steps of them in
  * a row stop the run (exit 1) without saving, naming the last good checkpoint (the newest one a good
  * step followed). A non-finite validation loss stops it at once. SIGINT/SIGTERM stop it after
- * the step under way with a checkpoint (exit 130/143). Multi-process mode (one process per rank,
+ * the step under way with a checkpoint (exit 130/143); with several processes the stop is agreed
+ * at each step boundary (a sum of the stop flag over the world), so all stop together.
+ * Multi-process mode (one process per rank,
  * runtime/world.h): every rank of a tp group reads the same data, each process only its own dp
  * rank's slice of each global micro-batch (runtime/data.h), and takes part in every gather; only
  * rank 0 writes full checkpoints (cli/train.c keeps the other ranks' output quiet), while in a
@@ -26,6 +28,8 @@
 #include "runtime/grid.h"         // defines: Grid, grid_make, grid_describe
 #include "runtime/pipeline.h"     // defines: Pipeline, pipeline_*
 #include "runtime/moe_stats.h"    // defines: MoeStats, moe_stats_*
+#include "runtime/comm_mpi.h"     // defines: comm_mpi_agree_status
+#include "common/train_settings.h"   // defines: train_setting, train_setting_parse
 
 typedef struct {
     Plan *plan;
@@ -83,39 +87,29 @@ static int fail(int code, const char *fmt, ...) {
 }
 
 int train_apply_overrides(Plan *p, const TrainOverride *ov, int nov, char *err, size_t errlen) {
+    int set_min_lr = 0, set_lr = 0;
     for (int i = 0; i < nov; i++) {
         const char *k = ov[i].name, *v = ov[i].value;
-        char *end;
-        double x = strtod(v, &end);
-        int numeric = end != v && *end == 0 && isfinite(x);
-        int integer = numeric && x == (double)(long long)x && x >= 0 && x <= 2e9;
         if (!strcmp(k, "data")) { snprintf(p->data_path, sizeof p->data_path, "%s", v); continue; }
-        if (!numeric) { snprintf(err, errlen, "-D %s=%s: expected a number", k, v); return 2; }
-        if (!strcmp(k, "steps") || !strcmp(k, "warmup") || !strcmp(k, "eval_every")) {
-            if (!integer || (!strcmp(k, "steps") && x < 1)) { snprintf(err, errlen, "-D %s=%s: expected a whole number%s", k, v, !strcmp(k, "steps") ? " >= 1" : " >= 0"); return 2; }
-            if (!strcmp(k, "steps")) p->steps = (int)x;
-            else if (!strcmp(k, "warmup")) p->warmup = (int)x;
-            else p->eval_every = (int)x;
-        } else if (!strcmp(k, "lr")) p->lr = x;
-        else if (!strcmp(k, "min_lr")) p->min_lr = x;
-        else if (!strcmp(k, "beta1")) p->beta1 = x;
-        else if (!strcmp(k, "beta2")) p->beta2 = x;
-        else if (!strcmp(k, "adam_eps")) p->adam_eps = x;
-        else if (!strcmp(k, "weight_decay")) p->weight_decay = x;
-        else if (!strcmp(k, "clip")) p->clip = x;
-        else if (!strcmp(k, "max_bad_steps")) {
-            if (!integer || x < 1) { snprintf(err, errlen, "-D max_bad_steps=%s: expected a whole number >= 1", v); return 2; }
-            p->max_bad_steps = (int)x;
-        }
-        else if (!strcmp(k, "val_fraction")) {
-            if (!(x >= 0 && x < 1)) { snprintf(err, errlen, "-D val_fraction=%s: must be in [0, 1)", v); return 2; }
-            p->val_fraction = x;
-        } else {
-            snprintf(err, errlen, "-D %s: with --plan only training settings can change (steps, lr, min_lr, warmup, "
-                     "eval_every, beta1, beta2, adam_eps, weight_decay, clip, max_bad_steps, data, val_fraction); '%s' is fixed in "
-                     "the plan: regenerate it with 'boost gen RUN -D %s=%s'", k, k, k, v);
+        const TrainSetting *s = train_setting(k);
+        if (!s) {
+            char names[400];
+            train_setting_names(names, sizeof names);
+            snprintf(err, errlen, "-D %s: with --plan only training settings can change (%s, data); '%s' is fixed in "
+                     "the plan: regenerate it with 'boost gen RUN -D %s=%s'", k, names, k, k, v);
             return 2;
         }
+        double x;
+        char msg[300];
+        if (train_setting_parse(s, v, &x, msg, sizeof msg)) { snprintf(err, errlen, "-D %s=%s: %s", k, v, msg); return 2; }
+        plan_set_train_setting(p, k, x);
+        set_min_lr |= !strcmp(k, "min_lr");
+        set_lr |= !strcmp(k, "lr");
+    }
+    if (p->min_lr > p->lr) {   /* as the spec loader refuses it */
+        snprintf(err, errlen, "min_lr (%g) must not exceed lr (%g)%s", p->min_lr, p->lr,
+                 set_lr && !set_min_lr ? ": the plan's min_lr stays as written; give -D min_lr= too" : "");
+        return 2;
     }
     return 0;
 }
@@ -498,6 +492,21 @@ static void catch_stop_signals(int on) {
     }
 }
 
+/* The stop every rank takes after this step: SIGTERM if any process saw one, else SIGINT if any
+ * did, else 0 (asked once a step, after the forward and backward passes, before the update). Several processes (mpirun, srun, one per GPU) sum the two flags over the world, so a
+ * signal to one rank, to every rank at slightly different times or to the launcher stops them all
+ * after the same step; they save together and end with the same status (comm_mpi_finish then
+ * finalizes MPI instead of aborting the job). Ranks as threads share the process's flag. */
+static int agreed_stop(Trainer *t) {
+    int sig = stop_signal;
+    if (t->nprocs <= 1) return sig;
+    double seen[2] = {sig == SIGTERM, sig == SIGINT};
+    if (world_sum(t, seen, 2) != 0) return sig;   /* a failed sum: the next collective reports it */
+    sig = seen[0] > 0 ? SIGTERM : seen[1] > 0 ? SIGINT : 0;
+    if (sig) comm_mpi_agree_status(128 + sig);
+    return sig;
+}
+
 static int run_loop(Trainer *t, TrainLog *lg) {
     const Plan *p = t->plan;
     const int64_t tokens_per_step = (int64_t)p->micro_batch * p->seq * p->grad_accum * p->dp;
@@ -514,6 +523,7 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         double v;
         if (validate(t, &v)) return 1;
         if (v >= 0) { trainlog_initial_val(lg, v); first_val = v; }
+        if (lg->error[0]) return fail(1, "%s; stopping before step 1", lg->error);
     }
     while (t->step < p->steps) {
         double t0 = now_s(), sum = 0;
@@ -539,6 +549,9 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             for (int a = 0; a < p->grad_accum; a++) sum += ml[a];
             if (pipeline_moe_stats(t)) return fail(1, "out of memory");
         }
+        /* the stop, agreed before the update: the device is idle here anyway (the update needs the
+         * reduced gradients), so the sum does not hold back the optimizer's overlapped gathers */
+        int stop = agreed_stop(t);
         double loss = sum / p->grad_accum;
         // a non-finite loss or gradient norm: no update (the gradients are dropped), the step counts
         float grad_norm = 0, lr = engine_lr_at(p, t->step);
@@ -579,6 +592,12 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             if (r.val_loss >= 0) last_val = r.val_loss;
         }
         trainlog_step(lg, &r);
+        if (lg->error[0]) {   /* a full disk: said at once, not a run that looks fine with an empty log */
+            if (t->last_ckpt[0])
+                return fail(1, "%s; stopping after step %d (the newest checkpoint: %s)", lg->error, t->step,
+                            t->last_ckpt);
+            return fail(1, "%s; stopping after step %d (no checkpoint saved yet)", lg->error, t->step);
+        }
         if (skipped) {
             char num2[32];
             trainlog_note(lg, "step %d: the %s is %s: update skipped (%d in a row; the run stops at %d)", t->step,
@@ -602,8 +621,8 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             if (save_checkpoint(t, lg)) return 1;
             pending_save = 0;
         }
-        if (stop_signal && t->step < p->steps) {
-            int sig = stop_signal;
+        if (stop && t->step < p->steps) {
+            int sig = stop;
             trainlog_note(lg, "stopped by %s after step %d%s", sig == SIGINT ? "SIGINT" : "SIGTERM", t->step,
                           should_save ? "" : " (no -o: nothing saved)");
             if (should_save && !due && save_checkpoint(t, lg)) return 1;
@@ -789,7 +808,7 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
     catch_stop_signals(1);
     rc = run_loop(&t, &lg);
     catch_stop_signals(0);
-    trainlog_close(&lg);
+    if (trainlog_close(&lg) && rc == 0) rc = fail(1, "%s", lg.error);
     tokenset_close(&ts);
     trainer_free(&t);
     return rc;

@@ -53,6 +53,8 @@ typedef struct {
     int line_open;            /* a progress line without its newline is on the terminal */
     int steps;                /* total steps, for "step 12/200" and the ETA */
     double last_val;          /* the latest validation loss, shown on progress lines (-1: none yet) */
+    const char *json_path;    /* the --log file's name, for messages */
+    char error[600];          /* the first failed write of the log (a full disk), or "" */
     const char *extra;        /* more JSON fields for the next step's line (",\"key\":value..."), e.g. MoE
                                  routing (runtime/moe_stats.h); NULL or "": none */
     struct TbEvents *tb;      /* TensorBoard event file (runtime/tbevents.h) or NULL */
@@ -75,7 +77,9 @@ void trainlog_step(TrainLog *lg, const StepReport *r);
 void trainlog_initial_val(TrainLog *lg, double val_loss);   /* the step-0 validation loss */
 /* A message line that must not be mixed into an open progress line (to stdout). */
 void trainlog_note(TrainLog *lg, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void trainlog_close(TrainLog *lg);
+/* Flush and close the log: 0, or -1 when a write of the log failed (lg->error says which file and why;
+ * trainlog_step and trainlog_initial_val record a failed write there too, for the caller to check). */
+int trainlog_close(TrainLog *lg);
 /* Also write each step's numbers (and the MoE fields of `extra`) as TensorBoard scalars into a new
  * event file in dir. Returns 0, or 1 with a message. */
 int trainlog_tensorboard(TrainLog *lg, const char *dir, char *err, size_t errlen);

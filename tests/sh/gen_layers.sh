@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gen_layers.sh: the generator's house rules, checked on the source. gen/ir.c is the IR's base and
-# includes nothing of gen/ but gen/ir.h; gen/ is a library (no exit(), no subcommands, no
+# includes nothing of gen/ but gen/ir.h; gen/ includes nothing of runtime/; gen/ is a library (no exit(), no subcommands, no
 # static mutable state); every file cli/commands.h names exists and defines its command.
 cd "$(dirname "$0")/../.." || exit 2
 . tests/sh/lib.sh
@@ -8,6 +8,10 @@ cd "$(dirname "$0")/../.." || exit 2
 inc=$(grep -E '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' gen/ir.c | grep -v '"gen/ir.h"')
 [ -z "$inc" ] && ok "gen/ir.c includes no project header but gen/ir.h" \
   || fail "gen/ir.c includes no project header but gen/ir.h" "found: $inc (the pipeline belongs in gen/pipeline.c)"
+
+rt=$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"runtime/' gen/*.c gen/*.h)
+[ -z "$rt" ] && ok "gen/ includes nothing of runtime/" \
+  || fail "gen/ includes nothing of runtime/" "the plan is the contract (docs/plan-format.md): $(echo "$rt" | head -3)"
 
 calls=$(grep -nE '(^|[^_[:alnum:]])(exit|_Exit|quick_exit)[[:space:]]*\(' gen/*.c)
 [ -z "$calls" ] && ok "no gen/*.c calls exit()" \

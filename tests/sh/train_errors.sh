@@ -2,8 +2,8 @@
 # train_errors.sh: every bad input to `boost train` ends with a clear message naming what is wrong,
 # a non-zero exit (2 bad input, 1 failure while running) and no crash: missing/truncated plan,
 # missing/bad/short data, a missing corpus without fortunes, a checkpoint of another model, a
-# truncated checkpoint, a diverging run (lr=1e30: NaN loss), a full disk while saving, bad flags.
-# Checkpoints that existed before a failure are byte-identical after it.
+# truncated checkpoint, a diverging run (lr=10, weight_decay=10: NaN loss), a full disk while
+# saving, bad flags. Checkpoints that existed before a failure are byte-identical after it.
 . tests/sh/lib.sh
 
 # expect NAME CODE PATTERN -- COMMAND...: exit status CODE (not a signal) and PATTERN in stderr
@@ -72,9 +72,11 @@ rc=$?
 [ $rc = 0 ] && grep -q "nothing to do" "$TMP/out" && ok resume_at_the_end_is_a_no_op || fail resume_at_the_end_is_a_no_op "exit $rc"
 
 # a diverging run: NaN loss, exit 1, earlier checkpoints untouched, nothing saved after the NaN
-expect nan_loss_stops 1 "training diverged" -- $BOOST train --plan "$plan" -D lr=1e30 -D steps=10 --resume "$TMP/g/step-000001" -o "$TMP/g" --save-every 1
+# (lr=10 with weight_decay=10, the largest the settings allow: the weights grow 99-fold an update)
+expect nan_loss_stops 1 "training diverged" -- $BOOST train --plan "$plan" -D lr=10 -D min_lr=10 -D warmup=0 -D weight_decay=10 \
+  -D steps=30 --resume "$TMP/g/step-000001" -o "$TMP/g" --save-every 1
 cmp -s "$TMP/keep/model.safetensors" "$TMP/g/step-000001/model.safetensors" && cmp -s "$TMP/keep/state.json" "$TMP/g/step-000001/state.json" \
-  && [ ! -e "$TMP/g/step-000010" ] && ok nan_keeps_earlier_checkpoint || fail nan_keeps_earlier_checkpoint "$(ls "$TMP/g")"
+  && [ ! -e "$TMP/g/step-000030" ] && ok nan_keeps_earlier_checkpoint || fail nan_keeps_earlier_checkpoint "$(ls "$TMP/g")"
 rm -rf "$TMP"/g/step-00000[2-9]
 
 # a full disk while saving (file size limit of 200 KiB, SIGXFSZ ignored: write() fails with EFBIG)

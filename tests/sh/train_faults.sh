@@ -4,8 +4,8 @@
 # each file agrees with one computed by Python; two bytes flipped in the tensor data of the newest
 # checkpoint make `boost ckpt verify` and an explicit --resume fail naming the file and step 40,
 # while --resume DIR and --resume auto pass over it to step 40 (and train on bit-identically). A
-# diverging run (lr=1e30) skips its non-finite steps, logs them, and stops after max_bad_steps in a
-# row with exit 1 naming the step, the last good checkpoint and what to try.
+# diverging run (lr=10, weight_decay=10) skips its non-finite steps, logs them, and stops after
+# max_bad_steps in a row with exit 1 naming the step, the last good checkpoint and what to try.
 . tests/sh/lib.sh
 common=(tiny-cola --backend cpu -D eval_every=0 --quiet)
 
@@ -107,27 +107,33 @@ $BOOST train "${common[@]}" -D steps=3 --keep 2 >"$TMP/o" 2>"$TMP/e"; rc=$?
 $BOOST ckpt verify "$TMP/nowhere" >"$TMP/o" 2>"$TMP/e"; rc=$?
 [ $rc = 2 ] && grep -q "not a checkpoint" "$TMP/e" && ok ckpt_verify_not_a_checkpoint || fail ckpt_verify_not_a_checkpoint "exit $rc: $(cat "$TMP/e")"
 
-# 4. a run that goes bad: lr=1e30 from a checkpoint at step 3. The first update blows the weights
-# up (finite), every later loss is NaN: skipped, logged, and max_bad_steps=3 in a row stop the run
+# 4. a run that goes bad from a checkpoint at step 3: lr=10 with weight_decay=10 (the largest the
+# settings allow) multiplies the weights by 1 - lr*wd = -99 each update, so a few updates later they
+# overflow and every loss is NaN (first at step B): skipped, logged, and max_bad_steps=3 in a row stop
+# the run at step B+2; the last good checkpoint is the one of step B-2 (step B-1's good update followed it)
+bad=(-D lr=10 -D min_lr=10 -D warmup=0 -D weight_decay=10 -D steps=30)
 $BOOST train "${common[@]}" -D steps=3 -D max_bad_steps=3 -o "$TMP/d" >"$TMP/d.out" 2>&1
 grep -q "^train .* max_bad_steps=3" "$TMP/d/plan/plan.txt" && ok max_bad_steps_in_the_plan || fail max_bad_steps_in_the_plan "$(grep '^train' "$TMP/d/plan/plan.txt")"
 cp -r "$TMP/d/step-000003" "$TMP/d-keep"
-$BOOST train --plan "$TMP/d/plan" -D lr=1e30 -D steps=20 --resume "$TMP/d" -o "$TMP/d" --save-every 1 --log "$TMP/d.jsonl" >"$TMP/d2.out" 2>"$TMP/d2.err"
+$BOOST train --plan "$TMP/d/plan" "${bad[@]}" --resume "$TMP/d" -o "$TMP/d" --save-every 1 --log "$TMP/d.jsonl" >"$TMP/d2.out" 2>"$TMP/d2.err"
 rc=$?
 sed 's/^/#   /' "$TMP/d2.err"
-[ $rc = 1 ] && grep -q "step 7: 3 updates in a row skipped" "$TMP/d2.err" && grep -q "last good checkpoint: $TMP/d/step-000003" "$TMP/d2.err" \
+B=$(grep -m1 '"loss":null' "$TMP/d.jsonl" | grep -o '"step":[0-9]*' | cut -d: -f2)
+B=${B:-0}
+[ $rc = 1 ] && [ "$B" -gt 4 ] && grep -q "step $((B + 2)): 3 updates in a row skipped" "$TMP/d2.err" \
+  && grep -q "last good checkpoint: $TMP/d/step-$(printf %06d $((B - 2)))" "$TMP/d2.err" \
   && grep -q "lower learning rate" "$TMP/d2.err" && grep -q "clip" "$TMP/d2.err" \
-  && ok diverging_run_stops_after_k || fail diverging_run_stops_after_k "exit $rc: $(head -c 400 "$TMP/d2.err")"
+  && ok diverging_run_stops_after_k || fail diverging_run_stops_after_k "exit $rc, first NaN at step $B: $(head -c 400 "$TMP/d2.err")"
 nskip=$(grep -c '"skipped":true' "$TMP/d.jsonl")
-[ "$nskip" = 3 ] && [ "$(field "$TMP/d.jsonl" 7 skipped_total)" = 3 ] && [ "$(field "$TMP/d.jsonl" 5 loss)" = null ] \
+[ "$nskip" = 3 ] && [ "$(field "$TMP/d.jsonl" $((B + 2)) skipped_total)" = 3 ] && [ "$(field "$TMP/d.jsonl" $((B + 1)) loss)" = null ] \
   && [ "$(grep -c 'update skipped' "$TMP/d2.out")" = 3 ] && ok skipped_steps_logged || fail skipped_steps_logged "$nskip skipped lines: $(tail -2 "$TMP/d.jsonl")"
 # no checkpoint at a skipped step; the one it resumed from is untouched
-[ ! -e "$TMP/d/step-000005" ] && [ ! -e "$TMP/d/step-000007" ] && cmp -s "$TMP/d-keep/model.safetensors" "$TMP/d/step-000003/model.safetensors" \
+[ ! -e "$TMP/d/step-$(printf %06d $B)" ] && [ ! -e "$TMP/d/step-$(printf %06d $((B + 2)))" ] && cmp -s "$TMP/d-keep/model.safetensors" "$TMP/d/step-000003/model.safetensors" \
   && ok no_checkpoint_at_skipped_steps || fail no_checkpoint_at_skipped_steps "$(ls "$TMP/d")"
 # a plan without the key (written before it existed): the default, 5
 sed 's/ max_bad_steps=[0-9]*//' "$TMP/d/plan/plan.txt" >"$TMP/old-plan.txt"
-$BOOST train --plan "$TMP/old-plan.txt" -D lr=1e30 -D steps=20 --resume "$TMP/d-keep" --quiet >"$TMP/o" 2>"$TMP/e"
+$BOOST train --plan "$TMP/old-plan.txt" "${bad[@]}" --resume "$TMP/d-keep" --quiet >"$TMP/o" 2>"$TMP/e"
 rc=$?
-[ $rc = 1 ] && grep -q "step 9: 5 updates in a row skipped" "$TMP/e" && ok max_bad_steps_default_5 || fail max_bad_steps_default_5 "exit $rc: $(head -c 300 "$TMP/e")"
+[ $rc = 1 ] && grep -q "step $((B + 4)): 5 updates in a row skipped" "$TMP/e" && ok max_bad_steps_default_5 || fail max_bad_steps_default_5 "exit $rc: $(head -c 300 "$TMP/e")"
 $BOOST train --plan "$TMP/d/plan" -D max_bad_steps=0 >"$TMP/o" 2>"$TMP/e"; rc=$?
-[ $rc = 2 ] && grep -q "max_bad_steps=0: expected a whole number >= 1" "$TMP/e" && ok max_bad_steps_zero_refused || fail max_bad_steps_zero_refused "exit $rc: $(cat "$TMP/e")"
+[ $rc = 2 ] && grep -q "max_bad_steps=0: max_bad_steps must be an integer from 1 to 1000000, got 0" "$TMP/e" && ok max_bad_steps_zero_refused || fail max_bad_steps_zero_refused "exit $rc: $(cat "$TMP/e")"

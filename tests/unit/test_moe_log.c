@@ -180,8 +180,39 @@ static void z_loss_model(void) {
     case_zcoef = 0;
 }
 
+/* The log's moe_aux_loss and moe_z_loss are the mean over the step's micro-batches of every dp rank
+ * (each rank adds its own load-balance loss to its loss; dp averages the gradients), not their sum
+ * over the ranks: two dp ranks x two micro-batches of rows [aux+z, f_e (2), P_e (2), z] built here. */
+static void dp_mean_of_losses(void) {
+    MoeStats s;
+    memset(&s, 0, sizeof s);
+    int layer = 0;
+    double load[2] = {0}, dropped = 0, aux = 0, z = 0, choices = 0;
+    float buf[8];
+    s.n = 1; s.layer = &layer; s.E = 2; s.K = 1; s.M = 4; s.C = 4; s.auxn = 6; s.ranks = 2; s.tp = 1;
+    s.load = load; s.dropped = &dropped; s.aux = &aux; s.z = &z; s.choices = &choices; s.buf = buf;
+    const float rows[2][2][6] = {   /* [micro-batch][dp rank]: loss (= balance + z), f_e, P_e, z */
+        {{0.30f + 0.01f, 0.5f, 0.5f, 0.5f, 0.5f, 0.01f}, {0.50f + 0.03f, 0.75f, 0.25f, 0.6f, 0.4f, 0.03f}},
+        {{0.20f + 0.02f, 0.25f, 0.75f, 0.4f, 0.6f, 0.02f}, {0.40f + 0.04f, 0.5f, 0.5f, 0.5f, 0.5f, 0.04f}}};
+    double want_aux = 0, want_z = 0;
+    for (int m = 0; m < 2; m++)
+        for (int d = 0; d < 2; d++) { want_aux += (rows[m][d][0] - rows[m][d][5]) / 4.0; want_z += rows[m][d][5] / 4.0; }
+    for (int m = 0; m < 2; m++) {
+        const float *r[2] = {rows[m][0], rows[m][1]};
+        moe_stats_add_rows(&s, r);
+    }
+    char js[1024];
+    double a = -1, zz = -1;
+    moe_stats_json(&s, js, sizeof js);
+    int na = json_array(js, "moe_aux_loss", &a, 1), nz = json_array(js, "moe_z_loss", &zz, 1);
+    CHECK(na == 1 && nz == 1 && fabs(a - want_aux) <= 1e-6 && fabs(zz - want_z) <= 1e-6,
+          "dp=2: moe_aux_loss and moe_z_loss are the mean over ranks and micro-batches",
+          "aux %g (want %g), z %g (want %g): %s", a, want_aux, zz, want_z, js);
+}
+
 int main(void) {
     mkdir("build", 0755); mkdir("build/tmp", 0755); mkdir(CASE_DIR, 0755);
+    dp_mean_of_losses();
     z_loss_model();
     stats_vs_router("specs/runs/tiny-cola-moe.lua", "-D tp=1", 0);
     stats_vs_router("specs/runs/tiny-cola-moe.lua", "-D tp=2", 0);
