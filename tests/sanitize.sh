@@ -11,7 +11,7 @@
 cd "$(dirname "$0")/.." || exit 2
 SAN=build/san
 SAN_TESTS=${SAN_TESTS:-test_crafted_files test_fuzz_files test_plan_bad_files test_ckpt test_data}
-SAN_SHELL=${SAN_SHELL:-infer_errors train_data}
+SAN_SHELL=${SAN_SHELL:-infer_errors train_data train_errors}
 # leaks are not faults here (the CLI exits without freeing); everything else is, at once
 export ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=0:allow_user_segv_handler=1
 ASAN_OPTIONS+=:handle_sigbus=0   # the shard reader's own SIGBUS message is under test
