@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <unistd.h>
 #include "runtime/checkpoint.h"   // defines: CkptState, ckpt_*
-#include "runtime/crc32c.h"       // defines: crc32c_update
+#include "common/crc32c.h"       // defines: crc32c_update
 #include "common/checked.h"       // defines: ck_whole, ck_numel, ck_span, ck_add
 #include "runtime/data.h"         // defines: data_open_regular
 #include "runtime/pipeline.h"     // defines: pipeline_plan_is

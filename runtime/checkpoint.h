@@ -20,7 +20,7 @@
 #define CKPT_VERSION 1
 
 /* One file of a checkpoint folder as state.json records it ("files": {"NAME": {"bytes": N,
- * "crc32c": "0x1234abcd"}, ...}). CRC-32C: a hardware instruction on x86-64 (runtime/crc32c.h),
+ * "crc32c": "0x1234abcd"}, ...}). CRC-32C: a hardware instruction on x86-64 (common/crc32c.h),
  * so checking costs about what reading the file costs; it catches every burst error up to 32 bits
  * and other damage with probability 1 - 2^-32. Not a defence against deliberate tampering. */
 typedef struct { char name[128]; int64_t bytes; uint32_t crc32c; } CkptFile;

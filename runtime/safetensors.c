@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "runtime/safetensors.h"   // defines: Json, json_*, StEntry, StFile, st_*
-#include "runtime/crc32c.h"        // defines: crc32c_update
+#include "common/crc32c.h"        // defines: crc32c_update
 #include "common/checked.h"        // defines: ck_numel, ck_whole, ck_span
 
 /* ------------------------------------------------------------------ JSON */

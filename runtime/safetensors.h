@@ -42,7 +42,7 @@ typedef struct {
  * ("PATH: write failed: No space left on device"). Returns 0 or 1. */
 int st_write_f32(const char *path, const StEntry *entries, int n, const char *const *meta, int nmeta,
                  StFillFn fill, void *ctx, char *err, size_t errlen);
-/* The same, also giving the CRC-32C (runtime/crc32c.h) and the size of the file's bytes as they
+/* The same, also giving the CRC-32C (common/crc32c.h) and the size of the file's bytes as they
  * were written (crc, bytes may be NULL). */
 int st_write_f32_sum(const char *path, const StEntry *entries, int n, const char *const *meta, int nmeta,
                      StFillFn fill, void *ctx, uint32_t *crc, int64_t *bytes, char *err, size_t errlen);

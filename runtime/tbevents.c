@@ -1,5 +1,5 @@
 /* tbevents.c: TensorBoard event files (tbevents.h): each record is uint64 length, uint32 masked
- * CRC-32C of those 8 bytes, the serialized Event, uint32 masked CRC-32C of it (runtime/crc32c.h).
+ * CRC-32C of those 8 bytes, the serialized Event, uint32 masked CRC-32C of it (common/crc32c.h).
  * Event {1: wall_time double, 2: step int64, 3: file_version string, 5: summary Summary};
  * Summary {1: repeated Value}; Value {1: tag string, 2: simple_value float}. */
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include "runtime/crc32c.h"
+#include "common/crc32c.h"
 #include "runtime/safetensors.h"   // defines: json_parse
 #include "runtime/tbevents.h"
 

@@ -19,7 +19,7 @@
 #include "tests/unit/testlib.h"
 #include "runtime/checkpoint.h"    // defines: CkptState, ckpt_*
 #include "runtime/safetensors.h"   // defines: st_*, json_*
-#include "runtime/crc32c.h"        // defines: crc32c_update, crc32c_update_table
+#include "common/crc32c.h"        // defines: crc32c_update, crc32c_update_table
 
 static char dir[] = "/tmp/boost-test-ckpt.XXXXXX";
 

@@ -3,7 +3,7 @@
  * 8 bytes an instruction: 2.5-3 GB/s there; interleaving three streams would triple that, not
  * needed while checkpoints are written and read at disk speed). */
 #include <pthread.h>
-#include "runtime/crc32c.h"   // defines: crc32c_update, crc32c_update_table, crc32c_hardware
+#include "common/crc32c.h"   // defines: crc32c_update, crc32c_update_table, crc32c_hardware
 
 #define POLY_REFLECTED 0x82F63B78u   /* 0x1EDC6F41 bit-reversed */
 
