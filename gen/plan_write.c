@@ -129,7 +129,13 @@ void plan_write_header(const Graph *g, FILE *f) {
     fputc('\n', f);
     fputs("data path=", f);
     pr_str(f, r->data);
-    fprintf(f, " val_fraction=%.9g\n", r->val_fraction);
+    fprintf(f, " val_fraction=%.9g", r->val_fraction);
+    if (r->tokenizer[0]) {   /* only when set: plans of byte-level runs keep their text */
+        fputs(" tokenizer=", f);
+        pr_str(f, r->tokenizer);
+        fprintf(f, " tokenizer_crc32c=%08x", r->tokenizer_crc);
+    }
+    fputc('\n', f);
 }
 
 int plan_write(const Graph *g, FILE *f) {

@@ -182,7 +182,9 @@ static void write_state_text(FILE *f, const CkptState *st, const CkptFile *files
         json_float(f, st->val_losses[i]);
         fputc(']', f);
     }
-    fprintf(f, "],\n  \"skipped_updates\": %lld,\n  \"files\": {", (long long)st->skipped);
+    fprintf(f, "],\n  \"skipped_updates\": %lld,\n", (long long)st->skipped);
+    if (st->has_tokenizer) fprintf(f, "  \"tokenizer_crc32c\": \"0x%08x\",\n", (unsigned)st->tokenizer_crc);
+    fprintf(f, "  \"files\": {");
     for (int i = 0; i < nfiles; i++) {
         fprintf(f, "%s\n    ", i ? "," : "");
         json_write_string(f, files[i].name);
@@ -451,6 +453,12 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     st->sharded = !strcmp(storage, "sharded");
     int64_t skipped = 0;
     if (int_field(root, "skipped_updates", &skipped)) st->skipped = skipped;
+    char tokcrc[16] = "";
+    if (str_field(root, "tokenizer_crc32c", tokcrc, sizeof tokcrc)) {
+        char *end = NULL;
+        st->tokenizer_crc = (uint32_t)strtoul(tokcrc, &end, 16);
+        st->has_tokenizer = end && !*end && end != tokcrc;
+    }
     const Json *losses = json_get(root, "losses");
     if (losses && losses->type == JSON_ARRAY && losses->n > 0) {
         st->losses = malloc((size_t)losses->n * sizeof(float));

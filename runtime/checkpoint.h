@@ -38,6 +38,9 @@ typedef struct {
     float *losses; int nlosses;            /* training loss of steps 1..nlosses */
     float *val_losses; int64_t *val_steps; int nval;   /* validation losses and their steps */
     int64_t skipped;          /* updates skipped in steps 1..step (non-finite loss or gradient norm) */
+    int has_tokenizer;        /* the run's text went through a tokenizer.json (its copy lies in the
+                               * run's folder): "tokenizer_crc32c" holds that file's CRC-32C */
+    uint32_t tokenizer_crc;
     CkptFile *files; int nfiles;   /* read: the "files" record (none in folders saved before it existed) */
     int sharded;              /* "storage": "sharded" (rank files + index.json) or "full" (absent: full) */
     int state_checked; /* read: state.json carried its own checksum ("state_crc32c"), matching */

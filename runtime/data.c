@@ -15,6 +15,8 @@
 #include <unistd.h>
 #include "runtime/data.h"   // defines: TokenStream, Batcher, data_*, batcher_*
 #include "common/checked.h" // defines: ck_bytes
+#include "common/crc32c.h"  // defines: crc32c_update
+#include "runtime/tokenize_files.h"  // defines: tokenize_files
 
 uint64_t data_splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
@@ -541,7 +543,7 @@ static int hash_file(const char *path, uint64_t *hash, int64_t *len, char *err, 
 /* Tokenises a text file into an llm.c shard (uint16; a token is a byte) at out, through a
  * temporary file and a rename, so concurrent runs never see half a shard. Returns 0, 2 or 1. */
 static int text_to_shard(const char *text, const char *out, char *err, size_t errlen) {
-    char tmp[PATH_MAX + 64];
+    char tmp[PATH_MAX + 160];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid());
     FILE *in = open_regular_stream(text, err, errlen);
     if (!in) return 2;
@@ -576,6 +578,24 @@ static int text_to_shard(const char *text, const char *out, char *err, size_t er
     return 0;
 }
 
+/* The folders a cached shard may live in, best first: the repository's build/tokens, ./build/tokens,
+ * $TMPDIR/tokens (each made when missing); a folder that cannot be made is left out. */
+static int token_cache_dirs(char dirs[3][PATH_MAX + 64]) {
+    char root[PATH_MAX] = "", base[3][PATH_MAX + 32];
+    const char *tmpdir = getenv("TMPDIR");
+    int nb = 0, nd = 0;
+    if (repo_root(root, sizeof root) == 0) snprintf(base[nb++], sizeof base[0], "%s/build", root);
+    snprintf(base[nb++], sizeof base[0], "build");
+    snprintf(base[nb++], sizeof base[0], "%s", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    for (int d = 0; d < nb; d++) {
+        if (snprintf(dirs[nd], sizeof dirs[0], "%s/tokens", base[d]) >= (int)sizeof dirs[0]) continue;
+        if (mkdir(base[d], 0777) != 0 && errno != EEXIST) continue;
+        if (mkdir(dirs[nd], 0777) != 0 && errno != EEXIST) continue;
+        nd++;
+    }
+    return nd;
+}
+
 /* The cached shard of a text file: BUILD/tokens/<hash of the text>-<bytes>.bin, where BUILD is the
  * repository's build/ (else ./build, else $TMPDIR). Made once; later runs (any text file with the
  * same bytes) map it. */
@@ -585,18 +605,10 @@ static int text_shard(const char *text, char *out, size_t outlen, char *err, siz
     int rc = hash_file(text, &h, &len, err, errlen);
     if (rc) return rc;
     if (len == 0) { snprintf(err, errlen, "%s: empty text file", text); return 2; }
-    char root[PATH_MAX] = "", dirs[3][PATH_MAX + 32];
-    const char *tmpdir = getenv("TMPDIR");
-    int nd = 0;
-    if (repo_root(root, sizeof root) == 0) snprintf(dirs[nd++], sizeof dirs[0], "%s/build", root);
-    snprintf(dirs[nd++], sizeof dirs[0], "build");
-    snprintf(dirs[nd++], sizeof dirs[0], "%s", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    char dirs[3][PATH_MAX + 64];
+    int nd = token_cache_dirs(dirs);
     for (int d = 0; d < nd; d++) {
-        char folder[PATH_MAX + 64];
-        if (snprintf(folder, sizeof folder, "%s/tokens", dirs[d]) >= (int)sizeof folder) continue;
-        if (mkdir(dirs[d], 0777) != 0 && errno != EEXIST) continue;
-        if (mkdir(folder, 0777) != 0 && errno != EEXIST) continue;
-        snprintf(out, outlen, "%s/%016llx-%lld.bin", folder, (unsigned long long)h, (long long)len);
+        snprintf(out, outlen, "%.4000s/%016llx-%lld.bin", dirs[d], (unsigned long long)h, (long long)len);
         if (access(out, R_OK) == 0) return 0;
         err[0] = 0;
         if (text_to_shard(text, out, err, errlen) == 0) return 0;
@@ -605,11 +617,110 @@ static int text_shard(const char *text, char *out, size_t outlen, char *err, siz
     return 1;
 }
 
+/* The cached shard of text files tokenized by a BPE tokenizer: BUILD/tokens/<hash>-<bytes>-bpe.bin,
+ * the hash over every file's bytes in order and the tokenizer's CRC-32C, so a changed text or
+ * tokenizer makes a new shard and anything else reuses it. Made with tokenize_files (the tokenizer's
+ * separator before every document). Returns 0, 2 or 1. */
+static int bpe_text_shard(char **files, int nfiles, const Bpe *bpe, uint32_t bpe_crc,
+                          const char *tokenizer, char *out, size_t outlen, char *err,
+                          size_t errlen) {
+    uint64_t h = 0xcbf29ce484222325ULL ^ bpe_crc;
+    int64_t total = 0;
+    for (int i = 0; i < nfiles; i++) {
+        uint64_t fh;
+        int64_t len;
+        int rc = hash_file(files[i], &fh, &len, err, errlen);
+        if (rc) return rc;
+        h = (h ^ fh) * 0x100000001b3ULL;
+        h = (h ^ (uint64_t)len) * 0x100000001b3ULL;
+        total += len;
+    }
+    if (total == 0) { snprintf(err, errlen, "%s: the text is empty", files[0]); return 2; }
+    char dirs[3][PATH_MAX + 64];
+    int nd = token_cache_dirs(dirs);
+    if (!nd) {
+        snprintf(err, errlen, "%s: no folder to write its token shard into (build/tokens, $TMPDIR)", files[0]);
+        return 1;
+    }
+    for (int d = 0; d < nd; d++) {   /* made before, in any of the folders */
+        snprintf(out, outlen, "%.4000s/%016llx-%lld-bpe.bin", dirs[d], (unsigned long long)h, (long long)total);
+        if (access(out, R_OK) == 0) return 0;
+    }
+    snprintf(out, outlen, "%.4000s/%016llx-%lld-bpe.bin", dirs[0], (unsigned long long)h, (long long)total);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    TokenizeJob job = {.who = "boost train: data", .out = out, .threads = cores > 0 ? (int)cores : 1,
+                       .sep = bpe_separator(bpe)};
+    TokenizeResult res;
+    int rc = tokenize_files(bpe, files, nfiles, &job, &res);
+    if (rc) {
+        snprintf(err, errlen, "%s: tokenizing the text with %s failed (see above)", files[0], tokenizer);
+        return rc;
+    }
+    printf("data: %d text file%s (%.1f MB) tokenized with %s: %lld tokens (%.2f bytes/token) in %.1f s"
+           " -> %s\n", nfiles, nfiles == 1 ? "" : "s", (double)res.text_bytes / 1e6, tokenizer,
+           (long long)res.tokens, res.tokens ? (double)res.text_bytes / (double)res.tokens : 0.0,
+           res.seconds, out);
+    fflush(stdout);
+    return 0;
+}
+
+Bpe *data_load_tokenizer(const char *path, uint32_t crc, char *resolved, size_t rlen, char *err,
+                         size_t errlen) {
+    int rc = resolve_data_path(path, resolved, rlen, err, errlen);
+    if (rc) return NULL;
+    uint64_t unused;
+    int64_t len;
+    if (hash_file(resolved, &unused, &len, err, errlen)) return NULL;
+    FILE *f = open_regular_stream(resolved, err, errlen);
+    if (!f) return NULL;
+    unsigned char buf[1 << 15];
+    size_t got;
+    uint32_t have = 0;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) have = crc32c_update(have, buf, got);
+    fclose(f);
+    if (have != crc) {
+        snprintf(err, errlen, "tokenizer %s: CRC-32C 0x%08x, the plan records 0x%08x: the file changed "
+                 "since the plan was made (regenerate the plan with 'boost gen' to use it)", resolved,
+                 have, crc);
+        return NULL;
+    }
+    Bpe *b = bpe_load(resolved, &rc, err, errlen);
+    return b;
+}
+
 int data_open(const char *path, TokenSet *set, char *err, size_t errlen) {
+    return data_open_bpe(path, NULL, 0, NULL, set, err, errlen);
+}
+
+/* Text files named by a glob (sorted) tokenized into one cached shard and mapped. */
+static int open_text_glob(glob_t *g, const Bpe *bpe, uint32_t crc, const char *tokenizer,
+                          const char *resolved, TokenSet *set, char *err, size_t errlen) {
+    char shard[PATH_MAX + 128];
+    int rc = bpe_text_shard(g->gl_pathv, (int)g->gl_pathc, bpe, crc, tokenizer, shard,
+                            sizeof shard, err, errlen);
+    if (!rc) rc = tokenset_open_file(shard, set, err, errlen);
+    if (!rc) snprintf(set->source, sizeof set->source, "%s", resolved);
+    return rc;
+}
+
+int data_open_bpe(const char *path, const Bpe *bpe, uint32_t bpe_crc, const char *tokenizer,
+                  TokenSet *set, char *err, size_t errlen) {
     memset(set, 0, sizeof *set);
     char resolved[PATH_MAX + 64];
     int rc = resolve_data_path(path, resolved, sizeof resolved, err, errlen);
     if (rc) return rc;
+    if (bpe && !has_suffix(resolved, ".bin")) {   /* text (one file or a glob) through the tokenizer */
+        glob_t g;
+        int grc = glob(resolved, 0, NULL, &g);
+        if (grc != 0 || g.gl_pathc == 0) {
+            snprintf(err, errlen, "data %s: no such file (or the glob matches no file)", resolved);
+            if (grc == 0) globfree(&g);
+            return 2;
+        }
+        rc = open_text_glob(&g, bpe, bpe_crc, tokenizer, resolved, set, err, errlen);
+        globfree(&g);
+        return rc;
+    }
     if (strpbrk(resolved, "*?[")) {
         glob_t g;
         int grc = glob(resolved, 0, NULL, &g);

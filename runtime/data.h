@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include "runtime/bpe.h"   // defines: Bpe
 
 #define TOKEN_FILE_MAGIC 20240520
 #define TOKEN_FILE_VERSION 1       /* uint16 tokens */
@@ -69,6 +70,16 @@ typedef struct {
  * are checked here; tokens are checked against the vocabulary as they are read (batcher_*) and, at
  * start, by tokenset_check_vocab on a sample. Returns 0, 2 (bad input) or 1 (I/O). */
 int data_open(const char *path, TokenSet *set, char *err, size_t errlen);
+/* The same with a BPE tokenizer (bpe NULL: data_open): the text (one file, or a glob of text files
+ * in sorted order) is tokenized once, on every core, into BUILD/tokens/<hash>-<bytes>-bpe.bin, the
+ * hash over the texts and the tokenizer's CRC-32C (bpe_crc), and reused by every later run;
+ * .bin token files are opened as they are. tokenizer: its path, for messages. 0, 2 or 1. */
+int data_open_bpe(const char *path, const Bpe *bpe, uint32_t bpe_crc, const char *tokenizer,
+                  TokenSet *set, char *err, size_t errlen);
+/* Load the plan's tokenizer.json (path resolved as the data path; its resolved path in resolved),
+ * refusing a file whose CRC-32C is not crc (changed since the plan was made). NULL with err. */
+Bpe *data_load_tokenizer(const char *path, uint32_t crc, char *resolved, size_t rlen, char *err,
+                         size_t errlen);
 /* Open path for reading only when it is a regular file, without blocking on a FIFO or a device
  * (the open itself does not wait; reads then block as usual). The fd, or -1 with "PATH: why" in
  * err and errno set (EINVAL: not a regular file). */

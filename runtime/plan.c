@@ -446,6 +446,19 @@ static int line_data(Loader *L, Line *ln) {
         return fail(L, "data: path= is %zu bytes long; at most %zu are read (use a shorter path)",
                     strlen(v), sizeof p->data_path - 1);
     copy_name(p->data_path, sizeof p->data_path, v);
+    if ((v = get(ln, "tokenizer"))) {
+        if (strlen(v) >= sizeof p->tokenizer_path)
+            return fail(L, "data: tokenizer= is %zu bytes long; at most %zu are read", strlen(v),
+                        sizeof p->tokenizer_path - 1);
+        copy_name(p->tokenizer_path, sizeof p->tokenizer_path, v);
+        const char *crc = get(ln, "tokenizer_crc32c");
+        char *end = NULL;
+        unsigned long x = crc ? strtoul(crc, &end, 16) : 0;
+        if (!crc || !*crc || *end || x > 0xffffffffUL)
+            return fail(L, "data: tokenizer= needs tokenizer_crc32c=XXXXXXXX (8 hex digits, the "
+                        "CRC-32C of the file): regenerate the plan with 'boost gen'");
+        p->tokenizer_crc = (uint32_t)x;
+    }
     if (line_settings(L, ln, 1)) return -1;
     L->seen_data = 1;
     return 0;

@@ -153,6 +153,8 @@ typedef struct {
     uint64_t seed;
     char data_path[512];
     double val_fraction;
+    char tokenizer_path[512]; /* data line's tokenizer= ("" for none: text is bytes) */
+    uint32_t tokenizer_crc;   /* its tokenizer_crc32c=: the file's CRC-32C when the plan was made */
     int64_t arena_bytes;
     int arena_slots;          /* `arena act ... slots=K` (pipeline stages): K copies of the arena, one per micro-batch in flight; 1 by default */
     /* tables */

@@ -23,6 +23,7 @@
 #include "runtime/train.h"        // defines: TrainOptions, TrainLog, train_with_plan
 #include "runtime/runtime.h"      // defines: Engine, engine_*
 #include "runtime/data.h"         // defines: TokenSet, Batcher, data_open, batcher_*
+#include "runtime/run_tokenizer.h"  // defines: run_data_open
 #include "runtime/checkpoint.h"   // defines: CkptState, ckpt_*
 #include "runtime/world.h"        // defines: world_rank
 #include "runtime/grid.h"         // defines: Grid, grid_make, grid_describe
@@ -233,6 +234,8 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
     st.val_steps = t->val_steps;
     st.nval = t->nval;
     st.skipped = t->skipped;
+    st.has_tokenizer = p->tokenizer_path[0] != 0;
+    st.tokenizer_crc = p->tokenizer_crc;
     char err[4096], saved[1200];
     t->bad_canon = -1;
     double t0 = now_s();
@@ -666,7 +669,7 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
         printf("note: resuming without -o: no checkpoints will be saved\n");
 
     TokenSet ts;
-    int rc = data_open(p->data_path, &ts, err, sizeof err);
+    int rc = run_data_open(p, opt->outdir, &ts, err, sizeof err);   /* tokenizer= too */
     if (rc) return fail(rc, "%s", err);
     rc = batcher_init_set(&t.batcher, &ts, p->val_fraction, p->micro_batch, p->seq, p->vocab, p->seed, err, sizeof err);
     if (rc) { tokenset_close(&ts); return fail(rc, "%s", err); }

@@ -1,0 +1,56 @@
+/* run_tokenizer.c: a run's training data with the tokenizer its plan names (data line's
+ * tokenizer=): the tokenizer checked against the plan's CRC-32C and the model's vocabulary before
+ * anything is tokenized, the text tokenized once into the token cache (data_open_bpe), and the
+ * tokenizer.json copied into the run's folder for `boost sample` and `boost eval`. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "runtime/run_tokenizer.h"   // defines: run_data_open
+#include "runtime/data.h"            // defines: data_open, data_open_bpe, data_load_tokenizer
+
+/* Copy src to dir/tokenizer.json through a temporary file and a rename. 0, or 1 with err. */
+static int copy_tokenizer(const char *src, const char *dir, char *err, size_t errlen) {
+    char dst[1200], tmp[1300];
+    snprintf(dst, sizeof dst, "%s/%s", dir, RUN_TOKENIZER_FILE);
+    snprintf(tmp, sizeof tmp, "%s.tmp-%d", dst, (int)getpid());
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "%s: cannot create the run's folder: %s", dir, strerror(errno));
+        return 1;
+    }
+    FILE *in = fopen(src, "rb"), *out = in ? fopen(tmp, "wb") : NULL;
+    int ok = in && out;
+    char buf[1 << 15];
+    size_t got;
+    while (ok && (got = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, got, out) == got;
+    if (in && ferror(in)) ok = 0;
+    if (in) fclose(in);
+    if (out && fclose(out) != 0) ok = 0;
+    if (!ok || rename(tmp, dst) != 0) {
+        snprintf(err, errlen, "%s: cannot copy the tokenizer %s there: %s", dst, src, strerror(errno));
+        remove(tmp);
+        return 1;
+    }
+    return 0;
+}
+
+int run_data_open(const Plan *p, const char *outdir, TokenSet *set, char *err, size_t errlen) {
+    if (!p->tokenizer_path[0]) return data_open(p->data_path, set, err, errlen);
+    char resolved[4200];
+    Bpe *b = data_load_tokenizer(p->tokenizer_path, p->tokenizer_crc, resolved, sizeof resolved,
+                                 err, errlen);
+    if (!b) return 2;
+    int32_t n = bpe_vocab_size(b);
+    if (n > p->vocab) {
+        snprintf(err, errlen, "tokenizer %s has %d tokens but model %s's vocab is %d: the model "
+                 "needs vocab >= %d (set vocab in the model spec, or train a smaller tokenizer)",
+                 resolved, n, p->model_name, p->vocab, n);
+        bpe_free(b);
+        return 2;
+    }
+    int rc = data_open_bpe(p->data_path, b, p->tokenizer_crc, resolved, set, err, errlen);
+    bpe_free(b);
+    if (!rc && outdir && (rc = copy_tokenizer(resolved, outdir, err, errlen))) tokenset_close(set);
+    return rc;
+}

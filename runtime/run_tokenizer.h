@@ -1,0 +1,19 @@
+/* run_tokenizer.h: a run's training data opened with the tokenizer its plan names (text tokenized
+ * once into the token cache), the vocabulary checked, the tokenizer copied into the run's folder. */
+#ifndef BOOST_RUN_TOKENIZER_H
+#define BOOST_RUN_TOKENIZER_H
+
+#include <stddef.h>
+#include "runtime/plan.h"   // defines: Plan
+#include "runtime/data.h"   // defines: TokenSet
+
+/* The copy of the run's tokenizer in its folder (beside the step folders). */
+#define RUN_TOKENIZER_FILE "tokenizer.json"
+
+/* The plan's data as a token set: without a tokenizer, data_open; with one, refused (2) when its
+ * bytes changed since the plan was made or it holds more tokens than the model's vocab (both sizes
+ * named), else the text tokenized (or the cached tokens reused) and, with outdir, the tokenizer
+ * copied to outdir/tokenizer.json. 0, 2 or 1 with err. */
+int run_data_open(const Plan *p, const char *outdir, TokenSet *set, char *err, size_t errlen);
+
+#endif
