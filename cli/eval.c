@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/infer.h"
 #include "runtime/data.h"         // defines: data_load, batcher_*, TokenStream
+#include "runtime/run_tokenizer.h"  // defines: run_data_open
 #include "runtime/safetensors.h"  // defines: st_write_f32
 
 static void eval_usage(FILE *f) {
@@ -131,10 +132,26 @@ int cmd_eval(int argc, char **argv) {
     int64_t *windows = calloc((size_t)nfiles, sizeof *windows);
     Batcher b;
     memset(&b, 0, sizeof b);
+    TokenSet tokset;   /* the run's tokenized text, when its plan names a tokenizer */
+    memset(&tokset, 0, sizeof tokset);
     int64_t total = 0;
     int byte_data = p->vocab == BYTE_VOCAB;
     for (int f = 0; f < nfiles && !rc; f++) {
         const char *path = data ? (g.gl_pathc > 0 ? g.gl_pathv[f] : data) : p->data_path;
+        size_t pl = strlen(path);
+        if (p->tokenizer_path[0] && !data) {   /* the run's tokenized text (the token cache) */
+            rc = run_data_open(p, NULL, &tokset, err, sizeof err);
+            if (rc) fprintf(stderr, "boost eval: %s\n", err);
+            byte_data = 0;
+            break;
+        }
+        if (p->tokenizer_path[0] && !(pl >= 4 && !strcmp(path + pl - 4, ".bin"))) {
+            fprintf(stderr, "boost eval: --data %s: this model reads %s's tokens: give an llm.c "
+                    "token file (boost tokenize %s %s -o FILE.bin), or no --data for the run's own "
+                    "validation split\n", path, p->tokenizer_path, p->tokenizer_path, path);
+            rc = 2;
+            break;
+        }
         rc = data_load(path, &ts[f], err, sizeof err);
         if (rc) { fprintf(stderr, "boost eval: %s\n", err); break; }
         size_t n = strlen(ts[f].source);
@@ -150,12 +167,17 @@ int cmd_eval(int argc, char **argv) {
             total += windows[f] / p->micro_batch;
         }
     }
+    const char *src_name = tokset.nshards ? tokset.source : ts[0].source;   /* for messages */
     if (!rc && !data) {
-        rc = batcher_init(&b, &ts[0], p->val_fraction, p->micro_batch, p->seq, p->vocab, p->seed, err, sizeof err);
+        rc = p->tokenizer_path[0]
+                 ? batcher_init_set(&b, &tokset, p->val_fraction, p->micro_batch, p->seq, p->vocab,
+                                    p->seed, err, sizeof err)
+                 : batcher_init(&b, &ts[0], p->val_fraction, p->micro_batch, p->seq, p->vocab,
+                                p->seed, err, sizeof err);
         if (rc) fprintf(stderr, "boost eval: %s\n", err);
         else if (b.val_windows < p->micro_batch) {
             fprintf(stderr, "boost eval: %s has no validation split (val_fraction %g): give a file with --data FILE\n",
-                    ts[0].source, p->val_fraction);
+                    src_name, p->val_fraction);
             rc = 2;
         } else total = batcher_val_batches(&b, batches == 0 ? b.val_windows : batches < 0 ? 8 : batches);
     }
@@ -209,14 +231,14 @@ int cmd_eval(int argc, char **argv) {
             printf(", \"step\": %lld, \"model\": ", (long long)in.st.step);
             json_write_string(stdout, p->model_name);
             printf(", \"data\": ");
-            json_write_string(stdout, data ? data : ts[0].source);
+            json_write_string(stdout, data ? data : src_name);
             printf(", \"split\": \"%s\", \"batches\": %lld, \"tokens\": %lld, \"loss\": %.9g, \"perplexity\": %.9g",
                    data ? "all" : "validation", (long long)done, (long long)(done * (int64_t)mbt), loss, ppl);
             if (byte_data) printf(", \"bits_per_byte\": %.9g", bpb);
             printf(", \"windows_left_out\": %lld}\n", (long long)left_out);
         } else {
             printf("%s (step %lld, model %s, tp=%d %s)\n", in.dir, (long long)in.st.step, p->model_name, p->tp, p->layout);
-            printf("  data %s: %s, %lld micro-batches of %d x %d tokens\n", data ? data : ts[0].source,
+            printf("  data %s: %s, %lld micro-batches of %d x %d tokens\n", data ? data : src_name,
                    data ? "every window" : "validation split", (long long)done, p->micro_batch, p->seq);
             if (left_out > 0)
                 printf("  %lld window%s left out (not a whole micro-batch)\n", (long long)left_out,
@@ -229,6 +251,7 @@ int cmd_eval(int argc, char **argv) {
     free(inputs); free(targets);
     batcher_free(&b);
     for (int f = 0; f < nfiles; f++) data_free(&ts[f]);
+    tokenset_close(&tokset);
     free(ts); free(windows);
     if (data) globfree(&g);
     infer_close(&in);

@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/infer.h"
 #include "runtime/data.h" // defines: BYTE_VOCAB, data_splitmix64, data_open_regular
+#include "runtime/run_tokenizer.h"   // defines: run_tokenizer_of_checkpoint
 
 #define TOKENIZER_MAGIC 20240328
 
@@ -28,7 +29,9 @@ static void sample_usage(FILE *f) {
         "                         [--top-k K] [--top-p P] [--seed S] [--tokenizer FILE] [-D name=value ...]\n"
         "                         [--run RUN] [--backend cpu|cuda|auto]\n"
         "  CKPT            a checkpoint folder (DIR/step-NNNNNN), or a run's output folder (its newest step)\n"
-        "  --prompt TEXT   the text to continue (byte-level models; default a newline)\n"
+        "  --prompt TEXT   the text to continue (byte-level models, and token models whose run\n"
+        "                  named its tokenizer: its copy in the run's folder encodes the prompt\n"
+        "                  and decodes the output; default a newline, or its separator)\n"
         "  --prompt-ids L  the prompt as token ids, separated by spaces or commas (token models)\n"
         "  --tokens N      tokens to generate (default 200)\n"
         "  --temperature T 0 picks the most likely token (greedy); default 0.8\n"
@@ -141,6 +144,21 @@ static void emit(int tok, int byte_level, const Tokenizer *tk) {
     fflush(stdout);
 }
 
+/* The same for a run's BPE tokenizer when there is one: the token's bytes (a token outside its
+ * vocabulary, possible when the model's vocab is larger, as its id). */
+static void emit_any(int tok, int byte_level, const Tokenizer *tk, const Bpe *bpe) {
+    if (!bpe) { emit(tok, byte_level, tk); return; }
+    unsigned char *buf = NULL;
+    size_t len = 0, cap = 0;
+    char why[160];
+    int32_t id = tok;
+    if (bpe_decode(bpe, &id, 1, 0, &buf, &len, &cap, why, sizeof why) == 0)
+        fwrite(buf, 1, len, stdout);
+    else printf(" %d", tok);
+    free(buf);
+    fflush(stdout);
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -218,6 +236,13 @@ int cmd_sample(int argc, char **argv) {
     memset(&tk, 0, sizeof tk);
     tk.eot = -1;
     if (tok_path && (rc = tokenizer_load(tok_path, &tk))) { tokenizer_free(&tk); infer_close(&in); return rc; }
+    Bpe *bpe = NULL;   /* a run that named its tokenizer: prompt and output are text through it */
+    if (!tok_path && in.st.has_tokenizer) {
+        char where[1400], why[1600];
+        bpe = run_tokenizer_of_checkpoint(in.dir, in.st.tokenizer_crc, where, sizeof where, why,
+                                          sizeof why);
+        if (!bpe) { fprintf(stderr, "boost sample: %s\n", why); infer_close(&in); return 2; }
+    }
     if (tok_path && byte_level) {
         fprintf(stderr, "boost sample: --tokenizer: model %s is byte-level (vocab 256, trained on text): its text needs no tokenizer\n", p->model_name);
         tokenizer_free(&tk); infer_close(&in); return 2;
@@ -228,7 +253,21 @@ int cmd_sample(int argc, char **argv) {
     int32_t *ctx = malloc(sizeof(int32_t) * (size_t)cap);
     int64_t len = 0;
     if (!ctx) { fprintf(stderr, "boost sample: out of memory\n"); rc = 1; }
-    if (!rc && prompt) {
+    if (!rc && prompt && bpe) {
+        BpeEncoder *enc = bpe_encoder_new(bpe);
+        BpeIds ids = {0};
+        char why[320] = "out of memory";
+        rc = enc ? bpe_encode(enc, (const unsigned char *)prompt, strlen(prompt), 0, &ids, why,
+                              sizeof why) : 1;
+        if (rc) fprintf(stderr, "boost sample: --prompt: %s\n", why);
+        if (!rc && ids.n + ntok + 16 > cap) {
+            int32_t *grown = realloc(ctx, sizeof(int32_t) * (size_t)(ids.n + ntok + 16));
+            if (grown) ctx = grown; else rc = 1;
+        }
+        for (int64_t i = 0; !rc && i < ids.n; i++) ctx[len++] = ids.v[i];
+        free(ids.v);
+        bpe_encoder_free(enc);
+    } else if (!rc && prompt) {
         if (!byte_level) {
             fprintf(stderr, "boost sample: model %s reads token ids (vocab %d), not text: give the prompt as --prompt-ids "
                     "\"ID ID ...\"\n", p->model_name, V);
@@ -251,6 +290,8 @@ int cmd_sample(int argc, char **argv) {
             s = end;
         }
     }
+    if (!rc && len == 0 && bpe && bpe_separator(bpe) >= 0 && bpe_separator(bpe) < V)
+        ctx[len++] = bpe_separator(bpe);   /* a document starts after the separator */
     if (!rc && len == 0) ctx[len++] = byte_level ? '\n' : (tk.eot >= 0 && tk.eot < V ? tk.eot : 0);
     if (!rc && len > S) {
         fprintf(stderr, "boost sample: the prompt is %lld tokens, longer than model %s's sequence length %d: shorten it "
@@ -281,7 +322,7 @@ int cmd_sample(int argc, char **argv) {
             fprintf(stderr, "boost sample: %s (step %lld), model %s, tp=%d %s, backend %s; temperature %g, top-k %ld, top-p %g, "
                     "seed %ld; full forward over the window (up to %d tokens) per token, no KV cache\n", in.dir,
                     (long long)in.st.step, p->model_name, p->tp, p->layout, engine_backend_name(in.e), temp, topk, topp, seed, S);
-        for (int64_t i = 0; i < len; i++) emit(ctx[i], byte_level, &tk);
+        for (int64_t i = 0; i < len; i++) emit_any(ctx[i], byte_level, &tk, bpe);
         uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 0x1234567ull;
         double t0 = now_s(), tp0 = t0;
         int slid = 0;
@@ -297,7 +338,7 @@ int cmd_sample(int argc, char **argv) {
             if (o.decode) {
                 next = pick(logits, V, temp, (int)topk, topp, &rng, cand, prob);
                 ctx[len++] = next;
-                emit(next, byte_level, &tk);
+                emit_any(next, byte_level, &tk, bpe);
                 if (g == ntok - 1) break;   /* its logits are not needed */
                 if (cached == S) {          /* full: restart the cache from the last S/2 tokens */
                     if (!slid) fprintf(stderr, "\n(boost sample: the KV cache of %d positions is full: the window slides by half, "
@@ -322,7 +363,7 @@ int cmd_sample(int argc, char **argv) {
             if (infer_forward(&in, tokens, targets, logits, NULL)) { rc = 1; break; }
             next = pick(logits + (w - 1) * V, V, temp, (int)topk, topp, &rng, cand, prob);
             ctx[len++] = next;
-            emit(next, byte_level, &tk);
+            emit_any(next, byte_level, &tk, bpe);
         }
         if (o.decode && !rc) fprintf(stderr, "boost sample: prefill of %lld prompt tokens in %.3fs\n", (long long)(len - ntok), tp0 - t0);
         t0 = tp0;
@@ -333,6 +374,7 @@ int cmd_sample(int argc, char **argv) {
     }
     free(logits); free(tokens); free(targets); free(cand); free(prob); free(ctx);
     tokenizer_free(&tk);
+    bpe_free(bpe);
     infer_close(&in);
     return rc;
 }

@@ -112,7 +112,7 @@ typedef struct {
     int max_bad_steps;        /* skipped (non-finite) updates in a row that stop the run (0: not set, 5) */
     char data[PATH_LEN];      /* "" | "corpus" | a path to a .bin token file or a .txt file */
     double val_fraction;
-    char tokenizer[PATH_LEN]; /* "" or a Hugging Face tokenizer.json the text data is tokenized with */
+    char tokenizer[PATH_LEN]; /* "" or a Hugging Face tokenizer.json the text is tokenized with */
     uint32_t tokenizer_crc;   /* CRC-32C of that file's bytes when the spec was read */
 } Run;
 

@@ -168,7 +168,7 @@ static const Field TRAIN_FIELDS[] = {
 };
 static const Field DATA_FIELDS[] = {
     {"path", K_STR, 0, 0, 0, NULL, "corpus", "\"corpus\", a .bin token file or a .txt file"},
-    {"tokenizer", K_STR, 0, 0, 0, NULL, "", "a Hugging Face tokenizer.json for text data (\"\": bytes)"},
+    {"tokenizer", K_STR, 0, 0, 0, NULL, "", "a tokenizer.json for text data (\"\": bytes)"},
     DATA_SETTING_ROWS(SPEC_FIELD)    /* val_fraction */
     {NULL},
 };

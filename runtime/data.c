@@ -578,8 +578,8 @@ static int text_to_shard(const char *text, const char *out, char *err, size_t er
     return 0;
 }
 
-/* The folders a cached shard may live in, best first: the repository's build/tokens, ./build/tokens,
- * $TMPDIR/tokens (each made when missing); a folder that cannot be made is left out. */
+/* The folders a cached shard may live in, best first: the repository's build/tokens,
+ * ./build/tokens, $TMPDIR/tokens (each made when missing); a folder that cannot be made is left out. */
 static int token_cache_dirs(char dirs[3][PATH_MAX + 64]) {
     char root[PATH_MAX] = "", base[3][PATH_MAX + 32];
     const char *tmpdir = getenv("TMPDIR");
@@ -588,7 +588,8 @@ static int token_cache_dirs(char dirs[3][PATH_MAX + 64]) {
     snprintf(base[nb++], sizeof base[0], "build");
     snprintf(base[nb++], sizeof base[0], "%s", tmpdir && *tmpdir ? tmpdir : "/tmp");
     for (int d = 0; d < nb; d++) {
-        if (snprintf(dirs[nd], sizeof dirs[0], "%s/tokens", base[d]) >= (int)sizeof dirs[0]) continue;
+        if (snprintf(dirs[nd], sizeof dirs[0], "%s/tokens", base[d]) >= (int)sizeof dirs[0])
+            continue;
         if (mkdir(base[d], 0777) != 0 && errno != EEXIST) continue;
         if (mkdir(dirs[nd], 0777) != 0 && errno != EEXIST) continue;
         nd++;
@@ -608,7 +609,8 @@ static int text_shard(const char *text, char *out, size_t outlen, char *err, siz
     char dirs[3][PATH_MAX + 64];
     int nd = token_cache_dirs(dirs);
     for (int d = 0; d < nd; d++) {
-        snprintf(out, outlen, "%.4000s/%016llx-%lld.bin", dirs[d], (unsigned long long)h, (long long)len);
+        snprintf(out, outlen, "%.4000s/%016llx-%lld.bin", dirs[d], (unsigned long long)h,
+                 (long long)len);
         if (access(out, R_OK) == 0) return 0;
         err[0] = 0;
         if (text_to_shard(text, out, err, errlen) == 0) return 0;
@@ -619,8 +621,8 @@ static int text_shard(const char *text, char *out, size_t outlen, char *err, siz
 
 /* The cached shard of text files tokenized by a BPE tokenizer: BUILD/tokens/<hash>-<bytes>-bpe.bin,
  * the hash over every file's bytes in order and the tokenizer's CRC-32C, so a changed text or
- * tokenizer makes a new shard and anything else reuses it. Made with tokenize_files (the tokenizer's
- * separator before every document). Returns 0, 2 or 1. */
+ * tokenizer makes a new shard and anything else reuses it. Made with tokenize_files (the
+ * tokenizer's separator before every document). Returns 0, 2 or 1. */
 static int bpe_text_shard(char **files, int nfiles, const Bpe *bpe, uint32_t bpe_crc,
                           const char *tokenizer, char *out, size_t outlen, char *err,
                           size_t errlen) {
@@ -639,17 +641,20 @@ static int bpe_text_shard(char **files, int nfiles, const Bpe *bpe, uint32_t bpe
     char dirs[3][PATH_MAX + 64];
     int nd = token_cache_dirs(dirs);
     if (!nd) {
-        snprintf(err, errlen, "%s: no folder to write its token shard into (build/tokens, $TMPDIR)", files[0]);
+        snprintf(err, errlen, "%s: no folder to write its token shard into (build/tokens, $TMPDIR)",
+                 files[0]);
         return 1;
     }
     for (int d = 0; d < nd; d++) {   /* made before, in any of the folders */
-        snprintf(out, outlen, "%.4000s/%016llx-%lld-bpe.bin", dirs[d], (unsigned long long)h, (long long)total);
+        snprintf(out, outlen, "%.4000s/%016llx-%lld-bpe.bin", dirs[d], (unsigned long long)h,
+                 (long long)total);
         if (access(out, R_OK) == 0) return 0;
     }
-    snprintf(out, outlen, "%.4000s/%016llx-%lld-bpe.bin", dirs[0], (unsigned long long)h, (long long)total);
+    snprintf(out, outlen, "%.4000s/%016llx-%lld-bpe.bin", dirs[0], (unsigned long long)h,
+             (long long)total);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    TokenizeJob job = {.who = "boost train: data", .out = out, .threads = cores > 0 ? (int)cores : 1,
-                       .sep = bpe_separator(bpe)};
+    TokenizeJob job = {.who = "boost train: data", .out = out,
+                       .threads = cores > 0 ? (int)cores : 1, .sep = bpe_separator(bpe)};
     TokenizeResult res;
     int rc = tokenize_files(bpe, files, nfiles, &job, &res);
     if (rc) {

@@ -2,7 +2,8 @@
 # train_tokenizer.sh: a run that names a tokenizer (data = { path = GLOB, tokenizer = FILE }):
 # its text is tokenized once into the token cache (the same tokens as `boost tokenize` writes for
 # the same files) and reused by the next run; the checkpoint records the tokenizer's CRC-32C and the
-# run's folder holds its copy; a model whose vocab is smaller than the tokenizer stops at start
+# run's folder holds its copy; `boost sample` and `boost eval` use it without flags; a model
+# whose vocab is smaller than the tokenizer stops at start
 # naming both sizes; a missing tokenizer file is an error at the spec's line.
 . tests/sh/lib.sh
 [ -f build/corpus.txt ] || bash tools/corpus.sh >/dev/null 2>&1
@@ -61,6 +62,21 @@ else
   grep -q "\"tokenizer_crc32c\": \"$crc\"" "$state" && cmp -s run1/tokenizer.json tok.json &&
     ok train_tokenizer_recorded || fail train_tokenizer_recorded "$crc: $(grep tokenizer "$state")"
 fi
+# sample and eval find the run's tokenizer without flags: --prompt is text, the output is text
+step=$(ls -d run1/step-* | tail -1)
+$BOOST sample "$step" --run run.lua --backend cpu --prompt "The cat sat" --tokens 8 \
+  >sample.out 2>sample.err
+rc=$?
+[ $rc = 0 ] && head -c 11 sample.out | grep -qx "The cat sat" && ok train_tokenizer_sample_text ||
+  fail train_tokenizer_sample_text "exit $rc: $(head -c 200 sample.out) $(tail -2 sample.err)"
+$BOOST eval "$step" --run run.lua --backend cpu --json >eval.out 2>eval.err
+rc=$?
+# the validation loss the run logged at its end is the eval of the same split (same micro-batches)
+close=$(python3 -c 'import json, sys
+e = json.load(open(sys.argv[1])); s = json.load(open(sys.argv[2]))
+print(int(abs(e["loss"] - s["val_losses"][-1][1]) < 1e-3))' eval.out "$step/state.json" 2>&1)
+[ $rc = 0 ] && [ "$close" = 1 ] && ok train_tokenizer_eval_no_flags ||
+  fail train_tokenizer_eval_no_flags "exit $rc: $close $(tail -2 eval.err)"
 # a vocabulary smaller than the tokenizer's 300 tokens: stop at start with both sizes
 sed 's/vocab = 320/vocab = 256/; s/"tokm"/"toks"/' specs/models/tokm.lua >specs/models/toks.lua
 runspec small.lua toks "$TMP/tok.json"
