@@ -4,7 +4,7 @@
 # the same files) and reused by the next run; the checkpoint records the tokenizer's CRC-32C and the
 # run's folder holds its copy; `boost sample` and `boost eval` use it without flags; a model
 # whose vocab is smaller than the tokenizer stops at start
-# naming both sizes; a missing tokenizer file is an error at the spec's line.
+# naming both sizes; a missing tokenizer file is an error at the spec's line (or at its -D).
 . tests/sh/lib.sh
 [ -f build/corpus.txt ] || bash tools/corpus.sh >/dev/null 2>&1
 if [ ! -f build/corpus.txt ]; then ok "train_tokenizer # SKIP no corpus (Debian's fortunes package)"; exit 0; fi
@@ -90,3 +90,7 @@ $BOOST train missing.lua --backend cpu --quiet >out4 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q "missing.lua:5: tokenizer .*nope.json" out4 && ok train_tokenizer_missing_at_line ||
   fail train_tokenizer_missing_at_line "exit $rc: $(tail -2 out4)"
+$BOOST train missing.lua --backend cpu --quiet -D tokenizer=nope2.json >out5 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "^-D tokenizer=nope2.json: tokenizer nope2.json" out5 && ok train_tokenizer_D_missing ||
+  fail train_tokenizer_D_missing "exit $rc: $(tail -2 out5)"
