@@ -14,6 +14,10 @@ uint32_t crc32c_update(uint32_t crc, const void *buf, size_t len);
 /* The same with the table only (for tests that compare both paths). */
 uint32_t crc32c_update_table(uint32_t crc, const void *buf, size_t len);
 
+/* The CRC-32C of a regular file's bytes. 0, or -1 with errno set (EISDIR for a folder, EINVAL
+ * for another kind of file, EIO for a read error). */
+int crc32c_file(const char *path, uint32_t *crc);
+
 /* 1 when crc32c_update uses the crc32 instruction. */
 int crc32c_hardware(void);
 

@@ -17,7 +17,7 @@
 #include "common/train_settings.h"   // defines: TRAIN_SETTING_ROWS, DATA_SETTING_ROWS, train_setting_bounds
 #include "gen/model.h" // defines: Run, Model, Gpu, Override, enums
 #include "gen/sandbox.h"
-#include "common/crc32c.h"   // defines: crc32c_update
+#include "common/crc32c.h"   // defines: crc32c_file
 
 /* ---------------------------------------------------------------- the field registry */
 
@@ -623,24 +623,6 @@ static int get_choice(Ctx *c, const Obj *o, const char *key, int dflt) {
     }
     lua_pop(c->L, 1);
     return v;
-}
-
-/* CRC-32C of a regular file's bytes. 0, or -1 with errno set (EISDIR for a folder). */
-static int file_crc32c(const char *path, uint32_t *crc) {
-    struct stat st;
-    if (stat(path, &st) != 0) return -1;
-    if (!S_ISREG(st.st_mode)) { errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL; return -1; }
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    unsigned char buf[1 << 15];
-    size_t got;
-    uint32_t c = 0;
-    while ((got = fread(buf, 1, sizeof buf, f)) > 0) c = crc32c_update(c, buf, got);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { errno = EIO; return -1; }
-    *crc = c;
-    return 0;
 }
 
 static void get_string(Ctx *c, const Obj *o, const char *key, char *out, size_t n) {
@@ -1528,7 +1510,7 @@ static void read_run(Ctx *c, int run_src) {
     get_string(c, &data, "path", r->data, sizeof r->data);
     r->val_fraction = get_num(c, &data, "val_fraction");
     get_string(c, &data, "tokenizer", r->tokenizer, sizeof r->tokenizer);
-    if (r->tokenizer[0] && file_crc32c(r->tokenizer, &r->tokenizer_crc) != 0)
+    if (r->tokenizer[0] && crc32c_file(r->tokenizer, &r->tokenizer_crc) != 0)
         spec_error(c, key_loc(c, &data, "tokenizer"), "tokenizer %s: %s (give the path of a "
                    "tokenizer.json, e.g. one made by 'boost tokenizer train', relative to the "
                    "current folder)", r->tokenizer, strerror(errno));

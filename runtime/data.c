@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include "runtime/data.h"   // defines: TokenStream, Batcher, data_*, batcher_*
 #include "common/checked.h" // defines: ck_bytes
-#include "common/crc32c.h"  // defines: crc32c_update
+#include "common/crc32c.h"  // defines: crc32c_file
 #include "runtime/tokenize_files.h"  // defines: tokenize_files
 
 uint64_t data_splitmix64(uint64_t *state) {
@@ -673,16 +673,11 @@ Bpe *data_load_tokenizer(const char *path, uint32_t crc, char *resolved, size_t 
                          size_t errlen) {
     int rc = resolve_data_path(path, resolved, rlen, err, errlen);
     if (rc) return NULL;
-    uint64_t unused;
-    int64_t len;
-    if (hash_file(resolved, &unused, &len, err, errlen)) return NULL;
-    FILE *f = open_regular_stream(resolved, err, errlen);
-    if (!f) return NULL;
-    unsigned char buf[1 << 15];
-    size_t got;
     uint32_t have = 0;
-    while ((got = fread(buf, 1, sizeof buf, f)) > 0) have = crc32c_update(have, buf, got);
-    fclose(f);
+    if (crc32c_file(resolved, &have) != 0) {
+        snprintf(err, errlen, "tokenizer %s: %s", resolved, strerror(errno));
+        return NULL;
+    }
     if (have != crc) {
         snprintf(err, errlen, "tokenizer %s: CRC-32C 0x%08x, the plan records 0x%08x: the file changed "
                  "since the plan was made (regenerate the plan with 'boost gen' to use it)", resolved,

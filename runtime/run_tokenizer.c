@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include "runtime/run_tokenizer.h"   // defines: run_data_open
 #include "runtime/data.h"            // defines: data_open, data_open_bpe, data_load_tokenizer
-#include "common/crc32c.h"           // defines: crc32c_update
+#include "common/crc32c.h"           // defines: crc32c_file
 
 /* Copy src to dir/tokenizer.json through a temporary file and a rename. 0, or 1 with err. */
 static int copy_tokenizer(const char *src, const char *dir, char *err, size_t errlen) {
@@ -59,17 +59,12 @@ int run_data_open(const Plan *p, const char *outdir, TokenSet *set, char *err, s
 Bpe *run_tokenizer_of_checkpoint(const char *step_dir, uint32_t crc, char *path, size_t pathlen,
                                  char *err, size_t errlen) {
     snprintf(path, pathlen, "%s/../%s", step_dir, RUN_TOKENIZER_FILE);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    uint32_t have = 0;
+    if (crc32c_file(path, &have) != 0) {
         snprintf(err, errlen, "%s: %s (the checkpoint's state.json records a tokenizer, whose copy "
                  "lies in the run's folder beside the step folders)", path, strerror(errno));
         return NULL;
     }
-    unsigned char buf[1 << 15];
-    size_t got;
-    uint32_t have = 0;
-    while ((got = fread(buf, 1, sizeof buf, f)) > 0) have = crc32c_update(have, buf, got);
-    fclose(f);
     if (have != crc) {
         snprintf(err, errlen, "%s: CRC-32C 0x%08x, the checkpoint records 0x%08x: it is not the "
                  "tokenizer the model was trained with", path, have, crc);
