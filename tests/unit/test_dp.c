@@ -8,24 +8,36 @@
 #include "tests/unit/engine_cases.h"
 #include "runtime/grid.h"
 
-/* ZeRO-1: zero=1 against zero=0 at the same grid: 3 AdamW steps give the same params and the same
- * canonical AdamW moments (gathered from the dp shards). */
-static void zero_cases(const char *spec, int mb) {
+/* ZeRO-1 and ZeRO-2: zero=1 or 2 against zero=0 at the same grid (and grad_accum ga): 3 AdamW
+ * steps give the same params and the same canonical AdamW moments (gathered from the dp shards);
+ * zero=2: the first pass's canonical gradients too (each dp rank holds its shard only). */
+static void zero_cases(const char *spec, int mb, int zero, int ga) {
     char defs[300], what[300];
     Case ref, c;
-    snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D micro_batch=%d -D dp_bucket_mb=0.05", mb);
+    snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D micro_batch=%d -D grad_accum=%d -D dp_bucket_mb=0.05", mb, ga);
     if (open_case_pass(&ref, spec, defs, global_pass, NULL) == 0) {
-        snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D micro_batch=%d -D dp_bucket_mb=0.05 -D zero=1", mb);
+        snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D micro_batch=%d -D grad_accum=%d -D dp_bucket_mb=0.05 -D zero=%d",
+                 mb, ga, zero);
         if (!open_case_pass(&c, spec, defs, global_pass, NULL)) {
+            if (zero == 2) {
+                double worst = 0;
+                const char *wname = "";
+                for (int i = 0; i < ref.p->ncanons; i++) {
+                    double e = rel_err(c.grad[i], ref.grad[i], ref.p->canons[i].rows * ref.p->canons[i].cols);
+                    if (e > worst || e != e) { worst = e; wname = ref.p->canons[i].name; }
+                }
+                snprintf(what, sizeof what, "%s zero=2 grad_accum=%d vs zero=0: the same canonical gradients", spec, ga);
+                CHECK(worst < CASE_TOL, what, "worst %s rel %.3g", wname, worst);
+            }
             int nrs = 0, ngs = 0;
             for (int s = 0; s < c.p->nsteps; s++) {
                 nrs += c.p->steps_[s].kind == ST_REDUCE_SCATTER;
                 ngs += c.p->steps_[s].kind == ST_GATHER_SHARDS;
             }
-            snprintf(what, sizeof what, "%s zero=1 plan: a reduce_scatter per gradient, a gather_shards per param", spec);
-            CHECK(nrs == c.p->nparams && ngs == c.p->nparams && c.p->zero == 1, what, "%d reduce_scatter, %d gather_shards, %d params",
+            snprintf(what, sizeof what, "%s zero=%d plan: a reduce_scatter per gradient, a gather_shards per param", spec, zero);
+            CHECK(nrs == c.p->nparams && ngs == c.p->nparams && c.p->zero == zero, what, "%d reduce_scatter, %d gather_shards, %d params",
                   nrs, ngs, c.p->nparams);
-            snprintf(what, sizeof what, "%s dp=2 x tp=2 zero=1 vs zero=0", spec);
+            snprintf(what, sizeof what, "%s dp=2 x tp=2 zero=%d grad_accum=%d vs zero=0", spec, zero, ga);
             compare_steps_pass(&c, &ref, what, global_pass);
             double worst = 0;
             const char *wname = "";
@@ -39,7 +51,8 @@ static void zero_cases(const char *spec, int mb) {
                     if (e > worst || e != e) { worst = e; wname = ref.p->canons[i].name; }
                     free(x); free(y);
                 }
-            snprintf(what, sizeof what, "%s zero=1 vs zero=0: the same canonical AdamW moments after 3 steps", spec);
+            snprintf(what, sizeof what, "%s zero=%d grad_accum=%d vs zero=0: the same canonical AdamW moments after 3 steps",
+                     spec, zero, ga);
             CHECK(worst < CASE_TOL, what, "worst %s rel %.3g", wname, worst);
         }
         close_case(&c);
@@ -198,11 +211,19 @@ int main(void) {
     model_cases("specs/runs/tiny-cola-moe.lua", "", 4, 1);
     bf16_case();
     global_batch(4 * 64 * 2, 256, 7);
-    zero_cases("tiny-cola", 4);
+    zero_cases("tiny-cola", 4, 1, 1);
     global_batch(4 * 64 * 2, 256, 7);
-    zero_cases("tiny-lax", 4);
+    zero_cases("tiny-lax", 4, 1, 1);
     global_batch(4 * 64 * 2, 256, 7);
-    zero_cases("specs/runs/tiny-cola-moe.lua", 4);
+    zero_cases("specs/runs/tiny-cola-moe.lua", 4, 1, 1);
+    for (int zero = 2, ga = 1; ga <= 2; ga++) {   /* ZeRO-2, also with accumulation (half the micro-batch) */
+        global_batch(4 * 64 * 2, 256, 7);
+        zero_cases("tiny-cola", 4 / ga, zero, ga);
+        global_batch(4 * 64 * 2, 256, 7);
+        zero_cases("tiny-lax", 4 / ga, zero, ga);
+        global_batch(4 * 64 * 2, 256, 7);
+        zero_cases("specs/runs/tiny-cola-moe.lua", 4 / ga, zero, ga);
+    }
     free(global_tok); free(global_tgt);
     TEST_EXIT();
 }
