@@ -52,6 +52,7 @@ struct BackendRank {
     /* zero=2 at dp > 1: per param, this dp rank's shard of the reduced gradient (own_range, at j - lo);
      * a d.P's full-size buffer (ptr) exists only from its first use to its reduce_scatter (NULL else) */
     float **gsh;
+    size_t grad_bytes, grad_peak;  /* fp32 gradient bytes held now and at most (cpu_gradient_bytes) */
     char err[512];
 };
 
@@ -149,13 +150,16 @@ static BackendRank *cpu_rank_open(const Plan *p, int rank, int tp, char *err, si
         if (pt->kind == TK_ACT) r->ptr[t] = (char *)r->arena + 2 * pt->offset;
         else if (pt->kind == TK_GRAD && r->gsh) continue;   /* zero=2: allocated at first use (cpu_tensor_ptr) */
         else if (!(r->ptr[t] = calloc((size_t)numel(pt), 4))) goto oom;
+        else if (pt->kind == TK_GRAD) r->grad_bytes += (size_t)numel(pt) * 4;
     }
     for (int i = 0; i < p->nparams; i++) {
         size_t n = (size_t)(p->params[i].rows * p->params[i].cols);
         if (r->zero) n = (n + (size_t)p->dp - 1) / (size_t)p->dp;   /* the largest shard */
         if (!(r->m[i] = calloc(n + 1, sizeof(float))) || !(r->v[i] = calloc(n + 1, sizeof(float)))) goto oom;
         if (r->gsh && !(r->gsh[i] = calloc(n + 1, sizeof(float)))) goto oom;
+        if (r->gsh) r->grad_bytes += n * sizeof(float);
     }
+    r->grad_peak = r->grad_bytes;
     return r;
 oom:
     cpu_rank_close(r);
@@ -275,13 +279,30 @@ static int cpu_group_init(BackendRank **ranks, int tp, char *err, size_t errlen)
  * after its reduce_scatter, so only the gradients between the two are held at full size. Out of
  * memory there leaves no way to report through a step's pointer: the process stops with a message. */
 static void *cpu_tensor_ptr(BackendRank *r, int t) {
-    if (!r->ptr[t] && r->gsh && r->p->tensors[t].kind == TK_GRAD &&
-        !(r->ptr[t] = calloc((size_t)numel(&r->p->tensors[t]), sizeof(float)))) {
-        fprintf(stderr, "boost: cpu rank %d: out of memory allocating gradient %s (zero=2); use a smaller model "
-                "or more dp ranks\n", r->rank, r->p->tensors[t].name);
-        exit(1);
+    if (!r->ptr[t] && r->gsh && r->p->tensors[t].kind == TK_GRAD) {
+        size_t n = (size_t)numel(&r->p->tensors[t]);
+        if (!(r->ptr[t] = calloc(n, sizeof(float)))) {
+            fprintf(stderr, "boost: cpu rank %d: out of memory allocating gradient %s (zero=2); use a smaller "
+                    "model or more dp ranks\n", r->rank, r->p->tensors[t].name);
+            exit(1);
+        }
+        r->grad_bytes += n * sizeof(float);
+        if (r->grad_bytes > r->grad_peak) r->grad_peak = r->grad_bytes;
     }
     return r->ptr[t];
+}
+
+/* zero=2: gradient tensor t's full-size buffer released (if held). */
+static void drop_full_grad(BackendRank *r, int t) {
+    if (!r->ptr[t]) return;
+    free(r->ptr[t]);
+    r->ptr[t] = NULL;
+    r->grad_bytes -= (size_t)numel(&r->p->tensors[t]) * sizeof(float);
+}
+
+size_t cpu_gradient_bytes(const BackendRank *r, size_t *peak) {
+    if (peak) *peak = r->grad_peak;
+    return r->grad_bytes;
 }
 
 /* The elements [lo, hi) of an n-element tensor this rank updates: all of them, or its zero=1 shard. */
@@ -640,8 +661,7 @@ static int keep_grad_shard(BackendRank *r, const CollArgs *c, void *buf) {
         int64_t lo, hi;
         own_range(r, c->elems, &lo, &hi);
         memcpy(r->gsh[i], (float *)buf + lo, (size_t)(hi - lo) * sizeof(float));
-        free(r->ptr[t]);
-        r->ptr[t] = NULL;
+        drop_full_grad(r, t);
         return 0;
     }
     return rfail(r, "reduce_scatter at zero=2: buf is not a whole parameter gradient (plan generator bug)");
@@ -814,8 +834,7 @@ static int cpu_zero_grads(BackendRank *r) {
         int64_t lo, hi;
         own_range(r, p->params[i].rows * p->params[i].cols, &lo, &hi);
         memset(r->gsh[i], 0, (size_t)(hi - lo) * sizeof(float));
-        free(r->ptr[p->params[i].grad]);
-        r->ptr[p->params[i].grad] = NULL;
+        drop_full_grad(r, p->params[i].grad);
     }
     for (int i = 0; !r->gsh && i < p->nparams; i++)
         memset(r->ptr[p->params[i].grad], 0, (size_t)(p->params[i].rows * p->params[i].cols) * sizeof(float));

@@ -1,12 +1,41 @@
 /* test_dp.c: data parallelism on the CPU engine (ranks as threads): dp=2 x tp=2 against dp=1 x tp=1
  * with grad_accum=2, dp=4 x tp=1 against dp=1 with grad_accum=4 and against dp=2 x tp=2 with
  * grad_accum=2 (the same micro-batches), on the same global batch, for cola, lax and the MoE model: loss, every canonical gradient and three AdamW steps within 1e-5
- * relative; the rank grid's coordinates and groups; dp steps in the plan and their loader checks. */
+ * relative; the rank grid's coordinates and groups; dp steps in the plan and their loader checks;
+ * ZeRO-1 and ZeRO-2 against zero=0, and ZeRO-2's gradient bytes per rank. */
 #define CASE_DIR "build/tmp/dp"
 #include <stdio.h>
 #include <sys/stat.h>
 #include "tests/unit/engine_cases.h"
 #include "runtime/grid.h"
+#include "runtime/cpu.h"
+
+/* ZeRO-2's memory on the CPU backend: after the optimizer step every rank of c holds its gradients
+ * as shards only, 4 ceil(n/dp) bytes per local param of n elements, where ref (zero=0) holds 4 n.
+ * Peak: at grad_accum = 1 below zero=0's (the shards plus the full-size d.P live at once); at
+ * grad_accum > 1 every full d.P lives until the last micro-batch, so it is zero=0's plus the shards. */
+static void zero2_memory(Case *c, Case *ref, const char *spec, int ga) {
+    int64_t shard = 0, full = 0;
+    for (int i = 0; i < c->p->nparams; i++) {
+        int64_t n = c->p->params[i].rows * c->p->params[i].cols;
+        shard += 4 * ((n + c->p->dp - 1) / c->p->dp);
+        full += 4 * n;
+    }
+    int bad = -1;
+    size_t peak = 0, peak0 = 0, now = 0, now0 = 0;
+    for (int r = 0; r < c->p->dp * c->p->tp && bad < 0; r++) {
+        now = cpu_gradient_bytes(engine_backend_rank(c->e, r), &peak);
+        now0 = cpu_gradient_bytes(engine_backend_rank(ref->e, r), &peak0);
+        int peak_ok = ga == 1 ? peak < peak0 : (int64_t)peak == full + shard;
+        if ((int64_t)now != shard || (int64_t)now0 != full || !peak_ok) bad = r;
+    }
+    char what[300];
+    snprintf(what, sizeof what, "%s zero=2 grad_accum=%d: each rank holds 4 ceil(n/dp) gradient bytes per param "
+             "after the step (zero=0: 4 n); peak %s", spec, ga, ga == 1 ? "below zero=0's" : "4 n + 4 ceil(n/dp)");
+    CHECK(bad < 0, what, "rank %d: %zu bytes (want %lld), zero=0 %zu (want %lld), peaks %zu vs %zu", bad, now,
+          (long long)shard, now0, (long long)full, peak, peak0);
+    printf("# %s grad_accum=%d: gradient bytes per rank, peak %zu at zero=2 vs %zu at zero=0\n", spec, ga, peak, peak0);
+}
 
 /* ZeRO-1 and ZeRO-2: zero=1 or 2 against zero=0 at the same grid (and grad_accum ga): 3 AdamW
  * steps give the same params and the same canonical AdamW moments (gathered from the dp shards);
@@ -39,6 +68,7 @@ static void zero_cases(const char *spec, int mb, int zero, int ga) {
                   nrs, ngs, c.p->nparams);
             snprintf(what, sizeof what, "%s dp=2 x tp=2 zero=%d grad_accum=%d vs zero=0", spec, zero, ga);
             compare_steps_pass(&c, &ref, what, global_pass);
+            if (zero == 2) zero2_memory(&c, &ref, spec, ga);
             double worst = 0;
             const char *wname = "";
             for (int i = 0; i < ref.p->ncanons; i++)
