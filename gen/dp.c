@@ -158,20 +158,31 @@ void dp_figures(const Graph *g, DpFigures *d) {
     }
 }
 
+/* Per local parameter: bf16 weight 2 + fp32 gradient 4 + fp32 master 4 + AdamW m, v 8 = 18 bytes.
+ * zero=1 shards master and moments over dp: 6 + 12/dp. zero=2 shards the gradient too: 2 + 16/dp
+ * with grad_accum = 1 (a full-size d.P lives only from its first write to its reduce_scatter, not
+ * counted: about one bucket); with grad_accum > 1 every full-size d.P accumulates until the last
+ * micro-batch, so the peak is zero=1's plus the 4/dp gradient shard: 6 + 16/dp. */
+double dp_bytes_per_param(int zero, int dp, int grad_accum) {
+    if (dp <= 1 || zero == 0) return 18.0;
+    if (zero == 1) return 6.0 + 12.0 / dp;
+    return (grad_accum > 1 ? 6.0 : 2.0) + 16.0 / dp;
+}
+
 void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
     if (run->dp <= 1) return;
     DpFigures d;
     dp_figures(g, &d);
     int dp = run->dp;
     double ring = 2.0 * (dp - 1) / dp * (double)d.bytes;
-    /* per local parameter: bf16 weight 2 + fp32 grad 4 + fp32 master 4 + AdamW m, v 8; ZeRO-1
-       shards the last three over dp */
-    double z0 = 18.0 * (double)d.local_params, z1 = (6.0 + 12.0 / dp) * (double)d.local_params;
+    double lp = (double)d.local_params, z0 = dp_bytes_per_param(0, dp, run->grad_accum) * lp;
+    double z1 = dp_bytes_per_param(1, dp, run->grad_accum) * lp, z2 = dp_bytes_per_param(2, dp, run->grad_accum) * lp;
     if (json) {
         fprintf(f, " \"dp\": {\"dp\": %d, \"zero\": %d, \"bucket_bytes\": %" PRId64 ", \"buckets\": %d, \"allreduce_steps\": %d, "
                    "\"bytes_per_step\": %" PRId64 ", \"bytes_issued_before_backward_end\": %" PRId64 ", \"ring_bytes_per_rank\": %.0f, "
-                   "\"weights_grads_adamw_bytes_per_rank_zero0\": %.0f, \"weights_grads_adamw_bytes_per_rank_zero1\": %.0f},\n",
-                dp, run->zero, run->dp_bucket_bytes, d.buckets, d.steps, d.bytes, d.bytes_overlapped, ring, z0, z1);
+                   "\"weights_grads_adamw_bytes_per_rank_zero0\": %.0f, \"weights_grads_adamw_bytes_per_rank_zero1\": %.0f, "
+                   "\"weights_grads_adamw_bytes_per_rank_zero2\": %.0f},\n",
+                dp, run->zero, run->dp_bucket_bytes, d.buckets, d.steps, d.bytes, d.bytes_overlapped, ring, z0, z1, z2);
         return;
     }
     fprintf(f, "\n## Data parallelism (dp=%d, per rank and optimizer step)\n\n| | |\n|---|---:|\n", dp);
@@ -180,7 +191,8 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
     fprintf(f, "| issued before the backward ends (overlapped) | %.1f MB (%.0f%%) |\n", d.bytes_overlapped / 1e6,
             d.bytes ? 100.0 * (double)d.bytes_overlapped / (double)d.bytes : 0.0);
     fprintf(f, "| ring traffic, 2(dp-1)/dp x payload | %.1f MB |\n", ring / 1e6);
-    fprintf(f, "| weights + grads + AdamW, zero=0 | %.1f MB |\n| weights + grads + AdamW, zero=1 | %.1f MB |\n", z0 / 1e6, z1 / 1e6);
+    fprintf(f, "| weights + grads + AdamW, zero=0 | %.1f MB |\n| weights + grads + AdamW, zero=1 | %.1f MB |\n"
+               "| weights + grads + AdamW, zero=2 | %.1f MB |\n", z0 / 1e6, z1 / 1e6, z2 / 1e6);
     if (g->ep > 1)
         fprintf(f, "\nExpert parallelism (ep=%d): the payload includes the expert gradients, which reduce over the dp/ep = %d "
                    "ranks holding the same experts (group=edp, op=sum scale=1/dp); the rest over all dp ranks.\n",
@@ -188,5 +200,7 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
     fprintf(f, "\nWith grad_accum > 1 the dp steps run on the last micro-batch only (micro=last). zero=1 shards the fp32 "
                "master weights and both AdamW moments over dp (6 + 12/dp bytes per local parameter); the cuda "
                "backend allocates them at shard size, plus one staging buffer of 4(dp+1)ceil(n/dp) bytes for the "
-               "largest reduce_scatter of n elements.\n");
+               "largest reduce_scatter of n elements. zero=2 shards the gradients too (2 + 16/dp bytes per local "
+               "parameter at grad_accum = 1, plus each full-size d.P from its first write to its reduce_scatter; "
+               "at grad_accum > 1 the full d.P accumulate until the last micro-batch: 6 + 16/dp).\n");
 }

@@ -252,6 +252,8 @@ typedef struct {
 } DpFigures;
 void dp_figures(const Graph *g, DpFigures *d);
 void dp_report(const Run *run, const Graph *g, FILE *f, int json);   /* report section; nothing at dp=1 */
+/* Weights + gradients + AdamW bytes per local parameter and dp rank at ZeRO stage zero (gen/dp.c) */
+double dp_bytes_per_param(int zero, int dp, int grad_accum);
 
 /* ---- memplan.c ---- */
 int memplan(Graph *g);                         /* liveness, offsets, overlap check */

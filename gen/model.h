@@ -95,7 +95,7 @@ typedef struct {
     int pp_nstages;
     int pp_virtual;           /* parallel.virtual_stages: layer chunks per pipeline rank (interleaved 1F1B when > 1) */
     int64_t dp_bucket_bytes;  /* gradient bytes per dp all-reduce bucket (gen/dp.c) */
-    int zero;                 /* ZeRO stage 0 or 1 */
+    int zero;                 /* ZeRO stage 0, 1 or 2 (2: gradients sharded too) */
     int dp_bf16;              /* 1: the dp gradient reduction carries bf16 (parallel.dp_dtype) */
     int layout;               /* enum Layout */
     int micro_batch, seq, grad_accum;

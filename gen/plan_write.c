@@ -73,7 +73,7 @@ void plan_write_step(FILE *f, const Graph *g, const Op *o) {
         }
         break;
     case OP_ALLREDUCE:
-        /* zero=1: the dp reduction gives each dp rank its shard only (ZeRO-1) */
+        /* zero=1, 2: the dp reduction gives each dp rank its shard only (ZeRO-1, ZeRO-2) */
         fprintf(f, "%s", o->group == 1 && g->run->zero ? "reduce_scatter" : "allreduce");
         pr_opnd(f, g, "buf", o->buf);
         if (o->group == 3)   /* expert gradients: summed over the dp/ep ranks holding the expert, times 1/dp */
@@ -118,7 +118,8 @@ void plan_write_header(const Graph *g, FILE *f) {
             "group_linears=%d checkpoint=%s gpu=%s arch=%s%s",
             r->name, r->tp, r->pp, r->dp, layout_name(g->layout), r->micro_batch, r->seq, r->grad_accum,
             r->dtype == DT_FP32 ? "fp32" : "bf16", r->online_rmsnorm, r->group_linears,
-            r->checkpoint == CKPT_LOWRANK ? "lowrank" : "none", r->gpu.name, r->gpu.arch, r->zero ? " zero=1" : "");
+            r->checkpoint == CKPT_LOWRANK ? "lowrank" : "none", r->gpu.name, r->gpu.arch, "");
+    if (r->zero) fprintf(f, " zero=%d", r->zero);
     if (g->ep > 1) fprintf(f, " ep=%d", g->ep);   /* expert parallelism: ep groups of the dp ranks */
     fputc('\n', f);
     fprintf(f, "train steps=%d lr=%.9g min_lr=%.9g warmup=%d beta1=%.9g beta2=%.9g adam_eps=%.9g weight_decay=%.9g "
@@ -189,15 +190,17 @@ int plan_write_body(const Graph *g, FILE *f, const unsigned char *canon_used, co
         plan_write_step(f, g, o);
     }
     if (g->nfwd_steps == g->nsteps) fprintf(f, "\nsection backward\n");
-    if (g->run->zero && g->run->dp > 1) {   /* ZeRO-1: sharded update, then every shard to every dp rank */
-        fprintf(f, "\nsection optimizer\noptimizer adamw zero=1\n");
+    if (g->run->zero && g->run->dp > 1) {   /* ZeRO-1/2: sharded update, then every shard to every dp rank */
+        fprintf(f, "\nsection optimizer\noptimizer adamw zero=%d\n", g->run->zero);
         for (int i = 0; i < g->nparams; i++) {
             if (param_used && !param_used[i]) continue;
             const Tensor *t = &g->t[g->params[i].tensor];
             fprintf(f, "gather_shards buf=%s elems=%" PRId64 " dtype=%s group=dp\n", t->name, t->rows * t->cols, dtype_name(t->dtype));
         }
     } else {
-        fprintf(f, "\nsection optimizer\noptimizer adamw%s\n", g->run->zero ? " zero=1" : "");
+        fprintf(f, "\nsection optimizer\noptimizer adamw");
+        if (g->run->zero) fprintf(f, " zero=%d", g->run->zero);
+        fputc('\n', f);
     }
     return ferror(f) ? 1 : 0;
 }

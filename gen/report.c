@@ -522,9 +522,10 @@ static void md_memory(const Run *run, const Report *d, FILE *f) {
     fprintf(f, " |\n| weights + grads + AdamW | ");
     md_bytes(f, wmem);
     if (pp > 1) { fprintf(f, " |\n| weights + grads + AdamW, one pipeline stage (pp=%d) | ", pp); md_bytes(f, wmem_stage); }
-    if (run->zero && run->dp > 1) {   /* what the cuda backend allocates: masters and moments of a 1/dp shard */
-        fprintf(f, " |\n| weights + grads + AdamW, zero=1 (masters and moments sharded over dp=%d) | ", run->dp);
-        md_bytes(f, (6.0 + 12.0 / run->dp) * (double)d->local);
+    if (run->zero && run->dp > 1) {   /* masters and moments (zero=2: and gradients) of a 1/dp shard */
+        fprintf(f, " |\n| weights + grads + AdamW, zero=%d (%s sharded over dp=%d) | ", run->zero,
+                run->zero == 2 ? "gradients, masters and moments" : "masters and moments", run->dp);
+        md_bytes(f, dp_bytes_per_param(run->zero, run->dp, run->grad_accum) * (double)d->local);
     }
     fprintf(f, " |\n\nAssumption: bf16 weights (2 B), fp32 master copy (4 B), fp32 gradients (4 B) and two fp32 "
                "AdamW moments (8 B): 18 bytes per local parameter. Activation figures are the generated arena "

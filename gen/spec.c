@@ -143,7 +143,8 @@ static const Field PARALLEL_FIELDS[] = {
     {"layout", K_CHOICE, 0, 0, 0, "megatron|naive|btp", NULL, "how layers are split across tp ranks"},
     {"dp_bucket_mb", K_NUM, 0, 65536, 1, NULL, "25", "MB of gradients per data-parallel all-reduce bucket (PyTorch DDP's 25)"},
     {"dp_dtype", K_CHOICE, 0, 0, 0, "fp32|bf16", "fp32", "dtype of the dp gradient reduction (bf16: half the bytes, ~2^-8 relative error)"},
-    {"zero", K_INT, 0, 1, 0, NULL, "0", "ZeRO stage: 0 (replicated AdamW state) or 1 (AdamW state and masters sharded over dp)"},
+    {"zero", K_INT, 0, 2, 0, NULL, "0", "ZeRO stage: 0 (replicated AdamW state), 1 (AdamW state and masters sharded over dp) "
+                                          "or 2 (the gradients sharded too)"},
     {"stages", K_TABLE, 0, 0, 0, NULL, NULL, "a list of layer counts, one per pipeline stage, e.g. {8, 8, 8, 8}"},
     {"virtual_stages", K_INT, 1, 64, 0, NULL, "1", "layer chunks per pipeline rank (interleaved 1F1B when > 1)"},
     {NULL},
@@ -1412,8 +1413,8 @@ static void check_run(Ctx *c, const Obj *par, const Obj *feat, const Obj *train)
             spec_error(c, eloc, "ep (%d) is built for layout \"btp\" only (layout %s keeps every expert on every rank): use "
                        "layout = \"btp\" or drop ep", r->ep, layout_name(r->layout));
         if (r->zero)
-            spec_error(c, eloc, "ep (%d) with zero = 1 is not supported: the expert gradients reduce over dp/ep ranks, which "
-                       "ZeRO-1 does not shard; use zero = 0 or drop ep", r->ep);
+            spec_error(c, eloc, "ep (%d) with zero = %d is not supported: the expert gradients reduce over dp/ep ranks, "
+                       "which ZeRO does not shard; use zero = 0 or drop ep", r->ep, r->zero);
     }
     if (r->pp > m->layers)
         spec_error(c, key_loc(c, par, "pp"), "pp (%d) is more than the %d layers of model %s: each pipeline stage needs at "

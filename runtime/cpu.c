@@ -49,6 +49,10 @@ struct BackendRank {
     CpuGroup *grp[GROUP_COUNT];   /* this rank's tp, dp, ep and edp groups (pp: unused) */
     int gidx[GROUP_COUNT];        /* its index in each */
     int zero;                     /* zero=1 at dp > 1: m, v hold this dp rank's shard only (zero_shard) */
+    /* zero=2 at dp > 1: per param, this dp rank's shard of the reduced gradient (own_range, at j - lo);
+     * a d.P's full-size buffer (ptr) exists only from its first use to its reduce_scatter (NULL else) */
+    float **gsh;
+    size_t grad_bytes, grad_peak;  /* fp32 gradient bytes held now and at most (cpu_gradient_bytes) */
     char err[512];
 };
 
@@ -121,7 +125,8 @@ static void cpu_rank_close(BackendRank *r) {
     }
     if (r->m) for (int i = 0; i < p->nparams; i++) free(r->m[i]);
     if (r->v) for (int i = 0; i < p->nparams; i++) free(r->v[i]);
-    free(r->m); free(r->v); free(r->arena); free(r->scratch);
+    if (r->gsh) for (int i = 0; i < p->nparams; i++) free(r->gsh[i]);
+    free(r->m); free(r->v); free(r->gsh); free(r->arena); free(r->scratch);
     comm_release(r->comm);
     free(r);
 }
@@ -138,17 +143,23 @@ static BackendRank *cpu_rank_open(const Plan *p, int rank, int tp, char *err, si
     r->m = calloc((size_t)p->nparams + 1, sizeof *r->m);
     r->v = calloc((size_t)p->nparams + 1, sizeof *r->v);
     if (!r->arena || !r->ptr || !r->m || !r->v) goto oom;
+    r->zero = p->zero && p->dp > 1;
+    if (p->zero == 2 && p->dp > 1 && !(r->gsh = calloc((size_t)p->nparams + 1, sizeof *r->gsh))) goto oom;
     for (int t = 0; t < p->ntensors; t++) {
         const PlanTensor *pt = &p->tensors[t];
         if (pt->kind == TK_ACT) r->ptr[t] = (char *)r->arena + 2 * pt->offset;
+        else if (pt->kind == TK_GRAD && r->gsh) continue;   /* zero=2: allocated at first use (cpu_tensor_ptr) */
         else if (!(r->ptr[t] = calloc((size_t)numel(pt), 4))) goto oom;
+        else if (pt->kind == TK_GRAD) r->grad_bytes += (size_t)numel(pt) * 4;
     }
-    r->zero = p->zero && p->dp > 1;
     for (int i = 0; i < p->nparams; i++) {
         size_t n = (size_t)(p->params[i].rows * p->params[i].cols);
         if (r->zero) n = (n + (size_t)p->dp - 1) / (size_t)p->dp;   /* the largest shard */
         if (!(r->m[i] = calloc(n + 1, sizeof(float))) || !(r->v[i] = calloc(n + 1, sizeof(float)))) goto oom;
+        if (r->gsh && !(r->gsh[i] = calloc(n + 1, sizeof(float)))) goto oom;
+        if (r->gsh) r->grad_bytes += n * sizeof(float);
     }
+    r->grad_peak = r->grad_bytes;
     return r;
 oom:
     cpu_rank_close(r);
@@ -264,7 +275,35 @@ static int cpu_group_init(BackendRank **ranks, int tp, char *err, size_t errlen)
     return cpu_grid_init(ranks, &g, err, errlen);
 }
 
-static void *cpu_tensor_ptr(BackendRank *r, int t) { return r->ptr[t]; }
+/* zero=2: a gradient's full-size buffer is allocated (zeroed) when a step first uses it and freed
+ * after its reduce_scatter, so only the gradients between the two are held at full size. Out of
+ * memory there leaves no way to report through a step's pointer: the process stops with a message. */
+static void *cpu_tensor_ptr(BackendRank *r, int t) {
+    if (!r->ptr[t] && r->gsh && r->p->tensors[t].kind == TK_GRAD) {
+        size_t n = (size_t)numel(&r->p->tensors[t]);
+        if (!(r->ptr[t] = calloc(n, sizeof(float)))) {
+            fprintf(stderr, "boost: cpu rank %d: out of memory allocating gradient %s (zero=2); use a smaller "
+                    "model or more dp ranks\n", r->rank, r->p->tensors[t].name);
+            exit(1);
+        }
+        r->grad_bytes += n * sizeof(float);
+        if (r->grad_bytes > r->grad_peak) r->grad_peak = r->grad_bytes;
+    }
+    return r->ptr[t];
+}
+
+/* zero=2: gradient tensor t's full-size buffer released (if held). */
+static void drop_full_grad(BackendRank *r, int t) {
+    if (!r->ptr[t]) return;
+    free(r->ptr[t]);
+    r->ptr[t] = NULL;
+    r->grad_bytes -= (size_t)numel(&r->p->tensors[t]) * sizeof(float);
+}
+
+size_t cpu_gradient_bytes(const BackendRank *r, size_t *peak) {
+    if (peak) *peak = r->grad_peak;
+    return r->grad_bytes;
+}
 
 /* The elements [lo, hi) of an n-element tensor this rank updates: all of them, or its zero=1 shard. */
 static void own_range(const BackendRank *r, int64_t n, int64_t *lo, int64_t *hi) {
@@ -612,11 +651,31 @@ static int cpu_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst
     return 0;
 }
 
-/* ZeRO-1: average over the dp group like allreduce, but write only this member's shard. */
+/* zero=2: this member's shard of the reduced gradient buf into its shard accumulator; the full-size
+ * buffer is freed (cpu_tensor_ptr allocates it again at the next micro-batch's first use). */
+static int keep_grad_shard(BackendRank *r, const CollArgs *c, void *buf) {
+    const Plan *p = r->p;
+    for (int i = 0; i < p->nparams; i++) {
+        int t = p->params[i].grad;
+        if (r->ptr[t] != buf || numel(&p->tensors[t]) != c->elems) continue;
+        int64_t lo, hi;
+        own_range(r, c->elems, &lo, &hi);
+        memcpy(r->gsh[i], (float *)buf + lo, (size_t)(hi - lo) * sizeof(float));
+        drop_full_grad(r, t);
+        return 0;
+    }
+    return rfail(r, "reduce_scatter at zero=2: buf is not a whole parameter gradient (plan generator bug)");
+}
+
+/* ZeRO-1: average over the dp group like allreduce, but write only this member's shard (ZeRO-2:
+ * then keep only that shard, keep_grad_shard). */
 static int cpu_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
     CpuGroup *g = r->grp[GROUP_DP];
     if (!g || g->n == 1) return 0;
-    if (g->mpi) return mpi_group_sum(r, g, r->gidx[GROUP_DP], c, buf, 0);
+    if (g->mpi) {
+        int rc = mpi_group_sum(r, g, r->gidx[GROUP_DP], c, buf, 0);
+        return rc || !r->gsh ? rc : keep_grad_shard(r, c, buf);
+    }
     int64_t lo, hi;
     zero_shard(c->elems, r->gidx[GROUP_DP], g->n, &lo, &hi);
     float *sum = scratch(r, (size_t)(hi - lo) + 1);
@@ -626,7 +685,7 @@ static int cpu_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
     ordered_sum(sum, g->ptr, lo, g->n, hi - lo, c->avg, wire16_of(r, c));
     if (group_barrier(r->comm, g)) return rfail(r, "reduce_scatter abandoned: another rank failed");
     memcpy((float *)buf + lo, sum, (size_t)(hi - lo) * sizeof *sum);
-    return 0;
+    return r->gsh ? keep_grad_shard(r, c, buf) : 0;
 }
 
 /* ZeRO-1: every member copies the other members' shards of buf into its own buf (over MPI: this
@@ -665,7 +724,12 @@ static int cpu_gather_shards(BackendRank *r, const CollArgs *c, void *buf) {
 static int cpu_to_host(BackendRank *r, int t, float *host) {
     const PlanTensor *pt = &r->p->tensors[t];
     int64_t n = numel(pt);
-    if (pt->dtype == PDT_I32) {
+    if (!r->ptr[t] && r->gsh && pt->kind == TK_GRAD) {   /* zero=2, reduced: the shard, zeros elsewhere */
+        int64_t lo, hi;
+        own_range(r, n, &lo, &hi);
+        memset(host, 0, (size_t)n * sizeof *host);
+        memcpy(host + lo, r->gsh[pt->param], (size_t)(hi - lo) * sizeof *host);
+    } else if (pt->dtype == PDT_I32) {
         const int32_t *s = r->ptr[t];
         for (int64_t i = 0; i < n; i++) host[i] = (float)s[i];
     } else {
@@ -677,7 +741,12 @@ static int cpu_to_host(BackendRank *r, int t, float *host) {
 static int cpu_from_host(BackendRank *r, int t, const float *host) {
     const PlanTensor *pt = &r->p->tensors[t];
     int64_t n = numel(pt);
-    if (pt->dtype == PDT_I32) {
+    if (r->gsh && pt->kind == TK_GRAD) {   /* zero=2: the shard (and the full buffer where one is held) */
+        int64_t lo, hi;
+        own_range(r, n, &lo, &hi);
+        memcpy(r->gsh[pt->param], host + lo, (size_t)(hi - lo) * sizeof *host);
+        if (r->ptr[t]) memcpy(r->ptr[t], host, (size_t)n * sizeof *host);
+    } else if (pt->dtype == PDT_I32) {
         int32_t *d = r->ptr[t];
         for (int64_t i = 0; i < n; i++) d[i] = (int32_t)host[i];
     } else {
@@ -701,15 +770,17 @@ static int cpu_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
     for (int i = 0; i < p->nparams; i++) {
         const PlanParam *pp = &p->params[i];
         float *w = r->ptr[pp->tensor];
-        const float *g = r->ptr[pp->grad];
         float *m = r->m[i], *v = r->v[i];   /* element j's state at j - lo (the shard starts at lo) */
         const float wd = (float)(p->weight_decay * pp->decay);
         int64_t lo, hi;
         own_range(r, pp->rows * pp->cols, &lo, &hi);
+        /* element j's gradient at g[j - gbase]: d.P, or (zero=2) the shard accumulator */
+        const float *g = r->gsh ? r->gsh[i] : r->ptr[pp->grad];
+        const int64_t gbase = r->gsh ? lo : 0;
         int nt = hi - lo < 65536 ? 1 : cpu_threads();
         #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
         for (int64_t j = lo; j < hi; j++) {
-            float gj = g[j] * gs;
+            float gj = g[j - gbase] * gs;
             float mj = b1 * m[j - lo] + a1 * gj;
             float vj = b2 * v[j - lo] + a2 * gj * gj;
             m[j - lo] = mj; v[j - lo] = vj;
@@ -728,9 +799,11 @@ static double cpu_grad_sq_norm(BackendRank *r) {
     int ep = p->ep > 1 ? p->ep : 1, dpr = r->grp[GROUP_DP] ? r->gidx[GROUP_DP] : 0;
     for (int i = 0; i < p->nparams; i++) {
         const PlanParam *pp = &p->params[i];
-        const float *g = r->ptr[pp->grad];
         int64_t own0, own1;
         own_range(r, pp->rows * pp->cols, &own0, &own1);
+        /* element j's gradient at g[j - gbase]: d.P, or (zero=2) the shard accumulator */
+        const float *g = r->gsh ? r->gsh[i] : r->ptr[pp->grad];
+        const int64_t gbase = r->gsh ? own0 : 0;
         for (int q = 0; q < pp->nparts; q++) {
             const PlanPart *pt = &p->parts[pp->first_part + q];
             if (pt->rep && r->rank != 0) continue;
@@ -742,12 +815,12 @@ static double cpu_grad_sq_norm(BackendRank *r) {
                 int64_t base = (lr + a) * pp->cols + lc;   /* zero=1: only the elements in this dp rank's shard */
                 int64_t b0 = own0 > base ? own0 - base : 0, b1 = own1 - base < w ? own1 - base : w;
                 if (b1 <= b0) continue;
-                const float *x = g + base;
+                const float *x = g + (base + b0 - gbase);   /* element b of the row at x[b - b0] */
                 double l[8] = {0};
                 int64_t b = b0;
                 for (; b + 8 <= b1; b += 8)
-                    for (int k = 0; k < 8; k++) l[k] += (double)x[b + k] * x[b + k];
-                for (; b < b1; b++) l[b & 7] += (double)x[b] * x[b];
+                    for (int k = 0; k < 8; k++) l[k] += (double)x[b - b0 + k] * x[b - b0 + k];
+                for (; b < b1; b++) l[b & 7] += (double)x[b - b0] * x[b - b0];
                 s += ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
             }
         }
@@ -757,7 +830,13 @@ static double cpu_grad_sq_norm(BackendRank *r) {
 
 static int cpu_zero_grads(BackendRank *r) {
     const Plan *p = r->p;
-    for (int i = 0; i < p->nparams; i++)
+    for (int i = 0; r->gsh && i < p->nparams; i++) {   /* zero=2: shards zeroed, full buffers dropped */
+        int64_t lo, hi;
+        own_range(r, p->params[i].rows * p->params[i].cols, &lo, &hi);
+        memset(r->gsh[i], 0, (size_t)(hi - lo) * sizeof(float));
+        drop_full_grad(r, p->params[i].grad);
+    }
+    for (int i = 0; !r->gsh && i < p->nparams; i++)
         memset(r->ptr[p->params[i].grad], 0, (size_t)(p->params[i].rows * p->params[i].cols) * sizeof(float));
     return 0;
 }

@@ -23,4 +23,9 @@ void cpu_gemm(const GemmArgs *g, const float *A, const float *B, float *C);
 int cpu_threads_set(int tp);
 int cpu_threads(void);
 
+/* The bytes of fp32 gradients rank r holds now (full-size d.P buffers, and at zero=2 the shards of
+ * ceil(n/dp) elements) and, in *peak, the most it has held since it was opened. */
+struct BackendRank;
+size_t cpu_gradient_bytes(const struct BackendRank *r, size_t *peak);
+
 #endif

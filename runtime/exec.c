@@ -1050,7 +1050,8 @@ int engine_get_canon(Engine *e, int canon, int slot, float *full) {
     int64_t n = c->rows * c->cols;
     memset(full, 0, (size_t)n * sizeof *full);
     CanonArg a = {canon, slot, 0, full, NULL};
-    if (e->zero && slot != SLOT_GRAD) {   /* each dp rank gives its shard, zeros elsewhere */
+    /* each dp rank gives its shard, zeros elsewhere (zero=2: the gradients too, once reduced) */
+    if (e->zero && (slot != SLOT_GRAD || e->p->zero == 2)) {
         a.per_dp = calloc((size_t)e->grid.dp, sizeof *a.per_dp);
         int ok = a.per_dp != NULL;
         for (int d = 0; ok && d < e->grid.dp; d++) ok = (a.per_dp[d] = calloc((size_t)n, sizeof(float))) != NULL;

@@ -381,7 +381,7 @@ static int line_run(Loader *L, Line *ln) {
     if (opt_int(L, ln, "ep", &p->ep, 1)) return -1;
     if (p->ep < 1 || p->dp % p->ep)
         return fail(L, "run: ep=%d must be at least 1 and divide dp=%d (an ep group is ep of the dp ranks)", p->ep, p->dp);
-    if (p->zero > 1) return fail(L, "run: zero=%d: only ZeRO stages 0 and 1 exist here", p->zero);
+    if (p->zero < 0 || p->zero > 2) return fail(L, "run: zero=%d: only ZeRO stages 0, 1 and 2 exist here", p->zero);
     if ((int64_t)p->dp * p->pp * p->tp > 4096)
         return fail(L, "run: dp=%d x pp=%d x tp=%d is a world of more than 4096 ranks", p->dp, p->pp, p->tp);
     if (p->grad_accum < 1) return fail(L, "run: grad_accum must be at least 1");
@@ -1129,7 +1129,7 @@ static int line_step(Loader *L, Line *ln) {
     if (L->section == 2) {
         if (!strcmp(w, "gather_shards")) {
             if (!L->saw_optimizer_line) return fail(L, "gather_shards: belongs after the 'optimizer adamw' line");
-            if (!p->zero) return fail(L, "gather_shards: only in a zero=1 plan (the run line has no zero=1)");
+            if (!p->zero) return fail(L, "gather_shards: only in a zero=1 or zero=2 plan (the run line has no zero=)");
             PlanStep *gs = new_step(L, ST_GATHER_SHARDS);
             if (!gs) return -1;
             const char *v;
@@ -1197,7 +1197,7 @@ static int line_step(Loader *L, Line *ln) {
         if (!(s = new_step(L, ST_REDUCE_SCATTER))) return -1;
         rc = line_collective(L, ln, &s->coll, 0) || no_unused(L, ln, 1);
         if (!rc && (s->coll.group != GROUP_DP || !p->zero))
-            return fail(L, "reduce_scatter: only group=dp in a zero=1 plan (ZeRO-1 gradient reduction)");
+            return fail(L, "reduce_scatter: only group=dp in a zero=1 or zero=2 plan (ZeRO gradient reduction)");
     } else if (!strcmp(w, "alltoall")) {
         if (!(s = new_step(L, ST_ALLTOALL))) return -1;
         rc = line_alltoall(L, ln, &s->coll) || no_unused(L, ln, 1);

@@ -145,7 +145,7 @@ typedef struct {
     double eps, rope_theta;
     char run_name[PLAN_NAME_LEN], layout[16], gpu[16], arch[16];
     int tp, pp, dp, micro_batch, seq, grad_accum, dtype, online_rmsnorm, group_linears, checkpoint;
-    int zero;                 /* ZeRO stage of the run line (zero=1: AdamW state sharded over dp) */
+    int zero;                 /* ZeRO stage of the run line (1: AdamW state sharded over dp; 2: grads too) */
     int ep;                   /* expert-parallel degree of the run line (ep=N, default 1; divides dp) */
     int steps, warmup, eval_every;
     int max_bad_steps;        /* stop after this many skipped (non-finite) updates in a row (default 5) */

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # mpi_grid.sh: the whole dp x tp rank grid as processes under Open MPI's mpirun (CPU backend), and
 # resuming across grids. tiny-cola at dp=2 x tp=2 under -np 4 (zero=0 and zero=1), at dp=2 x tp=1
-# under -np 2 and at dp=4 x tp=1 under -np 4 (also ZeRO-1 with a bf16 dp wire) logs the same losses,
-# validation losses and gradient norms as the threaded run, bit for bit (so does the MoE model at
-# dp=2 x tp=2), and rank 0's checkpoint holds the same bytes. Bit for bit, not merely close: a
-# process runs exactly one thread rank's arithmetic, and every sum over a group (tp or dp) adds the
-# members' values in index order 0..n-1 as the thread group does (MPI only moves the values: an
-# alltoallv reduce-scatter, the owner adds, an all-gather), as does every sum over the processes
-# (losses, gradient norm, canonical tensors) in rank order. A world that disagrees with
+# under -np 2 and at dp=4 x tp=1 under -np 4 (also ZeRO-1 with a bf16 dp wire, and ZeRO-2) logs the
+# same losses, validation losses and gradient norms as the threaded run, bit for bit (so does the
+# MoE model at dp=2 x tp=2), and rank 0's checkpoint holds the same bytes. Bit for bit, not merely
+# close: a process runs exactly one thread rank's arithmetic, and every sum over a group (tp or dp)
+# adds the members' values in index order 0..n-1 as the thread group does (MPI only moves the
+# values: an alltoallv reduce-scatter, the owner adds, an all-gather), as does every sum over the
+# processes (losses, gradient norm, canonical tensors) in rank order. A world that disagrees with
 # the grid exits 2; a rank killed with SIGKILL stops the job, naming it. Resume (threads, fp32): saved
 # at dp=2 x tp=2, resumed at dp=1 x tp=4 (grad_accum=2) and at dp=4 x tp=1 (half the micro-batch):
 # the same global batches, so the continued losses equal the uninterrupted run's within 1e-5 relative;
@@ -53,6 +53,7 @@ i=0
 # (dp=4: a group of more than 2, where a different order of the additions would change the bits)
 for g in "tiny-cola:4:-D dp=2 -D tp=2" "tiny-cola:4:-D dp=2 -D tp=2 -D zero=1" "tiny-cola:2:-D dp=2 -D tp=1" \
          "tiny-cola:4:-D dp=4 -D tp=1" "tiny-cola:4:-D dp=4 -D tp=1 -D zero=1 -D dp_dtype=bf16" \
+         "tiny-cola:4:-D dp=4 -D tp=1 -D zero=2" \
          "specs/runs/tiny-cola-moe.lua:4:-D dp=2 -D tp=2"; do
   run=${g%%:*}; g=${g#*:}; np=${g%%:*}; read -r -a defs <<<"${g#*:}"; i=$((i + 1))
   name="mpi_$(basename "$run" .lua)_np${np}_$(echo "${g#*:}" | sed 's/-D //g; s/ /_/g; s/=//g')"

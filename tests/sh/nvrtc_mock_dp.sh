@@ -5,9 +5,10 @@
 # ncclAvg, ncclReduceScatter and ncclAllGather for zero=1); losses and gradient norms must match
 # the CPU backend's threaded run of the same plan within bf16 tolerance, zero=1 must match zero=0
 # (also over 3 steps with the gathers of the updated weights overlapped with the next forward, and
-# must not without the gathers' waits), and dp > 1 on cuda in one process must say how to launch
-# it. zero=1 must also shrink each rank's device memory (the stand-in's count of cuMemAlloc bytes,
-# MOCK_CUDA_MEM) by the AdamW moments and fp32 masters of all but a 1/dp shard, as computed here
+# must not without the gathers' waits), zero=2 (run as zero=1) too, and dp > 1 on cuda in one
+# process must say how to launch it. zero=1 must also shrink each rank's device memory (the
+# stand-in's count of cuMemAlloc bytes, MOCK_CUDA_MEM) by the AdamW moments and fp32 masters of
+# all but a 1/dp shard, as computed here
 # from the plan's parameters.
 cd "$(dirname "$0")/../.." || exit 2
 source tests/sh/lib.sh
@@ -23,6 +24,7 @@ gen() {   # gen NAME -D ...: a tiny-cola plan
 gen d2t2 -D dp=2 -D tp=2
 gen d2t2z -D dp=2 -D tp=2 -D zero=1 -D dp_bucket_mb=0.01   # small buckets: reduce-scatters issued during the backward
 gen d2t1b -D dp=2 -D tp=1 -D dp_dtype=bf16
+gen d2t2z2 -D dp=2 -D tp=2 -D zero=2 -D dp_bucket_mb=0.01
 export BOOST_LIBCUDA="$TMP/mock_cuda.so" BOOST_LIBCUBLAS="$TMP/mock_cuda.so" BOOST_LIBNCCL="$TMP/mock_nccl.so"
 export BOOST_CACHE="${BOOST_CACHE:-$TMP/cache}" BOOST_EMU_CACHE="${BOOST_EMU_CACHE:-$TMP/emu}" BOOST_EMU_HPP="$PWD/tests/gpu/cuda_emu.hpp"
 export BOOST_NCCL_TIMEOUT=120 MOCK_NCCL_TIMEOUT=120
@@ -80,6 +82,13 @@ if [ -s "$TMP/d2t2.w.jsonl" ] && [ -s "$TMP/d2t2z.w.jsonl" ] && close "$TMP/d2t2
    close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z.w.jsonl" grad_norm 1e-4 && close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z.w.jsonl" val_loss 1e-5
 then ok "zero=1 on the stand-ins matches zero=0 (loss and val_loss after the update 1e-5, gradient norm 1e-4 relative)"
 else fail "zero=1 vs zero=0 on the stand-ins" "$detail"; fi
+# ZeRO-2 on the stand-ins: the cuda backend runs a zero=2 plan as zero=1 (full-size gradients,
+# docs/cuda.md): the same results as zero=0
+fmt=sharded; world d2t2z2 4; fmt=full   # the runs below write full checkpoints
+if [ "$rc" = 0 ] && close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z2.w.jsonl" loss 1e-5 &&
+   close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z2.w.jsonl" grad_norm 1e-4 && close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z2.w.jsonl" val_loss 1e-5
+then ok "zero=2 on the stand-ins (run as zero=1) matches zero=0 (loss, val_loss 1e-5, gradient norm 1e-4 relative)"
+else fail "zero=2 vs zero=0 on the stand-ins" "exit $rc: $detail $(tail -2 "$TMP/d2t2z2.w.0.out" 2>/dev/null)"; fi
 if grep -q '"val_loss"' "$TMP/d2t1b.w.jsonl" 2>/dev/null && [ ! -s "$TMP/d2t1b.w.1.out" ] && [ -f "$TMP/d2t1b.w/step-00000$steps/model.safetensors" ]
 then ok "dp=2 x tp=1 processes: rank 0 alone logs and writes the (full) checkpoint"
 else fail "dp=2 x tp=1 processes: output" "rank 1 wrote $(wc -c <"$TMP/d2t1b.w.1.out" 2>/dev/null) bytes; $(ls "$TMP/d2t1b.w" 2>&1 | tr '\n' ' ')"; fi

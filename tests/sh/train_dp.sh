@@ -2,8 +2,9 @@
 # train_dp.sh: data parallelism in `boost train` on the CPU backend (ranks as threads), tiny-cola,
 # 12 steps. A run at dp=2 x tp=2 saves at step 6; resumed at dp=1 x tp=2 with grad_accum=2 (the same
 # global batch, the same data order) its losses match the uninterrupted dp=2 run's to 1e-5; the start
-# prints the rank grid; zero=1 trains and resumes like zero=0; bad input (a launcher world that
-# does not hold the grid, dp=0) exits 2 with a message; zero=1 at dp=1 is allowed (nothing to shard).
+# prints the rank grid; zero=1 and zero=2 train and resume like zero=0 (zero=2 <-> zero=0 both
+# ways); bad input (a launcher world that does not hold the grid, dp=0) exits 2 with a message;
+# zero=1 at dp=1 is allowed (nothing to shard).
 . tests/sh/lib.sh
 common=(tiny-cola --backend cpu -D steps=12 -D eval_every=6 -D micro_batch=2 -D seq=32 --quiet)
 
@@ -52,6 +53,24 @@ $BOOST train "${common[@]}" -D tp=2 -D dp=1 -D grad_accum=2 --resume "$TMP/z/ste
 rc=$?
 [ $rc = 0 ] && close_losses "$TMP/a.jsonl" "$TMP/zr.jsonl" 7 12 1e-5 && ok resume_zero1_dp2_at_dp1 \
   || fail resume_zero1_dp2_at_dp1 "exit $rc: $(tail -2 "$TMP/zr.out")"
+
+# ZeRO-2 (gradients sharded too): the same losses as zero=0; its checkpoint resumes at zero=0 and
+# zero=0's resumes at zero=2, both continuing the uninterrupted zero=0 run
+$BOOST train "${common[@]}" -D tp=2 -D dp=2 -D zero=2 --save-every 6 -o "$TMP/z2" --log "$TMP/z2.jsonl" >"$TMP/z2.out" 2>&1
+rc=$?
+[ $rc = 0 ] && close_losses "$TMP/a.jsonl" "$TMP/z2.jsonl" 1 12 1e-5 && ok zero2_same_losses_as_zero0 \
+  || fail zero2_same_losses_as_zero0 "exit $rc: $(tail -2 "$TMP/z2.out")"
+cp "$TMP/a.jsonl" "$TMP/z20.jsonl"
+$BOOST train "${common[@]}" -D tp=2 -D dp=2 --resume "$TMP/z2/step-000006" --log "$TMP/z20.jsonl" >"$TMP/z20.out" 2>&1
+rc=$?
+[ $rc = 0 ] && close_losses "$TMP/a.jsonl" "$TMP/z20.jsonl" 7 12 1e-5 && ok resume_zero2_at_zero0 \
+  || fail resume_zero2_at_zero0 "exit $rc: $(tail -2 "$TMP/z20.out")"
+cp "$TMP/a.jsonl" "$TMP/z02.jsonl"
+$BOOST train "${common[@]}" -D tp=2 -D dp=2 -D zero=2 --resume "$TMP/a/step-000006" --log "$TMP/z02.jsonl" \
+  >"$TMP/z02.out" 2>&1
+rc=$?
+[ $rc = 0 ] && close_losses "$TMP/a.jsonl" "$TMP/z02.jsonl" 7 12 1e-5 && ok resume_zero0_at_zero2 \
+  || fail resume_zero0_at_zero2 "exit $rc: $(tail -2 "$TMP/z02.out")"
 
 # bad input: exit 2 with a message naming the problem
 BOOST_RANK=0 BOOST_WORLD_SIZE=3 $BOOST train "${common[@]}" -D tp=2 -D dp=2 >"$TMP/w.out" 2>&1

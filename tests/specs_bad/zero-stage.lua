@@ -1,7 +1,7 @@
--- ZeRO stage 2 does not exist here (0 or 1).
+-- ZeRO stage 3 does not exist here (0, 1 or 2).
 -- expect-at: 6
--- expect: zero | from 0 to 1
+-- expect: zero | from 0 to 2
 return run {
   model = "tiny-cola",
-  parallel = { tp = 1, dp = 2, zero = 2 },
+  parallel = { tp = 1, dp = 2, zero = 3 },
 }

@@ -1,32 +1,74 @@
 /* test_dp.c: data parallelism on the CPU engine (ranks as threads): dp=2 x tp=2 against dp=1 x tp=1
  * with grad_accum=2, dp=4 x tp=1 against dp=1 with grad_accum=4 and against dp=2 x tp=2 with
  * grad_accum=2 (the same micro-batches), on the same global batch, for cola, lax and the MoE model: loss, every canonical gradient and three AdamW steps within 1e-5
- * relative; the rank grid's coordinates and groups; dp steps in the plan and their loader checks. */
+ * relative; the rank grid's coordinates and groups; dp steps in the plan and their loader checks;
+ * ZeRO-1 and ZeRO-2 against zero=0, and ZeRO-2's gradient bytes per rank. */
 #define CASE_DIR "build/tmp/dp"
 #include <stdio.h>
 #include <sys/stat.h>
 #include "tests/unit/engine_cases.h"
 #include "runtime/grid.h"
+#include "runtime/cpu.h"
 
-/* ZeRO-1: zero=1 against zero=0 at the same grid: 3 AdamW steps give the same params and the same
- * canonical AdamW moments (gathered from the dp shards). */
-static void zero_cases(const char *spec, int mb) {
+/* ZeRO-2's memory on the CPU backend: after the optimizer step every rank of c holds its gradients
+ * as shards only, 4 ceil(n/dp) bytes per local param of n elements, where ref (zero=0) holds 4 n.
+ * Peak: at grad_accum = 1 below zero=0's (the shards plus the full-size d.P live at once); at
+ * grad_accum > 1 every full d.P lives until the last micro-batch, so it is zero=0's plus the shards. */
+static void zero2_memory(Case *c, Case *ref, const char *spec, int ga) {
+    int64_t shard = 0, full = 0;
+    for (int i = 0; i < c->p->nparams; i++) {
+        int64_t n = c->p->params[i].rows * c->p->params[i].cols;
+        shard += 4 * ((n + c->p->dp - 1) / c->p->dp);
+        full += 4 * n;
+    }
+    int bad = -1;
+    size_t peak = 0, peak0 = 0, now = 0, now0 = 0;
+    for (int r = 0; r < c->p->dp * c->p->tp && bad < 0; r++) {
+        now = cpu_gradient_bytes(engine_backend_rank(c->e, r), &peak);
+        now0 = cpu_gradient_bytes(engine_backend_rank(ref->e, r), &peak0);
+        int peak_ok = ga == 1 ? peak < peak0 : (int64_t)peak == full + shard;
+        if ((int64_t)now != shard || (int64_t)now0 != full || !peak_ok) bad = r;
+    }
+    char what[300];
+    snprintf(what, sizeof what, "%s zero=2 grad_accum=%d: each rank holds 4 ceil(n/dp) gradient bytes per param "
+             "after the step (zero=0: 4 n); peak %s", spec, ga, ga == 1 ? "below zero=0's" : "4 n + 4 ceil(n/dp)");
+    CHECK(bad < 0, what, "rank %d: %zu bytes (want %lld), zero=0 %zu (want %lld), peaks %zu vs %zu", bad, now,
+          (long long)shard, now0, (long long)full, peak, peak0);
+    printf("# %s grad_accum=%d: gradient bytes per rank, peak %zu at zero=2 vs %zu at zero=0\n", spec, ga, peak, peak0);
+}
+
+/* ZeRO-1 and ZeRO-2: zero=1 or 2 against zero=0 at the same grid (and grad_accum ga): 3 AdamW
+ * steps give the same params and the same canonical AdamW moments (gathered from the dp shards);
+ * zero=2: the first pass's canonical gradients too (each dp rank holds its shard only). */
+static void zero_cases(const char *spec, int mb, int zero, int ga) {
     char defs[300], what[300];
     Case ref, c;
-    snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D micro_batch=%d -D dp_bucket_mb=0.05", mb);
+    snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D micro_batch=%d -D grad_accum=%d -D dp_bucket_mb=0.05", mb, ga);
     if (open_case_pass(&ref, spec, defs, global_pass, NULL) == 0) {
-        snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D micro_batch=%d -D dp_bucket_mb=0.05 -D zero=1", mb);
+        snprintf(defs, sizeof defs, "-D tp=2 -D dp=2 -D micro_batch=%d -D grad_accum=%d -D dp_bucket_mb=0.05 -D zero=%d",
+                 mb, ga, zero);
         if (!open_case_pass(&c, spec, defs, global_pass, NULL)) {
+            if (zero == 2) {
+                double worst = 0;
+                const char *wname = "";
+                for (int i = 0; i < ref.p->ncanons; i++) {
+                    double e = rel_err(c.grad[i], ref.grad[i], ref.p->canons[i].rows * ref.p->canons[i].cols);
+                    if (e > worst || e != e) { worst = e; wname = ref.p->canons[i].name; }
+                }
+                snprintf(what, sizeof what, "%s zero=2 grad_accum=%d vs zero=0: the same canonical gradients", spec, ga);
+                CHECK(worst < CASE_TOL, what, "worst %s rel %.3g", wname, worst);
+            }
             int nrs = 0, ngs = 0;
             for (int s = 0; s < c.p->nsteps; s++) {
                 nrs += c.p->steps_[s].kind == ST_REDUCE_SCATTER;
                 ngs += c.p->steps_[s].kind == ST_GATHER_SHARDS;
             }
-            snprintf(what, sizeof what, "%s zero=1 plan: a reduce_scatter per gradient, a gather_shards per param", spec);
-            CHECK(nrs == c.p->nparams && ngs == c.p->nparams && c.p->zero == 1, what, "%d reduce_scatter, %d gather_shards, %d params",
+            snprintf(what, sizeof what, "%s zero=%d plan: a reduce_scatter per gradient, a gather_shards per param", spec, zero);
+            CHECK(nrs == c.p->nparams && ngs == c.p->nparams && c.p->zero == zero, what, "%d reduce_scatter, %d gather_shards, %d params",
                   nrs, ngs, c.p->nparams);
-            snprintf(what, sizeof what, "%s dp=2 x tp=2 zero=1 vs zero=0", spec);
+            snprintf(what, sizeof what, "%s dp=2 x tp=2 zero=%d grad_accum=%d vs zero=0", spec, zero, ga);
             compare_steps_pass(&c, &ref, what, global_pass);
+            if (zero == 2) zero2_memory(&c, &ref, spec, ga);
             double worst = 0;
             const char *wname = "";
             for (int i = 0; i < ref.p->ncanons; i++)
@@ -39,7 +81,8 @@ static void zero_cases(const char *spec, int mb) {
                     if (e > worst || e != e) { worst = e; wname = ref.p->canons[i].name; }
                     free(x); free(y);
                 }
-            snprintf(what, sizeof what, "%s zero=1 vs zero=0: the same canonical AdamW moments after 3 steps", spec);
+            snprintf(what, sizeof what, "%s zero=%d grad_accum=%d vs zero=0: the same canonical AdamW moments after 3 steps",
+                     spec, zero, ga);
             CHECK(worst < CASE_TOL, what, "worst %s rel %.3g", wname, worst);
         }
         close_case(&c);
@@ -198,11 +241,19 @@ int main(void) {
     model_cases("specs/runs/tiny-cola-moe.lua", "", 4, 1);
     bf16_case();
     global_batch(4 * 64 * 2, 256, 7);
-    zero_cases("tiny-cola", 4);
+    zero_cases("tiny-cola", 4, 1, 1);
     global_batch(4 * 64 * 2, 256, 7);
-    zero_cases("tiny-lax", 4);
+    zero_cases("tiny-lax", 4, 1, 1);
     global_batch(4 * 64 * 2, 256, 7);
-    zero_cases("specs/runs/tiny-cola-moe.lua", 4);
+    zero_cases("specs/runs/tiny-cola-moe.lua", 4, 1, 1);
+    for (int zero = 2, ga = 1; ga <= 2; ga++) {   /* ZeRO-2, also with accumulation (half the micro-batch) */
+        global_batch(4 * 64 * 2, 256, 7);
+        zero_cases("tiny-cola", 4 / ga, zero, ga);
+        global_batch(4 * 64 * 2, 256, 7);
+        zero_cases("tiny-lax", 4 / ga, zero, ga);
+        global_batch(4 * 64 * 2, 256, 7);
+        zero_cases("specs/runs/tiny-cola-moe.lua", 4 / ga, zero, ga);
+    }
     free(global_tok); free(global_tgt);
     TEST_EXIT();
 }

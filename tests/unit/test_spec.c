@@ -349,7 +349,10 @@ static void test_overrides(void) {
     CHECK(rc == 0 && run.dp_bf16 == 1, "-D dp_dtype=bf16 reaches the run", "rc=%d: %s", rc, err);
     Override z2 = {"zero", "2"};
     rc = load("tiny-cola", &z2, 1);
-    CHECK(rc == 2 && strncmp(err, "-D zero=2: ", 11) == 0, "-D zero=2: out of range", "rc=%d: %s", rc, err);
+    CHECK(rc == 0 && run.zero == 2, "-D zero=2 (ZeRO-2) reaches the run", "rc=%d zero=%d: %s", rc, run.zero, err);
+    Override z3 = {"zero", "3"};
+    rc = load("tiny-cola", &z3, 1);
+    CHECK(rc == 2 && strncmp(err, "-D zero=3: ", 11) == 0, "-D zero=3: out of range", "rc=%d: %s", rc, err);
 }
 
 /* ------------------------------------------------------------------ tuning file and specs folder */
