@@ -35,8 +35,21 @@ static int make_parents(const char *path) {
 
 #define MAX_KERNEL_STATS 1024
 
-/* Append "## Kernels" to report.md: every kernel of kernels.cu compiled by NVRTC for the two archs
- * the shipped GPU files use, one row per kernel and arch. */
+int gen_report_archs(char archs[][16], int max, char *err, size_t errlen) {
+    Gpu *gpus = calloc(MAX_GPU_SPECS, sizeof *gpus);
+    if (!gpus) { snprintf(err, errlen, "out of memory"); return -1; }
+    int n = spec_load_gpus(gpus, MAX_GPU_SPECS, err, errlen), count = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = !gpus[i].kernel_report;
+        for (int j = 0; j < count && !seen; j++) seen = !strcmp(archs[j], gpus[i].arch);
+        if (!seen && count < max) snprintf(archs[count++], 16, "%s", gpus[i].arch);
+    }
+    free(gpus);
+    return n < 0 ? -1 : count;
+}
+
+/* Append "## Kernels" to report.md: every kernel of kernels.cu compiled by NVRTC for the archs of
+ * the GPU specs marked kernel_report, one row per kernel and arch. */
 static int append_kernel_table(FILE *report, const char *cu_path, char *err, size_t errlen) {
     FILE *f = fopen(cu_path, "rb");
     if (!f) { snprintf(err, errlen, "%s: cannot read back", cu_path); return 1; }
@@ -49,14 +62,16 @@ static int append_kernel_table(FILE *report, const char *cu_path, char *err, siz
     if (!src || got != (size_t)n) { free(src); snprintf(err, errlen, "%s: read failed", cu_path); return 1; }
     src[n] = 0;
     if (!nvrtc_available(err, errlen)) { free(src); return 1; }
-    static const char *archs[] = {"sm_80", "sm_90"};
+    char archs[8][16];
+    int narch = gen_report_archs(archs, 8, err, errlen);
+    if (narch < 0) { free(src); return 1; }
     KernelStat *st = calloc(MAX_KERNEL_STATS, sizeof *st);
     if (!st) { free(src); snprintf(err, errlen, "out of memory"); return 1; }
     fprintf(report, "\n## Kernels (NVRTC, registers per thread, shared memory a block: static + dynamic, spills)\n\n"
                     "| kernel | arch | registers | smem (B) | of it dynamic (B) | spill stores/loads (B) |\n"
                     "|---|---|---:|---:|---:|---:|\n");
     int spills = 0;
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < narch; a++) {
         char log[1 << 14];
         int k = nvrtc_compile(src, archs[a], NULL, NULL, st, MAX_KERNEL_STATS, log, sizeof log);
         if (k < 0) { snprintf(err, errlen, "%s: NVRTC (%s): %s", cu_path, archs[a], log); free(src); free(st); return 1; }
