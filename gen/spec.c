@@ -1741,7 +1741,8 @@ int spec_load_gpus(Gpu *out, int max, char *err, size_t errlen) {
     if (!dir_exists(dir)) { snprintf(err, errlen, "%s: no such folder (set BOOST_SPECS to the specs folder)", dir); return -1; }
     list_specs(dir, names, sizeof names);
     int n = 0;
-    for (char *name = strtok(names, ", "); name && n < max; name = strtok(NULL, ", ")) {
+    char *save = NULL;
+    for (char *name = strtok_r(names, ", ", &save); name && n < max; name = strtok_r(NULL, ", ", &save)) {
         Ctx ctx = {0};
         Ctx *c = &ctx;
         char path[PATH_LEN * 2];
