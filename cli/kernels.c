@@ -30,7 +30,8 @@ static int blocks_per_sm(const Gpu *L, int block, int regs, int smem) {
         int per_warp = (regs * 32 + 255) / 256 * 256, warps_sm = L->regs_sm / per_warp;
         if (warps_sm / warps < n) n = warps_sm / warps;
     }
-    if (smem > 0 && L->smem_sm_kib * 1024 / (smem + 1024) < n) n = L->smem_sm_kib * 1024 / (smem + 1024);
+    int by_smem = smem > 0 ? L->smem_sm_kib * 1024 / (smem + 1024) : n;
+    if (by_smem < n) n = by_smem;
     return n;
 }
 
@@ -141,7 +142,8 @@ int cmd_kernels(int argc, char **argv) {
     char list[256];
     if (archs) snprintf(list, sizeof list, "%s", archs);
     else if (default_archs(list, sizeof list)) {
-        fprintf(stderr, "boost kernels: no GPU spec with kernel_report = true: name the archs with --arch\n");
+        fprintf(stderr, "boost kernels: no GPU spec with kernel_report = true: "
+                        "name the archs with --arch\n");
         free(src);
         return 2;
     }

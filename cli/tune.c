@@ -108,7 +108,8 @@ static int dry_run(const Plan *p, char *srcs[NCAND]) {
     char err[1 << 14], archs[8][16];
     int narch = p->arch[0] ? 0 : gen_report_archs(archs, 8, err, sizeof err);
     if (!p->arch[0] && narch <= 0) {
-        fprintf(stderr, "boost tune: the plan names no arch and %s\n", narch < 0 ? err : "no GPU spec has kernel_report");
+        fprintf(stderr, "boost tune: the plan names no arch and %s\n",
+                narch < 0 ? err : "no GPU spec has kernel_report");
         return 1;
     }
     const char *arch = p->arch[0] ? p->arch : archs[narch - 1];

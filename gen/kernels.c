@@ -238,8 +238,10 @@ static int attention_smem_mma(int bwd, int hd, int bq, int bk) {
 /* The limits of archs no shipped GPU spec names (CUDA C Programming Guide, "Compute capabilities":
  * opt-in shared memory a block and usable an SM in KiB, registers, threads, blocks an SM; 0 unknown),
  * for `boost kernels --arch sm_86` and plans for such devices. The shipped archs live in specs/gpus. */
-static const struct { const char *arch; int block_kib, sm_kib, regs, threads, blocks; } OTHER_ARCHS[] = {
-    {"sm_86", 99, 100, 65536, 1536, 16}, {"sm_87", 163, 0, 0, 0, 0}, {"sm_89", 99, 100, 65536, 1536, 24},
+static const struct { const char *arch; int block_kib, sm_kib, regs, threads, blocks; }
+OTHER_ARCHS[] = {
+    {"sm_86", 99, 100, 65536, 1536, 16}, {"sm_87", 163, 0, 0, 0, 0},
+    {"sm_89", 99, 100, 65536, 1536, 24},
 };
 
 /* The GPU spec (or the row above) whose arch is `arch` exactly; 1 found. */
@@ -284,7 +286,8 @@ int64_t kernel_smem_optin(const char *arch) {
 
 /* The opt-in maximum of the run's GPU: its spec's figure, else its arch's. */
 static int64_t gpu_smem_optin(const Gpu *gpu) {
-    return gpu->smem_block_kib > 0 ? (int64_t)gpu->smem_block_kib * 1024 : kernel_smem_optin(gpu->arch);
+    if (gpu->smem_block_kib > 0) return (int64_t)gpu->smem_block_kib * 1024;
+    return kernel_smem_optin(gpu->arch);
 }
 
 long long kernels_dynamic_smem(const char *src, const char *name) {

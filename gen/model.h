@@ -71,7 +71,7 @@ typedef struct {
     /* the arch's limits (CUDA Programming Guide, compute capabilities); 0: not given */
     int smem_block_kib;       /* shared memory a block may opt in to, KiB (48 when not given) */
     int smem_sm_kib;          /* shared memory of an SM usable by blocks, KiB */
-    int regs_sm, threads_sm, blocks_sm;   /* 32-bit registers, resident threads, resident blocks an SM */
+    int regs_sm, threads_sm, blocks_sm;   /* 32-bit registers, resident threads, blocks an SM */
     int kernel_report;        /* 1: every report's kernel table compiles for this arch */
     int sm_count;
     double bf16_tflops;       /* dense bf16 peak (datasheet or measured) */
