@@ -38,7 +38,7 @@ static int blocks_per_sm(const Gpu *L, int block, int regs, int smem) {
 /* The default arch list: the report's archs (gen_report_archs), comma-separated; -1 none. */
 static int default_archs(char *out, size_t n) {
     char archs[8][16], err[1024];
-    int count = gen_report_archs(archs, 8, err, sizeof err);
+    int count = gen_report_archs(NULL, archs, 8, err, sizeof err);
     if (count < 0) fprintf(stderr, "boost kernels: %s\n", err);
     out[0] = 0;
     for (int i = 0; i < count; i++) {

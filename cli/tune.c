@@ -106,7 +106,7 @@ static int emit_candidates(const Plan *p, const char *path, const int *rep, int 
  * report's archs, gen_report_archs) and report kernels and spills: 0, or 1. */
 static int dry_run(const Plan *p, char *srcs[NCAND]) {
     char err[1 << 14], archs[8][16];
-    int narch = p->arch[0] ? 0 : gen_report_archs(archs, 8, err, sizeof err);
+    int narch = p->arch[0] ? 0 : gen_report_archs(NULL, archs, 8, err, sizeof err);
     if (!p->arch[0] && narch <= 0) {
         fprintf(stderr, "boost tune: the plan names no arch and %s\n",
                 narch < 0 ? err : "no GPU spec has kernel_report");

@@ -42,14 +42,14 @@ typedef struct {
 int spec_load_cluster(const char *arg, Cluster *out, char *err, size_t errlen);
 void cluster_apply(const Cluster *cl, Gpu *g);
 
-/* Every GPU spec in $BOOST_SPECS/gpus (else ./specs/gpus), sorted by name, NAME.tuning.lua not
- * applied: up to max into out. The count, or -1 with "file:line: message" in err. */
-int spec_load_gpus(Gpu *out, int max, char *err, size_t errlen);
+/* Every GPU spec in gpus_dir (NULL: $BOOST_SPECS/gpus, else ./specs/gpus), sorted by name,
+ * NAME.tuning.lua not applied: up to max into out. The count, or -1 with "file:line: message". */
+int spec_load_gpus(const char *gpus_dir, Gpu *out, int max, char *err, size_t errlen);
 #define MAX_GPU_SPECS 32
-/* The archs of the GPU specs marked kernel_report, each once, in the specs' name order (the
- * report's kernel table, `boost kernels` without --arch): their count (up to max), or -1 with the
- * error. */
-int gen_report_archs(char archs[][16], int max, char *err, size_t errlen);
+/* The archs of the GPU specs in gpus_dir (as spec_load_gpus) marked kernel_report, each once, in
+ * the specs' name order (the report's kernel table, `boost kernels` without --arch): their count
+ * (up to max), or -1 with the error. */
+int gen_report_archs(const char *gpus_dir, char archs[][16], int max, char *err, size_t errlen);
 
 int gen_write(const Run *run, const char *outdir, char *err, size_t errlen);
 

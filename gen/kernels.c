@@ -248,7 +248,7 @@ OTHER_ARCHS[] = {
 static int arch_lookup(const char *arch, Gpu *out) {
     Gpu *gpus = calloc(MAX_GPU_SPECS, sizeof *gpus);
     char err[512];
-    int n = gpus ? spec_load_gpus(gpus, MAX_GPU_SPECS, err, sizeof err) : -1, found = 0;
+    int n = gpus ? spec_load_gpus(NULL, gpus, MAX_GPU_SPECS, err, sizeof err) : -1, found = 0;
     for (int i = 0; i < n && !found; i++)
         if (!strcmp(gpus[i].arch, arch)) { *out = gpus[i]; found = 1; }
     free(gpus);

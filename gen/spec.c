@@ -1739,10 +1739,11 @@ static int l_load_gpu_file(lua_State *L) {
     return 0;
 }
 
-int spec_load_gpus(Gpu *out, int max, char *err, size_t errlen) {
+int spec_load_gpus(const char *gpus_dir, Gpu *out, int max, char *err, size_t errlen) {
     const char *env = getenv("BOOST_SPECS");
     char dir[PATH_LEN], names[4000];
-    snprintf(dir, sizeof dir, "%s/gpus", env && *env ? env : "specs");
+    if (gpus_dir) snprintf(dir, sizeof dir, "%s", gpus_dir);
+    else snprintf(dir, sizeof dir, "%s/gpus", env && *env ? env : "specs");
     if (!dir_exists(dir)) {
         snprintf(err, errlen, "%s: no such folder (set BOOST_SPECS to the specs folder)", dir);
         return -1;
