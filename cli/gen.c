@@ -15,8 +15,9 @@ static void gen_usage(FILE *f) {
                "  RUN   a run spec: a path, or NAME for specs/runs/NAME.lua\n"
                "  -D    override a spec setting, e.g. -D tp=4 -D layout=naive -D checkpoint=none\n"
                "  -o    output folder (default generated/<run name>); written all or nothing\n"
-               "  --compile  also compile kernels.cu with NVRTC (sm_80, sm_90; no GPU needed) and add\n"
-               "        registers, shared memory and spills per kernel to report.md\n"
+               "  --compile  also compile kernels.cu with NVRTC (no GPU needed) for the archs of the GPU\n"
+               "        specs with kernel_report = true, and add registers, shared memory and spills per\n"
+               "        kernel to report.md\n"
                "Writes plan.txt (the schedule the runtime executes), kernels.cu and report.md.\n");
 }
 

@@ -1,5 +1,5 @@
-/* kernels.c: `boost kernels DIR|kernels.cu [--arch sm_80,sm_90] [--md]`: compiles a generated
- * kernels.cu with NVRTC for each arch and prints one row per kernel (registers, shared memory a
+/* kernels.c: `boost kernels DIR|kernels.cu [--arch ARCH,...] [--md]`: compiles a generated
+ * kernels.cu with NVRTC for each arch (default: those of the GPU specs marked kernel_report) and prints one row per kernel (registers, shared memory a
  * block: static plus the dynamic bytes its launches ask for, spill bytes, and occupancy: resident
  * blocks per SM from the block size, registers and shared memory against the arch's limits). Given a folder with plan.txt, also checks that every kernel the plan launches
  * is defined and reads the dtypes the plan gives its operands. Exit 1 on a compile error (the log is
@@ -13,33 +13,39 @@
 #include "common/nvrtc.h"
 #include "runtime/plan.h"
 #include "runtime/cuda.h"
+#include "gen/gen.h"
 #include "gen/kernels.h"
 
 #define MAX_STATS 1024
 
-/* Per-SM limits of an arch (CUDA C Programming Guide, "Compute capabilities"): threads, blocks,
- * 32-bit registers, shared memory usable by blocks (bytes; the driver keeps 1 KiB per block more). */
-typedef struct { const char *arch; int threads, blocks, regs, smem; } SmLimits;
-static const SmLimits SM_LIMITS[] = {
-    {"sm_80", 2048, 32, 65536, 164 * 1024}, {"sm_86", 1536, 16, 65536, 100 * 1024},
-    {"sm_89", 1536, 24, 65536, 100 * 1024}, {"sm_90", 2048, 32, 65536, 228 * 1024},
-};
-
 /* Resident blocks per SM of a kernel with `block` threads, `regs` registers a thread and `smem`
- * bytes of shared memory a block on `arch`; -1 when the arch or the block size is unknown. Registers
- * are allocated per warp in units of 256, shared memory with 1 KiB reserved per block. */
-static int blocks_per_sm(const char *arch, int block, int regs, int smem) {
-    const SmLimits *L = NULL;
-    for (size_t i = 0; i < sizeof SM_LIMITS / sizeof SM_LIMITS[0]; i++) if (!strcmp(SM_LIMITS[i].arch, arch)) L = &SM_LIMITS[i];
-    if (!L || block <= 0) return -1;
-    int warps = (block + 31) / 32, n = L->blocks;
-    if (L->threads / (warps * 32) < n) n = L->threads / (warps * 32);
+ * bytes of shared memory a block on an arch with limits L (arch_limits: the GPU spec's figures);
+ * -1 when they or the block size are unknown. Registers are allocated per warp in units of 256,
+ * shared memory with 1 KiB reserved per block. */
+static int blocks_per_sm(const Gpu *L, int block, int regs, int smem) {
+    if (!L->threads_sm || !L->blocks_sm || !L->regs_sm || !L->smem_sm_kib || block <= 0) return -1;
+    int warps = (block + 31) / 32, n = L->blocks_sm;
+    if (L->threads_sm / (warps * 32) < n) n = L->threads_sm / (warps * 32);
     if (regs > 0) {
-        int per_warp = (regs * 32 + 255) / 256 * 256, warps_sm = L->regs / per_warp;
+        int per_warp = (regs * 32 + 255) / 256 * 256, warps_sm = L->regs_sm / per_warp;
         if (warps_sm / warps < n) n = warps_sm / warps;
     }
-    if (smem > 0 && L->smem / (smem + 1024) < n) n = L->smem / (smem + 1024);
+    int by_smem = smem > 0 ? L->smem_sm_kib * 1024 / (smem + 1024) : n;
+    if (by_smem < n) n = by_smem;
     return n;
+}
+
+/* The default arch list: the report's archs (gen_report_archs), comma-separated; -1 none. */
+static int default_archs(char *out, size_t n) {
+    char archs[8][16], err[1024];
+    int count = gen_report_archs(NULL, archs, 8, err, sizeof err);
+    if (count < 0) fprintf(stderr, "boost kernels: %s\n", err);
+    out[0] = 0;
+    for (int i = 0; i < count; i++) {
+        size_t len = strlen(out);
+        snprintf(out + len, n - len, "%s%s", i ? "," : "", archs[i]);
+    }
+    return count > 0 ? 0 : -1;
 }
 
 /* The threads a block of kernel `name`: the plan's launch when it has one, else the source's
@@ -73,8 +79,9 @@ static long long kernel_dyn_smem(const Plan *plan, const char *src, const char *
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: boost kernels DIR|kernels.cu [--arch sm_80,sm_90] [--md]\n"
-               "  compiles the kernels with NVRTC (no GPU needed) and reports registers, shared memory\n"
+    fprintf(f, "usage: boost kernels DIR|kernels.cu [--arch ARCH,...] [--md]\n"
+               "  compiles the kernels with NVRTC (no GPU needed) for each arch (default: those of the GPU\n"
+               "  specs with kernel_report = true) and reports registers, shared memory\n"
                "  (static + dynamic), spills and blocks per SM per kernel; exit 1 on a compile error, any\n"
                "  spill, a plan mismatch or shared memory above the arch's opt-in maximum\n");
 }
@@ -93,13 +100,13 @@ static char *slurp(const char *path, char *err, size_t errlen) {
 }
 
 int cmd_kernels(int argc, char **argv) {
-    const char *input = NULL, *archs = "sm_80,sm_90";
+    const char *input = NULL, *archs = NULL;
     int md = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
         else if (!strcmp(argv[i], "--md")) md = 1;
         else if (!strcmp(argv[i], "--arch")) {
-            if (++i >= argc) { fprintf(stderr, "boost kernels: --arch needs a value such as sm_80,sm_90\n"); return 2; }
+            if (++i >= argc) { fprintf(stderr, "boost kernels: --arch needs a value such as sm_100a,sm_86\n"); return 2; }
             archs = argv[i];
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "boost kernels: unknown option '%s'\n", argv[i]);
@@ -133,7 +140,13 @@ int cmd_kernels(int argc, char **argv) {
     int plan_checked = 0, plan_bad = 0;
 
     char list[256];
-    snprintf(list, sizeof list, "%s", archs);
+    if (archs) snprintf(list, sizeof list, "%s", archs);
+    else if (default_archs(list, sizeof list)) {
+        fprintf(stderr, "boost kernels: no GPU spec with kernel_report = true: "
+                        "name the archs with --arch\n");
+        free(src);
+        return 2;
+    }
     int failed = 0, spilling = 0, total = 0, too_big = 0;
     if (md) printf("| kernel | arch | registers | smem (B) | spill st/ld (B) | block | blocks/SM | of it dynamic (B) |\n"
                    "|---|---|---:|---:|---:|---:|---:|---:|\n");
@@ -141,10 +154,13 @@ int cmd_kernels(int argc, char **argv) {
                 "dynamic");
     for (char *arch = strtok(list, ","); arch; arch = strtok(NULL, ",")) {
         if (strncmp(arch, "sm_", 3) || !arch[3]) {
-            fprintf(stderr, "boost kernels: arch '%s' is not of the form sm_XX (e.g. sm_80)\n", arch);
+            fprintf(stderr, "boost kernels: arch '%s' is not of the form sm_XX (e.g. sm_86, sm_100a)\n", arch);
             free(src);
             return 2;
         }
+        Gpu limits;   /* the arch's opt-in and per-SM limits, from its GPU spec */
+        arch_limits(arch, &limits);
+        const long long optin = (long long)limits.smem_block_kib * 1024;
         static KernelStat st[MAX_STATS];
         int n = nvrtc_compile(src, arch, NULL, NULL, st, MAX_STATS, err, sizeof err);
         if (n < 0) { fprintf(stderr, "%s: %s\n", path, err); failed = 1; continue; }
@@ -180,14 +196,14 @@ int cmd_kernels(int argc, char **argv) {
             }
             int block = kernel_block(plan, src, st[i].name);
             long long dyn = kernel_dyn_smem(plan, src, st[i].name), smem = st[i].smem_bytes + dyn;
-            if (smem > kernel_smem_optin(arch) && (dyn > 0 || smem > KERNEL_SMEM_DEFAULT)) {
+            if (smem > optin && (dyn > 0 || smem > KERNEL_SMEM_DEFAULT)) {
                 too_big++;
                 fflush(stdout);
                 fprintf(stderr, "%s: kernel %s needs %lld B of shared memory a block (%lld dynamic), above the %lld B "
                         "%s allows: generate the plan for %s (a GPU spec with that arch) or lower its attention tiles\n",
-                        path, st[i].name, smem, dyn, (long long)kernel_smem_optin(arch), arch, arch);
+                        path, st[i].name, smem, dyn, optin, arch, arch);
             }
-            int occ = blocks_per_sm(arch, block, st[i].registers, (int)smem);
+            int occ = blocks_per_sm(&limits, block, st[i].registers, (int)smem);
             char bs[16] = "-", os[16] = "-", sp[32];
             if (block > 0) snprintf(bs, sizeof bs, "%d", block);
             if (occ >= 0) snprintf(os, sizeof os, "%d", occ);

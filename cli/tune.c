@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "cli/commands.h"
 #include "common/nvrtc.h"
+#include "gen/gen.h"
 #include "gen/kernels.h"
 #include "runtime/backend.h"
 #include "runtime/cuda.h"
@@ -101,10 +102,17 @@ static int emit_candidates(const Plan *p, const char *path, const int *rep, int 
     return status;
 }
 
-/* --dry-run: compile every candidate for the plan's arch and report kernels and spills: 0, or 1. */
+/* --dry-run: compile every candidate for the plan's arch (a plan without one: the last of the
+ * report's archs, gen_report_archs) and report kernels and spills: 0, or 1. */
 static int dry_run(const Plan *p, char *srcs[NCAND]) {
-    const char *arch = p->arch[0] ? p->arch : "sm_90";
-    char err[1 << 14];
+    char err[1 << 14], archs[8][16];
+    int narch = p->arch[0] ? 0 : gen_report_archs(NULL, archs, 8, err, sizeof err);
+    if (!p->arch[0] && narch <= 0) {
+        fprintf(stderr, "boost tune: the plan names no arch and %s\n",
+                narch < 0 ? err : "no GPU spec has kernel_report");
+        return 1;
+    }
+    const char *arch = p->arch[0] ? p->arch : archs[narch - 1];
     KernelStat *st = calloc(1024, sizeof *st);
     if (!st) { fprintf(stderr, "boost tune: out of memory\n"); return 1; }
     int status = 0;

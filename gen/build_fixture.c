@@ -15,7 +15,9 @@ void run_tiny_cola(Run *r) {
     for (int i = 0; i < m->layers; i++)
         for (int p = 0; p < NPROJ; p++) { m->proj[i][p].factor = FACTOR_COLA; m->proj[i][p].rank = 32; m->proj[i][p].act = ACT_SILU; }
     Gpu *g = &r->gpu;
-    strcpy(g->name, "h100"); strcpy(g->arch, "sm_90");
+    strcpy(g->name, "h100"); strcpy(g->arch, "sm_90");   /* specs/gpus/h100.lua's, by hand */
+    g->smem_block_kib = 227; g->smem_sm_kib = 228;
+    g->regs_sm = 65536; g->threads_sm = 2048; g->blocks_sm = 32;
     g->sm_count = 132; g->bf16_tflops = 989; g->hbm_gbs = 3350; g->nvlink_gbs = 450; g->net_gbs = 50;
     g->nvlink_latency_us = 5; g->net_latency_us = 10; g->gpus_per_node = 8; g->memory_gb = 80;
     g->tune_row_block = 256; g->tune_elem_block = 256; g->tune_attn_block_q = 64; g->tune_attn_block_k = 64;

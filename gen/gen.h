@@ -42,10 +42,19 @@ typedef struct {
 int spec_load_cluster(const char *arg, Cluster *out, char *err, size_t errlen);
 void cluster_apply(const Cluster *cl, Gpu *g);
 
+/* Every GPU spec in gpus_dir (NULL: $BOOST_SPECS/gpus, else ./specs/gpus), sorted by name,
+ * NAME.tuning.lua not applied: up to max into out. The count, or -1 with "file:line: message". */
+int spec_load_gpus(const char *gpus_dir, Gpu *out, int max, char *err, size_t errlen);
+#define MAX_GPU_SPECS 32
+/* The archs of the GPU specs in gpus_dir (as spec_load_gpus) marked kernel_report, each once, in
+ * the specs' name order (the report's kernel table, `boost kernels` without --arch): their count
+ * (up to max), or -1 with the error. */
+int gen_report_archs(const char *gpus_dir, char archs[][16], int max, char *err, size_t errlen);
+
 int gen_write(const Run *run, const char *outdir, char *err, size_t errlen);
 
-/* gen_write, and with compile_kernels set also compile kernels.cu with NVRTC for sm_80 and sm_90
- * and add a table of registers, static shared memory and spills per kernel to report.md
+/* gen_write, and with compile_kernels set also compile kernels.cu with NVRTC for the archs of the
+ * GPU specs marked kernel_report (spec_load_gpus; each arch once, in name order) and add a table of registers, static shared memory and spills per kernel to report.md
  * (NVRTC missing or a compile error: status 1 with the log; nothing is written). */
 int gen_write_ex(const Run *run, const char *outdir, int compile_kernels, char *err, size_t errlen);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "gen/kernels.h"
+#include "gen/gen.h"
 
 /* How a kind is launched (1-D grids). */
 enum Launch {
@@ -234,12 +235,59 @@ static int attention_smem_mma(int bwd, int hd, int bq, int bk) {
     return (2 * bq + 2 * bk) * (hd + 8) * 2 + 2 * 4 * (bq > bk ? bq : bk);
 }
 
+/* The limits of archs no shipped GPU spec names (CUDA C Programming Guide, "Compute capabilities":
+ * opt-in shared memory a block and usable an SM in KiB, registers, threads, blocks an SM; 0 unknown),
+ * for `boost kernels --arch sm_86` and plans for such devices. The shipped archs live in specs/gpus. */
+static const struct { const char *arch; int block_kib, sm_kib, regs, threads, blocks; }
+OTHER_ARCHS[] = {
+    {"sm_86", 99, 100, 65536, 1536, 16}, {"sm_87", 163, 0, 0, 0, 0},
+    {"sm_89", 99, 100, 65536, 1536, 24},
+};
+
+/* The GPU spec (or the row above) whose arch is `arch` exactly; 1 found. */
+static int arch_lookup(const char *arch, Gpu *out) {
+    Gpu *gpus = calloc(MAX_GPU_SPECS, sizeof *gpus);
+    char err[512];
+    int n = gpus ? spec_load_gpus(NULL, gpus, MAX_GPU_SPECS, err, sizeof err) : -1, found = 0;
+    for (int i = 0; i < n && !found; i++)
+        if (!strcmp(gpus[i].arch, arch)) { *out = gpus[i]; found = 1; }
+    free(gpus);
+    for (size_t i = 0; !found && i < sizeof OTHER_ARCHS / sizeof OTHER_ARCHS[0]; i++) {
+        if (strcmp(OTHER_ARCHS[i].arch, arch)) continue;
+        snprintf(out->arch, sizeof out->arch, "%s", arch);
+        out->smem_block_kib = OTHER_ARCHS[i].block_kib; out->smem_sm_kib = OTHER_ARCHS[i].sm_kib;
+        out->regs_sm = OTHER_ARCHS[i].regs; out->threads_sm = OTHER_ARCHS[i].threads;
+        out->blocks_sm = OTHER_ARCHS[i].blocks;
+        found = 1;
+    }
+    return found;
+}
+
+int arch_limits(const char *arch, Gpu *out) {
+    memset(out, 0, sizeof *out);
+    out->smem_block_kib = KERNEL_SMEM_DEFAULT / 1024;
+    if (!arch || !*arch) return 0;
+    if (arch_lookup(arch, out)) return 1;
+    char base[sizeof out->arch];   /* sm_90a: the limits of sm_90 */
+    size_t n = strlen(arch);
+    if (n < sizeof base && arch[n - 1] == 'a') {
+        memcpy(base, arch, n - 1);
+        base[n - 1] = 0;
+        if (arch_lookup(base, out)) return 1;
+    }
+    return 0;
+}
+
 int64_t kernel_smem_optin(const char *arch) {
-    static const struct { const char *arch; int kib; } T[] = {
-        {"sm_80", 163}, {"sm_86", 99}, {"sm_87", 163}, {"sm_89", 99}, {"sm_90", 227},
-    };
-    for (size_t i = 0; arch && i < sizeof T / sizeof T[0]; i++) if (!strcmp(T[i].arch, arch)) return T[i].kib * 1024;
-    return KERNEL_SMEM_DEFAULT;
+    Gpu g;
+    arch_limits(arch, &g);
+    return (int64_t)g.smem_block_kib * 1024;
+}
+
+/* The opt-in maximum of the run's GPU: its spec's figure, else its arch's. */
+static int64_t gpu_smem_optin(const Gpu *gpu) {
+    if (gpu->smem_block_kib > 0) return (int64_t)gpu->smem_block_kib * 1024;
+    return kernel_smem_optin(gpu->arch);
 }
 
 long long kernels_dynamic_smem(const char *src, const char *name) {
@@ -255,7 +303,7 @@ long long kernels_dynamic_smem(const char *src, const char *name) {
 /* Tiles of the tensor-core templates from the tuned ones: multiples of 16 (a warp's rows, an mma's
  * k), at most 128 queries (8 warps); the streamed tile within the registers: a backward thread keeps
  * hd (dK, dV) + bk (S, dP) fp32 accumulators, a forward thread hd/2 (O) + bk/2 (S), at most 160 and
- * 96 (CUDA 13 ptxas, sm_80 and sm_90: the backward at head dim 128 with bk 64 takes 255 registers
+ * 96 (CUDA 13 ptxas, the A100's and H100's archs: the backward at head dim 128 with bk 64 takes 255 registers
  * and spills, with bk 32 it does not); then within `limit` bytes of (dynamic) shared memory, the
  * arch's opt-in maximum: the streamed tile shrinks first, then the block's rows. */
 static void attention_tiles_mma(int bwd, int hd, int64_t limit, int *bq, int *bk) {
@@ -332,7 +380,7 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
             return -1;
         }
         if (attention_on_tensor_cores(k)) {   /* tiles in dynamic shared memory, up to the arch's opt-in */
-            attention_tiles_mma(ks->launch == L_ATTN_BWD, hd, kernel_smem_optin(gpu->arch), &bq, &bk);
+            attention_tiles_mma(ks->launch == L_ATTN_BWD, hd, gpu_smem_optin(gpu), &bq, &bk);
             block = 2 * bq;   /* a warp per 16 rows */
             smem = attention_smem_mma(ks->launch == L_ATTN_BWD, hd, bq, bk);
         } else {
@@ -554,7 +602,7 @@ static int emit_to(FILE *out, const KernelInst *ks, int n, const Run *run, char 
                  "// BOOST's templates/ by 'boost gen'; %d kernels plus the runtime's own. Do not edit:\n"
                  "// regenerate. Compiled at run time with NVRTC; every kernel is extern \"C\".\n",
             run->name, run->model.name, run->gpu.name[0] ? run->gpu.name : "any GPU",
-            run->gpu.arch[0] ? run->gpu.arch : "sm_80+", distinct);
+            run->gpu.arch[0] ? run->gpu.arch : "any arch", distinct);
     fprintf(out, "#include <cuda_bf16.h>\n\n");
     fputs(prelude, out);
     fputs("\n", out);

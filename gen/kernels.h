@@ -35,9 +35,14 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen);
 int kernels_emit(FILE *out, const KernelInst *ks, int n, const Run *run, char *err, size_t errlen);
 
 /* Shared memory one block may use on arch (static + dynamic, bytes): the driver's opt-in maximum
- * (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) for sm_80/86/87/89/90, 48 KiB (what a
- * function gets without cuFuncSetAttribute) for any other or no arch. */
+ * (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN) as arch_limits finds it, 48 KiB (what a
+ * function gets without cuFuncSetAttribute) for an unknown or no arch. */
 int64_t kernel_smem_optin(const char *arch);
+/* An arch's limits into out's smem_block_kib, smem_sm_kib, regs_sm, threads_sm, blocks_sm (0:
+ * unknown; smem_block_kib 48 when unknown): those of the first GPU spec (spec_load_gpus, by name)
+ * with that arch, else of a small table of archs no shipped spec names; "sm_NNa" falls back to
+ * sm_NN's. 1 found, 0 not. Reads the GPU specs each call: call it once per arch. */
+int arch_limits(const char *arch, Gpu *out);
 #define KERNEL_SMEM_DEFAULT (48 * 1024)
 /* The dynamic shared memory (bytes) of kernel `name` as its "// boost:dynamic_smem NAME BYTES" line
  * in a kernels.cu text says (kernels_emit writes one before each kernel that takes some); 0 without. */

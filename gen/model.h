@@ -67,7 +67,12 @@ enum { MOE_SHARE_GATE_A = 1, MOE_SHARE_UP_A = 2, MOE_SHARE_DOWN_B = 4 };
 typedef struct {
     char name[NAME_LEN];      /* "a100" | "h100" | "h200" */
     char file[PATH_LEN];
-    char arch[16];            /* "sm_80" | "sm_90" */
+    char arch[16];            /* "sm_NN" or "sm_NNa" (arch-specific features), from the GPU spec */
+    /* the arch's limits (CUDA Programming Guide, compute capabilities); 0: not given */
+    int smem_block_kib;       /* shared memory a block may opt in to, KiB (48 when not given) */
+    int smem_sm_kib;          /* shared memory of an SM usable by blocks, KiB */
+    int regs_sm, threads_sm, blocks_sm;   /* 32-bit registers, resident threads, blocks an SM */
+    int kernel_report;        /* 1: every report's kernel table compiles for this arch */
     int sm_count;
     double bf16_tflops;       /* dense bf16 peak (datasheet or measured) */
     double hbm_gbs;           /* HBM bandwidth, GB/s */

@@ -106,7 +106,17 @@ static const Field RANK_TABLE_FIELDS[] = {
     {NULL},
 };
 static const Field GPU_FIELDS[] = {
-    {"arch", K_STR, 0, 0, 0, NULL, NULL, "the CUDA architecture, e.g. arch = \"sm_90\""},
+    {"arch", K_STR, 0, 0, 0, NULL, NULL,
+     "the CUDA architecture, e.g. arch = \"sm_90\" or \"sm_100a\""},
+    {"smem_block_kib", K_INT, 48, 4096, 0, NULL, "48",
+     "shared memory one block may opt in to, KiB (the driver's ..._PER_BLOCK_OPTIN)"},
+    {"smem_sm_kib", K_INT, 0, 4096, 0, NULL, "0",
+     "shared memory of an SM usable by blocks, KiB (0: unknown)"},
+    {"regs_sm", K_INT, 0, 1 << 20, 0, NULL, "0", "32-bit registers of an SM (0: unknown)"},
+    {"threads_sm", K_INT, 0, 1 << 16, 0, NULL, "0", "resident threads of an SM (0: unknown)"},
+    {"blocks_sm", K_INT, 0, 1024, 0, NULL, "0", "resident blocks of an SM (0: unknown)"},
+    {"kernel_report", K_BOOL, 0, 0, 0, NULL, "false",
+     "compile for this arch in every report's kernel table"},
     {"sm_count", K_INT, 1, 4096, 0, NULL, NULL, "the number of SMs"},
     {"bf16_tflops", K_NUM, 0, 1e6, 1, NULL, NULL, "dense bf16 peak, TFLOP/s"},
     {"hbm_gbs", K_NUM, 0, 1e6, 1, NULL, NULL, "HBM bandwidth, GB/s"},
@@ -1114,10 +1124,19 @@ static void read_gpu(Ctx *c, Obj *o, const char *name, Gpu *g) {
     snprintf(g->name, sizeof g->name, "%s", name);
     snprintf(g->file, sizeof g->file, "%s", o->loc.src >= 0 ? c->src[o->loc.src].path : c->run_path);
     get_string(c, o, "arch", g->arch, sizeof g->arch);
-    int digits = 0;
+    int digits = 0;   /* sm_ + 2-3 digits + an optional "a" (arch-specific features, sm_90a) */
     for (const char *p = g->arch + 3; *p >= '0' && *p <= '9'; p++) digits++;
-    if (strncmp(g->arch, "sm_", 3) != 0 || digits < 2 || g->arch[3 + digits] != 0)
-        spec_error(c, key_loc(c, o, "arch"), "arch must look like \"sm_80\" or \"sm_90\", got \"%s\"", g->arch);
+    const char *tail = g->arch + 3 + digits;
+    int bad_tail = strcmp(tail, "") && strcmp(tail, "a");
+    if (strncmp(g->arch, "sm_", 3) != 0 || digits < 2 || digits > 3 || bad_tail)
+        spec_error(c, key_loc(c, o, "arch"),
+                   "arch must look like \"sm_80\", \"sm_90\" or \"sm_100a\", got \"%s\"", g->arch);
+    g->smem_block_kib = get_int(c, o, "smem_block_kib");
+    g->smem_sm_kib = get_int(c, o, "smem_sm_kib");
+    g->regs_sm = get_int(c, o, "regs_sm");
+    g->threads_sm = get_int(c, o, "threads_sm");
+    g->blocks_sm = get_int(c, o, "blocks_sm");
+    g->kernel_report = get_bool(c, o, "kernel_report");
     g->sm_count = get_int(c, o, "sm_count");
     g->bf16_tflops = get_num(c, o, "bf16_tflops");
     g->hbm_gbs = get_num(c, o, "hbm_gbs");
@@ -1709,4 +1728,61 @@ void cluster_apply(const Cluster *cl, Gpu *g) {
     if (cl->nvlink_latency_us >= 0) g->nvlink_latency_us = cl->nvlink_latency_us;
     if (cl->net_latency_us >= 0) g->net_latency_us = cl->net_latency_us;
     if (cl->memory_gb > 0) g->memory_gb = cl->memory_gb;
+}
+
+/* ---------------------------------------------------------------- every GPU spec */
+
+static int l_load_gpu_file(lua_State *L) {
+    Ctx *c = lua_touserdata(L, 1);
+    Gpu *g = lua_touserdata(L, 2);
+    const char *name = lua_touserdata(L, 3);
+    lua_settop(L, 0);
+    int src = eval_file(c, c->run_path, NOWHERE);
+    Obj go = expect_kind(c, src, "gpu", "gpu \"NAME\" { arch = ..., ... }", &S_GPU);
+    push_meta(c, -1);
+    int match = strcmp(meta_string(c, "name"), name) == 0;
+    lua_pop(L, 1);
+    if (!match)
+        spec_error(c, go.loc, "this file must declare gpu \"%s\" (the name of its file)", name);
+    read_gpu(c, &go, name, g);
+    return 0;
+}
+
+int spec_load_gpus(const char *gpus_dir, Gpu *out, int max, char *err, size_t errlen) {
+    const char *env = getenv("BOOST_SPECS");
+    char dir[PATH_LEN], names[4000];
+    if (gpus_dir) snprintf(dir, sizeof dir, "%s", gpus_dir);
+    else snprintf(dir, sizeof dir, "%s/gpus", env && *env ? env : "specs");
+    if (!dir_exists(dir)) {
+        snprintf(err, errlen, "%s: no such folder (set BOOST_SPECS to the specs folder)", dir);
+        return -1;
+    }
+    list_specs(dir, names, sizeof names);
+    int n = 0;
+    char *save = NULL;
+    for (char *name = strtok_r(names, ", ", &save); name && n < max;
+         name = strtok_r(NULL, ", ", &save)) {
+        Ctx ctx = {0};
+        Ctx *c = &ctx;
+        char path[PATH_LEN * 2];
+        snprintf(path, sizeof path, "%s/%s.lua", dir, name);
+        display_path(path, c->run_path, sizeof c->run_path);
+        c->sb = sandbox_new(SANDBOX_MEM_CAP, SANDBOX_INSTR_LIMIT);
+        if (!c->sb) {
+            snprintf(err, errlen, "%s: out of memory while starting the spec interpreter", path);
+            return -1;
+        }
+        c->L = sandbox_lua(c->sb);
+        define_helpers(c);
+        lua_pushcfunction(c->L, l_load_gpu_file);
+        lua_pushlightuserdata(c->L, c);
+        lua_pushlightuserdata(c->L, &out[n]);
+        lua_pushlightuserdata(c->L, name);
+        int rc = sandbox_pcall(c->sb, 3, 0, err, errlen);
+        sandbox_close(c->sb);
+        for (int i = 0; i < c->nsrc; i++) free(c->src[i].text);
+        if (rc) return -1;
+        n++;
+    }
+    return n;
 }

@@ -35,9 +35,24 @@ static int make_parents(const char *path) {
 
 #define MAX_KERNEL_STATS 1024
 
-/* Append "## Kernels" to report.md: every kernel of kernels.cu compiled by NVRTC for the two archs
- * the shipped GPU files use, one row per kernel and arch. */
-static int append_kernel_table(FILE *report, const char *cu_path, char *err, size_t errlen) {
+int gen_report_archs(const char *gpus_dir, char archs[][16], int max, char *err, size_t errlen) {
+    Gpu *gpus = calloc(MAX_GPU_SPECS, sizeof *gpus);
+    if (!gpus) { snprintf(err, errlen, "out of memory"); return -1; }
+    int n = spec_load_gpus(gpus_dir, gpus, MAX_GPU_SPECS, err, errlen), count = 0;
+    for (int i = 0; i < n; i++) {
+        int seen = !gpus[i].kernel_report;
+        for (int j = 0; j < count && !seen; j++) seen = !strcmp(archs[j], gpus[i].arch);
+        if (!seen && count < max) snprintf(archs[count++], 16, "%s", gpus[i].arch);
+    }
+    free(gpus);
+    return n < 0 ? -1 : count;
+}
+
+/* Append "## Kernels" to report.md: every kernel of kernels.cu compiled by NVRTC for the archs of
+ * the GPU specs marked kernel_report (those beside the run's GPU file when it is specs/gpus/NAME.lua,
+ * else the default folder), one row per kernel and arch. */
+static int append_kernel_table(FILE *report, const char *cu_path, const Gpu *gpu, char *err,
+                               size_t errlen) {
     FILE *f = fopen(cu_path, "rb");
     if (!f) { snprintf(err, errlen, "%s: cannot read back", cu_path); return 1; }
     fseek(f, 0, SEEK_END);
@@ -49,14 +64,21 @@ static int append_kernel_table(FILE *report, const char *cu_path, char *err, siz
     if (!src || got != (size_t)n) { free(src); snprintf(err, errlen, "%s: read failed", cu_path); return 1; }
     src[n] = 0;
     if (!nvrtc_available(err, errlen)) { free(src); return 1; }
-    static const char *archs[] = {"sm_80", "sm_90"};
+    char archs[8][16];
+    char gpus_dir[PATH_LEN];
+    snprintf(gpus_dir, sizeof gpus_dir, "%s", gpu->file);
+    char *slash = strrchr(gpus_dir, '/');
+    int beside = slash && slash - gpus_dir >= 4 && !strncmp(slash - 4, "gpus", 4);
+    if (beside) *slash = 0;
+    int narch = gen_report_archs(beside ? gpus_dir : NULL, archs, 8, err, errlen);
+    if (narch < 0) { free(src); return 1; }
     KernelStat *st = calloc(MAX_KERNEL_STATS, sizeof *st);
     if (!st) { free(src); snprintf(err, errlen, "out of memory"); return 1; }
     fprintf(report, "\n## Kernels (NVRTC, registers per thread, shared memory a block: static + dynamic, spills)\n\n"
                     "| kernel | arch | registers | smem (B) | of it dynamic (B) | spill stores/loads (B) |\n"
                     "|---|---|---:|---:|---:|---:|\n");
     int spills = 0;
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < narch; a++) {
         char log[1 << 14];
         int k = nvrtc_compile(src, archs[a], NULL, NULL, st, MAX_KERNEL_STATS, log, sizeof log);
         if (k < 0) { snprintf(err, errlen, "%s: NVRTC (%s): %s", cu_path, archs[a], log); free(src); free(st); return 1; }
@@ -112,7 +134,7 @@ static int write_files(const Run *run, Graph *g, const char *dir, int compile_ke
     if (!rc && compile_kernels) {
         char cu[PATH_LEN * 2 + 64];
         snprintf(cu, sizeof cu, "%s/kernels.cu", dir);
-        rc = append_kernel_table(f, cu, err, errlen);
+        rc = append_kernel_table(f, cu, &run->gpu, err, errlen);
     }
     if (fclose(f) && !rc) { snprintf(err, errlen, "%s: write failed (disk full?)", path); return 1; }
     return rc;

@@ -729,7 +729,7 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
         goto fail;
     }
     if (r->graphs && api.cublasSetWorkspace_v2) {   /* a graph capture must not allocate: cuBLAS's workspace first */
-        size_t ws = (size_t)(strcmp(shared.arch, "sm_90") >= 0 ? 32 : 4) << 20;
+        size_t ws = (size_t)(atoi(shared.arch + 3) >= 90 ? 32 : 4) << 20;   /* Hopper on: 32 MiB */
         if (api.cuMemAlloc_v2(&r->blas_ws, ws) != 0 || api.cublasSetWorkspace_v2(r->blas, (void *)(uintptr_t)r->blas_ws, ws) != 0) {
             snprintf(err, errlen, "rank %d: cuBLAS's %zu MiB workspace for BOOST_CUDA_GRAPH=1 could not be set: run without "
                      "BOOST_CUDA_GRAPH", rank, ws >> 20);

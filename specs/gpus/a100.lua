@@ -4,6 +4,11 @@
 -- NCCL all-reduce figures for the alpha-beta model, not datasheet values: replace with measurements.
 return gpu "a100" {
   arch = "sm_80",
+  -- the arch's limits (CUDA C Programming Guide, "Compute capabilities", CC 8.0)
+  smem_block_kib = 163,       -- opt-in shared memory a block
+  smem_sm_kib = 164,          -- shared memory of an SM usable by blocks
+  regs_sm = 65536, threads_sm = 2048, blocks_sm = 32,
+  kernel_report = true,      -- every report's kernel table compiles for this arch
   sm_count = 108,
   bf16_tflops = 312,
   hbm_gbs = 2039,

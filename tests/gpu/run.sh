@@ -114,8 +114,9 @@ fi
 if ! "$BOOST" --help >/dev/null 2>&1; then say "FAIL - bin/boost does not start here: $(ldd "$BOOST" 2>&1 | grep 'not found')"; publish final; exit 1; fi
 # what the CUDA libraries and the GPUs look like to bin/boost (boost doctor; exit 1 = no GPU run)
 "$BOOST" doctor >"$RES/doctor.txt" 2>&1; say "boost doctor: exit $? ($(tail -1 "$RES/doctor.txt"))"
-# the GPU spec for MFU (specs/gpus/NAME.lua), from the device's name
-GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr 'A-Z' 'a-z' | grep -o -E 'h200|h100|a100' | head -1)
+# the GPU spec for MFU (specs/gpus/NAME.lua), from the device's name: any shipped spec's NAME
+SPEC_GPUS=$(ls specs/gpus/ | grep -v '\.tuning\.lua$' | sed -n 's/\.lua$//p' | paste -sd '|')
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr 'A-Z' 'a-z' | grep -o -E "$SPEC_GPUS" | head -1)
 # PyTorch: bf16 on the GPU; the dry run: fp32 on one CPU thread (more threads on a busy machine
 # only wait for each other), torch.compile's aot_eager backend (no C++ compiles)
 if [ "$DUT" = cuda ]; then TDEV=cuda; TDTYPE=bf16; CBACKEND=${TORCH_COMPILE_BACKEND:-inductor}; TM=("$PY" tests/gpu/torch_model.py)

@@ -3,7 +3,7 @@
  * C = op(A) op(B) as column-major C^T = op(B)^T op(A)^T) has leading dimensions at least the rows of
  * each operand as stored, sizes >= 0, a batch count >= 1 and, batched, outputs that do not overlap;
  * each kernel launch has 1..1024 threads, a grid of 1..2^31-1 blocks and at most the dynamic shared
- * memory the plan's arch lets a block opt in to (48 KiB without an arch; gen/kernels.c's table). Zero refusals expected. Also prints the launches of one training step per plan
+ * memory the plan's arch lets a block opt in to (48 KiB without an arch; specs/gpus). Zero refusals expected. Also prints the launches of one training step per plan
  * (forward + backward steps x grad_accum, optimizer launches as runtime/cuda.c issues them). */
 #include <dirent.h>
 #include <stdio.h>
@@ -58,6 +58,7 @@ int main(void) {
         nplans++;
         int bad = 0, gemms = 0, kernels = 0, colls = 0, misaligned = 0;
         char first[700] = "";
+        const long long optin = kernel_smem_optin(p->arch);   /* from the GPU spec of that arch */
         for (int s = 0; s < p->nsteps; s++) {
             const PlanStep *st = &p->steps_[s];
             char why[200] = "";
@@ -75,7 +76,7 @@ int main(void) {
             if (ng && st->section < 2) gemms += st->kind == ST_GROUPED_GEMM ? 1 : 1;
             if (st->kind == ST_KERNEL) {
                 const KernelArgs *k = st->kernel;
-                if (k->block < 1 || k->block > 1024 || k->grid < 1 || k->grid > 0x7fffffffLL || k->smem < 0 || k->smem > kernel_smem_optin(p->arch)) {
+                if (k->block < 1 || k->block > 1024 || k->grid < 1 || k->grid > 0x7fffffffLL || k->smem < 0 || k->smem > optin) {
                     if (!bad++) snprintf(first, sizeof first, "line %d kernel %.100s: grid %lld block %lld dynamic shared %lld B",
                                          st->line, k->name, (long long)k->grid, (long long)k->block, (long long)k->smem);
                 }

@@ -333,10 +333,10 @@ static void test_overrides(void) {
     rc = load("tiny-cola", &zero, 1);
     CHECK(rc == 2 && strncmp(err, "-D seq=0: seq must be an integer from 1", 39) == 0, "-D seq=0: out of range",
           "rc=%d: %s", rc, err);
-    Override gpu = {"gpu", "b200"};
+    Override gpu = {"gpu", "x900"};
     rc = load("tiny-cola", &gpu, 1);
-    CHECK(rc == 2 && strncmp(err, "-D gpu=b200: unknown gpu 'b200'", 31) == 0 && strstr(err, "a100, h100, h200"),
-          "-D gpu=b200: unknown gpu", "rc=%d: %s", rc, err);
+    CHECK(rc == 2 && strncmp(err, "-D gpu=x900: unknown gpu 'x900'", 31) == 0 && strstr(err, "a100, b200, h100, h200"),
+          "-D gpu=x900: unknown gpu", "rc=%d: %s", rc, err);
     Override dpo[3] = {{"dp", "4"}, {"zero", "1"}, {"dp_bucket_mb", "10"}};
     rc = load("tiny-cola", dpo, 3);
     CHECK(rc == 0 && run.dp == 4 && run.zero == 1 && run.dp_bucket_bytes == 10000000, "-D dp=4 zero=1 dp_bucket_mb=10 reach the run",
