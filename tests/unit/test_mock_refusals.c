@@ -4,8 +4,9 @@
  * batch counts; launches above 1024 threads, with a zero or oversized grid, or with more than 48 KiB
  * of dynamic shared memory unless cuFuncSetAttribute raised that function's limit (up to the arch's
  * opt-in maximum, per BOOST_MOCK_ARCH); 2D copies whose pitch is above the device's MAX_PITCH (or
- * whose rows are wider than their pitch), as the driver refuses them. Each refusal has its own
- * check; valid calls next to them must pass. */
+ * whose rows are wider than their pitch), as the driver refuses them; cuBLAS type mixes outside
+ * its documented tables (fp32 inputs with a bf16 output, bf16 with fp32, the grouped call's bf16 ->
+ * fp32). Each refusal has its own check; valid calls next to them must pass. */
 #include "tests/gpu/mock_cuda.c"
 #include "tests/unit/testlib.h"
 
@@ -46,6 +47,38 @@ int main(void) {
           mock_cublas_misaligned() == mis0 + 1, "bf16 gemm with lda=3: accepted and counted as misaligned", "count %lld -> %lld",
           mis0, mock_cublas_misaligned());
     cuStreamSynchronize(st);
+    /* type mixes (cuBLAS's tables of supported Atype/Btype, Ctype; fp32 = 0, bf16 = 14, compute
+     * 32F = 68, 32F_PEDANTIC = 69): NOT_SUPPORTED (15) outside them, accepted inside */
+    static uint16_t c16[64] __attribute__((aligned(16)));
+    CHECK(cublasGemmEx(h, 0, 0, 4, 4, 4, &one, A, 0, 4, B, 0, 4, &zero, c16, 14, 4, 68, -1) == 15,
+          "gemm refused: fp32 inputs, bf16 output", "accepted");
+    CHECK(cublasGemmEx(h, 0, 0, 4, 4, 4, &one, a16, 14, 4, B, 0, 4, &zero, C, 0, 4, 68, -1) == 15,
+          "gemm refused: A bf16, B fp32", "accepted");
+    CHECK(cublasGemmEx(h, 0, 0, 4, 4, 4, &one, A, 0, 4, b16, 14, 4, &zero, c16, 14, 4, 68, -1) == 15,
+          "gemm refused: A fp32, B bf16, C bf16", "accepted");
+    CHECK(cublasGemmStridedBatchedEx(h, 0, 0, 4, 4, 4, &one, A, 0, 4, 16, B, 0, 4, 16, &zero, c16, 14, 4, 16, 2, 68,
+                                     -1) == 15, "strided batched gemm refused: fp32 inputs, bf16 output", "accepted");
+    CHECK(cublasGemmEx(h, 0, 0, 4, 4, 4, &one, a16, 14, 4, b16, 14, 4, &zero, c16, 14, 4, 68, -1) == 0 &&
+          cublasGemmEx(h, 0, 0, 4, 4, 4, &one, A, 0, 4, B, 0, 4, &zero, C, 0, 4, 69, -1) == 0 &&
+          cublasGemmEx(h, 0, 0, 4, 4, 4, &one, a16, 14, 4, b16, 14, 4, &zero, C, 0, 4, 69, -1) == 0,
+          "gemm accepts bf16 -> bf16, and fp32 -> fp32 and bf16 -> fp32 with 32F_PEDANTIC", "refused");
+    CHECK(cublasGemmStridedBatchedEx(h, 0, 0, 4, 4, 4, &one, a16, 14, 4, 16, b16, 14, 4, 16, &zero, C, 0, 4, 16, 2, 68,
+                                     -1) == 0, "strided batched gemm accepts bf16 -> fp32", "refused");
+    const void *gA16[1] = {a16}, *gB16[1] = {b16}, *gA32[1] = {A}, *gB32[1] = {B};
+    void *gC16[1] = {c16}, *gC32[1] = {C};
+    ldc[0] = 4;
+    CHECK(cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, al, gA16, 14, lda, gB16, 14, ldb, be, gC32, 0, ldc, 1, size,
+                                     68) == 15, "grouped gemm refused: bf16 inputs, fp32 output", "accepted");
+    CHECK(cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, al, gA32, 0, lda, gB32, 0, ldb, be, gC16, 14, ldc, 1, size,
+                                     68) == 15, "grouped gemm refused: fp32 inputs, bf16 output", "accepted");
+    CHECK(cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, al, gA16, 14, lda, gB16, 14, ldb, be, gC16, 14, ldc, 1, size,
+                                     69) == 15, "grouped gemm refused: bf16 with 32F_PEDANTIC", "accepted");
+    CHECK(cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, al, gA16, 14, lda, gB16, 14, ldb, be, gC16, 14, ldc, 1, size,
+                                     68) == 0 &&
+          cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, al, gA32, 0, lda, gB32, 0, ldb, be, gC32, 0, ldc, 1, size,
+                                     69) == 0, "grouped gemm accepts bf16 -> bf16, and fp32 -> fp32 with 32F_PEDANTIC",
+          "refused");
+    CHECK(cuStreamSynchronize(st) == OK && C[0] == 8.f, "the accepted mixes run", "C[0] = %g, want 8", C[0]);
 
     MockFn fn = {dummy_launch, dummy_sizes, NULL, 48 * 1024};
     CHECK(cuLaunchKernel(&fn, 4, 1, 1, 256, 1, 1, 0, st, NULL, NULL) == OK, "launch: valid accepted", "refused");
