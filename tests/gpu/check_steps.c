@@ -31,7 +31,8 @@ static const char *STEP_KIND[] = {"gemm", "batched_gemm", "grouped_gemm", "kerne
 static const struct { const char *kind, *writes; } WRITES[] = {
     {"embedding_fwd", "out"}, {"embedding_bwd", "dtable"}, {"rmsnorm_fwd", "out rstd"},
     {"rmsnorm_bwd", "dx dgamma"}, {"sumsq", "out"}, {"online_norm_fwd", "xhat rho stat"},
-    {"online_norm_rescale", "h"}, {"bottleneck_act", "y z rstd"}, {"bottleneck_act_bwd", "dh dstat"},
+    {"online_norm_rescale", "h"}, {"bottleneck_act", "y z rstd"},
+    {"bottleneck_act_bwd", "dh dstat"},
     {"online_norm_bwd", "dx dgamma"}, {"rope", "x"}, {"attention_fwd", "out lse"},
     {"attention_bwd", "dq dk dv"}, {"glu_fwd", "out"}, {"glu_bwd", "dgate dup"}, {"add", "out"},
     {"copy", "dst"}, {"xent_fwd", "stats"}, {"xent_combine", "lse loss"}, {"xent_bwd", "dlogits"},
@@ -59,7 +60,8 @@ static int in_list(const char *list, const char *word) {
 static int is_output(const KernelArgs *k, const char *key) {
     if (!strcmp(k->kind, "rmsnorm_bwd")) {
         int phase = 0;
-        for (int i = 0; i < k->nconst; i++) if (!strcmp(k->const_key[i], "phase")) phase = (int)k->const_val[i];
+        for (int i = 0; i < k->nconst; i++)
+            if (!strcmp(k->const_key[i], "phase")) phase = (int)k->const_val[i];
         return phase == 1 ? !strcmp(key, "dot") : in_list("dx dgamma", key);
     }
     const char *w = writes_of(k->kind);
@@ -72,18 +74,19 @@ static int writes_match_catalog(void) {
     char key[32];
     for (int c = 0; plan_catalog_kind(c); c++)
         if (!writes_of(plan_catalog_kind(c))) {
-            printf("FAIL - check_steps.c: kernel kind %s has no WRITES line (add the operands it writes)\n",
-                   plan_catalog_kind(c));
+            printf("FAIL - check_steps.c: kernel kind %s has no WRITES line (add the operands it "
+                   "writes)\n", plan_catalog_kind(c));
             return 1;
         }
     for (int i = 0; i < NWRITES; i++)
         for (const char *s = WRITES[i].writes; *s; s += strcspn(s, " "), s += *s == ' ') {
             int len = (int)strcspn(s, " "), found = 0;
-            for (int o = 0; plan_catalog_operand(WRITES[i].kind, o, key, sizeof key, NULL, NULL) == 0; o++)
+            const char *kind = WRITES[i].kind;
+            for (int o = 0; !plan_catalog_operand(kind, o, key, sizeof key, NULL, NULL); o++)
                 found |= (int)strlen(key) == len && !strncmp(key, s, len);
             if (!found) {
-                printf("FAIL - check_steps.c: WRITES says %s writes %.*s, which is not an operand of that kind in "
-                       "runtime/plan.c's catalog\n", WRITES[i].kind, len, s);
+                printf("FAIL - check_steps.c: WRITES says %s writes %.*s, which is not an operand "
+                       "of that kind in runtime/plan.c's catalog\n", kind, len, s);
                 return 1;
             }
         }

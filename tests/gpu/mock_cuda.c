@@ -876,10 +876,10 @@ int cublasSetWorkspace_v2(void *h, void *ws, size_t bytes) { (void)h; (void)ws; 
 
 /* The type mixes cuBLAS runs, from the tables "supports the following Compute Type, Scale Type,
  * Atype/Btype, and Ctype" of the cuBLAS Library documentation, chapter "BLAS-like Extension",
- * sections cublasGemmEx(), cublasGemmStridedBatchedEx() and cublasGemmGroupedBatchedEx(), limited to
- * what the stand-in computes: CUDA_R_32F (0) and CUDA_R_16BF (14), compute CUBLAS_COMPUTE_32F (68)
- * or CUBLAS_COMPUTE_32F_PEDANTIC (69), scale type fp32. A and B share one type (one Atype/Btype
- * column), so bf16 x fp32 is refused everywhere.
+ * sections cublasGemmEx(), cublasGemmStridedBatchedEx() and cublasGemmGroupedBatchedEx(),
+ * limited to what the stand-in computes: CUDA_R_32F (0) and CUDA_R_16BF (14), compute
+ * CUBLAS_COMPUTE_32F (68) or CUBLAS_COMPUTE_32F_PEDANTIC (69), scale type fp32. A and B share one
+ * type (one Atype/Btype column), so bf16 x fp32 is refused everywhere.
  *   cublasGemmEx, cublasGemmStridedBatchedEx (32F and 32F_PEDANTIC alike):
  *     bf16 -> bf16, bf16 -> fp32, fp32 -> fp32   (fp32 inputs never give a bf16 output)
  *   cublasGemmGroupedBatchedEx: 32F: bf16 -> bf16, fp32 -> fp32 (no bf16 -> fp32);
@@ -895,16 +895,17 @@ static int types_refused(const char *call, int grouped, int at, int bt, int ct, 
     if (ok && grouped) ok = at == ct && (compute == 68 || at == 0);
     if (ok) return 0;
     static unsigned char seen[3][64];
-    int key = ((at == 14) << 5 | (bt == 14) << 4 | (ct == 14) << 3 | (compute == 69) << 2 | !known) & 63;
+    int key = (at == 14) << 5 | (bt == 14) << 4 | (ct == 14) << 3 | (compute == 69) << 2 | !known;
     int which = grouped ? 2 : !strcmp(call, "cublasGemmEx") ? 0 : 1;
     pthread_mutex_lock(&mu);
     int fresh = !seen[which][key];
     seen[which][key] = 1;
     pthread_mutex_unlock(&mu);
     if (fresh)
-        fprintf(stderr, "mock_cuda: %s refused (CUBLAS_STATUS_NOT_SUPPORTED): Atype %d, Btype %d, Ctype %d, "
-                "computeType %d %s\n", call, at, bt, ct, compute,
-                known ? "is not in cuBLAS's table of supported types" : "is not modelled by the stand-in");
+        fprintf(stderr, "mock_cuda: %s refused (CUBLAS_STATUS_NOT_SUPPORTED): Atype %d, Btype %d, "
+                "Ctype %d, computeType %d %s\n", call, at, bt, ct, compute,
+                known ? "is not in cuBLAS's table of supported types"
+                      : "is not modelled by the stand-in");
     return 15;
 }
 
@@ -976,7 +977,8 @@ int cublasGemmGroupedBatchedEx(void *h, const int *ta, const int *tb, const int 
                                const void *alpha, const void *const *A, int at, const int *lda, const void *const *B,
                                int bt, const int *ldb, const void *beta, void *const *C, int ct, const int *ldc,
                                int groups, const int *size, int compute) {
-    if (types_refused("cublasGemmGroupedBatchedEx", 1, at, bt, ct, compute) || groups <= 0) return 15;
+    if (types_refused("cublasGemmGroupedBatchedEx", 1, at, bt, ct, compute)) return 15;
+    if (groups <= 0) return 15;
     /* a test's knob: MOCK_CUBLAS_GROUPED_REFUSE=1 answers every grouped call NOT_SUPPORTED (15), as
      * cuBLAS does for a type combination it lacks, so the backend's fallback and its note run */
     if (getenv("MOCK_CUBLAS_GROUPED_REFUSE") && *getenv("MOCK_CUBLAS_GROUPED_REFUSE") == '1') return 15;

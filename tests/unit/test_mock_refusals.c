@@ -13,6 +13,31 @@
 static int dummy_launch(unsigned g, unsigned b, void **p) { (void)g; (void)b; (void)p; return 0; }
 static int dummy_sizes(unsigned *s) { (void)s; return 0; }
 
+/* C[4, 4] = A[4, 4] B[4, 4] (column-major, ld 4) with the given types (fp32 = 0, bf16 = 14) and
+ * compute type (32F = 68, 32F_PEDANTIC = 69): one cublasGemmEx, a strided batch of 2 (stride 16),
+ * a grouped call of one group of one. */
+typedef struct { const void *a, *b; void *c; int at, bt, ct, compute; } Mix;
+static const float ONE = 1.f, ZERO = 0.f;
+static int mix_gemm(void *h, Mix x) {
+    return cublasGemmEx(h, 0, 0, 4, 4, 4, &ONE, x.a, x.at, 4, x.b, x.bt, 4, &ZERO, x.c, x.ct, 4,
+                        x.compute, -1);
+}
+static int mix_strided(void *h, Mix x) {
+    return cublasGemmStridedBatchedEx(h, 0, 0, 4, 4, 4, &ONE, x.a, x.at, 4, 16, x.b, x.bt, 4, 16,
+                                      &ZERO, x.c, x.ct, 4, 16, 2, x.compute, -1);
+}
+static int mix_grouped(void *h, Mix x) {
+    static const void *pa[8], *pb[8];   /* read when the GEMM runs: one slot a call */
+    static void *pc[8];
+    static int calls;
+    int i = calls++ % 8;
+    pa[i] = x.a; pb[i] = x.b; pc[i] = x.c;
+    int op[1] = {0}, four[1] = {4}, one[1] = {1};
+    float al[1] = {1.f}, be[1] = {0.f};
+    return cublasGemmGroupedBatchedEx(h, op, op, four, four, four, al, pa + i, x.at, four, pb + i,
+                                      x.bt, four, be, pc + i, x.ct, four, 1, one, x.compute);
+}
+
 int main(void) {
     void *h = NULL, *st = NULL;
     CHECK(cublasCreate_v2(&h) == 0 && cuStreamCreate(&st, 0) == OK, "stand-in handle and stream", "create failed");
@@ -47,38 +72,31 @@ int main(void) {
           mock_cublas_misaligned() == mis0 + 1, "bf16 gemm with lda=3: accepted and counted as misaligned", "count %lld -> %lld",
           mis0, mock_cublas_misaligned());
     cuStreamSynchronize(st);
-    /* type mixes (cuBLAS's tables of supported Atype/Btype, Ctype; fp32 = 0, bf16 = 14, compute
-     * 32F = 68, 32F_PEDANTIC = 69): NOT_SUPPORTED (15) outside them, accepted inside */
+    /* type mixes (cuBLAS's tables of supported Atype/Btype, Ctype): NOT_SUPPORTED (15) outside
+     * them, accepted inside */
     static uint16_t c16[64] __attribute__((aligned(16)));
-    CHECK(cublasGemmEx(h, 0, 0, 4, 4, 4, &one, A, 0, 4, B, 0, 4, &zero, c16, 14, 4, 68, -1) == 15,
-          "gemm refused: fp32 inputs, bf16 output", "accepted");
-    CHECK(cublasGemmEx(h, 0, 0, 4, 4, 4, &one, a16, 14, 4, B, 0, 4, &zero, C, 0, 4, 68, -1) == 15,
-          "gemm refused: A bf16, B fp32", "accepted");
-    CHECK(cublasGemmEx(h, 0, 0, 4, 4, 4, &one, A, 0, 4, b16, 14, 4, &zero, c16, 14, 4, 68, -1) == 15,
-          "gemm refused: A fp32, B bf16, C bf16", "accepted");
-    CHECK(cublasGemmStridedBatchedEx(h, 0, 0, 4, 4, 4, &one, A, 0, 4, 16, B, 0, 4, 16, &zero, c16, 14, 4, 16, 2, 68,
-                                     -1) == 15, "strided batched gemm refused: fp32 inputs, bf16 output", "accepted");
-    CHECK(cublasGemmEx(h, 0, 0, 4, 4, 4, &one, a16, 14, 4, b16, 14, 4, &zero, c16, 14, 4, 68, -1) == 0 &&
-          cublasGemmEx(h, 0, 0, 4, 4, 4, &one, A, 0, 4, B, 0, 4, &zero, C, 0, 4, 69, -1) == 0 &&
-          cublasGemmEx(h, 0, 0, 4, 4, 4, &one, a16, 14, 4, b16, 14, 4, &zero, C, 0, 4, 69, -1) == 0,
-          "gemm accepts bf16 -> bf16, and fp32 -> fp32 and bf16 -> fp32 with 32F_PEDANTIC", "refused");
-    CHECK(cublasGemmStridedBatchedEx(h, 0, 0, 4, 4, 4, &one, a16, 14, 4, 16, b16, 14, 4, 16, &zero, C, 0, 4, 16, 2, 68,
-                                     -1) == 0, "strided batched gemm accepts bf16 -> fp32", "refused");
-    const void *gA16[1] = {a16}, *gB16[1] = {b16}, *gA32[1] = {A}, *gB32[1] = {B};
-    void *gC16[1] = {c16}, *gC32[1] = {C};
-    ldc[0] = 4;
-    CHECK(cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, al, gA16, 14, lda, gB16, 14, ldb, be, gC32, 0, ldc, 1, size,
-                                     68) == 15, "grouped gemm refused: bf16 inputs, fp32 output", "accepted");
-    CHECK(cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, al, gA32, 0, lda, gB32, 0, ldb, be, gC16, 14, ldc, 1, size,
-                                     68) == 15, "grouped gemm refused: fp32 inputs, bf16 output", "accepted");
-    CHECK(cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, al, gA16, 14, lda, gB16, 14, ldb, be, gC16, 14, ldc, 1, size,
-                                     69) == 15, "grouped gemm refused: bf16 with 32F_PEDANTIC", "accepted");
-    CHECK(cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, al, gA16, 14, lda, gB16, 14, ldb, be, gC16, 14, ldc, 1, size,
-                                     68) == 0 &&
-          cublasGemmGroupedBatchedEx(h, ta, tb, m, n, k, al, gA32, 0, lda, gB32, 0, ldb, be, gC32, 0, ldc, 1, size,
-                                     69) == 0, "grouped gemm accepts bf16 -> bf16, and fp32 -> fp32 with 32F_PEDANTIC",
-          "refused");
-    CHECK(cuStreamSynchronize(st) == OK && C[0] == 8.f, "the accepted mixes run", "C[0] = %g, want 8", C[0]);
+    Mix f32_to_b16 = {A, B, c16, 0, 0, 14, 68}, b16_f32 = {a16, B, C, 14, 0, 0, 68};
+    Mix f32_b16_to_b16 = {A, b16, c16, 0, 14, 14, 68}, b16_to_b16 = {a16, b16, c16, 14, 14, 14, 68};
+    Mix b16_to_f32 = {a16, b16, C, 14, 14, 0, 68}, f32_to_f32_ped = {A, B, C, 0, 0, 0, 69};
+    Mix b16_to_f32_ped = {a16, b16, C, 14, 14, 0, 69};
+    Mix b16_to_b16_ped = {a16, b16, c16, 14, 14, 14, 69};
+    CHECK(mix_gemm(h, f32_to_b16) == 15, "gemm refused: fp32 inputs, bf16 output", "accepted");
+    CHECK(mix_gemm(h, b16_f32) == 15, "gemm refused: A bf16, B fp32", "accepted");
+    CHECK(mix_gemm(h, f32_b16_to_b16) == 15, "gemm refused: A fp32, B bf16, C bf16", "accepted");
+    CHECK(mix_strided(h, f32_to_b16) == 15, "strided batched gemm refused: fp32 in, bf16 out",
+          "accepted");
+    CHECK(mix_gemm(h, b16_to_b16) == 0 && mix_gemm(h, f32_to_f32_ped) == 0 &&
+          mix_gemm(h, b16_to_f32_ped) == 0,
+          "gemm accepts bf16 -> bf16, and fp32 -> fp32, bf16 -> fp32 with 32F_PEDANTIC", "refused");
+    CHECK(mix_strided(h, b16_to_f32) == 0, "strided batched gemm accepts bf16 -> fp32", "refused");
+    CHECK(mix_grouped(h, b16_to_f32) == 15, "grouped gemm refused: bf16 in, fp32 out", "accepted");
+    CHECK(mix_grouped(h, f32_to_b16) == 15, "grouped gemm refused: fp32 in, bf16 out", "accepted");
+    CHECK(mix_grouped(h, b16_to_b16_ped) == 15, "grouped gemm refused: bf16, 32F_PEDANTIC",
+          "accepted");
+    CHECK(mix_grouped(h, b16_to_b16) == 0 && mix_grouped(h, f32_to_f32_ped) == 0,
+          "grouped gemm accepts bf16 -> bf16, and fp32 -> fp32 with 32F_PEDANTIC", "refused");
+    CHECK(cuStreamSynchronize(st) == OK && C[0] == 8.f, "the accepted mixes run",
+          "C[0] = %g, want 8", C[0]);
 
     MockFn fn = {dummy_launch, dummy_sizes, NULL, 48 * 1024};
     CHECK(cuLaunchKernel(&fn, 4, 1, 1, 256, 1, 1, 0, st, NULL, NULL) == OK, "launch: valid accepted", "refused");
