@@ -2,7 +2,8 @@
  * against the CPU backend (the fp32 reference), one step at a time. Params get random values and
  * the batch random tokens; before each step every tensor the step touches is copied from the CPU
  * rank to the CUDA rank, so each step starts from the same inputs and its error is its own. After
- * the step each tensor it writes is compared (relative L2 error, max abs error). Then AdamW and
+ * the step each tensor it writes (a kernel: the operands WRITES names for its kind; inputs are not
+ * compared) is compared (relative L2 error, max abs error). Then AdamW and
  * the gradient norm. tp=1 plans only (collectives are identities there).
  *   usage: check_steps PLAN_DIR [--against cpu] [--tol 0.03] [--md]
  * --against cpu runs the CPU backend on both sides: every error must be 0 (checks this program).
@@ -22,14 +23,73 @@ typedef struct {
 
 static const char *STEP_KIND[] = {"gemm", "batched_gemm", "grouped_gemm", "kernel", "allreduce", "allgather"};
 
-/* Operands a kernel writes (the rest it only reads). */
-static int is_output(const char *kind, const char *key) {
-    static const char *outs[] = {"out", "rstd", "dot", "dx", "dgamma", "xhat", "rho", "stat", "y", "z", "dh",
-                                 "dstat", "lse", "dq", "dk", "dv", "dgate", "dup", "dst", "stats", "loss",
-                                 "dlogits", "dtable", NULL};
-    for (int i = 0; outs[i]; i++) if (!strcmp(outs[i], key)) return 1;
-    if (!strcmp(kind, "online_norm_rescale") && !strcmp(key, "h")) return 1;
-    if (!strcmp(kind, "rope") && !strcmp(key, "x")) return 1;
+/* Operands each kernel kind writes (docs/plan-format.md, "Kernel catalog"); the rest it only reads,
+ * e.g. bottleneck_act reads `stat` (the summed online-norm statistics) that online_norm_fwd writes,
+ * and bottleneck_act_bwd reads `y`, `rstd` and `rho`. rmsnorm_bwd with phase=1 writes only `dot`,
+ * otherwise `dx` and `dgamma` (phase=2 reads `dot`). Every catalog kind has a line here; main()
+ * checks that against runtime/plan.c's catalog, so a new kind cannot go uncompared. */
+static const struct { const char *kind, *writes; } WRITES[] = {
+    {"embedding_fwd", "out"}, {"embedding_bwd", "dtable"}, {"rmsnorm_fwd", "out rstd"},
+    {"rmsnorm_bwd", "dx dgamma"}, {"sumsq", "out"}, {"online_norm_fwd", "xhat rho stat"},
+    {"online_norm_rescale", "h"}, {"bottleneck_act", "y z rstd"},
+    {"bottleneck_act_bwd", "dh dstat"},
+    {"online_norm_bwd", "dx dgamma"}, {"rope", "x"}, {"attention_fwd", "out lse"},
+    {"attention_bwd", "dq dk dv"}, {"glu_fwd", "out"}, {"glu_bwd", "dgate dup"}, {"add", "out"},
+    {"copy", "dst"}, {"xent_fwd", "stats"}, {"xent_combine", "lse loss"}, {"xent_bwd", "dlogits"},
+    {"moe_router", "probs sel gates slot src aux"}, {"moe_router_bwd", "dlogits"},
+    {"moe_dispatch", "out"}, {"moe_dispatch_bwd", "dx"}, {"moe_combine", "out"},
+    {"moe_combine_bwd", "deo"}, {"moe_gates_bwd", "dgates"}, {"moe_aux_add", "loss"},
+    {"rope_at", "x"}, {"kv_append", "kcache vcache"}, {"attention_decode", "out"},
+};
+#define NWRITES ((int)(sizeof WRITES / sizeof WRITES[0]))
+
+static const char *writes_of(const char *kind) {
+    for (int i = 0; i < NWRITES; i++) if (!strcmp(WRITES[i].kind, kind)) return WRITES[i].writes;
+    return NULL;
+}
+
+/* Is `word` one of the space-separated words of `list`? */
+static int in_list(const char *list, const char *word) {
+    size_t n = strlen(word);
+    for (const char *s = list; *s; s += strcspn(s, " "), s += *s == ' ')
+        if (strcspn(s, " ") == n && !strncmp(s, word, n)) return 1;
+    return 0;
+}
+
+/* Does kernel `k` write its operand `key`? */
+static int is_output(const KernelArgs *k, const char *key) {
+    if (!strcmp(k->kind, "rmsnorm_bwd")) {
+        int phase = 0;
+        for (int i = 0; i < k->nconst; i++)
+            if (!strcmp(k->const_key[i], "phase")) phase = (int)k->const_val[i];
+        return phase == 1 ? !strcmp(key, "dot") : in_list("dx dgamma", key);
+    }
+    const char *w = writes_of(k->kind);
+    return w && in_list(w, key);
+}
+
+/* The table above against the runtime's catalog: every kind listed, every written key an operand
+ * of its kind. Returns 0, or prints the mismatch and returns 1. */
+static int writes_match_catalog(void) {
+    char key[32];
+    for (int c = 0; plan_catalog_kind(c); c++)
+        if (!writes_of(plan_catalog_kind(c))) {
+            printf("FAIL - check_steps.c: kernel kind %s has no WRITES line (add the operands it "
+                   "writes)\n", plan_catalog_kind(c));
+            return 1;
+        }
+    for (int i = 0; i < NWRITES; i++)
+        for (const char *s = WRITES[i].writes; *s; s += strcspn(s, " "), s += *s == ' ') {
+            int len = (int)strcspn(s, " "), found = 0;
+            const char *kind = WRITES[i].kind;
+            for (int o = 0; !plan_catalog_operand(kind, o, key, sizeof key, NULL, NULL); o++)
+                found |= (int)strlen(key) == len && !strncmp(key, s, len);
+            if (!found) {
+                printf("FAIL - check_steps.c: WRITES says %s writes %.*s, which is not an operand "
+                       "of that kind in runtime/plan.c's catalog\n", kind, len, s);
+                return 1;
+            }
+        }
     return 0;
 }
 
@@ -85,7 +145,7 @@ static int step_tensors(const Plan *p, const PlanStep *st, int *t, int *out, int
         break;
     case ST_KERNEL:
         for (int i = 0; i < st->kernel->nops; i++)
-            ADD(st->kernel->op[i].tensor, is_output(st->kernel->kind, st->kernel->op_key[i]));
+            ADD(st->kernel->op[i].tensor, is_output(st->kernel, st->kernel->op_key[i]));
         break;
     case ST_ALLREDUCE: ADD(st->coll.buf.tensor, 1); break;
     case ST_ALLGATHER: ADD(st->coll.src.tensor, 0); ADD(st->coll.dst.tensor, 1); break;
@@ -150,6 +210,7 @@ int main(int argc, char **argv) {
         else { fprintf(stderr, "usage: check_steps PLAN_DIR [--against cpu|cuda] [--tol X] [--md]\n"); return 2; }
     }
     if (!dir) { fprintf(stderr, "usage: check_steps PLAN_DIR [--against cpu|cuda] [--tol X] [--md]\n"); return 2; }
+    if (writes_match_catalog()) return 1;
     char path[1024], err[4096];
     snprintf(path, sizeof path, "%s/plan.txt", dir);
     Plan *p = plan_load(path, err, sizeof err);

@@ -1,6 +1,7 @@
 /* mock_cuda.c: a stand-in for libcuda.so.1 and libcublas.so.13 on a machine without a GPU, so the
  * CUDA backend (runtime/cuda.c) runs end to end in tests. Device memory is host memory; cuBLAS GEMMs
- * are plain loops with cuBLAS's column-major semantics (bf16 or fp32 operands, fp32 accumulation);
+ * are plain loops with cuBLAS's column-major semantics (bf16 or fp32 operands, fp32 accumulation;
+ * the type mixes cuBLAS's tables refuse answer NOT_SUPPORTED, see types_refused());
  * kernels run on the CPU emulator (tests/gpu/cuda_emu.hpp): a "module load" compiles the kernels.cu
  * files listed in $BOOST_EMU_SOURCE (colon-separated) with g++ and looks kernels up by name there;
  * the NVRTC cubin it is handed is ignored. Only the functions runtime/cuda_api.h loads exist.
@@ -873,8 +874,39 @@ int cublasDestroy_v2(void *h) { free(h); return 0; }
 int cublasSetStream_v2(void *h, void *s) { ((Handle *)h)->stream = s; return 0; }
 int cublasSetWorkspace_v2(void *h, void *ws, size_t bytes) { (void)h; (void)ws; (void)bytes; return 0; }
 
-static int types_ok(int at, int bt, int ct) {
-    return (at == 0 || at == 14) && (bt == 0 || bt == 14) && (ct == 0 || ct == 14);
+/* The type mixes cuBLAS runs, from the tables "supports the following Compute Type, Scale Type,
+ * Atype/Btype, and Ctype" of the cuBLAS Library documentation, chapter "BLAS-like Extension",
+ * sections cublasGemmEx(), cublasGemmStridedBatchedEx() and cublasGemmGroupedBatchedEx(),
+ * limited to what the stand-in computes: CUDA_R_32F (0) and CUDA_R_16BF (14), compute
+ * CUBLAS_COMPUTE_32F (68) or CUBLAS_COMPUTE_32F_PEDANTIC (69), scale type fp32. A and B share one
+ * type (one Atype/Btype column), so bf16 x fp32 is refused everywhere.
+ *   cublasGemmEx, cublasGemmStridedBatchedEx (32F and 32F_PEDANTIC alike):
+ *     bf16 -> bf16, bf16 -> fp32, fp32 -> fp32   (fp32 inputs never give a bf16 output)
+ *   cublasGemmGroupedBatchedEx: 32F: bf16 -> bf16, fp32 -> fp32 (no bf16 -> fp32);
+ *     32F_PEDANTIC: fp32 -> fp32 only
+ * Anything else answers CUBLAS_STATUS_NOT_SUPPORTED (15), once noted on stderr per call and mix.
+ * Mixes cuBLAS runs but the stand-in does not compute (fp16, int8, complex, fp64, the FAST and
+ * 16F/32I/64F compute types) answer 15 as well, noted as not modelled. */
+static int types_refused(const char *call, int grouped, int at, int bt, int ct, int compute) {
+    int known = (at == 0 || at == 14) && (bt == 0 || bt == 14) && (ct == 0 || ct == 14) &&
+                (compute == 68 || compute == 69);
+    int ok = known && at == bt;
+    if (ok && !grouped) ok = !(at == 0 && ct == 14);
+    if (ok && grouped) ok = at == ct && (compute == 68 || at == 0);
+    if (ok) return 0;
+    static unsigned char seen[3][64];
+    int key = (at == 14) << 5 | (bt == 14) << 4 | (ct == 14) << 3 | (compute == 69) << 2 | !known;
+    int which = grouped ? 2 : !strcmp(call, "cublasGemmEx") ? 0 : 1;
+    pthread_mutex_lock(&mu);
+    int fresh = !seen[which][key];
+    seen[which][key] = 1;
+    pthread_mutex_unlock(&mu);
+    if (fresh)
+        fprintf(stderr, "mock_cuda: %s refused (CUBLAS_STATUS_NOT_SUPPORTED): Atype %d, Btype %d, "
+                "Ctype %d, computeType %d %s\n", call, at, bt, ct, compute,
+                known ? "is not in cuBLAS's table of supported types"
+                      : "is not modelled by the stand-in");
+    return 15;
 }
 
 /* What cuBLAS refuses with CUBLAS_STATUS_INVALID_VALUE (7): an operation other than N, T, C;
@@ -919,7 +951,7 @@ static int submit_gemm(void *h, const GemmOp *g) {
 int cublasGemmEx(void *h, int ta, int tb, int m, int n, int k, const void *alpha, const void *A, int at, int lda,
                  const void *B, int bt, int ldb, const void *beta, void *C, int ct, int ldc, int compute, int algo) {
     (void)algo;
-    if (compute != 68 || !types_ok(at, bt, ct)) return 15;   /* NOT_SUPPORTED */
+    if (types_refused("cublasGemmEx", 0, at, bt, ct, compute)) return 15;   /* NOT_SUPPORTED */
     int bad = gemm_refused("cublasGemmEx", ta, tb, m, n, k, A, at, lda, B, bt, ldb, C, ct, ldc, 1);
     if (bad) return bad;
     GemmOp g = {ta, tb, m, n, k, at, bt, ct, lda, ldb, ldc, 1, 0, 0, 0, *(const float *)alpha, *(const float *)beta,
@@ -931,7 +963,7 @@ int cublasGemmStridedBatchedEx(void *h, int ta, int tb, int m, int n, int k, con
                                int lda, long long sA, const void *B, int bt, int ldb, long long sB, const void *beta,
                                void *C, int ct, int ldc, long long sC, int batch, int compute, int algo) {
     (void)algo;
-    if (compute != 68 || !types_ok(at, bt, ct)) return 15;
+    if (types_refused("cublasGemmStridedBatchedEx", 0, at, bt, ct, compute)) return 15;
     int bad = gemm_refused("cublasGemmStridedBatchedEx", ta, tb, m, n, k, A, at, lda, B, bt, ldb, C, ct, ldc, batch);
     if (bad) return bad;
     GemmOp g = {ta, tb, m, n, k, at, bt, ct, lda, ldb, ldc, batch, sA, sB, sC, *(const float *)alpha,
@@ -945,7 +977,8 @@ int cublasGemmGroupedBatchedEx(void *h, const int *ta, const int *tb, const int 
                                const void *alpha, const void *const *A, int at, const int *lda, const void *const *B,
                                int bt, const int *ldb, const void *beta, void *const *C, int ct, const int *ldc,
                                int groups, const int *size, int compute) {
-    if (compute != 68 || !types_ok(at, bt, ct) || groups <= 0) return 15;
+    if (types_refused("cublasGemmGroupedBatchedEx", 1, at, bt, ct, compute)) return 15;
+    if (groups <= 0) return 15;
     /* a test's knob: MOCK_CUBLAS_GROUPED_REFUSE=1 answers every grouped call NOT_SUPPORTED (15), as
      * cuBLAS does for a type combination it lacks, so the backend's fallback and its note run */
     if (getenv("MOCK_CUBLAS_GROUPED_REFUSE") && *getenv("MOCK_CUBLAS_GROUPED_REFUSE") == '1') return 15;

@@ -4,13 +4,39 @@
  * batch counts; launches above 1024 threads, with a zero or oversized grid, or with more than 48 KiB
  * of dynamic shared memory unless cuFuncSetAttribute raised that function's limit (up to the arch's
  * opt-in maximum, per BOOST_MOCK_ARCH); 2D copies whose pitch is above the device's MAX_PITCH (or
- * whose rows are wider than their pitch), as the driver refuses them. Each refusal has its own
- * check; valid calls next to them must pass. */
+ * whose rows are wider than their pitch), as the driver refuses them; cuBLAS type mixes outside
+ * its documented tables (fp32 inputs with a bf16 output, bf16 with fp32, the grouped call's bf16 ->
+ * fp32). Each refusal has its own check; valid calls next to them must pass. */
 #include "tests/gpu/mock_cuda.c"
 #include "tests/unit/testlib.h"
 
 static int dummy_launch(unsigned g, unsigned b, void **p) { (void)g; (void)b; (void)p; return 0; }
 static int dummy_sizes(unsigned *s) { (void)s; return 0; }
+
+/* C[4, 4] = A[4, 4] B[4, 4] (column-major, ld 4) with the given types (fp32 = 0, bf16 = 14) and
+ * compute type (32F = 68, 32F_PEDANTIC = 69): one cublasGemmEx, a strided batch of 2 (stride 16),
+ * a grouped call of one group of one. */
+typedef struct { const void *a, *b; void *c; int at, bt, ct, compute; } Mix;
+static const float ONE = 1.f, ZERO = 0.f;
+static int mix_gemm(void *h, Mix x) {
+    return cublasGemmEx(h, 0, 0, 4, 4, 4, &ONE, x.a, x.at, 4, x.b, x.bt, 4, &ZERO, x.c, x.ct, 4,
+                        x.compute, -1);
+}
+static int mix_strided(void *h, Mix x) {
+    return cublasGemmStridedBatchedEx(h, 0, 0, 4, 4, 4, &ONE, x.a, x.at, 4, 16, x.b, x.bt, 4, 16,
+                                      &ZERO, x.c, x.ct, 4, 16, 2, x.compute, -1);
+}
+static int mix_grouped(void *h, Mix x) {
+    static const void *pa[8], *pb[8];   /* read when the GEMM runs: one slot a call */
+    static void *pc[8];
+    static int calls;
+    int i = calls++ % 8;
+    pa[i] = x.a; pb[i] = x.b; pc[i] = x.c;
+    int op[1] = {0}, four[1] = {4}, one[1] = {1};
+    float al[1] = {1.f}, be[1] = {0.f};
+    return cublasGemmGroupedBatchedEx(h, op, op, four, four, four, al, pa + i, x.at, four, pb + i,
+                                      x.bt, four, be, pc + i, x.ct, four, 1, one, x.compute);
+}
 
 int main(void) {
     void *h = NULL, *st = NULL;
@@ -46,6 +72,31 @@ int main(void) {
           mock_cublas_misaligned() == mis0 + 1, "bf16 gemm with lda=3: accepted and counted as misaligned", "count %lld -> %lld",
           mis0, mock_cublas_misaligned());
     cuStreamSynchronize(st);
+    /* type mixes (cuBLAS's tables of supported Atype/Btype, Ctype): NOT_SUPPORTED (15) outside
+     * them, accepted inside */
+    static uint16_t c16[64] __attribute__((aligned(16)));
+    Mix f32_to_b16 = {A, B, c16, 0, 0, 14, 68}, b16_f32 = {a16, B, C, 14, 0, 0, 68};
+    Mix f32_b16_to_b16 = {A, b16, c16, 0, 14, 14, 68}, b16_to_b16 = {a16, b16, c16, 14, 14, 14, 68};
+    Mix b16_to_f32 = {a16, b16, C, 14, 14, 0, 68}, f32_to_f32_ped = {A, B, C, 0, 0, 0, 69};
+    Mix b16_to_f32_ped = {a16, b16, C, 14, 14, 0, 69};
+    Mix b16_to_b16_ped = {a16, b16, c16, 14, 14, 14, 69};
+    CHECK(mix_gemm(h, f32_to_b16) == 15, "gemm refused: fp32 inputs, bf16 output", "accepted");
+    CHECK(mix_gemm(h, b16_f32) == 15, "gemm refused: A bf16, B fp32", "accepted");
+    CHECK(mix_gemm(h, f32_b16_to_b16) == 15, "gemm refused: A fp32, B bf16, C bf16", "accepted");
+    CHECK(mix_strided(h, f32_to_b16) == 15, "strided batched gemm refused: fp32 in, bf16 out",
+          "accepted");
+    CHECK(mix_gemm(h, b16_to_b16) == 0 && mix_gemm(h, f32_to_f32_ped) == 0 &&
+          mix_gemm(h, b16_to_f32_ped) == 0,
+          "gemm accepts bf16 -> bf16, and fp32 -> fp32, bf16 -> fp32 with 32F_PEDANTIC", "refused");
+    CHECK(mix_strided(h, b16_to_f32) == 0, "strided batched gemm accepts bf16 -> fp32", "refused");
+    CHECK(mix_grouped(h, b16_to_f32) == 15, "grouped gemm refused: bf16 in, fp32 out", "accepted");
+    CHECK(mix_grouped(h, f32_to_b16) == 15, "grouped gemm refused: fp32 in, bf16 out", "accepted");
+    CHECK(mix_grouped(h, b16_to_b16_ped) == 15, "grouped gemm refused: bf16, 32F_PEDANTIC",
+          "accepted");
+    CHECK(mix_grouped(h, b16_to_b16) == 0 && mix_grouped(h, f32_to_f32_ped) == 0,
+          "grouped gemm accepts bf16 -> bf16, and fp32 -> fp32 with 32F_PEDANTIC", "refused");
+    CHECK(cuStreamSynchronize(st) == OK && C[0] == 8.f, "the accepted mixes run",
+          "C[0] = %g, want 8", C[0]);
 
     MockFn fn = {dummy_launch, dummy_sizes, NULL, 48 * 1024};
     CHECK(cuLaunchKernel(&fn, 4, 1, 1, 256, 1, 1, 0, st, NULL, NULL) == OK, "launch: valid accepted", "refused");
