@@ -55,7 +55,10 @@ static void train_usage(FILE *f) {
         "so a killed run loses at most the steps since its last checkpoint. state.json records each\n"
         "file's CRC-32C, checked on resume (boost ckpt verify DIR checks one). A step whose loss or\n"
         "gradient norm is NaN or inf is skipped; max_bad_steps of them in a row (train field, default 5)\n"
-        "stop the run with exit status 1.\n");
+        "stop the run with exit status 1. With spike_window=W (train field, 0: off) a step\n"
+        "whose loss or gradient norm is spike_z standard deviations above the last W good\n"
+        "steps' mean is skipped; spike_rollback_after of them in a row roll back to the last\n"
+        "good checkpoint (see README).\n");
 }
 
 static int int_arg(const char *flag, const char *v, int lo, int *out) {

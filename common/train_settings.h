@@ -24,7 +24,16 @@
     X(clip, 0, 0, 1e9, 0, "1.0", "gradient-norm clip (0: off)") \
     X(eval_every, 1, 0, TRAIN_SETTING_BIG, 0, "50", "validation every N steps (0: at the end only)") \
     X(max_bad_steps, 1, 1, 1000000, 0, "5", \
-      "a step with a non-finite loss or gradient norm is skipped; this many in a row stop the run")
+      "a step with a non-finite loss or gradient norm is skipped; this many in a row stop the run") \
+    X(spike_window, 1, 0, 100000, 0, "0", \
+      "loss spikes: steps in the running window of good steps (0: spike detection off)") \
+    X(spike_z, 0, 0, 1e6, 1, "6", \
+      "a step whose loss or gradient norm lies this many standard deviations above the " \
+      "window's mean is skipped") \
+    X(spike_rollback_after, 1, 0, 1000000, 0, "3", \
+      "this many spike steps in a row roll back to the last good checkpoint (0: never)") \
+    X(spike_max_rollbacks, 1, 0, 1000000, 0, "2", \
+      "rollbacks after which further spikes stop the run")
 /* the `data` table of a spec and the plan's `data` line: */
 #define DATA_SETTING_ROWS(X) \
     X(val_fraction, 0, 0, 0.9, 0, "0.1", "share of the data held out for validation")

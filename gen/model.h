@@ -115,6 +115,10 @@ typedef struct {
     uint64_t seed;
     int eval_every;           /* validation loss every N steps (0: only at the end) */
     int max_bad_steps;        /* skipped (non-finite) updates in a row that stop the run (0: not set, 5) */
+    int spike_window;         /* loss-spike window in steps (0: off) */
+    double spike_z;           /* z-score above which a loss or gradient norm is a spike */
+    int spike_rollback_after;    /* spikes in a row that roll back */
+    int spike_max_rollbacks;     /* rollbacks allowed */
     char data[PATH_LEN];      /* "" | "corpus" | a path to a .bin token file or a .txt file */
     double val_fraction;
     char tokenizer[PATH_LEN]; /* "" or a Hugging Face tokenizer.json the text is tokenized with */

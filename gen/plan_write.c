@@ -127,6 +127,9 @@ void plan_write_header(const Graph *g, FILE *f) {
             r->steps, r->lr, r->min_lr, r->warmup, r->beta1, r->beta2, r->adam_eps, r->weight_decay, r->clip,
             r->seed, r->eval_every);
     if (r->max_bad_steps > 0) fprintf(f, " max_bad_steps=%d", r->max_bad_steps);   /* optional: the reader's default is 5 */
+    if (r->spike_window > 0)   /* optional: off by default, and then the plan does not change */
+        fprintf(f, " spike_window=%d spike_z=%.9g spike_rollback_after=%d spike_max_rollbacks=%d",
+                r->spike_window, r->spike_z, r->spike_rollback_after, r->spike_max_rollbacks);
     fputc('\n', f);
     fputs("data path=", f);
     pr_str(f, r->data);

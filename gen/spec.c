@@ -204,7 +204,9 @@ static const OverrideTarget OVERRIDES[] = {
     {"beta1", &S_TRAIN, "beta1"}, {"beta2", &S_TRAIN, "beta2"}, {"adam_eps", &S_TRAIN, "adam_eps"},
     {"weight_decay", &S_TRAIN, "weight_decay"}, {"clip", &S_TRAIN, "clip"},
     {"seed", &S_TRAIN, "seed"}, {"eval_every", &S_TRAIN, "eval_every"},
-    {"max_bad_steps", &S_TRAIN, "max_bad_steps"},
+    {"max_bad_steps", &S_TRAIN, "max_bad_steps"}, {"spike_window", &S_TRAIN, "spike_window"},
+    {"spike_z", &S_TRAIN, "spike_z"}, {"spike_rollback_after", &S_TRAIN, "spike_rollback_after"},
+    {"spike_max_rollbacks", &S_TRAIN, "spike_max_rollbacks"},
     {"decay_embeddings", &S_TRAIN, "decay_embeddings"},
     {"data", &S_DATA, "path"}, {"val_fraction", &S_DATA, "val_fraction"},
     {"tokenizer", &S_DATA, "tokenizer"},
@@ -1517,6 +1519,10 @@ static void read_run(Ctx *c, int run_src) {
     r->seed = (uint64_t)get_num(c, &train, "seed");
     r->eval_every = get_int(c, &train, "eval_every");
     r->max_bad_steps = get_int(c, &train, "max_bad_steps");
+    r->spike_window = get_int(c, &train, "spike_window");
+    r->spike_z = get_num(c, &train, "spike_z");
+    r->spike_rollback_after = get_int(c, &train, "spike_rollback_after");
+    r->spike_max_rollbacks = get_int(c, &train, "spike_max_rollbacks");
     r->decay_embeddings = get_bool(c, &train, "decay_embeddings");
 
     if (push_field(c, &ro, "data") == LUA_TSTRING) {   /* data = "path" is short for {path = "path"} */

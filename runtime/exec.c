@@ -919,6 +919,10 @@ int engine_optimizer_step(Engine *e, int step, float *grad_norm, float *lr, char
                  "(lower the learning rate or check the data)", step, norm);
         return -1;
     }
+    if (e->p->norm_skip_above > 0 && norm > e->p->norm_skip_above) {   /* a loss spike: no update */
+        run_all(e, job_zero, NULL, NULL, 0);
+        return 1;
+    }
     a.scale = (e->p->clip > 0 && norm > e->p->clip) ? (float)(e->p->clip / norm) : 1.0f;
     return run_all(e, job_adamw, &a, err, errlen);
 }

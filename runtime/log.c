@@ -1,7 +1,8 @@
 /* log.c: what `boost train` shows while it runs: on a terminal one updating progress line
  * (`step 12/200 loss 4.512 val 4.601 lr 2.9e-03 3.1k tok/s ETA 1m02s`), otherwise plain lines every
  * few steps; and the JSON-lines log ({"step":..,"loss":..,"val_loss":..,"tokens_per_s":..,"lr":..,
- * "grad_norm":..} a line, plus "skipped":true,"skipped_total":N on a step whose update was skipped),
+ * "grad_norm":..} a line, plus "skipped":true,"skipped_total":N on a step whose update was skipped
+ * and "spike":true when it was skipped as a loss spike),
  * flushed each step so a killed run leaves a complete log; with --tensorboard the same numbers as
  * TensorBoard scalars (runtime/tbevents.h). */
 #include <errno.h>
@@ -161,6 +162,7 @@ void trainlog_step(TrainLog *lg, const StepReport *r) {
         json_num(lg->json, "lr", r->lr);
         json_num(lg->json, "grad_norm", r->grad_norm);
         if (r->skipped) fprintf(lg->json, ",\"skipped\":true,\"skipped_total\":%lld", (long long)r->skipped_total);
+        if (r->spike) fputs(",\"spike\":true", lg->json);
         if (lg->extra) fputs(lg->extra, lg->json);
         fprintf(lg->json, "}\n");
         json_flushed(lg);

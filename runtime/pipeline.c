@@ -948,6 +948,11 @@ int pipeline_optimizer_step(Pipeline *pl, int step, float *grad_norm, float *lr,
                  "(lower the learning rate or check the data)", step, norm);
         return -1;
     }
+    double skip_above = pl->plans[0]->norm_skip_above;
+    if (skip_above > 0 && norm > skip_above) {   /* a spike: no update */
+        pipeline_discard_grads(pl, NULL, 0);
+        return 1;
+    }
     for (int s = 0; s < pl->nv; s++) if (pl->eng[s] && engine_adamw_clipped(pl->eng[s], step, norm, err, errlen)) return -1;
     return 0;
 }

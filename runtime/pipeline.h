@@ -40,7 +40,8 @@ int pipeline_forward_backward(Pipeline *pl, const int32_t *tokens, const int32_t
 /* Forward only (validation) of one micro-batch block (dp*micro_batch*seq values). */
 int pipeline_forward(Pipeline *pl, const int32_t *tokens, const int32_t *targets, float *loss, char *err, size_t errlen);
 /* Global gradient norm (all stages), clipping, AdamW on every stage, gradients zeroed. As
- * engine_optimizer_step: -1 with the update skipped when the norm is not finite. */
+ * engine_optimizer_step: -1 with the update skipped when the norm is not finite, 1 when it exceeds
+ * norm_skip_above (stage 0's plan). */
 int pipeline_optimizer_step(Pipeline *pl, int step, float *grad_norm, float *lr, char *err, size_t errlen);
 int pipeline_discard_grads(Pipeline *pl, char *err, size_t errlen);
 

@@ -404,6 +404,10 @@ void plan_set_train_setting(Plan *p, const char *name, double v) {
     else if (!strcmp(name, "warmup")) p->warmup = (int)v;
     else if (!strcmp(name, "eval_every")) p->eval_every = (int)v;
     else if (!strcmp(name, "max_bad_steps")) p->max_bad_steps = (int)v;
+    else if (!strcmp(name, "spike_window")) p->spike_window = (int)v;
+    else if (!strcmp(name, "spike_z")) p->spike_z = v;
+    else if (!strcmp(name, "spike_rollback_after")) p->spike_rollback_after = (int)v;
+    else if (!strcmp(name, "spike_max_rollbacks")) p->spike_max_rollbacks = (int)v;
     else if (!strcmp(name, "lr")) p->lr = v;
     else if (!strcmp(name, "min_lr")) p->min_lr = v;
     else if (!strcmp(name, "beta1")) p->beta1 = v;

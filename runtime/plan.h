@@ -149,6 +149,12 @@ typedef struct {
     int ep;                   /* expert-parallel degree of the run line (ep=N, default 1; divides dp) */
     int steps, warmup, eval_every;
     int max_bad_steps;        /* stop after this many skipped (non-finite) updates in a row (default 5) */
+    int spike_window;         /* loss spikes (runtime/train.c): window of good steps, 0: off */
+    double spike_z;           /* z-score over the window above which a loss or norm is a spike */
+    int spike_rollback_after;    /* spikes in a row that roll back */
+    int spike_max_rollbacks;     /* rollbacks allowed */
+    double norm_skip_above;   /* set by the trainer before each update, not read from the file: a
+                                 gradient norm above it skips the update (0: no limit) */
     double lr, min_lr, beta1, beta2, adam_eps, weight_decay, clip;
     uint64_t seed;
     char data_path[512];

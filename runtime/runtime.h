@@ -33,7 +33,8 @@ int engine_forward_backward(Engine *e, const int32_t *tokens, const int32_t *tar
 int engine_forward(Engine *e, const int32_t *tokens, const int32_t *targets, float *loss,
                    char *err, size_t errlen);
 /* Clip by the global gradient norm, AdamW at optimizer step `step` (0-based), zero the grads.
- * Reports the pre-clip norm and the learning rate used. */
+ * Reports the pre-clip norm and the learning rate used. Returns 1, the update skipped and the
+ * gradients zeroed, when the plan's norm_skip_above is set and the norm exceeds it (a spike). */
 int engine_optimizer_step(Engine *e, int step, float *grad_norm, float *lr, char *err, size_t errlen);
 float engine_lr_at(const Plan *p, int step);
 /* Zero the accumulated gradients without an update (a step whose loss is not finite is skipped;

@@ -59,6 +59,10 @@ typedef struct {
     CkptSlice *slices; int nslices;   /* sharded checkpoints: who writes which slice (ckpt_plan_slices) */
     float *local[3]; int local_rank[3], local_param[3], local_stage[3];   /* per slot: the rank's local param last read (during a save) */
     MoeStats moe;             /* MoE routing figures of the current step, for the log */
+    double *win_loss, *win_norm;   /* [spike_window] rings: loss, norm of the latest good steps */
+    int win_n, win_at;        /* values held (up to spike_window) and the next slot to write */
+    int rollbacks;            /* rollbacks after spikes in this process */
+    int64_t spikes;           /* steps skipped as spikes in this process */
 } Trainer;
 
 static double now_s(void) {
@@ -213,8 +217,17 @@ static int world_sum(void *ctx, double *vals, int n) {
 /* Sharded: asked for, or the default with several processes (pipelined or not). */
 static int use_sharded(const Trainer *t) { return t->opt->ckpt_format == 2 || (t->opt->ckpt_format == 0 && t->nprocs > 1); }
 
+/* A rank > 0 records the folder rank 0 publishes, as rank 0 does: a rollback after loss spikes
+ * reads it on every rank. */
+static int followed(Trainer *t, int rc) {
+    if (rc) return rc;
+    snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s/step-%06d", t->opt->outdir, t->step);
+    t->last_step = t->step;
+    return 0;
+}
+
 static int save_checkpoint(Trainer *t, TrainLog *lg) {
-    if (t->follower && !use_sharded(t)) return follow_checkpoint(t);
+    if (t->follower && !use_sharded(t)) return followed(t, follow_checkpoint(t));
     CkptState st = {0};
     const Plan *p = t->plan;
     st.step = t->step;
@@ -270,7 +283,7 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
         }
         if (t->follower) {   // rank 0 keeps the records and the retention
             if (getenv("BOOST_VERBOSE")) fprintf(stderr, "boost train: rank %d wrote its part of %s%s\n", t->proc, saved, shard_note);
-            return 0;
+            return followed(t, 0);
         }
     } else if (ckpt_save(t->opt->outdir, &st, t->canons, t->ncanons, fill_from_engine, t, saved, sizeof saved, err, sizeof err)) {
         if (t->bad_canon >= 0)
@@ -386,6 +399,78 @@ static int resume_from(Trainer *t, const char *arg) {
     return 0;
 }
 
+/* ---- loss spikes: a good step's loss and gradient norm go into a window of the latest
+ * spike_window good steps; once it is full, a loss or norm above mean + spike_z * sd of the
+ * window is a spike, and its step is skipped. Every rank sees the same global loss and norm (the
+ * dp mean, the world's sum of squares) and the same window, so all take the same decision. ---- */
+
+/* The value above which v's next entry is a spike; 0 (no limit) while the window is not full. */
+static double spike_limit(const Trainer *t, const double *ring) {
+    int n = t->plan->spike_window;
+    if (n <= 0 || t->win_n < n) return 0;
+    double mean = 0, var = 0;
+    for (int i = 0; i < n; i++) mean += ring[i];
+    mean /= n;
+    for (int i = 0; i < n; i++) var += (ring[i] - mean) * (ring[i] - mean);
+    double sd = sqrt(var / (n > 1 ? n - 1 : 1));
+    return mean + t->plan->spike_z * sd;
+}
+
+static void spike_window_add(Trainer *t, double loss, double norm) {
+    if (!t->win_loss) return;
+    t->win_loss[t->win_at] = loss;
+    t->win_norm[t->win_at] = norm;
+    t->win_at = (t->win_at + 1) % t->plan->spike_window;
+    if (t->win_n < t->plan->spike_window) t->win_n++;
+}
+
+/* BOOST_TEST_SPIKE_BATCHES=12,13 (tests): the loss of the batches that a run without rollbacks
+ * reads at steps 12 and 13 is multiplied by 1000, as a bad batch would raise it. Keyed to the data,
+ * not the step, so that a rollback past those batches does not meet them again. */
+static double test_spike_scale(const Trainer *t, int64_t seq0) {
+    const char *s = getenv("BOOST_TEST_SPIKE_BATCHES");
+    if (!s) return 1;
+    int64_t batch = seq0 / ((int64_t)t->plan->dp * t->plan->grad_accum * t->plan->micro_batch) + 1;
+    for (char *end; *s; s = *end ? end + 1 : end) {
+        long long v = strtoll(s, &end, 10);
+        if (end == s) break;
+        if (v == batch) return 1000;
+    }
+    return 1;
+}
+
+/* spike_rollback_after spikes in a row: back to the last good checkpoint with the data position
+ * kept where it is (past the spikes' batches). 0, or the exit status of a run that stops. */
+static int spike_rollback(Trainer *t, TrainLog *lg, int streak) {
+    const Plan *p = t->plan;
+    char ckpt[1200];
+    if (t->rollbacks >= p->spike_max_rollbacks)
+        return fail(1, "step %d: %d loss spikes in a row after %d rollback%s "
+                    "(spike_max_rollbacks=%d): stopping; the data may hold a bad stretch or the "
+                    "run is unstable: try a lower learning rate (lr is %g) or raise spike_z "
+                    "(%g)%s%s",
+                    t->step, streak, t->rollbacks, t->rollbacks == 1 ? "" : "s",
+                    p->spike_max_rollbacks, p->lr, p->spike_z,
+                    t->good_ckpt[0] ? "; last good checkpoint: " : "", t->good_ckpt);
+    if (!t->good_ckpt[0])
+        return fail(1, "step %d: %d loss spikes in a row (spike_rollback_after=%d) and no good "
+                    "checkpoint to roll back to: stopping; save checkpoints with -o DIR "
+                    "--save-every N", t->step, streak, p->spike_rollback_after);
+    snprintf(ckpt, sizeof ckpt, "%s", t->good_ckpt);
+    int64_t past = t->data_seq;
+    trainlog_note(lg, "step %d: %d loss spikes in a row: rolling back to %s "
+                  "(rollback %d of at most %d)", t->step, streak, ckpt, t->rollbacks + 1,
+                  p->spike_max_rollbacks);
+    t->nval = 0;   /* the checkpoint's validation record replaces this one */
+    int rc = resume_from(t, ckpt);
+    if (rc) return rc;
+    t->data_seq = past;
+    t->rollbacks++;
+    trainlog_note(lg, "rolled back to step %d; data position advanced to sequence %lld, past the "
+                  "spikes' batches", t->step, (long long)past);
+    return 0;
+}
+
 /* What a diverged run says after "training diverged": the last good checkpoint and what to try. */
 static void divergence_advice(const Trainer *t, char *out, size_t n) {
     const Plan *p = t->plan;
@@ -464,6 +549,7 @@ static void trainer_free(Trainer *t) {
     free(t->losses); free(t->val_losses); free(t->val_steps);
     free(t->slices);
     for (int k = 0; k < 3; k++) free(t->local[k]);
+    free(t->win_loss); free(t->win_norm);
 }
 
 /* SIGINT / SIGTERM: finish the step under way, save a checkpoint (with -o) and stop; a second
@@ -520,6 +606,7 @@ static int run_loop(Trainer *t, TrainLog *lg) {
     int streak = 0;           /* skipped updates in a row */
     int skipped_here = 0;     /* skipped updates in this process */
     int pending_save = 0;     /* a checkpoint fell on a skipped step: saved after the next good one */
+    int spike_streak = 0;     /* spike steps in a row */
     if (t->nval > 0) first_val = t->val_losses[0];
 
     if (t->step == 0) {
@@ -530,6 +617,7 @@ static int run_loop(Trainer *t, TrainLog *lg) {
     }
     while (t->step < p->steps) {
         double t0 = now_s(), sum = 0;
+        const int64_t seq0 = t->data_seq;   /* the step's first sequence */
         for (int a = 0; a < p->grad_accum; a++) {
             float l;
             int64_t mbt = (int64_t)p->micro_batch * p->seq, blk = t->pl ? a * mbt * p->dp : 0;   /* pp > 1: all micro-batches first */
@@ -555,15 +643,21 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         /* the stop, agreed before the update: the device is idle here anyway (the update needs the
          * reduced gradients), so the sum does not hold back the optimizer's overlapped gathers */
         int stop = agreed_stop(t);
-        double loss = sum / p->grad_accum;
-        // a non-finite loss or gradient norm: no update (the gradients are dropped), the step counts
+        double loss = sum / p->grad_accum * test_spike_scale(t, seq0);
+        // a non-finite loss or gradient norm: no update (the gradients are dropped), the step
+        // counts; so does a spike (a loss or norm above its window's limit)
         float grad_norm = 0, lr = engine_lr_at(p, t->step);
-        int skipped = 0;
-        if (!isfinite(loss)) {
+        double loss_limit = spike_limit(t, t->win_loss);
+        int skipped = 0, spike = 0, orc;
+        t->plan->norm_skip_above = spike_limit(t, t->win_norm);
+        if (!isfinite(loss) || (loss_limit > 0 && loss > loss_limit)) {
             if (t_discard(t, err, sizeof err)) return fail(1, "step %d: %s", t->step + 1, err);
             grad_norm = NAN;   // not measured
             skipped = 1;
-        } else if (t_optimizer(t, &grad_norm, &lr, err, sizeof err)) {
+            spike = isfinite(loss);
+        } else if ((orc = t_optimizer(t, &grad_norm, &lr, err, sizeof err)) > 0) {
+            skipped = spike = 1;   // the gradient norm is a spike: the engine skipped the update
+        } else if (orc) {
             if (isfinite(grad_norm)) return fail(1, "step %d: optimizer: %s", t->step + 1, err);
             skipped = 1;       // the engine skipped the update and zeroed the gradients
         }
@@ -571,12 +665,17 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         train_time += dt;
         t->losses[t->step] = (float)loss;
         t->step++;
-        if (skipped) {
+        spike_streak = spike ? spike_streak + 1 : 0;
+        if (spike) {
+            t->skipped++;
+            t->spikes++;
+        } else if (skipped) {
             streak++;
             t->skipped++;
             skipped_here++;
         } else {
             streak = 0;
+            spike_window_add(t, loss, grad_norm);
             // a good step after the newest checkpoint: that checkpoint is good
             snprintf(t->good_ckpt, sizeof t->good_ckpt, "%s", t->last_ckpt);
             t->good_step = t->last_ckpt[0] ? t->last_step : -1;
@@ -584,7 +683,9 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             last_loss = loss;
         }
 
-        StepReport r = {t->step, loss, -1, lr, grad_norm, (double)tokens_per_step / (dt > 0 ? dt : 1e-9), 0, 0, skipped, t->skipped};
+        StepReport r = {t->step, loss, -1, lr, grad_norm,
+                        (double)tokens_per_step / (dt > 0 ? dt : 1e-9), 0, 0, skipped, t->skipped,
+                        spike};
         r.eta_s = train_time / (t->step - first_step) * (p->steps - t->step);
         r.avg_tokens_per_s = (double)tokens_per_step * (t->step - first_step) / (train_time > 0 ? train_time : 1e-9);
         static char moe_json[1 << 16];
@@ -601,7 +702,18 @@ static int run_loop(Trainer *t, TrainLog *lg) {
                             t->last_ckpt);
             return fail(1, "%s; stopping after step %d (no checkpoint saved yet)", lg->error, t->step);
         }
-        if (skipped) {
+        if (spike) {
+            int by_loss = !isfinite(grad_norm);
+            char num2[32], then[64] = "";
+            double limit = by_loss ? loss_limit : t->plan->norm_skip_above;
+            if (p->spike_rollback_after > 0)
+                snprintf(then, sizeof then, "; a rollback at %d", p->spike_rollback_after);
+            trainlog_note(lg, "step %d: loss spike: the %s %s is above its window's limit %s: "
+                          "update skipped (%d in a row%s)", t->step,
+                          by_loss ? "loss" : "gradient norm",
+                          show(by_loss ? loss : grad_norm, num, sizeof num),
+                          show(limit, num2, sizeof num2), spike_streak, then);
+        } else if (skipped) {
             char num2[32];
             trainlog_note(lg, "step %d: the %s is %s: update skipped (%d in a row; the run stops at %d)", t->step,
                           isfinite(loss) ? "gradient norm" : "loss", isfinite(loss) ? show(grad_norm, num, sizeof num)
@@ -613,6 +725,15 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             return fail(1, "step %d: %d updates in a row skipped (loss %s, gradient norm %s): training diverged; "
                         "stopping without saving; %s", t->step, streak, show(loss, num, sizeof num),
                         isfinite(loss) ? show(grad_norm, err, sizeof err) : "not measured", advice);
+        }
+        if (p->spike_rollback_after > 0 && spike_streak >= p->spike_rollback_after) {
+            int rc = spike_rollback(t, lg, spike_streak);
+            if (rc) return rc;
+            spike_streak = 0;
+            pending_save = 0;
+            first_step = t->step;   /* the rates and the ETA from here */
+            train_time = 0;
+            continue;
         }
         int due = should_save && ((t->opt->save_every > 0 && t->step % t->opt->save_every == 0) || t->step == p->steps);
         if (due && skipped && t->step < p->steps) {   // not over a good one: after the next good update
@@ -644,6 +765,9 @@ static int run_loop(Trainer *t, TrainLog *lg) {
     if (skipped_here > 0)
         trainlog_note(lg, "%d update%s skipped (non-finite loss or gradient norm); %lld in the whole run", skipped_here,
                       skipped_here == 1 ? " was" : "s were", (long long)t->skipped);
+    if (t->spikes > 0)
+        trainlog_note(lg, "%lld loss spike%s skipped, %d rollback%s", (long long)t->spikes,
+                      t->spikes == 1 ? "" : "s", t->rollbacks, t->rollbacks == 1 ? "" : "s");
     return 0;
 }
 
@@ -695,6 +819,14 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
     t.val_cap = p->steps + 2;
     t.val_losses = calloc((size_t)t.val_cap, sizeof(float));
     t.val_steps = calloc((size_t)t.val_cap, sizeof(int64_t));
+    if (p->spike_window > 0) {
+        t.win_loss = calloc((size_t)p->spike_window, sizeof(double));
+        t.win_norm = calloc((size_t)p->spike_window, sizeof(double));
+        if (!t.win_loss || !t.win_norm) {
+            tokenset_close(&ts); trainer_free(&t);
+            return fail(1, "out of memory");
+        }
+    }
     if (!t.canons || !t.buf || !t.inputs || !t.targets || !t.losses || !t.val_losses || !t.val_steps) {
         tokenset_close(&ts); trainer_free(&t);
         return fail(1, "out of memory");

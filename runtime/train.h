@@ -67,6 +67,7 @@ typedef struct {
     double avg_tokens_per_s;  /* since the start of this process: the steadier figure to show */
     int skipped;              /* 1: the update of this step was skipped (non-finite loss or gradient norm) */
     int64_t skipped_total;    /* skipped updates of the whole run so far (with the resumed checkpoint's) */
+    int spike;                /* 1: skipped as a loss spike (loss or norm above its limit) */
 } StepReport;
 
 /* resume_step >= 0: a resumed run appends to an existing log, first dropping its lines of steps

@@ -40,7 +40,7 @@ int main(void) {
     int rc = trainlog_open(&lg, path, -1, 4, 1, 1, err, sizeof err);
     trainlog_initial_val(&lg, 5.5);
     for (int s = 1; s <= 4; s++) {
-        StepReport r = {s, 5.0 - s, s == 2 ? 4.25 : -1, 1e-3, 0.5, 1000, 0, 0, 0, 0};
+        StepReport r = {s, 5.0 - s, s == 2 ? 4.25 : -1, 1e-3, 0.5, 1000, 0, 0, 0, 0, 0};
         if (s == 4) r.loss = NAN;
         trainlog_step(&lg, &r);
     }
@@ -52,7 +52,7 @@ int main(void) {
 
     // resumed at step 2: steps 3 and 4 are dropped, the rest kept, then new lines appended
     rc = trainlog_open(&lg, path, 2, 4, 1, 1, err, sizeof err);
-    StepReport r = {3, 1.5, -1, 1e-3, 0.5, 1000, 0, 0, 0, 0};
+    StepReport r = {3, 1.5, -1, 1e-3, 0.5, 1000, 0, 0, 0, 0, 0};
     trainlog_step(&lg, &r);
     trainlog_close(&lg);
     read_file(path, text, sizeof text);

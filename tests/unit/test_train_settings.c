@@ -44,6 +44,10 @@ static void defaults_agree(void) {
     int same = p->min_lr == run.min_lr && p->warmup == run.warmup && p->beta1 == run.beta1 && p->beta2 == run.beta2 &&
                p->adam_eps == run.adam_eps && p->weight_decay == run.weight_decay && p->clip == run.clip &&
                p->eval_every == run.eval_every && p->max_bad_steps == run.max_bad_steps && p->val_fraction == run.val_fraction;
+    same = same && p->spike_window == run.spike_window && p->spike_window == 0 &&
+           p->spike_z == run.spike_z &&
+               p->spike_rollback_after == run.spike_rollback_after &&
+               p->spike_max_rollbacks == run.spike_max_rollbacks;
     CHECK(same, "plan lacking keys: every default is the spec's",
           "plan min_lr %g warmup %d wd %g clip %g eval_every %d val %g; spec %g %d %g %g %d %g", p->min_lr, p->warmup,
           p->weight_decay, p->clip, p->eval_every, p->val_fraction, run.min_lr, run.warmup, run.weight_decay, run.clip,
