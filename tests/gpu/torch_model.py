@@ -625,8 +625,10 @@ def check_one(args, run, mutant, tmp):
     common = ["--plan", plan_dir, "-D", f"data={data_path}", "-D", f"val_fraction={val_fraction}",
               "-D", "steps=1", "-D", "eval_every=0", "--backend", args.backend, "--quiet"]
     zero, one = os.path.join(tmp, "zero"), os.path.join(tmp, "one")
-    run_boost(args.boost, ["train"] + common + ["-D", "lr=0", "-D", "min_lr=0", "-D", "clip=0", "-o", zero,
-                                               "--log", zero + ".jsonl"], f"boost train {run} (lr 0)")
+    # lr must be > 0 (common/train_settings.h): 1e-30 moves no weight of this model's scale by one ulp,
+    # so this step's checkpoint holds the initial weights and the first step's AdamW moments
+    run_boost(args.boost, ["train"] + common + ["-D", "lr=1e-30", "-D", "min_lr=0", "-D", "clip=0", "-o", zero,
+                                               "--log", zero + ".jsonl"], f"boost train {run} (lr 1e-30)")
     run_boost(args.boost, ["train"] + common + ["-o", one, "--log", one + ".jsonl"], f"boost train {run} (one step)")
     with open(zero + ".jsonl") as f:
         boost_log = [json.loads(x) for x in f if x.strip().startswith("{")]
