@@ -23,7 +23,7 @@
 #include "runtime/checkpoint.h"   // defines: CkptState, ckpt_*
 #include "common/crc32c.h"       // defines: crc32c_update
 #include "common/checked.h"       // defines: ck_whole, ck_numel, ck_span, ck_add
-#include "runtime/data.h"         // defines: data_open_regular
+#include "runtime/data.h"         // defines: data_open_regular, data_open_regular_stream
 #include "runtime/pipeline.h"     // defines: pipeline_plan_is
 
 /* Every path buffer holds any path the system can open (PATH_MAX) plus a file name; a folder whose
@@ -357,25 +357,13 @@ static int state_crc_ok(const char *text, size_t len) {
     return crc32c_update(0, text, (size_t)(at - text)) == (uint32_t)want ? 1 : -1;
 }
 
-/* A checkpoint's text file (state.json, index.json) opened for reading: a regular file only, never
- * a blocking open of a FIFO (data_open_regular). NULL with "PATH: why" in err. */
-static FILE *open_text(const char *path, char *err, size_t errlen) {
-    int fd = data_open_regular(path, err, errlen);
-    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
-    if (fd >= 0 && !f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-        close(fd);
-    }
-    return f;
-}
-
 int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     memset(st, 0, sizeof *st);
     if (!path_ok(dir, "checkpoint folder", err, errlen)) return 2;
     char path[CKPT_PATH];
     snprintf(path, sizeof path, "%s/state.json", dir);
     char why[CKPT_PATH + 128];
-    FILE *f = open_text(path, why, sizeof why);
+    FILE *f = data_open_regular_stream(path, why, sizeof why);
     if (!f) {
         snprintf(err, errlen, "%s (not a checkpoint folder?)", why);
         return 2;
@@ -1301,7 +1289,7 @@ static int open_sharded(CkptReader *r, char *err, size_t errlen) {
     char path[CKPT_PATH];
     snprintf(path, sizeof path, "%s/%s", r->dir, CKPT_INDEX);
     char why[CKPT_PATH + 128];
-    FILE *f = open_text(path, why, sizeof why);
+    FILE *f = data_open_regular_stream(path, why, sizeof why);
     if (!f) {
         snprintf(err, errlen, "%s (state.json says the checkpoint is sharded)", why);
         return 2;

@@ -7,15 +7,12 @@
 #include "runtime/cuda_device.h"
 #include "runtime/world.h"
 
-/* 1 with *out when name holds a number 0..1000000, 0 when unset, -1 when malformed. */
+/* world_env_number into an int (the range it checks fits one). */
 static int env_num(const char *name, int *out) {
-    const char *v = getenv(name);
-    if (!v || !*v) return 0;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (*end || x < 0 || x > 1000000) return -1;
-    *out = (int)x;
-    return 1;
+    long x = 0;
+    int h = world_env_number(name, &x);
+    if (h > 0) *out = (int)x;
+    return h;
 }
 
 int cuda_pick_device(int count, int *ordinal, char *how, size_t hn, char *err, size_t en) {

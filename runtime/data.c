@@ -60,8 +60,7 @@ int data_open_regular(const char *path, char *err, size_t errlen) {
     return fd;
 }
 
-/* The same as a stdio stream (reads buffered). NULL with a message. */
-static FILE *open_regular_stream(const char *path, char *err, size_t errlen) {
+FILE *data_open_regular_stream(const char *path, char *err, size_t errlen) {
     int fd = data_open_regular(path, err, errlen);
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (fd >= 0 && !f) {
@@ -73,7 +72,7 @@ static FILE *open_regular_stream(const char *path, char *err, size_t errlen) {
 
 /* Reads a whole file; returns its bytes (caller frees) or NULL with a message. */
 static unsigned char *read_whole(const char *path, size_t *len, char *err, size_t errlen) {
-    FILE *f = open_regular_stream(path, err, errlen);
+    FILE *f = data_open_regular_stream(path, err, errlen);
     if (!f) return NULL;
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -518,7 +517,7 @@ int tokenset_check_vocab(const TokenSet *set, int vocab, char *err, size_t errle
 
 /* FNV-1a 64 of a file's bytes, read in pieces. Returns 0 or 2. */
 static int hash_file(const char *path, uint64_t *hash, int64_t *len, char *err, size_t errlen) {
-    FILE *f = open_regular_stream(path, err, errlen);
+    FILE *f = data_open_regular_stream(path, err, errlen);
     if (!f) return 2;
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -545,7 +544,7 @@ static int hash_file(const char *path, uint64_t *hash, int64_t *len, char *err, 
 static int text_to_shard(const char *text, const char *out, char *err, size_t errlen) {
     char tmp[PATH_MAX + 160];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid());
-    FILE *in = open_regular_stream(text, err, errlen);
+    FILE *in = data_open_regular_stream(text, err, errlen);
     if (!in) return 2;
     FILE *f = fopen(tmp, "wb");
     if (!f) { snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno)); fclose(in); return 1; }

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include <stdio.h>          // defines: FILE
 #include "runtime/bpe.h"   // defines: Bpe
 
 #define TOKEN_FILE_MAGIC 20240520
@@ -84,6 +85,8 @@ Bpe *data_load_tokenizer(const char *path, uint32_t crc, char *resolved, size_t 
  * (the open itself does not wait; reads then block as usual). The fd, or -1 with "PATH: why" in
  * err and errno set (EINVAL: not a regular file). */
 int data_open_regular(const char *path, char *err, size_t errlen);
+/* The same as a buffered stdio stream ("rb"). NULL with "PATH: why" in err. */
+FILE *data_open_regular_stream(const char *path, char *err, size_t errlen);
 /* The newest checkpoint folder this process saved: named when a mapped token shard is truncated
  * under the running job (SIGBUS), which then ends the process with that message. */
 void data_note_checkpoint(const char *dir);

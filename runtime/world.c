@@ -4,7 +4,7 @@
 #include <string.h>
 #include "runtime/world.h"
 
-static int env_int(const char *name, long *out) {
+int world_env_number(const char *name, long *out) {
     const char *v = getenv(name);
     if (!v || !*v) return 0;
     char *end;
@@ -22,7 +22,7 @@ int world_from_env(int *rank, int *size, char *err, size_t errlen) {
     };
     for (size_t i = 0; i < sizeof PAIRS / sizeof PAIRS[0]; i++) {
         long r = 0, s = 0;
-        int hr = env_int(PAIRS[i][0], &r), hs = env_int(PAIRS[i][1], &s);
+        int hr = world_env_number(PAIRS[i][0], &r), hs = world_env_number(PAIRS[i][1], &s);
         if (hr == 0 && hs == 0) continue;
         if (hr < 0 || hs < 0 || (hs && s < 1) || (hr && hs && r >= s)) {
             snprintf(err, errlen, "%s=%s %s=%s: expected a rank 0..size-1 and a size >= 1", PAIRS[i][0],

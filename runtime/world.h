@@ -9,6 +9,9 @@
 /* 1 with *rank and *size when the environment gives a world of 2 or more processes; 0 when it gives
  * none (or a world of one); -1 with err when the variables are malformed. */
 int world_from_env(int *rank, int *size, char *err, size_t errlen);
+/* A launcher's number variable: 1 with *out when NAME holds a number 0..1000000, 0 when it is unset
+ * or empty, -1 when it is malformed. */
+int world_env_number(const char *name, long *out);
 
 /* This process's rank in the world, 0 without one (or with malformed variables). */
 int world_rank(void);

@@ -70,7 +70,8 @@ for spec in "d2t2 4 dp=2 x tp=2" "d2t2z 4 dp=2 x tp=2 zero=1" "d2t1b 2 dp=2 x tp
   world $plan $n
   unset BOOST_VERBOSE
   took=$(( $(date +%s) - start ))
-  if [ "$rc" != 0 ]; then fail "$* as $n processes on the stand-ins" "exit $rc: $(tail -2 "$TMP/$plan.w.0.out")"; continue; fi
+  if [ "$rc" != 0 ]; then fail "$* as $n processes on the stand-ins" "exit $rc: $(for f in "$TMP/$plan".w.*.out; do
+    echo "[${f##*.w.}] $(tail -2 "$f" | tr '\n' ' ')"; done)"; continue; fi
   # bf16 compute on the stand-in against the fp32 CPU: the tolerances of the other mock tests' checks
   if close "$TMP/$plan.cpu.jsonl" "$TMP/$plan.w.jsonl" loss 2e-3 && close "$TMP/$plan.cpu.jsonl" "$TMP/$plan.w.jsonl" grad_norm 2e-2 &&
      close "$TMP/$plan.cpu.jsonl" "$TMP/$plan.w.jsonl" val_loss 2e-3
