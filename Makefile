@@ -65,6 +65,10 @@ build/tests/%: tests/unit/%.c $(LIBS) tests/unit/testlib.h
 # fexp's NaN path under UBSan: an undefined shift or float->int conversion stops the test
 build/tests/test_cpu_fexp: private CFLAGS += $(CPU_FAST) -fsanitize=shift,float-cast-overflow -fno-sanitize-recover=all
 
+# unit tests that #include a stand-in's source are rebuilt when it changes
+build/tests/test_mock_refusals: tests/gpu/mock_cuda.c
+build/tests/test_mock_nccl_refusals build/tests/test_mock_nccl_split: tests/gpu/mock_nccl.c
+
 tests-build: bin/boost $(TEST_BIN)
 
 # ---- the sanitizer lane: the same sources built with AddressSanitizer and
