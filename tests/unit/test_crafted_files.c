@@ -25,30 +25,6 @@
 static char tmp[] = "/tmp/boost-test-crafted.XXXXXX";
 static char *plan_text; /* generated/tiny-cola/plan.txt */
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = 0;
-    fclose(f);
-    return s;
-}
-
-static void write_file(const char *path, const void *b, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (f) {
-        fwrite(b, 1, n, f);
-        fclose(f);
-    }
-}
-
 /* The shipped plan with the first `find` after the first `after` (NULL: the start) replaced. */
 static Plan *plan_with(const char *after, const char *find, const char *repl, char *err,
                        size_t errlen) {
@@ -135,7 +111,7 @@ static int st_header(const char *name, const char *header, char *err, size_t err
     unsigned char *b = calloc(1, 8 + h + 4);
     for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)h >> (8 * i));
     memcpy(b + 8, header, h);
-    write_file(path, b, 8 + h + 4);
+    tl_write_file(path, b, 8 + h + 4);
     free(b);
     StFile f;
     int rc = st_open(path, &f, err, errlen);
@@ -199,7 +175,7 @@ static void test_index_wrap(void) {
         "\"shape\": [562949953421313, 32768], \"slices\": [{\"file\": \"rank-00000.safetensors\", "
         "\"key\": \"w[0:1,0:32768]\", \"rows\": [0, 1], \"cols\": [0, 32768]}]}}}";
     snprintf(path, sizeof path, "%s/index.json", dir);
-    write_file(path, index, strlen(index));
+    tl_write_file(path, index, strlen(index));
     CkptReader *r = NULL;
     if (!rc) rc = ckpt_reader_open(dir, NULL, 0, &r, err, sizeof err);
     CHECK(rc == 2 && strstr(err, "index.json") && strstr(err, "2^50"),
@@ -243,11 +219,11 @@ static void test_state(void) {
     snprintf(bad, sizeof bad, "%s/flip", tmp);
     copy_folder(saved, bad);
     snprintf(path, sizeof path, "%s/state.json", bad);
-    char *text = read_file(path);
+    char *text = tl_read_file(path, NULL);
     char *at = text ? strstr(text, "\"step\": 1,") : NULL;
     if (at) {
         at[8] ^= 2;
-        write_file(path, text, strlen(text));
+        tl_write_file(path, text, strlen(text));
     }
     free(text);
     rc = ckpt_verify(bad, err, sizeof err);
@@ -261,7 +237,7 @@ static void test_state(void) {
     snprintf(bad, sizeof bad, "%s/extra", tmp);
     copy_folder(saved, bad);
     snprintf(path, sizeof path, "%s/index.json", bad);
-    write_file(path, "{}", 2);
+    tl_write_file(path, "{}", 2);
     rc = ckpt_verify(bad, err, sizeof err);
     CHECK(rc == CKPT_DAMAGED && strstr(err, "index.json") && strstr(err, "not in state.json"),
           "state: a file missing from the record is damage", "rc %d: %s", rc, err);
@@ -287,7 +263,7 @@ static void test_state(void) {
     snprintf(path, sizeof path, "%s/plan", bad);
     mkdir(path, 0777);
     snprintf(path, sizeof path, "%s/plan/plan.txt", bad);
-    write_file(path, "boost-plan 1\nrun tp=banana\n", 27);
+    tl_write_file(path, "boost-plan 1\nrun tp=banana\n", 27);
     rc = rc ? rc : ckpt_verify(saved, err, sizeof err);
     CHECK(rc == CKPT_DAMAGED && strstr(err, "plan.txt"), "state: verify covers the run's plan",
           "rc %d: %s", rc, err);
@@ -378,7 +354,7 @@ static void test_truncated_shard(void) {
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    char *text = read_file(log);
+    char *text = tl_read_file(log, NULL);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1 && text && strstr(text, path) &&
               strstr(text, "runs/x/step-000010"),
           "shard: truncated under a reader: a message naming the file and the last checkpoint",
@@ -405,7 +381,7 @@ int main(void) {
         printf("FAIL - setup: mkdtemp: %s\n", strerror(errno));
         return 1;
     }
-    plan_text = read_file("generated/tiny-cola/plan.txt");
+    plan_text = tl_read_file("generated/tiny-cola/plan.txt", NULL);
     CHECK(plan_text != NULL, "setup: generated/tiny-cola/plan.txt",
           "cannot read it (run from the repository root)");
     test_checked();

@@ -45,31 +45,6 @@ static const char *const EXTREMES[] = {"0",
                                        "99999999999999999999999"};
 #define NEXTREMES ((int)(sizeof EXTREMES / sizeof EXTREMES[0]))
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = 0;
-    fclose(f);
-    if (len) *len = (size_t)n;
-    return s;
-}
-
-static void write_all(const char *path, const char *b, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (f) {
-        fwrite(b, 1, n, f);
-        fclose(f);
-    }
-}
-
 /* A mutant of text[0..len) in a new buffer (*outlen bytes): 1-3 numbers replaced by extremes, or a
  * few bytes flipped, or cut short. Numbers are runs of digits; `from` skips a binary prefix. */
 static char *mutate(const char *text, size_t len, size_t from, size_t *outlen) {
@@ -103,7 +78,7 @@ static char *mutate(const char *text, size_t len, size_t from, size_t *outlen) {
 
 static void fuzz_plans(void) {
     size_t len;
-    char *text = read_all("generated/tiny-cola/plan.txt", &len);
+    char *text = tl_read_file("generated/tiny-cola/plan.txt", &len);
     CHECK(text != NULL, "plans: generated/tiny-cola/plan.txt",
           "cannot read it (run from the repository root)");
     if (!text) return;
@@ -203,7 +178,7 @@ static void fuzz_checkpoints(void) {
                         "{\"file\": \"rank-00000.safetensors\", \"key\": \"w[0:4,0:6]\", \"rows\": "
                         "[0, 4], \"cols\": [0, 6]}]}}}";
     snprintf(path, sizeof path, "%s/index.json", sh);
-    write_all(path, index, strlen(index));
+    tl_write_file(path, index, strlen(index));
     CkptReader *r = NULL;
     rc = ckpt_reader_open(sh, NULL, 0, &r, err, sizeof err);
     CHECK(rc == 0, "ckpt: the hand-made sharded folder opens", "%s", err);
@@ -223,7 +198,7 @@ static void fuzz_checkpoints(void) {
     for (int f = 0; f < nf; f++) {
         snprintf(path, sizeof path, "%s/%s", files[f].dir, files[f].name);
         size_t len;
-        char *orig = read_all(path, &len);
+        char *orig = tl_read_file(path, &len);
         if (!orig) {
             CHECK(0, "ckpt: read a file to mutate", "%s", path);
             continue;
@@ -246,12 +221,12 @@ static void fuzz_checkpoints(void) {
                 uint64_t h = n - 8;
                 for (int i = 0; i < 8; i++) whole[i] = (char)(h >> (8 * i));
             }
-            write_all(path, whole, n + (len - hend));
+            tl_write_file(path, whole, n + (len - hend));
             read_folder(files[f].dir);
             free(m);
             free(whole);
         }
-        write_all(path, orig, len);
+        tl_write_file(path, orig, len);
         free(orig);
     }
     // reached without a fault; and the restored folders read as before
@@ -272,7 +247,7 @@ static void fuzz_shards(void) {
     int rc = data_write_token_file(path, tok, N, err, sizeof err);
     CHECK(rc == 0, "shards: a token file to mutate", "%s", err);
     size_t len;
-    char *orig = read_all(path, &len);
+    char *orig = tl_read_file(path, &len);
     if (!orig) return;
     int iters = 300 * scale, opened = 0;
     for (int it = 0; it < iters; it++) {
@@ -290,7 +265,7 @@ static void fuzz_shards(void) {
         } else {
             for (int k = 0; k < 4; k++) m[next() % len] ^= (char)(1 << (next() % 8));
         }
-        write_all(path, m, n);
+        tl_write_file(path, m, n);
         free(m);
         TokenSet set;
         if (tokenset_open_file(path, &set, err, sizeof err) == 0) {
@@ -305,7 +280,7 @@ static void fuzz_shards(void) {
         memset(&ts, 0, sizeof ts);
         if (data_load(path, &ts, err, sizeof err) == 0) data_free(&ts);
     }
-    write_all(path, orig, len);
+    tl_write_file(path, orig, len);
     free(orig);
     TokenSet set;
     rc = tokenset_open_file(path, &set, err, sizeof err);

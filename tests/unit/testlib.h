@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdarg.h>
 #include <math.h>
+#include <stdlib.h>
 
 static int tl_failed;
 
@@ -22,5 +23,24 @@ static void tl_check(int ok, const char *name, const char *fmt, ...) {
  * `worst < tol` or `!(worst <= tol)`, which a NaN fails. */
 static inline double tl_worst(double w, double e) { return (w != w || e != e) ? NAN : (e > w ? e : w); }
 #define TEST_EXIT() return tl_failed ? 1 : 0
+
+/* tl_read_file(path, &len): the whole file, NUL-terminated (caller frees; len may be NULL), or NULL
+ * when it cannot be read. tl_write_file(path, bytes, n): writes it (a failure shows in the check). */
+static inline char *tl_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) { free(s); s = NULL; }
+    if (s) { s[n] = 0; if (len) *len = (size_t)n; }
+    fclose(f);
+    return s;
+}
+static inline void tl_write_file(const char *path, const void *bytes, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (f) { fwrite(bytes, 1, n, f); fclose(f); }
+}
 
 #endif
