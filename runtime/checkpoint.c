@@ -1087,7 +1087,10 @@ int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry 
     if (rc && lead) ckpt_remove_tree(tmp);
     // 4. every process learns the outcome
     double done[1] = {rc};
-    if (multi && sh->sum(sh->ctx, done, 1)) done[0] = 1;
+    if (multi && sh->sum(sh->ctx, done, 1)) {
+        done[0] = 1;
+        if (!why[0]) snprintf(why, sizeof why, "the sum that tells every process the outcome failed (the message above says why)");
+    }
     free(vals);
     if (rc || done[0] != 0) {
         snprintf(err, errlen, "%s: checkpoint not written (%s); the temporary folder was removed and earlier checkpoints "

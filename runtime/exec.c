@@ -1125,7 +1125,9 @@ int engine_read_local(Engine *e, int rank, int param, int slot, float *host, cha
 
 int engine_world_sum(Engine *e, double *vals, int64_t n) {
     if (!e->world) return 0;
-    return e->be->world_allreduce_host(e->ranks[e->lead], vals, n, 1);
+    if (e->be->world_allreduce_host(e->ranks[e->lead], vals, n, 1) == 0) return 0;
+    fprintf(stderr, "boost: rank %d: a sum across the processes failed: %s\n", e->lead, backend_msg(e, e->lead));
+    return -1;
 }
 
 /* ---------------- pipeline stages (runtime/pipeline.c drives one Engine per stage) ---------------- */

@@ -1003,8 +1003,10 @@ int pipeline_canon_stage(const Pipeline *pl, int i, int *local) {
 }
 
 int pipeline_world_sum(Pipeline *pl, double *vals, int n) {
-    char err[256];
-    return world_sum(pl, vals, n, err, sizeof err) ? -1 : 0;
+    char err[512];
+    if (world_sum(pl, vals, n, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "boost: a sum across the pipeline's processes failed: %s\n", err);
+    return -1;
 }
 
 /* Under MPI only the processes of the canon's stage take it (each its own blocks). */

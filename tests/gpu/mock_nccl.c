@@ -9,7 +9,9 @@
  * gone. ncclCommGetAsyncError reports ncclRemoteError once a peer process has exited (unless
  * MOCK_NCCL_SILENT_DEATH=1, to test a timeout), and ncclCommAbort releases the queued collectives.
  * MOCK_NCCL_KILL_AT=N kills this process (SIGKILL) as its N-th collective starts, to test that the
- * others end instead of hanging. Without the CUDA stand-in loaded, collectives run at the call and
+ * others end instead of hanging. MOCK_NCCL_LATE_ERROR_MS=N: an asynchronous-error check sleeps N ms
+ * while a sum of doubles (the host's sums) has arrived at its last barrier, so peers that finished it
+ * can exit before the check looks at them (a waiter must not call that a failure). Without the CUDA stand-in loaded, collectives run at the call and
  * give up after $MOCK_NCCL_TIMEOUT s (default 120). ncclCommSplit (the rank grid's tp and dp groups)
  * meets on the parent's segment, then each colour opens its own segment; ncclReduceScatter and
  * ncclAvg (each value times 1/nranks, then summed, as NCCL does for floating types) are there for
@@ -56,6 +58,7 @@ typedef struct ncclComm {
     int pending;                      /* queued collectives not yet finished */
     int mismatch;                     /* a collective did not match the other ranks' (ncclInvalidUsage) */
     int nsplits;                      /* ncclCommSplit calls on this communicator, to name the children */
+    int f64_at_last_barrier;          /* queued sums of doubles waiting at their last barrier */
 } Comm;
 
 static double now_s(void) {
@@ -192,6 +195,8 @@ ncclResult_t ncclCommGetAsyncError(Comm *c, ncclResult_t *async_error) {
     const char *silent = getenv("MOCK_NCCL_SILENT_DEATH");
     if (c->mismatch) { *async_error = ERR_USAGE; return OK; }
     if (c->aborted || (silent && *silent == '1')) return OK;
+    const char *late = getenv("MOCK_NCCL_LATE_ERROR_MS");
+    if (late && atoi(late) > 0 && c->f64_at_last_barrier > 0) usleep((useconds_t)atoi(late) * 1000);
     for (int q = 0; q < c->nranks; q++)
         if (q != c->rank && process_gone(c->hdr->pid[q])) *async_error = ERR_REMOTE;
     return OK;
@@ -276,7 +281,11 @@ static void finish(Coll *k) {
 static int coll_step(void *arg) {
     Coll *k = arg;
     Comm *c = k->c;
-    if (c->aborted) { k->state = 3; return 0; }
+    if (c->aborted) {
+        if (k->state == 2 && k->dt == F64) c->f64_at_last_barrier--;
+        k->state = 3;
+        return 0;
+    }
     if (k->state == 0) {
         const char *kill_at = getenv("MOCK_NCCL_KILL_AT");
         if (kill_at && atoi(kill_at) == ++ncoll) {
@@ -304,10 +313,12 @@ static int coll_step(void *arg) {
         if (!c->mismatch) finish(k);
         k->gen = arrive(c);
         k->state = 2;
+        if (k->dt == F64) c->f64_at_last_barrier++;
     }
     if (k->state == 2) {
         if (!passed(c, k->gen)) return 1;
         k->state = 3;
+        if (k->dt == F64) c->f64_at_last_barrier--;
     }
     return 0;
 }

@@ -93,6 +93,13 @@ else fail "zero=2 vs zero=0 on the stand-ins" "exit $rc: $detail $(tail -2 "$TMP
 if grep -q '"val_loss"' "$TMP/d2t1b.w.jsonl" 2>/dev/null && [ ! -s "$TMP/d2t1b.w.1.out" ] && [ -f "$TMP/d2t1b.w/step-00000$steps/model.safetensors" ]
 then ok "dp=2 x tp=1 processes: rank 0 alone logs and writes the (full) checkpoint"
 else fail "dp=2 x tp=1 processes: output" "rank 1 wrote $(wc -c <"$TMP/d2t1b.w.1.out" 2>/dev/null) bytes; $(ls "$TMP/d2t1b.w" 2>&1 | tr '\n' ' ')"; fi
+# the last sum of a run (the sharded checkpoint's outcome): rank 1 finishes it and exits while rank 0
+# still waits on it; rank 0's check for dead peers is made late (the stand-in's
+# MOCK_NCCL_LATE_ERROR_MS) and sees rank 1 gone, which is no failure once the sum is done
+name=late fmt=sharded WORLD_RANK_ENV="0:MOCK_NCCL_LATE_ERROR_MS=400" world d2t1b 2
+if [ "$rc" = 0 ] && [ -f "$TMP/late.w/step-00000$steps/state.json" ]
+then ok "a peer that finished the last sum and exited is no failure for the rank still waiting on it"
+else fail "a peer exiting after the last sum" "exit $rc: $(tail -2 "$TMP/late.w.0.out" | tr '\n' ' ')"; fi
 
 # same_ck PTOL MTOL A.safetensors.. -- B.safetensors..: the tensors of the A files (together) and of
 # the B files have the same names, and each B tensor is within PTOL (params) or MTOL (the AdamW
