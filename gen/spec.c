@@ -1567,17 +1567,18 @@ static void read_mixture(Ctx *c, const Obj *data) {
     r->nsources = 0;
     int t = push_field(c, data, "sources");
     if (t == LUA_TNIL) { lua_pop(L, 1); return; }
-    Loc loc = key_loc(c, data, "sources");
+    Loc loc = key_loc(c, data, "sources"), path_loc = key_loc(c, data, "path");
+    lua_pushstring(L, "path");
+    int has_path = lua_rawget(L, data->idx) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (has_path && path_loc.ov >= 0) { lua_pop(L, 1); return; }   /* -D data=: one source instead */
+    if (has_path)
+        spec_error(c, path_loc, "data has both path and sources: a mixture names its files in "
+                   "sources; drop path");
     lua_Integer n = t == LUA_TTABLE ? (lua_Integer)lua_rawlen(L, -1) : 0;
     if (n < 1 || n > DATA_MAX_SOURCES)
         spec_error(c, loc, "sources must be a list of 1 to %d tables {path = ..., weight = ...}",
                    DATA_MAX_SOURCES);
-    lua_pushstring(L, "path");
-    int has_path = lua_rawget(L, data->idx) != LUA_TNIL;
-    lua_pop(L, 1);
-    if (has_path)
-        spec_error(c, key_loc(c, data, "path"), "data has both path and sources: a mixture names "
-                   "its files in sources; drop path");
     int lines[DATA_MAX_SOURCES] = {0};
     if (loc.src >= 0 && loc.ov < 0)
         list_item_lines(c->src[loc.src].text, loc.line, "sources", lines, DATA_MAX_SOURCES);
