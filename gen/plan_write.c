@@ -139,7 +139,7 @@ void plan_write_header(const Graph *g, FILE *f) {
         pr_str(f, r->tokenizer);
         fprintf(f, " tokenizer_crc32c=%08x", r->tokenizer_crc);
     }
-    if (r->nsources) fprintf(f, " sources=%d", r->nsources);   /* a mixture: its source lines follow */
+    if (r->nsources) fprintf(f, " sources=%d", r->nsources);   /* a mixture: source lines follow */
     fputc('\n', f);
     for (int i = 0; i < r->nsources; i++) {
         fputs("source path=", f);

@@ -189,7 +189,7 @@ static const Field DATA_FIELDS[] = {
 static const Field SOURCE_FIELDS[] = {   /* one source of a data mixture */
     {"path", K_STR, 0, 0, 0, NULL, NULL, "\"corpus\", a .bin token file, a glob or a text file"},
     {"weight", K_NUM, 0, 1e9, 1, NULL, NULL, "its share of the training sequences (normalised)"},
-    {"tokenizer", K_STR, 0, 0, 0, NULL, "", "the run's one tokenizer.json (\"\": the data table's)"},
+    {"tokenizer", K_STR, 0, 0, 0, NULL, "", "the run's tokenizer.json (\"\": the data table's)"},
     {NULL},
 };
 
@@ -1542,7 +1542,8 @@ static void read_source(Ctx *c, const Obj *data, int index, int line) {
     if (!path[0]) spec_error(c, at, "data.sources[%d] has an empty path: name its file", index + 1);
     if (!source_found(c, path))
         spec_error(c, key_loc(c, &so, "path"), "data.sources[%d]: %s matches no file (paths are "
-                   "taken from the current folder, then from the repository root)", index + 1, path);
+                   "taken from the current folder, then from the repository root)", index + 1,
+                   path);
     r->source_weight[index] = get_num(c, &so, "weight");
     get_string(c, &so, "tokenizer", tok, sizeof tok);
     if (!tok[0]) return;
@@ -1557,7 +1558,8 @@ static void read_source(Ctx *c, const Obj *data, int index, int line) {
     } else if (crc != r->tokenizer_crc)
         spec_error(c, tloc, "data.sources[%d] names tokenizer %s, but the run's is %s (another "
                    "file): all sources of a run share one tokenizer, as the model has one "
-                   "vocabulary; name the same tokenizer.json or none", index + 1, tok, r->tokenizer);
+                   "vocabulary; name the same tokenizer.json or none", index + 1, tok,
+                   r->tokenizer);
 }
 
 /* data.sources = { {path=, weight=, tokenizer=}, ... }: a mixture instead of data.path. */
@@ -1571,7 +1573,7 @@ static void read_mixture(Ctx *c, const Obj *data) {
     lua_pushstring(L, "path");
     int has_path = lua_rawget(L, data->idx) != LUA_TNIL;
     lua_pop(L, 1);
-    if (has_path && path_loc.ov >= 0) { lua_pop(L, 1); return; }   /* -D data=: one source instead */
+    if (has_path && path_loc.ov >= 0) { lua_pop(L, 1); return; }   /* -D data=: one source */
     if (has_path)
         spec_error(c, path_loc, "data has both path and sources: a mixture names its files in "
                    "sources; drop path");

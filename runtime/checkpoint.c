@@ -171,7 +171,8 @@ static void write_state_text(FILE *f, const CkptState *st, const CkptFile *files
     fprintf(f, "  \"rng\": \"data order is a function of (seed, data_sequences); no other random state\",\n");
     if (st->nsources > 0) {   /* a data mixture: where each source's order stands */
         fputs("  \"data_taken\": [", f);
-        for (int i = 0; i < st->nsources; i++) fprintf(f, "%s%lld", i ? ", " : "", (long long)st->data_taken[i]);
+        for (int i = 0; i < st->nsources; i++)
+            fprintf(f, "%s%lld", i ? ", " : "", (long long)st->data_taken[i]);
         fputs("],\n", f);
     }
     fprintf(f, "  \"tp\": %d,\n  \"layout\": ", st->tp);
@@ -427,7 +428,8 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     st->data_position = pos;
     if (!int_field(root, "data_sequences", &st->data_sequences)) st->data_sequences = -1;
     const Json *taken = json_get(root, "data_taken");
-    for (int i = 0; taken && taken->type == JSON_ARRAY && i < taken->n && i < DATA_MAX_SOURCES; i++) {
+    int ntaken = taken && taken->type == JSON_ARRAY ? taken->n : 0;
+    for (int i = 0; i < ntaken && i < DATA_MAX_SOURCES; i++) {
         const Json *v = &taken->items[i];
         if (v->type != JSON_NUMBER || v->num < 0 || v->num > 9007199254740992.0) {
             snprintf(err, errlen, "%s: data_taken[%d] is not a count of sequences", path, i);

@@ -118,11 +118,11 @@ typedef struct Batcher {
     uint64_t seed;
     int32_t *window;                  /* [seq + 1] scratch */
     char err[1024];                   /* why the last batcher_train/val failed */
-    struct Batcher *sources;          /* a mixture: [nsources] batchers, one per source; NULL: none */
-    int nsources;
+    struct Batcher *sources;          /* a mixture: [nsources] batchers, one per source */
+    int nsources;                     /* 0: no mixture */
     double *weights;                  /* [nsources] normalised to sum 1 */
-    int64_t *taken, *base_taken;      /* [nsources] sequences each source gave before cursor / base */
-    int64_t cursor, base;             /* global sequences: where taken stands; where counting starts */
+    int64_t *taken, *base_taken;      /* [nsources] sequences each gave before cursor, base */
+    int64_t cursor, base;             /* global sequences: where taken stands, where it starts */
 } Batcher;
 
 /* Check that the stream fits the model (every token < vocab) and holds at least one micro-batch of

@@ -41,8 +41,9 @@ int batcher_init_mixture(Batcher *b, const TokenSet *sets, const double *weights
     double sum = 0;
     for (int i = 0; i < n; i++) {
         if (!(weights[i] > 0)) {
-            snprintf(err, errlen, "%s: mixture weight %g: every source needs a weight > 0 (fix the "
-                     "run spec's data.sources and regenerate the plan)", sets[i].source, weights[i]);
+            snprintf(err, errlen, "%s: mixture weight %g: every source needs a weight > 0 (fix "
+                     "the run spec's data.sources and regenerate the plan)", sets[i].source,
+                     weights[i]);
             return 2;
         }
         sum += weights[i];
@@ -103,7 +104,8 @@ int mixture_global(Batcher *b, int64_t pos, int rank, int32_t *inputs, int32_t *
         advance_to(b, first + j);
         int i = mixture_pick(b->weights, b->taken, b->nsources);
         Batcher *src = &b->sources[i];
-        if (batcher_window(src, b->taken[i], inputs + (size_t)j * b->seq, targets + (size_t)j * b->seq)) {
+        size_t row = (size_t)j * (size_t)b->seq;
+        if (batcher_window(src, b->taken[i], inputs + row, targets + row)) {
             snprintf(b->err, sizeof b->err, "%s", src->err);
             return 2;
         }

@@ -63,7 +63,7 @@ typedef struct {
     int win_n, win_at;        /* values held (up to spike_window) and the next slot to write */
     int rollbacks;            /* rollbacks after spikes in this process */
     int64_t spikes;           /* steps skipped as spikes in this process */
-    TokenSet mix_sets[DATA_MAX_SOURCES];   /* a data mixture: each source's tokens (the batcher's) */
+    TokenSet mix_sets[DATA_MAX_SOURCES];   /* a data mixture: each source's tokens */
     int nmix_sets;
 } Trainer;
 
@@ -318,11 +318,14 @@ static int tokenizer_differs(const Plan *p, const CkptState *st, const char *dir
     int has = p->tokenizer_path[0] != 0;
     if (has == st->has_tokenizer && (!has || st->tokenizer_crc == p->tokenizer_crc)) return 0;
     char was[64] = "no tokenizer (bytes)", now[700] = "no tokenizer (bytes)";
-    if (st->has_tokenizer) snprintf(was, sizeof was, "tokenizer CRC-32C 0x%08x", (unsigned)st->tokenizer_crc);
-    if (has) snprintf(now, sizeof now, "tokenizer %s (CRC-32C 0x%08x)", p->tokenizer_path, (unsigned)p->tokenizer_crc);
-    fail(2, "%s: the checkpoint was trained with %s, but this plan names %s: its token ids would mean "
-         "other text; resume with the plan (and tokenizer.json) of the run it came from, or start a "
-         "new run without --resume", dir, was, now);
+    if (st->has_tokenizer)
+        snprintf(was, sizeof was, "tokenizer CRC-32C 0x%08x", (unsigned)st->tokenizer_crc);
+    if (has)
+        snprintf(now, sizeof now, "tokenizer %s (CRC-32C 0x%08x)", p->tokenizer_path,
+                 (unsigned)p->tokenizer_crc);
+    fail(2, "%s: the checkpoint was trained with %s, but this plan names %s: its token ids would "
+         "mean other text; resume with the plan (and tokenizer.json) of the run it came from, or "
+         "start a new run without --resume", dir, was, now);
     return 1;
 }
 
@@ -334,9 +337,9 @@ static void resume_mixture(Trainer *t, const CkptState *st) {
     int same = st->nsources == b->nsources;
     mixture_seek(b, t->data_seq, same ? st->data_taken : NULL);
     if (!same)
-        printf("note: the checkpoint's data had %d mixture sources, this plan has %d: each source's "
-               "position is counted by the mixture rule up to sequence %lld\n", st->nsources,
-               b->nsources, (long long)t->data_seq);
+        printf("note: the checkpoint's data had %d mixture sources, this plan has %d: each "
+               "source's position is counted by the mixture rule up to sequence %lld\n",
+               st->nsources, b->nsources, (long long)t->data_seq);
 }
 
 /* `,"data_tokens":[...]`: the training tokens each mixture source gave so far ("" without one). */
@@ -348,7 +351,8 @@ static void mixture_log(Trainer *t, char *out, size_t n) {
     mixture_taken(b, t->data_seq, taken);
     size_t used = (size_t)snprintf(out, n, ",\"data_tokens\":[");
     for (int i = 0; i < b->nsources && used < n; i++)
-        used += (size_t)snprintf(out + used, n - used, "%s%lld", i ? "," : "", (long long)(taken[i] * b->seq));
+        used += (size_t)snprintf(out + used, n - used, "%s%lld", i ? "," : "",
+                                 (long long)(taken[i] * b->seq));
     if (used < n) snprintf(out + used, n - used, "]");
 }
 
@@ -360,7 +364,9 @@ static int open_training_data(Trainer *t, TokenSet *ts) {
     memset(ts, 0, sizeof *ts);
     if (!p->nsources) {
         int rc = run_data_open(p, t->opt->outdir, ts, err, sizeof err);   /* tokenizer= too */
-        if (!rc) rc = batcher_init_set(&t->batcher, ts, p->val_fraction, p->micro_batch, p->seq, p->vocab, p->seed, err, sizeof err);
+        if (!rc)
+            rc = batcher_init_set(&t->batcher, ts, p->val_fraction, p->micro_batch, p->seq,
+                                  p->vocab, p->seed, err, sizeof err);
         if (rc) { tokenset_close(ts); return fail(rc, "%s", err); }
         return 0;
     }
@@ -369,13 +375,13 @@ static int open_training_data(Trainer *t, TokenSet *ts) {
     t->nmix_sets = p->nsources;
     double w[DATA_MAX_SOURCES];
     for (int i = 0; i < p->nsources; i++) w[i] = p->sources[i].weight;
-    rc = batcher_init_mixture(&t->batcher, t->mix_sets, w, p->nsources, p->val_fraction, p->micro_batch,
-                              p->seq, p->vocab, p->seed, err, sizeof err);
+    rc = batcher_init_mixture(&t->batcher, t->mix_sets, w, p->nsources, p->val_fraction,
+                              p->micro_batch, p->seq, p->vocab, p->seed, err, sizeof err);
     if (rc) return fail(rc, "%s", err);
     size_t used = (size_t)snprintf(ts->source, sizeof ts->source, "mixture of");
     for (int i = 0; i < p->nsources && used < sizeof ts->source; i++)
-        used += (size_t)snprintf(ts->source + used, sizeof ts->source - used, "%s %s (%.3g)", i ? "," : "",
-                                 t->mix_sets[i].source, t->batcher.weights[i]);
+        used += (size_t)snprintf(ts->source + used, sizeof ts->source - used, "%s %s (%.3g)",
+                                 i ? "," : "", t->mix_sets[i].source, t->batcher.weights[i]);
     return 0;
 }
 

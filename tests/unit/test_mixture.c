@@ -44,7 +44,8 @@ static void test_rule(void) {
     CHECK(mixture_pick(w, t0, 2) == 0 && mixture_pick(w, t1, 2) == 1, "mixture_tie_to_lower_index",
           "picked %d and %d", mixture_pick(w, t0, 2), mixture_pick(w, t1, 2));
     double w3[3] = {0.2, 0.2, 0.6};
-    CHECK(mixture_pick(w3, t2, 2) == 1, "mixture_pick_smallest_key", "picked %d", mixture_pick(w3, t2, 2));
+    int picked = mixture_pick(w3, t2, 2);
+    CHECK(picked == 1, "mixture_pick_smallest_key", "picked %d", picked);
 }
 
 static void test_mixture(void) {
@@ -54,12 +55,14 @@ static void test_mixture(void) {
     Batcher mix, own[2];
     double weights[2] = {3, 1};   /* normalised: 0.75 and 0.25 */
     int rc = tokenset_view(&ts[0], &sets[0]) || tokenset_view(&ts[1], &sets[1]);
-    rc = rc ? 1 : batcher_init_mixture(&mix, sets, weights, 2, 0.1, MB, SEQ, VOCAB, SEED, err, sizeof err);
+    rc = rc ? 1 : batcher_init_mixture(&mix, sets, weights, 2, 0.1, MB, SEQ, VOCAB, SEED, err,
+                                       sizeof err);
     CHECK(rc == 0, "mixture_init", "rc %d: %s", rc, err);
     if (rc) return;
     // each source alone, with the seed data.h gives it: source i's k-th sequence is window k of it
     batcher_init_set(&own[0], &sets[0], 0.1, MB, SEQ, VOCAB, SEED, err, sizeof err);
-    batcher_init_set(&own[1], &sets[1], 0.1, MB, SEQ, VOCAB, SEED + 0x9e3779b97f4a7c15ULL, err, sizeof err);
+    batcher_init_set(&own[1], &sets[1], 0.1, MB, SEQ, VOCAB, SEED + 0x9e3779b97f4a7c15ULL, err,
+                     sizeof err);
 
     // by hand: keys (t0+1)/0.75 and (t1+1)/0.25 give 0,0,0(tie 4 = 4),1, then again
     static const int pattern[4] = {0, 0, 0, 1};
@@ -75,7 +78,7 @@ static void test_mixture(void) {
         own_order &= in[0] == ref[s];
     }
     CHECK(follows, "mixture_sequences_follow_the_rule", "rc %d: not the pattern 0,0,0,1", rc);
-    CHECK(own_order, "mixture_each_source_its_own_order", "a source's k-th sequence is not its window k");
+    CHECK(own_order, "mixture_each_source_its_own_order", "a k-th sequence is not its window k");
     int64_t taken[2];
     mixture_taken(&mix, NSEQ, taken);
     CHECK(taken[0] == NSEQ * 3 / 4 && taken[1] == NSEQ / 4, "mixture_taken_counts", "%lld, %lld",
@@ -85,7 +88,8 @@ static void test_mixture(void) {
     Batcher resumed;
     rc = read_firsts(&mix, 0, NSEQ / 2 / (2 * MB), 2, got);
     mixture_taken(&mix, NSEQ / 2, taken);
-    rc |= batcher_init_mixture(&resumed, sets, weights, 2, 0.1, MB, SEQ, VOCAB, SEED, err, sizeof err);
+    rc |= batcher_init_mixture(&resumed, sets, weights, 2, 0.1, MB, SEQ, VOCAB, SEED, err,
+                               sizeof err);
     mixture_seek(&resumed, NSEQ / 2, taken);
     rc |= read_firsts(&resumed, NSEQ / 2, NSEQ / 2 / MB, 1, got + NSEQ / 2);
     CHECK(rc == 0 && !memcmp(ref, got, sizeof ref), "mixture_resume_dp2_at_dp1_same_tokens",
