@@ -312,20 +312,27 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
     return 0;
 }
 
-/* The checkpoint's tokenizer (state.json's CRC-32C, or none: bytes) must be the plan's: its
- * weights learned that vocabulary. 1 (said) when it is not. */
+/* The checkpoint's tokenizer (state.json's CRC-32C) must be the plan's: its weights learned that
+ * vocabulary. A checkpoint that records none (imported, or trained on token files) is taken with
+ * a note. 1 (said) when they differ. */
 static int tokenizer_differs(const Plan *p, const CkptState *st, const char *dir) {
     int has = p->tokenizer_path[0] != 0;
-    if (has == st->has_tokenizer && (!has || st->tokenizer_crc == p->tokenizer_crc)) return 0;
-    char was[64] = "no tokenizer (bytes)", now[700] = "no tokenizer (bytes)";
-    if (st->has_tokenizer)
-        snprintf(was, sizeof was, "tokenizer CRC-32C 0x%08x", (unsigned)st->tokenizer_crc);
+    if (!st->has_tokenizer) {
+        if (has)
+            printf("note: %s records no tokenizer; this run's text goes through %s\n", dir,
+                   p->tokenizer_path);
+        return 0;
+    }
+    if (has && st->tokenizer_crc == p->tokenizer_crc) return 0;
+    char now[700] = "no tokenizer (bytes or token files)";
     if (has)
         snprintf(now, sizeof now, "tokenizer %s (CRC-32C 0x%08x)", p->tokenizer_path,
                  (unsigned)p->tokenizer_crc);
-    fail(2, "%s: the checkpoint was trained with %s, but this plan names %s: its token ids would "
-         "mean other text; resume with the plan (and tokenizer.json) of the run it came from, or "
-         "start a new run without --resume", dir, was, now);
+    fail(2, "%s: the checkpoint was trained with tokenizer CRC-32C 0x%08x (its copy: the run "
+         "folder's tokenizer.json), but this plan names %s: its token ids would mean other text; "
+         "resume with the plan (and tokenizer.json) of the run it came from, name that tokenizer "
+         "in the run's data, or start a new run without --resume", dir,
+         (unsigned)st->tokenizer_crc, now);
     return 1;
 }
 

@@ -5,7 +5,8 @@
 # normalised, ties to the lowest index), and TensorBoard holds them as scalars; the checkpoint's
 # counts resumed at dp=1 continue identically (counts and losses), and under other weights continue
 # from the saved counts; a weight of 0, a missing file or two tokenizers are spec errors at their
-# line; a checkpoint resumed under another tokenizer (or none) is refused.
+# line; a checkpoint resumed under another tokenizer (or none) is refused, one that records none
+# is taken with a note.
 . tests/sh/lib.sh
 PY=${PYTHON:-python3}
 [ -f build/corpus.txt ] || bash tools/corpus.sh >/dev/null 2>&1
@@ -173,17 +174,24 @@ tokspec t2.lua "$TMP/tok2.json" ""
 $BOOST train t2.lua --backend cpu --quiet --resume run1 -D steps=3 >t2.out 2>&1
 rc=$?
 crc1=$(grep -o '"tokenizer_crc32c": "0x[0-9a-f]*' run1/step-000002/state.json | cut -d'"' -f4)
-grep -q "trained with tokenizer CRC-32C $crc1, but this plan names tokenizer .*tok2.json" t2.out &&
+grep -q "trained with tokenizer CRC-32C $crc1 .*, but this plan names tokenizer .*tok2" t2.out &&
   grep -q "resume with the plan (and tokenizer.json) of the run it came from" t2.out &&
   [ $rc = 2 ] && ok mixture_resume_other_tokenizer_refused ||
   fail mixture_resume_other_tokenizer_refused "exit $rc: $(tail -2 t2.out)"
 sed "s|tokenizer = \"[^\"]*\"|tokenizer = \"\"|" t1.lua >bytes.lua
 $BOOST train bytes.lua --backend cpu --quiet --resume run1 -D steps=3 >t3.out 2>&1
 rc=$?
-grep -q "trained with tokenizer CRC-32C $crc1, but this plan names no tokenizer (bytes)" t3.out &&
+grep -q "trained with tokenizer CRC-32C $crc1 .*, but this plan names no tokenizer" t3.out &&
   [ $rc = 2 ] && ok mixture_resume_without_tokenizer_refused ||
   fail mixture_resume_without_tokenizer_refused "exit $rc: $(tail -2 t3.out)"
 $BOOST train t1.lua --backend cpu --quiet --resume run1 -D steps=3 >t4.out 2>&1
 rc=$?
 [ $rc = 0 ] && ok mixture_resume_same_tokenizer ||
   fail mixture_resume_same_tokenizer "exit $rc: $(tail -2 t4.out)"
+# a checkpoint that records no tokenizer (bytes here; an import's step 0 alike) is taken, said
+$BOOST train bytes.lua --backend cpu --quiet -o run0 >t5.out 2>&1
+$BOOST train t1.lua --backend cpu --quiet --resume run0 -D steps=3 >t6.out 2>&1
+rc=$?
+[ $rc = 0 ] && grep -q "records no tokenizer; this run's text goes through .*tok1.json" t6.out &&
+  ok mixture_resume_unrecorded_tokenizer_noted ||
+  fail mixture_resume_unrecorded_tokenizer_noted "exit $rc: $(tail -2 t6.out)"
