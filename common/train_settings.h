@@ -34,6 +34,9 @@
       "this many spike steps in a row roll back to the last good checkpoint (0: never)") \
     X(spike_max_rollbacks, 1, 0, 1000000, 0, "2", \
       "rollbacks after which further spikes stop the run")
+/* Sources of one data mixture at most (a spec's data.sources, the plan's `source` lines). */
+#define DATA_MAX_SOURCES 16
+
 /* the `data` table of a spec and the plan's `data` line: */
 #define DATA_SETTING_ROWS(X) \
     X(val_fraction, 0, 0, 0.9, 0, "0.1", "share of the data held out for validation")

@@ -5,6 +5,7 @@
 #define BOOST_MODEL_H
 
 #include <stdint.h>
+#include "common/train_settings.h"   // defines: DATA_MAX_SOURCES
 
 #define MAX_LAYERS 256
 #define NAME_LEN 64
@@ -123,6 +124,9 @@ typedef struct {
     double val_fraction;
     char tokenizer[PATH_LEN]; /* "" or a Hugging Face tokenizer.json the text is tokenized with */
     uint32_t tokenizer_crc;   /* CRC-32C of that file's bytes when the spec was read */
+    int nsources;             /* a mixture (data.sources): its sources; 0: one source, data above */
+    char source_path[DATA_MAX_SOURCES][PATH_LEN];   /* each source's file or glob */
+    double source_weight[DATA_MAX_SOURCES];        /* its weight as written (> 0, not normalised) */
 } Run;
 
 /* One -D name=value override from the command line. */

@@ -139,7 +139,13 @@ void plan_write_header(const Graph *g, FILE *f) {
         pr_str(f, r->tokenizer);
         fprintf(f, " tokenizer_crc32c=%08x", r->tokenizer_crc);
     }
+    if (r->nsources) fprintf(f, " sources=%d", r->nsources);   /* a mixture: source lines follow */
     fputc('\n', f);
+    for (int i = 0; i < r->nsources; i++) {
+        fputs("source path=", f);
+        pr_str(f, r->source_path[i]);
+        fprintf(f, " weight=%.9g\n", r->source_weight[i]);
+    }
 }
 
 int plan_write(const Graph *g, FILE *f) {

@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <glob.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -181,6 +182,14 @@ static const Field DATA_FIELDS[] = {
     {"path", K_STR, 0, 0, 0, NULL, "corpus", "\"corpus\", a .bin token file or a .txt file"},
     {"tokenizer", K_STR, 0, 0, 0, NULL, "", "a tokenizer.json for text data (\"\": bytes)"},
     DATA_SETTING_ROWS(SPEC_FIELD)    /* val_fraction */
+    {"sources", K_TABLE, 0, 0, 0, NULL, NULL,
+     "a mixture instead of path: a list of {path=, weight=, tokenizer=}"},
+    {NULL},
+};
+static const Field SOURCE_FIELDS[] = {   /* one source of a data mixture */
+    {"path", K_STR, 0, 0, 0, NULL, NULL, "\"corpus\", a .bin token file, a glob or a text file"},
+    {"weight", K_NUM, 0, 1e9, 1, NULL, NULL, "its share of the training sequences (normalised)"},
+    {"tokenizer", K_STR, 0, 0, 0, NULL, "", "the run's tokenizer.json (\"\": the data table's)"},
     {NULL},
 };
 
@@ -189,7 +198,8 @@ static const Schema S_MODEL = {"model", MODEL_FIELDS}, S_COLA = {"cola", COLA_FI
     S_RANK = {"rank", RANK_TABLE_FIELDS}, S_GPU = {"gpu", GPU_FIELDS}, S_TUNE = {"tune", TUNE_FIELDS},
     S_RUN = {"run", RUN_FIELDS}, S_PARALLEL = {"parallel", PARALLEL_FIELDS},
     S_FEATURES = {"features", FEATURES_FIELDS}, S_TRAIN = {"train", TRAIN_FIELDS},
-    S_DATA = {"data", DATA_FIELDS}, S_MOE = {"moe", MOE_FIELDS};
+    S_DATA = {"data", DATA_FIELDS}, S_MOE = {"moe", MOE_FIELDS},
+    S_SOURCE = {"source", SOURCE_FIELDS};
 
 /* -D names and the field each one sets (table "run" = the run's top level). */
 typedef struct { const char *name; const Schema *schema; const char *key; } OverrideTarget;
@@ -1474,6 +1484,116 @@ static void check_run(Ctx *c, const Obj *par, const Obj *feat, const Obj *train)
         spec_error(c, key_loc(c, train, "min_lr"), "min_lr (%g) must not exceed lr (%g)", r->min_lr, r->lr);
 }
 
+/* ---------------------------------------------------------------- data mixtures */
+
+/* The line of each table item of the list `key = { {...}, {...} }` written at or after from_line:
+ * the line of each '{' one level inside the list (strings and -- comments skipped). Returns the
+ * items found (at most max); a list built by code rather than written out finds fewer. */
+static int list_item_lines(const char *text, int from_line, const char *key, int *lines, int max) {
+    int line = find_key_line(text, from_line, key), n = 0, depth = 0;
+    if (line <= 0) return 0;
+    const char *p = text;
+    for (int l = 1; *p && l < line; p++) if (*p == '\n') l++;
+    p = strstr(p, key);
+    while (p && *p && n < max) {
+        char q = *p;
+        if (q == '\n') line++;
+        else if (q == '"' || q == '\'') {   /* a string: to its closing quote */
+            for (p++; *p && *p != q && *p != '\n'; p++) if (*p == '\\' && p[1]) p++;
+            if (!*p) break;
+        } else if (q == '-' && p[1] == '-') {   /* a comment: to the end of the line */
+            while (p[1] && p[1] != '\n') p++;
+        } else if (q == '{') {
+            if (++depth == 2) lines[n++] = line;
+        } else if (q == '}' && --depth <= 0) break;
+        p++;
+    }
+    return n;
+}
+
+/* A source's path names data: "corpus", or a file or glob matching one from the current folder
+ * or the repository root (the folder above specs/), as the runtime resolves it. */
+static int source_found(const Ctx *c, const char *path) {
+    if (!strcmp(path, "corpus")) return 1;
+    char alt[2 * PATH_LEN + 8];
+    snprintf(alt, sizeof alt, "%s/../%s", c->specs_dir, path);
+    for (int k = 0; k < (path[0] == '/' ? 1 : 2); k++) {
+        glob_t g;
+        int found = glob(k ? alt : path, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+        if (found) found = file_exists(g.gl_pathv[0]);
+        globfree(&g);
+        if (found) return 1;
+    }
+    return 0;
+}
+
+/* One source of data.sources (the item on top of the stack, the index-th, written at line):
+ * path, weight and its tokenizer, which must be the run's one tokenizer. */
+static void read_source(Ctx *c, const Obj *data, int index, int line) {
+    Run *r = c->run;
+    Loc at = data->loc;
+    if (line > 0) at.line = line;
+    if (lua_type(c->L, -1) != LUA_TTABLE)
+        spec_error(c, at, "data.sources[%d] must be a table {path = ..., weight = ...}", index + 1);
+    Obj so = make_obj(c, -1, &S_SOURCE, at);
+    check_keys(c, &so);
+    char *path = r->source_path[index], tok[PATH_LEN];
+    get_string(c, &so, "path", path, PATH_LEN);
+    if (!path[0]) spec_error(c, at, "data.sources[%d] has an empty path: name its file", index + 1);
+    if (!source_found(c, path))
+        spec_error(c, key_loc(c, &so, "path"), "data.sources[%d]: %s matches no file (paths are "
+                   "taken from the current folder, then from the repository root)", index + 1,
+                   path);
+    r->source_weight[index] = get_num(c, &so, "weight");
+    get_string(c, &so, "tokenizer", tok, sizeof tok);
+    if (!tok[0]) return;
+    uint32_t crc = 0;
+    Loc tloc = key_loc(c, &so, "tokenizer");
+    if (crc32c_file(tok, &crc) != 0)
+        spec_error(c, tloc, "tokenizer %s: %s (give the path of a tokenizer.json relative to the "
+                   "current folder)", tok, strerror(errno));
+    if (!r->tokenizer[0]) {
+        snprintf(r->tokenizer, sizeof r->tokenizer, "%s", tok);
+        r->tokenizer_crc = crc;
+    } else if (crc != r->tokenizer_crc)
+        spec_error(c, tloc, "data.sources[%d] names tokenizer %s, but the run's is %s (another "
+                   "file): all sources of a run share one tokenizer, as the model has one "
+                   "vocabulary; name the same tokenizer.json or none", index + 1, tok,
+                   r->tokenizer);
+}
+
+/* data.sources = { {path=, weight=, tokenizer=}, ... }: a mixture instead of data.path. */
+static void read_mixture(Ctx *c, const Obj *data) {
+    lua_State *L = c->L;
+    Run *r = c->run;
+    r->nsources = 0;
+    int t = push_field(c, data, "sources");
+    if (t == LUA_TNIL) { lua_pop(L, 1); return; }
+    Loc loc = key_loc(c, data, "sources"), path_loc = key_loc(c, data, "path");
+    lua_pushstring(L, "path");
+    int has_path = lua_rawget(L, data->idx) != LUA_TNIL;
+    lua_pop(L, 1);
+    if (has_path && path_loc.ov >= 0) { lua_pop(L, 1); return; }   /* -D data=: one source */
+    if (has_path)
+        spec_error(c, path_loc, "data has both path and sources: a mixture names its files in "
+                   "sources; drop path");
+    lua_Integer n = t == LUA_TTABLE ? (lua_Integer)lua_rawlen(L, -1) : 0;
+    if (n < 1 || n > DATA_MAX_SOURCES)
+        spec_error(c, loc, "sources must be a list of 1 to %d tables {path = ..., weight = ...}",
+                   DATA_MAX_SOURCES);
+    int lines[DATA_MAX_SOURCES] = {0};
+    if (loc.src >= 0 && loc.ov < 0)
+        list_item_lines(c->src[loc.src].text, loc.line, "sources", lines, DATA_MAX_SOURCES);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, -1, i);
+        read_source(c, data, (int)i - 1, lines[i - 1]);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    r->nsources = (int)n;
+    snprintf(r->data, sizeof r->data, "%s", r->source_path[0]);   /* what eval reads by default */
+}
+
 static void read_run(Ctx *c, int run_src) {
     lua_State *L = c->L;
     Run *r = c->run;
@@ -1540,6 +1660,7 @@ static void read_run(Ctx *c, int run_src) {
         spec_error(c, key_loc(c, &data, "tokenizer"), "tokenizer %s: %s (give the path of a "
                    "tokenizer.json, e.g. one made by 'boost tokenizer train', relative to the "
                    "current folder)", r->tokenizer, strerror(errno));
+    read_mixture(c, &data);
 
     check_run(c, &par, &feat, &train);
 }

@@ -169,6 +169,12 @@ static void write_state_text(FILE *f, const CkptState *st, const CkptFile *files
     fprintf(f, "  \"step\": %lld,\n  \"data_position\": %lld,\n  \"data_sequences\": %lld,\n  \"seed\": \"0x%llx\",\n",
             (long long)st->step, (long long)st->data_position, (long long)st->data_sequences, (unsigned long long)st->seed);
     fprintf(f, "  \"rng\": \"data order is a function of (seed, data_sequences); no other random state\",\n");
+    if (st->nsources > 0) {   /* a data mixture: where each source's order stands */
+        fputs("  \"data_taken\": [", f);
+        for (int i = 0; i < st->nsources; i++)
+            fprintf(f, "%s%lld", i ? ", " : "", (long long)st->data_taken[i]);
+        fputs("],\n", f);
+    }
     fprintf(f, "  \"tp\": %d,\n  \"layout\": ", st->tp);
     json_write_string(f, st->layout);
     fprintf(f, ",\n  \"backend\": ");
@@ -421,6 +427,16 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     st->step = step;
     st->data_position = pos;
     if (!int_field(root, "data_sequences", &st->data_sequences)) st->data_sequences = -1;
+    const Json *taken = json_get(root, "data_taken");
+    int ntaken = taken && taken->type == JSON_ARRAY ? taken->n : 0;
+    for (int i = 0; i < ntaken && i < DATA_MAX_SOURCES; i++) {
+        const Json *v = &taken->items[i];
+        if (v->type != JSON_NUMBER || v->num < 0 || v->num > 9007199254740992.0) {
+            snprintf(err, errlen, "%s: data_taken[%d] is not a count of sequences", path, i);
+            json_free(root); return 2;
+        }
+        st->data_taken[st->nsources++] = (int64_t)v->num;
+    }
     if (ncanons > INT32_MAX || tp < 1 || tp > 4096) {
         snprintf(err, errlen, "%s: canons=%lld or tp=%lld is out of range", path,
                  (long long)ncanons, (long long)tp);

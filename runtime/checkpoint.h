@@ -41,6 +41,8 @@ typedef struct {
     int has_tokenizer;        /* the run's text went through a tokenizer.json (its copy lies in the
                                * run's folder): "tokenizer_crc32c" holds that file's CRC-32C */
     uint32_t tokenizer_crc;
+    int nsources;             /* a data mixture: its sources (0: one source) */
+    int64_t data_taken[DATA_MAX_SOURCES];   /* sequences each source gave before data_sequences */
     CkptFile *files; int nfiles;   /* read: the "files" record (none in folders saved before it existed) */
     int sharded;              /* "storage": "sharded" (rank files + index.json) or "full" (absent: full) */
     int state_checked; /* read: state.json carried its own checksum ("state_crc32c"), matching */

@@ -129,6 +129,7 @@ typedef struct {
     int section;                   /* -1 header, 0 fwd, 1 bwd, 2 optimizer */
     int saw_optimizer_line;
     int seen_model, seen_run, seen_train, seen_arena, seen_data;
+    int sources_read;              /* `source` lines so far (the data line's sources=N wants N) */
     int pending_members;           /* members still expected by the last grouped_gemm */
     int step_index;                /* over forward + backward */
 } Loader;
@@ -464,7 +465,29 @@ static int line_data(Loader *L, Line *ln) {
         p->tokenizer_crc = (uint32_t)x;
     }
     if (line_settings(L, ln, 1)) return -1;
+    int64_t n = 0;
+    if ((v = get(ln, "sources")) && (parse_i64(v, &n) || n < 1 || n > DATA_MAX_SOURCES))
+        return fail(L, "data: sources=%s: want 1 to %d (the source lines of a mixture)", v,
+                    DATA_MAX_SOURCES);
+    p->nsources = (int)n;
     L->seen_data = 1;
+    return 0;
+}
+
+/* `source path=P weight=W`: one source of the data line's mixture, in order. */
+static int line_source(Loader *L, Line *ln) {
+    Plan *p = L->p;
+    const char *v = get(ln, "path"), *w = get(ln, "weight");
+    double weight = 0;
+    if (!L->seen_data || L->sources_read >= p->nsources)
+        return fail(L, "source: more source lines than the data line's sources=%d", p->nsources);
+    if (!v || !v[0] || strlen(v) >= sizeof p->sources[0].path)
+        return fail(L, "source: path= is missing, empty or longer than %zu bytes",
+                    sizeof p->sources[0].path - 1);
+    if (!w || parse_f64(w, &weight) || !(weight > 0))
+        return fail(L, "source: weight=%s: want a number > 0", w ? w : "(missing)");
+    copy_name(p->sources[L->sources_read].path, sizeof p->sources[0].path, v);
+    p->sources[L->sources_read++].weight = weight;
     return 0;
 }
 
@@ -1237,6 +1260,9 @@ static int line_section(Loader *L, Line *ln) {
         return fail(L, "section %s out of order: sections are forward, backward, optimizer, each once", ln->tok[1]);
     if (want == 0 && (!L->seen_model || !L->seen_run || !L->seen_train || !L->seen_arena))
         return fail(L, "the header lines (model, run, train, arena) must come before section forward");
+    if (want == 0 && L->sources_read != L->p->nsources)
+        return fail(L, "data: sources=%d but %d source lines before section forward",
+                    L->p->nsources, L->sources_read);
     L->section = want;
     return 0;
 }
@@ -1466,6 +1492,7 @@ Plan *plan_parse_text(const char *path, char *text, char *err, size_t errlen) {
             else if (!strcmp(w, "run")) line_run(&L, &ln);
             else if (!strcmp(w, "train")) line_train(&L, &ln);
             else if (!strcmp(w, "data")) line_data(&L, &ln);
+            else if (!strcmp(w, "source")) line_source(&L, &ln);
             else if (!strcmp(w, "arena")) line_arena(&L, &ln);
             else if (!L.seen_run && (!strcmp(w, "canon") || !strcmp(w, "param") || !strcmp(w, "part") || !strcmp(w, "buffer")))
                 fail(&L, "'%s' before the 'run' line (the header comes first)", w);

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include "common/train_settings.h"   // defines: DATA_MAX_SOURCES
 
 #define PLAN_VERSION 1
 #define PLAN_NAME_LEN 96
@@ -161,6 +162,8 @@ typedef struct {
     double val_fraction;
     char tokenizer_path[512]; /* data line's tokenizer= ("" for none: text is bytes) */
     uint32_t tokenizer_crc;   /* its tokenizer_crc32c=: the file's CRC-32C when the plan was made */
+    int nsources;             /* a data mixture: the data line's sources=N, then N `source` lines */
+    struct { char path[512]; double weight; } sources[DATA_MAX_SOURCES];   /* weight > 0 */
     int64_t arena_bytes;
     int arena_slots;          /* `arena act ... slots=K` (pipeline stages): K copies of the arena, one per micro-batch in flight; 1 by default */
     /* tables */

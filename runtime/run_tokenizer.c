@@ -36,8 +36,10 @@ static int copy_tokenizer(const char *src, const char *dir, char *err, size_t er
     return 0;
 }
 
-int run_data_open(const Plan *p, const char *outdir, TokenSet *set, char *err, size_t errlen) {
-    if (!p->tokenizer_path[0]) return data_open(p->data_path, set, err, errlen);
+/* The data at path (the plan's, or one source's) with the plan's tokenizer, as run_data_open. */
+static int open_data(const Plan *p, const char *path, const char *outdir, TokenSet *set, char *err,
+                     size_t errlen) {
+    if (!p->tokenizer_path[0]) return data_open(path, set, err, errlen);
     char resolved[4200];
     Bpe *b = data_load_tokenizer(p->tokenizer_path, p->tokenizer_crc, resolved, sizeof resolved,
                                  err, errlen);
@@ -50,10 +52,26 @@ int run_data_open(const Plan *p, const char *outdir, TokenSet *set, char *err, s
         bpe_free(b);
         return 2;
     }
-    int rc = data_open_bpe(p->data_path, b, p->tokenizer_crc, resolved, set, err, errlen);
+    int rc = data_open_bpe(path, b, p->tokenizer_crc, resolved, set, err, errlen);
     bpe_free(b);
     if (!rc && outdir && (rc = copy_tokenizer(resolved, outdir, err, errlen))) tokenset_close(set);
     return rc;
+}
+
+int run_data_open(const Plan *p, const char *outdir, TokenSet *set, char *err, size_t errlen) {
+    return open_data(p, p->data_path, outdir, set, err, errlen);
+}
+
+int run_data_open_sources(const Plan *p, const char *outdir, TokenSet *sets, char *err,
+                          size_t errlen) {
+    for (int i = 0; i < p->nsources; i++) {
+        int rc = open_data(p, p->sources[i].path, i ? NULL : outdir, &sets[i], err, errlen);
+        if (rc) {
+            while (i-- > 0) tokenset_close(&sets[i]);
+            return rc;
+        }
+    }
+    return 0;
 }
 
 Bpe *run_tokenizer_of_checkpoint(const char *step_dir, uint32_t crc, char *path, size_t pathlen,

@@ -15,6 +15,10 @@
  * named), else the text tokenized (or the cached tokens reused) and, with outdir, the tokenizer
  * copied to outdir/tokenizer.json. 0, 2 or 1 with err. */
 int run_data_open(const Plan *p, const char *outdir, TokenSet *set, char *err, size_t errlen);
+/* A mixture's sources (p->nsources of them) into sets[], each as run_data_open opens the data
+ * (one tokenizer for all); on failure none stays open. 0, 2 or 1 with err. */
+int run_data_open_sources(const Plan *p, const char *outdir, TokenSet *sets, char *err,
+                          size_t errlen);
 /* The tokenizer of a checkpoint whose state.json records one (crc): the run's copy,
  * STEP_DIR/../tokenizer.json (its path in path), checked against crc and loaded. NULL with err. */
 Bpe *run_tokenizer_of_checkpoint(const char *step_dir, uint32_t crc, char *path, size_t pathlen,

@@ -63,6 +63,8 @@ typedef struct {
     int win_n, win_at;        /* values held (up to spike_window) and the next slot to write */
     int rollbacks;            /* rollbacks after spikes in this process */
     int64_t spikes;           /* steps skipped as spikes in this process */
+    TokenSet mix_sets[DATA_MAX_SOURCES];   /* a data mixture: each source's tokens */
+    int nmix_sets;
 } Trainer;
 
 static double now_s(void) {
@@ -95,7 +97,11 @@ int train_apply_overrides(Plan *p, const TrainOverride *ov, int nov, char *err, 
     int set_min_lr = 0, set_lr = 0;
     for (int i = 0; i < nov; i++) {
         const char *k = ov[i].name, *v = ov[i].value;
-        if (!strcmp(k, "data")) { snprintf(p->data_path, sizeof p->data_path, "%s", v); continue; }
+        if (!strcmp(k, "data")) {   /* one source instead of the plan's data (or mixture) */
+            snprintf(p->data_path, sizeof p->data_path, "%s", v);
+            p->nsources = 0;
+            continue;
+        }
         const TrainSetting *s = train_setting(k);
         if (!s) {
             char names[400];
@@ -249,6 +255,8 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
     st.skipped = t->skipped;
     st.has_tokenizer = p->tokenizer_path[0] != 0;
     st.tokenizer_crc = p->tokenizer_crc;
+    st.nsources = t->batcher.nsources;
+    if (st.nsources) mixture_taken(&t->batcher, t->data_seq, st.data_taken);
     char err[4096], saved[1200];
     t->bad_canon = -1;
     double t0 = now_s();
@@ -304,6 +312,86 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
     return 0;
 }
 
+/* The checkpoint's tokenizer (state.json's CRC-32C) must be the plan's: its weights learned that
+ * vocabulary. A checkpoint that records none (imported, or trained on token files) is taken with
+ * a note. 1 (said) when they differ. */
+static int tokenizer_differs(const Plan *p, const CkptState *st, const char *dir) {
+    int has = p->tokenizer_path[0] != 0;
+    if (!st->has_tokenizer) {
+        if (has)
+            printf("note: %s records no tokenizer; this run's text goes through %s\n", dir,
+                   p->tokenizer_path);
+        return 0;
+    }
+    if (has && st->tokenizer_crc == p->tokenizer_crc) return 0;
+    char now[700] = "no tokenizer (bytes or token files)";
+    if (has)
+        snprintf(now, sizeof now, "tokenizer %s (CRC-32C 0x%08x)", p->tokenizer_path,
+                 (unsigned)p->tokenizer_crc);
+    fail(2, "%s: the checkpoint was trained with tokenizer CRC-32C 0x%08x (its copy: the run "
+         "folder's tokenizer.json), but this plan names %s: its token ids would mean other text; "
+         "resume with the plan (and tokenizer.json) of the run it came from, name that tokenizer "
+         "in the run's data, or start a new run without --resume", dir,
+         (unsigned)st->tokenizer_crc, now);
+    return 1;
+}
+
+/* A data mixture continues each source's order where the checkpoint left it (its data_taken);
+ * a checkpoint of another data (no or other sources) restarts the count by the rule. */
+static void resume_mixture(Trainer *t, const CkptState *st) {
+    Batcher *b = &t->batcher;
+    if (!b->nsources) return;
+    int same = st->nsources == b->nsources;
+    mixture_seek(b, t->data_seq, same ? st->data_taken : NULL);
+    if (!same)
+        printf("note: the checkpoint's data had %d mixture sources, this plan has %d: each "
+               "source's position is counted by the mixture rule up to sequence %lld\n",
+               st->nsources, b->nsources, (long long)t->data_seq);
+}
+
+/* `,"data_tokens":[...]`: the training tokens each mixture source gave so far ("" without one). */
+static void mixture_log(Trainer *t, char *out, size_t n) {
+    Batcher *b = &t->batcher;
+    int64_t taken[DATA_MAX_SOURCES];
+    out[0] = 0;
+    if (!b->nsources) return;
+    mixture_taken(b, t->data_seq, taken);
+    size_t used = (size_t)snprintf(out, n, ",\"data_tokens\":[");
+    for (int i = 0; i < b->nsources && used < n; i++)
+        used += (size_t)snprintf(out + used, n - used, "%s%lld", i ? "," : "",
+                                 (long long)(taken[i] * b->seq));
+    if (used < n) snprintf(out + used, n - used, "]");
+}
+
+/* The plan's data into the batcher: one token set (ts), or a mixture of sources (kept in the
+ * trainer; ts then stays empty and names the mixture). 0, or the exit status (said). */
+static int open_training_data(Trainer *t, TokenSet *ts) {
+    const Plan *p = t->plan;
+    char err[4096];
+    memset(ts, 0, sizeof *ts);
+    if (!p->nsources) {
+        int rc = run_data_open(p, t->opt->outdir, ts, err, sizeof err);   /* tokenizer= too */
+        if (!rc)
+            rc = batcher_init_set(&t->batcher, ts, p->val_fraction, p->micro_batch, p->seq,
+                                  p->vocab, p->seed, err, sizeof err);
+        if (rc) { tokenset_close(ts); return fail(rc, "%s", err); }
+        return 0;
+    }
+    int rc = run_data_open_sources(p, t->opt->outdir, t->mix_sets, err, sizeof err);
+    if (rc) return fail(rc, "%s", err);
+    t->nmix_sets = p->nsources;
+    double w[DATA_MAX_SOURCES];
+    for (int i = 0; i < p->nsources; i++) w[i] = p->sources[i].weight;
+    rc = batcher_init_mixture(&t->batcher, t->mix_sets, w, p->nsources, p->val_fraction,
+                              p->micro_batch, p->seq, p->vocab, p->seed, err, sizeof err);
+    if (rc) return fail(rc, "%s", err);
+    size_t used = (size_t)snprintf(ts->source, sizeof ts->source, "mixture of");
+    for (int i = 0; i < p->nsources && used < sizeof ts->source; i++)
+        used += (size_t)snprintf(ts->source + used, sizeof ts->source - used, "%s %s (%.3g)",
+                                 i ? "," : "", t->mix_sets[i].source, t->batcher.weights[i]);
+    return 0;
+}
+
 static int resume_from(Trainer *t, const char *arg) {
     char dir[1200], err[4096], notes[4096];
     if (ckpt_resolve(arg, dir, sizeof dir, notes, sizeof notes, err, sizeof err)) return fail(2, "%s", err);
@@ -331,6 +419,7 @@ static int resume_from(Trainer *t, const char *arg) {
         ckpt_state_free(&st);
         return rc;
     }
+    if (tokenizer_differs(t->plan, &st, dir)) { ckpt_state_free(&st); return 2; }
     if (st.step > t->plan->steps) {
         int rc = fail(2, "%s: the checkpoint is at step %lld, past this run's %d steps: raise steps (-D steps=N)",
                       dir, (long long)st.step, t->plan->steps);
@@ -378,6 +467,7 @@ static int resume_from(Trainer *t, const char *arg) {
     t->step = (int)st.step;
     // older checkpoints count micro-batches of a dp=1 run only
     t->data_seq = st.data_sequences >= 0 ? st.data_sequences : st.data_position * t->plan->micro_batch;
+    resume_mixture(t, &st);
     t->skipped = st.skipped;
     for (int i = 0; i < st.nlosses && i < t->plan->steps; i++) t->losses[i] = st.losses[i];
     for (int i = 0; i < st.nval; i++) {
@@ -545,6 +635,7 @@ static void trainer_free(Trainer *t) {
     if (t->e) engine_free(t->e);
     moe_stats_free(&t->moe);
     batcher_free(&t->batcher);
+    for (int i = 0; i < t->nmix_sets; i++) tokenset_close(&t->mix_sets[i]);
     free(t->canons); free(t->buf); free(t->inputs); free(t->targets);
     free(t->losses); free(t->val_losses); free(t->val_steps);
     free(t->slices);
@@ -690,6 +781,8 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         r.avg_tokens_per_s = (double)tokens_per_step * (t->step - first_step) / (train_time > 0 ? train_time : 1e-9);
         static char moe_json[1 << 16];
         moe_stats_json(&t->moe, moe_json, sizeof moe_json);
+        size_t json_len = strlen(moe_json);
+        mixture_log(t, moe_json + json_len, sizeof moe_json - json_len);
         lg->extra = moe_json;
         if ((p->eval_every > 0 && t->step % p->eval_every == 0) || t->step == p->steps) {
             if (validate(t, &r.val_loss)) return 1;
@@ -793,10 +886,8 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
         printf("note: resuming without -o: no checkpoints will be saved\n");
 
     TokenSet ts;
-    int rc = run_data_open(p, opt->outdir, &ts, err, sizeof err);   /* tokenizer= too */
-    if (rc) return fail(rc, "%s", err);
-    rc = batcher_init_set(&t.batcher, &ts, p->val_fraction, p->micro_batch, p->seq, p->vocab, p->seed, err, sizeof err);
-    if (rc) { tokenset_close(&ts); return fail(rc, "%s", err); }
+    int rc = open_training_data(&t, &ts);
+    if (rc) { trainer_free(&t); return rc; }
 
     // the canonical tensors: what checkpoints hold, whatever the layout and tp
     t.ncanons = pl ? pipeline_canon_count(pl) : p->ncanons;   /* pp > 1: the union of the stages' canons */
