@@ -50,7 +50,8 @@ enum KernelGrad {
       "x=rows,cols,ldx gamma=1,cols rstd:fp32=1,rows dout=rows,cols,ldo dot:fp32?=1,rows " \
       "dx?=rows,cols,lddx dgamma:fp32?=1,cols", \
       "rows cols ?ldx=cols ?ldo=cols divisor=cols ?acc=0 ?phase=0 ?lddx=ldx") \
-    X(SUMSQ, "sumsq", KL_ROW, KG_STOP, "", "x=rows,cols,ldx out:fp32=1,rows", "rows cols ?ldx=cols") \
+    X(SUMSQ, "sumsq", KL_ROW, KG_STOP, "", "x=rows,cols,ldx out:fp32=1,rows", \
+      "rows cols ?ldx=cols") \
     X(ONLINE_NORM_FWD, "online_norm_fwd", KL_ROW, KG_RULE, "online_norm_bwd", \
       "x=rows,cols,ldx gamma=1,cols xhat=rows,cols,ldxhat rho:fp32=1,rows stat=rows,1,ldstat", \
       "rows cols ?ldx=cols ?ldstat=1 divisor=cols eps=1e-5 ?ldxhat=cols") \

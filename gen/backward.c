@@ -246,7 +246,9 @@ static void copy_consts(Op *o, const Op *f, const char *keys) {
 static const Op *moe_router_of(const Graph *g, const char *key, int t) {
     for (int i = 0; i < g->nfwd; i++) {
         const Op *o = &g->fwd[i];
-        if (o->kind == OP_KERNEL && kcat_find(o->k.kind) == KK_MOE_ROUTER && opi(o, key) >= 0 && o->ops[opi(o, key)].t == t) return o;
+        if (o->kind == OP_KERNEL && kcat_find(o->k.kind) == KK_MOE_ROUTER && opi(o, key) >= 0 &&
+            o->ops[opi(o, key)].t == t)
+            return o;
     }
     return NULL;
 }
@@ -265,24 +267,34 @@ static void rule_moe_combine(Bw *b, const Op *f) {
     GView deo = gview(g, OPV("eo"), E * cap, cols), dg = gview(g, OPV("gates"), rows, K);
     if (need_full(b, &dout)) return;
     if (wacc(b, &deo) || wacc(b, &dg)) {
-        if (!b->rc_failed) bfail(b, "backward: moe_combine_bwd overwrites %s, which already holds a gradient%s", g->t[deo.v.t].name, "");
+        if (!b->rc_failed)
+            bfail(b, "backward: moe_combine_bwd overwrites %s, which already holds a gradient%s",
+                  g->t[deo.v.t].name, "");
         return;
     }
     const Op *router = moe_router_of(g, "sel", OPV("sel").t);
     if (!router) { bfail(b, "backward: internal: no router for %s%s", f->chunk, ""); return; }
     int src = router->ops[opi(router, "src")].t;
     Op *o = bk(b, KK_MOE_COMBINE_BWD);
-    kop(o, "dout", dout.v); kop(o, "src", FV(b, opnd(src, 0, 0))); kop(o, "gates", FV(b, OPV("gates")));
+    kop(o, "dout", dout.v);
+    kop(o, "src", FV(b, opnd(src, 0, 0)));
+    kop(o, "gates", FV(b, OPV("gates")));
     kop(o, "deo", deo.v);
-    k_const(o, "rows", (double)(E * cap)); k_const(o, "cols", (double)cols); k_const(o, "top_k", (double)K);
-    k_const(o, "tokens", (double)rows); k_const(o, "ldo", (double)dout.v.ld); k_const(o, "ldde", (double)deo.v.ld);
+    k_const(o, "rows", (double)(E * cap));
+    k_const(o, "cols", (double)cols);
+    k_const(o, "top_k", (double)K);
+    k_const(o, "tokens", (double)rows);
+    k_const(o, "ldo", (double)dout.v.ld);
+    k_const(o, "ldde", (double)deo.v.ld);
     o = bk(b, KK_MOE_GATES_BWD);
     kop(o, "dout", dout.v); kop(o, "eo", FV(b, OPV("eo"))); kop(o, "sel", FV(b, OPV("sel")));
     kop(o, "slot", FV(b, OPV("slot"))); kop(o, "dgates", dg.v);
-    k_const(o, "rows", (double)rows); k_const(o, "cols", (double)cols); k_const(o, "top_k", (double)K);
+    k_const(o, "rows", (double)rows);
+    k_const(o, "cols", (double)cols);
+    k_const(o, "top_k", (double)K);
     k_const(o, "experts", (double)E); k_const(o, "capacity", (double)cap);
     k_const(o, "ldo", (double)dout.v.ld); k_const(o, "lde", kconst(f, "lde"));
-    if (g->t[OPV("out").t].state == PS_REPLICATED) {   /* rank-space combine (shared down B): whole */
+    if (g->t[OPV("out").t].state == PS_REPLICATED) { /* rank-space combine (shared down B): whole */
         wmark(g, &deo); wmark(g, &dg);
         return;
     }
@@ -310,11 +322,15 @@ static void rule_moe_dispatch(Bw *b, const Op *f) {
     int sel = router->ops[opi(router, "sel")].t, slot = router->ops[opi(router, "slot")].t;
     int64_t E = (int64_t)kconst(router, "experts"), cap = (int64_t)kconst(router, "capacity");
     Op *o = bk(b, KK_MOE_DISPATCH_BWD);
-    kop(o, "dout", dout.v); kop(o, "sel", FV(b, opnd(sel, 0, 0))); kop(o, "slot", FV(b, opnd(slot, 0, 0)));
+    kop(o, "dout", dout.v);
+    kop(o, "sel", FV(b, opnd(sel, 0, 0)));
+    kop(o, "slot", FV(b, opnd(slot, 0, 0)));
     kop(o, "dx", dx.v);
     k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols); k_const(o, "top_k", (double)K);
     k_const(o, "experts", (double)E); k_const(o, "capacity", (double)cap);
-    k_const(o, "ldo", (double)dout.v.ld); k_const(o, "lddx", (double)dx.v.ld); k_const(o, "acc", acc);
+    k_const(o, "ldo", (double)dout.v.ld);
+    k_const(o, "lddx", (double)dx.v.ld);
+    k_const(o, "acc", acc);
     wmark(g, &dx);
 }
 
@@ -328,7 +344,9 @@ static void rule_moe_router(Bw *b, const Op *f) {
     int acc = wacc(b, &dl);
     if (acc < 0) return;
     Op *o = bk(b, KK_MOE_ROUTER_BWD);
-    kop(o, "probs", FV(b, OPV("probs"))); kop(o, "sel", FV(b, OPV("sel"))); kop(o, "gates", FV(b, OPV("gates")));
+    kop(o, "probs", FV(b, OPV("probs")));
+    kop(o, "sel", FV(b, OPV("sel")));
+    kop(o, "gates", FV(b, OPV("gates")));
     kop(o, "aux", FV(b, OPV("aux"))); kop(o, "dgates", dg.v); kop(o, "dlogits", dl.v);
     copy_consts(o, f, "rows experts top_k norm coef zcoef");
     k_const(o, "scale", 1.0 / (g->run->grad_accum > 0 ? g->run->grad_accum : 1));

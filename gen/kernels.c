@@ -1,5 +1,5 @@
-/* kernels.c: specialises the fused kernels of the catalog (common/kernel_catalog.h) for one run and
- * GPU. kernel_specialise checks a kernel's constants against the catalog, names it procedurally
+/* kernels.c: specialises the fused kernels of the catalog (common/kernel_catalog.h) for one run
+ * and GPU. kernel_specialise checks a kernel's constants against the catalog, names it procedurally
  * and picks its launch configuration; kernels_emit fills the templates/ text (holes {{KEY}}) with
  * the constants and writes one self-contained kernels.cu. */
 #include <ctype.h>
@@ -26,7 +26,8 @@ static int kind_spec(const char *kind, KindSpec *ks) {
     ks->id = kcat_find(kind);
     if (ks->id < 0) return -1;
     ks->launch = kcat_kind(ks->id)->launch;
-    for (ks->nops = 0; ks->nops < KMAX_OPS && kcat_operand(ks->id, ks->nops, &ks->ops[ks->nops]) == 0;)
+    for (ks->nops = 0;
+         ks->nops < KMAX_OPS && kcat_operand(ks->id, ks->nops, &ks->ops[ks->nops]) == 0;)
         ks->nops++;
     return 0;
 }
@@ -81,7 +82,8 @@ static int vec_width(const KernelInst *k, const KindSpec *ks) {
     if ((int64_t)const_value(k, "cols") % 8) return 1;
     KcatConst c;
     for (int i = 0; kcat_const(ks->id, i, &c) == 0; i++)
-        if (!strncmp(c.key, "ld", 2) && strcmp(c.key, "ldstat") && (int64_t)const_value(k, c.key) % 8)
+        if (!strncmp(c.key, "ld", 2) && strcmp(c.key, "ldstat") &&
+            (int64_t)const_value(k, c.key) % 8)
             return 1;
     return 8;
 }
@@ -221,15 +223,18 @@ static int attention_launch(KernelInst *k, const KindSpec *ks, const Gpu *gpu, i
     int hd = (int)const_value(k, "head_dim");
     int heads = (int)const_value(k, "heads"), kvh = (int)const_value(k, "kv_heads");
     if (hd % 16 || hd < 32 || (hd > 128 && hd != 256)) {
-        snprintf(err, errlen, "kernel %s: head_dim %d not supported (a multiple of 16 from 32 to 128, "
-                 "or 256)", k->kind, hd);
+        snprintf(err, errlen,
+                 "kernel %s: head_dim %d not supported (a multiple of 16 from 32 to 128, "
+                 "or 256)",
+                 k->kind, hd);
         return -1;
     }
     if (kvh <= 0 || heads % kvh) {
-        snprintf(err, errlen, "kernel %s: heads %d not a multiple of kv_heads %d", k->kind, heads, kvh);
+        snprintf(err, errlen, "kernel %s: heads %d not a multiple of kv_heads %d", k->kind, heads,
+                 kvh);
         return -1;
     }
-    if (attention_on_tensor_cores(k)) {   /* tiles in dynamic shared memory, up to the arch's opt-in */
+    if (attention_on_tensor_cores(k)) {   /* tiles in dynamic shared memory, to the arch's opt-in */
         attention_tiles_mma(bwd, hd, gpu_smem_optin(gpu), bq, bk);
         *block = 2 * *bq;   /* a warp per 16 rows */
         *smem = attention_smem_mma(bwd, hd, *bq, *bk);
@@ -250,8 +255,10 @@ static int attention_launch(KernelInst *k, const KindSpec *ks, const Gpu *gpu, i
 
 /* k's grid, block, dynamic shared memory, vector width and tiles from its launch shape and the
  * GPU's tuning table. */
-static int launch_config(KernelInst *k, const KindSpec *ks, const Gpu *gpu, char *err, size_t errlen) {
-    int row_block = block_of(gpu->tune_row_block, 256), elem_block = block_of(gpu->tune_elem_block, 256);
+static int launch_config(KernelInst *k, const KindSpec *ks, const Gpu *gpu, char *err,
+                         size_t errlen) {
+    int row_block = block_of(gpu->tune_row_block, 256);
+    int elem_block = block_of(gpu->tune_elem_block, 256);
     int bq = gpu->tune_attn_block_q > 0 ? gpu->tune_attn_block_q : 64;
     int bk = gpu->tune_attn_block_k > 0 ? gpu->tune_attn_block_k : 64;
     int64_t rows = (int64_t)const_value(k, "rows"), cols = (int64_t)const_value(k, "cols");
@@ -268,7 +275,8 @@ static int launch_config(KernelInst *k, const KindSpec *ks, const Gpu *gpu, char
     case KL_ELEM: block = elem_block; k->grid = (rows * (cols / vec) + block - 1) / block; break;
     case KL_ROPE: {
         block = elem_block;
-        int64_t pairs = rows * (int64_t)const_value(k, "heads") * ((int64_t)const_value(k, "head_dim") / 2);
+        int64_t pairs = rows * (int64_t)const_value(k, "heads") *
+                        ((int64_t)const_value(k, "head_dim") / 2);
         k->grid = (pairs + block - 1) / block;
         break;
     }
@@ -280,7 +288,8 @@ static int launch_config(KernelInst *k, const KindSpec *ks, const Gpu *gpu, char
     case KL_ROW_THREAD: block = elem_block; k->grid = (rows + block - 1) / block; break;
     case KL_KV: {
         block = elem_block;
-        int64_t n = rows * (int64_t)const_value(k, "kv_heads") * (int64_t)const_value(k, "head_dim");
+        int64_t n = rows * (int64_t)const_value(k, "kv_heads") *
+                    (int64_t)const_value(k, "head_dim");
         k->grid = (n + block - 1) / block;
         break;
     }
@@ -288,19 +297,25 @@ static int launch_config(KernelInst *k, const KindSpec *ks, const Gpu *gpu, char
         block = 128;
         k->grid = rows * (int64_t)const_value(k, "heads");
         if ((int64_t)const_value(k, "max_seq") > 8192) {
-            snprintf(err, errlen, "kernel attention_decode: max_seq %lld above 8192 (its scores live "
-                     "in shared memory)", (long long)const_value(k, "max_seq"));
+            snprintf(err, errlen,
+                     "kernel attention_decode: max_seq %lld above 8192 (its scores live "
+                     "in shared memory)",
+                     (long long)const_value(k, "max_seq"));
             return -1;
         }
         break;
     }
     }
-    if (ks->id == KK_MOE_ROUTER) {   /* shared memory: the chunk's block*top_k choices (4 B) within 16 KiB */
-        int64_t topk = (int64_t)const_value(k, "top_k"), experts = (int64_t)const_value(k, "experts");
+    /* moe_router's shared memory: the chunk's block*top_k choices (4 B) within 16 KiB */
+    if (ks->id == KK_MOE_ROUTER) {
+        int64_t topk = (int64_t)const_value(k, "top_k");
+        int64_t experts = (int64_t)const_value(k, "experts");
         while (block > 32 && 4 * block * topk > 16384) block /= 2;
         if (4 * block * topk > 16384 || experts > 1024) {
-            snprintf(err, errlen, "kernel moe_router: top_k %lld or experts %lld too large (at most "
-                     "128 and 1024)", (long long)topk, (long long)experts);
+            snprintf(err, errlen,
+                     "kernel moe_router: top_k %lld or experts %lld too large (at most "
+                     "128 and 1024)",
+                     (long long)topk, (long long)experts);
             return -1;
         }
     }
@@ -323,21 +338,31 @@ static void procedural_name(KernelInst *k, const KindSpec *ks) {
         const char *key = c.key;
         int i = find_const(k, key);
         if (i < 0) continue;
-        if (k->per_rank[i] != 0) { n += snprintf(name + n, sizeof name - n, "_%sR", kcat_const_tag(key)); continue; }
-        if (!strcmp(key, "act")) { n += snprintf(name + n, sizeof name - n, "_%s", k->val[i] ? "silu" : "id"); continue; }
+        if (k->per_rank[i] != 0) {
+            n += snprintf(name + n, sizeof name - n, "_%sR", kcat_const_tag(key));
+            continue;
+        }
+        if (!strcmp(key, "act")) {
+            n += snprintf(name + n, sizeof name - n, "_%s", k->val[i] ? "silu" : "id");
+            continue;
+        }
         if (kcat_const_is_float(key))
             n += snprintf(name + n, sizeof name - n, "_%s%.7g", kcat_const_tag(key), k->val[i]);
-        else n += snprintf(name + n, sizeof name - n, "_%s%lld", kcat_const_tag(key), (long long)k->val[i]);
+        else
+            n += snprintf(name + n, sizeof name - n, "_%s%lld", kcat_const_tag(key),
+                          (long long)k->val[i]);
     }
     for (int i = 0; i < ks->nops; i++)
         if (strcmp(op_dtype(k, ks, i), ks->ops[i].dtype))
             n += snprintf(name + n, sizeof name - n, "_%s%s", ks->ops[i].key, op_dtype(k, ks, i));
     if (ks->launch == KL_ATTN_FWD || ks->launch == KL_ATTN_BWD)
-        n += snprintf(name + n, sizeof name - n, attention_on_tensor_cores(k) ? "_bf16_tc_q%dk%d" : "_bf16_q%dk%d",
-                      k->tune_bq, k->tune_bk);
+        n += snprintf(name + n, sizeof name - n,
+                      attention_on_tensor_cores(k) ? "_bf16_tc_q%dk%d" : "_bf16_q%dk%d", k->tune_bq,
+                      k->tune_bk);
     else
         n += snprintf(name + n, sizeof name - n, "_bf16_b%lld", (long long)k->block);
-    for (char *c = name; *c; c++) if (*c == '.') *c = 'p'; else if (*c == '-') *c = 'm'; else if (*c == '+') *c = 'P';
+    for (char *c = name; *c; c++)
+        if (*c == '.') *c = 'p'; else if (*c == '-') *c = 'm'; else if (*c == '+') *c = 'P';
     if (n >= (int)sizeof k->name) {   /* too long: keep a prefix and a hash of the whole */
         uint32_t h = fnv1a32(name);
         snprintf(name + sizeof k->name - 10, 10, "_%08x", h);
@@ -349,10 +374,12 @@ static void procedural_name(KernelInst *k, const KindSpec *ks) {
 int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
     KindSpec ks;
     if (kind_spec(k->kind, &ks)) {
-        snprintf(err, errlen, "kernel kind '%s' is not in the catalog (docs/plan-format.md)", k->kind);
+        snprintf(err, errlen, "kernel kind '%s' is not in the catalog (docs/plan-format.md)",
+                 k->kind);
         return -1;
     }
-    if (check_consts(k, &ks, err, errlen) || launch_config(k, &ks, &run->gpu, err, errlen)) return -1;
+    if (check_consts(k, &ks, err, errlen) || launch_config(k, &ks, &run->gpu, err, errlen))
+        return -1;
     procedural_name(k, &ks);
     return 0;
 }
@@ -446,8 +473,10 @@ static int hole_value(const KernelInst *k, const KindSpec *ks, const char *hole,
     if (is_float) snprintf(out, n, "%.9gf", v);
     else snprintf(out, n, "%lldLL", (long long)v);
     /* plain int literals read better and keep int arithmetic where it fits */
-    if (!is_float && v >= -2147483647.0 && v <= 2147483647.0) snprintf(out, n, "%lld", (long long)v);
-    if (is_float && !strchr(out, '.') && !strchr(out, 'e') && !strchr(out, 'n') && !strchr(out, 'i'))
+    if (!is_float && v >= -2147483647.0 && v <= 2147483647.0)
+        snprintf(out, n, "%lld", (long long)v);
+    if (is_float && !strchr(out, '.') && !strchr(out, 'e') && !strchr(out, 'n') &&
+        !strchr(out, 'i'))
         snprintf(out, n, "%.9g.f", v);
     return 1;
 }

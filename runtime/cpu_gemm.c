@@ -9,18 +9,21 @@
 #include "runtime/cpu.h"
 
 /* Threads: each of the tp ranks of this process gets cpu_threads() = BOOST_THREADS (default: the
- * online cores less the machine's 1-minute load, which a busy shared machine needs) / tp, at least 1,
- * for the kernels' OpenMP loops and the GEMMs, so tp ranks x threads never oversubscribe the cores.
- * The split never changes a result's bits: a kernel row's arithmetic does not depend on it, and a
- * GEMM is cut into blocks fixed by its shape alone, each one single-threaded OpenBLAS call (OpenBLAS's
- * own threading would change the sums with the thread count). tests/sh/train_threads.sh checks a run. */
+ * online cores less the machine's 1-minute load, which a busy shared machine needs) / tp, at least
+ * 1, for the kernels' OpenMP loops and the GEMMs, so tp ranks x threads never oversubscribe the
+ * cores. The split never changes a result's bits: a kernel row's arithmetic does not depend on it,
+ * and a GEMM is cut into blocks fixed by its shape alone, each one single-threaded OpenBLAS call
+ * (OpenBLAS's own threading would change the sums with the thread count). tests/sh/train_threads.sh
+ * checks a run. */
 static int g_threads = 0;
 
 /* OpenMP threads that sleep when idle instead of spinning (unless OMP_WAIT_POLICY says otherwise):
  * on a shared machine a spinning thread takes the core that its team-mate waits for, and a step
  * runs ten times slower. Set before the OpenMP runtime reads its environment (a constructor of
  * higher priority than its own). */
-__attribute__((constructor(101))) static void omp_wait_passive(void) { setenv("OMP_WAIT_POLICY", "PASSIVE", 0); }
+__attribute__((constructor(101))) static void omp_wait_passive(void) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+}
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 static void blas_single(void) { openblas_set_num_threads(1); }
@@ -48,8 +51,8 @@ int cpu_threads(void) {
 }
 
 /* C = alpha op(A) op(B) + beta C, batch times, split over the threads in blocks of C's rows (or of
- * its columns when it has more columns than rows): at most 16 blocks of at least GEMM_MIN_BLOCK, fixed
- * by the shape, so any thread count computes every element with the same calls. */
+ * its columns when it has more columns than rows): at most 16 blocks of at least GEMM_MIN_BLOCK,
+ * fixed by the shape, so any thread count computes every element with the same calls. */
 #define GEMM_MIN_BLOCK 64
 void cpu_gemm(const GemmArgs *g, const float *A, const float *B, float *C) {
     pthread_once(&blas_once, blas_single);
@@ -77,8 +80,8 @@ void cpu_gemm(const GemmArgs *g, const float *A, const float *B, float *C) {
             c += b0;
             n = bl;
         }
-        cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans,
-                    (int)m, (int)n, (int)g->k, (float)g->alpha, a, (int)g->lda, bm, (int)g->ldb, (float)g->beta, c,
-                    (int)g->ldc);
+        cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
+                    g->tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)g->k, (float)g->alpha,
+                    a, (int)g->lda, bm, (int)g->ldb, (float)g->beta, c, (int)g->ldc);
     }
 }

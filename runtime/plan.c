@@ -18,8 +18,8 @@
 #define MAX_TOKENS 96
 #define MAX_PLAN_BYTES ((size_t)1 << 30)
 
-/* ---- kernel catalog: common/kernel_catalog.h, read here for the kinds, their operands in launch
- * order (the CUDA backend orders its launch arguments by plan_catalog_operand) and their extents ---- */
+/* ---- kernel catalog (common/kernel_catalog.h): the kinds, their operands in launch order (the
+ * CUDA backend orders its launch arguments by plan_catalog_operand) and their extents ---- */
 const char *plan_catalog_kind(int i) { return kcat_kind(i) ? kcat_name(i) : NULL; }
 
 double plan_step_flops(const Plan *p, const PlanStep *st) {
@@ -47,7 +47,10 @@ int plan_catalog_operand(const char *kind, int o, char *key, size_t n, int *dtyp
     KcatOperand op;
     if (kcat_operand(c, o, &op) != 0) return 1;
     if (n) snprintf(key, n, "%s", op.key);
-    if (dtype) *dtype = !strcmp(op.dtype, "bf16") ? PDT_BF16 : !strcmp(op.dtype, "fp32") ? PDT_FP32 : PDT_I32;
+    if (dtype)
+        *dtype = !strcmp(op.dtype, "bf16")   ? PDT_BF16
+                 : !strcmp(op.dtype, "fp32") ? PDT_FP32
+                                             : PDT_I32;
     if (optional) *optional = op.optional;
     return 0;
 }
@@ -678,9 +681,12 @@ static int parse_gemm_fields(Loader *L, Line *ln, GemmArgs *g, int batched) {
 }
 
 /* ---- kernels: operand extents, from the catalog's rows, and the rules of a few kinds ---- */
-static int64_t kc(const KernelArgs *k, const char *key, int64_t d) { return kernel_int(k, key, 0, d); }
+static int64_t kc(const KernelArgs *k, const char *key, int64_t d) {
+    return kernel_int(k, key, 0, d);
+}
 
-static int kview(Loader *L, const KernelArgs *k, const char *key, int64_t rows, int64_t cols, int64_t ld) {
+static int kview(Loader *L, const KernelArgs *k, const char *key, int64_t rows, int64_t cols,
+                 int64_t ld) {
     int i = kernel_op(k, key);
     if (i < 0) return 0;
     char what[80];
@@ -689,7 +695,8 @@ static int kview(Loader *L, const KernelArgs *k, const char *key, int64_t rows, 
 }
 
 static int need_op(Loader *L, const KernelArgs *k, const char *key, const char *why) {
-    if (kernel_op(k, key) < 0) return fail(L, "kernel %s: operand %s= is required %s", k->kind, key, why);
+    if (kernel_op(k, key) < 0)
+        return fail(L, "kernel %s: operand %s= is required %s", k->kind, key, why);
     return 0;
 }
 
@@ -703,7 +710,8 @@ static int rule_rmsnorm_bwd(Loader *L, const KernelArgs *k) {
 }
 
 static int rule_bottleneck_act(Loader *L, const KernelArgs *k) {
-    if (kc(k, "norm", 0) && (need_op(L, k, "rstd", "with norm=1") || need_op(L, k, "stat", "with norm=1")))
+    if (kc(k, "norm", 0) &&
+        (need_op(L, k, "rstd", "with norm=1") || need_op(L, k, "stat", "with norm=1")))
         return -1;
     return 0;
 }
@@ -719,17 +727,22 @@ static int rule_bottleneck_act_bwd(Loader *L, const KernelArgs *k) {
 
 static int rule_rope(Loader *L, const KernelArgs *k) {
     if (kc(k, "head_dim", 0) % 2) return fail(L, "kernel %s: head_dim must be even", k->kind);
-    if (kcat_find(k->kind) == KK_ROPE && kc(k, "seq", 0) <= 0) return fail(L, "kernel rope: seq must be positive");
+    if (kcat_find(k->kind) == KK_ROPE && kc(k, "seq", 0) <= 0)
+        return fail(L, "kernel rope: seq must be positive");
     return 0;
 }
 
 static int rule_attention(Loader *L, const KernelArgs *k) {
-    int64_t b = kc(k, "batch", 0), s = kc(k, "seq", 0), h = kc(k, "heads", 0), kvh = kc(k, "kv_heads", 0);
+    int64_t b = kc(k, "batch", 0), s = kc(k, "seq", 0), h = kc(k, "heads", 0),
+            kvh = kc(k, "kv_heads", 0);
     int64_t hd = kc(k, "head_dim", 0), bhs;   /* constants are at most 2^31: pairs never wrap */
     if (b <= 0 || s <= 0 || h <= 0 || kvh <= 0 || hd <= 0 || h % kvh)
-        return fail(L, "kernel %s: batch, seq, heads, kv_heads, head_dim must be positive and heads a "
-                    "multiple of kv_heads", k->kind);
-    if (ck_mul(b * s, h, &bhs)) return fail(L, "kernel %s: batch*heads*seq is out of range", k->kind);
+        return fail(L,
+                    "kernel %s: batch, seq, heads, kv_heads, head_dim must be positive and heads a "
+                    "multiple of kv_heads",
+                    k->kind);
+    if (ck_mul(b * s, h, &bhs))
+        return fail(L, "kernel %s: batch*heads*seq is out of range", k->kind);
     return 0;
 }
 
@@ -760,8 +773,10 @@ static int rule_moe(Loader *L, const KernelArgs *k) {
 static int rule_kv(Loader *L, const KernelArgs *k) {
     int64_t kvh = kc(k, "kv_heads", 0), hd = kc(k, "head_dim", 0), ms = kc(k, "max_seq", 0);
     if (kvh <= 0 || hd <= 0 || ms <= 0 || kc(k, "heads", kvh) % kvh)
-        return fail(L, "kernel %s: kv_heads, head_dim and max_seq must be positive, heads a multiple "
-                    "of kv_heads", k->kind);
+        return fail(L,
+                    "kernel %s: kv_heads, head_dim and max_seq must be positive, heads a multiple "
+                    "of kv_heads",
+                    k->kind);
     return 0;
 }
 
@@ -790,7 +805,8 @@ static int extent(Loader *L, const KernelArgs *k, int c, const KcatOperand *op, 
                   int64_t *out) {
     double v = kcat_eval(c, expr, args_lookup, k);
     if (!(fabs(v) <= (double)CK_MAX_SIZE))
-        return fail(L, "kernel %s operand %s: %s = %.0f is out of range", k->kind, op->key, expr, v);
+        return fail(L, "kernel %s operand %s: %s = %.0f is out of range", k->kind, op->key, expr,
+                    v);
     *out = (int64_t)v;
     return 0;
 }

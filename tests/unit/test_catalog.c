@@ -36,14 +36,16 @@ static void row_well_formed(int id, char *why, size_t n) {
         const char *ex[3] = {op.rows, op.cols, op.ld};
         for (int e = 0; e < 3 && op.rows[0]; e++)
             if (!(kcat_eval(id, ex[e], row_lookup, &id) > 0)) {
-                snprintf(why, n, "operand %s: extent '%s' names no constant of the row", op.key, ex[e]);
+                snprintf(why, n, "operand %s: extent '%s' names no constant of the row", op.key,
+                         ex[e]);
                 return;
             }
     }
     KcatConst c;
     for (int i = 0; kcat_const(id, i, &c) == 0; i++)
         if (c.dflt[0] && kcat_eval(id, c.dflt, row_lookup, &id) == 0 && strcmp(c.dflt, "0")) {
-            snprintf(why, n, "constant %s: default '%s' names no constant of the row", c.key, c.dflt);
+            snprintf(why, n, "constant %s: default '%s' names no constant of the row", c.key,
+                     c.dflt);
             return;
         }
     const KernelKind *kk = kcat_kind(id);
@@ -97,15 +99,18 @@ int main(void) {
     }
     for (int id = 0; id < KK_COUNT; id++) {
         char what[96], why[200] = "";
-        snprintf(what, sizeof what, "catalog %s: extents, defaults and backward well formed", kcat_name(id));
+        snprintf(what, sizeof what, "catalog %s: extents, defaults and backward well formed",
+                 kcat_name(id));
         row_well_formed(id, why, sizeof why);
         CHECK(!why[0], what, "%s", why);
     }
     /* the evaluator: sums of products, defaults through other defaults, rsqrt */
     int att = KK_ATTENTION_BWD;
     CHECK(kcat_eval(att, "2+batch*seq", row_lookup, &att) == 11 &&
-          kcat_value(att, "lddq", few_lookup, NULL) == 8 && kcat_value(att, "kv_heads", few_lookup, NULL) == 2 &&
-          kcat_value(att, "scale", few_lookup, NULL) == 0.5 && kcat_value(att, "batch", few_lookup, NULL) == 0,
+              kcat_value(att, "lddq", few_lookup, NULL) == 8 &&
+              kcat_value(att, "kv_heads", few_lookup, NULL) == 2 &&
+              kcat_value(att, "scale", few_lookup, NULL) == 0.5 &&
+              kcat_value(att, "batch", few_lookup, NULL) == 0,
           "catalog: expressions evaluate (2+3*3, lddq -> ldq -> heads*head_dim, scale -> rsqrt(4))",
           "wrong values");
     KcatOperand op;
