@@ -38,6 +38,14 @@ enum KernelGrad {
  *   default when its schedule leaves it out) or `?key=DEFAULT` (optional everywhere).
  * Expressions: sums of products of numbers and constants (`batch*seq`, `2+experts`), a constant
  *   (its value or, when absent, its default), or rsqrt(KEY). */
+/* attention's q, k, v, out ([batch*seq, heads*head_dim], k and v kv_heads wide) and constants,
+ * the same in its forward and backward */
+#define KCAT_ATTN_QKVO \
+    "q=batch*seq,heads*head_dim,ldq k=batch*seq,kv_heads*head_dim,ldk " \
+    "v=batch*seq,kv_heads*head_dim,ldv out=batch*seq,heads*head_dim,ldo"
+#define KCAT_ATTN_CONSTS \
+    "batch seq heads kv_heads=heads head_dim ?ldq=heads*head_dim ?ldk=kv_heads*head_dim " \
+    "?ldv=kv_heads*head_dim ?ldo=heads*head_dim scale=rsqrt(head_dim)"
 #define KERNEL_CATALOG(X) \
     X(EMBEDDING_FWD, "embedding_fwd", KL_ELEM, KG_RULE, "embedding_bwd", \
       "tokens:i32=1,rows table=vocab,cols out=rows,cols,ldo", "rows cols vocab ?ldo=cols") \
@@ -71,20 +79,12 @@ enum KernelGrad {
     X(ROPE, "rope", KL_ROPE, KG_RULE, "rope", "x=rows,heads*head_dim,ldx", \
       "rows heads head_dim ?ldx=heads*head_dim seq=1 theta=10000 ?inverse=0") \
     X(ATTENTION_FWD, "attention_fwd", KL_ATTN_FWD, KG_RULE, "attention_bwd", \
-      "q=batch*seq,heads*head_dim,ldq k=batch*seq,kv_heads*head_dim,ldk " \
-      "v=batch*seq,kv_heads*head_dim,ldv out=batch*seq,heads*head_dim,ldo " \
-      "lse:fp32=1,batch*seq*heads", \
-      "batch seq heads kv_heads=heads head_dim ?ldq=heads*head_dim ?ldk=kv_heads*head_dim " \
-      "?ldv=kv_heads*head_dim ?ldo=heads*head_dim scale=rsqrt(head_dim)") \
+      KCAT_ATTN_QKVO " lse:fp32=1,batch*seq*heads", KCAT_ATTN_CONSTS) \
     X(ATTENTION_BWD, "attention_bwd", KL_ATTN_BWD, KG_NONE, "", \
-      "q=batch*seq,heads*head_dim,ldq k=batch*seq,kv_heads*head_dim,ldk " \
-      "v=batch*seq,kv_heads*head_dim,ldv out=batch*seq,heads*head_dim,ldo " \
-      "dout=batch*seq,heads*head_dim,lddo lse:fp32=1,batch*seq*heads " \
+      KCAT_ATTN_QKVO " dout=batch*seq,heads*head_dim,lddo lse:fp32=1,batch*seq*heads " \
       "dq=batch*seq,heads*head_dim,lddq dk=batch*seq,kv_heads*head_dim,lddk " \
       "dv=batch*seq,kv_heads*head_dim,lddv", \
-      "batch seq heads kv_heads=heads head_dim ?ldq=heads*head_dim ?ldk=kv_heads*head_dim " \
-      "?ldv=kv_heads*head_dim ?ldo=heads*head_dim scale=rsqrt(head_dim) ?lddo=ldo ?lddq=ldq " \
-      "?lddk=ldk ?lddv=ldv") \
+      KCAT_ATTN_CONSTS " ?lddo=ldo ?lddq=ldq ?lddk=ldk ?lddv=ldv") \
     X(GLU_FWD, "glu_fwd", KL_ELEM, KG_RULE, "glu_bwd", \
       "gate=rows,cols,ldg up=rows,cols,ldu out=rows,cols,ldo", \
       "rows cols ?ldg=cols ?ldu=cols ?ldo=cols act=0") \
