@@ -41,7 +41,7 @@ build/%.o: %.c $(wildcard gen/*.h runtime/*.h cli/*.h common/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-build/runtime/cpu_kernels.o build/runtime/cpu.o: CFLAGS += $(CPU_FAST)
+build/runtime/cpu_kernels.o build/runtime/cpu.o build/runtime/cpu_gemm.o: CFLAGS += $(CPU_FAST)
 
 build/libgen.a: $(GEN_OBJ)
 	@mkdir -p build; rm -f $@; ar rcs $@ $^
@@ -89,7 +89,7 @@ build/san/%.o: %.c $(wildcard gen/*.h runtime/*.h cli/*.h common/*.h)
 	@mkdir -p $(dir $@)
 	@$(CC) $(SAN_CFLAGS) $(SAN_EXTRA) -c $< -o $@
 
-build/san/runtime/cpu_kernels.o build/san/runtime/cpu.o: SAN_EXTRA = -O1 -fopenmp
+build/san/runtime/cpu_kernels.o build/san/runtime/cpu.o build/san/runtime/cpu_gemm.o: SAN_EXTRA = -O1 -fopenmp
 
 build/san/libgen.a: $(GEN_SRC:%.c=build/san/%.o)
 	@rm -f $@; ar rcs $@ $^

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include "cli/commands.h"
 #include "cli/infer.h"
+#include "common/kernel_catalog.h"   // defines: kcat_find, KK_*
 #include "runtime/checkpoint.h" // defines: ckpt_reader_*
 #include "runtime/safetensors.h" // defines: st_open, st_find, st_read_f32, json_write_string
 
@@ -196,10 +197,10 @@ static int write_weights(const Plan *p, const Out *outs, int n, CkptReader *f, i
     return publish(w, tmp, outdir, "model.safetensors");
 }
 
-/* A constant of the plan's first kernel of `kind` (dflt when there is none). */
-static int64_t first_kernel_int(const Plan *p, const char *kind, const char *key, int64_t dflt) {
+/* A constant of the plan's first kernel of catalog kind `kind` (dflt when there is none). */
+static int64_t first_kernel_int(const Plan *p, int kind, const char *key, int64_t dflt) {
     for (int s = 0; s < p->nsteps; s++)
-        if (p->steps_[s].kind == ST_KERNEL && !strcmp(p->steps_[s].kernel->kind, kind))
+        if (p->steps_[s].kind == ST_KERNEL && kcat_find(p->steps_[s].kernel->kind) == kind)
             return kernel_int(p->steps_[s].kernel, key, 0, dflt);
     return dflt;
 }
@@ -222,9 +223,9 @@ static int write_config(const Plan *p, const Out *outs, int n, int hf_llama, int
     char tmp[1500];
     FILE *w = open_tmp(outdir, "config.json", tmp, sizeof tmp);
     if (!w) return publish(w, tmp, outdir, "config.json");
-    const char *sigma = first_kernel_int(p, "bottleneck_act", "act", 0) == 1 ? "silu" : "identity";
+    const char *sigma = first_kernel_int(p, KK_BOTTLENECK_ACT, "act", 0) == 1 ? "silu" : "identity";
     const char *gate =
-        hf_llama || first_kernel_int(p, "glu_fwd", "act", 0) == 1 ? "silu" : "identity";
+        hf_llama || first_kernel_int(p, KK_GLU_FWD, "act", 0) == 1 ? "silu" : "identity";
     fprintf(w, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n",
             hf_llama ? "LlamaForCausalLM" : "BoostForCausalLM", hf_llama ? "llama" : "boost");
     if (!hf_llama)
@@ -255,15 +256,15 @@ static int write_config(const Plan *p, const Out *outs, int n, int hf_llama, int
             p->family, hf_llama ? "hf-llama" : "canonical", (long long)step, sigma, gate,
             !strcmp(p->family, "lax") ? "true" : "false",
             hf_llama ? "nn.Linear [out, in]" : "x @ W [in, out]", p->seq);
-    int64_t experts = first_kernel_int(p, "moe_router", "experts", 0);
+    int64_t experts = first_kernel_int(p, KK_MOE_ROUTER, "experts", 0);
     if (experts > 0)
         fprintf(w,
                 ",\n    \"moe\": {\"experts\": %lld, \"top_k\": %lld, \"capacity\": %lld, "
                 "\"capacity_tokens\": %lld, \"norm\": %lld}",
-                (long long)experts, (long long)first_kernel_int(p, "moe_router", "top_k", 1),
-                (long long)first_kernel_int(p, "moe_router", "capacity", 0),
-                (long long)first_kernel_int(p, "moe_router", "rows", 0),
-                (long long)first_kernel_int(p, "moe_router", "norm", 0));
+                (long long)experts, (long long)first_kernel_int(p, KK_MOE_ROUTER, "top_k", 1),
+                (long long)first_kernel_int(p, KK_MOE_ROUTER, "capacity", 0),
+                (long long)first_kernel_int(p, KK_MOE_ROUTER, "rows", 0),
+                (long long)first_kernel_int(p, KK_MOE_ROUTER, "norm", 0));
     if (!hf_llama) {
         fprintf(w, ",\n    \"tensors\": {");
         for (int i = 0; i < n; i++) {

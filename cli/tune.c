@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli/commands.h"
+#include "common/kernel_catalog.h"   // defines: kcat_find, kcat_kind, KL_*
 #include "common/nvrtc.h"
 #include "gen/gen.h"
 #include "gen/kernels.h"
@@ -28,11 +29,14 @@ static const int ATTN_Q[] = {32, 64, 64, 128, 16, 32};
 static const int ATTN_K[] = {32, 32, 64, 32, 64, 64};
 #define NCAND 6
 
+/* The tuning a kind's launch reads (its row of common/kernel_catalog.h, gen/kernels.c's
+ * launch_config): attention tiles, the row block (a block per row, or one block) or the
+ * elementwise block. */
 static int family(const char *kind) {
-    if (!strncmp(kind, "attention", 9)) return FAM_ATTN;
-    static const char *rows[] = {"rmsnorm_fwd", "rmsnorm_bwd", "sumsq", "online_norm_fwd", "bottleneck_act",
-                                 "bottleneck_act_bwd", "online_norm_bwd", "xent_fwd", "xent_combine", NULL};
-    for (int i = 0; rows[i]; i++) if (!strcmp(rows[i], kind)) return FAM_ROW;
+    const KernelKind *kk = kcat_kind(kcat_find(kind));
+    if (!kk) return FAM_ELEM;
+    if (kk->launch == KL_ATTN_FWD || kk->launch == KL_ATTN_BWD) return FAM_ATTN;
+    if (kk->launch == KL_ROW || kk->launch == KL_ROW_COLS || kk->launch == KL_SINGLE) return FAM_ROW;
     return FAM_ELEM;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gen/ir.h"
+#include "common/kernel_catalog.h"
 
 enum { W_NONE, W_FULL, W_MIXED };
 
@@ -35,9 +36,10 @@ static Op *bop(Bw *b, int kind) {
     return o;
 }
 
-static Op *bk(Bw *b, const char *kind) {
+/* A backward kernel step of catalog kind id (common/kernel_catalog.h). */
+static Op *bk(Bw *b, int id) {
     Op *o = bop(b, OP_KERNEL);
-    snprintf(o->k.kind, sizeof o->k.kind, "%s", kind);
+    snprintf(o->k.kind, sizeof o->k.kind, "%s", kcat_name(id));
     return o;
 }
 
@@ -244,91 +246,114 @@ static void copy_consts(Op *o, const Op *f, const char *keys) {
 static const Op *moe_router_of(const Graph *g, const char *key, int t) {
     for (int i = 0; i < g->nfwd; i++) {
         const Op *o = &g->fwd[i];
-        if (o->kind == OP_KERNEL && !strcmp(o->k.kind, "moe_router") && opi(o, key) >= 0 && o->ops[opi(o, key)].t == t) return o;
+        if (o->kind == OP_KERNEL && kcat_find(o->k.kind) == KK_MOE_ROUTER && opi(o, key) >= 0 &&
+            o->ops[opi(o, key)].t == t)
+            return o;
     }
     return NULL;
 }
 
-static void rule_moe(Bw *b, const Op *f) {
-    Graph *g = b->g;
-    const char *kind = f->k.kind;
-    int64_t rows = (int64_t)kconst(f, "rows"), cols = (int64_t)kconst(f, "cols"), K = (int64_t)kconst(f, "top_k");
 #define OPV(key) f->ops[opi(f, key)]
-    if (!strcmp(kind, "moe_combine")) {
-        /* out[m] = sum_k gate[m,k] eo[slot(m,k)]: d eo (slot rows, written whole) and d gates (a
-           partial sum over the rank's columns, all-reduced; whole when out is replicated) */
-        int64_t E = (int64_t)kconst(f, "experts"), cap = (int64_t)kconst(f, "capacity");
-        GView dout = gview(g, OPV("out"), rows, cols);
-        GView deo = gview(g, OPV("eo"), E * cap, cols), dg = gview(g, OPV("gates"), rows, K);
-        if (need_full(b, &dout)) return;
-        if (wacc(b, &deo) || wacc(b, &dg)) {
-            if (!b->rc_failed) bfail(b, "backward: moe_combine_bwd overwrites %s, which already holds a gradient%s", g->t[deo.v.t].name, "");
-            return;
-        }
-        const Op *router = moe_router_of(g, "sel", OPV("sel").t);
-        if (!router) { bfail(b, "backward: internal: no router for %s%s", f->chunk, ""); return; }
-        int src = router->ops[opi(router, "src")].t;
-        Op *o = bk(b, "moe_combine_bwd");
-        kop(o, "dout", dout.v); kop(o, "src", FV(b, opnd(src, 0, 0))); kop(o, "gates", FV(b, OPV("gates")));
-        kop(o, "deo", deo.v);
-        k_const(o, "rows", (double)(E * cap)); k_const(o, "cols", (double)cols); k_const(o, "top_k", (double)K);
-        k_const(o, "tokens", (double)rows); k_const(o, "ldo", (double)dout.v.ld); k_const(o, "ldde", (double)deo.v.ld);
-        o = bk(b, "moe_gates_bwd");
-        kop(o, "dout", dout.v); kop(o, "eo", FV(b, OPV("eo"))); kop(o, "sel", FV(b, OPV("sel")));
-        kop(o, "slot", FV(b, OPV("slot"))); kop(o, "dgates", dg.v);
-        k_const(o, "rows", (double)rows); k_const(o, "cols", (double)cols); k_const(o, "top_k", (double)K);
-        k_const(o, "experts", (double)E); k_const(o, "capacity", (double)cap);
-        k_const(o, "ldo", (double)dout.v.ld); k_const(o, "lde", kconst(f, "lde"));
-        if (g->t[OPV("out").t].state == PS_REPLICATED) {   /* rank-space combine (shared down B): whole */
-            wmark(g, &deo); wmark(g, &dg);
-            return;
-        }
-        Op *a = bop(b, OP_ALLREDUCE);
-        a->buf = dg.v; a->elems = rows * K; a->dtype = g->t[dg.v.t].dtype; a->dir = 1;
-        a->bytes = a->elems * (int64_t)ir_dtype_size(a->dtype);
-        snprintf(a->tag, sizeof a->tag, "L%d.moe_gates", f->layer);
-        a->dual = "identity";
+
+/* moe_combine -> moe_combine_bwd and moe_gates_bwd */
+static void rule_moe_combine(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    int64_t rows = (int64_t)kconst(f, "rows"), cols = (int64_t)kconst(f, "cols");
+    int64_t K = (int64_t)kconst(f, "top_k");
+    /* out[m] = sum_k gate[m,k] eo[slot(m,k)]: d eo (slot rows, written whole) and d gates (a
+       partial sum over the rank's columns, all-reduced; whole when out is replicated) */
+    int64_t E = (int64_t)kconst(f, "experts"), cap = (int64_t)kconst(f, "capacity");
+    GView dout = gview(g, OPV("out"), rows, cols);
+    GView deo = gview(g, OPV("eo"), E * cap, cols), dg = gview(g, OPV("gates"), rows, K);
+    if (need_full(b, &dout)) return;
+    if (wacc(b, &deo) || wacc(b, &dg)) {
+        if (!b->rc_failed)
+            bfail(b, "backward: moe_combine_bwd overwrites %s, which already holds a gradient%s",
+                  g->t[deo.v.t].name, "");
+        return;
+    }
+    const Op *router = moe_router_of(g, "sel", OPV("sel").t);
+    if (!router) { bfail(b, "backward: internal: no router for %s%s", f->chunk, ""); return; }
+    int src = router->ops[opi(router, "src")].t;
+    Op *o = bk(b, KK_MOE_COMBINE_BWD);
+    kop(o, "dout", dout.v);
+    kop(o, "src", FV(b, opnd(src, 0, 0)));
+    kop(o, "gates", FV(b, OPV("gates")));
+    kop(o, "deo", deo.v);
+    k_const(o, "rows", (double)(E * cap));
+    k_const(o, "cols", (double)cols);
+    k_const(o, "top_k", (double)K);
+    k_const(o, "tokens", (double)rows);
+    k_const(o, "ldo", (double)dout.v.ld);
+    k_const(o, "ldde", (double)deo.v.ld);
+    o = bk(b, KK_MOE_GATES_BWD);
+    kop(o, "dout", dout.v); kop(o, "eo", FV(b, OPV("eo"))); kop(o, "sel", FV(b, OPV("sel")));
+    kop(o, "slot", FV(b, OPV("slot"))); kop(o, "dgates", dg.v);
+    k_const(o, "rows", (double)rows);
+    k_const(o, "cols", (double)cols);
+    k_const(o, "top_k", (double)K);
+    k_const(o, "experts", (double)E); k_const(o, "capacity", (double)cap);
+    k_const(o, "ldo", (double)dout.v.ld); k_const(o, "lde", kconst(f, "lde"));
+    if (g->t[OPV("out").t].state == PS_REPLICATED) { /* rank-space combine (shared down B): whole */
         wmark(g, &deo); wmark(g, &dg);
         return;
     }
-    if (!strcmp(kind, "moe_dispatch")) {
-        /* out[slot r] = x[token of r]: each token gathers its slots' gradients */
-        int64_t M = (int64_t)kconst(f, "tokens");
-        GView dout = gview(g, OPV("out"), rows, cols), dx = gview(g, OPV("x"), M, cols);
-        if (need_full(b, &dout)) return;
-        int acc = wacc(b, &dx);
-        if (acc < 0) return;
-        const Op *router = moe_router_of(g, "src", OPV("src").t);
-        if (!router) { bfail(b, "backward: internal: no router for %s%s", f->chunk, ""); return; }
-        int sel = router->ops[opi(router, "sel")].t, slot = router->ops[opi(router, "slot")].t;
-        int64_t E = (int64_t)kconst(router, "experts"), cap = (int64_t)kconst(router, "capacity");
-        Op *o = bk(b, "moe_dispatch_bwd");
-        kop(o, "dout", dout.v); kop(o, "sel", FV(b, opnd(sel, 0, 0))); kop(o, "slot", FV(b, opnd(slot, 0, 0)));
-        kop(o, "dx", dx.v);
-        k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols); k_const(o, "top_k", (double)K);
-        k_const(o, "experts", (double)E); k_const(o, "capacity", (double)cap);
-        k_const(o, "ldo", (double)dout.v.ld); k_const(o, "lddx", (double)dx.v.ld); k_const(o, "acc", acc);
-        wmark(g, &dx);
-        return;
-    }
-    if (!strcmp(kind, "moe_router")) {
-        int64_t E = (int64_t)kconst(f, "experts");
-        GView dg = gview(g, OPV("gates"), rows, K), dl = gview(g, OPV("logits"), rows, E);
-        if (need_full(b, &dg)) return;
-        int acc = wacc(b, &dl);
-        if (acc < 0) return;
-        Op *o = bk(b, "moe_router_bwd");
-        kop(o, "probs", FV(b, OPV("probs"))); kop(o, "sel", FV(b, OPV("sel"))); kop(o, "gates", FV(b, OPV("gates")));
-        kop(o, "aux", FV(b, OPV("aux"))); kop(o, "dgates", dg.v); kop(o, "dlogits", dl.v);
-        copy_consts(o, f, "rows experts top_k norm coef zcoef");
-        k_const(o, "scale", 1.0 / (g->run->grad_accum > 0 ? g->run->grad_accum : 1));
-        k_const(o, "acc", acc); k_const(o, "lddl", (double)dl.v.ld);
-        wmark(g, &dl);
-        return;
-    }
-    bfail(b, "backward: no rule for kernel %s (%s)", kind, f->chunk);
-#undef OPV
+    Op *a = bop(b, OP_ALLREDUCE);
+    a->buf = dg.v; a->elems = rows * K; a->dtype = g->t[dg.v.t].dtype; a->dir = 1;
+    a->bytes = a->elems * (int64_t)ir_dtype_size(a->dtype);
+    snprintf(a->tag, sizeof a->tag, "L%d.moe_gates", f->layer);
+    a->dual = "identity";
+    wmark(g, &deo); wmark(g, &dg);
 }
+
+/* moe_dispatch -> moe_dispatch_bwd */
+static void rule_moe_dispatch(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    int64_t rows = (int64_t)kconst(f, "rows"), cols = (int64_t)kconst(f, "cols");
+    int64_t K = (int64_t)kconst(f, "top_k");
+    /* out[slot r] = x[token of r]: each token gathers its slots' gradients */
+    int64_t M = (int64_t)kconst(f, "tokens");
+    GView dout = gview(g, OPV("out"), rows, cols), dx = gview(g, OPV("x"), M, cols);
+    if (need_full(b, &dout)) return;
+    int acc = wacc(b, &dx);
+    if (acc < 0) return;
+    const Op *router = moe_router_of(g, "src", OPV("src").t);
+    if (!router) { bfail(b, "backward: internal: no router for %s%s", f->chunk, ""); return; }
+    int sel = router->ops[opi(router, "sel")].t, slot = router->ops[opi(router, "slot")].t;
+    int64_t E = (int64_t)kconst(router, "experts"), cap = (int64_t)kconst(router, "capacity");
+    Op *o = bk(b, KK_MOE_DISPATCH_BWD);
+    kop(o, "dout", dout.v);
+    kop(o, "sel", FV(b, opnd(sel, 0, 0)));
+    kop(o, "slot", FV(b, opnd(slot, 0, 0)));
+    kop(o, "dx", dx.v);
+    k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols); k_const(o, "top_k", (double)K);
+    k_const(o, "experts", (double)E); k_const(o, "capacity", (double)cap);
+    k_const(o, "ldo", (double)dout.v.ld);
+    k_const(o, "lddx", (double)dx.v.ld);
+    k_const(o, "acc", acc);
+    wmark(g, &dx);
+}
+
+/* moe_router -> moe_router_bwd */
+static void rule_moe_router(Bw *b, const Op *f) {
+    Graph *g = b->g;
+    int64_t rows = (int64_t)kconst(f, "rows"), K = (int64_t)kconst(f, "top_k");
+    int64_t E = (int64_t)kconst(f, "experts");
+    GView dg = gview(g, OPV("gates"), rows, K), dl = gview(g, OPV("logits"), rows, E);
+    if (need_full(b, &dg)) return;
+    int acc = wacc(b, &dl);
+    if (acc < 0) return;
+    Op *o = bk(b, KK_MOE_ROUTER_BWD);
+    kop(o, "probs", FV(b, OPV("probs")));
+    kop(o, "sel", FV(b, OPV("sel")));
+    kop(o, "gates", FV(b, OPV("gates")));
+    kop(o, "aux", FV(b, OPV("aux"))); kop(o, "dgates", dg.v); kop(o, "dlogits", dl.v);
+    copy_consts(o, f, "rows experts top_k norm coef zcoef");
+    k_const(o, "scale", 1.0 / (g->run->grad_accum > 0 ? g->run->grad_accum : 1));
+    k_const(o, "acc", acc); k_const(o, "lddl", (double)dl.v.ld);
+    wmark(g, &dl);
+}
+#undef OPV
 
 /* ---- kernel rules ---- */
 
@@ -340,7 +365,7 @@ static void rule_embedding(Bw *b, const Op *f) {
     int64_t M = g->M;
     GView dout = gview(g, OPV("out"), M, (int64_t)kconst(f, "cols"));
     if (need_full(b, &dout)) return;
-    Op *o = bk(b, "embedding_bwd");
+    Op *o = bk(b, KK_EMBEDDING_BWD);
     kop(o, "tokens", OPV("tokens")); kop(o, "dout", dout.v);
     kop(o, "dtable", gview(g, OPV("table"), 1, 1).v);
     k_const(o, "rows", kconst(f, "rows")); k_const(o, "cols", kconst(f, "cols")); k_const(o, "vocab", kconst(f, "vocab"));
@@ -366,7 +391,7 @@ static void rule_rmsnorm(Bw *b, const Op *f) {
         dot = ir_tensor(g, nm, 1, M, IR_FP32, TR_GRAD, PS_PARTIAL);
     }
     for (int phase = sync ? 1 : 0; phase <= (sync ? 2 : 0); phase++) {
-        Op *o = bk(b, "rmsnorm_bwd");
+        Op *o = bk(b, KK_RMSNORM_BWD);
         kop(o, "x", FV(b, x)); kop(o, "gamma", OPV("gamma")); kop(o, "rstd", FV(b, OPV("rstd")));
         kop(o, "dout", dout.v);
         if (sync) kop(o, "dot", opnd(dot, 0, M));
@@ -396,7 +421,7 @@ static void rule_online_norm(Bw *b, const Op *f) {
     if (need_full(b, &dxhat) || need_full(b, &dstat)) return;
     int acc = wacc(b, &dx);
     if (acc < 0) return;
-    Op *o = bk(b, "online_norm_bwd");
+    Op *o = bk(b, KK_ONLINE_NORM_BWD);
     kop(o, "x", FV(b, x)); kop(o, "gamma", OPV("gamma")); kop(o, "rho", FV(b, OPV("rho")));
     kop(o, "dxhat", dxhat.v); kop(o, "dstat", dstat.v); kop(o, "dx", dx.v);
     kop(o, "dgamma", gview(g, OPV("gamma"), 1, cols).v);
@@ -416,7 +441,7 @@ static void rule_bottleneck_act(Bw *b, const Op *f) {
     if (need_full(b, &dz)) return;
     int acc = wacc(b, &dh);
     if (acc < 0) return;
-    Op *o = bk(b, "bottleneck_act_bwd");
+    Op *o = bk(b, KK_BOTTLENECK_ACT_BWD);
     kop(o, "h", FV(b, h)); kop(o, "y", FV(b, OPV("y")));
     GView ds;
     if (norm) {
@@ -443,7 +468,7 @@ static void rule_rope(Bw *b, const Op *f) {
     int64_t cols = (int64_t)(kconst(f, "heads") * kconst(f, "head_dim"));
     GView dx = gview(g, OPV("x"), M, cols);
     if (need_full(b, &dx)) return;
-    Op *o = bk(b, "rope");
+    Op *o = bk(b, KK_ROPE);
     kop(o, "x", dx.v);
     for (int i = 0; i < f->k.nconst; i++) k_const(o, f->k.key[i], strcmp(f->k.key[i], "inverse") ? f->k.val[i] : 1);
 }
@@ -460,7 +485,7 @@ static void rule_attention(Bw *b, const Op *f) {
         if (!b->rc_failed) bfail(b, "backward: attention_bwd overwrites %s, which already holds a gradient%s", g->t[dq.v.t].name, "");
         return;
     }
-    Op *o = bk(b, "attention_bwd");
+    Op *o = bk(b, KK_ATTENTION_BWD);
     kop(o, "q", FV(b, OPV("q"))); kop(o, "k", FV(b, OPV("k"))); kop(o, "v", FV(b, OPV("v")));
     kop(o, "out", FV(b, OPV("out"))); kop(o, "dout", dout.v); kop(o, "lse", FV(b, OPV("lse")));
     kop(o, "dq", dq.v); kop(o, "dk", dk.v); kop(o, "dv", dv.v);
@@ -479,7 +504,7 @@ static void rule_glu(Bw *b, const Op *f) {
         if (!b->rc_failed) bfail(b, "backward: glu_bwd overwrites %s, which already holds a gradient%s", g->t[dg.v.t].name, "");
         return;
     }
-    Op *o = bk(b, "glu_bwd");
+    Op *o = bk(b, KK_GLU_BWD);
     kop(o, "gate", FV(b, OPV("gate"))); kop(o, "up", FV(b, OPV("up"))); kop(o, "dout", dout.v);
     kop(o, "dgate", dg.v); kop(o, "dup", du.v);
     k_const(o, "rows", (double)M); k_const(o, "cols", (double)cols);
@@ -515,7 +540,7 @@ static void rule_add_copy(Bw *b, const Op *f) {
     Graph *g = b->g;
     int64_t M = g->M;
     int64_t cols = (int64_t)kconst(f, "cols");
-    int isadd = !strcmp(f->k.kind, "add");
+    int isadd = kcat_find(f->k.kind) == KK_ADD;
     Opnd out = isadd ? OPV("out") : OPV("dst");
     GView dout = gview(g, out, isadd ? M : (int64_t)kconst(f, "rows"), cols);
     if (need_full(b, &dout)) return;
@@ -535,7 +560,7 @@ static void rule_add_copy(Bw *b, const Op *f) {
         GView din = gview(g, in, dout.nr, cols);   /* statistics: the [1 x M] gradient vectors */
         int acc = wacc(b, &din);
         if (acc < 0) return;
-        Op *o = bk(b, "copy");
+        Op *o = bk(b, KK_COPY);
         kop(o, "src", dout.v); kop(o, "dst", din.v);
         k_const(o, "rows", (double)dout.nr); k_const(o, "cols", (double)cols);
         k_const(o, "lds", (double)dout.v.ld); k_const(o, "ldd", (double)din.v.ld); k_const(o, "acc", acc);
@@ -550,7 +575,7 @@ static void rule_xent(Bw *b, const Op *f) {
     Opnd logits = opnd(f->aux, 0, 0);
     int64_t vl = g->t[f->aux].cols;
     GView dl = gview(g, logits, M, vl);
-    Op *o = bk(b, "xent_bwd");
+    Op *o = bk(b, KK_XENT_BWD);
     kop(o, "logits", FV(b, opnd(f->aux, 0, vl))); kop(o, "targets", opnd(g->targets, 0, M));
     kop(o, "lse", FV(b, OPV("lse"))); kop(o, "dlogits", dl.v);
     k_const(o, "rows", (double)M); k_const(o, "cols", (double)vl); k_const(o, "ldl", (double)vl);
@@ -560,27 +585,28 @@ static void rule_xent(Bw *b, const Op *f) {
 }
 #undef OPV
 
-/* The backward rule of each forward kernel kind (the moe_* kinds: rule_moe). */
-static const struct { const char *kind; void (*rule)(Bw *b, const Op *f); } kernel_rules[] = {
-    {"embedding_fwd", rule_embedding},
-    {"rmsnorm_fwd", rule_rmsnorm},
-    {"online_norm_fwd", rule_online_norm},
-    {"bottleneck_act", rule_bottleneck_act},
-    {"rope", rule_rope},
-    {"attention_fwd", rule_attention},
-    {"glu_fwd", rule_glu},
-    {"add", rule_add_copy},
-    {"xent_combine", rule_xent},
-    {"copy", rule_add_copy},
+/* The backward rule of each catalog kind whose row says KG_RULE (common/kernel_catalog.h). */
+static void (*const kernel_rules[KK_COUNT])(Bw *b, const Op *f) = {
+    [KK_EMBEDDING_FWD] = rule_embedding,
+    [KK_RMSNORM_FWD] = rule_rmsnorm,
+    [KK_ONLINE_NORM_FWD] = rule_online_norm,
+    [KK_BOTTLENECK_ACT] = rule_bottleneck_act,
+    [KK_ROPE] = rule_rope,
+    [KK_ATTENTION_FWD] = rule_attention,
+    [KK_GLU_FWD] = rule_glu,
+    [KK_ADD] = rule_add_copy,
+    [KK_XENT_COMBINE] = rule_xent,
+    [KK_COPY] = rule_add_copy,
+    [KK_MOE_COMBINE] = rule_moe_combine,
+    [KK_MOE_DISPATCH] = rule_moe_dispatch,
+    [KK_MOE_ROUTER] = rule_moe_router,
 };
 
 static void rule_kernel(Bw *b, const Op *f) {
-    const char *kind = f->k.kind;
-    if (f->no_grad || !strcmp(kind, "online_norm_rescale") || !strcmp(kind, "sumsq")) return;
-    if (!strncmp(kind, "moe_", 4)) { rule_moe(b, f); return; }
-    for (size_t i = 0; i < sizeof kernel_rules / sizeof kernel_rules[0]; i++)
-        if (!strcmp(kind, kernel_rules[i].kind)) { kernel_rules[i].rule(b, f); return; }
-    bfail(b, "backward: no rule for kernel %s (%s)", kind, f->chunk);
+    int id = kcat_find(f->k.kind);
+    if (f->no_grad || (id >= 0 && kcat_kind(id)->grad == KG_STOP)) return;
+    if (id >= 0 && kernel_rules[id]) { kernel_rules[id](b, f); return; }
+    bfail(b, "backward: no rule for kernel %s (%s)", f->k.kind, f->chunk);
 }
 
 /* A backward GEMM that only accumulates a parameter gradient and does not touch tensor `buf`. */
@@ -603,7 +629,7 @@ static void rule_collective(Bw *b, const Op *f) {
         GView ds = gview(g, f->src, f->rows, f->cols);
         int acc = wacc(b, &ds);
         if (acc < 0) return;
-        Op *o = bk(b, "copy");
+        Op *o = bk(b, KK_COPY);
         Opnd src = dd.v; src.off = rint_r(dd.v.off.base, f->cols);
         kop(o, "src", src); kop(o, "dst", ds.v);
         k_const(o, "rows", (double)f->rows); k_const(o, "cols", (double)f->cols);
@@ -771,7 +797,7 @@ static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
                     rc = 2;
                 }
             }
-            if (o2->kind == OP_KERNEL && !strcmp(o2->k.kind, "online_norm_fwd")) {
+            if (o2->kind == OP_KERNEL && kcat_find(o2->k.kind) == KK_ONLINE_NORM_FWD) {
                 /* the statistics of the saved all-reduce buffer hold the summed values: the
                    replay writes its local share to a scratch vector instead */
                 int si = -1;

@@ -1,5 +1,5 @@
-/* kernels.c: specialises the fused kernels of the catalog (docs/plan-format.md) for one run and
- * GPU. kernel_specialise checks a kernel's constants against the catalog, names it procedurally
+/* kernels.c: specialises the fused kernels of the catalog (common/kernel_catalog.h) for one run
+ * and GPU. kernel_specialise checks a kernel's constants against the catalog, names it procedurally
  * and picks its launch configuration; kernels_emit fills the templates/ text (holes {{KEY}}) with
  * the constants and writes one self-contained kernels.cu. */
 #include <ctype.h>
@@ -12,128 +12,34 @@
 #include <unistd.h>
 #include "gen/kernels.h"
 #include "gen/gen.h"
+#include "common/kernel_catalog.h"
 
-/* How a kind is launched (1-D grids). */
-enum Launch {
-    L_ROW,        /* one block per row */
-    L_ROW_COLS,   /* one block per row, then column blocks for a parameter gradient */
-    L_ELEM,       /* one thread per VEC columns of every row */
-    L_ROPE,       /* one thread per rotated pair */
-    L_COLS,       /* one thread per column */
-    L_ATTN_FWD, L_ATTN_BWD,
-    L_SINGLE,     /* one block */
-    L_ROW_THREAD, /* one thread per row (MoE router backward) */
-    L_KV,         /* one thread per element of the rows' K (and V) heads: rows*kv_heads*head_dim */
-    L_DECODE,     /* one block per (row, head) */
-};
-
-typedef struct { const char *name, *dtype; } OpSpec;
-
+/* A kind's catalog row (common/kernel_catalog.h) with its operands parsed. */
 typedef struct {
-    const char *kind;
+    int id;
     int launch;
-    OpSpec ops[10];            /* catalog order; dtype is the default storage type */
-    const char *consts;        /* catalog order; "?key=default" optional: a number, another key,
-                                  "a*b", "cols+norm" or "rsqrt(head_dim)" */
+    int nops;
+    KcatOperand ops[KMAX_OPS];
 } KindSpec;
 
-static const KindSpec catalog[] = {
-    {"embedding_fwd", L_ELEM, {{"tokens", "i32"}, {"table", "bf16"}, {"out", "bf16"}},
-     "rows cols vocab ?ldo=cols"},
-    {"embedding_bwd", L_COLS, {{"tokens", "i32"}, {"dout", "bf16"}, {"dtable", "fp32"}},
-     "rows cols vocab ?ldo=cols"},
-    {"rmsnorm_fwd", L_ROW, {{"x", "bf16"}, {"gamma", "bf16"}, {"out", "bf16"}, {"rstd", "fp32"}, {"sumsq", "fp32"}},
-     "rows cols ?ldx=cols ?ldo=cols ?divisor=cols ?eps=1e-5"},
-    {"rmsnorm_bwd", L_ROW_COLS, {{"x", "bf16"}, {"gamma", "bf16"}, {"rstd", "fp32"}, {"dout", "bf16"},
-                                 {"dot", "fp32"}, {"dx", "bf16"}, {"dgamma", "fp32"}},
-     "rows cols ?ldx=cols ?ldo=cols ?divisor=cols ?acc=0 ?phase=0 ?lddx=ldx"},
-    {"sumsq", L_ROW, {{"x", "bf16"}, {"out", "fp32"}}, "rows cols ?ldx=cols"},
-    {"online_norm_fwd", L_ROW, {{"x", "bf16"}, {"gamma", "bf16"}, {"xhat", "bf16"}, {"rho", "fp32"}, {"stat", "bf16"}},
-     "rows cols ?ldx=cols ?ldstat=1 ?divisor=cols ?eps=1e-5 ?ldxhat=cols"},
-    {"online_norm_rescale", L_ELEM, {{"h", "bf16"}, {"rho", "fp32"}}, "rows cols ?ldh=cols"},
-    {"bottleneck_act", L_ROW, {{"h", "bf16"}, {"y", "bf16"}, {"z", "bf16"}, {"rstd", "fp32"}, {"stat", "bf16"}},
-     "rows cols ?ldh=cols ?ldy=cols ?ldz=cols ?act=0 ?norm=0 ?eps=1e-5"},
-    {"bottleneck_act_bwd", L_ROW, {{"h", "bf16"}, {"y", "bf16"}, {"rstd", "fp32"}, {"rho", "fp32"},
-                                   {"dz", "bf16"}, {"dh", "bf16"}, {"dstat", "fp32"}},
-     "rows cols ?ldh=cols ?ldy=cols ?ldz=cols ?lddh=cols ?act=0 ?norm=0 ?divisor=1 ?acc=0"},
-    {"online_norm_bwd", L_ROW_COLS, {{"x", "bf16"}, {"gamma", "bf16"}, {"rho", "fp32"}, {"dxhat", "bf16"},
-                                     {"dstat", "fp32"}, {"dx", "bf16"}, {"dgamma", "fp32"}},
-     "rows cols ?ldx=cols ?acc=0 ?lddxhat=cols ?lddx=ldx"},
-    {"rope", L_ROPE, {{"x", "bf16"}}, "rows heads head_dim ?ldx=heads*head_dim ?seq=1 ?theta=10000 ?inverse=0"},
-    {"attention_fwd", L_ATTN_FWD, {{"q", "bf16"}, {"k", "bf16"}, {"v", "bf16"}, {"out", "bf16"}, {"lse", "fp32"}},
-     "batch seq heads ?kv_heads=heads head_dim ?ldq=heads*head_dim ?ldk=kv_heads*head_dim "
-     "?ldv=kv_heads*head_dim ?ldo=heads*head_dim ?scale=rsqrt(head_dim)"},
-    {"attention_bwd", L_ATTN_BWD, {{"q", "bf16"}, {"k", "bf16"}, {"v", "bf16"}, {"out", "bf16"}, {"dout", "bf16"},
-                                   {"lse", "fp32"}, {"dq", "bf16"}, {"dk", "bf16"}, {"dv", "bf16"}},
-     "batch seq heads ?kv_heads=heads head_dim ?ldq=heads*head_dim ?ldk=kv_heads*head_dim "
-     "?ldv=kv_heads*head_dim ?ldo=heads*head_dim ?scale=rsqrt(head_dim) ?lddo=ldo ?lddq=ldq ?lddk=ldk ?lddv=ldv"},
-    {"glu_fwd", L_ELEM, {{"gate", "bf16"}, {"up", "bf16"}, {"out", "bf16"}}, "rows cols ?ldg=cols ?ldu=cols ?ldo=cols ?act=0"},
-    {"glu_bwd", L_ELEM, {{"gate", "bf16"}, {"up", "bf16"}, {"dout", "bf16"}, {"dgate", "bf16"}, {"dup", "bf16"}},
-     "rows cols ?ldg=cols ?ldu=cols ?ldo=cols ?lddg=cols ?lddu=cols ?act=0"},
-    {"add", L_ELEM, {{"a", "bf16"}, {"b", "bf16"}, {"out", "bf16"}}, "rows cols ?lda=cols ?ldb=cols ?ldo=cols"},
-    {"copy", L_ELEM, {{"src", "bf16"}, {"dst", "bf16"}}, "rows cols ?lds=cols ?ldd=cols ?acc=0"},
-    {"xent_fwd", L_ROW, {{"logits", "bf16"}, {"targets", "i32"}, {"stats", "fp32"}}, "rows cols ?ldl=cols ?vocab_offset=0"},
-    {"xent_combine", L_SINGLE, {{"stats_all", "fp32"}, {"lse", "fp32"}, {"loss", "fp32"}}, "rows ?tp=1"},
-    {"xent_bwd", L_ELEM, {{"logits", "bf16"}, {"targets", "i32"}, {"lse", "fp32"}, {"dlogits", "bf16"}},
-     "rows cols ?ldl=cols ?vocab_offset=0 ?scale=1 ?lddl=ldl"},
-    /* MoE (indices as exact integers in fp32): rows = tokens, or slots (experts*capacity) for
-     * moe_dispatch and moe_combine_bwd */
-    {"moe_router", L_SINGLE, {{"logits", "bf16"}, {"probs", "fp32"}, {"sel", "fp32"}, {"gates", "fp32"},
-                              {"slot", "fp32"}, {"src", "fp32"}, {"aux", "fp32"}},
-     "rows experts top_k capacity ?ldl=experts ?norm=1 ?coef=0 ?zcoef=0"},
-    {"moe_router_bwd", L_ROW_THREAD, {{"probs", "fp32"}, {"sel", "fp32"}, {"gates", "fp32"}, {"aux", "fp32"},
-                                      {"dgates", "fp32"}, {"dlogits", "bf16"}},
-     "rows experts top_k ?norm=1 ?coef=0 ?scale=1 ?acc=0 ?lddl=experts ?zcoef=0"},
-    {"moe_dispatch", L_ELEM, {{"x", "bf16"}, {"src", "fp32"}, {"out", "bf16"}}, "rows cols top_k tokens ?ldx=cols ?ldo=cols"},
-    {"moe_dispatch_bwd", L_ELEM, {{"dout", "bf16"}, {"sel", "fp32"}, {"slot", "fp32"}, {"dx", "bf16"}},
-     "rows cols top_k experts capacity ?ldo=cols ?lddx=cols ?acc=0"},
-    {"moe_combine", L_ELEM, {{"eo", "bf16"}, {"sel", "fp32"}, {"slot", "fp32"}, {"gates", "fp32"}, {"out", "bf16"}},
-     "rows cols top_k experts capacity ?lde=cols ?ldo=cols"},
-    {"moe_combine_bwd", L_ELEM, {{"dout", "bf16"}, {"src", "fp32"}, {"gates", "fp32"}, {"deo", "bf16"}},
-     "rows cols top_k tokens ?ldo=cols ?ldde=cols"},
-    {"moe_gates_bwd", L_ROW, {{"dout", "bf16"}, {"eo", "bf16"}, {"sel", "fp32"}, {"slot", "fp32"}, {"dgates", "fp32"}},
-     "rows cols top_k experts capacity ?ldo=cols ?lde=cols"},
-    {"moe_aux_add", L_SINGLE, {{"aux", "fp32"}, {"loss", "fp32"}}, "rows"},
-    /* inference (gen/infer_plan.c): positions start at pos[0], an exact integer in fp32 */
-    {"rope_at", L_ROPE, {{"x", "bf16"}, {"pos", "fp32"}}, "rows heads head_dim ?ldx=heads*head_dim ?theta=10000"},
-    {"kv_append", L_KV, {{"k", "bf16"}, {"v", "bf16"}, {"pos", "fp32"}, {"kcache", "bf16"}, {"vcache", "bf16"}},
-     "rows kv_heads head_dim max_seq ?ldk=kv_heads*head_dim ?ldv=kv_heads*head_dim"},
-    {"attention_decode", L_DECODE, {{"q", "bf16"}, {"kcache", "bf16"}, {"vcache", "bf16"}, {"pos", "fp32"}, {"out", "bf16"}},
-     "rows heads kv_heads head_dim max_seq ?ldq=heads*head_dim ?ldo=heads*head_dim ?scale=rsqrt(head_dim)"},
-};
-#define NKINDS (int)(sizeof catalog / sizeof catalog[0])
-
-static const KindSpec *kind_spec(const char *kind) {
-    for (int i = 0; i < NKINDS; i++) if (!strcmp(catalog[i].kind, kind)) return &catalog[i];
-    return NULL;
-}
-
-int kernel_kind_count(void) { return NKINDS; }
-const char *kernel_kind_name(int i) { return i >= 0 && i < NKINDS ? catalog[i].kind : NULL; }
-int kernel_kind_operand(int i, int o, const char **name, const char **dtype) {
-    if (i < 0 || i >= NKINDS || o < 0 || o >= KMAX_OPS || !catalog[i].ops[o].name) return -1;
-    *name = catalog[i].ops[o].name;
-    *dtype = catalog[i].ops[o].dtype;
+static int kind_spec(const char *kind, KindSpec *ks) {
+    ks->id = kcat_find(kind);
+    if (ks->id < 0) return -1;
+    ks->launch = kcat_kind(ks->id)->launch;
+    for (ks->nops = 0;
+         ks->nops < KMAX_OPS && kcat_operand(ks->id, ks->nops, &ks->ops[ks->nops]) == 0;)
+        ks->nops++;
     return 0;
 }
 
-/* Constants that are floats in the source; every other constant is an integer. */
-static int is_float_key(const char *key) {
-    return !strcmp(key, "eps") || !strcmp(key, "theta") || !strcmp(key, "scale") || !strcmp(key, "coef") || !strcmp(key, "zcoef");
-}
-
-/* Short tag of a constant in the procedural name. */
-static const char *name_tag(const char *key) {
-    static const char *map[][2] = {
-        {"rows", "r"}, {"cols", "c"}, {"vocab", "v"}, {"divisor", "dv"}, {"eps", "e"}, {"act", "a"},
-        {"norm", "n"}, {"acc", "acc"}, {"phase", "ph"}, {"heads", "h"}, {"kv_heads", "kv"},
-        {"head_dim", "d"}, {"seq", "s"}, {"batch", "b"}, {"theta", "th"}, {"inverse", "inv"},
-        {"scale", "sc"}, {"tp", "tp"}, {"vocab_offset", "vo"},
-        {"experts", "E"}, {"top_k", "k"}, {"capacity", "C"}, {"tokens", "M"}, {"coef", "cf"}, {"max_seq", "S"},
-        {"zcoef", "zc"},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) if (!strcmp(map[i][0], key)) return map[i][1];
-    return key;   /* ld keys name themselves */
+int kernel_kind_count(void) { return KK_COUNT; }
+const char *kernel_kind_name(int i) { return kcat_kind(i) ? kcat_name(i) : NULL; }
+int kernel_kind_operand(int i, int o, char *name, size_t n, char *dtype, size_t dn) {
+    KcatOperand op;
+    if (o < 0 || o >= KMAX_OPS || kcat_operand(i, o, &op) != 0) return -1;
+    snprintf(name, n, "%s", op.key);
+    snprintf(dtype, dn, "%s", op.dtype);
+    return 0;
 }
 
 static int find_const(const KernelInst *k, const char *key) {
@@ -141,51 +47,18 @@ static int find_const(const KernelInst *k, const char *key) {
     return -1;
 }
 
-/* Iterate the catalog constant list "a ?b=dflt c": the next key (without '?' and default) or
- * NULL at the end; its default expression goes to dflt ("" when required). */
-static const char *next_key_d(const char **cursor, char *buf, size_t n, int *optional, char *dflt, size_t dn) {
-    const char *s = *cursor;
-    while (*s == ' ') s++;
-    if (!*s) return NULL;
-    *optional = (*s == '?');
-    if (*optional) s++;
-    size_t len = strcspn(s, " ");
-    char tok[64];
-    if (len >= sizeof tok) len = sizeof tok - 1;
-    memcpy(tok, s, len); tok[len] = 0;
-    *cursor = s + len;
-    char *eq = strchr(tok, '=');
-    if (dflt) snprintf(dflt, dn, "%s", eq ? eq + 1 : "");
-    if (eq) *eq = 0;
-    size_t kl = strlen(tok) < n ? strlen(tok) : n - 1;
-    memcpy(buf, tok, kl); buf[kl] = 0;
-    return buf;
-}
-static const char *next_key(const char **cursor, char *buf, size_t n, int *optional) {
-    return next_key_d(cursor, buf, n, optional, NULL, 0);
+/* The constants kernel k was given, for the catalog's evaluator. */
+static int inst_lookup(const void *ctx, const char *key, double *value) {
+    const KernelInst *k = ctx;
+    int i = find_const(k, key);
+    if (i >= 0) *value = k->val[i];
+    return i >= 0;
 }
 
-/* The value of a catalog constant of kind ks: given, or its default expression. */
-static double const_value_of(const KernelInst *k, const KindSpec *ks, const char *key, int depth) {
-    int i = find_const(k, key);
-    if (i >= 0) return k->val[i];
-    if (depth > 4) return 0;
-    const char *cur = ks->consts; char name[32], d[48]; int opt;
-    while (next_key_d(&cur, name, sizeof name, &opt, d, sizeof d)) {
-        if (strcmp(name, key)) continue;
-        if (!d[0]) return 0;
-        if (!strcmp(d, "rsqrt(head_dim)")) return 1.0 / sqrt(const_value_of(k, ks, "head_dim", depth + 1));
-        char *star = strchr(d, '*'), *plus = strchr(d, '+');
-        if (star) { *star = 0; return const_value_of(k, ks, d, depth + 1) * const_value_of(k, ks, star + 1, depth + 1); }
-        if (plus) { *plus = 0; return const_value_of(k, ks, d, depth + 1) + const_value_of(k, ks, plus + 1, depth + 1); }
-        if ((d[0] >= '0' && d[0] <= '9') || d[0] == '-') return atof(d);
-        return const_value_of(k, ks, d, depth + 1);
-    }
-    return 0;
-}
+/* The value of a catalog constant of k: given, or its default expression. */
 static double const_value(const KernelInst *k, const char *key) {
-    const KindSpec *ks = kind_spec(k->kind);
-    return ks ? const_value_of(k, ks, key, 0) : 0;
+    int id = kcat_find(k->kind);
+    return id >= 0 ? kcat_value(id, key, inst_lookup, k) : 0;
 }
 
 static const char *op_dtype(const KernelInst *k, const KindSpec *ks, int i) {
@@ -202,12 +75,16 @@ static int block_of(int tuned, int dflt) {
 
 /* 8-wide vectors when every row start stays a multiple of 8 elements. */
 static int vec_width(const KernelInst *k, const KindSpec *ks) {
-    if (ks->launch == L_ROPE || ks->launch == L_COLS || ks->launch == L_SINGLE || ks->launch == L_ROW_THREAD ||
-        ks->launch == L_ATTN_FWD || ks->launch == L_ATTN_BWD || ks->launch == L_KV || ks->launch == L_DECODE) return 1;
+    if (ks->launch == KL_ROPE || ks->launch == KL_COLS || ks->launch == KL_SINGLE ||
+        ks->launch == KL_ROW_THREAD || ks->launch == KL_ATTN_FWD || ks->launch == KL_ATTN_BWD ||
+        ks->launch == KL_KV || ks->launch == KL_DECODE)
+        return 1;
     if ((int64_t)const_value(k, "cols") % 8) return 1;
-    const char *cur = ks->consts; char key[16]; int opt;
-    while (next_key(&cur, key, sizeof key, &opt))
-        if (!strncmp(key, "ld", 2) && strcmp(key, "ldstat") && (int64_t)const_value(k, key) % 8) return 1;
+    KcatConst c;
+    for (int i = 0; kcat_const(ks->id, i, &c) == 0; i++)
+        if (!strncmp(c.key, "ld", 2) && strcmp(c.key, "ldstat") &&
+            (int64_t)const_value(k, c.key) % 8)
+            return 1;
     return 8;
 }
 
@@ -318,34 +195,70 @@ static void attention_tiles_mma(int bwd, int hd, int64_t limit, int *bq, int *bk
 
 /* The template file of kernel k (without .cu): its kind, or the CUDA-core variant of attention. */
 static void template_name(const KernelInst *k, char *out, size_t n) {
-    int attn = !strcmp(k->kind, "attention_fwd") || !strcmp(k->kind, "attention_bwd");
+    int id = kcat_find(k->kind), attn = id == KK_ATTENTION_FWD || id == KK_ATTENTION_BWD;
     snprintf(out, n, "%s%s", k->kind, attn && !attention_on_tensor_cores(k) ? "_simt" : "");
 }
 
-int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
-    const KindSpec *ks = kind_spec(k->kind);
-    if (!ks) {
-        snprintf(err, errlen, "kernel kind '%s' is not in the catalog (docs/plan-format.md)", k->kind);
+/* Every constant k was given is one of its kind's, every one the generator must give is there. */
+static int check_consts(const KernelInst *k, const KindSpec *ks, char *err, size_t errlen) {
+    KcatConst c;
+    for (int i = 0; i < k->nconst; i++)
+        if (!kcat_const_find(ks->id, k->key[i], &c)) {
+            snprintf(err, errlen, "kernel %s: constant '%s' is not one of its catalog keys (%s)",
+                     k->kind, k->key[i], kcat_kind(ks->id)->constants);
+            return -1;
+        }
+    for (int i = 0; kcat_const(ks->id, i, &c) == 0; i++)
+        if (!c.gen_optional && find_const(k, c.key) < 0) {
+            snprintf(err, errlen, "kernel %s: constant '%s' missing", k->kind, c.key);
+            return -1;
+        }
+    return 0;
+}
+
+/* Attention's block, grid, dynamic shared memory and tiles (bq, bk in: the tuned ones). */
+static int attention_launch(KernelInst *k, const KindSpec *ks, const Gpu *gpu, int *block,
+                            int64_t *smem, int *bq, int *bk, char *err, size_t errlen) {
+    int bwd = ks->launch == KL_ATTN_BWD;
+    int hd = (int)const_value(k, "head_dim");
+    int heads = (int)const_value(k, "heads"), kvh = (int)const_value(k, "kv_heads");
+    if (hd % 16 || hd < 32 || (hd > 128 && hd != 256)) {
+        snprintf(err, errlen,
+                 "kernel %s: head_dim %d not supported (a multiple of 16 from 32 to 128, "
+                 "or 256)",
+                 k->kind, hd);
         return -1;
     }
-    /* every given constant is known, every required one is given */
-    for (int i = 0; i < k->nconst; i++) {
-        const char *cur = ks->consts; char key[16]; int opt, found = 0;
-        while (next_key(&cur, key, sizeof key, &opt)) if (!strcmp(key, k->key[i])) found = 1;
-        if (!found) {
-            snprintf(err, errlen, "kernel %s: constant '%s' is not one of its catalog keys (%s)",
-                     k->kind, k->key[i], ks->consts);
-            return -1;
-        }
+    if (kvh <= 0 || heads % kvh) {
+        snprintf(err, errlen, "kernel %s: heads %d not a multiple of kv_heads %d", k->kind, heads,
+                 kvh);
+        return -1;
     }
-    const char *cur = ks->consts; char key[16]; int opt;
-    while (next_key(&cur, key, sizeof key, &opt))
-        if (!opt && find_const(k, key) < 0) {
-            snprintf(err, errlen, "kernel %s: constant '%s' missing", k->kind, key);
-            return -1;
-        }
-    const Gpu *gpu = &run->gpu;
-    int row_block = block_of(gpu->tune_row_block, 256), elem_block = block_of(gpu->tune_elem_block, 256);
+    if (attention_on_tensor_cores(k)) {   /* tiles in dynamic shared memory, to the arch's opt-in */
+        attention_tiles_mma(bwd, hd, gpu_smem_optin(gpu), bq, bk);
+        *block = 2 * *bq;   /* a warp per 16 rows */
+        *smem = attention_smem_mma(bwd, hd, *bq, *bk);
+    } else {
+        /* the backward keeps 4 x 16 fp32 accumulators a thread: at most 256 threads a block so
+         * that ptxas may use up to 255 registers (no spills) */
+        int max_threads = bwd ? 256 : 1024;
+        if (*bq * (hd / 16) > max_threads) *bq = max_threads / (hd / 16);
+        *block = *bq * (hd / 16);
+        /* static shared memory: two bf16 tiles of bk x hd (48 KiB limit) */
+        while (*bk > 16 && 2 * *bk * hd * 2 + 8 * *bk > 48 * 1024) *bk /= 2;
+    }
+    int64_t b = (int64_t)const_value(k, "batch"), seq = (int64_t)const_value(k, "seq");
+    int64_t nb = (seq + *bq - 1) / *bq;
+    k->grid = b * heads * nb + (bwd ? b * kvh * nb : 0);
+    return 0;
+}
+
+/* k's grid, block, dynamic shared memory, vector width and tiles from its launch shape and the
+ * GPU's tuning table. */
+static int launch_config(KernelInst *k, const KindSpec *ks, const Gpu *gpu, char *err,
+                         size_t errlen) {
+    int row_block = block_of(gpu->tune_row_block, 256);
+    int elem_block = block_of(gpu->tune_elem_block, 256);
     int bq = gpu->tune_attn_block_q > 0 ? gpu->tune_attn_block_q : 64;
     int bk = gpu->tune_attn_block_k > 0 ? gpu->tune_attn_block_k : 64;
     int64_t rows = (int64_t)const_value(k, "rows"), cols = (int64_t)const_value(k, "cols");
@@ -353,74 +266,55 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
     int block = row_block;
     int64_t smem = 0;   /* dynamic shared memory a block (bytes); the other kinds' is static */
     switch (ks->launch) {
-    case L_ROW: k->grid = rows; break;
-    case L_ROW_COLS:
+    case KL_ROW: k->grid = rows; break;
+    case KL_ROW_COLS:
         k->grid = rows;
-        if (!(!strcmp(k->kind, "rmsnorm_bwd") && (int)const_value(k, "phase") == 1))
+        if (!(ks->id == KK_RMSNORM_BWD && (int)const_value(k, "phase") == 1))
             k->grid += (cols + row_block - 1) / row_block;
         break;
-    case L_ELEM: block = elem_block; k->grid = (rows * (cols / vec) + block - 1) / block; break;
-    case L_ROPE: {
+    case KL_ELEM: block = elem_block; k->grid = (rows * (cols / vec) + block - 1) / block; break;
+    case KL_ROPE: {
         block = elem_block;
-        int64_t pairs = rows * (int64_t)const_value(k, "heads") * ((int64_t)const_value(k, "head_dim") / 2);
+        int64_t pairs = rows * (int64_t)const_value(k, "heads") *
+                        ((int64_t)const_value(k, "head_dim") / 2);
         k->grid = (pairs + block - 1) / block;
         break;
     }
-    case L_COLS: block = elem_block; k->grid = (cols + block - 1) / block; break;
-    case L_ATTN_FWD: case L_ATTN_BWD: {
-        int hd = (int)const_value(k, "head_dim");
-        int heads = (int)const_value(k, "heads"), kvh = (int)const_value(k, "kv_heads");
-        if (hd % 16 || hd < 32 || (hd > 128 && hd != 256)) {
-            snprintf(err, errlen, "kernel %s: head_dim %d not supported (a multiple of 16 from 32 to 128, or 256)",
-                     k->kind, hd);
-            return -1;
-        }
-        if (kvh <= 0 || heads % kvh) {
-            snprintf(err, errlen, "kernel %s: heads %d not a multiple of kv_heads %d", k->kind, heads, kvh);
-            return -1;
-        }
-        if (attention_on_tensor_cores(k)) {   /* tiles in dynamic shared memory, up to the arch's opt-in */
-            attention_tiles_mma(ks->launch == L_ATTN_BWD, hd, gpu_smem_optin(gpu), &bq, &bk);
-            block = 2 * bq;   /* a warp per 16 rows */
-            smem = attention_smem_mma(ks->launch == L_ATTN_BWD, hd, bq, bk);
-        } else {
-            /* the backward keeps 4 x 16 fp32 accumulators a thread: at most 256 threads a block so
-             * that ptxas may use up to 255 registers (no spills) */
-            int max_threads = ks->launch == L_ATTN_BWD ? 256 : 1024;
-            if (bq * (hd / 16) > max_threads) bq = max_threads / (hd / 16);
-            block = bq * (hd / 16);
-            /* static shared memory: two bf16 tiles of bk x hd (48 KiB limit) */
-            while (bk > 16 && 2 * bk * hd * 2 + 8 * bk > 48 * 1024) bk /= 2;
-        }
-        int64_t b = (int64_t)const_value(k, "batch"), seq = (int64_t)const_value(k, "seq");
-        int64_t nb = (seq + bq - 1) / bq;
-        k->grid = b * heads * nb + (ks->launch == L_ATTN_BWD ? b * kvh * nb : 0);
+    case KL_COLS: block = elem_block; k->grid = (cols + block - 1) / block; break;
+    case KL_ATTN_FWD: case KL_ATTN_BWD:
+        if (attention_launch(k, ks, gpu, &block, &smem, &bq, &bk, err, errlen)) return -1;
         break;
-    }
-    case L_SINGLE: k->grid = 1; break;
-    case L_ROW_THREAD: block = elem_block; k->grid = (rows + block - 1) / block; break;
-    case L_KV: {
+    case KL_SINGLE: k->grid = 1; break;
+    case KL_ROW_THREAD: block = elem_block; k->grid = (rows + block - 1) / block; break;
+    case KL_KV: {
         block = elem_block;
-        int64_t n = rows * (int64_t)const_value(k, "kv_heads") * (int64_t)const_value(k, "head_dim");
+        int64_t n = rows * (int64_t)const_value(k, "kv_heads") *
+                    (int64_t)const_value(k, "head_dim");
         k->grid = (n + block - 1) / block;
         break;
     }
-    case L_DECODE: {   /* the scores of one query live in shared memory: max_seq floats */
+    case KL_DECODE: {   /* the scores of one query live in shared memory: max_seq floats */
         block = 128;
         k->grid = rows * (int64_t)const_value(k, "heads");
         if ((int64_t)const_value(k, "max_seq") > 8192) {
-            snprintf(err, errlen, "kernel attention_decode: max_seq %lld above 8192 (its scores live in shared memory)",
+            snprintf(err, errlen,
+                     "kernel attention_decode: max_seq %lld above 8192 (its scores live "
+                     "in shared memory)",
                      (long long)const_value(k, "max_seq"));
             return -1;
         }
         break;
     }
     }
-    if (!strcmp(k->kind, "moe_router")) {   /* shared memory: the chunk's block*top_k choices (4 B) within 16 KiB */
-        int64_t topk = (int64_t)const_value(k, "top_k"), experts = (int64_t)const_value(k, "experts");
+    /* moe_router's shared memory: the chunk's block*top_k choices (4 B) within 16 KiB */
+    if (ks->id == KK_MOE_ROUTER) {
+        int64_t topk = (int64_t)const_value(k, "top_k");
+        int64_t experts = (int64_t)const_value(k, "experts");
         while (block > 32 && 4 * block * topk > 16384) block /= 2;
         if (4 * block * topk > 16384 || experts > 1024) {
-            snprintf(err, errlen, "kernel moe_router: top_k %lld or experts %lld too large (at most 128 and 1024)",
+            snprintf(err, errlen,
+                     "kernel moe_router: top_k %lld or experts %lld too large (at most "
+                     "128 and 1024)",
                      (long long)topk, (long long)experts);
             return -1;
         }
@@ -428,37 +322,65 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
     k->block = block;
     k->smem = smem;
     k->tune_bq = bq; k->tune_bk = bk; k->vec = vec;
-    if (rows <= 0 && ks->launch != L_ATTN_FWD && ks->launch != L_ATTN_BWD) {
+    if (rows <= 0 && ks->launch != KL_ATTN_FWD && ks->launch != KL_ATTN_BWD) {
         snprintf(err, errlen, "kernel %s: rows must be positive", k->kind);
         return -1;
     }
+    return 0;
+}
 
-    /* procedural name: kind, constants in catalog order, operand dtypes, tuning */
+/* The procedural name: kind, constants in catalog order, operand dtypes, tuning. */
+static void procedural_name(KernelInst *k, const KindSpec *ks) {
     char name[512];
     int n = snprintf(name, sizeof name, "%s", k->kind);
-    cur = ks->consts;
-    while (next_key(&cur, key, sizeof key, &opt) && n < (int)sizeof name - 64) {
+    KcatConst c;
+    for (int j = 0; kcat_const(ks->id, j, &c) == 0 && n < (int)sizeof name - 64; j++) {
+        const char *key = c.key;
         int i = find_const(k, key);
         if (i < 0) continue;
-        if (k->per_rank[i] != 0) { n += snprintf(name + n, sizeof name - n, "_%sR", name_tag(key)); continue; }
-        if (!strcmp(key, "act")) { n += snprintf(name + n, sizeof name - n, "_%s", k->val[i] ? "silu" : "id"); continue; }
-        if (is_float_key(key)) n += snprintf(name + n, sizeof name - n, "_%s%.7g", name_tag(key), k->val[i]);
-        else n += snprintf(name + n, sizeof name - n, "_%s%lld", name_tag(key), (long long)k->val[i]);
+        if (k->per_rank[i] != 0) {
+            n += snprintf(name + n, sizeof name - n, "_%sR", kcat_const_tag(key));
+            continue;
+        }
+        if (!strcmp(key, "act")) {
+            n += snprintf(name + n, sizeof name - n, "_%s", k->val[i] ? "silu" : "id");
+            continue;
+        }
+        if (kcat_const_is_float(key))
+            n += snprintf(name + n, sizeof name - n, "_%s%.7g", kcat_const_tag(key), k->val[i]);
+        else
+            n += snprintf(name + n, sizeof name - n, "_%s%lld", kcat_const_tag(key),
+                          (long long)k->val[i]);
     }
-    for (int i = 0; i < 10 && ks->ops[i].name; i++)
+    for (int i = 0; i < ks->nops; i++)
         if (strcmp(op_dtype(k, ks, i), ks->ops[i].dtype))
-            n += snprintf(name + n, sizeof name - n, "_%s%s", ks->ops[i].name, op_dtype(k, ks, i));
-    if (ks->launch == L_ATTN_FWD || ks->launch == L_ATTN_BWD)
-        n += snprintf(name + n, sizeof name - n, attention_on_tensor_cores(k) ? "_bf16_tc_q%dk%d" : "_bf16_q%dk%d", bq, bk);
+            n += snprintf(name + n, sizeof name - n, "_%s%s", ks->ops[i].key, op_dtype(k, ks, i));
+    if (ks->launch == KL_ATTN_FWD || ks->launch == KL_ATTN_BWD)
+        n += snprintf(name + n, sizeof name - n,
+                      attention_on_tensor_cores(k) ? "_bf16_tc_q%dk%d" : "_bf16_q%dk%d", k->tune_bq,
+                      k->tune_bk);
     else
-        n += snprintf(name + n, sizeof name - n, "_bf16_b%d", block);
-    for (char *c = name; *c; c++) if (*c == '.') *c = 'p'; else if (*c == '-') *c = 'm'; else if (*c == '+') *c = 'P';
+        n += snprintf(name + n, sizeof name - n, "_bf16_b%lld", (long long)k->block);
+    for (char *c = name; *c; c++)
+        if (*c == '.') *c = 'p'; else if (*c == '-') *c = 'm'; else if (*c == '+') *c = 'P';
     if (n >= (int)sizeof k->name) {   /* too long: keep a prefix and a hash of the whole */
         uint32_t h = fnv1a32(name);
         snprintf(name + sizeof k->name - 10, 10, "_%08x", h);
     }
     memcpy(k->name, name, sizeof k->name - 1);
     k->name[sizeof k->name - 1] = 0;
+}
+
+int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
+    KindSpec ks;
+    if (kind_spec(k->kind, &ks)) {
+        snprintf(err, errlen, "kernel kind '%s' is not in the catalog (docs/plan-format.md)",
+                 k->kind);
+        return -1;
+    }
+    if (check_consts(k, &ks, err, errlen) || launch_config(k, &ks, &run->gpu, err, errlen))
+        return -1;
+    procedural_name(k, &ks);
     return 0;
 }
 
@@ -535,25 +457,28 @@ static int hole_value(const KernelInst *k, const KindSpec *ks, const char *hole,
         return 1;
     }
     if (!strncmp(hole, "T_", 2)) {
-        for (int o = 0; o < 10 && ks->ops[o].name; o++)
-            if (!strcmp(ks->ops[o].name, lower + 2)) { snprintf(out, n, "%s", ctype_of(op_dtype(k, ks, o))); return 1; }
+        for (int o = 0; o < ks->nops; o++)
+            if (!strcmp(ks->ops[o].key, lower + 2)) {
+                snprintf(out, n, "%s", ctype_of(op_dtype(k, ks, o)));
+                return 1;
+            }
         return 0;
     }
-    const char *cur = ks->consts; char key[16]; int opt;
-    while (next_key(&cur, key, sizeof key, &opt)) {
-        if (strcmp(key, lower)) continue;
-        int c = find_const(k, key);
-        if (c >= 0 && k->per_rank[c] != 0) { snprintf(out, n, "%s_arg", key); return 1; }
-        double v = const_value(k, key);
-        if (is_float_key(key)) snprintf(out, n, "%.9gf", v);
-        else snprintf(out, n, "%lldLL", (long long)v);
-        /* plain int literals read better and keep int arithmetic where it fits */
-        if (!is_float_key(key) && v >= -2147483647.0 && v <= 2147483647.0) snprintf(out, n, "%lld", (long long)v);
-        if (is_float_key(key) && !strchr(out, '.') && !strchr(out, 'e') && !strchr(out, 'n') && !strchr(out, 'i'))
-            snprintf(out, n, "%.9g.f", v);
-        return 1;
-    }
-    return 0;
+    KcatConst kc;
+    if (!kcat_const_find(ks->id, lower, &kc)) return 0;
+    const char *key = kc.key;
+    int c = find_const(k, key), is_float = kcat_const_is_float(key);
+    if (c >= 0 && k->per_rank[c] != 0) { snprintf(out, n, "%s_arg", key); return 1; }
+    double v = const_value(k, key);
+    if (is_float) snprintf(out, n, "%.9gf", v);
+    else snprintf(out, n, "%lldLL", (long long)v);
+    /* plain int literals read better and keep int arithmetic where it fits */
+    if (!is_float && v >= -2147483647.0 && v <= 2147483647.0)
+        snprintf(out, n, "%lld", (long long)v);
+    if (is_float && !strchr(out, '.') && !strchr(out, 'e') && !strchr(out, 'n') &&
+        !strchr(out, 'i'))
+        snprintf(out, n, "%.9g.f", v);
+    return 1;
 }
 
 /* Write template text with its holes filled. */
@@ -611,8 +536,8 @@ static int emit_to(FILE *out, const KernelInst *ks, int n, const Run *run, char 
         int seen = 0;
         for (int j = 0; j < i && !seen; j++) seen = !strcmp(ks[j].name, ks[i].name);
         if (seen) continue;
-        const KindSpec *spec = kind_spec(ks[i].kind);
-        if (!spec || !ks[i].name[0]) {
+        KindSpec spec;
+        if (kind_spec(ks[i].kind, &spec) || !ks[i].name[0]) {
             snprintf(err, errlen, "kernel %d (%s) was not specialised before kernels_emit", i, ks[i].kind);
             rc = -1; break;
         }
@@ -624,7 +549,7 @@ static int emit_to(FILE *out, const KernelInst *ks, int n, const Run *run, char 
         fprintf(out, "\n");
         if (ks[i].smem > 0)   /* read back by `boost kernels` (shared memory and occupancy without the plan) */
             fprintf(out, "// boost:dynamic_smem %s %lld\n", ks[i].name, (long long)ks[i].smem);
-        rc = fill_template(out, text, path, &ks[i], spec, err, errlen);
+        rc = fill_template(out, text, path, &ks[i], &spec, err, errlen);
         free(text);
     }
     if (rc == 0) { fprintf(out, "\n"); fputs(runtime, out); }

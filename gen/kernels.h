@@ -1,7 +1,7 @@
 /* kernels.h: a fused kernel as the schedule builder asks for it (kind + constants), and the
  * emitter that specialises it for a GPU: procedural name, launch configuration, CUDA source.
- * The kinds and their math are the kernel catalog of docs/plan-format.md; the source text comes
- * from templates/. */
+ * The kinds are the rows of common/kernel_catalog.h, their math is docs/plan-format.md's; the
+ * source text comes from templates/. */
 #ifndef BOOST_KERNELS_H
 #define BOOST_KERNELS_H
 
@@ -48,11 +48,12 @@ int arch_limits(const char *arch, Gpu *out);
  * in a kernels.cu text says (kernels_emit writes one before each kernel that takes some); 0 without. */
 long long kernels_dynamic_smem(const char *src, const char *name);
 
-/* The catalog's kinds, in catalog order (for tests and tools). */
+/* The catalog's kinds (common/kernel_catalog.h), in catalog order (for tests and tools). */
 int kernel_kind_count(void);
 const char *kernel_kind_name(int i);
-/* Operand o of kind i: its key and default storage dtype ("bf16" | "fp32" | "i32"); -1 past the last. */
-int kernel_kind_operand(int i, int o, const char **name, const char **dtype);
+/* Operand o of kind i: its key (into name) and default storage dtype ("bf16" | "fp32" | "i32", into
+ * dtype); -1 past the last. */
+int kernel_kind_operand(int i, int o, char *name, size_t n, char *dtype, size_t dn);
 
 /* The templates/ folder ($BOOST_HOME/templates or next to the binary's folder). */
 int kernels_template_dir(char *dir, size_t n, char *err, size_t errlen);

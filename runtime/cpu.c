@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <cblas.h>          // defines: cblas_sgemm, openblas_set_num_threads
 #include "runtime/backend.h"
 #include "runtime/cpu.h"
 #include "runtime/grid.h"
@@ -55,19 +54,6 @@ struct BackendRank {
     size_t grad_bytes, grad_peak;  /* fp32 gradient bytes held now and at most (cpu_gradient_bytes) */
     char err[512];
 };
-
-/* Threads: each of the tp ranks of this process gets cpu_threads() = BOOST_THREADS (default: the
- * online cores less the machine's 1-minute load, which a busy shared machine needs) / tp, at least 1,
- * for the kernels' OpenMP loops and the GEMMs, so tp ranks x threads never oversubscribe the cores.
- * The split never changes a result's bits: a kernel row's arithmetic does not depend on it, and a
- * GEMM is cut into blocks fixed by its shape alone, each one single-threaded OpenBLAS call (OpenBLAS's
- * own threading would change the sums with the thread count). tests/sh/train_threads.sh checks a run. */
-static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
-static void blas_single(void) { openblas_set_num_threads(1); }
-static void blas_threads_for(int tp) {
-    pthread_once(&blas_once, blas_single);
-    cpu_threads_set(tp);
-}
 
 static int64_t numel(const PlanTensor *t) { return t->rows * t->cols; }
 
@@ -133,7 +119,7 @@ static void cpu_rank_close(BackendRank *r) {
 
 static BackendRank *cpu_rank_open(const Plan *p, int rank, int tp, char *err, size_t errlen) {
     if (tp > CPU_MAX_TP) { snprintf(err, errlen, "cpu backend: tp=%d is more than %d", tp, CPU_MAX_TP); return NULL; }
-    blas_threads_for(tp);
+    cpu_threads_set(tp);   /* runtime/cpu_gemm.c */
     BackendRank *r = calloc(1, sizeof *r);
     if (!r) goto oom;
     r->p = p; r->rank = rank; r->tp = tp;
@@ -309,42 +295,6 @@ size_t cpu_gradient_bytes(const BackendRank *r, size_t *peak) {
 static void own_range(const BackendRank *r, int64_t n, int64_t *lo, int64_t *hi) {
     if (!r->zero) { *lo = 0; *hi = n; return; }
     zero_shard(n, r->gidx[GROUP_DP], r->grp[GROUP_DP] ? r->grp[GROUP_DP]->n : 1, lo, hi);
-}
-
-/* C = alpha op(A) op(B) + beta C, batch times, split over the threads in blocks of C's rows (or of
- * its columns when it has more columns than rows): at most 16 blocks of at least GEMM_MIN_BLOCK, fixed
- * by the shape, so any thread count computes every element with the same calls. */
-#define GEMM_MIN_BLOCK 64
-void cpu_gemm(const GemmArgs *g, const float *A, const float *B, float *C) {
-    pthread_once(&blas_once, blas_single);
-    int by_rows = g->m >= g->n;
-    int64_t len = by_rows ? g->m : g->n;
-    int64_t nblk = len / GEMM_MIN_BLOCK;
-    if (nblk < 1) nblk = 1;
-    if (nblk > 16) nblk = 16;
-    int64_t blk = (len + nblk - 1) / nblk;
-    nblk = (len + blk - 1) / blk;
-    int64_t items = g->batch * nblk;
-    int nt = (double)g->m * g->n * g->k * g->batch < 4e6 || items < 2 ? 1 : cpu_threads();
-    #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-    for (int64_t it = 0; it < items; it++) {
-        int64_t i = it / nblk, b0 = (it % nblk) * blk, bl = len - b0 < blk ? len - b0 : blk;
-        const float *a = A + i * g->sA, *bm = B + i * g->sB;
-        float *c = C + i * g->sC;
-        int64_t m = g->m, n = g->n;
-        if (by_rows) {   /* rows b0.. of C and of op(A) */
-            a += g->ta ? b0 : b0 * g->lda;
-            c += b0 * g->ldc;
-            m = bl;
-        } else {         /* columns b0.. of C and of op(B) */
-            bm += g->tb ? b0 * g->ldb : b0;
-            c += b0;
-            n = bl;
-        }
-        cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans,
-                    (int)m, (int)n, (int)g->k, (float)g->alpha, a, (int)g->lda, bm, (int)g->ldb, (float)g->beta, c,
-                    (int)g->ldc);
-    }
 }
 
 static int cpu_gemm_step(BackendRank *r, const GemmArgs *g, void *A, void *B, void *C) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/cpu.h"
+#include "common/kernel_catalog.h"   // defines: kcat_find, KK_*
 
 static float *op(const KernelArgs *k, void **ops, const char *key) {
     int i = kernel_op(k, key);
@@ -100,8 +101,10 @@ static int k_attention_decode(const KernelArgs *k, void **ops, int rank, char *e
 }
 
 int cpu_infer_kernel_run(const KernelArgs *k, void **ops, int rank, char *err, size_t errlen) {
-    if (!strcmp(k->kind, "rope_at")) return k_rope_at(k, ops, rank, err, errlen);
-    if (!strcmp(k->kind, "kv_append")) return k_kv_append(k, ops, rank, err, errlen);
-    if (!strcmp(k->kind, "attention_decode")) return k_attention_decode(k, ops, rank, err, errlen);
-    return 1;
+    switch (kcat_find(k->kind)) {
+    case KK_ROPE_AT: return k_rope_at(k, ops, rank, err, errlen);
+    case KK_KV_APPEND: return k_kv_append(k, ops, rank, err, errlen);
+    case KK_ATTENTION_DECODE: return k_attention_decode(k, ops, rank, err, errlen);
+    default: return 1;
+    }
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/cpu.h"
+#include "common/kernel_catalog.h"   // defines: kcat_find, KK_*
 
 typedef struct {
     const KernelArgs *k;
@@ -35,36 +36,6 @@ static double cf(const KCtx *c, const char *key, double d) { return kernel_num(c
 static int kfail(const KCtx *c, const char *msg) {
     snprintf(c->err, c->errlen, "kernel %s (%s): %s", c->k->kind, c->k->name, msg);
     return -1;
-}
-
-/* ---- threads: per rank, set by the backend (cpu_threads_set) ---- */
-static int g_threads = 0;
-
-/* OpenMP threads that sleep when idle instead of spinning (unless OMP_WAIT_POLICY says otherwise):
- * on a shared machine a spinning thread takes the core that its team-mate waits for, and a step
- * runs ten times slower. Set before the OpenMP runtime reads its environment (a constructor of
- * higher priority than its own). */
-__attribute__((constructor(101))) static void omp_wait_passive(void) { setenv("OMP_WAIT_POLICY", "PASSIVE", 0); }
-
-int cpu_threads_set(int tp) {
-    int total = 0;
-    const char *e = getenv("BOOST_THREADS");
-    if (e && *e) total = atoi(e);
-    if (total < 1) {   /* the online cores less those other processes keep busy (1-minute load) */
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        double load = 0;
-        total = n > 0 ? (int)n : 1;
-        if (getloadavg(&load, 1) == 1 && load > 0.5) total -= (int)(load + 0.5);
-        if (total < 1) total = 1;
-    }
-    int per = total / (tp > 0 ? tp : 1);
-    g_threads = per < 1 ? 1 : per;
-    return g_threads;
-}
-
-int cpu_threads(void) {
-    if (g_threads < 1) cpu_threads_set(1);
-    return g_threads;
 }
 
 /* threads for a pass over `work` elements: one below about 32k (a team costs more than it saves) */
@@ -828,38 +799,40 @@ static int k_moe_aux_add(const KCtx *c) {
     return 0;
 }
 
+/* The body of k's catalog kind (common/kernel_catalog.h). */
 int cpu_kernel_run(const KernelArgs *k, void **ops, int rank, char *err, size_t errlen) {
     KCtx c = {k, ops, rank, err, errlen};
-    const char *kind = k->kind;
-    if (!strcmp(kind, "embedding_fwd")) return k_embedding(&c, 0);
-    if (!strcmp(kind, "embedding_bwd")) return k_embedding(&c, 1);
-    if (!strcmp(kind, "rmsnorm_fwd")) return k_rmsnorm_fwd(&c);
-    if (!strcmp(kind, "rmsnorm_bwd")) return k_rmsnorm_bwd(&c);
-    if (!strcmp(kind, "sumsq")) return k_sumsq(&c);
-    if (!strcmp(kind, "online_norm_fwd")) return k_online_norm_fwd(&c);
-    if (!strcmp(kind, "online_norm_rescale")) return k_online_norm_rescale(&c);
-    if (!strcmp(kind, "bottleneck_act")) return k_bottleneck_act(&c);
-    if (!strcmp(kind, "bottleneck_act_bwd")) return k_bottleneck_act_bwd(&c);
-    if (!strcmp(kind, "online_norm_bwd")) return k_online_norm_bwd(&c);
-    if (!strcmp(kind, "rope")) return k_rope(&c);
-    if (!strcmp(kind, "attention_fwd")) return k_attention_fwd(&c);
-    if (!strcmp(kind, "attention_bwd")) return k_attention_bwd(&c);
-    if (!strcmp(kind, "glu_fwd")) return k_glu(&c, 0);
-    if (!strcmp(kind, "glu_bwd")) return k_glu(&c, 1);
-    if (!strcmp(kind, "add")) return k_add(&c);
-    if (!strcmp(kind, "copy")) return k_copy(&c);
-    if (!strcmp(kind, "xent_fwd")) return k_xent_fwd(&c);
-    if (!strcmp(kind, "xent_combine")) return k_xent_combine(&c);
-    if (!strcmp(kind, "xent_bwd")) return k_xent_bwd(&c);
-    if (!strcmp(kind, "moe_router")) return k_moe_router(&c);
-    if (!strcmp(kind, "moe_router_bwd")) return k_moe_router_bwd(&c);
-    if (!strcmp(kind, "moe_dispatch")) return k_moe_dispatch(&c);
-    if (!strcmp(kind, "moe_dispatch_bwd")) return k_moe_dispatch_bwd(&c);
-    if (!strcmp(kind, "moe_combine")) return k_moe_combine(&c);
-    if (!strcmp(kind, "moe_combine_bwd")) return k_moe_combine_bwd(&c);
-    if (!strcmp(kind, "moe_gates_bwd")) return k_moe_gates_bwd(&c);
-    if (!strcmp(kind, "moe_aux_add")) return k_moe_aux_add(&c);
-    int rc = cpu_infer_kernel_run(k, ops, rank, err, errlen);   /* runtime/cpu_infer.c: rope_at, kv_append, attention_decode */
-    if (rc != 1) return rc;
-    return kfail(&c, "unknown kernel kind");
+    switch (kcat_find(k->kind)) {
+    case KK_EMBEDDING_FWD: return k_embedding(&c, 0);
+    case KK_EMBEDDING_BWD: return k_embedding(&c, 1);
+    case KK_RMSNORM_FWD: return k_rmsnorm_fwd(&c);
+    case KK_RMSNORM_BWD: return k_rmsnorm_bwd(&c);
+    case KK_SUMSQ: return k_sumsq(&c);
+    case KK_ONLINE_NORM_FWD: return k_online_norm_fwd(&c);
+    case KK_ONLINE_NORM_RESCALE: return k_online_norm_rescale(&c);
+    case KK_BOTTLENECK_ACT: return k_bottleneck_act(&c);
+    case KK_BOTTLENECK_ACT_BWD: return k_bottleneck_act_bwd(&c);
+    case KK_ONLINE_NORM_BWD: return k_online_norm_bwd(&c);
+    case KK_ROPE: return k_rope(&c);
+    case KK_ATTENTION_FWD: return k_attention_fwd(&c);
+    case KK_ATTENTION_BWD: return k_attention_bwd(&c);
+    case KK_GLU_FWD: return k_glu(&c, 0);
+    case KK_GLU_BWD: return k_glu(&c, 1);
+    case KK_ADD: return k_add(&c);
+    case KK_COPY: return k_copy(&c);
+    case KK_XENT_FWD: return k_xent_fwd(&c);
+    case KK_XENT_COMBINE: return k_xent_combine(&c);
+    case KK_XENT_BWD: return k_xent_bwd(&c);
+    case KK_MOE_ROUTER: return k_moe_router(&c);
+    case KK_MOE_ROUTER_BWD: return k_moe_router_bwd(&c);
+    case KK_MOE_DISPATCH: return k_moe_dispatch(&c);
+    case KK_MOE_DISPATCH_BWD: return k_moe_dispatch_bwd(&c);
+    case KK_MOE_COMBINE: return k_moe_combine(&c);
+    case KK_MOE_COMBINE_BWD: return k_moe_combine_bwd(&c);
+    case KK_MOE_GATES_BWD: return k_moe_gates_bwd(&c);
+    case KK_MOE_AUX_ADD: return k_moe_aux_add(&c);
+    case KK_ROPE_AT: case KK_KV_APPEND: case KK_ATTENTION_DECODE:   /* runtime/cpu_infer.c */
+        return cpu_infer_kernel_run(k, ops, rank, err, errlen);
+    default: return kfail(&c, "unknown kernel kind");
+    }
 }

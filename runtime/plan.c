@@ -12,58 +12,15 @@
 #include "runtime/plan.h"
 #include "runtime/grid.h"
 #include "common/checked.h" // defines: ck_add, ck_mul, ck_span, CK_MAX_SIZE
+#include "common/kernel_catalog.h"   // defines: kcat_find, kcat_operand, kcat_const, kcat_eval
 #include "common/train_settings.h"   // defines: TRAIN_SETTINGS, train_setting_parse, train_setting_default
 
 #define MAX_TOKENS 96
 #define MAX_PLAN_BYTES ((size_t)1 << 30)
 
-/* ---- kernel catalog (docs/plan-format.md): operand keys in launch order, each `key[:dtype][?]`: the
- * default storage dtype when it is not the activation dtype (bf16), '?' when the operand is optional.
- * The one copy of the runtime's catalog: the loader and the CUDA backend's launches both read it. ---- */
-typedef struct { const char *kind; const char *ops; } CatalogEntry;
-static const CatalogEntry CATALOG[] = {
-    {"embedding_fwd", "tokens:i32 table out"},
-    {"embedding_bwd", "tokens:i32 dout dtable:fp32"},
-    {"rmsnorm_fwd", "x gamma out rstd:fp32 sumsq:fp32?"},
-    {"rmsnorm_bwd", "x gamma rstd:fp32 dout dot:fp32? dx? dgamma:fp32?"},
-    {"sumsq", "x out:fp32"},
-    {"online_norm_fwd", "x gamma xhat rho:fp32 stat"},
-    {"online_norm_rescale", "h rho:fp32"},
-    {"bottleneck_act", "h y? z rstd:fp32? stat?"},
-    {"bottleneck_act_bwd", "h y rstd:fp32? rho:fp32? dz dh dstat:fp32?"},
-    {"online_norm_bwd", "x gamma rho:fp32 dxhat dstat:fp32 dx dgamma:fp32?"},
-    {"rope", "x"},
-    {"attention_fwd", "q k v out lse:fp32"},
-    {"attention_bwd", "q k v out dout lse:fp32 dq dk dv"},
-    {"glu_fwd", "gate up out"},
-    {"glu_bwd", "gate up dout dgate dup"},
-    {"add", "a b out"},
-    {"copy", "src dst"},
-    {"xent_fwd", "logits targets:i32 stats:fp32"},
-    {"xent_combine", "stats_all:fp32 lse:fp32 loss:fp32"},
-    {"xent_bwd", "logits targets:i32 lse:fp32 dlogits"},
-    {"moe_router", "logits probs:fp32 sel:fp32 gates:fp32 slot:fp32 src:fp32 aux:fp32"},
-    {"moe_router_bwd", "probs:fp32 sel:fp32 gates:fp32 aux:fp32 dgates:fp32 dlogits"},
-    {"moe_dispatch", "x src:fp32 out"},
-    {"moe_dispatch_bwd", "dout sel:fp32 slot:fp32 dx"},
-    {"moe_combine", "eo sel:fp32 slot:fp32 gates:fp32 out"},
-    {"moe_combine_bwd", "dout src:fp32 gates:fp32 deo"},
-    {"moe_gates_bwd", "dout eo sel:fp32 slot:fp32 dgates:fp32"},
-    {"moe_aux_add", "aux:fp32 loss:fp32"},
-    /* inference (gen/infer_plan.c): the decode step with a KV cache */
-    {"rope_at", "x pos:fp32"},
-    {"kv_append", "k v pos:fp32 kcache vcache"},
-    {"attention_decode", "q kcache vcache pos:fp32 out"},
-};
-#define NCATALOG ((int)(sizeof CATALOG / sizeof CATALOG[0]))
-
-static int catalog_find(const char *kind) {
-    for (int i = 0; i < NCATALOG; i++)
-        if (!strcmp(CATALOG[i].kind, kind)) return i;
-    return -1;
-}
-
-const char *plan_catalog_kind(int i) { return i >= 0 && i < NCATALOG ? CATALOG[i].kind : NULL; }
+/* ---- kernel catalog (common/kernel_catalog.h): the kinds, their operands in launch order (the
+ * CUDA backend orders its launch arguments by plan_catalog_operand) and their extents ---- */
+const char *plan_catalog_kind(int i) { return kcat_kind(i) ? kcat_name(i) : NULL; }
 
 double plan_step_flops(const Plan *p, const PlanStep *st) {
     if (st->kind == ST_GEMM || st->kind == ST_BATCHED_GEMM)
@@ -85,33 +42,23 @@ const char *plan_step_kind_name(int kind) {
 }
 
 int plan_catalog_operand(const char *kind, int o, char *key, size_t n, int *dtype, int *optional) {
-    int c = catalog_find(kind);
+    int c = kcat_find(kind);
     if (c < 0) return -1;
-    const char *s = CATALOG[c].ops;
-    for (int i = 0; *s; i++) {
-        const char *e = s;
-        while (*e && *e != ' ') e++;
-        if (i == o) {
-            const char *colon = memchr(s, ':', (size_t)(e - s));
-            int opt = e > s && e[-1] == '?';
-            const char *end_name = colon ? colon : opt ? e - 1 : e;
-            size_t len = (size_t)(end_name - s);
-            if (n && len >= n) len = n - 1;
-            if (n) { memcpy(key, s, len); key[len] = 0; }
-            if (dtype) *dtype = !colon ? PDT_BF16 : !strncmp(colon + 1, "fp32", 4) ? PDT_FP32 : PDT_I32;
-            if (optional) *optional = opt;
-            return 0;
-        }
-        s = *e ? e + 1 : e;
-    }
-    return 1;
+    KcatOperand op;
+    if (kcat_operand(c, o, &op) != 0) return 1;
+    if (n) snprintf(key, n, "%s", op.key);
+    if (dtype)
+        *dtype = !strcmp(op.dtype, "bf16")   ? PDT_BF16
+                 : !strcmp(op.dtype, "fp32") ? PDT_FP32
+                                             : PDT_I32;
+    if (optional) *optional = op.optional;
+    return 0;
 }
 
-/* Is `key` an operand of catalog entry c? Sets *optional. */
-static int catalog_is_operand(int c, const char *key, int *optional) {
-    char name[32];
-    for (int o = 0; plan_catalog_operand(CATALOG[c].kind, o, name, sizeof name, NULL, optional) == 0; o++)
-        if (!strcmp(name, key)) return 1;
+/* Catalog kind c's operand `key`, when it has one. */
+static int catalog_operand_of(int c, const char *key, KcatOperand *op) {
+    for (int o = 0; kcat_operand(c, o, op) == 0; o++)
+        if (!strcmp(op->key, key)) return 1;
     return 0;
 }
 
@@ -756,10 +703,13 @@ static int parse_gemm_fields(Loader *L, Line *ln, GemmArgs *g, int batched) {
     return 0;
 }
 
-/* ---- kernels: operand extents per kind ---- */
-static int64_t kc(const KernelArgs *k, const char *key, int64_t d) { return kernel_int(k, key, 0, d); }
+/* ---- kernels: operand extents, from the catalog's rows, and the rules of a few kinds ---- */
+static int64_t kc(const KernelArgs *k, const char *key, int64_t d) {
+    return kernel_int(k, key, 0, d);
+}
 
-static int kview(Loader *L, const KernelArgs *k, const char *key, int64_t rows, int64_t cols, int64_t ld) {
+static int kview(Loader *L, const KernelArgs *k, const char *key, int64_t rows, int64_t cols,
+                 int64_t ld) {
     int i = kernel_op(k, key);
     if (i < 0) return 0;
     char what[80];
@@ -767,208 +717,147 @@ static int kview(Loader *L, const KernelArgs *k, const char *key, int64_t rows, 
     return check_view(L, L->p, &k->op[i], rows, cols, ld, 0, what);
 }
 
-static int need_consts(Loader *L, const KernelArgs *k, const char *keys) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", keys);
-    for (char *s = strtok(buf, " "); s; s = strtok(NULL, " "))
-        if (!kernel_has(k, s)) return fail(L, "kernel %s: missing key %s=", k->kind, s);
-    return 0;
-}
-
 static int need_op(Loader *L, const KernelArgs *k, const char *key, const char *why) {
-    if (kernel_op(k, key) < 0) return fail(L, "kernel %s: operand %s= is required %s", k->kind, key, why);
+    if (kernel_op(k, key) < 0)
+        return fail(L, "kernel %s: operand %s= is required %s", k->kind, key, why);
     return 0;
 }
 
-/* The moe_* kinds: rows is tokens (M) or slots (experts*capacity) as the catalog says. */
-static int check_moe_extents(Loader *L, const KernelArgs *k) {
-    const char *kind = k->kind;
-    int64_t rows = kc(k, "rows", 0), cols = kc(k, "cols", 0), K = kc(k, "top_k", 1);
-    if (rows <= 0 || K <= 0) return fail(L, "kernel %s: rows and top_k must be positive", kind);
-    if (!strcmp(kind, "moe_router") || !strcmp(kind, "moe_router_bwd")) {
-        if (need_consts(L, k, "rows experts top_k")) return -1;
-        int64_t E = kc(k, "experts", 0), cap = kc(k, "capacity", 1);
-        if (E < K || cap < 1) return fail(L, "kernel %s: need 1 <= top_k <= experts and capacity >= 1", kind);
-        if (!strcmp(kind, "moe_router") && need_consts(L, k, "capacity")) return -1;
-        int64_t auxn = kernel_num(k, "zcoef", 0) > 0 ? 2 + 2 * E + rows : 1 + 2 * E;   /* with a z-loss: z and each token's lse */
-        return kview(L, k, "logits", rows, E, kc(k, "ldl", E)) || kview(L, k, "probs", rows, E, E) ||
-               kview(L, k, "sel", rows, K, K) || kview(L, k, "gates", rows, K, K) || kview(L, k, "slot", rows, K, K) ||
-               kview(L, k, "src", 1, E * cap, E * cap) || kview(L, k, "aux", 1, auxn, auxn) ||
-               kview(L, k, "dgates", rows, K, K) || kview(L, k, "dlogits", rows, E, kc(k, "lddl", E));
-    }
-    if (!strcmp(kind, "moe_aux_add")) return kview(L, k, "aux", 1, 1, 1) || kview(L, k, "loss", 1, 1, 1);
-    if (need_consts(L, k, "rows cols top_k")) return -1;
-    if (!strcmp(kind, "moe_dispatch") || !strcmp(kind, "moe_combine_bwd")) {   /* rows = slots */
-        if (need_consts(L, k, "tokens")) return -1;
-        int64_t M = kc(k, "tokens", 0);
-        return kview(L, k, "src", 1, rows, rows) || kview(L, k, "out", rows, cols, kc(k, "ldo", cols)) ||
-               kview(L, k, "x", M, cols, kc(k, "ldx", cols)) || kview(L, k, "deo", rows, cols, kc(k, "ldde", cols)) ||
-               kview(L, k, "dout", M, cols, kc(k, "ldo", cols)) || kview(L, k, "gates", M, K, K);
-    }
-    if (need_consts(L, k, "experts capacity")) return -1;   /* rows = tokens */
-    int64_t slots = kc(k, "experts", 0) * kc(k, "capacity", 0);
-    if (slots < 1) return fail(L, "kernel %s: experts and capacity must be positive", kind);
-    if (!strcmp(kind, "moe_dispatch_bwd"))
-        return kview(L, k, "sel", rows, K, K) || kview(L, k, "slot", rows, K, K) ||
-               kview(L, k, "dx", rows, cols, kc(k, "lddx", cols)) || kview(L, k, "dout", slots, cols, kc(k, "ldo", cols));
-    if (!strcmp(kind, "moe_combine") || !strcmp(kind, "moe_gates_bwd"))
-        return kview(L, k, "sel", rows, K, K) || kview(L, k, "slot", rows, K, K) || kview(L, k, "gates", rows, K, K) ||
-               kview(L, k, "out", rows, cols, kc(k, "ldo", cols)) || kview(L, k, "dout", rows, cols, kc(k, "ldo", cols)) ||
-               kview(L, k, "eo", slots, cols, kc(k, "lde", cols)) || kview(L, k, "dgates", rows, K, K);
-    return fail(L, "unknown kernel kind %s", kind);
+/* rmsnorm_bwd: phase 0 (whole), 1 (the per-row dot, summed across ranks next), 2 (from the sum). */
+static int rule_rmsnorm_bwd(Loader *L, const KernelArgs *k) {
+    int64_t phase = kc(k, "phase", 0);
+    if (phase < 0 || phase > 2) return fail(L, "kernel rmsnorm_bwd: phase must be 0, 1 or 2");
+    if (phase != 0 && need_op(L, k, "dot", "with phase 1 or 2")) return -1;
+    if (phase != 1 && need_op(L, k, "dx", "with phase 0 or 2")) return -1;
+    return 0;
 }
 
+static int rule_bottleneck_act(Loader *L, const KernelArgs *k) {
+    if (kc(k, "norm", 0) &&
+        (need_op(L, k, "rstd", "with norm=1") || need_op(L, k, "stat", "with norm=1")))
+        return -1;
+    return 0;
+}
+
+static int rule_bottleneck_act_bwd(Loader *L, const KernelArgs *k) {
+    if (!kc(k, "norm", 0)) return 0;
+    if (need_op(L, k, "rstd", "with norm=1") || need_op(L, k, "rho", "with norm=1") ||
+        need_op(L, k, "dstat", "with norm=1"))
+        return -1;
+    if (!kernel_has(k, "divisor")) return fail(L, "kernel %s: missing key divisor=", k->kind);
+    return 0;
+}
+
+static int rule_rope(Loader *L, const KernelArgs *k) {
+    if (kc(k, "head_dim", 0) % 2) return fail(L, "kernel %s: head_dim must be even", k->kind);
+    if (kcat_find(k->kind) == KK_ROPE && kc(k, "seq", 0) <= 0)
+        return fail(L, "kernel rope: seq must be positive");
+    return 0;
+}
+
+static int rule_attention(Loader *L, const KernelArgs *k) {
+    int64_t b = kc(k, "batch", 0), s = kc(k, "seq", 0), h = kc(k, "heads", 0),
+            kvh = kc(k, "kv_heads", 0);
+    int64_t hd = kc(k, "head_dim", 0), bhs;   /* constants are at most 2^31: pairs never wrap */
+    if (b <= 0 || s <= 0 || h <= 0 || kvh <= 0 || hd <= 0 || h % kvh)
+        return fail(L,
+                    "kernel %s: batch, seq, heads, kv_heads, head_dim must be positive and heads a "
+                    "multiple of kv_heads",
+                    k->kind);
+    if (ck_mul(b * s, h, &bhs))
+        return fail(L, "kernel %s: batch*heads*seq is out of range", k->kind);
+    return 0;
+}
+
+static int rule_xent_combine(Loader *L, const KernelArgs *k) {
+    if (kc(k, "tp", 0) < 1) return fail(L, "kernel xent_combine: tp must be positive");
+    return 0;
+}
+
+/* The moe_* kinds: rows is tokens (M) or slots (experts*capacity) as the catalog says; the
+ * router's aux holds 1 + 2E floats, with a z-loss also z and each token's lse. */
+static int rule_moe(Loader *L, const KernelArgs *k) {
+    int id = kcat_find(k->kind);
+    int64_t rows = kc(k, "rows", 0), K = kc(k, "top_k", 1);
+    if (rows <= 0 || K <= 0) return fail(L, "kernel %s: rows and top_k must be positive", k->kind);
+    if (id == KK_MOE_ROUTER || id == KK_MOE_ROUTER_BWD) {
+        int64_t E = kc(k, "experts", 0), cap = kc(k, "capacity", 1);
+        if (E < K || cap < 1)
+            return fail(L, "kernel %s: need 1 <= top_k <= experts and capacity >= 1", k->kind);
+        int64_t auxn = kernel_num(k, "zcoef", 0) > 0 ? 2 + 2 * E + rows : 1 + 2 * E;
+        return kview(L, k, "aux", 1, auxn, auxn);
+    }
+    if ((id == KK_MOE_DISPATCH_BWD || id == KK_MOE_COMBINE || id == KK_MOE_GATES_BWD) &&
+        kc(k, "experts", 0) * kc(k, "capacity", 0) < 1)
+        return fail(L, "kernel %s: experts and capacity must be positive", k->kind);
+    return 0;
+}
+
+static int rule_kv(Loader *L, const KernelArgs *k) {
+    int64_t kvh = kc(k, "kv_heads", 0), hd = kc(k, "head_dim", 0), ms = kc(k, "max_seq", 0);
+    if (kvh <= 0 || hd <= 0 || ms <= 0 || kc(k, "heads", kvh) % kvh)
+        return fail(L,
+                    "kernel %s: kv_heads, head_dim and max_seq must be positive, heads a multiple "
+                    "of kv_heads",
+                    k->kind);
+    return 0;
+}
+
+/* What a kind needs beyond its catalog row (its required constants and operands' extents). */
+static int (*const kernel_rules[KK_COUNT])(Loader *L, const KernelArgs *k) = {
+    [KK_RMSNORM_BWD] = rule_rmsnorm_bwd, [KK_BOTTLENECK_ACT] = rule_bottleneck_act,
+    [KK_BOTTLENECK_ACT_BWD] = rule_bottleneck_act_bwd, [KK_ROPE] = rule_rope,
+    [KK_ROPE_AT] = rule_rope, [KK_ATTENTION_FWD] = rule_attention,
+    [KK_ATTENTION_BWD] = rule_attention, [KK_XENT_COMBINE] = rule_xent_combine,
+    [KK_MOE_ROUTER] = rule_moe, [KK_MOE_ROUTER_BWD] = rule_moe, [KK_MOE_DISPATCH] = rule_moe,
+    [KK_MOE_DISPATCH_BWD] = rule_moe, [KK_MOE_COMBINE] = rule_moe, [KK_MOE_COMBINE_BWD] = rule_moe,
+    [KK_MOE_GATES_BWD] = rule_moe, [KK_MOE_AUX_ADD] = rule_moe, [KK_KV_APPEND] = rule_kv,
+    [KK_ATTENTION_DECODE] = rule_kv,
+};
+
+/* A kernel's constant at rank 0, for the catalog's evaluator. */
+static int args_lookup(const void *ctx, const char *key, double *value) {
+    const KernelArgs *k = ctx;
+    if (!kernel_has(k, key)) return 0;
+    *value = (double)kc(k, key, 0);
+    return 1;
+}
+
+/* An extent expression of kernel k, an integer of at most 2^50 in magnitude. */
+static int extent(Loader *L, const KernelArgs *k, int c, const KcatOperand *op, const char *expr,
+                  int64_t *out) {
+    double v = kcat_eval(c, expr, args_lookup, k);
+    if (!(fabs(v) <= (double)CK_MAX_SIZE))
+        return fail(L, "kernel %s operand %s: %s = %.0f is out of range", k->kind, op->key, expr,
+                    v);
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* The catalog's required constants are given, the kind's rule holds and every operand's view
+ * lies inside its tensor. */
 static int check_kernel_extents(Loader *L, const KernelArgs *k) {
-    const char *kind = k->kind;
-    int64_t rows = kc(k, "rows", 0), cols = kc(k, "cols", 0);
-#define LD(key, dflt) kc(k, key, dflt)
-    if (!strcmp(kind, "embedding_fwd") || !strcmp(kind, "embedding_bwd")) {
-        if (need_consts(L, k, "rows cols vocab")) return -1;
-        int64_t vocab = kc(k, "vocab", 0);
-        const char *tab = kind[10] == 'f' ? "table" : "dtable", *o = kind[10] == 'f' ? "out" : "dout";
-        return kview(L, k, "tokens", 1, rows, rows) || kview(L, k, tab, vocab, cols, cols) ||
-               kview(L, k, o, rows, cols, LD("ldo", cols));
-    }
-    if (!strcmp(kind, "rmsnorm_fwd")) {
-        if (need_consts(L, k, "rows cols divisor eps")) return -1;
-        return kview(L, k, "x", rows, cols, LD("ldx", cols)) || kview(L, k, "gamma", 1, cols, cols) ||
-               kview(L, k, "out", rows, cols, LD("ldo", cols)) || kview(L, k, "rstd", 1, rows, rows) ||
-               kview(L, k, "sumsq", 1, rows, rows);
-    }
-    if (!strcmp(kind, "rmsnorm_bwd")) {
-        if (need_consts(L, k, "rows cols divisor")) return -1;
-        int64_t phase = kc(k, "phase", 0);
-        if (phase < 0 || phase > 2) return fail(L, "kernel rmsnorm_bwd: phase must be 0, 1 or 2");
-        if (phase != 0 && need_op(L, k, "dot", "with phase 1 or 2")) return -1;
-        if (phase != 1 && need_op(L, k, "dx", "with phase 0 or 2")) return -1;
-        return kview(L, k, "x", rows, cols, LD("ldx", cols)) || kview(L, k, "gamma", 1, cols, cols) ||
-               kview(L, k, "rstd", 1, rows, rows) || kview(L, k, "dout", rows, cols, LD("ldo", cols)) ||
-               kview(L, k, "dot", 1, rows, rows) || kview(L, k, "dx", rows, cols, LD("lddx", LD("ldx", cols))) ||
-               kview(L, k, "dgamma", 1, cols, cols);
-    }
-    if (!strcmp(kind, "sumsq")) {
-        if (need_consts(L, k, "rows cols")) return -1;
-        return kview(L, k, "x", rows, cols, LD("ldx", cols)) || kview(L, k, "out", 1, rows, rows);
-    }
-    if (!strcmp(kind, "online_norm_fwd")) {
-        if (need_consts(L, k, "rows cols divisor eps")) return -1;
-        return kview(L, k, "x", rows, cols, LD("ldx", cols)) || kview(L, k, "gamma", 1, cols, cols) ||
-               kview(L, k, "xhat", rows, cols, LD("ldxhat", cols)) || kview(L, k, "rho", 1, rows, rows) ||
-               kview(L, k, "stat", rows, 1, LD("ldstat", 1));
-    }
-    if (!strcmp(kind, "online_norm_rescale")) {
-        if (need_consts(L, k, "rows cols")) return -1;
-        return kview(L, k, "h", rows, cols, LD("ldh", cols)) || kview(L, k, "rho", 1, rows, rows);
-    }
-    if (!strcmp(kind, "bottleneck_act")) {
-        if (need_consts(L, k, "rows cols act")) return -1;
-        int64_t norm = kc(k, "norm", 0);
-        if (norm && (need_op(L, k, "rstd", "with norm=1") || need_op(L, k, "stat", "with norm=1"))) return -1;
-        return kview(L, k, "h", rows, cols, LD("ldh", cols)) ||
-               kview(L, k, "y", rows, cols, LD("ldy", cols)) || kview(L, k, "z", rows, cols, LD("ldz", cols)) ||
-               kview(L, k, "rstd", 1, rows, rows) || kview(L, k, "stat", 1, rows, rows);
-    }
-    if (!strcmp(kind, "bottleneck_act_bwd")) {
-        if (need_consts(L, k, "rows cols act")) return -1;
-        int64_t norm = kc(k, "norm", 0);
-        if (norm && (need_op(L, k, "rstd", "with norm=1") || need_op(L, k, "rho", "with norm=1") ||
-                     need_op(L, k, "dstat", "with norm=1") || need_consts(L, k, "divisor")))
+    int c = kcat_find(k->kind);
+    if (c < 0) return fail(L, "unknown kernel kind %s", k->kind);
+    KcatConst kcst;
+    for (int i = 0; kcat_const(c, i, &kcst) == 0; i++)
+        if (!kcst.plan_optional && !kernel_has(k, kcst.key))
+            return fail(L, "kernel %s: missing key %s=", k->kind, kcst.key);
+    if (kernel_rules[c] && kernel_rules[c](L, k)) return -1;
+    KcatOperand op;
+    for (int o = 0; kcat_operand(c, o, &op) == 0; o++) {
+        int64_t rows = 0, cols = 0, ld = 0;
+        if (!op.rows[0] || kernel_op(k, op.key) < 0) continue;
+        if (extent(L, k, c, &op, op.rows, &rows) || extent(L, k, c, &op, op.cols, &cols) ||
+            extent(L, k, c, &op, op.ld, &ld) || kview(L, k, op.key, rows, cols, ld))
             return -1;
-        return kview(L, k, "h", rows, cols, LD("ldh", cols)) || kview(L, k, "y", rows, cols, LD("ldy", cols)) ||
-               kview(L, k, "rstd", 1, rows, rows) || kview(L, k, "rho", 1, rows, rows) ||
-               kview(L, k, "dz", rows, cols, LD("ldz", cols)) || kview(L, k, "dh", rows, cols, LD("lddh", cols)) ||
-               kview(L, k, "dstat", 1, rows, rows);
     }
-    if (!strcmp(kind, "online_norm_bwd")) {
-        if (need_consts(L, k, "rows cols")) return -1;
-        return kview(L, k, "x", rows, cols, LD("ldx", cols)) || kview(L, k, "gamma", 1, cols, cols) ||
-               kview(L, k, "rho", 1, rows, rows) || kview(L, k, "dxhat", rows, cols, LD("lddxhat", cols)) ||
-               kview(L, k, "dstat", 1, rows, rows) || kview(L, k, "dx", rows, cols, LD("lddx", LD("ldx", cols))) ||
-               kview(L, k, "dgamma", 1, cols, cols);
-    }
-    if (!strcmp(kind, "rope")) {
-        if (need_consts(L, k, "rows heads head_dim seq theta")) return -1;
-        int64_t w = kc(k, "heads", 0) * kc(k, "head_dim", 0);
-        if (kc(k, "head_dim", 0) % 2) return fail(L, "kernel rope: head_dim must be even");
-        if (kc(k, "seq", 0) <= 0) return fail(L, "kernel rope: seq must be positive");
-        return kview(L, k, "x", rows, w, LD("ldx", w));
-    }
-    if (!strcmp(kind, "attention_fwd") || !strcmp(kind, "attention_bwd")) {
-        if (need_consts(L, k, "batch seq heads kv_heads head_dim scale")) return -1;
-        int64_t b = kc(k, "batch", 0), s = kc(k, "seq", 0), h = kc(k, "heads", 0), kvh = kc(k, "kv_heads", 0), hd = kc(k, "head_dim", 0);
-        if (b <= 0 || s <= 0 || h <= 0 || kvh <= 0 || hd <= 0 || h % kvh)
-            return fail(L, "kernel %s: batch, seq, heads, kv_heads, head_dim must be positive and heads a multiple of kv_heads", kind);
-        int64_t M = b * s, wq = h * hd, wk = kvh * hd,
-                bhs; /* constants are at most 2^31: pairs never wrap */
-        if (ck_mul(M, h, &bhs)) return fail(L, "kernel %s: batch*heads*seq is out of range", kind);
-        int64_t ldq = LD("ldq", wq), ldk = LD("ldk", wk), ldv = LD("ldv", wk), ldo = LD("ldo", wq);
-        return kview(L, k, "q", M, wq, ldq) || kview(L, k, "k", M, wk, ldk) ||
-               kview(L, k, "v", M, wk, ldv) || kview(L, k, "out", M, wq, ldo) ||
-               kview(L, k, "lse", 1, bhs, bhs) || kview(L, k, "dout", M, wq, LD("lddo", ldo)) ||
-               kview(L, k, "dq", M, wq, LD("lddq", ldq)) ||
-               kview(L, k, "dk", M, wk, LD("lddk", ldk)) ||
-               kview(L, k, "dv", M, wk, LD("lddv", ldv));
-    }
-    if (!strcmp(kind, "glu_fwd")) {
-        if (need_consts(L, k, "rows cols act")) return -1;
-        return kview(L, k, "gate", rows, cols, LD("ldg", cols)) || kview(L, k, "up", rows, cols, LD("ldu", cols)) ||
-               kview(L, k, "out", rows, cols, LD("ldo", cols));
-    }
-    if (!strcmp(kind, "glu_bwd")) {
-        if (need_consts(L, k, "rows cols act")) return -1;
-        return kview(L, k, "gate", rows, cols, LD("ldg", cols)) || kview(L, k, "up", rows, cols, LD("ldu", cols)) ||
-               kview(L, k, "dout", rows, cols, LD("ldo", cols)) || kview(L, k, "dgate", rows, cols, LD("lddg", cols)) ||
-               kview(L, k, "dup", rows, cols, LD("lddu", cols));
-    }
-    if (!strcmp(kind, "add")) {
-        if (need_consts(L, k, "rows cols")) return -1;
-        return kview(L, k, "a", rows, cols, LD("lda", cols)) || kview(L, k, "b", rows, cols, LD("ldb", cols)) ||
-               kview(L, k, "out", rows, cols, LD("ldo", cols));
-    }
-    if (!strcmp(kind, "copy")) {
-        if (need_consts(L, k, "rows cols")) return -1;
-        return kview(L, k, "src", rows, cols, LD("lds", cols)) || kview(L, k, "dst", rows, cols, LD("ldd", cols));
-    }
-    if (!strcmp(kind, "xent_fwd")) {
-        if (need_consts(L, k, "rows cols vocab_offset")) return -1;
-        return kview(L, k, "logits", rows, cols, LD("ldl", cols)) || kview(L, k, "targets", 1, rows, rows) ||
-               kview(L, k, "stats", rows, 3, 3);
-    }
-    if (!strcmp(kind, "xent_combine")) {
-        if (need_consts(L, k, "rows tp")) return -1;
-        int64_t tp = kc(k, "tp", 0);
-        if (tp < 1) return fail(L, "kernel xent_combine: tp must be positive");
-        return kview(L, k, "stats_all", rows, 3 * tp, 3 * tp) || kview(L, k, "lse", 1, rows, rows) ||
-               kview(L, k, "loss", 1, 1, 1);
-    }
-    if (!strcmp(kind, "xent_bwd")) {
-        if (need_consts(L, k, "rows cols vocab_offset scale")) return -1;
-        return kview(L, k, "logits", rows, cols, LD("ldl", cols)) || kview(L, k, "targets", 1, rows, rows) ||
-               kview(L, k, "lse", 1, rows, rows) || kview(L, k, "dlogits", rows, cols, LD("lddl", LD("ldl", cols)));
-    }
-    if (!strncmp(kind, "moe_", 4)) return check_moe_extents(L, k);
-    if (!strcmp(kind, "rope_at")) {
-        if (need_consts(L, k, "rows heads head_dim")) return -1;
-        int64_t heads = kc(k, "heads", 0), hd = kc(k, "head_dim", 0);
-        if (hd % 2) return fail(L, "kernel rope_at: head_dim must be even");
-        return kview(L, k, "x", rows, heads * hd, LD("ldx", heads * hd)) || kview(L, k, "pos", 1, 1, 1);
-    }
-    if (!strcmp(kind, "kv_append") || !strcmp(kind, "attention_decode")) {
-        int dec = kind[0] == 'a';
-        if (need_consts(L, k, dec ? "rows heads kv_heads head_dim max_seq" : "rows kv_heads head_dim max_seq")) return -1;
-        int64_t kvh = kc(k, "kv_heads", 0), hd = kc(k, "head_dim", 0), ms = kc(k, "max_seq", 0), heads = kc(k, "heads", kvh);
-        if (kvh <= 0 || hd <= 0 || ms <= 0 || heads % kvh) return fail(L, "kernel %s: kv_heads, head_dim and max_seq must be positive, heads a multiple of kv_heads", kind);
-        if (kview(L, k, "kcache", kvh * ms, hd, hd) || kview(L, k, "vcache", kvh * ms, hd, hd) || kview(L, k, "pos", 1, 1, 1)) return -1;
-        if (dec) return kview(L, k, "q", rows, heads * hd, LD("ldq", heads * hd)) || kview(L, k, "out", rows, heads * hd, LD("ldo", heads * hd));
-        return kview(L, k, "k", rows, kvh * hd, LD("ldk", kvh * hd)) || kview(L, k, "v", rows, kvh * hd, LD("ldv", kvh * hd));
-    }
-#undef LD
-    return fail(L, "unknown kernel kind %s", kind);
+    return 0;
 }
 
 static int line_kernel(Loader *L, Line *ln, KernelArgs *k) {
     if (ln->n < 2 || ln->key[1]) return fail(L, "kernel: expected 'kernel KIND name=N grid=G block=B smem=S ...'");
-    int c = catalog_find(ln->tok[1]);
+    int c = kcat_find(ln->tok[1]);
     if (c < 0) return fail(L, "unknown kernel kind %s (the catalog is in docs/plan-format.md)", ln->tok[1]);
     copy_name(k->kind, sizeof k->kind, ln->tok[1]);
     ln->used[1] = 1;
@@ -985,12 +874,12 @@ static int line_kernel(Loader *L, Line *ln, KernelArgs *k) {
         if (strlen(key) >= sizeof k->op_key[0]) return fail(L, "kernel %s: key %s is too long", k->kind, key);
         for (int j = 0; j < k->nops; j++) if (!strcmp(k->op_key[j], key)) return fail(L, "kernel %s: duplicate key %s=", k->kind, key);
         for (int j = 0; j < k->nconst; j++) if (!strcmp(k->const_key[j], key)) return fail(L, "kernel %s: duplicate key %s=", k->kind, key);
-        int opt;
-        if (catalog_is_operand(c, key, &opt)) {
+        KcatOperand cop;
+        if (catalog_operand_of(c, key, &cop)) {
             if (k->nops >= PLAN_MAX_KEYS) return fail(L, "kernel %s: too many operands", k->kind);
             if (parse_operand(L, val, &k->op[k->nops])) return -1;
             if (check_live(L, L->p, &k->op[k->nops])) return -1;
-            int want_i32 = !strcmp(key, "tokens") || !strcmp(key, "targets");
+            int want_i32 = !strcmp(cop.dtype, "i32");
             const PlanTensor *ot = &L->p->tensors[k->op[k->nops].tensor];
             if (want_i32 != (ot->dtype == PDT_I32))
                 return fail(L, "kernel %s: operand %s=%s is %s, it must be %s", k->kind, key, ot->name,
