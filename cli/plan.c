@@ -39,8 +39,8 @@ static void plan_usage(FILE *f) {
             "  --png FILE     draw seconds per iteration against memory per rank (gnuplot)\n"
             "  --kv           the best candidates as 'key value' lines, for scripts\n"
             "  --brute        price every candidate with the generator (no pruning; slow)\n"
-            "  --backend B    cuda (default) or cpu: the backend that will train the plan; cpu also\n"
-            "                 searches zero=2 (sharded gradients), which cuda runs as zero=1 today\n"
+            "  --backend B    cuda (default) or cpu: the backend that trains the plan; cpu\n"
+            "                 also searches zero=2 (sharded gradients; cuda runs it as zero=1)\n"
             "  --threads N    candidates priced side by side (default 1; the result is the same)\n"
             "  --rates PATH   measured GEMM rates (default bench/results), as boost project\n");
 }

@@ -280,8 +280,8 @@ __attribute__((unused)) static void whole_model_checks(const char *spec_path, co
         if (!open_case(&c, spec_path, defs)) compare(&c, &ref, what);
         close_case(&c);
     }
-    snprintf(what, sizeof what, "%s btp tp=2 grad_accum=2, the same micro-batch twice, vs tp=1 once",
-             model);
+    snprintf(what, sizeof what,
+             "%s btp tp=2 grad_accum=2, the same micro-batch twice, vs tp=1 once", model);
     if (!open_case(&c, spec_path, "-D tp=2 -D grad_accum=2")) {
         again(&c);
         compare(&c, &ref, what);

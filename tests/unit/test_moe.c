@@ -584,7 +584,8 @@ int main(void) {
     mkdir("build", 0755); mkdir("build/tmp", 0755); mkdir("build/tmp/moe", 0755);
     test_generator();
     static const char *fd_names[] = {"L0.router.W", "L0.e1.gate.A", "L0.e2.up.B", "L0.e0.down.A",
-                                     "L1.e3.down.B", "L1.router.W", "L1.mlp_norm", "L0.q.A", "L1.k.B"};
+                                     "L1.e3.down.B", "L1.router.W", "L1.mlp_norm", "L0.q.A",
+                                     "L1.k.B"};
     whole_model_checks(spec_path, "tiny-cola-moe", fd_names,
                        (int)(sizeof fd_names / sizeof fd_names[0]), 0,
                        "-D online_rmsnorm=false -D group_linears=false", "sync norm, ungrouped");
