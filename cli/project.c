@@ -2,7 +2,6 @@
  * model's seconds per iteration of a run for the megatron (full-rank twin), naive and btp layouts,
  * with compute and communication parts and the collectives of one layer. The model itself is in
  * gen/project_model.c and gen/project_sched.c; docs/cost-model.md says what it assumes. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,16 +93,7 @@ typedef struct {
 } ProjectArgs;
 
 /* "boost project: MESSAGE" on stderr; returns 2, the exit status of bad input. */
-static int project_refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int project_refuse(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "boost project: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    return 2;
-}
+#define project_refuse(...) cli_refuse("boost project", __VA_ARGS__)
 
 /* One -D name=value into a->ov. 0, or 2 after saying what is wrong. */
 static int add_override(ProjectArgs *a, const char *text) {

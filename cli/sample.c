@@ -11,7 +11,6 @@
  * (llm.c's gpt2_tokenizer.bin format). */
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,16 +174,7 @@ typedef struct {
 } SampleArgs;
 
 /* "boost sample: MESSAGE" on stderr; returns 2, the exit status of bad input. */
-static int sample_refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sample_refuse(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "boost sample: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    return 2;
-}
+#define sample_refuse(...) cli_refuse("boost sample", __VA_ARGS__)
 
 /* One option that takes a value (next): 0, or 2 after saying what is wrong. */
 static int sample_option(SampleArgs *s, const char *a, const char *next) {
