@@ -31,6 +31,19 @@ static void setup(Run *run, PlanOpts *o, int gpus) {
     o->workspace_bytes = 0;
 }
 
+/* A toy run (setup for `gpus` GPUs) and the default cost constants; NULL when the spec does not
+ * load (a FAIL line says so). */
+static Run *toy(const char *spec, int gpus, PlanOpts *o, CostConsts *c) {
+    Run *run = malloc(sizeof *run);
+    if (!run || load(run, spec)) {
+        free(run);
+        return NULL;
+    }
+    setup(run, o, gpus);
+    cost_consts_default(c);
+    return run;
+}
+
 /* The median memory of all priced candidates (brute force), as the GPU's capacity: about half fit.
  */
 static double median_mem(const PlanResult *r) {
@@ -50,15 +63,10 @@ static double median_mem(const PlanResult *r) {
 }
 
 static void pruned_vs_brute(const char *spec, int gpus) {
-    Run *run = malloc(sizeof *run);
-    if (load(run, spec)) {
-        free(run);
-        return;
-    }
     PlanOpts o;
-    setup(run, &o, gpus);
     CostConsts c;
-    cost_consts_default(&c);
+    Run *run = toy(spec, gpus, &o, &c);
+    if (!run) return;
     char name[160], err[1024];
     PlanResult all, pruned;
     o.brute = 1;
@@ -114,15 +122,10 @@ static void pruned_vs_brute(const char *spec, int gpus) {
 
 /* No grid: 7 GPUs cannot split 16 sequences (dp would be 7); nothing fits: a GPU of 1 kB. */
 static void bad_input(void) {
-    Run *run = malloc(sizeof *run);
-    if (load(run, "tiny-cola")) {
-        free(run);
-        return;
-    }
     PlanOpts o;
-    setup(run, &o, 7);
     CostConsts c;
-    cost_consts_default(&c);
+    Run *run = toy("tiny-cola", 7, &o, &c);
+    if (!run) return;
     PlanResult r;
     char err[1024] = "";
     int rc = planner_search(run, &o, &c, NULL, &r, err, sizeof err);
@@ -261,15 +264,10 @@ static const PlanCand *zero1_twin(const PlanResult *r, const PlanCand *x) {
 }
 
 static void zero2(void) {
-    Run *run = malloc(sizeof *run);
-    if (load(run, "tiny-cola-pp2")) {
-        free(run);
-        return;
-    }
     PlanOpts o;
-    setup(run, &o, 8);
     CostConsts c;
-    cost_consts_default(&c);
+    Run *run = toy("tiny-cola-pp2", 8, &o, &c);
+    if (!run) return;
     char err[1024];
     PlanResult all, pruned;
     int rc = planner_search(run, &o, &c, NULL, &all, err, sizeof err), on_cuda = 0;
@@ -335,16 +333,11 @@ static void zero2(void) {
 /* Pricing side by side gives what one at a time gives: the same candidates priced, the same
  * states and the same winners, bit for bit. */
 static void threads_same(void) {
-    Run *run = malloc(sizeof *run);
-    if (load(run, "tiny-cola-pp2")) {
-        free(run);
-        return;
-    }
     PlanOpts o;
-    setup(run, &o, 8);
-    o.top = 5;
     CostConsts c;
-    cost_consts_default(&c);
+    Run *run = toy("tiny-cola-pp2", 8, &o, &c);
+    if (!run) return;
+    o.top = 5;
     char err[1024];
     PlanResult one, many;
     run->gpu.memory_gb = 1e9;
