@@ -19,4 +19,8 @@ int cmd_tokenize(int argc, char **argv);  /* cli/tokenize.c: text -> llm.c token
 int cmd_tokenizer(int argc, char **argv); /* cli/tokenize.c: train a byte-level BPE tokenizer */
 int cmd_import(int argc, char **argv);   /* cli/import.c:  a Hugging Face LLaMA -> spec + step-0 checkpoint */
 int cmd_doctor(int argc, char **argv);   /* cli/doctor.c:  GPUs, CUDA libraries, what is missing */
+
+/* "CMD: MESSAGE" on stderr (cmd: "boost sample", ...); returns 2, the exit status of bad input.
+ * Defined in cli/main.c. */
+int cli_refuse(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #endif

@@ -70,15 +70,21 @@ static int write_logits(const char *path, Infer *in, const int32_t *tokens) {
     return rc;
 }
 
-int cmd_eval(int argc, char **argv) {
+/* The command line of `boost eval`. */
+typedef struct {
     InferOptions o;
-    memset(&o, 0, sizeof o);
-    o.cmd = "boost eval";
-    o.backend = "auto";
-    const char *data = NULL;
-    long batches = -1;
-    int json = 0;
-    const char *logits_path = NULL;
+    const char *data;          /* --data FILE|GLOB, or NULL: the validation split */
+    long batches;              /* --batches: -1 the default, 0 all */
+    int json;
+    const char *logits_path;
+} EvalArgs;
+
+/* -1 to go on, else the exit status (0 after --help, 2 after saying what is wrong). */
+static int parse_eval_args(EvalArgs *e, int argc, char **argv) {
+    memset(e, 0, sizeof *e);
+    e->o.cmd = "boost eval";
+    e->o.backend = "auto";
+    e->batches = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { eval_usage(stdout); return 0; }
@@ -86,174 +92,249 @@ int cmd_eval(int argc, char **argv) {
             const char *def = a[2] ? a + 2 : next;
             if (!a[2]) i++;
             if (!def) { fprintf(stderr, "boost eval: -D needs name=value\n"); return 2; }
-            if (o.ndefs == INFER_MAX_DEFS) { fprintf(stderr, "boost eval: too many -D\n"); return 2; }
-            o.defs[o.ndefs++] = def;
+            if (e->o.ndefs == INFER_MAX_DEFS) {
+                fprintf(stderr, "boost eval: too many -D\n");
+                return 2;
+            }
+            e->o.defs[e->o.ndefs++] = def;
             continue;
         }
-        int takes = !strcmp(a, "--data") || !strcmp(a, "--batches") || !strcmp(a, "--run") || !strcmp(a, "--backend") ||
-                    !strcmp(a, "--logits");
+        int takes = !strcmp(a, "--data") || !strcmp(a, "--batches") || !strcmp(a, "--run") ||
+                    !strcmp(a, "--backend") || !strcmp(a, "--logits");
         if (takes && !next) { fprintf(stderr, "boost eval: %s needs a value\n", a); return 2; }
-        if (!strcmp(a, "--data")) { data = next; i++; }
+        if (!strcmp(a, "--data")) { e->data = next; i++; }
         else if (!strcmp(a, "--batches")) {
-            if (!strcmp(next, "all")) batches = 0;
-            else if (infer_int_arg(o.cmd, a, next, 1, 1000000000, &batches)) return 2;
+            if (!strcmp(next, "all")) e->batches = 0;
+            else if (infer_int_arg(e->o.cmd, a, next, 1, 1000000000, &e->batches)) return 2;
             i++;
-        } else if (!strcmp(a, "--run")) { o.run = next; i++; }
-        else if (!strcmp(a, "--logits")) { logits_path = next; i++; }
+        } else if (!strcmp(a, "--run")) { e->o.run = next; i++; }
+        else if (!strcmp(a, "--logits")) { e->logits_path = next; i++; }
         else if (!strcmp(a, "--backend")) {
             if (strcmp(next, "cpu") && strcmp(next, "cuda") && strcmp(next, "auto")) {
-                fprintf(stderr, "boost eval: --backend %s: expected cpu, cuda or auto\n", next); return 2;
+                fprintf(stderr, "boost eval: --backend %s: expected cpu, cuda or auto\n", next);
+                return 2;
             }
-            o.backend = next; i++;
-        } else if (!strcmp(a, "--json")) json = 1;
-        else if (a[0] == '-') { fprintf(stderr, "boost eval: unknown option %s\n", a); eval_usage(stderr); return 2; }
-        else if (o.ckpt) { fprintf(stderr, "boost eval: one checkpoint only (got '%s' and '%s')\n", o.ckpt, a); return 2; }
-        else o.ckpt = a;
+            e->o.backend = next; i++;
+        } else if (!strcmp(a, "--json")) e->json = 1;
+        else if (a[0] == '-') {
+            fprintf(stderr, "boost eval: unknown option %s\n", a);
+            eval_usage(stderr);
+            return 2;
+        } else if (e->o.ckpt) {
+            fprintf(stderr, "boost eval: one checkpoint only (got '%s' and '%s')\n", e->o.ckpt, a);
+            return 2;
+        } else e->o.ckpt = a;
     }
-    if (!o.ckpt) { eval_usage(stderr); return 2; }
+    if (!e->o.ckpt) { eval_usage(stderr); return 2; }
+    return -1;
+}
 
-    Infer in;
-    int rc = infer_open_plan(&o, &in);
-    if (rc) { infer_close(&in); return rc; }
-    const Plan *p = in.plan;
-    char err[4096];
-
-    // the token streams: the training data's validation split, or each --data file whole
+/* The token streams evaluated: the training data's validation split, or each --data file whole. */
+typedef struct {
     glob_t g;
-    memset(&g, 0, sizeof g);
-    int nfiles = 1;
-    if (data) {
-        int grc = glob(data, 0, NULL, &g);
-        if (grc == GLOB_NOMATCH && !strpbrk(data, "*?[")) { g.gl_pathc = 0; }
-        else if (grc != 0) { fprintf(stderr, "boost eval: --data %s: no file matches\n", data); infer_close(&in); return 2; }
-        nfiles = g.gl_pathc > 0 ? (int)g.gl_pathc : 1;
-    }
-    TokenStream *ts = calloc((size_t)nfiles, sizeof *ts);
-    int64_t *windows = calloc((size_t)nfiles, sizeof *windows);
-    Batcher b;
-    memset(&b, 0, sizeof b);
-    TokenSet tokset;   /* the run's tokenized text, when its plan names a tokenizer */
-    memset(&tokset, 0, sizeof tokset);
-    int64_t total = 0;
-    int byte_data = p->vocab == BYTE_VOCAB;
-    for (int f = 0; f < nfiles && !rc; f++) {
-        const char *path = data ? (g.gl_pathc > 0 ? g.gl_pathv[f] : data) : p->data_path;
-        size_t pl = strlen(path);
-        if (p->tokenizer_path[0] && !data) {   /* the run's tokenized text (the token cache) */
-            rc = run_data_open(p, NULL, &tokset, err, sizeof err);
-            if (rc) fprintf(stderr, "boost eval: %s\n", err);
-            byte_data = 0;
-            break;
-        }
-        if (p->tokenizer_path[0] && !(pl >= 4 && !strcmp(path + pl - 4, ".bin"))) {
-            fprintf(stderr, "boost eval: --data %s: this model reads %s's tokens: give an llm.c "
-                    "token file (boost tokenize %s %s -o FILE.bin), or no --data for the run's own "
-                    "validation split\n", path, p->tokenizer_path, p->tokenizer_path, path);
-            rc = 2;
-            break;
-        }
-        rc = data_load(path, &ts[f], err, sizeof err);
-        if (rc) { fprintf(stderr, "boost eval: %s\n", err); break; }
-        size_t n = strlen(ts[f].source);
-        if (n >= 4 && !strcmp(ts[f].source + n - 4, ".bin")) byte_data = 0;
-        if (ts[f].max_token >= p->vocab) {
-            fprintf(stderr, "boost eval: %s holds token %d, outside the model's vocabulary of %d\n", ts[f].source,
-                    ts[f].max_token, p->vocab);
-            rc = 2;
-            break;
-        }
-        if (data) {
-            windows[f] = ts[f].ntokens > 1 ? (ts[f].ntokens - 1) / p->seq : 0;
-            total += windows[f] / p->micro_batch;
-        }
-    }
-    const char *src_name = tokset.nshards ? tokset.source : ts[0].source;   /* for messages */
-    if (!rc && !data) {
-        rc = p->tokenizer_path[0]
-                 ? batcher_init_set(&b, &tokset, p->val_fraction, p->micro_batch, p->seq, p->vocab,
-                                    p->seed, err, sizeof err)
-                 : batcher_init(&b, &ts[0], p->val_fraction, p->micro_batch, p->seq, p->vocab,
-                                p->seed, err, sizeof err);
-        if (rc) fprintf(stderr, "boost eval: %s\n", err);
-        else if (b.val_windows < p->micro_batch) {
-            fprintf(stderr, "boost eval: %s has no validation split (val_fraction %g): give a file with --data FILE\n",
-                    src_name, p->val_fraction);
-            rc = 2;
-        } else total = batcher_val_batches(&b, batches == 0 ? b.val_windows : batches < 0 ? 8 : batches);
-    }
-    if (!rc && total == 0) {
-        fprintf(stderr, "boost eval: --data %s holds fewer than micro_batch %d windows of seq+1 = %d tokens\n", data,
-                p->micro_batch, p->seq + 1);
-        rc = 2;
-    }
-    if (!rc && data && batches > 0 && batches < total) total = batches;
-    /* windows left out because they do not fill a micro-batch (only when every window was asked for) */
-    int64_t left_out = 0;
-    if (!rc && data && !(batches > 0 && batches < total))
-        for (int f = 0; f < nfiles; f++) left_out += windows[f] % p->micro_batch;
-    if (!rc && !data && total == b.val_windows / p->micro_batch) left_out = b.val_windows % p->micro_batch;
-    if (!rc && left_out > 0)
-        fprintf(stderr, "boost eval: note: %lld window%s of seq+1 = %d tokens left out: %s not fill a micro-batch of %d "
-                "(the loss is over the %lld micro-batches that do)\n", (long long)left_out, left_out == 1 ? "" : "s",
-                p->seq + 1, left_out == 1 ? "it does" : "they do", p->micro_batch, (long long)total);
-    if (!rc) rc = infer_start_engine(&o, &in);
+    int nfiles;
+    TokenStream *ts;           /* [nfiles] */
+    int64_t *windows;          /* [nfiles] --data: each file's windows of seq+1 tokens */
+    Batcher b;                 /* the validation split */
+    TokenSet tokset;           /* the run's tokenized text, when its plan names a tokenizer */
+    int64_t total;             /* micro-batches to evaluate */
+    int64_t left_out;          /* windows that do not fill a micro-batch */
+    int byte_data;             /* bits per byte make sense */
+    const char *src_name;      /* for messages */
+} EvalData;
 
+/* One file (or, without --data, the run's tokenized text) into d->ts[f]. 0, or the exit status
+ * after saying what is wrong; *stop: nothing more to read (the run's token cache is all of it). */
+static int eval_load_file(const EvalArgs *e, const Plan *p, EvalData *d, int f, int *stop) {
+    char err[4096];
+    const char *path = e->data ? (d->g.gl_pathc > 0 ? d->g.gl_pathv[f] : e->data) : p->data_path;
+    size_t pl = strlen(path);
+    if (p->tokenizer_path[0] && !e->data) {   /* the run's tokenized text (the token cache) */
+        int rc = run_data_open(p, NULL, &d->tokset, err, sizeof err);
+        if (rc) fprintf(stderr, "boost eval: %s\n", err);
+        d->byte_data = 0;
+        *stop = 1;
+        return rc;
+    }
+    if (p->tokenizer_path[0] && !(pl >= 4 && !strcmp(path + pl - 4, ".bin"))) {
+        fprintf(stderr, "boost eval: --data %s: this model reads %s's tokens: give an llm.c "
+                "token file (boost tokenize %s %s -o FILE.bin), or no --data for the run's own "
+                "validation split\n", path, p->tokenizer_path, p->tokenizer_path, path);
+        return 2;
+    }
+    TokenStream *ts = &d->ts[f];
+    int rc = data_load(path, ts, err, sizeof err);
+    if (rc) { fprintf(stderr, "boost eval: %s\n", err); return rc; }
+    size_t n = strlen(ts->source);
+    if (n >= 4 && !strcmp(ts->source + n - 4, ".bin")) d->byte_data = 0;
+    if (ts->max_token >= p->vocab) {
+        fprintf(stderr, "boost eval: %s holds token %d, outside the model's vocabulary of %d\n",
+                ts->source, ts->max_token, p->vocab);
+        return 2;
+    }
+    if (e->data) {
+        d->windows[f] = ts->ntokens > 1 ? (ts->ntokens - 1) / p->seq : 0;
+        d->total += d->windows[f] / p->micro_batch;
+    }
+    return 0;
+}
+
+/* The files of --data (a glob) or the run's data, loaded into d. 0, or the exit status. */
+static int eval_open_data(const EvalArgs *e, const Plan *p, EvalData *d) {
+    memset(d, 0, sizeof *d);
+    d->nfiles = 1;
+    if (e->data) {
+        int grc = glob(e->data, 0, NULL, &d->g);
+        if (grc == GLOB_NOMATCH && !strpbrk(e->data, "*?[")) { d->g.gl_pathc = 0; }
+        else if (grc != 0) {
+            fprintf(stderr, "boost eval: --data %s: no file matches\n", e->data);
+            return 2;
+        }
+        d->nfiles = d->g.gl_pathc > 0 ? (int)d->g.gl_pathc : 1;
+    }
+    d->ts = calloc((size_t)d->nfiles, sizeof *d->ts);
+    d->windows = calloc((size_t)d->nfiles, sizeof *d->windows);
+    if (!d->ts || !d->windows) { fprintf(stderr, "boost eval: out of memory\n"); return 1; }
+    d->byte_data = p->vocab == BYTE_VOCAB;
+    int rc = 0, stop = 0;
+    for (int f = 0; f < d->nfiles && !rc && !stop; f++) rc = eval_load_file(e, p, d, f, &stop);
+    d->src_name = d->tokset.nshards ? d->tokset.source : d->ts[0].source;
+    return rc;
+}
+
+/* How many micro-batches: the validation split's (--batches of them, default 8) or every whole
+ * micro-batch of --data; the windows left out said on stderr. 0, or the exit status. */
+static int eval_count_batches(const EvalArgs *e, const Plan *p, EvalData *d) {
+    char err[4096];
+    int rc = 0;
+    long batches = e->batches;
+    if (!e->data) {
+        rc = p->tokenizer_path[0]
+                 ? batcher_init_set(&d->b, &d->tokset, p->val_fraction, p->micro_batch, p->seq,
+                                    p->vocab, p->seed, err, sizeof err)
+                 : batcher_init(&d->b, &d->ts[0], p->val_fraction, p->micro_batch, p->seq, p->vocab,
+                                p->seed, err, sizeof err);
+        if (rc) { fprintf(stderr, "boost eval: %s\n", err); return rc; }
+        if (d->b.val_windows < p->micro_batch) {
+            fprintf(stderr, "boost eval: %s has no validation split (val_fraction %g): give a file "
+                    "with --data FILE\n", d->src_name, p->val_fraction);
+            return 2;
+        }
+        d->total = batcher_val_batches(&d->b, batches == 0 ? d->b.val_windows
+                                              : batches < 0 ? 8 : batches);
+    }
+    if (d->total == 0) {
+        fprintf(stderr, "boost eval: --data %s holds fewer than micro_batch %d windows of "
+                "seq+1 = %d tokens\n", e->data, p->micro_batch, p->seq + 1);
+        return 2;
+    }
+    if (e->data && batches > 0 && batches < d->total) d->total = batches;
+    /* windows left out because they do not fill a micro-batch (only when every window was asked
+       for) */
+    if (e->data && !(batches > 0 && batches < d->total))
+        for (int f = 0; f < d->nfiles; f++) d->left_out += d->windows[f] % p->micro_batch;
+    if (!e->data && d->total == d->b.val_windows / p->micro_batch)
+        d->left_out = d->b.val_windows % p->micro_batch;
+    if (d->left_out > 0)
+        fprintf(stderr, "boost eval: note: %lld window%s of seq+1 = %d tokens left out: %s not "
+                "fill a micro-batch of %d (the loss is over the %lld micro-batches that do)\n",
+                (long long)d->left_out, d->left_out == 1 ? "" : "s", p->seq + 1,
+                d->left_out == 1 ? "it does" : "they do", p->micro_batch, (long long)d->total);
+    return 0;
+}
+
+/* The forward over every micro-batch: *sum of their losses over *done of them. 0 or 1 (said). */
+static int eval_batches(const EvalArgs *e, Infer *in, EvalData *d, double *sum, int64_t *done) {
+    const Plan *p = in->plan;
     size_t mbt = (size_t)p->micro_batch * p->seq;
     int32_t *inputs = malloc(mbt * sizeof(int32_t)), *targets = malloc(mbt * sizeof(int32_t));
-    if (!rc && (!inputs || !targets)) { fprintf(stderr, "boost eval: out of memory\n"); rc = 1; }
-    int tty = isatty(2) && !json;
-    double sum = 0;
-    int64_t done = 0;
-    for (int f = 0; f < nfiles && !rc && done < total; f++) {
-        int64_t nb = data ? windows[f] / p->micro_batch : total;
-        for (int64_t i = 0; i < nb && done < total && !rc; i++) {
-            if (data) {
+    int rc = 0;
+    if (!inputs || !targets) { fprintf(stderr, "boost eval: out of memory\n"); rc = 1; }
+    int tty = isatty(2) && !e->json;
+    for (int f = 0; f < d->nfiles && !rc && *done < d->total; f++) {
+        int64_t nb = e->data ? d->windows[f] / p->micro_batch : d->total;
+        for (int64_t i = 0; i < nb && *done < d->total && !rc; i++) {
+            if (e->data) {
                 for (int r = 0; r < p->micro_batch; r++) {
-                    const int32_t *w = ts[f].tokens + (i * p->micro_batch + r) * p->seq;
+                    const int32_t *w = d->ts[f].tokens + (i * p->micro_batch + r) * p->seq;
                     memcpy(inputs + (size_t)r * p->seq, w, sizeof(int32_t) * (size_t)p->seq);
                     memcpy(targets + (size_t)r * p->seq, w + 1, sizeof(int32_t) * (size_t)p->seq);
                 }
-            } else batcher_val(&b, i, inputs, targets);
+            } else batcher_val(&d->b, i, inputs, targets);
             float l;
-            if (infer_forward(&in, inputs, targets, NULL, &l)) { rc = 1; break; }
-            if (logits_path && done == 0) rc = write_logits(logits_path, &in, inputs);
-            sum += l;
-            done++;
-            if (tty) progress(done, total, sum / (double)done);
-        }
-    }
-    if (!rc) {
-        double loss = sum / (double)done, ppl = exp(loss), bpb = loss / log(2.0);
-        if (!isfinite(loss)) { fprintf(stderr, "boost eval: the loss is not finite (%g): the checkpoint holds a diverged model\n", loss); rc = 1; }
-        else if (json) {
-            printf("{\"checkpoint\": ");
-            json_write_string(stdout, in.dir);
-            printf(", \"step\": %lld, \"model\": ", (long long)in.st.step);
-            json_write_string(stdout, p->model_name);
-            printf(", \"data\": ");
-            json_write_string(stdout, data ? data : src_name);
-            printf(", \"split\": \"%s\", \"batches\": %lld, \"tokens\": %lld, \"loss\": %.9g, \"perplexity\": %.9g",
-                   data ? "all" : "validation", (long long)done, (long long)(done * (int64_t)mbt), loss, ppl);
-            if (byte_data) printf(", \"bits_per_byte\": %.9g", bpb);
-            printf(", \"windows_left_out\": %lld}\n", (long long)left_out);
-        } else {
-            printf("%s (step %lld, model %s, tp=%d %s)\n", in.dir, (long long)in.st.step, p->model_name, p->tp, p->layout);
-            printf("  data %s: %s, %lld micro-batches of %d x %d tokens\n", data ? data : src_name,
-                   data ? "every window" : "validation split", (long long)done, p->micro_batch, p->seq);
-            if (left_out > 0)
-                printf("  %lld window%s left out (not a whole micro-batch)\n", (long long)left_out,
-                       left_out == 1 ? "" : "s");
-            printf("  loss %.6f  perplexity %.4f", loss, ppl);
-            if (byte_data) printf("  bits per byte %.4f", bpb);
-            printf("\n");
+            if (infer_forward(in, inputs, targets, NULL, &l)) { rc = 1; break; }
+            if (e->logits_path && *done == 0) rc = write_logits(e->logits_path, in, inputs);
+            *sum += l;
+            (*done)++;
+            if (tty) progress(*done, d->total, *sum / (double)*done);
         }
     }
     free(inputs); free(targets);
-    batcher_free(&b);
-    for (int f = 0; f < nfiles; f++) data_free(&ts[f]);
-    tokenset_close(&tokset);
-    free(ts); free(windows);
-    if (data) globfree(&g);
+    return rc;
+}
+
+/* The loss, perplexity and bits per byte, as text or one JSON object. 0, or 1 when not finite. */
+static int eval_report(const EvalArgs *e, const Infer *in, const EvalData *d, double sum,
+                       int64_t done) {
+    const Plan *p = in->plan;
+    const char *data = e->data;
+    double loss = sum / (double)done, ppl = exp(loss), bpb = loss / log(2.0);
+    if (!isfinite(loss)) {
+        fprintf(stderr, "boost eval: the loss is not finite (%g): the checkpoint holds a diverged "
+                "model\n", loss);
+        return 1;
+    }
+    if (e->json) {
+        printf("{\"checkpoint\": ");
+        json_write_string(stdout, in->dir);
+        printf(", \"step\": %lld, \"model\": ", (long long)in->st.step);
+        json_write_string(stdout, p->model_name);
+        printf(", \"data\": ");
+        json_write_string(stdout, data ? data : d->src_name);
+        printf(", \"split\": \"%s\", \"batches\": %lld, \"tokens\": %lld, \"loss\": %.9g, "
+               "\"perplexity\": %.9g", data ? "all" : "validation", (long long)done,
+               (long long)(done * (int64_t)p->micro_batch * p->seq), loss, ppl);
+        if (d->byte_data) printf(", \"bits_per_byte\": %.9g", bpb);
+        printf(", \"windows_left_out\": %lld}\n", (long long)d->left_out);
+        return 0;
+    }
+    printf("%s (step %lld, model %s, tp=%d %s)\n", in->dir, (long long)in->st.step, p->model_name,
+           p->tp, p->layout);
+    printf("  data %s: %s, %lld micro-batches of %d x %d tokens\n", data ? data : d->src_name,
+           data ? "every window" : "validation split", (long long)done, p->micro_batch, p->seq);
+    if (d->left_out > 0)
+        printf("  %lld window%s left out (not a whole micro-batch)\n", (long long)d->left_out,
+               d->left_out == 1 ? "" : "s");
+    printf("  loss %.6f  perplexity %.4f", loss, ppl);
+    if (d->byte_data) printf("  bits per byte %.4f", bpb);
+    printf("\n");
+    return 0;
+}
+
+static void eval_data_free(const EvalArgs *e, EvalData *d) {
+    batcher_free(&d->b);
+    for (int f = 0; f < d->nfiles && d->ts; f++) data_free(&d->ts[f]);
+    tokenset_close(&d->tokset);
+    free(d->ts); free(d->windows);
+    if (e->data) globfree(&d->g);
+}
+
+int cmd_eval(int argc, char **argv) {
+    EvalArgs e;
+    int rc = parse_eval_args(&e, argc, argv);
+    if (rc >= 0) return rc;
+    Infer in;
+    rc = infer_open_plan(&e.o, &in);
+    if (rc) { infer_close(&in); return rc; }
+    EvalData d;
+    rc = eval_open_data(&e, in.plan, &d);
+    if (!rc) rc = eval_count_batches(&e, in.plan, &d);
+    if (!rc) rc = infer_start_engine(&e.o, &in);
+    double sum = 0;
+    int64_t done = 0;
+    if (!rc) rc = eval_batches(&e, &in, &d, &sum, &done);
+    if (!rc) rc = eval_report(&e, &in, &d, sum, done);
+    eval_data_free(&e, &d);
     infer_close(&in);
     return rc;
 }

@@ -39,12 +39,15 @@ static void plan_usage(FILE *f) {
             "  --png FILE     draw seconds per iteration against memory per rank (gnuplot)\n"
             "  --kv           the best candidates as 'key value' lines, for scripts\n"
             "  --brute        price every candidate with the generator (no pruning; slow)\n"
+            "  --backend B    cuda (default) or cpu: the backend that trains the plan; cpu\n"
+            "                 also searches zero=2 (sharded gradients; cuda runs it as zero=1)\n"
+            "  --threads N    candidates priced side by side (default 1; the result is the same)\n"
             "  --rates PATH   measured GEMM rates (default bench/results), as boost project\n");
 }
 
 typedef struct {
     const char *model, *cluster, *gpu, *out, *png, *rates;
-    int gpus, per_node, seq, kv, brute, top;
+    int gpus, per_node, seq, kv, brute, top, backend, threads;
     long long global;
 } PlanArgs;
 
@@ -108,6 +111,15 @@ static int parse_args(int argc, char **argv, PlanArgs *a) {
         } else if (!strcmp(o, "--global-batch")) {
             if (parse_int_arg(o, v, 1, 1LL << 40, &x)) return 2;
             a->global = x;
+        } else if (!strcmp(o, "--threads")) {
+            if (parse_int_arg(o, v, 1, PLAN_MAX_THREADS, &x)) return 2;
+            a->threads = (int)x;
+        } else if (!strcmp(o, "--backend")) {
+            if (strcmp(v, "cuda") && strcmp(v, "cpu")) {
+                fprintf(stderr, "boost plan: --backend %s: expected cuda or cpu\n", v);
+                return 2;
+            }
+            a->backend = !strcmp(v, "cpu") ? PLAN_BACKEND_CPU : PLAN_BACKEND_CUDA;
         } else if (!strcmp(o, "--cluster"))
             a->cluster = v;
         else if (!strcmp(o, "--gpu"))
@@ -193,7 +205,9 @@ static void print_row(int rank, const PlanCand *c) {
            c->mem_bytes / GIB, 100 * c->comm_share);
 }
 
-static void print_kv(const PlanResult *r, double elapsed) {
+static void print_kv(const PlanResult *r, const PlanOpts *o, double elapsed) {
+    printf("backend %s\nzero_searched %s\n", o->backend == PLAN_BACKEND_CPU ? "cpu" : "cuda",
+           planner_max_zero(o) == 2 ? "0,1,2" : "0,1");
     printf("candidates %d\ngenerated %d\npruned_mem %d\npruned_time %d\ntoo_big %d\ninvalid "
            "%d\nkeys %d\nelapsed_s %.3f\n",
            r->n, r->generated, r->pruned_mem, r->pruned_time, r->too_big, r->invalid, r->keys,
@@ -349,6 +363,11 @@ static void print_header(const Run *base, const PlanArgs *a, const PlanOpts *o, 
            r->n, r->pruned_mem, r->pruned_time, r->generated, r->too_big, r->invalid, elapsed);
     printf("checkpointing searched: none, lowrank (btp); the generator has no whole-layer "
            "recomputation\n");
+    if (o->backend == PLAN_BACKEND_CPU)
+        printf("ZeRO searched: 0, 1, 2 (cpu backend: zero=2 shards the gradients too)\n");
+    else
+        printf("ZeRO searched: 0, 1; zero=2 not searched: the cuda backend runs it as zero=1 today "
+               "(full-size gradients); --backend cpu searches it\n");
 }
 
 static int plan_main(const PlanArgs *a, Run *base) {
@@ -388,6 +407,8 @@ static int plan_main(const PlanArgs *a, Run *base) {
     o.gpus = a->gpus;
     o.top = a->top;
     o.brute = a->brute;
+    o.backend = a->backend;
+    o.threads = a->threads;
     o.global_tokens =
         a->global ? a->global : (4194304LL / base->seq > 0 ? 4194304LL / base->seq : 1) * base->seq;
     GemmRates rates;
@@ -409,7 +430,7 @@ static int plan_main(const PlanArgs *a, Run *base) {
         return rc;
     }
     if (a->kv)
-        print_kv(&r, elapsed);
+        print_kv(&r, &o, elapsed);
     else {
         print_header(base, a, &o, &r, elapsed);
         if (r.nbest) {

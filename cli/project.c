@@ -82,212 +82,313 @@ static int projection_fields(const Projection *p, Field *f) {
 
 #define NFIELDS 32
 
-static int project_main(Run *run, int argc, char **argv) {
-    const char *run_arg = NULL, *rates_path = NULL, *steps_layout = NULL;
+/* The command line of `boost project`. */
+typedef struct {
+    const char *run_arg, *rates_path, *steps_layout;
     const char *consts_set[16];
-    int nconsts = 0;
-    int json = 0, kv = 0, gemms = 0;
+    int nconsts;
+    int json, kv, gemms;
     Override ov[MAX_OVERRIDES];
-    int nov = 0;
+    int nov;
+} ProjectArgs;
+
+/* "boost project: MESSAGE" on stderr; returns 2, the exit status of bad input. */
+#define project_refuse(...) cli_refuse("boost project", __VA_ARGS__)
+
+/* One -D name=value into a->ov. 0, or 2 after saying what is wrong. */
+static int add_override(ProjectArgs *a, const char *text) {
     char err[1024] = "";
+    if (a->nov == MAX_OVERRIDES) return project_refuse("more than %d -D overrides", MAX_OVERRIDES);
+    int n = parse_override(text, &a->ov[a->nov], err, sizeof err);
+    if (n < 0) return project_refuse("%s", err);
+    a->nov += n;
+    return 0;
+}
+
+/* -1 to go on, else the exit status (0 after --help, 2 after saying what is wrong). */
+static int parse_project_args(ProjectArgs *pa, int argc, char **argv) {
+    memset(pa, 0, sizeof *pa);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { project_usage(stdout); return 0; }
-        if (!strcmp(a, "--json")) json = 1;
-        else if (!strcmp(a, "--kv")) kv = 1;
-        else if (!strcmp(a, "--gemms")) gemms = 1;
+        if (!strcmp(a, "--json")) pa->json = 1;
+        else if (!strcmp(a, "--kv")) pa->kv = 1;
+        else if (!strcmp(a, "--gemms")) pa->gemms = 1;
         else if (!strcmp(a, "--const")) {
-            if (i + 1 >= argc) { fprintf(stderr, "boost project: --const needs NAME=VALUE\n"); return 2; }
-            if (nconsts == 16) { fprintf(stderr, "boost project: more than 16 --const\n"); return 2; }
-            consts_set[nconsts++] = argv[++i];
+            if (i + 1 >= argc) return project_refuse("--const needs NAME=VALUE");
+            if (pa->nconsts == 16) return project_refuse("more than 16 --const");
+            pa->consts_set[pa->nconsts++] = argv[++i];
         }
         else if (!strcmp(a, "--steps")) {
-            if (i + 1 >= argc) { fprintf(stderr, "boost project: --steps needs a layout (megatron, naive or btp)\n"); return 2; }
-            steps_layout = argv[++i];
-            if (strcmp(steps_layout, "megatron") && strcmp(steps_layout, "naive") && strcmp(steps_layout, "btp")) {
-                fprintf(stderr, "boost project: --steps %s: the layouts are megatron, naive and btp\n", steps_layout);
-                return 2;
-            }
+            if (i + 1 >= argc)
+                return project_refuse("--steps needs a layout (megatron, naive or btp)");
+            const char *l = pa->steps_layout = argv[++i];
+            if (strcmp(l, "megatron") && strcmp(l, "naive") && strcmp(l, "btp"))
+                return project_refuse("--steps %s: the layouts are megatron, naive and btp", l);
         } else if (!strcmp(a, "--rates") || !strcmp(a, "-D")) {
-            if (i + 1 >= argc) { fprintf(stderr, "boost project: %s needs a value\n", a); return 2; }
+            if (i + 1 >= argc) return project_refuse("%s needs a value", a);
             if (a[1] == 'D') {
-                if (nov == MAX_OVERRIDES) { fprintf(stderr, "boost project: more than %d -D overrides\n", MAX_OVERRIDES); return 2; }
-                int n = parse_override(argv[++i], &ov[nov], err, sizeof err);
-                if (n < 0) { fprintf(stderr, "boost project: %s\n", err); return 2; }
-                nov += n;
-            } else rates_path = argv[++i];
+                if (add_override(pa, argv[++i])) return 2;
+            } else pa->rates_path = argv[++i];
         } else if (!strncmp(a, "-D", 2) && a[2]) {
-            if (nov == MAX_OVERRIDES) { fprintf(stderr, "boost project: more than %d -D overrides\n", MAX_OVERRIDES); return 2; }
-            int n = parse_override(a + 2, &ov[nov], err, sizeof err);
-            if (n < 0) { fprintf(stderr, "boost project: %s\n", err); return 2; }
-            nov += n;
+            if (add_override(pa, a + 2)) return 2;
         } else if (a[0] == '-') {
-            fprintf(stderr, "boost project: unknown option '%s'\n", a); project_usage(stderr); return 2;
-        } else if (!run_arg) run_arg = a;
-        else { fprintf(stderr, "boost project: one run at a time ('%s' and '%s')\n", run_arg, a); return 2; }
+            fprintf(stderr, "boost project: unknown option '%s'\n", a);
+            project_usage(stderr);
+            return 2;
+        } else if (!pa->run_arg) pa->run_arg = a;
+        else return project_refuse("one run at a time ('%s' and '%s')", pa->run_arg, a);
     }
-    if (!run_arg) { project_usage(stderr); return 2; }
-    if (json && kv) { fprintf(stderr, "boost project: choose --json or --kv, not both\n"); return 2; }
+    if (!pa->run_arg) { project_usage(stderr); return 2; }
+    if (pa->json && pa->kv) return project_refuse("choose --json or --kv, not both");
+    return -1;
+}
 
-    int rc = spec_load_run_projection(run_arg, ov, nov, run, err, sizeof err);
+/* The projections of one run, one per layout, and what the three output forms print of them. */
+typedef struct {
+    const Run *run;
+    int layouts[3], nl, lowrank;     /* megatron, naive, btp; or one of them */
+    Projection proj[3];
+    CostConsts consts;
+    Field f[3][NFIELDS];
+    int nf;
+    int measured;                    /* some GEMMs priced from measured rates */
+    char source[160];                /* where the GEMM efficiencies came from */
+    double over_naive, over_megatron;   /* btp's speedups (lowrank only) */
+} ProjectOut;
+
+/* The pp_busy_s / pp_idle_s lists of each layout (pp > 1), as JSON members. */
+static void print_pp_ranks_json(const ProjectOut *o) {
+    for (int a = 0; a < 2; a++) {   /* per pipeline rank, in the timeline */
+        printf("  \"%s\": {", a ? "pp_idle_s" : "pp_busy_s");
+        for (int i = 0; i < o->nl; i++) {
+            const Projection *p = &o->proj[i];
+            printf("%s\"%s\": [", i ? ", " : "", layout_name(o->layouts[i]));
+            for (int k = 0; k < p->pp_ranks && k < 64; k++)
+                printf("%s%.15g", k ? ", " : "", a ? p->pp_idle_s[k] : p->pp_busy_s[k]);
+            printf("]");
+        }
+        printf("},\n");
+    }
+}
+
+static void print_projection_json(const ProjectOut *o) {
+    const Run *run = o->run;
+    printf("{\n  \"run\": \"%s\", \"model\": \"%s\", \"gpu\": \"%s\",\n", run->name,
+           run->model.name, run->gpu.name);
+    printf("  \"tp\": %d, \"pp\": %d, \"dp\": %d, \"micro_batch\": %d, \"seq\": %d, "
+           "\"grad_accum\": %d,\n", run->tp, run->pp, run->dp, run->micro_batch, run->seq,
+           run->grad_accum);
+    printf("  \"gemm_rates\": \"%s\",\n", o->measured ? "measured" : "model");
+    for (int k = 0; k < o->nf; k++) {
+        printf("  \"%s\": {", o->f[0][k].key);
+        for (int i = 0; i < o->nl; i++)
+            printf("%s\"%s\": %.15g", i ? ", " : "", layout_name(o->layouts[i]), o->f[i][k].val);
+        printf("},\n");
+    }
+    if (run->pp > 1) print_pp_ranks_json(o);
+    if (o->lowrank)
+        printf("  \"speedup\": {\"btp_over_naive\": %.6g, \"btp_over_megatron\": %.6g}\n}\n",
+               o->over_naive, o->over_megatron);
+    else printf("  \"speedup\": {}\n}\n");
+}
+
+static void print_projection_kv(const ProjectOut *o) {
+    const Run *run = o->run;
+    const Model *m = &run->model;
+    const CostConsts *c = &o->consts;
+    printf("run %s\nmodel %s\ngpu %s\ntp %d\npp %d\ndp %d\nmicro_batch %d\nseq %d\ngrad_accum %d\n"
+           "gemm_rates %s\n", run->name, m->name, run->gpu.name, run->tp, run->pp, run->dp,
+           run->micro_batch, run->seq, run->grad_accum, o->measured ? "measured" : "model");
+    printf("hidden %d\nffn %d\nheads %d\nkv_heads %d\nlayers %d\nvocab %d\nrank %d\n"
+           "rank_uniform %d\nfamily %s\nmoe_experts %d\n", m->hidden, m->ffn, m->heads,
+           m->kv_heads, m->layers, m->vocab, m->proj[0][PROJ_Q].rank, model_rank_uniform(m),
+           m->family, m->moe_experts);
+    printf("const.gemm_eff_max %g\nconst.gemm_half_dim %g\nconst.hbm_eff %g\n"
+           "const.attn_fwd_eff %g\nconst.attn_bwd_eff %g\nconst.launch_us %g\nconst.coll_eff %g\n"
+           "const.optim_bytes_per_param %g\n", c->gemm_eff_max, c->gemm_half_dim, c->hbm_eff,
+           c->attn_fwd_eff, c->attn_bwd_eff, c->launch_us, c->coll_eff, c->optim_bytes_per_param);
+    for (int i = 0; i < o->nl; i++)
+        for (int k = 0; k < o->nf; k++)
+            printf("%s.%s %.15g\n", o->f[i][k].key, layout_name(o->layouts[i]), o->f[i][k].val);
+    if (run->pp > 1)
+        for (int i = 0; i < o->nl; i++)
+            for (int a = 0; a < 2; a++) {
+                const Projection *p = &o->proj[i];
+                printf("%s.%s", a ? "pp_idle_s" : "pp_busy_s", layout_name(o->layouts[i]));
+                for (int k = 0; k < p->pp_ranks && k < 64; k++)
+                    printf(" %.15g", a ? p->pp_idle_s[k] : p->pp_busy_s[k]);
+                printf("\n");
+            }
+    if (o->lowrank)
+        printf("speedup.btp_over_naive %.6g\nspeedup.btp_over_megatron %.6g\n", o->over_naive,
+               o->over_megatron);
+}
+
+/* pp > 1: the emitted schedule's timeline against the formula, with each rank's idle time */
+static void print_pipeline_table(const ProjectOut *o) {
+    const Run *run = o->run;
+    printf("\npipeline (pp=%d, %d micro-batch(es)%s): the emitted schedule's timeline vs the "
+           "formula (m+pp-1) x slowest stage:\n", run->pp, run->grad_accum,
+           run->pp_virtual > 1 ? ", interleaved" : "");
+    printf("  %-9s %12s %12s %9s %9s   %s\n", "layout", "timeline s", "formula s", "bubble",
+           "formula", "idle per rank (s)");
+    for (int i = 0; i < o->nl; i++) {
+        const Projection *p = &o->proj[i];
+        printf("  %-9s %12.4f %12.4f %8.1f%% %8.1f%%  ", layout_name(o->layouts[i]), p->seconds,
+               p->seconds_formula, 100 * p->bubble, 100 * p->bubble_formula);
+        if (p->pp_simulated)
+            for (int k = 0; k < p->pp_ranks && k < 64; k++) printf(" %.4f", p->pp_idle_s[k]);
+        else printf(" %s", p->pp_note);
+        printf("\n");
+    }
+    int all = 1;
+    for (int i = 0; i < o->nl; i++) all &= o->proj[i].pp_simulated;
+    printf("  (s/iter above is the timeline's%s; the formula's is beside it, docs/cost-model.md "
+           "\"Pipeline\")\n", all ? "" : " where there is one, else the formula's");
+}
+
+/* The parts of the time after the main table: ep all-to-alls, the dp reduction, one layer's
+ * collectives and the speedups. */
+static void print_projection_details(const ProjectOut *o) {
+    const Run *run = o->run;
+    if (run->ep > 1)   /* part of comm above: the experts wait for their tokens */
+        for (int i = 0; i < o->nl; i++)
+            if (o->proj[i].ep_comm_s > 0)
+                printf("%s ep=%d all-to-alls (the emitted alltoall steps, in comm): %.4f s\n",
+                       layout_name(o->layouts[i]), run->ep, o->proj[i].ep_comm_s);
+    if (run->dp > 1) {
+        printf("\ndp gradient reduction, the emitted buckets (dp-comm above is the part not "
+               "hidden):\n");
+        for (int i = 0; i < o->nl; i++) {
+            const Projection *p = &o->proj[i];
+            printf("  %-9s %.4f s in all, %.4f s hidden behind the rest of the backward (%.0f%%)\n",
+                   layout_name(o->layouts[i]), p->dp_total_s, p->dp_hidden_s,
+                   p->dp_total_s > 0 ? 100 * p->dp_hidden_s / p->dp_total_s : 0);
+        }
+    }
+    printf("\ncollectives of one layer, one micro-batch (elements, bf16 bytes):\n");
+    for (int i = 0; i < o->nl; i++) {
+        const Projection *p = &o->proj[i];
+        printf("  %-9s forward %d: %.0f (%.1f MB)   backward %d: %.0f (%.1f MB)\n",
+               layout_name(o->layouts[i]), p->layer_fwd_count, p->layer_fwd_elems,
+               p->layer_fwd_bytes / 1e6, p->layer_bwd_count, p->layer_bwd_elems,
+               p->layer_bwd_bytes / 1e6);
+    }
+    if (o->lowrank)
+        printf("\nbtp speedup: %.2fx over naive, %.2fx over megatron (the full-rank twin)\n",
+               o->over_naive, o->over_megatron);
+    else if (run->model.moe_shared)
+        printf("\nthe model shares expert factors, built for btp only: megatron and naive are not "
+               "projected\n");
+    else
+        printf("\nthe model is full rank: naive and btp do not apply (only megatron is "
+               "projected)\n");
+    printf("(the model and its assumptions: docs/cost-model.md)\n");
+}
+
+static void print_projection_table(const ProjectOut *o) {
+    const Run *run = o->run;
+    printf("%s: model %s on %s, tp=%d pp=%d dp=%d, micro-batch %d x seq %d, %d micro-batch(es)\n",
+           run->name, run->model.name, run->gpu.name, run->tp, run->pp, run->dp, run->micro_batch,
+           run->seq, run->grad_accum);
+    printf("GEMM efficiency: %s\n\n", o->source);
+    printf("%-9s %9s %9s %9s | %8s %8s %8s %8s %8s | %8s %8s %8s %8s\n", "layout", "s/iter",
+           "compute", "comm", "gemm", "kernels", "attn", "recomp", "optim", "tp-comm", "pp-send",
+           "dp-comm", "bubble");
+    for (int i = 0; i < o->nl; i++) {
+        const Projection *p = &o->proj[i];
+        printf("%-9s %9.4f %9.4f %9.4f | %8.4f %8.4f %8.4f %8.4f %8.4f | "
+               "%8.4f %8.4f %8.4f %7.1f%%\n",
+               layout_name(o->layouts[i]), p->seconds, p->compute_s, p->comm_s, p->gemm_s,
+               p->kernel_s, p->attn_s, p->recompute_s, p->optim_s, p->tp_comm_s, p->pp_send_s,
+               p->dp_comm_s, 100 * p->bubble);
+    }
+    if (run->pp > 1) print_pipeline_table(o);
+    print_projection_details(o);
+}
+
+/* Every layout projected into o (with --steps LAYOUT, that layout's steps printed on the way).
+ * 0, or the exit status after saying what is wrong. */
+static int project_layouts_all(const ProjectArgs *pa, ProjectOut *o, const GemmRates *rates) {
+    char err[1024] = "";
+    const Run *run = o->run;
+    const char *steps = pa->steps_layout;
+    if (steps && !o->lowrank && strcmp(steps, layout_name(o->layouts[0])))
+        return project_refuse("--steps %s: %s %s, only %s applies", steps, run->model.name,
+                              run->model.moe_shared ? "shares expert factors" : "is full rank",
+                              layout_name(o->layouts[0]));
+    for (int i = 0; i < o->nl; i++) {
+        const char *name = layout_name(o->layouts[i]);
+        FILE *trace = steps && !strcmp(steps, name) && !pa->json && !pa->kv ? stdout : NULL;
+        if (trace) printf("steps of %s (layer 0 and the model's ends; one micro-batch):\n"
+                          "  %-9s %5s %5s  %-60s %13s\n", name, "section", "layer", "stage", "step",
+                          "time");
+        int rc = project_layout_trace(run, o->layouts[i], &o->consts, rates, &o->proj[i], trace,
+                                      err, sizeof err);
+        if (trace) printf("\n");
+        if (rc) { fprintf(stderr, "%s\n", err); return rc; }
+    }
+    return 0;
+}
+
+/* The GEMM rates and the cost model's constants, then every layout priced into o. 0, or the exit
+ * status after saying what is wrong. */
+static int project_priced(const ProjectArgs *pa, ProjectOut *o) {
+    char err[1024] = "";
+    const char *rates_path = pa->rates_path ? pa->rates_path : "bench/results";
+    GemmRates rates;
+    if (gemm_rates_load(&rates, rates_path, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    cost_consts_default(&o->consts);
+    for (int i = 0; i < pa->nconsts; i++)
+        if (cost_consts_set(&o->consts, pa->consts_set[i], err, sizeof err)) {
+            gemm_rates_free(&rates);
+            return project_refuse("%s", err);
+        }
+    int rc = project_layouts_all(pa, o, &rates);
+    if (rc) { gemm_rates_free(&rates); return rc; }
+    for (int i = 0; i < o->nl; i++) o->measured += o->proj[i].gemms_measured;
+    if (o->measured)
+        snprintf(o->source, sizeof o->source,
+                 "measured rates (%d rows for %s from %s) scaled by the shape model", rates.n,
+                 o->run->gpu.name, rates_path);
+    else snprintf(o->source, sizeof o->source, "shape model (no measured rates for %s)",
+                  o->run->gpu.name);
+    gemm_rates_free(&rates);
+    return 0;
+}
+
+static int project_main(Run *run, int argc, char **argv) {
+    ProjectArgs pa;
+    int rc = parse_project_args(&pa, argc, argv);
+    if (rc >= 0) return rc;
+    char err[1024] = "";
+    rc = spec_load_run_projection(pa.run_arg, pa.ov, pa.nov, run, err, sizeof err);
     if (rc) { fprintf(stderr, "%s\n", err); return rc; }
 
-    int layouts[3];
-    int nl = project_layouts(&run->model, layouts);   /* megatron, naive, btp; or one of them */
-    int lowrank = nl == 3;
-    if (gemms) {
-        const int *list = layouts;
-        for (int i = 0; i < nl; i++) {
-            rc = project_list_gemms(run, list[i], stdout, err, sizeof err);
+    ProjectOut o;
+    memset(&o, 0, sizeof o);
+    o.run = run;
+    o.nl = project_layouts(&run->model, o.layouts);   /* megatron, naive, btp; or one of them */
+    o.lowrank = o.nl == 3;
+    if (pa.gemms) {
+        for (int i = 0; i < o.nl; i++) {
+            rc = project_list_gemms(run, o.layouts[i], stdout, err, sizeof err);
             if (rc) { fprintf(stderr, "%s\n", err); return rc; }
         }
         return 0;
     }
-    GemmRates rates;
-    if (!rates_path) rates_path = "bench/results";
-    if (gemm_rates_load(&rates, rates_path, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 2; }
-
-    CostConsts consts;
-    cost_consts_default(&consts);
-    for (int i = 0; i < nconsts; i++)
-        if (cost_consts_set(&consts, consts_set[i], err, sizeof err)) {
-            fprintf(stderr, "boost project: %s\n", err);
-            gemm_rates_free(&rates);
-            return 2;
-        }
-    Projection proj[3];
-    if (steps_layout && !lowrank && strcmp(steps_layout, layout_name(layouts[0]))) {
-        fprintf(stderr, "boost project: --steps %s: %s %s, only %s applies\n", steps_layout, run->model.name,
-                run->model.moe_shared ? "shares expert factors" : "is full rank", layout_name(layouts[0]));
-        gemm_rates_free(&rates);
-        return 2;
-    }
-    for (int i = 0; i < nl; i++) {
-        FILE *trace = steps_layout && !strcmp(steps_layout, layout_name(layouts[i])) && !json && !kv ? stdout : NULL;
-        if (trace) printf("steps of %s (layer 0 and the model's ends; one micro-batch):\n"
-                          "  %-9s %5s %5s  %-60s %13s\n", layout_name(layouts[i]), "section", "layer", "stage", "step", "time");
-        rc = project_layout_trace(run, layouts[i], &consts, &rates, &proj[i], trace, err, sizeof err);
-        if (trace) printf("\n");
-        if (rc) { fprintf(stderr, "%s\n", err); gemm_rates_free(&rates); return rc; }
-    }
-    int measured = 0, modelled = 0;
-    for (int i = 0; i < nl; i++) { measured += proj[i].gemms_measured; modelled += proj[i].gemms_modelled; }
-    char source[160];
-    if (measured) snprintf(source, sizeof source, "measured rates (%d rows for %s from %s) scaled by the shape model",
-                           rates.n, run->gpu.name, rates_path);
-    else snprintf(source, sizeof source, "shape model (no measured rates for %s)", run->gpu.name);
-    gemm_rates_free(&rates);
-
-    Field f[3][NFIELDS];
-    int nf = 0;
-    for (int i = 0; i < nl; i++) nf = projection_fields(&proj[i], f[i]);
-    double over_naive = lowrank ? proj[1].seconds / proj[2].seconds : 0;
-    double over_megatron = lowrank ? proj[0].seconds / proj[2].seconds : 0;
-
-    if (json) {
-        printf("{\n  \"run\": \"%s\", \"model\": \"%s\", \"gpu\": \"%s\",\n", run->name, run->model.name, run->gpu.name);
-        printf("  \"tp\": %d, \"pp\": %d, \"dp\": %d, \"micro_batch\": %d, \"seq\": %d, \"grad_accum\": %d,\n",
-               run->tp, run->pp, run->dp, run->micro_batch, run->seq, run->grad_accum);
-        printf("  \"gemm_rates\": \"%s\",\n", measured ? "measured" : "model");
-        for (int k = 0; k < nf; k++) {
-            printf("  \"%s\": {", f[0][k].key);
-            for (int i = 0; i < nl; i++)
-                printf("%s\"%s\": %.15g", i ? ", " : "", layout_name(layouts[i]), f[i][k].val);
-            printf("},\n");
-        }
-        if (run->pp > 1)
-            for (int a = 0; a < 2; a++) {   /* per pipeline rank, in the timeline */
-                printf("  \"%s\": {", a ? "pp_idle_s" : "pp_busy_s");
-                for (int i = 0; i < nl; i++) {
-                    printf("%s\"%s\": [", i ? ", " : "", layout_name(layouts[i]));
-                    for (int k = 0; k < proj[i].pp_ranks && k < 64; k++)
-                        printf("%s%.15g", k ? ", " : "", a ? proj[i].pp_idle_s[k] : proj[i].pp_busy_s[k]);
-                    printf("]");
-                }
-                printf("},\n");
-            }
-        if (lowrank) printf("  \"speedup\": {\"btp_over_naive\": %.6g, \"btp_over_megatron\": %.6g}\n}\n",
-                            over_naive, over_megatron);
-        else printf("  \"speedup\": {}\n}\n");
-        return 0;
-    }
-    if (kv) {
-        printf("run %s\nmodel %s\ngpu %s\ntp %d\npp %d\ndp %d\nmicro_batch %d\nseq %d\ngrad_accum %d\ngemm_rates %s\n",
-               run->name, run->model.name, run->gpu.name, run->tp, run->pp, run->dp, run->micro_batch, run->seq, run->grad_accum,
-               measured ? "measured" : "model");
-        printf("hidden %d\nffn %d\nheads %d\nkv_heads %d\nlayers %d\nvocab %d\nrank %d\nrank_uniform %d\nfamily %s\nmoe_experts %d\n",
-               run->model.hidden, run->model.ffn, run->model.heads, run->model.kv_heads, run->model.layers,
-               run->model.vocab, run->model.proj[0][PROJ_Q].rank, model_rank_uniform(&run->model), run->model.family,
-               run->model.moe_experts);
-        printf("const.gemm_eff_max %g\nconst.gemm_half_dim %g\nconst.hbm_eff %g\nconst.attn_fwd_eff %g\nconst.attn_bwd_eff %g\n"
-               "const.launch_us %g\nconst.coll_eff %g\nconst.optim_bytes_per_param %g\n", consts.gemm_eff_max,
-               consts.gemm_half_dim, consts.hbm_eff, consts.attn_fwd_eff, consts.attn_bwd_eff, consts.launch_us,
-               consts.coll_eff, consts.optim_bytes_per_param);
-        for (int i = 0; i < nl; i++)
-            for (int k = 0; k < nf; k++) printf("%s.%s %.15g\n", f[i][k].key, layout_name(layouts[i]), f[i][k].val);
-        if (run->pp > 1)
-            for (int i = 0; i < nl; i++)
-                for (int a = 0; a < 2; a++) {
-                    printf("%s.%s", a ? "pp_idle_s" : "pp_busy_s", layout_name(layouts[i]));
-                    for (int k = 0; k < proj[i].pp_ranks && k < 64; k++) printf(" %.15g", a ? proj[i].pp_idle_s[k] : proj[i].pp_busy_s[k]);
-                    printf("\n");
-                }
-        if (lowrank) printf("speedup.btp_over_naive %.6g\nspeedup.btp_over_megatron %.6g\n", over_naive, over_megatron);
-        return 0;
-    }
-    printf("%s: model %s on %s, tp=%d pp=%d dp=%d, micro-batch %d x seq %d, %d micro-batch(es)\n",
-           run->name, run->model.name, run->gpu.name, run->tp, run->pp, run->dp, run->micro_batch, run->seq, run->grad_accum);
-    printf("GEMM efficiency: %s\n\n", source);
-    printf("%-9s %9s %9s %9s | %8s %8s %8s %8s %8s | %8s %8s %8s %8s\n", "layout", "s/iter", "compute", "comm",
-           "gemm", "kernels", "attn", "recomp", "optim", "tp-comm", "pp-send", "dp-comm", "bubble");
-    for (int i = 0; i < nl; i++) {
-        const Projection *p = &proj[i];
-        printf("%-9s %9.4f %9.4f %9.4f | %8.4f %8.4f %8.4f %8.4f %8.4f | %8.4f %8.4f %8.4f %7.1f%%\n",
-               layout_name(layouts[i]), p->seconds, p->compute_s, p->comm_s, p->gemm_s, p->kernel_s, p->attn_s,
-               p->recompute_s, p->optim_s, p->tp_comm_s, p->pp_send_s, p->dp_comm_s, 100 * p->bubble);
-    }
-    if (run->pp > 1) {
-        printf("\npipeline (pp=%d, %d micro-batch(es)%s): the emitted schedule's timeline vs the formula (m+pp-1) x slowest stage:\n",
-               run->pp, run->grad_accum, run->pp_virtual > 1 ? ", interleaved" : "");
-        printf("  %-9s %12s %12s %9s %9s   %s\n", "layout", "timeline s", "formula s", "bubble", "formula", "idle per rank (s)");
-        for (int i = 0; i < nl; i++) {
-            const Projection *p = &proj[i];
-            printf("  %-9s %12.4f %12.4f %8.1f%% %8.1f%%  ", layout_name(layouts[i]), p->seconds, p->seconds_formula,
-                   100 * p->bubble, 100 * p->bubble_formula);
-            if (p->pp_simulated)
-                for (int k = 0; k < p->pp_ranks && k < 64; k++) printf(" %.4f", p->pp_idle_s[k]);
-            else printf(" %s", p->pp_note);
-            printf("\n");
-        }
-        int all = 1;
-        for (int i = 0; i < nl; i++) all &= proj[i].pp_simulated;
-        printf("  (s/iter above is the timeline's%s; the formula's is beside it, docs/cost-model.md \"Pipeline\")\n",
-               all ? "" : " where there is one, else the formula's");
-    }
-    if (run->ep > 1)   /* part of comm above: the experts wait for their tokens */
-        for (int i = 0; i < nl; i++)
-            if (proj[i].ep_comm_s > 0)
-                printf("%s ep=%d all-to-alls (the emitted alltoall steps, in comm): %.4f s\n", layout_name(layouts[i]), run->ep,
-                       proj[i].ep_comm_s);
-    if (run->dp > 1) {
-        printf("\ndp gradient reduction, the emitted buckets (dp-comm above is the part not hidden):\n");
-        for (int i = 0; i < nl; i++)
-            printf("  %-9s %.4f s in all, %.4f s hidden behind the rest of the backward (%.0f%%)\n", layout_name(layouts[i]),
-                   proj[i].dp_total_s, proj[i].dp_hidden_s, proj[i].dp_total_s > 0 ? 100 * proj[i].dp_hidden_s / proj[i].dp_total_s : 0);
-    }
-    printf("\ncollectives of one layer, one micro-batch (elements, bf16 bytes):\n");
-    for (int i = 0; i < nl; i++) {
-        const Projection *p = &proj[i];
-        printf("  %-9s forward %d: %.0f (%.1f MB)   backward %d: %.0f (%.1f MB)\n", layout_name(layouts[i]),
-               p->layer_fwd_count, p->layer_fwd_elems, p->layer_fwd_bytes / 1e6,
-               p->layer_bwd_count, p->layer_bwd_elems, p->layer_bwd_bytes / 1e6);
-    }
-    if (lowrank) printf("\nbtp speedup: %.2fx over naive, %.2fx over megatron (the full-rank twin)\n",
-                        over_naive, over_megatron);
-    else if (run->model.moe_shared)
-        printf("\nthe model shares expert factors, built for btp only: megatron and naive are not projected\n");
-    else printf("\nthe model is full rank: naive and btp do not apply (only megatron is projected)\n");
-    printf("(the model and its assumptions: docs/cost-model.md)\n");
+    rc = project_priced(&pa, &o);
+    if (rc) return rc;
+    for (int i = 0; i < o.nl; i++) o.nf = projection_fields(&o.proj[i], o.f[i]);
+    o.over_naive = o.lowrank ? o.proj[1].seconds / o.proj[2].seconds : 0;
+    o.over_megatron = o.lowrank ? o.proj[0].seconds / o.proj[2].seconds : 0;
+    if (pa.json) print_projection_json(&o);
+    else if (pa.kv) print_projection_kv(&o);
+    else print_projection_table(&o);
     return 0;
 }
 

@@ -165,216 +165,337 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int cmd_sample(int argc, char **argv) {
+/* The command line of `boost sample`. */
+typedef struct {
     InferOptions o;
-    memset(&o, 0, sizeof o);
-    o.cmd = "boost sample";
-    o.backend = "auto";
-    o.one_sequence = 1;
-    o.decode = 1;
-    const char *prompt = NULL, *prompt_ids = NULL, *tok_path = NULL;
-    long ntok = 200, topk = 0, seed = 1;
-    double temp = 0.8, topp = 1.0;
+    const char *prompt, *prompt_ids, *tok_path;
+    long ntok, topk, seed;
+    double temp, topp;
+} SampleArgs;
+
+/* "boost sample: MESSAGE" on stderr; returns 2, the exit status of bad input. */
+#define sample_refuse(...) cli_refuse("boost sample", __VA_ARGS__)
+
+/* One option that takes a value (next): 0, or 2 after saying what is wrong. */
+static int sample_option(SampleArgs *s, const char *a, const char *next) {
+    const char *cmd = s->o.cmd;
+    if (!strcmp(a, "--prompt")) s->prompt = next;
+    else if (!strcmp(a, "--prompt-ids")) s->prompt_ids = next;
+    else if (!strcmp(a, "--tokens"))
+        return infer_int_arg(cmd, a, next, 0, 100000000, &s->ntok) ? 2 : 0;
+    else if (!strcmp(a, "--top-k"))
+        return infer_int_arg(cmd, a, next, 0, 2000000000, &s->topk) ? 2 : 0;
+    else if (!strcmp(a, "--seed"))
+        return infer_int_arg(cmd, a, next, 0, 0x7fffffffL, &s->seed) ? 2 : 0;
+    else if (!strcmp(a, "--temperature")) {
+        if (infer_num_arg(cmd, a, next, &s->temp)) return 2;
+        if (s->temp < 0)
+            return sample_refuse("--temperature %s: must be >= 0 (0 picks the most likely token)",
+                                 next);
+    } else if (!strcmp(a, "--top-p")) {
+        if (infer_num_arg(cmd, a, next, &s->topp)) return 2;
+        if (!(s->topp > 0 && s->topp <= 1))
+            return sample_refuse("--top-p %s: must be in (0, 1] (1 keeps every token)", next);
+    } else if (!strcmp(a, "--tokenizer")) s->tok_path = next;
+    else if (!strcmp(a, "--run")) s->o.run = next;
+    else if (!strcmp(a, "--backend")) {
+        if (strcmp(next, "cpu") && strcmp(next, "cuda") && strcmp(next, "auto"))
+            return sample_refuse("--backend %s: expected cpu, cuda or auto", next);
+        s->o.backend = next;
+    }
+    return 0;
+}
+
+/* -1 to go on, else the exit status (0 after --help, 2 after saying what is wrong). */
+static int parse_sample_args(SampleArgs *s, int argc, char **argv) {
+    memset(s, 0, sizeof *s);
+    s->o.cmd = "boost sample";
+    s->o.backend = "auto";
+    s->o.one_sequence = 1;
+    s->o.decode = 1;
+    s->ntok = 200, s->topk = 0, s->seed = 1;
+    s->temp = 0.8, s->topp = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { sample_usage(stdout); return 0; }
-        if (!strcmp(a, "--no-cache")) { o.decode = 0; continue; }
+        if (!strcmp(a, "--no-cache")) { s->o.decode = 0; continue; }
         if (!strncmp(a, "-D", 2)) {
             const char *def = a[2] ? a + 2 : next;
             if (!a[2]) i++;
-            if (!def) { fprintf(stderr, "boost sample: -D needs name=value\n"); return 2; }
-            if (o.ndefs == INFER_MAX_DEFS) { fprintf(stderr, "boost sample: too many -D\n"); return 2; }
-            o.defs[o.ndefs++] = def;
+            if (!def) return sample_refuse("-D needs name=value");
+            if (s->o.ndefs == INFER_MAX_DEFS) return sample_refuse("too many -D");
+            s->o.defs[s->o.ndefs++] = def;
             continue;
         }
-        int takes = !strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids") || !strcmp(a, "--tokens") ||
-                    !strcmp(a, "--temperature") || !strcmp(a, "--top-k") || !strcmp(a, "--top-p") ||
-                    !strcmp(a, "--seed") || !strcmp(a, "--tokenizer") || !strcmp(a, "--run") || !strcmp(a, "--backend");
-        if (takes && !next) { fprintf(stderr, "boost sample: %s needs a value\n", a); return 2; }
-        if (!strcmp(a, "--prompt")) prompt = next;
-        else if (!strcmp(a, "--prompt-ids")) prompt_ids = next;
-        else if (!strcmp(a, "--tokens")) { if (infer_int_arg(o.cmd, a, next, 0, 100000000, &ntok)) return 2; }
-        else if (!strcmp(a, "--top-k")) { if (infer_int_arg(o.cmd, a, next, 0, 2000000000, &topk)) return 2; }
-        else if (!strcmp(a, "--seed")) { if (infer_int_arg(o.cmd, a, next, 0, 0x7fffffffL, &seed)) return 2; }
-        else if (!strcmp(a, "--temperature")) {
-            if (infer_num_arg(o.cmd, a, next, &temp)) return 2;
-            if (temp < 0) { fprintf(stderr, "boost sample: --temperature %s: must be >= 0 (0 picks the most likely token)\n", next); return 2; }
-        } else if (!strcmp(a, "--top-p")) {
-            if (infer_num_arg(o.cmd, a, next, &topp)) return 2;
-            if (!(topp > 0 && topp <= 1)) { fprintf(stderr, "boost sample: --top-p %s: must be in (0, 1] (1 keeps every token)\n", next); return 2; }
-        } else if (!strcmp(a, "--tokenizer")) tok_path = next;
-        else if (!strcmp(a, "--run")) o.run = next;
-        else if (!strcmp(a, "--backend")) {
-            if (strcmp(next, "cpu") && strcmp(next, "cuda") && strcmp(next, "auto")) {
-                fprintf(stderr, "boost sample: --backend %s: expected cpu, cuda or auto\n", next); return 2;
-            }
-            o.backend = next;
-        } else if (a[0] == '-') { fprintf(stderr, "boost sample: unknown option %s\n", a); sample_usage(stderr); return 2; }
-        else if (o.ckpt) { fprintf(stderr, "boost sample: one checkpoint only (got '%s' and '%s')\n", o.ckpt, a); return 2; }
-        else { o.ckpt = a; continue; }
-        i++;
+        int takes = !strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids") ||
+                    !strcmp(a, "--tokens") || !strcmp(a, "--temperature") ||
+                    !strcmp(a, "--top-k") || !strcmp(a, "--top-p") || !strcmp(a, "--seed") ||
+                    !strcmp(a, "--tokenizer") || !strcmp(a, "--run") || !strcmp(a, "--backend");
+        if (takes && !next) return sample_refuse("%s needs a value", a);
+        if (takes) {
+            if (sample_option(s, a, next)) return 2;
+            i++;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "boost sample: unknown option %s\n", a);
+            sample_usage(stderr);
+            return 2;
+        } else if (s->o.ckpt)
+            return sample_refuse("one checkpoint only (got '%s' and '%s')", s->o.ckpt, a);
+        else s->o.ckpt = a;
     }
-    if (!o.ckpt) { sample_usage(stderr); return 2; }
-    if (prompt && prompt_ids) { fprintf(stderr, "boost sample: give --prompt or --prompt-ids, not both\n"); return 2; }
+    if (!s->o.ckpt) { sample_usage(stderr); return 2; }
+    if (s->prompt && s->prompt_ids) return sample_refuse("give --prompt or --prompt-ids, not both");
+    return -1;
+}
 
+/* One sampling run: the open plan, how its tokens read as text, and the context. */
+typedef struct {
+    const SampleArgs *a;
+    Infer *in;
+    int V, S, byte_level;       /* vocabulary; positions per window (the KV cache or seq) */
+    Tokenizer tk;               /* --tokenizer's tokens (n 0: none) */
+    Bpe *bpe;                   /* the run's own tokenizer, or NULL */
+    int32_t *ctx;               /* [cap] the prompt's tokens, then the generated ones */
+    int64_t len, cap;
+} Sampling;
+
+/* --prompt through the run's BPE tokenizer into s->ctx. 0 or 1 (said). */
+static int prompt_from_bpe(Sampling *s) {
+    const char *prompt = s->a->prompt;
+    BpeEncoder *enc = bpe_encoder_new(s->bpe);
+    BpeIds ids = {0};
+    char why[320] = "out of memory";
+    int rc = enc ? bpe_encode(enc, (const unsigned char *)prompt, strlen(prompt), 0, &ids, why,
+                              sizeof why) : 1;
+    if (rc) fprintf(stderr, "boost sample: --prompt: %s\n", why);
+    if (!rc && ids.n + s->a->ntok + 16 > s->cap) {
+        int32_t *grown = realloc(s->ctx, sizeof(int32_t) * (size_t)(ids.n + s->a->ntok + 16));
+        if (grown) s->ctx = grown; else rc = 1;
+    }
+    for (int64_t i = 0; !rc && i < ids.n; i++) s->ctx[s->len++] = ids.v[i];
+    free(ids.v);
+    bpe_encoder_free(enc);
+    return rc;
+}
+
+/* --prompt-ids into s->ctx. 0 or 2 (said). */
+static int prompt_from_ids(Sampling *s) {
+    const char *t = s->a->prompt_ids;
+    while (*t) {
+        while (*t == ' ' || *t == ',' || *t == '\t' || *t == '\n') t++;
+        if (!*t) break;
+        char *end;
+        long long id = strtoll(t, &end, 10);
+        if (end == t) return sample_refuse("--prompt-ids: '%s' is not a token id", t);
+        if (id < 0 || id >= s->V)
+            return sample_refuse("--prompt-ids: token %lld is outside the vocabulary of model %s "
+                                 "(0..%d)", id, s->in->plan->model_name, s->V - 1);
+        s->ctx[s->len++] = (int32_t)id;
+        t = end;
+    }
+    return 0;
+}
+
+/* The prompt as tokens in s->ctx (a separator or newline when empty). 0, or the exit status. */
+static int sample_prompt(Sampling *s) {
+    const SampleArgs *a = s->a;
+    const Plan *p = s->in->plan;
+    s->cap = 16 + (a->prompt ? (int64_t)strlen(a->prompt) : 0) +
+             (a->prompt_ids ? (int64_t)strlen(a->prompt_ids) : 0) + a->ntok;
+    s->ctx = malloc(sizeof(int32_t) * (size_t)s->cap);
+    s->len = 0;
+    if (!s->ctx) { fprintf(stderr, "boost sample: out of memory\n"); return 1; }
+    int rc = 0;
+    if (a->prompt && s->bpe) rc = prompt_from_bpe(s);
+    else if (a->prompt) {
+        if (!s->byte_level)
+            return sample_refuse("model %s reads token ids (vocab %d), not text: give the "
+                                 "prompt as --prompt-ids \"ID ID ...\"", p->model_name, s->V);
+        s->len = tokenize_bytes((const unsigned char *)a->prompt, strlen(a->prompt), s->ctx);
+    } else if (a->prompt_ids) rc = prompt_from_ids(s);
+    if (rc) return rc;
+    int sep = s->bpe ? bpe_separator(s->bpe) : -1;
+    if (s->len == 0 && s->bpe && sep >= 0 && sep < s->V)
+        s->ctx[s->len++] = sep;   /* a document starts after the separator */
+    if (s->len == 0)
+        s->ctx[s->len++] = s->byte_level ? '\n'
+                           : (s->tk.eot >= 0 && s->tk.eot < s->V ? s->tk.eot : 0);
+    if (s->len > s->S)
+        return sample_refuse("the prompt is %lld tokens, longer than model %s's sequence length "
+                             "%d: shorten it (generation past %d tokens slides the window, but the "
+                             "prompt must fit in one)", (long long)s->len, p->model_name, s->S,
+                             s->S);
+    return 0;
+}
+
+/* The buffers of one window's forward and of picking a token. */
+typedef struct {
+    float *logits;            /* [S * V] */
+    int32_t *tokens, *targets;   /* [S] each */
+    Cand *cand;               /* [V] */
+    double *prob;             /* [V] */
+} SampleBufs;
+
+/* --no-cache: the next token from the forward over the last S tokens of the context */
+static int next_by_forward(Sampling *s, SampleBufs *b, uint64_t *rng, int *slid, int *next) {
+    const SampleArgs *a = s->a;
+    int64_t w = s->len < s->S ? s->len : s->S, start = s->len - w;
+    if (start > 0 && !*slid) {
+        fprintf(stderr, "\n(boost sample: past %d tokens: the window slides, each new token sees "
+                "the last %d)\n", s->S, s->S);
+        *slid = 1;
+    }
+    memcpy(b->tokens, s->ctx + start, sizeof(int32_t) * (size_t)w);
+    memset(b->tokens + w, 0, sizeof(int32_t) * (size_t)(s->S - w));
+    if (infer_forward(s->in, b->tokens, b->targets, b->logits, NULL)) return 1;
+    *next = pick(b->logits + (w - 1) * s->V, s->V, a->temp, (int)a->topk, a->topp, rng, b->cand,
+                 b->prob);
+    return 0;
+}
+
+/* a->ntok tokens after the prompt, each printed as it comes; the timing notes on stderr */
+static int sample_generate(Sampling *s, SampleBufs *b) {
+    const SampleArgs *a = s->a;
+    const int S = s->S, V = s->V;
+    int rc = 0;
+    uint64_t rng = (uint64_t)a->seed * 0x9E3779B97F4A7C15ull + 0x1234567ull;
+    double t0 = now_s(), tp0 = t0;
+    int slid = 0;
+    /* decode: tokens ctx[base .. base+cached-1] are in the cache at positions 0.. */
+    int64_t cached = 0, base = 0;
+    /* prefill: the prompt into the cache (chunks through prefill.txt, the last token a step) */
+    if (a->o.decode) {
+        rc = infer_prefill(s->in, s->ctx, (int)s->len, b->logits);
+        cached = s->len;
+        tp0 = now_s();
+    }
+    for (long g = 0; g < a->ntok && !rc; g++) {
+        int next;
+        if (!a->o.decode) {
+            if (next_by_forward(s, b, &rng, &slid, &next)) { rc = 1; break; }
+            s->ctx[s->len++] = next;
+            emit_any(next, s->byte_level, &s->tk, s->bpe);
+            continue;
+        }
+        next = pick(b->logits, V, a->temp, (int)a->topk, a->topp, &rng, b->cand, b->prob);
+        s->ctx[s->len++] = next;
+        emit_any(next, s->byte_level, &s->tk, s->bpe);
+        if (g == a->ntok - 1) break;   /* its logits are not needed */
+        if (cached == S) {             /* full: restart the cache from the last S/2 tokens */
+            if (!slid)
+                fprintf(stderr, "\n(boost sample: the KV cache of %d positions is full: the window "
+                        "slides by half, the cache restarts from the last %d tokens)\n", S, S / 2);
+            slid = 1;
+            base = s->len - S / 2;   /* the last S/2 tokens, the new one included */
+            rc = infer_prefill(s->in, s->ctx + base, S / 2, b->logits);
+            cached = S / 2;
+            continue;
+        }
+        rc = infer_decode_step(s->in, next, b->logits);
+        cached++;
+    }
+    if (a->o.decode && !rc)
+        fprintf(stderr, "boost sample: prefill of %lld prompt tokens in %.3fs\n",
+                (long long)(s->len - a->ntok), tp0 - t0);
+    t0 = tp0;
+    double dt = now_s() - t0;
+    if (!s->byte_level || (s->len > 0 && s->ctx[s->len - 1] != '\n')) fputc('\n', stdout);
+    fflush(stdout);
+    if (!rc) fprintf(stderr, "boost sample: %ld tokens in %.2fs (%.1f tokens/s)\n", a->ntok, dt,
+                     dt > 0 ? a->ntok / dt : 0.0);
+    return rc;
+}
+
+/* The buffers, the run's header on stderr, the prompt echoed, then the generation. */
+static int sample_run(Sampling *s) {
+    const SampleArgs *a = s->a;
+    const Plan *p = s->in->plan;
+    const int S = s->S, V = s->V;
+    SampleBufs b;
+    b.logits = malloc(sizeof(float) * (size_t)S * V);
+    b.tokens = calloc((size_t)S, sizeof(int32_t));
+    b.targets = calloc((size_t)S, sizeof(int32_t));
+    b.cand = malloc(sizeof(Cand) * (size_t)V);
+    b.prob = malloc(sizeof(double) * (size_t)V);
+    int rc = 0;
+    if (!b.logits || !b.tokens || !b.targets || !b.cand || !b.prob) {
+        fprintf(stderr, "boost sample: out of memory\n");
+        rc = 1;
+    } else {
+        fprintf(stderr, "boost sample: %s (step %lld), model %s, tp=%d %s, backend %s; "
+                "temperature %g, top-k %ld, top-p %g, seed %ld; ", s->in->dir,
+                (long long)s->in->st.step, p->model_name, p->tp, p->layout,
+                engine_backend_name(s->in->e), a->temp, a->topk, a->topp, a->seed);
+        if (a->o.decode)
+            fprintf(stderr, "KV cache of %d positions (prefill, then one decode step per token)\n",
+                    S);
+        else
+            fprintf(stderr, "full forward over the window (up to %d tokens) per token, no KV "
+                    "cache\n", S);
+        for (int64_t i = 0; i < s->len; i++) emit_any(s->ctx[i], s->byte_level, &s->tk, s->bpe);
+        rc = sample_generate(s, &b);
+    }
+    free(b.logits); free(b.tokens); free(b.targets); free(b.cand); free(b.prob);
+    return rc;
+}
+
+/* How the model's tokens read as text: --tokenizer's file or the run's own BPE tokenizer (none
+ * for byte-level models). 0, or the exit status after saying what is wrong. */
+static int sample_open_text(Sampling *s) {
+    const char *tok_path = s->a->tok_path;
+    Infer *in = s->in;
+    int rc;
+    memset(&s->tk, 0, sizeof s->tk);
+    s->tk.eot = -1;
+    if (tok_path && (rc = tokenizer_load(tok_path, &s->tk))) return rc;
+    if (!tok_path && in->st.has_tokenizer) {
+        char where[1400], why[1600];
+        s->bpe = run_tokenizer_of_checkpoint(in->dir, in->st.tokenizer_crc, where, sizeof where,
+                                             why, sizeof why);
+        if (!s->bpe) return sample_refuse("%s", why);
+    }
+    if (tok_path && s->byte_level)
+        return sample_refuse("--tokenizer: model %s is byte-level (vocab 256, trained on text): "
+                             "its text needs no tokenizer", in->plan->model_name);
+    return 0;
+}
+
+int cmd_sample(int argc, char **argv) {
+    SampleArgs a;
+    int rc = parse_sample_args(&a, argc, argv);
+    if (rc >= 0) return rc;
     Infer in;
-    int rc = infer_open_plan(&o, &in);
+    rc = infer_open_plan(&a.o, &in);
     if (rc) { infer_close(&in); return rc; }
     const Plan *p = in.plan;
+    Sampling s;
+    memset(&s, 0, sizeof s);
+    s.a = &a;
+    s.in = &in;
     // byte-level: vocab 256 and not trained on an llm.c token file
     size_t dl = strlen(p->data_path);
-    const int V = p->vocab, S = o.decode ? infer_max_seq(p) : p->seq, byte_level = V == BYTE_VOCAB && !(dl >= 4 && !strcmp(p->data_path + dl - 4, ".bin"));
-    if (o.decode && S < 2) {
-        fprintf(stderr, "boost sample: %s: the decode plan has no KV cache of at least 2 positions\n", in.plan_source);
-        infer_close(&in); return 2;
+    s.V = p->vocab;
+    s.S = a.o.decode ? infer_max_seq(p) : p->seq;
+    s.byte_level = s.V == BYTE_VOCAB && !(dl >= 4 && !strcmp(p->data_path + dl - 4, ".bin"));
+    if (a.o.decode && s.S < 2) {
+        fprintf(stderr, "boost sample: %s: the decode plan has no KV cache of at least 2 "
+                "positions\n", in.plan_source);
+        infer_close(&in);
+        return 2;
     }
     if (p->micro_batch != 1) {   /* the buffers below hold one sequence */
-        fprintf(stderr, "boost sample: the plan has micro_batch %d; sampling runs micro_batch 1\n", p->micro_batch);
-        infer_close(&in); return 2;
+        fprintf(stderr, "boost sample: the plan has micro_batch %d; sampling runs micro_batch 1\n",
+                p->micro_batch);
+        infer_close(&in);
+        return 2;
     }
-    Tokenizer tk;
-    memset(&tk, 0, sizeof tk);
-    tk.eot = -1;
-    if (tok_path && (rc = tokenizer_load(tok_path, &tk))) { tokenizer_free(&tk); infer_close(&in); return rc; }
-    Bpe *bpe = NULL;   /* a run that named its tokenizer: prompt and output are text through it */
-    if (!tok_path && in.st.has_tokenizer) {
-        char where[1400], why[1600];
-        bpe = run_tokenizer_of_checkpoint(in.dir, in.st.tokenizer_crc, where, sizeof where, why,
-                                          sizeof why);
-        if (!bpe) { fprintf(stderr, "boost sample: %s\n", why); infer_close(&in); return 2; }
-    }
-    if (tok_path && byte_level) {
-        fprintf(stderr, "boost sample: --tokenizer: model %s is byte-level (vocab 256, trained on text): its text needs no tokenizer\n", p->model_name);
-        tokenizer_free(&tk); infer_close(&in); return 2;
-    }
-
-    // the prompt as tokens
-    int64_t cap = 16 + (prompt ? (int64_t)strlen(prompt) : 0) + (prompt_ids ? (int64_t)strlen(prompt_ids) : 0) + ntok;
-    int32_t *ctx = malloc(sizeof(int32_t) * (size_t)cap);
-    int64_t len = 0;
-    if (!ctx) { fprintf(stderr, "boost sample: out of memory\n"); rc = 1; }
-    if (!rc && prompt && bpe) {
-        BpeEncoder *enc = bpe_encoder_new(bpe);
-        BpeIds ids = {0};
-        char why[320] = "out of memory";
-        rc = enc ? bpe_encode(enc, (const unsigned char *)prompt, strlen(prompt), 0, &ids, why,
-                              sizeof why) : 1;
-        if (rc) fprintf(stderr, "boost sample: --prompt: %s\n", why);
-        if (!rc && ids.n + ntok + 16 > cap) {
-            int32_t *grown = realloc(ctx, sizeof(int32_t) * (size_t)(ids.n + ntok + 16));
-            if (grown) ctx = grown; else rc = 1;
-        }
-        for (int64_t i = 0; !rc && i < ids.n; i++) ctx[len++] = ids.v[i];
-        free(ids.v);
-        bpe_encoder_free(enc);
-    } else if (!rc && prompt) {
-        if (!byte_level) {
-            fprintf(stderr, "boost sample: model %s reads token ids (vocab %d), not text: give the prompt as --prompt-ids "
-                    "\"ID ID ...\"\n", p->model_name, V);
-            rc = 2;
-        } else len = tokenize_bytes((const unsigned char *)prompt, strlen(prompt), ctx);
-    } else if (!rc && prompt_ids) {
-        const char *s = prompt_ids;
-        while (*s && !rc) {
-            while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n') s++;
-            if (!*s) break;
-            char *end;
-            long long id = strtoll(s, &end, 10);
-            if (end == s) { fprintf(stderr, "boost sample: --prompt-ids: '%s' is not a token id\n", s); rc = 2; break; }
-            if (id < 0 || id >= V) {
-                fprintf(stderr, "boost sample: --prompt-ids: token %lld is outside the vocabulary of model %s (0..%d)\n", id,
-                        p->model_name, V - 1);
-                rc = 2; break;
-            }
-            ctx[len++] = (int32_t)id;
-            s = end;
-        }
-    }
-    if (!rc && len == 0 && bpe && bpe_separator(bpe) >= 0 && bpe_separator(bpe) < V)
-        ctx[len++] = bpe_separator(bpe);   /* a document starts after the separator */
-    if (!rc && len == 0) ctx[len++] = byte_level ? '\n' : (tk.eot >= 0 && tk.eot < V ? tk.eot : 0);
-    if (!rc && len > S) {
-        fprintf(stderr, "boost sample: the prompt is %lld tokens, longer than model %s's sequence length %d: shorten it "
-                "(generation past %d tokens slides the window, but the prompt must fit in one)\n", (long long)len,
-                p->model_name, S, S);
-        rc = 2;
-    }
-    if (!rc) rc = infer_start_engine(&o, &in);
-
-    float *logits = NULL;
-    int32_t *tokens = NULL, *targets = NULL;
-    Cand *cand = NULL;
-    double *prob = NULL;
-    if (!rc) {
-        logits = malloc(sizeof(float) * (size_t)S * V);
-        tokens = calloc((size_t)S, sizeof(int32_t));
-        targets = calloc((size_t)S, sizeof(int32_t));
-        cand = malloc(sizeof(Cand) * (size_t)V);
-        prob = malloc(sizeof(double) * (size_t)V);
-        if (!logits || !tokens || !targets || !cand || !prob) { fprintf(stderr, "boost sample: out of memory\n"); rc = 1; }
-    }
-    if (!rc) {
-        if (o.decode)
-            fprintf(stderr, "boost sample: %s (step %lld), model %s, tp=%d %s, backend %s; temperature %g, top-k %ld, top-p %g, "
-                    "seed %ld; KV cache of %d positions (prefill, then one decode step per token)\n", in.dir,
-                    (long long)in.st.step, p->model_name, p->tp, p->layout, engine_backend_name(in.e), temp, topk, topp, seed, S);
-        else
-            fprintf(stderr, "boost sample: %s (step %lld), model %s, tp=%d %s, backend %s; temperature %g, top-k %ld, top-p %g, "
-                    "seed %ld; full forward over the window (up to %d tokens) per token, no KV cache\n", in.dir,
-                    (long long)in.st.step, p->model_name, p->tp, p->layout, engine_backend_name(in.e), temp, topk, topp, seed, S);
-        for (int64_t i = 0; i < len; i++) emit_any(ctx[i], byte_level, &tk, bpe);
-        uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 0x1234567ull;
-        double t0 = now_s(), tp0 = t0;
-        int slid = 0;
-        int64_t cached = 0;   /* decode: tokens ctx[base .. base+cached-1] are in the cache at positions 0.. */
-        int64_t base = 0;
-        if (o.decode) {       /* prefill: the prompt into the cache (chunks through prefill.txt, the last token a step) */
-            rc = infer_prefill(&in, ctx, (int)len, logits);
-            cached = len;
-            tp0 = now_s();
-        }
-        for (long g = 0; g < ntok && !rc; g++) {
-            int next;
-            if (o.decode) {
-                next = pick(logits, V, temp, (int)topk, topp, &rng, cand, prob);
-                ctx[len++] = next;
-                emit_any(next, byte_level, &tk, bpe);
-                if (g == ntok - 1) break;   /* its logits are not needed */
-                if (cached == S) {          /* full: restart the cache from the last S/2 tokens */
-                    if (!slid) fprintf(stderr, "\n(boost sample: the KV cache of %d positions is full: the window slides by half, "
-                                               "the cache restarts from the last %d tokens)\n", S, S / 2);
-                    slid = 1;
-                    base = len - S / 2;   /* the last S/2 tokens, the new one included */
-                    rc = infer_prefill(&in, ctx + base, S / 2, logits);
-                    cached = S / 2;
-                    continue;
-                }
-                rc = infer_decode_step(&in, next, logits);
-                cached++;
-                continue;
-            }
-            int64_t w = len < S ? len : S, start = len - w;
-            if (start > 0 && !slid) {
-                fprintf(stderr, "\n(boost sample: past %d tokens: the window slides, each new token sees the last %d)\n", S, S);
-                slid = 1;
-            }
-            memcpy(tokens, ctx + start, sizeof(int32_t) * (size_t)w);
-            memset(tokens + w, 0, sizeof(int32_t) * (size_t)(S - w));
-            if (infer_forward(&in, tokens, targets, logits, NULL)) { rc = 1; break; }
-            next = pick(logits + (w - 1) * V, V, temp, (int)topk, topp, &rng, cand, prob);
-            ctx[len++] = next;
-            emit_any(next, byte_level, &tk, bpe);
-        }
-        if (o.decode && !rc) fprintf(stderr, "boost sample: prefill of %lld prompt tokens in %.3fs\n", (long long)(len - ntok), tp0 - t0);
-        t0 = tp0;
-        double dt = now_s() - t0;
-        if (!byte_level || (len > 0 && ctx[len - 1] != '\n')) fputc('\n', stdout);
-        fflush(stdout);
-        if (!rc) fprintf(stderr, "boost sample: %ld tokens in %.2fs (%.1f tokens/s)\n", ntok, dt, dt > 0 ? ntok / dt : 0.0);
-    }
-    free(logits); free(tokens); free(targets); free(cand); free(prob); free(ctx);
-    tokenizer_free(&tk);
-    bpe_free(bpe);
+    rc = sample_open_text(&s);
+    if (!rc) rc = sample_prompt(&s);
+    if (!rc) rc = infer_start_engine(&a.o, &in);
+    if (!rc) rc = sample_run(&s);
+    free(s.ctx);
+    tokenizer_free(&s.tk);
+    bpe_free(s.bpe);
     infer_close(&in);
     return rc;
 }

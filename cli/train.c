@@ -172,13 +172,67 @@ int cmd_train(int argc, char **argv) {
     return rc;
 }
 
-static int train_locked(int argc, char **argv) {
+/* The command line of `boost train`. */
+typedef struct {
     TrainOptions opt;
-    memset(&opt, 0, sizeof opt);
-    opt.backend = "auto";
-    const char *run_arg = NULL, *plan_arg = NULL;
-    const char *dvals[TRAIN_MAX_OVERRIDES];
-    int ndefs = 0;
+    const char *run_arg, *plan_arg;
+    const char *dvals[TRAIN_MAX_OVERRIDES];   /* the -D name=value texts */
+    int ndefs;
+} TrainArgs;
+
+/* One option that takes a value (next): 0, or 2 after saying what is wrong. */
+static int train_option(TrainArgs *t, const char *a, const char *next) {
+    TrainOptions *opt = &t->opt;
+    if (!strcmp(a, "--backend")) {
+        if (strcmp(next, "cpu") && strcmp(next, "cuda") && strcmp(next, "auto")) {
+            fprintf(stderr, "boost train: --backend %s: expected cpu, cuda or auto\n", next);
+            return 2;
+        }
+        opt->backend = next;
+    } else if (!strcmp(a, "--log")) opt->log_path = next;
+    else if (!strcmp(a, "--tensorboard")) opt->tensorboard = next;
+    else if (!strcmp(a, "-o")) opt->outdir = next;
+    else if (!strcmp(a, "--resume")) opt->resume = next;
+    else if (!strcmp(a, "--plan")) t->plan_arg = next;
+    else if (!strcmp(a, "--save-every")) return int_arg(a, next, 1, &opt->save_every) ? 2 : 0;
+    else if (!strcmp(a, "--keep")) return int_arg(a, next, 1, &opt->keep) ? 2 : 0;
+    else if (!strcmp(a, "--print-every")) return int_arg(a, next, 1, &opt->print_every) ? 2 : 0;
+    else if (!strcmp(a, "--val-batches")) return int_arg(a, next, 1, &opt->val_batches) ? 2 : 0;
+    else if (!strcmp(a, "--ckpt-format")) {
+        if (strcmp(next, "full") && strcmp(next, "sharded")) {
+            fprintf(stderr, "boost train: --ckpt-format %s: expected full or sharded\n", next);
+            return 2;
+        }
+        opt->ckpt_format = !strcmp(next, "full") ? 1 : 2;
+    }
+    return 0;
+}
+
+/* The options that must come together. 0, or 2 after saying what is wrong. */
+static int check_train_args(const TrainArgs *t) {
+    const TrainOptions *opt = &t->opt;
+    if (!t->run_arg && !t->plan_arg) { train_usage(stderr); return 2; }
+    if (opt->keep > 0 && !opt->outdir) {
+        fprintf(stderr, "boost train: --keep %d needs -o DIR (the checkpoints it keeps)\n",
+                opt->keep);
+        return 2;
+    }
+    if (opt->resume && !strcmp(opt->resume, "auto") && !opt->outdir) {
+        fprintf(stderr, "boost train: --resume auto resumes from the run's own checkpoints: it "
+                "needs -o DIR\n");
+        return 2;
+    }
+    if (t->run_arg && t->plan_arg) {
+        fprintf(stderr, "boost train: give a run spec or --plan, not both\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* -1 to go on, else the exit status (0 after --help, 2 after saying what is wrong). */
+static int parse_train_args(TrainArgs *t, int argc, char **argv) {
+    memset(t, 0, sizeof *t);
+    t->opt.backend = "auto";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -187,144 +241,183 @@ static int train_locked(int argc, char **argv) {
             const char *def = a[2] ? a + 2 : next;
             if (!a[2]) i++;
             if (!def) { fprintf(stderr, "boost train: -D needs name=value\n"); return 2; }
-            if (ndefs == TRAIN_MAX_OVERRIDES) { fprintf(stderr, "boost train: too many -D (at most %d)\n", TRAIN_MAX_OVERRIDES); return 2; }
-            dvals[ndefs++] = def;
+            if (t->ndefs == TRAIN_MAX_OVERRIDES) {
+                fprintf(stderr, "boost train: too many -D (at most %d)\n", TRAIN_MAX_OVERRIDES);
+                return 2;
+            }
+            t->dvals[t->ndefs++] = def;
             continue;
         }
-        int takes_value = !strcmp(a, "--backend") || !strcmp(a, "--log") || !strcmp(a, "-o") || !strcmp(a, "--resume") ||
-                          !strcmp(a, "--plan") || !strcmp(a, "--save-every") || !strcmp(a, "--keep") || !strcmp(a, "--print-every") ||
-                          !strcmp(a, "--val-batches") || !strcmp(a, "--ckpt-format") || !strcmp(a, "--tensorboard");
-        if (takes_value && !next) { fprintf(stderr, "boost train: %s needs a value\n", a); return 2; }
-        if (!strcmp(a, "--backend")) {
-            if (strcmp(next, "cpu") && strcmp(next, "cuda") && strcmp(next, "auto")) {
-                fprintf(stderr, "boost train: --backend %s: expected cpu, cuda or auto\n", next); return 2;
-            }
-            opt.backend = next; i++;
-        } else if (!strcmp(a, "--log")) { opt.log_path = next; i++; }
-        else if (!strcmp(a, "--tensorboard")) { opt.tensorboard = next; i++; }
-        else if (!strcmp(a, "-o")) { opt.outdir = next; i++; }
-        else if (!strcmp(a, "--resume")) { opt.resume = next; i++; }
-        else if (!strcmp(a, "--plan")) { plan_arg = next; i++; }
-        else if (!strcmp(a, "--save-every")) { if (int_arg(a, next, 1, &opt.save_every)) return 2; i++; }
-        else if (!strcmp(a, "--keep")) { if (int_arg(a, next, 1, &opt.keep)) return 2; i++; }
-        else if (!strcmp(a, "--print-every")) { if (int_arg(a, next, 1, &opt.print_every)) return 2; i++; }
-        else if (!strcmp(a, "--val-batches")) { if (int_arg(a, next, 1, &opt.val_batches)) return 2; i++; }
-        else if (!strcmp(a, "--ckpt-format")) {
-            if (strcmp(next, "full") && strcmp(next, "sharded")) {
-                fprintf(stderr, "boost train: --ckpt-format %s: expected full or sharded\n", next); return 2;
-            }
-            opt.ckpt_format = !strcmp(next, "full") ? 1 : 2; i++;
+        int takes_value = !strcmp(a, "--backend") || !strcmp(a, "--log") || !strcmp(a, "-o") ||
+                          !strcmp(a, "--resume") || !strcmp(a, "--plan") ||
+                          !strcmp(a, "--save-every") || !strcmp(a, "--keep") ||
+                          !strcmp(a, "--print-every") || !strcmp(a, "--val-batches") ||
+                          !strcmp(a, "--ckpt-format") || !strcmp(a, "--tensorboard");
+        if (takes_value && !next) {
+            fprintf(stderr, "boost train: %s needs a value\n", a);
+            return 2;
         }
-        else if (!strcmp(a, "--quiet")) opt.quiet = 1;
-        else if (a[0] == '-') { fprintf(stderr, "boost train: unknown option %s\n", a); train_usage(stderr); return 2; }
-        else if (run_arg) { fprintf(stderr, "boost train: one run spec only (got '%s' and '%s')\n", run_arg, a); return 2; }
-        else run_arg = a;
+        if (takes_value) {
+            if (train_option(t, a, next)) return 2;
+            i++;
+        } else if (!strcmp(a, "--quiet")) t->opt.quiet = 1;
+        else if (a[0] == '-') {
+            fprintf(stderr, "boost train: unknown option %s\n", a);
+            train_usage(stderr);
+            return 2;
+        } else if (t->run_arg) {
+            fprintf(stderr, "boost train: one run spec only (got '%s' and '%s')\n", t->run_arg, a);
+            return 2;
+        } else t->run_arg = a;
     }
-    if (!run_arg && !plan_arg) { train_usage(stderr); return 2; }
-    if (opt.keep > 0 && !opt.outdir) { fprintf(stderr, "boost train: --keep %d needs -o DIR (the checkpoints it keeps)\n", opt.keep); return 2; }
-    if (opt.resume && !strcmp(opt.resume, "auto") && !opt.outdir) {
-        fprintf(stderr, "boost train: --resume auto resumes from the run's own checkpoints: it needs -o DIR\n");
-        return 2;
-    }
-    if (run_arg && plan_arg) {
-        fprintf(stderr, "boost train: give a run spec or --plan, not both\n");
-        return 2;
-    }
+    int rc = check_train_args(t);
+    return rc ? rc : -1;
+}
 
-    if (opt.outdir && world_rank() == 0) {   /* one run per folder (a world's rank 0 for its job) */
-        if (make_dirs(opt.outdir) != 0) {
-            fprintf(stderr, "boost train: %s: cannot create: %s\n", opt.outdir, strerror(errno));
+/* The run spec with its -D overrides generated into DIR/plan (rank 0 with -o) or a temporary
+ * folder (tmpdir, removed by the caller); plan_file names its plan.txt. 0 or the exit status. */
+static int generate_plan(const TrainArgs *t, char *plan_file, size_t plan_len, char *tmpdir,
+                         size_t tmp_len) {
+    const TrainOptions *opt = &t->opt;
+    char err[4096];
+    Override ov[TRAIN_MAX_OVERRIDES];
+    for (int i = 0; i < t->ndefs; i++)
+        if (parse_override(t->dvals[i], &ov[i], err, sizeof err) < 0) {
+            fprintf(stderr, "boost train: %s\n", err);
+            return 2;
+        }
+    Run *run = calloc(1, sizeof *run);
+    if (!run) { fprintf(stderr, "boost train: out of memory\n"); return 1; }
+    int rc = spec_load_run(t->run_arg, ov, t->ndefs, run, err, sizeof err);
+    if (rc) { fprintf(stderr, "%s\n", err); free(run); return rc; }
+    char plan_dir[1100];
+    if (opt->outdir && world_rank() == 0)
+        snprintf(plan_dir, sizeof plan_dir, "%s/plan", opt->outdir);
+    else {
+        snprintf(tmpdir, tmp_len, "/tmp/boost-train.XXXXXX");
+        if (!mkdtemp(tmpdir)) {
+            fprintf(stderr, "boost train: cannot create a temporary folder: %s\n", strerror(errno));
+            free(run);
             return 1;
         }
-        int lrc = lock_outdir(opt.outdir);
-        if (lrc) return lrc;
+        snprintf(plan_dir, sizeof plan_dir, "%s/plan", tmpdir);
     }
-    char err[4096], plan_file[1200], tmpdir[64] = "";
-    if (plan_arg) {
-        struct stat st;
-        if (stat(plan_arg, &st) == 0 && S_ISDIR(st.st_mode)) snprintf(plan_file, sizeof plan_file, "%s/plan.txt", plan_arg);
-        else snprintf(plan_file, sizeof plan_file, "%s", plan_arg);
-    } else {
-        Override ov[TRAIN_MAX_OVERRIDES];
-        for (int i = 0; i < ndefs; i++)
-            if (parse_override(dvals[i], &ov[i], err, sizeof err) < 0) { fprintf(stderr, "boost train: %s\n", err); return 2; }
-        Run *run = calloc(1, sizeof *run);
-        if (!run) { fprintf(stderr, "boost train: out of memory\n"); return 1; }
-        int rc = spec_load_run(run_arg, ov, ndefs, run, err, sizeof err);
-        if (rc) { fprintf(stderr, "%s\n", err); free(run); return rc; }
-        char plan_dir[1100];
-        if (opt.outdir && world_rank() == 0) snprintf(plan_dir, sizeof plan_dir, "%s/plan", opt.outdir);
-        else {
-            snprintf(tmpdir, sizeof tmpdir, "/tmp/boost-train.XXXXXX");
-            if (!mkdtemp(tmpdir)) { fprintf(stderr, "boost train: cannot create a temporary folder: %s\n", strerror(errno)); free(run); return 1; }
-            snprintf(plan_dir, sizeof plan_dir, "%s/plan", tmpdir);
-        }
-        if (opt.outdir && make_dirs(opt.outdir) != 0) {
-            fprintf(stderr, "boost train: %s: cannot create: %s\n", opt.outdir, strerror(errno));
-            free(run); return 1;
-        }
-        rc = gen_write(run, plan_dir, err, sizeof err);
+    if (opt->outdir && make_dirs(opt->outdir) != 0) {
+        fprintf(stderr, "boost train: %s: cannot create: %s\n", opt->outdir, strerror(errno));
         free(run);
-        if (rc) {
-            fprintf(stderr, "%s\n", err);
-            if (tmpdir[0]) ckpt_remove_tree(tmpdir);
-            return rc;
-        }
-        snprintf(plan_file, sizeof plan_file, "%s/plan.txt", plan_dir);
+        return 1;
     }
+    rc = gen_write(run, plan_dir, err, sizeof err);
+    free(run);
+    if (rc) {
+        fprintf(stderr, "%s\n", err);
+        if (tmpdir[0]) ckpt_remove_tree(tmpdir);
+        return rc;
+    }
+    snprintf(plan_file, plan_len, "%s/plan.txt", plan_dir);
+    return 0;
+}
 
+/* --plan with -D name=value: the training settings of the loaded plan overridden. 0 or 2 (said). */
+static int override_plan(Plan *plan, const TrainArgs *t) {
+    char err[4096];
+    TrainOverride tov[TRAIN_MAX_OVERRIDES];
+    for (int i = 0; i < t->ndefs; i++) {
+        static char names[TRAIN_MAX_OVERRIDES][64];
+        const char *d = t->dvals[i], *eq = strchr(d, '=');
+        if (!eq || eq == d || eq - d >= 64) {
+            fprintf(stderr, "boost train: -D %s: expected name=value, e.g. -D steps=50\n", d);
+            return 2;
+        }
+        memcpy(names[i], d, (size_t)(eq - d));
+        names[i][eq - d] = 0;
+        tov[i].name = names[i];
+        tov[i].value = eq + 1;
+    }
+    if (train_apply_overrides(plan, tov, t->ndefs, err, sizeof err)) {
+        fprintf(stderr, "boost train: %s\n", err);
+        return 2;
+    }
+    return 0;
+}
+
+/* A world's NCCL id file, where rank 0 leaves the id for the others: with -o in DIR (set before a
+ * pipeline opens its stages), else (plan given) keyed by the run's name. */
+static void set_nccl_id_file(const char *outdir, const Plan *plan) {
+    char job[64], idfile[1400];
+    world_job_id(job, sizeof job);
+    if (plan) snprintf(idfile, sizeof idfile, "/tmp/boost-nccl-%s-%s.id", plan->run_name, job);
+    else snprintf(idfile, sizeof idfile, "%s/.nccl-%s.id", outdir, job);
+    setenv("BOOST_NCCL_ID_FILE", idfile, 1);
+}
+
+/* The plan (or a pipeline's stages) loaded from plan_file and trained; ranks > 0 of a world print
+ * nothing on stdout. The exit status. */
+static int train_plan_file(TrainArgs *t, const char *plan_file) {
+    TrainOptions *opt = &t->opt;
+    char err[4096];
     int wrank = 0, wsize = 1;
     char werr[256];
     int world = world_from_env(&wrank, &wsize, werr, sizeof werr) == 1;
-    if (world && opt.outdir && !getenv("BOOST_NCCL_ID_FILE") && make_dirs(opt.outdir) == 0) {
-        /* where rank 0 leaves the NCCL id for the others (set before a pipeline opens its stages) */
-        char job[64], idfile[1400];
-        world_job_id(job, sizeof job);
-        snprintf(idfile, sizeof idfile, "%s/.nccl-%s.id", opt.outdir, job);
-        setenv("BOOST_NCCL_ID_FILE", idfile, 1);
-    }
+    if (world && opt->outdir && !getenv("BOOST_NCCL_ID_FILE") && make_dirs(opt->outdir) == 0)
+        set_nccl_id_file(opt->outdir, NULL);
     Pipeline *pipe = NULL;   /* pp > 1: one plan section per stage (runtime/pipeline.c) */
     Plan *plan = NULL;
     int rc = 0;
     if (pipeline_plan_is(plan_file) == 1) {
-        if ((pipe = pipeline_open(plan_file, opt.backend ? opt.backend : "auto", err, sizeof err))) plan = pipeline_stage_plan(pipe, 0);
+        pipe = pipeline_open(plan_file, opt->backend ? opt->backend : "auto", err, sizeof err);
+        if (pipe) plan = pipeline_stage_plan(pipe, 0);
     } else plan = plan_load(plan_file, err, sizeof err);
     if (!plan) { fprintf(stderr, "%s\n", err); rc = 2; }
-    if (!rc && plan_arg && ndefs > 0) {
-        TrainOverride tov[TRAIN_MAX_OVERRIDES];
-        for (int i = 0; i < ndefs; i++) {
-            static char names[TRAIN_MAX_OVERRIDES][64];
-            const char *eq = strchr(dvals[i], '=');
-            if (!eq || eq == dvals[i] || eq - dvals[i] >= 64) {
-                fprintf(stderr, "boost train: -D %s: expected name=value, e.g. -D steps=50\n", dvals[i]);
-                rc = 2; break;
-            }
-            memcpy(names[i], dvals[i], (size_t)(eq - dvals[i]));
-            names[i][eq - dvals[i]] = 0;
-            tov[i].name = names[i];
-            tov[i].value = eq + 1;
-        }
-        if (!rc && train_apply_overrides(plan, tov, ndefs, err, sizeof err)) { fprintf(stderr, "boost train: %s\n", err); rc = 2; }
-    }
-    if (!rc && world && !getenv("BOOST_NCCL_ID_FILE")) {   /* no -o: keyed by the run's name (a pipeline's stages are */
-        char job[64], idfile[1400];                      /* open already, keyed by the plan's folder) */
-        world_job_id(job, sizeof job);
-        snprintf(idfile, sizeof idfile, "/tmp/boost-nccl-%s-%s.id", plan->run_name, job);
-        setenv("BOOST_NCCL_ID_FILE", idfile, 1);
-    }
+    if (!rc && t->plan_arg && t->ndefs > 0) rc = override_plan(plan, t);
+    /* no -o: keyed by the run's name (a pipeline's stages are open already, keyed by the plan's
+       folder) */
+    if (!rc && world && !getenv("BOOST_NCCL_ID_FILE")) set_nccl_id_file(NULL, plan);
     int quiet_fd = -1, saved_stdout = -1;
     if (!rc && world && wrank > 0) {   /* only rank 0 prints and logs; errors still go to stderr */
-        opt.log_path = opt.tensorboard = NULL;
+        opt->log_path = opt->tensorboard = NULL;
         fflush(stdout);
         quiet_fd = open("/dev/null", O_WRONLY);
         saved_stdout = quiet_fd >= 0 ? dup(STDOUT_FILENO) : -1;
         if (saved_stdout >= 0) dup2(quiet_fd, STDOUT_FILENO);
     }
-    if (!rc) rc = pipe ? train_with_pipeline(pipe, &opt) : train_with_plan(plan, &opt);
-    if (saved_stdout >= 0) { fflush(stdout); dup2(saved_stdout, STDOUT_FILENO); close(saved_stdout); }
+    if (!rc) rc = pipe ? train_with_pipeline(pipe, opt) : train_with_plan(plan, opt);
+    if (saved_stdout >= 0) {
+        fflush(stdout);
+        dup2(saved_stdout, STDOUT_FILENO);
+        close(saved_stdout);
+    }
     if (quiet_fd >= 0) close(quiet_fd);
     if (pipe) pipeline_free(pipe);
     else if (plan) plan_free(plan);
+    return rc;
+}
+
+static int train_locked(int argc, char **argv) {
+    TrainArgs t;
+    int rc = parse_train_args(&t, argc, argv);
+    if (rc >= 0) return rc;
+    const TrainOptions *opt = &t.opt;
+    /* one run per folder (a world's rank 0 for its job) */
+    if (opt->outdir && world_rank() == 0) {
+        if (make_dirs(opt->outdir) != 0) {
+            fprintf(stderr, "boost train: %s: cannot create: %s\n", opt->outdir, strerror(errno));
+            return 1;
+        }
+        int lrc = lock_outdir(opt->outdir);
+        if (lrc) return lrc;
+    }
+    char plan_file[1200], tmpdir[64] = "";
+    if (t.plan_arg) {
+        struct stat st;
+        if (stat(t.plan_arg, &st) == 0 && S_ISDIR(st.st_mode))
+            snprintf(plan_file, sizeof plan_file, "%s/plan.txt", t.plan_arg);
+        else snprintf(plan_file, sizeof plan_file, "%s", t.plan_arg);
+    } else {
+        rc = generate_plan(&t, plan_file, sizeof plan_file, tmpdir, sizeof tmpdir);
+        if (rc) return rc;
+    }
+    rc = train_plan_file(&t, plan_file);
     if (tmpdir[0]) ckpt_remove_tree(tmpdir);
     return rc;
 }

@@ -3,9 +3,11 @@
  * and two layers), and generates and prices the candidates the bounds cannot rule out, fastest
  * bound first, until no bound is below the N-th best priced time. docs/planner.md is its prose. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gen/ir.h"         // defines: dp_bytes_per_param
 #include "gen/planner.h"
 
 /* stage graphs may price a little under the whole graph: keep the bounds below */
@@ -20,9 +22,14 @@ void planner_opts_default(PlanOpts *o) {
     o->workspace_bytes = 1.5 * 1073741824.0; /* CUDA context, cuBLAS workspace, NCCL buffers */
 }
 
-/* Bytes per local parameter: bf16 weight 2, fp32 master 4, fp32 gradient 4, AdamW moments 8 (the
- * report's 18 B, gen/report.c); ZeRO-1 shards masters and moments over dp: 6 + 12/dp. */
-static double bytes_per_param(int zero, int dp) { return zero && dp > 1 ? 6.0 + 12.0 / dp : 18.0; }
+int planner_max_zero(const PlanOpts *o) { return o->backend == PLAN_BACKEND_CPU ? 2 : 1; }
+
+/* Bytes per local parameter of weights, gradients and AdamW state under the candidate's ZeRO
+ * stage, as its backend runs it (gen/dp.c; the cuda backend runs zero=2 as zero=1). */
+static double state_bytes_per_param(const PlanOpts *o, const PlanCand *cd) {
+    int zero = cd->zero > planner_max_zero(o) ? planner_max_zero(o) : cd->zero;
+    return dp_bytes_per_param(zero, cd->dp, cd->ga);
+}
 
 /* What the closed forms of one (layout, tp, micro-batch, checkpoint, ep) know: one micro-batch's
  * forward + backward through the whole model (s), its local parameters, one layer's activations. */
@@ -165,7 +172,8 @@ static int enumerate(const Run *base, const PlanOpts *o, int gpus, PlanCand *out
                             if (ep > 1 && (!m->moe_experts || dp % ep || m->moe_experts % ep ||
                                            layouts[li] != LAYOUT_BTP))
                                 continue;
-                            for (int zero = 0; zero <= (dp > 1 && ep == 1); zero++)
+                            int zmax = dp > 1 && ep == 1 ? planner_max_zero(o) : 0;
+                            for (int zero = 0; zero <= zmax; zero++)
                                 for (int ck = 0; ck <= (layouts[li] == LAYOUT_BTP); ck++) {
                                     if (out) {
                                         PlanCand *c = &out[n];
@@ -217,7 +225,7 @@ void planner_run(const Run *base, const PlanCand *c, Run *out) {
  * T >= m w_r + sum_{s<r} w_s for every r; the split minimising the largest of these makes them
  * equal, T >= W / (1 - (1 - 1/m)^pp). Interleaved: T >= max(m W / pp, W). Plus the optimizer over
  * the smallest share of the parameters, P / pp; dp reduction and sends >= 0. */
-static void bound(const Run *base, const Key *k, const CostConsts *c, double workspace,
+static void bound(const Run *base, const Key *k, const CostConsts *c, const PlanOpts *o,
                   PlanCand *cd) {
     double W = k->w_s, m = cd->ga, pp = cd->pp, pipe;
     if (cd->pp == 1)
@@ -245,8 +253,8 @@ static void bound(const Run *base, const Key *k, const CostConsts *c, double wor
     int v = cd->v, warm = v == 1 ? cd->pp - 1 : 2 * (cd->pp - 1) + (v - 1) * cd->pp;
     long passes = warm + 1 < (long)cd->ga * v ? warm + 1 : (long)cd->ga * v;
     int layers_per_pass = base->model.layers / (cd->pp * v);
-    cd->mem_lb = k->params / pp * bytes_per_param(cd->zero, cd->dp) +
-                 ACT_SLACK * passes * layers_per_pass * k->act_layer + workspace;
+    cd->mem_lb = k->params / pp * state_bytes_per_param(o, cd) +
+                 ACT_SLACK * passes * layers_per_pass * k->act_layer + o->workspace_bytes;
 }
 
 static void price(const Run *base, const PlanOpts *o, const CostConsts *c, const GemmRates *rates,
@@ -271,7 +279,7 @@ static void price(const Run *base, const PlanOpts *o, const CostConsts *c, const
     cd->tok_s_gpu = tokens / p.seconds / o->gpus;
     cd->mfu = flops_tok * tokens / (o->gpus * base->gpu.bf16_tflops * 1e12 * p.seconds);
     cd->comm_share = p.seconds > 0 ? p.comm_s / p.seconds : 0;
-    cd->weight_bytes = p.params_local * bytes_per_param(cd->zero, cd->dp);
+    cd->weight_bytes = p.params_local * state_bytes_per_param(o, cd);
     cd->act_bytes = p.act_bytes;
     cd->mem_bytes = cd->weight_bytes + cd->act_bytes + o->workspace_bytes;
     cd->state = cd->mem_bytes <= base->gpu.memory_gb * 1073741824.0 ? PC_FITS : PC_TOO_BIG;
@@ -319,6 +327,104 @@ static void keep_best(PlanResult *res, int top, int i) {
     for (int j = end; j > pos; j--) res->best[j] = res->best[j - 1];
     res->best[pos] = i;
     if (res->nbest < top) res->nbest++;
+}
+
+/* The candidate needing the least memory: priced where priced, else its bound. */
+static void find_min_mem(PlanResult *res) {
+    for (int i = 0; i < res->n; i++) {
+        const PlanCand *cd = &res->c[i];
+        double mem = cd->state == PC_FITS || cd->state == PC_TOO_BIG ? cd->mem_bytes : cd->mem_lb;
+        if (cd->state == PC_INVALID) continue;
+        if (res->min_mem < 0) {
+            res->min_mem = i;
+            continue;
+        }
+        const PlanCand *b = &res->c[res->min_mem];
+        double bm = b->state == PC_FITS || b->state == PC_TOO_BIG ? b->mem_bytes : b->mem_lb;
+        if (mem < bm) res->min_mem = i;
+    }
+}
+
+/* ---- pricing side by side ----------------------------------------------------------------- */
+
+/* Copies of candidates priced by several threads, each taking the next index. */
+typedef struct {
+    const Run *base;
+    const PlanOpts *o;
+    const CostConsts *c;
+    const GemmRates *rates;
+    double flops_tok;
+    PlanCand *cand; /* [n] copies, priced in place */
+    int n;
+    int next; /* the next index to price (taken atomically) */
+} PriceBatch;
+
+static void *price_worker(void *arg) {
+    PriceBatch *b = arg;
+    for (int i; (i = __atomic_fetch_add(&b->next, 1, __ATOMIC_RELAXED)) < b->n;)
+        price(b->base, b->o, b->c, b->rates, b->flops_tok, &b->cand[i]);
+    return NULL;
+}
+
+/* b's candidates priced by up to `threads` threads, this one among them (a thread that cannot
+ * start leaves its share to the others). The generator and the cost model keep no state outside
+ * their arguments, so candidates price independently. */
+static void price_batch(PriceBatch *b, int threads) {
+    pthread_t tid[PLAN_MAX_THREADS];
+    int started = 0;
+    b->next = 0;
+    for (int t = 1; t < threads && t < b->n; t++)
+        if (pthread_create(&tid[started], NULL, price_worker, b) == 0) started++;
+    price_worker(b);
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+}
+
+static int plan_threads(const PlanOpts *o) {
+    return o->threads < 1 ? 1 : o->threads > PLAN_MAX_THREADS ? PLAN_MAX_THREADS : o->threads;
+}
+
+/* Candidate i's time bound is above the fastest priced time: pricing it cannot change the best. */
+static int beyond_best(const PlanResult *res, int i) {
+    return res->nbest > 0 && res->c[i].lb_s > res->c[res->best[0]].seconds;
+}
+
+/* The candidates order[0..m) priced fastest bound first until a bound is above the best priced
+ * time (brute: every one). They are priced `threads` at a time and taken in order with the same
+ * stopping rule as one at a time, so the outcome does not depend on the thread count (a candidate
+ * priced past the stop is dropped). 0, or 1 when out of memory. */
+static int price_in_order(PlanResult *res, const Order *order, int m, const Run *base,
+                          const PlanOpts *o, const CostConsts *c, const GemmRates *rates) {
+    int threads = plan_threads(o);
+    PriceBatch b = {base, o, c, rates, res->flops_per_token, NULL, 0, 0};
+    b.cand = malloc(threads * sizeof *b.cand);
+    if (!b.cand) return 1;
+    int j = 0, stop = 0;
+    while (j < m && !stop) {
+        for (b.n = 0; b.n < threads && j + b.n < m; b.n++) {
+            if (!o->brute && beyond_best(res, order[j + b.n].i)) break;
+            b.cand[b.n] = res->c[order[j + b.n].i];
+        }
+        stop = b.n == 0;
+        price_batch(&b, threads);
+        for (int q = 0; q < b.n && !stop; q++, j++) {
+            if ((stop = !o->brute && beyond_best(res, order[j].i))) break;
+            PlanCand *cd = &res->c[order[j].i];
+            *cd = b.cand[q];
+            res->generated++;
+            if (cd->state == PC_FITS)
+                keep_best(res, o->top, order[j].i);
+            else if (cd->state == PC_TOO_BIG)
+                res->too_big++;
+            else
+                res->invalid++;
+        }
+    }
+    for (; j < m; j++) {
+        res->c[order[j].i].state = PC_PRUNED_TIME;
+        res->pruned_time++;
+    }
+    free(b.cand);
+    return 0;
 }
 
 /* GPU counts near n (n/2 .. 2n) that have a grid, into buf. */
@@ -395,7 +501,7 @@ int planner_search(const Run *base, const PlanOpts *o, const CostConsts *c, cons
             res->invalid++;
             continue;
         }
-        bound(base, k, c, o->workspace_bytes, cd);
+        bound(base, k, c, o, cd);
         if (!o->brute && cd->mem_lb > res->capacity_bytes) {
             cd->state = PC_PRUNED_MEM;
             res->pruned_mem++;
@@ -406,37 +512,13 @@ int planner_search(const Run *base, const PlanOpts *o, const CostConsts *c, cons
     res->keys = ks.n;
     free(ks.k);
     qsort(order, m, sizeof *order, by_bound);
-    for (int j = 0; j < m; j++) {
-        PlanCand *cd = &res->c[order[j].i];
-        if (!o->brute && res->nbest > 0 && cd->lb_s > res->c[res->best[0]].seconds) {
-            for (int q = j; q < m; q++) {
-                res->c[order[q].i].state = PC_PRUNED_TIME;
-                res->pruned_time++;
-            }
-            break;
-        }
-        price(base, o, c, rates, res->flops_per_token, cd);
-        res->generated++;
-        if (cd->state == PC_FITS)
-            keep_best(res, o->top, order[j].i);
-        else if (cd->state == PC_TOO_BIG)
-            res->too_big++;
-        else
-            res->invalid++;
-    }
+    int rc = price_in_order(res, order, m, base, o, c, rates);
     free(order);
-    for (int i = 0; i < n; i++) { /* the least memory: priced where priced, else the bound */
-        const PlanCand *cd = &res->c[i];
-        double mem = cd->state == PC_FITS || cd->state == PC_TOO_BIG ? cd->mem_bytes : cd->mem_lb;
-        if (cd->state == PC_INVALID) continue;
-        if (res->min_mem < 0) {
-            res->min_mem = i;
-            continue;
-        }
-        const PlanCand *b = &res->c[res->min_mem];
-        double bm = b->state == PC_FITS || b->state == PC_TOO_BIG ? b->mem_bytes : b->mem_lb;
-        if (mem < bm) res->min_mem = i;
+    if (rc) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
     }
+    find_min_mem(res);
     return 0;
 }
 

@@ -11,6 +11,12 @@
 #include "gen/project.h"
 
 #define PLAN_MAX_TOP 64
+#define PLAN_MAX_THREADS 64
+
+/* The backend that will run the plan: what a ZeRO stage costs depends on it. The cuda backend
+ * runs zero=2 as zero=1 today (the gradients stay full size), so the planner does not search
+ * zero=2 there; the cpu backend shards the gradients (gen/dp.c dp_bytes_per_param). */
+enum { PLAN_BACKEND_CUDA, PLAN_BACKEND_CPU };
 
 typedef struct {
     int gpus; /* N = tp * pp * dp */
@@ -18,6 +24,8 @@ typedef struct {
     int top; /* how many of the fastest feasible candidates to keep (1..PLAN_MAX_TOP) */
     int brute; /* 1: price every candidate with the generator, no pruning (tests) */
     double workspace_bytes; /* per rank beyond weights, optimizer and activations */
+    int backend; /* PLAN_BACKEND_*: the ZeRO stages searched and their memory */
+    int threads; /* candidates priced side by side (1..PLAN_MAX_THREADS; 0: 1) */
 } PlanOpts;
 
 void planner_opts_default(PlanOpts *o);
@@ -59,6 +67,9 @@ void planner_free(PlanResult *res);
 /* The run of a candidate: base with its parallel settings, checkpointing, micro-batch, grad_accum.
  */
 void planner_run(const Run *base, const PlanCand *c, Run *out);
+
+/* The highest ZeRO stage searched on o's backend (2 on cpu, 1 on cuda). */
+int planner_max_zero(const PlanOpts *o);
 
 /* How many candidates N GPUs have for base and o (0: no valid grid). */
 int planner_count_grids(const Run *base, const PlanOpts *o, int gpus);

@@ -864,107 +864,145 @@ static int run_loop(Trainer *t, TrainLog *lg) {
     return 0;
 }
 
-static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
-    char err[4096];
-    Trainer t;
-    memset(&t, 0, sizeof t);
-    t.plan = p;
-    t.pl = pl;
-    t.opt = opt;
-    t.bad_canon = -1;
-    t.good_step = -1;
-    t.follower = world_rank() > 0;
-    {
-        int wr = 0, ws = 1;
-        char werr[256];
-        t.nprocs = world_from_env(&wr, &ws, werr, sizeof werr) == 1 ? ws : 1;
-        t.proc = t.nprocs > 1 ? wr : 0;
-    }
-    if (opt->resume && !strcmp(opt->resume, "auto") && !opt->outdir)
-        return fail(2, "--resume auto resumes from the run's own checkpoints: it needs -o DIR");
-    if (opt->resume && !opt->outdir)
-        printf("note: resuming without -o: no checkpoints will be saved\n");
+/* the trainer's process identity: rank 0 or a follower, and the processes of the run */
+static void trainer_identify(Trainer *t, Plan *p, Pipeline *pl, const TrainOptions *opt) {
+    memset(t, 0, sizeof *t);
+    t->plan = p;
+    t->pl = pl;
+    t->opt = opt;
+    t->bad_canon = -1;
+    t->good_step = -1;
+    t->follower = world_rank() > 0;
+    int wr = 0, ws = 1;
+    char werr[256];
+    t->nprocs = world_from_env(&wr, &ws, werr, sizeof werr) == 1 ? ws : 1;
+    t->proc = t->nprocs > 1 ? wr : 0;
+}
 
-    TokenSet ts;
-    int rc = open_training_data(&t, &ts);
-    if (rc) { trainer_free(&t); return rc; }
-
-    // the canonical tensors: what checkpoints hold, whatever the layout and tp
-    t.ncanons = pl ? pipeline_canon_count(pl) : p->ncanons;   /* pp > 1: the union of the stages' canons */
-    t.canons = calloc((size_t)t.ncanons + 1, sizeof(StEntry));
-    int64_t nparams = 0;
-    for (int c = 0; c < t.ncanons && t.canons; c++) {
+/* the canonical tensors (what checkpoints hold, whatever the layout and tp) and the step's buffers;
+ * *nparams: the parameters of the model. 0, or 1 when out of memory (nothing printed) */
+static int trainer_alloc(Trainer *t, int64_t *nparams) {
+    const Plan *p = t->plan;
+    Pipeline *pl = t->pl;
+    /* pp > 1: the union of the stages' canons */
+    t->ncanons = pl ? pipeline_canon_count(pl) : p->ncanons;
+    t->canons = calloc((size_t)t->ncanons + 1, sizeof(StEntry));
+    *nparams = 0;
+    for (int c = 0; c < t->ncanons && t->canons; c++) {
         const PlanCanon *pc = pl ? pipeline_canon(pl, c) : &p->canons[c];
-        t.canons[c].name = pc->name;
-        t.canons[c].rows = pc->rows;
-        t.canons[c].cols = pc->cols;
+        t->canons[c].name = pc->name;
+        t->canons[c].rows = pc->rows;
+        t->canons[c].cols = pc->cols;
         int64_t n = pc->rows * pc->cols;
-        nparams += n;
-        if (n > t.largest) t.largest = n;
+        *nparams += n;
+        if (n > t->largest) t->largest = n;
     }
     size_t mbt = (size_t)p->micro_batch * p->seq * p->dp * (pl ? (size_t)p->grad_accum : 1);
-    t.buf = malloc((size_t)(t.largest > 0 ? t.largest : 1) * sizeof(float));
-    t.inputs = calloc(mbt, sizeof(int32_t));
-    t.targets = calloc(mbt, sizeof(int32_t));
-    t.losses = calloc((size_t)p->steps + 1, sizeof(float));
-    t.val_cap = p->steps + 2;
-    t.val_losses = calloc((size_t)t.val_cap, sizeof(float));
-    t.val_steps = calloc((size_t)t.val_cap, sizeof(int64_t));
+    t->buf = malloc((size_t)(t->largest > 0 ? t->largest : 1) * sizeof(float));
+    t->inputs = calloc(mbt, sizeof(int32_t));
+    t->targets = calloc(mbt, sizeof(int32_t));
+    t->losses = calloc((size_t)p->steps + 1, sizeof(float));
+    t->val_cap = p->steps + 2;
+    t->val_losses = calloc((size_t)t->val_cap, sizeof(float));
+    t->val_steps = calloc((size_t)t->val_cap, sizeof(int64_t));
     if (p->spike_window > 0) {
-        t.win_loss = calloc((size_t)p->spike_window, sizeof(double));
-        t.win_norm = calloc((size_t)p->spike_window, sizeof(double));
-        if (!t.win_loss || !t.win_norm) {
-            tokenset_close(&ts); trainer_free(&t);
-            return fail(1, "out of memory");
-        }
+        t->win_loss = calloc((size_t)p->spike_window, sizeof(double));
+        t->win_norm = calloc((size_t)p->spike_window, sizeof(double));
+        if (!t->win_loss || !t->win_norm) return 1;
     }
-    if (!t.canons || !t.buf || !t.inputs || !t.targets || !t.losses || !t.val_losses || !t.val_steps) {
-        tokenset_close(&ts); trainer_free(&t);
-        return fail(1, "out of memory");
-    }
+    return !t->canons || !t->buf || !t->inputs || !t->targets || !t->losses || !t->val_losses ||
+           !t->val_steps;
+}
 
-    {   /* a launcher's world must hold the plan's grid (bad input: exit 2 before anything runs) */
-        int wr = 0, ws = 1, w = world_from_env(&wr, &ws, err, sizeof err);
-        int pp = pl ? pipeline_ranks(pl) : p->pp, grid = p->dp * pp * p->tp;   /* a stage's plan says pp=1 */
-        t.my_dp = w == 1 ? (wr / p->tp) % p->dp : -1;
-        if (w == 1 && ws != grid) {
-            tokenset_close(&ts); trainer_free(&t);
-            return fail(2, "%s: the launcher gives a world of %d processes but the plan's grid is dp %d x pp %d x tp %d = %d "
-                        "ranks: launch %d processes or regenerate with -D dp= -D pp= -D tp= that multiply to %d", p->path, ws,
-                        p->dp, pp, p->tp, grid, grid, ws);
-        }
-    }
-    if (!pl) {
-        t.e = engine_create(p, opt->backend ? opt->backend : "auto", err, sizeof err);
-        if (!t.e) { tokenset_close(&ts); trainer_free(&t); return fail(1, "%s", err); }
-    }
-    {   /* pp > 1: the MoE layers of every stage */
-        const Plan *stages[64] = {p};
-        int nst = pl ? pipeline_stages(pl) : 1;
-        for (int s = 0; pl && s < nst && s < 64; s++) stages[s] = pipeline_stage_plan(pl, s);
-        if (moe_stats_init_stages(&t.moe, stages, nst < 64 ? nst : 64, p->dp, p->tp)) {
-            tokenset_close(&ts); trainer_free(&t);
-            return fail(1, "out of memory");
-        }
-    }
+/* a launcher's world must hold the plan's grid (bad input: exit 2 before anything runs); sets the
+ * dp rank this process reads. 0, or the exit status after saying what is wrong */
+static int trainer_check_world(Trainer *t) {
+    const Plan *p = t->plan;
+    Pipeline *pl = t->pl;
+    char err[256];
+    int wr = 0, ws = 1, w = world_from_env(&wr, &ws, err, sizeof err);
+    int pp = pl ? pipeline_ranks(pl) : p->pp;   /* a stage's plan says pp=1 */
+    int grid = p->dp * pp * p->tp;
+    t->my_dp = w == 1 ? (wr / p->tp) % p->dp : -1;
+    if (w == 1 && ws != grid)
+        return fail(2, "%s: the launcher gives a world of %d processes but the plan's grid is "
+                    "dp %d x pp %d x tp %d = %d ranks: launch %d processes or regenerate with "
+                    "-D dp= -D pp= -D tp= that multiply to %d", p->path, ws,
+                    p->dp, pp, p->tp, grid, grid, ws);
+    return 0;
+}
 
+/* the MoE statistics over the MoE layers of every stage (pp > 1) or of the one plan */
+static int trainer_init_moe_stats(Trainer *t) {
+    const Plan *p = t->plan;
+    Pipeline *pl = t->pl;
+    const Plan *stages[64] = {p};
+    int nst = pl ? pipeline_stages(pl) : 1;
+    for (int s = 0; pl && s < nst && s < 64; s++) stages[s] = pipeline_stage_plan(pl, s);
+    return moe_stats_init_stages(&t->moe, stages, nst < 64 ? nst : 64, p->dp, p->tp);
+}
+
+/* the plan's group=dp steps: what one optimizer step reduces over dp */
+static void print_dp_reduction(const Plan *p) {
+    int64_t dpb = 0;
+    int nb = 0;
+    for (int s = 0; s < p->nsteps; s++) {
+        const PlanStep *st = &p->steps_[s];
+        int reduction = st->kind == ST_ALLREDUCE || st->kind == ST_REDUCE_SCATTER;
+        if (!reduction || (st->coll.group != GROUP_DP && st->coll.group != GROUP_EDP)) continue;
+        dpb += st->coll.elems * (int64_t)plan_dtype_size(st->coll.dtype);
+        if (st->coll.bucket + 1 > nb) nb = st->coll.bucket + 1;
+    }
+    char dpbs[32];
+    format_bytes((double)dpb, dpbs, sizeof dpbs);
+    printf("  dp gradient reduction per step: %s per rank in %d bucket%s (%s%s)\n", dpbs, nb,
+           nb == 1 ? "" : "s", p->zero ? "reduce_scatter + gather_shards, ZeRO-1" : "allreduce",
+           p->grad_accum > 1 ? ", last micro-batch only" : "");
+}
+
+/* the plan's alltoall steps, every slot at capacity */
+static void print_expert_parallelism(const Plan *p) {
+    int64_t b = 0;
+    int n = 0;
+    for (int s = 0; s < p->nsteps; s++) {
+        const PlanStep *st = &p->steps_[s];
+        if (st->kind != ST_ALLTOALL) continue;
+        b += st->coll.experts * st->coll.capacity * st->coll.cols
+             * (int64_t)plan_dtype_size(st->coll.dtype);
+        n++;
+    }
+    char bs[32];
+    format_bytes((double)b, bs, sizeof bs);
+    printf("  expert parallelism: ep=%d, %d all-to-all steps per micro-batch, %s per rank at "
+           "capacity (only filled slots travel)\n", p->ep, n, bs);
+}
+
+/* the run's header: model, layout, grid, data and the collectives' bytes per step */
+static void print_run_summary(Trainer *t, const TokenSet *ts, int64_t nparams) {
+    const Plan *p = t->plan;
+    Pipeline *pl = t->pl;
+    char err[256];
     char count[32], coll[32], tok[32], ntrain[32], nval[32];
     format_count((double)nparams, count, sizeof count);
-    format_count((double)t.batcher.train_len, ntrain, sizeof ntrain);
-    format_count((double)t.batcher.val_len, nval, sizeof nval);
+    format_count((double)t->batcher.train_len, ntrain, sizeof ntrain);
+    format_count((double)t->batcher.val_len, nval, sizeof nval);
     int64_t coll_bytes = 0;
     for (int s = 0; s < (pl ? pipeline_stages(pl) : 1); s++)
-        coll_bytes += (pl ? plan_collective_bytes(pipeline_stage_plan(pl, s)) : engine_collective_bytes(t.e)) * p->grad_accum;
+        coll_bytes += (pl ? plan_collective_bytes(pipeline_stage_plan(pl, s))
+                          : engine_collective_bytes(t->e)) * p->grad_accum;
     format_bytes((double)coll_bytes, coll, sizeof coll);
-    format_count((double)((int64_t)p->micro_batch * p->seq * p->grad_accum * p->dp), tok, sizeof tok);
-    printf("boost train: run %s, model %s (%s, %d layers, hidden %d), %s parameters\n", p->run_name, p->model_name,
-           p->family, p->layers, p->hidden, count);
+    int64_t step_tokens = (int64_t)p->micro_batch * p->seq * p->grad_accum * p->dp;
+    format_count((double)step_tokens, tok, sizeof tok);
+    printf("boost train: run %s, model %s (%s, %d layers, hidden %d), %s parameters\n",
+           p->run_name, p->model_name, p->family, p->layers, p->hidden, count);
     char dps[32] = "";
     if (p->dp > 1) snprintf(dps, sizeof dps, " x dp %d", p->dp);
-    printf("  layout %s, tp=%d, dp=%d, backend %s; micro_batch %d x seq %d x grad_accum %d%s = %s tokens per step; %d steps\n",
-           p->layout, p->tp, p->dp, t_backend(&t), p->micro_batch, p->seq, p->grad_accum, dps, tok, p->steps);
+    printf("  layout %s, tp=%d, dp=%d, backend %s; micro_batch %d x seq %d x grad_accum %d%s = "
+           "%s tokens per step; %d steps\n", p->layout, p->tp, p->dp, t_backend(t), p->micro_batch,
+           p->seq, p->grad_accum, dps, tok, p->steps);
     if (pl) printf("  pipeline: pp=%d ranks, %d stages, %s over %d micro-batches (%s)\n",
-                   pipeline_ranks(pl), pipeline_stages(pl), pipeline_stages(pl) > pipeline_ranks(pl) ? "interleaved 1F1B" : "1F1B",
+                   pipeline_ranks(pl), pipeline_stages(pl),
+                   pipeline_stages(pl) > pipeline_ranks(pl) ? "interleaved 1F1B" : "1F1B",
                    p->grad_accum, pipeline_transport(pl));
     Grid grid;
     if (grid_make(&grid, p->dp, pl ? pipeline_ranks(pl) : p->pp, p->tp, err, sizeof err) == 0 &&
@@ -973,68 +1011,86 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
         grid_describe(&grid, gd, sizeof gd);
         printf("  %s", gd);
     }
-    printf("  data %s: %s training tokens, %s validation tokens", ts.source, ntrain, nval);
-    if (ts.nshards > 1) printf(" (%d shards)", ts.nshards);
+    printf("  data %s: %s training tokens, %s validation tokens", ts->source, ntrain, nval);
+    if (ts->nshards > 1) printf(" (%d shards)", ts->nshards);
     printf("\n");
-    printf("  collective bytes per step: %s per rank (%lld bytes, %s layout, tp=%d%s)\n", coll, (long long)coll_bytes,
-           p->layout, p->tp, p->tp == 1 ? ": the collectives are no-ops at tp=1, this is what they would carry" : "");
-    if (p->dp > 1) {   /* the plan's group=dp steps: one pass over them per optimizer step */
-        int64_t dpb = 0;
-        int nb = 0;
-        for (int s = 0; s < p->nsteps; s++) {
-            const PlanStep *st = &p->steps_[s];
-            if ((st->kind != ST_ALLREDUCE && st->kind != ST_REDUCE_SCATTER) || (st->coll.group != GROUP_DP && st->coll.group != GROUP_EDP)) continue;
-            dpb += st->coll.elems * (int64_t)plan_dtype_size(st->coll.dtype);
-            if (st->coll.bucket + 1 > nb) nb = st->coll.bucket + 1;
-        }
-        char dpbs[32];
-        format_bytes((double)dpb, dpbs, sizeof dpbs);
-        printf("  dp gradient reduction per step: %s per rank in %d bucket%s (%s%s)\n", dpbs, nb, nb == 1 ? "" : "s",
-               p->zero ? "reduce_scatter + gather_shards, ZeRO-1" : "allreduce", p->grad_accum > 1 ? ", last micro-batch only" : "");
-    }
-    if (p->ep > 1) {   /* the plan's alltoall steps, every slot at capacity */
-        int64_t b = 0;
-        int n = 0;
-        for (int s = 0; s < p->nsteps; s++) {
-            const PlanStep *st = &p->steps_[s];
-            if (st->kind != ST_ALLTOALL) continue;
-            b += st->coll.experts * st->coll.capacity * st->coll.cols * (int64_t)plan_dtype_size(st->coll.dtype);
-            n++;
-        }
-        char bs[32];
-        format_bytes((double)b, bs, sizeof bs);
-        printf("  expert parallelism: ep=%d, %d all-to-all steps per micro-batch, %s per rank at capacity (only filled slots travel)\n",
-               p->ep, n, bs);
-    }
+    printf("  collective bytes per step: %s per rank (%lld bytes, %s layout, tp=%d%s)\n", coll,
+           (long long)coll_bytes, p->layout, p->tp,
+           p->tp == 1 ? ": the collectives are no-ops at tp=1, this is what they would carry" : "");
+    if (p->dp > 1) print_dp_reduction(p);
+    if (p->ep > 1) print_expert_parallelism(p);
     fflush(stdout);
+}
 
+/* the parameters: resumed from a checkpoint (--resume auto: the newest verified one of -o DIR, or
+ * a fresh start) or initialised. *resumed: whether a checkpoint was read. 0 or the exit status */
+static int trainer_start_params(Trainer *t, int *resumed) {
+    const TrainOptions *opt = t->opt;
     const char *resume = opt->resume;
-    if (resume && !strcmp(resume, "auto")) {   // the newest verified checkpoint of -o DIR, or a fresh start
+    char err[4096];
+    if (resume && !strcmp(resume, "auto")) {
         int64_t *steps = NULL;
         int n = ckpt_list(opt->outdir, &steps);
         free(steps);
         resume = n > 0 ? opt->outdir : NULL;
-        if (!resume) printf("--resume auto: no checkpoint in %s yet: starting at step 0\n", opt->outdir);
+        if (!resume)
+            printf("--resume auto: no checkpoint in %s yet: starting at step 0\n", opt->outdir);
     }
-    if (resume) rc = resume_from(&t, resume);
-    else if (pl ? pipeline_init_params(pl, err, sizeof err) : engine_init_params(t.e, err, sizeof err)) rc = fail(1, "%s", err);
-    if (rc) { tokenset_close(&ts); trainer_free(&t); return rc; }
-    if (t.step >= p->steps) {
-        printf("nothing to do: the checkpoint is at step %d of %d (raise steps with -D steps=N)\n", t.step, p->steps);
-        tokenset_close(&ts); trainer_free(&t);
+    *resumed = resume != NULL;
+    if (resume) return resume_from(t, resume);
+    int bad = t->pl ? pipeline_init_params(t->pl, err, sizeof err)
+                    : engine_init_params(t->e, err, sizeof err);
+    if (bad) return fail(1, "%s", err);
+    return 0;
+}
+
+/* the trainer set up over open data: checks, engine, summary, parameters, log; then the loop */
+static int train_prepared(Trainer *t, const TokenSet *ts) {
+    Plan *p = t->plan;
+    const TrainOptions *opt = t->opt;
+    char err[4096];
+    int64_t nparams = 0;
+    if (trainer_alloc(t, &nparams)) return fail(1, "out of memory");
+    int rc = trainer_check_world(t);
+    if (rc) return rc;
+    if (!t->pl) {
+        t->e = engine_create(p, opt->backend ? opt->backend : "auto", err, sizeof err);
+        if (!t->e) return fail(1, "%s", err);
+    }
+    if (trainer_init_moe_stats(t)) return fail(1, "out of memory");
+    print_run_summary(t, ts, nparams);
+    int resumed = 0;
+    rc = trainer_start_params(t, &resumed);
+    if (rc) return rc;
+    if (t->step >= p->steps) {
+        printf("nothing to do: the checkpoint is at step %d of %d (raise steps with -D steps=N)\n",
+               t->step, p->steps);
         return 0;
     }
-
     TrainLog lg;
-    if (trainlog_open(&lg, opt->log_path, resume ? t.step : -1, p->steps, opt->print_every, opt->quiet, err, sizeof err) ||
-        (opt->tensorboard && trainlog_tensorboard(&lg, opt->tensorboard, err, sizeof err))) {
-        tokenset_close(&ts); trainer_free(&t);
+    if (trainlog_open(&lg, opt->log_path, resumed ? t->step : -1, p->steps, opt->print_every,
+                      opt->quiet, err, sizeof err) ||
+        (opt->tensorboard && trainlog_tensorboard(&lg, opt->tensorboard, err, sizeof err)))
         return fail(1, "%s", err);
-    }
     catch_stop_signals(1);
-    rc = run_loop(&t, &lg);
+    rc = run_loop(t, &lg);
     catch_stop_signals(0);
     if (trainlog_close(&lg) && rc == 0) rc = fail(1, "%s", lg.error);
+    return rc;
+}
+
+static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
+    Trainer t;
+    trainer_identify(&t, p, pl, opt);
+    if (opt->resume && !strcmp(opt->resume, "auto") && !opt->outdir)
+        return fail(2, "--resume auto resumes from the run's own checkpoints: it needs -o DIR");
+    if (opt->resume && !opt->outdir)
+        printf("note: resuming without -o: no checkpoints will be saved\n");
+
+    TokenSet ts;
+    int rc = open_training_data(&t, &ts);
+    if (rc) { trainer_free(&t); return rc; }
+    rc = train_prepared(&t, &ts);
     tokenset_close(&ts);
     trainer_free(&t);
     return rc;

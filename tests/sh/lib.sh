@@ -26,3 +26,39 @@ launch_world() {
   for p in "${pids[@]}"; do { wait $p; } 2>/dev/null || rc="$rc/$?"; done
   [ "${rc//[\/0]/}" = "" ] && rc=0
 }
+# kill_rank_mid_run NAME RANK CMD...: CMD (an mpirun job whose `boost train` logs to
+# $TMP/kill.jsonl) runs in the background, its output in $TMP/kill.out; once the log reaches step
+# 2, rank RANK's process is killed with SIGKILL. Verdict NAME: the job stops within 60 s, fails,
+# and its output names the rank ("process rank RANK ").
+kill_rank_mid_run() {
+  local name=$1 rank=$2; shift 2
+  "$@" >"$TMP/kill.out" 2>&1 &
+  local launcher=$! victim= pid t0 rc dt
+  for _ in $(seq 600); do
+    if grep -q '"step":2' "$TMP/kill.jsonl" 2>/dev/null; then
+      for pid in $(pgrep -P $launcher); do
+        tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank" && victim=$pid
+      done
+      [ -n "$victim" ] && break
+    fi
+    sleep 0.1
+  done
+  if [ -z "$victim" ]; then
+    fail "$name" "rank $rank's process not found (training never reached step 2?)"
+    kill $launcher 2>/dev/null; wait $launcher 2>/dev/null
+    return
+  fi
+  t0=$(date +%s)
+  kill -9 "$victim"
+  for _ in $(seq 600); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done
+  if kill -0 $launcher 2>/dev/null; then
+    fail "$name" "mpirun still runs 60 s after rank $rank was killed"
+    kill $launcher 2>/dev/null
+  fi
+  wait $launcher
+  rc=$?
+  dt=$(( $(date +%s) - t0 ))
+  [ $rc != 0 ] && grep -q "process rank $rank " "$TMP/kill.out" && ok "$name" \
+    && grep "process rank $rank" "$TMP/kill.out" | head -1 | sed "s/^/#   after ${dt}s: /" \
+    || fail "$name" "exit $rc after ${dt}s: $(grep -v '^-*$' "$TMP/kill.out" | tail -3)"
+}

@@ -147,34 +147,6 @@ expect2 mpi_pp_world_without_mpirun_exit2 "only under Open MPI's mpirun" \
   env BOOST_WORLD_SIZE=4 BOOST_RANK=0 "$BOOST" train "${small[@]}" -D pp=2 -D tp=2
 
 # rank 2 (pipeline rank 1) killed mid-run: its neighbours wait on it in MPI; the job stops, naming it
-"${mpi[@]}" -np 4 "$BOOST" train tiny-cola-pp2 --backend cpu -D pp=2 -D tp=2 -D steps=100000 -D eval_every=0 \
-  --log "$TMP/kill.jsonl" >"$TMP/kill.out" 2>&1 &
-launcher=$!
-victim=
-for _ in $(seq 600); do
-  if grep -q '"step":2' "$TMP/kill.jsonl" 2>/dev/null; then
-    for pid in $(pgrep -P $launcher); do
-      tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=2' && victim=$pid
-    done
-    [ -n "$victim" ] && break
-  fi
-  sleep 0.1
-done
-if [ -z "$victim" ]; then
-  fail mpi_pp_killed_rank_stops_job "rank 2's process not found (training never reached step 2?)"
-  kill $launcher 2>/dev/null; wait $launcher 2>/dev/null
-else
-  t0=$(date +%s)
-  kill -9 "$victim"
-  for _ in $(seq 600); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done
-  if kill -0 $launcher 2>/dev/null; then
-    fail mpi_pp_killed_rank_stops_job "mpirun still runs 60 s after rank 2 was killed"
-    kill $launcher 2>/dev/null
-  fi
-  wait $launcher
-  rc=$?
-  dt=$(( $(date +%s) - t0 ))
-  [ $rc != 0 ] && grep -q "process rank 2 " "$TMP/kill.out" && ok mpi_pp_killed_rank_stops_job \
-    && echo "#   job stopped ${dt}s after rank 2 was killed" \
-    || fail mpi_pp_killed_rank_stops_job "exit $rc after ${dt}s: $(grep -v '^-*$' "$TMP/kill.out" | tail -3)"
-fi
+kill_rank_mid_run mpi_pp_killed_rank_stops_job 2 \
+  "${mpi[@]}" -np 4 "$BOOST" train tiny-cola-pp2 --backend cpu -D pp=2 -D tp=2 -D steps=100000 -D eval_every=0 \
+  --log "$TMP/kill.jsonl"

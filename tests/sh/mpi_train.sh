@@ -39,34 +39,6 @@ rc=$?
   || fail mpi_world_disagrees_with_plan "exit $rc: $(grep -v '^-\|^$' "$TMP/bad.out" | head -2)"
 
 # rank 1 killed mid-run: the job stops, naming it
-"${mpi[@]}" -np 2 "$BOOST" train tiny-cola --backend cpu -D tp=2 -D steps=100000 -D eval_every=0 --log "$TMP/kill.jsonl" \
-  >"$TMP/kill.out" 2>&1 &
-launcher=$!
-victim=
-for _ in $(seq 600); do
-  if grep -q '"step":2' "$TMP/kill.jsonl" 2>/dev/null; then
-    for pid in $(pgrep -P $launcher); do
-      tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$pid
-    done
-    [ -n "$victim" ] && break
-  fi
-  sleep 0.1
-done
-if [ -z "$victim" ]; then
-  fail mpi_killed_rank_stops_job "rank 1's process not found (training never reached step 2?)"
-  kill $launcher 2>/dev/null; wait $launcher 2>/dev/null
-else
-  t0=$(date +%s)
-  kill -9 "$victim"
-  for _ in $(seq 600); do kill -0 $launcher 2>/dev/null || break; sleep 0.1; done
-  if kill -0 $launcher 2>/dev/null; then
-    fail mpi_killed_rank_stops_job "mpirun still runs 60 s after rank 1 was killed"
-    kill $launcher 2>/dev/null
-  fi
-  wait $launcher
-  rc=$?
-  dt=$(( $(date +%s) - t0 ))
-  [ $rc != 0 ] && grep -q "process rank 1 " "$TMP/kill.out" && ok mpi_killed_rank_stops_job \
-    && grep "process rank 1" "$TMP/kill.out" | head -1 | sed "s/^/#   after ${dt}s: /" \
-    || fail mpi_killed_rank_stops_job "exit $rc after ${dt}s: $(grep -v '^-*$' "$TMP/kill.out" | tail -3)"
-fi
+kill_rank_mid_run mpi_killed_rank_stops_job 1 \
+  "${mpi[@]}" -np 2 "$BOOST" train tiny-cola --backend cpu -D tp=2 -D steps=100000 -D eval_every=0 \
+  --log "$TMP/kill.jsonl"

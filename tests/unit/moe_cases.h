@@ -236,4 +236,58 @@ static void independent_forward(Case *c, unsigned shared, const char *what) {
     free(x); free(gam); free(head); free(xf); free(lg);
 }
 
+/* The whole-model checks of one MoE run spec, `model` in the check names: finite differences of
+ * fd_names on 32 tokens at tp=1 and 2; the float64 forward at tp=1 (shared: independent_forward's
+ * shared-factor argument); checkpoint=lowrank, tp=2, tp=4 (and its steps), grad_accum=2 against
+ * tp=1; with tp4_defs, one more tp=4 case (-D settings tp4_defs, named "tp=4 tp4_what"). */
+__attribute__((unused)) static void whole_model_checks(const char *spec_path, const char *model,
+                                                       const char *const *fd_names, int nfd,
+                                                       unsigned shared, const char *tp4_defs,
+                                                       const char *tp4_what) {
+    Case ref, c;
+    char what[200], defs[256];   /* what: short enough for the check names built on it */
+    /* finite differences on 32 tokens (fewer near-ties in the routing) */
+    if (open_case(&ref, spec_path, "-D tp=1 -D micro_batch=1 -D seq=32") == 0) {
+        snprintf(what, sizeof what, "%s btp tp=1, 32 tokens", model);
+        finite_differences(&ref, what, fd_names, nfd);
+        snprintf(what, sizeof what, "%s btp tp=2, 32 tokens", model);
+        if (!open_case(&c, spec_path, "-D tp=2 -D micro_batch=1 -D seq=32"))
+            finite_differences(&c, what, fd_names, nfd);
+        close_case(&c);
+    }
+    close_case(&ref);
+    if (open_case(&ref, spec_path, "-D tp=1 -D checkpoint=none") != 0) {
+        close_case(&ref);
+        return;
+    }
+    snprintf(what, sizeof what, "%s tp=1", model);
+    independent_forward(&ref, shared, what);
+    snprintf(what, sizeof what, "%s tp=1 checkpoint=lowrank vs none", model);
+    if (!open_case(&c, spec_path, "-D tp=1")) compare(&c, &ref, what);
+    close_case(&c);
+    snprintf(what, sizeof what, "%s btp tp=2 vs tp=1", model);
+    if (!open_case(&c, spec_path, "-D tp=2")) compare(&c, &ref, what);
+    close_case(&c);
+    snprintf(what, sizeof what, "%s btp tp=4 vs tp=1", model);
+    if (!open_case(&c, spec_path, "-D tp=4")) {
+        compare(&c, &ref, what);
+        compare_steps(&c, &ref, what);
+    }
+    close_case(&c);
+    if (tp4_defs) {
+        snprintf(defs, sizeof defs, "-D tp=4 %s", tp4_defs);
+        snprintf(what, sizeof what, "%s btp tp=4 %s vs tp=1", model, tp4_what);
+        if (!open_case(&c, spec_path, defs)) compare(&c, &ref, what);
+        close_case(&c);
+    }
+    snprintf(what, sizeof what,
+             "%s btp tp=2 grad_accum=2, the same micro-batch twice, vs tp=1 once", model);
+    if (!open_case(&c, spec_path, "-D tp=2 -D grad_accum=2")) {
+        again(&c);
+        compare(&c, &ref, what);
+    }
+    close_case(&c);
+    close_case(&ref);
+}
+
 #endif

@@ -478,15 +478,6 @@ static const char *spec_path = "specs/runs/tiny-cola-moe.lua";
 
 /* ---------------------------------------------------------------- generator: report and refusals */
 
-static int run_cmd(const char *cmd, char *out, size_t n) {
-    FILE *f = popen(cmd, "r");
-    if (!f) return -1;
-    size_t len = fread(out, 1, n - 1, f);
-    out[len] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static int64_t json_after(const char *s, const char *key1, const char *key2) {
     const char *p = strstr(s, key1);
     if (p) p = strstr(p, key2);
@@ -499,7 +490,7 @@ static void test_generator(void) {
     char cmd[600];
     /* per MoE layer forward at tp=2: M + M*E + E*C*(r_g+r_u) + E*C*r_d, M = 256, E = 4, C = 160, r = 32 */
     snprintf(cmd, sizeof cmd, "%s report specs/runs/tiny-cola-moe.lua --json 2>&1", boost);
-    int rc = run_cmd(cmd, out, sizeof out);
+    int rc = tl_run_cmd(cmd, out, sizeof out);
     int64_t M = 256, E = 4, C = (int64_t)ceil(1.25 * 256 * 2 / 4), want = M + M * E + E * C * 64 + E * C * 32;
     int64_t got = json_after(out, "\"moe\"", "\"allreduce_elems\": ");
     int64_t dense = json_after(out, "\"dense_mlp\"", "\"allreduce_elems\": ");
@@ -510,10 +501,10 @@ static void test_generator(void) {
     CHECK(gbwd == E * C * 64 + E * C * 32 + M + M * 2, "report: MoE layer backward collectives = E*C*(r_g+r_u) + E*C*r_d + M + M*k",
           "got %lld", (long long)gbwd);
     snprintf(cmd, sizeof cmd, "%s gen specs/runs/tiny-cola-moe-shared.lua -D layout=naive -o build/tmp/moe/naive 2>&1", boost);
-    rc = run_cmd(cmd, out, sizeof out);
+    rc = tl_run_cmd(cmd, out, sizeof out);
     CHECK(rc == 2 && strstr(out, "shares expert factors") && strstr(out, "btp"), "gen: shared expert factors with layout naive are refused with a clear message", "rc %d: %s", rc, out);
     snprintf(cmd, sizeof cmd, "%s gen specs/runs/tiny-cola-moe.lua -D tp=8 -o build/tmp/moe/tp8 2>&1", boost);
-    rc = run_cmd(cmd, out, sizeof out);
+    rc = tl_run_cmd(cmd, out, sizeof out);
     CHECK(rc == 2, "gen: tp=8 that does not divide the experts' ffn (192) or heads is refused", "rc %d: %s", rc, out);
 }
 
@@ -528,7 +519,7 @@ static void test_training(void) {
     static char out[1 << 16];
     remove("build/tmp/moe/train.jsonl");
     snprintf(cmd, sizeof cmd, "%s train tiny-cola-moe --backend cpu --log build/tmp/moe/train.jsonl --quiet 2>&1", boost);
-    int rc = run_cmd(cmd, out, sizeof out);
+    int rc = tl_run_cmd(cmd, out, sizeof out);
     const char *done = strstr(out, "done:");
     if (done) printf("# %.*s\n", (int)strcspn(done, "\n"), done);
     CHECK(rc == 0, "train tiny-cola-moe: 200 steps at tp=2 btp on the cpu backend", "exit %d: %s", rc, out);
@@ -592,37 +583,12 @@ int main(void) {
 
     mkdir("build", 0755); mkdir("build/tmp", 0755); mkdir("build/tmp/moe", 0755);
     test_generator();
-    Case ref, c;
-    static const char *fd_names[] = {"L0.router.W", "L0.e1.gate.A", "L0.e2.up.B", "L0.e0.down.A", "L1.e3.down.B",
-                                     "L1.router.W", "L1.mlp_norm", "L0.q.A", "L1.k.B"};
-    int nfd = (int)(sizeof fd_names / sizeof fd_names[0]);
-    /* finite differences on 32 tokens (fewer near-ties in the routing) */
-    if (open_case(&ref, spec_path, "-D tp=1 -D micro_batch=1 -D seq=32") == 0) {
-        finite_differences(&ref, "tiny-cola-moe btp tp=1, 32 tokens", fd_names, nfd);
-        if (!open_case(&c, spec_path, "-D tp=2 -D micro_batch=1 -D seq=32")) finite_differences(&c, "tiny-cola-moe btp tp=2, 32 tokens", fd_names, nfd);
-        close_case(&c);
-    }
-    close_case(&ref);
-    if (open_case(&ref, spec_path, "-D tp=1 -D checkpoint=none") == 0) {
-        independent_forward(&ref, 0, "tiny-cola-moe tp=1");
-        if (!open_case(&c, spec_path, "-D tp=1")) compare(&c, &ref, "tiny-cola-moe tp=1 checkpoint=lowrank vs none");
-        close_case(&c);
-        if (!open_case(&c, spec_path, "-D tp=2")) compare(&c, &ref, "tiny-cola-moe btp tp=2 vs tp=1");
-        close_case(&c);
-        if (!open_case(&c, spec_path, "-D tp=4")) {
-            compare(&c, &ref, "tiny-cola-moe btp tp=4 vs tp=1");
-            compare_steps(&c, &ref, "tiny-cola-moe btp tp=4 vs tp=1");
-        }
-        close_case(&c);
-        if (!open_case(&c, spec_path, "-D tp=4 -D online_rmsnorm=false -D group_linears=false")) compare(&c, &ref, "tiny-cola-moe btp tp=4 sync norm, ungrouped vs tp=1");
-        close_case(&c);
-        if (!open_case(&c, spec_path, "-D tp=2 -D grad_accum=2")) {
-            again(&c);
-            compare(&c, &ref, "tiny-cola-moe btp tp=2 grad_accum=2, the same micro-batch twice, vs tp=1 once");
-        }
-        close_case(&c);
-    }
-    close_case(&ref);
+    static const char *fd_names[] = {"L0.router.W", "L0.e1.gate.A", "L0.e2.up.B", "L0.e0.down.A",
+                                     "L1.e3.down.B", "L1.router.W", "L1.mlp_norm", "L0.q.A",
+                                     "L1.k.B"};
+    whole_model_checks(spec_path, "tiny-cola-moe", fd_names,
+                       (int)(sizeof fd_names / sizeof fd_names[0]), 0,
+                       "-D online_rmsnorm=false -D group_linears=false", "sync norm, ungrouped");
     mixed_model();
     test_training();
     TEST_EXIT();

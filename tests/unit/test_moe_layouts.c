@@ -18,15 +18,6 @@ __attribute__((unused)) static void (*const unused_cases[])(void) = {(void (*)(v
 
 static const char *spec = "specs/runs/tiny-cola-moe.lua";
 
-static int run_cmd(const char *cmd, char *out, size_t n) {
-    FILE *f = popen(cmd, "r");
-    if (!f) return -1;
-    size_t len = fread(out, 1, n - 1, f);
-    out[len] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* Sum of the allreduce elems of plan `dir`/plan.txt whose tag is L0.<tag> in section dir=fwd|bwd. */
 static int64_t plan_elems(const char *dir, const char *tag, const char *sect) {
     char path[300], line[4096], want[64], ds[16];
@@ -53,7 +44,7 @@ static void collectives(void) {
     /* naive tp=2, M = 256, E*C = 640, ffn 192, d 128: forward gate [S, ff] + up [S, ff] + experts'
        output [S, d]; backward the duals of the two tp_copies: dx̂ slots [S, d] and d glu [S, ff] */
     snprintf(cmd, sizeof cmd, "%s gen %s -D layout=naive -o " CASE_DIR "/naive2 2>&1", boost, spec);
-    int rc = run_cmd(cmd, out, sizeof out);
+    int rc = tl_run_cmd(cmd, out, sizeof out);
     int64_t S = 640, ff = 192, d = 128;
     int64_t f = plan_elems(CASE_DIR "/naive2", "moe_gate", "fwd") + plan_elems(CASE_DIR "/naive2", "moe_up", "fwd") +
                 plan_elems(CASE_DIR "/naive2", "moe_down", "fwd");
@@ -63,14 +54,14 @@ static void collectives(void) {
           "rc %d, fwd %lld want %lld, bwd %lld want %lld: %.200s", rc, (long long)f, (long long)(S * ff * 2 + S * d), (long long)b,
           (long long)(S * d + S * ff), out);
     snprintf(cmd, sizeof cmd, "%s gen " CASE_DIR "/full.lua -D tp=2 -o " CASE_DIR "/mega2 2>&1", boost);
-    rc = run_cmd(cmd, out, sizeof out);
+    rc = tl_run_cmd(cmd, out, sizeof out);
     f = plan_elems(CASE_DIR "/mega2", "moe_down", "fwd");
     b = plan_elems(CASE_DIR "/mega2", "moe_gu", "bwd");
     CHECK(rc == 0 && f == S * d && b == S * d, "megatron MoE tp=2: forward all-reduces the experts' output E*C*d, backward dx̂ E*C*d",
           "rc %d, fwd %lld, bwd %lld want %lld: %.200s", rc, (long long)f, (long long)b, (long long)(S * d), out);
     /* the cost model: all three layouts for the MoE run */
     snprintf(cmd, sizeof cmd, "%s project %s 2>&1", boost, spec);
-    rc = run_cmd(cmd, out, sizeof out);
+    rc = tl_run_cmd(cmd, out, sizeof out);
     CHECK(rc == 0 && strstr(out, "megatron") && strstr(out, "naive") && strstr(out, "btp") && !strstr(out, "btp only"),
           "boost project prices an MoE run under megatron, naive and btp", "rc %d: %.600s", rc, out);
 }

@@ -96,15 +96,6 @@ static void stats_vs_router(const char *spec, const char *defs, double zcoef) {
     close_case(&c);
 }
 
-static int run_cmd(const char *cmd, char *out, size_t n) {
-    FILE *f = popen(cmd, "r");
-    if (!f) return -1;
-    size_t len = fread(out, 1, n - 1, f);
-    out[len] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* boost train --log: every step line carries the MoE fields; the loads of a step sum to
  * micro_batch*seq*top_k*grad_accum*dp (all the step's choices). */
 static void train_log(const char *defs, int64_t want_sum) {
@@ -113,7 +104,7 @@ static void train_log(const char *defs, int64_t want_sum) {
     static char out[1 << 16];
     remove(CASE_DIR "/train.jsonl");
     snprintf(cmd, sizeof cmd, "%s train tiny-cola-moe --backend cpu -D steps=4 -D eval_every=0 %s --log " CASE_DIR "/train.jsonl --quiet 2>&1", boost, defs);
-    int rc = run_cmd(cmd, out, sizeof out);
+    int rc = tl_run_cmd(cmd, out, sizeof out);
     FILE *f = fopen(CASE_DIR "/train.jsonl", "r");
     char line[1 << 14];
     int steps = 0, good = 0;

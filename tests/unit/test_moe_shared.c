@@ -17,15 +17,6 @@
 #define DIR CASE_DIR
 static const char *spec_path = "specs/runs/tiny-cola-moe-shared.lua";
 
-static int run_cmd(const char *cmd, char *out, size_t n) {
-    FILE *f = popen(cmd, "r");
-    if (!f) return -1;
-    size_t len = fread(out, 1, n - 1, f);
-    out[len] = 0;
-    int st = pclose(f);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static const char *boost_bin(void) { return getenv("BOOST") ? getenv("BOOST") : "./bin/boost"; }
 
 /* A run spec at DIR/NAME.lua: tiny-cola-moe's shapes, `family` factors, the moe line `moe`
@@ -54,7 +45,7 @@ static void refused(const char *name, const char *family, const char *moe, const
     char cmd[600];
     write_spec(name, family, moe);
     snprintf(cmd, sizeof cmd, "%s gen " DIR "/%s.lua -o " DIR "/out-%s 2>&1", boost_bin(), name, name);
-    int rc = run_cmd(cmd, out, sizeof out);
+    int rc = tl_run_cmd(cmd, out, sizeof out);
     char at[320];
     snprintf(at, sizeof at, DIR "/%s.lua:5:", name);
     CHECK(rc == 2 && strstr(out, at) && strstr(out, want), what, "rc %d (want 2, at %s, saying '%s'): %.400s", rc, at, want, out);
@@ -94,7 +85,7 @@ static void test_report(void) {
     static char out[1 << 16];
     char cmd[600];
     snprintf(cmd, sizeof cmd, "%s report %s --json 2>&1", boost_bin(), spec_path);
-    int rc = run_cmd(cmd, out, sizeof out);
+    int rc = tl_run_cmd(cmd, out, sizeof out);
     int64_t M = 256, E = 4, C = 160, r = 32, d = 128, S = E * C;
     int64_t fwd = json_after(strstr(out, "\"moe\""), "\"forward\"", "\"allreduce_elems\": ");
     int64_t bwd = json_after(strstr(out, "\"moe\""), "\"backward\"", "\"allreduce_elems\": ");
@@ -132,7 +123,7 @@ static void test_training(void) {
     static char out[1 << 16];
     remove(DIR "/train.jsonl");
     snprintf(cmd, sizeof cmd, "%s train tiny-cola-moe-shared --backend cpu -D steps=100 --log " DIR "/train.jsonl --quiet 2>&1", boost_bin());
-    int rc = run_cmd(cmd, out, sizeof out);
+    int rc = tl_run_cmd(cmd, out, sizeof out);
     CHECK(rc == 0, "train tiny-cola-moe-shared: 100 steps at tp=2 btp on the cpu backend", "exit %d: %s", rc, out);
     FILE *f = fopen(DIR "/train.jsonl", "r");
     double v0 = -1, v100 = -1;
@@ -178,34 +169,11 @@ int main(void) {
     mkdir("build", 0755); mkdir("build/tmp", 0755); mkdir(DIR, 0755);
     test_refusals();
     test_report();
-    static const char *fd_names[] = {"L0.shared.gate.A", "L0.shared.up.A", "L1.shared.down.B", "L0.router.W", "L0.e1.gate.B",
-                                     "L0.e2.up.B", "L1.e0.down.A", "L1.mlp_norm", "L0.q.A"};
-    int nfd = (int)(sizeof fd_names / sizeof fd_names[0]);
-    Case ref, c;
-    if (open_case(&ref, spec_path, "-D tp=1 -D micro_batch=1 -D seq=32") == 0) {
-        finite_differences(&ref, "tiny-cola-moe-shared btp tp=1, 32 tokens", fd_names, nfd);
-        if (!open_case(&c, spec_path, "-D tp=2 -D micro_batch=1 -D seq=32")) finite_differences(&c, "tiny-cola-moe-shared btp tp=2, 32 tokens", fd_names, nfd);
-        close_case(&c);
-    }
-    close_case(&ref);
-    if (open_case(&ref, spec_path, "-D tp=1 -D checkpoint=none") == 0) {
-        independent_forward(&ref, 7, "tiny-cola-moe-shared tp=1");
-        if (!open_case(&c, spec_path, "-D tp=1")) compare(&c, &ref, "tiny-cola-moe-shared tp=1 checkpoint=lowrank vs none");
-        close_case(&c);
-        if (!open_case(&c, spec_path, "-D tp=2")) compare(&c, &ref, "tiny-cola-moe-shared btp tp=2 vs tp=1");
-        close_case(&c);
-        if (!open_case(&c, spec_path, "-D tp=4")) {
-            compare(&c, &ref, "tiny-cola-moe-shared btp tp=4 vs tp=1");
-            compare_steps(&c, &ref, "tiny-cola-moe-shared btp tp=4 vs tp=1");
-        }
-        close_case(&c);
-        if (!open_case(&c, spec_path, "-D tp=2 -D grad_accum=2")) {
-            again(&c);
-            compare(&c, &ref, "tiny-cola-moe-shared btp tp=2 grad_accum=2, the same micro-batch twice, vs tp=1 once");
-        }
-        close_case(&c);
-    }
-    close_case(&ref);
+    static const char *fd_names[] = {"L0.shared.gate.A", "L0.shared.up.A", "L1.shared.down.B",
+                                     "L0.router.W", "L0.e1.gate.B", "L0.e2.up.B", "L1.e0.down.A",
+                                     "L1.mlp_norm", "L0.q.A"};
+    whole_model_checks(spec_path, "tiny-cola-moe-shared", fd_names,
+                       (int)(sizeof fd_names / sizeof fd_names[0]), 7, NULL, NULL);
     subsets();
     test_training();
     TEST_EXIT();

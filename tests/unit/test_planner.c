@@ -31,6 +31,19 @@ static void setup(Run *run, PlanOpts *o, int gpus) {
     o->workspace_bytes = 0;
 }
 
+/* A toy run (setup for `gpus` GPUs) and the default cost constants; NULL when the spec does not
+ * load (a FAIL line says so). */
+static Run *toy(const char *spec, int gpus, PlanOpts *o, CostConsts *c) {
+    Run *run = malloc(sizeof *run);
+    if (!run || load(run, spec)) {
+        free(run);
+        return NULL;
+    }
+    setup(run, o, gpus);
+    cost_consts_default(c);
+    return run;
+}
+
 /* The median memory of all priced candidates (brute force), as the GPU's capacity: about half fit.
  */
 static double median_mem(const PlanResult *r) {
@@ -50,15 +63,10 @@ static double median_mem(const PlanResult *r) {
 }
 
 static void pruned_vs_brute(const char *spec, int gpus) {
-    Run *run = malloc(sizeof *run);
-    if (load(run, spec)) {
-        free(run);
-        return;
-    }
     PlanOpts o;
-    setup(run, &o, gpus);
     CostConsts c;
-    cost_consts_default(&c);
+    Run *run = toy(spec, gpus, &o, &c);
+    if (!run) return;
     char name[160], err[1024];
     PlanResult all, pruned;
     o.brute = 1;
@@ -114,15 +122,10 @@ static void pruned_vs_brute(const char *spec, int gpus) {
 
 /* No grid: 7 GPUs cannot split 16 sequences (dp would be 7); nothing fits: a GPU of 1 kB. */
 static void bad_input(void) {
-    Run *run = malloc(sizeof *run);
-    if (load(run, "tiny-cola")) {
-        free(run);
-        return;
-    }
     PlanOpts o;
-    setup(run, &o, 7);
     CostConsts c;
-    cost_consts_default(&c);
+    Run *run = toy("tiny-cola", 7, &o, &c);
+    if (!run) return;
     PlanResult r;
     char err[1024] = "";
     int rc = planner_search(run, &o, &c, NULL, &r, err, sizeof err);
@@ -244,6 +247,120 @@ static void dp_per_stage(void) {
     free(run);
 }
 
+/* ZeRO-2 where it is real (the cpu backend): searched, its weights + gradients + AdamW bytes per
+ * local parameter 2 + 16/dp at grad_accum 1 and 6 + 16/dp above (zero=1: 6 + 12/dp), so that with
+ * the memory between the least any zero=2 candidate needs and the least of the others only zero=2
+ * fits, and the pruned search still picks brute force's winner. On cuda (zero=2 runs as zero=1)
+ * it is not searched. */
+static const PlanCand *zero1_twin(const PlanResult *r, const PlanCand *x) {
+    for (int i = 0; i < r->n; i++) {
+        const PlanCand *y = &r->c[i];
+        if (y->zero == 1 && y->layout == x->layout && y->tp == x->tp && y->pp == x->pp &&
+            y->v == x->v && y->dp == x->dp && y->ep == x->ep && y->ckpt == x->ckpt &&
+            y->mb == x->mb && y->ga == x->ga)
+            return y;
+    }
+    return NULL;
+}
+
+static void zero2(void) {
+    PlanOpts o;
+    CostConsts c;
+    Run *run = toy("tiny-cola-pp2", 8, &o, &c);
+    if (!run) return;
+    char err[1024];
+    PlanResult all, pruned;
+    int rc = planner_search(run, &o, &c, NULL, &all, err, sizeof err), on_cuda = 0;
+    for (int i = 0; !rc && i < all.n; i++) on_cuda += all.c[i].zero == 2;
+    CHECK(rc == 0 && on_cuda == 0 && all.n > 0, "zero2_not_searched_on_cuda",
+          "rc %d, %d zero=2 candidates of %d", rc, on_cuda, all.n);
+    if (!rc) planner_free(&all);
+    /* one layer (pp = 1: zero=2 at grad_accum 1 is possible) and 8 sequences of 8 tokens: the
+       parameters' state outweighs the activations */
+    run->model.layers = 1;
+    run->seq = 8;
+    o.global_tokens = 8 * 8;
+    o.backend = PLAN_BACKEND_CPU;
+    o.brute = 1;
+    rc = planner_search(run, &o, &c, NULL, &all, err, sizeof err);
+    int pairs_ga1 = 0, pairs_ga = 0, bad = 0;
+    double min2 = -1, min01 = -1;
+    for (int i = 0; !rc && i < all.n; i++) {
+        const PlanCand *x = &all.c[i];
+        if (x->state != PC_FITS && x->state != PC_TOO_BIG) continue;
+        double *min = x->zero == 2 ? &min2 : &min01;
+        if (*min < 0 || x->mem_bytes < *min) *min = x->mem_bytes;
+        const PlanCand *y = x->zero == 2 ? zero1_twin(&all, x) : NULL;
+        if (!y || (y->state != PC_FITS && y->state != PC_TOO_BIG)) continue;
+        double want = ((x->ga > 1 ? 6.0 : 2.0) + 16.0 / x->dp) / (6.0 + 12.0 / x->dp);
+        double got = x->weight_bytes / y->weight_bytes;
+        if (fabs(got - want) > 1e-9 * want) {
+            bad++;
+            printf("# zero=2 / zero=1 state bytes %.9g, want %.9g: dp%d ga%d\n", got, want, x->dp,
+                   x->ga);
+        }
+        if (x->ga > 1) pairs_ga++;
+        else pairs_ga1++;
+    }
+    CHECK(rc == 0 && bad == 0 && pairs_ga1 > 0 && pairs_ga > 0, "zero2_state_bytes_on_cpu",
+          "rc %d, %d wrong of %d pairs at grad_accum 1 and %d above", rc, bad, pairs_ga1, pairs_ga);
+    CHECK(rc == 0 && min2 > 0 && min2 < min01, "zero2_needs_least_memory_on_cpu",
+          "least memory: zero=2 %.6g B, zero 0/1 %.6g B", min2, min01);
+    if (rc || !(min2 > 0 && min2 < min01)) {
+        if (!rc) planner_free(&all);
+        free(run);
+        return;
+    }
+    planner_free(&all);
+    run->gpu.memory_gb = (min2 + min01) / 2 / 1073741824.0; /* only zero=2 fits */
+    planner_search(run, &o, &c, NULL, &all, err, sizeof err);
+    o.brute = 0;
+    rc = planner_search(run, &o, &c, NULL, &pruned, err, sizeof err);
+    const PlanCand *w = rc == 0 && pruned.nbest ? &pruned.c[pruned.best[0]] : NULL;
+    CHECK(w && w->zero == 2 && all.nbest && pruned.best[0] == all.best[0],
+          "zero2_only_fit_chosen_on_cpu", "rc %d, winner zero=%d (pruned %d, brute %d)", rc,
+          w ? w->zero : -1, w ? pruned.best[0] : -1, all.nbest ? all.best[0] : -1);
+    if (!rc) planner_free(&pruned);
+    planner_free(&all);
+    o.backend = PLAN_BACKEND_CUDA; /* the same memory on cuda: zero=2 is not there to fit */
+    rc = planner_search(run, &o, &c, NULL, &pruned, err, sizeof err);
+    CHECK(rc == 0 && pruned.nbest == 0, "zero2_fit_absent_on_cuda", "rc %d, %d fit", rc,
+          pruned.nbest);
+    if (!rc) planner_free(&pruned);
+    free(run);
+}
+
+/* Pricing side by side gives what one at a time gives: the same candidates priced, the same
+ * states and the same winners, bit for bit. */
+static void threads_same(void) {
+    PlanOpts o;
+    CostConsts c;
+    Run *run = toy("tiny-cola-pp2", 8, &o, &c);
+    if (!run) return;
+    o.top = 5;
+    char err[1024];
+    PlanResult one, many;
+    run->gpu.memory_gb = 1e9;
+    o.threads = 1;
+    int rc = planner_search(run, &o, &c, NULL, &one, err, sizeof err);
+    o.threads = 3;
+    rc = rc ? rc : planner_search(run, &o, &c, NULL, &many, err, sizeof err);
+    int same = rc == 0 && one.n == many.n && one.generated == many.generated &&
+               one.pruned_time == many.pruned_time && one.nbest == many.nbest && one.nbest > 0;
+    for (int i = 0; same && i < one.nbest; i++) same = one.best[i] == many.best[i];
+    for (int i = 0; same && i < one.n; i++)
+        same = one.c[i].state == many.c[i].state && one.c[i].seconds == many.c[i].seconds &&
+               one.c[i].mem_bytes == many.c[i].mem_bytes;
+    CHECK(same, "threads_price_the_same", "rc %d: %d and %d priced, %d and %d best", rc,
+          rc ? 0 : one.generated, rc ? 0 : many.generated, rc ? 0 : one.nbest,
+          rc ? 0 : many.nbest);
+    if (!rc) {
+        planner_free(&one);
+        planner_free(&many);
+    }
+    free(run);
+}
+
 int main(void) {
     dp_per_stage();
     pruned_vs_brute("tiny-cola-pp2", 4);
@@ -253,5 +370,7 @@ int main(void) {
     bad_input();
     winner_spec();
     clusters();
+    zero2();
+    threads_same();
     TEST_EXIT();
 }

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <math.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 static int tl_failed;
 
@@ -41,6 +42,17 @@ static inline char *tl_read_file(const char *path, size_t *len) {
 static inline void tl_write_file(const char *path, const void *bytes, size_t n) {
     FILE *f = fopen(path, "wb");
     if (f) { fwrite(bytes, 1, n, f); fclose(f); }
+}
+
+/* tl_run_cmd(cmd, out, n): the shell command's stdout (at most n-1 bytes, NUL-terminated) and its
+ * exit status, or -1 when it could not run or did not exit. */
+static inline int tl_run_cmd(const char *cmd, char *out, size_t n) {
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    size_t len = fread(out, 1, n - 1, f);
+    out[len] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 #endif
