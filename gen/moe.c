@@ -6,9 +6,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include "gen/ir.h"
+#include "gen/builder.h"
 
-#define OUT(state) ((state) + 1)
 
 static int is_moe(const Model *m, int i) { return m->moe_experts > 0 && m->moe_layer[i]; }
 
@@ -83,9 +82,7 @@ void moe_canons(Graph *g, int i) {
 }
 
 static int act_t(Graph *g, int state, int64_t rows, int64_t cols, int dtype, int i, const char *what) {
-    char nm[96];
-    snprintf(nm, sizeof nm, "L%d.%s", i, what);
-    return ir_act(g, state, rows, cols, dtype, nm);
+    return ir_act(g, state, rows, cols, dtype, "L%d.%s", i, what);
 }
 
 /* Stacked expert factor: local param [El*rows_l, cols_l] (El = E/ep local experts) with local expert
@@ -186,7 +183,7 @@ static int rep_proj(Graph *g, int i, int in, int64_t S, int64_t C, int64_t din, 
         int64_t rl = colpar ? din : din / t, cl = colpar ? dout / t : dout;
         int w = stacked_rep(g, i, nm, pn, "W", rl, cl, !colpar);
         int out = act_t(g, colpar ? PS_SHARD1 : PS_PARTIAL, S, cl, ad, i, what);
-        ir_gemm(g, opnd(in, 0, rl), opnd(w, 0, cl), opnd(out, 0, cl), C, cl, rl, C * rl, rl * cl, C * cl, (int)E);
+        ir_gemm_batched(g, opnd(in, 0, rl), opnd(w, 0, cl), opnd(out, 0, cl), C, cl, rl, C * rl, rl * cl, C * cl, (int)E);
         return out;
     }
     int64_t rk = m->proj[i][proj].rank, rl = rk / t;
@@ -195,7 +192,7 @@ static int rep_proj(Graph *g, int i, int in, int64_t S, int64_t C, int64_t din, 
     char w2[48];
     snprintf(w2, sizeof w2, "%s_h", what);
     int hh = act_t(g, PS_SHARD1, S, rl, ad, i, w2);
-    ir_gemm(g, opnd(in, 0, din), opnd(wa, 0, rl), opnd(hh, 0, rl), C, rl, din, C * din, din * rl, C * rl, (int)E);
+    ir_gemm_batched(g, opnd(in, 0, din), opnd(wa, 0, rl), opnd(hh, 0, rl), C, rl, din, C * din, din * rl, C * rl, (int)E);
     snprintf(w2, sizeof w2, "%s_y", what);
     int y = act_t(g, PS_SHARD1, S, rl, ad, i, w2);
     snprintf(w2, sizeof w2, "%s_z", what);
@@ -211,7 +208,7 @@ static int rep_proj(Graph *g, int i, int in, int64_t S, int64_t C, int64_t din, 
     snprintf(nm, sizeof nm, "L%d.moe.%s.B", i, pn);
     int wb = stacked_rep(g, i, nm, pn, "B", rl, dout, 1);
     int out = act_t(g, PS_PARTIAL, S, dout, ad, i, what);
-    ir_gemm(g, opnd(z, 0, rl), opnd(wb, 0, dout), opnd(out, 0, dout), C, dout, rl, C * rl, rl * dout, C * dout, (int)E);
+    ir_gemm_batched(g, opnd(z, 0, rl), opnd(wb, 0, dout), opnd(out, 0, dout), C, dout, rl, C * rl, rl * dout, C * dout, (int)E);
     return out;
 }
 
@@ -227,8 +224,8 @@ static int moe_block_rep(Graph *g, int i, int h) {
     int t = g->tp, ad = ir_act_dtype(g), mega = g->layout == LAYOUT_MEGATRON;
     int64_t M = g->M, d = m->hidden, E = m->moe_experts, K = m->moe_top_k, ff = m->moe_ffn;
     int64_t C = moe_capacity(r), S = E * C, fl = ff / t;
-    char nm[96], chunk[48];
-    snprintf(chunk, sizeof chunk, "L%d.moe_router", i); ir_chunk(g, i, chunk);
+    char nm[96];
+    ir_chunk(g, i, "L%d.moe_router", i);
     snprintf(nm, sizeof nm, "L%d.mlp_norm", i);
     int gamma = ir_param(g, nm, 1, d, PS_REPLICATED);
     ir_part(g, gamma, nm, rint_c(0), rint_c(1), rint_c(0), rint_c(d), 0, 0, 1);
@@ -245,7 +242,7 @@ static int moe_block_rep(Graph *g, int i, int h) {
     int wr = ir_param(g, nm, d, E, PS_REPLICATED);
     ir_part(g, wr, nm, rint_c(0), rint_c(d), rint_c(0), rint_c(E), 0, 0, 1);
     int logits = act_t(g, PS_REPLICATED, M, E, ad, i, "router_logits");
-    ir_gemm(g, opnd(xn, 0, 0), opnd(wr, 0, 0), opnd(logits, 0, 0), M, E, d, 0, 0, 0, 1);
+    ir_gemm_batched(g, opnd(xn, 0, 0), opnd(wr, 0, 0), opnd(logits, 0, 0), M, E, d, 0, 0, 0, 1);
     int sel, slot, gates, src;
     {
         int probs = ir_keep(g, act_t(g, PS_REPLICATED, M, E, IR_FP32, i, "router_probs"));
@@ -267,7 +264,7 @@ static int moe_block_rep(Graph *g, int i, int h) {
         k_const(o, "coef", m->moe_aux);
         if (m->moe_z > 0) k_const(o, "zcoef", m->moe_z);
     }
-    snprintf(chunk, sizeof chunk, "L%d.moe_gu", i); ir_chunk(g, i, chunk);
+    ir_chunk(g, i, "L%d.moe_gu", i);
     int xe = act_t(g, PS_REPLICATED, S, d, ad, i, "moe_xe");
     o = k_begin(g, "moe_dispatch");
     k_op(g, o, "x", opnd(xn, 0, 0), 0, 0);
@@ -284,7 +281,7 @@ static int moe_block_rep(Graph *g, int i, int h) {
         snprintf(nm, sizeof nm, "L%d.moe_gate", i); ir_allreduce(g, gu_g, nm);
         snprintf(nm, sizeof nm, "L%d.moe_up", i); ir_allreduce(g, gu_u, nm);
     }
-    snprintf(chunk, sizeof chunk, "L%d.moe_down", i); ir_chunk(g, i, chunk);
+    ir_chunk(g, i, "L%d.moe_down", i);
     int gl = act_t(g, mega ? PS_SHARD1 : PS_REPLICATED, S, gw, ad, i, "moe_glu");
     o = k_begin(g, "glu_fwd");
     k_op(g, o, "gate", opnd(gu_g, 0, gw), 0, 1); k_op(g, o, "up", opnd(gu_u, 0, gw), 0, 1);
@@ -296,11 +293,11 @@ static int moe_block_rep(Graph *g, int i, int h) {
     if (!mega) ir_tp_copy(g, gl, nm);
     int eo = rep_proj(g, i, gl, S, C, ff, d, PROJ_DOWN, 0, "moe_eo");
     ir_allreduce(g, eo, nm);
-    snprintf(chunk, sizeof chunk, "L%d.moe_out", i); ir_chunk(g, i, chunk);
+    ir_chunk(g, i, "L%d.moe_out", i);
     int mo = act_t(g, PS_REPLICATED, M, d, ad, i, "moe_out");
     combine(g, eo, sel, slot, gates, mo, M, d, K, E, C, PS_REPLICATED);
     snprintf(nm, sizeof nm, "L%d.x", i + 1);
-    int xo = ir_keep(g, ir_act(g, PS_REPLICATED, M, d, ad, nm));
+    int xo = ir_keep(g, ir_act(g, PS_REPLICATED, M, d, ad, "%s", nm));
     ir_add(g, opnd(h, 0, 0), opnd(mo, 0, 0), opnd(xo, 0, 0), M, d, PS_REPLICATED);
     return xo;
 }
@@ -316,10 +313,10 @@ int moe_block(Graph *g, int i, int h) {
        of its group (the S = E*C rows of the token side become El*C2 = S rows on the owner) */
     int64_t El = E / g->ep, C2 = C * g->ep;
     int64_t rg = m->proj[i][PROJ_GATE].rank, ru = m->proj[i][PROJ_UP].rank, rd = m->proj[i][PROJ_DOWN].rank, R = rg + ru;
-    char nm[96], chunk[48];
+    char nm[96];
 
     /* norm (sync statistics: the sum of squares all-reduced) and router logits [M, E] */
-    snprintf(chunk, sizeof chunk, "L%d.moe_router", i); ir_chunk(g, i, chunk);
+    ir_chunk(g, i, "L%d.moe_router", i);
     snprintf(nm, sizeof nm, "L%d.mlp_norm", i);
     int gamma = ir_param(g, nm, 1, dl, PS_SHARD1);
     ir_part(g, gamma, nm, rint_c(0), rint_c(1), rint_r(0, dl), rint_r(dl, dl), 0, 0, t == 1);
@@ -345,12 +342,12 @@ int moe_block(Graph *g, int i, int h) {
     int wr = ir_param(g, nm, dl, E, PS_SHARD0);
     ir_part(g, wr, nm, rint_r(0, dl), rint_r(dl, dl), rint_c(0), rint_c(E), 0, 0, t == 1);
     int logits = act_t(g, PS_PARTIAL, M, E, ad, i, "router_logits");
-    ir_gemm(g, opnd(xn, 0, 0), opnd(wr, 0, 0), opnd(logits, 0, 0), M, E, dl, 0, 0, 0, 1);
+    ir_gemm_batched(g, opnd(xn, 0, 0), opnd(wr, 0, 0), opnd(logits, 0, 0), M, E, dl, 0, 0, 0, 1);
     snprintf(nm, sizeof nm, "L%d.router", i);
     ir_allreduce(g, logits, nm);
 
     /* routing: every rank computes the same (replicated logits, deterministic) */
-    snprintf(chunk, sizeof chunk, "L%d.moe_gu_A", i); ir_chunk(g, i, chunk);
+    ir_chunk(g, i, "L%d.moe_gu_A", i);
     int probs = ir_keep(g, act_t(g, PS_REPLICATED, M, E, IR_FP32, i, "router_probs"));
     int sel = ir_keep(g, act_t(g, PS_REPLICATED, M, K, IR_FP32, i, "moe_sel"));
     int gates = ir_keep(g, act_t(g, PS_REPLICATED, M, K, IR_FP32, i, "moe_gates"));
@@ -397,10 +394,10 @@ int moe_block(Graph *g, int i, int h) {
         if (!sg) { stacked(g, i, wa, "gate", "A", dl, rg, 1, c0); c0 += rg; }
         if (!su) stacked(g, i, wa, "up", "A", dl, ru, 1, c0);
         int ar = act_t(g, PS_PARTIAL, S, Rn, ad, i, "moe_gu_ar");
-        ir_gemm(g, opnd(xe, 0, dl), opnd(wa, 0, Rn), opnd(ar, 0, Rn), C2, Rn, dl, C2 * dl, dl * Rn, C2 * Rn, (int)El);
+        ir_gemm_batched(g, opnd(xe, 0, dl), opnd(wa, 0, Rn), opnd(ar, 0, Rn), C2, Rn, dl, C2 * dl, dl * Rn, C2 * Rn, (int)El);
         snprintf(nm, sizeof nm, "L%d.moe_gu", i);
         ir_allreduce(g, ar, nm);
-        snprintf(chunk, sizeof chunk, "L%d.moe_gu_B", i); ir_chunk(g, i, chunk);
+        ir_chunk(g, i, "L%d.moe_gu_B", i);
         int y = act_t(g, PS_REPLICATED, S, Rn, ad, i, "moe_gu_y"), z = act_t(g, PS_REPLICATED, S, Rn, ad, i, "moe_gu_z");
         bottleneck(g, ar, y, z, S, Rn, m->proj[i][PROJ_GATE].act);
         ir_tp_copy(g, z, nm);
@@ -409,7 +406,7 @@ int moe_block(Graph *g, int i, int h) {
             if (!shared(m, j)) { zsrc[j] = z; zoff[j] = c0; zld[j] = Rn; c0 += rgu[j]; }
     }
     if (Rs > 0) {
-        snprintf(chunk, sizeof chunk, "L%d.moe_gu_sA", i); ir_chunk(g, i, chunk);
+        ir_chunk(g, i, "L%d.moe_gu_sA", i);
         snprintf(nm, sizeof nm, "L%d.moe.gu.As", i);
         int was = ir_param(g, nm, dl, Rs, PS_SHARD0);
         int64_t c0 = 0;
@@ -420,10 +417,10 @@ int moe_block(Graph *g, int i, int h) {
             c0 += rgu[j];
         }
         int ars = act_t(g, PS_PARTIAL, M, Rs, ad, i, "moe_gus_ar");
-        ir_gemm(g, opnd(xn, 0, 0), opnd(was, 0, 0), opnd(ars, 0, 0), M, Rs, dl, 0, 0, 0, 1);
+        ir_gemm_batched(g, opnd(xn, 0, 0), opnd(was, 0, 0), opnd(ars, 0, 0), M, Rs, dl, 0, 0, 0, 1);
         snprintf(nm, sizeof nm, "L%d.moe_gus", i);
         ir_allreduce(g, ars, nm);
-        snprintf(chunk, sizeof chunk, "L%d.moe_gus_B", i); ir_chunk(g, i, chunk);
+        ir_chunk(g, i, "L%d.moe_gus_B", i);
         int ys = act_t(g, PS_REPLICATED, M, Rs, ad, i, "moe_gus_y"), zs = act_t(g, PS_REPLICATED, M, Rs, ad, i, "moe_gus_z");
         bottleneck(g, ars, ys, zs, M, Rs, m->proj[i][PROJ_GATE].act);
         ir_tp_copy(g, zs, nm);
@@ -448,8 +445,8 @@ int moe_block(Graph *g, int i, int h) {
     int bg = stacked(g, i, ir_param(g, nm, El * rg, fl, PS_SHARD1), "gate", "B", rg, fl, 0, 0);
     snprintf(nm, sizeof nm, "L%d.moe.up.B", i);
     int bu = stacked(g, i, ir_param(g, nm, El * ru, fl, PS_SHARD1), "up", "B", ru, fl, 0, 0);
-    ir_gemm(g, opnd(zsrc[0], zoff[0], zld[0]), opnd(bg, 0, fl), opnd(gu, 0, 2 * fl), C2, fl, rg, C2 * zld[0], rg * fl, C2 * 2 * fl, (int)El);
-    ir_gemm(g, opnd(zsrc[1], zoff[1], zld[1]), opnd(bu, 0, fl), opnd(gu, fl, 2 * fl), C2, fl, ru, C2 * zld[1], ru * fl, C2 * 2 * fl, (int)El);
+    ir_gemm_batched(g, opnd(zsrc[0], zoff[0], zld[0]), opnd(bg, 0, fl), opnd(gu, 0, 2 * fl), C2, fl, rg, C2 * zld[0], rg * fl, C2 * 2 * fl, (int)El);
+    ir_gemm_batched(g, opnd(zsrc[1], zoff[1], zld[1]), opnd(bu, 0, fl), opnd(gu, fl, 2 * fl), C2, fl, ru, C2 * zld[1], ru * fl, C2 * 2 * fl, (int)El);
     int gl = act_t(g, PS_SHARD1, S, fl, ad, i, "moe_glu");
     o = k_begin(g, "glu_fwd");
     k_op(g, o, "gate", opnd(gu, 0, 2 * fl), 0, 1); k_op(g, o, "up", opnd(gu, fl, 2 * fl), 0, 1);
@@ -462,12 +459,12 @@ int moe_block(Graph *g, int i, int h) {
     snprintf(nm, sizeof nm, "L%d.moe.down.A", i);
     int wd = stacked(g, i, ir_param(g, nm, El * fl, rd, PS_SHARD0), "down", "A", fl, rd, 1, 0);
     int ard = act_t(g, PS_PARTIAL, S, rd, ad, i, "moe_down_ar");
-    ir_gemm(g, opnd(gl, 0, fl), opnd(wd, 0, rd), opnd(ard, 0, rd), C2, rd, fl, C2 * fl, fl * rd, C2 * rd, (int)El);
+    ir_gemm_batched(g, opnd(gl, 0, fl), opnd(wd, 0, rd), opnd(ard, 0, rd), C2, rd, fl, C2 * fl, fl * rd, C2 * rd, (int)El);
     snprintf(nm, sizeof nm, "L%d.moe_down", i);
     ir_allreduce(g, ard, nm);
 
     /* sigma, down B (column-parallel) back to [E*C, d/t], combine into the residual shard */
-    snprintf(chunk, sizeof chunk, "L%d.moe_down_B", i); ir_chunk(g, i, chunk);
+    ir_chunk(g, i, "L%d.moe_down_B", i);
     int yd = act_t(g, PS_REPLICATED, S, rd, ad, i, "moe_down_y"), zd = act_t(g, PS_REPLICATED, S, rd, ad, i, "moe_down_z");
     bottleneck(g, ard, yd, zd, S, rd, m->proj[i][PROJ_DOWN].act);
     int mo;
@@ -476,9 +473,9 @@ int moe_block(Graph *g, int i, int h) {
         snprintf(nm, sizeof nm, "L%d.moe.down.B", i);
         int bd = stacked(g, i, ir_param(g, nm, El * rd, dl, PS_SHARD1), "down", "B", rd, dl, 0, 0);
         int eo = act_t(g, PS_SHARD1, S, dl, ad, i, "moe_eo");
-        ir_gemm(g, opnd(zd, 0, rd), opnd(bd, 0, dl), opnd(eo, 0, dl), C2, dl, rd, C2 * rd, rd * dl, C2 * dl, (int)El);
+        ir_gemm_batched(g, opnd(zd, 0, rd), opnd(bd, 0, dl), opnd(eo, 0, dl), C2, dl, rd, C2 * rd, rd * dl, C2 * dl, (int)El);
         if (g->ep > 1) {
-            snprintf(chunk, sizeof chunk, "L%d.moe_out", i); ir_chunk(g, i, chunk);
+            ir_chunk(g, i, "L%d.moe_out", i);
             snprintf(nm, sizeof nm, "L%d.moe_return", i);
             eo = alltoall(g, eo, src, 1, C, i, "moe_eo_back", nm);
         }
@@ -487,7 +484,7 @@ int moe_block(Graph *g, int i, int h) {
     } else {
         /* shared down B: combine the gated rank-rd latents per token [M, rd], then one GEMM to d */
         if (g->ep > 1) {   /* the rank-rd latents return, not the d-wide outputs */
-            snprintf(chunk, sizeof chunk, "L%d.moe_out", i); ir_chunk(g, i, chunk);
+            ir_chunk(g, i, "L%d.moe_out", i);
             snprintf(nm, sizeof nm, "L%d.moe_return_r", i);
             zd = alltoall(g, zd, src, 1, C, i, "moe_down_z_back", nm);
             snprintf(nm, sizeof nm, "L%d.moe_down", i);
@@ -500,10 +497,10 @@ int moe_block(Graph *g, int i, int h) {
         snprintf(nm, sizeof nm, "L%d.shared.down.B", i);
         ir_part(g, bs, nm, rint_c(0), rint_c(rd), rint_r(0, dl), rint_r(dl, dl), 0, 0, t == 1);
         mo = act_t(g, PS_SHARD1, M, dl, ad, i, "moe_out");
-        ir_gemm(g, opnd(zc, 0, 0), opnd(bs, 0, 0), opnd(mo, 0, 0), M, dl, rd, 0, 0, 0, 1);
+        ir_gemm_batched(g, opnd(zc, 0, 0), opnd(bs, 0, 0), opnd(mo, 0, 0), M, dl, rd, 0, 0, 0, 1);
     }
     snprintf(nm, sizeof nm, "L%d.x", i + 1);
-    int xo = ir_keep(g, ir_act(g, PS_SHARD1, M, dl, ad, nm));
+    int xo = ir_keep(g, ir_act(g, PS_SHARD1, M, dl, ad, "%s", nm));
     ir_add(g, opnd(h, 0, 0), opnd(mo, 0, 0), opnd(xo, 0, 0), M, dl, PS_SHARD1);
     return xo;
 }
