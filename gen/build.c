@@ -8,8 +8,89 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gen/builder.h"
+#include "gen/factor.h"
 
 static int lowrank_layout(const Graph *g) { return g->layout != LAYOUT_MEGATRON; }
+
+/* ---- factors: each projection's parameters as its factorization's row says (gen/factor.h) */
+
+/* A product's factors in the low-rank layouts: the one reading the input (A), the one writing
+ * the output (B); sigma sits between them. */
+enum { F_READS = 0, F_WRITES = 1 };
+
+/* The row the graph's layout builds its model with. */
+static const Factorization *graph_factorization(const Graph *g) {
+    return layout_factorization(&g->run->model, g->layout);
+}
+
+/* L<i>.<proj>.<factor>: the canonical name of factor f of projection p in layer i. */
+static void factor_canon_name(const Graph *g, int i, int p, int f, char *buf, size_t len) {
+    snprintf(buf, len, "L%d.%s.%s", i, proj_name(p), graph_factorization(g)->factors[f].name);
+}
+
+/* The std factor f of projection p is drawn with (enum Init). */
+static double factor_init_std(const Model *m, int i, int p, int init) {
+    if (init == INIT_DENSE) return m->init_std;
+    int64_t rk = m->proj[i][p].rank, din = proj_in(m, p), dout = proj_out(m, p);
+    return pow((double)rk, -0.25) * pow((double)(din + dout), -0.25);
+}
+
+/* The side (enum Side) of factor f of projection p that the graph's layout splits over tp. */
+static int factor_split(const Graph *g, int p, int f) {
+    return graph_factorization(g)->factors[f].split[g->layout][proj_role(p)];
+}
+
+/* The parallel state of a param holding factor f of projection p: split rows (row-parallel) are
+ * shard(0), split columns (column-parallel) shard(1). */
+static int factor_state(const Graph *g, int p, int f) {
+    const FactorDef *fd = &graph_factorization(g)->factors[f];
+    int split = factor_split(g, p, f);
+    if (split == SIDE_NONE) return PS_REPLICATED;
+    return split == fd->rows ? PS_SHARD0 : PS_SHARD1;
+}
+
+/* Full and local (one rank's) width of side `side` of factor f of projection p in layer i. */
+static int64_t factor_full(const Graph *g, int i, int p, int side) {
+    return factor_side(&g->run->model, i, p, side);
+}
+static int64_t factor_local(const Graph *g, int i, int p, int f, int side) {
+    int64_t w = factor_full(g, i, p, side);
+    return factor_split(g, p, f) == side ? w / g->tp : w;
+}
+
+/* This rank's block of factor f of projection p in layer i, at (lr, lc) of param tensor w. */
+static void factor_part(Graph *g, int w, int i, int p, int f, int64_t lr, int64_t lc) {
+    const FactorDef *fd = &graph_factorization(g)->factors[f];
+    int split = factor_split(g, p, f);
+    int64_t rl = factor_local(g, i, p, f, fd->rows), cl = factor_local(g, i, p, f, fd->cols);
+    int64_t rf = factor_full(g, i, p, fd->rows), cf = factor_full(g, i, p, fd->cols);
+    RInt r0 = rint_c(0), r1 = rint_c(rf), c0 = rint_c(0), c1 = rint_c(cf);
+    if (split == fd->rows) { r0 = rint_r(0, rl); r1 = rint_r(rl, rl); }
+    if (split == fd->cols) { c0 = rint_r(0, cl); c1 = rint_r(cl, cl); }
+    char cn[96];
+    factor_canon_name(g, i, p, f, cn, sizeof cn);
+    ir_part(g, w, cn, r0, r1, c0, c1, lr, lc, g->tp == 1 || split == SIDE_NONE);
+}
+
+/* A param holding this rank's block of factor f of projection p alone (named as its canon). */
+static int factor_param(Graph *g, int i, int p, int f) {
+    const FactorDef *fd = &graph_factorization(g)->factors[f];
+    char cn[96];
+    factor_canon_name(g, i, p, f, cn, sizeof cn);
+    int w = ir_param(g, cn, factor_local(g, i, p, f, fd->rows), factor_local(g, i, p, f, fd->cols),
+                     factor_state(g, p, f));
+    factor_part(g, w, i, p, f, 0, 0);
+    return w;
+}
+
+/* A param L<i>.<group>.<factor> [rows, cols] that concatenates factor f of a group of
+ * projections led by p0 (filled by factor_part). */
+static int factor_group(Graph *g, int i, const char *group, int p0, int f, int64_t rows,
+                        int64_t cols) {
+    char nm[96];
+    snprintf(nm, sizeof nm, "L%d.%s.%s", i, group, graph_factorization(g)->factors[f].name);
+    return ir_param(g, nm, rows, cols, factor_state(g, p0, f));
+}
 
 static void add_canons(Graph *g) {
     const Model *m = &g->run->model;
@@ -23,15 +104,12 @@ static void add_canons(Graph *g) {
         if (m->moe_experts && m->moe_layer[i]) moe_canons(g, i);
         for (int p = 0; p < NPROJ; p++) {
             if (m->moe_experts && m->moe_layer[i] && p >= PROJ_GATE) continue;   /* the experts replace the MLP */
-            int64_t din = proj_in(m, p), dout = proj_out(m, p);
-            if (!lowrank_layout(g)) {
-                snprintf(nm, sizeof nm, "L%d.%s.W", i, proj_name(p));
-                ir_canon(g, nm, din, dout, 0, m->init_std, 1);
-            } else {
-                int rk = m->proj[i][p].rank;
-                double std = pow((double)rk, -0.25) * pow((double)(din + dout), -0.25);
-                snprintf(nm, sizeof nm, "L%d.%s.A", i, proj_name(p)); ir_canon(g, nm, din, rk, 0, std, 1);
-                snprintf(nm, sizeof nm, "L%d.%s.B", i, proj_name(p)); ir_canon(g, nm, rk, dout, 0, std, 1);
+            const Factorization *fz = graph_factorization(g);
+            for (int f = 0; f < fz->nfactors; f++) {
+                const FactorDef *fd = &fz->factors[f];
+                factor_canon_name(g, i, p, f, nm, sizeof nm);
+                ir_canon(g, nm, factor_side(m, i, p, fd->rows), factor_side(m, i, p, fd->cols), 0,
+                         factor_init_std(m, i, p, fd->init), 1);
             }
         }
     }
@@ -219,7 +297,9 @@ static int megatron_layer(Graph *g, int i, int x) {
     int t = g->tp, ad = ir_act_dtype(g);
     int64_t M = g->M, d = m->hidden, hd = m->head_dim;
     int64_t qw = m->heads / t * hd, kw = m->kv_heads / t * hd, W = qw + 2 * kw, fl = m->ffn / t;
-    int act = lowrank_layout(g) ? m->mlp_gate_act : (strcmp(m->family, "full") ? ACT_SILU : m->mlp_gate_act);
+    /* a low-rank model's full-rank twin takes the dense row's gate */
+    const Factorization *fz = graph_factorization(g);
+    int act = model_factorization(m) != fz ? fz->gate_act : m->mlp_gate_act;
     char nm[96], cn[96];
     ir_chunk(g, i, "L%d.attn", i);
     snprintf(cn, sizeof cn, "L%d.attn_norm", i);
@@ -233,21 +313,14 @@ static int megatron_layer(Graph *g, int i, int x) {
     const int qp[3] = {PROJ_Q, PROJ_K, PROJ_V};
     const int64_t widths[3] = {qw, kw, kw};
     if (r->group_linears) {
-        snprintf(nm, sizeof nm, "L%d.qkv.W", i);
-        int w = ir_param(g, nm, d, W, PS_SHARD1);
+        int w = factor_group(g, i, "qkv", PROJ_Q, 0, d, W);
         int64_t col = 0;
-        for (int j = 0; j < 3; j++) {
-            snprintf(cn, sizeof cn, "L%d.%s.W", i, proj_name(qp[j]));
-            ir_part(g, w, cn, rint_c(0), rint_c(d), rint_r(0, widths[j]), rint_r(widths[j], widths[j]), 0, col, t == 1);
-            col += widths[j];
-        }
+        for (int j = 0; j < 3; j++) { factor_part(g, w, i, qp[j], 0, 0, col); col += widths[j]; }
         ir_gemm(g, opnd(xn, 0, 0), opnd(w, 0, 0), opnd(qkv, 0, 0), M, W, d);
     } else {
         int64_t col = 0;
         for (int j = 0; j < 3; j++) {
-            snprintf(cn, sizeof cn, "L%d.%s.W", i, proj_name(qp[j]));
-            int w = ir_param(g, cn, d, widths[j], PS_SHARD1);
-            ir_part(g, w, cn, rint_c(0), rint_c(d), rint_r(0, widths[j]), rint_r(widths[j], widths[j]), 0, 0, t == 1);
+            int w = factor_param(g, i, qp[j], 0);
             ir_gemm(g, opnd(xn, 0, 0), opnd(w, 0, 0), opnd(qkv, col, W), M, widths[j], d);
             col += widths[j];
         }
@@ -257,9 +330,7 @@ static int megatron_layer(Graph *g, int i, int x) {
     int attn = ir_act(g, PS_SHARD1, M, qw, ad, "L%d.attn", i);
     int lse = ir_act(g, PS_SHARD1, 1, (int64_t)r->micro_batch * (m->heads / t) * r->seq, IR_FP32, "L%d.lse", i);
     k_attention(g, opnd(qkv, 0, W), opnd(qkv, qw, W), opnd(qkv, qw + kw, W), attn, lse, m->heads / t, m->kv_heads / t);
-    snprintf(cn, sizeof cn, "L%d.o.W", i);
-    int wo = ir_param(g, cn, qw, d, PS_SHARD0);
-    ir_part(g, wo, cn, rint_r(0, qw), rint_r(qw, qw), rint_c(0), rint_c(d), 0, 0, t == 1);
+    int wo = factor_param(g, i, PROJ_O, 0);
     int oo = ir_act(g, PS_PARTIAL, M, d, ad, "L%d.o_out", i);
     ir_gemm(g, opnd(attn, 0, 0), opnd(wo, 0, 0), opnd(oo, 0, 0), M, d, qw);
     snprintf(nm, sizeof nm, "L%d.o", i);
@@ -277,26 +348,19 @@ static int megatron_layer(Graph *g, int i, int x) {
     ir_tp_copy(g, xn2, nm);
     int gu = ir_act(g, PS_SHARD1, M, 2 * fl, ad, "L%d.gu", i);
     if (r->group_linears) {
-        snprintf(nm, sizeof nm, "L%d.gu.W", i);
-        int w = ir_param(g, nm, d, 2 * fl, PS_SHARD1);
-        snprintf(cn, sizeof cn, "L%d.gate.W", i);
-        ir_part(g, w, cn, rint_c(0), rint_c(d), rint_r(0, fl), rint_r(fl, fl), 0, 0, t == 1);
-        snprintf(cn, sizeof cn, "L%d.up.W", i);
-        ir_part(g, w, cn, rint_c(0), rint_c(d), rint_r(0, fl), rint_r(fl, fl), 0, fl, t == 1);
+        int w = factor_group(g, i, "gu", PROJ_GATE, 0, d, 2 * fl);
+        factor_part(g, w, i, PROJ_GATE, 0, 0, 0);
+        factor_part(g, w, i, PROJ_UP, 0, 0, fl);
         ir_gemm(g, opnd(xn2, 0, 0), opnd(w, 0, 0), opnd(gu, 0, 0), M, 2 * fl, d);
     } else {
         for (int j = 0; j < 2; j++) {
-            snprintf(cn, sizeof cn, "L%d.%s.W", i, j ? "up" : "gate");
-            int w = ir_param(g, cn, d, fl, PS_SHARD1);
-            ir_part(g, w, cn, rint_c(0), rint_c(d), rint_r(0, fl), rint_r(fl, fl), 0, 0, t == 1);
+            int w = factor_param(g, i, j ? PROJ_UP : PROJ_GATE, 0);
             ir_gemm(g, opnd(xn2, 0, 0), opnd(w, 0, 0), opnd(gu, j * fl, 2 * fl), M, fl, d);
         }
     }
     int gl = ir_act(g, PS_SHARD1, M, fl, ad, "L%d.glu", i);
     k_glu(g, opnd(gu, 0, 2 * fl), opnd(gu, fl, 2 * fl), gl, fl, act);
-    snprintf(cn, sizeof cn, "L%d.down.W", i);
-    int wd = ir_param(g, cn, fl, d, PS_SHARD0);
-    ir_part(g, wd, cn, rint_r(0, fl), rint_r(fl, fl), rint_c(0), rint_c(d), 0, 0, t == 1);
+    int wd = factor_param(g, i, PROJ_DOWN, 0);
     int dn = ir_act(g, PS_PARTIAL, M, d, ad, "L%d.down_out", i);
     ir_gemm(g, opnd(gl, 0, 0), opnd(wd, 0, 0), opnd(dn, 0, 0), M, d, fl);
     snprintf(nm, sizeof nm, "L%d.down", i);
@@ -314,26 +378,19 @@ static int naive_A(Graph *g, int i, int xin, int64_t din, const int *projs, int 
     const Model *m = &g->run->model;
     int t = g->tp, ad = ir_act_dtype(g);
     int64_t M = g->M, R = 0;
-    char nm[96], cn[96];
+    char nm[96];
     for (int j = 0; j < np; j++) { zcol[j] = R; R += m->proj[i][projs[j]].rank / t; }
     snprintf(nm, sizeof nm, "L%d.%s", i, gname);
     ir_tp_copy(g, xin, nm);
     int a = ir_act(g, PS_SHARD1, M, R, ad, "L%d.%s_a", i, gname);
     if (g->run->group_linears && np > 1) {
-        snprintf(nm, sizeof nm, "L%d.%s.A", i, gname);
-        int w = ir_param(g, nm, din, R, PS_SHARD1);
-        for (int j = 0; j < np; j++) {
-            int64_t rl = m->proj[i][projs[j]].rank / t;
-            snprintf(cn, sizeof cn, "L%d.%s.A", i, proj_name(projs[j]));
-            ir_part(g, w, cn, rint_c(0), rint_c(din), rint_r(0, rl), rint_r(rl, rl), 0, zcol[j], t == 1);
-        }
+        int w = factor_group(g, i, gname, projs[0], F_READS, din, R);
+        for (int j = 0; j < np; j++) factor_part(g, w, i, projs[j], F_READS, 0, zcol[j]);
         ir_gemm(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(a, 0, 0), M, R, din);
     } else {
         for (int j = 0; j < np; j++) {
             int64_t rl = m->proj[i][projs[j]].rank / t;
-            snprintf(cn, sizeof cn, "L%d.%s.A", i, proj_name(projs[j]));
-            int w = ir_param(g, cn, din, rl, PS_SHARD1);
-            ir_part(g, w, cn, rint_c(0), rint_c(din), rint_r(0, rl), rint_r(rl, rl), 0, 0, t == 1);
+            int w = factor_param(g, i, projs[j], F_READS);
             ir_gemm(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(a, zcol[j], R), M, rl, din);
         }
     }
@@ -350,7 +407,6 @@ static void naive_B(Graph *g, int i, const Opnd *zin, const int *projs, int np, 
     const Model *m = &g->run->model;
     int t = g->tp;
     int64_t M = g->M;
-    char nm[96], cn[96];
     int batchable = g->run->group_linears && np > 1;
     for (int j = 1; j < np; j++)
         if (m->proj[i][projs[j]].rank != m->proj[i][projs[0]].rank || proj_out(m, projs[j]) != proj_out(m, projs[0]) ||
@@ -358,21 +414,15 @@ static void naive_B(Graph *g, int i, const Opnd *zin, const int *projs, int np, 
             batchable = 0;
     if (batchable) {
         int64_t rl = m->proj[i][projs[0]].rank / t, dout = proj_out(m, projs[0]);
-        snprintf(nm, sizeof nm, "L%d.%s.B", i, gname);
-        int w = ir_param(g, nm, np * rl, dout, PS_SHARD0);
-        for (int j = 0; j < np; j++) {
-            snprintf(cn, sizeof cn, "L%d.%s.B", i, proj_name(projs[j]));
-            ir_part(g, w, cn, rint_r(0, rl), rint_r(rl, rl), rint_c(0), rint_c(dout), j * rl, 0, t == 1);
-        }
+        int w = factor_group(g, i, gname, projs[0], F_WRITES, np * rl, dout);
+        for (int j = 0; j < np; j++) factor_part(g, w, i, projs[j], F_WRITES, j * rl, 0);
         ir_gemm_batched(g, zin[0], opnd(w, 0, 0), opnd(outs[0], outoff[0], dout), M, dout, rl,
                      zin[1].off.base - zin[0].off.base, rl * dout, outoff[1] - outoff[0], np);
     } else {
         Gemm mem[4];
         for (int j = 0; j < np; j++) {
             int64_t rl = m->proj[i][projs[j]].rank / t, dout = proj_out(m, projs[j]);
-            snprintf(cn, sizeof cn, "L%d.%s.B", i, proj_name(projs[j]));
-            int w = ir_param(g, cn, rl, dout, PS_SHARD0);
-            ir_part(g, w, cn, rint_r(0, rl), rint_r(rl, rl), rint_c(0), rint_c(dout), 0, 0, t == 1);
+            int w = factor_param(g, i, projs[j], F_WRITES);
             mem[j] = ir_gemm_member(zin[j], opnd(w, 0, 0), opnd(outs[j], outoff[j], dout), M, dout, rl);
         }
         if (g->run->group_linears) ir_gemm_grouped(g, mem, np);
@@ -498,7 +548,7 @@ static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs
     const Run *r = g->run;
     int t = g->tp, ad = ir_act_dtype(g);
     int64_t M = g->M, d = m->hidden, dl = d / t;
-    char nm[96], cn[96];
+    char nm[96];
     int online = r->online_rmsnorm;
     int gamma = ir_param(g, normname, 1, dl, PS_SHARD1);
     ir_part(g, gamma, normname, rint_c(0), rint_c(1), rint_r(0, dl), rint_r(dl, dl), 0, 0, t == 1);
@@ -548,19 +598,15 @@ static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs
     /* A: [M, dl] @ [dl, r] -> partial */
     int64_t col = 0;
     if (grouped) {
-        snprintf(nm, sizeof nm, "L%d.%s.A", i, gname);
-        int w = ir_param(g, nm, dl, R, PS_SHARD0);
+        int w = factor_group(g, i, gname, projs[0], F_READS, dl, R);
         for (int j = 0; j < np; j++) {
-            snprintf(cn, sizeof cn, "L%d.%s.A", i, proj_name(projs[j]));
-            ir_part(g, w, cn, rint_r(0, dl), rint_r(dl, dl), rint_c(0), rint_c(ranks[j]), 0, col, t == 1);
+            factor_part(g, w, i, projs[j], F_READS, 0, col);
             col += ranks[j];
         }
         ir_gemm(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(ar[0], 0, R), M, R, dl);
     } else {
         for (int j = 0; j < np; j++) {
-            snprintf(cn, sizeof cn, "L%d.%s.A", i, proj_name(projs[j]));
-            int w = ir_param(g, cn, dl, ranks[j], PS_SHARD0);
-            ir_part(g, w, cn, rint_r(0, dl), rint_r(dl, dl), rint_c(0), rint_c(ranks[j]), 0, 0, t == 1);
+            int w = factor_param(g, i, projs[j], F_READS);
             ir_gemm(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(ar[j], 0, ranks[j]), M, ranks[j], dl);
         }
     }
@@ -607,12 +653,10 @@ static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs
 /* One projection with a single A (o or down): input shard [M, in_l] -> z replicated [M, r]. */
 static Opnd btp_A1(Graph *g, int i, int xin, int p) {
     const Model *m = &g->run->model;
-    int t = g->tp, ad = ir_act_dtype(g);
+    int ad = ir_act_dtype(g);
     int64_t M = g->M, inl = g->t[xin].cols, rk = m->proj[i][p].rank;
-    char nm[96], cn[96];
-    snprintf(cn, sizeof cn, "L%d.%s.A", i, proj_name(p));
-    int w = ir_param(g, cn, inl, rk, PS_SHARD0);
-    ir_part(g, w, cn, rint_r(0, inl), rint_r(inl, inl), rint_c(0), rint_c(rk), 0, 0, t == 1);
+    char nm[96];
+    int w = factor_param(g, i, p, F_READS);
     int ar = ir_act(g, PS_PARTIAL, M, rk, ad, "L%d.%s_ar", i, proj_name(p));
     ir_gemm(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(ar, 0, 0), M, rk, inl);
     snprintf(nm, sizeof nm, "L%d.%s", i, proj_name(p));
@@ -630,7 +674,6 @@ static void btp_B(Graph *g, int i, const Opnd *zin, const int *projs, int np, in
     const Model *m = &g->run->model;
     int t = g->tp;
     int64_t M = g->M, W = g->t[out].cols;
-    char nm[96], cn[96];
     int64_t rk[4], wl[4], col[4], c = 0;
     for (int j = 0; j < np; j++) {
         rk[j] = m->proj[i][projs[j]].rank; wl[j] = proj_out(m, projs[j]) / t; col[j] = c; c += wl[j];
@@ -638,21 +681,15 @@ static void btp_B(Graph *g, int i, const Opnd *zin, const int *projs, int np, in
     int batchable = g->run->group_linears && np > 1;
     for (int j = 1; j < np; j++) if (rk[j] != rk[0] || wl[j] != wl[0] || zin[j].t != zin[0].t) batchable = 0;
     if (batchable) {
-        snprintf(nm, sizeof nm, "L%d.%s.B", i, gname);
-        int w = ir_param(g, nm, np * rk[0], wl[0], PS_SHARD1);
-        for (int j = 0; j < np; j++) {
-            snprintf(cn, sizeof cn, "L%d.%s.B", i, proj_name(projs[j]));
-            ir_part(g, w, cn, rint_c(0), rint_c(rk[j]), rint_r(0, wl[j]), rint_r(wl[j], wl[j]), j * rk[0], 0, t == 1);
-        }
+        int w = factor_group(g, i, gname, projs[0], F_WRITES, np * rk[0], wl[0]);
+        for (int j = 0; j < np; j++) factor_part(g, w, i, projs[j], F_WRITES, j * rk[0], 0);
         ir_gemm_batched(g, zin[0], opnd(w, 0, 0), opnd(out, 0, W), M, wl[0], rk[0],
                      zin[1].off.base - zin[0].off.base, rk[0] * wl[0], wl[0], np);
         return;
     }
     Gemm mem[4];
     for (int j = 0; j < np; j++) {
-        snprintf(cn, sizeof cn, "L%d.%s.B", i, proj_name(projs[j]));
-        int w = ir_param(g, cn, rk[j], wl[j], PS_SHARD1);
-        ir_part(g, w, cn, rint_c(0), rint_c(rk[j]), rint_r(0, wl[j]), rint_r(wl[j], wl[j]), 0, 0, t == 1);
+        int w = factor_param(g, i, projs[j], F_WRITES);
         mem[j] = ir_gemm_member(zin[j], opnd(w, 0, 0), opnd(out, col[j], W), M, wl[j], rk[j]);
     }
     if (g->run->group_linears) ir_gemm_grouped(g, mem, np);
