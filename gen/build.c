@@ -28,13 +28,6 @@ static void factor_canon_name(const Graph *g, int i, int p, int f, char *buf, si
     snprintf(buf, len, "L%d.%s.%s", i, proj_name(p), graph_factorization(g)->factors[f].name);
 }
 
-/* The std factor f of projection p is drawn with (enum Init). */
-static double factor_init_std(const Model *m, int i, int p, int init) {
-    if (init == INIT_DENSE) return m->init_std;
-    int64_t rk = m->proj[i][p].rank, din = proj_in(m, p), dout = proj_out(m, p);
-    return pow((double)rk, -0.25) * pow((double)(din + dout), -0.25);
-}
-
 /* The side (enum Side) of factor f of projection p that the graph's layout splits over tp. */
 static int factor_split(const Graph *g, int p, int f) {
     return graph_factorization(g)->factors[f].split[g->layout][proj_role(p)];
@@ -109,7 +102,8 @@ static void add_canons(Graph *g) {
                 const FactorDef *fd = &fz->factors[f];
                 factor_canon_name(g, i, p, f, nm, sizeof nm);
                 ir_canon(g, nm, factor_side(m, i, p, fd->rows), factor_side(m, i, p, fd->cols), 0,
-                         factor_init_std(m, i, p, fd->init), 1);
+                         factor_init_std(m, fd->init, m->proj[i][p].rank, proj_in(m, p),
+                                         proj_out(m, p)), 1);
             }
         }
     }

@@ -1,6 +1,7 @@
 /* factor.c: the table of factorizations (gen/factor.h). A new factorization whose factors run
  * as "input factor, activation, output factor" is one more row here plus its spec constructor
  * (gen/spec.c): the layouts read the shapes, the splits and the inits from the row. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "gen/factor.h"
@@ -52,6 +53,11 @@ int64_t factor_side(const Model *m, int layer, int p, int side) {
     if (side == SIDE_IN) return proj_in(m, p);
     if (side == SIDE_OUT) return proj_out(m, p);
     return m->proj[layer][p].rank;
+}
+
+double factor_init_std(const Model *m, int init, int64_t r, int64_t din, int64_t dout) {
+    if (init == INIT_DENSE) return m->init_std;
+    return pow((double)r, -0.25) * pow((double)(din + dout), -0.25);
 }
 
 int proj_role(int p) { return p == PROJ_O || p == PROJ_DOWN ? ROLE_WRITE : ROLE_READ; }

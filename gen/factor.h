@@ -52,6 +52,8 @@ int factorization_lowrank(const Factorization *fz);
 const Factorization *factorization_at(int i);
 /* Width of side s of projection p in layer i (SIDE_RANK: its rank). */
 int64_t factor_side(const Model *m, int layer, int p, int side);
+/* The std of a factor drawn with `init` (enum Init) in a product of rank r from d_in to d_out. */
+double factor_init_std(const Model *m, int init, int64_t r, int64_t din, int64_t dout);
 /* enum Role of projection p. */
 int proj_role(int p);
 
