@@ -14,14 +14,16 @@ static int lowrank_layout(const Graph *g) { return g->layout != LAYOUT_MEGATRON;
 
 /* ---- factors: each projection's parameters as its factorization's row says (gen/factor.h) */
 
-/* A product's factors in the low-rank layouts: the one reading the input (A), the one writing
- * the output (B); sigma sits between them. */
-enum { F_READS = 0, F_WRITES = 1 };
-
 /* The row the graph's layout builds its model with. */
 static const Factorization *graph_factorization(const Graph *g) {
     return layout_factorization(&g->run->model, g->layout);
 }
+
+/* A product's factors in the low-rank layouts: the one reading the input (A, F_READS), the one
+ * writing the output (B, the last); sigma and, in a row of three, the core S sit between. */
+enum { F_READS = 0, F_CORE = 1 };
+static int f_writes(const Graph *g) { return graph_factorization(g)->nfactors - 1; }
+static int has_core(const Graph *g) { return graph_factorization(g)->nfactors > 2; }
 
 /* L<i>.<proj>.<factor>: the canonical name of factor f of projection p in layer i. */
 static void factor_canon_name(const Graph *g, int i, int p, int f, char *buf, size_t len) {
@@ -38,7 +40,7 @@ static int factor_split(const Graph *g, int p, int f) {
 static int factor_state(const Graph *g, int p, int f) {
     const FactorDef *fd = &graph_factorization(g)->factors[f];
     int split = factor_split(g, p, f);
-    if (split == SIDE_NONE) return PS_REPLICATED;
+    if (split == SIDE_NONE || split == SIDE_WHOLE) return PS_REPLICATED;
     return split == fd->rows ? PS_SHARD0 : PS_SHARD1;
 }
 
@@ -62,7 +64,8 @@ static void factor_part(Graph *g, int w, int i, int p, int f, int64_t lr, int64_
     if (split == fd->cols) { c0 = rint_r(0, cl); c1 = rint_r(cl, cl); }
     char cn[96];
     factor_canon_name(g, i, p, f, cn, sizeof cn);
-    ir_part(g, w, cn, r0, r1, c0, c1, lr, lc, g->tp == 1 || split == SIDE_NONE);
+    int whole = split == SIDE_NONE || split == SIDE_WHOLE;
+    ir_part(g, w, cn, r0, r1, c0, c1, lr, lc, g->tp == 1 || whole);
 }
 
 /* A param holding this rank's block of factor f of projection p alone (named as its canon). */
@@ -209,6 +212,13 @@ static int check_run(Graph *g) {
                 return ir_error(g, "%s: layout naive shards every rank over tp=%d but L%d.%s has rank %d "
                             "(choose a rank divisible by tp)", f, t, i, proj_name(p), ps->rank);
         }
+    const Factorization *fz = graph_factorization(g);
+    for (int k = 0; k < fz->nfactors; k++)
+        for (int role = 0; role < NROLE; role++)
+            if (fz->factors[k].split[g->layout][role] == SIDE_NONE)
+                return ir_error(g, "%s: model %s is %s, which layout %s cannot split (factor %s): "
+                                "use layout = \"btp\"", f, m->name, fz->family,
+                                layout_name(g->layout), fz->factors[k].name);
     if (m->lax)
         for (int i = 0; i < m->layers; i++) {
             const ProjSpec *ps = m->proj[i];
@@ -408,15 +418,15 @@ static void naive_B(Graph *g, int i, const Opnd *zin, const int *projs, int np, 
             batchable = 0;
     if (batchable) {
         int64_t rl = m->proj[i][projs[0]].rank / t, dout = proj_out(m, projs[0]);
-        int w = factor_group(g, i, gname, projs[0], F_WRITES, np * rl, dout);
-        for (int j = 0; j < np; j++) factor_part(g, w, i, projs[j], F_WRITES, j * rl, 0);
+        int w = factor_group(g, i, gname, projs[0], f_writes(g), np * rl, dout);
+        for (int j = 0; j < np; j++) factor_part(g, w, i, projs[j], f_writes(g), j * rl, 0);
         ir_gemm_batched(g, zin[0], opnd(w, 0, 0), opnd(outs[0], outoff[0], dout), M, dout, rl,
                      zin[1].off.base - zin[0].off.base, rl * dout, outoff[1] - outoff[0], np);
     } else {
         Gemm mem[4];
         for (int j = 0; j < np; j++) {
             int64_t rl = m->proj[i][projs[j]].rank / t, dout = proj_out(m, projs[j]);
-            int w = factor_param(g, i, projs[j], F_WRITES);
+            int w = factor_param(g, i, projs[j], f_writes(g));
             mem[j] = ir_gemm_member(zin[j], opnd(w, 0, 0), opnd(outs[j], outoff[j], dout), M, dout, rl);
         }
         if (g->run->group_linears) ir_gemm_grouped(g, mem, np);
@@ -635,12 +645,16 @@ static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs
         int rs = online ? ir_keep(g, ir_act(g, PS_REPLICATED, 1, M, IR_FP32, "L%d.%s_rstd", i, grouped ? gname : proj_name(projs[b]))) : -1;
         k_bottleneck(g, opnd(ar[b], 0, w), w, opnd(yb, 0, w), opnd(zb, 0, w), rs, rho,
                      m->proj[i][projs[b]].act, online);
-        if (!grouped) { zout[b] = opnd(zb, 0, w); snprintf(nm, sizeof nm, "L%d.%s", i, proj_name(projs[b])); ir_tp_copy(g, zb, nm); }
+        if (!grouped) {
+            zout[b] = opnd(zb, 0, w);
+            snprintf(nm, sizeof nm, "L%d.%s", i, proj_name(projs[b]));
+            if (!has_core(g)) ir_tp_copy(g, zb, nm);   /* else the core's output feeds B */
+        }
     }
     if (grouped) {
         for (int j = 0; j < np; j++) { zout[j] = opnd(z, col, zw); col += ranks[j]; }
         snprintf(nm, sizeof nm, "L%d.%s", i, gname);
-        ir_tp_copy(g, z, nm);
+        if (!has_core(g)) ir_tp_copy(g, z, nm);
     }
 }
 
@@ -659,8 +673,28 @@ static Opnd btp_A1(Graph *g, int i, int xin, int p) {
     int y = ir_act(g, PS_REPLICATED, M, rk, ad, "L%d.%s_y", i, proj_name(p));
     int z = ir_act(g, PS_REPLICATED, M, rk, ad, "L%d.%s_z", i, proj_name(p));
     k_bottleneck(g, opnd(ar, 0, 0), rk, opnd(y, 0, 0), opnd(z, 0, 0), -1, -1, m->proj[i][p].act, 0);
-    ir_tp_copy(g, z, nm);
+    if (!has_core(g)) ir_tp_copy(g, z, nm);
     return opnd(z, 0, rk);
+}
+
+/* The r x r cores of a row of three factors (btp): u_p = z_p @ S_p [r_p, r_p] on the replicated
+ * latent (S whole on every rank: no collective), into one u [M, sum r_p]; z[] becomes u's views,
+ * which feed the column-parallel B (tp_copy). A row without a core leaves z as it is. */
+static void btp_core(Graph *g, int i, const int *projs, int np, Opnd *z, const char *gname) {
+    if (!has_core(g)) return;
+    const Model *m = &g->run->model;
+    int64_t R = 0, col[4];
+    for (int j = 0; j < np; j++) { col[j] = R; R += m->proj[i][projs[j]].rank; }
+    int u = ir_act(g, PS_REPLICATED, g->M, R, ir_act_dtype(g), "L%d.%s_u", i, gname);
+    for (int j = 0; j < np; j++) {
+        int64_t r = m->proj[i][projs[j]].rank;
+        int s = factor_param(g, i, projs[j], F_CORE);
+        ir_gemm(g, z[j], opnd(s, 0, 0), opnd(u, col[j], R), g->M, r, r);
+        z[j] = opnd(u, col[j], R);
+    }
+    char nm[96];
+    snprintf(nm, sizeof nm, "L%d.%s", i, gname);
+    ir_tp_copy(g, u, nm);
 }
 
 /* B side: z_p (replicated) @ B_p [r_p, dout_p/t] -> columns of out [M, sum dout_p/t]. */
@@ -675,15 +709,15 @@ static void btp_B(Graph *g, int i, const Opnd *zin, const int *projs, int np, in
     int batchable = g->run->group_linears && np > 1;
     for (int j = 1; j < np; j++) if (rk[j] != rk[0] || wl[j] != wl[0] || zin[j].t != zin[0].t) batchable = 0;
     if (batchable) {
-        int w = factor_group(g, i, gname, projs[0], F_WRITES, np * rk[0], wl[0]);
-        for (int j = 0; j < np; j++) factor_part(g, w, i, projs[j], F_WRITES, j * rk[0], 0);
+        int w = factor_group(g, i, gname, projs[0], f_writes(g), np * rk[0], wl[0]);
+        for (int j = 0; j < np; j++) factor_part(g, w, i, projs[j], f_writes(g), j * rk[0], 0);
         ir_gemm_batched(g, zin[0], opnd(w, 0, 0), opnd(out, 0, W), M, wl[0], rk[0],
                      zin[1].off.base - zin[0].off.base, rk[0] * wl[0], wl[0], np);
         return;
     }
     Gemm mem[4];
     for (int j = 0; j < np; j++) {
-        int w = factor_param(g, i, projs[j], F_WRITES);
+        int w = factor_param(g, i, projs[j], f_writes(g));
         mem[j] = ir_gemm_member(zin[j], opnd(w, 0, 0), opnd(out, col[j], W), M, wl[j], rk[j]);
     }
     if (g->run->group_linears) ir_gemm_grouped(g, mem, np);
@@ -702,6 +736,7 @@ static int btp_layer(Graph *g, int i, int x) {
     Opnd zq[3];
     snprintf(cn, sizeof cn, "L%d.attn_norm", i);
     btp_A(g, i, x, cn, qp, 3, "qkv", zq);
+    btp_core(g, i, qp, 3, zq, "qkv");
     int qkv = ir_act(g, PS_SHARD1, M, W, ad, "L%d.qkv", i);
     btp_B(g, i, zq, qp, 3, qkv, "qkv");
     k_rope(g, opnd(qkv, 0, W), m->heads / t, PS_SHARD1);
@@ -709,7 +744,9 @@ static int btp_layer(Graph *g, int i, int x) {
     int attn = ir_act(g, PS_SHARD1, M, qw, ad, "L%d.attn", i);
     int lse = ir_act(g, PS_SHARD1, 1, (int64_t)r->micro_batch * (m->heads / t) * r->seq, IR_FP32, "L%d.lse", i);
     k_attention(g, opnd(qkv, 0, W), opnd(qkv, qw, W), opnd(qkv, qw + kw, W), attn, lse, m->heads / t, m->kv_heads / t);
+    const int op_[1] = {PROJ_O};
     Opnd zo = btp_A1(g, i, attn, PROJ_O);
+    btp_core(g, i, op_, 1, &zo, "o");
     Opnd zob = zo;
     int64_t ro = m->proj[i][PROJ_O].rank;
     if (m->lax) {
@@ -718,7 +755,6 @@ static int btp_layer(Graph *g, int i, int x) {
         zob = opnd(zx, 0, ro);
     }
     int oo = ir_act(g, PS_SHARD1, M, dl, ad, "L%d.o_out", i);
-    const int op_[1] = {PROJ_O};
     btp_B(g, i, &zob, op_, 1, oo, "o");
     int h = ir_keep(g, ir_act(g, PS_SHARD1, M, dl, ad, "L%d.h", i));
     k_add(g, opnd(x, 0, 0), opnd(oo, 0, 0), opnd(h, 0, 0), dl, PS_SHARD1);
@@ -728,6 +764,7 @@ static int btp_layer(Graph *g, int i, int x) {
     Opnd zg[2];
     snprintf(cn, sizeof cn, "L%d.mlp_norm", i);
     btp_A(g, i, h, cn, gp, 2, "gu", zg);
+    btp_core(g, i, gp, 2, zg, "gu");
     Opnd zgb[2] = {zg[0], zg[1]};
     if (m->lax) {
         int64_t rg = m->proj[i][PROJ_GATE].rank, ru = m->proj[i][PROJ_UP].rank;
@@ -740,7 +777,9 @@ static int btp_layer(Graph *g, int i, int x) {
     btp_B(g, i, zgb, gp, 2, gu, "gu");
     int gl = ir_act(g, PS_SHARD1, M, fl, ad, "L%d.glu", i);
     k_glu(g, opnd(gu, 0, 2 * fl), opnd(gu, fl, 2 * fl), gl, fl, m->mlp_gate_act);
+    const int dp_[1] = {PROJ_DOWN};
     Opnd zd = btp_A1(g, i, gl, PROJ_DOWN);
+    btp_core(g, i, dp_, 1, &zd, "down");
     int64_t rd = m->proj[i][PROJ_DOWN].rank;
     if (m->lax) {
         int zx = ir_act(g, PS_REPLICATED, M, rd, ad, "L%d.down_zx", i);
@@ -748,7 +787,6 @@ static int btp_layer(Graph *g, int i, int x) {
         zd = opnd(zx, 0, rd);
     }
     int dn = ir_act(g, PS_SHARD1, M, dl, ad, "L%d.down_out", i);
-    const int dp_[1] = {PROJ_DOWN};
     btp_B(g, i, &zd, dp_, 1, dn, "down");
     int xo = ir_keep(g, ir_act(g, PS_SHARD1, M, dl, ad, "L%d.x", i + 1));
     k_add(g, opnd(h, 0, 0), opnd(dn, 0, 0), opnd(xo, 0, 0), dl, PS_SHARD1);

@@ -8,15 +8,18 @@
 
 #include "gen/model.h"
 
-/* A side of a factor: the projection's input width d_in, its rank r, or its output width d_out. */
-enum Side { SIDE_NONE = -1, SIDE_IN, SIDE_RANK, SIDE_OUT };
-/* How a factor is drawn: std init_std (dense weights), or std (r (d_in + d_out))^(-1/4) for each
- * factor of a product (the product then has about the variance of a dense init). */
-enum Init { INIT_DENSE, INIT_PRODUCT };
+/* A side of a factor: the projection's input width d_in, its rank r, or its output width d_out.
+ * In FactorDef.split: SIDE_WHOLE, the layout keeps the factor whole on every rank; SIDE_NONE,
+ * the factorization does not run in that layout. */
+enum Side { SIDE_NONE = -1, SIDE_IN, SIDE_RANK, SIDE_OUT, SIDE_WHOLE };
+/* How a factor is drawn: std init_std (dense weights), std (r (d_in + d_out))^(-1/4) for each
+ * outer factor of a product (the product then has about the variance of a dense init), or std
+ * r^(-1/2) for an r x r core (it keeps the latent's scale). */
+enum Init { INIT_DENSE, INIT_PRODUCT, INIT_CORE };
 /* The projections that read the residual stream (q, k, v, gate, up) and those that write back
  * to it (o, down): megatron splits the former's output, the latter's input. */
 enum Role { ROLE_READ, ROLE_WRITE, NROLE };
-enum { NLAYOUT = 3, FACTORS_MAX = 2 };
+enum { NLAYOUT = 3, FACTORS_MAX = 3 };
 
 typedef struct {
     const char *name;         /* "W", "A", "B": canonical parameter L<i>.<proj>.<name>, the name it
@@ -35,8 +38,9 @@ typedef struct {
     int lax;                  /* 1: LaX latent crossings (B_p reads z_p + z_prev(p)) */
     int moe_experts;          /* 1: an MoE expert's gate/up/down may have this factorization */
     int moe_share;            /* 1: MoE experts may share a factor (docs/moe.md) */
-    int nfactors;             /* 1: a dense W; 2: A, sigma, B */
-    FactorDef factors[FACTORS_MAX];   /* in execution order: factors[0] reads the input */
+    int nfactors;             /* 1: a dense W; 2: A, sigma, B; 3: A, sigma, an r x r core, B */
+    FactorDef factors[FACTORS_MAX];   /* in execution order: factors[0] reads the input, the
+                                         last writes the output */
 } Factorization;
 
 /* The row of a family name, or NULL when no row has that name. */

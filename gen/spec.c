@@ -93,6 +93,11 @@ static const Field LAX_FIELDS[] = {
     {"act", K_CHOICE, 0, 0, 0, "none|silu", NULL, "sigma between A and B (default: the base's)"},
     {NULL},
 };
+static const Field USV_FIELDS[] = {
+    {"rank", K_RANK, 0, 0, 0, NULL, NULL, "a number, {attn=, mlp=} or function(layer, proj)"},
+    {"act", K_CHOICE, 0, 0, 0, "none|silu", "none", "sigma between A and the core S"},
+    {NULL},
+};
 static const Field FULL_FIELDS[] = {{NULL}};
 static const Field RANK_TABLE_FIELDS[] = {
     {"attn", K_INT, 1, 1048576, 0, NULL, NULL, "rank of q, k, v, o"},
@@ -186,7 +191,8 @@ static const Field DATA_FIELDS[] = {
 };
 
 static const Schema S_MODEL = {"model", MODEL_FIELDS}, S_COLA = {"cola", COLA_FIELDS},
-    S_SVD = {"svd", SVD_FIELDS}, S_LAX = {"lax", LAX_FIELDS}, S_FULL = {"full", FULL_FIELDS},
+    S_SVD = {"svd", SVD_FIELDS}, S_LAX = {"lax", LAX_FIELDS}, S_USV = {"usv", USV_FIELDS},
+    S_FULL = {"full", FULL_FIELDS},
     S_RANK = {"rank", RANK_TABLE_FIELDS}, S_GPU = {"gpu", GPU_FIELDS}, S_TUNE = {"tune", TUNE_FIELDS},
     S_RUN = {"run", RUN_FIELDS}, S_PARALLEL = {"parallel", PARALLEL_FIELDS},
     S_FEATURES = {"features", FEATURES_FIELDS}, S_TRAIN = {"train", TRAIN_FIELDS},
@@ -195,7 +201,7 @@ static const Schema S_MODEL = {"model", MODEL_FIELDS}, S_COLA = {"cola", COLA_FI
 /* The fields of a factorization's constructor (a row of gen/factor.c): cola{...}, full{}. */
 static const Schema *factor_schema(const char *family) {
     static const struct { const char *family; const Schema *fields; } BY_FAMILY[] = {
-        {"cola", &S_COLA}, {"svd", &S_SVD}, {"lax", &S_LAX}, {"full", &S_FULL},
+        {"cola", &S_COLA}, {"svd", &S_SVD}, {"lax", &S_LAX}, {"usv", &S_USV}, {"full", &S_FULL},
     };
     for (size_t i = 0; i < sizeof BY_FAMILY / sizeof BY_FAMILY[0]; i++)
         if (!strcmp(BY_FAMILY[i].family, family)) return BY_FAMILY[i].fields;
