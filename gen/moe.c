@@ -306,6 +306,18 @@ typedef struct {
     int xn, src, sel, slot, gates;   /* the normed shard [M, d/t] and the routing (moe_router) */
 } MoeBtp;
 
+/* out [S, cols] (in `state`) = for each slot, the row of x [M, cols] of the token the router put
+ * there (b->src; an empty slot gets zeros). */
+static void dispatch(Graph *g, const MoeBtp *b, int x, int out, int64_t cols, int state) {
+    Op *o = k_begin(g, "moe_dispatch");
+    k_op(g, o, "x", opnd(x, 0, 0), 0, 0);
+    k_op(g, o, "src", opnd(b->src, 0, 0), 0, 1);
+    k_op(g, o, "out", opnd(out, 0, 0), OUT(state), 0);
+    k_const(o, "rows", (double)b->S); k_const(o, "cols", (double)cols);
+    k_const(o, "top_k", (double)b->K); k_const(o, "tokens", (double)b->M);
+    k_const(o, "ldx", (double)cols); k_const(o, "ldo", (double)cols);
+}
+
 /* The btp MoE block's shapes for layer i. */
 static MoeBtp btp_shapes(const Graph *g, int i) {
     const Model *m = &g->run->model;
@@ -386,18 +398,13 @@ static void btp_gu_expert_A(Graph *g, const MoeBtp *b, int64_t Rn, int *zsrc, in
                             int64_t *zld) {
     const Model *m = &g->run->model;
     int i = b->i, ad = b->ad;
-    int64_t M = b->M, dl = b->dl, K = b->K, C = b->C, S = b->S, El = b->El, C2 = b->C2;
+    int64_t dl = b->dl, C = b->C, S = b->S, El = b->El, C2 = b->C2;
     int64_t rg = b->rg, ru = b->ru;
     char nm[96];
     int xn = b->xn, src = b->src, sg = shared(m, 0), su = shared(m, 1);
     int64_t rgu[2] = {rg, ru};
     int xe = act_t(g, PS_SHARD1, S, dl, ad, i, "moe_xe");
-    Op *o = k_begin(g, "moe_dispatch");
-    k_op(g, o, "x", opnd(xn, 0, 0), 0, 0);
-    k_op(g, o, "src", opnd(src, 0, 0), 0, 1);
-    k_op(g, o, "out", opnd(xe, 0, 0), OUT(PS_SHARD1), 0);
-    k_const(o, "rows", (double)S); k_const(o, "cols", (double)dl); k_const(o, "top_k", (double)K);
-    k_const(o, "tokens", (double)M); k_const(o, "ldx", (double)dl); k_const(o, "ldo", (double)dl);
+    dispatch(g, b, xn, xe, dl, PS_SHARD1);
     if (g->ep > 1) {
         snprintf(nm, sizeof nm, "L%d.moe_dispatch", i);
         xe = alltoall(g, xe, src, 0, C, i, "moe_xe_ep", nm);
@@ -426,7 +433,7 @@ static void btp_gu_shared_A(Graph *g, const MoeBtp *b, int64_t Rs, int *zsrc, in
                             int64_t *zld) {
     const Model *m = &g->run->model;
     int i = b->i, t = g->tp, ad = b->ad;
-    int64_t M = b->M, dl = b->dl, K = b->K, C = b->C, S = b->S, rg = b->rg, ru = b->ru;
+    int64_t M = b->M, dl = b->dl, C = b->C, S = b->S, rg = b->rg, ru = b->ru;
     char nm[96];
     int xn = b->xn, src = b->src;
     int64_t rgu[2] = {rg, ru};
@@ -450,12 +457,7 @@ static void btp_gu_shared_A(Graph *g, const MoeBtp *b, int64_t Rs, int *zsrc, in
     ir_tp_copy(g, zs, nm);
     /* the rank-Rs latents go to their experts' slots (the all-reduce of their gradient is [M, Rs]) */
     int ze = act_t(g, PS_REPLICATED, S, Rs, ad, i, "moe_gus_ze");
-    Op *o = k_begin(g, "moe_dispatch");
-    k_op(g, o, "x", opnd(zs, 0, 0), 0, 0);
-    k_op(g, o, "src", opnd(src, 0, 0), 0, 1);
-    k_op(g, o, "out", opnd(ze, 0, 0), OUT(PS_REPLICATED), 0);
-    k_const(o, "rows", (double)S); k_const(o, "cols", (double)Rs); k_const(o, "top_k", (double)K);
-    k_const(o, "tokens", (double)M); k_const(o, "ldx", (double)Rs); k_const(o, "ldo", (double)Rs);
+    dispatch(g, b, zs, ze, Rs, PS_REPLICATED);
     if (g->ep > 1) {   /* rank-r dispatch: the latents travel, not the d-wide tokens */
         snprintf(nm, sizeof nm, "L%d.moe_dispatch_r", i);
         ze = alltoall(g, ze, src, 0, C, i, "moe_gus_ze_ep", nm);
