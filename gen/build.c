@@ -7,200 +7,114 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gen/ir.h"
-
-#define OUT(state) ((state) + 1)   /* k_op's is_out: the output's parallel state + 1 */
-
-static int tn(Graph *g, int state, int64_t rows, int64_t cols, int dtype, const char *fmt, ...) {
-    char name[96];
-    va_list ap; va_start(ap, fmt); vsnprintf(name, sizeof name, fmt, ap); va_end(ap);
-    return ir_tensor(g, name, rows, cols, dtype, TR_ACT, state);
-}
-
-static int keep(Graph *g, int t) { g->t[t].keep = 1; return t; }
-
-static int fail(Graph *g, const char *fmt, ...) {
-    va_list ap; va_start(ap, fmt); vsnprintf(g->err, sizeof g->err, fmt, ap); va_end(ap);
-    return 2;
-}
-
-/* ---- parameters ---- */
-
-static int canon_find(const Graph *g, const char *name) {
-    for (int i = 0; i < g->ncanons; i++) if (!strcmp(g->canons[i].name, name)) return i;
-    return -1;
-}
-
-static void canon_add(Graph *g, const char *name, int64_t rows, int64_t cols, int init, double std, int decay) {
-    if (g->ncanons == g->capc) {
-        g->capc = g->capc ? 2 * g->capc : 64;
-        g->canons = realloc(g->canons, (size_t)g->capc * sizeof *g->canons);
-        if (!g->canons) ir_fail(g, "out of memory (canons)");
-    }
-    Canon *c = &g->canons[g->ncanons++];
-    memset(c, 0, sizeof *c);
-    snprintf(c->name, sizeof c->name, "%s", name);
-    c->rows = rows; c->cols = cols; c->init = init; c->std = std; c->decay = decay;
-    c->seed = fnv1a64(name) ^ g->run->seed;
-}
-
-static int param_add(Graph *g, const char *name, int64_t rows, int64_t cols, int state) {
-    if (g->nparams == g->capp) {
-        g->capp = g->capp ? 2 * g->capp : 64;
-        g->params = realloc(g->params, (size_t)g->capp * sizeof *g->params);
-        if (!g->params) ir_fail(g, "out of memory (params)");
-    }
-    int t = ir_tensor(g, name, rows, cols, ir_act_dtype(g), TR_PARAM, state);
-    Param *p = &g->params[g->nparams];
-    memset(p, 0, sizeof *p);
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->tensor = t; p->rows = rows; p->cols = cols; p->first_part = g->nparts; p->nparts = 0;
-    p->dtype = ir_act_dtype(g);
-    g->t[t].param = g->nparams++;
-    return t;
-}
-
-/* Block [r0,r1) x [c0,c1) of canon `canon` goes to (lr, lc) of the param most recently added. */
-static void part_add(Graph *g, int ptensor, const char *canon, RInt r0, RInt r1, RInt c0, RInt c1,
-                     int64_t lr, int64_t lc, int rep) {
-    int c = canon_find(g, canon);
-    if (c < 0) ir_fail(g, "internal: param part of canon %s, which was never added", canon);
-    if (g->nparts == g->capparts) {
-        g->capparts = g->capparts ? 2 * g->capparts : 64;
-        g->parts = realloc(g->parts, (size_t)g->capparts * sizeof *g->parts);
-        if (!g->parts) ir_fail(g, "out of memory (param parts)");
-    }
-    Part *p = &g->parts[g->nparts++];
-    p->canon = c; p->r0 = r0; p->r1 = r1; p->c0 = c0; p->c1 = c1; p->lr = lr; p->lc = lc; p->rep = rep; p->ep = g->part_ep;
-    g->params[g->t[ptensor].param].nparts++;
-}
-
-/* A whole canon, replicated on every rank. */
-static int param_whole(Graph *g, const char *name, const char *canon) {
-    const Canon *c = &g->canons[canon_find(g, canon)];
-    int t = param_add(g, name, c->rows, c->cols, PS_REPLICATED);
-    part_add(g, t, canon, rint_c(0), rint_c(c->rows), rint_c(0), rint_c(c->cols), 0, 0, 1);
-    return t;
-}
-
-/* Full shapes of projection p in layer i. */
-static int64_t proj_in(const Model *m, int p) {
-    if (p == PROJ_O) return (int64_t)m->heads * m->head_dim;
-    if (p == PROJ_DOWN) return m->ffn;
-    return m->hidden;
-}
-static int64_t proj_out(const Model *m, int p) {
-    switch (p) {
-    case PROJ_Q: return (int64_t)m->heads * m->head_dim;
-    case PROJ_K: case PROJ_V: return (int64_t)m->kv_heads * m->head_dim;
-    case PROJ_GATE: case PROJ_UP: return m->ffn;
-    default: return m->hidden;
-    }
-}
+#include "gen/builder.h"
+#include "gen/factor.h"
 
 static int lowrank_layout(const Graph *g) { return g->layout != LAYOUT_MEGATRON; }
+
+/* ---- factors: each projection's parameters as its factorization's row says (gen/factor.h) */
+
+/* The row the graph's layout builds its model with. */
+static const Factorization *graph_factorization(const Graph *g) {
+    return layout_factorization(&g->run->model, g->layout);
+}
+
+/* A product's factors in the low-rank layouts: the one reading the input (A, F_READS), the one
+ * writing the output (B, the last); sigma and, in a row of three, the core S sit between. */
+enum { F_READS = 0, F_CORE = 1 };
+static int f_writes(const Graph *g) { return graph_factorization(g)->nfactors - 1; }
+static int has_core(const Graph *g) { return graph_factorization(g)->nfactors > 2; }
+
+/* L<i>.<proj>.<factor>: the canonical name of factor f of projection p in layer i. */
+static void factor_canon_name(const Graph *g, int i, int p, int f, char *buf, size_t len) {
+    snprintf(buf, len, "L%d.%s.%s", i, proj_name(p), graph_factorization(g)->factors[f].name);
+}
+
+/* The side (enum Side) of factor f of projection p that the graph's layout splits over tp. */
+static int factor_split(const Graph *g, int p, int f) {
+    return graph_factorization(g)->factors[f].split[g->layout][proj_role(p)];
+}
+
+/* The parallel state of a param holding factor f of projection p: split rows (row-parallel) are
+ * shard(0), split columns (column-parallel) shard(1). */
+static int factor_state(const Graph *g, int p, int f) {
+    const FactorDef *fd = &graph_factorization(g)->factors[f];
+    int split = factor_split(g, p, f);
+    if (split == SIDE_NONE || split == SIDE_WHOLE) return PS_REPLICATED;
+    return split == fd->rows ? PS_SHARD0 : PS_SHARD1;
+}
+
+/* Full and local (one rank's) width of side `side` of factor f of projection p in layer i. */
+static int64_t factor_full(const Graph *g, int i, int p, int side) {
+    return factor_side(&g->run->model, i, p, side);
+}
+static int64_t factor_local(const Graph *g, int i, int p, int f, int side) {
+    int64_t w = factor_full(g, i, p, side);
+    return factor_split(g, p, f) == side ? w / g->tp : w;
+}
+
+/* This rank's block of factor f of projection p in layer i, at (lr, lc) of param tensor w. */
+static void factor_part(Graph *g, int w, int i, int p, int f, int64_t lr, int64_t lc) {
+    const FactorDef *fd = &graph_factorization(g)->factors[f];
+    int split = factor_split(g, p, f);
+    int64_t rl = factor_local(g, i, p, f, fd->rows), cl = factor_local(g, i, p, f, fd->cols);
+    int64_t rf = factor_full(g, i, p, fd->rows), cf = factor_full(g, i, p, fd->cols);
+    RInt r0 = rint_c(0), r1 = rint_c(rf), c0 = rint_c(0), c1 = rint_c(cf);
+    if (split == fd->rows) { r0 = rint_r(0, rl); r1 = rint_r(rl, rl); }
+    if (split == fd->cols) { c0 = rint_r(0, cl); c1 = rint_r(cl, cl); }
+    char cn[96];
+    factor_canon_name(g, i, p, f, cn, sizeof cn);
+    int whole = split == SIDE_NONE || split == SIDE_WHOLE;
+    ir_part(g, w, cn, r0, r1, c0, c1, lr, lc, g->tp == 1 || whole);
+}
+
+/* A param holding this rank's block of factor f of projection p alone (named as its canon). */
+static int factor_param(Graph *g, int i, int p, int f) {
+    const FactorDef *fd = &graph_factorization(g)->factors[f];
+    char cn[96];
+    factor_canon_name(g, i, p, f, cn, sizeof cn);
+    int w = ir_param(g, cn, factor_local(g, i, p, f, fd->rows), factor_local(g, i, p, f, fd->cols),
+                     factor_state(g, p, f));
+    factor_part(g, w, i, p, f, 0, 0);
+    return w;
+}
+
+/* A param L<i>.<group>.<factor> [rows, cols] that concatenates factor f of a group of
+ * projections led by p0 (filled by factor_part). */
+static int factor_group(Graph *g, int i, const char *group, int p0, int f, int64_t rows,
+                        int64_t cols) {
+    char nm[96];
+    snprintf(nm, sizeof nm, "L%d.%s.%s", i, group, graph_factorization(g)->factors[f].name);
+    return ir_param(g, nm, rows, cols, factor_state(g, p0, f));
+}
 
 static void add_canons(Graph *g) {
     const Model *m = &g->run->model;
     const Run *r = g->run;
     int de = r->decay_embeddings ? 1 : 0;
-    canon_add(g, "embed", m->vocab, m->hidden, 0, m->init_std, de);
+    ir_canon(g, "embed", m->vocab, m->hidden, 0, m->init_std, de);
     char nm[96];
     for (int i = 0; i < m->layers; i++) {
-        snprintf(nm, sizeof nm, "L%d.attn_norm", i); canon_add(g, nm, 1, m->hidden, 1, 0, 0);
-        snprintf(nm, sizeof nm, "L%d.mlp_norm", i); canon_add(g, nm, 1, m->hidden, 1, 0, 0);
+        snprintf(nm, sizeof nm, "L%d.attn_norm", i); ir_canon(g, nm, 1, m->hidden, 1, 0, 0);
+        snprintf(nm, sizeof nm, "L%d.mlp_norm", i); ir_canon(g, nm, 1, m->hidden, 1, 0, 0);
         if (m->moe_experts && m->moe_layer[i]) moe_canons(g, i);
         for (int p = 0; p < NPROJ; p++) {
             if (m->moe_experts && m->moe_layer[i] && p >= PROJ_GATE) continue;   /* the experts replace the MLP */
-            int64_t din = proj_in(m, p), dout = proj_out(m, p);
-            if (!lowrank_layout(g)) {
-                snprintf(nm, sizeof nm, "L%d.%s.W", i, proj_name(p));
-                canon_add(g, nm, din, dout, 0, m->init_std, 1);
-            } else {
-                int rk = m->proj[i][p].rank;
-                double std = pow((double)rk, -0.25) * pow((double)(din + dout), -0.25);
-                snprintf(nm, sizeof nm, "L%d.%s.A", i, proj_name(p)); canon_add(g, nm, din, rk, 0, std, 1);
-                snprintf(nm, sizeof nm, "L%d.%s.B", i, proj_name(p)); canon_add(g, nm, rk, dout, 0, std, 1);
+            const Factorization *fz = graph_factorization(g);
+            for (int f = 0; f < fz->nfactors; f++) {
+                const FactorDef *fd = &fz->factors[f];
+                factor_canon_name(g, i, p, f, nm, sizeof nm);
+                ir_canon(g, nm, factor_side(m, i, p, fd->rows), factor_side(m, i, p, fd->cols), 0,
+                         factor_init_std(m, fd->init, m->proj[i][p].rank, proj_in(m, p),
+                                         proj_out(m, p)), 1);
             }
         }
     }
-    canon_add(g, "final_norm", 1, m->hidden, 1, 0, 0);
-    canon_add(g, "head", m->hidden, m->vocab, 0, m->init_std, de);
+    ir_canon(g, "final_norm", 1, m->hidden, 1, 0, 0);
+    ir_canon(g, "head", m->hidden, m->vocab, 0, m->init_std, de);
 }
 
 /* ---- ops ---- */
-
-static Opnd fix(Graph *g, Opnd o) { if (o.ld == 0) o.ld = g->t[o.t].cols; return o; }
-
-static Op *gemm_op(Graph *g, Opnd A, Opnd B, Opnd C, int64_t m, int64_t n, int64_t k) {
-    Op *o = fwd_op(g, OP_GEMM);
-    o->g.m = m; o->g.n = n; o->g.k = k;
-    o->g.A = fix(g, A); o->g.B = fix(g, B); o->g.C = fix(g, C);
-    o->g.batch = 1; o->g.alpha = 1; o->g.beta = 0;
-    return o;
-}
-
-static Op *gemm_batched(Graph *g, Opnd A, Opnd B, Opnd C, int64_t m, int64_t n, int64_t k,
-                        int64_t sA, int64_t sB, int64_t sC, int batch) {
-    Op *o = gemm_op(g, A, B, C, m, n, k);
-    if (batch > 1) o->kind = OP_BATCHED_GEMM;
-    o->g.sA = sA; o->g.sB = sB; o->g.sC = sC; o->g.batch = batch;
-    return o;
-}
-
-static Op *gemm_grouped(Graph *g, const Gemm *mem, int n) {
-    if (n == 1) return gemm_op(g, mem[0].A, mem[0].B, mem[0].C, mem[0].m, mem[0].n, mem[0].k);
-    Op *o = fwd_op(g, OP_GROUPED_GEMM);
-    o->members = ir_alloc(g, (size_t)n * sizeof *o->members);
-    memcpy(o->members, mem, (size_t)n * sizeof *mem);
-    o->nmembers = n;
-    for (int i = 0; i < n; i++) {
-        Gemm *x = &o->members[i];
-        x->A = fix(g, x->A); x->B = fix(g, x->B); x->C = fix(g, x->C);
-        x->batch = 1; x->alpha = 1; x->beta = 0;
-    }
-    return o;
-}
-
-static Gemm gm(Opnd A, Opnd B, Opnd C, int64_t m, int64_t n, int64_t k) {
-    Gemm x; memset(&x, 0, sizeof x);
-    x.A = A; x.B = B; x.C = C; x.m = m; x.n = n; x.k = k; x.batch = 1; x.alpha = 1;
-    return x;
-}
-
-static void allreduce(Graph *g, int t, const char *tag) {
-    Op *o = fwd_op(g, OP_ALLREDUCE);
-    o->buf = opnd(t, 0, g->t[t].cols);
-    o->elems = g->t[t].rows * g->t[t].cols;
-    o->dtype = g->t[t].dtype;
-    o->bytes = o->elems * (int64_t)ir_dtype_size(o->dtype);
-    snprintf(o->tag, sizeof o->tag, "%s", tag);
-    o->dual = "identity";
-}
-
-static void allgather(Graph *g, int src, int dst, const char *tag, int no_grad) {
-    Op *o = fwd_op(g, OP_ALLGATHER);
-    o->src = opnd(src, 0, g->t[src].cols);
-    o->dst = opnd(dst, 0, g->t[dst].cols);
-    o->rows = g->t[src].rows; o->cols = g->t[src].cols;
-    o->dtype = g->t[src].dtype;
-    o->bytes = o->rows * o->cols * g->tp * (int64_t)ir_dtype_size(o->dtype);
-    snprintf(o->tag, sizeof o->tag, "%s", tag);
-    o->dual = "slice";
-    o->no_grad = no_grad;
-}
-
-static void tp_copy(Graph *g, int t, const char *tag) {
-    Op *o = fwd_op(g, OP_TP_COPY);
-    o->marker_tensor = t;
-    snprintf(o->tag, sizeof o->tag, "%s", tag);
-    o->dual = "allreduce";
-}
-
-static void set_chunk(Graph *g, int layer, const char *fmt, ...) {
-    g->cur_layer = layer;
-    va_list ap; va_start(ap, fmt); vsnprintf(g->cur_chunk, sizeof g->cur_chunk, fmt, ap); va_end(ap);
-}
 
 /* ---- kernels ---- */
 
@@ -220,7 +134,7 @@ static void k_rmsnorm(Graph *g, int x, Opnd gamma, int out, int rstd, int sumsq,
 /* Bottleneck activation after an all-reduce: h [M, cols] -> y, z [M, cols]; norm: the summed
  * online-norm statistics (the [M] vector after h's activations in the same buffer) give rstd. */
 static void k_bottleneck(Graph *g, Opnd h, int64_t cols, Opnd y, Opnd z, int rstd, int rho, int act, int norm) {
-    h = fix(g, h); y = fix(g, y); z = fix(g, z);
+    h = ir_opnd_ld(g, h); y = ir_opnd_ld(g, y); z = ir_opnd_ld(g, z);
     Op *o = k_begin(g, "bottleneck_act");
     k_op(g, o, "h", h, 0, 1);
     k_op(g, o, "y", y, OUT(g->t[y.t].state), 1);
@@ -234,16 +148,13 @@ static void k_bottleneck(Graph *g, Opnd h, int64_t cols, Opnd y, Opnd z, int rst
     o->aux = rho;   /* online norm: the rho of the norm feeding h (backward reads it) */
 }
 
+/* out [M, cols] = a + b */
 static void k_add(Graph *g, Opnd a, Opnd b, Opnd out, int64_t cols, int state) {
-    a = fix(g, a); b = fix(g, b); out = fix(g, out);
-    Op *o = k_begin(g, "add");
-    k_op(g, o, "a", a, 0, 0); k_op(g, o, "b", b, 0, 0); k_op(g, o, "out", out, OUT(state), 0);
-    k_const(o, "rows", (double)g->M); k_const(o, "cols", (double)cols);
-    k_const(o, "lda", (double)a.ld); k_const(o, "ldb", (double)b.ld); k_const(o, "ldo", (double)out.ld);
+    ir_add(g, a, b, out, g->M, cols, state);
 }
 
 static void k_rope(Graph *g, Opnd x, int heads, int state) {
-    x = fix(g, x);
+    x = ir_opnd_ld(g, x);
     const Model *m = &g->run->model;
     Op *o = k_begin(g, "rope");
     k_op(g, o, "x", x, OUT(state), 0);
@@ -265,7 +176,7 @@ static void k_attention(Graph *g, Opnd q, Opnd k, Opnd v, int out, int lse, int 
 }
 
 static void k_glu(Graph *g, Opnd gate, Opnd up, int out, int64_t cols, int act) {
-    gate = fix(g, gate); up = fix(g, up);
+    gate = ir_opnd_ld(g, gate); up = ir_opnd_ld(g, up);
     Op *o = k_begin(g, "glu_fwd");
     k_op(g, o, "gate", gate, 0, 1); k_op(g, o, "up", up, 0, 1);
     k_op(g, o, "out", opnd(out, 0, 0), OUT(g->t[out].state), 0);
@@ -281,32 +192,39 @@ static int check_run(Graph *g) {
     const Model *m = &r->model;
     int t = r->tp;
     const char *f = r->file[0] ? r->file : r->name;
-    if (t < 1) return fail(g, "%s: tp=%d: the tensor-parallel degree must be at least 1", f, t);
-    if (m->layers < 1 || m->layers > MAX_LAYERS) return fail(g, "%s: layers=%d out of range 1..%d", f, m->layers, MAX_LAYERS);
+    if (t < 1) return ir_error(g, "%s: tp=%d: the tensor-parallel degree must be at least 1", f, t);
+    if (m->layers < 1 || m->layers > MAX_LAYERS) return ir_error(g, "%s: layers=%d out of range 1..%d", f, m->layers, MAX_LAYERS);
     if (m->hidden % t || m->ffn % t || m->vocab % t || m->heads % t || m->kv_heads % t)
-        return fail(g, "%s: tp=%d must divide hidden (%d), ffn (%d), vocab (%d), heads (%d) and kv_heads (%d)",
+        return ir_error(g, "%s: tp=%d must divide hidden (%d), ffn (%d), vocab (%d), heads (%d) and kv_heads (%d)",
                     f, t, m->hidden, m->ffn, m->vocab, m->heads, m->kv_heads);
     if (m->kv_heads < 1 || m->heads % m->kv_heads)
-        return fail(g, "%s: heads (%d) must be a multiple of kv_heads (%d)", f, m->heads, m->kv_heads);
-    if (r->micro_batch < 1 || r->seq < 1) return fail(g, "%s: micro_batch and seq must be positive", f);
+        return ir_error(g, "%s: heads (%d) must be a multiple of kv_heads (%d)", f, m->heads, m->kv_heads);
+    if (r->micro_batch < 1 || r->seq < 1) return ir_error(g, "%s: micro_batch and seq must be positive", f);
     if (!lowrank_layout(g)) return 0;
     for (int i = 0; i < m->layers; i++)
         for (int p = 0; p < NPROJ; p++) {
             const ProjSpec *ps = &m->proj[i][p];
             if (ps->factor == FACTOR_FULL)
-                return fail(g, "%s: layout %s needs low-rank projections but L%d.%s is full rank "
+                return ir_error(g, "%s: layout %s needs low-rank projections but L%d.%s is full rank "
                             "(use layout=megatron for full-rank models)", f, layout_name(g->layout), i, proj_name(p));
-            if (ps->rank < 1) return fail(g, "%s: L%d.%s has rank %d", f, i, proj_name(p), ps->rank);
+            if (ps->rank < 1) return ir_error(g, "%s: L%d.%s has rank %d", f, i, proj_name(p), ps->rank);
             if (g->layout == LAYOUT_NAIVE && ps->rank % t)
-                return fail(g, "%s: layout naive shards every rank over tp=%d but L%d.%s has rank %d "
+                return ir_error(g, "%s: layout naive shards every rank over tp=%d but L%d.%s has rank %d "
                             "(choose a rank divisible by tp)", f, t, i, proj_name(p), ps->rank);
         }
+    const Factorization *fz = graph_factorization(g);
+    for (int k = 0; k < fz->nfactors; k++)
+        for (int role = 0; role < NROLE; role++)
+            if (fz->factors[k].split[g->layout][role] == SIDE_NONE)
+                return ir_error(g, "%s: model %s is %s, which layout %s cannot split (factor %s): "
+                                "use layout = \"btp\"", f, m->name, fz->family,
+                                layout_name(g->layout), fz->factors[k].name);
     if (m->lax)
         for (int i = 0; i < m->layers; i++) {
             const ProjSpec *ps = m->proj[i];
             if (ps[PROJ_O].rank != ps[PROJ_V].rank || ps[PROJ_GATE].rank != ps[PROJ_O].rank ||
                 ps[PROJ_UP].rank != ps[PROJ_O].rank || ps[PROJ_DOWN].rank != ps[PROJ_UP].rank)
-                return fail(g, "%s: LaX crossings need equal ranks for v, o, gate, up and down (layer %d)", f, i);
+                return ir_error(g, "%s: LaX crossings need equal ranks for v, o, gate, up and down (layer %d)", f, i);
         }
     return 0;
 }
@@ -317,20 +235,20 @@ static int build_embed(Graph *g) {
     const Model *m = &g->run->model;
     int t = g->tp;
     int64_t dl = m->hidden / t, M = g->M;
-    set_chunk(g, -1, "embed");
-    int table = param_add(g, "embed", m->vocab, dl, PS_SHARD1);
-    part_add(g, table, "embed", rint_c(0), rint_c(m->vocab), rint_r(0, dl), rint_r(dl, dl), 0, 0, t == 1);
+    ir_chunk(g, -1, "embed");
+    int table = ir_param(g, "embed", m->vocab, dl, PS_SHARD1);
+    ir_part(g, table, "embed", rint_c(0), rint_c(m->vocab), rint_r(0, dl), rint_r(dl, dl), 0, 0, t == 1);
     int x0 = -1;
-    int out = g->layout == LAYOUT_BTP ? (x0 = keep(g, tn(g, PS_SHARD1, M, dl, ir_act_dtype(g), "L0.x")))
-                                      : tn(g, PS_SHARD1, M, dl, ir_act_dtype(g), "embed_out");
+    int out = g->layout == LAYOUT_BTP ? (x0 = ir_keep(g, ir_act(g, PS_SHARD1, M, dl, ir_act_dtype(g), "L0.x")))
+                                      : ir_act(g, PS_SHARD1, M, dl, ir_act_dtype(g), "embed_out");
     Op *o = k_begin(g, "embedding_fwd");
     k_op(g, o, "tokens", opnd(g->tokens, 0, 0), 0, 1);
     k_op(g, o, "table", opnd(table, 0, 0), 0, 0);
     k_op(g, o, "out", opnd(out, 0, 0), OUT(PS_SHARD1), 0);
     k_const(o, "rows", (double)M); k_const(o, "cols", (double)dl); k_const(o, "vocab", m->vocab);
     if (g->layout != LAYOUT_BTP) {
-        x0 = tn(g, PS_REPLICATED, M, m->hidden, ir_act_dtype(g), "L0.x");
-        allgather(g, out, x0, "embed", 0);
+        x0 = ir_act(g, PS_REPLICATED, M, m->hidden, ir_act_dtype(g), "L0.x");
+        ir_allgather(g, out, x0, "embed", 0);
     }
     return x0;
 }
@@ -340,23 +258,23 @@ static void build_tail(Graph *g, int x) {
     int t = g->tp;
     int64_t M = g->M, d = m->hidden, vl = m->vocab / t;
     int ad = ir_act_dtype(g);
-    set_chunk(g, -1, "final");
+    ir_chunk(g, -1, "final");
     int xfull = x;
     if (g->layout == LAYOUT_BTP) {
-        xfull = tn(g, PS_REPLICATED, M, d, ad, "final_x");
-        allgather(g, x, xfull, "final", 0);
+        xfull = ir_act(g, PS_REPLICATED, M, d, ad, "final_x");
+        ir_allgather(g, x, xfull, "final", 0);
     }
-    set_chunk(g, -1, "head");
-    int gamma = param_whole(g, "final_norm", "final_norm");
-    int xf = tn(g, PS_REPLICATED, M, d, ad, "final_xn");
-    int rstd = keep(g, tn(g, PS_REPLICATED, 1, M, IR_FP32, "final_rstd"));
+    ir_chunk(g, -1, "head");
+    int gamma = ir_param_whole(g, "final_norm", "final_norm");
+    int xf = ir_act(g, PS_REPLICATED, M, d, ad, "final_xn");
+    int rstd = ir_keep(g, ir_act(g, PS_REPLICATED, 1, M, IR_FP32, "final_rstd"));
     k_rmsnorm(g, xfull, opnd(gamma, 0, 0), xf, rstd, -1, d);
-    tp_copy(g, xf, "head");
-    int head = param_add(g, "head", d, vl, PS_SHARD1);
-    part_add(g, head, "head", rint_c(0), rint_c(d), rint_r(0, vl), rint_r(vl, vl), 0, 0, t == 1);
-    int logits = tn(g, PS_SHARD1, M, vl, ad, "logits");
-    gemm_op(g, opnd(xf, 0, 0), opnd(head, 0, 0), opnd(logits, 0, 0), M, vl, d);
-    int stats = tn(g, PS_SHARD1, M, 3, IR_FP32, "xent_stats");
+    ir_tp_copy(g, xf, "head");
+    int head = ir_param(g, "head", d, vl, PS_SHARD1);
+    ir_part(g, head, "head", rint_c(0), rint_c(d), rint_r(0, vl), rint_r(vl, vl), 0, 0, t == 1);
+    int logits = ir_act(g, PS_SHARD1, M, vl, ad, "logits");
+    ir_gemm(g, opnd(xf, 0, 0), opnd(head, 0, 0), opnd(logits, 0, 0), M, vl, d);
+    int stats = ir_act(g, PS_SHARD1, M, 3, IR_FP32, "xent_stats");
     Op *o = k_begin(g, "xent_fwd");
     k_op(g, o, "logits", opnd(logits, 0, 0), 0, 1);
     k_op(g, o, "targets", opnd(g->targets, 0, 0), 0, 1);
@@ -364,9 +282,9 @@ static void build_tail(Graph *g, int x) {
     k_const(o, "rows", (double)M); k_const(o, "cols", (double)vl); k_const(o, "ldl", (double)vl);
     k_const_r(o, "vocab_offset", 0, (double)vl);
     o->no_grad = 1;
-    int stats_all = tn(g, PS_REPLICATED, M, 3 * t, IR_FP32, "xent_stats_all");
-    allgather(g, stats, stats_all, "xent", 1);
-    int lse = keep(g, tn(g, PS_REPLICATED, 1, M, IR_FP32, "xent_lse"));
+    int stats_all = ir_act(g, PS_REPLICATED, M, 3 * t, IR_FP32, "xent_stats_all");
+    ir_allgather(g, stats, stats_all, "xent", 1);
+    int lse = ir_keep(g, ir_act(g, PS_REPLICATED, 1, M, IR_FP32, "xent_lse"));
     o = k_begin(g, "xent_combine");
     k_op(g, o, "stats_all", opnd(stats_all, 0, 0), 0, 0);
     k_op(g, o, "lse", opnd(lse, 0, 0), OUT(PS_REPLICATED), 1);
@@ -383,90 +301,76 @@ static int megatron_layer(Graph *g, int i, int x) {
     int t = g->tp, ad = ir_act_dtype(g);
     int64_t M = g->M, d = m->hidden, hd = m->head_dim;
     int64_t qw = m->heads / t * hd, kw = m->kv_heads / t * hd, W = qw + 2 * kw, fl = m->ffn / t;
-    int act = lowrank_layout(g) ? m->mlp_gate_act : (strcmp(m->family, "full") ? ACT_SILU : m->mlp_gate_act);
+    /* a low-rank model's full-rank twin takes the dense row's gate */
+    const Factorization *fz = graph_factorization(g);
+    int act = model_factorization(m) != fz ? fz->gate_act : m->mlp_gate_act;
     char nm[96], cn[96];
-    set_chunk(g, i, "L%d.attn", i);
+    ir_chunk(g, i, "L%d.attn", i);
     snprintf(cn, sizeof cn, "L%d.attn_norm", i);
-    int gamma = param_whole(g, cn, cn);
-    int xn = tn(g, PS_REPLICATED, M, d, ad, "L%d.xn1", i);
-    int rstd = keep(g, tn(g, PS_REPLICATED, 1, M, IR_FP32, "L%d.rstd1", i));
+    int gamma = ir_param_whole(g, cn, cn);
+    int xn = ir_act(g, PS_REPLICATED, M, d, ad, "L%d.xn1", i);
+    int rstd = ir_keep(g, ir_act(g, PS_REPLICATED, 1, M, IR_FP32, "L%d.rstd1", i));
     k_rmsnorm(g, x, opnd(gamma, 0, 0), xn, rstd, -1, d);
     snprintf(nm, sizeof nm, "L%d.qkv", i);
-    tp_copy(g, xn, nm);
-    int qkv = tn(g, PS_SHARD1, M, W, ad, "L%d.qkv", i);
+    ir_tp_copy(g, xn, nm);
+    int qkv = ir_act(g, PS_SHARD1, M, W, ad, "L%d.qkv", i);
     const int qp[3] = {PROJ_Q, PROJ_K, PROJ_V};
     const int64_t widths[3] = {qw, kw, kw};
     if (r->group_linears) {
-        snprintf(nm, sizeof nm, "L%d.qkv.W", i);
-        int w = param_add(g, nm, d, W, PS_SHARD1);
+        int w = factor_group(g, i, "qkv", PROJ_Q, 0, d, W);
         int64_t col = 0;
-        for (int j = 0; j < 3; j++) {
-            snprintf(cn, sizeof cn, "L%d.%s.W", i, proj_name(qp[j]));
-            part_add(g, w, cn, rint_c(0), rint_c(d), rint_r(0, widths[j]), rint_r(widths[j], widths[j]), 0, col, t == 1);
-            col += widths[j];
-        }
-        gemm_op(g, opnd(xn, 0, 0), opnd(w, 0, 0), opnd(qkv, 0, 0), M, W, d);
+        for (int j = 0; j < 3; j++) { factor_part(g, w, i, qp[j], 0, 0, col); col += widths[j]; }
+        ir_gemm(g, opnd(xn, 0, 0), opnd(w, 0, 0), opnd(qkv, 0, 0), M, W, d);
     } else {
         int64_t col = 0;
         for (int j = 0; j < 3; j++) {
-            snprintf(cn, sizeof cn, "L%d.%s.W", i, proj_name(qp[j]));
-            int w = param_add(g, cn, d, widths[j], PS_SHARD1);
-            part_add(g, w, cn, rint_c(0), rint_c(d), rint_r(0, widths[j]), rint_r(widths[j], widths[j]), 0, 0, t == 1);
-            gemm_op(g, opnd(xn, 0, 0), opnd(w, 0, 0), opnd(qkv, col, W), M, widths[j], d);
+            int w = factor_param(g, i, qp[j], 0);
+            ir_gemm(g, opnd(xn, 0, 0), opnd(w, 0, 0), opnd(qkv, col, W), M, widths[j], d);
             col += widths[j];
         }
     }
     k_rope(g, opnd(qkv, 0, W), m->heads / t, PS_SHARD1);
     k_rope(g, opnd(qkv, qw, W), m->kv_heads / t, PS_SHARD1);
-    int attn = tn(g, PS_SHARD1, M, qw, ad, "L%d.attn", i);
-    int lse = tn(g, PS_SHARD1, 1, (int64_t)r->micro_batch * (m->heads / t) * r->seq, IR_FP32, "L%d.lse", i);
+    int attn = ir_act(g, PS_SHARD1, M, qw, ad, "L%d.attn", i);
+    int lse = ir_act(g, PS_SHARD1, 1, (int64_t)r->micro_batch * (m->heads / t) * r->seq, IR_FP32, "L%d.lse", i);
     k_attention(g, opnd(qkv, 0, W), opnd(qkv, qw, W), opnd(qkv, qw + kw, W), attn, lse, m->heads / t, m->kv_heads / t);
-    snprintf(cn, sizeof cn, "L%d.o.W", i);
-    int wo = param_add(g, cn, qw, d, PS_SHARD0);
-    part_add(g, wo, cn, rint_r(0, qw), rint_r(qw, qw), rint_c(0), rint_c(d), 0, 0, t == 1);
-    int oo = tn(g, PS_PARTIAL, M, d, ad, "L%d.o_out", i);
-    gemm_op(g, opnd(attn, 0, 0), opnd(wo, 0, 0), opnd(oo, 0, 0), M, d, qw);
+    int wo = factor_param(g, i, PROJ_O, 0);
+    int oo = ir_act(g, PS_PARTIAL, M, d, ad, "L%d.o_out", i);
+    ir_gemm(g, opnd(attn, 0, 0), opnd(wo, 0, 0), opnd(oo, 0, 0), M, d, qw);
     snprintf(nm, sizeof nm, "L%d.o", i);
-    allreduce(g, oo, nm);
-    set_chunk(g, i, "L%d.mlp", i);
-    int h = keep(g, tn(g, PS_REPLICATED, M, d, ad, "L%d.h", i));
+    ir_allreduce(g, oo, nm);
+    ir_chunk(g, i, "L%d.mlp", i);
+    int h = ir_keep(g, ir_act(g, PS_REPLICATED, M, d, ad, "L%d.h", i));
     k_add(g, opnd(x, 0, d), opnd(oo, 0, d), opnd(h, 0, d), d, PS_REPLICATED);
     if (m->moe_experts && m->moe_layer[i]) return moe_block(g, i, h);
     snprintf(cn, sizeof cn, "L%d.mlp_norm", i);
-    int gamma2 = param_whole(g, cn, cn);
-    int xn2 = tn(g, PS_REPLICATED, M, d, ad, "L%d.xn2", i);
-    int rstd2 = keep(g, tn(g, PS_REPLICATED, 1, M, IR_FP32, "L%d.rstd2", i));
+    int gamma2 = ir_param_whole(g, cn, cn);
+    int xn2 = ir_act(g, PS_REPLICATED, M, d, ad, "L%d.xn2", i);
+    int rstd2 = ir_keep(g, ir_act(g, PS_REPLICATED, 1, M, IR_FP32, "L%d.rstd2", i));
     k_rmsnorm(g, h, opnd(gamma2, 0, 0), xn2, rstd2, -1, d);
     snprintf(nm, sizeof nm, "L%d.gate_up", i);
-    tp_copy(g, xn2, nm);
-    int gu = tn(g, PS_SHARD1, M, 2 * fl, ad, "L%d.gu", i);
+    ir_tp_copy(g, xn2, nm);
+    int gu = ir_act(g, PS_SHARD1, M, 2 * fl, ad, "L%d.gu", i);
     if (r->group_linears) {
-        snprintf(nm, sizeof nm, "L%d.gu.W", i);
-        int w = param_add(g, nm, d, 2 * fl, PS_SHARD1);
-        snprintf(cn, sizeof cn, "L%d.gate.W", i);
-        part_add(g, w, cn, rint_c(0), rint_c(d), rint_r(0, fl), rint_r(fl, fl), 0, 0, t == 1);
-        snprintf(cn, sizeof cn, "L%d.up.W", i);
-        part_add(g, w, cn, rint_c(0), rint_c(d), rint_r(0, fl), rint_r(fl, fl), 0, fl, t == 1);
-        gemm_op(g, opnd(xn2, 0, 0), opnd(w, 0, 0), opnd(gu, 0, 0), M, 2 * fl, d);
+        int w = factor_group(g, i, "gu", PROJ_GATE, 0, d, 2 * fl);
+        factor_part(g, w, i, PROJ_GATE, 0, 0, 0);
+        factor_part(g, w, i, PROJ_UP, 0, 0, fl);
+        ir_gemm(g, opnd(xn2, 0, 0), opnd(w, 0, 0), opnd(gu, 0, 0), M, 2 * fl, d);
     } else {
         for (int j = 0; j < 2; j++) {
-            snprintf(cn, sizeof cn, "L%d.%s.W", i, j ? "up" : "gate");
-            int w = param_add(g, cn, d, fl, PS_SHARD1);
-            part_add(g, w, cn, rint_c(0), rint_c(d), rint_r(0, fl), rint_r(fl, fl), 0, 0, t == 1);
-            gemm_op(g, opnd(xn2, 0, 0), opnd(w, 0, 0), opnd(gu, j * fl, 2 * fl), M, fl, d);
+            int w = factor_param(g, i, j ? PROJ_UP : PROJ_GATE, 0);
+            ir_gemm(g, opnd(xn2, 0, 0), opnd(w, 0, 0), opnd(gu, j * fl, 2 * fl), M, fl, d);
         }
     }
-    int gl = tn(g, PS_SHARD1, M, fl, ad, "L%d.glu", i);
+    int gl = ir_act(g, PS_SHARD1, M, fl, ad, "L%d.glu", i);
     k_glu(g, opnd(gu, 0, 2 * fl), opnd(gu, fl, 2 * fl), gl, fl, act);
-    snprintf(cn, sizeof cn, "L%d.down.W", i);
-    int wd = param_add(g, cn, fl, d, PS_SHARD0);
-    part_add(g, wd, cn, rint_r(0, fl), rint_r(fl, fl), rint_c(0), rint_c(d), 0, 0, t == 1);
-    int dn = tn(g, PS_PARTIAL, M, d, ad, "L%d.down_out", i);
-    gemm_op(g, opnd(gl, 0, 0), opnd(wd, 0, 0), opnd(dn, 0, 0), M, d, fl);
+    int wd = factor_param(g, i, PROJ_DOWN, 0);
+    int dn = ir_act(g, PS_PARTIAL, M, d, ad, "L%d.down_out", i);
+    ir_gemm(g, opnd(gl, 0, 0), opnd(wd, 0, 0), opnd(dn, 0, 0), M, d, fl);
     snprintf(nm, sizeof nm, "L%d.down", i);
-    allreduce(g, dn, nm);
-    set_chunk(g, i, "L%d.out", i);
-    int xo = keep(g, tn(g, PS_REPLICATED, M, d, ad, "L%d.x", i + 1));
+    ir_allreduce(g, dn, nm);
+    ir_chunk(g, i, "L%d.out", i);
+    int xo = ir_keep(g, ir_act(g, PS_REPLICATED, M, d, ad, "L%d.x", i + 1));
     k_add(g, opnd(h, 0, d), opnd(dn, 0, d), opnd(xo, 0, d), d, PS_REPLICATED);
     return xo;
 }
@@ -478,31 +382,24 @@ static int naive_A(Graph *g, int i, int xin, int64_t din, const int *projs, int 
     const Model *m = &g->run->model;
     int t = g->tp, ad = ir_act_dtype(g);
     int64_t M = g->M, R = 0;
-    char nm[96], cn[96];
+    char nm[96];
     for (int j = 0; j < np; j++) { zcol[j] = R; R += m->proj[i][projs[j]].rank / t; }
     snprintf(nm, sizeof nm, "L%d.%s", i, gname);
-    tp_copy(g, xin, nm);
-    int a = tn(g, PS_SHARD1, M, R, ad, "L%d.%s_a", i, gname);
+    ir_tp_copy(g, xin, nm);
+    int a = ir_act(g, PS_SHARD1, M, R, ad, "L%d.%s_a", i, gname);
     if (g->run->group_linears && np > 1) {
-        snprintf(nm, sizeof nm, "L%d.%s.A", i, gname);
-        int w = param_add(g, nm, din, R, PS_SHARD1);
-        for (int j = 0; j < np; j++) {
-            int64_t rl = m->proj[i][projs[j]].rank / t;
-            snprintf(cn, sizeof cn, "L%d.%s.A", i, proj_name(projs[j]));
-            part_add(g, w, cn, rint_c(0), rint_c(din), rint_r(0, rl), rint_r(rl, rl), 0, zcol[j], t == 1);
-        }
-        gemm_op(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(a, 0, 0), M, R, din);
+        int w = factor_group(g, i, gname, projs[0], F_READS, din, R);
+        for (int j = 0; j < np; j++) factor_part(g, w, i, projs[j], F_READS, 0, zcol[j]);
+        ir_gemm(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(a, 0, 0), M, R, din);
     } else {
         for (int j = 0; j < np; j++) {
             int64_t rl = m->proj[i][projs[j]].rank / t;
-            snprintf(cn, sizeof cn, "L%d.%s.A", i, proj_name(projs[j]));
-            int w = param_add(g, cn, din, rl, PS_SHARD1);
-            part_add(g, w, cn, rint_c(0), rint_c(din), rint_r(0, rl), rint_r(rl, rl), 0, 0, t == 1);
-            gemm_op(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(a, zcol[j], R), M, rl, din);
+            int w = factor_param(g, i, projs[j], F_READS);
+            ir_gemm(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(a, zcol[j], R), M, rl, din);
         }
     }
-    int y = tn(g, PS_SHARD1, M, R, ad, "L%d.%s_y", i, gname);
-    int z = tn(g, PS_SHARD1, M, R, ad, "L%d.%s_z", i, gname);
+    int y = ir_act(g, PS_SHARD1, M, R, ad, "L%d.%s_y", i, gname);
+    int z = ir_act(g, PS_SHARD1, M, R, ad, "L%d.%s_z", i, gname);
     k_bottleneck(g, opnd(a, 0, R), R, opnd(y, 0, R), opnd(z, 0, R), -1, -1, m->proj[i][projs[0]].act, 0);
     return z;
 }
@@ -514,7 +411,6 @@ static void naive_B(Graph *g, int i, const Opnd *zin, const int *projs, int np, 
     const Model *m = &g->run->model;
     int t = g->tp;
     int64_t M = g->M;
-    char nm[96], cn[96];
     int batchable = g->run->group_linears && np > 1;
     for (int j = 1; j < np; j++)
         if (m->proj[i][projs[j]].rank != m->proj[i][projs[0]].rank || proj_out(m, projs[j]) != proj_out(m, projs[0]) ||
@@ -522,25 +418,19 @@ static void naive_B(Graph *g, int i, const Opnd *zin, const int *projs, int np, 
             batchable = 0;
     if (batchable) {
         int64_t rl = m->proj[i][projs[0]].rank / t, dout = proj_out(m, projs[0]);
-        snprintf(nm, sizeof nm, "L%d.%s.B", i, gname);
-        int w = param_add(g, nm, np * rl, dout, PS_SHARD0);
-        for (int j = 0; j < np; j++) {
-            snprintf(cn, sizeof cn, "L%d.%s.B", i, proj_name(projs[j]));
-            part_add(g, w, cn, rint_r(0, rl), rint_r(rl, rl), rint_c(0), rint_c(dout), j * rl, 0, t == 1);
-        }
-        gemm_batched(g, zin[0], opnd(w, 0, 0), opnd(outs[0], outoff[0], dout), M, dout, rl,
+        int w = factor_group(g, i, gname, projs[0], f_writes(g), np * rl, dout);
+        for (int j = 0; j < np; j++) factor_part(g, w, i, projs[j], f_writes(g), j * rl, 0);
+        ir_gemm_batched(g, zin[0], opnd(w, 0, 0), opnd(outs[0], outoff[0], dout), M, dout, rl,
                      zin[1].off.base - zin[0].off.base, rl * dout, outoff[1] - outoff[0], np);
     } else {
         Gemm mem[4];
         for (int j = 0; j < np; j++) {
             int64_t rl = m->proj[i][projs[j]].rank / t, dout = proj_out(m, projs[j]);
-            snprintf(cn, sizeof cn, "L%d.%s.B", i, proj_name(projs[j]));
-            int w = param_add(g, cn, rl, dout, PS_SHARD0);
-            part_add(g, w, cn, rint_r(0, rl), rint_r(rl, rl), rint_c(0), rint_c(dout), 0, 0, t == 1);
-            mem[j] = gm(zin[j], opnd(w, 0, 0), opnd(outs[j], outoff[j], dout), M, dout, rl);
+            int w = factor_param(g, i, projs[j], f_writes(g));
+            mem[j] = ir_gemm_member(zin[j], opnd(w, 0, 0), opnd(outs[j], outoff[j], dout), M, dout, rl);
         }
-        if (g->run->group_linears) gemm_grouped(g, mem, np);
-        else for (int j = 0; j < np; j++) gemm_op(g, mem[j].A, mem[j].B, mem[j].C, mem[j].m, mem[j].n, mem[j].k);
+        if (g->run->group_linears) ir_gemm_grouped(g, mem, np);
+        else for (int j = 0; j < np; j++) ir_gemm(g, mem[j].A, mem[j].B, mem[j].C, mem[j].m, mem[j].n, mem[j].k);
     }
     for (int j = 0; j < np; j++) {
         /* one all-reduce per projection on its contiguous [M, dout] block */
@@ -562,11 +452,11 @@ static int naive_layer(Graph *g, int i, int x) {
     int64_t M = g->M, d = m->hidden, hd = m->head_dim, ff = m->ffn;
     int64_t qw = (int64_t)m->heads * hd, kw = (int64_t)m->kv_heads * hd;
     char cn[96];
-    set_chunk(g, i, "L%d.attn", i);
+    ir_chunk(g, i, "L%d.attn", i);
     snprintf(cn, sizeof cn, "L%d.attn_norm", i);
-    int gamma = param_whole(g, cn, cn);
-    int xn = tn(g, PS_REPLICATED, M, d, ad, "L%d.xn1", i);
-    int rstd = keep(g, tn(g, PS_REPLICATED, 1, M, IR_FP32, "L%d.rstd1", i));
+    int gamma = ir_param_whole(g, cn, cn);
+    int xn = ir_act(g, PS_REPLICATED, M, d, ad, "L%d.xn1", i);
+    int rstd = ir_keep(g, ir_act(g, PS_REPLICATED, 1, M, IR_FP32, "L%d.rstd1", i));
     k_rmsnorm(g, x, opnd(gamma, 0, 0), xn, rstd, -1, d);
     const int qp[3] = {PROJ_Q, PROJ_K, PROJ_V};
     int64_t zc[3];
@@ -576,43 +466,43 @@ static int naive_layer(Graph *g, int i, int x) {
     int outs[3]; int64_t off[3];
     int mha = qw == kw && m->proj[i][PROJ_Q].rank == m->proj[i][PROJ_K].rank && m->proj[i][PROJ_K].rank == m->proj[i][PROJ_V].rank;
     if (mha) {   /* q, k, v stacked [3][M][d]: each block contiguous for its own all-reduce */
-        int qkv = tn(g, PS_PARTIAL, 3 * M, qw, ad, "L%d.qkv", i);
+        int qkv = ir_act(g, PS_PARTIAL, 3 * M, qw, ad, "L%d.qkv", i);
         for (int j = 0; j < 3; j++) { outs[j] = qkv; off[j] = j * M * qw; }
     } else {
-        outs[0] = tn(g, PS_PARTIAL, M, qw, ad, "L%d.q", i);
-        outs[1] = tn(g, PS_PARTIAL, M, kw, ad, "L%d.k", i);
-        outs[2] = tn(g, PS_PARTIAL, M, kw, ad, "L%d.v", i);
+        outs[0] = ir_act(g, PS_PARTIAL, M, qw, ad, "L%d.q", i);
+        outs[1] = ir_act(g, PS_PARTIAL, M, kw, ad, "L%d.k", i);
+        outs[2] = ir_act(g, PS_PARTIAL, M, kw, ad, "L%d.v", i);
         off[0] = off[1] = off[2] = 0;
     }
-    set_chunk(g, i, "L%d.attn_B", i);
+    ir_chunk(g, i, "L%d.attn_B", i);
     naive_B(g, i, zin, qp, 3, outs, off, "qkv");
-    set_chunk(g, i, "L%d.o", i);
+    ir_chunk(g, i, "L%d.o", i);
     Opnd q = opnd(outs[0], off[0], qw), k = opnd(outs[1], off[1], kw), v = opnd(outs[2], off[2], kw);
     k_rope(g, q, m->heads, PS_REPLICATED);
     k_rope(g, k, m->kv_heads, PS_REPLICATED);
-    int attn = tn(g, PS_REPLICATED, M, qw, ad, "L%d.attn", i);
-    int lse = tn(g, PS_REPLICATED, 1, (int64_t)r->micro_batch * m->heads * r->seq, IR_FP32, "L%d.lse", i);
+    int attn = ir_act(g, PS_REPLICATED, M, qw, ad, "L%d.attn", i);
+    int lse = ir_act(g, PS_REPLICATED, 1, (int64_t)r->micro_batch * m->heads * r->seq, IR_FP32, "L%d.lse", i);
     k_attention(g, q, k, v, attn, lse, m->heads, m->kv_heads);
     const int op_[1] = {PROJ_O};
     int64_t oc[1];
     int zo = naive_A(g, i, attn, qw, op_, 1, "o", oc);
     Opnd zoin = opnd(zo, 0, 0);
     if (m->lax) {   /* B_o reads z_o + z_v */
-        int zx = tn(g, PS_SHARD1, M, g->t[zo].cols, ad, "L%d.o_zx", i);
+        int zx = ir_act(g, PS_SHARD1, M, g->t[zo].cols, ad, "L%d.o_zx", i);
         k_add(g, opnd(zo, 0, 0), zin[2], opnd(zx, 0, 0), g->t[zo].cols, PS_SHARD1);
         zoin = opnd(zx, 0, 0);
     }
-    int oo = tn(g, PS_PARTIAL, M, d, ad, "L%d.o_out", i);
+    int oo = ir_act(g, PS_PARTIAL, M, d, ad, "L%d.o_out", i);
     int64_t z0 = 0;
     naive_B(g, i, &zoin, op_, 1, &oo, &z0, "o");
-    set_chunk(g, i, "L%d.mlp", i);
-    int h = keep(g, tn(g, PS_REPLICATED, M, d, ad, "L%d.h", i));
+    ir_chunk(g, i, "L%d.mlp", i);
+    int h = ir_keep(g, ir_act(g, PS_REPLICATED, M, d, ad, "L%d.h", i));
     k_add(g, opnd(x, 0, d), opnd(oo, 0, d), opnd(h, 0, d), d, PS_REPLICATED);
     if (m->moe_experts && m->moe_layer[i]) return moe_block(g, i, h);
     snprintf(cn, sizeof cn, "L%d.mlp_norm", i);
-    int gamma2 = param_whole(g, cn, cn);
-    int xn2 = tn(g, PS_REPLICATED, M, d, ad, "L%d.xn2", i);
-    int rstd2 = keep(g, tn(g, PS_REPLICATED, 1, M, IR_FP32, "L%d.rstd2", i));
+    int gamma2 = ir_param_whole(g, cn, cn);
+    int xn2 = ir_act(g, PS_REPLICATED, M, d, ad, "L%d.xn2", i);
+    int rstd2 = ir_keep(g, ir_act(g, PS_REPLICATED, 1, M, IR_FP32, "L%d.rstd2", i));
     k_rmsnorm(g, h, opnd(gamma2, 0, 0), xn2, rstd2, -1, d);
     const int gp[2] = {PROJ_GATE, PROJ_UP};
     int64_t gc[2];
@@ -620,32 +510,32 @@ static int naive_layer(Graph *g, int i, int x) {
     int64_t R2 = g->t[zg].cols;
     Opnd zgin[2] = {opnd(zg, gc[0], R2), opnd(zg, gc[1], R2)};
     if (m->lax) {   /* B_gate, B_up read z_p + z_o */
-        int zx = tn(g, PS_SHARD1, M, R2, ad, "L%d.gu_zx", i);
+        int zx = ir_act(g, PS_SHARD1, M, R2, ad, "L%d.gu_zx", i);
         for (int j = 0; j < 2; j++) {
             k_add(g, zgin[j], opnd(zo, 0, 0), opnd(zx, gc[j], R2), g->t[zo].cols, PS_SHARD1);
             zgin[j] = opnd(zx, gc[j], R2);
         }
     }
-    int gu = tn(g, PS_PARTIAL, 2 * M, ff, ad, "L%d.gu", i);
+    int gu = ir_act(g, PS_PARTIAL, 2 * M, ff, ad, "L%d.gu", i);
     int guo[2] = {gu, gu}; int64_t gof[2] = {0, M * ff};
-    set_chunk(g, i, "L%d.mlp_B", i);
+    ir_chunk(g, i, "L%d.mlp_B", i);
     naive_B(g, i, zgin, gp, 2, guo, gof, "gu");
-    set_chunk(g, i, "L%d.down", i);
-    int gl = tn(g, PS_REPLICATED, M, ff, ad, "L%d.glu", i);
+    ir_chunk(g, i, "L%d.down", i);
+    int gl = ir_act(g, PS_REPLICATED, M, ff, ad, "L%d.glu", i);
     k_glu(g, opnd(gu, 0, ff), opnd(gu, M * ff, ff), gl, ff, m->mlp_gate_act);
     const int dp_[1] = {PROJ_DOWN};
     int64_t dc[1];
     int zd = naive_A(g, i, gl, ff, dp_, 1, "down", dc);
     Opnd zdin = opnd(zd, 0, 0);
     if (m->lax) {   /* B_down reads z_down + z_up */
-        int zx = tn(g, PS_SHARD1, M, g->t[zd].cols, ad, "L%d.down_zx", i);
+        int zx = ir_act(g, PS_SHARD1, M, g->t[zd].cols, ad, "L%d.down_zx", i);
         k_add(g, opnd(zd, 0, 0), opnd(zg, gc[1], R2), opnd(zx, 0, 0), g->t[zd].cols, PS_SHARD1);
         zdin = opnd(zx, 0, 0);
     }
-    int dn = tn(g, PS_PARTIAL, M, d, ad, "L%d.down_out", i);
+    int dn = ir_act(g, PS_PARTIAL, M, d, ad, "L%d.down_out", i);
     naive_B(g, i, &zdin, dp_, 1, &dn, &z0, "down");
-    set_chunk(g, i, "L%d.out", i);
-    int xo = keep(g, tn(g, PS_REPLICATED, M, d, ad, "L%d.x", i + 1));
+    ir_chunk(g, i, "L%d.out", i);
+    int xo = ir_keep(g, ir_act(g, PS_REPLICATED, M, d, ad, "L%d.x", i + 1));
     k_add(g, opnd(h, 0, d), opnd(dn, 0, d), opnd(xo, 0, d), d, PS_REPLICATED);
     return xo;
 }
@@ -662,11 +552,11 @@ static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs
     const Run *r = g->run;
     int t = g->tp, ad = ir_act_dtype(g);
     int64_t M = g->M, d = m->hidden, dl = d / t;
-    char nm[96], cn[96];
+    char nm[96];
     int online = r->online_rmsnorm;
-    int gamma = param_add(g, normname, 1, dl, PS_SHARD1);
-    part_add(g, gamma, normname, rint_c(0), rint_c(1), rint_r(0, dl), rint_r(dl, dl), 0, 0, t == 1);
-    int xin = tn(g, PS_SHARD1, M, dl, ad, "L%d.%s_xn", i, gname);
+    int gamma = ir_param(g, normname, 1, dl, PS_SHARD1);
+    ir_part(g, gamma, normname, rint_c(0), rint_c(1), rint_r(0, dl), rint_r(dl, dl), 0, 0, t == 1);
+    int xin = ir_act(g, PS_SHARD1, M, dl, ad, "L%d.%s_xn", i, gname);
     int rho = -1;
     int grouped = r->group_linears && np > 1;
     int nbuf = grouped ? 1 : np;
@@ -677,11 +567,11 @@ static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs
         int64_t w = grouped ? R : ranks[b];
         /* M*(w+1) elements with online norm ([M, w] then [M] statistics), else [M, w]; grouped: one
            buffer for the whole group, else one per projection */
-        ar[b] = tn(g, PS_PARTIAL, M, w + (online ? 1 : 0), ad, "L%d.%s_ar", i, grouped ? gname : proj_name(projs[b]));
+        ar[b] = ir_act(g, PS_PARTIAL, M, w + (online ? 1 : 0), ad, "L%d.%s_ar", i, grouped ? gname : proj_name(projs[b]));
         g->t[ar[b]].has_stat = online;
     }
     if (online) {
-        rho = keep(g, tn(g, PS_SHARD1, 1, M, IR_FP32, "L%d.%s_rho", i, gname));
+        rho = ir_keep(g, ir_act(g, PS_SHARD1, 1, M, IR_FP32, "L%d.%s_rho", i, gname));
         Op *o = k_begin(g, "online_norm_fwd");
         k_op(g, o, "x", opnd(x, 0, 0), 0, 1);
         k_op(g, o, "gamma", opnd(gamma, 0, 0), 0, 1);
@@ -699,33 +589,29 @@ static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs
             k_const(c, "lds", (double)M); k_const(c, "ldd", (double)M); k_const(c, "acc", 0);
         }
     } else {
-        int ss = tn(g, PS_PARTIAL, 1, M, IR_FP32, "L%d.%s_sumsq", i, gname);
+        int ss = ir_act(g, PS_PARTIAL, 1, M, IR_FP32, "L%d.%s_sumsq", i, gname);
         Op *o = k_begin(g, "sumsq");
         k_op(g, o, "x", opnd(x, 0, 0), 0, 0);
         k_op(g, o, "out", opnd(ss, 0, 0), OUT(PS_PARTIAL), 0);
         k_const(o, "rows", (double)M); k_const(o, "cols", (double)dl); k_const(o, "ldx", (double)dl);
         o->no_grad = 1;
-        allreduce(g, ss, normname);
-        int rs = keep(g, tn(g, PS_SHARD1, 1, M, IR_FP32, "L%d.%s_rstd_n", i, gname));
+        ir_allreduce(g, ss, normname);
+        int rs = ir_keep(g, ir_act(g, PS_SHARD1, 1, M, IR_FP32, "L%d.%s_rstd_n", i, gname));
         k_rmsnorm(g, x, opnd(gamma, 0, 0), xin, rs, ss, d);
     }
     /* A: [M, dl] @ [dl, r] -> partial */
     int64_t col = 0;
     if (grouped) {
-        snprintf(nm, sizeof nm, "L%d.%s.A", i, gname);
-        int w = param_add(g, nm, dl, R, PS_SHARD0);
+        int w = factor_group(g, i, gname, projs[0], F_READS, dl, R);
         for (int j = 0; j < np; j++) {
-            snprintf(cn, sizeof cn, "L%d.%s.A", i, proj_name(projs[j]));
-            part_add(g, w, cn, rint_r(0, dl), rint_r(dl, dl), rint_c(0), rint_c(ranks[j]), 0, col, t == 1);
+            factor_part(g, w, i, projs[j], F_READS, 0, col);
             col += ranks[j];
         }
-        gemm_op(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(ar[0], 0, R), M, R, dl);
+        ir_gemm(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(ar[0], 0, R), M, R, dl);
     } else {
         for (int j = 0; j < np; j++) {
-            snprintf(cn, sizeof cn, "L%d.%s.A", i, proj_name(projs[j]));
-            int w = param_add(g, cn, dl, ranks[j], PS_SHARD0);
-            part_add(g, w, cn, rint_r(0, dl), rint_r(dl, dl), rint_c(0), rint_c(ranks[j]), 0, 0, t == 1);
-            gemm_op(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(ar[j], 0, ranks[j]), M, ranks[j], dl);
+            int w = factor_param(g, i, projs[j], F_READS);
+            ir_gemm(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(ar[j], 0, ranks[j]), M, ranks[j], dl);
         }
     }
     for (int b = 0; b < nbuf; b++) {
@@ -738,55 +624,77 @@ static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs
     }
     for (int b = 0; b < nbuf; b++) {
         snprintf(nm, sizeof nm, "L%d.%s", i, grouped ? gname : proj_name(projs[b]));
-        allreduce(g, ar[b], nm);
+        ir_allreduce(g, ar[b], nm);
     }
     /* after the all-reduce: the next chunk starts */
-    set_chunk(g, i, "L%d.%s_B", i, gname);
+    ir_chunk(g, i, "L%d.%s_B", i, gname);
     int64_t zw = grouped ? R : 0;
     int y = -1, z = -1;
     if (grouped) {
-        y = tn(g, PS_REPLICATED, M, R, ad, "L%d.%s_y", i, gname);
-        z = tn(g, PS_REPLICATED, M, R, ad, "L%d.%s_z", i, gname);
+        y = ir_act(g, PS_REPLICATED, M, R, ad, "L%d.%s_y", i, gname);
+        z = ir_act(g, PS_REPLICATED, M, R, ad, "L%d.%s_z", i, gname);
     }
     col = 0;
     for (int b = 0; b < nbuf; b++) {
         int64_t w = grouped ? R : ranks[b];
         int yb = y, zb = z;
         if (!grouped) {
-            yb = tn(g, PS_REPLICATED, M, w, ad, "L%d.%s_y", i, proj_name(projs[b]));
-            zb = tn(g, PS_REPLICATED, M, w, ad, "L%d.%s_z", i, proj_name(projs[b]));
+            yb = ir_act(g, PS_REPLICATED, M, w, ad, "L%d.%s_y", i, proj_name(projs[b]));
+            zb = ir_act(g, PS_REPLICATED, M, w, ad, "L%d.%s_z", i, proj_name(projs[b]));
         }
-        int rs = online ? keep(g, tn(g, PS_REPLICATED, 1, M, IR_FP32, "L%d.%s_rstd", i, grouped ? gname : proj_name(projs[b]))) : -1;
+        int rs = online ? ir_keep(g, ir_act(g, PS_REPLICATED, 1, M, IR_FP32, "L%d.%s_rstd", i, grouped ? gname : proj_name(projs[b]))) : -1;
         k_bottleneck(g, opnd(ar[b], 0, w), w, opnd(yb, 0, w), opnd(zb, 0, w), rs, rho,
                      m->proj[i][projs[b]].act, online);
-        if (!grouped) { zout[b] = opnd(zb, 0, w); snprintf(nm, sizeof nm, "L%d.%s", i, proj_name(projs[b])); tp_copy(g, zb, nm); }
+        if (!grouped) {
+            zout[b] = opnd(zb, 0, w);
+            snprintf(nm, sizeof nm, "L%d.%s", i, proj_name(projs[b]));
+            if (!has_core(g)) ir_tp_copy(g, zb, nm);   /* else the core's output feeds B */
+        }
     }
     if (grouped) {
         for (int j = 0; j < np; j++) { zout[j] = opnd(z, col, zw); col += ranks[j]; }
         snprintf(nm, sizeof nm, "L%d.%s", i, gname);
-        tp_copy(g, z, nm);
+        if (!has_core(g)) ir_tp_copy(g, z, nm);
     }
 }
 
 /* One projection with a single A (o or down): input shard [M, in_l] -> z replicated [M, r]. */
 static Opnd btp_A1(Graph *g, int i, int xin, int p) {
     const Model *m = &g->run->model;
-    int t = g->tp, ad = ir_act_dtype(g);
+    int ad = ir_act_dtype(g);
     int64_t M = g->M, inl = g->t[xin].cols, rk = m->proj[i][p].rank;
-    char nm[96], cn[96];
-    snprintf(cn, sizeof cn, "L%d.%s.A", i, proj_name(p));
-    int w = param_add(g, cn, inl, rk, PS_SHARD0);
-    part_add(g, w, cn, rint_r(0, inl), rint_r(inl, inl), rint_c(0), rint_c(rk), 0, 0, t == 1);
-    int ar = tn(g, PS_PARTIAL, M, rk, ad, "L%d.%s_ar", i, proj_name(p));
-    gemm_op(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(ar, 0, 0), M, rk, inl);
+    char nm[96];
+    int w = factor_param(g, i, p, F_READS);
+    int ar = ir_act(g, PS_PARTIAL, M, rk, ad, "L%d.%s_ar", i, proj_name(p));
+    ir_gemm(g, opnd(xin, 0, 0), opnd(w, 0, 0), opnd(ar, 0, 0), M, rk, inl);
     snprintf(nm, sizeof nm, "L%d.%s", i, proj_name(p));
-    allreduce(g, ar, nm);
-    set_chunk(g, i, "L%d.%s_B", i, proj_name(p));
-    int y = tn(g, PS_REPLICATED, M, rk, ad, "L%d.%s_y", i, proj_name(p));
-    int z = tn(g, PS_REPLICATED, M, rk, ad, "L%d.%s_z", i, proj_name(p));
+    ir_allreduce(g, ar, nm);
+    ir_chunk(g, i, "L%d.%s_B", i, proj_name(p));
+    int y = ir_act(g, PS_REPLICATED, M, rk, ad, "L%d.%s_y", i, proj_name(p));
+    int z = ir_act(g, PS_REPLICATED, M, rk, ad, "L%d.%s_z", i, proj_name(p));
     k_bottleneck(g, opnd(ar, 0, 0), rk, opnd(y, 0, 0), opnd(z, 0, 0), -1, -1, m->proj[i][p].act, 0);
-    tp_copy(g, z, nm);
+    if (!has_core(g)) ir_tp_copy(g, z, nm);
     return opnd(z, 0, rk);
+}
+
+/* The r x r cores of a row of three factors (btp): u_p = z_p @ S_p [r_p, r_p] on the replicated
+ * latent (S whole on every rank: no collective), into one u [M, sum r_p]; z[] becomes u's views,
+ * which feed the column-parallel B (tp_copy). A row without a core leaves z as it is. */
+static void btp_core(Graph *g, int i, const int *projs, int np, Opnd *z, const char *gname) {
+    if (!has_core(g)) return;
+    const Model *m = &g->run->model;
+    int64_t R = 0, col[4];
+    for (int j = 0; j < np; j++) { col[j] = R; R += m->proj[i][projs[j]].rank; }
+    int u = ir_act(g, PS_REPLICATED, g->M, R, ir_act_dtype(g), "L%d.%s_u", i, gname);
+    for (int j = 0; j < np; j++) {
+        int64_t r = m->proj[i][projs[j]].rank;
+        int s = factor_param(g, i, projs[j], F_CORE);
+        ir_gemm(g, z[j], opnd(s, 0, 0), opnd(u, col[j], R), g->M, r, r);
+        z[j] = opnd(u, col[j], R);
+    }
+    char nm[96];
+    snprintf(nm, sizeof nm, "L%d.%s", i, gname);
+    ir_tp_copy(g, u, nm);
 }
 
 /* B side: z_p (replicated) @ B_p [r_p, dout_p/t] -> columns of out [M, sum dout_p/t]. */
@@ -794,7 +702,6 @@ static void btp_B(Graph *g, int i, const Opnd *zin, const int *projs, int np, in
     const Model *m = &g->run->model;
     int t = g->tp;
     int64_t M = g->M, W = g->t[out].cols;
-    char nm[96], cn[96];
     int64_t rk[4], wl[4], col[4], c = 0;
     for (int j = 0; j < np; j++) {
         rk[j] = m->proj[i][projs[j]].rank; wl[j] = proj_out(m, projs[j]) / t; col[j] = c; c += wl[j];
@@ -802,25 +709,19 @@ static void btp_B(Graph *g, int i, const Opnd *zin, const int *projs, int np, in
     int batchable = g->run->group_linears && np > 1;
     for (int j = 1; j < np; j++) if (rk[j] != rk[0] || wl[j] != wl[0] || zin[j].t != zin[0].t) batchable = 0;
     if (batchable) {
-        snprintf(nm, sizeof nm, "L%d.%s.B", i, gname);
-        int w = param_add(g, nm, np * rk[0], wl[0], PS_SHARD1);
-        for (int j = 0; j < np; j++) {
-            snprintf(cn, sizeof cn, "L%d.%s.B", i, proj_name(projs[j]));
-            part_add(g, w, cn, rint_c(0), rint_c(rk[j]), rint_r(0, wl[j]), rint_r(wl[j], wl[j]), j * rk[0], 0, t == 1);
-        }
-        gemm_batched(g, zin[0], opnd(w, 0, 0), opnd(out, 0, W), M, wl[0], rk[0],
+        int w = factor_group(g, i, gname, projs[0], f_writes(g), np * rk[0], wl[0]);
+        for (int j = 0; j < np; j++) factor_part(g, w, i, projs[j], f_writes(g), j * rk[0], 0);
+        ir_gemm_batched(g, zin[0], opnd(w, 0, 0), opnd(out, 0, W), M, wl[0], rk[0],
                      zin[1].off.base - zin[0].off.base, rk[0] * wl[0], wl[0], np);
         return;
     }
     Gemm mem[4];
     for (int j = 0; j < np; j++) {
-        snprintf(cn, sizeof cn, "L%d.%s.B", i, proj_name(projs[j]));
-        int w = param_add(g, cn, rk[j], wl[j], PS_SHARD1);
-        part_add(g, w, cn, rint_c(0), rint_c(rk[j]), rint_r(0, wl[j]), rint_r(wl[j], wl[j]), 0, 0, t == 1);
-        mem[j] = gm(zin[j], opnd(w, 0, 0), opnd(out, col[j], W), M, wl[j], rk[j]);
+        int w = factor_param(g, i, projs[j], f_writes(g));
+        mem[j] = ir_gemm_member(zin[j], opnd(w, 0, 0), opnd(out, col[j], W), M, wl[j], rk[j]);
     }
-    if (g->run->group_linears) gemm_grouped(g, mem, np);
-    else for (int j = 0; j < np; j++) gemm_op(g, mem[j].A, mem[j].B, mem[j].C, mem[j].m, mem[j].n, mem[j].k);
+    if (g->run->group_linears) ir_gemm_grouped(g, mem, np);
+    else for (int j = 0; j < np; j++) ir_gemm(g, mem[j].A, mem[j].B, mem[j].C, mem[j].m, mem[j].n, mem[j].k);
 }
 
 static int btp_layer(Graph *g, int i, int x) {
@@ -830,60 +731,64 @@ static int btp_layer(Graph *g, int i, int x) {
     int64_t M = g->M, dl = m->hidden / t, hd = m->head_dim;
     int64_t qw = m->heads / t * hd, kw = m->kv_heads / t * hd, W = qw + 2 * kw, fl = m->ffn / t;
     char cn[96];
-    set_chunk(g, i, "L%d.attn_A", i);
+    ir_chunk(g, i, "L%d.attn_A", i);
     const int qp[3] = {PROJ_Q, PROJ_K, PROJ_V};
     Opnd zq[3];
     snprintf(cn, sizeof cn, "L%d.attn_norm", i);
     btp_A(g, i, x, cn, qp, 3, "qkv", zq);
-    int qkv = tn(g, PS_SHARD1, M, W, ad, "L%d.qkv", i);
+    btp_core(g, i, qp, 3, zq, "qkv");
+    int qkv = ir_act(g, PS_SHARD1, M, W, ad, "L%d.qkv", i);
     btp_B(g, i, zq, qp, 3, qkv, "qkv");
     k_rope(g, opnd(qkv, 0, W), m->heads / t, PS_SHARD1);
     k_rope(g, opnd(qkv, qw, W), m->kv_heads / t, PS_SHARD1);
-    int attn = tn(g, PS_SHARD1, M, qw, ad, "L%d.attn", i);
-    int lse = tn(g, PS_SHARD1, 1, (int64_t)r->micro_batch * (m->heads / t) * r->seq, IR_FP32, "L%d.lse", i);
+    int attn = ir_act(g, PS_SHARD1, M, qw, ad, "L%d.attn", i);
+    int lse = ir_act(g, PS_SHARD1, 1, (int64_t)r->micro_batch * (m->heads / t) * r->seq, IR_FP32, "L%d.lse", i);
     k_attention(g, opnd(qkv, 0, W), opnd(qkv, qw, W), opnd(qkv, qw + kw, W), attn, lse, m->heads / t, m->kv_heads / t);
+    const int op_[1] = {PROJ_O};
     Opnd zo = btp_A1(g, i, attn, PROJ_O);
+    btp_core(g, i, op_, 1, &zo, "o");
     Opnd zob = zo;
     int64_t ro = m->proj[i][PROJ_O].rank;
     if (m->lax) {
-        int zx = tn(g, PS_REPLICATED, M, ro, ad, "L%d.o_zx", i);
+        int zx = ir_act(g, PS_REPLICATED, M, ro, ad, "L%d.o_zx", i);
         k_add(g, zo, zq[2], opnd(zx, 0, ro), ro, PS_REPLICATED);
         zob = opnd(zx, 0, ro);
     }
-    int oo = tn(g, PS_SHARD1, M, dl, ad, "L%d.o_out", i);
-    const int op_[1] = {PROJ_O};
+    int oo = ir_act(g, PS_SHARD1, M, dl, ad, "L%d.o_out", i);
     btp_B(g, i, &zob, op_, 1, oo, "o");
-    int h = keep(g, tn(g, PS_SHARD1, M, dl, ad, "L%d.h", i));
+    int h = ir_keep(g, ir_act(g, PS_SHARD1, M, dl, ad, "L%d.h", i));
     k_add(g, opnd(x, 0, 0), opnd(oo, 0, 0), opnd(h, 0, 0), dl, PS_SHARD1);
     if (m->moe_experts && m->moe_layer[i]) return moe_block(g, i, h);
-    set_chunk(g, i, "L%d.mlp_A", i);
+    ir_chunk(g, i, "L%d.mlp_A", i);
     const int gp[2] = {PROJ_GATE, PROJ_UP};
     Opnd zg[2];
     snprintf(cn, sizeof cn, "L%d.mlp_norm", i);
     btp_A(g, i, h, cn, gp, 2, "gu", zg);
+    btp_core(g, i, gp, 2, zg, "gu");
     Opnd zgb[2] = {zg[0], zg[1]};
     if (m->lax) {
         int64_t rg = m->proj[i][PROJ_GATE].rank, ru = m->proj[i][PROJ_UP].rank;
-        int zx = tn(g, PS_REPLICATED, M, rg + ru, ad, "L%d.gu_zx", i);
+        int zx = ir_act(g, PS_REPLICATED, M, rg + ru, ad, "L%d.gu_zx", i);
         k_add(g, zg[0], zo, opnd(zx, 0, rg + ru), rg, PS_REPLICATED);
         k_add(g, zg[1], zo, opnd(zx, rg, rg + ru), ru, PS_REPLICATED);
         zgb[0] = opnd(zx, 0, rg + ru); zgb[1] = opnd(zx, rg, rg + ru);
     }
-    int gu = tn(g, PS_SHARD1, M, 2 * fl, ad, "L%d.gu", i);
+    int gu = ir_act(g, PS_SHARD1, M, 2 * fl, ad, "L%d.gu", i);
     btp_B(g, i, zgb, gp, 2, gu, "gu");
-    int gl = tn(g, PS_SHARD1, M, fl, ad, "L%d.glu", i);
+    int gl = ir_act(g, PS_SHARD1, M, fl, ad, "L%d.glu", i);
     k_glu(g, opnd(gu, 0, 2 * fl), opnd(gu, fl, 2 * fl), gl, fl, m->mlp_gate_act);
+    const int dp_[1] = {PROJ_DOWN};
     Opnd zd = btp_A1(g, i, gl, PROJ_DOWN);
+    btp_core(g, i, dp_, 1, &zd, "down");
     int64_t rd = m->proj[i][PROJ_DOWN].rank;
     if (m->lax) {
-        int zx = tn(g, PS_REPLICATED, M, rd, ad, "L%d.down_zx", i);
+        int zx = ir_act(g, PS_REPLICATED, M, rd, ad, "L%d.down_zx", i);
         k_add(g, zd, zg[1], opnd(zx, 0, rd), rd, PS_REPLICATED);
         zd = opnd(zx, 0, rd);
     }
-    int dn = tn(g, PS_SHARD1, M, dl, ad, "L%d.down_out", i);
-    const int dp_[1] = {PROJ_DOWN};
+    int dn = ir_act(g, PS_SHARD1, M, dl, ad, "L%d.down_out", i);
     btp_B(g, i, &zd, dp_, 1, dn, "down");
-    int xo = keep(g, tn(g, PS_SHARD1, M, dl, ad, "L%d.x", i + 1));
+    int xo = ir_keep(g, ir_act(g, PS_SHARD1, M, dl, ad, "L%d.x", i + 1));
     k_add(g, opnd(h, 0, 0), opnd(dn, 0, 0), opnd(xo, 0, 0), dl, PS_SHARD1);
     return xo;
 }
@@ -898,7 +803,7 @@ int build_forward(Graph *g) {
     g->loss = ir_tensor(g, "loss", 1, 1, IR_FP32, TR_OUTPUT, PS_REPLICATED);
     add_canons(g);
     int x = build_embed(g);
-    if (x < 0) return fail(g, "internal: no embedding output");
+    if (x < 0) return ir_error(g, "internal: no embedding output");
     for (int i = 0; i < m->layers; i++) {
         if (g->layout == LAYOUT_BTP) x = btp_layer(g, i, x);
         else if (g->layout == LAYOUT_NAIVE) x = naive_layer(g, i, x);
@@ -942,15 +847,15 @@ int check_states(Graph *g) {
                 Gemm *x = o->kind == OP_GROUPED_GEMM ? &o->members[j] : &o->g;
                 int a = st[x->A.t], b = st[x->B.t];
                 if (a < 0 || b < 0) {
-                    rc = fail(g, "state check (%s): gemm reads %s before it is written", o->chunk, g->t[a < 0 ? x->A.t : x->B.t].name);
+                    rc = ir_error(g, "state check (%s): gemm reads %s before it is written", o->chunk, g->t[a < 0 ? x->A.t : x->B.t].name);
                     break;
                 }
                 int c = compose(a, b);
                 if (a == PS_PARTIAL || b == PS_PARTIAL)
-                    rc = fail(g, "state check (%s): gemm consumes the partial sum %s; it needs an all-reduce first",
+                    rc = ir_error(g, "state check (%s): gemm consumes the partial sum %s; it needs an all-reduce first",
                               o->chunk, g->t[a == PS_PARTIAL ? x->A.t : x->B.t].name);
                 else if (c < 0)
-                    rc = fail(g, "state check (%s): gemm %s (%s) @ %s (%s): these states do not compose",
+                    rc = ir_error(g, "state check (%s): gemm %s (%s) @ %s (%s): these states do not compose",
                               o->chunk, g->t[x->A.t].name, ps_name(a), g->t[x->B.t].name, ps_name(b));
                 else st[x->C.t] = c;
             }
@@ -960,9 +865,9 @@ int check_states(Graph *g) {
             for (int j = 0; j < o->nops && !rc; j++) {
                 if (o->ostate[j]) continue;
                 int s = st[o->ops[j].t];
-                if (s < 0) rc = fail(g, "state check (%s): %s reads %s before it is written", o->chunk, o->k.kind, g->t[o->ops[j].t].name);
+                if (s < 0) rc = ir_error(g, "state check (%s): %s reads %s before it is written", o->chunk, o->k.kind, g->t[o->ops[j].t].name);
                 else if (s == PS_PARTIAL && !(!strcmp(o->k.kind, "copy") && o->ostate[1] == OUT(PS_PARTIAL)))
-                    rc = fail(g, "state check (%s): %s consumes the partial sum %s as %s; it needs full values "
+                    rc = ir_error(g, "state check (%s): %s consumes the partial sum %s as %s; it needs full values "
                               "(all-reduce it first)", o->chunk, o->k.kind, g->t[o->ops[j].t].name, o->opkey[j]);
             }
             for (int j = 0; j < o->nops && !rc; j++) {
@@ -970,7 +875,7 @@ int check_states(Graph *g) {
                 int want = o->ostate[j] - 1;
                 if (!strcmp(o->k.kind, "online_norm_rescale") && !strcmp(o->opkey[j], "h")) {
                     if (st[o->ops[j].t] != PS_PARTIAL)
-                        rc = fail(g, "state check (%s): online_norm_rescale expects the partial GEMM output, %s is %s",
+                        rc = ir_error(g, "state check (%s): online_norm_rescale expects the partial GEMM output, %s is %s",
                                   o->chunk, g->t[o->ops[j].t].name, ps_name(st[o->ops[j].t]));
                     continue;
                 }
@@ -978,7 +883,7 @@ int check_states(Graph *g) {
                     /* a column slice: the tensor keeps one state, all slices must agree */
                     int s = st[o->ops[j].t];
                     if (s >= 0 && s != want)
-                        rc = fail(g, "state check (%s): %s writes a %s slice into %s, which is %s",
+                        rc = ir_error(g, "state check (%s): %s writes a %s slice into %s, which is %s",
                                   o->chunk, o->k.kind, ps_name(want), g->t[o->ops[j].t].name, ps_name(s));
                 }
                 st[o->ops[j].t] = want;
@@ -986,7 +891,7 @@ int check_states(Graph *g) {
             break;
         case OP_ALLREDUCE:
             if (st[o->buf.t] != PS_PARTIAL)
-                rc = fail(g, "state check (%s): allreduce of %s, which is %s (only a partial sum is all-reduced)",
+                rc = ir_error(g, "state check (%s): allreduce of %s, which is %s (only a partial sum is all-reduced)",
                           o->chunk, g->t[o->buf.t].name, ps_name(st[o->buf.t]));
             else if (!(o->buf.off.base == 0 && o->elems == g->t[o->buf.t].rows * g->t[o->buf.t].cols)) {
                 /* one contiguous block of a stacked tensor: the tensor is replicated once every block is */
@@ -998,51 +903,22 @@ int check_states(Graph *g) {
             break;
         case OP_ALLGATHER:
             if (st[o->src.t] != PS_SHARD1)
-                rc = fail(g, "state check (%s): allgather of %s, which is %s (it gathers column shards)",
+                rc = ir_error(g, "state check (%s): allgather of %s, which is %s (it gathers column shards)",
                           o->chunk, g->t[o->src.t].name, ps_name(st[o->src.t]));
             else st[o->dst.t] = PS_REPLICATED;
             break;
         case OP_ALLTOALL:   /* moves whole slot rows between ep ranks: the tp state travels along */
             if (st[o->src.t] < 0)
-                rc = fail(g, "state check (%s): all-to-all of %s, which was never written", o->chunk, g->t[o->src.t].name);
+                rc = ir_error(g, "state check (%s): all-to-all of %s, which was never written", o->chunk, g->t[o->src.t].name);
             else st[o->dst.t] = st[o->src.t];
             break;
         case OP_TP_COPY:
             if (st[o->marker_tensor] != PS_REPLICATED)
-                rc = fail(g, "state check (%s): %s feeds a column-parallel op but is %s (it must be replicated)",
+                rc = ir_error(g, "state check (%s): %s feeds a column-parallel op but is %s (it must be replicated)",
                           o->chunk, g->t[o->marker_tensor].name, ps_name(st[o->marker_tensor]));
             break;
         }
     }
     free(st);
     return rc;
-}
-
-/* ---- the helpers above, for gen/moe.c ---- */
-
-int ir_act(Graph *g, int state, int64_t rows, int64_t cols, int dtype, const char *name) {
-    return tn(g, state, rows, cols, dtype, "%s", name);
-}
-int ir_keep(Graph *g, int t) { return keep(g, t); }
-void ir_canon(Graph *g, const char *name, int64_t rows, int64_t cols, int init, double std, int decay) {
-    canon_add(g, name, rows, cols, init, std, decay);
-}
-int ir_param(Graph *g, const char *name, int64_t rows, int64_t cols, int state) {
-    return param_add(g, name, rows, cols, state);
-}
-void ir_part(Graph *g, int ptensor, const char *canon, RInt r0, RInt r1, RInt c0, RInt c1, int64_t lr, int64_t lc, int rep) {
-    part_add(g, ptensor, canon, r0, r1, c0, c1, lr, lc, rep);
-}
-Op *ir_gemm(Graph *g, Opnd A, Opnd B, Opnd C, int64_t m, int64_t n, int64_t k, int64_t sA, int64_t sB, int64_t sC, int batch) {
-    return gemm_batched(g, A, B, C, m, n, k, sA, sB, sC, batch);
-}
-void ir_allreduce(Graph *g, int t, const char *tag) { allreduce(g, t, tag); }
-void ir_tp_copy(Graph *g, int t, const char *tag) { tp_copy(g, t, tag); }
-void ir_chunk(Graph *g, int layer, const char *chunk) { set_chunk(g, layer, "%s", chunk); }
-void ir_add(Graph *g, Opnd a, Opnd b, Opnd out, int64_t rows, int64_t cols, int state) {
-    a = fix(g, a); b = fix(g, b); out = fix(g, out);
-    Op *o = k_begin(g, "add");
-    k_op(g, o, "a", a, 0, 0); k_op(g, o, "b", b, 0, 0); k_op(g, o, "out", out, OUT(state), 0);
-    k_const(o, "rows", (double)rows); k_const(o, "cols", (double)cols);
-    k_const(o, "lda", (double)a.ld); k_const(o, "ldb", (double)b.ld); k_const(o, "ldo", (double)out.ld);
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gen/gen.h"
+#include "gen/factor.h"
 #include "gen/ir.h"
 
 static double kconst(const Op *o, const char *key, double dflt) {
@@ -187,8 +188,9 @@ int infer_report_write(const Run *run, FILE *f) {
         int64_t b = decode_coll_bytes(h, &cnt), l0 = 0;
         for (int s = 0; s < h->nsteps; s++)
             if ((h->steps[s].kind == OP_ALLREDUCE || h->steps[s].kind == OP_ALLGATHER) && h->steps[s].layer == 0) l0 += h->steps[s].bytes;
+        int twin = order[i] == LAYOUT_MEGATRON && factorization_lowrank(model_factorization(m));
         fprintf(f, "| %s%s | %d | %" PRId64 " | %" PRId64 " |\n", layout_name(order[i]),
-                order[i] == LAYOUT_MEGATRON && strcmp(m->family, "full") ? " (full-rank twin)" : "", cnt, b, l0);
+                twin ? " (full-rank twin)" : "", cnt, b, l0);
         graph_free(h);
     }
     return 0;

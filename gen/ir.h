@@ -214,17 +214,7 @@ int build_forward(Graph *g);
 /* The static parallel-state check over the forward tape: 0, or 2 with g->err set. */
 int check_states(Graph *g);
 
-/* ---- build.c: the builder's helpers, for the MoE block (gen/moe.c) ---- */
-int ir_act(Graph *g, int state, int64_t rows, int64_t cols, int dtype, const char *name);  /* TR_ACT tensor */
-int ir_keep(Graph *g, int t);                  /* mark a tensor kept by checkpointing; returns t */
-void ir_canon(Graph *g, const char *name, int64_t rows, int64_t cols, int init, double std, int decay);
-int ir_param(Graph *g, const char *name, int64_t rows, int64_t cols, int state);
-void ir_part(Graph *g, int ptensor, const char *canon, RInt r0, RInt r1, RInt c0, RInt c1, int64_t lr, int64_t lc, int rep);
-Op *ir_gemm(Graph *g, Opnd A, Opnd B, Opnd C, int64_t m, int64_t n, int64_t k, int64_t sA, int64_t sB, int64_t sC, int batch);
-void ir_allreduce(Graph *g, int t, const char *tag);
-void ir_tp_copy(Graph *g, int t, const char *tag);
-void ir_chunk(Graph *g, int layer, const char *chunk);
-void ir_add(Graph *g, Opnd a, Opnd b, Opnd out, int64_t rows, int64_t cols, int state);
+/* ---- builder.c: the builder's vocabulary, declared in gen/builder.h ---- */
 
 /* ---- moe.c: MoE blocks (btp layout) ---- */
 int moe_check(Graph *g);                       /* 0, or 2 with g->err set */

@@ -134,5 +134,8 @@ typedef struct { const char *name; const char *value; } Override;
 
 const char *layout_name(int layout);
 const char *proj_name(int proj);
+/* Full (unsharded) input and output widths of projection p (enum Proj). */
+int64_t proj_in(const Model *m, int p);
+int64_t proj_out(const Model *m, int p);
 
 #endif

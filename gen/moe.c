@@ -3,12 +3,11 @@
  * parameters and its collectives. The backward rules of the moe_* kernels are in backward.c;
  * the kernels' math is the catalog of docs/plan-format.md. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include "gen/ir.h"
+#include "gen/builder.h"
+#include "gen/factor.h"
 
-#define OUT(state) ((state) + 1)
 
 static int is_moe(const Model *m, int i) { return m->moe_experts > 0 && m->moe_layer[i]; }
 
@@ -22,27 +21,22 @@ int64_t moe_capacity(const Run *run) {
     return c < 1 ? 1 : c;
 }
 
-static int fail(Graph *g, const char *fmt, ...) {
-    va_list ap; va_start(ap, fmt); vsnprintf(g->err, sizeof g->err, fmt, ap); va_end(ap);
-    return 2;
-}
-
 int moe_check(Graph *g) {
     const Run *r = g->run;
     const Model *m = &r->model;
     const char *f = r->file[0] ? r->file : r->name;
     if (!m->moe_experts) return 0;
     if (g->layout != LAYOUT_BTP && m->moe_shared)
-        return fail(g, "%s: model %s shares expert factors, built for layout btp only: use layout = \"btp\" or drop "
+        return ir_error(g, "%s: model %s shares expert factors, built for layout btp only: use layout = \"btp\" or drop "
                     "moe{shared=}", f, m->name);
-    if (m->moe_ffn % g->tp) return fail(g, "%s: tp=%d must divide the experts' ffn (%d)", f, g->tp, m->moe_ffn);
+    if (m->moe_ffn % g->tp) return ir_error(g, "%s: tp=%d must divide the experts' ffn (%d)", f, g->tp, m->moe_ffn);
     if (g->layout == LAYOUT_NAIVE)
         for (int l = 0; l < m->layers; l++)
             for (int p = PROJ_GATE; p <= PROJ_DOWN && is_moe(m, l); p++)
                 if (m->proj[l][p].rank % g->tp)
-                    return fail(g, "%s: layout naive shards the experts' ranks: tp=%d must divide the rank %d of '%s' in layer %d",
+                    return ir_error(g, "%s: layout naive shards the experts' ranks: tp=%d must divide the rank %d of '%s' in layer %d",
                                 f, g->tp, m->proj[l][p].rank, proj_name(p), l);
-    if (m->lax) return fail(g, "%s: MoE layers do not take LaX crossings (model %s)", f, m->name);
+    if (m->lax) return ir_error(g, "%s: MoE layers do not take LaX crossings (model %s)", f, m->name);
     return 0;
 }
 
@@ -66,7 +60,7 @@ void moe_canons(Graph *g, int i) {
     }
     for (int j = 0; j < 3; j++) {   /* shared factors: one canon per layer, L{i}.shared.{gate.A,up.A,down.B} */
         int64_t din = j == 2 ? ff : d, dout = j == 2 ? d : ff, rk = m->proj[i][ps[j]].rank;
-        double std = pow((double)rk, -0.25) * pow((double)(din + dout), -0.25);
+        double std = factor_init_std(m, INIT_PRODUCT, rk, din, dout);
         if (!shared(m, j)) continue;
         snprintf(nm, sizeof nm, "L%d.shared.%s.%s", i, proj_name(ps[j]), j == 2 ? "B" : "A");
         if (j == 2) ir_canon(g, nm, rk, dout, 0, std, 1); else ir_canon(g, nm, din, rk, 0, std, 1);
@@ -74,7 +68,7 @@ void moe_canons(Graph *g, int i) {
     for (int e = 0; e < m->moe_experts; e++)
         for (int j = 0; j < 3; j++) {
             int64_t din = j == 2 ? ff : d, dout = j == 2 ? d : ff, rk = m->proj[i][ps[j]].rank;
-            double std = pow((double)rk, -0.25) * pow((double)(din + dout), -0.25);
+            double std = factor_init_std(m, INIT_PRODUCT, rk, din, dout);
             snprintf(nm, sizeof nm, "L%d.e%d.%s.A", i, e, proj_name(ps[j]));
             if (j == 2 || !shared(m, j)) ir_canon(g, nm, din, rk, 0, std, 1);
             snprintf(nm, sizeof nm, "L%d.e%d.%s.B", i, e, proj_name(ps[j]));
@@ -83,9 +77,7 @@ void moe_canons(Graph *g, int i) {
 }
 
 static int act_t(Graph *g, int state, int64_t rows, int64_t cols, int dtype, int i, const char *what) {
-    char nm[96];
-    snprintf(nm, sizeof nm, "L%d.%s", i, what);
-    return ir_act(g, state, rows, cols, dtype, nm);
+    return ir_act(g, state, rows, cols, dtype, "L%d.%s", i, what);
 }
 
 /* Stacked expert factor: local param [El*rows_l, cols_l] (El = E/ep local experts) with local expert
@@ -186,7 +178,7 @@ static int rep_proj(Graph *g, int i, int in, int64_t S, int64_t C, int64_t din, 
         int64_t rl = colpar ? din : din / t, cl = colpar ? dout / t : dout;
         int w = stacked_rep(g, i, nm, pn, "W", rl, cl, !colpar);
         int out = act_t(g, colpar ? PS_SHARD1 : PS_PARTIAL, S, cl, ad, i, what);
-        ir_gemm(g, opnd(in, 0, rl), opnd(w, 0, cl), opnd(out, 0, cl), C, cl, rl, C * rl, rl * cl, C * cl, (int)E);
+        ir_gemm_batched(g, opnd(in, 0, rl), opnd(w, 0, cl), opnd(out, 0, cl), C, cl, rl, C * rl, rl * cl, C * cl, (int)E);
         return out;
     }
     int64_t rk = m->proj[i][proj].rank, rl = rk / t;
@@ -195,7 +187,7 @@ static int rep_proj(Graph *g, int i, int in, int64_t S, int64_t C, int64_t din, 
     char w2[48];
     snprintf(w2, sizeof w2, "%s_h", what);
     int hh = act_t(g, PS_SHARD1, S, rl, ad, i, w2);
-    ir_gemm(g, opnd(in, 0, din), opnd(wa, 0, rl), opnd(hh, 0, rl), C, rl, din, C * din, din * rl, C * rl, (int)E);
+    ir_gemm_batched(g, opnd(in, 0, din), opnd(wa, 0, rl), opnd(hh, 0, rl), C, rl, din, C * din, din * rl, C * rl, (int)E);
     snprintf(w2, sizeof w2, "%s_y", what);
     int y = act_t(g, PS_SHARD1, S, rl, ad, i, w2);
     snprintf(w2, sizeof w2, "%s_z", what);
@@ -211,7 +203,7 @@ static int rep_proj(Graph *g, int i, int in, int64_t S, int64_t C, int64_t din, 
     snprintf(nm, sizeof nm, "L%d.moe.%s.B", i, pn);
     int wb = stacked_rep(g, i, nm, pn, "B", rl, dout, 1);
     int out = act_t(g, PS_PARTIAL, S, dout, ad, i, what);
-    ir_gemm(g, opnd(z, 0, rl), opnd(wb, 0, dout), opnd(out, 0, dout), C, dout, rl, C * rl, rl * dout, C * dout, (int)E);
+    ir_gemm_batched(g, opnd(z, 0, rl), opnd(wb, 0, dout), opnd(out, 0, dout), C, dout, rl, C * rl, rl * dout, C * dout, (int)E);
     return out;
 }
 
@@ -227,8 +219,8 @@ static int moe_block_rep(Graph *g, int i, int h) {
     int t = g->tp, ad = ir_act_dtype(g), mega = g->layout == LAYOUT_MEGATRON;
     int64_t M = g->M, d = m->hidden, E = m->moe_experts, K = m->moe_top_k, ff = m->moe_ffn;
     int64_t C = moe_capacity(r), S = E * C, fl = ff / t;
-    char nm[96], chunk[48];
-    snprintf(chunk, sizeof chunk, "L%d.moe_router", i); ir_chunk(g, i, chunk);
+    char nm[96];
+    ir_chunk(g, i, "L%d.moe_router", i);
     snprintf(nm, sizeof nm, "L%d.mlp_norm", i);
     int gamma = ir_param(g, nm, 1, d, PS_REPLICATED);
     ir_part(g, gamma, nm, rint_c(0), rint_c(1), rint_c(0), rint_c(d), 0, 0, 1);
@@ -245,7 +237,7 @@ static int moe_block_rep(Graph *g, int i, int h) {
     int wr = ir_param(g, nm, d, E, PS_REPLICATED);
     ir_part(g, wr, nm, rint_c(0), rint_c(d), rint_c(0), rint_c(E), 0, 0, 1);
     int logits = act_t(g, PS_REPLICATED, M, E, ad, i, "router_logits");
-    ir_gemm(g, opnd(xn, 0, 0), opnd(wr, 0, 0), opnd(logits, 0, 0), M, E, d, 0, 0, 0, 1);
+    ir_gemm_batched(g, opnd(xn, 0, 0), opnd(wr, 0, 0), opnd(logits, 0, 0), M, E, d, 0, 0, 0, 1);
     int sel, slot, gates, src;
     {
         int probs = ir_keep(g, act_t(g, PS_REPLICATED, M, E, IR_FP32, i, "router_probs"));
@@ -267,7 +259,7 @@ static int moe_block_rep(Graph *g, int i, int h) {
         k_const(o, "coef", m->moe_aux);
         if (m->moe_z > 0) k_const(o, "zcoef", m->moe_z);
     }
-    snprintf(chunk, sizeof chunk, "L%d.moe_gu", i); ir_chunk(g, i, chunk);
+    ir_chunk(g, i, "L%d.moe_gu", i);
     int xe = act_t(g, PS_REPLICATED, S, d, ad, i, "moe_xe");
     o = k_begin(g, "moe_dispatch");
     k_op(g, o, "x", opnd(xn, 0, 0), 0, 0);
@@ -284,7 +276,7 @@ static int moe_block_rep(Graph *g, int i, int h) {
         snprintf(nm, sizeof nm, "L%d.moe_gate", i); ir_allreduce(g, gu_g, nm);
         snprintf(nm, sizeof nm, "L%d.moe_up", i); ir_allreduce(g, gu_u, nm);
     }
-    snprintf(chunk, sizeof chunk, "L%d.moe_down", i); ir_chunk(g, i, chunk);
+    ir_chunk(g, i, "L%d.moe_down", i);
     int gl = act_t(g, mega ? PS_SHARD1 : PS_REPLICATED, S, gw, ad, i, "moe_glu");
     o = k_begin(g, "glu_fwd");
     k_op(g, o, "gate", opnd(gu_g, 0, gw), 0, 1); k_op(g, o, "up", opnd(gu_u, 0, gw), 0, 1);
@@ -296,30 +288,56 @@ static int moe_block_rep(Graph *g, int i, int h) {
     if (!mega) ir_tp_copy(g, gl, nm);
     int eo = rep_proj(g, i, gl, S, C, ff, d, PROJ_DOWN, 0, "moe_eo");
     ir_allreduce(g, eo, nm);
-    snprintf(chunk, sizeof chunk, "L%d.moe_out", i); ir_chunk(g, i, chunk);
+    ir_chunk(g, i, "L%d.moe_out", i);
     int mo = act_t(g, PS_REPLICATED, M, d, ad, i, "moe_out");
     combine(g, eo, sel, slot, gates, mo, M, d, K, E, C, PS_REPLICATED);
     snprintf(nm, sizeof nm, "L%d.x", i + 1);
-    int xo = ir_keep(g, ir_act(g, PS_REPLICATED, M, d, ad, nm));
+    int xo = ir_keep(g, ir_act(g, PS_REPLICATED, M, d, ad, "%s", nm));
     ir_add(g, opnd(h, 0, 0), opnd(mo, 0, 0), opnd(xo, 0, 0), M, d, PS_REPLICATED);
     return xo;
 }
 
-int moe_block(Graph *g, int i, int h) {
-    if (g->layout != LAYOUT_BTP) return moe_block_rep(g, i, h);
-    const Run *r = g->run;
-    const Model *m = &r->model;
-    int t = g->tp, ad = ir_act_dtype(g);
-    int64_t M = g->M, d = m->hidden, dl = d / t, E = m->moe_experts, K = m->moe_top_k;
-    int64_t C = moe_capacity(r), S = E * C, fl = m->moe_ffn / t;
-    /* expert parallelism: this rank's El = E/ep experts see C2 = ep*C slots each, from the ep ranks
-       of its group (the S = E*C rows of the token side become El*C2 = S rows on the owner) */
-    int64_t El = E / g->ep, C2 = C * g->ep;
-    int64_t rg = m->proj[i][PROJ_GATE].rank, ru = m->proj[i][PROJ_UP].rank, rd = m->proj[i][PROJ_DOWN].rank, R = rg + ru;
-    char nm[96], chunk[48];
+/* What the stages of the btp MoE block share: its shapes and the router's outputs. Expert
+ * parallelism: this rank's El = E/ep experts see C2 = ep*C slots each, from the ep ranks of its
+ * group (the S = E*C rows of the token side become El*C2 = S rows on the owner). */
+typedef struct {
+    int i, ad;
+    int64_t M, d, dl, E, K, C, S, fl, El, C2, rg, ru, rd;
+    int xn, src, sel, slot, gates;   /* the normed shard [M, d/t] and the routing (moe_router) */
+} MoeBtp;
 
+/* out [S, cols] (in `state`) = for each slot, the row of x [M, cols] of the token the router put
+ * there (b->src; an empty slot gets zeros). */
+static void dispatch(Graph *g, const MoeBtp *b, int x, int out, int64_t cols, int state) {
+    Op *o = k_begin(g, "moe_dispatch");
+    k_op(g, o, "x", opnd(x, 0, 0), 0, 0);
+    k_op(g, o, "src", opnd(b->src, 0, 0), 0, 1);
+    k_op(g, o, "out", opnd(out, 0, 0), OUT(state), 0);
+    k_const(o, "rows", (double)b->S); k_const(o, "cols", (double)cols);
+    k_const(o, "top_k", (double)b->K); k_const(o, "tokens", (double)b->M);
+    k_const(o, "ldx", (double)cols); k_const(o, "ldo", (double)cols);
+}
+
+/* The btp MoE block's shapes for layer i. */
+static MoeBtp btp_shapes(const Graph *g, int i) {
+    const Model *m = &g->run->model;
+    MoeBtp b = {.i = i, .ad = ir_act_dtype(g), .M = g->M, .d = m->hidden, .E = m->moe_experts,
+                .K = m->moe_top_k, .C = moe_capacity(g->run)};
+    b.dl = b.d / g->tp; b.S = b.E * b.C; b.fl = m->moe_ffn / g->tp;
+    b.El = b.E / g->ep; b.C2 = b.C * g->ep;
+    b.rg = m->proj[i][PROJ_GATE].rank; b.ru = m->proj[i][PROJ_UP].rank; b.rd = m->proj[i][PROJ_DOWN].rank;
+    return b;
+}
+
+/* Norm of the residual shard h (sync statistics: the sum of squares all-reduced), router logits
+ * [M, E] (all-reduced) and the routing, which every rank computes the same; sets b's tensors. */
+static void btp_router(Graph *g, MoeBtp *b, int h) {
+    const Model *m = &g->run->model;
+    int i = b->i, t = g->tp, ad = b->ad;
+    int64_t M = b->M, d = b->d, dl = b->dl, E = b->E, K = b->K, C = b->C, S = b->S;
+    char nm[96];
     /* norm (sync statistics: the sum of squares all-reduced) and router logits [M, E] */
-    snprintf(chunk, sizeof chunk, "L%d.moe_router", i); ir_chunk(g, i, chunk);
+    ir_chunk(g, i, "L%d.moe_router", i);
     snprintf(nm, sizeof nm, "L%d.mlp_norm", i);
     int gamma = ir_param(g, nm, 1, dl, PS_SHARD1);
     ir_part(g, gamma, nm, rint_c(0), rint_c(1), rint_r(0, dl), rint_r(dl, dl), 0, 0, t == 1);
@@ -332,7 +350,7 @@ int moe_block(Graph *g, int i, int h) {
     snprintf(nm, sizeof nm, "L%d.mlp_norm", i);
     ir_allreduce(g, ss, nm);
     int rs = ir_keep(g, act_t(g, PS_REPLICATED, 1, M, IR_FP32, i, "moe_rstd"));
-    int xn = act_t(g, PS_SHARD1, M, dl, ad, i, "moe_xn");
+    int xn = b->xn = act_t(g, PS_SHARD1, M, dl, ad, i, "moe_xn");
     o = k_begin(g, "rmsnorm_fwd");
     k_op(g, o, "x", opnd(h, 0, 0), 0, 1);
     k_op(g, o, "gamma", opnd(gamma, 0, 0), 0, 1);
@@ -345,12 +363,12 @@ int moe_block(Graph *g, int i, int h) {
     int wr = ir_param(g, nm, dl, E, PS_SHARD0);
     ir_part(g, wr, nm, rint_r(0, dl), rint_r(dl, dl), rint_c(0), rint_c(E), 0, 0, t == 1);
     int logits = act_t(g, PS_PARTIAL, M, E, ad, i, "router_logits");
-    ir_gemm(g, opnd(xn, 0, 0), opnd(wr, 0, 0), opnd(logits, 0, 0), M, E, dl, 0, 0, 0, 1);
+    ir_gemm_batched(g, opnd(xn, 0, 0), opnd(wr, 0, 0), opnd(logits, 0, 0), M, E, dl, 0, 0, 0, 1);
     snprintf(nm, sizeof nm, "L%d.router", i);
     ir_allreduce(g, logits, nm);
 
     /* routing: every rank computes the same (replicated logits, deterministic) */
-    snprintf(chunk, sizeof chunk, "L%d.moe_gu_A", i); ir_chunk(g, i, chunk);
+    ir_chunk(g, i, "L%d.moe_gu_A", i);
     int probs = ir_keep(g, act_t(g, PS_REPLICATED, M, E, IR_FP32, i, "router_probs"));
     int sel = ir_keep(g, act_t(g, PS_REPLICATED, M, K, IR_FP32, i, "moe_sel"));
     int gates = ir_keep(g, act_t(g, PS_REPLICATED, M, K, IR_FP32, i, "moe_gates"));
@@ -370,104 +388,136 @@ int moe_block(Graph *g, int i, int h) {
     k_const(o, "capacity", (double)C); k_const(o, "ldl", (double)E); k_const(o, "norm", K > 1);
     k_const(o, "coef", m->moe_aux);
     if (m->moe_z > 0) k_const(o, "zcoef", m->moe_z);
+    b->src = src; b->sel = sel; b->slot = slot; b->gates = gates;
+}
 
+/* gate/up with per-expert A (the factors not shared): the dispatched x̂ [E*C, d/t] @ A
+ * (row-parallel, batched over the experts), all-reduce of [E*C, Rn], sigma; sets where gate (0)
+ * and up (1) find their B's input (zsrc, zoff, zld). */
+static void btp_gu_expert_A(Graph *g, const MoeBtp *b, int64_t Rn, int *zsrc, int64_t *zoff,
+                            int64_t *zld) {
+    const Model *m = &g->run->model;
+    int i = b->i, ad = b->ad;
+    int64_t dl = b->dl, C = b->C, S = b->S, El = b->El, C2 = b->C2;
+    int64_t rg = b->rg, ru = b->ru;
+    char nm[96];
+    int xn = b->xn, src = b->src, sg = shared(m, 0), su = shared(m, 1);
+    int64_t rgu[2] = {rg, ru};
+    int xe = act_t(g, PS_SHARD1, S, dl, ad, i, "moe_xe");
+    dispatch(g, b, xn, xe, dl, PS_SHARD1);
+    if (g->ep > 1) {
+        snprintf(nm, sizeof nm, "L%d.moe_dispatch", i);
+        xe = alltoall(g, xe, src, 0, C, i, "moe_xe_ep", nm);
+    }
+    snprintf(nm, sizeof nm, "L%d.moe.gu.A", i);
+    int wa = ir_param(g, nm, El * dl, Rn, PS_SHARD0);
+    int64_t c0 = 0;
+    if (!sg) { stacked(g, i, wa, "gate", "A", dl, rg, 1, c0); c0 += rg; }
+    if (!su) stacked(g, i, wa, "up", "A", dl, ru, 1, c0);
+    int ar = act_t(g, PS_PARTIAL, S, Rn, ad, i, "moe_gu_ar");
+    ir_gemm_batched(g, opnd(xe, 0, dl), opnd(wa, 0, Rn), opnd(ar, 0, Rn), C2, Rn, dl, C2 * dl, dl * Rn, C2 * Rn, (int)El);
+    snprintf(nm, sizeof nm, "L%d.moe_gu", i);
+    ir_allreduce(g, ar, nm);
+    ir_chunk(g, i, "L%d.moe_gu_B", i);
+    int y = act_t(g, PS_REPLICATED, S, Rn, ad, i, "moe_gu_y"), z = act_t(g, PS_REPLICATED, S, Rn, ad, i, "moe_gu_z");
+    bottleneck(g, ar, y, z, S, Rn, m->proj[i][PROJ_GATE].act);
+    ir_tp_copy(g, z, nm);
+    c0 = 0;
+    for (int j = 0; j < 2; j++)
+        if (!shared(m, j)) { zsrc[j] = z; zoff[j] = c0; zld[j] = Rn; c0 += rgu[j]; }
+}
+
+/* gate/up with shared A: each token projected once ([M, Rs], all-reduced), its latent sigma(A x̂)
+ * dispatched in rank-r space; sets zsrc, zoff, zld of the shared factors. */
+static void btp_gu_shared_A(Graph *g, const MoeBtp *b, int64_t Rs, int *zsrc, int64_t *zoff,
+                            int64_t *zld) {
+    const Model *m = &g->run->model;
+    int i = b->i, t = g->tp, ad = b->ad;
+    int64_t M = b->M, dl = b->dl, C = b->C, S = b->S, rg = b->rg, ru = b->ru;
+    char nm[96];
+    int xn = b->xn, src = b->src;
+    int64_t rgu[2] = {rg, ru};
+    ir_chunk(g, i, "L%d.moe_gu_sA", i);
+    snprintf(nm, sizeof nm, "L%d.moe.gu.As", i);
+    int was = ir_param(g, nm, dl, Rs, PS_SHARD0);
+    int64_t c0 = 0;
+    for (int j = 0; j < 2; j++) {
+        if (!shared(m, j)) continue;
+        snprintf(nm, sizeof nm, "L%d.shared.%s.A", i, j ? "up" : "gate");
+        ir_part(g, was, nm, rint_r(0, dl), rint_r(dl, dl), rint_c(0), rint_c(rgu[j]), 0, c0, t == 1);
+        c0 += rgu[j];
+    }
+    int ars = act_t(g, PS_PARTIAL, M, Rs, ad, i, "moe_gus_ar");
+    ir_gemm_batched(g, opnd(xn, 0, 0), opnd(was, 0, 0), opnd(ars, 0, 0), M, Rs, dl, 0, 0, 0, 1);
+    snprintf(nm, sizeof nm, "L%d.moe_gus", i);
+    ir_allreduce(g, ars, nm);
+    ir_chunk(g, i, "L%d.moe_gus_B", i);
+    int ys = act_t(g, PS_REPLICATED, M, Rs, ad, i, "moe_gus_y"), zs = act_t(g, PS_REPLICATED, M, Rs, ad, i, "moe_gus_z");
+    bottleneck(g, ars, ys, zs, M, Rs, m->proj[i][PROJ_GATE].act);
+    ir_tp_copy(g, zs, nm);
+    /* the rank-Rs latents go to their experts' slots (the all-reduce of their gradient is [M, Rs]) */
+    int ze = act_t(g, PS_REPLICATED, S, Rs, ad, i, "moe_gus_ze");
+    dispatch(g, b, zs, ze, Rs, PS_REPLICATED);
+    if (g->ep > 1) {   /* rank-r dispatch: the latents travel, not the d-wide tokens */
+        snprintf(nm, sizeof nm, "L%d.moe_dispatch_r", i);
+        ze = alltoall(g, ze, src, 0, C, i, "moe_gus_ze_ep", nm);
+    }
+    c0 = 0;
+    for (int j = 0; j < 2; j++)
+        if (shared(m, j)) { zsrc[j] = ze; zoff[j] = c0; zld[j] = Rs; c0 += rgu[j]; }
+}
+
+/* gate/up of the experts: A (per expert or shared), sigma, B, GLU; returns the GLU [E*C, ffn/t]. */
+static int btp_gate_up(Graph *g, const MoeBtp *b) {
+    const Model *m = &g->run->model;
+    int i = b->i, ad = b->ad;
+    int64_t S = b->S, fl = b->fl, El = b->El, C2 = b->C2, rg = b->rg, ru = b->ru, R = rg + ru;
+    char nm[96];
     /* gate/up: a factor whose A is per expert reads the dispatched x̂ [E*C, d/t] (A row-parallel,
        batched over E, all-reduce of [E*C, r]); a shared A projects each token once ([M, r], all-
        reduced), and its latent sigma(A x̂) is dispatched in rank-r space. zsrc/zoff/zld: where each
        of gate (0) and up (1) finds its B's input [E*C, r] per expert. */
-    int sg = shared(m, 0), su = shared(m, 1), sd = shared(m, 2);
-    int64_t rgu[2] = {rg, ru}, Rs = (sg ? rg : 0) + (su ? ru : 0), Rn = R - Rs;
+    int sg = shared(m, 0), su = shared(m, 1);
+    int64_t Rs = (sg ? rg : 0) + (su ? ru : 0), Rn = R - Rs;
     int zsrc[2] = {-1, -1};
     int64_t zoff[2] = {0, 0}, zld[2] = {0, 0};
-    if (Rn > 0) {
-        int xe = act_t(g, PS_SHARD1, S, dl, ad, i, "moe_xe");
-        o = k_begin(g, "moe_dispatch");
-        k_op(g, o, "x", opnd(xn, 0, 0), 0, 0);
-        k_op(g, o, "src", opnd(src, 0, 0), 0, 1);
-        k_op(g, o, "out", opnd(xe, 0, 0), OUT(PS_SHARD1), 0);
-        k_const(o, "rows", (double)S); k_const(o, "cols", (double)dl); k_const(o, "top_k", (double)K);
-        k_const(o, "tokens", (double)M); k_const(o, "ldx", (double)dl); k_const(o, "ldo", (double)dl);
-        if (g->ep > 1) {
-            snprintf(nm, sizeof nm, "L%d.moe_dispatch", i);
-            xe = alltoall(g, xe, src, 0, C, i, "moe_xe_ep", nm);
-        }
-        snprintf(nm, sizeof nm, "L%d.moe.gu.A", i);
-        int wa = ir_param(g, nm, El * dl, Rn, PS_SHARD0);
-        int64_t c0 = 0;
-        if (!sg) { stacked(g, i, wa, "gate", "A", dl, rg, 1, c0); c0 += rg; }
-        if (!su) stacked(g, i, wa, "up", "A", dl, ru, 1, c0);
-        int ar = act_t(g, PS_PARTIAL, S, Rn, ad, i, "moe_gu_ar");
-        ir_gemm(g, opnd(xe, 0, dl), opnd(wa, 0, Rn), opnd(ar, 0, Rn), C2, Rn, dl, C2 * dl, dl * Rn, C2 * Rn, (int)El);
-        snprintf(nm, sizeof nm, "L%d.moe_gu", i);
-        ir_allreduce(g, ar, nm);
-        snprintf(chunk, sizeof chunk, "L%d.moe_gu_B", i); ir_chunk(g, i, chunk);
-        int y = act_t(g, PS_REPLICATED, S, Rn, ad, i, "moe_gu_y"), z = act_t(g, PS_REPLICATED, S, Rn, ad, i, "moe_gu_z");
-        bottleneck(g, ar, y, z, S, Rn, m->proj[i][PROJ_GATE].act);
-        ir_tp_copy(g, z, nm);
-        c0 = 0;
-        for (int j = 0; j < 2; j++)
-            if (!shared(m, j)) { zsrc[j] = z; zoff[j] = c0; zld[j] = Rn; c0 += rgu[j]; }
-    }
-    if (Rs > 0) {
-        snprintf(chunk, sizeof chunk, "L%d.moe_gu_sA", i); ir_chunk(g, i, chunk);
-        snprintf(nm, sizeof nm, "L%d.moe.gu.As", i);
-        int was = ir_param(g, nm, dl, Rs, PS_SHARD0);
-        int64_t c0 = 0;
-        for (int j = 0; j < 2; j++) {
-            if (!shared(m, j)) continue;
-            snprintf(nm, sizeof nm, "L%d.shared.%s.A", i, j ? "up" : "gate");
-            ir_part(g, was, nm, rint_r(0, dl), rint_r(dl, dl), rint_c(0), rint_c(rgu[j]), 0, c0, t == 1);
-            c0 += rgu[j];
-        }
-        int ars = act_t(g, PS_PARTIAL, M, Rs, ad, i, "moe_gus_ar");
-        ir_gemm(g, opnd(xn, 0, 0), opnd(was, 0, 0), opnd(ars, 0, 0), M, Rs, dl, 0, 0, 0, 1);
-        snprintf(nm, sizeof nm, "L%d.moe_gus", i);
-        ir_allreduce(g, ars, nm);
-        snprintf(chunk, sizeof chunk, "L%d.moe_gus_B", i); ir_chunk(g, i, chunk);
-        int ys = act_t(g, PS_REPLICATED, M, Rs, ad, i, "moe_gus_y"), zs = act_t(g, PS_REPLICATED, M, Rs, ad, i, "moe_gus_z");
-        bottleneck(g, ars, ys, zs, M, Rs, m->proj[i][PROJ_GATE].act);
-        ir_tp_copy(g, zs, nm);
-        /* the rank-Rs latents go to their experts' slots (the all-reduce of their gradient is [M, Rs]) */
-        int ze = act_t(g, PS_REPLICATED, S, Rs, ad, i, "moe_gus_ze");
-        o = k_begin(g, "moe_dispatch");
-        k_op(g, o, "x", opnd(zs, 0, 0), 0, 0);
-        k_op(g, o, "src", opnd(src, 0, 0), 0, 1);
-        k_op(g, o, "out", opnd(ze, 0, 0), OUT(PS_REPLICATED), 0);
-        k_const(o, "rows", (double)S); k_const(o, "cols", (double)Rs); k_const(o, "top_k", (double)K);
-        k_const(o, "tokens", (double)M); k_const(o, "ldx", (double)Rs); k_const(o, "ldo", (double)Rs);
-        if (g->ep > 1) {   /* rank-r dispatch: the latents travel, not the d-wide tokens */
-            snprintf(nm, sizeof nm, "L%d.moe_dispatch_r", i);
-            ze = alltoall(g, ze, src, 0, C, i, "moe_gus_ze_ep", nm);
-        }
-        c0 = 0;
-        for (int j = 0; j < 2; j++)
-            if (shared(m, j)) { zsrc[j] = ze; zoff[j] = c0; zld[j] = Rs; c0 += rgu[j]; }
-    }
+    if (Rn > 0) btp_gu_expert_A(g, b, Rn, zsrc, zoff, zld);
+    if (Rs > 0) btp_gu_shared_A(g, b, Rs, zsrc, zoff, zld);
     int gu = act_t(g, PS_SHARD1, S, 2 * fl, ad, i, "moe_gu");
     snprintf(nm, sizeof nm, "L%d.moe.gate.B", i);
     int bg = stacked(g, i, ir_param(g, nm, El * rg, fl, PS_SHARD1), "gate", "B", rg, fl, 0, 0);
     snprintf(nm, sizeof nm, "L%d.moe.up.B", i);
     int bu = stacked(g, i, ir_param(g, nm, El * ru, fl, PS_SHARD1), "up", "B", ru, fl, 0, 0);
-    ir_gemm(g, opnd(zsrc[0], zoff[0], zld[0]), opnd(bg, 0, fl), opnd(gu, 0, 2 * fl), C2, fl, rg, C2 * zld[0], rg * fl, C2 * 2 * fl, (int)El);
-    ir_gemm(g, opnd(zsrc[1], zoff[1], zld[1]), opnd(bu, 0, fl), opnd(gu, fl, 2 * fl), C2, fl, ru, C2 * zld[1], ru * fl, C2 * 2 * fl, (int)El);
+    ir_gemm_batched(g, opnd(zsrc[0], zoff[0], zld[0]), opnd(bg, 0, fl), opnd(gu, 0, 2 * fl), C2, fl, rg, C2 * zld[0], rg * fl, C2 * 2 * fl, (int)El);
+    ir_gemm_batched(g, opnd(zsrc[1], zoff[1], zld[1]), opnd(bu, 0, fl), opnd(gu, fl, 2 * fl), C2, fl, ru, C2 * zld[1], ru * fl, C2 * 2 * fl, (int)El);
     int gl = act_t(g, PS_SHARD1, S, fl, ad, i, "moe_glu");
-    o = k_begin(g, "glu_fwd");
+    Op *o = k_begin(g, "glu_fwd");
     k_op(g, o, "gate", opnd(gu, 0, 2 * fl), 0, 1); k_op(g, o, "up", opnd(gu, fl, 2 * fl), 0, 1);
     k_op(g, o, "out", opnd(gl, 0, fl), OUT(PS_SHARD1), 0);
     k_const(o, "rows", (double)S); k_const(o, "cols", (double)fl);
     k_const(o, "ldg", (double)(2 * fl)); k_const(o, "ldu", (double)(2 * fl)); k_const(o, "ldo", (double)fl);
     k_const(o, "act", m->mlp_gate_act == ACT_SILU ? 1 : 0);
+    return gl;
+}
 
-    /* down A (row-parallel) -> all-reduce [E*C, rd] */
+/* down A (row-parallel, all-reduce [E*C, rd]), sigma, down B (column-parallel, or shared after
+ * the combine) back to d/t columns, combined into the residual shard h; returns x_{i+1}. */
+static int btp_down(Graph *g, const MoeBtp *b, int gl, int h) {
+    const Model *m = &g->run->model;
+    int i = b->i, t = g->tp, ad = b->ad;
+    int64_t M = b->M, dl = b->dl, E = b->E, K = b->K, C = b->C, S = b->S, fl = b->fl;
+    int64_t El = b->El, C2 = b->C2, rd = b->rd;
+    char nm[96];
+    int src = b->src, sel = b->sel, slot = b->slot, gates = b->gates, sd = shared(m, 2);
     snprintf(nm, sizeof nm, "L%d.moe.down.A", i);
     int wd = stacked(g, i, ir_param(g, nm, El * fl, rd, PS_SHARD0), "down", "A", fl, rd, 1, 0);
     int ard = act_t(g, PS_PARTIAL, S, rd, ad, i, "moe_down_ar");
-    ir_gemm(g, opnd(gl, 0, fl), opnd(wd, 0, rd), opnd(ard, 0, rd), C2, rd, fl, C2 * fl, fl * rd, C2 * rd, (int)El);
+    ir_gemm_batched(g, opnd(gl, 0, fl), opnd(wd, 0, rd), opnd(ard, 0, rd), C2, rd, fl, C2 * fl, fl * rd, C2 * rd, (int)El);
     snprintf(nm, sizeof nm, "L%d.moe_down", i);
     ir_allreduce(g, ard, nm);
 
     /* sigma, down B (column-parallel) back to [E*C, d/t], combine into the residual shard */
-    snprintf(chunk, sizeof chunk, "L%d.moe_down_B", i); ir_chunk(g, i, chunk);
+    ir_chunk(g, i, "L%d.moe_down_B", i);
     int yd = act_t(g, PS_REPLICATED, S, rd, ad, i, "moe_down_y"), zd = act_t(g, PS_REPLICATED, S, rd, ad, i, "moe_down_z");
     bottleneck(g, ard, yd, zd, S, rd, m->proj[i][PROJ_DOWN].act);
     int mo;
@@ -476,9 +526,9 @@ int moe_block(Graph *g, int i, int h) {
         snprintf(nm, sizeof nm, "L%d.moe.down.B", i);
         int bd = stacked(g, i, ir_param(g, nm, El * rd, dl, PS_SHARD1), "down", "B", rd, dl, 0, 0);
         int eo = act_t(g, PS_SHARD1, S, dl, ad, i, "moe_eo");
-        ir_gemm(g, opnd(zd, 0, rd), opnd(bd, 0, dl), opnd(eo, 0, dl), C2, dl, rd, C2 * rd, rd * dl, C2 * dl, (int)El);
+        ir_gemm_batched(g, opnd(zd, 0, rd), opnd(bd, 0, dl), opnd(eo, 0, dl), C2, dl, rd, C2 * rd, rd * dl, C2 * dl, (int)El);
         if (g->ep > 1) {
-            snprintf(chunk, sizeof chunk, "L%d.moe_out", i); ir_chunk(g, i, chunk);
+            ir_chunk(g, i, "L%d.moe_out", i);
             snprintf(nm, sizeof nm, "L%d.moe_return", i);
             eo = alltoall(g, eo, src, 1, C, i, "moe_eo_back", nm);
         }
@@ -487,7 +537,7 @@ int moe_block(Graph *g, int i, int h) {
     } else {
         /* shared down B: combine the gated rank-rd latents per token [M, rd], then one GEMM to d */
         if (g->ep > 1) {   /* the rank-rd latents return, not the d-wide outputs */
-            snprintf(chunk, sizeof chunk, "L%d.moe_out", i); ir_chunk(g, i, chunk);
+            ir_chunk(g, i, "L%d.moe_out", i);
             snprintf(nm, sizeof nm, "L%d.moe_return_r", i);
             zd = alltoall(g, zd, src, 1, C, i, "moe_down_z_back", nm);
             snprintf(nm, sizeof nm, "L%d.moe_down", i);
@@ -500,12 +550,20 @@ int moe_block(Graph *g, int i, int h) {
         snprintf(nm, sizeof nm, "L%d.shared.down.B", i);
         ir_part(g, bs, nm, rint_c(0), rint_c(rd), rint_r(0, dl), rint_r(dl, dl), 0, 0, t == 1);
         mo = act_t(g, PS_SHARD1, M, dl, ad, i, "moe_out");
-        ir_gemm(g, opnd(zc, 0, 0), opnd(bs, 0, 0), opnd(mo, 0, 0), M, dl, rd, 0, 0, 0, 1);
+        ir_gemm_batched(g, opnd(zc, 0, 0), opnd(bs, 0, 0), opnd(mo, 0, 0), M, dl, rd, 0, 0, 0, 1);
     }
     snprintf(nm, sizeof nm, "L%d.x", i + 1);
-    int xo = ir_keep(g, ir_act(g, PS_SHARD1, M, dl, ad, nm));
+    int xo = ir_keep(g, ir_act(g, PS_SHARD1, M, dl, ad, "%s", nm));
     ir_add(g, opnd(h, 0, 0), opnd(mo, 0, 0), opnd(xo, 0, 0), M, dl, PS_SHARD1);
     return xo;
+}
+
+int moe_block(Graph *g, int i, int h) {
+    if (g->layout != LAYOUT_BTP) return moe_block_rep(g, i, h);
+    MoeBtp b = btp_shapes(g, i);
+    btp_router(g, &b, h);
+    int gl = btp_gate_up(g, &b);
+    return btp_down(g, &b, gl, h);
 }
 
 void moe_tail(Graph *g) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "gen/ir.h"
+#include "gen/factor.h"
 
 static const char *dtype_name(int d) { return d == IR_BF16 ? "bf16" : d == IR_FP32 ? "fp32" : "i32"; }
 
@@ -111,7 +112,7 @@ void plan_write_header(const Graph *g, FILE *f) {
     const Model *m = &r->model;
     fprintf(f, "boost-plan 1\n");
     fprintf(f, "model name=%s family=%s hidden=%d layers=%d heads=%d kv_heads=%d head_dim=%d ffn=%d vocab=%d eps=%.9g rope_theta=%.9g lax=%d\n",
-            m->name, g->layout == LAYOUT_MEGATRON && strcmp(m->family, "full") ? "full" : m->family,
+            m->name, layout_factorization(m, g->layout)->family,
             m->hidden, m->layers, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab, m->norm_eps, m->rope_theta,
             g->layout == LAYOUT_MEGATRON ? 0 : m->lax);
     fprintf(f, "run name=%s tp=%d pp=%d dp=%d layout=%s micro_batch=%d seq=%d grad_accum=%d dtype=%s online_rmsnorm=%d "

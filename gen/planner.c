@@ -9,6 +9,7 @@
 #include <string.h>
 #include "gen/ir.h"         // defines: dp_bytes_per_param
 #include "gen/planner.h"
+#include "gen/factor.h"
 
 /* stage graphs may price a little under the whole graph: keep the bounds below */
 #define BOUND_SLACK 0.99
@@ -127,7 +128,7 @@ static Key *key_get(Keys *ks, const Run *base, const PlanCand *cd, const CostCon
 
 /* ---- enumeration -------------------------------------------------------------------------- */
 
-static int lowrank_model(const Model *m) { return strcmp(m->family, "full") != 0; }
+static int lowrank_model(const Model *m) { return factorization_lowrank(model_factorization(m)); }
 
 /* tp splits every dimension the layouts shard (the spec loader's check_run is the full rule; the
  * generator refuses the rest, and such candidates end PC_INVALID). */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gen/ir.h"
+#include "gen/factor.h"
 #include "gen/gen.h"          // defines: infer_report_write
 #include "gen/pp.h"           // defines: PpPlan, pp_build, pp_report
 
@@ -455,7 +456,8 @@ static void md_overview(const Run *run, const Report *d, FILE *f) {
     for (int l = 0; l < 3; l++) {
         if (!lf[l].ok) { fprintf(f, "| %s | n/a: %s |||||\n", lname[l], lf[l].why); continue; }
         fprintf(f, "| %s%s | %" PRId64 " | %" PRId64 " | ", lname[l],
-                l == 0 && strcmp(m->family, "full") ? " (full-rank twin)" : "", lf[l].layer_fwd.count, lf[l].layer_fwd.elems);
+                l == 0 && factorization_lowrank(model_factorization(m)) ? " (full-rank twin)" : "",
+                lf[l].layer_fwd.count, lf[l].layer_fwd.elems);
         md_bytes(f, (double)lf[l].layer_fwd.bytes);
         fprintf(f, " | %" PRId64 " | %" PRId64 " | ", lf[l].layer_bwd.count, lf[l].layer_bwd.elems);
         md_bytes(f, (double)lf[l].layer_bwd.bytes);

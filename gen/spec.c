@@ -17,6 +17,7 @@
 #include "gen/gen.h"   // defines: spec_load_run, parse_override
 #include "common/train_settings.h"   // defines: TRAIN_SETTING_ROWS, DATA_SETTING_ROWS, train_setting_bounds
 #include "gen/model.h" // defines: Run, Model, Gpu, Override, enums
+#include "gen/factor.h"   // defines: the factorization table
 #include "gen/sandbox.h"
 #include "common/crc32c.h"   // defines: crc32c_file
 
@@ -91,6 +92,11 @@ static const Field LAX_FIELDS[] = {
     {"rank", K_RANK, 0, 0, 0, NULL, NULL, "a number, {attn=, mlp=} or function(layer, proj)"},
     {"base", K_CHOICE, 0, 0, 0, "cola|svd", "cola", "the factorisation LaX is added to"},
     {"act", K_CHOICE, 0, 0, 0, "none|silu", NULL, "sigma between A and B (default: the base's)"},
+    {NULL},
+};
+static const Field USV_FIELDS[] = {
+    {"rank", K_RANK, 0, 0, 0, NULL, NULL, "a number, {attn=, mlp=} or function(layer, proj)"},
+    {"act", K_CHOICE, 0, 0, 0, "none|silu", "none", "sigma between A and the core S"},
     {NULL},
 };
 static const Field FULL_FIELDS[] = {{NULL}};
@@ -194,12 +200,23 @@ static const Field SOURCE_FIELDS[] = {   /* one source of a data mixture */
 };
 
 static const Schema S_MODEL = {"model", MODEL_FIELDS}, S_COLA = {"cola", COLA_FIELDS},
-    S_SVD = {"svd", SVD_FIELDS}, S_LAX = {"lax", LAX_FIELDS}, S_FULL = {"full", FULL_FIELDS},
+    S_SVD = {"svd", SVD_FIELDS}, S_LAX = {"lax", LAX_FIELDS}, S_USV = {"usv", USV_FIELDS},
+    S_FULL = {"full", FULL_FIELDS},
     S_RANK = {"rank", RANK_TABLE_FIELDS}, S_GPU = {"gpu", GPU_FIELDS}, S_TUNE = {"tune", TUNE_FIELDS},
     S_RUN = {"run", RUN_FIELDS}, S_PARALLEL = {"parallel", PARALLEL_FIELDS},
     S_FEATURES = {"features", FEATURES_FIELDS}, S_TRAIN = {"train", TRAIN_FIELDS},
     S_DATA = {"data", DATA_FIELDS}, S_MOE = {"moe", MOE_FIELDS},
     S_SOURCE = {"source", SOURCE_FIELDS};
+
+/* The fields of a factorization's constructor (a row of gen/factor.c): cola{...}, full{}. */
+static const Schema *factor_schema(const char *family) {
+    static const struct { const char *family; const Schema *fields; } BY_FAMILY[] = {
+        {"cola", &S_COLA}, {"svd", &S_SVD}, {"lax", &S_LAX}, {"usv", &S_USV}, {"full", &S_FULL},
+    };
+    for (size_t i = 0; i < sizeof BY_FAMILY / sizeof BY_FAMILY[0]; i++)
+        if (!strcmp(BY_FAMILY[i].family, family)) return BY_FAMILY[i].fields;
+    return &S_FULL;
+}
 
 /* -D names and the field each one sets (table "run" = the run's top level). */
 typedef struct { const char *name; const Schema *schema; const char *key; } OverrideTarget;
@@ -444,7 +461,8 @@ static int helper_table(lua_State *L) {
     const char *kind = lua_tostring(L, lua_upvalueindex(1));
     const char *family = lua_tostring(L, lua_upvalueindex(2));
     const char *shown = family ? family : kind;
-    if (lua_isnoneornil(L, 1) && family && strcmp(family, "full") == 0) lua_newtable(L);
+    const Factorization *fz = family ? factorization_find(family) : NULL;
+    if (lua_isnoneornil(L, 1) && fz && !factorization_lowrank(fz)) lua_newtable(L);   /* full{} */
     else if (lua_type(L, 1) == LUA_TSTRING && strcmp(kind, "run") == 0)
         return luaL_error(L, "run takes no name (a run is named after its file): return run { model = ..., ... }");
     else if (lua_type(L, 1) != LUA_TTABLE)
@@ -454,6 +472,14 @@ static int helper_table(lua_State *L) {
     if (lua_gettop(L) == 2) lua_remove(L, 1);
     record_meta(L, 1, kind, NULL, family);
     return 1;
+}
+
+/* The global constructor named family (a factorization) or kind (run, tune, moe). */
+static void define_table_helper(Ctx *c, const char *kind, const char *family) {
+    lua_pushstring(c->L, kind);
+    if (family) lua_pushstring(c->L, family); else lua_pushnil(c->L);
+    lua_pushcclosure(c->L, helper_table, 2);
+    sandbox_define(c->sb, family ? family : kind);
 }
 
 static void define_helpers(Ctx *c) {
@@ -469,14 +495,11 @@ static void define_helpers(Ctx *c) {
         lua_pushcclosure(L, helper_named, 1);
         sandbox_define(c->sb, named[i]);
     }
-    const char *tables[][2] = {{"run", "run"}, {"tune", "tune"}, {"cola", "factor"}, {"svd", "factor"},
-                               {"lax", "factor"}, {"full", "factor"}, {"moe", "moe"}};
-    for (int i = 0; i < 7; i++) {
-        lua_pushstring(L, tables[i][1]);
-        if (strcmp(tables[i][1], "factor") == 0) lua_pushstring(L, tables[i][0]); else lua_pushnil(L);
-        lua_pushcclosure(L, helper_table, 2);
-        sandbox_define(c->sb, tables[i][0]);
-    }
+    define_table_helper(c, "run", NULL);
+    define_table_helper(c, "tune", NULL);
+    for (int f = 0; factorization_at(f); f++)   /* one per factorization: cola{...}, full{} */
+        define_table_helper(c, "factor", factorization_at(f)->family);
+    define_table_helper(c, "moe", NULL);
 }
 
 /* Push the meta table of the value at idx (or nil). Returns its kind or NULL. */
@@ -891,7 +914,7 @@ static void read_moe_shared(Ctx *c, Obj *mo, Model *m) {
                            "token-side factor); the factors that can be shared are \"gate.A\", \"up.A\" and \"down.B\"", s);
             spec_error(c, sloc, "moe: shared names %s, which is no factor of an expert: use \"gate.A\", \"up.A\" or \"down.B\"", got);
         }
-        if (strcmp(m->family, "cola") && strcmp(m->family, "svd"))
+        if (!model_factorization(m)->moe_share)
             spec_error(c, sloc, "moe: shared factor \"%s\" needs low-rank experts, but model %s is %s (full-rank experts have "
                        "no factors to share): drop shared or use lowrank = cola{...} or svd{...}", s, m->name, m->family);
         if (m->moe_shared & (1u << j))
@@ -952,10 +975,10 @@ static void read_moe(Ctx *c, Obj *o, Model *m) {
     for (int l = 0; l < m->layers; l++) any |= m->moe_layer[l];
     if (!any) spec_error(c, eloc, "moe: 'every' selects no layer of the %d: drop moe{} or select a layer", m->layers);
     read_moe_shared(c, &mo, m);
-    if (strcmp(m->family, "cola") && strcmp(m->family, "svd") && strcmp(m->family, "full"))
+    if (!model_factorization(m)->moe_experts)
         spec_error(c, loc, "moe experts are low-rank (cola, svd) or full rank (full, layout megatron); model family %s is not "
                    "supported with moe (use lowrank = cola{...}, svd{...} or full{})", m->family);
-    for (int l = 0; l < m->layers && strcmp(m->family, "full"); l++) {
+    for (int l = 0; l < m->layers && factorization_lowrank(model_factorization(m)); l++) {
         if (!m->moe_layer[l]) continue;
         static const int ps[3] = {PROJ_GATE, PROJ_UP, PROJ_DOWN};
         for (int j = 0; j < 3; j++) {
@@ -997,41 +1020,38 @@ static void read_model(Ctx *c, Obj *o, const char *name, Model *m) {
 
     /* the factorisation */
     int t = push_field(c, o, "lowrank");
-    const char *family = "full";
+    const Factorization *fz = factorization_find("full");
     Obj fo = {0};
     if (t != LUA_TNIL) {
         const char *kind = push_meta(c, -1);
         const char *fam = kind && strcmp(kind, "factor") == 0 ? meta_string(c, "family") : NULL;
         lua_pop(L, 1);
-        if (!fam) {
+        const Factorization *row = fam ? factorization_find(fam) : NULL;
+        if (!row) {
             char got[100];
             describe_value(L, -1, got, sizeof got);
             spec_error(c, key_loc(c, o, "lowrank"), "lowrank must be cola{rank=}, svd{rank=}, lax{rank=} or full{}, got %s", got);
         }
-        family = strcmp(fam, "cola") == 0 ? "cola" : strcmp(fam, "svd") == 0 ? "svd" : strcmp(fam, "lax") == 0 ? "lax" : "full";
-        const Schema *fs = family[0] == 'c' ? &S_COLA : family[0] == 's' ? &S_SVD : family[0] == 'l' ? &S_LAX : &S_FULL;
-        fo = make_obj(c, -1, fs, key_loc(c, o, "lowrank"));
+        fz = row;
+        fo = make_obj(c, -1, factor_schema(fz->family), key_loc(c, o, "lowrank"));
         check_keys(c, &fo);
     }
-    snprintf(m->family, sizeof m->family, "%s", family);
-    if (strcmp(family, "full") == 0) {
+    snprintf(m->family, sizeof m->family, "%s", fz->family);
+    if (!factorization_lowrank(fz)) {
         for (int l = 0; l < m->layers; l++)
-            for (int p = 0; p < NPROJ; p++) m->proj[l][p] = (ProjSpec){FACTOR_FULL, 0, ACT_NONE};
-        m->mlp_gate_act = get_choice(c, o, "mlp_gate_act", ACT_SILU);
+            for (int p = 0; p < NPROJ; p++) m->proj[l][p] = (ProjSpec){fz->factor, 0, ACT_NONE};
+        m->mlp_gate_act = get_choice(c, o, "mlp_gate_act", fz->gate_act);
     } else {
-        int factor = FACTOR_COLA, act_default = ACT_SILU;
-        if (strcmp(family, "svd") == 0) { factor = FACTOR_SVD; act_default = ACT_NONE; }
-        if (strcmp(family, "lax") == 0) {
-            m->lax = 1;
-            if (get_choice(c, &fo, "base", 0) == 1) { factor = FACTOR_SVD; act_default = ACT_NONE; }
-        }
-        int act = get_choice(c, &fo, "act", act_default);
+        m->lax = fz->lax;
+        const Factorization *base = fz;   /* LaX is added to a base: cola (the default) or svd */
+        if (fz->lax) base = factorization_find(get_choice(c, &fo, "base", 0) == 1 ? "svd" : "cola");
+        int act = get_choice(c, &fo, "act", base->act);
         for (int l = 0; l < m->layers; l++)
-            for (int p = 0; p < NPROJ; p++) m->proj[l][p] = (ProjSpec){factor, 0, act};
+            for (int p = 0; p < NPROJ; p++) m->proj[l][p] = (ProjSpec){base->factor, 0, act};
         push_field(c, &fo, "rank");
         read_ranks(c, &fo, m);
         lua_pop(L, 1);
-        m->mlp_gate_act = get_choice(c, o, "mlp_gate_act", ACT_NONE);
+        m->mlp_gate_act = get_choice(c, o, "mlp_gate_act", fz->gate_act);
         if (m->lax) {   /* B_p adds the latent of prev(p): the two ranks must match */
             static const int pairs[][2] = {{PROJ_O, PROJ_V}, {PROJ_GATE, PROJ_O}, {PROJ_UP, PROJ_O}, {PROJ_DOWN, PROJ_UP}};
             for (int l = 0; l < m->layers; l++)
@@ -1398,7 +1418,7 @@ static void read_stages(Ctx *c, const Obj *par) {
 static void check_run(Ctx *c, const Obj *par, const Obj *feat, const Obj *train) {
     Run *r = c->run;
     const Model *m = &r->model;
-    int lowrank = strcmp(m->family, "full") != 0;
+    int lowrank = factorization_lowrank(model_factorization(m));
     Loc tp_loc = key_loc(c, par, "tp");
     char tps[300];
     valid_tps(m, r->layout == LAYOUT_NAIVE, tps, sizeof tps);
@@ -1603,7 +1623,7 @@ static void read_run(Ctx *c, int run_src) {
     load_model(c, &ro);
     load_gpu(c, &ro);
     const Model *m = &r->model;
-    int lowrank = strcmp(m->family, "full") != 0;
+    int lowrank = factorization_lowrank(model_factorization(m));
 
     Obj par = get_table(c, &ro, "parallel", &S_PARALLEL);
     r->tp = get_int(c, &par, "tp");

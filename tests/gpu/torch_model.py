@@ -166,7 +166,7 @@ class Config:
                         mm = re.fullmatch(r"L(\d+)\.(\w+)\.A", canon)
                         if mm:
                             self.act[int(mm.group(1)), mm.group(2)] = int(a.get("act", 0)) == 1
-        default_act = self.family != "svd"
+        default_act = self.family not in ("svd", "usv")
         self.act_guessed = []
         for key, (kind, _) in self.proj.items():
             if kind == "lowrank" and key not in self.act:
@@ -359,12 +359,17 @@ def build_model(torch, cfg, mutant=None):
                     setattr(self, p + "_A", new(a["rows"], a["cols"]))
                     setattr(self, p + "_B", new(b["rows"], b["cols"]))
                     self.sigma[p] = cfg.act[i, p]
+                    if f"L{i}.{p}.S" in c:           # U S V^T: an r x r core after sigma
+                        s = c[f"L{i}.{p}.S"]
+                        setattr(self, p + "_S", new(s["rows"], s["cols"]))
 
-        def latent(self, p, x):                      # z = sigma(x @ A)  [.., r]; dense: x itself
+        def latent(self, p, x):                      # z = sigma(x @ A) (@ S)  [.., r]; dense: x
             if self.kind[p] == "full":
                 return x
             h = x @ getattr(self, p + "_A")
-            return F.silu(h) if self.sigma[p] else h
+            h = F.silu(h) if self.sigma[p] else h
+            core = getattr(self, p + "_S", None)
+            return h if core is None else h @ core
 
         def up(self, p, z, z_prev=None):             # (z + z_prev under LaX) @ B; dense: x @ W
             if self.kind[p] == "full":

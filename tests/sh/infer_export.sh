@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # infer_export.sh: `boost export --format hf`. tiny-cola (btp, tp=2), tiny-llama (megatron, tp=2),
-# tiny-svd, tiny-lax, tiny-cola-gqa and tiny-cola-moe train 3 steps (tiny-cola also at dp=2); their
-# exports load in tools/boost_hf.py, whose logits (float64) match the logits BOOST's CPU backend
-# computes on the same tokens (`boost eval --logits`) within 1e-5. The llama export uses the Hugging
-# Face LLaMA names and [out, in] shapes and loads in transformers' LlamaForCausalLM; the others load
-# through their modeling_boost.py (AutoModelForCausalLM, trust_remote_code) with the same logits
-# (MoE with the training forward's expert capacity); generate() with the KV cache equals it without,
-# a left-padded batch equals one prompt alone; the byte tokenizer encodes text to its UTF-8 bytes and
-# generation_config.json has no bos/eos (transformers' 1 and 2 not filled in). Counted skips where
-# torch or transformers is not installed.
+# tiny-svd, tiny-lax, tiny-usv, tiny-cola-gqa and tiny-cola-moe train 3 steps (tiny-cola also at
+# dp=2); their exports load in tools/boost_hf.py, whose logits (float64) match the logits BOOST's
+# CPU backend computes on the same tokens (`boost eval --logits`) within 1e-5. The llama export uses
+# the Hugging Face LLaMA names and [out, in] shapes and loads in transformers' LlamaForCausalLM; the
+# others load through their modeling_boost.py (AutoModelForCausalLM, trust_remote_code) with the
+# same logits (MoE with the training forward's expert capacity); generate() with the KV cache equals
+# it without, a left-padded batch equals one prompt alone; the byte tokenizer encodes text to its
+# UTF-8 bytes and generation_config.json has no bos/eos (transformers' 1 and 2 not filled in).
+# Counted skips where torch or transformers is not installed.
 . tests/sh/lib.sh
 
-for run in tiny-cola tiny-llama tiny-svd tiny-lax tiny-cola-gqa tiny-cola-moe; do
+for run in tiny-cola tiny-llama tiny-svd tiny-lax tiny-usv tiny-cola-gqa tiny-cola-moe; do
   $BOOST train $run --backend cpu -D steps=3 -D eval_every=0 --quiet -o "$TMP/$run" >"$TMP/$run.out" 2>&1 \
     || { fail export_train_$run "$(tail -3 "$TMP/$run.out")"; continue; }
   $BOOST export "$TMP/$run" --format hf -o "$TMP/$run-hf" >"$TMP/$run-x.out" 2>&1 && [ -s "$TMP/$run-hf/config.json" ] \
@@ -33,6 +33,7 @@ grep -q '"model.layers.1.self_attn.q_proj.weight":{"dtype":"F32","shape":\[128,1
 
 if ! python3 -c "import torch" 2>/dev/null; then
   for n in export_cola_module_logits export_llama_module_logits export_svd_module_logits export_lax_module_logits \
+           export_usv_module_logits \
            export_gqa_module_logits export_module_kv_cache export_llama_transformers export_moe_module_logits \
            export_auto_model_logits export_generate_kv_cache export_generate_left_padding export_byte_tokenizer \
            export_generation_config; do ok "$n # SKIP torch is not installed"; done
@@ -45,6 +46,7 @@ sys.path.insert(0, "tools")
 import boost_hf
 for run, name in (("tiny-cola", "export_cola_module_logits"), ("tiny-llama", "export_llama_module_logits"),
                   ("tiny-svd", "export_svd_module_logits"), ("tiny-lax", "export_lax_module_logits"),
+                  ("tiny-usv", "export_usv_module_logits"),
                   ("tiny-cola-gqa", "export_gqa_module_logits"), ("tiny-cola-moe", "export_moe_module_logits")):
     try:
         model = boost_hf.load(f"{sys.argv[1]}/{run}-hf").double()

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # torch_model.sh: tests/gpu/torch_model.py (the PyTorch side of the device session) on the CPU in
-# float32: for tiny-cola, tiny-llama, tiny-cola-gqa, tiny-lax and tiny-svd its --check (BOOST's
-# initial weights and first batch: loss, gradient norm, every gradient, the weights after one AdamW
-# step) agrees with BOOST's CPU backend; four deliberate mistakes are each caught by the check that
-# should catch them; the first batch of the shipped corpus is BOOST's (the loader's shuffled order);
-# the JSON records hold what tests/gpu/run.sh reads; a --bench smoke runs.
+# float32: for tiny-cola, tiny-llama, tiny-cola-gqa, tiny-lax, tiny-svd and tiny-usv its --check
+# (BOOST's initial weights and first batch: loss, gradient norm, every gradient, the weights after
+# one AdamW step) agrees with BOOST's CPU backend; four deliberate mistakes are each caught by the
+# check that should catch them; the first batch of the shipped corpus is BOOST's (the loader's
+# shuffled order); the JSON records hold what tests/gpu/run.sh reads; a --bench smoke runs.
 cd "$(dirname "$0")/../.." || exit 2
 source tests/sh/lib.sh
 PY=${PYTHON:-python3}
@@ -19,7 +19,7 @@ fi
 TM="$PY tests/gpu/torch_model.py --threads 1"
 
 # 1. every tiny model, at its run's own tp and layout, against BOOST's CPU backend
-models="tiny-cola tiny-llama tiny-cola-gqa tiny-lax tiny-svd"
+models="tiny-cola tiny-llama tiny-cola-gqa tiny-lax tiny-svd tiny-usv"
 $TM --check $models --tensors --json "$TMP/check.jsonl" >"$TMP/check.out" 2>&1
 rc=$?
 for m in $models; do

@@ -3,7 +3,8 @@
  * divides the shapes: per-layer all-reduce counts, elements and bytes forward and backward
  * (megatron 2 x bsd; naive bs(q+k+v+o+gate+up+down outputs); btp bs(sum of ranks + 2) forward and
  * bs(sum of ranks) backward), and parameter counts (per projection r(d_in+d_out) or d_in d_out,
- * plus norms, embedding and head). Also the static checks: wrong parallel states are rejected,
+ * plus r^2 for the core of U S V^T, plus norms, embedding and head); U S V^T is refused by naive.
+ * Also the static checks: wrong parallel states are rejected,
  * a recompute that would repeat a collective is rejected, and the memory plan is sound. */
 #include <dirent.h>
 #include <stdio.h>
@@ -82,10 +83,15 @@ static void check_layout(const char *runname, const Run *r0, int layout, int tp)
           (long long)b.n, (long long)b.elems, (long long)b.bytes, (long long)bn, (long long)be, (long long)bb);
     /* parameters: closed form over the model */
     int64_t want = 2LL * m->vocab * m->hidden + m->hidden, got = 0;
+    int core = layout != LAYOUT_MEGATRON && !strcmp(m->family, "usv");   /* U S V^T: S is r x r */
     for (int i = 0; i < m->layers; i++) {
         want += 2LL * m->hidden;
-        for (int p = 0; p < NPROJ; p++)
-            want += layout == LAYOUT_MEGATRON ? pin(m, p) * pout(m, p) : (int64_t)m->proj[i][p].rank * (pin(m, p) + pout(m, p));
+        for (int p = 0; p < NPROJ; p++) {
+            int64_t rk = m->proj[i][p].rank;
+            want += layout == LAYOUT_MEGATRON ? pin(m, p) * pout(m, p)
+                                              : rk * (pin(m, p) + pout(m, p));
+            if (core) want += rk * rk;
+        }
     }
     for (int i = 0; i < g->ncanons; i++) got += g->canons[i].rows * g->canons[i].cols;
     snprintf(nm, sizeof nm, "%s %s tp=%d parameter count", runname, layout_name(layout), tp);
@@ -112,6 +118,21 @@ static int divides(const Model *m, int t) {
 static int naive_ok(const Model *m, int t) {
     for (int i = 0; i < m->layers; i++) for (int p = 0; p < NPROJ; p++) if (m->proj[i][p].rank % t) return 0;
     return 1;
+}
+
+/* U S V^T has no naive layout (its core would sit on a rank-split latent): the generator says
+ * so. */
+static void naive_refused(const Run *r0, int tp) {
+    Run r = *r0;
+    r.tp = tp;
+    r.layout = LAYOUT_NAIVE;
+    char err[600], nm[200];
+    int st;
+    Graph *g = graph_build(&r, LAYOUT_NAIVE, r.checkpoint, err, sizeof err, &st);
+    snprintf(nm, sizeof nm, "%s naive tp=%d refused: usv runs in btp only", r.name, tp);
+    CHECK(!g && strstr(err, "layout naive cannot split") && strstr(err, "btp"), nm, "%s",
+          g ? "built" : err);
+    if (g) graph_free(g);
 }
 
 /* ---- static checks on hand-made tapes ---- */
@@ -252,6 +273,7 @@ int main(void) {
             if (k == 1 && (t == r.tp || !divides(m, t))) continue;
             if (!lowrank) { check_layout(r.name, &r, LAYOUT_MEGATRON, t); continue; }
             check_layout(r.name, &r, LAYOUT_BTP, t);
+            if (!strcmp(m->family, "usv")) { naive_refused(&r, t); continue; }
             if (naive_ok(m, t)) check_layout(r.name, &r, LAYOUT_NAIVE, t);
         }
     }

@@ -1,7 +1,7 @@
 # modeling_boost.py: the PyTorch model of a BOOST export (`boost export CKPT --format hf -o DIR`
-# copies this file into DIR): CoLA, SVD and LaX low-rank decoders and MoE layers with low-rank
-# experts, under their canonical names ("model." + L0.q.A, ...; x @ W weights). With transformers
-# installed it is also a Hugging Face model: AutoModelForCausalLM.from_pretrained(DIR,
+# copies this file into DIR): CoLA, SVD, LaX and U S V^T low-rank decoders and MoE layers with
+# low-rank experts, under their canonical names ("model." + L0.q.A, ...; x @ W weights). With
+# transformers installed it is also a Hugging Face model: AutoModelForCausalLM.from_pretrained(DIR,
 # trust_remote_code=True), generate() with a KV cache (DynamicCache). Without transformers,
 # BoostCore alone runs on torch (tools/boost_hf.py).
 import json
@@ -87,7 +87,8 @@ class BoostCore(torch.nn.Module):
         if self.has(pre + ".W"):
             return x
         h = x @ self.p(pre + ".A")
-        return F.silu(h) if self.sigma else h
+        h = F.silu(h) if self.sigma else h
+        return h @ self.p(pre + ".S") if self.has(pre + ".S") else h   # usv: the r x r core
 
     def up(self, pre, z, z_prev=None):
         if self.has(pre + ".W"):
