@@ -113,6 +113,8 @@ struct BackendRank {
     ncclComm_t dp_comm;           /* dp > 1: this rank's dp group, split from the world (runtime/grid.h order) */
     int wrank, wsize;             /* multi-process mode: world rank and size (rank and tp at dp = 1) */
     int dp, dp_rank;              /* the dp degree and this rank's index in its dp group (1, 0 without dp) */
+    struct CudaPipe *pipe;        /* a pipeline stage's rank (runtime/cuda_pipe.h): the pipeline's world
+                                   * is watched in host waits and aborted with the rank's; else NULL */
     ncclComm_t ep_comm, edp_comm; /* ep > 1: this rank's ep and edp groups, split from the world (runtime/grid.h) */
     int ep, ep_rank;              /* the ep degree and this rank's ep rank (1, 0 without expert parallelism) */
     CUdeviceptr ep_buf;           /* ep > 1: an out all-to-all's send staging (the token side's slots, empty ones zeroed) */
@@ -861,8 +863,9 @@ static int nccl_exchange_id(const Plan *p, int rank, ncclUniqueId *id, char *pat
     }
 }
 
-/* Pipeline stages with one process per GPU (runtime/cuda_pipe.h, below): while the pipeline opens
- * its stages' Engines, pipe_scope is set and their communicators split from its stage communicator. */
+/* Pipeline stages with one process per GPU (runtime/cuda_pipe.h, below): the stages' Engines get
+ * the pipeline at their group set-up (cuda_stage_init) and split their communicators from its stage
+ * communicator. */
 struct CudaPipe {
     const Plan *plan;             /* stage 0's: where the world's NCCL id is exchanged */
     int wrank, wsize, me, r0, nlocal;   /* world rank and size; pipeline rank; stage rank of nlocal = dp*tp */
@@ -883,7 +886,6 @@ struct CudaPipe {
     double timeout;
     char err[1024];
 };
-static CudaPipe *pipe_scope, *live_pipe;   /* live_pipe: its world's errors end the ranks' host waits too */
 static int pipe_world(CudaPipe *cp, char *err, size_t errlen);
 
 /* The world's communicator, and at dp > 1 its split into the rank grid's groups (runtime/grid.h: tp
@@ -904,9 +906,9 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
         return -1;
     }
     ncclResult_t rc;
-    if (pipe_scope) {   /* a pipeline stage: its world is a copy of the stage's communicator */
-        if (pipe_world(pipe_scope, err, errlen)) return -1;
-        rc = nccl.ncclCommSplit(pipe_scope->stage, 0, rank, &r->world_comm, NULL);
+    if (r->pipe) {   /* a pipeline stage: its world is a copy of the stage's communicator */
+        if (pipe_world(r->pipe, err, errlen)) return -1;
+        rc = nccl.ncclCommSplit(r->pipe->stage, 0, rank, &r->world_comm, NULL);
         if (rc != 0 || !r->world_comm) {
             r->world_comm = NULL;
             snprintf(err, errlen, "rank %d of the stage's %d: ncclCommSplit of the stage communicator failed: %s", rank, size,
@@ -1009,7 +1011,7 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
 /* Every distinct communicator of this rank (world, tp, dp, ep, edp; at pp > 1 the pipeline's world), n of them. */
 static int rank_comms(BackendRank *r, ncclComm_t out[6]) {
     int n = 0;
-    if (live_pipe && live_pipe->world && !live_pipe->dead) out[n++] = live_pipe->world;   /* a pipeline stage: the other stages */
+    if (r->pipe && r->pipe->world && !r->pipe->dead) out[n++] = r->pipe->world;   /* a pipeline stage: the other stages */
     if (r->world_comm) out[n++] = r->world_comm;
     if (r->nccl_comm && r->nccl_comm != r->world_comm) out[n++] = r->nccl_comm;
     if (r->dp_comm) out[n++] = r->dp_comm;
@@ -1031,7 +1033,7 @@ static int world_abort(BackendRank *r, const char *fmt, ...) {
     ncclComm_t cs[6];
     int nc = rank_comms(r, cs);
     for (int i = 0; i < nc && !r->dead; i++) nccl.ncclCommAbort(cs[i]);
-    if (live_pipe && nc && cs[0] == live_pipe->world) live_pipe->dead = 1;   /* aborted with the rest */
+    if (r->pipe && nc && cs[0] == r->pipe->world) r->pipe->dead = 1;   /* aborted with the rest */
     r->nccl_comm = r->world_comm = r->dp_comm = r->ep_comm = r->edp_comm = NULL;
     r->dead = 1;
     return rfail(r, "rank %d of %d: %s; NCCL was aborted and this rank stops. Another rank has probably died or "
@@ -1175,13 +1177,6 @@ static int cuda_group_init(BackendRank **ranks, int tp, char *err, size_t errlen
     int wrank = 0, wsize = 1;
     char werr[256];
     /* multi-process mode: ranks[] is indexed by world rank, only this process's rank set */
-    if (pipe_scope) {   /* a pipeline stage's Engine: this process holds stage rank r0 of the stage's dp x tp */
-        if (!ranks[pipe_scope->r0] || pipe_scope->nlocal != ranks[pipe_scope->r0]->p->dp * tp) {
-            snprintf(err, errlen, "pipeline stage: rank %d of %d is not the one this process holds", pipe_scope->r0, pipe_scope->nlocal);
-            return -1;
-        }
-        return world_group_init(ranks[pipe_scope->r0], pipe_scope->r0, pipe_scope->nlocal, err, errlen);
-    }
     if (world_from_env(&wrank, &wsize, werr, sizeof werr) == 1 && wrank >= 0 && wrank < wsize && ranks[wrank] &&
         wsize == ranks[wrank]->p->dp * tp)
         return world_group_init(ranks[wrank], wrank, wsize, err, errlen);
@@ -1219,6 +1214,19 @@ static int cuda_group_init(BackendRank **ranks, int tp, char *err, size_t errlen
     return 0;
 }
 
+/* A pipeline stage's Engine (runtime/pipeline.c, engine_create_stage): this process holds stage
+ * rank r0 of the stage's dp x tp, whose communicators split from the pipeline's stage communicator. */
+static int cuda_stage_init(BackendRank **ranks, int tp, const StageLink *stage, char *err, size_t errlen) {
+    CudaPipe *cp = stage->cuda;
+    if (!cp) return cuda_group_init(ranks, tp, err, errlen);
+    if (!ranks[cp->r0] || cp->nlocal != ranks[cp->r0]->p->dp * tp) {
+        snprintf(err, errlen, "pipeline stage: rank %d of %d is not the one this process holds", cp->r0, cp->nlocal);
+        return -1;
+    }
+    ranks[cp->r0]->pipe = cp;
+    return world_group_init(ranks[cp->r0], cp->r0, cp->nlocal, err, errlen);
+}
+
 /* ---------------- pipeline stages, one process per GPU (runtime/cuda_pipe.h) ---------------- */
 static int pipe_fail(CudaPipe *cp, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int pipe_fail(CudaPipe *cp, char *err, size_t errlen, const char *fmt, ...) {
@@ -1251,17 +1259,13 @@ static int pipe_abort(CudaPipe *cp, char *err, size_t errlen, const char *what) 
     return pipe_abort(cp, err, errlen, w_); } } while (0)
 
 CudaPipe *cuda_pipe_open(const Plan *plan, int wrank, int wsize, int me, int r0, int nlocal, char *err, size_t errlen) {
-    if (pipe_scope || live_pipe) { snprintf(err, errlen, "a pipeline is already open in this process"); return NULL; }
     CudaPipe *cp = calloc(1, sizeof *cp);
     if (!cp) { snprintf(err, errlen, "out of memory"); return NULL; }
     cp->plan = plan; cp->wrank = wrank; cp->wsize = wsize; cp->me = me; cp->r0 = r0; cp->nlocal = nlocal;
     const char *tv = getenv("BOOST_NCCL_TIMEOUT");
     cp->timeout = tv && atof(tv) > 0 ? atof(tv) : 600;
-    pipe_scope = live_pipe = cp;
     return cp;
 }
-
-void cuda_pipe_scope_end(void) { pipe_scope = NULL; }
 
 /* At the first stage Engine's group set-up (the device context is current): the world and this
  * pipeline rank's stage communicator, the transfer stream, a reference on the shared module. */
@@ -1432,8 +1436,6 @@ int cuda_pipe_bcast(CudaPipe *cp, float *vals, int64_t n, int root, char *err, s
 
 void cuda_pipe_close(CudaPipe *cp) {
     if (!cp) return;
-    if (pipe_scope == cp) pipe_scope = NULL;
-    if (live_pipe == cp) live_pipe = NULL;
     if (cp->held) {
         if (api.cuCtxSetCurrent(shared.ctx)) fprintf(stderr, "boost: cuCtxSetCurrent failed while closing the pipeline\n");
         if (!cp->dead) {   /* after an abort the stream may hold transfers that never end: do not wait */
@@ -2521,6 +2523,7 @@ const Backend backend_cuda = {
     .state_from_host = cuda_state_from_host,
     .last_error = cuda_last_error,
     .group_init = cuda_group_init,
+    .stage_init = cuda_stage_init,
     .world_allreduce_host = cuda_world_allreduce_host,
     .allreduce_issue = cuda_allreduce_issue,
     .allgather_issue = cuda_allgather_issue,

@@ -415,7 +415,8 @@ int plan_overlap_report(const Plan *p, char *out, size_t n) {
     return 0;
 }
 
-static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_or_minus1, char *err, size_t errlen) {
+static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_or_minus1, const StageLink *stage,
+                           char *err, size_t errlen) {
     if (!be->rank_open || !be->tensor_ptr || !be->kernel) {
         snprintf(err, errlen, "the %s backend is not available in this binary; use --backend cpu", be->name);
         return NULL;
@@ -460,7 +461,9 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
     }
     if (e->nthreads != nlocal) { snprintf(err, errlen, "cannot start %d worker threads", nlocal); engine_release(e); return NULL; }
     if (run_all(e, job_open, NULL, err, errlen)) { engine_release(e); return NULL; }
-    if (be->grid_init) {   /* cpu: threads, or under mpirun one process per grid rank */
+    if (stage && be->stage_init) {   /* cuda: a pipeline stage's communicators */
+        if (be->stage_init(e->ranks, e->tp, stage, err, errlen)) { engine_release(e); return NULL; }
+    } else if (be->grid_init) {   /* cpu: threads, or under mpirun one process per grid rank */
         if (be->grid_init(e->ranks, &e->grid, err, errlen)) { engine_release(e); return NULL; }
     } else if (be->group_init && be->group_init(e->ranks, e->tp, err, errlen)) {
         engine_release(e);
@@ -522,13 +525,14 @@ int64_t plan_collective_bytes(const Plan *plan) {
     return bytes;
 }
 
-Engine *engine_create_stage(const Plan *plan, const char *backend, int rank, int size, char *err, size_t errlen) {
+Engine *engine_create_stage(const Plan *plan, const char *backend, int rank, int size, const StageLink *stage,
+                            char *err, size_t errlen) {
     if (!plan || plan->pp != 1 || size != plan->dp * plan->tp || rank < 0 || rank >= size) {
         snprintf(err, errlen, "engine_create_stage: rank %d of %d does not fit the stage's grid", rank, size);
         return NULL;
     }
-    if (backend && !strcmp(backend, "cuda")) return engine_open(plan, &backend_cuda, rank, err, errlen);
-    return engine_open(plan, &backend_cpu, size > 1 ? rank : -1, err, errlen);
+    if (backend && !strcmp(backend, "cuda")) return engine_open(plan, &backend_cuda, rank, stage, err, errlen);
+    return engine_open(plan, &backend_cpu, size > 1 ? rank : -1, stage, err, errlen);
 }
 
 BackendRank *engine_backend_rank(Engine *e, int rank) {
@@ -582,19 +586,19 @@ Engine *engine_create(const Plan *plan, const char *backend, char *err, size_t e
                      wsize, wrank);
             return NULL;
         }
-        if (cpu) return engine_open(plan, &backend_cpu, wrank, err, errlen);   /* MPI: cpu.c's group transports */
+        if (cpu) return engine_open(plan, &backend_cpu, wrank, NULL, err, errlen);   /* MPI: cpu.c's group transports */
         if (!backend_cuda.rank_open || !backend_cuda.world_allreduce_host) {
             snprintf(err, errlen, "one process per GPU needs the cuda backend, which this binary lacks; launch one process");
             return NULL;
         }
-        return engine_open(plan, &backend_cuda, wrank, err, errlen);   /* auto too: a world means GPUs */
+        return engine_open(plan, &backend_cuda, wrank, NULL, err, errlen);   /* auto too: a world means GPUs */
     }
-    if (!backend || !strcmp(backend, "cpu")) return engine_open(plan, &backend_cpu, -1, err, errlen);
-    if (!strcmp(backend, "cuda")) return engine_open(plan, &backend_cuda, -1, err, errlen);
+    if (!backend || !strcmp(backend, "cpu")) return engine_open(plan, &backend_cpu, -1, NULL, err, errlen);
+    if (!strcmp(backend, "cuda")) return engine_open(plan, &backend_cuda, -1, NULL, err, errlen);
     if (!strcmp(backend, "auto")) {
         char quiet[512];
-        Engine *e = backend_cuda.rank_open ? engine_open(plan, &backend_cuda, -1, quiet, sizeof quiet) : NULL;
-        return e ? e : engine_open(plan, &backend_cpu, -1, err, errlen);
+        Engine *e = backend_cuda.rank_open ? engine_open(plan, &backend_cuda, -1, NULL, quiet, sizeof quiet) : NULL;
+        return e ? e : engine_open(plan, &backend_cpu, -1, NULL, err, errlen);
     }
     snprintf(err, errlen, "unknown backend '%s': use cpu, cuda or auto", backend);
     return NULL;

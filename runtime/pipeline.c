@@ -19,6 +19,7 @@
 #include "runtime/world.h"
 #include "runtime/comm_mpi.h"   // defines: CommMpi, CommReq, comm_mpi_*
 #include "runtime/cpu.h"        // defines: cpu_threads_set
+#include "runtime/backend.h"    // defines: StageLink
 #include "runtime/cuda_pipe.h"  // defines: CudaPipe, CudaPipeOp, cuda_pipe_*
 #include "runtime/cuda.h"       // defines: cuda_device_present
 
@@ -262,8 +263,10 @@ static int take_grid_rank(Pipeline *pl, int wrank, int wsize, int gpus, char *er
 /* The Engines of this process's pipeline rank (its stages me, me + pp, ..., in order), each as
  * stage rank r0 of the stage's dp x tp grid. */
 static int open_own_stages(Pipeline *pl, const char *backend, char *err, size_t errlen) {
+    StageLink link = {.mpi = pl->stage_comm, .cuda = pl->cuda};
     for (int s = pl->me; s < pl->nv; s += pl->pp)
-        if (!(pl->eng[s] = engine_create_stage(pl->plans[s], backend, pl->r0, pl->nlocal, err, errlen))) return -1;
+        if (!(pl->eng[s] = engine_create_stage(pl->plans[s], backend, pl->r0, pl->nlocal, &link, err, errlen)))
+            return -1;
     return 0;
 }
 
@@ -308,7 +311,6 @@ static int open_cuda_stages(Pipeline *pl, int wrank, int wsize, char *err, size_
     pl->tx = &nccl_transport;
     if (!(pl->cuda = cuda_pipe_open(pl->plans[0], wrank, wsize, pl->me, pl->r0, pl->nlocal, err, errlen))) return -1;
     int rc = open_own_stages(pl, "cuda", err, errlen);
-    cuda_pipe_scope_end();
     if (!rc) rc = cuda_pipe_links(pl->cuda, pl->nv, pl->pp, err, errlen);
     return rc;
 }

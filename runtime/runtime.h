@@ -95,9 +95,10 @@ int engine_adamw_clipped(Engine *e, int step, double global_norm, char *err, siz
 /* One pipeline stage's Engine in a process of a multi-process job: this process is grid rank `rank`
  * of the stage's size = dp*tp processes. backend "cpu" (mpirun): comm_mpi_scope() spans the stage's
  * processes while it opens (size 1: no MPI inside the stage); "cuda" (one process per GPU): the
- * stage's communicators split from the pipeline's (runtime/cuda_pipe.h) in scope. The stage plan
- * has pp=1. */
-Engine *engine_create_stage(const Plan *plan, const char *backend, int rank, int size, char *err, size_t errlen);
+ * stage's communicators split from stage->cuda's (runtime/cuda_pipe.h). The stage plan has pp=1. */
+struct StageLink;
+Engine *engine_create_stage(const Plan *plan, const char *backend, int rank, int size, const struct StageLink *stage,
+                            char *err, size_t errlen);
 /* The device side of buffer `name` of held rank `rank` in its current activation slot, for transfers
  * that do not go through the host: the backend's rank, the address, elements and dtype (PDT_*).
  * engine_backend_rank: held rank `rank`'s backend side (NULL: not held by this process). */
