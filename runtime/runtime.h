@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include "runtime/plan.h"
+#include "runtime/overlap.h"
 
 typedef struct Engine Engine;
 
@@ -68,13 +69,7 @@ int64_t engine_collective_bytes(const Engine *e);
 /* The same figure from the plan alone (what an Engine of it would count). */
 int64_t plan_collective_bytes(const Plan *p);
 
-/* How much compute each collective of the plan can overlap: per section (forward, backward) the
- * steps and GEMM FLOPs between a collective's issue and the first step that touches its memory,
- * and steps after that use which do not need the collective; then one line per collective of layer
- * 0 and outside the layers. Text in out (lines end in \n); 0, or -1 when out of memory. The same
- * analysis tells the executor where to wait (runtime/exec.c); BOOST_VERBOSE=1 prints it when an
- * engine is created. */
-int plan_overlap_report(const Plan *p, char *out, size_t n);
+/* plan_overlap_report (how much compute each collective can overlap): runtime/overlap.h */
 
 /* Pipeline stages (runtime/pipeline.c runs one Engine per stage, its plan being the stage's section).
  * engine_stage_pass: the forward (backward=0) or backward section alone, for one micro-batch whose
