@@ -1379,8 +1379,8 @@ static int final_checks(Loader *L) {
     return 0;
 }
 
-Plan *plan_load(const char *path, char *err, size_t errlen) {
-    if (errlen) err[0] = 0;
+/* The whole file as a NUL-terminated text (malloc'd), or NULL with a message in err. */
+static char *plan_read_text(const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) { snprintf(err, errlen, "%s: cannot open the plan: %s (run 'boost gen' to write it)", path, strerror(errno)); return NULL; }
     size_t cap = 1 << 16, len = 0;
@@ -1408,7 +1408,13 @@ Plan *plan_load(const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s:1: the plan is not a text file (it contains NUL bytes)", path);
         return NULL;
     }
-    return plan_parse_text(path, text, err, errlen);
+    return text;
+}
+
+Plan *plan_load(const char *path, char *err, size_t errlen) {
+    if (errlen) err[0] = 0;
+    char *text = plan_read_text(path, err, errlen);
+    return text ? plan_parse_text(path, text, err, errlen) : NULL;
 }
 
 Plan *plan_parse_text(const char *path, char *text, char *err, size_t errlen) {
@@ -1541,33 +1547,18 @@ double kernel_num(const KernelArgs *k, const char *key, double dflt) {
 /* The file is read once and cut into one plan text per stage: the header plus that stage's section,
  * every other line blanked so line numbers stay those of the file; each pipeline rank's `schedule`
  * lines are parsed into steps and checked against the stage plans. */
-static char *stages_read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *t = malloc(cap + 1);
-    while (t) {
-        size_t got = fread(t + len, 1, cap - len, f);
-        len += got;
-        if (len < cap) break;
-        cap *= 2;
-        char *n = realloc(t, cap + 1);
-        if (!n) free(t);
-        t = n;
-    }
-    fclose(f);
-    if (t) t[len] = 0;
-    return t;
-}
-
 static int starts_with_word(const char *s, const char *w) {
     size_t n = strlen(w);
     return !strncmp(s, w, n) && (s[n] == ' ' || s[n] == '\n' || s[n] == '\r' || s[n] == 0);
 }
 
 int plan_is_pipeline(const char *path) {
-    char *t = stages_read_file(path);
-    if (!t) return -1;
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    fclose(f);
+    char quiet[8];
+    char *t = plan_read_text(path, quiet, sizeof quiet);
+    if (!t) return 0;   /* not a text plan: plan_load says why */
     int is = 0;
     for (char *s = t; s && *s && !is; s = strchr(s, '\n'), s = s ? s + 1 : NULL) {
         if (starts_with_word(s, "pipeline")) is = 1;
@@ -1651,12 +1642,9 @@ static int parse_sched_line(PlanStages *pl, const char *path, int s, const char 
 
 PlanStages *plan_stages_load(const char *path, char *err, size_t errlen) {
     PlanStages *pl = calloc(1, sizeof *pl);
-    char *text = pl ? stages_read_file(path) : NULL;
-    if (!text) {
-        snprintf(err, errlen, pl ? "%s: cannot read the plan (run 'boost gen' to write it)" : "%s: out of memory", path);
-        free(pl);
-        return NULL;
-    }
+    if (!pl) { snprintf(err, errlen, "out of memory"); return NULL; }
+    char *text = plan_read_text(path, err, errlen);
+    if (!text) { free(pl); return NULL; }
     size_t len = strlen(text);
     /* line starts and what each line is: -1 header, s in stage s's plan, 1000+s stage s's schedule,
      * -2 the pipeline/stage/schedule lines themselves */

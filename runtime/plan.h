@@ -212,8 +212,8 @@ typedef struct {
     PlanSchedStep *sched[PLAN_MAX_STAGES];   /* by pipeline rank, nsched[r] steps each */
     int nsched[PLAN_MAX_STAGES];
 } PlanStages;
-/* 1 when the file at path is a pipeline plan (a `pipeline` line in its header), 0 when not, -1
- * when it cannot be read. */
+/* 1 when the file at path is a pipeline plan (a `pipeline` line in its header), 0 when not (or not
+ * a text plan: plan_load says why), -1 when it cannot be opened. */
 int plan_is_pipeline(const char *path);
 /* NULL with a "file:line: ..." message in err when a section, a schedule line or a stage plan is
  * wrong. plan_stages_free frees the plans and schedules still in it (a caller that keeps one sets
