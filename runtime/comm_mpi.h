@@ -48,7 +48,9 @@ int comm_mpi_barrier(CommMpi *c);
 int comm_mpi_bcast(CommMpi *c, void *buf, int64_t bytes, int root);
 /* The communicator an Engine opened now takes as its world: the whole job (the default), or, while a
  * pipeline opens its stage Engines, the processes of one pipeline stage (runtime/pipeline.c). An
- * Engine keeps the scope it was opened in. NULL restores the whole job. */
+ * Engine keeps the scope it was opened in. NULL restores the whole job. A hidden argument still:
+ * the stage's communicator also travels explicitly (engine_create_stage's StageLink.mpi); once the
+ * cpu backend takes it there (a Backend.stage_init like cuda's), this pair and its static go. */
 void comm_mpi_set_scope(CommMpi *c);
 CommMpi *comm_mpi_scope(void);
 /* Stop every process of the job (MPI_Abort on the world) after printing why, naming this rank. */

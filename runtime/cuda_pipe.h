@@ -1,6 +1,6 @@
 /* cuda_pipe.h: pipeline stages on the CUDA backend with one process per GPU (runtime/cuda.c). An NCCL
  * world over the dp x pp x tp processes; the stage communicator of each pipeline rank, from which the
- * stage Engines opened while it is in scope split their own; per stage boundary and direction a
+ * stage Engines given it (engine_create_stage's StageLink) split their own; per stage boundary and direction a
  * channel (the pair of processes of one (dp, tp) rank on its two sides, a communicator and a stream
  * each); and the boundary tensors moved device to device by ncclSend/ncclRecv on those streams. */
 #ifndef BOOST_CUDA_PIPE_H
@@ -27,11 +27,10 @@ typedef struct {
 } CudaPipeOp;
 
 /* This process is world rank wrank of wsize, stage rank r0 of the nlocal (dp*tp) processes of
- * pipeline rank me. Nothing is connected yet: the CUDA Engines opened from now until
- * cuda_pipe_scope_end are that stage rank, and the first of them makes the world (the NCCL id is
- * exchanged as the Engines' is, keyed by the plan's folder) and the stage communicators. */
+ * pipeline rank me. Nothing is connected yet: the CUDA Engines made with it (engine_create_stage
+ * with a StageLink naming it) are that stage rank, and the first of them makes the world (the NCCL
+ * id is exchanged as the Engines' is, keyed by the plan's folder) and the stage communicators. */
 CudaPipe *cuda_pipe_open(const Plan *plan, int wrank, int wsize, int me, int r0, int nlocal, char *err, size_t errlen);
-void cuda_pipe_scope_end(void);
 /* After the Engines: the channels of every boundary b < nv-1, between pipeline ranks b % pp and
  * (b+1) % pp (every process calls it alike). */
 int cuda_pipe_links(CudaPipe *cp, int nv, int pp, char *err, size_t errlen);

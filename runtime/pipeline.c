@@ -1,8 +1,7 @@
-/* pipeline.c: pipeline-parallel execution of a pp > 1 plan (runtime/pipeline.h). The plan file is
- * read once and cut into one plan text per stage (the header plus that stage's section, every other
- * line blanked so line numbers stay those of the file), each loaded by plan.c and run by its own
- * Engine; the stage's `schedule` lines are parsed and checked here, and walked by a driver per
- * pipeline rank: forward/backward run the stage's sections on a micro-batch's activation slot,
+/* pipeline.c: pipeline-parallel execution of a pp > 1 plan (runtime/pipeline.h). plan.c reads the
+ * file once (plan_stages_load: one Plan per stage section, each pipeline rank's `schedule` as
+ * steps); each stage runs on its own Engine, the schedules are checked to pair up here, and walked
+ * by a driver per pipeline rank: forward/backward run the stage's sections on a micro-batch's activation slot,
  * send/recv move the boundary tensor of the (dp, tp) ranks it holds to the neighbouring stage through
  * a transport (PipeTransport): FIFOs between driver threads when every rank is a thread of this
  * process, MPI point-to-point to the same (dp, tp) rank of the neighbouring stage when mpirun started
@@ -19,14 +18,13 @@
 #include "runtime/world.h"
 #include "runtime/comm_mpi.h"   // defines: CommMpi, CommReq, comm_mpi_*
 #include "runtime/cpu.h"        // defines: cpu_threads_set
+#include "runtime/backend.h"    // defines: StageLink
 #include "runtime/cuda_pipe.h"  // defines: CudaPipe, CudaPipeOp, cuda_pipe_*
 #include "runtime/cuda.h"       // defines: cuda_device_present
 
-#define PL_MAX_STAGES 64
+#define PL_MAX_STAGES PLAN_MAX_STAGES
 
-enum { PK_FORWARD, PK_BACKWARD, PK_SEND, PK_RECV };
-
-typedef struct { int kind, vs, micro, slot, bwd, peer, line; char buf[128]; } PipeStep;   /* vs: the virtual stage it runs on */
+typedef PlanSchedStep PipeStep;   /* a schedule line (runtime/plan.h) */
 
 typedef struct { int micro; float *data; } Msg;
 
@@ -80,65 +78,6 @@ struct Pipeline {
 
 /* ---------------- loading ---------------- */
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *t = malloc(cap + 1);
-    while (t) {
-        size_t got = fread(t + len, 1, cap - len, f);
-        len += got;
-        if (len < cap) break;
-        cap *= 2;
-        char *n = realloc(t, cap + 1);
-        if (!n) free(t);
-        t = n;
-    }
-    fclose(f);
-    if (t) t[len] = 0;
-    return t;
-}
-
-static int starts_with_word(const char *s, const char *w) {
-    size_t n = strlen(w);
-    return !strncmp(s, w, n) && (s[n] == ' ' || s[n] == '\n' || s[n] == '\r' || s[n] == 0);
-}
-
-int pipeline_plan_is(const char *path) {
-    char *t = read_file(path);
-    if (!t) return -1;
-    int is = 0;
-    for (char *s = t; s && *s && !is; s = strchr(s, '\n'), s = s ? s + 1 : NULL) {
-        if (starts_with_word(s, "pipeline")) is = 1;
-        if (starts_with_word(s, "section") || starts_with_word(s, "canon")) break;   /* past the header */
-    }
-    free(t);
-    return is;
-}
-
-static const char *kv(const char *line, const char *key, char *out, size_t n) {
-    size_t kl = strlen(key);
-    for (const char *s = line; (s = strstr(s, key)); s += kl)
-        if ((s == line || s[-1] == ' ') && s[kl] == '=') {
-            const char *v = s + kl + 1;
-            size_t len = strcspn(v, " \n\r");
-            if (len >= n) len = n - 1;
-            memcpy(out, v, len); out[len] = 0;
-            return out;
-        }
-    return NULL;
-}
-
-static int kv_int(const char *line, const char *key, int *out) {
-    char b[64];
-    if (!kv(line, key, b, sizeof b)) return -1;
-    char *end;
-    long v = strtol(b, &end, 10);
-    if (*end || v < -1000000 || v > 1000000) return -1;
-    *out = (int)v;
-    return 0;
-}
-
 /* Is the schedule of every stage executable: sends and receives pair up in micro-batch order and
  * walking all stages (sends never block) ends without a stage waiting forever. */
 static int check_schedule(Pipeline *pl, char *err, size_t errlen) {
@@ -151,11 +90,11 @@ static int check_schedule(Pipeline *pl, char *err, size_t errlen) {
         for (int s = 0; s < pp && !rc; s++) {
             while (pc[s] < pl->nsched[s]) {
                 const PipeStep *x = &pl->sched[s][pc[s]];
-                if (x->kind == PK_SEND) {
+                if (x->kind == PS_SEND) {
                     int ch = x->bwd ? 2 * (x->vs - 1) + 1 : 2 * x->vs;
                     if (tail[ch] > pl->m) { snprintf(err, errlen, "%.300s:%d: more sends than micro-batches", pl->path, x->line); rc = -1; break; }
                     q[ch * (pl->m + 1) + tail[ch]++] = x->micro;
-                } else if (x->kind == PK_RECV) {
+                } else if (x->kind == PS_RECV) {
                     int ch = x->bwd ? 2 * x->vs + 1 : 2 * (x->vs - 1);
                     if (head[ch] == tail[ch]) break;
                     if (q[ch * (pl->m + 1) + head[ch]] != x->micro) {
@@ -188,54 +127,6 @@ static int check_schedule(Pipeline *pl, char *err, size_t errlen) {
     return rc;
 }
 
-static int parse_sched_line(Pipeline *pl, int s, const char *line, int lineno, char *err, size_t errlen) {
-    PipeStep x = {0};
-    x.line = lineno;
-    if (starts_with_word(line, "forward")) x.kind = PK_FORWARD;
-    else if (starts_with_word(line, "backward")) x.kind = PK_BACKWARD;
-    else if (starts_with_word(line, "send")) x.kind = PK_SEND;
-    else if (starts_with_word(line, "recv")) x.kind = PK_RECV;
-    else {
-        snprintf(err, errlen, "%.300s:%d: unknown schedule step (forward, backward, send or recv)", pl->path, lineno);
-        return -1;
-    }
-    x.vs = s;
-    if (kv(line, "stage", (char[16]){0}, 16) && (kv_int(line, "stage", &x.vs) || x.vs < 0 || x.vs >= pl->nv || x.vs % pl->pp != s)) {
-        snprintf(err, errlen, "%.300s:%d: stage= must be a stage of pipeline rank %d (k with k %% %d = %d, below %d)", pl->path,
-                 lineno, s, pl->pp, s, pl->nv);
-        return -1;
-    }
-    const Plan *p = pl->plans[x.vs];
-    int slots = p->arena_slots > 1 ? p->arena_slots : 1;
-    if (kv_int(line, "micro", &x.micro) || x.micro < 0 || x.micro >= pl->m || kv_int(line, "slot", &x.slot) || x.slot < 0 ||
-        x.slot >= slots) {
-        snprintf(err, errlen, "%.300s:%d: micro= must be 0..%d and slot= 0..%d", pl->path, lineno, pl->m - 1, slots - 1);
-        return -1;
-    }
-    if (x.kind == PK_SEND || x.kind == PK_RECV) {
-        char dir[16];
-        if (!kv(line, "dir", dir, sizeof dir) || (strcmp(dir, "fwd") && strcmp(dir, "bwd")) || !kv(line, "buf", x.buf, sizeof x.buf) ||
-            kv_int(line, "peer", &x.peer)) {
-            snprintf(err, errlen, "%.300s:%d: %s needs dir=fwd|bwd buf=NAME peer=STAGE", pl->path, lineno, x.kind == PK_SEND ? "send" : "recv");
-            return -1;
-        }
-        x.bwd = !strcmp(dir, "bwd");
-        int nb = (x.kind == PK_SEND) != x.bwd ? x.vs + 1 : x.vs - 1;   /* the neighbouring stage */
-        if (nb < 0 || nb >= pl->nv || x.peer != nb % pl->pp) {
-            snprintf(err, errlen, "%.300s:%d: stage %d's %s %s has no neighbour there or goes to rank %d, not %d", pl->path, lineno,
-                     x.vs, x.kind == PK_SEND ? "send" : "recv", dir, nb < 0 || nb >= pl->nv ? -1 : nb % pl->pp, x.peer);
-            return -1;
-        }
-        int t = plan_find_tensor(p, x.buf);
-        if (t < 0 || p->tensors[t].kind != TK_ACT) {
-            snprintf(err, errlen, "%.300s:%d: %s is not an activation buffer of stage %d", pl->path, lineno, x.buf, x.vs);
-            return -1;
-        }
-    }
-    pl->sched[s][pl->nsched[s]++] = x;
-    return 0;
-}
-
 /* mpirun started one process per grid rank (world = dp x pp x tp, tp fastest, then dp, then pp;
  * runtime/grid.h): this process is rank r0 of the dp x tp grid of pipeline rank me and opens the
  * Engines of me's stages only, each spanning the stage communicator (the processes of pipeline rank
@@ -262,8 +153,10 @@ static int take_grid_rank(Pipeline *pl, int wrank, int wsize, int gpus, char *er
 /* The Engines of this process's pipeline rank (its stages me, me + pp, ..., in order), each as
  * stage rank r0 of the stage's dp x tp grid. */
 static int open_own_stages(Pipeline *pl, const char *backend, char *err, size_t errlen) {
+    StageLink link = {.mpi = pl->stage_comm, .cuda = pl->cuda};
     for (int s = pl->me; s < pl->nv; s += pl->pp)
-        if (!(pl->eng[s] = engine_create_stage(pl->plans[s], backend, pl->r0, pl->nlocal, err, errlen))) return -1;
+        if (!(pl->eng[s] = engine_create_stage(pl->plans[s], backend, pl->r0, pl->nlocal, &link, err, errlen)))
+            return -1;
     return 0;
 }
 
@@ -308,7 +201,6 @@ static int open_cuda_stages(Pipeline *pl, int wrank, int wsize, char *err, size_
     pl->tx = &nccl_transport;
     if (!(pl->cuda = cuda_pipe_open(pl->plans[0], wrank, wsize, pl->me, pl->r0, pl->nlocal, err, errlen))) return -1;
     int rc = open_own_stages(pl, "cuda", err, errlen);
-    cuda_pipe_scope_end();
     if (!rc) rc = cuda_pipe_links(pl->cuda, pl->nv, pl->pp, err, errlen);
     return rc;
 }
@@ -352,95 +244,13 @@ static int find_moe_layers(Pipeline *pl, char *err, size_t errlen) {
 }
 
 static int load_stages(Pipeline *pl, const char *path, const char *backend, char *err, size_t errlen) {
-    char *text = read_file(path);
-    if (!text) { snprintf(err, errlen, "%s: cannot read the plan (run 'boost gen' to write it)", path); return -1; }
-    size_t len = strlen(text);
-    /* line starts and what each line is: -1 header, s in stage s's plan, 1000+s stage s's schedule,
-     * -2 the pipeline/stage/schedule lines themselves */
-    int nlines = 0;
-    for (size_t i = 0; i < len; i++) nlines += text[i] == '\n';
-    int *owner = malloc(sizeof *owner * (size_t)(nlines + 2));
-    size_t *start = malloc(sizeof *start * (size_t)(nlines + 2));
-    if (!owner || !start) { free(text); free(owner); free(start); snprintf(err, errlen, "out of memory"); return -1; }
-    int cur = -1, pp = 0, v = 1, m = 0, rc = 0, last_stage = -1, last_rank = -1;
-    size_t pos = 0;
-    for (int l = 0; l < nlines + 1 && pos <= len; l++) {
-        start[l] = pos;
-        const char *s = text + pos;
-        if (starts_with_word(s, "pipeline")) {
-            if (kv_int(s, "virtual", &v)) v = 1;
-            char lt[32];
-            if (kv(s, "loss_terms", lt, sizeof lt)) {
-                if (strcmp(lt, "moe_aux")) {
-                    snprintf(err, errlen, "%s:%d: loss_terms=%s: this runtime knows loss_terms=moe_aux only (regenerate the plan "
-                             "with this build's 'boost gen')", path, l + 1, lt);
-                    rc = -1; break;
-                }
-                pl->moe_aux = 1;
-            }
-            if (kv_int(s, "stages", &pp) || kv_int(s, "micro_batches", &m) || pp < 2 || v < 1 || pp * v > PL_MAX_STAGES || m < 1) {
-                snprintf(err, errlen, "%s:%d: expected 'pipeline stages=P virtual=V micro_batches=M' with 2 <= P and P*V <= %d", path,
-                         l + 1, PL_MAX_STAGES);
-                rc = -1; break;
-            }
-            owner[l] = -2;
-        } else if (starts_with_word(s, "stage")) {
-            int st = -1;
-            if (sscanf(s, "stage %d", &st) != 1 || st != last_stage + 1 || st >= pp * v || last_rank >= 0) {
-                snprintf(err, errlen, "%s:%d: expected 'stage %d' (stage sections in order, %d of them, before the schedules)", path,
-                         l + 1, last_stage + 1, pp * v);
-                rc = -1; break;
-            }
-            cur = last_stage = st;
-            owner[l] = -2;
-        } else if (starts_with_word(s, "schedule")) {
-            int r = -1;
-            if (kv_int(s, "rank", &r) || r != last_rank + 1 || r >= pp || last_stage != pp * v - 1) {
-                snprintf(err, errlen, "%s:%d: expected 'schedule rank=%d' after the %d stage sections", path, l + 1, last_rank + 1, pp * v);
-                rc = -1; break;
-            }
-            cur = 1000 + (last_rank = r);
-            owner[l] = -2;
-        } else owner[l] = cur;
-        char *nl = strchr(text + pos, '\n');
-        pos = nl ? (size_t)(nl - text) + 1 : len + 1;
-    }
-    if (!rc && (pp < 2 || last_rank != pp - 1)) {
-        snprintf(err, errlen, "%s: a pipeline plan needs a 'pipeline stages=P ...' line and P stage sections each ending with its "
-                 "schedule (regenerate it with 'boost gen')", path);
-        rc = -1;
-    }
-    pl->pp = pp; pl->v = v; pl->nv = pp * v; pl->m = m;
-    for (int s = 0; s < pl->nv && !rc; s++) {
-        char *copy = malloc(len + 1);
-        if (!copy) { snprintf(err, errlen, "out of memory"); rc = -1; break; }
-        memcpy(copy, text, len + 1);
-        for (int l = 0; l <= nlines && start[l] < len; l++) {
-            if (owner[l] == -1 || owner[l] == s) continue;
-            for (size_t i = start[l]; i < len && copy[i] != '\n'; i++) copy[i] = ' ';   /* blank: the line numbers stay */
-        }
-        pl->plans[s] = plan_parse_text(path, copy, err, errlen);
-        if (!pl->plans[s]) { rc = -1; break; }
-        if (pl->plans[s]->pp != pp || pl->plans[s]->grad_accum != m) {
-            snprintf(err, errlen, "%s: the run line says pp=%d grad_accum=%d, the pipeline line %d stages and %d micro-batches",
-                     path, pl->plans[s]->pp, pl->plans[s]->grad_accum, pp, m);
-            rc = -1; break;
-        }
-        pl->plans[s]->pp = 1;   /* the stage's Engine runs its dp x tp slice of the grid */
-    }
-    for (int s = 0; s < pp && !rc; s++) {   /* the schedules, by pipeline rank */
-        pl->sched[s] = malloc(sizeof *pl->sched[s] * (size_t)(nlines + 1));
-        if (!pl->sched[s]) { snprintf(err, errlen, "out of memory"); rc = -1; break; }
-        for (int l = 0; l <= nlines && start[l] < len && !rc; l++) {
-            if (owner[l] != 1000 + s) continue;
-            const char *line = text + start[l];
-            while (*line == ' ') line++;
-            if (*line == '\n' || *line == '#' || !*line) continue;
-            rc = parse_sched_line(pl, s, line, l + 1, err, errlen);
-        }
-    }
-    free(text); free(owner); free(start);
-    if (rc) return rc;
+    PlanStages *ps = plan_stages_load(path, err, errlen);
+    if (!ps) return -1;
+    int pp = ps->pp;
+    pl->pp = pp; pl->v = ps->v; pl->nv = ps->nv; pl->m = ps->m; pl->moe_aux = ps->moe_aux;
+    for (int k = 0; k < ps->nv; k++) { pl->plans[k] = ps->stage[k]; ps->stage[k] = NULL; }
+    for (int r = 0; r < pp; r++) { pl->sched[r] = ps->sched[r]; pl->nsched[r] = ps->nsched[r]; ps->sched[r] = NULL; }
+    plan_stages_free(ps);
     if (check_schedule(pl, err, errlen)) return -1;
     pl->dp = pl->plans[0]->dp; pl->tp = pl->plans[0]->tp; pl->nlocal = pl->dp * pl->tp;
     if (pl->moe_aux && find_moe_layers(pl, err, errlen)) return -1;
@@ -535,6 +345,7 @@ void pipeline_free(Pipeline *pl) {
     free(pl);
 }
 
+int pipeline_plan_is(const char *path) { return plan_is_pipeline(path); }
 int pipeline_stages(const Pipeline *pl) { return pl->nv; }
 int pipeline_ranks(const Pipeline *pl) { return pl->pp; }
 int pipeline_micro_batches(const Pipeline *pl) { return pl->m; }
@@ -787,15 +598,15 @@ static int run_driver(Driver *d) {
         Engine *e = pl->eng[x->vs];
         const Plan *p = pl->plans[x->vs];
         const int32_t *tok = d->tokens + (int64_t)x->micro * block, *tgt = d->targets + (int64_t)x->micro * block;
-        if (x->kind == PK_FORWARD || x->kind == PK_BACKWARD) {
-            int fwd = x->kind == PK_FORWARD, want_loss = fwd && x->vs == pl->nv - 1 && pl->dp <= 256;
+        if (x->kind == PS_FORWARD || x->kind == PS_BACKWARD) {
+            int fwd = x->kind == PS_FORWARD, want_loss = fwd && x->vs == pl->nv - 1 && pl->dp <= 256;
             if (settle(pl, e, x->slot, d->err, sizeof d->err)) return -1;
             int flags = STAGE_TRAIN | (x->micro == pl->m - 1 ? STAGE_LAST : 0);
             if (engine_stage_pass(e, !fwd, x->slot, tok, tgt, flags, want_loss ? lossv : NULL, d->err, sizeof d->err))
                 return -1;
             if (want_loss && d->loss_dp) keep_losses(pl, lossv, d->loss_dp + (int64_t)x->micro * pl->dp);
             if (fwd && keep_moe_aux(pl, e, x->vs, x->slot, x->micro, d->err, sizeof d->err)) return -1;
-        } else if (x->kind == PK_SEND) {
+        } else if (x->kind == PS_SEND) {
             int ch = x->bwd ? 2 * (x->vs - 1) + 1 : 2 * x->vs;
             if (send_boundary(pl, e, p, x->buf, x->slot, ch, x->bwd ? x->vs - 1 : x->vs + 1, x->micro, d->err, sizeof d->err)) return -1;
         } else {
@@ -877,9 +688,9 @@ static int boundary(const Pipeline *pl, int s, const char **out, const char **in
     int r0 = s % pl->pp, r1 = (s + 1) % pl->pp;
     *out = *in = NULL;
     for (int i = 0; i < pl->nsched[r0] && !*out; i++)
-        if (pl->sched[r0][i].kind == PK_SEND && !pl->sched[r0][i].bwd && pl->sched[r0][i].vs == s) *out = pl->sched[r0][i].buf;
+        if (pl->sched[r0][i].kind == PS_SEND && !pl->sched[r0][i].bwd && pl->sched[r0][i].vs == s) *out = pl->sched[r0][i].buf;
     for (int i = 0; i < pl->nsched[r1] && !*in; i++)
-        if (pl->sched[r1][i].kind == PK_RECV && !pl->sched[r1][i].bwd && pl->sched[r1][i].vs == s + 1) *in = pl->sched[r1][i].buf;
+        if (pl->sched[r1][i].kind == PS_RECV && !pl->sched[r1][i].bwd && pl->sched[r1][i].vs == s + 1) *in = pl->sched[r1][i].buf;
     return *out && *in ? 0 : -1;
 }
 

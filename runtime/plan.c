@@ -1294,8 +1294,8 @@ static int final_checks(Loader *L) {
     return 0;
 }
 
-Plan *plan_load(const char *path, char *err, size_t errlen) {
-    if (errlen) err[0] = 0;
+/* The whole file as a NUL-terminated text (malloc'd), or NULL with a message in err. */
+static char *plan_read_text(const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) { snprintf(err, errlen, "%s: cannot open the plan: %s (run 'boost gen' to write it)", path, strerror(errno)); return NULL; }
     size_t cap = 1 << 16, len = 0;
@@ -1323,7 +1323,13 @@ Plan *plan_load(const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s:1: the plan is not a text file (it contains NUL bytes)", path);
         return NULL;
     }
-    return plan_parse_text(path, text, err, errlen);
+    return text;
+}
+
+Plan *plan_load(const char *path, char *err, size_t errlen) {
+    if (errlen) err[0] = 0;
+    char *text = plan_read_text(path, err, errlen);
+    return text ? plan_parse_text(path, text, err, errlen) : NULL;
 }
 
 Plan *plan_parse_text(const char *path, char *text, char *err, size_t errlen) {
@@ -1451,4 +1457,206 @@ double kernel_num(const KernelArgs *k, const char *key, double dflt) {
     for (int i = 0; i < k->nconst; i++)
         if (!strcmp(k->const_key[i], key)) return k->const_val[i];
     return dflt;
+}
+
+/* ---------------- pipeline plans: stage sections and schedules (docs/plan-format.md) ---------------- */
+/* The file is read once and cut into one plan text per stage: the header plus that stage's section,
+ * every other line blanked so line numbers stay those of the file; each pipeline rank's `schedule`
+ * lines are parsed into steps and checked against the stage plans. */
+static int starts_with_word(const char *s, const char *w) {
+    size_t n = strlen(w);
+    return !strncmp(s, w, n) && (s[n] == ' ' || s[n] == '\n' || s[n] == '\r' || s[n] == 0);
+}
+
+int plan_is_pipeline(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    fclose(f);
+    char quiet[8];
+    char *t = plan_read_text(path, quiet, sizeof quiet);
+    if (!t) return 0;   /* not a text plan: plan_load says why */
+    int is = 0;
+    for (char *s = t; s && *s && !is; s = strchr(s, '\n'), s = s ? s + 1 : NULL) {
+        if (starts_with_word(s, "pipeline")) is = 1;
+        if (starts_with_word(s, "section") || starts_with_word(s, "canon")) break;   /* past the header */
+    }
+    free(t);
+    return is;
+}
+
+static const char *kv(const char *line, const char *key, char *out, size_t n) {
+    size_t kl = strlen(key);
+    for (const char *s = line; (s = strstr(s, key)); s += kl)
+        if ((s == line || s[-1] == ' ') && s[kl] == '=') {
+            const char *v = s + kl + 1;
+            size_t len = strcspn(v, " \n\r");
+            if (len >= n) len = n - 1;
+            memcpy(out, v, len); out[len] = 0;
+            return out;
+        }
+    return NULL;
+}
+
+static int kv_int(const char *line, const char *key, int *out) {
+    char b[64];
+    if (!kv(line, key, b, sizeof b)) return -1;
+    char *end;
+    long v = strtol(b, &end, 10);
+    if (*end || v < -1000000 || v > 1000000) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_sched_line(PlanStages *pl, const char *path, int s, const char *line, int lineno, char *err,
+                            size_t errlen) {
+    PlanSchedStep x = {0};
+    x.line = lineno;
+    if (starts_with_word(line, "forward")) x.kind = PS_FORWARD;
+    else if (starts_with_word(line, "backward")) x.kind = PS_BACKWARD;
+    else if (starts_with_word(line, "send")) x.kind = PS_SEND;
+    else if (starts_with_word(line, "recv")) x.kind = PS_RECV;
+    else {
+        snprintf(err, errlen, "%.300s:%d: unknown schedule step (forward, backward, send or recv)", path, lineno);
+        return -1;
+    }
+    x.vs = s;
+    if (kv(line, "stage", (char[16]){0}, 16) && (kv_int(line, "stage", &x.vs) || x.vs < 0 || x.vs >= pl->nv || x.vs % pl->pp != s)) {
+        snprintf(err, errlen, "%.300s:%d: stage= must be a stage of pipeline rank %d (k with k %% %d = %d, below %d)", path,
+                 lineno, s, pl->pp, s, pl->nv);
+        return -1;
+    }
+    const Plan *p = pl->stage[x.vs];
+    int slots = p->arena_slots > 1 ? p->arena_slots : 1;
+    if (kv_int(line, "micro", &x.micro) || x.micro < 0 || x.micro >= pl->m || kv_int(line, "slot", &x.slot) || x.slot < 0 ||
+        x.slot >= slots) {
+        snprintf(err, errlen, "%.300s:%d: micro= must be 0..%d and slot= 0..%d", path, lineno, pl->m - 1, slots - 1);
+        return -1;
+    }
+    if (x.kind == PS_SEND || x.kind == PS_RECV) {
+        char dir[16];
+        if (!kv(line, "dir", dir, sizeof dir) || (strcmp(dir, "fwd") && strcmp(dir, "bwd")) || !kv(line, "buf", x.buf, sizeof x.buf) ||
+            kv_int(line, "peer", &x.peer)) {
+            snprintf(err, errlen, "%.300s:%d: %s needs dir=fwd|bwd buf=NAME peer=STAGE", path, lineno, x.kind == PS_SEND ? "send" : "recv");
+            return -1;
+        }
+        x.bwd = !strcmp(dir, "bwd");
+        int nb = (x.kind == PS_SEND) != x.bwd ? x.vs + 1 : x.vs - 1;   /* the neighbouring stage */
+        if (nb < 0 || nb >= pl->nv || x.peer != nb % pl->pp) {
+            snprintf(err, errlen, "%.300s:%d: stage %d's %s %s has no neighbour there or goes to rank %d, not %d", path, lineno,
+                     x.vs, x.kind == PS_SEND ? "send" : "recv", dir, nb < 0 || nb >= pl->nv ? -1 : nb % pl->pp, x.peer);
+            return -1;
+        }
+        int t = plan_find_tensor(p, x.buf);
+        if (t < 0 || p->tensors[t].kind != TK_ACT) {
+            snprintf(err, errlen, "%.300s:%d: %s is not an activation buffer of stage %d", path, lineno, x.buf, x.vs);
+            return -1;
+        }
+    }
+    pl->sched[s][pl->nsched[s]++] = x;
+    return 0;
+}
+
+PlanStages *plan_stages_load(const char *path, char *err, size_t errlen) {
+    PlanStages *pl = calloc(1, sizeof *pl);
+    if (!pl) { snprintf(err, errlen, "out of memory"); return NULL; }
+    char *text = plan_read_text(path, err, errlen);
+    if (!text) { free(pl); return NULL; }
+    size_t len = strlen(text);
+    /* line starts and what each line is: -1 header, s in stage s's plan, 1000+s stage s's schedule,
+     * -2 the pipeline/stage/schedule lines themselves */
+    int nlines = 0;
+    for (size_t i = 0; i < len; i++) nlines += text[i] == '\n';
+    int *owner = malloc(sizeof *owner * (size_t)(nlines + 2));
+    size_t *start = malloc(sizeof *start * (size_t)(nlines + 2));
+    if (!owner || !start) {
+        free(text); free(owner); free(start); free(pl);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    int cur = -1, pp = 0, v = 1, m = 0, rc = 0, last_stage = -1, last_rank = -1;
+    size_t pos = 0;
+    for (int l = 0; l < nlines + 1 && pos <= len; l++) {
+        start[l] = pos;
+        const char *s = text + pos;
+        if (starts_with_word(s, "pipeline")) {
+            if (kv_int(s, "virtual", &v)) v = 1;
+            char lt[32];
+            if (kv(s, "loss_terms", lt, sizeof lt)) {
+                if (strcmp(lt, "moe_aux")) {
+                    snprintf(err, errlen, "%s:%d: loss_terms=%s: this runtime knows loss_terms=moe_aux only (regenerate the plan "
+                             "with this build's 'boost gen')", path, l + 1, lt);
+                    rc = -1; break;
+                }
+                pl->moe_aux = 1;
+            }
+            if (kv_int(s, "stages", &pp) || kv_int(s, "micro_batches", &m) || pp < 2 || v < 1 || pp * v > PLAN_MAX_STAGES || m < 1) {
+                snprintf(err, errlen, "%s:%d: expected 'pipeline stages=P virtual=V micro_batches=M' with 2 <= P and P*V <= %d", path,
+                         l + 1, PLAN_MAX_STAGES);
+                rc = -1; break;
+            }
+            owner[l] = -2;
+        } else if (starts_with_word(s, "stage")) {
+            int st = -1;
+            if (sscanf(s, "stage %d", &st) != 1 || st != last_stage + 1 || st >= pp * v || last_rank >= 0) {
+                snprintf(err, errlen, "%s:%d: expected 'stage %d' (stage sections in order, %d of them, before the schedules)", path,
+                         l + 1, last_stage + 1, pp * v);
+                rc = -1; break;
+            }
+            cur = last_stage = st;
+            owner[l] = -2;
+        } else if (starts_with_word(s, "schedule")) {
+            int r = -1;
+            if (kv_int(s, "rank", &r) || r != last_rank + 1 || r >= pp || last_stage != pp * v - 1) {
+                snprintf(err, errlen, "%s:%d: expected 'schedule rank=%d' after the %d stage sections", path, l + 1, last_rank + 1, pp * v);
+                rc = -1; break;
+            }
+            cur = 1000 + (last_rank = r);
+            owner[l] = -2;
+        } else owner[l] = cur;
+        char *nl = strchr(text + pos, '\n');
+        pos = nl ? (size_t)(nl - text) + 1 : len + 1;
+    }
+    if (!rc && (pp < 2 || last_rank != pp - 1)) {
+        snprintf(err, errlen, "%s: a pipeline plan needs a 'pipeline stages=P ...' line and P stage sections each ending with its "
+                 "schedule (regenerate it with 'boost gen')", path);
+        rc = -1;
+    }
+    pl->pp = pp; pl->v = v; pl->nv = pp * v; pl->m = m;
+    for (int s = 0; s < pl->nv && !rc; s++) {
+        char *copy = malloc(len + 1);
+        if (!copy) { snprintf(err, errlen, "out of memory"); rc = -1; break; }
+        memcpy(copy, text, len + 1);
+        for (int l = 0; l <= nlines && start[l] < len; l++) {
+            if (owner[l] == -1 || owner[l] == s) continue;
+            for (size_t i = start[l]; i < len && copy[i] != '\n'; i++) copy[i] = ' ';   /* blank: the line numbers stay */
+        }
+        pl->stage[s] = plan_parse_text(path, copy, err, errlen);
+        if (!pl->stage[s]) { rc = -1; break; }
+        if (pl->stage[s]->pp != pp || pl->stage[s]->grad_accum != m) {
+            snprintf(err, errlen, "%s: the run line says pp=%d grad_accum=%d, the pipeline line %d stages and %d micro-batches",
+                     path, pl->stage[s]->pp, pl->stage[s]->grad_accum, pp, m);
+            rc = -1; break;
+        }
+        pl->stage[s]->pp = 1;   /* the stage's Engine runs its dp x tp slice of the grid */
+    }
+    for (int s = 0; s < pp && !rc; s++) {   /* the schedules, by pipeline rank */
+        pl->sched[s] = malloc(sizeof *pl->sched[s] * (size_t)(nlines + 1));
+        if (!pl->sched[s]) { snprintf(err, errlen, "out of memory"); rc = -1; break; }
+        for (int l = 0; l <= nlines && start[l] < len && !rc; l++) {
+            if (owner[l] != 1000 + s) continue;
+            const char *line = text + start[l];
+            while (*line == ' ') line++;
+            if (*line == '\n' || *line == '#' || !*line) continue;
+            rc = parse_sched_line(pl, path, s, line, l + 1, err, errlen);
+        }
+    }
+    free(text); free(owner); free(start);
+    if (rc) { plan_stages_free(pl); return NULL; }
+    return pl;
+}
+
+void plan_stages_free(PlanStages *ps) {
+    if (!ps) return;
+    for (int k = 0; k < PLAN_MAX_STAGES; k++) { plan_free(ps->stage[k]); free(ps->sched[k]); }
+    free(ps);
 }

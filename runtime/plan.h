@@ -200,4 +200,27 @@ double kernel_num(const KernelArgs *k, const char *key, double dflt);
 /* The GEMM FLOPs of one step (2*m*n*k per GEMM, times the batch; grouped: summed over the members);
  * 0 for every other kind. */
 double plan_step_flops(const Plan *p, const PlanStep *st);
+/* Pipeline plans (pp > 1, docs/plan-format.md "Pipeline stages"): the pipeline line's settings, one
+ * Plan per stage (the header plus that stage's section, line numbers those of the file, pp set to 1:
+ * the stage's Engine runs its dp x tp slice), and each pipeline rank's schedule as steps. */
+#define PLAN_MAX_STAGES 64
+enum { PS_FORWARD, PS_BACKWARD, PS_SEND, PS_RECV };
+/* One schedule line: forward/backward of stage vs on micro-batch `micro` in activation slot `slot`,
+ * or send/recv of activation buffer `buf` in direction bwd (0 fwd, 1 bwd) with pipeline rank peer. */
+typedef struct { int kind, vs, micro, slot, bwd, peer, line; char buf[128]; } PlanSchedStep;
+typedef struct {
+    int pp, v, nv, m;             /* pipeline ranks, virtual stages each, nv = pp*v stages, micro-batches */
+    int moe_aux;                  /* loss_terms=moe_aux */
+    Plan *stage[PLAN_MAX_STAGES]; /* by stage (virtual stage k runs on pipeline rank k % pp) */
+    PlanSchedStep *sched[PLAN_MAX_STAGES];   /* by pipeline rank, nsched[r] steps each */
+    int nsched[PLAN_MAX_STAGES];
+} PlanStages;
+/* 1 when the file at path is a pipeline plan (a `pipeline` line in its header), 0 when not (or not
+ * a text plan: plan_load says why), -1 when it cannot be opened. */
+int plan_is_pipeline(const char *path);
+/* NULL with a "file:line: ..." message in err when a section, a schedule line or a stage plan is
+ * wrong. plan_stages_free frees the plans and schedules still in it (a caller that keeps one sets
+ * its pointer to NULL first). */
+PlanStages *plan_stages_load(const char *path, char *err, size_t errlen);
+void plan_stages_free(PlanStages *ps);
 #endif

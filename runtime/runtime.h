@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include "runtime/plan.h"
+#include "runtime/overlap.h"
 
 typedef struct Engine Engine;
 
@@ -68,13 +69,7 @@ int64_t engine_collective_bytes(const Engine *e);
 /* The same figure from the plan alone (what an Engine of it would count). */
 int64_t plan_collective_bytes(const Plan *p);
 
-/* How much compute each collective of the plan can overlap: per section (forward, backward) the
- * steps and GEMM FLOPs between a collective's issue and the first step that touches its memory,
- * and steps after that use which do not need the collective; then one line per collective of layer
- * 0 and outside the layers. Text in out (lines end in \n); 0, or -1 when out of memory. The same
- * analysis tells the executor where to wait (runtime/exec.c); BOOST_VERBOSE=1 prints it when an
- * engine is created. */
-int plan_overlap_report(const Plan *p, char *out, size_t n);
+/* plan_overlap_report (how much compute each collective can overlap): runtime/overlap.h */
 
 /* Pipeline stages (runtime/pipeline.c runs one Engine per stage, its plan being the stage's section).
  * engine_stage_pass: the forward (backward=0) or backward section alone, for one micro-batch whose
@@ -95,9 +90,10 @@ int engine_adamw_clipped(Engine *e, int step, double global_norm, char *err, siz
 /* One pipeline stage's Engine in a process of a multi-process job: this process is grid rank `rank`
  * of the stage's size = dp*tp processes. backend "cpu" (mpirun): comm_mpi_scope() spans the stage's
  * processes while it opens (size 1: no MPI inside the stage); "cuda" (one process per GPU): the
- * stage's communicators split from the pipeline's (runtime/cuda_pipe.h) in scope. The stage plan
- * has pp=1. */
-Engine *engine_create_stage(const Plan *plan, const char *backend, int rank, int size, char *err, size_t errlen);
+ * stage's communicators split from stage->cuda's (runtime/cuda_pipe.h). The stage plan has pp=1. */
+struct StageLink;
+Engine *engine_create_stage(const Plan *plan, const char *backend, int rank, int size, const struct StageLink *stage,
+                            char *err, size_t errlen);
 /* The device side of buffer `name` of held rank `rank` in its current activation slot, for transfers
  * that do not go through the host: the backend's rank, the address, elements and dtype (PDT_*).
  * engine_backend_rank: held rank `rank`'s backend side (NULL: not held by this process). */

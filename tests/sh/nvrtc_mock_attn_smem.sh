@@ -60,8 +60,8 @@ for arch in sm_90 sm_86; do   # the most and the least opt-in
 done
 # the mutation: the runtime without its cuFuncSetAttribute call (check linked with the mutant first)
 sed 's/CUresult rc = api.cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES_, (int)smem);/CUresult rc = 0;/' \
-  runtime/cuda.c >"$TMP/cuda_mutant.c"
-if cmp -s runtime/cuda.c "$TMP/cuda_mutant.c"; then fail "mutant without cuFuncSetAttribute" "the sed found no call to remove"
+  runtime/cuda_jit.c >"$TMP/cuda_mutant.c"
+if cmp -s runtime/cuda_jit.c "$TMP/cuda_mutant.c"; then fail "mutant without cuFuncSetAttribute" "the sed found no call to remove"
 else
   BLAS=$(ls /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.a /usr/lib/x86_64-linux-gnu/libopenblas.a 2>/dev/null | head -1)
   if cc -O1 -std=gnu11 -pthread -I. -Iruntime -c "$TMP/cuda_mutant.c" -o "$TMP/cuda_mutant.o" 2>"$TMP/mcc.log" &&
