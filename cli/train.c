@@ -28,7 +28,7 @@ static void train_usage(FILE *f) {
     fprintf(f,
         "usage: boost train RUN [-D name=value ...] [--backend cpu|cuda|auto] [--log FILE]\n"
         "                       [--save-every N] [--keep N] [-o DIR] [--resume CKPT|auto] [--plan PLAN]\n"
-        "                       [--ckpt-format full|sharded]\n"
+        "                       [--ckpt-format full|sharded] [--ckpt-async]\n"
         "  RUN             a run spec: a path, or a name under specs/runs/ (e.g. tiny-cola)\n"
         "  -D name=value   override a spec setting (tp=2, steps=50, lr=1e-3, data=FILE, ...)\n"
         "  --backend B     cpu, cuda or auto (cuda when a GPU is there; default auto)\n"
@@ -40,6 +40,9 @@ static void train_usage(FILE *f) {
         "  --ckpt-format F full: every tensor whole in model.safetensors + optimizer.safetensors (the\n"
         "                  default for one process); sharded: each rank writes only the slices it owns\n"
         "                  (rank-RRRRR.safetensors + index.json; the default when several processes run)\n"
+        "  --ckpt-async    copy the state to host memory at the step boundary and write it on a\n"
+        "                  background thread while training goes on (the next save, a stop and the\n"
+        "                  end wait for it); each save's time lost by the step loop is logged\n"
         "  --resume CKPT   continue from a checkpoint folder, or from the newest one in a run's DIR\n"
         "                  that verifies (damaged newer ones are named and passed over); any tp and\n"
         "                  layout of the same model. 'auto': the newest in -o DIR, or step 0 if none\n"
@@ -215,12 +218,14 @@ static int train_locked(int argc, char **argv) {
             }
             opt.ckpt_format = !strcmp(next, "full") ? 1 : 2; i++;
         }
+        else if (!strcmp(a, "--ckpt-async")) opt.ckpt_async = 1;
         else if (!strcmp(a, "--quiet")) opt.quiet = 1;
         else if (a[0] == '-') { fprintf(stderr, "boost train: unknown option %s\n", a); train_usage(stderr); return 2; }
         else if (run_arg) { fprintf(stderr, "boost train: one run spec only (got '%s' and '%s')\n", run_arg, a); return 2; }
         else run_arg = a;
     }
     if (!run_arg && !plan_arg) { train_usage(stderr); return 2; }
+    if (opt.ckpt_async && !opt.outdir) { fprintf(stderr, "boost train: --ckpt-async needs -o DIR (the checkpoints it saves)\n"); return 2; }
     if (opt.keep > 0 && !opt.outdir) { fprintf(stderr, "boost train: --keep %d needs -o DIR (the checkpoints it keeps)\n", opt.keep); return 2; }
     if (opt.resume && !strcmp(opt.resume, "auto") && !opt.outdir) {
         fprintf(stderr, "boost train: --resume auto resumes from the run's own checkpoints: it needs -o DIR\n");
