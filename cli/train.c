@@ -28,7 +28,7 @@ static void train_usage(FILE *f) {
     fprintf(f,
         "usage: boost train RUN [-D name=value ...] [--backend cpu|cuda|auto] [--log FILE]\n"
         "                       [--save-every N] [--keep N] [-o DIR] [--resume CKPT|auto] [--plan PLAN]\n"
-        "                       [--ckpt-format full|sharded] [--ckpt-async]\n"
+        "                       [--ckpt-format full|sharded] [--ckpt-async] [--straggler-factor X]\n"
         "  RUN             a run spec: a path, or a name under specs/runs/ (e.g. tiny-cola)\n"
         "  -D name=value   override a spec setting (tp=2, steps=50, lr=1e-3, data=FILE, ...)\n"
         "  --backend B     cpu, cuda or auto (cuda when a GPU is there; default auto)\n"
@@ -43,6 +43,8 @@ static void train_usage(FILE *f) {
         "  --ckpt-async    copy the state to host memory at the step boundary and write it on a\n"
         "                  background thread while training goes on (the next save, a stop and the\n"
         "                  end wait for it); each save's time lost by the step loop is logged\n"
+        "  --straggler-factor X  name a rank whose time outside collective waits is above X times the\n"
+        "                  median, over the steps between progress lines (default 1.5; off)\n"
         "  --resume CKPT   continue from a checkpoint folder, or from the newest one in a run's DIR\n"
         "                  that verifies (damaged newer ones are named and passed over); any tp and\n"
         "                  layout of the same model. 'auto': the newest in -o DIR, or step 0 if none\n"
@@ -196,7 +198,8 @@ static int train_locked(int argc, char **argv) {
         }
         int takes_value = !strcmp(a, "--backend") || !strcmp(a, "--log") || !strcmp(a, "-o") || !strcmp(a, "--resume") ||
                           !strcmp(a, "--plan") || !strcmp(a, "--save-every") || !strcmp(a, "--keep") || !strcmp(a, "--print-every") ||
-                          !strcmp(a, "--val-batches") || !strcmp(a, "--ckpt-format") || !strcmp(a, "--tensorboard");
+                          !strcmp(a, "--val-batches") || !strcmp(a, "--ckpt-format") || !strcmp(a, "--tensorboard") ||
+                          !strcmp(a, "--straggler-factor");
         if (takes_value && !next) { fprintf(stderr, "boost train: %s needs a value\n", a); return 2; }
         if (!strcmp(a, "--backend")) {
             if (strcmp(next, "cpu") && strcmp(next, "cuda") && strcmp(next, "auto")) {
@@ -219,6 +222,14 @@ static int train_locked(int argc, char **argv) {
             opt.ckpt_format = !strcmp(next, "full") ? 1 : 2; i++;
         }
         else if (!strcmp(a, "--ckpt-async")) opt.ckpt_async = 1;
+        else if (!strcmp(a, "--straggler-factor")) {
+            char *end;
+            opt.straggler_factor = !strcmp(next, "off") ? -1 : strtod(next, &end);
+            if (strcmp(next, "off") && (*end || !(opt.straggler_factor > 1))) {
+                fprintf(stderr, "boost train: --straggler-factor %s: expected a number above 1 or off\n", next); return 2;
+            }
+            i++;
+        }
         else if (!strcmp(a, "--quiet")) opt.quiet = 1;
         else if (a[0] == '-') { fprintf(stderr, "boost train: unknown option %s\n", a); train_usage(stderr); return 2; }
         else if (run_arg) { fprintf(stderr, "boost train: one run spec only (got '%s' and '%s')\n", run_arg, a); return 2; }

@@ -65,6 +65,7 @@ typedef struct {
     int win_n, win_at;        /* values held (up to spike_window) and the next slot to write */
     int rollbacks;            /* rollbacks after spikes in this process */
     int64_t spikes;           /* steps skipped as spikes in this process */
+    double *busy; int busy_from;   /* [grid ranks] seconds outside collective waits since step busy_from + 1 */
     CkptAsync *pending;       /* --ckpt-async: the save being written, or NULL */
     struct CkptSnap *snap;    /* its snapshot (kept for the next save) */
 } Trainer;
@@ -784,7 +785,7 @@ static void trainer_free(Trainer *t) {
     free(t->losses); free(t->val_losses); free(t->val_steps);
     free(t->slices);
     for (int k = 0; k < 3; k++) free(t->local[k]);
-    free(t->win_loss); free(t->win_norm);
+    free(t->win_loss); free(t->win_norm); free(t->busy);
     if (t->snap && !t->pending) {   // a save left running by a failed multi-process run keeps its memory
         CkptSnap *s = t->snap;
         free(s->losses); free(s->val_losses); free(s->val_steps);
@@ -840,6 +841,54 @@ static int agreed_stop(Trainer *t, int *ckpt_turn) {
     sig = seen[0] > 0 ? SIGTERM : seen[1] > 0 ? SIGINT : 0;
     if (sig) comm_mpi_agree_status(128 + sig);
     return sig;
+}
+
+/* ---- stragglers: each rank's time in the training passes outside collective waits (the executor
+ * measures it, runtime/flight.h), summed over the steps between two progress lines and gathered
+ * then (a sum over the processes); a rank above --straggler-factor (default 1.5) times the median
+ * is named. pp > 1: not measured. ---- */
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void straggler_check(Trainer *t, TrainLog *lg, int every) {
+    double factor = t->opt->straggler_factor == 0 ? 1.5 : t->opt->straggler_factor;
+    if (t->pl || factor < 0) return;
+    int n = t->plan->dp * t->plan->tp;
+    if (!t->busy && !(t->busy = calloc((size_t)n, sizeof *t->busy))) return;
+    double *now = calloc((size_t)n, sizeof *now), *sorted = calloc((size_t)n, sizeof *sorted);
+    if (now && sorted) {
+        engine_rank_busy(t->e, now);
+        for (int r = 0; r < n; r++) t->busy[r] += now[r];
+    }
+    if (now && sorted && n > 1 && (t->step % every == 0 || t->step == t->plan->steps)
+        && (t->nprocs == 1 || world_sum(t, t->busy, n) == 0)) {
+        memcpy(sorted, t->busy, (size_t)n * sizeof *sorted);
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+        double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        int slow = 0;
+        for (int r = 1; r < n; r++) if (t->busy[r] > t->busy[slow]) slow = r;
+        if (median > 0 && t->busy[slow] > factor * median) {
+            char list[2048];
+            size_t used = 0;
+            for (int r = 0; r < n && used < sizeof list - 32; r++)
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s%d:%.3f", r ? " " : "", r, t->busy[r]);
+            trainlog_note(lg, "steps %d-%d: rank %d is a straggler: %.3f s outside collective waits, %.1fx the median "
+                          "%.3f s (--straggler-factor %g); seconds per rank: %s", t->busy_from + 1, t->step, slow,
+                          t->busy[slow], t->busy[slow] / median, median, factor, list);
+            if (lg->json) {
+                fprintf(lg->json, "{\"straggler\":%d,\"steps\":[%d,%d],\"factor\":%g,\"rank_busy_s\":[", slow,
+                        t->busy_from + 1, t->step, factor);
+                for (int r = 0; r < n; r++) fprintf(lg->json, "%s%.6f", r ? "," : "", t->busy[r]);
+                fprintf(lg->json, "]}\n");
+            }
+        }
+        memset(t->busy, 0, (size_t)n * sizeof *t->busy);
+        t->busy_from = t->step;
+    }
+    free(now);
+    free(sorted);
 }
 
 static int run_loop(Trainer *t, TrainLog *lg) {
@@ -943,6 +992,8 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             if (r.val_loss >= 0) last_val = r.val_loss;
         }
         trainlog_step(lg, &r);
+        if (!t->pl) engine_flight_step(t->e, t->step);
+        straggler_check(t, lg, lg->print_every > 0 ? lg->print_every : 1);
         if (lg->error[0]) {   /* a full disk: said at once, not a run that looks fine with an empty log */
             if (t->last_ckpt[0])
                 return fail(1, "%s; stopping after step %d (the newest checkpoint: %s)", lg->error, t->step,
