@@ -35,7 +35,7 @@ typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int aborted, refs, ngroups;
-    char why[320];            /* a collective's timeout that aborted the ranks (for the others' messages), or "" */
+    char why[160];            /* a collective's timeout that aborted the ranks (for the others' messages), or "" */
     CpuGroup *groups;         /* [ngroups]: the tp groups, the dp groups, then (by first member) the ep and edp groups */
     CommMpi *world;           /* multi-process mode: the processes this Engine's grid spans (comm_mpi_scope) */
 } CpuComm;
@@ -110,6 +110,9 @@ static int group_barrier(CpuComm *c, CpuGroup *g) {
             if (limit <= 0) pthread_cond_wait(&c->cv, &c->mu);
             else if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0 && gen == g->gen && !c->aborted) {
                 barrier_timed_out = 1;
+                if (!c->why[0])   /* for the other ranks' messages, set before they wake */
+                    snprintf(c->why, sizeof c->why, "a collective did not finish within %g s (BOOST_COLL_TIMEOUT) on "
+                             "a rank: another rank of its group hangs or is far behind", limit);
                 c->aborted = 1;
                 pthread_cond_broadcast(&c->cv);
             }
@@ -138,13 +141,10 @@ static int rfail(BackendRank *r, const char *msg) {
         snprintf(r->err, sizeof r->err, "cpu rank %d: %.*s did not finish within %g s (BOOST_COLL_TIMEOUT): another rank "
                  "of its group hangs or is far behind; every rank stops", r->rank, (int)strcspn(msg, " :"), msg,
                  coll_timeout_s());
-        pthread_mutex_lock(&r->comm->mu);
-        if (!r->comm->why[0]) snprintf(r->comm->why, sizeof r->comm->why, "%.300s", r->err);
-        pthread_mutex_unlock(&r->comm->mu);
         comm_abort(r->comm);
         return -1;
     }
-    char why[320] = "";
+    char why[160] = "";
     if (r->comm) {
         pthread_mutex_lock(&r->comm->mu);
         memcpy(why, r->comm->why, sizeof why);
