@@ -3,7 +3,8 @@
  * needs (ckpt_save_sharded's barriers) cannot run on its own thread beside the training's
  * collectives, so each is posted here and run by the training thread: at a step boundary once every
  * process has posted it (ckpt_async_posted, agreed by a sum the loop does anyway), or while waiting
- * for the job to end (ckpt_async_wait). Every process's job posts the same sums in the same order. */
+ * for the job to end (ckpt_async_wait). Every process's job posts the same sums in the same
+ * order. */
 #ifndef BOOST_CKPT_ASYNC_H
 #define BOOST_CKPT_ASYNC_H
 

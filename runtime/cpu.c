@@ -35,7 +35,8 @@ typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int aborted, refs, ngroups;
-    char why[160];            /* a collective's timeout that aborted the ranks (for the others' messages), or "" */
+    char why[160];            /* a collective's timeout that aborted the ranks (for the others'
+                               * messages), or "" */
     CpuGroup *groups;         /* [ngroups]: the tp groups, the dp groups, then (by first member) the ep and edp groups */
     CommMpi *world;           /* multi-process mode: the processes this Engine's grid spans (comm_mpi_scope) */
 } CpuComm;
@@ -108,11 +109,13 @@ static int group_barrier(CpuComm *c, CpuGroup *g) {
     } else {
         while (gen == g->gen && !c->aborted)
             if (limit <= 0) pthread_cond_wait(&c->cv, &c->mu);
-            else if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0 && gen == g->gen && !c->aborted) {
+            else if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0 && gen == g->gen
+                     && !c->aborted) {
                 barrier_timed_out = 1;
                 if (!c->why[0])   /* for the other ranks' messages, set before they wake */
-                    snprintf(c->why, sizeof c->why, "a collective did not finish within %g s (BOOST_COLL_TIMEOUT) on "
-                             "a rank: another rank of its group hangs or is far behind", limit);
+                    snprintf(c->why, sizeof c->why, "a collective did not finish within %g "
+                             "s (BOOST_COLL_TIMEOUT) on a rank: another rank of its group hangs "
+                             "or is far behind", limit);
                 c->aborted = 1;
                 pthread_cond_broadcast(&c->cv);
             }
@@ -136,11 +139,11 @@ static void comm_release(CpuComm *c) {
 }
 
 static int rfail(BackendRank *r, const char *msg) {
-    if (barrier_timed_out) {   /* "allreduce abandoned: ..." -> what this rank saw: the others did not come */
+    if (barrier_timed_out) {   /* "allreduce abandoned: ..." -> what it saw: the others did not */
         barrier_timed_out = 0;
-        snprintf(r->err, sizeof r->err, "cpu rank %d: %.*s did not finish within %g s (BOOST_COLL_TIMEOUT): another rank "
-                 "of its group hangs or is far behind; every rank stops", r->rank, (int)strcspn(msg, " :"), msg,
-                 coll_timeout_s());
+        snprintf(r->err, sizeof r->err, "cpu rank %d: %.*s did not finish within %g s "
+                 "(BOOST_COLL_TIMEOUT): another rank of its group hangs or is far behind; every "
+                 "rank stops", r->rank, (int)strcspn(msg, " :"), msg, coll_timeout_s());
         comm_abort(r->comm);
         return -1;
     }
@@ -150,7 +153,8 @@ static int rfail(BackendRank *r, const char *msg) {
         memcpy(why, r->comm->why, sizeof why);
         pthread_mutex_unlock(&r->comm->mu);
     }
-    snprintf(r->err, sizeof r->err, "cpu rank %d: %s%s%s%s", r->rank, msg, why[0] ? " (" : "", why, why[0] ? ")" : "");
+    snprintf(r->err, sizeof r->err, "cpu rank %d: %s%s%s%s", r->rank, msg, why[0] ? " (" : "", why,
+             why[0] ? ")" : "");
     comm_abort(r->comm);
     return -1;
 }

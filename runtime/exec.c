@@ -62,7 +62,8 @@ struct Engine {
     int gather_async;
     unsigned char *gather_pending;
     StepProfile *prof;            /* BOOST_PROFILE=1: rank `lead`'s seconds per step (runtime/profile.h), else NULL */
-    Flight *flight;               /* each rank's last collectives, printed when one fails (runtime/flight.h) */
+    Flight *flight;               /* each rank's last collectives, printed when one fails
+                                   * (runtime/flight.h) */
 };
 
 /* The tensor-parallel rank of grid rank `rank` (what %r means in the plan) and its dp rank. */
@@ -630,7 +631,7 @@ static void *resolve(Engine *e, int rank, const Operand *op) {
 }
 
 
-/* Whether run_step issues collective st (done later, on the backend's stream) or runs it to the end. */
+/* Whether run_step issues collective st (done later, on the backend's stream) or runs it all. */
 static int coll_issued(const Engine *e, const PlanStep *st) {
     if (st->kind == ST_ALLREDUCE || st->kind == ST_ALLGATHER) return e->async_colls;
     if (st->kind == ST_REDUCE_SCATTER) return e->async_colls && e->be->reduce_scatter_issue;
@@ -641,7 +642,8 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
     const Backend *be = e->be;
     BackendRank *R = e->ranks[rank];
     int rc = 0;
-    int64_t flight_id = flight_plan_step(e->flight, rank, e->p, (int)(st - e->p->steps_));   /* -1: no collective */
+    /* -1: no collective */
+    int64_t flight_id = flight_plan_step(e->flight, rank, e->p, (int)(st - e->p->steps_));
     switch (st->kind) {
     case ST_GEMM:
     case ST_BATCHED_GEMM: {
@@ -814,7 +816,8 @@ static int job_pass(Engine *e, int rank, void *argp) {
 /* Multi-process mode: a sum of n values (doubles when f64, else floats) over the processes, on
  * the flight record of this process's rank (printed when it fails). */
 static int world_host_sum(Engine *e, void *host, int64_t n, int f64) {
-    int64_t id = flight_begin(e->flight, e->lead, FLIGHT_HOST_SUM, 0, "sum", "world", n * (f64 ? 8 : 4));
+    int64_t bytes = n * (f64 ? 8 : 4);
+    int64_t id = flight_begin(e->flight, e->lead, FLIGHT_HOST_SUM, 0, "sum", "world", bytes);
     int rc = e->be->world_allreduce_host(e->ranks[e->lead], host, n, f64);
     if (!rc) flight_done(e->flight, e->lead, id, 1);
     else {

@@ -47,7 +47,10 @@ Flight *flight_new(int nranks, int cap) {
     f->t0 = flight_now();
     f->r = calloc((size_t)nranks, sizeof *f->r);
     for (int i = 0; f->r && i < nranks; i++)
-        if (!(f->r[i].ring = calloc((size_t)cap, sizeof(FlightEntry)))) { flight_free(f); return NULL; }
+        if (!(f->r[i].ring = calloc((size_t)cap, sizeof(FlightEntry)))) {
+            flight_free(f);
+            return NULL;
+        }
     if (!f->r) { free(f); return NULL; }
     return f;
 }
@@ -61,11 +64,12 @@ void flight_free(Flight *f) {
 
 static FlightEntry *entry(const Flight *f, int rank, int64_t id) {
     const FlightRing *r = &f->r[rank];
-    if (id < 0 || id >= r->next || id < r->next - f->cap) return NULL;   /* overwritten or not yet */
+    if (id < 0 || id >= r->next || id < r->next - f->cap) return NULL;   /* overwritten / not yet */
     return &r->ring[id % f->cap];
 }
 
-static int64_t add(Flight *f, int rank, int step, int line, const char *kind, const char *group, int64_t bytes) {
+static int64_t add(Flight *f, int rank, int step, int line, const char *kind, const char *group,
+                   int64_t bytes) {
     FlightRing *r = &f->r[rank];
     FlightEntry *e = &r->ring[r->next % f->cap];
     memset(e, 0, sizeof *e);
@@ -79,7 +83,8 @@ static int64_t add(Flight *f, int rank, int step, int line, const char *kind, co
     return r->next++;
 }
 
-int64_t flight_begin(Flight *f, int rank, int step, int line, const char *kind, const char *group, int64_t bytes) {
+int64_t flight_begin(Flight *f, int rank, int step, int line, const char *kind, const char *group,
+                     int64_t bytes) {
     if (!f || rank < 0 || rank >= f->nranks) return -1;
     return add(f, rank, step, line, kind, group, bytes);
 }
@@ -136,27 +141,30 @@ void flight_print(const Flight *f, int rank, const char *who, FILE *out) {
     flockfile(out);   /* ranks as threads print whole records, not interleaved lines */
     for (int64_t id = first; id < r->next && waited_on < 0; id++)
         if (entry(f, rank, id)->end == 0) waited_on = id;
-    fprintf(out, "boost: flight record of %s: its last %lld collectives and steps (of %lld), oldest first; times "
-            "in seconds since the engine started:\n", who, (long long)(r->next - first), (long long)r->next);
+    fprintf(out, "boost: flight record of %s: its last %lld collectives and steps (of %lld), "
+            "oldest first; times in seconds since the engine started:\n", who,
+            (long long)(r->next - first), (long long)r->next);
     for (int64_t id = first; id < r->next; id++) {
         const FlightEntry *e = entry(f, rank, id);
         if (e->step == -1) {
-            fprintf(out, "  #%-6lld %9.3f  step %d done\n", (long long)e->id, e->start - f->t0, e->line);
+            fprintf(out, "  #%-6lld %9.3f  step %d done\n", (long long)e->id, e->start - f->t0,
+                    e->line);
             continue;
         }
         char where[32] = "host";
         if (e->step != FLIGHT_HOST_SUM) snprintf(where, sizeof where, "plan line %d", e->line);
-        fprintf(out, "  #%-6lld %9.3f  %s: %s group %s, %lld bytes: ", (long long)e->id, e->start - f->t0, where,
-                e->kind, e->group, (long long)e->bytes);
+        fprintf(out, "  #%-6lld %9.3f  %s: %s group %s, %lld bytes: ", (long long)e->id,
+                e->start - f->t0, where, e->kind, e->group, (long long)e->bytes);
         if (e->end > 0) fprintf(out, "done in %.6f s\n", e->end - e->start);
-        else fprintf(out, "NOT DONE after %.3f s%s\n", now - e->start, id == waited_on ? "  <- waiting on this one" : "");
+        else fprintf(out, "NOT DONE after %.3f s%s\n", now - e->start,
+                     id == waited_on ? "  <- waiting on this one" : "");
     }
     if (waited_on >= 0) {
         const FlightEntry *e = entry(f, rank, waited_on);
         char where[32] = "a host";
         if (e->step != FLIGHT_HOST_SUM) snprintf(where, sizeof where, "plan line %d", e->line);
-        fprintf(out, "boost: %s waited on %s %s (group %s, %lld bytes), started %.3f s ago\n", who, where, e->kind,
-                e->group, (long long)e->bytes, now - e->start);
+        fprintf(out, "boost: %s waited on %s %s (group %s, %lld bytes), started %.3f s ago\n", who,
+                where, e->kind, e->group, (long long)e->bytes, now - e->start);
     } else
         fprintf(out, "boost: %s has no unfinished collective in its record\n", who);
     fflush(out);
@@ -189,6 +197,6 @@ int64_t flight_plan_step(Flight *f, int rank, const Plan *p, int s) {
     case ST_ALLTOALL: n = c->experts * c->capacity * c->cols; break;
     default: return -1;
     }
-    return flight_begin(f, rank, s, st->line, plan_step_kind_name(st->kind), grid_group_name(c->group),
-                        n * (int64_t)plan_dtype_size(c->dtype));
+    return flight_begin(f, rank, s, st->line, plan_step_kind_name(st->kind),
+                        grid_group_name(c->group), n * (int64_t)plan_dtype_size(c->dtype));
 }

@@ -3,7 +3,8 @@
  * printed when a collective fails or times out (a peer died, BOOST_NCCL_TIMEOUT), so that the rank
  * that is out of step with the others shows. Also each rank's time outside collective waits, which
  * the training loop compares across ranks to name a straggler (runtime/train.c). A rank's ring is
- * written by that rank's thread only; reading it (printing) happens on that thread or between jobs. */
+ * written by that rank's thread only; reading it (printing) happens on that thread or between
+ * jobs. */
 #ifndef BOOST_FLIGHT_H
 #define BOOST_FLIGHT_H
 
@@ -22,7 +23,8 @@ void flight_free(Flight *f);
  * step FLIGHT_HOST_SUM: a sum of host values over the processes (no plan line). Returns its entry
  * number, for flight_done. */
 #define FLIGHT_HOST_SUM (-2)
-int64_t flight_begin(Flight *f, int rank, int step, int line, const char *kind, const char *group, int64_t bytes);
+int64_t flight_begin(Flight *f, int rank, int step, int line, const char *kind, const char *group,
+                     int64_t bytes);
 /* Entry id finished (seconds in it added to the rank's wait time when `waited`). */
 void flight_done(Flight *f, int rank, int64_t id, int waited);
 /* The newest unfinished entry of plan step `step` finished (an issued collective waited for). */
@@ -38,12 +40,12 @@ int flight_pending(const Flight *f, int rank);
 /* Print rank's ring, oldest first, the first unfinished collective marked as the one waited on;
  * who: how the rank is named ("rank 1 of 2"). */
 void flight_print(const Flight *f, int rank, const char *who, FILE *out);
-/* Seconds rank spent outside collective waits in the jobs timed since the last call (busy), reset. */
+/* Seconds rank spent outside collective waits in the jobs timed since the last call; reset. */
 double flight_take_busy(Flight *f, int rank);
 /* A timed job on rank: its wall seconds, of which the waits recorded meanwhile are taken out. */
 void flight_job(Flight *f, int rank, double wall_s);
 
-/* Plan step s of p on rank, when it is a collective (kind, group and bytes from the plan): its entry;
+/* Plan step s of p on rank, when it is a collective (kind, group, bytes from the plan): its entry;
  * -1 when the step is no collective. */
 int64_t flight_plan_step(Flight *f, int rank, const Plan *p, int s);
 

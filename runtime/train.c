@@ -65,7 +65,9 @@ typedef struct {
     int win_n, win_at;        /* values held (up to spike_window) and the next slot to write */
     int rollbacks;            /* rollbacks after spikes in this process */
     int64_t spikes;           /* steps skipped as spikes in this process */
-    double *busy; int busy_from;   /* [grid ranks] seconds outside collective waits since step busy_from + 1 */
+    double *busy;             /* [grid ranks] seconds outside collective waits since step
+                               * busy_from + 1 */
+    int busy_from;
     CkptAsync *pending;       /* --ckpt-async: the save being written, or NULL */
     struct CkptSnap *snap;    /* its snapshot (kept for the next save) */
 } Trainer;
@@ -232,7 +234,7 @@ static int followed(Trainer *t, int rc) {
     return 0;
 }
 
-/* The record state.json gets for the step just done (losses and validation: the trainer's arrays). */
+/* The record state.json gets for the step just done (losses, validation: the trainer's arrays). */
 static void state_of_step(Trainer *t, CkptState *st) {
     const Plan *p = t->plan;
     memset(st, 0, sizeof *st);
@@ -265,14 +267,16 @@ static int shards_of_run(Trainer *t, CkptShards *sh, int64_t **bytes) {
         Plan *stages[64];
         int nst = t->pl ? pipeline_stages(t->pl) : 0;
         for (int k = 0; k < nst && k < 64; k++) stages[k] = pipeline_stage_plan(t->pl, k);
-        t->nslices = t->pl ? ckpt_pipeline_slices(stages, nst, npp, &t->slices) : ckpt_plan_slices(p, &t->slices);
+        t->nslices = t->pl ? ckpt_pipeline_slices(stages, nst, npp, &t->slices)
+                           : ckpt_plan_slices(p, &t->slices);
         if (t->nslices < 0) return fail(1, "out of memory planning the checkpoint");
     }
     int world = p->dp * npp * p->tp;
     *bytes = calloc((size_t)world, sizeof **bytes);
     if (!*bytes) return fail(1, "out of memory");
-    CkptShards s = {t->slices, t->nslices, world, t->nprocs > 1 ? t->proc : 0, t->nprocs > 1 ? 1 : world, t->nprocs,
-                    t->proc, p->dp, p->tp, p->zero && p->dp > 1, fill_slice, world_sum, t, *bytes, npp};
+    CkptShards s = {t->slices, t->nslices, world, t->nprocs > 1 ? t->proc : 0,
+                    t->nprocs > 1 ? 1 : world, t->nprocs, t->proc, p->dp, p->tp,
+                    p->zero && p->dp > 1, fill_slice, world_sum, t, *bytes, npp};
     *sh = s;
     return 0;
 }
@@ -281,7 +285,8 @@ static int shards_of_run(Trainer *t, CkptShards *sh, int64_t **bytes) {
 static void shard_note_of(const CkptShards *sh, char *note, size_t n) {
     size_t used = (size_t)snprintf(note, n, "; sharded, bytes per rank:");
     for (int g = sh->first; g < sh->first + sh->count && used < n - 40; g++)
-        used += (size_t)snprintf(note + used, n - used, " %d:%lld", g, (long long)sh->rank_bytes[g]);
+        used += (size_t)snprintf(note + used, n - used, " %d:%lld", g,
+                                 (long long)sh->rank_bytes[g]);
 }
 
 /* After a save of step `step` published as dir: the log line and --keep's retention (process 0). */
@@ -290,16 +295,21 @@ static void after_save(Trainer *t, TrainLog *lg, const char *dir, int64_t step, 
     if (t->opt->keep > 0) {
         char removed[2048];
         // the last good checkpoint stays even when it is not among the newest keep
-        int64_t protect = t->good_step >= 0 && !strncmp(t->good_ckpt, t->opt->outdir, strlen(t->opt->outdir)) ? t->good_step : -1;
+        int ours = t->good_step >= 0
+                   && !strncmp(t->good_ckpt, t->opt->outdir, strlen(t->opt->outdir));
+        int64_t protect = ours ? t->good_step : -1;
         int n = ckpt_prune(t->opt->outdir, t->opt->keep, step, protect, removed, sizeof removed);
-        if (n > 0 && !t->opt->quiet) trainlog_note(lg, "removed %d old checkpoint%s (--keep %d): %s", n, n == 1 ? "" : "s", t->opt->keep, removed);
+        if (n > 0 && !t->opt->quiet)
+            trainlog_note(lg, "removed %d old checkpoint%s (--keep %d): %s", n, n == 1 ? "" : "s",
+                          t->opt->keep, removed);
     }
 }
 
 static int save_failed(Trainer *t, const char *saved, const char *err) {
     if (t->bad_canon >= 0)
-        return fail(1, "%s: not saved: parameter %s holds NaN or inf values (the training diverged); earlier "
-                    "checkpoints are untouched", saved, t->canons[t->bad_canon].name);
+        return fail(1, "%s: not saved: parameter %s holds NaN or inf values (the training "
+                    "diverged); earlier checkpoints are untouched", saved,
+                    t->canons[t->bad_canon].name);
     return fail(1, "%s", err);
 }
 
@@ -329,7 +339,8 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
             if (getenv("BOOST_VERBOSE")) fprintf(stderr, "boost train: rank %d wrote its part of %s%s\n", t->proc, saved, shard_note);
             return followed(t, 0);
         }
-    } else if (ckpt_save(t->opt->outdir, &st, t->canons, t->ncanons, fill_from_engine, t, saved, sizeof saved, err, sizeof err))
+    } else if (ckpt_save(t->opt->outdir, &st, t->canons, t->ncanons, fill_from_engine, t, saved,
+                         sizeof saved, err, sizeof err))
         return save_failed(t, saved, err);
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", saved);
     t->last_step = t->step;
@@ -351,27 +362,29 @@ struct CkptSnap {
     float *losses, *val_losses; int64_t *val_steps;
     int sharded;
     float *data; int64_t cap; /* the snapshot */
-    int64_t *off;             /* full: [3 * ncanons] slot-major; sharded: [nslices], -1: another process's */
+    int64_t *off;             /* full: [3 * ncanons] slot-major; sharded: [nslices] (-1: another
+                               * process's slice) */
     int *status;              /* sharded: [nslices] the slice's fill status when it was taken */
     CkptShards sh; int64_t *bytes;
     CkptSumFn sum; void *sum_ctx;   /* the running job's posting sum */
     int bad_canon;            /* a slice with NaN or inf values met by the job, or -1 */
     char saved[1200], err[4096];
-    double t0, done_at, lost; /* started, published (the job's clock), the step loop's time spent on it */
+    double t0, done_at, lost; /* started, published (the job's clock), the loop's time on it */
     double copy_s;            /* of which taking the snapshot */
 };
 
 static int snap_grow(CkptSnap *s, int64_t n) {
     if (n <= s->cap) return 0;
     float *d = realloc(s->data, (size_t)n * sizeof(float));
-    if (!d) return fail(1, "out of memory: the checkpoint's snapshot needs %lld bytes of host memory (save "
-                        "without --ckpt-async)", (long long)n * 4);
+    if (!d) return fail(1, "out of memory: the checkpoint's snapshot needs %lld bytes of host "
+                        "memory (save without --ckpt-async)", (long long)n * 4);
     s->data = d;
     s->cap = n;
     return 0;
 }
 
-/* Full storage: process 0 gathers every canon into host memory; the others take part in the gathers. */
+/* Full storage: process 0 gathers every canon into host memory; the others take part in the
+ * gathers. */
 static int snapshot_full(Trainer *t, CkptSnap *s) {
     if (t->follower) return follow_checkpoint(t);
     int64_t n = 0;
@@ -386,7 +399,9 @@ static int snapshot_full(Trainer *t, CkptSnap *s) {
     for (int k = 0; k < 3 * t->ncanons; k++) {
         int rc = fill_from_engine(t, k / t->ncanons, k % t->ncanons, s->data + s->off[k]);
         if (rc == 2) return save_failed(t, s->saved, "");
-        if (rc) return fail(1, "%s: not saved: reading %s failed", s->saved, t->canons[k % t->ncanons].name);
+        if (rc)
+            return fail(1, "%s: not saved: reading %s failed", s->saved,
+                        t->canons[k % t->ncanons].name);
     }
     return 0;
 }
@@ -412,7 +427,8 @@ static int snapshot_shards(Trainer *t, CkptSnap *s) {
     if (snap_grow(s, n)) return 1;
     for (int g = s->sh.first; g < s->sh.first + s->sh.count; g++)
         for (int i = 0; i < t->nslices; i++)
-            if (t->slices[i].rank == g) s->status[i] = fill_slice(t, &t->slices[i], s->data + s->off[i]);
+            if (t->slices[i].rank == g)
+                s->status[i] = fill_slice(t, &t->slices[i], s->data + s->off[i]);
     for (int k = 0; k < 3; k++) { free(t->local[k]); t->local[k] = NULL; }
     return 0;
 }
@@ -420,7 +436,8 @@ static int snapshot_shards(Trainer *t, CkptSnap *s) {
 static int snap_fill_canon(void *ctx, int slot, int canon, float *out) {
     CkptSnap *s = ctx;
     const StEntry *c = &s->t->canons[canon];
-    memcpy(out, s->data + s->off[slot * s->t->ncanons + canon], (size_t)(c->rows * c->cols) * sizeof(float));
+    const float *from = s->data + s->off[slot * s->t->ncanons + canon];
+    memcpy(out, from, (size_t)(c->rows * c->cols) * sizeof(float));
     return 0;
 }
 
@@ -431,7 +448,8 @@ static int snap_fill_slice(void *ctx, const CkptSlice *sl, float *out) {
         if (s->status[i] == 2) s->bad_canon = sl->canon;
         return s->status[i];
     }
-    memcpy(out, s->data + s->off[i], (size_t)((sl->r1 - sl->r0) * (sl->c1 - sl->c0)) * sizeof(float));
+    int64_t n = (sl->r1 - sl->r0) * (sl->c1 - sl->c0);
+    memcpy(out, s->data + s->off[i], (size_t)n * sizeof(float));
     return 0;
 }
 
@@ -449,16 +467,18 @@ static int save_job(void *job, CkptSumFn sum, void *sum_ctx) {
     s->sum = sum;
     s->sum_ctx = sum_ctx;
     if (s->sharded) {
-        rc = ckpt_save_sharded(t->opt->outdir, &s->st, t->canons, t->ncanons, &s->sh, s->saved, sizeof s->saved,
-                               s->err, sizeof s->err);
+        rc = ckpt_save_sharded(t->opt->outdir, &s->st, t->canons, t->ncanons, &s->sh, s->saved,
+                               sizeof s->saved, s->err, sizeof s->err);
     } else {
-        rc = t->follower ? 0 : ckpt_save(t->opt->outdir, &s->st, t->canons, t->ncanons, snap_fill_canon, s, s->saved,
-                                         sizeof s->saved, s->err, sizeof s->err);
+        rc = t->follower ? 0 : ckpt_save(t->opt->outdir, &s->st, t->canons, t->ncanons,
+                                         snap_fill_canon, s, s->saved, sizeof s->saved, s->err,
+                                         sizeof s->err);
         double outcome[1] = {rc};
         if (t->nprocs > 1 && (sum(sum_ctx, outcome, 1) || outcome[0] != 0) && !rc) {
             rc = 1;
-            snprintf(s->err, sizeof s->err, "%s: checkpoint not written (process 0 could not write it, or the sum "
-                     "that tells the outcome failed; the messages above say why)", s->saved);
+            snprintf(s->err, sizeof s->err, "%s: checkpoint not written (process 0 could not "
+                     "write it, or the sum that tells the outcome failed; the messages above "
+                     "say why)", s->saved);
         }
     }
     s->done_at = now_s();
@@ -493,9 +513,13 @@ static int save_async(Trainer *t, TrainLog *lg) {
     s->sh.sum = snap_sum;
     s->sh.ctx = s;
     t->pending = ckpt_async_start(save_job, s);
-    if (!t->pending) return fail(1, "%s: cannot start the thread that writes the checkpoint: %s", s->saved, strerror(errno));
-    if (t->nprocs > 1 && s->sharded) ckpt_async_serve(t->pending, world_sum, t);   // a failure: the job says it
-    snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", s->saved);   // its content is decided: a good step after it makes it good
+    if (!t->pending)
+        return fail(1, "%s: cannot start the thread that writes the checkpoint: %s", s->saved,
+                    strerror(errno));
+    if (t->nprocs > 1 && s->sharded)
+        ckpt_async_serve(t->pending, world_sum, t);   // a failure: the job says it
+    // its content is decided: a good step after it makes it good
+    snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", s->saved);
     t->last_step = t->step;
     s->lost = s->copy_s = now_s() - t0;
     return 0;
@@ -516,15 +540,18 @@ static int finish_async(Trainer *t, TrainLog *lg) {
     char note[600] = "", how[800];
     if (s->sharded) shard_note_of(&s->sh, note, sizeof note);
     if (t->follower) {
-        if (getenv("BOOST_VERBOSE")) fprintf(stderr, "boost train: rank %d wrote its part of %s%s\n", t->proc, s->saved, note);
+        if (getenv("BOOST_VERBOSE"))
+            fprintf(stderr, "boost train: rank %d wrote its part of %s%s\n", t->proc, s->saved,
+                    note);
         return 0;
     }
-    snprintf(how, sizeof how, "%.2fs in the background, the step loop lost %.3fs, %.3fs of it copying%s",
-             s->done_at - s->t0, s->lost, s->copy_s, note);
+    snprintf(how, sizeof how, "%.2fs in the background, the step loop lost %.3fs, %.3fs of it "
+             "copying%s", s->done_at - s->t0, s->lost, s->copy_s, note);
     after_save(t, lg, s->saved, s->st.step, how);
     if (lg->json) {
-        fprintf(lg->json, "{\"checkpoint_step\":%lld,\"ckpt_save_s\":%.6f,\"ckpt_lost_s\":%.6f,\"ckpt_copy_s\":%.6f,"
-                "\"ckpt_async\":true}\n", (long long)s->st.step, s->done_at - s->t0, s->lost, s->copy_s);
+        fprintf(lg->json, "{\"checkpoint_step\":%lld,\"ckpt_save_s\":%.6f,\"ckpt_lost_s\":%.6f,"
+                "\"ckpt_copy_s\":%.6f,\"ckpt_async\":true}\n", (long long)s->st.step,
+                s->done_at - s->t0, s->lost, s->copy_s);
         fflush(lg->json);
     }
     return 0;
@@ -536,7 +563,7 @@ static int async_turn(Trainer *t, TrainLog *lg, int turn) {
     if (!t->pending || !turn) return 0;
     if (turn == 2) return finish_async(t, lg);
     double t0 = now_s();
-    ckpt_async_serve(t->pending, world_sum, t);   // a failure: the job fails and says so when finished
+    ckpt_async_serve(t->pending, world_sum, t);   // a failure: the job fails and says so
     t->snap->lost += now_s() - t0;
     return 0;
 }
@@ -693,7 +720,7 @@ static int spike_rollback(Trainer *t, TrainLog *lg, int streak) {
         return fail(1, "step %d: %d loss spikes in a row (spike_rollback_after=%d) and no good "
                     "checkpoint to roll back to: stopping; save checkpoints with -o DIR "
                     "--save-every N", t->step, streak, p->spike_rollback_after);
-    if (t->pending && finish_async(t, lg)) return 1;   // the checkpoint may be the one being written
+    if (t->pending && finish_async(t, lg)) return 1;   // it may be the checkpoint being written
     snprintf(ckpt, sizeof ckpt, "%s", t->good_ckpt);
     int64_t past = t->data_seq;
     trainlog_note(lg, "step %d: %d loss spikes in a row: rolling back to %s "
@@ -788,7 +815,7 @@ static void trainer_free(Trainer *t) {
     free(t->slices);
     for (int k = 0; k < 3; k++) free(t->local[k]);
     free(t->win_loss); free(t->win_norm); free(t->busy);
-    if (t->snap && !t->pending) {   // a save left running by a failed multi-process run keeps its memory
+    if (t->snap && !t->pending) {   // a save left running by a failed run keeps its memory
         CkptSnap *s = t->snap;
         free(s->losses); free(s->val_losses); free(s->val_steps);
         free(s->data); free(s->off); free(s->status); free(s->bytes);
@@ -832,7 +859,8 @@ static void catch_stop_signals(int on) {
  * finalizes MPI instead of aborting the job). Ranks as threads share the process's flag. */
 static int agreed_stop(Trainer *t, int *ckpt_turn) {
     int sig = stop_signal;
-    int posted = t->pending && ckpt_async_posted(t->pending), finished = t->pending && ckpt_async_finished(t->pending);
+    int posted = t->pending && ckpt_async_posted(t->pending);
+    int finished = t->pending && ckpt_async_finished(t->pending);
     *ckpt_turn = finished ? 2 : 0;
     if (t->nprocs <= 1) return sig;
     /* --ckpt-async: whether this process's save posted a sum, or returned (async_turn) */
@@ -875,13 +903,15 @@ static void straggler_check(Trainer *t, TrainLog *lg, int every) {
             char list[2048];
             size_t used = 0;
             for (int r = 0; r < n && used < sizeof list - 32; r++)
-                used += (size_t)snprintf(list + used, sizeof list - used, "%s%d:%.3f", r ? " " : "", r, t->busy[r]);
-            trainlog_note(lg, "steps %d-%d: rank %d is a straggler: %.3f s outside collective waits, %.1fx the median "
-                          "%.3f s (--straggler-factor %g); seconds per rank: %s", t->busy_from + 1, t->step, slow,
-                          t->busy[slow], t->busy[slow] / median, median, factor, list);
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s%d:%.3f", r ? " " : "",
+                                         r, t->busy[r]);
+            trainlog_note(lg, "steps %d-%d: rank %d is a straggler: %.3f s outside collective "
+                          "waits, %.1fx the median %.3f s (--straggler-factor %g); seconds per "
+                          "rank: %s", t->busy_from + 1, t->step, slow, t->busy[slow],
+                          t->busy[slow] / median, median, factor, list);
             if (lg->json) {
-                fprintf(lg->json, "{\"straggler\":%d,\"steps\":[%d,%d],\"factor\":%g,\"rank_busy_s\":[", slow,
-                        t->busy_from + 1, t->step, factor);
+                fprintf(lg->json, "{\"straggler\":%d,\"steps\":[%d,%d],\"factor\":%g,"
+                        "\"rank_busy_s\":[", slow, t->busy_from + 1, t->step, factor);
                 for (int r = 0; r < n; r++) fprintf(lg->json, "%s%.6f", r ? "," : "", t->busy[r]);
                 fprintf(lg->json, "]}\n");
             }
@@ -1244,7 +1274,7 @@ static int train_run(Plan *p, Pipeline *pl, const TrainOptions *opt) {
     }
     catch_stop_signals(1);
     rc = run_loop(&t, &lg);
-    if (t.pending && t.nprocs == 1) finish_async(&t, &lg);   // a failed run still publishes a save under way
+    if (t.pending && t.nprocs == 1) finish_async(&t, &lg);   // a failed run still publishes it
     catch_stop_signals(0);
     if (trainlog_close(&lg) && rc == 0) rc = fail(1, "%s", lg.error);
     tokenset_close(&ts);

@@ -5,7 +5,8 @@
 # saves; --keep keeps the same folders; each save logs the time it took and the time the step loop
 # lost to it. A run killed (SIGKILL) while a save is written (BOOST_TEST_CKPT_SLEEP_MS widens the
 # window) leaves folders that verify and resumes to the uninterrupted losses; SIGTERM waits for the
-# pending save. Under mpirun (when installed) -np 4 async sharded saves equal the threads' ones.
+# pending save; a failed background save stops the run. Under mpirun (when installed) async saves
+# (sharded at -np 4, full at -np 2) equal the threads' synchronous ones.
 . tests/sh/lib.sh
 common=(tiny-cola --backend cpu -D steps=8 -D eval_every=4 --quiet)
 
@@ -95,12 +96,23 @@ last=$(ls "$k" | grep '^step-' | tail -1)
   && grep -q "resume with: --resume $k/$last" "$k.out" && ok async_sigterm_waits_for_the_save \
   || fail async_sigterm_waits_for_the_save "exit $rc, $last: $(ls -a "$k" | tr '\n' ' ') $(tail -2 "$k.out")"
 
-# 5. bad input: --ckpt-async without -o
+# 5. a save that fails in the background (a file size limit of 200 KiB, SIGXFSZ ignored: write()
+# fails with EFBIG) stops the run as a synchronous one does: exit 1, the same message, the temporary
+# folder removed, and the run does not go on to its end
+k="$TMP/xfsz"
+(trap '' XFSZ; ulimit -f 200; exec $BOOST train tiny-cola --backend cpu -D steps=6 -D eval_every=0 -D tp=2 --save-every 2 \
+  --ckpt-async --quiet -o "$k" --log "$k.jsonl") >"$k.out" 2>"$k.err"
+rc=$?
+[ $rc = 1 ] && grep -q "step-000002: checkpoint not written (.*File too large); the temporary folder was removed and earlier" \
+  "$k.err" && [ -z "$(ls -A "$k" | grep -v '^plan$')" ] && [ "$(grep -c '^{"step":[1-9]' "$k.jsonl")" -lt 6 ] \
+  && ok async_failed_save_stops_the_run || fail async_failed_save_stops_the_run "exit $rc: $(head -c 300 "$k.err") $(ls -A "$k")"
+
+# 6. bad input: --ckpt-async without -o
 $BOOST train "${common[@]}" --ckpt-async >"$TMP/e.out" 2>&1
 rc=$?
 [ $rc = 2 ] && grep -q -- "--ckpt-async needs -o DIR" "$TMP/e.out" && ok async_needs_outdir || fail async_needs_outdir "exit $rc"
 
-# 6. under mpirun -np 4 (dp=2 x tp=2, zero=1): every process writes its rank file on its own
+# 7. under mpirun -np 4 (dp=2 x tp=2, zero=1): every process writes its rank file on its own
 # thread; the sums of the save run between steps; the folders equal the threads' synchronous ones
 if ! command -v mpirun >/dev/null; then ok "mpi_async_sharded # SKIP mpirun is not installed"; exit 0; fi
 mpi=(timeout 300 mpirun --oversubscribe --allow-run-as-root)
