@@ -857,26 +857,45 @@ static void catch_stop_signals(int on) {
  * signal to one rank, to every rank at slightly different times or to the launcher stops them all
  * after the same step; they save together and end with the same status (comm_mpi_finish then
  * finalizes MPI instead of aborting the job). Ranks as threads share the process's flag. */
+/* The per-rank times of the straggler check ([dp * tp], see below), or NULL when it is off. */
+static double *busy_times(Trainer *t) {
+    double factor = t->opt->straggler_factor == 0 ? 1.5 : t->opt->straggler_factor;
+    if (!t->busy && !t->pl && factor > 0)
+        t->busy = calloc((size_t)t->plan->dp * t->plan->tp, sizeof *t->busy);
+    return t->busy;
+}
+
 static int agreed_stop(Trainer *t, int *ckpt_turn) {
     int sig = stop_signal;
     int posted = t->pending && ckpt_async_posted(t->pending);
     int finished = t->pending && ckpt_async_finished(t->pending);
     *ckpt_turn = finished ? 2 : 0;
     if (t->nprocs <= 1) return sig;
-    /* --ckpt-async: whether this process's save posted a sum, or returned (async_turn) */
-    double seen[4] = {sig == SIGTERM, sig == SIGINT, posted, finished};
+    /* --ckpt-async: whether this process's save posted a sum, or returned (async_turn); then the
+     * straggler check's times of this step, each process its own rank's (no sum of its own) */
+    int nb = busy_times(t) ? t->plan->dp * t->plan->tp : 0;
+    double *seen = calloc((size_t)(4 + nb), sizeof *seen);
+    if (!seen) return sig;
+    seen[0] = sig == SIGTERM;
+    seen[1] = sig == SIGINT;
+    seen[2] = posted;
+    seen[3] = finished;
+    if (nb) engine_rank_busy(t->e, seen + 4);
     *ckpt_turn = 0;
-    if (world_sum(t, seen, 4) != 0) return sig;   /* a failed sum: the next collective reports it */
+    if (world_sum(t, seen, 4 + nb) != 0) { free(seen); return sig; }   /* the next collective says it */
+    for (int r = 0; r < nb; r++) t->busy[r] += seen[4 + r];
     *ckpt_turn = seen[2] == t->nprocs ? 1 : seen[3] == t->nprocs ? 2 : 0;
     sig = seen[0] > 0 ? SIGTERM : seen[1] > 0 ? SIGINT : 0;
+    free(seen);
     if (sig) comm_mpi_agree_status(128 + sig);
     return sig;
 }
 
 /* ---- stragglers: each rank's time in the training passes outside collective waits (the executor
- * measures it, runtime/flight.h), summed over the steps between two progress lines and gathered
- * then (a sum over the processes); a rank above --straggler-factor (default 1.5) times the median
- * is named. pp > 1: not measured. ---- */
+ * measures it, runtime/flight.h), summed over the steps between two progress lines (with several
+ * processes gathered each step inside agreed_stop's sum, so no collective of its own: one after
+ * the update would wait for the optimizer's overlapped gathers); a rank above --straggler-factor
+ * (default 1.5) times the median is named. pp > 1: not measured. ---- */
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -884,16 +903,14 @@ static int cmp_double(const void *a, const void *b) {
 
 static void straggler_check(Trainer *t, TrainLog *lg, int every) {
     double factor = t->opt->straggler_factor == 0 ? 1.5 : t->opt->straggler_factor;
-    if (t->pl || factor < 0) return;
+    if (!busy_times(t)) return;
     int n = t->plan->dp * t->plan->tp;
-    if (!t->busy && !(t->busy = calloc((size_t)n, sizeof *t->busy))) return;
     double *now = calloc((size_t)n, sizeof *now), *sorted = calloc((size_t)n, sizeof *sorted);
-    if (now && sorted) {
+    if (now && sorted && t->nprocs == 1) {   /* several processes: gathered by agreed_stop */
         engine_rank_busy(t->e, now);
         for (int r = 0; r < n; r++) t->busy[r] += now[r];
     }
-    if (now && sorted && n > 1 && (t->step % every == 0 || t->step == t->plan->steps)
-        && (t->nprocs == 1 || world_sum(t, t->busy, n) == 0)) {
+    if (now && sorted && n > 1 && (t->step % every == 0 || t->step == t->plan->steps)) {
         memcpy(sorted, t->busy, (size_t)n * sizeof *sorted);
         qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
         double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
