@@ -28,7 +28,8 @@ static void train_usage(FILE *f) {
     fprintf(f,
         "usage: boost train RUN [-D name=value ...] [--backend cpu|cuda|auto] [--log FILE]\n"
         "                       [--save-every N] [--keep N] [-o DIR] [--resume CKPT|auto] [--plan PLAN]\n"
-        "                       [--ckpt-format full|sharded]\n"
+        "                       [--ckpt-format full|sharded] [--ckpt-async]\n"
+        "                       [--straggler-factor X|off]\n"
         "  RUN             a run spec: a path, or a name under specs/runs/ (e.g. tiny-cola)\n"
         "  -D name=value   override a spec setting (tp=2, steps=50, lr=1e-3, data=FILE, ...)\n"
         "  --backend B     cpu, cuda or auto (cuda when a GPU is there; default auto)\n"
@@ -40,6 +41,12 @@ static void train_usage(FILE *f) {
         "  --ckpt-format F full: every tensor whole in model.safetensors + optimizer.safetensors (the\n"
         "                  default for one process); sharded: each rank writes only the slices it owns\n"
         "                  (rank-RRRRR.safetensors + index.json; the default when several processes run)\n"
+        "  --ckpt-async    copy the state to host memory at the step boundary and write it on\n"
+        "                  a background thread while training goes on (the next save, a stop\n"
+        "                  and the end wait for it); each save's time lost by the loop is logged\n"
+        "  --straggler-factor X  name a rank whose time outside collective waits is above X\n"
+        "                  times the median, over the steps between progress lines (default\n"
+        "                  1.5; off)\n"
         "  --resume CKPT   continue from a checkpoint folder, or from the newest one in a run's DIR\n"
         "                  that verifies (damaged newer ones are named and passed over); any tp and\n"
         "                  layout of the same model. 'auto': the newest in -o DIR, or step 0 if none\n"
@@ -204,6 +211,15 @@ static int train_option(TrainArgs *t, const char *a, const char *next) {
             return 2;
         }
         opt->ckpt_format = !strcmp(next, "full") ? 1 : 2;
+    } else if (!strcmp(a, "--straggler-factor")) {
+        char *end;
+        int off = !strcmp(next, "off");
+        opt->straggler_factor = off ? -1 : strtod(next, &end);
+        if (!off && (*end || !(opt->straggler_factor > 1))) {
+            fprintf(stderr, "boost train: --straggler-factor %s: expected a number above 1 or off\n",
+                    next);
+            return 2;
+        }
     }
     return 0;
 }
@@ -212,6 +228,10 @@ static int train_option(TrainArgs *t, const char *a, const char *next) {
 static int check_train_args(const TrainArgs *t) {
     const TrainOptions *opt = &t->opt;
     if (!t->run_arg && !t->plan_arg) { train_usage(stderr); return 2; }
+    if (opt->ckpt_async && !opt->outdir) {
+        fprintf(stderr, "boost train: --ckpt-async needs -o DIR (the checkpoints it saves)\n");
+        return 2;
+    }
     if (opt->keep > 0 && !opt->outdir) {
         fprintf(stderr, "boost train: --keep %d needs -o DIR (the checkpoints it keeps)\n",
                 opt->keep);
@@ -252,7 +272,8 @@ static int parse_train_args(TrainArgs *t, int argc, char **argv) {
                           !strcmp(a, "--resume") || !strcmp(a, "--plan") ||
                           !strcmp(a, "--save-every") || !strcmp(a, "--keep") ||
                           !strcmp(a, "--print-every") || !strcmp(a, "--val-batches") ||
-                          !strcmp(a, "--ckpt-format") || !strcmp(a, "--tensorboard");
+                          !strcmp(a, "--ckpt-format") || !strcmp(a, "--tensorboard") ||
+                          !strcmp(a, "--straggler-factor");
         if (takes_value && !next) {
             fprintf(stderr, "boost train: %s needs a value\n", a);
             return 2;
@@ -261,6 +282,7 @@ static int parse_train_args(TrainArgs *t, int argc, char **argv) {
             if (train_option(t, a, next)) return 2;
             i++;
         } else if (!strcmp(a, "--quiet")) t->opt.quiet = 1;
+        else if (!strcmp(a, "--ckpt-async")) t->opt.ckpt_async = 1;
         else if (a[0] == '-') {
             fprintf(stderr, "boost train: unknown option %s\n", a);
             train_usage(stderr);

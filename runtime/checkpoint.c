@@ -252,6 +252,14 @@ static int publish(const char *outdir, const char *tmp, const char *final, const
     return 0;
 }
 
+/* BOOST_TEST_CKPT_SLEEP_MS=N (tests): sleep N ms after each tensor file of a save, so that a test
+ * can kill a save part way. */
+static void test_sleep(void) {
+    const char *s = getenv("BOOST_TEST_CKPT_SLEEP_MS");
+    long ms = s ? atol(s) : 0;
+    if (ms > 0) usleep((useconds_t)(ms * 1000));
+}
+
 int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, int n,
               CkptFillFn fill, void *ctx, char *saved_dir, size_t saved_len, char *err, size_t errlen) {
     char final[PATH_MAX], tmp[PATH_MAX], old[PATH_MAX], path[CKPT_PATH], why[2 * CKPT_PATH] = "";
@@ -297,6 +305,7 @@ int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, in
         snprintf(path, sizeof path, "%s/%s", tmp, files[0].name);
         rc = st_write_f32_sum(path, canons, n, meta, nmeta, fill_model, &adapter, &files[0].crc32c, &files[0].bytes,
                               why, sizeof why);
+        test_sleep();
     }
     if (!rc) {
         snprintf(path, sizeof path, "%s/%s", tmp, files[1].name);
@@ -982,12 +991,6 @@ static int write_index(const char *path, const StEntry *canons, int n, const Ckp
     if (fclose(f) != 0) { ok = 0; saved = errno; }
     if (!ok) { snprintf(err, errlen, "%s: write failed: %s", path, strerror(saved)); return 1; }
     return 0;
-}
-
-static void test_sleep(void) {
-    const char *s = getenv("BOOST_TEST_CKPT_SLEEP_MS");
-    long ms = s ? atol(s) : 0;
-    if (ms > 0) usleep((useconds_t)(ms * 1000));
 }
 
 int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry *canons, int n, const CkptShards *sh,

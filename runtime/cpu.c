@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "runtime/backend.h"
 #include "runtime/cpu.h"
 #include "runtime/grid.h"
@@ -33,6 +34,8 @@ typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int aborted, refs, ngroups;
+    char why[160];            /* a collective's timeout that aborted the ranks (for the others'
+                               * messages), or "" */
     CpuGroup *groups;         /* [ngroups]: the tp groups, the dp groups, then (by first member) the ep and edp groups */
     CommMpi *world;           /* multi-process mode: the processes this Engine's grid spans (comm_mpi_scope) */
 } CpuComm;
@@ -65,8 +68,23 @@ static void comm_abort(CpuComm *c) {
     pthread_mutex_unlock(&c->mu);
 }
 
+/* BOOST_COLL_TIMEOUT=S: a rank waiting longer than S seconds for its group's other members in a
+ * collective gives up, names the wait and stops every rank (as a failure does); unset: no limit.
+ * The rank that timed out is marked on its own thread, for its message (rfail). */
+static __thread int barrier_timed_out;
+static double coll_timeout_s(void) {
+    const char *s = getenv("BOOST_COLL_TIMEOUT");
+    return s && atof(s) > 0 ? atof(s) : 0;
+}
+
 /* Every member of g meets here. Returns -1 when a rank failed (the pass is abandoned). */
 static int group_barrier(CpuComm *c, CpuGroup *g) {
+    double limit = coll_timeout_s();
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)limit;
+    until.tv_nsec += (long)((limit - (double)(time_t)limit) * 1e9);
+    if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
     pthread_mutex_lock(&c->mu);
     if (c->aborted) { pthread_mutex_unlock(&c->mu); return -1; }
     int gen = g->gen;
@@ -75,7 +93,18 @@ static int group_barrier(CpuComm *c, CpuGroup *g) {
         g->gen++;
         pthread_cond_broadcast(&c->cv);
     } else {
-        while (gen == g->gen && !c->aborted) pthread_cond_wait(&c->cv, &c->mu);
+        while (gen == g->gen && !c->aborted)
+            if (limit <= 0) pthread_cond_wait(&c->cv, &c->mu);
+            else if (pthread_cond_timedwait(&c->cv, &c->mu, &until) != 0 && gen == g->gen
+                     && !c->aborted) {
+                barrier_timed_out = 1;
+                if (!c->why[0])   /* for the other ranks' messages, set before they wake */
+                    snprintf(c->why, sizeof c->why, "a collective did not finish within %g "
+                             "s (BOOST_COLL_TIMEOUT) on a rank: another rank of its group hangs "
+                             "or is far behind", limit);
+                c->aborted = 1;
+                pthread_cond_broadcast(&c->cv);
+            }
     }
     int ab = c->aborted && gen == g->gen;
     pthread_mutex_unlock(&c->mu);
@@ -96,7 +125,22 @@ static void comm_release(CpuComm *c) {
 }
 
 static int rfail(BackendRank *r, const char *msg) {
-    snprintf(r->err, sizeof r->err, "cpu rank %d: %s", r->rank, msg);
+    if (barrier_timed_out) {   /* "allreduce abandoned: ..." -> what it saw: the others did not */
+        barrier_timed_out = 0;
+        snprintf(r->err, sizeof r->err, "cpu rank %d: %.*s did not finish within %g s "
+                 "(BOOST_COLL_TIMEOUT): another rank of its group hangs or is far behind; every "
+                 "rank stops", r->rank, (int)strcspn(msg, " :"), msg, coll_timeout_s());
+        comm_abort(r->comm);
+        return -1;
+    }
+    char why[160] = "";
+    if (r->comm) {
+        pthread_mutex_lock(&r->comm->mu);
+        memcpy(why, r->comm->why, sizeof why);
+        pthread_mutex_unlock(&r->comm->mu);
+    }
+    snprintf(r->err, sizeof r->err, "cpu rank %d: %s%s%s%s", r->rank, msg, why[0] ? " (" : "", why,
+             why[0] ? ")" : "");
     comm_abort(r->comm);
     return -1;
 }

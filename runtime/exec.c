@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "runtime/backend.h"
 #include "runtime/runtime.h"
 #include "runtime/world.h"
@@ -21,6 +22,7 @@
 #include "runtime/grid.h"
 #include "runtime/comm_mpi.h"   // defines: comm_mpi_launched
 #include "runtime/overlap.h"    // defines: overlap_first_use, plan_overlap_report
+#include "runtime/flight.h"     // defines: Flight, flight_*
 
 typedef int (*RankJob)(Engine *e, int rank, void *arg);
 
@@ -61,6 +63,8 @@ struct Engine {
     int gather_async;
     unsigned char *gather_pending;
     StepProfile *prof;            /* BOOST_PROFILE=1: rank `lead`'s seconds per step (runtime/profile.h), else NULL */
+    Flight *flight;               /* each rank's last collectives, printed when one fails
+                                   * (runtime/flight.h) */
 };
 
 /* The tensor-parallel rank of grid rank `rank` (what %r means in the plan) and its dp rank. */
@@ -74,6 +78,15 @@ static int holds_part(const Engine *e, int rank, const PlanPart *pt) { return pt
 typedef struct { Engine *e; int rank; } WorkerArg;
 static int job_pass(Engine *e, int rank, void *argp);
 static int settle_gathers(Engine *e, int rank);
+
+/* A rank failed: when a collective of it was outstanding (a peer died, a timeout, an aborted
+ * group), its flight record goes to stderr. */
+static void flight_report(Engine *e, int rank) {
+    if (!flight_pending(e->flight, rank)) return;
+    char who[64];
+    snprintf(who, sizeof who, "rank %d of %d", rank, e->nranks);
+    flight_print(e->flight, rank, who, stderr);
+}
 
 static void *worker_main(void *argp) {
     WorkerArg *wa = argp;
@@ -92,6 +105,7 @@ static void *worker_main(void *argp) {
         e->rank_err[rank][0] = 0;
         int rc = job != job_pass ? settle_gathers(e, rank) : 0;   /* passes wait at each gather's first use */
         if (!rc) rc = job(e, rank, arg);
+        if (rc) flight_report(e, rank);
         pthread_mutex_lock(&e->mu);
         if (rc && e->first_failed < 0) e->first_failed = rank;
         if (--e->remaining == 0) pthread_cond_signal(&e->cv_done);
@@ -162,6 +176,7 @@ static void engine_release(Engine *e) {
     free(e->threads); free(e->ranks); free(e->rank_err);
     free(e->first_use); free(e->wait_first); free(e->wait_list); free(e->gather_pending);
     if (e->prof) { profile_print(e->prof, stderr); profile_free(e->prof); }
+    flight_free(e->flight);
     free(e);
 }
 
@@ -255,6 +270,7 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
         free(fill);
     }
     e->prof = profile_open(plan, be->name);
+    e->flight = flight_new(e->nranks, 64);
     const char *verbose = getenv("BOOST_VERBOSE");
     if (verbose && *verbose == '1' && e->lead == 0) {
         char rep[8192];
@@ -369,10 +385,19 @@ static void *resolve(Engine *e, int rank, const Operand *op) {
 }
 
 
+/* Whether run_step issues collective st (done later, on the backend's stream) or runs it all. */
+static int coll_issued(const Engine *e, const PlanStep *st) {
+    if (st->kind == ST_ALLREDUCE || st->kind == ST_ALLGATHER) return e->async_colls;
+    if (st->kind == ST_REDUCE_SCATTER) return e->async_colls && e->be->reduce_scatter_issue;
+    return st->kind == ST_GATHER_SHARDS && e->gather_async;
+}
+
 static int run_step(Engine *e, int rank, const PlanStep *st) {
     const Backend *be = e->be;
     BackendRank *R = e->ranks[rank];
     int rc = 0;
+    /* -1: no collective */
+    int64_t flight_id = flight_plan_step(e->flight, rank, e->p, (int)(st - e->p->steps_));
     switch (st->kind) {
     case ST_GEMM:
     case ST_BATCHED_GEMM: {
@@ -428,6 +453,7 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
     default:
         break;   /* markers */
     }
+    if (!rc && !coll_issued(e, st)) flight_done(e->flight, rank, flight_id, 1);
     if (rc) {
         snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "%.200s:%d: %s step failed on rank %d: %.250s", e->p->path, st->line,
                  plan_step_kind_name(st->kind), rank, backend_msg(e, rank));
@@ -438,7 +464,10 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
 
 /* Make this rank wait for collective c (before a step that uses its memory). */
 static int wait_coll(Engine *e, int rank, int c) {
-    if (!e->be->coll_wait(e->ranks[rank], c)) return 0;
+    double t0 = flight_now();
+    int rc = e->be->coll_wait(e->ranks[rank], c);
+    flight_add_wait(e->flight, rank, flight_now() - t0);
+    if (!rc) return 0;
     snprintf(e->rank_err[rank], sizeof e->rank_err[rank], "%.200s:%d: waiting for the collective failed on rank %d: %.250s",
              e->p->path, e->p->steps_[c].line, rank, backend_msg(e, rank));
     return -1;
@@ -494,6 +523,15 @@ static int section_settle(Engine *e, int rank, int s0, int s1) {
  * optimizer step (micro=last steps run). */
 typedef struct { const int32_t *tokens, *targets; int backward, last; float *loss; } PassArg;
 
+/* BOOST_TEST_SLOW_RANK=R:MS (tests): grid rank R sleeps MS ms at the start of each training pass,
+ * outside the collectives, as a slower device or host would (the straggler check names it; the
+ * other ranks wait for it in the pass's first collective; a long sleep looks like a hang). */
+static void test_slow_rank(const Engine *e, int rank) {
+    const char *s = getenv("BOOST_TEST_SLOW_RANK");
+    int r, ms;
+    if (s && sscanf(s, "%d:%d", &r, &ms) == 2 && r == rank && ms > 0) usleep((useconds_t)ms * 1000);
+}
+
 static int job_pass(Engine *e, int rank, void *argp) {
     const PassArg *a = argp;
     BackendRank *R = e->ranks[rank];
@@ -509,6 +547,8 @@ static int job_pass(Engine *e, int rank, void *argp) {
         return -1;
     }
     int timed = e->prof && a->backward && rank == e->lead;   /* training passes only (not evaluation) */
+    double t0 = flight_now();
+    if (a->backward) test_slow_rank(e, rank);
     if (!replayed && section_steps(e, rank, e->fwd0, end, a->last, timed)) return -1;
     if (timed) profile_pass(e->prof);
     if (!replayed && e->be->pass_end && e->be->pass_end(R, a->backward)) {
@@ -522,7 +562,23 @@ static int job_pass(Engine *e, int rank, void *argp) {
             return -1;
         }
     }
+    flight_settle(e->flight, rank);   /* the loss is read: what the pass issued is done */
+    if (a->backward) flight_job(e->flight, rank, flight_now() - t0);
     return 0;
+}
+
+/* Multi-process mode: a sum of n values (doubles when f64, else floats) over the processes, on
+ * the flight record of this process's rank (printed when it fails). */
+static int world_host_sum(Engine *e, void *host, int64_t n, int f64) {
+    int64_t bytes = n * (f64 ? 8 : 4);
+    int64_t id = flight_begin(e->flight, e->lead, FLIGHT_HOST_SUM, 0, "sum", "world", bytes);
+    int rc = e->be->world_allreduce_host(e->ranks[e->lead], host, n, f64);
+    if (!rc) flight_done(e->flight, e->lead, id, 1);
+    else {
+        flight_report(e, e->lead);
+        flight_settle(e->flight, e->lead);   /* printed once */
+    }
+    return rc;
 }
 
 /* Multi-process mode: every process gets loss[0..dp) from the tp rank 0 of each dp rank (a sum over
@@ -531,7 +587,7 @@ static int world_losses(Engine *e, float *loss, char *err, size_t errlen) {
     double *v = calloc((size_t)e->grid.dp, sizeof *v);
     if (!v) { snprintf(err, errlen, "out of memory"); return -1; }
     if (tp_of(e, e->lead) == 0) v[dp_of(e, e->lead)] = loss[dp_of(e, e->lead)];
-    int rc = e->be->world_allreduce_host(e->ranks[e->lead], v, e->grid.dp, 1);
+    int rc = world_host_sum(e, v, e->grid.dp, 1);
     if (rc) {
         snprintf(err, errlen, "summing the losses over the processes failed: %s", backend_msg(e, e->lead));
         e->broken = 1;
@@ -657,7 +713,7 @@ int engine_optimizer_step(Engine *e, int step, float *grad_norm, float *lr, char
     double total = 0;
     for (int r = 0; r < e->nranks; r++) total += sqp[r];   /* rank order: deterministic */
     if (sqp != sq) free(sqp);
-    if (e->world && e->be->world_allreduce_host(e->ranks[e->lead], &total, 1, 1)) {
+    if (e->world && world_host_sum(e, &total, 1, 1)) {
         snprintf(err, errlen, "optimizer step %d: summing the gradient norm over the processes failed: %s", step,
                  backend_msg(e, e->lead));
         e->broken = 1;
@@ -819,13 +875,13 @@ int engine_get_canon(Engine *e, int canon, int slot, float *full) {
         for (int d = 0; a.per_dp && d < e->grid.dp; d++) free(a.per_dp[d]);
         free(a.per_dp);
         /* multi-process mode: this process added its own shard; the other dp ranks' come from theirs */
-        if (e->world && e->be->world_allreduce_host(e->ranks[e->lead], full, n, 0)) rc = -1;
+        if (e->world && world_host_sum(e, full, n, 0)) rc = -1;
         return rc;
     }
     int rc = run_all(e, job_canon, &a, NULL, 0);
     /* multi-process mode: each process wrote its own blocks (rep=1 ones from rank 0 only) into the
      * zeroed tensor; the sum over the processes is the full tensor. Every process takes part. */
-    if (e->world && e->be->world_allreduce_host(e->ranks[e->lead], full, c->rows * c->cols, 0)) rc = -1;
+    if (e->world && world_host_sum(e, full, c->rows * c->cols, 0)) rc = -1;
     return rc;
 }
 
@@ -877,9 +933,16 @@ int engine_read_local(Engine *e, int rank, int param, int slot, float *host, cha
     return run_all(e, job_local, &a, err, errlen);
 }
 
+int engine_rank_busy(Engine *e, double *busy) {
+    for (int r = e->lead; r < e->lead + e->nthreads; r++) busy[r] = flight_take_busy(e->flight, r);
+    return e->nranks;
+}
+
+void engine_flight_step(Engine *e, int step) { flight_mark_step(e->flight, step); }
+
 int engine_world_sum(Engine *e, double *vals, int64_t n) {
     if (!e->world) return 0;
-    if (e->be->world_allreduce_host(e->ranks[e->lead], vals, n, 1) == 0) return 0;
+    if (world_host_sum(e, vals, n, 1) == 0) return 0;
     fprintf(stderr, "boost: rank %d: a sum across the processes failed: %s\n", e->lead, backend_msg(e, e->lead));
     return -1;
 }

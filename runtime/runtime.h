@@ -59,6 +59,11 @@ int engine_read_local(Engine *e, int rank, int param, int slot, float *host, cha
 /* Multi-process mode: sum n doubles over the processes, every process gets the sum (a barrier too);
  * one process (threads): nothing to do. 0 or -1. */
 int engine_world_sum(Engine *e, double *vals, int64_t n);
+/* Each grid rank's seconds in training passes outside collective waits since the last call
+ * (busy[nranks]: this process's ranks; the others' stay as they are); then reset. The number of
+ * grid ranks. And a step boundary on every rank's flight record (runtime/flight.h). */
+int engine_rank_busy(Engine *e, double *busy);
+void engine_flight_step(Engine *e, int step);
 /* Copy host fp32 values into a tensor (a buffer by its plan name, rows*cols floats) of rank `rank`,
  * or of every rank when rank is -1: the decode step's position and KV cache (runtime/decode.c). */
 int engine_write_tensor(Engine *e, int rank, const char *name, const float *host, char *err, size_t errlen);

@@ -14,6 +14,7 @@
  * rank 0 writes full checkpoints (cli/train.c keeps the other ranks' output quiet), while in a
  * sharded one (--ckpt-format sharded, the default with several processes) every rank writes its own
  * slices and rank 0 the index and the publishing rename (runtime/checkpoint.h). */
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -25,6 +26,7 @@
 #include "runtime/data.h"         // defines: TokenSet, Batcher, data_open, batcher_*
 #include "runtime/run_tokenizer.h"  // defines: run_data_open
 #include "runtime/checkpoint.h"   // defines: CkptState, ckpt_*
+#include "runtime/ckpt_async.h"   // defines: CkptAsync, ckpt_async_*
 #include "runtime/world.h"        // defines: world_rank
 #include "runtime/grid.h"         // defines: Grid, grid_make, grid_describe
 #include "runtime/pipeline.h"     // defines: Pipeline, pipeline_*
@@ -65,7 +67,13 @@ typedef struct {
     int64_t spikes;           /* steps skipped as spikes in this process */
     TokenSet mix_sets[DATA_MAX_SOURCES];   /* a data mixture: each source's tokens */
     int nmix_sets;
+    double *busy;             /* [grid ranks] seconds outside collective waits since step
+                               * busy_from + 1 */
+    int busy_from;
+    CkptAsync *pending;       /* --ckpt-async: the save being written, or NULL */
+    struct CkptSnap *snap;    /* its snapshot (kept for the next save) */
 } Trainer;
+typedef struct CkptSnap CkptSnap;
 
 static double now_s(void) {
     struct timespec ts;
@@ -232,83 +240,339 @@ static int followed(Trainer *t, int rc) {
     return 0;
 }
 
-static int save_checkpoint(Trainer *t, TrainLog *lg) {
-    if (t->follower && !use_sharded(t)) return followed(t, follow_checkpoint(t));
-    CkptState st = {0};
+/* The record state.json gets for the step just done (losses, validation: the trainer's arrays). */
+static void state_of_step(Trainer *t, CkptState *st) {
     const Plan *p = t->plan;
-    st.step = t->step;
-    st.data_sequences = t->data_seq;
-    st.data_position = t->data_seq / p->micro_batch;
-    st.seed = p->seed;
-    snprintf(st.model, sizeof st.model, "%s", p->model_name);
-    snprintf(st.run, sizeof st.run, "%s", p->run_name);
-    snprintf(st.layout, sizeof st.layout, "%s", p->layout);
-    snprintf(st.backend, sizeof st.backend, "%s", t_backend(t));
-    st.fingerprint = ckpt_fingerprint(t->canons, t->ncanons);
-    st.ncanons = t->ncanons;
-    st.tp = p->tp;
-    st.losses = t->losses;
-    st.nlosses = t->step;
-    st.val_losses = t->val_losses;
-    st.val_steps = t->val_steps;
-    st.nval = t->nval;
-    st.skipped = t->skipped;
-    st.has_tokenizer = p->tokenizer_path[0] != 0;
-    st.tokenizer_crc = p->tokenizer_crc;
-    st.nsources = t->batcher.nsources;
-    if (st.nsources) mixture_taken(&t->batcher, t->data_seq, st.data_taken);
-    char err[4096], saved[1200];
+    memset(st, 0, sizeof *st);
+    st->step = t->step;
+    st->data_sequences = t->data_seq;
+    st->data_position = t->data_seq / p->micro_batch;
+    st->seed = p->seed;
+    snprintf(st->model, sizeof st->model, "%s", p->model_name);
+    snprintf(st->run, sizeof st->run, "%s", p->run_name);
+    snprintf(st->layout, sizeof st->layout, "%s", p->layout);
+    snprintf(st->backend, sizeof st->backend, "%s", t_backend(t));
+    st->fingerprint = ckpt_fingerprint(t->canons, t->ncanons);
+    st->ncanons = t->ncanons;
+    st->tp = p->tp;
+    st->losses = t->losses;
+    st->nlosses = t->step;
+    st->val_losses = t->val_losses;
+    st->val_steps = t->val_steps;
+    st->nval = t->nval;
+    st->skipped = t->skipped;
+    st->has_tokenizer = p->tokenizer_path[0] != 0;
+    st->tokenizer_crc = p->tokenizer_crc;
+    st->nsources = t->batcher.nsources;
+    if (st->nsources) mixture_taken(&t->batcher, t->data_seq, st->data_taken);
+}
+
+/* Who writes which slice (planned once), and the sharded save's settings; bytes: [world] out. */
+static int shards_of_run(Trainer *t, CkptShards *sh, int64_t **bytes) {
+    const Plan *p = t->plan;
+    int npp = t->pl ? pipeline_ranks(t->pl) : 1;
+    if (!t->slices) {
+        Plan *stages[64];
+        int nst = t->pl ? pipeline_stages(t->pl) : 0;
+        for (int k = 0; k < nst && k < 64; k++) stages[k] = pipeline_stage_plan(t->pl, k);
+        t->nslices = t->pl ? ckpt_pipeline_slices(stages, nst, npp, &t->slices)
+                           : ckpt_plan_slices(p, &t->slices);
+        if (t->nslices < 0) return fail(1, "out of memory planning the checkpoint");
+    }
+    int world = p->dp * npp * p->tp;
+    *bytes = calloc((size_t)world, sizeof **bytes);
+    if (!*bytes) return fail(1, "out of memory");
+    CkptShards s = {t->slices, t->nslices, world, t->nprocs > 1 ? t->proc : 0,
+                    t->nprocs > 1 ? 1 : world, t->nprocs, t->proc, p->dp, p->tp,
+                    p->zero && p->dp > 1, fill_slice, world_sum, t, *bytes, npp};
+    *sh = s;
+    return 0;
+}
+
+/* "; sharded, bytes per rank: 0:1353200 1:1351600" (this process's ranks). */
+static void shard_note_of(const CkptShards *sh, char *note, size_t n) {
+    size_t used = (size_t)snprintf(note, n, "; sharded, bytes per rank:");
+    for (int g = sh->first; g < sh->first + sh->count && used < n - 40; g++)
+        used += (size_t)snprintf(note + used, n - used, " %d:%lld", g,
+                                 (long long)sh->rank_bytes[g]);
+}
+
+/* After a save of step `step` published as dir: the log line and --keep's retention (process 0). */
+static void after_save(Trainer *t, TrainLog *lg, const char *dir, int64_t step, const char *how) {
+    if (!t->opt->quiet || getenv("BOOST_VERBOSE")) trainlog_note(lg, "saved %s (%s)", dir, how);
+    if (t->opt->keep > 0) {
+        char removed[2048];
+        // the last good checkpoint stays even when it is not among the newest keep
+        int ours = t->good_step >= 0
+                   && !strncmp(t->good_ckpt, t->opt->outdir, strlen(t->opt->outdir));
+        int64_t protect = ours ? t->good_step : -1;
+        int n = ckpt_prune(t->opt->outdir, t->opt->keep, step, protect, removed, sizeof removed);
+        if (n > 0 && !t->opt->quiet)
+            trainlog_note(lg, "removed %d old checkpoint%s (--keep %d): %s", n, n == 1 ? "" : "s",
+                          t->opt->keep, removed);
+    }
+}
+
+static int save_failed(Trainer *t, const char *saved, const char *err) {
+    if (t->bad_canon >= 0)
+        return fail(1, "%s: not saved: parameter %s holds NaN or inf values (the training "
+                    "diverged); earlier checkpoints are untouched", saved,
+                    t->canons[t->bad_canon].name);
+    return fail(1, "%s", err);
+}
+
+static int save_async(Trainer *t, TrainLog *lg);
+static int finish_async(Trainer *t, TrainLog *lg);
+
+static int save_checkpoint(Trainer *t, TrainLog *lg) {
+    if (t->pending && finish_async(t, lg)) return 1;   // the next save waits for the previous one
+    if (t->opt->ckpt_async) return save_async(t, lg);
+    if (t->follower && !use_sharded(t)) return followed(t, follow_checkpoint(t));
+    CkptState st;
+    state_of_step(t, &st);
+    char err[4096], saved[1200], how[700];
     t->bad_canon = -1;
     double t0 = now_s();
     char shard_note[600] = "";
     if (use_sharded(t)) {
-        int npp = t->pl ? pipeline_ranks(t->pl) : 1;
-        if (!t->slices) {
-            Plan *stages[64];
-            int nst = t->pl ? pipeline_stages(t->pl) : 0;
-            for (int k = 0; k < nst && k < 64; k++) stages[k] = pipeline_stage_plan(t->pl, k);
-            t->nslices = t->pl ? ckpt_pipeline_slices(stages, nst, npp, &t->slices) : ckpt_plan_slices(p, &t->slices);
-            if (t->nslices < 0) return fail(1, "out of memory planning the checkpoint");
-        }
-        int world = p->dp * npp * p->tp;
-        int64_t *bytes = calloc((size_t)world, sizeof *bytes);
-        if (!bytes) return fail(1, "out of memory");
-        CkptShards sh = {t->slices, t->nslices, world, t->nprocs > 1 ? t->proc : 0, t->nprocs > 1 ? 1 : world, t->nprocs,
-                         t->proc, p->dp, p->tp, p->zero && p->dp > 1, fill_slice, world_sum, t, bytes, npp};
+        CkptShards sh;
+        int64_t *bytes;
+        if (shards_of_run(t, &sh, &bytes)) return 1;
         int rc = ckpt_save_sharded(t->opt->outdir, &st, t->canons, t->ncanons, &sh, saved, sizeof saved, err, sizeof err);
-        if (!rc) {   // what each rank wrote (this process's ranks)
-            size_t used = (size_t)snprintf(shard_note, sizeof shard_note, "; sharded, bytes per rank:");
-            for (int g = sh.first; g < sh.first + sh.count && used < sizeof shard_note - 40; g++)
-                used += (size_t)snprintf(shard_note + used, sizeof shard_note - used, " %d:%lld", g, (long long)bytes[g]);
-        }
+        if (!rc) shard_note_of(&sh, shard_note, sizeof shard_note);   // what each rank wrote
         free(bytes);
         for (int k = 0; k < 3; k++) { free(t->local[k]); t->local[k] = NULL; }   // not held between saves
-        if (rc) {
-            if (t->bad_canon >= 0)
-                return fail(1, "%s: not saved: parameter %s holds NaN or inf values (the training diverged); earlier "
-                            "checkpoints are untouched", saved, t->canons[t->bad_canon].name);
-            return fail(1, "%s", err);
-        }
+        if (rc) return save_failed(t, saved, err);
         if (t->follower) {   // rank 0 keeps the records and the retention
             if (getenv("BOOST_VERBOSE")) fprintf(stderr, "boost train: rank %d wrote its part of %s%s\n", t->proc, saved, shard_note);
             return followed(t, 0);
         }
-    } else if (ckpt_save(t->opt->outdir, &st, t->canons, t->ncanons, fill_from_engine, t, saved, sizeof saved, err, sizeof err)) {
-        if (t->bad_canon >= 0)
-            return fail(1, "%s: not saved: parameter %s holds NaN or inf values (the training diverged); earlier "
-                        "checkpoints are untouched", saved, t->canons[t->bad_canon].name);
-        return fail(1, "%s", err);
-    }
+    } else if (ckpt_save(t->opt->outdir, &st, t->canons, t->ncanons, fill_from_engine, t, saved,
+                         sizeof saved, err, sizeof err))
+        return save_failed(t, saved, err);
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", saved);
     t->last_step = t->step;
-    if (!t->opt->quiet || getenv("BOOST_VERBOSE")) trainlog_note(lg, "saved %s (%.2fs%s)", saved, now_s() - t0, shard_note);
-    if (t->opt->keep > 0) {
-        char removed[2048];
-        // the last good checkpoint stays even when it is not among the newest keep
-        int64_t protect = t->good_step >= 0 && !strncmp(t->good_ckpt, t->opt->outdir, strlen(t->opt->outdir)) ? t->good_step : -1;
-        int n = ckpt_prune(t->opt->outdir, t->opt->keep, t->step, protect, removed, sizeof removed);
-        if (n > 0 && !t->opt->quiet) trainlog_note(lg, "removed %d old checkpoint%s (--keep %d): %s", n, n == 1 ? "" : "s", t->opt->keep, removed);
+    snprintf(how, sizeof how, "%.2fs%s", now_s() - t0, shard_note);
+    after_save(t, lg, saved, t->step, how);
+    return 0;
+}
+
+/* ---- asynchronous checkpoints (--ckpt-async): at the step boundary the state goes into host
+ * memory (a full save's gathered canons on process 0; a sharded save's slices of this process's
+ * ranks), then a background thread writes and publishes it with the same code as a synchronous
+ * save (runtime/ckpt_async.h). Its sums over the processes run on this thread: the first at once,
+ * the others at the step boundaries where every process has posted it, or when a later save, a
+ * stop, a rollback or the end waits for the save. ---- */
+
+struct CkptSnap {
+    Trainer *t;
+    CkptState st;             /* its losses and validation records: the copies below */
+    float *losses, *val_losses; int64_t *val_steps;
+    int sharded;
+    float *data; int64_t cap; /* the snapshot */
+    int64_t *off;             /* full: [3 * ncanons] slot-major; sharded: [nslices] (-1: another
+                               * process's slice) */
+    int *status;              /* sharded: [nslices] the slice's fill status when it was taken */
+    CkptShards sh; int64_t *bytes;
+    CkptSumFn sum; void *sum_ctx;   /* the running job's posting sum */
+    int bad_canon;            /* a slice with NaN or inf values met by the job, or -1 */
+    char saved[1200], err[4096];
+    double t0, done_at, lost; /* started, published (the job's clock), the loop's time on it */
+    double copy_s;            /* of which taking the snapshot */
+};
+
+static int snap_grow(CkptSnap *s, int64_t n) {
+    if (n <= s->cap) return 0;
+    float *d = realloc(s->data, (size_t)n * sizeof(float));
+    if (!d) return fail(1, "out of memory: the checkpoint's snapshot needs %lld bytes of host "
+                        "memory (save without --ckpt-async)", (long long)n * 4);
+    s->data = d;
+    s->cap = n;
+    return 0;
+}
+
+/* Full storage: process 0 gathers every canon into host memory; the others take part in the
+ * gathers. */
+static int snapshot_full(Trainer *t, CkptSnap *s) {
+    if (t->follower) return follow_checkpoint(t);
+    int64_t n = 0;
+    free(s->off);
+    s->off = malloc((size_t)(3 * t->ncanons + 1) * sizeof *s->off);
+    if (!s->off) return fail(1, "out of memory");
+    for (int k = 0; k < 3 * t->ncanons; k++) {
+        s->off[k] = n;
+        n += t->canons[k % t->ncanons].rows * t->canons[k % t->ncanons].cols;
     }
+    if (snap_grow(s, n)) return 1;
+    for (int k = 0; k < 3 * t->ncanons; k++) {
+        int rc = fill_from_engine(t, k / t->ncanons, k % t->ncanons, s->data + s->off[k]);
+        if (rc == 2) return save_failed(t, s->saved, "");
+        if (rc)
+            return fail(1, "%s: not saved: reading %s failed", s->saved,
+                        t->canons[k % t->ncanons].name);
+    }
+    return 0;
+}
+
+/* Sharded storage: the slices of this process's ranks, in the order the writer asks for them. A
+ * slice that cannot be read, or a parameter with NaN or inf, keeps its status for the job, which
+ * then fails on every process alike (the save's barrier carries it). */
+static int snapshot_shards(Trainer *t, CkptSnap *s) {
+    free(s->bytes);
+    if (shards_of_run(t, &s->sh, &s->bytes)) return 1;
+    free(s->off); free(s->status);
+    s->off = malloc((size_t)(t->nslices + 1) * sizeof *s->off);
+    s->status = calloc((size_t)t->nslices + 1, sizeof *s->status);
+    if (!s->off || !s->status) return fail(1, "out of memory");
+    int64_t n = 0;
+    for (int i = 0; i < t->nslices; i++) s->off[i] = -1;
+    for (int g = s->sh.first; g < s->sh.first + s->sh.count; g++)
+        for (int i = 0; i < t->nslices; i++)
+            if (t->slices[i].rank == g) {
+                s->off[i] = n;
+                n += (t->slices[i].r1 - t->slices[i].r0) * (t->slices[i].c1 - t->slices[i].c0);
+            }
+    if (snap_grow(s, n)) return 1;
+    for (int g = s->sh.first; g < s->sh.first + s->sh.count; g++)
+        for (int i = 0; i < t->nslices; i++)
+            if (t->slices[i].rank == g)
+                s->status[i] = fill_slice(t, &t->slices[i], s->data + s->off[i]);
+    for (int k = 0; k < 3; k++) { free(t->local[k]); t->local[k] = NULL; }
+    return 0;
+}
+
+static int snap_fill_canon(void *ctx, int slot, int canon, float *out) {
+    CkptSnap *s = ctx;
+    const StEntry *c = &s->t->canons[canon];
+    const float *from = s->data + s->off[slot * s->t->ncanons + canon];
+    memcpy(out, from, (size_t)(c->rows * c->cols) * sizeof(float));
+    return 0;
+}
+
+static int snap_fill_slice(void *ctx, const CkptSlice *sl, float *out) {
+    CkptSnap *s = ctx;
+    int i = (int)(sl - s->t->slices);
+    if (s->status[i]) {
+        if (s->status[i] == 2) s->bad_canon = sl->canon;
+        return s->status[i];
+    }
+    int64_t n = (sl->r1 - sl->r0) * (sl->c1 - sl->c0);
+    memcpy(out, s->data + s->off[i], (size_t)n * sizeof(float));
+    return 0;
+}
+
+static int snap_sum(void *ctx, double *vals, int n) {
+    CkptSnap *s = ctx;
+    return s->sum(s->sum_ctx, vals, n);
+}
+
+/* The background thread's part: write and publish; with full storage over several processes, a
+ * sum then tells every process process 0's outcome. */
+static int save_job(void *job, CkptSumFn sum, void *sum_ctx) {
+    CkptSnap *s = job;
+    Trainer *t = s->t;
+    int rc;
+    s->sum = sum;
+    s->sum_ctx = sum_ctx;
+    if (s->sharded) {
+        rc = ckpt_save_sharded(t->opt->outdir, &s->st, t->canons, t->ncanons, &s->sh, s->saved,
+                               sizeof s->saved, s->err, sizeof s->err);
+    } else {
+        rc = t->follower ? 0 : ckpt_save(t->opt->outdir, &s->st, t->canons, t->ncanons,
+                                         snap_fill_canon, s, s->saved, sizeof s->saved, s->err,
+                                         sizeof s->err);
+        double outcome[1] = {rc};
+        if (t->nprocs > 1 && (sum(sum_ctx, outcome, 1) || outcome[0] != 0) && !rc) {
+            rc = 1;
+            snprintf(s->err, sizeof s->err, "%s: checkpoint not written (process 0 could not "
+                     "write it, or the sum that tells the outcome failed; the messages above "
+                     "say why)", s->saved);
+        }
+    }
+    s->done_at = now_s();
+    return rc;
+}
+
+/* Copy what the save needs, start the thread, run its first sum (the temporary folder's name). */
+static int save_async(Trainer *t, TrainLog *lg) {
+    CkptSnap *s = t->snap ? t->snap : (t->snap = calloc(1, sizeof *s));
+    if (!s) return fail(1, "out of memory");
+    double t0 = now_s();
+    s->t = t;
+    s->t0 = t0;
+    s->bad_canon = t->bad_canon = -1;
+    s->err[0] = 0;
+    ckpt_step_dir(t->opt->outdir, t->step, s->saved, sizeof s->saved);
+    state_of_step(t, &s->st);
+    free(s->losses); free(s->val_losses); free(s->val_steps);   // the loop appends to the trainer's
+    s->losses = malloc((size_t)(t->step + 1) * sizeof(float));
+    s->val_losses = malloc((size_t)(t->nval + 1) * sizeof(float));
+    s->val_steps = malloc((size_t)(t->nval + 1) * sizeof(int64_t));
+    if (!s->losses || !s->val_losses || !s->val_steps) return fail(1, "out of memory");
+    memcpy(s->losses, t->losses, (size_t)t->step * sizeof(float));
+    memcpy(s->val_losses, t->val_losses, (size_t)t->nval * sizeof(float));
+    memcpy(s->val_steps, t->val_steps, (size_t)t->nval * sizeof(int64_t));
+    s->st.losses = s->losses;
+    s->st.val_losses = s->val_losses;
+    s->st.val_steps = s->val_steps;
+    s->sharded = use_sharded(t);
+    if (s->sharded ? snapshot_shards(t, s) : snapshot_full(t, s)) return 1;
+    s->sh.fill = snap_fill_slice;
+    s->sh.sum = snap_sum;
+    s->sh.ctx = s;
+    t->pending = ckpt_async_start(save_job, s);
+    if (!t->pending)
+        return fail(1, "%s: cannot start the thread that writes the checkpoint: %s", s->saved,
+                    strerror(errno));
+    if (t->nprocs > 1 && s->sharded)
+        ckpt_async_serve(t->pending, world_sum, t);   // a failure: the job says it
+    // its content is decided: a good step after it makes it good
+    snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", s->saved);
+    t->last_step = t->step;
+    s->lost = s->copy_s = now_s() - t0;
+    return 0;
+}
+
+/* Wait for the pending save (serving its sums), then as a synchronous save ends: the log line,
+ * with the time the save took and the time the step loop lost to it, and the retention. */
+static int finish_async(Trainer *t, TrainLog *lg) {
+    CkptSnap *s = t->snap;
+    double w0 = now_s();
+    int rc = ckpt_async_wait(t->pending, t->nprocs > 1 ? world_sum : NULL, t);
+    t->pending = NULL;
+    s->lost += now_s() - w0;
+    if (rc) {
+        t->bad_canon = s->bad_canon;
+        return save_failed(t, s->saved, s->err);
+    }
+    char note[600] = "", how[800];
+    if (s->sharded) shard_note_of(&s->sh, note, sizeof note);
+    if (t->follower) {
+        if (getenv("BOOST_VERBOSE"))
+            fprintf(stderr, "boost train: rank %d wrote its part of %s%s\n", t->proc, s->saved,
+                    note);
+        return 0;
+    }
+    snprintf(how, sizeof how, "%.2fs in the background, the step loop lost %.3fs, %.3fs of it "
+             "copying%s", s->done_at - s->t0, s->lost, s->copy_s, note);
+    after_save(t, lg, s->saved, s->st.step, how);
+    if (lg->json) {
+        fprintf(lg->json, "{\"checkpoint_step\":%lld,\"ckpt_save_s\":%.6f,\"ckpt_lost_s\":%.6f,"
+                "\"ckpt_copy_s\":%.6f,\"ckpt_async\":true}\n", (long long)s->st.step,
+                s->done_at - s->t0, s->lost, s->copy_s);
+        fflush(lg->json);
+    }
+    return 0;
+}
+
+/* At a step boundary, after the agreed sum (agreed_stop): run the save's posted sum when every
+ * process posted it (turn 1), or finish the save when every process's job returned (turn 2). */
+static int async_turn(Trainer *t, TrainLog *lg, int turn) {
+    if (!t->pending || !turn) return 0;
+    if (turn == 2) return finish_async(t, lg);
+    double t0 = now_s();
+    ckpt_async_serve(t->pending, world_sum, t);   // a failure: the job fails and says so
+    t->snap->lost += now_s() - t0;
     return 0;
 }
 
@@ -546,6 +810,7 @@ static int spike_rollback(Trainer *t, TrainLog *lg, int streak) {
         return fail(1, "step %d: %d loss spikes in a row (spike_rollback_after=%d) and no good "
                     "checkpoint to roll back to: stopping; save checkpoints with -o DIR "
                     "--save-every N", t->step, streak, p->spike_rollback_after);
+    if (t->pending && finish_async(t, lg)) return 1;   // it may be the checkpoint being written
     snprintf(ckpt, sizeof ckpt, "%s", t->good_ckpt);
     int64_t past = t->data_seq;
     trainlog_note(lg, "step %d: %d loss spikes in a row: rolling back to %s "
@@ -640,7 +905,13 @@ static void trainer_free(Trainer *t) {
     free(t->losses); free(t->val_losses); free(t->val_steps);
     free(t->slices);
     for (int k = 0; k < 3; k++) free(t->local[k]);
-    free(t->win_loss); free(t->win_norm);
+    free(t->win_loss); free(t->win_norm); free(t->busy);
+    if (t->snap && !t->pending) {   // a save left running by a failed run keeps its memory
+        CkptSnap *s = t->snap;
+        free(s->losses); free(s->val_losses); free(s->val_steps);
+        free(s->data); free(s->off); free(s->status); free(s->bytes);
+        free(s);
+    }
 }
 
 /* SIGINT / SIGTERM: finish the step under way, save a checkpoint (with -o) and stop; a second
@@ -677,14 +948,87 @@ static void catch_stop_signals(int on) {
  * signal to one rank, to every rank at slightly different times or to the launcher stops them all
  * after the same step; they save together and end with the same status (comm_mpi_finish then
  * finalizes MPI instead of aborting the job). Ranks as threads share the process's flag. */
-static int agreed_stop(Trainer *t) {
+/* The per-rank times of the straggler check ([dp * tp], see below), or NULL when it is off. */
+static double *busy_times(Trainer *t) {
+    double factor = t->opt->straggler_factor == 0 ? 1.5 : t->opt->straggler_factor;
+    if (!t->busy && !t->pl && factor > 0)
+        t->busy = calloc((size_t)t->plan->dp * t->plan->tp, sizeof *t->busy);
+    return t->busy;
+}
+
+static int agreed_stop(Trainer *t, int *ckpt_turn) {
     int sig = stop_signal;
+    int posted = t->pending && ckpt_async_posted(t->pending);
+    int finished = t->pending && ckpt_async_finished(t->pending);
+    *ckpt_turn = finished ? 2 : 0;
     if (t->nprocs <= 1) return sig;
-    double seen[2] = {sig == SIGTERM, sig == SIGINT};
-    if (world_sum(t, seen, 2) != 0) return sig;   /* a failed sum: the next collective reports it */
+    /* --ckpt-async: whether this process's save posted a sum, or returned (async_turn); then the
+     * straggler check's times of this step, each process its own rank's (no sum of its own) */
+    int nb = busy_times(t) ? t->plan->dp * t->plan->tp : 0;
+    double *seen = calloc((size_t)(4 + nb), sizeof *seen);
+    if (!seen) return sig;
+    seen[0] = sig == SIGTERM;
+    seen[1] = sig == SIGINT;
+    seen[2] = posted;
+    seen[3] = finished;
+    if (nb) engine_rank_busy(t->e, seen + 4);
+    *ckpt_turn = 0;
+    if (world_sum(t, seen, 4 + nb) != 0) { free(seen); return sig; }   /* the next collective says it */
+    for (int r = 0; r < nb; r++) t->busy[r] += seen[4 + r];
+    *ckpt_turn = seen[2] == t->nprocs ? 1 : seen[3] == t->nprocs ? 2 : 0;
     sig = seen[0] > 0 ? SIGTERM : seen[1] > 0 ? SIGINT : 0;
+    free(seen);
     if (sig) comm_mpi_agree_status(128 + sig);
     return sig;
+}
+
+/* ---- stragglers: each rank's time in the training passes outside collective waits (the executor
+ * measures it, runtime/flight.h), summed over the steps between two progress lines (with several
+ * processes gathered each step inside agreed_stop's sum, so no collective of its own: one after
+ * the update would wait for the optimizer's overlapped gathers); a rank above --straggler-factor
+ * (default 1.5) times the median is named. pp > 1: not measured. ---- */
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void straggler_check(Trainer *t, TrainLog *lg, int every) {
+    double factor = t->opt->straggler_factor == 0 ? 1.5 : t->opt->straggler_factor;
+    if (!busy_times(t)) return;
+    int n = t->plan->dp * t->plan->tp;
+    double *now = calloc((size_t)n, sizeof *now), *sorted = calloc((size_t)n, sizeof *sorted);
+    if (now && sorted && t->nprocs == 1) {   /* several processes: gathered by agreed_stop */
+        engine_rank_busy(t->e, now);
+        for (int r = 0; r < n; r++) t->busy[r] += now[r];
+    }
+    if (now && sorted && n > 1 && (t->step % every == 0 || t->step == t->plan->steps)) {
+        memcpy(sorted, t->busy, (size_t)n * sizeof *sorted);
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_double);
+        double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+        int slow = 0;
+        for (int r = 1; r < n; r++) if (t->busy[r] > t->busy[slow]) slow = r;
+        if (median > 0 && t->busy[slow] > factor * median) {
+            char list[2048];
+            size_t used = 0;
+            for (int r = 0; r < n && used < sizeof list - 32; r++)
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s%d:%.3f", r ? " " : "",
+                                         r, t->busy[r]);
+            trainlog_note(lg, "steps %d-%d: rank %d is a straggler: %.3f s outside collective "
+                          "waits, %.1fx the median %.3f s (--straggler-factor %g); seconds per "
+                          "rank: %s", t->busy_from + 1, t->step, slow, t->busy[slow],
+                          t->busy[slow] / median, median, factor, list);
+            if (lg->json) {
+                fprintf(lg->json, "{\"straggler\":%d,\"steps\":[%d,%d],\"factor\":%g,"
+                        "\"rank_busy_s\":[", slow, t->busy_from + 1, t->step, factor);
+                for (int r = 0; r < n; r++) fprintf(lg->json, "%s%.6f", r ? "," : "", t->busy[r]);
+                fprintf(lg->json, "]}\n");
+            }
+        }
+        memset(t->busy, 0, (size_t)n * sizeof *t->busy);
+        t->busy_from = t->step;
+    }
+    free(now);
+    free(sorted);
 }
 
 static int run_loop(Trainer *t, TrainLog *lg) {
@@ -733,7 +1077,8 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         }
         /* the stop, agreed before the update: the device is idle here anyway (the update needs the
          * reduced gradients), so the sum does not hold back the optimizer's overlapped gathers */
-        int stop = agreed_stop(t);
+        int ckpt_turn, stop = agreed_stop(t, &ckpt_turn);
+        if (async_turn(t, lg, ckpt_turn)) return 1;
         double loss = sum / p->grad_accum * test_spike_scale(t, seq0);
         // a non-finite loss or gradient norm: no update (the gradients are dropped), the step
         // counts; so does a spike (a loss or norm above its window's limit)
@@ -789,6 +1134,8 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             if (r.val_loss >= 0) last_val = r.val_loss;
         }
         trainlog_step(lg, &r);
+        if (!t->pl) engine_flight_step(t->e, t->step);
+        straggler_check(t, lg, lg->print_every > 0 ? lg->print_every : 1);
         if (lg->error[0]) {   /* a full disk: said at once, not a run that looks fine with an empty log */
             if (t->last_ckpt[0])
                 return fail(1, "%s; stopping after step %d (the newest checkpoint: %s)", lg->error, t->step,
@@ -843,10 +1190,12 @@ static int run_loop(Trainer *t, TrainLog *lg) {
             trainlog_note(lg, "stopped by %s after step %d%s", sig == SIGINT ? "SIGINT" : "SIGTERM", t->step,
                           should_save ? "" : " (no -o: nothing saved)");
             if (should_save && !due && save_checkpoint(t, lg)) return 1;
+            if (t->pending && finish_async(t, lg)) return 1;   // the stop waits for the save
             if (should_save) trainlog_note(lg, "resume with: --resume %s", t->last_ckpt);
             return 128 + sig;
         }
     }
+    if (t->pending && finish_async(t, lg)) return 1;   // the end waits for the last save
     char tok[32], dur[32];
     int done = t->step - first_step;
     format_count(done > 0 ? (double)tokens_per_step * done / train_time : 0, tok, sizeof tok);
@@ -1074,6 +1423,7 @@ static int train_prepared(Trainer *t, const TokenSet *ts) {
         return fail(1, "%s", err);
     catch_stop_signals(1);
     rc = run_loop(t, &lg);
+    if (t->pending && t->nprocs == 1) finish_async(t, &lg);   // a failed run still publishes it
     catch_stop_signals(0);
     if (trainlog_close(&lg) && rc == 0) rc = fail(1, "%s", lg.error);
     return rc;

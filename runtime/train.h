@@ -29,6 +29,12 @@ typedef struct {
     int quiet;                /* no progress lines (errors and the summary only) */
     int ckpt_format;          /* --ckpt-format: 0 the default (sharded when several processes run, else full),
                                * 1 full, 2 sharded (runtime/checkpoint.h) */
+    double straggler_factor;  /* --straggler-factor: name a rank whose time outside collective
+                               * waits is above this times the median (0: the default 1.5;
+                               * < 0: off) */
+    int ckpt_async;           /* --ckpt-async: snapshot to host memory at the step boundary, write
+                               * and publish on a background thread while training goes on
+                               * (runtime/ckpt_async.h) */
 } TrainOptions;
 
 /* Train with a loaded plan: data, engine, init or resume, the loop, validation, checkpoints.

@@ -5,7 +5,7 @@
 # shared memory between the processes); its losses, gradient norms and checkpoint must equal the
 # single-process local-mode run at tp=2 on the same stand-in, the checkpoint must resume in one
 # process, and the error cases must say what is wrong; when a peer dies in a collective (the stand-in
-# kills it), the survivor exits 1 with a message instead of hanging; without the waits for the
+# kills it), the survivor exits 1 with a message instead of hanging, printing its flight record; without the waits for the
 # collectives (BOOST_TEST_SKIP_COLL_WAIT=1) the run goes wrong. The restated NCCL API is checked
 # against nccl.h.
 cd "$(dirname "$0")/../.." || exit 2
@@ -143,6 +143,16 @@ peer_dies silent MOCK_NCCL_SILENT_DEATH=1 BOOST_NCCL_TIMEOUT=3
 if [ "$rc0" = 1 ] && [ "$took" -lt 20 ] && grep -q "rank 0 of 2: .* did not finish within 3 s (BOOST_NCCL_TIMEOUT" "$TMP/silent.0.out"
 then ok "a peer dies and NCCL reports nothing: rank 0 gives up after BOOST_NCCL_TIMEOUT=3 s, aborts and exits 1 (${took}s)"
 else fail "a peer dies silently" "exit $rc0 after ${took}s (want 1 within 20 s): $(tail -2 "$TMP/silent.0.out")"; fi
+
+# the survivor prints its flight record (runtime/flight.h): its last collectives and steps, and the
+# one it waited on when the peer was gone
+for name in dies silent; do
+  if grep -q "flight record of rank 0 of 2: its last" "$TMP/$name.0.out" \
+     && grep -q "rank 0 of 2 waited on .* (group [a-z]*, [0-9]* bytes), started" "$TMP/$name.0.out" \
+     && grep -q "NOT DONE after .* <- waiting on this one" "$TMP/$name.0.out"
+  then ok "$name: the survivor's flight record names the collective it waited on ($(grep -o 'waited on [^(]*' "$TMP/$name.0.out" | head -1))"
+  else fail "$name: the survivor's flight record" "$(grep -i 'flight\|waited' "$TMP/$name.0.out" | head -3)"; fi
+done
 
 # the stand-ins catch a missing wait for a collective in this mode too (the executor leaves them out)
 BOOST_TEST_SKIP_COLL_WAIT=1 BOOST_WORLD_SIZE=2 BOOST_RANK=1 timeout 120 "$BOOST" "${train[@]}" -D steps=2 -o "$TMP/skip" \

@@ -198,6 +198,17 @@ runtime/cpu_infer.c
 runtime/cpu_kernels.c
 runtime/cuda.c
 runtime/cuda.h
+runtime/cuda_adamw.c
+runtime/cuda_coll.c
+runtime/cuda_gemm.c
+runtime/cuda_graph.c
+runtime/cuda_internal.h
+runtime/cuda_jit.c
+runtime/cuda_libs.c
+runtime/cuda_mem.c
+runtime/cuda_pipe.c
+runtime/cuda_world.c
+runtime/overlap.c
 runtime/cuda_api.c
 runtime/cuda_api.h
 runtime/cuda_pipe.h
