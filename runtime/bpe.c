@@ -1,6 +1,6 @@
 /* bpe.c: Hugging Face tokenizer.json BPE tokenizers (bpe.h): loading (the JSON parser of
  * runtime/safetensors.h), the pre-tokenizers (GPT-2, LLaMA-3 and Qwen2 regexes written by hand over
- * UTF-8 with runtime/unicode_tables.h; Metaspace), normalizers (Prepend, Replace, NFC checked), the
+ * UTF-8 with runtime/unicode_tables.h; Metaspace), normalizers (Prepend, Replace, NFC), the
  * BPE merge loop (lowest merge rank first, leftmost on ties, as the `tokenizers` library does),
  * byte fallback, added tokens, decoding. */
 #define _GNU_SOURCE   /* memmem */
@@ -9,23 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/bpe.h"
+#include "runtime/nfc.h"
 #include "runtime/safetensors.h"
 #include "runtime/unicode_tables.h"
 
 /* PRE_META_WHOLE: Metaspace without split (spaces replaced, prefix, one word) */
 enum { PRE_NONE, PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_METASPACE, PRE_META_WHOLE };
-enum { NORM_PREPEND, NORM_REPLACE };
+enum { NORM_PREPEND, NORM_REPLACE, NORM_NFC };
 #define MAX_NORMS 8
 
 typedef struct { char *s; int len; int32_t id; int special; } Added;
-/* a normalizer step: Prepend a, or Replace a -> b */
+/* a normalizer step: Prepend a, Replace a -> b, or NFC */
 typedef struct { int kind; char *a; int alen; char *b; int blen; } Norm;
 
 struct Bpe {
     int kind, pre;
     int add_prefix_space;            /* byte-level: a space before each section */
     int meta_prepend;                /* Metaspace: 0 never, 1 always, 2 first section only */
-    int nfc_check;                   /* an NFC normalizer: refuse text it would change */
     Norm norms[MAX_NORMS]; int nnorms;
     int byte_fallback, fuse_unk, ignore_merges;
     int32_t unk_id, sep_id;
@@ -342,10 +342,13 @@ static int load_norm(Bpe *b, const Json *p, char *err, size_t errlen) {
             if (load_norm(b, &items->items[i], err, errlen)) return 2;
         return 0;
     }
-    if (!strcmp(t, "NFC")) { b->nfc_check = 1; return 0; }
     if (b->nnorms >= MAX_NORMS) {
         snprintf(err, errlen, "more than %d normalizers", MAX_NORMS);
         return 2;
+    }
+    if (!strcmp(t, "NFC")) {
+        b->norms[b->nnorms++] = (Norm){NORM_NFC, NULL, 0, NULL, 0};
+        return 0;
     }
     if (!strcmp(t, "Prepend")) {
         const Json *s = json_get(p, "prepend");
@@ -636,6 +639,7 @@ struct BpeEncoder {
     int32_t *id, *prev, *next, *prank, *pnew; size_t symcap;
     HeapItem *heap; size_t heapcap;
     unsigned char *buf[2]; size_t bufcap[2];   /* normalized section text */
+    NfcScratch nfc;
     char *word; size_t wordcap;                /* a byte-level word as vocabulary characters */
     CacheSlot *slot; uint32_t used;
     unsigned char bad[4]; int badlen;          /* the bytes a refused word could not encode */
@@ -655,6 +659,7 @@ BpeEncoder *bpe_encoder_new(const Bpe *b) {
 void bpe_encoder_free(BpeEncoder *e) {
     if (!e) return;
     free(e->id); free(e->prev); free(e->next); free(e->prank); free(e->pnew); free(e->heap);
+    nfc_scratch_free(&e->nfc);
     free(e->buf[0]); free(e->buf[1]); free(e->word); free(e->slot); free(e->keys); free(e->cids);
     free(e);
 }
@@ -872,26 +877,11 @@ static int encode_word(BpeEncoder *e, const unsigned char *w, size_t n, BpeIds *
     return 0;
 }
 
-/* Apply the normalizers to one section (into e->buf); NFC only checked. */
-static int normalize(BpeEncoder *e, const unsigned char *s, size_t n, size_t at, int first,
-                     int continuation, const unsigned char **res, size_t *rn, char *err,
-                     size_t errlen) {
+/* Apply the normalizers to one section (into e->buf); NFC only where the quick check finds a
+ * character it may change. */
+static int normalize(BpeEncoder *e, const unsigned char *s, size_t n, int first, int continuation,
+                     const unsigned char **res, size_t *rn) {
     const Bpe *b = e->b;
-    if (b->nfc_check)
-        for (size_t i = 0; i < n;) {
-            int len;
-            int32_t cp = s[i] < 128 ? s[i] : utf8_get(s + i, n - i, &len);
-            if (s[i] < 128) len = 1;
-            if (cp >= 128 &&
-                in_ranges(UNICODE_NFC_UNSTABLE, NRANGES(UNICODE_NFC_UNSTABLE), (uint32_t)cp)) {
-                snprintf(err, errlen,
-                         "byte %zu: U+%04X may change under the tokenizer's NFC normalizer, "
-                         "which boost tokenize does not implement: normalize the text first",
-                         at + i, cp);
-                return 2;
-            }
-            i += len;
-        }
     const unsigned char *cur = s;
     size_t cn = n;
     int which = 0;
@@ -901,6 +891,12 @@ static int normalize(BpeEncoder *e, const unsigned char *s, size_t n, size_t at,
         const Norm *nm = k >= 0 ? &b->norms[k] : NULL;
         if (k < 0 && !prefix) continue;
         if (nm && nm->kind == NORM_PREPEND && (continuation || !cn)) continue;
+        if (nm && nm->kind == NORM_NFC) {
+            if (nfc_quick_stable(cur, cn)) continue;
+            if (nfc_normalize(cur, cn, &e->nfc, &e->buf[which], &e->bufcap[which], &cn)) return 1;
+            cur = e->buf[which]; which ^= 1;
+            continue;
+        }
         size_t cap = nm && nm->kind == NORM_REPLACE
                              ? cn / (size_t)nm->alen * (size_t)nm->blen + cn + 1
                              : cn + 8;
@@ -946,7 +942,7 @@ static int encode_section(BpeEncoder *e, const unsigned char *s, size_t n, size_
     const Bpe *b = e->b;
     const unsigned char *t;
     size_t tn;
-    int rc = normalize(e, s, n, at, first, continuation, &t, &tn, err, errlen);
+    int rc = normalize(e, s, n, first, continuation, &t, &tn);
     if (rc) return rc;
     for (size_t i = 0; i < tn;) {
         size_t j;
