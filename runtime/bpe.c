@@ -1028,20 +1028,24 @@ static int added_at(const Bpe *b, int which, const unsigned char *s, size_t i, s
     return best;
 }
 
-/* A letter, a digit or '_' (the library's word characters for single_word) ends at s[i) /
- * starts at s[i]. */
+/* A word character (regex \\w: a letter, number, mark or connector such as '_', which decide a
+ * single_word match) at s[i]. */
+static int word_at(const unsigned char *s, size_t i, size_t n) {
+    int len, c = cls_at(s, i, n, &len);
+    if (c == C_LETTER || c == C_NUMBER) return 1;
+    int32_t cp = utf8_get(s + i, n - i, &len);
+    return cp >= 0 && in_ranges(UNICODE_MARKS_CONNECTORS, NRANGES(UNICODE_MARKS_CONNECTORS),
+                                (uint32_t)cp);
+}
+/* The character that ends at s[i) is a word character. */
 static int word_before(const unsigned char *s, size_t i) {
     if (!i) return 0;
     size_t j = i - 1;
     while (j > 0 && (s[j] & 0xC0) == 0x80 && i - j < 4) j--;
-    int len, c = cls_at(s, j, i, &len);
-    return s[i - 1] == '_' || c == C_LETTER || c == C_NUMBER;
+    return word_at(s, j, i);
 }
 static int word_after(const unsigned char *s, size_t i, size_t n) {
-    int len;
-    if (i >= n) return 0;
-    int c = cls_at(s, i, n, &len);
-    return s[i] == '_' || c == C_LETTER || c == C_NUMBER;
+    return i < n && word_at(s, i, n);
 }
 
 /* The first added token of set `which` accepted in s[from..n) (leftmost, longest; single_word
