@@ -43,7 +43,7 @@ struct Bpe {
     int32_t byte_id[256];            /* byte-level: the id of each byte's character; else <0xXX> */
     int32_t ascii_id[128];           /* SentencePiece-style: the id of each ASCII character */
     Added *added; int nadded;
-    unsigned char added_first[256];  /* ADDED_RAW | ADDED_NORMALIZED: a token starts with this byte */
+    unsigned char added_first[256];  /* ADDED_RAW | ADDED_NORMALIZED: a token starts with it */
     int any_normalized;              /* some added token is matched in normalized text */
     char desc[96];
 };
@@ -542,7 +542,10 @@ static int normalize_added(Bpe *b, char *err, size_t errlen) {
         if (a->normalized) {
             const unsigned char *t;
             size_t tn;
-            if (!e && !(e = bpe_encoder_new(b))) { snprintf(err, errlen, "out of memory"); return 1; }
+            if (!e && !(e = bpe_encoder_new(b))) {
+                snprintf(err, errlen, "out of memory");
+                return 1;
+            }
             int rc = normalize(e, (const unsigned char *)a->s, (size_t)a->len, 0, &t, &tn);
             char *own = !rc && tn ? malloc(tn) : NULL;
             if (!own) {

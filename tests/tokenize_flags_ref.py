@@ -18,7 +18,8 @@ corpus, out = sys.argv[1], sys.argv[2]
 text = open(corpus, encoding="utf-8", errors="replace").read()
 docs = [d for d in text.split("\n\n") if d.strip()][:600]
 # text that NFC changes: decomposed accents, marks out of order, singletons, exclusions, jamo
-nfd = [unicodedata.normalize("NFD", d) for d in ["café naïve Ünïcödé résumé", "Ελληνικά ἄλφα",
+nfd = [unicodedata.normalize("NFD", d) for d in [
+       "café naïve Ünïcödé résumé", "Ελληνικά ἄλφα",
        "한국어 텍스트", "Å Ω ﬁ", "tiếng Việt"]]
 non_nfc = nfd + ["a\u0301\u0323 e\u0323\u0302", "\u212b\u2126 \u0958\u0959",
                  "\u1100\u1161\u11a8 \u1112\u1161\u11ab", "\u0301leading mark", "x\u0344y"]
@@ -73,15 +74,12 @@ flag_sets = {"plain": {}, "lstrip": {"lstrip": True}, "rstrip": {"rstrip": True}
              "normalized": {"normalized": True}, "raw": {"normalized": False},
              "special": {"special": True},
              "raw_lrstrip": {"normalized": False, "lstrip": True, "rstrip": True},
-             "raw_single_word": {"normalized": False, "single_word": True}, "all": {"lstrip": True, "rstrip": True,
-                                                   "single_word": True, "normalized": True}}
+             "raw_single_word": {"normalized": False, "single_word": True},
+             "all": {"lstrip": True, "rstrip": True, "single_word": True, "normalized": True}}
 for base_name, base, sep in list(cases):
     for flags_name, flags in flag_sets.items():
         tok = Tokenizer.from_str(base.to_str())
-        special = flags.pop("special", False) if "special" in flags else False
-        new = [AddedToken(c, special=special, **flags) for c in ("<m>", "[X]", "cafe\u0301")]
-        tok.add_tokens(new)
-        flags["special"] = special
+        tok.add_tokens([AddedToken(c, **flags) for c in ("<m>", "[X]", "cafe\u0301")])
         cases.append(("%s_%s" % (base_name, flags_name), tok, sep))
 for name, tok, sep in cases:
     tok.save("%s/%s.json" % (out, name))
