@@ -11,6 +11,7 @@
 #include "runtime/bpe.h"
 #include "runtime/nfc.h"
 #include "runtime/safetensors.h"
+#include "runtime/utf8.h"
 #include "runtime/unicode_tables.h"
 
 /* PRE_META_WHOLE: Metaspace without split (spaces replaced, prefix, one word) */
@@ -80,38 +81,8 @@ static int merge_find(const Bpe *b, int32_t l, int32_t r, int32_t *rank, int32_t
 }
 
 /* ---------------- UTF-8 and character classes ---------------- */
-/* Decode one character at s[0..n): its code point, or -1 for a byte that does not start valid
- * UTF-8 (overlong forms and surrogates included); *len is 1 then. */
-static int32_t utf8_get(const unsigned char *s, size_t n, int *len) {
-    unsigned c = s[0];
-    *len = 1;
-    if (c < 0x80) return (int32_t)c;
-    int k; uint32_t cp, min;
-    if ((c & 0xE0) == 0xC0) { k = 2; cp = c & 0x1F; min = 0x80; }
-    else if ((c & 0xF0) == 0xE0) { k = 3; cp = c & 0x0F; min = 0x800; }
-    else if ((c & 0xF8) == 0xF0) { k = 4; cp = c & 0x07; min = 0x10000; }
-    else return -1;
-    if ((size_t)k > n) return -1;
-    for (int i = 1; i < k; i++) {
-        if ((s[i] & 0xC0) != 0x80) return -1;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
-    *len = k;
-    return (int32_t)cp;
-}
 
-int bpe_utf8_put(uint32_t cp, char *o) {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xC0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | cp >> 12); o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F)); return 3;
-    }
-    o[0] = (char)(0xF0 | cp >> 18); o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
+int bpe_utf8_put(uint32_t cp, char *o) { return utf8_encode(cp, (unsigned char *)o); }
 
 static int in_ranges(const uint32_t (*r)[2], int n, uint32_t cp) {
     int lo = 0, hi = n - 1;
@@ -150,7 +121,7 @@ static int class_of(int32_t cp) {
 /* The class of the character at s[i] (and its length). */
 static int cls_at(const unsigned char *s, size_t i, size_t n, int *len) {
     if (s[i] < 128) { *len = 1; return class_of(s[i]); }
-    return class_of(utf8_get(s + i, n - i, len));
+    return class_of(utf8_decode(s + i, n - i, len));
 }
 
 /* End of the run of characters of class c starting at i (at most max characters). */
@@ -837,7 +808,7 @@ static int32_t initial_symbols(BpeEncoder *e, const unsigned char *w, size_t n, 
             continue;
         }
         int len;
-        int32_t cp = w[i] < 128 ? w[i] : utf8_get(w + i, n - i, &len), id;
+        int32_t cp = w[i] < 128 ? w[i] : utf8_decode(w + i, n - i, &len), id;
         if (w[i] < 128) { len = 1; id = b->ascii_id[w[i]]; }
         else id = cp < 0 ? -1 : vocab_find(b, (const char *)w + i, (size_t)len);
         if (id >= 0) { e->id[k++] = id; i += len; continue; }
@@ -1036,7 +1007,7 @@ static int added_at(const Bpe *b, int which, const unsigned char *s, size_t i, s
 static int word_at(const unsigned char *s, size_t i, size_t n) {
     int len, c = cls_at(s, i, n, &len);
     if (c == C_LETTER || c == C_NUMBER) return 1;
-    int32_t cp = utf8_get(s + i, n - i, &len);
+    int32_t cp = utf8_decode(s + i, n - i, &len);
     return cp >= 0 && in_ranges(UNICODE_MARKS_CONNECTORS, NRANGES(UNICODE_MARKS_CONNECTORS),
                                 (uint32_t)cp);
 }
@@ -1158,7 +1129,7 @@ int bpe_decode(const Bpe *b, const int32_t *ids, int64_t n, int skip_special, un
         if (b->kind == BPE_BYTE_LEVEL) {
             for (size_t i = 0; i < tl;) {
                 int l;
-                int32_t cp = utf8_get(t + i, tl - i, &l);
+                int32_t cp = utf8_decode(t + i, tl - i, &l);
                 i += l;
                 int byte = -1;
                 if (cp >= 0 && cp < 256 && bpe_byte_char((unsigned char)cp) == (uint32_t)cp)

@@ -6,6 +6,7 @@
 #include "runtime/nfc.h"
 #include "runtime/unicode_nfc.h"
 #include "runtime/unicode_tables.h"
+#include "runtime/utf8.h"
 
 /* Hangul syllables: S = SBASE + (L * VCOUNT + V) * TCOUNT + T */
 enum { SBASE = 0xAC00, LBASE = 0x1100, VBASE = 0x1161, TBASE = 0x11A7 };
@@ -13,46 +14,11 @@ enum { LCOUNT = 19, VCOUNT = 21, TCOUNT = 28, NCOUNT = VCOUNT * TCOUNT, SCOUNT =
 
 #define NROWS(t) (sizeof t / sizeof t[0])
 
-/* One UTF-8 character at s[0..n): its code point, or -1 (and *len 1) for a byte that does not
- * start valid UTF-8. */
-static int32_t utf8_next(const unsigned char *s, size_t n, int *len) {
-    unsigned c = s[0];
-    *len = 1;
-    if (c < 0x80) return (int32_t)c;
-    int k;
-    uint32_t cp, min;
-    if ((c & 0xE0) == 0xC0) { k = 2; cp = c & 0x1F; min = 0x80; }
-    else if ((c & 0xF0) == 0xE0) { k = 3; cp = c & 0x0F; min = 0x800; }
-    else if ((c & 0xF8) == 0xF0) { k = 4; cp = c & 0x07; min = 0x10000; }
-    else return -1;
-    if ((size_t)k > n) return -1;
-    for (int i = 1; i < k; i++) {
-        if ((s[i] & 0xC0) != 0x80) return -1;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
-    *len = k;
-    return (int32_t)cp;
-}
-
-static int put_utf8(uint32_t cp, unsigned char *o) {
-    if (cp < 0x80) { o[0] = (unsigned char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (unsigned char)(0xC0 | cp >> 6); o[1] = 0x80 | (cp & 0x3F); return 2; }
-    if (cp < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | cp >> 12); o[1] = 0x80 | ((cp >> 6) & 0x3F);
-        o[2] = 0x80 | (cp & 0x3F);
-        return 3;
-    }
-    o[0] = (unsigned char)(0xF0 | cp >> 18); o[1] = 0x80 | ((cp >> 12) & 0x3F);
-    o[2] = 0x80 | ((cp >> 6) & 0x3F); o[3] = 0x80 | (cp & 0x3F);
-    return 4;
-}
-
 int nfc_quick_stable(const unsigned char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         if (s[i] < 0xCC) { i++; continue; }   /* ASCII, continuation bytes, U+0000..U+02FF */
         int len;
-        int32_t cp = utf8_next(s + i, n - i, &len);
+        int32_t cp = utf8_decode(s + i, n - i, &len);
         i += (size_t)len;
         if (cp < 0) continue;
         int lo = 0, hi = (int)NROWS(UNICODE_NFC_UNSTABLE) - 1;
@@ -124,7 +90,7 @@ static long decompose(const unsigned char *s, size_t n, NfcScratch *w) {
     long m = 0;
     for (size_t i = 0; i < n;) {
         int len;
-        int32_t c = utf8_next(s + i, n - i, &len);
+        int32_t c = utf8_decode(s + i, n - i, &len);
         if (c < 0) { w->cls[m] = 0; w->cp[m++] = -1 - (int32_t)s[i]; i++; continue; }
         i += (size_t)len;
         int row = c >= 0xC0 ? decomp_row((uint32_t)c) : -1;
@@ -196,7 +162,7 @@ int nfc_normalize(const unsigned char *s, size_t n, NfcScratch *w, unsigned char
     size_t on = 0;
     for (long i = 0; i < m; i++) {
         if (w->cp[i] < 0) (*out)[on++] = (unsigned char)(-1 - w->cp[i]);
-        else on += (size_t)put_utf8((uint32_t)w->cp[i], *out + on);
+        else on += (size_t)utf8_encode((uint32_t)w->cp[i], *out + on);
     }
     *outn = on;
     return 0;

@@ -6,7 +6,7 @@
 # documents that are not NFC or sit around the added tokens (JSON lines), and the library's ids as
 # an llm.c token file (the separator before each document).
 # Usage: python3 tests/tokenize_flags_ref.py CORPUS OUTDIR    (exit 3: the library is missing)
-import json, struct, sys, unicodedata
+import array, json, sys, unicodedata
 
 try:
     from tokenizers import Tokenizer, AddedToken, Regex, models, normalizers, pre_tokenizers
@@ -52,21 +52,19 @@ def sentencepiece():
     tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Prepend("\u2581"),
                                            normalizers.Replace(" ", "\u2581")])
     specials = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)]
-    trainer = trainers.BpeTrainer(vocab_size=700, special_tokens=specials, show_progress=False,
-                                  limit_alphabet=80)
-    tok.train_from_iterator(docs[:400] + non_nfc, trainer)
+    tok.train_from_iterator(docs[:400] + non_nfc, trainers.BpeTrainer(
+        vocab_size=700, special_tokens=specials, show_progress=False, limit_alphabet=80))
     return tok
 
 
-def write_tokens(path, ids):
+def write_tokens(path, ids):   # (x86: the host's byte order is the file's little-endian)
     with open(path, "wb") as f:
-        f.write(struct.pack("<256i", 20240520, 1, len(ids), *([0] * 253)))
-        f.write(struct.pack("<%dH" % len(ids), *ids))
+        array.array("i", [20240520, 1, len(ids)] + [0] * 253).tofile(f)
+        array.array("H", ids).tofile(f)
 
 
-with open(out + "/docs.jsonl", "w", encoding="utf-8") as f:
-    for d in docs:
-        f.write(json.dumps({"text": d}) + "\n")
+open(out + "/docs.jsonl", "w", encoding="utf-8").write(
+    "".join(json.dumps({"text": d}) + "\n" for d in docs))
 bl, sp = byte_level(), sentencepiece()
 cases = [("nfc_bytelevel", bl, "<|endoftext|>"), ("nfc_sentencepiece", sp, "<s>")]
 flag_sets = {"plain": {}, "lstrip": {"lstrip": True}, "rstrip": {"rstrip": True},
