@@ -1,6 +1,6 @@
 /* bpe.c: Hugging Face tokenizer.json BPE tokenizers (bpe.h): loading (the JSON parser of
  * runtime/safetensors.h), the pre-tokenizers (GPT-2, LLaMA-3 and Qwen2 regexes written by hand over
- * UTF-8 with runtime/unicode_tables.h; Metaspace), normalizers (Prepend, Replace, NFC checked), the
+ * UTF-8 with runtime/unicode_tables.h; Metaspace), normalizers (Prepend, Replace, NFC), the
  * BPE merge loop (lowest merge rank first, leftmost on ties, as the `tokenizers` library does),
  * byte fallback, added tokens, decoding. */
 #define _GNU_SOURCE   /* memmem */
@@ -9,23 +9,30 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/bpe.h"
+#include "runtime/nfc.h"
 #include "runtime/safetensors.h"
+#include "runtime/utf8.h"
 #include "runtime/unicode_tables.h"
 
 /* PRE_META_WHOLE: Metaspace without split (spaces replaced, prefix, one word) */
 enum { PRE_NONE, PRE_GPT2, PRE_LLAMA3, PRE_QWEN2, PRE_METASPACE, PRE_META_WHOLE };
-enum { NORM_PREPEND, NORM_REPLACE };
+enum { NORM_PREPEND, NORM_REPLACE, NORM_NFC };
 #define MAX_NORMS 8
 
-typedef struct { char *s; int len; int32_t id; int special; } Added;
-/* a normalizer step: Prepend a, or Replace a -> b */
+/* an added token: its text as matched (normalized: the normalizers applied, in memory of its own),
+ * its id, and the flags of tokenizer.json */
+typedef struct {
+    char *s; int len; int32_t id;
+    int special, lstrip, rstrip, single_word, normalized;
+} Added;
+enum { ADDED_RAW = 1, ADDED_NORMALIZED = 2 };   /* matched in the text as given / normalized */
+/* a normalizer step: Prepend a, Replace a -> b, or NFC */
 typedef struct { int kind; char *a; int alen; char *b; int blen; } Norm;
 
 struct Bpe {
     int kind, pre;
     int add_prefix_space;            /* byte-level: a space before each section */
     int meta_prepend;                /* Metaspace: 0 never, 1 always, 2 first section only */
-    int nfc_check;                   /* an NFC normalizer: refuse text it would change */
     Norm norms[MAX_NORMS]; int nnorms;
     int byte_fallback, fuse_unk, ignore_merges;
     int32_t unk_id, sep_id;
@@ -37,7 +44,8 @@ struct Bpe {
     int32_t byte_id[256];            /* byte-level: the id of each byte's character; else <0xXX> */
     int32_t ascii_id[128];           /* SentencePiece-style: the id of each ASCII character */
     Added *added; int nadded;
-    unsigned char added_first[256];  /* some added token starts with this byte */
+    unsigned char added_first[256];  /* ADDED_RAW | ADDED_NORMALIZED: a token starts with it */
+    int any_normalized;              /* some added token is matched in normalized text */
     char desc[96];
 };
 
@@ -73,38 +81,8 @@ static int merge_find(const Bpe *b, int32_t l, int32_t r, int32_t *rank, int32_t
 }
 
 /* ---------------- UTF-8 and character classes ---------------- */
-/* Decode one character at s[0..n): its code point, or -1 for a byte that does not start valid
- * UTF-8 (overlong forms and surrogates included); *len is 1 then. */
-static int32_t utf8_get(const unsigned char *s, size_t n, int *len) {
-    unsigned c = s[0];
-    *len = 1;
-    if (c < 0x80) return (int32_t)c;
-    int k; uint32_t cp, min;
-    if ((c & 0xE0) == 0xC0) { k = 2; cp = c & 0x1F; min = 0x80; }
-    else if ((c & 0xF0) == 0xE0) { k = 3; cp = c & 0x0F; min = 0x800; }
-    else if ((c & 0xF8) == 0xF0) { k = 4; cp = c & 0x07; min = 0x10000; }
-    else return -1;
-    if ((size_t)k > n) return -1;
-    for (int i = 1; i < k; i++) {
-        if ((s[i] & 0xC0) != 0x80) return -1;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return -1;
-    *len = k;
-    return (int32_t)cp;
-}
 
-int bpe_utf8_put(uint32_t cp, char *o) {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xC0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | cp >> 12); o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F)); return 3;
-    }
-    o[0] = (char)(0xF0 | cp >> 18); o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
+int bpe_utf8_put(uint32_t cp, char *o) { return utf8_encode(cp, (unsigned char *)o); }
 
 static int in_ranges(const uint32_t (*r)[2], int n, uint32_t cp) {
     int lo = 0, hi = n - 1;
@@ -143,7 +121,7 @@ static int class_of(int32_t cp) {
 /* The class of the character at s[i] (and its length). */
 static int cls_at(const unsigned char *s, size_t i, size_t n, int *len) {
     if (s[i] < 128) { *len = 1; return class_of(s[i]); }
-    return class_of(utf8_get(s + i, n - i, len));
+    return class_of(utf8_decode(s + i, n - i, len));
 }
 
 /* End of the run of characters of class c starting at i (at most max characters). */
@@ -342,10 +320,13 @@ static int load_norm(Bpe *b, const Json *p, char *err, size_t errlen) {
             if (load_norm(b, &items->items[i], err, errlen)) return 2;
         return 0;
     }
-    if (!strcmp(t, "NFC")) { b->nfc_check = 1; return 0; }
     if (b->nnorms >= MAX_NORMS) {
         snprintf(err, errlen, "more than %d normalizers", MAX_NORMS);
         return 2;
+    }
+    if (!strcmp(t, "NFC")) {
+        b->norms[b->nnorms++] = (Norm){NORM_NFC, NULL, 0, NULL, 0};
+        return 0;
     }
     if (!strcmp(t, "Prepend")) {
         const Json *s = json_get(p, "prepend");
@@ -487,7 +468,7 @@ static int load_added(Bpe *b, const Json *added, char *err, size_t errlen) {
     if (!b->added) { snprintf(err, errlen, "out of memory"); return 1; }
     for (int i = 0; i < added->n; i++) {
         const Json *a = &added->items[i], *id = json_get(a, "id"), *c = json_get(a, "content"),
-                   *sp = json_get(a, "special");
+                   *sp = json_get(a, "special"), *nz = json_get(a, "normalized");
         if (!id || !c || c->type != JSON_STRING || !*c->str) {
             snprintf(err, errlen, "added_tokens[%d] without an id or content", i);
             return 2;
@@ -497,9 +478,12 @@ static int load_added(Bpe *b, const Json *added, char *err, size_t errlen) {
         if (set_token(b, tid, c->str, n)) { snprintf(err, errlen, "out of memory"); return 1; }
         vocab_insert(b, tid);
         int special = sp && sp->num != 0;
+        const Json *ls = json_get(a, "lstrip"), *rs = json_get(a, "rstrip"),
+                   *sw = json_get(a, "single_word");
         b->added_flag[tid] = special ? 2 : 1;
-        b->added[b->nadded++] = (Added){b->tok[tid], b->toklen[tid], tid, special};
-        b->added_first[(unsigned char)c->str[0]] = 1;
+        b->added[b->nadded++] = (Added){b->tok[tid], b->toklen[tid], tid, special,
+                                        ls && ls->num != 0, rs && rs->num != 0,
+                                        sw && sw->num != 0, nz ? nz->num != 0 : !special};
     }
     return 0;
 }
@@ -517,6 +501,42 @@ static void find_separator(Bpe *b, const Json *post) {
     for (int i = 0; eos[i]; i++) if ((b->sep_id = bpe_token_id(b, eos[i])) >= 0) return;
 }
 
+static int normalize(BpeEncoder *e, const unsigned char *s, size_t n, int continuation,
+                     const unsigned char **res, size_t *rn);
+
+/* The added tokens matched in normalized text get their text through the normalizers (as the
+ * `tokenizers` library matches them); each token's first byte marks its set in added_first. */
+static int normalize_added(Bpe *b, char *err, size_t errlen) {
+    BpeEncoder *e = NULL;
+    for (int k = 0; k < b->nadded; k++) {
+        Added *a = &b->added[k];
+        if (a->normalized) {
+            const unsigned char *t;
+            size_t tn;
+            if (!e && !(e = bpe_encoder_new(b))) {
+                snprintf(err, errlen, "out of memory");
+                return 1;
+            }
+            int rc = normalize(e, (const unsigned char *)a->s, (size_t)a->len, 0, &t, &tn);
+            char *own = !rc && tn ? malloc(tn) : NULL;
+            if (!own) {
+                bpe_encoder_free(e);
+                a->normalized = 0;   /* its text stays the vocabulary's, not freed twice */
+                if (rc || tn) snprintf(err, errlen, "out of memory");
+                else snprintf(err, errlen, "added token %d is empty once normalized", a->id);
+                return rc || tn ? 1 : 2;
+            }
+            a->s = own;
+            memcpy(a->s, t, tn);
+            a->len = (int)tn;
+            b->any_normalized = 1;
+        }
+        b->added_first[(unsigned char)a->s[0]] |= a->normalized ? ADDED_NORMALIZED : ADDED_RAW;
+    }
+    bpe_encoder_free(e);
+    return 0;
+}
+
 static int load_tree(Bpe *b, const Json *root, char *err, size_t errlen) {
     const Json *model = json_get(root, "model"), *added = json_get(root, "added_tokens");
     if (!model) { snprintf(err, errlen, "no \"model\": not a tokenizer.json"); return 2; }
@@ -530,6 +550,7 @@ static int load_tree(Bpe *b, const Json *root, char *err, size_t errlen) {
     if (pre && pre->type == JSON_OBJECT && (rc = load_pre(b, pre, &bytelevel, err, errlen)))
         return rc;
     if (dec && type_of(dec) && !strcmp(type_of(dec), "ByteLevel")) bytelevel = 1;
+    if ((rc = normalize_added(b, err, errlen))) return rc;
     b->kind = bytelevel ? BPE_BYTE_LEVEL : BPE_SENTENCEPIECE;
     for (int c = 0; c < 256; c++) {
         char s[8];
@@ -593,6 +614,7 @@ void bpe_free(Bpe *b) {
     for (int32_t i = 0; b->tok && i < b->nvocab; i++) free(b->tok[i]);
     for (int i = 0; i < b->nnorms; i++) { free(b->norms[i].a); free(b->norms[i].b); }
     free(b->tok); free(b->toklen); free(b->added_flag); free(b->vslot);
+    for (int k = 0; k < b->nadded; k++) if (b->added[k].normalized) free(b->added[k].s);
     free(b->mkey); free(b->mrank); free(b->mnew); free(b->added);
     free(b);
 }
@@ -636,6 +658,8 @@ struct BpeEncoder {
     int32_t *id, *prev, *next, *prank, *pnew; size_t symcap;
     HeapItem *heap; size_t heapcap;
     unsigned char *buf[2]; size_t bufcap[2];   /* normalized section text */
+    NfcScratch nfc;
+    unsigned char *piece; size_t piececap;     /* a piece as the pre-tokenizer sees it */
     char *word; size_t wordcap;                /* a byte-level word as vocabulary characters */
     CacheSlot *slot; uint32_t used;
     unsigned char bad[4]; int badlen;          /* the bytes a refused word could not encode */
@@ -655,6 +679,7 @@ BpeEncoder *bpe_encoder_new(const Bpe *b) {
 void bpe_encoder_free(BpeEncoder *e) {
     if (!e) return;
     free(e->id); free(e->prev); free(e->next); free(e->prank); free(e->pnew); free(e->heap);
+    nfc_scratch_free(&e->nfc); free(e->piece);
     free(e->buf[0]); free(e->buf[1]); free(e->word); free(e->slot); free(e->keys); free(e->cids);
     free(e);
 }
@@ -783,7 +808,7 @@ static int32_t initial_symbols(BpeEncoder *e, const unsigned char *w, size_t n, 
             continue;
         }
         int len;
-        int32_t cp = w[i] < 128 ? w[i] : utf8_get(w + i, n - i, &len), id;
+        int32_t cp = w[i] < 128 ? w[i] : utf8_decode(w + i, n - i, &len), id;
         if (w[i] < 128) { len = 1; id = b->ascii_id[w[i]]; }
         else id = cp < 0 ? -1 : vocab_find(b, (const char *)w + i, (size_t)len);
         if (id >= 0) { e->id[k++] = id; i += len; continue; }
@@ -872,44 +897,29 @@ static int encode_word(BpeEncoder *e, const unsigned char *w, size_t n, BpeIds *
     return 0;
 }
 
-/* Apply the normalizers to one section (into e->buf); NFC only checked. */
-static int normalize(BpeEncoder *e, const unsigned char *s, size_t n, size_t at, int first,
-                     int continuation, const unsigned char **res, size_t *rn, char *err,
-                     size_t errlen) {
+/* Apply the normalizers to one section (into e->buf); NFC only where the quick check finds a
+ * character it may change. */
+static int normalize(BpeEncoder *e, const unsigned char *s, size_t n, int continuation,
+                     const unsigned char **res, size_t *rn) {
     const Bpe *b = e->b;
-    if (b->nfc_check)
-        for (size_t i = 0; i < n;) {
-            int len;
-            int32_t cp = s[i] < 128 ? s[i] : utf8_get(s + i, n - i, &len);
-            if (s[i] < 128) len = 1;
-            if (cp >= 128 &&
-                in_ranges(UNICODE_NFC_UNSTABLE, NRANGES(UNICODE_NFC_UNSTABLE), (uint32_t)cp)) {
-                snprintf(err, errlen,
-                         "byte %zu: U+%04X may change under the tokenizer's NFC normalizer, "
-                         "which boost tokenize does not implement: normalize the text first",
-                         at + i, cp);
-                return 2;
-            }
-            i += len;
-        }
     const unsigned char *cur = s;
     size_t cn = n;
     int which = 0;
-    int prefix =
-            b->kind == BPE_BYTE_LEVEL && b->add_prefix_space && !continuation && n && s[0] != ' ';
-    for (int k = -1; k < b->nnorms; k++) {
-        const Norm *nm = k >= 0 ? &b->norms[k] : NULL;
-        if (k < 0 && !prefix) continue;
-        if (nm && nm->kind == NORM_PREPEND && (continuation || !cn)) continue;
-        size_t cap = nm && nm->kind == NORM_REPLACE
-                             ? cn / (size_t)nm->alen * (size_t)nm->blen + cn + 1
-                             : cn + 8;
-        if (grow((void **)&e->buf[which], &e->bufcap[which], cap + (nm ? (size_t)nm->alen : 1), 1))
-            return 1;
+    for (int k = 0; k < b->nnorms; k++) {
+        const Norm *nm = &b->norms[k];
+        if (nm->kind == NORM_PREPEND && (continuation || !cn)) continue;
+        if (nm->kind == NORM_NFC) {
+            if (nfc_quick_stable(cur, cn)) continue;
+            if (nfc_normalize(cur, cn, &e->nfc, &e->buf[which], &e->bufcap[which], &cn)) return 1;
+            cur = e->buf[which]; which ^= 1;
+            continue;
+        }
+        size_t cap = nm->kind == NORM_REPLACE ? cn / (size_t)nm->alen * (size_t)nm->blen + cn + 1
+                                              : cn + 8;
+        if (grow((void **)&e->buf[which], &e->bufcap[which], cap + (size_t)nm->alen, 1)) return 1;
         unsigned char *o = e->buf[which];
         size_t on = 0;
-        if (!nm) { o[on++] = ' '; memcpy(o + on, cur, cn); on += cn;
-        } else if (nm->kind == NORM_PREPEND) {
+        if (nm->kind == NORM_PREPEND) {
             memcpy(o, nm->a, nm->alen);
             on = nm->alen;
             memcpy(o + on, cur, cn);
@@ -923,30 +933,44 @@ static int normalize(BpeEncoder *e, const unsigned char *s, size_t n, size_t at,
         }
         cur = o; cn = on; which ^= 1;
     }
-    if (b->pre == PRE_METASPACE || b->pre == PRE_META_WHOLE) {   /* spaces -> U+2581, prefix */
-        int pre = !continuation && (b->meta_prepend == 1 || (b->meta_prepend == 2 && first));
-        if ((cn >= 3 && !memcmp(cur, "\xE2\x96\x81", 3)) || (cn && cur[0] == ' ')) pre = 0;
-        if (grow((void **)&e->buf[which], &e->bufcap[which], 3 * cn + 4, 1)) return 1;
-        unsigned char *o = e->buf[which];
-        size_t on = 0;
-        if (pre && cn) { memcpy(o, "\xE2\x96\x81", 3); on = 3; }
-        for (size_t i = 0; i < cn; i++) {
-            if (cur[i] == ' ') { memcpy(o + on, "\xE2\x96\x81", 3); on += 3; }
-            else o[on++] = cur[i];
-        }
-        cur = o; cn = on;
-    }
     *res = cur; *rn = cn;
     return 0;
 }
 
-/* One section between added tokens: normalize, pre-tokenize, encode each word. */
-static int encode_section(BpeEncoder *e, const unsigned char *s, size_t n, size_t at, int first,
-                          int continuation, BpeIds *out, char *err, size_t errlen) {
+/* The pre-tokenizer's own changes to one piece of normalized text (into e->piece): ByteLevel's
+ * prefix space; Metaspace's spaces as U+2581 and its prefix. */
+static int prepare_piece(BpeEncoder *e, const unsigned char *s, size_t n, int first,
+                         int continuation, const unsigned char **res, size_t *rn) {
+    const Bpe *b = e->b;
+    *res = s; *rn = n;
+    if (b->kind == BPE_BYTE_LEVEL && b->add_prefix_space && !continuation && n && s[0] != ' ') {
+        if (grow((void **)&e->piece, &e->piececap, n + 1, 1)) return 1;
+        e->piece[0] = ' ';
+        memcpy(e->piece + 1, s, n);
+        *res = e->piece; *rn = n + 1;
+    }
+    if (b->pre != PRE_METASPACE && b->pre != PRE_META_WHOLE) return 0;
+    int pre = !continuation && (b->meta_prepend == 1 || (b->meta_prepend == 2 && first));
+    if ((n >= 3 && !memcmp(s, "\xE2\x96\x81", 3)) || (n && s[0] == ' ')) pre = 0;
+    if (grow((void **)&e->piece, &e->piececap, 3 * n + 4, 1)) return 1;
+    unsigned char *o = e->piece;
+    size_t on = 0;
+    if (pre && n) { memcpy(o, "\xE2\x96\x81", 3); on = 3; }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') { memcpy(o + on, "\xE2\x96\x81", 3); on += 3; }
+        else o[on++] = s[i];
+    }
+    *res = o; *rn = on;
+    return 0;
+}
+
+/* One piece between added tokens, normalized: pre-tokenize, encode each word. */
+static int encode_piece(BpeEncoder *e, const unsigned char *s, size_t n, int first,
+                        int continuation, BpeIds *out, char *err, size_t errlen) {
     const Bpe *b = e->b;
     const unsigned char *t;
     size_t tn;
-    int rc = normalize(e, s, n, at, first, continuation, &t, &tn, err, errlen);
+    int rc = prepare_piece(e, s, n, first, continuation, &t, &tn);
     if (rc) return rc;
     for (size_t i = 0; i < tn;) {
         size_t j;
@@ -959,25 +983,18 @@ static int encode_section(BpeEncoder *e, const unsigned char *s, size_t n, size_
             break;
         default: j = tn;
         }
-        if ((rc = encode_word(e, t + i, j - i, out, err, errlen))) {
-            if (rc == 2) {   /* where the refused bytes are in the text as given */
-                char why[200];
-                snprintf(why, sizeof why, "%s", err);
-                const unsigned char *hit = memmem(s, n, e->bad, (size_t)e->badlen);
-                snprintf(err, errlen, "byte %zu: %s", at + (hit ? (size_t)(hit - s) : 0), why);
-            }
-            return rc;
-        }
+        if ((rc = encode_word(e, t + i, j - i, out, err, errlen))) return rc;
         i = j;
     }
     return 0;
 }
 
-/* The longest added token at s[i], or -1. */
-static int added_at(const Bpe *b, const unsigned char *s, size_t i, size_t n) {
+/* The longest added token of set `which` at s[i], or -1. */
+static int added_at(const Bpe *b, int which, const unsigned char *s, size_t i, size_t n) {
     int best = -1;
     for (int k = 0; k < b->nadded; k++) {
         const Added *a = &b->added[k];
+        if ((a->normalized ? ADDED_NORMALIZED : ADDED_RAW) != which) continue;
         if ((size_t)a->len <= n - i && (best < 0 || a->len > b->added[best].len) &&
             !memcmp(s + i, a->s, a->len))
             best = k;
@@ -985,24 +1002,97 @@ static int added_at(const Bpe *b, const unsigned char *s, size_t i, size_t n) {
     return best;
 }
 
+/* A word character (regex \\w: a letter, number, mark or connector such as '_', which decide a
+ * single_word match) at s[i]. */
+static int word_at(const unsigned char *s, size_t i, size_t n) {
+    int len, c = cls_at(s, i, n, &len);
+    if (c == C_LETTER || c == C_NUMBER) return 1;
+    int32_t cp = utf8_decode(s + i, n - i, &len);
+    return cp >= 0 && in_ranges(UNICODE_MARKS_CONNECTORS, NRANGES(UNICODE_MARKS_CONNECTORS),
+                                (uint32_t)cp);
+}
+/* The character that ends at s[i) is a word character. */
+static int word_before(const unsigned char *s, size_t i) {
+    if (!i) return 0;
+    size_t j = i - 1;
+    while (j > 0 && (s[j] & 0xC0) == 0x80 && i - j < 4) j--;
+    return word_at(s, j, i);
+}
+static int word_after(const unsigned char *s, size_t i, size_t n) {
+    return i < n && word_at(s, i, n);
+}
+
+/* The first added token of set `which` accepted in s[from..n) (leftmost, longest; single_word
+ * ones only between non-word characters): its index, and its span with the white space that
+ * lstrip (back to from at most) and rstrip take. Returns 0 when there is none. */
+static int next_added(const Bpe *b, int which, const unsigned char *s, size_t from, size_t n,
+                      int *k, size_t *start, size_t *stop) {
+    for (size_t i = from; i < n; i++) {
+        if (!(b->added_first[s[i]] & which)) continue;
+        int t = added_at(b, which, s, i, n);
+        if (t < 0) continue;
+        const Added *a = &b->added[t];
+        size_t end = i + (size_t)a->len;
+        if (a->single_word && (word_before(s, i) || word_after(s, end, n))) {
+            i = end - 1;   /* the search goes on after the refused match */
+            continue;
+        }
+        *k = t; *start = i; *stop = end;
+        int len;
+        while (a->lstrip && *start > from) {
+            size_t j = *start - 1;
+            while (j > from && (s[j] & 0xC0) == 0x80 && *start - j < 4) j--;
+            if (cls_at(s, j, *start, &len) != C_SPACE) break;
+            *start = j;
+        }
+        while (a->rstrip && *stop < n && cls_at(s, *stop, n, &len) == C_SPACE) *stop += (size_t)len;
+        return 1;
+    }
+    return 0;
+}
+
+/* One section between added tokens matched in the text as given: normalize, split on the added
+ * tokens matched in normalized text, encode each piece. */
+static int encode_section(BpeEncoder *e, const unsigned char *s, size_t n, size_t at, int first,
+                          int continuation, BpeIds *out, char *err, size_t errlen) {
+    const Bpe *b = e->b;
+    const unsigned char *t;
+    size_t tn, pos = 0, start, stop;
+    int rc = normalize(e, s, n, continuation, &t, &tn), k;
+    while (!rc && b->any_normalized && next_added(b, ADDED_NORMALIZED, t, pos, tn, &k, &start,
+                                                  &stop)) {
+        if (start > pos)
+            rc = encode_piece(e, t + pos, start - pos, first && pos == 0,
+                              continuation && pos == 0, out, err, errlen);
+        if (!rc && bpe_ids_push(out, b->added[k].id)) rc = 1;
+        pos = stop;
+    }
+    if (!rc && tn > pos)
+        rc = encode_piece(e, t + pos, tn - pos, first && pos == 0, continuation && pos == 0, out,
+                          err, errlen);
+    if (rc == 2) {   /* where the refused bytes are in the text as given */
+        char why[200];
+        snprintf(why, sizeof why, "%s", err);
+        const unsigned char *hit = memmem(s, n, e->bad, (size_t)e->badlen);
+        snprintf(err, errlen, "byte %zu: %s", at + (hit ? (size_t)(hit - s) : 0), why);
+    }
+    return rc;
+}
+
 int bpe_encode(BpeEncoder *e, const unsigned char *text, size_t len, int continuation, BpeIds *out,
                char *err, size_t errlen) {
     const Bpe *b = e->b;
-    size_t start = 0;
-    int rc;
-    for (size_t i = 0; i < len; i++) {
-        if (!b->added_first[text[i]]) continue;
-        int k = added_at(b, text, i, len);
-        if (k < 0) continue;
-        if (i > start && (rc = encode_section(e, text + start, i - start, start, start == 0,
-                                              continuation && start == 0, out, err, errlen)))
+    size_t pos = 0, start, stop;
+    int rc, k;
+    while (next_added(b, ADDED_RAW, text, pos, len, &k, &start, &stop)) {
+        if (start > pos && (rc = encode_section(e, text + pos, start - pos, pos, pos == 0,
+                                                continuation && pos == 0, out, err, errlen)))
             return rc;
         if (bpe_ids_push(out, b->added[k].id)) return 1;
-        start = i + b->added[k].len;
-        i = start - 1;
+        pos = stop;
     }
-    if (len > start) return encode_section(e, text + start, len - start, start, start == 0,
-                                           continuation && start == 0, out, err, errlen);
+    if (len > pos) return encode_section(e, text + pos, len - pos, pos, pos == 0,
+                                         continuation && pos == 0, out, err, errlen);
     return 0;
 }
 
@@ -1039,7 +1129,7 @@ int bpe_decode(const Bpe *b, const int32_t *ids, int64_t n, int skip_special, un
         if (b->kind == BPE_BYTE_LEVEL) {
             for (size_t i = 0; i < tl;) {
                 int l;
-                int32_t cp = utf8_get(t + i, tl - i, &l);
+                int32_t cp = utf8_decode(t + i, tl - i, &l);
                 i += l;
                 int byte = -1;
                 if (cp >= 0 && cp < 256 && bpe_byte_char((unsigned char)cp) == (uint32_t)cp)

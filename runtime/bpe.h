@@ -1,7 +1,8 @@
 /* bpe.h: Hugging Face tokenizer.json BPE tokenizers in C: byte-level BPE (GPT-2, LLaMA-3, Qwen:
  * their pre-tokenization regexes written by hand over UTF-8) and SentencePiece-style BPE with byte
- * fallback (LLaMA-2, Mistral: Prepend/Replace normalizers or a Metaspace pre-tokenizer); added and
- * special tokens; encoding (ids as the `tokenizers` library gives them) and decoding; and a
+ * fallback (LLaMA-2, Mistral: Prepend/Replace normalizers or a Metaspace pre-tokenizer); the NFC
+ * normalizer (runtime/nfc.h); added and special tokens with their lstrip, rstrip, single_word and
+ * normalized flags; encoding (ids as the `tokenizers` library gives them) and decoding; and a
  * byte-level BPE trainer that writes tokenizer.json (runtime/bpe_train.c). */
 #ifndef BOOST_BPE_H
 #define BOOST_BPE_H

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tokenize_errors.sh: `boost tokenize` on small hand-written tokenizer.json files (no library
 # needed): merges by rank, leftmost first, with ids worked out by hand; added tokens inside text;
-# and the refusals, each exit 2 with its reason: a WordPiece or Unigram model (named), a regex it
-# does not implement, text that an NFC normalizer would change, an id outside the vocabulary.
+# an NFC normalizer composing text; and the refusals, each exit 2 with its reason: a WordPiece or
+# Unigram model (named), a regex it does not implement, an id outside the vocabulary.
 . tests/sh/lib.sh
 bpe() {   # bpe FILE NORMALIZER PRE_TOKENIZER: a SentencePiece-style BPE over a, b, c
   cat >"$1" <<JSON
@@ -37,8 +37,19 @@ refused tokenize_unknown_regex_refused "regex .* is not one of the pre-tokenizer
 bpe "$TMP/nfc.json" '{"type": "NFC"}' null
 [ "$($BOOST tokenize "$TMP/nfc.json" --text abc 2>&1)" = "4" ] && ok tokenize_nfc_stable_text_accepted ||
   fail tokenize_nfc_stable_text_accepted "$($BOOST tokenize "$TMP/nfc.json" --text abc 2>&1)"
-refused tokenize_nfc_changing_text_refused "byte 2: U+0301 may change under the tokenizer's NFC" \
-  "$TMP/nfc.json" --text "$(printf 'ab\xcc\x81')"
+# e + U+0301 becomes U+00E9 under NFC (id 1), before and after an added token; without the
+# normalizer the same text is e and U+0301 (ids 2 3)
+cat >"$TMP/nfc2.json" <<'JSON'
+{"added_tokens": [{"id": 9, "content": "<x>", "special": true, "normalized": false}],
+ "normalizer": {"type": "NFC"},
+ "model": {"type": "BPE", "vocab": {"a": 0, "\u00e9": 1, "e": 2, "\u0301": 3}, "merges": []}}
+JSON
+got=$($BOOST tokenize "$TMP/nfc2.json" --text "$(printf 'ae\xcc\x81<x>e\xcc\x81a')" 2>&1)
+[ "$got" = "0 1 9 1 0" ] && ok tokenize_nfc_changing_text_normalized ||
+  fail tokenize_nfc_changing_text_normalized "got $got, expected 0 1 9 1 0"
+sed 's/"normalizer": {"type": "NFC"}/"normalizer": null/' "$TMP/nfc2.json" >"$TMP/nonfc.json"
+got=$($BOOST tokenize "$TMP/nonfc.json" --text "$(printf 'ae\xcc\x81')" 2>&1)
+[ "$got" = "0 2 3" ] && ok tokenize_without_nfc_text_kept || fail tokenize_without_nfc_text_kept "got $got"
 bpe "$TMP/lc.json" '{"type": "Lowercase"}' null
 refused tokenize_unknown_normalizer_refused "normalizer Lowercase is not supported" "$TMP/lc.json" --text a
 python3 -c "
