@@ -18,7 +18,7 @@
 #include "cli/infer.h"
 #include "common/kernel_catalog.h"   // defines: kcat_find, KK_*
 #include "runtime/checkpoint.h" // defines: ckpt_reader_*
-#include "runtime/safetensors.h" // defines: st_open, st_find, st_read_f32, json_write_string
+#include "common/json.h"         // defines: json_write_string
 
 static void export_usage(FILE *f) {
     fprintf(f, "usage: boost export CKPT --format hf -o DIR [--run RUN] [-D name=value ...] [--bos "

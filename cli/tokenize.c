@@ -14,7 +14,7 @@
 #include "runtime/bpe.h"
 #include "runtime/tokenize_files.h"  // defines: tokenize_files, tokenize_expand_inputs
 #include "runtime/data.h"          // defines: TOKEN_FILE_*, data_read_token_file
-#include "runtime/safetensors.h"   // defines: json_parse
+#include "common/json.h"   // defines: json_parse
 
 static void tokenize_usage(FILE *f) {
     fprintf(f,

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/bpe.h"
-#include "runtime/safetensors.h"
+#include "common/json.h"
 #include "runtime/unicode_tables.h"
 
 /* PRE_META_WHOLE: Metaspace without split (spaces replaced, prefix, one word) */

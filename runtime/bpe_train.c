@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/bpe.h"
-#include "runtime/safetensors.h"   // defines: json_write_string
+#include "common/json.h"   // defines: json_write_string
 
 typedef struct { int32_t *sym; int32_t n; int64_t count; uint32_t stamp; } Word;
 typedef struct { uint64_t key; int64_t count; int32_t *where; int32_t nwhere, capwhere; } Pair;

@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include "runtime/tokenize_files.h"  // defines: TokenizeJob, TokenizeResult, tokenize_files
 #include "runtime/data.h"            // defines: TOKEN_FILE_*
-#include "runtime/safetensors.h"     // defines: json_parse
+#include "common/json.h"     // defines: json_parse
 
 /* ---------------- inputs: documents cut into pieces ---------------- */
 typedef struct {
