@@ -1,10 +1,11 @@
 /* files.c: file_read_all and file_read_stream (common/files.h): a read loop that grows one buffer
- * to the file's end, refusing files over a cap, with errors that name the file. */
+ * to the file's end, refusing files over a cap, with errors that name the file; file_commit: a
+ * temporary file checked, closed and renamed into place. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common/files.h"   // defines: file_read_all, file_read_stream
+#include "common/files.h"   // defines: file_read_all, file_read_stream, file_commit
 
 char *file_read_stream(FILE *f, const char *name, size_t max_bytes, size_t *len, char *err,
                        size_t errlen) {
@@ -59,4 +60,17 @@ char *file_read_all(const char *path, size_t max_bytes, size_t *len, char *err, 
     fclose(f);
     errno = why;
     return buf;
+}
+
+int file_commit(FILE *f, const char *tmp, const char *path) {
+    if (!f) return -1;
+    errno = 0;
+    int ok = fflush(f) == 0 && !ferror(f);
+    int why = ok ? 0 : errno ? errno : EIO;
+    if (fclose(f) != 0 && ok) { ok = 0; why = errno ? errno : EIO; }
+    if (ok && rename(tmp, path) != 0) { ok = 0; why = errno; }
+    if (ok) return 0;
+    remove(tmp);
+    errno = why;
+    return -1;
 }

@@ -1,6 +1,7 @@
 /* files.h: reading a whole file into memory, the one way gen/, runtime/, cli/ and common/ do it:
  * a size cap, a terminating 0 byte for text, and an error that names the file and what went wrong.
- * Works on pipes and /proc files too (it reads until the end instead of trusting the size). */
+ * Works on pipes and /proc files too (it reads until the end instead of trusting the size). And
+ * the end of writing a file atomically (file_commit). */
 #ifndef BOOST_FILES_H
 #define BOOST_FILES_H
 
@@ -17,5 +18,11 @@ char *file_read_all(const char *path, size_t max_bytes, size_t *len, char *err, 
  * it); name is the file's name for the messages. */
 char *file_read_stream(FILE *f, const char *name, size_t max_bytes, size_t *len, char *err,
                        size_t errlen);
+
+/* The end of writing a file through a temporary one (tmp, beside path): checks that every write
+ * to f went well, closes f and renames tmp over path, so readers see the old file or the whole new
+ * one. 0, or -1 with errno set (EIO for a failed earlier write) and tmp removed. f may be NULL (a
+ * failed fopen: -1). */
+int file_commit(FILE *f, const char *tmp, const char *path);
 
 #endif

@@ -13,6 +13,7 @@
 #include "gen/kernels.h"
 #include "gen/gen.h"
 #include "common/kernel_catalog.h"
+#include "common/files.h"   // defines: file_read_all
 
 /* A kind's catalog row (common/kernel_catalog.h) with its operands parsed. */
 typedef struct {
@@ -416,20 +417,7 @@ int kernels_template_dir(char *dir, size_t n, char *err, size_t errlen) {
 }
 
 static char *read_text(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: cannot read template: %s", path, strerror(errno)); return NULL; }
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc(sz + 1);
-    if (!s || fread(s, 1, sz, f) != (size_t)sz) {
-        free(s); fclose(f);
-        snprintf(err, errlen, "%s: read failed", path);
-        return NULL;
-    }
-    s[sz] = 0;
-    fclose(f);
-    return s;
+    return file_read_all(path, (size_t)64 << 20, NULL, err, errlen);
 }
 
 static const char *ctype_of(const char *dtype) {

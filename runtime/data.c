@@ -16,6 +16,7 @@
 #include "runtime/data.h"   // defines: TokenStream, Batcher, data_*, batcher_*
 #include "common/checked.h" // defines: ck_bytes
 #include "common/crc32c.h"  // defines: crc32c_file
+#include "common/files.h"   // defines: file_read_stream
 #include "runtime/tokenize_files.h"  // defines: tokenize_files
 
 uint64_t data_splitmix64(uint64_t *state) {
@@ -78,15 +79,8 @@ static unsigned char *read_whole(const char *path, size_t *len, char *err, size_
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s: not a regular file", path); fclose(f); return NULL;
     }
-    size_t n = (size_t)st.st_size;
-    unsigned char *buf = malloc(n ? n : 1);
-    if (!buf) { snprintf(err, errlen, "%s: out of memory for %zu bytes", path, n); fclose(f); return NULL; }
-    if (fread(buf, 1, n, f) != n) {
-        snprintf(err, errlen, "%s: read error: %s", path, ferror(f) ? strerror(errno) : "file shrank");
-        free(buf); fclose(f); return NULL;
-    }
+    unsigned char *buf = (unsigned char *)file_read_stream(f, path, (size_t)1 << 40, len, err, errlen);
     fclose(f);
-    *len = n;
     return buf;
 }
 

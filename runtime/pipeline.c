@@ -21,6 +21,7 @@
 #include "runtime/cpu.h"        // defines: cpu_threads_set
 #include "runtime/cuda_pipe.h"  // defines: CudaPipe, CudaPipeOp, cuda_pipe_*
 #include "runtime/cuda.h"       // defines: cuda_device_present
+#include "common/files.h"       // defines: file_read_all
 
 #define PL_MAX_STAGES 64
 
@@ -81,22 +82,8 @@ struct Pipeline {
 /* ---------------- loading ---------------- */
 
 static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *t = malloc(cap + 1);
-    while (t) {
-        size_t got = fread(t + len, 1, cap - len, f);
-        len += got;
-        if (len < cap) break;
-        cap *= 2;
-        char *n = realloc(t, cap + 1);
-        if (!n) free(t);
-        t = n;
-    }
-    fclose(f);
-    if (t) t[len] = 0;
-    return t;
+    char why[600];
+    return file_read_all(path, (size_t)1 << 30, NULL, why, sizeof why);
 }
 
 static int starts_with_word(const char *s, const char *w) {

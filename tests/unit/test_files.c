@@ -1,6 +1,7 @@
 /* test_files.c: common/files.h's whole-file reader: contents byte for byte (across the buffer's
  * growth), the size cap at and one past its bound, empty files, /proc files whose size reads 0,
- * and the messages for a missing file and a folder. */
+ * and the messages for a missing file and a folder; file_commit replacing a file whole or leaving
+ * it as it was. */
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
@@ -57,7 +58,36 @@ int main(void) {
     free(got);
     fclose(s);
 
+    char tmp[300];
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    snprintf(tmp, sizeof tmp, "%s/out.txt.tmp", dir);
+    FILE *w = fopen(path, "w"); fputs("old", w); fclose(w);
+    w = fopen(tmp, "w"); fputs("new text", w);
+    int rc = file_commit(w, tmp, path);
+    got = file_read_all(path, 64, NULL, err, sizeof err);
+    CHECK(rc == 0 && got && !strcmp(got, "new text") && access(tmp, F_OK) != 0,
+          "commit_replaces_the_file_whole", "rc %d, %s", rc, got ? got : err);
+    free(got);
+    char nowhere[300];
+    snprintf(nowhere, sizeof nowhere, "%s/no-such-folder/out.txt", dir);
+    w = fopen(tmp, "w"); fputs("lost", w);
+    rc = file_commit(w, tmp, nowhere);
+    CHECK(rc == -1 && errno == ENOENT && access(tmp, F_OK) != 0, "failed_rename_removes_the_temporary",
+          "rc %d errno %d", rc, errno);
+    w = fopen("/dev/full", "w");
+    if (w) {
+        FILE *t = fopen(tmp, "w"); fclose(t);   /* stands for the temporary the writes went to */
+        fputs("no room", w);
+        rc = file_commit(w, tmp, path);
+        int why = errno;
+        got = file_read_all(path, 64, NULL, err, sizeof err);
+        CHECK(rc == -1 && why == ENOSPC && got && !strcmp(got, "new text") && access(tmp, F_OK) != 0,
+              "failed_write_keeps_the_old_file", "rc %d errno %d: %s", rc, why, got ? got : err);
+        free(got);
+    } else printf("ok - failed_write_keeps_the_old_file # SKIP no /dev/full\n");
     unlink(path);
+
+    snprintf(path, sizeof path, "%s/none", dir); unlink(path);
     snprintf(path, sizeof path, "%s/big.bin", dir); unlink(path);
     snprintf(path, sizeof path, "%s/empty", dir); unlink(path);
     rmdir(dir);
