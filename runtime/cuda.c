@@ -25,6 +25,8 @@
 #include "runtime/cuda.h"
 #include "runtime/cuda_pipe.h"
 #include "common/nvrtc.h"
+#include "common/files.h"   // defines: file_read_all
+#include "common/env.h"     // defines: runtime_env, runtime_nccl_timeout
 #include "runtime/world.h"
 
 #define CUDA_MAX_TP 64
@@ -197,19 +199,6 @@ static int group_barrier(CudaGroup *g) {
 }
 
 /* ---------------- JIT with an on-disk cache (common/nvrtc.h) ---------------- */
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc(n + 1);
-    if (s && fread(s, 1, n, f) != (size_t)n) { free(s); s = NULL; }
-    fclose(f);
-    if (s) { s[n] = 0; if (len) *len = n; }
-    return s;
-}
-
 /* Compile (or fetch from the cache) the cubin of src for arch. */
 static void *jit_cubin(const char *src, const char *arch, size_t *size, char *err, size_t errlen) {
     int maj = 0, min = 0;
@@ -328,7 +317,7 @@ static int shared_open(const Plan *p, char *err, size_t errlen) {
     /* kernels.cu lives next to plan.txt */
     kernels_path(p, shared.src_path, sizeof shared.src_path);
     size_t len = 0;
-    char *src = read_file(shared.src_path, &len);
+    char *src = file_read_all(shared.src_path, (size_t)1 << 30, &len, err, errlen);
     if (!src) {
         snprintf(err, errlen, "%s: cannot read the plan's kernels (%s): regenerate with 'boost gen'",
                  shared.src_path, strerror(errno));
@@ -697,8 +686,7 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
     if (!r) { shared_close(); snprintf(err, errlen, "out of memory"); return NULL; }
     r->opened = 1;
     r->p = p; r->rank = rank; r->tp = tp;
-    const char *sync = getenv("BOOST_CUDA_SYNC");
-    r->sync_steps = sync && *sync == '1';
+    r->sync_steps = runtime_env()->cuda_sync;
     r->tptr = calloc(p->ntensors, sizeof *r->tptr);
     r->param_off = calloc(p->nparams + 1, sizeof *r->param_off);
     r->master_off = calloc(p->nparams + 1, sizeof *r->master_off);
@@ -711,10 +699,8 @@ static BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, s
     r->ev_ready = calloc(p->nsteps + 1, sizeof *r->ev_ready);
     r->ev_done = calloc(p->nsteps + 1, sizeof *r->ev_done);
     if (!r->ev_ready || !r->ev_done) { snprintf(err, errlen, "out of memory"); goto fail; }
-    const char *tv = getenv("BOOST_NCCL_TIMEOUT");
-    r->nccl_timeout = tv && atof(tv) > 0 ? atof(tv) : 600;
-    const char *gv = getenv("BOOST_CUDA_GRAPH");
-    if (gv && *gv == '1') {
+    r->nccl_timeout = runtime_nccl_timeout(600);
+    if (runtime_env()->cuda_graph) {
         r->graphs = tp == 1 && p->dp == 1 && p->arena_slots <= 1 && !r->sync_steps && api.cuGraphLaunch != NULL;
         if (!r->graphs && rank == 0)
             fprintf(stderr, "boost: BOOST_CUDA_GRAPH=1 is for tp=1 and dp=1 without pipeline stages or BOOST_CUDA_SYNC, with "
@@ -839,8 +825,7 @@ static int nccl_exchange_id(const Plan *p, int rank, ncclUniqueId *id, char *pat
         }
         return 0;
     }
-    const char *tv = getenv("BOOST_NCCL_TIMEOUT");
-    double timeout = tv && atof(tv) > 0 ? atof(tv) : 300;
+    double timeout = runtime_nccl_timeout(300);
     double start = wall_s();
     for (;;) {
         struct stat st;
@@ -1255,8 +1240,7 @@ CudaPipe *cuda_pipe_open(const Plan *plan, int wrank, int wsize, int me, int r0,
     CudaPipe *cp = calloc(1, sizeof *cp);
     if (!cp) { snprintf(err, errlen, "out of memory"); return NULL; }
     cp->plan = plan; cp->wrank = wrank; cp->wsize = wsize; cp->me = me; cp->r0 = r0; cp->nlocal = nlocal;
-    const char *tv = getenv("BOOST_NCCL_TIMEOUT");
-    cp->timeout = tv && atof(tv) > 0 ? atof(tv) : 600;
+    cp->timeout = runtime_nccl_timeout(600);
     pipe_scope = live_pipe = cp;
     return cp;
 }
@@ -1727,7 +1711,7 @@ static int cuda_grouped_gemm(BackendRank *r, int n, const GemmArgs *g, void **A,
     if (ctx_set(r, "a grouped GEMM")) return -1;
     /* cuBLAS's grouped call takes C of the inputs' type only (its table of supported types:
      * bf16 -> bf16, fp32 -> fp32 under CUBLAS_COMPUTE_32F): bf16 GEMMs into fp32 grads loop */
-    int same = api.cublasGemmGroupedBatchedEx != NULL && !getenv("BOOST_NO_GROUPED") &&
+    int same = api.cublasGemmGroupedBatchedEx != NULL && !runtime_env()->no_grouped &&
                n >= 1 && n <= 64 && dtype_of(r, &g[0].C) == dtype_of(r, &g[0].A);
     for (int i = 1; i < n && same; i++)
         same = dtype_of(r, &g[i].A) == dtype_of(r, &g[0].A) && dtype_of(r, &g[i].B) == dtype_of(r, &g[0].B) &&

@@ -20,6 +20,8 @@
 #include "runtime/profile.h"
 #include "runtime/grid.h"
 #include "runtime/comm_mpi.h"   // defines: comm_mpi_launched
+#include "common/env.h"         // defines: runtime_env
+#include "common/test_hooks.h"  // defines: test_hook_skip_coll_wait
 
 typedef int (*RankJob)(Engine *e, int rank, void *arg);
 
@@ -478,9 +480,8 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
      * once, for comparing timings) */
     e->async_colls = be->allreduce_issue && be->allgather_issue && be->coll_wait;
     if (e->async_colls) {
-        const char *no = getenv("BOOST_NO_OVERLAP"), *skip = getenv("BOOST_TEST_SKIP_COLL_WAIT");
-        e->skip_waits = skip && *skip == '1' ? 1 : skip && !strcmp(skip, "gather") ? 2 : 0;
-        e->gather_async = e->zero && be->gather_shards_issue && !(no && *no == '1');
+        e->skip_waits = test_hook_skip_coll_wait();
+        e->gather_async = e->zero && be->gather_shards_issue && !runtime_env()->no_overlap;
         e->gather_pending = calloc((size_t)e->nranks, 1);
         e->first_use = malloc((size_t)(plan->nsteps + 1) * sizeof *e->first_use);
         e->wait_first = calloc((size_t)(plan->nsteps + 2), sizeof *e->wait_first);
@@ -490,7 +491,7 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
             engine_release(e);
             return NULL;
         }
-        overlap_first_use(plan, e->bwd1, no && *no == '1', e->first_use);
+        overlap_first_use(plan, e->bwd1, runtime_env()->no_overlap, e->first_use);
         for (int s = e->bwd1; s < plan->nsteps; s++)   /* gathers waited for at once: none to place */
             if (!e->gather_async) e->first_use[s] = -1;
         for (int s = 0; s < plan->nsteps; s++) if (e->first_use[s] >= 0) e->wait_first[e->first_use[s] + 1]++;
@@ -502,8 +503,7 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
         free(fill);
     }
     e->prof = profile_open(plan, be->name);
-    const char *verbose = getenv("BOOST_VERBOSE");
-    if (verbose && *verbose == '1' && e->lead == 0) {
+    if (runtime_env()->verbose && e->lead == 0) {
         char rep[8192];
         if (plan_overlap_report(plan, rep, sizeof rep) == 0) fprintf(stderr, "%s", rep);
     }
