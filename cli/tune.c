@@ -219,7 +219,10 @@ static int write_tuning(const Plan *p, const char *dir, const char *outp, int re
             p->gpu, dir, cuda_device_arch(), reps, p->gpu);
     fprintf(f, "return tune { row_block = %d, elem_block = %d, attn_block_q = %d, attn_block_k = %d }\n",
             ROW[pick[FAM_ROW]], ELEM[pick[FAM_ELEM]], ATTN_Q[pick[FAM_ATTN]], ATTN_K[pick[FAM_ATTN]]);
-    if (file_commit(f, tmp, outp)) { fprintf(stderr, "%s: write failed: %s\n", outp, strerror(errno)); return 1; }
+    if (file_commit(f, tmp, outp)) {
+        fprintf(stderr, "%s: write failed: %s\n", outp, strerror(errno));
+        return 1;
+    }
     printf("wrote %s\n", outp);
     return 0;
 }

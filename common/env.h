@@ -11,7 +11,7 @@ typedef struct {
     int cuda_sync;          /* BOOST_CUDA_SYNC=1: synchronise after every step */
     int cuda_graph;         /* BOOST_CUDA_GRAPH=1: capture a pass once and replay it */
     int no_grouped;         /* BOOST_NO_GROUPED set: grouped GEMMs run as loops of single GEMMs */
-    int no_overlap;         /* BOOST_NO_OVERLAP=1: wait for each collective right after issuing it */
+    int no_overlap;         /* BOOST_NO_OVERLAP=1: wait for each collective once issued */
     int verbose;            /* BOOST_VERBOSE=1: the overlap report */
     int verbose_any;        /* BOOST_VERBOSE set to anything: the training loop's extra notes */
     int profile;            /* BOOST_PROFILE=1: time every step of the plan */

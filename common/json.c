@@ -24,7 +24,10 @@ static int jliteral(JsonParser *p, const char *word) {
 
 static void put_utf8(char *out, size_t *o, unsigned cp) {
     if (cp < 0x80) out[(*o)++] = (char)cp;
-    else if (cp < 0x800) { out[(*o)++] = (char)(0xc0 | cp >> 6); out[(*o)++] = (char)(0x80 | (cp & 63)); }
+    else if (cp < 0x800) {
+        out[(*o)++] = (char)(0xc0 | cp >> 6);
+        out[(*o)++] = (char)(0x80 | (cp & 63));
+    }
     else if (cp < 0x10000) {
         out[(*o)++] = (char)(0xe0 | cp >> 12); out[(*o)++] = (char)(0x80 | ((cp >> 6) & 63));
         out[(*o)++] = (char)(0x80 | (cp & 63));
@@ -38,7 +41,8 @@ static int hex4(const char *s, unsigned *v) {
     *v = 0;
     for (int i = 0; i < 4; i++) {
         char c = s[i];
-        unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0') : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                   : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
                    : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 99;
         if (d > 15) return 0;
         *v = *v * 16 + d;
@@ -58,7 +62,12 @@ static char *jstring(JsonParser *p) {
     size_t o = 0;
     for (size_t i = start; i < end; i++) {
         unsigned char c = (unsigned char)p->s[i];
-        if (c < 0x20) { p->pos = i; jfail(p, "control character in a string"); free(out); return NULL; }
+        if (c < 0x20) {
+            p->pos = i;
+            jfail(p, "control character in a string");
+            free(out);
+            return NULL;
+        }
         if (c != '\\') { out[o++] = (char)c; continue; }
         char e = p->s[++i];
         switch (e) {
@@ -72,15 +81,20 @@ static char *jstring(JsonParser *p) {
         case 't': out[o++] = '\t'; break;
         case 'u': {
             unsigned cp;
-            if (end - i < 5 || !hex4(p->s + i + 1, &cp)) { p->pos = i; jfail(p, "bad \\u escape"); free(out); return NULL; }
+            if (end - i < 5 || !hex4(p->s + i + 1, &cp)) {
+                p->pos = i;
+                jfail(p, "bad \\u escape");
+                free(out);
+                return NULL;
+            }
             i += 4;
             unsigned lo;   // a surrogate pair (\ud83d\ude00) is one character: 4 bytes for 12
-            if (cp >= 0xD800 && cp < 0xDC00 && end - i >= 7 && p->s[i + 1] == '\\' && p->s[i + 2] == 'u' &&
-                hex4(p->s + i + 3, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+            if (cp >= 0xD800 && cp < 0xDC00 && end - i >= 7 && p->s[i + 1] == '\\' &&
+                p->s[i + 2] == 'u' && hex4(p->s + i + 3, &lo) && lo >= 0xDC00 && lo < 0xE000) {
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
                 i += 6;
             }
-            // a \u escape is at most 3 UTF-8 bytes for 6 source bytes, so the buffer is large enough
+            // a \u escape is at most 3 UTF-8 bytes for 6 source bytes: the buffer is large enough
             put_utf8(out, &o, cp);
             break;
         }
@@ -125,7 +139,12 @@ static void jcontainer(JsonParser *p, Json *v, int depth, int object) {
             if (!key) return;
             v->keys[v->n] = key;
             jspace(p);
-            if (p->pos >= p->len || p->s[p->pos] != ':') { memset(&v->items[v->n], 0, sizeof(Json)); v->n++; jfail(p, "expected ':'"); return; }
+            if (p->pos >= p->len || p->s[p->pos] != ':') {
+                memset(&v->items[v->n], 0, sizeof(Json));
+                v->n++;
+                jfail(p, "expected ':'");
+                return;
+            }
             p->pos++;
         }
         memset(&v->items[v->n], 0, sizeof(Json));
@@ -155,7 +174,8 @@ static void jvalue(JsonParser *p, Json *v, int depth) {
     else if (c == '-' || (c >= '0' && c <= '9')) {
         char buf[64];
         size_t n = 0;
-        while (p->pos + n < p->len && n < sizeof buf - 1 && strchr("+-.eE0123456789", p->s[p->pos + n]) && p->s[p->pos + n])
+        while (p->pos + n < p->len && n < sizeof buf - 1 &&
+               strchr("+-.eE0123456789", p->s[p->pos + n]) && p->s[p->pos + n])
             n++;
         memcpy(buf, p->s + p->pos, n);
         buf[n] = 0;

@@ -1,6 +1,6 @@
 /* json.h: a small JSON reader (a parsed tree: numbers as double, strings unescaped, UTF-8 kept as
- * bytes) and a string writer, shared by safetensors headers, checkpoints' state.json, tokenizer.json
- * and the Hugging Face files import and export read. */
+ * bytes) and a string writer, shared by safetensors headers, checkpoints' state.json,
+ * tokenizer.json and the Hugging Face files import and export read. */
 #ifndef BOOST_JSON_H
 #define BOOST_JSON_H
 

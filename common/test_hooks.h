@@ -23,6 +23,8 @@ static inline long test_hook_ckpt_sleep_ms(void) {
 
 /* BOOST_TEST_SPIKE_BATCHES: "12,13": the global batches (1-based) whose loss is raised as a bad
  * batch would (runtime/train.c); NULL unset. */
-static inline const char *test_hook_spike_batches(void) { return getenv("BOOST_TEST_SPIKE_BATCHES"); }
+static inline const char *test_hook_spike_batches(void) {
+    return getenv("BOOST_TEST_SPIKE_BATCHES");
+}
 
 #endif

@@ -1,6 +1,7 @@
 /* token_file.h: the llm.c token file's header constants, shared by its writer
  * (runtime/tokenize_files.c, data_write_token_file) and its reader (runtime/data.c): 256 int32s
- * (magic, version, token count, zeros), then the tokens as uint16 (version 1) or uint32 (version 2). */
+ * (magic, version, token count, zeros), then the tokens as uint16 (version 1) or uint32
+ * (version 2). */
 #ifndef BOOST_TOKEN_FILE_H
 #define BOOST_TOKEN_FILE_H
 

@@ -83,7 +83,8 @@ fi
 edges() {
   for o in "${objs[@]}"; do
     m=${o#build/}; m=${m%.o}
-    nm "$o" | awk -v m="$m" '$1 == "U" { print "U", m, $2 } NF == 3 && $2 ~ /^[TDBRC]$/ { print "D", m, $3 }'
+    nm "$o" | awk -v m="$m" '$1 == "U" { print "U", m, $2 }
+                             NF == 3 && $2 ~ /^[TDBRC]$/ { print "D", m, $3 }'
   done
   grep -HE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"(gen|runtime|common|cli)/' \
     gen/*.[ch] runtime/*.[ch] common/*.[ch] cli/*.[ch] |
@@ -94,7 +95,8 @@ circles=$(edges | awk '
   $1 == "I" { if ($2 != $3) e[$2 " " $3] = 1; next }
   { nu++; ufrom[nu] = $2; usym[nu] = $3 }
   END {
-    for (i = 1; i <= nu; i++) if ((usym[i] in def) && def[usym[i]] != ufrom[i]) e[ufrom[i] " " def[usym[i]]] = 1
+    for (i = 1; i <= nu; i++)
+      if ((usym[i] in def) && def[usym[i]] != ufrom[i]) e[ufrom[i] " " def[usym[i]]] = 1
     for (k in e) { split(k, p, " "); adj[p[1]] = adj[p[1]] " " p[2]; node[p[1]]; node[p[2]] }
     for (s in node) {
       delete seen; n = 0; q[n++] = s; seen[s] = 1
@@ -119,9 +121,13 @@ while read -r grp; do
   [ $found = 1 ] && allowed_seen="$allowed_seen|$grp" || bad="$bad [$grp]"
 done <<<"$circles"
 [ -z "$bad" ] && ok "no circle between files (besides the ${#ALLOWED_CIRCLES[@]} listed)" \
-  || fail "no circle between files" "these modules use each other:$bad (a header declares what its own .c defines; shared pieces go into a module both use)"
+  || fail "no circle between files" "these modules use each other:$bad (a header declares what \
+its own .c defines; a piece both need goes into a module of its own)"
 for a in "${ALLOWED_CIRCLES[@]}"; do
-  case "$allowed_seen|" in *"|$a|"*) ;; *) echo "# the circle [$a] is gone: delete its ALLOWED_CIRCLES entry" ;; esac
+  case "$allowed_seen|" in
+    *"|$a|"*) ;;
+    *) echo "# the circle [$a] is gone: delete its ALLOWED_CIRCLES entry" ;;
+  esac
 done
 
 # ---- mutable state: objects' symbols in .data/.bss (.data.rel.ro is read-only after loading)
@@ -138,8 +144,10 @@ while read -r file sym; do
   for a in "${ALLOWED_STATE[@]}"; do [ "${a%%:*}" = "$file $sym" ] && found=1; done
   [ $found = 1 ] || unlisted="$unlisted $file:$sym"
 done <<<"$state"
-[ -z "$unlisted" ] && ok "no mutable state outside the ${#ALLOWED_STATE[@]} listed process-wide tables" \
-  || fail "no mutable state outside the listed process-wide tables" "found:$unlisted (keep it in the caller's structs, or make it const; a process-wide table goes into ALLOWED_STATE with its reason)"
+n=${#ALLOWED_STATE[@]}
+[ -z "$unlisted" ] && ok "no mutable state outside the $n listed process-wide tables" \
+  || fail "no mutable state outside the listed process-wide tables" "found:$unlisted (keep it in \
+the caller's structs, or make it const; a process-wide table goes into ALLOWED_STATE with a reason)"
 gone=""
 for a in "${ALLOWED_STATE[@]}"; do
   key=${a%%:*}

@@ -37,8 +37,8 @@ int main(void) {
     free(got);
 
     got = file_read_all("/proc/self/status", 1 << 20, &len, err, sizeof err);
-    CHECK(got && len > 20 && strstr(got, "Name:") && strlen(got) == len, "proc_file_read_to_its_end",
-          "len %zu: %s", len, got ? "no Name: line" : err);
+    CHECK(got && len > 20 && strstr(got, "Name:") && strlen(got) == len,
+          "proc_file_read_to_its_end", "len %zu: %s", len, got ? "no Name: line" : err);
     free(got);
 
     snprintf(path, sizeof path, "%s/none", dir);
@@ -72,8 +72,8 @@ int main(void) {
     snprintf(nowhere, sizeof nowhere, "%s/no-such-folder/out.txt", dir);
     w = fopen(tmp, "w"); fputs("lost", w);
     rc = file_commit(w, tmp, nowhere);
-    CHECK(rc == -1 && errno == ENOENT && access(tmp, F_OK) != 0, "failed_rename_removes_the_temporary",
-          "rc %d errno %d", rc, errno);
+    CHECK(rc == -1 && errno == ENOENT && access(tmp, F_OK) != 0,
+          "failed_rename_removes_the_temporary", "rc %d errno %d", rc, errno);
     w = fopen("/dev/full", "w");
     if (w) {
         FILE *t = fopen(tmp, "w"); fclose(t);   /* stands for the temporary the writes went to */
@@ -81,8 +81,8 @@ int main(void) {
         rc = file_commit(w, tmp, path);
         int why = errno;
         got = file_read_all(path, 64, NULL, err, sizeof err);
-        CHECK(rc == -1 && why == ENOSPC && got && !strcmp(got, "new text") && access(tmp, F_OK) != 0,
-              "failed_write_keeps_the_old_file", "rc %d errno %d: %s", rc, why, got ? got : err);
+        CHECK(rc == -1 && why == ENOSPC && got && !strcmp(got, "new text") &&
+              access(tmp, F_OK) != 0, "failed_write_keeps_the_old_file", "rc %d errno %d: %s", rc, why, got ? got : err);
         free(got);
     } else printf("ok - failed_write_keeps_the_old_file # SKIP no /dev/full\n");
     unlink(path);
