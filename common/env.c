@@ -1,7 +1,11 @@
 /* env.c: runtime_env() reads the runtime's environment variables once per process (common/env.h);
- * env_specs_dir() the specs folder at each call. */
+ * env_repo_root() and env_specs_dir() locate the repository and the specs folder at each call. */
+#include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include "common/env.h"   // defines: RuntimeEnv, runtime_env, env_specs_dir, ...
 
 static RuntimeEnv env_read;
@@ -35,6 +39,24 @@ const RuntimeEnv *runtime_env(void) {
 double runtime_nccl_timeout(double dflt) {
     double t = runtime_env()->nccl_timeout_s;
     return t > 0 ? t : dflt;
+}
+
+int env_repo_root(const char *var, const char *probe, char *out, size_t n) {
+    const char *v = var ? getenv(var) : NULL;
+    if (v && *v) { snprintf(out, n, "%s", v); return 1; }
+    char dir[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", dir, sizeof dir - 1);
+    if (len <= 0) return -1;
+    dir[len] = 0;
+    for (int up = 0; up < 4; up++) {
+        char *slash = strrchr(dir, '/');
+        if (!slash) return -1;
+        *slash = 0;
+        char path[PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", dir[0] ? dir : "", probe);
+        if (access(path, R_OK) == 0) { snprintf(out, n, "%s", dir[0] ? dir : "/"); return 0; }
+    }
+    return -1;
 }
 
 int env_specs_named(void) {

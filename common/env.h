@@ -1,5 +1,6 @@
 /* env.h: the environment variables the runtime reads, named and parsed in one place and read once
- * per process (runtime_env()), plus the specs folder the generator and the CLI share. Test-only
+ * per process (runtime_env()), plus the folders the generator and the CLI locate (the repository,
+ * specs/). Test-only
  * variables (BOOST_TEST_*) are in common/test_hooks.h; the launcher's (ranks, devices) in
  * runtime/world.h; the CUDA library search's in common/cudalibs.h. */
 #ifndef BOOST_ENV_H
@@ -27,6 +28,12 @@ double runtime_nccl_timeout(double dflt);
 /* The specs folder: BOOST_SPECS, else "specs" (relative to the working folder). Read at each call:
  * the generator is a library whose callers (and tests) may change it. */
 const char *env_specs_dir(void);
+/* The BOOST repository's folder, where what the binary needs beside it lies (templates/,
+ * tools/): the variable var when set (BOOST_HOME for the templates, BOOST_ROOT for the corpus
+ * tools; not checked: 1), else the nearest of the binary's folder and the three above it that
+ * holds probe (a path inside the repository, e.g. "templates/prelude.cuh": 0), else -1. */
+int env_repo_root(const char *var, const char *probe, char *out, size_t n);
+
 /* Whether BOOST_SPECS names the folder (else the caller may look beside the run's file). */
 int env_specs_named(void);
 

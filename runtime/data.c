@@ -17,6 +17,7 @@
 #include "common/checked.h" // defines: ck_bytes
 #include "common/crc32c.h"  // defines: crc32c_file
 #include "common/files.h"   // defines: file_read_stream
+#include "common/env.h"     // defines: env_repo_root
 #include "runtime/tokenize_files.h"  // defines: tokenize_files
 
 uint64_t data_splitmix64(uint64_t *state) {
@@ -201,21 +202,7 @@ int data_read_text_file(const char *path, TokenStream *ts, char *err, size_t err
 /* The repository root: $BOOST_ROOT, else the nearest folder above the binary that holds
  * tools/corpus.sh. Returns 0 and the path, or -1. */
 static int repo_root(char *out, size_t outlen) {
-    const char *env = getenv("BOOST_ROOT");
-    if (env && *env) { snprintf(out, outlen, "%s", env); return 0; }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return -1;
-    exe[n] = 0;
-    for (int up = 0; up < 4; up++) {
-        char *slash = strrchr(exe, '/');
-        if (!slash) return -1;
-        *slash = 0;
-        char probe[PATH_MAX + 32];
-        snprintf(probe, sizeof probe, "%s/tools/corpus.sh", exe[0] ? exe : "/");
-        if (access(probe, R_OK) == 0) { snprintf(out, outlen, "%s", exe[0] ? exe : "/"); return 0; }
-    }
-    return -1;
+    return env_repo_root("BOOST_ROOT", "tools/corpus.sh", out, outlen) < 0 ? -1 : 0;
 }
 
 static int has_suffix(const char *s, const char *suffix) {
