@@ -8,10 +8,12 @@ cd "$(dirname "$0")/../.." || exit 2
 . tests/sh/lib.sh
 
 # Circles known today, each "module module ..." in sorted order, with why it is still allowed.
-# They are being removed (issue 22); delete the entry once its circle is gone.
+# They are to be removed (issue 22: build/moe on another branch now; cpu.h and data.h to be split
+# one header per .c); delete the entry once its circle is gone (the script says so).
 ALLOWED_CIRCLES=(
   "gen/build gen/moe"   # moe.c calls build.c's ir_* helpers back; they move to a builder file
-  "runtime/cpu runtime/cpu_infer runtime/cpu_kernels"   # cpu.h declares all three; being split
+  "runtime/cpu runtime/cpu_gemm runtime/cpu_infer runtime/cpu_kernels"   # cpu.h declares all four
+  "runtime/data runtime/mixture"   # data.c calls mixture_*, mixture.c batcher_*; data.h declares both
 )
 
 # Mutable process-wide state allowed, "file symbol: why" (a function-scope static by its name).
@@ -24,8 +26,8 @@ ALLOWED_STATE=(
   "runtime/comm_mpi.c agreed_status: the status all ranks agreed on before MPI_Finalize"
   "runtime/comm_mpi.c finish_status: the exit status a signal handler passes to MPI_Abort"
   "runtime/comm_mpi.c scope: comm_mpi_set_scope's communicator (being removed: passed explicitly)"
-  "runtime/cpu.c blas_once: OpenBLAS's thread count is set once per process"
-  "runtime/cpu_kernels.c g_threads: the CPU backend's thread count (BOOST_THREADS), per process"
+  "runtime/cpu_gemm.c blas_once: OpenBLAS's thread count is set once per process"
+  "runtime/cpu_gemm.c g_threads: the CPU backend's thread count (BOOST_THREADS), per process"
   "runtime/cpu_kernels.c rope_tables: RoPE sin/cos tables shared by all ranks, under rope_mu"
   "runtime/cpu_kernels.c rope_ntables: the number of rope_tables filled"
   "runtime/cpu_kernels.c rope_mu: guards rope_tables"
