@@ -82,7 +82,7 @@ SAN_FLAGS  := -O0 -g -w -fsanitize=address,undefined -fno-omit-frame-pointer \
               -fno-sanitize-recover=undefined
 SAN_CFLAGS  = $(filter-out -O2,$(CFLAGS)) $(SAN_FLAGS)
 SAN_TESTS  := test_crafted_files test_fuzz_files test_plan_bad_files test_plan_load test_ckpt \
-              test_data test_train_log
+              test_data test_train_log test_files
 SAN_LIBS   := build/san/libgen.a build/san/libruntime.a build/san/libcommon.a
 
 build/san/%.o: %.c $(wildcard gen/*.h runtime/*.h cli/*.h common/*.h)

@@ -21,6 +21,6 @@ int cmd_import(int argc, char **argv);   /* cli/import.c:  a Hugging Face LLaMA 
 int cmd_doctor(int argc, char **argv);   /* cli/doctor.c:  GPUs, CUDA libraries, what is missing */
 
 /* "CMD: MESSAGE" on stderr (cmd: "boost sample", ...); returns 2, the exit status of bad input.
- * Defined in cli/main.c. */
+ * Defined in cli/refuse.c. */
 int cli_refuse(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #endif

@@ -18,7 +18,8 @@
 #include "cli/infer.h"
 #include "common/kernel_catalog.h"   // defines: kcat_find, KK_*
 #include "runtime/checkpoint.h" // defines: ckpt_reader_*
-#include "runtime/safetensors.h" // defines: st_open, st_find, st_read_f32, json_write_string
+#include "common/json.h"         // defines: json_write_string
+#include "common/files.h"        // defines: file_commit
 
 static void export_usage(FILE *f) {
     fprintf(f, "usage: boost export CKPT --format hf -o DIR [--run RUN] [-D name=value ...] [--bos "
@@ -61,10 +62,9 @@ static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, 
 static int publish(FILE *w, const char *tmp, const char *outdir, const char *name) {
     char path[1400];
     snprintf(path, sizeof path, "%s/%s", outdir, name);
-    if (!w || ferror(w) | fclose(w) || rename(tmp, path)) {
+    if (file_commit(w, tmp, path)) {
         fprintf(stderr, "boost export: %s: write failed: %s\n", path,
                 strerror(errno ? errno : EIO));
-        unlink(tmp);
         return 1;
     }
     return 0;

@@ -17,6 +17,7 @@
 #include "runtime/checkpoint.h" // defines: ckpt_save, CkptState, ckpt_fingerprint
 #include "runtime/plan.h" // defines: plan_load, Plan, PlanCanon
 #include "runtime/safetensors.h" // defines: st_open, st_find, json_parse, json_get
+#include "common/files.h"    // defines: file_read_all
 
 /* LAPACK's divide-and-conquer SVD of a column-major m x n matrix (OpenBLAS's LAPACK). */
 void sgesdd_(const char *jobz, const int *m, const int *n, float *a, const int *lda, float *s,
@@ -162,28 +163,12 @@ static int check_rope(const Json *cfg, const char *path, double *theta) {
 /* A whole JSON file (at most 64 MiB) parsed; NULL with a message printed. */
 static Json *read_json_file(const char *path) {
     char err[512];
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "boost import: %s: %s\n", path, strerror(errno));
+    size_t len = 0;
+    char *text = file_read_all(path, (size_t)64 << 20, &len, err, sizeof err);
+    if (!text) {
+        fprintf(stderr, "boost import: %s\n", err);
         return NULL;
     }
-    char *text = NULL, chunk[65536];
-    size_t len = 0, cap = 0, got;
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0 && len < ((size_t)64 << 20)) {
-        if (len + got > cap) {
-            char *t = realloc(text, cap = (len + got) * 2);
-            if (!t) {
-                free(text);
-                fclose(f);
-                fprintf(stderr, "boost import: out of memory\n");
-                return NULL;
-            }
-            text = t;
-        }
-        memcpy(text + len, chunk, got);
-        len += got;
-    }
-    fclose(f);
     Json *j = json_parse(text ? text : "", len, err, sizeof err);
     free(text);
     if (!j || j->type != JSON_OBJECT) {

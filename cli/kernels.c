@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "cli/commands.h"
 #include "common/nvrtc.h"
+#include "common/files.h"   // defines: file_read_all
 #include "runtime/plan.h"
 #include "runtime/cuda.h"
 #include "gen/gen.h"
@@ -87,16 +88,7 @@ static void usage(FILE *f) {
 }
 
 static char *slurp(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: cannot open", path); return NULL; }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc(n + 1);
-    if (!s || fread(s, 1, n, f) != (size_t)n) { free(s); fclose(f); snprintf(err, errlen, "%s: read failed", path); return NULL; }
-    s[n] = 0;
-    fclose(f);
-    return s;
+    return file_read_all(path, (size_t)1 << 30, NULL, err, errlen);
 }
 
 int cmd_kernels(int argc, char **argv) {

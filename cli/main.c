@@ -1,6 +1,5 @@
 /* main.c: bin/boost, one binary with subcommands. It only dispatches; every subcommand lives in
  * cli/ and calls the libraries (see commands.h). */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include "cli/commands.h"
@@ -28,16 +27,6 @@ static const struct { const char *name; int (*fn)(int, char **); const char *hel
 static void usage(FILE *f) {
     fprintf(f, "usage: boost COMMAND [ARGS]   (boost COMMAND --help for its options)\n\ncommands:\n");
     for (int i = 0; i < NCOMMANDS; i++) fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].help);
-}
-
-int cli_refuse(const char *cmd, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    return 2;
 }
 
 int main(int argc, char **argv) {

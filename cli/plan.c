@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "cli/commands.h"
+#include "common/env.h"   // defines: env_specs_dir
+#include "common/files.h" // defines: file_commit
 #include "cli/plot_moe.h" // defines: find_program, gp_quote
 #include "gen/gen.h" // defines: spec_load_run_projection, spec_load_cluster, cluster_apply
 #include "gen/planner.h" // defines: planner_search, PlanResult, planner_write_spec
@@ -156,8 +158,7 @@ static int load_base(const PlanArgs *a, const char *gpu, Run *run, char *err, si
         ov[0].value = gpu;
         nov = 1;
     }
-    const char *env = getenv("BOOST_SPECS");
-    const char *specs = env && *env ? env : "specs";
+    const char *specs = env_specs_dir();
     char path[1200];
     snprintf(path, sizeof path, "%s/runs/%s.lua", specs, a->model);
     struct stat st;
@@ -340,9 +341,8 @@ static int write_spec(const char *path, const Run *base, const PlanCand *w, cons
         return 1;
     }
     planner_write_spec(base, w, cluster, f);
-    if (fclose(f) || rename(tmp, path)) {
+    if (file_commit(f, tmp, path)) {
         fprintf(stderr, "boost plan: cannot write %s (%s)\n", path, strerror(errno));
-        unlink(tmp);
         return 1;
     }
     printf("winner written to %s (boost train %s)\n", path, path);

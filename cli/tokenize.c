@@ -14,7 +14,8 @@
 #include "runtime/bpe.h"
 #include "runtime/tokenize_files.h"  // defines: tokenize_files, tokenize_expand_inputs
 #include "runtime/data.h"          // defines: TOKEN_FILE_*, data_read_token_file
-#include "runtime/safetensors.h"   // defines: json_parse
+#include "common/json.h"   // defines: json_parse
+#include "common/files.h"  // defines: file_read_stream
 
 static void tokenize_usage(FILE *f) {
     fprintf(f,
@@ -188,11 +189,9 @@ static int load_texts(char **args, int nargs, unsigned char ***texts, size_t **l
         ssize_t got = -1;
         int lineno = 0, jl = tokenize_is_jsonl(g.gl_pathv[i], 0);
         if (!jl) {   /* the whole file */
-            fseek(f, 0, SEEK_END);
-            long len = ftell(f);
-            fseek(f, 0, SEEK_SET);
-            line = malloc((size_t)len + 1);
-            got = line && len >= 0 ? (ssize_t)fread(line, 1, (size_t)len, f) : -1;
+            size_t len = 0;
+            line = file_read_stream(f, g.gl_pathv[i], (size_t)1 << 40, &len, why, sizeof why);
+            got = line ? (ssize_t)len : -1;
         }
         for (;;) {
             if (jl && (got = getline(&line, &lcap, f)) < 0) break;

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "common/kernel_catalog.h"   // defines: kcat_find, kcat_kind, KL_*
 #include "common/nvrtc.h"
+#include "common/files.h"   // defines: file_commit
 #include "gen/gen.h"
 #include "gen/kernels.h"
 #include "runtime/backend.h"
@@ -218,7 +219,10 @@ static int write_tuning(const Plan *p, const char *dir, const char *outp, int re
             p->gpu, dir, cuda_device_arch(), reps, p->gpu);
     fprintf(f, "return tune { row_block = %d, elem_block = %d, attn_block_q = %d, attn_block_k = %d }\n",
             ROW[pick[FAM_ROW]], ELEM[pick[FAM_ELEM]], ATTN_Q[pick[FAM_ATTN]], ATTN_K[pick[FAM_ATTN]]);
-    if (fclose(f) || rename(tmp, outp)) { fprintf(stderr, "%s: write failed\n", outp); unlink(tmp); return 1; }
+    if (file_commit(f, tmp, outp)) {
+        fprintf(stderr, "%s: write failed: %s\n", outp, strerror(errno));
+        return 1;
+    }
     printf("wrote %s\n", outp);
     return 0;
 }

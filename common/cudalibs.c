@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 #include "common/cudalibs.h"
-#include "common/nvrtc.h"
 
 #ifndef BOOST_CUDA_HOME
 #define BOOST_CUDA_HOME "/usr/local/cuda"
@@ -321,5 +320,14 @@ void cudalib_include_for(const char *lib_dir, char *inc, size_t n) {
             }
         }
     }
-    snprintf(inc, n, "%s/include", nvrtc_cuda_home());
+    snprintf(inc, n, "%s/include", cudalib_cuda_home());
+}
+
+/* The CUDA toolkit folder: BOOST_CUDA_HOME, CUDA_HOME, then the build-time default. */
+const char *cudalib_cuda_home(void) {
+    const char *h = getenv("BOOST_CUDA_HOME");
+    if (h && *h) return h;
+    h = getenv("CUDA_HOME");
+    if (h && *h) return h;
+    return BOOST_CUDA_HOME[0] ? BOOST_CUDA_HOME : "/usr/local/cuda";
 }

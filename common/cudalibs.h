@@ -47,4 +47,7 @@ void cudalib_include_for(const char *lib_dir, char *inc, size_t n);
  * once per process; "" when there are none. */
 const char *cudalib_wheel_roots(void);
 
+/* The CUDA toolkit folder (BOOST_CUDA_HOME, CUDA_HOME, else the build's default). */
+const char *cudalib_cuda_home(void);
+
 #endif

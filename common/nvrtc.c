@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include "common/nvrtc.h"
 #include "common/cudalibs.h"
+#include "common/files.h"   // defines: file_read_all
 
 #ifndef BOOST_CUDA_HOME
 #define BOOST_CUDA_HOME "/usr/local/cuda"
@@ -36,15 +37,6 @@ static struct {
     DestroyFn destroy; VersionFn version; ErrStrFn errstr;
 } nv;
 static pthread_mutex_t nv_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* The CUDA toolkit folder: BOOST_CUDA_HOME, CUDA_HOME, then the build-time default. */
-const char *nvrtc_cuda_home(void) {
-    const char *h = getenv("BOOST_CUDA_HOME");
-    if (h && *h) return h;
-    h = getenv("CUDA_HOME");
-    if (h && *h) return h;
-    return BOOST_CUDA_HOME[0] ? BOOST_CUDA_HOME : "/usr/local/cuda";
-}
 
 static void nv_load(void) {
     if (nv.tried) return;
@@ -195,18 +187,11 @@ int nvrtc_cache_path(const char *src, const char *arch, const char *ext, char *d
 }
 
 void *nvrtc_cache_get(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *s = NULL;
-    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n > 0 && fseek(f, 0, SEEK_SET) == 0 && (s = malloc((size_t)n + 1)) && fread(s, 1, (size_t)n, f) == (size_t)n) {
-        s[n] = 0;
-        if (len) *len = (size_t)n;
-    } else {
-        free(s);
-        s = NULL;
-    }
-    fclose(f);
+    char why[600];
+    size_t n = 0;
+    char *s = file_read_all(path, (size_t)1 << 30, &n, why, sizeof why);
+    if (s && n == 0) { free(s); s = NULL; }   /* an empty entry is a miss */
+    if (s && len) *len = n;
     return s;
 }
 

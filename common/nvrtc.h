@@ -22,8 +22,6 @@ int nvrtc_available(char *err, size_t errlen);
 int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin_size,
                   KernelStat *stats, int max, char *err, size_t errlen);
 
-/* The CUDA toolkit folder (BOOST_CUDA_HOME, CUDA_HOME, else the build's default). */
-const char *nvrtc_cuda_home(void);
 /* The NVRTC file opened, how it was found (common/cudalibs.h) and the include folder that goes
  * with it (cuda_bf16.h); 0, or -1 when NVRTC cannot be loaded. Any pointer may be NULL. */
 int nvrtc_library(char *path, size_t pn, char *where, size_t wn, char *include, size_t in);

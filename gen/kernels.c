@@ -13,6 +13,8 @@
 #include "gen/kernels.h"
 #include "gen/gen.h"
 #include "common/kernel_catalog.h"
+#include "common/files.h"   // defines: file_read_all
+#include "common/env.h"     // defines: env_repo_root
 
 /* A kind's catalog row (common/kernel_catalog.h) with its operands parsed. */
 typedef struct {
@@ -386,50 +388,26 @@ int kernel_specialise(KernelInst *k, const Run *run, char *err, size_t errlen) {
 
 /* ---- templates ---- */
 
-/* The templates/ folder: $BOOST_HOME/templates, else next to the binary's folder (bin/..),
- * else two levels up (build/tests/..). */
+/* The templates/ folder: $BOOST_HOME/templates, else the one in the nearest folder above the
+ * binary that has one (bin/.., build/tests/../..). */
 int kernels_template_dir(char *dir, size_t n, char *err, size_t errlen) {
-    char probe[PATH_MAX + 64];
-    const char *home = getenv("BOOST_HOME");
-    if (home && *home) {
+    char probe[PATH_MAX + 64], home[PATH_MAX];
+    int from = env_repo_root("BOOST_HOME", "templates/prelude.cuh", home, sizeof home);
+    if (from == 1) {
         snprintf(probe, sizeof probe, "%s/templates/prelude.cuh", home);
         if (access(probe, R_OK) == 0) { snprintf(dir, n, "%s/templates", home); return 0; }
         snprintf(err, errlen, "BOOST_HOME=%s has no templates/prelude.cuh: point BOOST_HOME at the "
                  "BOOST repository", home);
         return -1;
     }
-    char exe[PATH_MAX];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = 0;
-        for (int up = 1; up <= 2; up++) {
-            char *slash = strrchr(exe, '/');
-            if (!slash) break;
-            *slash = 0;
-            snprintf(probe, sizeof probe, "%s/../templates/prelude.cuh", exe);
-            if (access(probe, R_OK) == 0) { snprintf(dir, n, "%s/../templates", exe); return 0; }
-        }
-    }
+    if (from == 0) { snprintf(dir, n, "%s/templates", home); return 0; }
     snprintf(err, errlen, "templates/ not found next to the binary's folder: set BOOST_HOME to the "
              "BOOST repository (the folder holding templates/)");
     return -1;
 }
 
 static char *read_text(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: cannot read template: %s", path, strerror(errno)); return NULL; }
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc(sz + 1);
-    if (!s || fread(s, 1, sz, f) != (size_t)sz) {
-        free(s); fclose(f);
-        snprintf(err, errlen, "%s: read failed", path);
-        return NULL;
-    }
-    s[sz] = 0;
-    fclose(f);
-    return s;
+    return file_read_all(path, (size_t)64 << 20, NULL, err, errlen);
 }
 
 static const char *ctype_of(const char *dtype) {

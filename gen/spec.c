@@ -20,6 +20,8 @@
 #include "gen/factor.h"   // defines: the factorization table
 #include "gen/sandbox.h"
 #include "common/crc32c.h"   // defines: crc32c_file
+#include "common/files.h"    // defines: file_read_all
+#include "common/env.h"      // defines: env_specs_dir
 
 /* ---------------------------------------------------------------- the field registry */
 
@@ -745,25 +747,9 @@ static int add_source(Ctx *c, const char *path, Loc loc) {
     for (int i = 0; i < c->nsrc; i++)
         if (strcmp(c->src[i].path, path) == 0) return i;
     if (c->nsrc == MAX_SOURCES) spec_error(c, loc, "too many spec files (at most %d)", MAX_SOURCES);
-    FILE *f = fopen(path, "rb");
-    if (!f) spec_error(c, loc, "cannot read %s: %s", path, strerror(errno));
-    size_t cap = 4096, len = 0;
-    char *text = malloc(cap);
-    size_t got;
-    while (text && (got = fread(text + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (len + 1 == cap) {
-            if (cap >= (16u << 20)) { free(text); text = NULL; break; }
-            char *more = realloc(text, cap * 2);
-            if (!more) { free(text); text = NULL; break; }
-            text = more;
-            cap *= 2;
-        }
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!text || bad) { free(text); spec_error(c, loc, "cannot read %s (unreadable or over 16 MiB)", path); }
-    text[len] = 0;
+    char why[PATH_LEN + 100];
+    char *text = file_read_all(path, (size_t)16 << 20, NULL, why, sizeof why);
+    if (!text) spec_error(c, loc, "%s", why);
     Source *s = &c->src[c->nsrc];
     snprintf(s->path, sizeof s->path, "%s", path);
     s->text = text;
@@ -1735,16 +1721,16 @@ static int load_run(const char *run_arg, const Override *ov, int nov, int for_pr
     if (strlen(run_arg) > PATH_LEN - 64) { snprintf(err, errlen, "%.60s...: path too long", run_arg); return 2; }
 
     /* the run file: a path, or a name in the specs folder */
-    const char *env = getenv("BOOST_SPECS");
+    const char *specs = env_specs_dir();
     char path[PATH_LEN * 2];
     snprintf(path, sizeof path, "%s", run_arg);
     if (!file_exists(path)) {
         size_t n = strlen(run_arg);
         int is_name = !strchr(run_arg, '/') && !(n > 4 && strcmp(run_arg + n - 4, ".lua") == 0);
-        snprintf(path, sizeof path, "%s/runs/%s.lua", env && *env ? env : "specs", run_arg);
+        snprintf(path, sizeof path, "%s/runs/%s.lua", specs, run_arg);
         if (!is_name || !file_exists(path)) {
             char dir[PATH_LEN + 8], known[4000];
-            snprintf(dir, sizeof dir, "%s/runs", env && *env ? env : "specs");
+            snprintf(dir, sizeof dir, "%s/runs", specs);
             list_specs(dir, known, sizeof known);
             if (is_name) snprintf(err, errlen, "%s: no such run spec (not a file, and not a name in %s: %s)", run_arg, dir, known);
             else snprintf(err, errlen, "%s: no such file", run_arg);
@@ -1754,7 +1740,7 @@ static int load_run(const char *run_arg, const Override *ov, int nov, int for_pr
     display_path(path, c->run_path, sizeof c->run_path);
 
     /* the specs folder: $BOOST_SPECS, else the folder above the run's folder when it has gpus/, else ./specs */
-    if (env && *env) snprintf(c->specs_dir, sizeof c->specs_dir, "%s", env);
+    if (env_specs_named()) snprintf(c->specs_dir, sizeof c->specs_dir, "%s", specs);
     else {
         char dir[PATH_LEN], up[PATH_LEN], gpus[PATH_LEN + 8];
         dirname_of(c->run_path, dir, sizeof dir);
@@ -1840,9 +1826,9 @@ int spec_load_cluster(const char *arg, Cluster *out, char *err, size_t errlen) {
     Ctx ctx = {0};
     Ctx *c = &ctx;
     memset(out, 0, sizeof *out);
-    const char *env = getenv("BOOST_SPECS");
+    const char *specs = env_specs_dir();
     char dir[PATH_LEN], path[PATH_LEN * 2];
-    snprintf(dir, sizeof dir, "%s/clusters", env && *env ? env : "specs");
+    snprintf(dir, sizeof dir, "%s/clusters", specs);
     if (!arg || !*arg || strlen(arg) > PATH_LEN - 64) { snprintf(err, errlen, "a cluster is a name in %s or a path", dir); return 2; }
     snprintf(path, sizeof path, "%s", arg);
     if (!file_exists(path)) {
@@ -1896,10 +1882,10 @@ static int l_load_gpu_file(lua_State *L) {
 }
 
 int spec_load_gpus(const char *gpus_dir, Gpu *out, int max, char *err, size_t errlen) {
-    const char *env = getenv("BOOST_SPECS");
+    const char *specs = env_specs_dir();
     char dir[PATH_LEN], names[4000];
     if (gpus_dir) snprintf(dir, sizeof dir, "%s", gpus_dir);
-    else snprintf(dir, sizeof dir, "%s/gpus", env && *env ? env : "specs");
+    else snprintf(dir, sizeof dir, "%s/gpus", specs);
     if (!dir_exists(dir)) {
         snprintf(err, errlen, "%s: no such folder (set BOOST_SPECS to the specs folder)", dir);
         return -1;

@@ -13,6 +13,7 @@
 #include "gen/ir.h"
 #include "gen/pp.h"
 #include "common/nvrtc.h"
+#include "common/files.h"   // defines: file_read_all
 
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st; (void)flag; (void)ftw;
@@ -53,16 +54,8 @@ int gen_report_archs(const char *gpus_dir, char archs[][16], int max, char *err,
  * else the default folder), one row per kernel and arch. */
 static int append_kernel_table(FILE *report, const char *cu_path, const Gpu *gpu, char *err,
                                size_t errlen) {
-    FILE *f = fopen(cu_path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: cannot read back", cu_path); return 1; }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *src = malloc((size_t)n + 1);
-    size_t got = src ? fread(src, 1, (size_t)n, f) : 0;
-    fclose(f);
-    if (!src || got != (size_t)n) { free(src); snprintf(err, errlen, "%s: read failed", cu_path); return 1; }
-    src[n] = 0;
+    char *src = file_read_all(cu_path, (size_t)1 << 30, NULL, err, errlen);
+    if (!src) return 1;
     if (!nvrtc_available(err, errlen)) { free(src); return 1; }
     char archs[8][16];
     char gpus_dir[PATH_LEN];

@@ -12,6 +12,8 @@
 #include "runtime/nfc.h"
 #include "runtime/safetensors.h"
 #include "runtime/utf8.h"
+#include "common/json.h"
+#include "common/files.h"   // defines: file_read_stream
 #include "runtime/unicode_tables.h"
 
 /* PRE_META_WHOLE: Metaspace without split (spaces replaced, prefix, one word) */
@@ -576,18 +578,17 @@ Bpe *bpe_load(const char *path, int *status, char *err, size_t errlen) {
         *status = 2;
         return NULL;
     }
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = len > 0 ? malloc((size_t)len) : NULL;
-    if (!text || fread(text, 1, (size_t)len, f) != (size_t)len) {
-        fclose(f); free(text);
-        if (len <= 0) snprintf(err, errlen, "%s: empty, or not a file: not a tokenizer.json", path);
-        else snprintf(err, errlen, "%s: cannot read (%ld bytes)", path, len);
-        *status = len <= 0 ? 2 : 1;
+    size_t len = 0;
+    char *text = file_read_stream(f, path, (size_t)1 << 30, &len, err, errlen);
+    int folder = !text && errno == EISDIR;
+    fclose(f);
+    if (!text || len == 0) {
+        free(text);
+        if (len == 0 && (text || folder))
+            snprintf(err, errlen, "%s: empty, or not a file: not a tokenizer.json", path);
+        *status = len == 0 && (text || folder) ? 2 : 1;
         return NULL;
     }
-    fclose(f);
     Json *root = json_parse(text, (size_t)len, why, sizeof why);
     free(text);
     if (!root || root->type != JSON_OBJECT) {

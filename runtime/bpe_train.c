@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/bpe.h"
-#include "runtime/safetensors.h"   // defines: json_write_string
+#include "common/json.h"   // defines: json_write_string
+#include "common/files.h"  // defines: file_commit
 
 typedef struct { int32_t *sym; int32_t n; int64_t count; uint32_t stamp; } Word;
 typedef struct { uint64_t key; int64_t count; int32_t *where; int32_t nwhere, capwhere; } Pair;
@@ -256,11 +257,8 @@ static int write_json(const Trainer *t, int nspecial, const int32_t (*merges)[2]
         fprintf(f, "]");
     }
     fprintf(f, "\n    ]\n  }\n}\n");
-    int ok = fflush(f) == 0 && !ferror(f);
-    if (fclose(f) != 0) ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
+    if (file_commit(f, tmp, path) != 0) {
         snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
-        remove(tmp);
         return 1;
     }
     return 0;

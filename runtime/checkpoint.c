@@ -22,6 +22,8 @@
 #include <unistd.h>
 #include "runtime/checkpoint.h"   // defines: CkptState, ckpt_*
 #include "common/crc32c.h"       // defines: crc32c_update
+#include "common/files.h"        // defines: file_read_stream
+#include "common/test_hooks.h"   // defines: test_hook_ckpt_sleep_ms
 #include "common/checked.h"       // defines: ck_whole, ck_numel, ck_span, ck_add
 #include "runtime/data.h"         // defines: data_open_regular, data_open_regular_stream
 #include "runtime/pipeline.h"     // defines: pipeline_plan_is
@@ -255,8 +257,7 @@ static int publish(const char *outdir, const char *tmp, const char *final, const
 /* BOOST_TEST_CKPT_SLEEP_MS=N (tests): sleep N ms after each tensor file of a save, so that a test
  * can kill a save part way. */
 static void test_sleep(void) {
-    const char *s = getenv("BOOST_TEST_CKPT_SLEEP_MS");
-    long ms = s ? atol(s) : 0;
+    long ms = test_hook_ckpt_sleep_ms();
     if (ms > 0) usleep((useconds_t)(ms * 1000));
 }
 
@@ -383,26 +384,10 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
         snprintf(err, errlen, "%s (not a checkpoint folder?)", why);
         return 2;
     }
-    char *text = NULL;
-    size_t len = 0, cap = 0, got;
-    char chunk[65536];
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (len + got > cap) {
-            cap = 2 * (len + got);
-            char *t = realloc(text, cap);
-            if (!t) { free(text); fclose(f); snprintf(err, errlen, "%s: out of memory", path); return 2; }
-            text = t;
-        }
-        memcpy(text + len, chunk, got);
-        len += got;
-    }
-    int read_bad = ferror(f);
+    size_t len = 0;
+    char *text = file_read_stream(f, path, (size_t)1 << 30, &len, err, errlen);
     fclose(f);
-    if (read_bad) {
-        free(text);
-        snprintf(err, errlen, "%s: read error", path);
-        return 2;
-    }
+    if (!text) return 2;
     int self = text ? state_crc_ok(text, len) : 0;
     if (self < 0) {
         free(text);
@@ -1316,20 +1301,10 @@ static int open_sharded(CkptReader *r, char *err, size_t errlen) {
         snprintf(err, errlen, "%s (state.json says the checkpoint is sharded)", why);
         return 2;
     }
-    char *text = NULL;
-    size_t len = 0, cap = 0, got;
-    char chunk[65536];
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (len + got > cap) {
-            cap = 2 * (len + got);
-            char *nt = realloc(text, cap);
-            if (!nt) { free(text); fclose(f); snprintf(err, errlen, "%s: out of memory", path); return 2; }
-            text = nt;
-        }
-        memcpy(text + len, chunk, got);
-        len += got;
-    }
+    size_t len = 0;
+    char *text = file_read_stream(f, path, (size_t)1 << 30, &len, err, errlen);
     fclose(f);
+    if (!text) return 2;
     char jerr[200];
     Json *root = json_parse(text ? text : "", len, jerr, sizeof jerr);
     free(text);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <cblas.h>          // defines: cblas_sgemm, openblas_set_num_threads
 #include "runtime/cpu.h"
+#include "common/env.h"   // defines: runtime_env
 
 /* Threads: each of the tp ranks of this process gets cpu_threads() = BOOST_THREADS (default: the
  * online cores less the machine's 1-minute load, which a busy shared machine needs) / tp, at least
@@ -30,9 +31,7 @@ static void blas_single(void) { openblas_set_num_threads(1); }
 
 int cpu_threads_set(int tp) {
     pthread_once(&blas_once, blas_single);
-    int total = 0;
-    const char *e = getenv("BOOST_THREADS");
-    if (e && *e) total = atoi(e);
+    int total = runtime_env()->threads;
     if (total < 1) {   /* the online cores less those other processes keep busy (1-minute load) */
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         double load = 0;

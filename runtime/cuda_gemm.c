@@ -61,7 +61,7 @@ int cuda_grouped_gemm(BackendRank *r, int n, const GemmArgs *g, void **A, void *
     if (ctx_set(r, "a grouped GEMM")) return -1;
     /* cuBLAS's grouped call takes C of the inputs' type only (its table of supported types:
      * bf16 -> bf16, fp32 -> fp32 under CUBLAS_COMPUTE_32F): bf16 GEMMs into fp32 grads loop */
-    int same = api.cublasGemmGroupedBatchedEx != NULL && !getenv("BOOST_NO_GROUPED") &&
+    int same = api.cublasGemmGroupedBatchedEx != NULL && !runtime_env()->no_grouped &&
                n >= 1 && n <= 64 && dtype_of(r, &g[0].C) == dtype_of(r, &g[0].A);
     for (int i = 1; i < n && same; i++)
         same = dtype_of(r, &g[i].A) == dtype_of(r, &g[0].A) && dtype_of(r, &g[i].B) == dtype_of(r, &g[0].B) &&

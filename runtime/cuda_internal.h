@@ -22,6 +22,8 @@
 #include "runtime/cuda.h"
 #include "runtime/cuda_pipe.h"
 #include "common/nvrtc.h"
+#include "common/files.h"   // defines: file_read_all
+#include "common/env.h"     // defines: runtime_env, runtime_nccl_timeout
 #include "runtime/world.h"
 
 #define CUDA_MAX_TP 64

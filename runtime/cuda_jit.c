@@ -19,19 +19,6 @@ int ctx_set_err(char *err, size_t errlen, const char *what) {
     return rc ? -1 : 0;
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc(n + 1);
-    if (s && fread(s, 1, n, f) != (size_t)n) { free(s); s = NULL; }
-    fclose(f);
-    if (s) { s[n] = 0; if (len) *len = n; }
-    return s;
-}
-
 /* Compile (or fetch from the cache) the cubin of src for arch. */
 static void *jit_cubin(const char *src, const char *arch, size_t *size, char *err, size_t errlen) {
     int maj = 0, min = 0;
@@ -150,7 +137,7 @@ int shared_open(const Plan *p, char *err, size_t errlen) {
     /* kernels.cu lives next to plan.txt */
     kernels_path(p, shared.src_path, sizeof shared.src_path);
     size_t len = 0;
-    char *src = read_file(shared.src_path, &len);
+    char *src = file_read_all(shared.src_path, (size_t)1 << 30, &len, err, errlen);
     if (!src) {
         snprintf(err, errlen, "%s: cannot read the plan's kernels (%s): regenerate with 'boost gen'",
                  shared.src_path, strerror(errno));

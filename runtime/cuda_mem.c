@@ -237,8 +237,7 @@ BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, size_t e
     if (!r) { shared_close(); snprintf(err, errlen, "out of memory"); return NULL; }
     r->opened = 1;
     r->p = p; r->rank = rank; r->tp = tp;
-    const char *sync = getenv("BOOST_CUDA_SYNC");
-    r->sync_steps = sync && *sync == '1';
+    r->sync_steps = runtime_env()->cuda_sync;
     r->tptr = calloc(p->ntensors, sizeof *r->tptr);
     r->param_off = calloc(p->nparams + 1, sizeof *r->param_off);
     r->master_off = calloc(p->nparams + 1, sizeof *r->master_off);
@@ -251,10 +250,8 @@ BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, size_t e
     r->ev_ready = calloc(p->nsteps + 1, sizeof *r->ev_ready);
     r->ev_done = calloc(p->nsteps + 1, sizeof *r->ev_done);
     if (!r->ev_ready || !r->ev_done) { snprintf(err, errlen, "out of memory"); goto fail; }
-    const char *tv = getenv("BOOST_NCCL_TIMEOUT");
-    r->nccl_timeout = tv && atof(tv) > 0 ? atof(tv) : 600;
-    const char *gv = getenv("BOOST_CUDA_GRAPH");
-    if (gv && *gv == '1') {
+    r->nccl_timeout = runtime_nccl_timeout(600);
+    if (runtime_env()->cuda_graph) {
         r->graphs = tp == 1 && p->dp == 1 && p->arena_slots <= 1 && !r->sync_steps && api.cuGraphLaunch != NULL;
         if (!r->graphs && rank == 0)
             fprintf(stderr, "boost: BOOST_CUDA_GRAPH=1 is for tp=1 and dp=1 without pipeline stages or BOOST_CUDA_SYNC, with "

@@ -37,8 +37,7 @@ CudaPipe *cuda_pipe_open(const Plan *plan, int wrank, int wsize, int me, int r0,
     CudaPipe *cp = calloc(1, sizeof *cp);
     if (!cp) { snprintf(err, errlen, "out of memory"); return NULL; }
     cp->plan = plan; cp->wrank = wrank; cp->wsize = wsize; cp->me = me; cp->r0 = r0; cp->nlocal = nlocal;
-    const char *tv = getenv("BOOST_NCCL_TIMEOUT");
-    cp->timeout = tv && atof(tv) > 0 ? atof(tv) : 600;
+    cp->timeout = runtime_nccl_timeout(600);
     return cp;
 }
 

@@ -44,8 +44,7 @@ int nccl_exchange_id(const Plan *p, int rank, ncclUniqueId *id, char *path, size
         }
         return 0;
     }
-    const char *tv = getenv("BOOST_NCCL_TIMEOUT");
-    double timeout = tv && atof(tv) > 0 ? atof(tv) : 300;
+    double timeout = runtime_nccl_timeout(300);
     double start = wall_s();
     for (;;) {
         struct stat st;

@@ -16,6 +16,8 @@
 #include "runtime/data.h"   // defines: TokenStream, Batcher, data_*, batcher_*
 #include "common/checked.h" // defines: ck_bytes
 #include "common/crc32c.h"  // defines: crc32c_file
+#include "common/files.h"   // defines: file_read_stream
+#include "common/env.h"     // defines: env_repo_root
 #include "runtime/tokenize_files.h"  // defines: tokenize_files
 
 uint64_t data_splitmix64(uint64_t *state) {
@@ -78,15 +80,8 @@ static unsigned char *read_whole(const char *path, size_t *len, char *err, size_
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s: not a regular file", path); fclose(f); return NULL;
     }
-    size_t n = (size_t)st.st_size;
-    unsigned char *buf = malloc(n ? n : 1);
-    if (!buf) { snprintf(err, errlen, "%s: out of memory for %zu bytes", path, n); fclose(f); return NULL; }
-    if (fread(buf, 1, n, f) != n) {
-        snprintf(err, errlen, "%s: read error: %s", path, ferror(f) ? strerror(errno) : "file shrank");
-        free(buf); fclose(f); return NULL;
-    }
+    unsigned char *buf = (unsigned char *)file_read_stream(f, path, (size_t)1 << 40, len, err, errlen);
     fclose(f);
-    *len = n;
     return buf;
 }
 
@@ -207,21 +202,7 @@ int data_read_text_file(const char *path, TokenStream *ts, char *err, size_t err
 /* The repository root: $BOOST_ROOT, else the nearest folder above the binary that holds
  * tools/corpus.sh. Returns 0 and the path, or -1. */
 static int repo_root(char *out, size_t outlen) {
-    const char *env = getenv("BOOST_ROOT");
-    if (env && *env) { snprintf(out, outlen, "%s", env); return 0; }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return -1;
-    exe[n] = 0;
-    for (int up = 0; up < 4; up++) {
-        char *slash = strrchr(exe, '/');
-        if (!slash) return -1;
-        *slash = 0;
-        char probe[PATH_MAX + 32];
-        snprintf(probe, sizeof probe, "%s/tools/corpus.sh", exe[0] ? exe : "/");
-        if (access(probe, R_OK) == 0) { snprintf(out, outlen, "%s", exe[0] ? exe : "/"); return 0; }
-    }
-    return -1;
+    return env_repo_root("BOOST_ROOT", "tools/corpus.sh", out, outlen) < 0 ? -1 : 0;
 }
 
 static int has_suffix(const char *s, const char *suffix) {

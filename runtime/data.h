@@ -12,11 +12,8 @@
 #include <stdio.h>          // defines: FILE
 #include "runtime/bpe.h"   // defines: Bpe
 
-#define TOKEN_FILE_MAGIC 20240520
-#define TOKEN_FILE_VERSION 1       /* uint16 tokens */
-#define TOKEN_FILE_VERSION_U32 2   /* uint32 tokens */
-#define TOKEN_FILE_HEADER_INTS 256
-#define BYTE_VOCAB 256
+#include "runtime/token_file.h"   // defines: TOKEN_FILE_*
+#include "runtime/tokenizer.h"    // defines: BYTE_VOCAB, tokenize_bytes, detokenize_bytes
 
 /* A whole token stream in memory: tokens[0 .. ntokens-1]. */
 typedef struct {
@@ -25,11 +22,6 @@ typedef struct {
     int32_t max_token;        /* largest token id in the stream (-1 when empty) */
     char source[512];         /* the file it came from, for messages */
 } TokenStream;
-
-/* Byte-level tokenizer (runtime/tokenizer.c): every byte is one token 0..255. */
-int64_t tokenize_bytes(const unsigned char *text, size_t len, int32_t *out);   /* returns len */
-/* Decodes tokens back to bytes; returns -1 (and stops) at a token outside 0..255. */
-int64_t detokenize_bytes(const int32_t *tokens, int64_t n, unsigned char *out);
 
 /* Read an llm.c token file into memory: 256 int32 header (magic 20240520, version 1 or 2, token
  * count), then the tokens as uint16 (version 1) or uint32 (version 2). Checks the magic, the

@@ -23,6 +23,8 @@
 #include "runtime/comm_mpi.h"   // defines: comm_mpi_launched
 #include "runtime/overlap.h"    // defines: overlap_first_use, plan_overlap_report
 #include "runtime/flight.h"     // defines: Flight, flight_*
+#include "common/env.h"         // defines: runtime_env
+#include "common/test_hooks.h"  // defines: test_hook_skip_coll_wait
 
 typedef int (*RankJob)(Engine *e, int rank, void *arg);
 
@@ -246,9 +248,8 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
      * once, for comparing timings) */
     e->async_colls = be->allreduce_issue && be->allgather_issue && be->coll_wait;
     if (e->async_colls) {
-        const char *no = getenv("BOOST_NO_OVERLAP"), *skip = getenv("BOOST_TEST_SKIP_COLL_WAIT");
-        e->skip_waits = skip && *skip == '1' ? 1 : skip && !strcmp(skip, "gather") ? 2 : 0;
-        e->gather_async = e->zero && be->gather_shards_issue && !(no && *no == '1');
+        e->skip_waits = test_hook_skip_coll_wait();
+        e->gather_async = e->zero && be->gather_shards_issue && !runtime_env()->no_overlap;
         e->gather_pending = calloc((size_t)e->nranks, 1);
         e->first_use = malloc((size_t)(plan->nsteps + 1) * sizeof *e->first_use);
         e->wait_first = calloc((size_t)(plan->nsteps + 2), sizeof *e->wait_first);
@@ -258,7 +259,7 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
             engine_release(e);
             return NULL;
         }
-        overlap_first_use(plan, e->bwd1, no && *no == '1', e->first_use);
+        overlap_first_use(plan, e->bwd1, runtime_env()->no_overlap, e->first_use);
         for (int s = e->bwd1; s < plan->nsteps; s++)   /* gathers waited for at once: none to place */
             if (!e->gather_async) e->first_use[s] = -1;
         for (int s = 0; s < plan->nsteps; s++) if (e->first_use[s] >= 0) e->wait_first[e->first_use[s] + 1]++;
@@ -271,8 +272,7 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
     }
     e->prof = profile_open(plan, be->name);
     e->flight = flight_new(e->nranks, 64);
-    const char *verbose = getenv("BOOST_VERBOSE");
-    if (verbose && *verbose == '1' && e->lead == 0) {
+    if (runtime_env()->verbose && e->lead == 0) {
         char rep[8192];
         if (plan_overlap_report(plan, rep, sizeof rep) == 0) fprintf(stderr, "%s", rep);
     }
@@ -527,9 +527,8 @@ typedef struct { const int32_t *tokens, *targets; int backward, last; float *los
  * outside the collectives, as a slower device or host would (the straggler check names it; the
  * other ranks wait for it in the pass's first collective; a long sleep looks like a hang). */
 static void test_slow_rank(const Engine *e, int rank) {
-    const char *s = getenv("BOOST_TEST_SLOW_RANK");
-    int r, ms;
-    if (s && sscanf(s, "%d:%d", &r, &ms) == 2 && r == rank && ms > 0) usleep((useconds_t)ms * 1000);
+    int r, ms = test_hook_slow_rank(&r);
+    if (ms > 0 && r == rank) usleep((useconds_t)ms * 1000);
 }
 
 static int job_pass(Engine *e, int rank, void *argp) {

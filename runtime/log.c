@@ -12,7 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 #include "runtime/tbevents.h"  // defines: tb_open, tb_scalar, tb_json_scalars
-#include "runtime/train.h"   // defines: TrainLog, StepReport, trainlog_*, format_*
+#include "runtime/log.h"     // defines: TrainLog, StepReport, trainlog_*, format_*
+#include "common/files.h"     // defines: file_commit
 
 void format_count(double v, char *out, size_t outlen) {
     if (v >= 1e9) snprintf(out, outlen, "%.1fG", v / 1e9);
@@ -54,11 +55,8 @@ static int trim_log(const char *path, int last, char *err, size_t errlen) {
     }
     free(line);
     fclose(in);
-    int ok = fflush(out) == 0 && !ferror(out);
-    if (fclose(out) != 0) ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
+    if (file_commit(out, tmp, path) != 0) {
         snprintf(err, errlen, "%s: cannot rewrite the log: %s", path, strerror(errno));
-        remove(tmp);
         return 1;
     }
     return 0;

@@ -21,6 +21,7 @@
 #include "runtime/backend.h"    // defines: StageLink
 #include "runtime/cuda_pipe.h"  // defines: CudaPipe, CudaPipeOp, cuda_pipe_*
 #include "runtime/cuda.h"       // defines: cuda_device_present
+#include "common/files.h"       // defines: file_read_all
 
 #define PL_MAX_STAGES PLAN_MAX_STAGES
 

@@ -13,6 +13,7 @@
 #include "runtime/grid.h"
 #include "common/checked.h" // defines: ck_add, ck_mul, ck_span, CK_MAX_SIZE
 #include "common/kernel_catalog.h"   // defines: kcat_find, kcat_operand, kcat_const, kcat_eval
+#include "common/files.h"   // defines: file_read_stream
 #include "common/train_settings.h"   // defines: TRAIN_SETTINGS, train_setting_parse, train_setting_default
 
 #define MAX_TOKENS 96
@@ -1298,26 +1299,14 @@ static int final_checks(Loader *L) {
 static char *plan_read_text(const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) { snprintf(err, errlen, "%s: cannot open the plan: %s (run 'boost gen' to write it)", path, strerror(errno)); return NULL; }
-    size_t cap = 1 << 16, len = 0;
-    char *text = malloc(cap + 1);
-    while (text) {
-        size_t got = fread(text + len, 1, cap - len, f);
-        len += got;
-        if (len < cap) break;
-        if (cap >= MAX_PLAN_BYTES) { free(text); text = NULL; break; }
-        cap *= 2;
-        char *n = realloc(text, cap + 1);
-        if (!n) { free(text); text = NULL; }
-        text = n;
-    }
-    int ioerr = ferror(f);
+    size_t len = 0;
+    char why[600];
+    char *text = file_read_stream(f, path, MAX_PLAN_BYTES, &len, why, sizeof why);
     fclose(f);
-    if (!text || ioerr) {
-        free(text);
-        snprintf(err, errlen, "%s: cannot read the plan (too large or unreadable)", path);
+    if (!text) {
+        snprintf(err, errlen, "%s (reading the plan)", why);
         return NULL;
     }
-    text[len] = 0;
     if (memchr(text, 0, len)) {
         free(text);
         snprintf(err, errlen, "%s:1: the plan is not a text file (it contains NUL bytes)", path);

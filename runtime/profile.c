@@ -2,6 +2,7 @@
  * one rank, summed at print time into rows "section kind" (kernels by catalog kind, e.g. "bwd
  * attention_bwd"; GEMMs by step kind with the GFLOP/s they reached), sorted by time. */
 #include "runtime/profile.h"
+#include "common/env.h"   // defines: runtime_env
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +19,7 @@ struct StepProfile {
 };
 
 StepProfile *profile_open(const Plan *p, const char *backend_name) {
-    const char *env = getenv("BOOST_PROFILE");
-    if (!env || strcmp(env, "1")) return NULL;
+    if (!runtime_env()->profile) return NULL;
     StepProfile *pf = calloc(1, sizeof *pf);
     if (!pf) return NULL;
     pf->p = p;

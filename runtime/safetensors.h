@@ -1,31 +1,14 @@
 /* safetensors.h: the safetensors file format (what PyTorch's safetensors loader reads): an 8-byte
  * little-endian header length, a JSON header {name: {dtype, shape, data_offsets}, __metadata__:
- * {string: string}}, then the raw little-endian tensor bytes. Writer (F32) and checked reader,
- * plus the small JSON parser they share with checkpoints' state.json. */
+ * {string: string}}, then the raw little-endian tensor bytes. Writer (F32) and checked reader;
+ * the header is parsed by common/json.h. */
 #ifndef BOOST_SAFETENSORS_H
 #define BOOST_SAFETENSORS_H
 
 #include <stdint.h>
 #include <stddef.h>
 #include <stdio.h>
-
-/* ---- JSON (a parsed tree; numbers as double, strings unescaped, UTF-8 kept as bytes) ---- */
-enum JsonType { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT };
-typedef struct Json {
-    int type;
-    double num;               /* JSON_NUMBER, JSON_BOOL (0/1) */
-    char *str;                /* JSON_STRING */
-    int n;                    /* JSON_ARRAY / JSON_OBJECT: number of items */
-    char **keys;              /* JSON_OBJECT: key of each item */
-    struct Json *items;
-} Json;
-
-/* Parse text[0..len). Returns NULL with "byte N: what is wrong" in err. */
-Json *json_parse(const char *text, size_t len, char *err, size_t errlen);
-void json_free(Json *j);
-const Json *json_get(const Json *obj, const char *key);   /* NULL when absent or not an object */
-/* Write s as a JSON string literal (with quotes and escapes). */
-void json_write_string(FILE *f, const char *s);
+#include "common/json.h"   // defines: Json (StFile.header)
 
 /* ---- writing ---- */
 /* Fills tensor i (rows*cols floats) into out; returns 0, or non-zero to abort with that code. */

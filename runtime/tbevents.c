@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "common/crc32c.h"
-#include "runtime/safetensors.h"   // defines: json_parse
+#include "common/json.h"   // defines: json_parse
 #include "runtime/tbevents.h"
 
 struct TbEvents { FILE *f; char path[1200]; };

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "runtime/tokenize_files.h"  // defines: TokenizeJob, TokenizeResult, tokenize_files
-#include "runtime/data.h"            // defines: TOKEN_FILE_*
-#include "runtime/safetensors.h"     // defines: json_parse
+#include "runtime/token_file.h"      // defines: TOKEN_FILE_*
+#include "common/json.h"     // defines: json_parse
 
 /* ---------------- inputs: documents cut into pieces ---------------- */
 typedef struct {

@@ -1,6 +1,6 @@
 /* tokenizer.c: the byte-level tokenizer: each byte of the text is one token (vocab 256), so any
  * text, in any encoding, round-trips exactly. */
-#include "runtime/data.h"   // defines: tokenize_bytes, detokenize_bytes
+#include "runtime/tokenizer.h"   // defines: tokenize_bytes, detokenize_bytes, BYTE_VOCAB
 
 int64_t tokenize_bytes(const unsigned char *text, size_t len, int32_t *out) {
     for (size_t i = 0; i < len; i++) out[i] = text[i];

@@ -33,6 +33,8 @@
 #include "runtime/moe_stats.h"    // defines: MoeStats, moe_stats_*
 #include "runtime/comm_mpi.h"     // defines: comm_mpi_agree_status
 #include "common/train_settings.h"   // defines: train_setting, train_setting_parse
+#include "common/env.h"              // defines: runtime_env
+#include "common/test_hooks.h"       // defines: test_hook_spike_batches
 
 typedef struct {
     Plan *plan;
@@ -299,7 +301,7 @@ static void shard_note_of(const CkptShards *sh, char *note, size_t n) {
 
 /* After a save of step `step` published as dir: the log line and --keep's retention (process 0). */
 static void after_save(Trainer *t, TrainLog *lg, const char *dir, int64_t step, const char *how) {
-    if (!t->opt->quiet || getenv("BOOST_VERBOSE")) trainlog_note(lg, "saved %s (%s)", dir, how);
+    if (!t->opt->quiet || runtime_env()->verbose_any) trainlog_note(lg, "saved %s (%s)", dir, how);
     if (t->opt->keep > 0) {
         char removed[2048];
         // the last good checkpoint stays even when it is not among the newest keep
@@ -344,7 +346,7 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
         for (int k = 0; k < 3; k++) { free(t->local[k]); t->local[k] = NULL; }   // not held between saves
         if (rc) return save_failed(t, saved, err);
         if (t->follower) {   // rank 0 keeps the records and the retention
-            if (getenv("BOOST_VERBOSE")) fprintf(stderr, "boost train: rank %d wrote its part of %s%s\n", t->proc, saved, shard_note);
+            if (runtime_env()->verbose_any) fprintf(stderr, "boost train: rank %d wrote its part of %s%s\n", t->proc, saved, shard_note);
             return followed(t, 0);
         }
     } else if (ckpt_save(t->opt->outdir, &st, t->canons, t->ncanons, fill_from_engine, t, saved,
@@ -548,7 +550,7 @@ static int finish_async(Trainer *t, TrainLog *lg) {
     char note[600] = "", how[800];
     if (s->sharded) shard_note_of(&s->sh, note, sizeof note);
     if (t->follower) {
-        if (getenv("BOOST_VERBOSE"))
+        if (runtime_env()->verbose_any)
             fprintf(stderr, "boost train: rank %d wrote its part of %s%s\n", t->proc, s->saved,
                     note);
         return 0;
@@ -741,7 +743,7 @@ static int resume_from(Trainer *t, const char *arg) {
     }
     printf("resumed from %s: step %lld, data position %lld (%lld sequences; saved at tp=%d %s, now tp=%d %s)\n", dir,
            (long long)st.step, (long long)st.data_position, (long long)t->data_seq, st.tp, st.layout, t->plan->tp, t->plan->layout);
-    if (getenv("BOOST_VERBOSE"))
+    if (runtime_env()->verbose_any)
         printf("  %s checkpoint: read %lld of its %lld tensor bytes\n", sharded ? "sharded" : "full", (long long)bytes_read,
                (long long)bytes_total);
     if (st.seed != t->plan->seed)
@@ -782,7 +784,7 @@ static void spike_window_add(Trainer *t, double loss, double norm) {
  * reads at steps 12 and 13 is multiplied by 1000, as a bad batch would raise it. Keyed to the data,
  * not the step, so that a rollback past those batches does not meet them again. */
 static double test_spike_scale(const Trainer *t, int64_t seq0) {
-    const char *s = getenv("BOOST_TEST_SPIKE_BATCHES");
+    const char *s = test_hook_spike_batches();
     if (!s) return 1;
     int64_t batch = seq0 / ((int64_t)t->plan->dp * t->plan->grad_accum * t->plan->micro_batch) + 1;
     for (char *end; *s; s = *end ? end + 1 : end) {

@@ -4,7 +4,7 @@
  * \u surrogate pair into one 4-byte character (Python escapes emoji that way in tokenizer.json). */
 #include <string.h>
 #include "runtime/bpe.h"
-#include "runtime/safetensors.h"
+#include "common/json.h"
 #include "tests/unit/testlib.h"
 
 /* The pieces of text joined by '|' (text must not contain '|'); digits 0: GPT-2, else LLaMA-3's

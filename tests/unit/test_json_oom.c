@@ -1,11 +1,11 @@
-/* test_json_oom.c: the JSON reader (runtime/safetensors.c, used for safetensors headers, state.json
+/* test_json_oom.c: the JSON reader (common/json.c, used for safetensors headers, state.json
  * and index.json) when memory runs out part way: every failing realloc gives an "out of memory"
  * error and frees each block once (it used to free a grown item array twice). realloc is replaced
  * in this program to fail at the Nth call; so this test is not built into the sanitizer lane. */
 #include <stdlib.h>
 #include <string.h>
 #include "tests/unit/testlib.h"
-#include "runtime/safetensors.h"
+#include "common/json.h"
 
 extern void *__libc_realloc(void *p, size_t n);
 static int fail_at = -1, calls;

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include "common/files.h"   /* defines: file_read_all */
 
 static int tl_failed;
 
@@ -28,16 +29,8 @@ static inline double tl_worst(double w, double e) { return (w != w || e != e) ? 
 /* tl_read_file(path, &len): the whole file, NUL-terminated (caller frees; len may be NULL), or NULL
  * when it cannot be read. tl_write_file(path, bytes, n): writes it (a failure shows in the check). */
 static inline char *tl_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) { free(s); s = NULL; }
-    if (s) { s[n] = 0; if (len) *len = (size_t)n; }
-    fclose(f);
-    return s;
+    char why[600];
+    return file_read_all(path, (size_t)1 << 34, len, why, sizeof why);
 }
 static inline void tl_write_file(const char *path, const void *bytes, size_t n) {
     FILE *f = fopen(path, "wb");
