@@ -147,14 +147,15 @@ static int parse_project_args(ProjectArgs *pa, int argc, char **argv) {
 /* The projections of one run, one per layout, and what the three output forms print of them. */
 typedef struct {
     const Run *run;
-    int layouts[3], nl, lowrank;     /* megatron, naive, btp; or one of them */
+    int layouts[3], nl, lowrank;     /* megatron, naive, btp, those the model runs in; lowrank:
+                                      * btp and megatron both projected */
     Projection proj[3];
     CostConsts consts;
     Field f[3][NFIELDS];
     int nf;
     int measured;                    /* some GEMMs priced from measured rates */
     char source[160];                /* where the GEMM efficiencies came from */
-    double over_naive, over_megatron;   /* btp's speedups (lowrank only) */
+    double over_naive, over_megatron;   /* btp's speedups (0: a layout not projected) */
 } ProjectOut;
 
 /* The pp_busy_s / pp_idle_s lists of each layout (pp > 1), as JSON members. */
@@ -187,10 +188,11 @@ static void print_projection_json(const ProjectOut *o) {
         printf("},\n");
     }
     if (run->pp > 1) print_pp_ranks_json(o);
-    if (o->lowrank)
-        printf("  \"speedup\": {\"btp_over_naive\": %.6g, \"btp_over_megatron\": %.6g}\n}\n",
-               o->over_naive, o->over_megatron);
-    else printf("  \"speedup\": {}\n}\n");
+    printf("  \"speedup\": {");
+    if (o->over_naive > 0)
+        printf("\"btp_over_naive\": %.6g%s", o->over_naive, o->lowrank ? ", " : "");
+    if (o->lowrank) printf("\"btp_over_megatron\": %.6g", o->over_megatron);
+    printf("}\n}\n");
 }
 
 static void print_projection_kv(const ProjectOut *o) {
@@ -220,9 +222,8 @@ static void print_projection_kv(const ProjectOut *o) {
                     printf(" %.15g", a ? p->pp_idle_s[k] : p->pp_busy_s[k]);
                 printf("\n");
             }
-    if (o->lowrank)
-        printf("speedup.btp_over_naive %.6g\nspeedup.btp_over_megatron %.6g\n", o->over_naive,
-               o->over_megatron);
+    if (o->over_naive > 0) printf("speedup.btp_over_naive %.6g\n", o->over_naive);
+    if (o->lowrank) printf("speedup.btp_over_megatron %.6g\n", o->over_megatron);
 }
 
 /* pp > 1: the emitted schedule's timeline against the formula, with each rank's idle time */
@@ -275,9 +276,12 @@ static void print_projection_details(const ProjectOut *o) {
                p->layer_fwd_bytes / 1e6, p->layer_bwd_count, p->layer_bwd_elems,
                p->layer_bwd_bytes / 1e6);
     }
-    if (o->lowrank)
+    if (o->lowrank && o->over_naive > 0)
         printf("\nbtp speedup: %.2fx over naive, %.2fx over megatron (the full-rank twin)\n",
                o->over_naive, o->over_megatron);
+    else if (o->lowrank)
+        printf("\nbtp speedup: %.2fx over megatron (the full-rank twin); naive does not apply: "
+               "the model's factorization runs in btp only\n", o->over_megatron);
     else if (run->model.moe_shared)
         printf("\nthe model shares expert factors, built for btp only: megatron and naive are not "
                "projected\n");
@@ -314,10 +318,17 @@ static int project_layouts_all(const ProjectArgs *pa, ProjectOut *o, const GemmR
     char err[1024] = "";
     const Run *run = o->run;
     const char *steps = pa->steps_layout;
-    if (steps && !o->lowrank && strcmp(steps, layout_name(o->layouts[0])))
+    if (steps && o->nl == 1 && strcmp(steps, layout_name(o->layouts[0])))
         return project_refuse("--steps %s: %s %s, only %s applies", steps, run->model.name,
                               run->model.moe_shared ? "shares expert factors" : "is full rank",
                               layout_name(o->layouts[0]));
+    int listed = !steps;
+    for (int i = 0; i < o->nl; i++) listed |= steps && !strcmp(steps, layout_name(o->layouts[i]));
+    if (!listed)
+        return project_refuse("--steps %s: model %s does not run in %s (projected: %s%s%s%s%s)",
+                              steps, run->model.name, steps, layout_name(o->layouts[0]),
+                              o->nl > 1 ? ", " : "", o->nl > 1 ? layout_name(o->layouts[1]) : "",
+                              o->nl > 2 ? ", " : "", o->nl > 2 ? layout_name(o->layouts[2]) : "");
     for (int i = 0; i < o->nl; i++) {
         const char *name = layout_name(o->layouts[i]);
         FILE *trace = steps && !strcmp(steps, name) && !pa->json && !pa->kv ? stdout : NULL;
@@ -373,7 +384,10 @@ static int project_main(Run *run, int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.run = run;
     o.nl = project_layouts(&run->model, o.layouts);   /* megatron, naive, btp; or one of them */
-    o.lowrank = o.nl == 3;
+    int at[3] = {-1, -1, -1};   /* the index of megatron, naive, btp in o.layouts, or -1 */
+    for (int i = 0; i < o.nl; i++)
+        at[o.layouts[i] == LAYOUT_MEGATRON ? 0 : o.layouts[i] == LAYOUT_NAIVE ? 1 : 2] = i;
+    o.lowrank = at[0] >= 0 && at[2] >= 0;
     if (pa.gemms) {
         for (int i = 0; i < o.nl; i++) {
             rc = project_list_gemms(run, o.layouts[i], stdout, err, sizeof err);
@@ -384,8 +398,8 @@ static int project_main(Run *run, int argc, char **argv) {
     rc = project_priced(&pa, &o);
     if (rc) return rc;
     for (int i = 0; i < o.nl; i++) o.nf = projection_fields(&o.proj[i], o.f[i]);
-    o.over_naive = o.lowrank ? o.proj[1].seconds / o.proj[2].seconds : 0;
-    o.over_megatron = o.lowrank ? o.proj[0].seconds / o.proj[2].seconds : 0;
+    o.over_naive = at[1] >= 0 && at[2] >= 0 ? o.proj[at[1]].seconds / o.proj[at[2]].seconds : 0;
+    o.over_megatron = o.lowrank ? o.proj[at[0]].seconds / o.proj[at[2]].seconds : 0;
     if (pa.json) print_projection_json(&o);
     else if (pa.kv) print_projection_kv(&o);
     else print_projection_table(&o);

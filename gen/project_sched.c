@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gen/factor.h"
 #include "gen/ir.h"        // defines: graph_build, Graph, Op, Tensor, Param
 #include "gen/project.h"
 #include "gen/project_pp.h"   // pp_timeline; gen/pp.h: pp_build, PpPlan
@@ -445,8 +446,18 @@ int project_layouts(const Model *m, int layouts[3]) {
         for (int p = 0; p < NPROJ; p++) if (m->proj[l][p].factor != FACTOR_FULL) lowrank = 1;
     if (m->moe_shared) { layouts[0] = LAYOUT_BTP; return 1; }   /* shared expert factors: btp only */
     if (!lowrank) { layouts[0] = LAYOUT_MEGATRON; return 1; }
-    layouts[0] = LAYOUT_MEGATRON; layouts[1] = LAYOUT_NAIVE; layouts[2] = LAYOUT_BTP;
-    return 3;
+    /* megatron (the model dense), then each low-rank layout the factorization runs in */
+    int n = 0;
+    const int order[3] = {LAYOUT_MEGATRON, LAYOUT_NAIVE, LAYOUT_BTP};
+    for (int i = 0; i < 3; i++) {
+        const Factorization *fz = layout_factorization(m, order[i]);
+        int runs = 1;
+        for (int k = 0; k < fz->nfactors; k++)
+            for (int role = 0; role < NROLE; role++)
+                if (fz->factors[k].split[order[i]][role] == SIDE_NONE) runs = 0;
+        if (runs) layouts[n++] = order[i];
+    }
+    return n;
 }
 
 /* The distinct GEMM shapes of a layout's schedule (grouped members one by one), as lines
