@@ -7,7 +7,8 @@ int cuda_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
     const Plan *p = r->p;
     float b1 = (float)p->beta1, b2 = (float)p->beta2, eps = (float)p->adam_eps;
     float bias1 = (float)(1.0 - pow(p->beta1, t_step)), bias2 = (float)(1.0 - pow(p->beta2, t_step));
-    if (r->zero && r->adam_nchunks > 0 && get_fn(KERNEL_ADAMW_SHARDED)) {   /* every shard in one launch */
+    /* zero=1: every shard in one launch */
+    if (r->zero && !r->gshard && r->adam_nchunks > 0 && get_fn(KERNEL_ADAMW_SHARDED)) {
         float wd = (float)p->weight_decay;
         void *args[] = {&r->master, &r->params, &r->grads, &r->adam_m, &r->adam_v, &r->adam_chunks,
                         &lr, &b1, &b2, &eps, &wd, &grad_scale, &bias1, &bias2};
@@ -21,7 +22,8 @@ int cuda_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
         if (launch(r, KERNEL_ADAMW_MULTI, r->adam_nchunks, 256, 0, args)) return -1;
         return after_step(r, "adamw");
     }
-    for (int i = 0; i < p->nparams; i++) {   /* a kernels.cu from before the multi-tensor kernels */
+    /* a kernels.cu from before the multi-tensor kernels, or zero=2 (gradient shards in gshard) */
+    for (int i = 0; i < p->nparams; i++) {
         const PlanParam *pp = &p->params[i];
         int64_t lo, hi, mi, si;
         own_range(r, pp->rows * pp->cols, &lo, &hi);   /* zero=1: this dp rank's shard */
@@ -29,7 +31,8 @@ int cuda_adamw(BackendRank *r, float lr, float grad_scale, int t_step) {
         int64_t off = r->param_off[i] + lo;
         long long n = hi - lo;
         if (n <= 0) continue;
-        CUdeviceptr master = r->master + mi * 4, grad = r->grads + off * 4, m = r->adam_m + si * 4, v = r->adam_v + si * 4;
+        CUdeviceptr master = r->master + mi * 4, m = r->adam_m + si * 4, v = r->adam_v + si * 4;
+        CUdeviceptr grad = r->gshard ? r->gshard + si * 4 : r->grads + off * 4;
         CUdeviceptr param = p->tensors[pp->tensor].dtype == PDT_BF16 ? r->params + off * 2 : 0;
         float wd = pp->decay ? (float)p->weight_decay : 0.f;
         void *args[] = {&master, &param, &grad, &m, &v, &n, &lr, &b1, &b2, &eps, &wd, &grad_scale, &bias1, &bias2};
@@ -62,7 +65,8 @@ static double zero_sq_norm(BackendRank *r) {
     double total = 0;
     if (r->nsq <= max) {   /* range i's partial sums at scratch[i*SUMSQ_BLOCKS ..], as many as its blocks */
         for (int i = 0; i < r->nsq; i++) {
-            CUdeviceptr x = r->grads + r->sq_off[i] * 4, part = r->scratch + (size_t)i * SUMSQ_BLOCKS * sizeof(float);
+            CUdeviceptr x = (r->gshard ? r->gshard : r->grads) + r->sq_off[i] * 4;
+            CUdeviceptr part = r->scratch + (size_t)i * SUMSQ_BLOCKS * sizeof(float);
             long long n = r->sq_n[i];
             void *args[] = {&x, &n, &part};
             if (launch(r, "boost_sumsq_fp32", sq_blocks(n), 256, 0, args)) return NAN;
@@ -80,8 +84,13 @@ static double zero_sq_norm(BackendRank *r) {
         free(h);
         return total < 0 ? 0 : total;
     }
-    float *g = malloc((size_t)r->nelems * sizeof *g);
-    if (!g || read_back(r, g, r->grads, (size_t)r->nelems * 4, "the gradients for their norm")) { free(g); return NAN; }
+    int64_t ng = r->gshard ? r->nstate : r->nelems;   /* zero=2: the shards */
+    float *g = malloc((size_t)ng * sizeof *g);
+    CUdeviceptr src = r->gshard ? r->gshard : r->grads;
+    if (!g || read_back(r, g, src, (size_t)ng * 4, "the gradients for their norm")) {
+        free(g);
+        return NAN;
+    }
     for (int i = 0; i < r->nsq; i++) {
         double part = 0;
         for (int64_t j = 0; j < r->sq_n[i]; j++) part += (double)g[r->sq_off[i] + j] * g[r->sq_off[i] + j];

@@ -316,7 +316,8 @@ static int dp_end(BackendRank *r, const char *what) {
 static int64_t blocks_for(int64_t n) { int64_t b = (n + 255) / 256; return b < 1 ? 1 : b > 4096 ? 4096 : b; }
 
 /* ZeRO-1: buf (an fp32 gradient, elems n) averaged over the dp group, this member receiving its
- * shard [lo, hi) (zero_shard); the rest of buf keeps its local values. NCCL's reduce-scatter needs
+ * shard [lo, hi) (zero_shard); the rest of buf keeps its local values (ZeRO-2: the shard goes to
+ * gshard and buf is zeroed). NCCL's reduce-scatter needs
  * equal blocks: the input is staged in dp_buf padded to dp*s (s = ceil(n/dp); the padding's results
  * are not used), the shard comes back from dp_buf[dp*s ..]. A bf16 wire stages bf16. All of it on
  * the collectives' stream, after what that stream was made to wait for (the callers below). */
@@ -337,13 +338,17 @@ static int reduce_scatter_on_comm(BackendRank *r, const CollArgs *c, void *buf) 
     NCCL(r, nccl.ncclReduceScatter((void *)(uintptr_t)in, (void *)(uintptr_t)out, (size_t)s, wire16 ? NCCL_BFLOAT16_ : NCCL_FLOAT32_,
                                    c->avg ? NCCL_AVG_ : NCCL_SUM_, r->dp_comm, r->comm));
     cnt = hi - lo;
+    const PlanTensor *B = &r->p->tensors[c->buf.tensor];
+    int keep = r->gshard && B->kind == TK_GRAD;   /* zero=2: shard to gshard, buf zeroed after */
     if (cnt > 0) {
-        CUdeviceptr dst = x + (size_t)lo * 4;
+        CUdeviceptr dst = keep ? r->gshard + (size_t)r->state_off[B->param] * 4
+                               : x + (size_t)lo * 4;
         if (wire16) {
             void *widen[] = {&out, &dst, &cnt};
             if (launch_on(r, r->comm, "boost_bf16_to_fp32", blocks_for(cnt), 256, 0, widen)) return -1;
         } else if (copy_2d(r, r->comm, dst, (size_t)cnt * 4, out, (size_t)cnt * 4, (size_t)cnt * 4, 1)) return -1;
     }
+    if (keep) CU(r, api.cuMemsetD32Async(x, 0, (size_t)n, r->comm));
     return 0;
 }
 
@@ -376,6 +381,8 @@ int cuda_reduce_scatter_issue(BackendRank *r, int step, const CollArgs *c, void 
     if (reduce_scatter_on_comm(r, c, buf)) return -1;
     CU(r, api.cuEventRecord(done, r->comm));
     r->comm_used = 1;
+    /* zero=2: the gradient's memory goes to a later one (grad_work_layout): compute waits now */
+    if (r->gshard) CU(r, api.cuStreamWaitEvent(r->stream, done, 0));
     if (r->sync_steps) return host_wait(r, r->comm, "a reduce-scatter (BOOST_CUDA_SYNC=1)");
     return 0;
 }

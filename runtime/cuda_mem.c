@@ -24,7 +24,7 @@ void cuda_rank_close(BackendRank *r) {
         if (r->ev_dp_ready) api.cuEventDestroy_v2(r->ev_dp_ready);
         if (r->ev_dp_done) api.cuEventDestroy_v2(r->ev_dp_done);
         CUdeviceptr bufs[] = {r->arena, r->io, r->params, r->grads, r->master, r->adam_m, r->adam_v, r->scratch,
-                              r->gemm_ptrs, r->adam_chunks};
+                              r->gemm_ptrs, r->adam_chunks, r->gshard};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) api.cuMemFree_v2(bufs[i]);
         for (int s = 0; r->ev_ready && s < r->p->nsteps; s++) {
             if (r->ev_ready[s]) api.cuEventDestroy_v2(r->ev_ready[s]);
@@ -39,7 +39,7 @@ void cuda_rank_close(BackendRank *r) {
     free(r->rep_off); free(r->rep_n);
     free(r->sq_off); free(r->sq_n); free(r->sq_sign);
     free(r->gemm_ptrs_host);
-    free(r->param_off); free(r->master_off); free(r->state_off);
+    free(r->param_off); free(r->master_off); free(r->state_off); free(r->gwork_off);
     free(r->tptr);
     free(r);
 }
@@ -175,7 +175,8 @@ int adam_table(BackendRank *r, CUresult *cu) {
 }
 
 /* zero=1: the gradient norm's ranges on this rank: each param's shard, less (tp ranks > 0) the
- * replicated blocks in it, which tp rank 0 counts. 0, or -1 out of memory. */
+ * replicated blocks in it, which tp rank 0 counts (offsets in grads; zero=2: in gshard). 0, or -1
+ * out of memory. */
 int sq_ranges(BackendRank *r) {
     const Plan *p = r->p;
     int cap = 0;
@@ -196,7 +197,8 @@ int sq_ranges(BackendRank *r) {
         int64_t lo, hi;
         own_range(r, pp->rows * pp->cols, &lo, &hi);
         if (hi <= lo) continue;
-        SQ_ADD(r->param_off[i] + lo, hi - lo, 1);
+        int64_t base = r->gshard ? r->state_off[i] - lo : r->param_off[i];   /* zero=2: in gshard */
+        SQ_ADD(base + lo, hi - lo, 1);
         for (int q = 0; q < pp->nparts && r->rank > 0; q++) {
             const PlanPart *pt = &p->parts[pp->first_part + q];
             if (!pt->rep) continue;
@@ -207,7 +209,7 @@ int sq_ranges(BackendRank *r) {
                 int64_t b0 = (lr + a) * pp->cols + lc, b1 = b0 + w;
                 if (b0 < lo) b0 = lo;
                 if (b1 > hi) b1 = hi;
-                if (b1 > b0) SQ_ADD(r->param_off[i] + b0, b1 - b0, -1);
+                if (b1 > b0) SQ_ADD(base + b0, b1 - b0, -1);
             }
         }
     }
@@ -289,6 +291,7 @@ BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, size_t e
             goto fail;
         }
     }
+    if (grad_work_layout(r)) { snprintf(err, errlen, "out of memory"); goto fail; }
     r->io_bytes = 0;
     for (int t = 0; t < p->ntensors; t++)
         if (p->tensors[t].kind == TK_INPUT || p->tensors[t].kind == TK_OUTPUT)
@@ -297,9 +300,12 @@ BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, size_t e
     r->nslots = p->arena_slots > 1 ? p->arena_slots : 1;
     r->slot_bytes = (size_t)align_up(p->arena_bytes, 256);
     if ((rc = alloc_zero(&r->arena, r->slot_bytes * (size_t)r->nslots)) || (rc = alloc_zero(&r->io, r->io_bytes)) ||
-        (rc = alloc_zero(&r->params, r->nelems * 2)) || (rc = alloc_zero(&r->grads, r->nelems * 4)) ||
+        (rc = alloc_zero(&r->params, r->nelems * 2)) ||
+        (rc = alloc_zero(&r->grads, (r->gwork_off ? r->nwork : r->nelems) * 4)) ||
         (rc = alloc_zero(&r->master, r->nmaster * 4)) || (rc = alloc_zero(&r->adam_m, r->nstate * 4)) ||
-        (rc = alloc_zero(&r->adam_v, r->nstate * 4)) || (rc = alloc_zero(&r->scratch, r->scratch_bytes))) {
+        (rc = alloc_zero(&r->adam_v, r->nstate * 4)) ||
+        (rc = alloc_zero(&r->scratch, r->scratch_bytes)) ||
+        (r->gwork_off && (rc = alloc_zero(&r->gshard, r->nstate * 4)))) {
         what = "allocating device memory (arena, params, grads, AdamW state)";
         goto fail_cu;
     }
@@ -321,7 +327,9 @@ BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, size_t e
         case TK_PARAM:   /* bf16 params: the bf16 copy; fp32 params: the master weights themselves */
             r->tptr[t] = T->dtype == PDT_BF16 ? r->params + r->param_off[T->param] * 2 : r->master + r->master_off[T->param] * 4;
             break;
-        case TK_GRAD: r->tptr[t] = r->grads + r->param_off[T->param] * 4; break;
+        case TK_GRAD:   /* zero=2: the place grad_work_layout gave it */
+            r->tptr[t] = r->grads + (r->gwork_off ? r->gwork_off : r->param_off)[T->param] * 4;
+            break;
         }
     }
     if (upload_grouped_ptrs(r)) { snprintf(err, errlen, "rank %d: %s", rank, r->err); goto fail; }
@@ -408,10 +416,21 @@ static int shard_masters_to_host(BackendRank *r, const PlanTensor *T, float *hos
     return hi > lo ? read_back(r, host + lo, r->master + mi * 4, (size_t)(hi - lo) * 4, T->name) : 0;
 }
 
+/* zero=2: param i's gradient as this rank keeps it after the reduce-scatter: its shard [lo, hi)
+ * from gshard, zeros elsewhere (the Engine sums over dp, as for the AdamW moments). */
+static int grad_shard_to_host(BackendRank *r, const PlanTensor *T, float *host) {
+    int64_t lo, hi, n = numel(T);
+    own_range(r, n, &lo, &hi);
+    for (int64_t i = 0; i < n; i++) if (i < lo || i >= hi) host[i] = 0;
+    CUdeviceptr src = r->gshard + (size_t)r->state_off[T->param] * 4;
+    return hi > lo ? read_back(r, host + lo, src, (size_t)(hi - lo) * 4, T->name) : 0;
+}
+
 int cuda_to_host(BackendRank *r, int t, float *host) {
     if (ctx_set(r, "a copy to the host")) return -1;
     const PlanTensor *T = &r->p->tensors[t];
     int64_t n = numel(T);
+    if (r->gshard && T->kind == TK_GRAD) return grad_shard_to_host(r, T, host);
     int bf;
     CUdeviceptr src = fp32_source(r, t, &bf);
     if (T->dtype == PDT_I32 && T->kind != TK_PARAM) {
@@ -459,6 +478,12 @@ int cuda_from_host(BackendRank *r, int t, const float *host) {
         if (T->dtype == PDT_BF16 && upload(r, r->tptr[t], host, n, 1)) return -1;
         return 0;
     }
+    if (r->gshard && T->kind == TK_GRAD) {   /* zero=2: the shard this rank keeps */
+        int64_t lo, hi;
+        own_range(r, n, &lo, &hi);
+        CUdeviceptr dst = r->gshard + (size_t)r->state_off[T->param] * 4;
+        return hi > lo ? upload(r, dst, host + lo, hi - lo, 0) : 0;
+    }
     if (T->dtype == PDT_I32) {
         int32_t *tmp = malloc(n * 4);
         if (!tmp) return rfail(r, "out of memory");
@@ -479,7 +504,8 @@ int cuda_set_i32(BackendRank *r, int t, const int32_t *host) {
 
 int cuda_zero_grads(BackendRank *r) {
     if (ctx_set(r, "zeroing the gradients")) return -1;
-    CU(r, api.cuMemsetD32Async(r->grads, 0, r->nelems, r->stream));
+    CU(r, api.cuMemsetD32Async(r->grads, 0, r->gwork_off ? r->nwork : r->nelems, r->stream));
+    if (r->gshard) CU(r, api.cuMemsetD32Async(r->gshard, 0, r->nstate, r->stream));   /* zero=2 */
     return 0;
 }
 

@@ -5,11 +5,11 @@
 # ncclAvg, ncclReduceScatter and ncclAllGather for zero=1); losses and gradient norms must match
 # the CPU backend's threaded run of the same plan within bf16 tolerance, zero=1 must match zero=0
 # (also over 3 steps with the gathers of the updated weights overlapped with the next forward, and
-# must not without the gathers' waits), zero=2 (run as zero=1) too, and dp > 1 on cuda in one
-# process must say how to launch it. zero=1 must also shrink each rank's device memory (the
-# stand-in's count of cuMemAlloc bytes, MOCK_CUDA_MEM) by the AdamW moments and fp32 masters of
-# all but a 1/dp shard, as computed here
-# from the plan's parameters.
+# must not without the gathers' waits), zero=2 too, and dp > 1 on cuda in one process must say
+# how to launch it. zero=1 must also shrink each rank's device memory (the stand-in's count of
+# cuMemAlloc bytes, MOCK_CUDA_MEM) by the AdamW moments and fp32 masters of all but a 1/dp shard,
+# and zero=2 below zero=1 by the gradients less their 1/dp shard and the full-size gradients the
+# backward holds at once, as computed here from the plan's parameters and steps.
 cd "$(dirname "$0")/../.." || exit 2
 source tests/sh/lib.sh
 if ! cc -O1 -shared -fPIC tests/gpu/mock_cuda.c -o "$TMP/mock_cuda.so" -ldl -lpthread 2>"$TMP/cc.log" ||
@@ -83,12 +83,12 @@ if [ -s "$TMP/d2t2.w.jsonl" ] && [ -s "$TMP/d2t2z.w.jsonl" ] && close "$TMP/d2t2
    close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z.w.jsonl" grad_norm 1e-4 && close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z.w.jsonl" val_loss 1e-5
 then ok "zero=1 on the stand-ins matches zero=0 (loss and val_loss after the update 1e-5, gradient norm 1e-4 relative)"
 else fail "zero=1 vs zero=0 on the stand-ins" "$detail"; fi
-# ZeRO-2 on the stand-ins: the cuda backend runs a zero=2 plan as zero=1 (full-size gradients,
-# docs/cuda.md): the same results as zero=0
+# ZeRO-2 on the stand-ins: each rank keeps its shard of every reduced gradient, the full-size ones
+# sharing memory while the backward needs them (docs/cuda.md): the same results as zero=0
 fmt=sharded; world d2t2z2 4; fmt=full   # the runs below write full checkpoints
 if [ "$rc" = 0 ] && close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z2.w.jsonl" loss 1e-5 &&
    close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z2.w.jsonl" grad_norm 1e-4 && close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z2.w.jsonl" val_loss 1e-5
-then ok "zero=2 on the stand-ins (run as zero=1) matches zero=0 (loss, val_loss 1e-5, gradient norm 1e-4 relative)"
+then ok "zero=2 on the stand-ins matches zero=0 (loss, val_loss 1e-5, gradient norm 1e-4 relative)"
 else fail "zero=2 vs zero=0 on the stand-ins" "exit $rc: $detail $(tail -2 "$TMP/d2t2z2.w.0.out" 2>/dev/null)"; fi
 if grep -q '"val_loss"' "$TMP/d2t1b.w.jsonl" 2>/dev/null && [ ! -s "$TMP/d2t1b.w.1.out" ] && [ -f "$TMP/d2t1b.w/step-00000$steps/model.safetensors" ]
 then ok "dp=2 x tp=1 processes: rank 0 alone logs and writes the (full) checkpoint"
@@ -207,6 +207,53 @@ sys.exit(0 if expect > 0 and worst <= 4096 else 1)
 PY
 then ok "zero=1 device memory per rank on the stand-ins: $(tail -1 "$TMP/mem.log")"
 else fail "zero=1 device memory per rank" "$(tail -2 "$TMP/mem.log")"; fi
+
+# ZeRO-2's memory: each rank's peak at zero=1 less zero=2 equals, within 4 KiB, the fp32 gradients
+# (n elements per local param, regions rounded up to 64) less this rank's shards (ceil(n/dp) each)
+# less the memory the full-size gradients share: a gradient lives from the first step that names
+# it to its reduce_scatter and takes the lowest place clear of the live ones placed before it,
+# in the order of first use (the same plans' buckets: the same dp staging)
+if python3 - "$TMP/d2t2z2/plan.txt" "$TMP/d2t2z.w.mem" "$TMP/d2t2z2.w.mem" >"$TMP/mem2.log" 2>&1 <<'PY'
+import re, sys
+dp, size, first, last, steps, step = 1, {}, {}, {}, False, 0
+def a64(n): return -(-n // 64) * 64
+for line in open(sys.argv[1]):
+    w = line.split()
+    if not w or w[0].startswith('#'): continue
+    kv = dict(x.split('=', 1) for x in w[1:] if '=' in x)
+    if w[0] == 'run': dp = int(kv['dp'])
+    elif w[0] == 'param' and not steps:
+        r, c = kv['shape'].split('x'); size['d.' + w[1]] = int(r) * int(c)
+    elif w[0] == 'section': steps = True
+    if not steps or w[0] == 'section': continue
+    step += 1   # the steps in plan order
+    for v in kv.values():
+        g = v.split('+')[0]
+        if g in size: first.setdefault(g, step)
+    if w[0] == 'reduce_scatter' and kv.get('group') == 'dp': last[kv['buf']] = step
+if dp < 2 or sorted(first) != sorted(size) or sorted(last) != sorted(size):
+    print('dp %d; gradients used %d, reduce-scattered %d of %d' % (dp, len(first), len(last), len(size))); sys.exit(1)
+placed, work = [], 0
+for g in sorted(size, key=lambda g: first[g]):
+    o, n = 0, a64(size[g]); moved = True
+    while moved:
+        moved = False
+        for h, ho, hn in placed:
+            if last[h] >= first[g] and ho < o + n and o < ho + hn: o, moved = ho + hn, True
+    placed.append((g, o, n)); work = max(work, o + n)
+full = sum(4 * a64(n) for n in size.values()); shard = sum(4 * a64(-(-n // dp)) for n in size.values())
+expect = full - shard - 4 * work
+def peaks(path):
+    return {int(m.group(1)): int(m.group(3)) for m in (re.match(r'rank (\d+) allocated (\d+) peak (\d+)', l) for l in open(path)) if m}
+a, b = peaks(sys.argv[2]), peaks(sys.argv[3])
+if sorted(a) != [0, 1, 2, 3] or sorted(b) != [0, 1, 2, 3]: print('memory lines of ranks %s and %s' % (sorted(a), sorted(b))); sys.exit(1)
+worst = max(abs((a[r] - b[r]) - expect) for r in a)
+print('rank 0 peak %d -> %d bytes: %d fewer, expected %d (gradients %d -> shards %d + %d shared full-size)'
+      % (a[0], b[0], a[0] - b[0], expect, full, shard, 4 * work))
+sys.exit(0 if expect > 0 and worst <= 4096 else 1)
+PY
+then ok "zero=2 device memory per rank on the stand-ins: $(tail -1 "$TMP/mem2.log")"
+else fail "zero=2 device memory per rank" "$(tail -2 "$TMP/mem2.log")"; fi
 
 # ZeRO-1's gathers overlapped with the next pass, over several steps (dp=2 x tp=1, 2 processes):
 # gather_shards run on the collectives' stream after AdamW and the compute stream waits for each

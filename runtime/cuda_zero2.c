@@ -1,0 +1,100 @@
+/* cuda_zero2.c: ZeRO-2 on the CUDA backend: where each parameter's full-size gradient lives while
+ * the backward needs it (gradients whose lives do not overlap share memory), so that between
+ * micro-batches a dp rank holds only its shard of each reduced gradient (BackendRank.gshard). */
+#include "runtime/cuda_internal.h"
+
+/* Whether step st reads or writes (any element of) tensor t. */
+static int step_touches(const Plan *p, const PlanStep *st, int t) {
+    switch (st->kind) {
+    case ST_GEMM: case ST_BATCHED_GEMM:
+        return st->gemm.A.tensor == t || st->gemm.B.tensor == t || st->gemm.C.tensor == t;
+    case ST_GROUPED_GEMM:
+        for (int i = 0; i < st->nmembers; i++) {
+            const GemmArgs *g = &p->members[st->first_member + i];
+            if (g->A.tensor == t || g->B.tensor == t || g->C.tensor == t)
+                return 1;
+        }
+        return 0;
+    case ST_KERNEL:
+        for (int i = 0; i < st->kernel->nops; i++) if (st->kernel->op[i].tensor == t) return 1;
+        return 0;
+    case ST_ALLREDUCE: case ST_REDUCE_SCATTER: case ST_GATHER_SHARDS:
+        return st->coll.buf.tensor == t;
+    case ST_ALLGATHER: case ST_ALLTOALL:
+        return st->coll.src.tensor == t || st->coll.dst.tensor == t || st->coll.map.tensor == t;
+    default: return 0;
+    }
+}
+
+/* Param i's gradient's life [first[i], last[i]]: from the first step that touches it to its one
+ * reduce_scatter over dp of the whole gradient, which must be the last step to touch it. 0, or 1
+ * when the plan does not have that shape (its gradients then stay full size). */
+static int grad_lives(const Plan *p, int64_t *first, int64_t *last) {
+    for (int i = 0; i < p->nparams; i++) {
+        int t = p->params[i].grad;
+        first[i] = last[i] = -1;
+        int64_t touched = -1;
+        for (int s = 0; s < p->nsteps; s++) {
+            const PlanStep *st = &p->steps_[s];
+            if (!step_touches(p, st, t)) continue;
+            if (first[i] < 0) first[i] = s;
+            touched = s;
+            if (st->kind != ST_REDUCE_SCATTER) continue;
+            if (last[i] >= 0 || st->coll.group != GROUP_DP ||
+                st->coll.elems != numel(&p->tensors[t]) || rank_int(st->coll.buf.off, 0) != 0 ||
+                rank_int(st->coll.buf.off, p->tp - 1) != 0)
+                return 1;
+            last[i] = s;
+        }
+        if (last[i] < 0 || touched != last[i]) return 1;
+    }
+    return 0;
+}
+
+/* zero=2 at dp > 1 with grad_accum 1 (without expert parallelism or pipeline stages): each
+ * gradient's element offset in grads (r->gwork_off, ALIGN_ELEMS-aligned, r->nwork elements in
+ * all), the lowest place free of the gradients whose lives overlap its own, taken in the order
+ * the gradients are first touched. The reduce-scatter zeroes a gradient's memory after keeping
+ * its shard, and the compute stream waits for it there, so the next user finds zeros. Leaves
+ * gwork_off NULL when the plan is not of this kind. 0, or -1 out of memory. */
+int grad_work_layout(BackendRank *r) {
+    const Plan *p = r->p;
+    if (p->zero != 2 || p->dp <= 1 || p->grad_accum > 1 || p->ep > 1 || p->pp > 1 || !p->nparams)
+        return 0;
+    int n = p->nparams;
+    int64_t *first = malloc(n * sizeof *first), *last = malloc(n * sizeof *last);
+    int64_t *off = malloc(n * sizeof *off), *size = malloc(n * sizeof *size);
+    int *order = malloc(n * sizeof *order);
+    if (!first || !last || !off || !size || !order) {
+        free(first); free(last); free(off); free(size); free(order);
+        return -1;
+    }
+    int ok = !grad_lives(p, first, last);
+    for (int i = 0; i < n; i++) {   /* insertion sort by first touch */
+        size[i] = align_up(p->params[i].rows * p->params[i].cols, ALIGN_ELEMS);
+        int k = i;
+        while (k > 0 && first[order[k - 1]] > first[i]) { order[k] = order[k - 1]; k--; }
+        order[k] = i;
+    }
+    int64_t total = 0;
+    for (int a = 0; ok && a < n; a++) {
+        int i = order[a];
+        int64_t o = 0;
+        for (int moved = 1; moved;) {   /* past every placed, still-live gradient in the way */
+            moved = 0;
+            for (int b = 0; b < a; b++) {
+                int j = order[b];
+                if (last[j] < first[i] || off[j] + size[j] <= o || o + size[i] <= off[j]) continue;
+                o = off[j] + size[j];
+                moved = 1;
+            }
+        }
+        off[i] = o;
+        if (o + size[i] > total) total = o + size[i];
+    }
+    free(first); free(last); free(size); free(order);
+    if (!ok) { free(off); return 0; }
+    r->gwork_off = off;
+    r->nwork = total;
+    return 0;
+}
