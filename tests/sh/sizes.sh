@@ -130,7 +130,6 @@ gen/project_sched.c:project_layout_trace 175
 runtime/checkpoint.c:ckpt_read_state 135
 runtime/checkpoint.c:ckpt_save_sharded 125
 runtime/plan.c:check_kernel_extents 147
-runtime/train.c:run_loop 174
 tests/unit/test_data.c:test_shard_sets 170
 tests/unit/test_kernels_emu.c:main 218
 tests/unit/test_numerics_engine.c:main 214
