@@ -1038,10 +1038,12 @@ static int step_forward_backward(Trainer *t, double *sum) {
     char err[1024];
     for (int a = 0; a < p->grad_accum; a++) {
         float l;
-        int64_t mbt = (int64_t)p->micro_batch * p->seq, blk = t->pl ? a * mbt * p->dp : 0;   /* pp > 1: all micro-batches first */
+        /* pp > 1: all micro-batches first */
+        int64_t mbt = (int64_t)p->micro_batch * p->seq, blk = t->pl ? a * mbt * p->dp : 0;
         for (int d = 0; d < p->dp; d++)   /* dp rank d reads slice d of the global micro-batch */
             if ((t->my_dp < 0 || d == t->my_dp)
-                && batcher_global(&t->batcher, t->data_seq, d, p->dp, t->inputs + blk + d * mbt, t->targets + blk + d * mbt))
+                && batcher_global(&t->batcher, t->data_seq, d, p->dp, t->inputs + blk + d * mbt,
+                                  t->targets + blk + d * mbt))
                 return fail(2, "step %d: %s; stopping without saving", t->step + 1, t->batcher.err);
         t->data_seq = batcher_next(&t->batcher, t->data_seq, p->dp);
         if (t->pl) continue;
@@ -1052,7 +1054,9 @@ static int step_forward_backward(Trainer *t, double *sum) {
     }
     if (t->pl) {   /* the 1F1B schedule over the grad_accum micro-batches */
         float ml[1024];
-        if (p->grad_accum > 1024) return fail(2, "step %d: grad_accum %d: at most 1024 micro-batches with pp > 1", t->step + 1, p->grad_accum);
+        if (p->grad_accum > 1024)
+            return fail(2, "step %d: grad_accum %d: at most 1024 micro-batches with pp > 1",
+                        t->step + 1, p->grad_accum);
         if (pipeline_forward_backward(t->pl, t->inputs, t->targets, ml, err, sizeof err))
             return fail(1, "step %d: %s", t->step + 1, err);
         for (int a = 0; a < p->grad_accum; a++) *sum += ml[a];
@@ -1064,8 +1068,8 @@ static int step_forward_backward(Trainer *t, double *sum) {
 /* The update of a step whose mean loss is loss, or none: a non-finite loss or gradient norm, or a
  * spike (a loss above loss_limit, a norm above its window's limit), sets *skipped (and *spike).
  * *grad_norm: the measured norm (NAN: not measured); *lr: the rate used. 0, or fail's status. */
-static int step_update(Trainer *t, double loss, double loss_limit, float *grad_norm, float *lr, int *skipped,
-                       int *spike) {
+static int step_update(Trainer *t, double loss, double loss_limit, float *grad_norm, float *lr,
+                       int *skipped, int *spike) {
     char err[1024];
     int orc;
     t->plan->norm_skip_above = spike_limit(t, t->win_norm);
@@ -1084,7 +1088,8 @@ static int step_update(Trainer *t, double loss, double loss_limit, float *grad_n
 }
 
 /* The log's line for a spike step (update skipped), spike_streak of them in a row. */
-static void note_spike(Trainer *t, TrainLog *lg, double loss, float grad_norm, double loss_limit, int spike_streak) {
+static void note_spike(Trainer *t, TrainLog *lg, double loss, float grad_norm, double loss_limit,
+                       int spike_streak) {
     const Plan *p = t->plan;
     int by_loss = !isfinite(grad_norm);
     char num[32], num2[32], then[64] = "";
@@ -1101,12 +1106,14 @@ static void note_spike(Trainer *t, TrainLog *lg, double loss, float grad_norm, d
 /* The log's line for a step whose loss or gradient norm is not finite, streak of them in a row. */
 static void note_skipped(Trainer *t, TrainLog *lg, double loss, float grad_norm, int streak) {
     char num[32], num2[32];
-    trainlog_note(lg, "step %d: the %s is %s: update skipped (%d in a row; the run stops at %d)", t->step,
-                  isfinite(loss) ? "gradient norm" : "loss", isfinite(loss) ? show(grad_norm, num, sizeof num)
-                  : show(loss, num2, sizeof num2), streak, t->plan->max_bad_steps);
+    trainlog_note(lg, "step %d: the %s is %s: update skipped (%d in a row; the run stops at %d)",
+                  t->step, isfinite(loss) ? "gradient norm" : "loss",
+                  isfinite(loss) ? show(grad_norm, num, sizeof num) : show(loss, num2, sizeof num2),
+                  streak, t->plan->max_bad_steps);
 }
 
-/* The log's "done" line: done steps in train_time seconds at tok_per_s, the loss from first to last. */
+/* The log's "done" line: done steps in train_time seconds at tok_per_s, the loss from first to
+ * last. */
 static void note_done(Trainer *t, TrainLog *lg, double tok_per_s, int done, double train_time,
                       double first_loss, double last_loss) {
     char tok[32], dur[32];
@@ -1114,11 +1121,13 @@ static void note_done(Trainer *t, TrainLog *lg, double tok_per_s, int done, doub
     format_count(tok_per_s, tok, sizeof tok);
     format_duration(train_time, dur, sizeof dur);
     if (done > 0)
-        trainlog_note(lg, "done: %d steps in %s (%s tok/s); loss %.4g -> %.4g%s%s", done, dur, tok, first_loss, last_loss,
-                      should_save ? "; checkpoint " : "", should_save ? t->last_ckpt : "");
+        trainlog_note(lg, "done: %d steps in %s (%s tok/s); loss %.4g -> %.4g%s%s", done, dur, tok,
+                      first_loss, last_loss, should_save ? "; checkpoint " : "",
+                      should_save ? t->last_ckpt : "");
 }
 
-/* The step's extra log fields: the MoE statistics and the data mixture (JSON, in a static buffer). */
+/* The step's extra log fields: the MoE statistics and the data mixture (JSON, in a static
+ * buffer). */
 static const char *step_extra_json(Trainer *t) {
     static char moe_json[1 << 16];
     moe_stats_json(&t->moe, moe_json, sizeof moe_json);
@@ -1127,15 +1136,19 @@ static const char *step_extra_json(Trainer *t) {
     return moe_json;
 }
 
-/* The checkpoint of the step just done, if one is due (*due) with -o: every save_every steps and at
- * the end; one falling on a skipped step waits for the next good update (*pending_save). 0, or 1. */
+/* The checkpoint of the step just done, if one is due (*due) with -o: every save_every steps and
+ * at the end; one falling on a skipped step waits for the next good update (*pending_save).
+ * 0, or 1 (the save failed). */
 static int save_if_due(Trainer *t, TrainLog *lg, int skipped, int *pending_save, int *due) {
     const Plan *p = t->plan;
     const int should_save = t->opt->outdir != NULL;
-    *due = should_save && ((t->opt->save_every > 0 && t->step % t->opt->save_every == 0) || t->step == p->steps);
-    if (*due && skipped && t->step < p->steps) {   // not over a good one: after the next good update
+    *due = should_save
+        && ((t->opt->save_every > 0 && t->step % t->opt->save_every == 0) || t->step == p->steps);
+    if (*due && skipped && t->step < p->steps) {   // not over a good one: after the next good one
         *due = 0;
-        if (!*pending_save) trainlog_note(lg, "checkpoint of step %d postponed until an update is not skipped", t->step);
+        if (!*pending_save)
+            trainlog_note(lg, "checkpoint of step %d postponed until an update is not skipped",
+                          t->step);
         *pending_save = 1;
     } else if (*pending_save && !skipped && should_save) *due = 1;
     if (*due) {
@@ -1149,8 +1162,8 @@ static int save_if_due(Trainer *t, TrainLog *lg, int skipped, int *pending_save,
  * the status 128 + sig, or 1 if the save failed. */
 static int stop_by_signal(Trainer *t, TrainLog *lg, int sig, int due) {
     const int should_save = t->opt->outdir != NULL;
-    trainlog_note(lg, "stopped by %s after step %d%s", sig == SIGINT ? "SIGINT" : "SIGTERM", t->step,
-                  should_save ? "" : " (no -o: nothing saved)");
+    trainlog_note(lg, "stopped by %s after step %d%s", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                  t->step, should_save ? "" : " (no -o: nothing saved)");
     if (should_save && !due && save_checkpoint(t, lg)) return 1;
     if (t->pending && finish_async(t, lg)) return 1;   // the stop waits for the save
     if (should_save) trainlog_note(lg, "resume with: --resume %s", t->last_ckpt);
@@ -1160,7 +1173,6 @@ static int stop_by_signal(Trainer *t, TrainLog *lg, int sig, int due) {
 static int run_loop(Trainer *t, TrainLog *lg) {
     const Plan *p = t->plan;
     const int64_t tokens_per_step = (int64_t)p->micro_batch * p->seq * p->grad_accum * p->dp;
-    const int should_save = t->opt->outdir != NULL;
     char err[1024], num[32];
     double train_time = 0, first_loss = -1, first_val = -1, last_val = -1, last_loss = -1;
     int first_step = t->step;
