@@ -122,7 +122,6 @@ exit 0
 
 # allowed functions (FILE:NAME LINES, today's sizes; remove an entry once it is split)
 cli/kernels.c:cmd_kernels 125
-cli/plot.c:cmd_plot 142
 gen/kernels.c:kernel_specialise 139
 gen/moe.c:moe_block 202
 gen/pp.c:pp_build 124
