@@ -121,7 +121,6 @@ w=$(long_lines "$TMP/wide.c" | awk '{ print $2 }')
 exit 0
 
 # allowed functions (FILE:NAME LINES, today's sizes; remove an entry once it is split)
-cli/kernels.c:cmd_kernels 125
 gen/kernels.c:kernel_specialise 139
 gen/moe.c:moe_block 202
 gen/pp.c:pp_build 124
