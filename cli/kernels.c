@@ -115,9 +115,9 @@ static int check_plan_kernels(const Plan *plan, const char *plan_path, const cha
         if (ps->kind != ST_KERNEL) continue;
         long long want = kernels_dynamic_smem(src, ps->kernel->name);
         if ((long long)ps->kernel->smem != want) {
-            fprintf(stderr, "%s:%d: kernel %s launches with smem=%lld but kernels.cu declares %lld B of "
-                    "dynamic shared memory for it: regenerate both with 'boost gen'\n", plan_path, ps->line,
-                    ps->kernel->name, (long long)ps->kernel->smem, want);
+            fprintf(stderr, "%s:%d: kernel %s launches with smem=%lld but kernels.cu declares %lld B "
+                    "of dynamic shared memory for it: regenerate both with 'boost gen'\n", plan_path,
+                    ps->line, ps->kernel->name, (long long)ps->kernel->smem, want);
             plan_bad++;
         }
     }
