@@ -993,6 +993,47 @@ static int write_index(const char *path, const StEntry *canons, int n, const Ckp
     return 0;
 }
 
+/* ckpt_save_sharded's step 3, on process 0 once every rank file is written (vals: the written
+ * flags, sizes and CRCs per rank, 3 a rank from vals[2]): index.json and state.json into tmp,
+ * then tmp published as final (old: the name a replaced step folder takes meanwhile). 0, or 1
+ * with why. */
+static int publish_sharded(const char *outdir, const char *tmp, const char *final, const char *old,
+                           const CkptState *st_in, const StEntry *canons, int n,
+                           const CkptShards *sh, const double *vals, char *why, size_t whylen) {
+    char path[CKPT_PATH];
+    int rc = 0, nfiles = 0;
+    CkptFile *files = calloc((size_t)sh->world + 1, sizeof *files);
+    if (!files) { snprintf(why, whylen, "out of memory"); rc = 1; }
+    for (int g = 0; !rc && g < sh->world; g++) {
+        if (vals[2 + 3 * g] == 0) continue;
+        CkptFile *cf = &files[nfiles++];
+        snprintf(cf->name, sizeof cf->name, "rank-%05d.safetensors", g);
+        cf->bytes = (int64_t)vals[3 + 3 * g];
+        cf->crc32c = (uint32_t)vals[4 + 3 * g];
+    }
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/%s", tmp, CKPT_INDEX);
+        rc = write_index(path, canons, n, sh, why, whylen);
+    }
+    if (!rc) {
+        CkptFile *cf = &files[nfiles++];
+        snprintf(cf->name, sizeof cf->name, "%s", CKPT_INDEX);
+        if (file_crc(path, &cf->bytes, &cf->crc32c)) {
+            snprintf(why, whylen, "%s: cannot read back: %s", path, strerror(errno));
+            rc = 1;
+        }
+    }
+    if (!rc) {
+        CkptState st = *st_in;
+        st.sharded = 1;
+        snprintf(path, sizeof path, "%s/state.json", tmp);
+        rc = write_state(path, &st, files, nfiles, why, whylen);
+    }
+    free(files);
+    if (!rc) rc = publish(outdir, tmp, final, old, why, whylen);
+    return rc;
+}
+
 int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry *canons, int n, const CkptShards *sh,
                       char *saved_dir, size_t saved_len, char *err, size_t errlen) {
     char final[PATH_MAX], tmp[PATH_MAX], old[PATH_MAX], path[CKPT_PATH], why[2 * CKPT_PATH] = "";
@@ -1073,35 +1114,8 @@ int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry 
     }
 
     // 3. process 0: index.json, state.json, publish
-    if (!rc && lead) {
-        int nfiles = 0;
-        CkptFile *files = calloc((size_t)sh->world + 1, sizeof *files);
-        if (!files) { snprintf(why, sizeof why, "out of memory"); rc = 1; }
-        for (int g = 0; !rc && g < sh->world; g++) {
-            if (vals[2 + 3 * g] == 0) continue;
-            CkptFile *cf = &files[nfiles++];
-            snprintf(cf->name, sizeof cf->name, "rank-%05d.safetensors", g);
-            cf->bytes = (int64_t)vals[3 + 3 * g];
-            cf->crc32c = (uint32_t)vals[4 + 3 * g];
-        }
-        if (!rc) {
-            snprintf(path, sizeof path, "%s/%s", tmp, CKPT_INDEX);
-            rc = write_index(path, canons, n, sh, why, sizeof why);
-        }
-        if (!rc) {
-            CkptFile *cf = &files[nfiles++];
-            snprintf(cf->name, sizeof cf->name, "%s", CKPT_INDEX);
-            if (file_crc(path, &cf->bytes, &cf->crc32c)) { snprintf(why, sizeof why, "%s: cannot read back: %s", path, strerror(errno)); rc = 1; }
-        }
-        if (!rc) {
-            CkptState st = *st_in;
-            st.sharded = 1;
-            snprintf(path, sizeof path, "%s/state.json", tmp);
-            rc = write_state(path, &st, files, nfiles, why, sizeof why);
-        }
-        free(files);
-        if (!rc) rc = publish(outdir, tmp, final, old, why, sizeof why);
-    }
+    if (!rc && lead)
+        rc = publish_sharded(outdir, tmp, final, old, st_in, canons, n, sh, vals, why, sizeof why);
     if (!rc) data_note_checkpoint(final);
     if (rc && lead) ckpt_remove_tree(tmp);
     // 4. every process learns the outcome

@@ -126,7 +126,6 @@ gen/moe.c:moe_block 202
 gen/pp.c:pp_build 124
 gen/project_sched.c:project_layout_trace 175
 runtime/checkpoint.c:ckpt_read_state 135
-runtime/checkpoint.c:ckpt_save_sharded 125
 runtime/plan.c:check_kernel_extents 147
 tests/unit/test_data.c:test_shard_sets 170
 tests/unit/test_kernels_emu.c:main 218
