@@ -372,6 +372,48 @@ static int state_crc_ok(const char *text, size_t len) {
     return crc32c_update(0, text, (size_t)(at - text)) == (uint32_t)want ? 1 : -1;
 }
 
+/* state.json's "files" record (files: NAME -> {bytes, crc32c}) into st->files[0..nfiles).
+ * 0, or 1: the record is damaged (or out of memory). */
+static int read_files_record(const Json *files, CkptState *st) {
+    int bad = files->type != JSON_OBJECT || files->n < 1;
+    st->files = bad ? NULL : calloc((size_t)files->n, sizeof(CkptFile));
+    for (int i = 0; !bad && st->files && i < files->n; i++) {
+        const Json *e = &files->items[i];
+        CkptFile *cf = &st->files[i];
+        int64_t bytes;
+        uint64_t crc;
+        const char *name = files->keys[i];
+        // a plain file name of the folder: no path separators, no "..", not hidden
+        if (!name[0] || name[0] == '.' || strchr(name, '/') || strlen(name) >= sizeof cf->name ||
+            !int_field(e, "bytes", &bytes) || !hex_field(e, "crc32c", &crc) ||
+            crc > 0xffffffffULL) {
+            bad = 1;
+            break;
+        }
+        snprintf(cf->name, sizeof cf->name, "%s", name);
+        cf->bytes = bytes;
+        cf->crc32c = (uint32_t)crc;
+        st->nfiles = i + 1;
+    }
+    return bad || !st->files;
+}
+
+/* state.json's "val_losses" ([[step, loss], ...]; NULL: none) into st->val_steps, st->val_losses
+ * [0..nval); a pair without a whole step is left out, a loss that is not a number reads NaN. */
+static void read_val_losses(const Json *vl, CkptState *st) {
+    if (!vl || vl->type != JSON_ARRAY || vl->n <= 0) return;
+    st->val_losses = malloc((size_t)vl->n * sizeof(float));
+    st->val_steps = malloc((size_t)vl->n * sizeof(int64_t));
+    for (int i = 0; st->val_losses && st->val_steps && i < vl->n; i++) {
+        const Json *pair = &vl->items[i];
+        if (pair->type != JSON_ARRAY || pair->n != 2 || pair->items[0].type != JSON_NUMBER ||
+            ck_whole(pair->items[0].num, &st->val_steps[st->nval]))
+            continue;
+        st->val_losses[st->nval++] =
+            pair->items[1].type == JSON_NUMBER ? (float)pair->items[1].num : NAN;
+    }
+}
+
 int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     memset(st, 0, sizeof *st);
     if (!path_ok(dir, "checkpoint folder", err, errlen)) return 2;
@@ -481,39 +523,12 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     }
     const Json *files = json_get(root, "files");
     if (files) {
-        int bad = files->type != JSON_OBJECT || files->n < 1;
-        st->files = bad ? NULL : calloc((size_t)files->n, sizeof(CkptFile));
-        for (int i = 0; !bad && st->files && i < files->n; i++) {
-            const Json *e = &files->items[i];
-            CkptFile *cf = &st->files[i];
-            int64_t bytes;
-            uint64_t crc;
-            const char *name = files->keys[i];
-            // a plain file name of the folder: no path separators, no "..", not hidden
-            if (!name[0] || name[0] == '.' || strchr(name, '/') || strlen(name) >= sizeof cf->name ||
-                !int_field(e, "bytes", &bytes) || !hex_field(e, "crc32c", &crc) || crc > 0xffffffffULL) { bad = 1; break; }
-            snprintf(cf->name, sizeof cf->name, "%s", name);
-            cf->bytes = bytes;
-            cf->crc32c = (uint32_t)crc;
-            st->nfiles = i + 1;
-        }
-        if (bad || !st->files) {
+        if (read_files_record(files, st)) {
             snprintf(err, errlen, "%s: the \"files\" record is damaged (expected {\"NAME\": {\"bytes\": N, \"crc32c\": \"0x...\"}, ...})", path);
             json_free(root); ckpt_state_free(st); return 2;
         }
     }
-    const Json *vl = json_get(root, "val_losses");
-    if (vl && vl->type == JSON_ARRAY && vl->n > 0) {
-        st->val_losses = malloc((size_t)vl->n * sizeof(float));
-        st->val_steps = malloc((size_t)vl->n * sizeof(int64_t));
-        for (int i = 0; st->val_losses && st->val_steps && i < vl->n; i++) {
-            const Json *pair = &vl->items[i];
-            if (pair->type != JSON_ARRAY || pair->n != 2 || pair->items[0].type != JSON_NUMBER ||
-                ck_whole(pair->items[0].num, &st->val_steps[st->nval]))
-                continue;
-            st->val_losses[st->nval++] = pair->items[1].type == JSON_NUMBER ? (float)pair->items[1].num : NAN;
-        }
-    }
+    read_val_losses(json_get(root, "val_losses"), st);
     json_free(root);
     return 0;
 }
