@@ -91,6 +91,31 @@ static char *slurp(const char *path, char *err, size_t errlen) {
     return file_read_all(path, (size_t)1 << 30, NULL, err, errlen);
 }
 
+/* plan.txt against kernels.cu built into st[0..n): its kernels must exist there, and each launch's
+ * dynamic shared memory must be what kernels.cu declares. Each mismatch said on stderr; their
+ * count. */
+static int check_plan_kernels(const Plan *plan, const char *plan_path, const char *src,
+                              const KernelStat *st, int n) {
+    static char err[1 << 16];
+    const char **names = malloc(n * sizeof *names);
+    for (int i = 0; names && i < n; i++) names[i] = st[i].name;
+    int plan_bad = cuda_plan_check(plan, names, names ? n : 0, err, sizeof err);
+    if (plan_bad) fprintf(stderr, "%s", err);
+    free(names);
+    for (int p = 0; p < plan->nsteps; p++) {
+        const PlanStep *ps = &plan->steps_[p];
+        if (ps->kind != ST_KERNEL) continue;
+        long long want = kernels_dynamic_smem(src, ps->kernel->name);
+        if ((long long)ps->kernel->smem != want) {
+            fprintf(stderr, "%s:%d: kernel %s launches with smem=%lld but kernels.cu declares %lld B "
+                    "of dynamic shared memory for it: regenerate both with 'boost gen'\n", plan_path,
+                    ps->line, ps->kernel->name, (long long)ps->kernel->smem, want);
+            plan_bad++;
+        }
+    }
+    return plan_bad;
+}
+
 int cmd_kernels(int argc, char **argv) {
     const char *input = NULL, *archs = NULL;
     int md = 0;
@@ -157,23 +182,8 @@ int cmd_kernels(int argc, char **argv) {
         int n = nvrtc_compile(src, arch, NULL, NULL, st, MAX_STATS, err, sizeof err);
         if (n < 0) { fprintf(stderr, "%s: %s\n", path, err); failed = 1; continue; }
         if (plan && !plan_checked) {
-            const char **names = malloc(n * sizeof *names);
-            for (int i = 0; names && i < n; i++) names[i] = st[i].name;
-            plan_bad = cuda_plan_check(plan, names, names ? n : 0, err, sizeof err);
-            if (plan_bad) fprintf(stderr, "%s", err);
-            free(names);
+            plan_bad = check_plan_kernels(plan, plan_path, src, st, n);
             plan_checked = 1;
-            for (int p = 0; p < plan->nsteps; p++) {   /* the launch's dynamic shared memory = what kernels.cu declares */
-                const PlanStep *ps = &plan->steps_[p];
-                if (ps->kind != ST_KERNEL) continue;
-                long long want = kernels_dynamic_smem(src, ps->kernel->name);
-                if ((long long)ps->kernel->smem != want) {
-                    fprintf(stderr, "%s:%d: kernel %s launches with smem=%lld but kernels.cu declares %lld B of dynamic "
-                            "shared memory for it: regenerate both with 'boost gen'\n", plan_path, ps->line,
-                            ps->kernel->name, (long long)ps->kernel->smem, want);
-                    plan_bad++;
-                }
-            }
         }
         for (int i = 0; i < n; i++) {
             if (!strncmp(st[i].name, "__", 2)) continue;    /* device helpers, not kernels */

@@ -68,6 +68,48 @@ void gp_quote(FILE *f, const char *s) {
     fputc('\'', f);
 }
 
+/* The log's points, in to data as "step loss val_loss" lines (NaN for a missing value); *nloss,
+ * *nval: how many losses and validation losses. Lines that are not JSON objects and losses that are
+ * not numbers are left out, with a warning on stderr each kind. */
+static void read_points(const char *log, FILE *in, FILE *data, int *nloss, int *nval) {
+    char line[8192];
+    int lineno = 0, nbad = 0, first_bad = 0, nnull = 0, first_null = 0;
+    while (fgets(line, sizeof line, in)) {
+        lineno++;
+        const char *p = line;
+        while (isspace((unsigned char)*p)) p++;
+        if (!*p) continue;
+        if (*p != '{') { if (!nbad++) first_bad = lineno; continue; }
+        double step, loss, val;
+        /* lines of other kinds (config, events) */
+        if (json_number(p, "step", &step) != 1) continue;
+        int lr = json_number(p, "loss", &loss), vr = json_number(p, "val_loss", &val);
+        if (lr < 0 || vr < 0) { if (!nnull++) first_null = lineno; }
+        int has_loss = lr == 1, has_val = vr == 1;
+        if (!has_loss && !has_val) continue;
+        fprintf(data, "%.10g %.10g %.10g\n", step, has_loss ? loss : 0.0 / 0.0,
+                has_val ? val : 0.0 / 0.0);
+        *nloss += has_loss; *nval += has_val;
+    }
+    if (nbad)
+        fprintf(stderr, "%s:%d: warning: %d line(s) are not JSON objects and were skipped\n", log,
+                first_bad, nbad);
+    if (nnull)
+        fprintf(stderr, "%s:%d: warning: %d line(s) have a loss that is not a number (null: the "
+                        "run diverged?); those points are left out\n", log, first_null, nnull);
+}
+
+/* The picture's path when -o is not given: the log's, its extension replaced by .png (or
+ * -experts.png). 0, or -1 (said on stderr) when it does not fit out[n]. */
+static int default_png_path(const char *log, int experts, char *out, size_t n) {
+    snprintf(out, n, "%s", log);
+    char *dot = strrchr(out, '.'), *slash = strrchr(out, '/');
+    if (dot && (!slash || dot > slash)) *dot = 0;
+    if (strlen(out) + 13 > n) { fprintf(stderr, "boost plot: log path too long\n"); return -1; }
+    strcat(out, experts ? "-experts.png" : ".png");
+    return 0;
+}
+
 int cmd_plot(int argc, char **argv) {
     const char *log = NULL, *png = NULL, *title = NULL;
     int experts = 0;
@@ -89,11 +131,7 @@ int cmd_plot(int argc, char **argv) {
 
     char default_png[4096];
     if (!png) {
-        snprintf(default_png, sizeof default_png, "%s", log);
-        char *dot = strrchr(default_png, '.'), *slash = strrchr(default_png, '/');
-        if (dot && (!slash || dot > slash)) *dot = 0;
-        if (strlen(default_png) + 13 > sizeof default_png) { fprintf(stderr, "boost plot: log path too long\n"); return 2; }
-        strcat(default_png, experts ? "-experts.png" : ".png");
+        if (default_png_path(log, experts, default_png, sizeof default_png)) return 2;
         png = default_png;
     }
     if (experts) {
@@ -128,34 +166,14 @@ int cmd_plot(int argc, char **argv) {
         fclose(in);
         return 1;
     }
-    char line[8192];
-    int lineno = 0, nloss = 0, nval = 0, nbad = 0, first_bad = 0, nnull = 0, first_null = 0;
-    while (fgets(line, sizeof line, in)) {
-        lineno++;
-        const char *p = line;
-        while (isspace((unsigned char)*p)) p++;
-        if (!*p) continue;
-        if (*p != '{') { if (!nbad++) first_bad = lineno; continue; }
-        double step, loss, val;
-        if (json_number(p, "step", &step) != 1) continue;   /* lines of other kinds (config, events) */
-        int lr = json_number(p, "loss", &loss), vr = json_number(p, "val_loss", &val);
-        if (lr < 0 || vr < 0) { if (!nnull++) first_null = lineno; }
-        int has_loss = lr == 1, has_val = vr == 1;
-        if (!has_loss && !has_val) continue;
-        fprintf(data, "%.10g %.10g %.10g\n", step, has_loss ? loss : 0.0 / 0.0, has_val ? val : 0.0 / 0.0);
-        nloss += has_loss; nval += has_val;
-    }
+    int nloss = 0, nval = 0;
+    read_points(log, in, data, &nloss, &nval);
     fclose(in);
     if (fclose(data) != 0) {
         fprintf(stderr, "boost plot: cannot write %s (%s)\n", data_path, strerror(errno));
         unlink(data_path);
         return 1;
     }
-    if (nbad)
-        fprintf(stderr, "%s:%d: warning: %d line(s) are not JSON objects and were skipped\n", log, first_bad, nbad);
-    if (nnull)
-        fprintf(stderr, "%s:%d: warning: %d line(s) have a loss that is not a number (null: the run "
-                        "diverged?); those points are left out\n", log, first_null, nnull);
     if (nloss + nval == 0) {
         fprintf(stderr, "%s: no line has \"step\" with \"loss\" or \"val_loss\": is this a training log "
                         "from 'boost train --log'?\n", log);

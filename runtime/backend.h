@@ -10,8 +10,7 @@
 typedef struct BackendRank BackendRank;   /* one rank's memory and streams, backend-defined */
 
 /* A pipeline stage's Engine in a multi-process job (runtime/pipeline.c): where its ranks find each
- * other. mpi: the stage's processes (cpu under mpirun; cpu.c still reads them through
- * comm_mpi_scope, runtime/comm_mpi.h); cuda: the pipeline, whose stage communicator the ranks split
+ * other. mpi: the stage's processes (cpu under mpirun, cpu_stage_init); cuda: the pipeline, whose stage communicator the ranks split
  * their own from (runtime/cuda_pipe.h). */
 struct CommMpi;
 struct CudaPipe;
@@ -56,8 +55,10 @@ typedef struct Backend {
      * each other for collectives. */
     int (*group_init)(BackendRank **ranks, int tp, char *err, size_t errlen);
     /* Optional, used instead of group_init and grid_init for a pipeline stage's Engine
-     * (engine_create_stage with a StageLink): the same, with the stage's communicators. */
-    int (*stage_init)(BackendRank **ranks, int tp, const StageLink *stage, char *err, size_t errlen);
+     * (engine_create_stage with a StageLink): grid_init's work over the stage's grid (pp=1), with
+     * the stage's communicators. */
+    int (*stage_init)(BackendRank **ranks, const Grid *grid, const StageLink *stage, char *err,
+                      size_t errlen);
     /* Optional, used instead of group_init when set: ranks[0..grid->world) indexed by grid rank (all
      * in this process, or in multi-process mode only this process's rank set); make one communicator
      * per group of the grid (tp groups, dp groups). A collective runs on the group its CollArgs.group

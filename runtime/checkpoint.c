@@ -373,6 +373,48 @@ static int state_crc_ok(const char *text, size_t len) {
     return crc32c_update(0, text, (size_t)(at - text)) == (uint32_t)want ? 1 : -1;
 }
 
+/* state.json's "files" record (files: NAME -> {bytes, crc32c}) into st->files[0..nfiles).
+ * 0, or 1: the record is damaged (or out of memory). */
+static int read_files_record(const Json *files, CkptState *st) {
+    int bad = files->type != JSON_OBJECT || files->n < 1;
+    st->files = bad ? NULL : calloc((size_t)files->n, sizeof(CkptFile));
+    for (int i = 0; !bad && st->files && i < files->n; i++) {
+        const Json *e = &files->items[i];
+        CkptFile *cf = &st->files[i];
+        int64_t bytes;
+        uint64_t crc;
+        const char *name = files->keys[i];
+        // a plain file name of the folder: no path separators, no "..", not hidden
+        if (!name[0] || name[0] == '.' || strchr(name, '/') || strlen(name) >= sizeof cf->name ||
+            !int_field(e, "bytes", &bytes) || !hex_field(e, "crc32c", &crc) ||
+            crc > 0xffffffffULL) {
+            bad = 1;
+            break;
+        }
+        snprintf(cf->name, sizeof cf->name, "%s", name);
+        cf->bytes = bytes;
+        cf->crc32c = (uint32_t)crc;
+        st->nfiles = i + 1;
+    }
+    return bad || !st->files;
+}
+
+/* state.json's "val_losses" ([[step, loss], ...]; NULL: none) into st->val_steps, st->val_losses
+ * [0..nval); a pair without a whole step is left out, a loss that is not a number reads NaN. */
+static void read_val_losses(const Json *vl, CkptState *st) {
+    if (!vl || vl->type != JSON_ARRAY || vl->n <= 0) return;
+    st->val_losses = malloc((size_t)vl->n * sizeof(float));
+    st->val_steps = malloc((size_t)vl->n * sizeof(int64_t));
+    for (int i = 0; st->val_losses && st->val_steps && i < vl->n; i++) {
+        const Json *pair = &vl->items[i];
+        if (pair->type != JSON_ARRAY || pair->n != 2 || pair->items[0].type != JSON_NUMBER ||
+            ck_whole(pair->items[0].num, &st->val_steps[st->nval]))
+            continue;
+        st->val_losses[st->nval++] =
+            pair->items[1].type == JSON_NUMBER ? (float)pair->items[1].num : NAN;
+    }
+}
+
 int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     memset(st, 0, sizeof *st);
     if (!path_ok(dir, "checkpoint folder", err, errlen)) return 2;
@@ -466,39 +508,12 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     }
     const Json *files = json_get(root, "files");
     if (files) {
-        int bad = files->type != JSON_OBJECT || files->n < 1;
-        st->files = bad ? NULL : calloc((size_t)files->n, sizeof(CkptFile));
-        for (int i = 0; !bad && st->files && i < files->n; i++) {
-            const Json *e = &files->items[i];
-            CkptFile *cf = &st->files[i];
-            int64_t bytes;
-            uint64_t crc;
-            const char *name = files->keys[i];
-            // a plain file name of the folder: no path separators, no "..", not hidden
-            if (!name[0] || name[0] == '.' || strchr(name, '/') || strlen(name) >= sizeof cf->name ||
-                !int_field(e, "bytes", &bytes) || !hex_field(e, "crc32c", &crc) || crc > 0xffffffffULL) { bad = 1; break; }
-            snprintf(cf->name, sizeof cf->name, "%s", name);
-            cf->bytes = bytes;
-            cf->crc32c = (uint32_t)crc;
-            st->nfiles = i + 1;
-        }
-        if (bad || !st->files) {
+        if (read_files_record(files, st)) {
             snprintf(err, errlen, "%s: the \"files\" record is damaged (expected {\"NAME\": {\"bytes\": N, \"crc32c\": \"0x...\"}, ...})", path);
             json_free(root); ckpt_state_free(st); return 2;
         }
     }
-    const Json *vl = json_get(root, "val_losses");
-    if (vl && vl->type == JSON_ARRAY && vl->n > 0) {
-        st->val_losses = malloc((size_t)vl->n * sizeof(float));
-        st->val_steps = malloc((size_t)vl->n * sizeof(int64_t));
-        for (int i = 0; st->val_losses && st->val_steps && i < vl->n; i++) {
-            const Json *pair = &vl->items[i];
-            if (pair->type != JSON_ARRAY || pair->n != 2 || pair->items[0].type != JSON_NUMBER ||
-                ck_whole(pair->items[0].num, &st->val_steps[st->nval]))
-                continue;
-            st->val_losses[st->nval++] = pair->items[1].type == JSON_NUMBER ? (float)pair->items[1].num : NAN;
-        }
-    }
+    read_val_losses(json_get(root, "val_losses"), st);
     json_free(root);
     return 0;
 }
@@ -978,6 +993,47 @@ static int write_index(const char *path, const StEntry *canons, int n, const Ckp
     return 0;
 }
 
+/* ckpt_save_sharded's step 3, on process 0 once every rank file is written (vals: the written
+ * flags, sizes and CRCs per rank, 3 a rank from vals[2]): index.json and state.json into tmp,
+ * then tmp published as final (old: the name a replaced step folder takes meanwhile). 0, or 1
+ * with why. */
+static int publish_sharded(const char *outdir, const char *tmp, const char *final, const char *old,
+                           const CkptState *st_in, const StEntry *canons, int n,
+                           const CkptShards *sh, const double *vals, char *why, size_t whylen) {
+    char path[CKPT_PATH];
+    int rc = 0, nfiles = 0;
+    CkptFile *files = calloc((size_t)sh->world + 1, sizeof *files);
+    if (!files) { snprintf(why, whylen, "out of memory"); rc = 1; }
+    for (int g = 0; !rc && g < sh->world; g++) {
+        if (vals[2 + 3 * g] == 0) continue;
+        CkptFile *cf = &files[nfiles++];
+        snprintf(cf->name, sizeof cf->name, "rank-%05d.safetensors", g);
+        cf->bytes = (int64_t)vals[3 + 3 * g];
+        cf->crc32c = (uint32_t)vals[4 + 3 * g];
+    }
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/%s", tmp, CKPT_INDEX);
+        rc = write_index(path, canons, n, sh, why, whylen);
+    }
+    if (!rc) {
+        CkptFile *cf = &files[nfiles++];
+        snprintf(cf->name, sizeof cf->name, "%s", CKPT_INDEX);
+        if (file_crc(path, &cf->bytes, &cf->crc32c)) {
+            snprintf(why, whylen, "%s: cannot read back: %s", path, strerror(errno));
+            rc = 1;
+        }
+    }
+    if (!rc) {
+        CkptState st = *st_in;
+        st.sharded = 1;
+        snprintf(path, sizeof path, "%s/state.json", tmp);
+        rc = write_state(path, &st, files, nfiles, why, whylen);
+    }
+    free(files);
+    if (!rc) rc = publish(outdir, tmp, final, old, why, whylen);
+    return rc;
+}
+
 int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry *canons, int n, const CkptShards *sh,
                       char *saved_dir, size_t saved_len, char *err, size_t errlen) {
     char final[PATH_MAX], tmp[PATH_MAX], old[PATH_MAX], path[CKPT_PATH], why[2 * CKPT_PATH] = "";
@@ -1058,35 +1114,8 @@ int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry 
     }
 
     // 3. process 0: index.json, state.json, publish
-    if (!rc && lead) {
-        int nfiles = 0;
-        CkptFile *files = calloc((size_t)sh->world + 1, sizeof *files);
-        if (!files) { snprintf(why, sizeof why, "out of memory"); rc = 1; }
-        for (int g = 0; !rc && g < sh->world; g++) {
-            if (vals[2 + 3 * g] == 0) continue;
-            CkptFile *cf = &files[nfiles++];
-            snprintf(cf->name, sizeof cf->name, "rank-%05d.safetensors", g);
-            cf->bytes = (int64_t)vals[3 + 3 * g];
-            cf->crc32c = (uint32_t)vals[4 + 3 * g];
-        }
-        if (!rc) {
-            snprintf(path, sizeof path, "%s/%s", tmp, CKPT_INDEX);
-            rc = write_index(path, canons, n, sh, why, sizeof why);
-        }
-        if (!rc) {
-            CkptFile *cf = &files[nfiles++];
-            snprintf(cf->name, sizeof cf->name, "%s", CKPT_INDEX);
-            if (file_crc(path, &cf->bytes, &cf->crc32c)) { snprintf(why, sizeof why, "%s: cannot read back: %s", path, strerror(errno)); rc = 1; }
-        }
-        if (!rc) {
-            CkptState st = *st_in;
-            st.sharded = 1;
-            snprintf(path, sizeof path, "%s/state.json", tmp);
-            rc = write_state(path, &st, files, nfiles, why, sizeof why);
-        }
-        free(files);
-        if (!rc) rc = publish(outdir, tmp, final, old, why, sizeof why);
-    }
+    if (!rc && lead)
+        rc = publish_sharded(outdir, tmp, final, old, st_in, canons, n, sh, vals, why, sizeof why);
     if (!rc) data_note_checkpoint(final);
     if (rc && lead) ckpt_remove_tree(tmp);
     // 4. every process learns the outcome

@@ -40,7 +40,6 @@ static struct {
 struct CommMpi { Handle comm; int rank, size; };
 
 static CommMpi world;
-static CommMpi *scope;          /* comm_mpi_set_scope's communicator; NULL: the world */
 static int initialised, finished;
 static char last_err[600];
 
@@ -201,9 +200,6 @@ int comm_mpi_bcast(CommMpi *c, void *buf, int64_t bytes, int root) {
     int rc = M.Bcast(buf, (int)bytes, M.byte, root, c->comm);
     return rc ? mpi_fail("Bcast", rc) : 0;
 }
-
-void comm_mpi_set_scope(CommMpi *c) { scope = c; }
-CommMpi *comm_mpi_scope(void) { return scope ? scope : comm_mpi_world(); }
 
 void comm_mpi_abort(int code, const char *why) {
     fprintf(stderr, "boost: rank %d of %d stops the job: %s\n", world.rank, world.size, why);

@@ -23,7 +23,9 @@ CommMpi *comm_mpi_init(char *err, size_t errlen);
 CommMpi *comm_mpi_world(void);
 int comm_mpi_rank(const CommMpi *c);
 int comm_mpi_size(const CommMpi *c);
-/* Split c into groups of equal color, ordered by key (MPI_Comm_split; every rank of c calls it). */
+/* Split c into groups of equal color, ordered by key (MPI_Comm_split; every rank of c calls it).
+ * A pipeline stage's communicator, split from the world, reaches its Engine's groups as an
+ * argument (engine_create_stage's StageLink.mpi), never through state here. */
 CommMpi *comm_mpi_split(CommMpi *c, int color, int key);
 void comm_mpi_free(CommMpi *c);
 
@@ -46,13 +48,6 @@ int comm_mpi_wait(CommReq *req);
 int comm_mpi_barrier(CommMpi *c);
 /* Copy bytes of buf from rank root of c to every rank of c (MPI_Bcast). */
 int comm_mpi_bcast(CommMpi *c, void *buf, int64_t bytes, int root);
-/* The communicator an Engine opened now takes as its world: the whole job (the default), or, while a
- * pipeline opens its stage Engines, the processes of one pipeline stage (runtime/pipeline.c). An
- * Engine keeps the scope it was opened in. NULL restores the whole job. A hidden argument still:
- * the stage's communicator also travels explicitly (engine_create_stage's StageLink.mpi); once the
- * cpu backend takes it there (a Backend.stage_init like cuda's), this pair and its static go. */
-void comm_mpi_set_scope(CommMpi *c);
-CommMpi *comm_mpi_scope(void);
 /* Stop every process of the job (MPI_Abort on the world) after printing why, naming this rank. */
 void comm_mpi_abort(int code, const char *why);
 /* Every rank of the world agreed to end with status rc (a stop signal seen by any of them, summed

@@ -37,7 +37,7 @@ typedef struct {
     char why[160];            /* a collective's timeout that aborted the ranks (for the others'
                                * messages), or "" */
     CpuGroup *groups;         /* [ngroups]: the tp groups, the dp groups, then (by first member) the ep and edp groups */
-    CommMpi *world;           /* multi-process mode: the processes this Engine's grid spans (comm_mpi_scope) */
+    CommMpi *world;           /* multi-process mode: the processes this Engine's grid spans (grid_init_in's world) */
 } CpuComm;
 
 struct BackendRank {
@@ -198,14 +198,16 @@ oom:
     return NULL;
 }
 
-static int mpi_grid_init(BackendRank *r, const Grid *grid, int wrank, char *err, size_t errlen);
+static int mpi_grid_init(BackendRank *r, const Grid *grid, int wrank, CommMpi *world, char *err,
+                         size_t errlen);
 
 /* ranks[0..grid->world) by grid rank: one tp group per (pp, dp) and one dp group per (pp, tp). All of
- * them threads of this process, or exactly one set (a process of an mpirun job: MPI groups). */
-static int cpu_grid_init(BackendRank **ranks, const Grid *grid, char *err, size_t errlen) {
+ * them threads of this process, or exactly one set (a process of an mpirun job: MPI groups, split
+ * from world: the processes the grid spans; NULL: the whole job). */
+static int grid_init_in(BackendRank **ranks, const Grid *grid, CommMpi *world, char *err, size_t errlen) {
     int here = 0, mine = -1;
     for (int r = 0; r < grid->world; r++) if (ranks[r]) { here++; mine = r; }
-    if (here == 1 && grid->world > 1) return mpi_grid_init(ranks[mine], grid, mine, err, errlen);
+    if (here == 1 && grid->world > 1) return mpi_grid_init(ranks[mine], grid, mine, world, err, errlen);
     if (here != grid->world) { snprintf(err, errlen, "cpu backend: %d of %d ranks in this process", here, grid->world); return -1; }
     CpuComm *c = calloc(1, sizeof *c);
     int ntp = grid->world / grid->tp, ndp = grid->world / grid->dp, ep = grid->ep > 1 ? grid->ep : 1;
@@ -245,13 +247,19 @@ static int cpu_grid_init(BackendRank **ranks, const Grid *grid, char *err, size_
     return 0;
 }
 
+static int cpu_grid_init(BackendRank **ranks, const Grid *grid, char *err, size_t errlen) {
+    return grid_init_in(ranks, grid, NULL, err, errlen);
+}
+
 /* Multi-process mode (mpirun): this process holds the one rank r, grid rank wrank = its world rank.
  * Its tp group and its dp group are the world's processes of the same group (runtime/grid.h),
  * ordered by index in the group, each an MPI communicator split once here (every process splits the
  * world twice, in the same order). A group of one has no communicator (its collectives are no-ops). */
-static int mpi_grid_init(BackendRank *r, const Grid *grid, int wrank, char *err, size_t errlen) {
-    if (!comm_mpi_init(err, errlen)) return -1;
-    CommMpi *world = comm_mpi_scope();   /* the job, or one pipeline stage's processes (runtime/pipeline.c) */
+static int mpi_grid_init(BackendRank *r, const Grid *grid, int wrank, CommMpi *world, char *err,
+                         size_t errlen) {
+    CommMpi *job = comm_mpi_init(err, errlen);
+    if (!job) return -1;
+    if (!world) world = job;   /* else one pipeline stage's processes (runtime/pipeline.c) */
     if (comm_mpi_size(world) != grid->world || comm_mpi_rank(world) != wrank) {
         snprintf(err, errlen, "cpu backend: mpirun started world rank %d of %d, but the engine holds grid rank %d of a grid of "
                  "%d ranks (dp %d x pp %d x tp %d): launch mpirun -np %d", comm_mpi_rank(world), comm_mpi_size(world), wrank,
@@ -296,6 +304,13 @@ static int mpi_grid_init(BackendRank *r, const Grid *grid, int wrank, char *err,
     int nlocal = local && atoi(local) > 0 ? atoi(local) : grid->world;
     cpu_threads_set(nlocal);
     return 0;
+}
+
+/* A pipeline stage's Engine (engine_create_stage): its grid (the stage plan's dp x tp, pp=1) over the
+ * stage's processes, stage->mpi (under mpirun; NULL: the whole job, or ranks as threads). */
+static int cpu_stage_init(BackendRank **ranks, const Grid *grid, const StageLink *stage, char *err,
+                          size_t errlen) {
+    return grid_init_in(ranks, grid, stage->mpi, err, errlen);
 }
 
 /* ranks[0..tp): every rank in this process (threads), or exactly one (a process of an mpirun job). */
@@ -894,5 +909,6 @@ const Backend backend_cpu = {
     .last_error = cpu_last_error,
     .group_init = cpu_group_init,
     .grid_init = cpu_grid_init,
+    .stage_init = cpu_stage_init,
     .world_allreduce_host = cpu_world_allreduce_host,
 };

@@ -225,7 +225,8 @@ int host_wait(BackendRank *r, CUstream s, const char *what);
 int rank_idle(BackendRank *r, const char *what);
 int cuda_world_allreduce_host(BackendRank *r, void *host, int64_t n, int is_f64);
 int cuda_group_init(BackendRank **ranks, int tp, char *err, size_t errlen);
-int cuda_stage_init(BackendRank **ranks, int tp, const StageLink *stage, char *err, size_t errlen);
+int cuda_stage_init(BackendRank **ranks, const Grid *grid, const StageLink *stage, char *err,
+                    size_t errlen);
 
 /* cuda_pipe.c */
 int pipe_world(CudaPipe *cp, char *err, size_t errlen);

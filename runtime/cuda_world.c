@@ -343,8 +343,10 @@ int cuda_group_init(BackendRank **ranks, int tp, char *err, size_t errlen) {
 
 /* A pipeline stage's Engine (runtime/pipeline.c, engine_create_stage): this process holds stage
  * rank r0 of the stage's dp x tp, whose communicators split from the pipeline's stage communicator. */
-int cuda_stage_init(BackendRank **ranks, int tp, const StageLink *stage, char *err, size_t errlen) {
+int cuda_stage_init(BackendRank **ranks, const Grid *grid, const StageLink *stage, char *err,
+                    size_t errlen) {
     CudaPipe *cp = stage->cuda;
+    int tp = grid->tp;
     if (!cp) return cuda_group_init(ranks, tp, err, errlen);
     if (!ranks[cp->r0] || cp->nlocal != ranks[cp->r0]->p->dp * tp) {
         snprintf(err, errlen, "pipeline stage: rank %d of %d is not the one this process holds", cp->r0, cp->nlocal);

@@ -228,8 +228,8 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
     }
     if (e->nthreads != nlocal) { snprintf(err, errlen, "cannot start %d worker threads", nlocal); engine_release(e); return NULL; }
     if (run_all(e, job_open, NULL, err, errlen)) { engine_release(e); return NULL; }
-    if (stage && be->stage_init) {   /* cuda: a pipeline stage's communicators */
-        if (be->stage_init(e->ranks, e->tp, stage, err, errlen)) { engine_release(e); return NULL; }
+    if (stage && be->stage_init) {   /* a pipeline stage's communicators */
+        if (be->stage_init(e->ranks, &e->grid, stage, err, errlen)) { engine_release(e); return NULL; }
     } else if (be->grid_init) {   /* cpu: threads, or under mpirun one process per grid rank */
         if (be->grid_init(e->ranks, &e->grid, err, errlen)) { engine_release(e); return NULL; }
     } else if (be->group_init && be->group_init(e->ranks, e->tp, err, errlen)) {

@@ -183,9 +183,7 @@ static int open_mpi_stages(Pipeline *pl, int wrank, int wsize, char *err, size_t
         snprintf(err, errlen, "making the pipeline stage groups: %s", comm_mpi_error());
         return -1;
     }
-    comm_mpi_set_scope(pl->stage_comm);
-    int rc = open_own_stages(pl, "cpu", err, errlen);
-    comm_mpi_set_scope(NULL);
+    int rc = open_own_stages(pl, "cpu", err, errlen);   /* their grids over stage_comm (StageLink.mpi) */
     /* the node's cores shared by its processes (a stage of one rank opened its Engine as threads,
      * which takes them all); the bits do not depend on it */
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");

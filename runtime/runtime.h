@@ -93,8 +93,8 @@ int engine_set_slot(Engine *e, int slot, char *err, size_t errlen);
 int engine_grad_sq(Engine *e, double *sq);
 int engine_adamw_clipped(Engine *e, int step, double global_norm, char *err, size_t errlen);
 /* One pipeline stage's Engine in a process of a multi-process job: this process is grid rank `rank`
- * of the stage's size = dp*tp processes. backend "cpu" (mpirun): comm_mpi_scope() spans the stage's
- * processes while it opens (size 1: no MPI inside the stage); "cuda" (one process per GPU): the
+ * of the stage's size = dp*tp processes. backend "cpu" (mpirun): stage->mpi spans the stage's
+ * processes (size 1: no MPI inside the stage); "cuda" (one process per GPU): the
  * stage's communicators split from stage->cuda's (runtime/cuda_pipe.h). The stage plan has pp=1. */
 struct StageLink;
 Engine *engine_create_stage(const Plan *plan, const char *backend, int rank, int size, const struct StageLink *stage,

@@ -1033,10 +1033,148 @@ static void straggler_check(Trainer *t, TrainLog *lg, int every) {
     free(sorted);
 }
 
+/* One step's forward and backward passes over its grad_accum micro-batches (with pp > 1 the 1F1B
+ * schedule over all of them); *sum: their losses added. 0, or fail's status. */
+static int step_forward_backward(Trainer *t, double *sum) {
+    const Plan *p = t->plan;
+    char err[1024];
+    for (int a = 0; a < p->grad_accum; a++) {
+        float l;
+        /* pp > 1: all micro-batches first */
+        int64_t mbt = (int64_t)p->micro_batch * p->seq, blk = t->pl ? a * mbt * p->dp : 0;
+        for (int d = 0; d < p->dp; d++)   /* dp rank d reads slice d of the global micro-batch */
+            if ((t->my_dp < 0 || d == t->my_dp)
+                && batcher_global(&t->batcher, t->data_seq, d, p->dp, t->inputs + blk + d * mbt,
+                                  t->targets + blk + d * mbt))
+                return fail(2, "step %d: %s; stopping without saving", t->step + 1, t->batcher.err);
+        t->data_seq = batcher_next(&t->batcher, t->data_seq, p->dp);
+        if (t->pl) continue;
+        if (engine_forward_backward(t->e, t->inputs, t->targets, &l, err, sizeof err))
+            return fail(1, "step %d: %s", t->step + 1, err);
+        moe_stats_add(&t->moe, t->e);
+        *sum += l;
+    }
+    if (t->pl) {   /* the 1F1B schedule over the grad_accum micro-batches */
+        float ml[1024];
+        if (p->grad_accum > 1024)
+            return fail(2, "step %d: grad_accum %d: at most 1024 micro-batches with pp > 1",
+                        t->step + 1, p->grad_accum);
+        if (pipeline_forward_backward(t->pl, t->inputs, t->targets, ml, err, sizeof err))
+            return fail(1, "step %d: %s", t->step + 1, err);
+        for (int a = 0; a < p->grad_accum; a++) *sum += ml[a];
+        if (pipeline_moe_stats(t)) return fail(1, "out of memory");
+    }
+    return 0;
+}
+
+/* The update of a step whose mean loss is loss, or none: a non-finite loss or gradient norm, or a
+ * spike (a loss above loss_limit, a norm above its window's limit), sets *skipped (and *spike).
+ * *grad_norm: the measured norm (NAN: not measured); *lr: the rate used. 0, or fail's status. */
+static int step_update(Trainer *t, double loss, double loss_limit, float *grad_norm, float *lr,
+                       int *skipped, int *spike) {
+    char err[1024];
+    int orc;
+    t->plan->norm_skip_above = spike_limit(t, t->win_norm);
+    if (!isfinite(loss) || (loss_limit > 0 && loss > loss_limit)) {
+        if (t_discard(t, err, sizeof err)) return fail(1, "step %d: %s", t->step + 1, err);
+        *grad_norm = NAN;   // not measured
+        *skipped = 1;
+        *spike = isfinite(loss);
+    } else if ((orc = t_optimizer(t, grad_norm, lr, err, sizeof err)) > 0) {
+        *skipped = *spike = 1;   // the gradient norm is a spike: the engine skipped the update
+    } else if (orc) {
+        if (isfinite(*grad_norm)) return fail(1, "step %d: optimizer: %s", t->step + 1, err);
+        *skipped = 1;       // the engine skipped the update and zeroed the gradients
+    }
+    return 0;
+}
+
+/* The log's line for a spike step (update skipped), spike_streak of them in a row. */
+static void note_spike(Trainer *t, TrainLog *lg, double loss, float grad_norm, double loss_limit,
+                       int spike_streak) {
+    const Plan *p = t->plan;
+    int by_loss = !isfinite(grad_norm);
+    char num[32], num2[32], then[64] = "";
+    double limit = by_loss ? loss_limit : t->plan->norm_skip_above;
+    if (p->spike_rollback_after > 0)
+        snprintf(then, sizeof then, "; a rollback at %d", p->spike_rollback_after);
+    trainlog_note(lg, "step %d: loss spike: the %s %s is above its window's limit %s: "
+                  "update skipped (%d in a row%s)", t->step,
+                  by_loss ? "loss" : "gradient norm",
+                  show(by_loss ? loss : grad_norm, num, sizeof num),
+                  show(limit, num2, sizeof num2), spike_streak, then);
+}
+
+/* The log's line for a step whose loss or gradient norm is not finite, streak of them in a row. */
+static void note_skipped(Trainer *t, TrainLog *lg, double loss, float grad_norm, int streak) {
+    char num[32], num2[32];
+    trainlog_note(lg, "step %d: the %s is %s: update skipped (%d in a row; the run stops at %d)",
+                  t->step, isfinite(loss) ? "gradient norm" : "loss",
+                  isfinite(loss) ? show(grad_norm, num, sizeof num) : show(loss, num2, sizeof num2),
+                  streak, t->plan->max_bad_steps);
+}
+
+/* The log's "done" line: done steps in train_time seconds at tok_per_s, the loss from first to
+ * last. */
+static void note_done(Trainer *t, TrainLog *lg, double tok_per_s, int done, double train_time,
+                      double first_loss, double last_loss) {
+    char tok[32], dur[32];
+    int should_save = t->opt->outdir != NULL;
+    format_count(tok_per_s, tok, sizeof tok);
+    format_duration(train_time, dur, sizeof dur);
+    if (done > 0)
+        trainlog_note(lg, "done: %d steps in %s (%s tok/s); loss %.4g -> %.4g%s%s", done, dur, tok,
+                      first_loss, last_loss, should_save ? "; checkpoint " : "",
+                      should_save ? t->last_ckpt : "");
+}
+
+/* The step's extra log fields: the MoE statistics and the data mixture (JSON, in a static
+ * buffer). */
+static const char *step_extra_json(Trainer *t) {
+    static char moe_json[1 << 16];
+    moe_stats_json(&t->moe, moe_json, sizeof moe_json);
+    size_t json_len = strlen(moe_json);
+    mixture_log(t, moe_json + json_len, sizeof moe_json - json_len);
+    return moe_json;
+}
+
+/* The checkpoint of the step just done, if one is due (*due) with -o: every save_every steps and
+ * at the end; one falling on a skipped step waits for the next good update (*pending_save).
+ * 0, or 1 (the save failed). */
+static int save_if_due(Trainer *t, TrainLog *lg, int skipped, int *pending_save, int *due) {
+    const Plan *p = t->plan;
+    const int should_save = t->opt->outdir != NULL;
+    *due = should_save
+        && ((t->opt->save_every > 0 && t->step % t->opt->save_every == 0) || t->step == p->steps);
+    if (*due && skipped && t->step < p->steps) {   // not over a good one: after the next good one
+        *due = 0;
+        if (!*pending_save)
+            trainlog_note(lg, "checkpoint of step %d postponed until an update is not skipped",
+                          t->step);
+        *pending_save = 1;
+    } else if (*pending_save && !skipped && should_save) *due = 1;
+    if (*due) {
+        if (save_checkpoint(t, lg)) return 1;
+        *pending_save = 0;
+    }
+    return 0;
+}
+
+/* A stop signal sig agreed after a step: a checkpoint (with -o, unless due already saved one), then
+ * the status 128 + sig, or 1 if the save failed. */
+static int stop_by_signal(Trainer *t, TrainLog *lg, int sig, int due) {
+    const int should_save = t->opt->outdir != NULL;
+    trainlog_note(lg, "stopped by %s after step %d%s", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                  t->step, should_save ? "" : " (no -o: nothing saved)");
+    if (should_save && !due && save_checkpoint(t, lg)) return 1;
+    if (t->pending && finish_async(t, lg)) return 1;   // the stop waits for the save
+    if (should_save) trainlog_note(lg, "resume with: --resume %s", t->last_ckpt);
+    return 128 + sig;
+}
+
 static int run_loop(Trainer *t, TrainLog *lg) {
     const Plan *p = t->plan;
     const int64_t tokens_per_step = (int64_t)p->micro_batch * p->seq * p->grad_accum * p->dp;
-    const int should_save = t->opt->outdir != NULL;
     char err[1024], num[32];
     double train_time = 0, first_loss = -1, first_val = -1, last_val = -1, last_loss = -1;
     int first_step = t->step;
@@ -1055,28 +1193,8 @@ static int run_loop(Trainer *t, TrainLog *lg) {
     while (t->step < p->steps) {
         double t0 = now_s(), sum = 0;
         const int64_t seq0 = t->data_seq;   /* the step's first sequence */
-        for (int a = 0; a < p->grad_accum; a++) {
-            float l;
-            int64_t mbt = (int64_t)p->micro_batch * p->seq, blk = t->pl ? a * mbt * p->dp : 0;   /* pp > 1: all micro-batches first */
-            for (int d = 0; d < p->dp; d++)   /* dp rank d reads slice d of the global micro-batch */
-                if ((t->my_dp < 0 || d == t->my_dp)
-                    && batcher_global(&t->batcher, t->data_seq, d, p->dp, t->inputs + blk + d * mbt, t->targets + blk + d * mbt))
-                    return fail(2, "step %d: %s; stopping without saving", t->step + 1, t->batcher.err);
-            t->data_seq = batcher_next(&t->batcher, t->data_seq, p->dp);
-            if (t->pl) continue;
-            if (engine_forward_backward(t->e, t->inputs, t->targets, &l, err, sizeof err))
-                return fail(1, "step %d: %s", t->step + 1, err);
-            moe_stats_add(&t->moe, t->e);
-            sum += l;
-        }
-        if (t->pl) {   /* the 1F1B schedule over the grad_accum micro-batches */
-            float ml[1024];
-            if (p->grad_accum > 1024) return fail(2, "step %d: grad_accum %d: at most 1024 micro-batches with pp > 1", t->step + 1, p->grad_accum);
-            if (pipeline_forward_backward(t->pl, t->inputs, t->targets, ml, err, sizeof err))
-                return fail(1, "step %d: %s", t->step + 1, err);
-            for (int a = 0; a < p->grad_accum; a++) sum += ml[a];
-            if (pipeline_moe_stats(t)) return fail(1, "out of memory");
-        }
+        int rc = step_forward_backward(t, &sum);
+        if (rc) return rc;
         /* the stop, agreed before the update: the device is idle here anyway (the update needs the
          * reduced gradients), so the sum does not hold back the optimizer's overlapped gathers */
         int ckpt_turn, stop = agreed_stop(t, &ckpt_turn);
@@ -1086,19 +1204,8 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         // counts; so does a spike (a loss or norm above its window's limit)
         float grad_norm = 0, lr = engine_lr_at(p, t->step);
         double loss_limit = spike_limit(t, t->win_loss);
-        int skipped = 0, spike = 0, orc;
-        t->plan->norm_skip_above = spike_limit(t, t->win_norm);
-        if (!isfinite(loss) || (loss_limit > 0 && loss > loss_limit)) {
-            if (t_discard(t, err, sizeof err)) return fail(1, "step %d: %s", t->step + 1, err);
-            grad_norm = NAN;   // not measured
-            skipped = 1;
-            spike = isfinite(loss);
-        } else if ((orc = t_optimizer(t, &grad_norm, &lr, err, sizeof err)) > 0) {
-            skipped = spike = 1;   // the gradient norm is a spike: the engine skipped the update
-        } else if (orc) {
-            if (isfinite(grad_norm)) return fail(1, "step %d: optimizer: %s", t->step + 1, err);
-            skipped = 1;       // the engine skipped the update and zeroed the gradients
-        }
+        int skipped = 0, spike = 0;
+        if ((rc = step_update(t, loss, loss_limit, &grad_norm, &lr, &skipped, &spike))) return rc;
         double dt = now_s() - t0;
         train_time += dt;
         t->losses[t->step] = (float)loss;
@@ -1126,11 +1233,7 @@ static int run_loop(Trainer *t, TrainLog *lg) {
                         spike};
         r.eta_s = train_time / (t->step - first_step) * (p->steps - t->step);
         r.avg_tokens_per_s = (double)tokens_per_step * (t->step - first_step) / (train_time > 0 ? train_time : 1e-9);
-        static char moe_json[1 << 16];
-        moe_stats_json(&t->moe, moe_json, sizeof moe_json);
-        size_t json_len = strlen(moe_json);
-        mixture_log(t, moe_json + json_len, sizeof moe_json - json_len);
-        lg->extra = moe_json;
+        lg->extra = step_extra_json(t);
         if ((p->eval_every > 0 && t->step % p->eval_every == 0) || t->step == p->steps) {
             if (validate(t, &r.val_loss)) return 1;
             if (r.val_loss >= 0) last_val = r.val_loss;
@@ -1144,23 +1247,8 @@ static int run_loop(Trainer *t, TrainLog *lg) {
                             t->last_ckpt);
             return fail(1, "%s; stopping after step %d (no checkpoint saved yet)", lg->error, t->step);
         }
-        if (spike) {
-            int by_loss = !isfinite(grad_norm);
-            char num2[32], then[64] = "";
-            double limit = by_loss ? loss_limit : t->plan->norm_skip_above;
-            if (p->spike_rollback_after > 0)
-                snprintf(then, sizeof then, "; a rollback at %d", p->spike_rollback_after);
-            trainlog_note(lg, "step %d: loss spike: the %s %s is above its window's limit %s: "
-                          "update skipped (%d in a row%s)", t->step,
-                          by_loss ? "loss" : "gradient norm",
-                          show(by_loss ? loss : grad_norm, num, sizeof num),
-                          show(limit, num2, sizeof num2), spike_streak, then);
-        } else if (skipped) {
-            char num2[32];
-            trainlog_note(lg, "step %d: the %s is %s: update skipped (%d in a row; the run stops at %d)", t->step,
-                          isfinite(loss) ? "gradient norm" : "loss", isfinite(loss) ? show(grad_norm, num, sizeof num)
-                          : show(loss, num2, sizeof num2), streak, p->max_bad_steps);
-        }
+        if (spike) note_spike(t, lg, loss, grad_norm, loss_limit, spike_streak);
+        else if (skipped) note_skipped(t, lg, loss, grad_norm, streak);
         if (streak >= p->max_bad_steps) {
             char advice[3000];
             divergence_advice(t, advice, sizeof advice);
@@ -1169,42 +1257,21 @@ static int run_loop(Trainer *t, TrainLog *lg) {
                         isfinite(loss) ? show(grad_norm, err, sizeof err) : "not measured", advice);
         }
         if (p->spike_rollback_after > 0 && spike_streak >= p->spike_rollback_after) {
-            int rc = spike_rollback(t, lg, spike_streak);
-            if (rc) return rc;
+            if ((rc = spike_rollback(t, lg, spike_streak))) return rc;
             spike_streak = 0;
             pending_save = 0;
             first_step = t->step;   /* the rates and the ETA from here */
             train_time = 0;
             continue;
         }
-        int due = should_save && ((t->opt->save_every > 0 && t->step % t->opt->save_every == 0) || t->step == p->steps);
-        if (due && skipped && t->step < p->steps) {   // not over a good one: after the next good update
-            due = 0;
-            if (!pending_save) trainlog_note(lg, "checkpoint of step %d postponed until an update is not skipped", t->step);
-            pending_save = 1;
-        } else if (pending_save && !skipped && should_save) due = 1;
-        if (due) {
-            if (save_checkpoint(t, lg)) return 1;
-            pending_save = 0;
-        }
-        if (stop && t->step < p->steps) {
-            int sig = stop;
-            trainlog_note(lg, "stopped by %s after step %d%s", sig == SIGINT ? "SIGINT" : "SIGTERM", t->step,
-                          should_save ? "" : " (no -o: nothing saved)");
-            if (should_save && !due && save_checkpoint(t, lg)) return 1;
-            if (t->pending && finish_async(t, lg)) return 1;   // the stop waits for the save
-            if (should_save) trainlog_note(lg, "resume with: --resume %s", t->last_ckpt);
-            return 128 + sig;
-        }
+        int due;
+        if (save_if_due(t, lg, skipped, &pending_save, &due)) return 1;
+        if (stop && t->step < p->steps) return stop_by_signal(t, lg, stop, due);
     }
     if (t->pending && finish_async(t, lg)) return 1;   // the end waits for the last save
-    char tok[32], dur[32];
     int done = t->step - first_step;
-    format_count(done > 0 ? (double)tokens_per_step * done / train_time : 0, tok, sizeof tok);
-    format_duration(train_time, dur, sizeof dur);
-    if (done > 0)
-        trainlog_note(lg, "done: %d steps in %s (%s tok/s); loss %.4g -> %.4g%s%s", done, dur, tok, first_loss, last_loss,
-                      should_save ? "; checkpoint " : "", should_save ? t->last_ckpt : "");
+    note_done(t, lg, done > 0 ? (double)tokens_per_step * done / train_time : 0, done, train_time,
+              first_loss, last_loss);
     if (first_val >= 0 && last_val >= 0) trainlog_note(lg, "validation loss %.4g -> %.4g", first_val, last_val);
     if (skipped_here > 0)
         trainlog_note(lg, "%d update%s skipped (non-finite loss or gradient norm); %lld in the whole run", skipped_here,
