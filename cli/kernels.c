@@ -96,12 +96,14 @@ static char *slurp(const char *path, char *err, size_t errlen) {
  * count. */
 static int check_plan_kernels(const Plan *plan, const char *plan_path, const char *src,
                               const KernelStat *st, int n) {
-    static char err[1 << 16];
+    const size_t errlen = (size_t)1 << 16;
+    char *err = malloc(errlen);
     const char **names = malloc(n * sizeof *names);
     for (int i = 0; names && i < n; i++) names[i] = st[i].name;
-    int plan_bad = cuda_plan_check(plan, names, names ? n : 0, err, sizeof err);
+    int plan_bad = err ? cuda_plan_check(plan, names, names ? n : 0, err, errlen) : 0;
     if (plan_bad) fprintf(stderr, "%s", err);
     free(names);
+    free(err);
     for (int p = 0; p < plan->nsteps; p++) {
         const PlanStep *ps = &plan->steps_[p];
         if (ps->kind != ST_KERNEL) continue;
