@@ -42,7 +42,7 @@ static void plan_usage(FILE *f) {
             "  --kv           the best candidates as 'key value' lines, for scripts\n"
             "  --brute        price every candidate with the generator (no pruning; slow)\n"
             "  --backend B    cuda (default) or cpu: the backend that trains the plan; cpu\n"
-            "                 also searches zero=2 (sharded gradients; cuda runs it as zero=1)\n"
+            "                 also searches zero=2 (not priced for cuda yet: docs/planner.md)\n"
             "  --threads N    candidates priced side by side (default 1; the result is the same)\n"
             "  --rates PATH   measured GEMM rates (default bench/results), as boost project\n");
 }
@@ -366,8 +366,9 @@ static void print_header(const Run *base, const PlanArgs *a, const PlanOpts *o, 
     if (o->backend == PLAN_BACKEND_CPU)
         printf("ZeRO searched: 0, 1, 2 (cpu backend: zero=2 shards the gradients too)\n");
     else
-        printf("ZeRO searched: 0, 1; zero=2 not searched: the cuda backend runs it as zero=1 today "
-               "(full-size gradients); --backend cpu searches it\n");
+        printf("ZeRO searched: 0, 1; zero=2 not searched: the cuda backend shards gradients only "
+               "at grad_accum 1 (else it runs as zero=1), which the planner does not price yet; "
+               "--backend cpu searches it\n");
 }
 
 static int plan_main(const PlanArgs *a, Run *base) {
