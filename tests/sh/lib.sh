@@ -26,6 +26,32 @@ launch_world() {
   for p in "${pids[@]}"; do { wait $p; } 2>/dev/null || rc="$rc/$?"; done
   [ "${rc//[\/0]/}" = "" ] && rc=0
 }
+# kill_during_save NAME DIR FIRST MIN SPAN CMD...: a training run that saves into DIR, killed
+# (SIGKILL) MIN + SPAN * rand seconds after its start (FIRST=0) or after its first checkpoint
+# folder appears (FIRST=1); its output in DIR.out. Then checks that the folders left verify (check
+# NAME_folders_verify). Sets: killed (0: the kill found the run alive), delay, tmpleft (temporary
+# folders the kill left), verified (1 when the check passed).
+kill_during_save() {
+  local name=$1 dir=$2 first=$3 min=$4 span=$5 pid t=0; shift 5
+  verified=0
+  "$@" >"$dir.out" 2>&1 &
+  pid=$!
+  # a busy machine may take seconds to reach the first save
+  while [ "$first" = 1 ] && [ ! -d "$dir/step-000001" ] && [ $t -lt 600 ] && kill -0 $pid 2>/dev/null; do
+    sleep 0.1; t=$((t + 1))
+  done
+  delay=$(awk -v s=$RANDOM -v a="$min" -v b="$span" 'BEGIN { srand(s); printf "%.2f", a + b * rand() }')
+  sleep "$delay"
+  kill -9 $pid 2>/dev/null; killed=$?
+  wait $pid 2>/dev/null
+  if [ $killed != 0 ]; then fail "$name" "the run ended before the kill at ${delay}s"; return; fi
+  tmpleft=$(ls -a "$dir" | grep -c '^\.step-.*\.tmp-')
+  echo "# $name: killed ${delay}s after the $([ "$first" = 1 ] && echo "first save" || echo start)," \
+       "$(ls "$dir" | grep -c '^step-') step folders, temporary folder left: $tmpleft"
+  if ls "$dir" | grep -q '^step-' && $BOOST ckpt verify "$dir" >"$dir.v" 2>&1; then
+    ok "${name}_folders_verify"; verified=1
+  else fail "${name}_folders_verify" "$(grep -v verified "$dir.v" | head -2)"; fi
+}
 # kill_rank_mid_run NAME RANK CMD...: CMD (an mpirun job whose `boost train` logs to
 # $TMP/kill.jsonl) runs in the background, its output in $TMP/kill.out; once the log reaches step
 # 2, rank RANK's process is killed with SIGKILL. Verdict NAME: the job stops within 60 s, fails,

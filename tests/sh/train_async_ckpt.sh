@@ -60,21 +60,11 @@ $BOOST train tiny-cola --backend cpu -D steps=16 -D eval_every=8 --quiet -D tp=2
 hit=0
 for trial in 1 2; do
   k="$TMP/k$trial"
-  BOOST_TEST_CKPT_SLEEP_MS=200 $BOOST train tiny-cola --backend cpu -D steps=16 -D eval_every=8 --quiet -D tp=2 \
-    --save-every 1 --ckpt-async -o "$k" --log "$k.jsonl" >"$k.out" 2>&1 &
-  pid=$!
-  # after the first save (a busy machine may take seconds to get there), at a random point
-  t=0; while [ ! -d "$k/step-000001" ] && [ $t -lt 600 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; t=$((t + 1)); done
-  delay=$(awk -v s=$RANDOM 'BEGIN { srand(s); printf "%.2f", 0.2 + 1.5 * rand() }')
-  sleep "$delay"
-  kill -9 $pid 2>/dev/null; killed=$?
-  wait $pid 2>/dev/null
-  if [ $killed != 0 ]; then fail "async_kill_$trial" "the run ended before the kill at ${delay}s"; continue; fi
-  tmpleft=$(ls -a "$k" | grep -c '^\.step-.*\.tmp-')
-  [ "$tmpleft" -gt 0 ] && hit=$((hit + 1))
-  echo "# trial $trial: killed ${delay}s after the first save, $(ls "$k" | grep -c '^step-') step folders, temporary folder left: $tmpleft"
-  if ls "$k" | grep -q '^step-' && $BOOST ckpt verify "$k" >"$k.v" 2>&1; then ok "async_kill_${trial}_folders_verify"
-  else fail "async_kill_${trial}_folders_verify" "$(grep -v verified "$k.v" | head -2)"; continue; fi
+  # after the first save, at a random point
+  kill_during_save "async_kill_$trial" "$k" 1 0.2 1.5 env BOOST_TEST_CKPT_SLEEP_MS=200 $BOOST train tiny-cola \
+    --backend cpu -D steps=16 -D eval_every=8 --quiet -D tp=2 --save-every 1 --ckpt-async -o "$k" --log "$k.jsonl"
+  [ $killed = 0 ] && [ "$tmpleft" -gt 0 ] && hit=$((hit + 1))
+  [ $verified = 1 ] || continue
   $BOOST train tiny-cola --backend cpu -D steps=16 -D eval_every=8 --quiet -D tp=2 --save-every 4 --ckpt-async \
     --resume auto -o "$k" --log "$k.jsonl" >"$k.r" 2>&1
   rc=$?

@@ -160,19 +160,10 @@ rc=$?
 hit=0
 for trial in 1 2 3; do
   k="$TMP/k$trial"
-  BOOST_TEST_CKPT_SLEEP_MS=150 $BOOST train "${z[@]}" -D tp=2 -D dp=2 -D zero=1 --ckpt-format sharded --save-every 1 \
-    -o "$k" --log "$k.jsonl" >"$k.out" 2>&1 &
-  pid=$!
-  delay=$(awk -v s=$RANDOM 'BEGIN { srand(s); printf "%.2f", 0.8 + 4 * rand() }')
-  sleep "$delay"
-  kill -9 $pid 2>/dev/null; killed=$?
-  wait $pid 2>/dev/null
-  if [ $killed != 0 ]; then fail "kill_during_save_$trial" "the run ended before the kill at ${delay}s"; continue; fi
-  tmpleft=$(ls -a "$k" | grep -c '^\.step-.*\.tmp-')
-  [ "$tmpleft" -gt 0 ] && hit=$((hit + 1))
-  echo "# trial $trial: killed at ${delay}s, $(ls "$k" | grep -c '^step-') step folders, temporary folder left: $tmpleft"
-  if ls "$k" | grep -q '^step-' && $BOOST ckpt verify "$k" >"$k.v" 2>&1; then ok "kill_during_save_${trial}_folders_verify"
-  else fail "kill_during_save_${trial}_folders_verify" "$(grep -v verified "$k.v" | head -2)"; continue; fi
+  kill_during_save "kill_during_save_$trial" "$k" 0 0.8 4 env BOOST_TEST_CKPT_SLEEP_MS=150 $BOOST train "${z[@]}" \
+    -D tp=2 -D dp=2 -D zero=1 --ckpt-format sharded --save-every 1 -o "$k" --log "$k.jsonl"
+  [ $killed = 0 ] && [ "$tmpleft" -gt 0 ] && hit=$((hit + 1))
+  [ $verified = 1 ] || continue
   $BOOST train "${z[@]}" -D tp=2 -D dp=2 -D zero=1 --ckpt-format sharded --resume auto -o "$k" --log "$k.jsonl" >"$k.r" 2>&1
   rc=$?
   [ $rc = 0 ] && same_losses "$TMP/z.jsonl" "$k.jsonl" 1 12 && [ "$(ls -a "$k" | grep -c '^\.step-')" = 0 ] \
