@@ -213,12 +213,11 @@ static int check_run(Graph *g) {
                             "(choose a rank divisible by tp)", f, t, i, proj_name(p), ps->rank);
         }
     const Factorization *fz = graph_factorization(g);
-    for (int k = 0; k < fz->nfactors; k++)
-        for (int role = 0; role < NROLE; role++)
-            if (fz->factors[k].split[g->layout][role] == SIDE_NONE)
-                return ir_error(g, "%s: model %s is %s, which layout %s cannot split (factor %s): "
-                                "use layout = \"btp\"", f, m->name, fz->family,
-                                layout_name(g->layout), fz->factors[k].name);
+    int k = factorization_unsplit(fz, g->layout);
+    if (k >= 0)
+        return ir_error(g, "%s: model %s is %s, which layout %s cannot split (factor %s): "
+                        "use layout = \"btp\"", f, m->name, fz->family, layout_name(g->layout),
+                        fz->factors[k].name);
     if (m->lax)
         for (int i = 0; i < m->layers; i++) {
             const ProjSpec *ps = m->proj[i];

@@ -59,6 +59,13 @@ const Factorization *layout_factorization(const Model *m, int layout) {
 
 int factorization_lowrank(const Factorization *fz) { return fz->nfactors > 1; }
 
+int factorization_unsplit(const Factorization *fz, int layout) {
+    for (int k = 0; k < fz->nfactors; k++)
+        for (int role = 0; role < NROLE; role++)
+            if (fz->factors[k].split[layout][role] == SIDE_NONE) return k;
+    return -1;
+}
+
 const Factorization *factorization_at(int i) { return i >= 0 && i < NTABLE ? &TABLE[i] : NULL; }
 
 int64_t factor_side(const Model *m, int layer, int p, int side) {

@@ -52,6 +52,8 @@ const Factorization *model_factorization(const Model *m);
 const Factorization *layout_factorization(const Model *m, int layout);
 /* 1 when the row has more than one factor (a bottleneck the low-rank layouts split). */
 int factorization_lowrank(const Factorization *fz);
+/* The first factor layout (enum Layout) has no split for, or -1 when the row runs in it. */
+int factorization_unsplit(const Factorization *fz, int layout);
 /* Row i of the table (0, 1, ...), or NULL past the last. */
 const Factorization *factorization_at(int i);
 /* Width of side s of projection p in layer i (SIDE_RANK: its rank). */

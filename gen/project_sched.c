@@ -449,14 +449,9 @@ int project_layouts(const Model *m, int layouts[3]) {
     /* megatron (the model dense), then each low-rank layout the factorization runs in */
     int n = 0;
     const int order[3] = {LAYOUT_MEGATRON, LAYOUT_NAIVE, LAYOUT_BTP};
-    for (int i = 0; i < 3; i++) {
-        const Factorization *fz = layout_factorization(m, order[i]);
-        int runs = 1;
-        for (int k = 0; k < fz->nfactors; k++)
-            for (int role = 0; role < NROLE; role++)
-                if (fz->factors[k].split[order[i]][role] == SIDE_NONE) runs = 0;
-        if (runs) layouts[n++] = order[i];
-    }
+    for (int i = 0; i < 3; i++)
+        if (factorization_unsplit(layout_factorization(m, order[i]), order[i]) < 0)
+            layouts[n++] = order[i];
     return n;
 }
 
