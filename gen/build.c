@@ -439,6 +439,7 @@ static void naive_B(Graph *g, int i, const Opnd *zin, const int *projs, int np, 
         o->elems = M * dout;
         o->dtype = g->t[outs[j]].dtype;
         o->bytes = o->elems * (int64_t)ir_dtype_size(o->dtype);
+        o->reduce = RED_SUM;
         snprintf(o->tag, sizeof o->tag, "L%d.%s", i, proj_name(projs[j]));
         o->dual = "identity";
     }
