@@ -198,7 +198,7 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
     DpFigures d;
     dp_figures(g, &d);
     int dp = run->dp;
-    double ring = 2.0 * (dp - 1) / dp * (double)d.bytes;
+    double ring = ccat_wire_bytes(CK_ALLREDUCE, (double)d.bytes, dp);   /* 2(dp-1)/dp x payload */
     double lp = (double)d.local_params, z0 = dp_bytes_per_param(0, dp, run->grad_accum) * lp;
     double z1 = dp_bytes_per_param(1, dp, run->grad_accum) * lp, z2 = dp_bytes_per_param(2, dp, run->grad_accum) * lp;
     if (json) {
