@@ -2,8 +2,9 @@
  * reduce_scatter on the tp group, an allgather on the dp group and a tp all-reduce (gen/builder.h
  * ir_collective) gives the plan lines docs/plan-format.md describes, read/write sets from the
  * catalog's operand bits and the live ranges memplan derives from them; a layout may not build an
- * all-to-all or an optimizer-only kind; a zero=1 dp=2 run has one group=dp reduce_scatter per
- * gradient in the backward and an optimizer section of ops (the line, then gather_shards). */
+ * all-to-all or an optimizer-only kind; the state check carries the tp state across a dp
+ * collective; a zero=1 dp=2 run has one group=dp reduce_scatter per gradient in the backward and
+ * an optimizer section of ops (the line, then gather_shards). */
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,29 @@ static void test_hand_made(void) {
     graph_free(g);
 }
 
+/* The state check: a collective over dp passes the tp state of what it reads to what it writes (a
+ * column shard gathered over dp is still a column shard: a tp allgather then makes it replicated),
+ * and refuses to read what was never written. */
+static void test_states(void) {
+    Run run;
+    run_tiny_cola(&run);
+    run.dp = 2;
+    Graph *g = graph_new(&run, LAYOUT_BTP);
+    int x = ir_tensor(g, "x", 4, 8, IR_BF16, TR_INPUT, PS_SHARD1);
+    int xd = ir_tensor(g, "xd", 4, 16, IR_BF16, TR_ACT, PS_SHARD1);
+    int xf = ir_tensor(g, "xf", 4, 32, IR_BF16, TR_ACT, PS_REPLICATED);
+    ir_collective(g, CK_ALLGATHER, CG_DP, x, xd, RED_NONE, "dp")->no_grad = 1;
+    ir_allgather(g, xd, xf, "tp", 1);
+    int rc = check_states(g);
+    CHECK(rc == 0, "collectives_state_dp_keeps_shard", "rc %d: %s", rc, g->err);
+    int never = ir_tensor(g, "never", 4, 8, IR_BF16, TR_ACT, PS_REPLICATED);
+    ir_collective(g, CK_REDUCE_SCATTER, CG_DP, never, -1, RED_AVG, "bad")->no_grad = 1;
+    rc = check_states(g);
+    CHECK(rc == 2 && strstr(g->err, "reduce_scatter of never, which was never written"),
+          "collectives_state_unwritten", "rc %d: %s", rc, g->err);
+    graph_free(g);
+}
+
 /* zero=1 at dp=2: the dp reduction is reduce_scatter ops, the optimizer section is data. */
 static void test_zero_ops(void) {
     Run run;
@@ -146,6 +170,7 @@ static void test_zero_ops(void) {
 
 int main(void) {
     test_hand_made();
+    test_states();
     test_zero_ops();
     TEST_EXIT();
 }
