@@ -32,7 +32,7 @@ static int dp_check(Graph *g) {
         if (gt < 0) continue;
         for (int s = 0; s < g->nsteps; s++) {
             const Op *o = &g->steps[s];
-            if (o->kind == OP_ALLREDUCE && (o->group == 1 || o->group == 3) && o->buf.t == gt) { at = s; count++; }
+            if (ir_dp_bucket(o) && o->buf.t == gt) { at = s; count++; }
             else if (at >= 0 && step_writes(o, gt)) {
                 snprintf(g->err, sizeof g->err, "dp reduction: step %d writes d.%.80s after its dp all-reduce at step %d: "
                          "the other dp ranks would miss that contribution (generator bug)", s, g->params[p].name, at);
@@ -106,7 +106,8 @@ int dp_emit_reduction(Graph *g) {
         for (; i < n && after[i] == s; i++) {
             Op *o = &ns[k++];
             memset(o, 0, sizeof *o);
-            o->kind = OP_ALLREDUCE;
+            /* zero=1, 2: the dp reduction gives each dp rank its shard only (ZeRO-1, ZeRO-2) */
+            o->kind = r->zero && !ge[i].expert ? OP_REDUCE_SCATTER : OP_ALLREDUCE;
             o->section = SEC_BWD;
             o->layer = -1;
             o->marker_tensor = -1;
@@ -115,11 +116,13 @@ int dp_emit_reduction(Graph *g) {
             o->elems = g->t[ge[i].grad].rows * g->t[ge[i].grad].cols;
             o->dtype = r->dp_bf16 ? IR_BF16 : g->t[ge[i].grad].dtype;   /* the wire dtype; d.P stays fp32 */
             o->dir = 1;
-            o->group = 1;
+            o->group = CG_DP;
+            o->reduce = RED_AVG;
             if (ge[i].expert) {
                 /* the owner's gradient already sums its ep group's tokens: sum over the dp/ep ranks
                    that hold the same experts (group=edp), then 1/dp makes it the global batch mean */
-                o->group = 3;
+                o->group = CG_EDP;
+                o->reduce = RED_SUM;
                 o->scale = 1.0 / r->dp;
                 o->dtype = g->t[ge[i].grad].dtype;
             }
@@ -137,6 +140,27 @@ int dp_emit_reduction(Graph *g) {
     return dp_check(g);
 }
 
+/* The optimizer section: the optimizer line; with ZeRO at dp > 1 each param's updated shards then
+ * go to every dp rank (one gather_shards per param, in param order). */
+void dp_emit_optimizer(Graph *g) {
+    const Run *r = g->run;
+    Op *o = ir_push(g, &g->opt, &g->nopt, &g->capo);
+    o->kind = OP_OPTIMIZER;
+    o->section = SEC_OPT;
+    if (!r->zero || r->dp <= 1) return;
+    for (int i = 0; i < g->nparams; i++) {
+        const Tensor *t = &g->t[g->params[i].tensor];
+        o = ir_push(g, &g->opt, &g->nopt, &g->capo);
+        o->kind = OP_GATHER_SHARDS;
+        o->section = SEC_OPT;
+        o->group = CG_DP;
+        o->buf = opnd(g->params[i].tensor, 0, t->cols);
+        o->elems = t->rows * t->cols;
+        o->dtype = t->dtype;
+        o->bytes = o->elems * (int64_t)ir_dtype_size(o->dtype);
+    }
+}
+
 /* What the dp reduction moves and hides (gen/report.c): figures of the emitted group=dp steps. */
 void dp_figures(const Graph *g, DpFigures *d) {
     memset(d, 0, sizeof *d);
@@ -150,7 +174,7 @@ void dp_figures(const Graph *g, DpFigures *d) {
     d->local_params = local;
     for (int s = 0; s < g->nsteps; s++) {
         const Op *o = &g->steps[s];
-        if (o->kind != OP_ALLREDUCE || (o->group != 1 && o->group != 3)) continue;
+        if (!ir_dp_bucket(o)) continue;
         d->steps++;
         d->bytes += o->bytes;
         if (o->bucket + 1 > d->buckets) d->buckets = o->bucket + 1;
@@ -174,7 +198,7 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
     DpFigures d;
     dp_figures(g, &d);
     int dp = run->dp;
-    double ring = 2.0 * (dp - 1) / dp * (double)d.bytes;
+    double ring = ccat_wire_bytes(CK_ALLREDUCE, (double)d.bytes, dp);   /* 2(dp-1)/dp x payload */
     double lp = (double)d.local_params, z0 = dp_bytes_per_param(0, dp, run->grad_accum) * lp;
     double z1 = dp_bytes_per_param(1, dp, run->grad_accum) * lp, z2 = dp_bytes_per_param(2, dp, run->grad_accum) * lp;
     if (json) {
