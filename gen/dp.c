@@ -1,7 +1,8 @@
 /* dp.c: data-parallel gradient reduction as plan steps. After the backward is built, every local
  * parameter gradient d.P gets one all-reduce over the dp group (op=avg, fp32), grouped in buckets of
  * about run->dp_bucket_bytes in the order the backward finishes the gradients; a bucket's all-reduces
- * follow the step that writes its last gradient, so they overlap the rest of the backward. */
+ * follow the step that writes its last gradient, so they overlap the rest of the backward. Also
+ * what ZeRO keeps per rank: bytes per parameter per backend and zero=2's live gradients (dp.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,5 +236,6 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
                "backend allocates them at shard size, plus one staging buffer of 4(dp+1)ceil(n/dp) bytes for the "
                "largest reduce_scatter of n elements. zero=2 shards the gradients too (2 + 16/dp bytes per local "
                "parameter at grad_accum = 1, plus each full-size d.P from its first write to its reduce_scatter; "
-               "at grad_accum > 1 the full d.P accumulate until the last micro-batch: 6 + 16/dp).\n");
+               "at grad_accum > 1 the full d.P accumulate until the last micro-batch: 6 + 16/dp on the cpu "
+               "backend; the cuda backend runs zero=2 with zero=1's memory there and at pp > 1).\n");
 }
