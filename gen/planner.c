@@ -295,13 +295,17 @@ static void price(const Run *base, const PlanOpts *o, const CostConsts *c, const
         free(r);
         return;
     }
+    /* cuda zero=2: the compute stream waits for each reduce-scatter where it is issued (its
+       gradient's memory goes to a later one, runtime/cuda_coll.c), so none of it is hidden */
+    int cuda_zero2 = o->backend == PLAN_BACKEND_CUDA && cd->zero == 2 && cd->dp > 1;
+    double exposed = cuda_zero2 ? p.dp_hidden_s : 0, seconds = p.seconds + exposed;
     double tokens = (double)cd->mb * cd->ga * cd->dp * base->seq;
-    cd->seconds = p.seconds;
-    cd->tok_s_gpu = tokens / p.seconds / o->gpus;
-    cd->mfu = flops_tok * tokens / (o->gpus * base->gpu.bf16_tflops * 1e12 * p.seconds);
-    cd->comm_share = p.seconds > 0 ? p.comm_s / p.seconds : 0;
+    cd->seconds = seconds;
+    cd->tok_s_gpu = tokens / seconds / o->gpus;
+    cd->mfu = flops_tok * tokens / (o->gpus * base->gpu.bf16_tflops * 1e12 * seconds);
+    cd->comm_share = seconds > 0 ? (p.comm_s + exposed) / seconds : 0;
     cd->weight_bytes = p.params_local * planner_state_bytes_per_param(o, cd);
-    if (o->backend == PLAN_BACKEND_CUDA && cd->zero == 2 && cd->dp > 1) {
+    if (cuda_zero2) {
         int64_t live = zero2_live_grads(r, cd, why, sizeof why);
         if (live < 0) {
             cd->state = PC_INVALID;

@@ -357,13 +357,31 @@ static void zero2_bytes_per_backend(void) {
           got[4], want_cpu);
 }
 
+/* 1 when cuda zero=2 candidate x is priced at boost project's time of its run plus the part of
+ * the dp reduction project hides behind the backward (the compute stream waits for each
+ * reduce-scatter at zero=2 on cuda); *hidden counts those where that part is above 0. */
+static int zero2_time_exposed(const Run *base, const PlanCand *x, const CostConsts *c,
+                              int *hidden) {
+    Run *r = malloc(sizeof *r);
+    Projection p;
+    char err[1024];
+    if (!r) return 0;
+    planner_run(base, x, r);
+    int rc = project_layout(r, x->layout, c, NULL, &p, err, sizeof err);
+    free(r);
+    if (rc) return 0;
+    *hidden += p.dp_hidden_s > 0;
+    double want = p.seconds + p.dp_hidden_s;
+    return fabs(x->seconds - want) <= 1e-12 * want;
+}
+
 /* ZeRO-2 on cuda: a one-layer model on 8 GPUs of one per node (tp 1, pp 1, dp 8) and 16
  * sequences: micro-batches of 2 at grad_accum 1 or of 1 at grad_accum 2. zero=2 is searched at
  * grad_accum 1 only; with small dp buckets (the full-size gradients live about one bucket at a
  * time) its candidates need less than any other, each priced at 2 + 16/dp bytes per local
  * parameter plus its live full-size gradients (more than none, less than all of them); with the
  * memory between the two only zero=2 fits, and both searches pick it over zero=1 at grad_accum
- * 2, which holds fewer activations. */
+ * 2, which holds fewer activations. Its time is project's with none of the dp reduction hidden. */
 static void zero2_cuda(void) {
     PlanOpts o;
     CostConsts c;
@@ -378,7 +396,7 @@ static void zero2_cuda(void) {
     char err[1024];
     PlanResult all, pruned;
     int rc = planner_search(run, &o, &c, NULL, &all, err, sizeof err), pairs = 0, bad = 0;
-    int wrong = 0, ga2 = 0;
+    int wrong = 0, ga2 = 0, n2 = 0, exposed_right = 0, hidden = 0;
     double min2 = -1, min01 = -1;
     for (int i = 0; !rc && i < all.n; i++) {
         const PlanCand *x = &all.c[i];
@@ -387,6 +405,10 @@ static void zero2_cuda(void) {
         if (x->state != PC_FITS && x->state != PC_TOO_BIG) continue;
         double *min = x->zero == 2 ? &min2 : &min01;
         if (*min < 0 || x->mem_bytes < *min) *min = x->mem_bytes;
+        if (x->zero == 2) {
+            n2++;
+            exposed_right += zero2_time_exposed(run, x, &c, &hidden);
+        }
         const PlanCand *y = x->zero == 2 ? zero1_twin(&all, x) : NULL;
         if (!y || (y->state != PC_FITS && y->state != PC_TOO_BIG)) continue;
         double params = y->weight_bytes / (6.0 + 12.0 / y->dp);
@@ -402,6 +424,10 @@ static void zero2_cuda(void) {
           "rc %d, %d zero=2 candidates at grad_accum > 1 (%d others priced there)", rc, wrong, ga2);
     CHECK(rc == 0 && pairs > 0 && bad == 0, "zero2_cuda_prices_live_gradients",
           "rc %d, %d of %d zero=2 candidates outside (0, all gradients)", rc, bad, pairs);
+    CHECK(rc == 0 && n2 > 0 && exposed_right == n2 && hidden > 0,
+          "zero2_cuda_dp_reduction_not_hidden",
+          "rc %d, %d of %d zero=2 candidates priced with their dp reduction exposed (%d hide some)",
+          rc, exposed_right, n2, hidden);
     CHECK(rc == 0 && min2 > 0 && min2 < min01, "zero2_needs_least_memory_on_cuda",
           "least memory: zero=2 %.6g B, zero 0/1 %.6g B", min2, min01);
     if (!rc) planner_free(&all);
