@@ -178,9 +178,9 @@ static int enumerate(const Run *base, const PlanOpts *o, int gpus, PlanCand *out
                             /* zero=2 where the backend keeps only gradient shards (cpu: also
                                where it accumulates a shard beside the full-size gradients) */
                             int zmax = dp > 1 && ep == 1 ? 2 : 0;
-                            if (o->backend == PLAN_BACKEND_CUDA &&
+                            if (zmax == 2 && o->backend == PLAN_BACKEND_CUDA &&
                                 !planner_zero2_shards(o, (int)ga, pp, ep))
-                                zmax = zmax < 1 ? zmax : 1;
+                                zmax = 1;
                             for (int zero = 0; zero <= zmax; zero++)
                                 for (int ck = 0; ck <= (layouts[li] == LAYOUT_BTP); ck++) {
                                     if (out) {
