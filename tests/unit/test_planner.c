@@ -4,10 +4,13 @@
  * and the cost model give; a GPU count with no grid is refused with counts that work; nothing
  * fitting leaves no winner; the winner written as a run spec loads and prices to the same time;
  * cluster specs load and override the GPU file's figures, and a bad one is refused at its line; the
- * dp reduction of a pipelined run is priced on each stage's own gradients. */
+ * dp reduction of a pipelined run is priced on each stage's own gradients; ZeRO-2 is searched and
+ * priced per backend (on cuda at grad_accum 1 and pp 1 only, with its live full-size gradients
+ * and its dp reduction unhidden). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "gen/dp.h"
 #include "gen/gen.h"
 #include "gen/planner.h"
 #include "gen/project.h"
@@ -375,6 +378,25 @@ static int zero2_time_exposed(const Run *base, const PlanCand *x, const CostCons
     return fabs(x->seconds - want) <= 1e-12 * want;
 }
 
+/* The live full-size gradients the planner prices for cuda zero=2 on tiny-cola at dp=2 x tp=2
+ * with 10 kB buckets: the 65,792 bytes the cuda backend shares among them there, as the
+ * CUDA stand-ins count its allocations (tests/sh/nvrtc_mock_dp.sh, docs/cuda.md). */
+static void zero2_live_as_backend(void) {
+    Override ov[] = {{"micro_batch", "1"}, {"seq", "16"}, {"dp", "2"},
+                     {"tp", "2"}, {"zero", "2"}, {"dp_bucket_mb", "0.01"}};
+    Run *run = malloc(sizeof *run);
+    char err[1024];
+    int status = 0;
+    Graph *g = NULL;
+    if (run && !spec_load_run("tiny-cola", ov, 6, run, err, sizeof err))
+        g = graph_build(run, run->layout, run->checkpoint, err, sizeof err, &status);
+    int64_t live = g ? dp_zero2_live_grad_bytes(g) : -1;
+    CHECK(live == 65792, "zero2_live_gradients_as_the_cuda_backend_shares",
+          "%lld bytes, want 65792 (%s)", (long long)live, g ? "" : err);
+    if (g) graph_free(g);
+    free(run);
+}
+
 /* ZeRO-2 on cuda: a one-layer model on 8 GPUs of one per node (tp 1, pp 1, dp 8) and 16
  * sequences: micro-batches of 2 at grad_accum 1 or of 1 at grad_accum 2. zero=2 is searched at
  * grad_accum 1 only; with small dp buckets (the full-size gradients live about one bucket at a
@@ -493,6 +515,7 @@ int main(void) {
     zero2();
     zero2_bytes_per_backend();
     zero2_cuda();
+    zero2_live_as_backend();
     threads_same();
     TEST_EXIT();
 }
