@@ -1,12 +1,13 @@
 /* dp.c: data-parallel gradient reduction as plan steps. After the backward is built, every local
  * parameter gradient d.P gets one all-reduce over the dp group (op=avg, fp32), grouped in buckets of
  * about run->dp_bucket_bytes in the order the backward finishes the gradients; a bucket's all-reduces
- * follow the step that writes its last gradient, so they overlap the rest of the backward. */
+ * follow the step that writes its last gradient, so they overlap the rest of the backward. Also
+ * what ZeRO keeps per rank: bytes per parameter per backend and zero=2's live gradients (dp.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gen/ir.h"
+#include "gen/dp.h"
 
 /* 1 when step o writes parameter gradient t (GEMM outputs, kernel operands, grouped members). */
 static int step_writes(const Op *o, int t) {
@@ -184,13 +185,46 @@ void dp_figures(const Graph *g, DpFigures *d) {
 
 /* Per local parameter: bf16 weight 2 + fp32 gradient 4 + fp32 master 4 + AdamW m, v 8 = 18 bytes.
  * zero=1 shards master and moments over dp: 6 + 12/dp. zero=2 shards the gradient too: 2 + 16/dp
- * with grad_accum = 1 (a full-size d.P lives only from its first write to its reduce_scatter, not
- * counted: about one bucket); with grad_accum > 1 every full-size d.P accumulates until the last
- * micro-batch, so the peak is zero=1's plus the 4/dp gradient shard: 6 + 16/dp. */
-double dp_bytes_per_param(int zero, int dp, int grad_accum) {
+ * where the backend keeps only gradient shards between micro-batches (a full-size d.P lives only
+ * from its first write to its reduce_scatter, dp_zero2_live_grad_bytes, not counted here);
+ * elsewhere every full-size d.P accumulates until the last micro-batch: zero=1's 6 + 12/dp, plus
+ * the 4/dp gradient shard where the backend accumulates one beside them (cpu): 6 + 16/dp. */
+double dp_zero_bytes_per_param(int zero, int dp, int shards_only, int otherwise) {
     if (dp <= 1 || zero == 0) return 18.0;
-    if (zero == 1) return 6.0 + 12.0 / dp;
-    return (grad_accum > 1 ? 6.0 : 2.0) + 16.0 / dp;
+    if (zero == 1 || (!shards_only && otherwise == ZERO2_AS_ZERO1)) return 6.0 + 12.0 / dp;
+    return (shards_only ? 2.0 : 6.0) + 16.0 / dp;
+}
+
+/* The cpu backend's figures: it keeps only gradient shards at grad_accum 1. */
+double dp_bytes_per_param(int zero, int dp, int grad_accum) {
+    return dp_zero_bytes_per_param(zero, dp, grad_accum <= 1, ZERO2_FULL_AND_SHARD);
+}
+
+int64_t dp_zero2_live_grad_bytes(const Graph *g) {
+    /* delta[s]: bytes that become live at step s, less those freed after step s - 1 */
+    int64_t *delta = calloc((size_t)g->nsteps + 1, sizeof *delta), live = 0, peak = 0;
+    if (!delta) return -1;
+    for (int p = 0; p < g->nparams; p++) {
+        int gt = g->t[g->params[p].tensor].grad, first = -1, end = -1;
+        if (gt < 0) continue;
+        for (int s = 0; s < g->nsteps && end < 0; s++) {
+            const Op *o = &g->steps[s];
+            if (o->kind == OP_ALLREDUCE && (o->group == 1 || o->group == 3) && o->buf.t == gt)
+                end = s;
+            else if (first < 0 && step_writes(o, gt))
+                first = s;
+        }
+        if (first < 0 || end < 0) continue;
+        int64_t bytes = g->t[gt].rows * g->t[gt].cols * (int64_t)ir_dtype_size(g->t[gt].dtype);
+        delta[first] += bytes;
+        delta[end + 1] -= bytes;
+    }
+    for (int s = 0; s < g->nsteps; s++) {
+        live += delta[s];
+        if (live > peak) peak = live;
+    }
+    free(delta);
+    return peak;
 }
 
 void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
@@ -226,5 +260,6 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
                "backend allocates them at shard size, plus one staging buffer of 4(dp+1)ceil(n/dp) bytes for the "
                "largest reduce_scatter of n elements. zero=2 shards the gradients too (2 + 16/dp bytes per local "
                "parameter at grad_accum = 1, plus each full-size d.P from its first write to its reduce_scatter; "
-               "at grad_accum > 1 the full d.P accumulate until the last micro-batch: 6 + 16/dp).\n");
+               "at grad_accum > 1 the full d.P accumulate until the last micro-batch: 6 + 16/dp on the cpu "
+               "backend; the cuda backend runs zero=2 with zero=1's memory there and at pp > 1).\n");
 }
