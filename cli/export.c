@@ -368,7 +368,8 @@ static int copy_modeling_file(const char *outdir) {
 static void export_at_dp1(InferOptions *o) {
     char dir[1200], notes[2048], err[2048], path[1300];
     if (o->ndefs >= INFER_MAX_DEFS ||
-        ckpt_resolve(o->ckpt, dir, sizeof dir, notes, sizeof notes, err, sizeof err))
+        ckpt_resolve_for(o->ckpt, CKPT_NEED_WEIGHTS, dir, sizeof dir, notes, sizeof notes, err,
+                         sizeof err))
         return;
     for (int i = 0; i < o->ndefs; i++)
         if (!strncmp(o->defs[i], "dp=", 3) || !strncmp(o->defs[i], "pp=", 3)) return;
@@ -463,7 +464,7 @@ int cmd_export(int argc, char **argv) {
     if (!rc) rc = name_outputs(p, hf_llama, outs);
     char err[4096];
     CkptReader *f = NULL; // a full or a sharded checkpoint (runtime/checkpoint.h)
-    if (!rc && ckpt_reader_open(in.dir, NULL, 0, &f, err, sizeof err)) {
+    if (!rc && ckpt_reader_open_weights(in.dir, &f, err, sizeof err)) {
         fprintf(stderr, "boost export: %s\n", err);
         rc = 2;
     }
