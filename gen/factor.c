@@ -71,6 +71,14 @@ const FactorDef *factorization_factor(const Factorization *fz, const char *name)
     return NULL;
 }
 
+void factorization_apply(const Factorization *fz, Model *m, int rank) {
+    snprintf(m->family, sizeof m->family, "%s", fz->family);
+    for (int l = 0; l < m->layers; l++)
+        for (int p = 0; p < NPROJ; p++) m->proj[l][p] = (ProjSpec){fz->factor, rank, fz->act};
+    m->mlp_gate_act = fz->gate_act;
+    m->lax = fz->lax;
+}
+
 int factorization_lowrank(const Factorization *fz) { return fz->nfactors > 1; }
 
 int factorization_unsplit(const Factorization *fz, int layout) {

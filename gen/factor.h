@@ -28,10 +28,11 @@ typedef struct {
     int init;                 /* enum Init */
     int split[NLAYOUT][NROLE];   /* enum Side tp splits, per enum Layout and enum Role;
                                     SIDE_NONE: the factorization does not run in that layout */
-    const char *hf_tensor;    /* the Hugging Face LLaMA layout's name of the factor, transposed to
-                                 nn.Linear's [out, in] (W: model.layers.<i>.self_attn.q_proj.weight);
-                                 NULL: none, and a row with such a factor exports under its
-                                 canonical names with modeling_boost.py (cli/export.c) */
+    const char *hf_tensor;    /* the Hugging Face LLaMA layout's name of the factor, transposed
+                                 to nn.Linear's [out, in] (W: "weight", as in
+                                 model.layers.<i>.self_attn.q_proj.weight); NULL: none, and a row
+                                 with such a factor exports under its canonical names with
+                                 modeling_boost.py (cli/export.c) */
 } FactorDef;
 
 typedef struct {
@@ -58,6 +59,10 @@ const Factorization *layout_factorization(const Model *m, int layout);
 int factorization_hf_llama(const Factorization *fz);
 /* The factor of the row named `name` ("A", "W", ...), or NULL. */
 const FactorDef *factorization_factor(const Factorization *fz, const char *name);
+/* Make every projection of m's layers the row's factorization at rank `rank` (0 for a dense row)
+ * with the row's defaults: the model's family, each projection's factor and sigma, the MLP gate
+ * act and the LaX flag. */
+void factorization_apply(const Factorization *fz, Model *m, int rank);
 /* 1 when the row has more than one factor (a bottleneck the low-rank layouts split). */
 int factorization_lowrank(const Factorization *fz);
 /* The first factor layout (enum Layout) has no split for, or -1 when the row runs in it. */
