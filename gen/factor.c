@@ -79,6 +79,8 @@ void factorization_apply(const Factorization *fz, Model *m, int rank) {
     m->lax = fz->lax;
 }
 
+int factorization_experts(const Factorization *fz) { return fz->moe_experts && fz->nfactors <= 2; }
+
 int factorization_lowrank(const Factorization *fz) { return fz->nfactors > 1; }
 
 int factorization_unsplit(const Factorization *fz, int layout) {

@@ -63,6 +63,9 @@ const FactorDef *factorization_factor(const Factorization *fz, const char *name)
  * with the row's defaults: the model's family, each projection's factor and sigma, the MLP gate
  * act and the LaX flag. */
 void factorization_apply(const Factorization *fz, Model *m, int rank);
+/* 1 when MoE experts may have the row's factorization: the row says so (moe_experts) and its
+ * factors are one dense factor or "input factor, sigma, output factor" (gen/moe.c's data flow). */
+int factorization_experts(const Factorization *fz);
 /* 1 when the row has more than one factor (a bottleneck the low-rank layouts split). */
 int factorization_lowrank(const Factorization *fz);
 /* The first factor layout (enum Layout) has no split for, or -1 when the row runs in it. */
