@@ -563,7 +563,8 @@ static int btp_down(Graph *g, const MoeBtp *b, int gl, int h) {
     if (!sd) {
         ir_tp_copy(g, zd, nm);
         snprintf(nm, sizeof nm, "L%d.moe.down.%s", i, b->fb);
-        int bd = stacked(g, i, ir_param(g, nm, El * rd, dl, PS_SHARD1), "down", b->fb, rd, dl, 0, 0);
+        int bd = ir_param(g, nm, El * rd, dl, PS_SHARD1);
+        stacked(g, i, bd, "down", b->fb, rd, dl, 0, 0);
         int eo = act_t(g, PS_SHARD1, S, dl, ad, i, "moe_eo");
         ir_gemm_batched(g, opnd(zd, 0, rd), opnd(bd, 0, dl), opnd(eo, 0, dl), C2, dl, rd, C2 * rd, rd * dl, C2 * dl, (int)El);
         if (g->ep > 1) {
@@ -643,8 +644,10 @@ int64_t moe_expert_params(const Model *m, int i, unsigned shared) {
     ExpertFactors xf = expert_factors(m, LAYOUT_BTP);
     for (int j = 0; j < 3; j++) {
         int64_t din = j == 2 ? ff : d, dout = j == 2 ? d : ff, rk = m->proj[i][ps[j]].rank;
-        int64_t fin = expert_side(xf.in->rows, din, rk, dout) * expert_side(xf.in->cols, din, rk, dout);
-        int64_t fout = expert_side(xf.out->rows, din, rk, dout) * expert_side(xf.out->cols, din, rk, dout);
+        int64_t fin = expert_side(xf.in->rows, din, rk, dout) *
+                      expert_side(xf.in->cols, din, rk, dout);
+        int64_t fout = expert_side(xf.out->rows, din, rk, dout) *
+                       expert_side(xf.out->cols, din, rk, dout);
         int64_t outer = j == 2 ? fout : fin, inner = j == 2 ? fin : fout;   /* token-side, inner */
         n += E * inner + (((shared >> j) & 1) ? outer : E * outer);
     }

@@ -36,7 +36,8 @@ static int check_experts(const Graph *g, const Run *r, const char *label) {
     for (int l = 0; l < m->layers; l++)
         for (int e = 0; e < m->moe_experts && m->moe_layer[l]; e++)
             for (int j = 0; j < 3; j++) {
-                int64_t din = j == 2 ? m->moe_ffn : m->hidden, dout = j == 2 ? m->hidden : m->moe_ffn;
+                int64_t din = j == 2 ? m->moe_ffn : m->hidden;
+                int64_t dout = j == 2 ? m->hidden : m->moe_ffn;
                 int64_t rk = m->proj[l][pidx[j]].rank;
                 /* by hand: W [d_in, d_out]; A [d_in, r] and B [r, d_out] */
                 int64_t rows[2] = {din, dense ? 0 : rk}, cols[2] = {dense ? dout : rk, dout};
@@ -69,7 +70,8 @@ static void layouts(void) {
         Run *r = malloc(sizeof *r);
         char err[2048], name[160];
         int status = 0;
-        snprintf(name, sizeof name, "expert canons named and shaped by the row: %s", cases[i].label);
+        snprintf(name, sizeof name, "expert canons named and shaped by the row: %s",
+                 cases[i].label);
         if (!r || spec_load_run("specs/runs/tiny-cola-moe.lua", NULL, 0, r, err, sizeof err)) {
             CHECK(0, name, "spec: %s", r ? err : "out of memory");
             free(r);
@@ -77,8 +79,8 @@ static void layouts(void) {
         }
         r->layout = cases[i].layout;
         if (cases[i].defs[0]) { r->ep = 2; r->dp = 2; }
-        Graph *g = graph_build(r, r->layout, cases[i].layout == LAYOUT_BTP ? r->checkpoint : CKPT_NONE,
-                               err, sizeof err, &status);
+        int ckpt = cases[i].layout == LAYOUT_BTP ? r->checkpoint : CKPT_NONE;
+        Graph *g = graph_build(r, r->layout, ckpt, err, sizeof err, &status);
         CHECK(g && !check_experts(g, r, cases[i].label), name, "%s", g ? "see above" : err);
         graph_free(g);
         free(r);
@@ -114,8 +116,8 @@ static void spec_refuses_usv(void) {
     (void)!system("mkdir -p build/tmp/moe_factor/models build/tmp/moe_factor/runs");
     snprintf(path, sizeof path, "%s/models/usv-moe.lua", dir);
     const char *model =
-        "return model \"usv-moe\" {\n  hidden = 128, layers = 2, heads = 4, kv_heads = 4, ffn = 352,"
-        " vocab = 256,\n  lowrank = usv { rank = 32 },\n  moe = moe { experts = 4, top_k = 2, "
+        "return model \"usv-moe\" {\n  hidden = 128, layers = 2, heads = 4, kv_heads = 4, "
+        "ffn = 352, vocab = 256,\n  lowrank = usv { rank = 32 },\n  moe = moe { experts = 4, top_k = 2, "
         "capacity_factor = 1.25, aux_loss = 0.01, every = 1, expert_ffn = 192 },\n}\n";
     tl_write_file(path, model, strlen(model));
     size_t n = 0;
