@@ -118,7 +118,8 @@ static void spec_refuses_usv(void) {
     const char *model =
         "return model \"usv-moe\" {\n  hidden = 128, layers = 2, heads = 4, kv_heads = 4, "
         "ffn = 352, vocab = 256,\n  lowrank = usv { rank = 32 },\n"
-        "  moe = moe { experts = 4, top_k = 2, capacity_factor = 1.25, aux_loss = 0.01, every = 1, expert_ffn = 192 },\n}\n";
+        "  moe = moe { experts = 4, top_k = 2, capacity_factor = 1.25, aux_loss = 0.01,\n"
+        "              every = 1, expert_ffn = 192 },\n}\n";
     tl_write_file(path, model, strlen(model));
     size_t n = 0;
     char *run = tl_read_file("specs/runs/tiny-cola-moe.lua", &n);
