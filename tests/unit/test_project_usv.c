@@ -6,11 +6,14 @@
  * parameters equal
  *   L x [ sum_p ( r (d_in,p + d_out,p) / tp + r^2 ) + 2 d / tp ] + 2 V d / tp + d
  * (norms sharded over tp, the final norm whole). Checked on tiny-usv at tp=1 and tp=2 and on the
- * cola-7b shapes made usv at tp=4; the core's share is the difference to the same model as svd. */
+ * cola-7b shapes made usv at tp=4; the core's share is the difference to the same model as svd.
+ * The planner searches usv in btp alone (naive, which the row does not split, is not enumerated:
+ * no candidate the generator refuses). */
 #include <math.h>
 #include <string.h>
 #include "gen/factor.h"
 #include "gen/gen.h"
+#include "gen/planner.h"
 #include "gen/project.h"
 #include "tests/unit/testlib.h"
 
@@ -18,21 +21,23 @@ static int close_rel(double a, double b, double tol) {
     return fabs(a - b) <= tol * fmax(fabs(a), fabs(b));
 }
 
-static int load(Run *run, const char *spec, const char *const *defs, int ndefs) {
-    Override ov[16];
+/* The run spec at tp, pp = dp = 1, one micro-batch, no activation checkpointing; seq > 0: at that
+ * sequence length. 0, or 1 with a FAIL line. */
+static int load(Run *run, const char *spec, int tp, int seq) {
     char err[1024];
-    int n = 0;
-    for (int i = 0; i < ndefs; i++) {
-        int k = parse_override(defs[i], &ov[n], err, sizeof err);
-        if (k < 0) {
-            printf("FAIL - load_%s: %s\n", spec, err);
-            return 1;
-        }
-        n += k;
+    if (spec_load_run(spec, NULL, 0, run, err, sizeof err)) {
+        printf("FAIL - load_%s: %s\n", spec, err);
+        return 1;
     }
-    int rc = spec_load_run(spec, ov, n, run, err, sizeof err);
-    if (rc) printf("FAIL - load_%s: %s\n", spec, err);
-    return rc;
+    run->tp = tp;
+    run->pp = run->dp = run->grad_accum = 1;
+    run->checkpoint = CKPT_NONE;
+    run->layout = LAYOUT_BTP;
+    if (seq > 0) {
+        run->seq = seq;
+        run->micro_batch = 1;
+    }
+    return 0;
 }
 
 /* sum over the projections of r (d_in + d_out) and of r^2 (the cores), layer 0 */
@@ -78,16 +83,13 @@ static void check(const Run *run, const char *label, int with_core, Projection *
 int main(void) {
     static Run run;
     Projection usv, svd;
-    const char *tp1[] = {"tp=1", "checkpoint=none"}, *tp2[] = {"tp=2", "checkpoint=none"};
-    if (load(&run, "tiny-usv", tp1, 2)) return 1;
+    if (load(&run, "tiny-usv", 1, 0)) return 1;
     check(&run, "tiny_usv_tp1", 1, &usv);
-    if (load(&run, "tiny-usv", tp2, 2)) return 1;
+    if (load(&run, "tiny-usv", 2, 0)) return 1;
     check(&run, "tiny_usv_tp2", 1, &usv);
 
     /* the cola-7b shapes (seq 256, one micro-batch) as usv and as svd at the same ranks, tp=4 */
-    const char *d7[] = {"tp=4", "pp=1", "micro_batch=1", "seq=256", "grad_accum=1",
-                        "checkpoint=none", "layout=btp"};
-    if (load(&run, "cola-7b-tp4", d7, 7)) return 1;
+    if (load(&run, "cola-7b-tp4", 4, 256)) return 1;
     int rank = run.model.proj[0][PROJ_Q].rank;
     factorization_apply(factorization_find("usv"), &run.model, rank);
     check(&run, "7b_shapes_tp4", 1, &usv);
@@ -100,5 +102,26 @@ int main(void) {
           usv.gemm_flops - svd.gemm_flops, 6 * M * L * NPROJ * r * r);
     CHECK(usv.params_local - svd.params_local == L * NPROJ * r * r, "usv_core_params_share",
           "usv - svd %.10g, L 7 r^2 %.10g", usv.params_local - svd.params_local, L * NPROJ * r * r);
+
+    /* boost plan tiny-usv on 2 GPUs of a 4-GPU node, 16 sequences of 64 tokens, by brute force */
+    PlanOpts o;
+    CostConsts c;
+    PlanResult res;
+    char err[1024];
+    if (load(&run, "tiny-usv", 1, 64)) return 1;
+    run.gpu.gpus_per_node = 4;
+    run.seq = 64;
+    planner_opts_default(&o);
+    o.gpus = 2;
+    o.global_tokens = 16 * 64;
+    o.brute = 1;
+    o.workspace_bytes = 0;
+    cost_consts_default(&c);
+    int rc = planner_search(&run, &o, &c, NULL, &res, err, sizeof err), naive = 0;
+    for (int i = 0; !rc && i < res.n; i++) naive += res.c[i].layout == LAYOUT_NAIVE;
+    CHECK(rc == 0 && res.n > 0 && naive == 0 && res.invalid == 0 && res.nbest > 0,
+          "planner_usv_btp_only", "rc %d (%s): %d candidates, %d naive, %d refused, %d best",
+          rc, rc ? err : "", rc ? 0 : res.n, naive, rc ? 0 : res.invalid, rc ? 0 : res.nbest);
+    if (!rc) planner_free(&res);
     TEST_EXIT();
 }
