@@ -41,8 +41,8 @@ static void plan_usage(FILE *f) {
             "  --png FILE     draw seconds per iteration against memory per rank (gnuplot)\n"
             "  --kv           the best candidates as 'key value' lines, for scripts\n"
             "  --brute        price every candidate with the generator (no pruning; slow)\n"
-            "  --backend B    cuda (default) or cpu: the backend that trains the plan; cpu\n"
-            "                 also searches zero=2 (not priced for cuda yet: docs/planner.md)\n"
+            "  --backend B    cuda (default) or cpu: the backend that trains the plan; cuda\n"
+            "                 searches zero=2 at grad_accum 1 and pp 1 only (docs/planner.md)\n"
             "  --threads N    candidates priced side by side (default 1; the result is the same)\n"
             "  --rates PATH   measured GEMM rates (default bench/results), as boost project\n");
 }
@@ -207,8 +207,9 @@ static void print_row(int rank, const PlanCand *c) {
 }
 
 static void print_kv(const PlanResult *r, const PlanOpts *o, double elapsed) {
-    printf("backend %s\nzero_searched %s\n", o->backend == PLAN_BACKEND_CPU ? "cpu" : "cuda",
-           planner_max_zero(o) == 2 ? "0,1,2" : "0,1");
+    printf("backend %s\nzero_searched 0,1,2\nzero2_searched_at %s\n",
+           o->backend == PLAN_BACKEND_CPU ? "cpu" : "cuda",
+           o->backend == PLAN_BACKEND_CPU ? "any" : "grad_accum=1,pp=1");
     printf("candidates %d\ngenerated %d\npruned_mem %d\npruned_time %d\ntoo_big %d\ninvalid "
            "%d\nkeys %d\nelapsed_s %.3f\n",
            r->n, r->generated, r->pruned_mem, r->pruned_time, r->too_big, r->invalid, r->keys,
@@ -366,9 +367,8 @@ static void print_header(const Run *base, const PlanArgs *a, const PlanOpts *o, 
     if (o->backend == PLAN_BACKEND_CPU)
         printf("ZeRO searched: 0, 1, 2 (cpu backend: zero=2 shards the gradients too)\n");
     else
-        printf("ZeRO searched: 0, 1; zero=2 not searched: the cuda backend shards gradients only "
-               "at grad_accum 1 (else it runs as zero=1), which the planner does not price yet; "
-               "--backend cpu searches it\n");
+        printf("ZeRO searched: 0, 1, and 2 at grad_accum 1 and pp 1 only: elsewhere the cuda "
+               "backend runs zero=2 with zero=1's memory (full-size gradients)\n");
 }
 
 static int plan_main(const PlanArgs *a, Run *base) {

@@ -300,6 +300,7 @@ static void rule_moe_combine(Bw *b, const Op *f) {
     }
     Op *a = bop(b, OP_ALLREDUCE);
     a->buf = dg.v; a->elems = rows * K; a->dtype = g->t[dg.v.t].dtype; a->dir = 1;
+    a->reduce = RED_SUM;
     a->bytes = a->elems * (int64_t)ir_dtype_size(a->dtype);
     snprintf(a->tag, sizeof a->tag, "L%d.moe_gates", f->layer);
     a->dual = "identity";
@@ -402,6 +403,7 @@ static void rule_rmsnorm(Bw *b, const Op *f) {
         if (phase == 1) {
             Op *a = bop(b, OP_ALLREDUCE);
             a->buf = opnd(dot, 0, M); a->elems = M; a->dtype = IR_FP32; a->dir = 1;
+            a->reduce = RED_SUM;
             a->bytes = M * 4;
             snprintf(a->tag, sizeof a->tag, "%s", g->params[g->t[OPV("gamma").t].param].name);
             a->dual = "allreduce";
@@ -622,8 +624,8 @@ static int weight_grad_gemm(const Graph *g, const Op *o, int buf) {
 
 static void rule_collective(Bw *b, const Op *f) {
     Graph *g = b->g;
-    if (f->kind == OP_ALLREDUCE || f->no_grad) return;   /* identity backward */
-    if (f->kind == OP_ALLGATHER) {   /* dual: each rank takes its column block of the gradient */
+    if (f->no_grad || (f->kind == OP_ALLREDUCE && f->group == CG_TP)) return;   /* identity */
+    if (f->kind == OP_ALLGATHER && f->group == CG_TP) {   /* dual: each rank's column block */
         GView dd = gview(g, f->dst, f->rows, f->cols * g->tp);
         if (need_full(b, &dd)) return;
         GView ds = gview(g, f->src, f->rows, f->cols);
@@ -670,6 +672,7 @@ static void rule_collective(Bw *b, const Op *f) {
         o->bytes = o->elems * (int64_t)ir_dtype_size(o->dtype);
         o->dir = 1;
         snprintf(o->tag, sizeof o->tag, "%s", f->tag);
+        o->reduce = RED_SUM;
         o->dual = "identity";
         /* issue the all-reduce before the weight-gradient GEMMs emitted just before it: they do not
          * need it, so on a device they run while it is in flight (the runtime waits for a
@@ -680,7 +683,12 @@ static void rule_collective(Bw *b, const Op *f) {
             g->steps[i] = tmp;
             o = &g->steps[i - 1];
         }
+        return;
     }
+    if (ir_coll_kind(f) >= 0)   /* a kind (or group) with no dual here: say so, no wrong gradient */
+        bfail(b, "backward: the forward %s (%s) has no backward rule on its group: mark it no_grad "
+              "or give it a dual in gen/backward.c rule_collective", ccat_word(ir_coll_kind(f)),
+              f->tag);
 }
 
 /* ---- recompute (checkpoint=lowrank) ---- */
@@ -694,9 +702,10 @@ static void op_inputs(const Op *o, int *out, int *n) {
         for (int i = 0; i < o->nops; i++) if (!(o->out_mask >> i & 1)) out[(*n)++] = o->ops[i].t;
         if (o->aux >= 0) out[(*n)++] = o->aux;
         break;
-    case OP_ALLREDUCE: out[(*n)++] = o->buf.t; break;
-    case OP_ALLGATHER: out[(*n)++] = o->src.t; break;
-    case OP_ALLTOALL: out[(*n)++] = o->src.t; out[(*n)++] = o->map; break;
+    default: {   /* a collective: the operands its catalog row reads */
+        int wr[2], nw;
+        ir_coll_rw(o, out, n, wr, &nw);
+    }
     }
 }
 
@@ -750,8 +759,11 @@ static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
             case OP_GEMM: case OP_BATCHED_GEMM: hit = want[o->g.C.t]; break;
             case OP_GROUPED_GEMM: for (int i = 0; i < o->nmembers; i++) hit |= want[o->members[i].C.t]; break;
             case OP_KERNEL: for (int i = 0; i < o->nops; i++) if (o->out_mask >> i & 1) hit |= want[o->ops[i].t]; break;
-            case OP_ALLREDUCE: hit = want[o->buf.t]; break;
-            case OP_ALLGATHER: case OP_ALLTOALL: hit = want[o->dst.t]; break;
+            default: {   /* a collective: the operands its catalog row writes */
+                int rd[3], wr[2], nr, nw;
+                ir_coll_rw(o, rd, &nr, wr, &nw);
+                for (int i = 0; i < nw; i++) hit |= want[wr[i]];
+            }
             }
             if (!hit) continue;
             replay[k] = 1; changed = 1;
@@ -771,7 +783,7 @@ static int emit_recompute(Bw *b, const char *chunk, int first, int last) {
         for (int k = 0; k < g->nfwd; k++) {
             if (!replay[k]) continue;
             const Op *f = &g->fwd[k];
-            if (f->kind == OP_ALLREDUCE || f->kind == OP_ALLGATHER || f->kind == OP_ALLTOALL) {
+            if (ir_coll_kind(f) >= 0) {
                 snprintf(g->err, sizeof g->err, "checkpoint: recomputing %s would repeat the collective %s; "
                          "its output must be saved", chunk, f->tag);
                 rc = 2; break;

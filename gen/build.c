@@ -439,6 +439,7 @@ static void naive_B(Graph *g, int i, const Opnd *zin, const int *projs, int np, 
         o->elems = M * dout;
         o->dtype = g->t[outs[j]].dtype;
         o->bytes = o->elems * (int64_t)ir_dtype_size(o->dtype);
+        o->reduce = RED_SUM;
         snprintf(o->tag, sizeof o->tag, "L%d.%s", i, proj_name(projs[j]));
         o->dual = "identity";
     }
@@ -839,6 +840,17 @@ int check_states(Graph *g) {
     int rc = 0;
     for (int n = 0; n < g->nfwd && !rc; n++) {
         Op *o = &g->fwd[n];
+        if (ir_coll_kind(o) >= 0 && o->group != CG_TP) {
+            /* over dp, ep or edp (the all-to-all moves whole slot rows): the tp state travels along */
+            int rd[3], wr[2], nr, nw;
+            ir_coll_rw(o, rd, &nr, wr, &nw);
+            for (int j = 0; j < nr && !rc; j++)
+                if (st[rd[j]] < 0)
+                    rc = ir_error(g, "state check (%s): %s of %s, which was never written", o->chunk,
+                                  ccat_word(ir_coll_kind(o)), g->t[rd[j]].name);
+            for (int j = 0; j < nw && !rc; j++) st[wr[j]] = st[rd[0]];
+            continue;
+        }
         switch (o->kind) {
         case OP_GEMM: case OP_BATCHED_GEMM: case OP_GROUPED_GEMM: {
             int nm = o->kind == OP_GROUPED_GEMM ? o->nmembers : 1;
@@ -905,11 +917,6 @@ int check_states(Graph *g) {
                 rc = ir_error(g, "state check (%s): allgather of %s, which is %s (it gathers column shards)",
                           o->chunk, g->t[o->src.t].name, ps_name(st[o->src.t]));
             else st[o->dst.t] = PS_REPLICATED;
-            break;
-        case OP_ALLTOALL:   /* moves whole slot rows between ep ranks: the tp state travels along */
-            if (st[o->src.t] < 0)
-                rc = ir_error(g, "state check (%s): all-to-all of %s, which was never written", o->chunk, g->t[o->src.t].name);
-            else st[o->dst.t] = st[o->src.t];
             break;
         case OP_TP_COPY:
             if (st[o->marker_tensor] != PS_REPLICATED)

@@ -120,24 +120,40 @@ Gemm ir_gemm_member(Opnd A, Opnd B, Opnd C, int64_t m, int64_t n, int64_t k) {
     return x;
 }
 
-void ir_allreduce(Graph *g, int t, const char *tag) {
-    Op *o = fwd_op(g, OP_ALLREDUCE);
-    o->buf = opnd(t, 0, g->t[t].cols);
-    o->elems = g->t[t].rows * g->t[t].cols;
+Op *ir_collective(Graph *g, int kind, int group, int t, int dst, int reduce, const char *tag) {
+    const CollKindRow *row = ccat_kind(kind);
+    if (!row || (row->operands & CO_MAP) || !(row->sections & CS_FWD))
+        ir_fail(g, "collective %s (%s): not a kind a layout builds (the all-to-all: gen/moe.c)",
+                ccat_word(kind), tag);
+    if (!ccat_allows_group(kind, group))
+        ir_fail(g, "collective %s (%s): the catalog does not allow group %s for it", row->word, tag,
+                ccat_group_name(group));
+    if ((row->operands & CO_DST) && dst < 0)
+        ir_fail(g, "collective %s (%s): it needs a destination tensor", row->word, tag);
+    Op *o = fwd_op(g, OP_COLL_FIRST + kind);
+    o->group = group;
+    o->reduce = reduce;
     o->dtype = g->t[t].dtype;
-    o->bytes = o->elems * (int64_t)ir_dtype_size(o->dtype);
+    if (row->operands & CO_BUF) {   /* the whole tensor in place */
+        o->buf = opnd(t, 0, g->t[t].cols);
+        o->elems = g->t[t].rows * g->t[t].cols;
+        o->bytes = o->elems * (int64_t)ir_dtype_size(o->dtype);
+    } else {                        /* src [rows, cols] -> dst [rows, cols * n] */
+        o->src = opnd(t, 0, g->t[t].cols);
+        o->dst = opnd(dst, 0, g->t[dst].cols);
+        o->rows = g->t[t].rows; o->cols = g->t[t].cols;
+        o->bytes = o->rows * o->cols * ir_group_size(g, group) * (int64_t)ir_dtype_size(o->dtype);
+    }
     snprintf(o->tag, sizeof o->tag, "%s", tag);
-    o->dual = "identity";
+    return o;
+}
+
+void ir_allreduce(Graph *g, int t, const char *tag) {
+    ir_collective(g, CK_ALLREDUCE, CG_TP, t, -1, RED_SUM, tag)->dual = "identity";
 }
 
 void ir_allgather(Graph *g, int src, int dst, const char *tag, int no_grad) {
-    Op *o = fwd_op(g, OP_ALLGATHER);
-    o->src = opnd(src, 0, g->t[src].cols);
-    o->dst = opnd(dst, 0, g->t[dst].cols);
-    o->rows = g->t[src].rows; o->cols = g->t[src].cols;
-    o->dtype = g->t[src].dtype;
-    o->bytes = o->rows * o->cols * g->tp * (int64_t)ir_dtype_size(o->dtype);
-    snprintf(o->tag, sizeof o->tag, "%s", tag);
+    Op *o = ir_collective(g, CK_ALLGATHER, CG_TP, src, dst, RED_NONE, tag);
     o->dual = "slice";
     o->no_grad = no_grad;
 }

@@ -37,7 +37,17 @@ Op *ir_gemm_batched(Graph *g, Opnd A, Opnd B, Opnd C, int64_t m, int64_t n, int6
 Op *ir_gemm_grouped(Graph *g, const Gemm *members, int n);   /* one member: a plain GEMM */
 Gemm ir_gemm_member(Opnd A, Opnd B, Opnd C, int64_t m, int64_t n, int64_t k);
 
-/* ---- collectives over the tp group, each with its backward dual ---- */
+/* ---- collectives ----
+ * Any forward kind of the catalog (common/collective_catalog.h) on any group its row allows:
+ * kind CK_*, group CG_*, reduce RED_SUM | RED_AVG for a reducing kind (RED_NONE otherwise). A kind
+ * with a buf operand (allreduce, reduce_scatter) works in place on all of tensor t (dst -1); one
+ * with src and dst (allgather) takes t [rows, cols] to dst [rows, cols * n], n the group's size.
+ * Its bytes are the payload per rank. Backward: gen/backward.c has duals for the tp all-reduce and
+ * all-gather below; for any other kind or group set the returned op's no_grad (a forward-only
+ * graph), or the backward fails naming it. Refused (ir_fail): the all-to-all (gen/moe.c), a group
+ * the row does not allow. */
+Op *ir_collective(Graph *g, int kind, int group, int t, int dst, int reduce, const char *tag);
+/* over the tp group, each with its backward dual */
 void ir_allreduce(Graph *g, int t, const char *tag);   /* partial -> replicated; dual identity */
 void ir_allgather(Graph *g, int src, int dst, const char *tag, int no_grad);   /* dual slice */
 void ir_tp_copy(Graph *g, int t, const char *tag);     /* marker; dual all-reduce */

@@ -14,9 +14,9 @@ void checkpoint_classify(Graph *g) {
     for (int i = 0; i < g->nt; i++)
         if (g->t[i].role == TR_ACT && !g->t[i].keep) g->t[i].saved = 0;
     for (int k = 0; k < g->nfwd; k++) {
-        const Op *o = &g->fwd[k];
-        if (o->kind == OP_ALLREDUCE) g->t[o->buf.t].saved = 1;
-        if (o->kind == OP_ALLGATHER || o->kind == OP_ALLTOALL) g->t[o->dst.t].saved = 1;
+        int rd[3], wr[2], nr, nw;   /* a collective's outputs: recomputing them would repeat it */
+        ir_coll_rw(&g->fwd[k], rd, &nr, wr, &nw);
+        for (int i = 0; i < nw; i++) g->t[wr[i]].saved = 1;
     }
 }
 
@@ -29,8 +29,11 @@ static int last_writer(const Graph *g, int t) {
         case OP_GEMM: case OP_BATCHED_GEMM: w = o->g.C.t == t; break;
         case OP_GROUPED_GEMM: for (int i = 0; i < o->nmembers; i++) w |= o->members[i].C.t == t; break;
         case OP_KERNEL: for (int i = 0; i < o->nops; i++) w |= (o->out_mask >> i & 1) && o->ops[i].t == t; break;
-        case OP_ALLREDUCE: w = o->buf.t == t; break;
-        case OP_ALLGATHER: case OP_ALLTOALL: w = o->dst.t == t; break;
+        default: {
+            int rd[3], wr[2], nr, nw;
+            ir_coll_rw(o, rd, &nr, wr, &nw);
+            for (int i = 0; i < nw; i++) w |= wr[i] == t;
+        }
         }
         if (w) last = k;
     }

@@ -1,12 +1,13 @@
 /* dp.c: data-parallel gradient reduction as plan steps. After the backward is built, every local
  * parameter gradient d.P gets one all-reduce over the dp group (op=avg, fp32), grouped in buckets of
  * about run->dp_bucket_bytes in the order the backward finishes the gradients; a bucket's all-reduces
- * follow the step that writes its last gradient, so they overlap the rest of the backward. */
+ * follow the step that writes its last gradient, so they overlap the rest of the backward. Also
+ * what ZeRO keeps per rank: bytes per parameter per backend and zero=2's live gradients (dp.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gen/ir.h"
+#include "gen/dp.h"
 
 /* 1 when step o writes parameter gradient t (GEMM outputs, kernel operands, grouped members). */
 static int step_writes(const Op *o, int t) {
@@ -32,7 +33,7 @@ static int dp_check(Graph *g) {
         if (gt < 0) continue;
         for (int s = 0; s < g->nsteps; s++) {
             const Op *o = &g->steps[s];
-            if (o->kind == OP_ALLREDUCE && (o->group == 1 || o->group == 3) && o->buf.t == gt) { at = s; count++; }
+            if (ir_dp_bucket(o) && o->buf.t == gt) { at = s; count++; }
             else if (at >= 0 && step_writes(o, gt)) {
                 snprintf(g->err, sizeof g->err, "dp reduction: step %d writes d.%.80s after its dp all-reduce at step %d: "
                          "the other dp ranks would miss that contribution (generator bug)", s, g->params[p].name, at);
@@ -106,7 +107,8 @@ int dp_emit_reduction(Graph *g) {
         for (; i < n && after[i] == s; i++) {
             Op *o = &ns[k++];
             memset(o, 0, sizeof *o);
-            o->kind = OP_ALLREDUCE;
+            /* zero=1, 2: the dp reduction gives each dp rank its shard only (ZeRO-1, ZeRO-2) */
+            o->kind = r->zero && !ge[i].expert ? OP_REDUCE_SCATTER : OP_ALLREDUCE;
             o->section = SEC_BWD;
             o->layer = -1;
             o->marker_tensor = -1;
@@ -115,11 +117,13 @@ int dp_emit_reduction(Graph *g) {
             o->elems = g->t[ge[i].grad].rows * g->t[ge[i].grad].cols;
             o->dtype = r->dp_bf16 ? IR_BF16 : g->t[ge[i].grad].dtype;   /* the wire dtype; d.P stays fp32 */
             o->dir = 1;
-            o->group = 1;
+            o->group = CG_DP;
+            o->reduce = RED_AVG;
             if (ge[i].expert) {
                 /* the owner's gradient already sums its ep group's tokens: sum over the dp/ep ranks
                    that hold the same experts (group=edp), then 1/dp makes it the global batch mean */
-                o->group = 3;
+                o->group = CG_EDP;
+                o->reduce = RED_SUM;
                 o->scale = 1.0 / r->dp;
                 o->dtype = g->t[ge[i].grad].dtype;
             }
@@ -137,6 +141,27 @@ int dp_emit_reduction(Graph *g) {
     return dp_check(g);
 }
 
+/* The optimizer section: the optimizer line; with ZeRO at dp > 1 each param's updated shards then
+ * go to every dp rank (one gather_shards per param, in param order). */
+void dp_emit_optimizer(Graph *g) {
+    const Run *r = g->run;
+    Op *o = ir_push(g, &g->opt, &g->nopt, &g->capo);
+    o->kind = OP_OPTIMIZER;
+    o->section = SEC_OPT;
+    if (!r->zero || r->dp <= 1) return;
+    for (int i = 0; i < g->nparams; i++) {
+        const Tensor *t = &g->t[g->params[i].tensor];
+        o = ir_push(g, &g->opt, &g->nopt, &g->capo);
+        o->kind = OP_GATHER_SHARDS;
+        o->section = SEC_OPT;
+        o->group = CG_DP;
+        o->buf = opnd(g->params[i].tensor, 0, t->cols);
+        o->elems = t->rows * t->cols;
+        o->dtype = t->dtype;
+        o->bytes = o->elems * (int64_t)ir_dtype_size(o->dtype);
+    }
+}
+
 /* What the dp reduction moves and hides (gen/report.c): figures of the emitted group=dp steps. */
 void dp_figures(const Graph *g, DpFigures *d) {
     memset(d, 0, sizeof *d);
@@ -150,7 +175,7 @@ void dp_figures(const Graph *g, DpFigures *d) {
     d->local_params = local;
     for (int s = 0; s < g->nsteps; s++) {
         const Op *o = &g->steps[s];
-        if (o->kind != OP_ALLREDUCE || (o->group != 1 && o->group != 3)) continue;
+        if (!ir_dp_bucket(o)) continue;
         d->steps++;
         d->bytes += o->bytes;
         if (o->bucket + 1 > d->buckets) d->buckets = o->bucket + 1;
@@ -160,13 +185,46 @@ void dp_figures(const Graph *g, DpFigures *d) {
 
 /* Per local parameter: bf16 weight 2 + fp32 gradient 4 + fp32 master 4 + AdamW m, v 8 = 18 bytes.
  * zero=1 shards master and moments over dp: 6 + 12/dp. zero=2 shards the gradient too: 2 + 16/dp
- * with grad_accum = 1 (a full-size d.P lives only from its first write to its reduce_scatter, not
- * counted: about one bucket); with grad_accum > 1 every full-size d.P accumulates until the last
- * micro-batch, so the peak is zero=1's plus the 4/dp gradient shard: 6 + 16/dp. */
-double dp_bytes_per_param(int zero, int dp, int grad_accum) {
+ * where the backend keeps only gradient shards between micro-batches (a full-size d.P lives only
+ * from its first write to its reduce_scatter, dp_zero2_live_grad_bytes, not counted here);
+ * elsewhere every full-size d.P accumulates until the last micro-batch: zero=1's 6 + 12/dp, plus
+ * the 4/dp gradient shard where the backend accumulates one beside them (cpu): 6 + 16/dp. */
+double dp_zero_bytes_per_param(int zero, int dp, int shards_only, int otherwise) {
     if (dp <= 1 || zero == 0) return 18.0;
-    if (zero == 1) return 6.0 + 12.0 / dp;
-    return (grad_accum > 1 ? 6.0 : 2.0) + 16.0 / dp;
+    if (zero == 1 || (!shards_only && otherwise == ZERO2_AS_ZERO1)) return 6.0 + 12.0 / dp;
+    return (shards_only ? 2.0 : 6.0) + 16.0 / dp;
+}
+
+/* The cpu backend's figures: it keeps only gradient shards at grad_accum 1. */
+double dp_bytes_per_param(int zero, int dp, int grad_accum) {
+    return dp_zero_bytes_per_param(zero, dp, grad_accum <= 1, ZERO2_FULL_AND_SHARD);
+}
+
+int64_t dp_zero2_live_grad_bytes(const Graph *g) {
+    /* delta[s]: bytes that become live at step s, less those freed after step s - 1 */
+    int64_t *delta = calloc((size_t)g->nsteps + 1, sizeof *delta), live = 0, peak = 0;
+    if (!delta) return -1;
+    for (int p = 0; p < g->nparams; p++) {
+        int gt = g->t[g->params[p].tensor].grad, first = -1, end = -1;
+        if (gt < 0) continue;
+        for (int s = 0; s < g->nsteps && end < 0; s++) {
+            const Op *o = &g->steps[s];
+            if (o->kind == OP_ALLREDUCE && (o->group == 1 || o->group == 3) && o->buf.t == gt)
+                end = s;
+            else if (first < 0 && step_writes(o, gt))
+                first = s;
+        }
+        if (first < 0 || end < 0) continue;
+        int64_t bytes = g->t[gt].rows * g->t[gt].cols * (int64_t)ir_dtype_size(g->t[gt].dtype);
+        delta[first] += bytes;
+        delta[end + 1] -= bytes;
+    }
+    for (int s = 0; s < g->nsteps; s++) {
+        live += delta[s];
+        if (live > peak) peak = live;
+    }
+    free(delta);
+    return peak;
 }
 
 void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
@@ -174,7 +232,7 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
     DpFigures d;
     dp_figures(g, &d);
     int dp = run->dp;
-    double ring = 2.0 * (dp - 1) / dp * (double)d.bytes;
+    double ring = ccat_wire_bytes(CK_ALLREDUCE, (double)d.bytes, dp);   /* 2(dp-1)/dp x payload */
     double lp = (double)d.local_params, z0 = dp_bytes_per_param(0, dp, run->grad_accum) * lp;
     double z1 = dp_bytes_per_param(1, dp, run->grad_accum) * lp, z2 = dp_bytes_per_param(2, dp, run->grad_accum) * lp;
     if (json) {
@@ -202,5 +260,6 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
                "backend allocates them at shard size, plus one staging buffer of 4(dp+1)ceil(n/dp) bytes for the "
                "largest reduce_scatter of n elements. zero=2 shards the gradients too (2 + 16/dp bytes per local "
                "parameter at grad_accum = 1, plus each full-size d.P from its first write to its reduce_scatter; "
-               "at grad_accum > 1 the full d.P accumulate until the last micro-batch: 6 + 16/dp).\n");
+               "at grad_accum > 1 the full d.P accumulate until the last micro-batch: 6 + 16/dp on the cpu "
+               "backend; the cuda backend runs zero=2 with zero=1's memory there and at pp > 1).\n");
 }

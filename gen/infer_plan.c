@@ -143,8 +143,10 @@ Graph *infer_graph_build(const Run *run, int layout, int rows, int64_t *cache_by
             touch(g, o->members[i].A, s); touch(g, o->members[i].B, s); touch(g, o->members[i].C, s);
         }
         for (int i = 0; o->kind == OP_KERNEL && i < o->nops; i++) touch(g, o->ops[i], s);
-        if (o->kind == OP_ALLREDUCE) touch(g, o->buf, s);
-        if (o->kind == OP_ALLGATHER) { touch(g, o->src, s); touch(g, o->dst, s); }
+        int rd[3], wr[2], nr, nw;   /* a collective: the operands of its catalog row */
+        ir_coll_rw(o, rd, &nr, wr, &nw);
+        for (int i = 0; i < nr; i++) touch(g, opnd(rd[i], 0, 0), s);
+        for (int i = 0; i < nw; i++) touch(g, opnd(wr[i], 0, 0), s);
         if (o->kind == OP_SAVE && o->marker_tensor >= 0) touch(g, opnd(o->marker_tensor, 0, 0), s);
     }
     for (int i = 0; i < g->nt; i++) if (g->t[i].live1 == -2) g->t[i].live1 = n - 1;
@@ -158,7 +160,7 @@ static int64_t decode_coll_bytes(const Graph *g, int *count) {
     int64_t b = 0;
     *count = 0;
     for (int s = 0; s < g->nsteps; s++)
-        if (g->steps[s].kind == OP_ALLREDUCE || g->steps[s].kind == OP_ALLGATHER) { b += g->steps[s].bytes; (*count)++; }
+        if (ir_coll_kind(&g->steps[s]) >= 0) { b += g->steps[s].bytes; (*count)++; }
     return b;
 }
 
@@ -187,7 +189,7 @@ int infer_report_write(const Run *run, FILE *f) {
         int cnt;
         int64_t b = decode_coll_bytes(h, &cnt), l0 = 0;
         for (int s = 0; s < h->nsteps; s++)
-            if ((h->steps[s].kind == OP_ALLREDUCE || h->steps[s].kind == OP_ALLGATHER) && h->steps[s].layer == 0) l0 += h->steps[s].bytes;
+            if (ir_coll_kind(&h->steps[s]) >= 0 && h->steps[s].layer == 0) l0 += h->steps[s].bytes;
         int twin = order[i] == LAYOUT_MEGATRON && factorization_lowrank(model_factorization(m));
         fprintf(f, "| %s%s | %d | %" PRId64 " | %" PRId64 " |\n", layout_name(order[i]),
                 twin ? " (full-rank twin)" : "", cnt, b, l0);

@@ -54,6 +54,7 @@ void graph_free(Graph *g) {
     for (int i = 0; i < g->nsteps; i++) if (g->steps[i].members) free(g->steps[i].members);
     free(g->owned_run);
     free(g->t); free(g->canons); free(g->params); free(g->parts); free(g->fwd); free(g->steps);
+    free(g->opt);
     free(g);
 }
 
@@ -94,6 +95,36 @@ Op *ir_push(Graph *g, Op **arr, int *n, int *cap) {
     o->layer = -1;
     o->aux = -1;
     return o;
+}
+
+int ir_coll_kind(const Op *o) {
+    return o->kind >= OP_COLL_FIRST && o->kind < OP_COLL_END ? o->kind - OP_COLL_FIRST : -1;
+}
+
+void ir_coll_rw(const Op *o, int reads[3], int *nr, int writes[2], int *nw) {
+    *nr = *nw = 0;
+    const CollKindRow *row = ccat_kind(ir_coll_kind(o));
+    if (!row) return;
+    if (row->operands & CO_BUF) { reads[(*nr)++] = o->buf.t; writes[(*nw)++] = o->buf.t; }
+    if (row->operands & CO_SRC) reads[(*nr)++] = o->src.t;
+    if (row->operands & CO_MAP) reads[(*nr)++] = o->map;
+    if (row->operands & CO_DST) writes[(*nw)++] = o->dst.t;
+}
+
+int ir_group_size(const Graph *g, int group) {
+    int dp = g->run->dp > 1 ? g->run->dp : 1;
+    switch (group) {
+    case CG_TP: return g->tp;
+    case CG_DP: return dp;
+    case CG_EP: return g->ep;
+    case CG_EDP: return dp / (g->ep > 1 ? g->ep : 1);
+    default: return 1;
+    }
+}
+
+int ir_dp_bucket(const Op *o) {
+    int dp_group = o->group == CG_DP || o->group == CG_EDP;
+    return ir_coll_kind(o) >= 0 && o->section == SEC_BWD && dp_group;
 }
 
 uint64_t fnv1a64(const char *s) {

@@ -7,7 +7,7 @@
  * Reading a finished Graph (graph_build): steps[0 .. nfwd_steps-1] are the forward section,
  * steps[nfwd_steps .. nsteps-1] the backward one (ops with section SEC_RECOMPUTE sit between
  * OP_RC_BEGIN/OP_RC_END markers). GEMM family: g (or members) with local m, n, k, batch; FLOPs are
- * 2*m*n*k*batch per rank. Collectives: kind OP_ALLREDUCE / OP_ALLGATHER, bytes per rank, dir,
+ * 2*m*n*k*batch per rank. Collectives: ir_coll_kind(o) >= 0 (a catalog row), bytes per rank, dir,
  * layer (-1: embedding and tail). Kernels: k.kind and k.val[] constants (rows, cols, ...). Shapes
  * are per rank; multiply by tp for model totals of sharded work. */
 #ifndef BOOST_IR_H
@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include "gen/model.h"
 #include "gen/kernels.h"
+#include "common/collective_catalog.h"
 
 /* A number that may depend on the tensor-parallel rank: base + rank * per_rank ("a%rb" in the plan). */
 typedef struct { int64_t base, per_rank; } RInt;
@@ -89,15 +90,28 @@ typedef struct {
     int dtype;
 } Param;
 
+/* Step kinds. The collectives come from the catalog (common/collective_catalog.h): one kind per
+ * row, OP_<ID> = OP_COLL_FIRST + CK_<ID> (OP_ALLREDUCE, OP_ALLGATHER, OP_REDUCE_SCATTER,
+ * OP_GATHER_SHARDS, OP_ALLTOALL, ...); ir_coll_kind gives an op's CK_* back. */
 enum OpKind {
-    OP_GEMM, OP_BATCHED_GEMM, OP_GROUPED_GEMM, OP_KERNEL, OP_ALLREDUCE, OP_ALLGATHER,
+    OP_GEMM, OP_BATCHED_GEMM, OP_GROUPED_GEMM, OP_KERNEL,
     OP_TP_COPY,              /* no step: identity forward over a replicated input of a
                                 column-parallel op; its backward dual is an allreduce of the grad */
     OP_SAVE, OP_RC_BEGIN, OP_RC_END,
-    OP_ALLTOALL,             /* expert parallelism: routed slots to their experts' ep ranks and back
-                                (src, dst, map = the token side's moe_src, experts, rows = C, cols, way) */
+    OP_OPTIMIZER,            /* the optimizer section's `optimizer adamw` line (Graph.opt) */
+    OP_COLL_FIRST,
+#define IR_COLL_OP(id, word, operands, groups, sections, phases, what) \
+    OP_##id = OP_COLL_FIRST + CK_##id,
+    COLLECTIVE_CATALOG(IR_COLL_OP)
+#undef IR_COLL_OP
+    OP_COLL_END = OP_COLL_FIRST + CK_COUNT
 };
-enum Section { SEC_FWD, SEC_BWD, SEC_RECOMPUTE };
+/* OP_ALLTOALL: expert parallelism, routed slots to their experts' ep ranks and back (src, dst,
+ * map = the token side's moe_src, experts, rows = C, cols, way). OP_REDUCE_SCATTER: gen/dp.c's dp
+ * buckets at zero > 0. OP_GATHER_SHARDS: the optimizer section's ZeRO parameter gathers. */
+enum Section { SEC_FWD, SEC_BWD, SEC_RECOMPUTE, SEC_OPT /* the optimizer section (Graph.opt) */ };
+/* A collective's reduction (Op.reduce): none (gathers, all-to-all), the sum, the mean. */
+enum CollReduce { RED_NONE, RED_SUM, RED_AVG };
 
 typedef struct {
     int ta, tb;
@@ -124,16 +138,19 @@ typedef struct {
     int ostate[OP_MAX_OPND]; /* written operand: its parallel state + 1; read-only operand: 0 */
     int aux;                 /* rule-specific tensor (bottleneck_act: the rho it undoes; xent_combine: logits) */
     unsigned bwd_needs;      /* bit i: the backward rule reads ops[i]'s forward value */
-    /* collectives */
-    Opnd buf, src, dst;      /* allreduce: buf; allgather: src, dst */
+    /* collectives (kinds from the catalog: the row's operand bits say which of buf, src, dst and
+     * map the op uses, ir_coll_rw which it reads and writes) */
+    Opnd buf, src, dst;      /* allreduce, reduce_scatter, gather_shards: buf; allgather: src,
+                                dst */
     int64_t elems, rows, cols;
     int dtype, dir;          /* dir: 0 fwd, 1 bwd */
     char tag[96];
     int64_t bytes;           /* payload per rank: elems (or rows*cols*t for allgather) * dtype size */
-    int group;               /* 0: the tp group; 1: the dp group (gen/dp.c: gradient buckets, op=avg,
-                                run on the last micro-batch of an optimizer step only); 2: the ep group
-                                (OP_ALLTOALL); 3: the edp group (dp/ep ranks holding the same experts:
-                                expert gradients, op=sum scale=1/dp) */
+    int group;               /* enum CollGroup: CG_TP; CG_DP (gen/dp.c: gradient buckets, op=avg,
+                                run on the last micro-batch of an optimizer step only; the optimizer
+                                section's gather_shards); CG_EP (OP_ALLTOALL); CG_EDP (dp/ep ranks
+                                holding the same experts: expert gradients, op=sum scale=1/dp) */
+    int reduce;              /* enum CollReduce: what a reducing collective computes (op=sum|avg) */
     int bucket;              /* dp all-reduces: the bucket index */
     double scale;            /* group=edp all-reduces: the sum is multiplied by it (1/dp); 0: none */
     int map;                 /* OP_ALLTOALL: the [1, E*C] slot -> token table of the token side (-1 < 0: empty slot) */
@@ -161,6 +178,8 @@ typedef struct {
     Op *fwd; int nfwd, capf;      /* the forward tape */
     Op *steps; int nsteps, caps;  /* the final schedule: forward (with markers) then backward */
     int nfwd_steps;               /* steps[0..nfwd_steps-1] are the forward section */
+    Op *opt; int nopt, capo;      /* the optimizer section: the optimizer line, then (ZeRO at
+                                     dp > 1) one gather_shards per param (gen/dp.c) */
     int tokens, targets, loss;
     int64_t arena_bytes;
     int64_t arena_lower_bound;    /* the most bytes live at any one step: no plan can do better */
@@ -196,6 +215,14 @@ Opnd ir_stat_acts(const Graph *g, int t);
 Opnd ir_stat_vec(const Graph *g, int t);
 int ir_is_stat_view(const Graph *g, Opnd v);
 Op *ir_push(Graph *g, Op **arr, int *n, int *cap);
+/* Collectives, by their catalog row: the op's CK_* (-1: not a collective); the tensors it reads
+ * (buf, src, map as the row's operands say) and writes (buf, dst) into reads[3] / writes[2] with
+ * their counts (0, 0 for any other op); the ranks of a group in g (tp, dp, ep, dp/ep); whether the
+ * op is a gradient bucket of the dp reduction (group dp or edp, backward section: gen/dp.c). */
+int ir_coll_kind(const Op *o);
+void ir_coll_rw(const Op *o, int reads[3], int *nr, int writes[2], int *nw);
+int ir_group_size(const Graph *g, int group);
+int ir_dp_bucket(const Op *o);
 size_t ir_dtype_size(int dtype);
 uint64_t fnv1a64(const char *s);
 int ir_act_dtype(const Graph *g);              /* the run's activation dtype */
@@ -233,7 +260,9 @@ int emit_forward_steps(Graph *g);              /* tape -> steps with save marker
 int build_backward(Graph *g);                  /* appends the backward section (with recompute) */
 
 /* ---- dp.c ---- */
-int dp_emit_reduction(Graph *g);               /* dp > 1: bucketed all-reduces (group=dp) of the param grads */
+int dp_emit_reduction(Graph *g);               /* dp > 1: bucketed all-reduces (group=dp; zero > 0:
+                                                  reduce-scatters) of the param grads */
+void dp_emit_optimizer(Graph *g);              /* the optimizer section (Graph.opt) */
 typedef struct {
     int steps, buckets;
     int64_t bytes;            /* payload of the group=dp all-reduces per rank and optimizer step */

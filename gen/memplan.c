@@ -46,10 +46,13 @@ int memplan(Graph *g) {
             }
             break;
         case OP_KERNEL: for (int i = 0; i < o->nops; i++) touch(g, o->ops[i].t, s); break;
-        case OP_ALLREDUCE: touch(g, o->buf.t, s); break;
-        case OP_ALLGATHER: touch(g, o->src.t, s); touch(g, o->dst.t, s); break;
-        case OP_ALLTOALL: touch(g, o->src.t, s); touch(g, o->dst.t, s); touch(g, o->map, s); break;
         case OP_SAVE: touch(g, o->marker_tensor, s); break;
+        default: {   /* a collective: what its catalog row says it reads and writes */
+            int rd[3], wr[2], nr, nw;
+            ir_coll_rw(o, rd, &nr, wr, &nw);
+            for (int i = 0; i < nr; i++) touch(g, rd[i], s);
+            for (int i = 0; i < nw; i++) touch(g, wr[i], s);
+        }
         }
     }
     for (int i = 0; i < g->npin; i++) { touch(g, g->pin_t[i], g->pin_lo[i]); touch(g, g->pin_t[i], g->pin_hi[i]); }

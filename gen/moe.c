@@ -150,7 +150,7 @@ static int alltoall(Graph *g, int src, int map, int way, int64_t C, int i, const
     o->rows = C; o->cols = g->t[src].cols;
     o->dtype = g->t[src].dtype;
     o->bytes = o->experts * C * o->cols * (int64_t)ir_dtype_size(o->dtype);
-    o->group = 2;
+    o->group = CG_EP;
     o->way = way;
     snprintf(o->tag, sizeof o->tag, "%s", tag);
     o->dual = "alltoall";

@@ -28,6 +28,7 @@ static int run_passes(Graph *g, const Run *run) {
     if (!rc) rc = build_backward(g);
     if (!rc) rc = check_overflow(g, g->steps, g->nsteps);
     if (!rc) rc = dp_emit_reduction(g);
+    if (!rc) dp_emit_optimizer(g);
     if (!rc) rc = memplan(g);
     for (int s = 0; s < g->nsteps && !rc; s++) {
         Op *o = &g->steps[s];

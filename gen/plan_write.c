@@ -54,7 +54,37 @@ static void pr_gemm_fields(FILE *f, const Graph *g, const Gemm *x, int batched) 
     if (batched) fprintf(f, " batch=%" PRId64, x->batch);
 }
 
+/* One collective, driven by its catalog row (docs/plan-format.md, "collectives"): the word, the
+ * operands the row names (buf | src dst [map]) and their shape (elems | rows cols ld_src ld_dst |
+ * experts capacity cols way), dtype, op= (and scale=) when it reduces, then its group: right after
+ * dtype for a kind that runs on one group only, else after dir and only when not tp; a dp gradient
+ * bucket adds micro=last bucket=K. dir in the forward and backward sections; tag when set. */
+static void pr_collective(FILE *f, const Graph *g, const Op *o) {
+    const CollKindRow *row = ccat_kind(ir_coll_kind(o));
+    unsigned ops = row->operands;
+    int one_group = (row->groups & (row->groups - 1)) == 0;
+    fputs(row->word, f);
+    if (ops & CO_BUF) { pr_opnd(f, g, "buf", o->buf); fprintf(f, " elems=%" PRId64, o->elems); }
+    if (ops & CO_SRC) pr_opnd(f, g, "src", o->src);
+    if (ops & CO_DST) pr_opnd(f, g, "dst", o->dst);
+    if (ops & CO_MAP)
+        fprintf(f, " map=%s experts=%" PRId64 " capacity=%" PRId64 " cols=%" PRId64 " way=%s",
+                g->t[o->map].name, o->experts, o->rows, o->cols, o->way ? "back" : "out");
+    else if (ops & CO_SRC)
+        fprintf(f, " rows=%" PRId64 " cols=%" PRId64 " ld_src=%" PRId64 " ld_dst=%" PRId64,
+                o->rows, o->cols, o->src.ld, o->dst.ld);
+    fprintf(f, " dtype=%s", dtype_name(o->dtype));
+    if (o->reduce) fprintf(f, " op=%s", o->reduce == RED_AVG ? "avg" : "sum");
+    if (o->scale) pr_num(f, "scale", o->scale);
+    if (one_group) fprintf(f, " group=%s", ccat_group_name(o->group));
+    if (o->section != SEC_OPT) fprintf(f, " dir=%s", o->dir ? "bwd" : "fwd");
+    if (!one_group && o->group != CG_TP) fprintf(f, " group=%s", ccat_group_name(o->group));
+    if (ir_dp_bucket(o)) fprintf(f, " micro=last bucket=%d", o->bucket);
+    if (o->tag[0]) fprintf(f, " tag=%s", o->tag);
+}
+
 void plan_write_step(FILE *f, const Graph *g, const Op *o) {
+    if (ir_coll_kind(o) >= 0) { pr_collective(f, g, o); fputc('\n', f); return; }
     switch (o->kind) {
     case OP_GEMM: fprintf(f, "gemm"); pr_gemm_fields(f, g, &o->g, 0); break;
     case OP_BATCHED_GEMM: fprintf(f, "batched_gemm"); pr_gemm_fields(f, g, &o->g, 1); break;
@@ -73,36 +103,13 @@ void plan_write_step(FILE *f, const Graph *g, const Op *o) {
             } else pr_num(f, o->k.key[i], o->k.val[i]);
         }
         break;
-    case OP_ALLREDUCE:
-        /* zero=1, 2: the dp reduction gives each dp rank its shard only (ZeRO-1, ZeRO-2) */
-        fprintf(f, "%s", o->group == 1 && g->run->zero ? "reduce_scatter" : "allreduce");
-        pr_opnd(f, g, "buf", o->buf);
-        if (o->group == 3)   /* expert gradients: summed over the dp/ep ranks holding the expert, times 1/dp */
-            fprintf(f, " elems=%" PRId64 " dtype=%s op=sum scale=%.9g dir=bwd group=edp micro=last bucket=%d tag=%s", o->elems,
-                    dtype_name(o->dtype), o->scale, o->bucket, o->tag);
-        else if (o->group == 1)
-            fprintf(f, " elems=%" PRId64 " dtype=%s op=avg dir=bwd group=dp micro=last bucket=%d tag=%s", o->elems,
-                    dtype_name(o->dtype), o->bucket, o->tag);
-        else
-            fprintf(f, " elems=%" PRId64 " dtype=%s op=sum dir=%s tag=%s", o->elems, dtype_name(o->dtype),
-                    o->dir ? "bwd" : "fwd", o->tag);
-        break;
-    case OP_ALLGATHER:
-        fprintf(f, "allgather");
-        pr_opnd(f, g, "src", o->src); pr_opnd(f, g, "dst", o->dst);
-        fprintf(f, " rows=%" PRId64 " cols=%" PRId64 " ld_src=%" PRId64 " ld_dst=%" PRId64 " dtype=%s dir=%s tag=%s",
-                o->rows, o->cols, o->src.ld, o->dst.ld, dtype_name(o->dtype), o->dir ? "bwd" : "fwd", o->tag);
-        break;
-    case OP_ALLTOALL:
-        fprintf(f, "alltoall");
-        pr_opnd(f, g, "src", o->src); pr_opnd(f, g, "dst", o->dst);
-        fprintf(f, " map=%s experts=%" PRId64 " capacity=%" PRId64 " cols=%" PRId64 " way=%s dtype=%s group=ep dir=%s tag=%s",
-                g->t[o->map].name, o->experts, o->rows, o->cols, o->way ? "back" : "out", dtype_name(o->dtype),
-                o->dir ? "bwd" : "fwd", o->tag);
-        break;
     case OP_SAVE: fprintf(f, "save buf=%s", g->t[o->marker_tensor].name); break;
     case OP_RC_BEGIN: fprintf(f, "recompute begin chunk=%s", o->chunk); break;
     case OP_RC_END: fprintf(f, "recompute end chunk=%s", o->chunk); break;
+    case OP_OPTIMIZER:
+        fprintf(f, "optimizer adamw");
+        if (g->run->zero) fprintf(f, " zero=%d", g->run->zero);
+        break;
     }
     fputc('\n', f);
 }
@@ -200,17 +207,11 @@ int plan_write_body(const Graph *g, FILE *f, const unsigned char *canon_used, co
         plan_write_step(f, g, o);
     }
     if (g->nfwd_steps == g->nsteps) fprintf(f, "\nsection backward\n");
-    if (g->run->zero && g->run->dp > 1) {   /* ZeRO-1/2: sharded update, then every shard to every dp rank */
-        fprintf(f, "\nsection optimizer\noptimizer adamw zero=%d\n", g->run->zero);
-        for (int i = 0; i < g->nparams; i++) {
-            if (param_used && !param_used[i]) continue;
-            const Tensor *t = &g->t[g->params[i].tensor];
-            fprintf(f, "gather_shards buf=%s elems=%" PRId64 " dtype=%s group=dp\n", t->name, t->rows * t->cols, dtype_name(t->dtype));
-        }
-    } else {
-        fprintf(f, "\nsection optimizer\noptimizer adamw");
-        if (g->run->zero) fprintf(f, " zero=%d", g->run->zero);
-        fputc('\n', f);
+    fprintf(f, "\nsection optimizer\n");
+    for (int i = 0; i < g->nopt; i++) {   /* a pipeline stage: the gathers of its own params only */
+        const Op *o = &g->opt[i];
+        if (param_used && ir_coll_kind(o) >= 0 && !param_used[g->t[o->buf.t].param]) continue;
+        plan_write_step(f, g, o);
     }
     return ferror(f) ? 1 : 0;
 }

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gen/ir.h"         // defines: dp_bytes_per_param
+#include "gen/dp.h"         // defines: dp_zero_bytes_per_param, dp_zero2_live_grad_bytes
 #include "gen/planner.h"
 #include "gen/factor.h"
 
@@ -23,13 +23,15 @@ void planner_opts_default(PlanOpts *o) {
     o->workspace_bytes = 1.5 * 1073741824.0; /* CUDA context, cuBLAS workspace, NCCL buffers */
 }
 
-int planner_max_zero(const PlanOpts *o) { return o->backend == PLAN_BACKEND_CPU ? 2 : 1; }
+int planner_zero2_shards(const PlanOpts *o, int ga, int pp, int ep) {
+    if (o->backend == PLAN_BACKEND_CPU) return ga <= 1;
+    return ga <= 1 && pp <= 1 && ep <= 1; /* runtime/cuda_zero2.c grad_work_layout */
+}
 
-/* Bytes per local parameter of weights, gradients and AdamW state under the candidate's ZeRO
- * stage, as its backend runs it (gen/dp.c; the cuda backend runs zero=2 as zero=1). */
-static double state_bytes_per_param(const PlanOpts *o, const PlanCand *cd) {
-    int zero = cd->zero > planner_max_zero(o) ? planner_max_zero(o) : cd->zero;
-    return dp_bytes_per_param(zero, cd->dp, cd->ga);
+double planner_state_bytes_per_param(const PlanOpts *o, const PlanCand *cd) {
+    int how = o->backend == PLAN_BACKEND_CPU ? ZERO2_FULL_AND_SHARD : ZERO2_AS_ZERO1;
+    int shards_only = planner_zero2_shards(o, cd->ga, cd->pp, cd->ep);
+    return dp_zero_bytes_per_param(cd->zero, cd->dp, shards_only, how);
 }
 
 /* What the closed forms of one (layout, tp, micro-batch, checkpoint, ep) know: one micro-batch's
@@ -175,7 +177,12 @@ static int enumerate(const Run *base, const PlanOpts *o, int gpus, PlanCand *out
                             if (ep > 1 && (!m->moe_experts || dp % ep || m->moe_experts % ep ||
                                            layouts[li] != LAYOUT_BTP))
                                 continue;
-                            int zmax = dp > 1 && ep == 1 ? planner_max_zero(o) : 0;
+                            /* zero=2 where the backend keeps only gradient shards (cpu: also
+                               where it accumulates a shard beside the full-size gradients) */
+                            int zmax = dp > 1 && ep == 1 ? 2 : 0;
+                            if (zmax == 2 && o->backend == PLAN_BACKEND_CUDA &&
+                                !planner_zero2_shards(o, (int)ga, pp, ep))
+                                zmax = 1;
                             for (int zero = 0; zero <= zmax; zero++)
                                 for (int ck = 0; ck <= (layouts[li] == LAYOUT_BTP); ck++) {
                                     if (out) {
@@ -256,8 +263,21 @@ static void bound(const Run *base, const Key *k, const CostConsts *c, const Plan
     int v = cd->v, warm = v == 1 ? cd->pp - 1 : 2 * (cd->pp - 1) + (v - 1) * cd->pp;
     long passes = warm + 1 < (long)cd->ga * v ? warm + 1 : (long)cd->ga * v;
     int layers_per_pass = base->model.layers / (cd->pp * v);
-    cd->mem_lb = k->params / pp * state_bytes_per_param(o, cd) +
+    cd->mem_lb = k->params / pp * planner_state_bytes_per_param(o, cd) +
                  ACT_SLACK * passes * layers_per_pass * k->act_layer + o->workspace_bytes;
+}
+
+/* The cuda backend's zero=2 at grad_accum 1: the full-size gradients live at once (gen/dp.c), from
+ * the candidate's generated schedule (project_layout does not keep it). -1 with why on failure. */
+static int64_t zero2_live_grads(const Run *r, const PlanCand *cd, char *why, size_t n) {
+    int status = 0;
+    Graph *g = graph_build(r, cd->layout, cd->layout == LAYOUT_BTP ? cd->ckpt : CKPT_NONE, why, n,
+                           &status);
+    if (!g) return -1;
+    int64_t live = dp_zero2_live_grad_bytes(g);
+    if (live < 0) snprintf(why, n, "out of memory");
+    graph_free(g);
+    return live;
 }
 
 static void price(const Run *base, const PlanOpts *o, const CostConsts *c, const GemmRates *rates,
@@ -277,12 +297,26 @@ static void price(const Run *base, const PlanOpts *o, const CostConsts *c, const
         free(r);
         return;
     }
+    /* cuda zero=2: the compute stream waits for each reduce-scatter where it is issued (its
+       gradient's memory goes to a later one, runtime/cuda_coll.c), so none of it is hidden */
+    int cuda_zero2 = o->backend == PLAN_BACKEND_CUDA && cd->zero == 2 && cd->dp > 1;
+    double exposed = cuda_zero2 ? p.dp_hidden_s : 0, seconds = p.seconds + exposed;
     double tokens = (double)cd->mb * cd->ga * cd->dp * base->seq;
-    cd->seconds = p.seconds;
-    cd->tok_s_gpu = tokens / p.seconds / o->gpus;
-    cd->mfu = flops_tok * tokens / (o->gpus * base->gpu.bf16_tflops * 1e12 * p.seconds);
-    cd->comm_share = p.seconds > 0 ? p.comm_s / p.seconds : 0;
-    cd->weight_bytes = p.params_local * state_bytes_per_param(o, cd);
+    cd->seconds = seconds;
+    cd->tok_s_gpu = tokens / seconds / o->gpus;
+    cd->mfu = flops_tok * tokens / (o->gpus * base->gpu.bf16_tflops * 1e12 * seconds);
+    cd->comm_share = seconds > 0 ? (p.comm_s + exposed) / seconds : 0;
+    cd->weight_bytes = p.params_local * planner_state_bytes_per_param(o, cd);
+    if (cuda_zero2) {
+        int64_t live = zero2_live_grads(r, cd, why, sizeof why);
+        if (live < 0) {
+            cd->state = PC_INVALID;
+            snprintf(cd->why, sizeof cd->why, "%.199s", why);
+            free(r);
+            return;
+        }
+        cd->weight_bytes += (double)live;
+    }
     cd->act_bytes = p.act_bytes;
     cd->mem_bytes = cd->weight_bytes + cd->act_bytes + o->workspace_bytes;
     cd->state = cd->mem_bytes <= base->gpu.memory_gb * 1073741824.0 ? PC_FITS : PC_TOO_BIG;

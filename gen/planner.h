@@ -13,9 +13,10 @@
 #define PLAN_MAX_TOP 64
 #define PLAN_MAX_THREADS 64
 
-/* The backend that will run the plan: what a ZeRO stage costs depends on it. The cuda backend
- * runs zero=2 as zero=1 today (the gradients stay full size), so the planner does not search
- * zero=2 there; the cpu backend shards the gradients (gen/dp.c dp_bytes_per_param). */
+/* The backend that will run the plan: what a ZeRO stage costs depends on it (gen/dp.h). The cuda
+ * backend keeps only gradient shards at zero=2 with grad_accum 1, pp 1 and no ep, and runs other
+ * zero=2 plans with zero=1's memory, so the planner searches zero=2 there only; the cpu backend
+ * shards the gradients at any grid (at grad_accum > 1 beside the full-size ones). */
 enum { PLAN_BACKEND_CUDA, PLAN_BACKEND_CPU };
 
 typedef struct {
@@ -68,8 +69,15 @@ void planner_free(PlanResult *res);
  */
 void planner_run(const Run *base, const PlanCand *c, Run *out);
 
-/* The highest ZeRO stage searched on o's backend (2 on cpu, 1 on cuda). */
-int planner_max_zero(const PlanOpts *o);
+/* 1 when o's backend keeps only gradient shards between micro-batches at zero=2 on a grid of
+ * grad_accum ga, pp stages and ep (cpu: ga 1; cuda: ga 1, pp 1, ep 1); the planner searches
+ * zero=2 on cuda only there. */
+int planner_zero2_shards(const PlanOpts *o, int ga, int pp, int ep);
+
+/* Weights + gradients + AdamW bytes per local parameter of candidate cd as o's backend allocates
+ * them (gen/dp.c dp_zero_bytes_per_param); a cuda zero=2 candidate also holds its live full-size
+ * gradients (PlanCand.weight_bytes counts them). */
+double planner_state_bytes_per_param(const PlanOpts *o, const PlanCand *cd);
 
 /* How many candidates N GPUs have for base and o (0: no valid grid). */
 int planner_count_grids(const Run *base, const PlanOpts *o, int gpus);

@@ -29,7 +29,7 @@ static double op_flops(const Op *o) {
  * layer's forward (the embedding) and after the last layer's backward go to stage 0, the others
  * (final norm, head, loss) to the last stage; a dp reduction step to the stage of its param. */
 /* A gradient bucket's reduction: group=dp, or group=edp (expert gradients under ep). */
-static int dp_reduction(const Op *o) { return o->kind == OP_ALLREDUCE && (o->group == 1 || o->group == 3); }
+static int dp_reduction(const Op *o) { return ir_dp_bucket(o); }
 
 static int assign_steps(const Graph *g, const PpSplit *sp, int *stage, char *err, size_t errlen) {
     int pp = sp->pp;
@@ -351,7 +351,10 @@ PpPlan *pp_build(const Graph *g, char *err, size_t errlen) {
                     mark_param(g, st, o->members[k].A.t); mark_param(g, st, o->members[k].B.t); mark_param(g, st, o->members[k].C.t);
                 }
             if (o->kind == OP_KERNEL) for (int k = 0; k < o->nops; k++) mark_param(g, st, o->ops[k].t);
-            if (o->kind == OP_ALLREDUCE) mark_param(g, st, o->buf.t);
+            int rd[3], wr[2], nr, nw;   /* a collective: its catalog row's operands */
+            ir_coll_rw(o, rd, &nr, wr, &nw);
+            for (int k = 0; k < nr; k++) mark_param(g, st, rd[k]);
+            for (int k = 0; k < nw; k++) mark_param(g, st, wr[k]);
         }
         /* boundaries: the residual stream entering the stage (received) and leaving it (sent), and
          * the one residual-gradient buffer the backward accumulates into */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "common/collective_catalog.h"
 #include "gen/project.h"
 
 void cost_consts_default(CostConsts *c) {
@@ -95,19 +96,17 @@ double attention_seconds(const CostConsts *c, const Gpu *gpu, double flops, doub
     return fmax(flops / (gpu->bf16_tflops * 1e12 * eff), bytes / (gpu->hbm_gbs * 1e9)) + c->launch_us * 1e-6;
 }
 
+/* The ring collectives: the catalog's cost (common/collective_catalog.h), by kind. */
 double allreduce_seconds(double bytes, int t, double bw_gbs, double alpha_us) {
-    if (t <= 1 || bytes <= 0) return 0;
-    return 2.0 * (t - 1) / t * bytes / (bw_gbs * 1e9) + 2.0 * (t - 1) * alpha_us * 1e-6;
+    return ccat_seconds(CK_ALLREDUCE, bytes, t, bw_gbs, alpha_us);
 }
 
 double allgather_seconds(double bytes, int t, double bw_gbs, double alpha_us) {
-    if (t <= 1 || bytes <= 0) return 0;
-    return (double)(t - 1) / t * bytes / (bw_gbs * 1e9) + (t - 1) * alpha_us * 1e-6;
+    return ccat_seconds(CK_ALLGATHER, bytes, t, bw_gbs, alpha_us);
 }
 
 double alltoall_seconds(double bytes, int t, double bw_gbs, double alpha_us) {
-    if (t <= 1 || bytes <= 0) return 0;
-    return (double)(t - 1) / t * bytes / (bw_gbs * 1e9) + (t - 1) * alpha_us * 1e-6;
+    return ccat_seconds(CK_ALLTOALL, bytes, t, bw_gbs, alpha_us);
 }
 
 double send_seconds(double bytes, double bw_gbs, double alpha_us) {

@@ -122,13 +122,10 @@ static int step_seconds(const Pricer *P, const Graph *g, const Op *o, Projection
         }
         *t = hbm_seconds(P->c, P->gpu, kernel_bytes(g, o));
         return CAT_KERNEL;
-    case OP_ALLREDUCE: case OP_ALLGATHER:
-        if (o->group == 1 || o->group == 3) return CAT_NONE;   /* dp and edp buckets: the caller prices them */
-        *t = o->kind == OP_ALLGATHER ? allgather_seconds((double)o->bytes, P->tp, P->tp_bw, P->tp_alpha)
-                                     : allreduce_seconds((double)o->bytes, P->tp, P->tp_bw, P->tp_alpha);
+    default:   /* a collective by its catalog row; markers and TP copies: no step */
+        if (ir_coll_kind(o) < 0 || o->group != CG_TP) return CAT_NONE;   /* other groups: caller */
+        *t = ccat_seconds(ir_coll_kind(o), (double)o->bytes, P->tp, P->tp_bw, P->tp_alpha);
         return CAT_TP;
-    default:
-        return CAT_NONE;   /* markers and TP copies: no step */
     }
 }
 
@@ -159,9 +156,13 @@ static void trace_step(FILE *f, const Graph *g, const Op *o, int stage, double t
         break;
     case OP_GROUPED_GEMM: snprintf(what, sizeof what, "grouped_gemm count=%d", o->nmembers); break;
     case OP_KERNEL: snprintf(what, sizeof what, "kernel %s", o->k.kind); break;
-    case OP_ALLREDUCE: snprintf(what, sizeof what, "allreduce %lld elems %s", (long long)o->elems, o->tag); break;
-    case OP_ALLGATHER: snprintf(what, sizeof what, "allgather %lldx%lld %s", (long long)o->rows, (long long)o->cols, o->tag); break;
-    default: return;
+    default:   /* a collective: elems of its buf, or rows x cols of its src */
+        if (ir_coll_kind(o) < 0) return;
+        if (ccat_kind(ir_coll_kind(o))->operands & CO_BUF)
+            snprintf(what, sizeof what, "%s %lld elems %s", ccat_word(ir_coll_kind(o)),
+                     (long long)o->elems, o->tag);
+        else snprintf(what, sizeof what, "%s %lldx%lld %s", ccat_word(ir_coll_kind(o)),
+                      (long long)o->rows, (long long)o->cols, o->tag);
     }
     (void)g;
     fprintf(f, "  %-9s %5d %5d  %-60s %10.1f us\n", section_name(o->section), o->layer, stage, what, t * 1e6);
@@ -280,9 +281,7 @@ static int param_stage(const char *name, int pp, int layers) {
  * charge every stage's reduction to one). seen_layer[bwd]: a layer's step seen in the section. */
 static int op_stage(const Op *o, int pp, int layers, int seen_layer[2]) {
     int bwd = o->section != SEC_FWD;
-    if ((o->kind == OP_ALLREDUCE || o->kind == OP_ALLGATHER) && (o->group == 1 || o->group == 3) &&
-        !strncmp(o->tag, "dp.", 3))
-        return param_stage(o->tag + 3, pp, layers);
+    if (ir_dp_bucket(o) && !strncmp(o->tag, "dp.", 3)) return param_stage(o->tag + 3, pp, layers);
     if (o->layer >= 0) {
         seen_layer[bwd] = 1;
         return (int)((long)o->layer * pp / layers);
@@ -292,10 +291,11 @@ static int op_stage(const Op *o, int pp, int layers, int seen_layer[2]) {
 }
 
 /* A tp collective step of t seconds into its stage's time and bytes, and layer 0's into the
- * per-layer figures of out. */
+ * per-layer figures of out: its elements in place on its buf, else src -> dst [rows, cols*tp]. */
 static void count_tp_step(const Op *o, int tp, double t, StageCost *s, Projection *out) {
+    int in_place = ccat_kind(ir_coll_kind(o))->operands & CO_BUF;
     double bytes = (double)o->bytes;
-    double elems = o->kind == OP_ALLGATHER ? (double)o->rows * o->cols * tp : (double)o->elems;
+    double elems = in_place ? (double)o->elems : (double)o->rows * o->cols * tp;
     s->tp_comm += t;
     if (o->dir) s->bytes_bwd += bytes;
     else s->bytes_fwd += bytes;
@@ -407,12 +407,15 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
         StageCost *s = &st[stage];
         double t = 0, flops = 0;
         int is_compute = 0;
-        if (o->kind == OP_ALLTOALL) {   /* every slot at capacity; (ep-1)/ep of it leaves the rank */
-            t = alltoall_seconds((double)o->bytes, ep, ep_bw, ep_alpha);
+        if (ir_coll_kind(o) >= 0 && o->group == CG_EP) {
+            /* every slot at capacity; (ep-1)/ep of it leaves the rank */
+            t = ccat_seconds(ir_coll_kind(o), (double)o->bytes, ep, ep_bw, ep_alpha);
             s->ep_comm += t;
-        } else if ((o->kind == OP_ALLREDUCE || o->kind == OP_ALLGATHER) && (o->group == 1 || o->group == 3)) {
-            /* a dp bucket: priced on the dp link, once per optimizer step */
-            t = allreduce_seconds((double)o->bytes, dp, dp_bw, dp_alpha);
+        } else if (ir_dp_bucket(o)) {
+            /* a dp bucket: priced on the dp link, once per optimizer step, as the all-reduce it
+               is at zero=0 (at zero > 0 its reduce_scatter plus the optimizer's gather_shards:
+               the same two ring phases) */
+            t = ccat_seconds(CK_ALLREDUCE, (double)o->bytes, dp, dp_bw, dp_alpha);
             s->dp_comm += t;
             if (i < last_compute) s->dp_early += t;
             s->dp_started = 1;

@@ -29,8 +29,10 @@ typedef struct {
 
 static void add_coll(CollSum *s, const Op *o, int tp) {
     s->count++;
-    if (o->kind == OP_ALLREDUCE) { s->elems += o->elems; s->bytes += o->bytes; }
-    else { s->elems += o->rows * o->cols * tp; s->bytes += o->bytes; }
+    /* in place on its buf: elems; src -> dst: the gathered rows x cols*tp */
+    if (ccat_kind(ir_coll_kind(o))->operands & CO_BUF) s->elems += o->elems;
+    else s->elems += o->rows * o->cols * tp;
+    s->bytes += o->bytes;
 }
 
 static void l0_gemm(LayoutFig *f, const Gemm *x, int64_t batch) {
@@ -46,8 +48,8 @@ static void collect(const Graph *g, LayoutFig *f) {
             if (o->kind == OP_GEMM || o->kind == OP_BATCHED_GEMM) l0_gemm(f, &o->g, o->g.batch > 0 ? o->g.batch : 1);
             if (o->kind == OP_GROUPED_GEMM) for (int i = 0; i < o->nmembers; i++) l0_gemm(f, &o->members[i], 1);
         }
-        if (o->kind != OP_ALLREDUCE && o->kind != OP_ALLGATHER) continue;
-        if (o->group == 1 || o->group == 3) continue;   /* dp (and edp) gradient reduction: dp_report */
+        /* tp only: dp and edp in dp_report, ep in the MoE part */
+        if (ir_coll_kind(o) < 0 || o->group != CG_TP) continue;
         int bwd = s >= g->nfwd_steps;
         if (o->layer == 0) add_coll(bwd ? &f->layer_bwd : &f->layer_fwd, o, g->tp);
         if (o->layer >= 0) add_coll(bwd ? &f->all_bwd : &f->all_fwd, o, g->tp);
@@ -140,7 +142,7 @@ static void mlp_colls(const Graph *g, int i, CollSum *fwd, CollSum *bwd) {
     memset(fwd, 0, sizeof *fwd); memset(bwd, 0, sizeof *bwd);
     for (int s = 0; s < g->nsteps; s++) {
         const Op *o = &g->steps[s];
-        if ((o->kind == OP_ALLREDUCE || o->kind == OP_ALLGATHER) && o->layer == i && mlp_tag(o->tag, i))
+        if (ir_coll_kind(o) >= 0 && o->group == CG_TP && o->layer == i && mlp_tag(o->tag, i))
             add_coll(s >= g->nfwd_steps ? bwd : fwd, o, g->tp);
     }
 }
@@ -150,7 +152,8 @@ static void mlp_colls(const Graph *g, int i, CollSum *fwd, CollSum *bwd) {
 static int64_t alltoall_bytes(const Graph *g, int i) {
     int64_t b = 0;
     for (int s = 0; s < g->nsteps; s++)
-        if (g->steps[s].kind == OP_ALLTOALL && g->steps[s].layer == i) b += g->steps[s].bytes;
+        if (ir_coll_kind(&g->steps[s]) >= 0 && g->steps[s].group == CG_EP && g->steps[s].layer == i)
+            b += g->steps[s].bytes;
     return b;
 }
 

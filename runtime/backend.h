@@ -16,6 +16,10 @@ struct CommMpi;
 struct CudaPipe;
 typedef struct StageLink { struct CommMpi *mpi; struct CudaPipe *cuda; } StageLink;
 
+/* A collective step's operands as pointers; NULL where its kind has none (the catalog row's
+ * operand bits: buf, or src and dst, and map for alltoall: the token side's moe_src). */
+typedef struct { void *buf, *src, *dst; const void *map; } CollPtrs;
+
 typedef struct Backend {
     const char *name;
     int elem_bytes_fp32_only;  /* 1: every tensor is fp32 (CPU); 0: tensors have their dtype */
@@ -27,18 +31,14 @@ typedef struct Backend {
     int (*gemm)(BackendRank *r, const GemmArgs *g, void *A, void *B, void *C);
     int (*grouped_gemm)(BackendRank *r, int n, const GemmArgs *g, void **A, void **B, void **C);
     int (*kernel)(BackendRank *r, const KernelArgs *k, void **ops);
-    /* Collectives across the ranks of this process; implementations synchronise the ranks. */
-    int (*allreduce)(BackendRank *r, const CollArgs *c, void *buf);
-    int (*allgather)(BackendRank *r, const CollArgs *c, void *src, void *dst);
-    /* Optional, ZeRO-1 (zero=1 plans; NULL: the backend cannot run them). reduce_scatter: the dp
-     * group averages (op=avg) its `elems` at buf, each member receiving only its shard (zero_shard in
-     * runtime/plan.h); gather_shards: every member's shard of param buf goes to all members. With
-     * zero=1 the backend keeps AdamW state for its shard only and adamw/grad_sq_norm cover the shard. */
-    int (*reduce_scatter)(BackendRank *r, const CollArgs *c, void *buf);
-    /* Optional, expert parallelism (ep > 1 plans; NULL: the backend cannot run them): the ep group's
-     * all-to-all of routed slots (docs/plan-format.md "alltoall"; map: the token side's moe_src). */
-    int (*alltoall)(BackendRank *r, const CollArgs *c, void *src, void *dst, const void *map);
-    int (*gather_shards)(BackendRank *r, const CollArgs *c, void *buf);
+    /* Collectives (common/collective_catalog.h; CollArgs.kind is the row, CollArgs.group the
+     * group). coll_kinds: bit 1 << CK_* for every kind `collective` runs; the engine refuses a plan
+     * with any other at open. `collective` runs one and completes it before the next step (the
+     * ranks of a group synchronise). zero>0 plans: the backend keeps AdamW state (and at zero=2
+     * gradients) for its dp shard only (zero_shard in runtime/plan.h), and adamw/grad_sq_norm
+     * cover the shard. */
+    unsigned coll_kinds;
+    int (*collective)(BackendRank *r, const CollArgs *c, const CollPtrs *ptr);
     /* Host <-> backend copies of whole tensors as fp32 (params, grads, inputs, loss). */
     int (*to_host)(BackendRank *r, int t, float *host);
     int (*from_host)(BackendRank *r, int t, const float *host);
@@ -68,26 +68,20 @@ typedef struct Backend {
      * array where only this process's rank is set): sum n values of a host buffer (double when
      * is_f64, else float) over the processes; every process gets the sum. */
     int (*world_allreduce_host)(BackendRank *r, void *host, int64_t n, int is_f64);
-    /* Optional, for overlapping collectives with compute (NULL: the executor calls allreduce /
-     * allgather above, which complete before the next step, as on the CPU). `step` is the
-     * collective's index in Plan.steps_. *_issue starts the collective after the work issued so far
-     * and returns without waiting for it; coll_wait(step) makes the work issued after it on this
-     * rank wait for that collective (on a device: a stream-side wait, not a host wait). The
-     * executor calls coll_wait before the first later step that touches the collective's memory
-     * (its arena range, or any tensor aliasing it) and, at the end of a pass, for every collective
-     * still outstanding. */
-    int (*allreduce_issue)(BackendRank *r, int step, const CollArgs *c, void *buf);
-    int (*allgather_issue)(BackendRank *r, int step, const CollArgs *c, void *src, void *dst);
+    /* Optional, for overlapping collectives with compute (NULL, or a kind missing from
+     * coll_issue_kinds: the engine calls `collective`, complete before the next step, as on the
+     * CPU). `step` is the collective's index in Plan.steps_. collective_issue starts the collective
+     * after the work issued so far and returns without waiting; coll_wait(step) makes the work
+     * issued after it on this rank wait for that collective (on a device: a stream-side wait, not
+     * a host wait). The engine calls coll_wait before the first later step that touches the
+     * collective's memory (its arena range, or any tensor aliasing it) and, at the end of a pass,
+     * for every collective still outstanding. A gather_shards issued after the sharded AdamW update
+     * is waited for before the first step of the next pass that touches its parameter (else at
+     * that pass's end), and before any other use of the rank (host reads and writes, the next
+     * optimizer step, closing it). */
+    unsigned coll_issue_kinds;
+    int (*collective_issue)(BackendRank *r, int step, const CollArgs *c, const CollPtrs *ptr);
     int (*coll_wait)(BackendRank *r, int step);
-    /* Optional, with the three above (NULL: reduce_scatter, complete before the next step): ZeRO-1's
-     * reduce_scatter issued like allreduce_issue, waited for by coll_wait(step) before the first later
-     * step that touches its buffer (the gradient's other users are the optimizer's: at the pass's end). */
-    int (*reduce_scatter_issue)(BackendRank *r, int step, const CollArgs *c, void *buf);
-    /* Optional, with the three above (NULL: gather_shards, complete before the next step): ZeRO-1's
-     * gather_shards issued after the sharded AdamW update, waited for by coll_wait(step) before the
-     * first step of the next pass that touches the param (else at that pass's end), and before any
-     * other use of the rank (host reads and writes, the next optimizer step, closing it). */
-    int (*gather_shards_issue)(BackendRank *r, int step, const CollArgs *c, void *buf);
     /* Optional: a pass (key 0 forward, 1 forward+backward) as one replayable unit (CUDA graphs,
      * BOOST_CUDA_GRAPH=1). pass_begin returns 1 when the backend ran the pass's steps itself (a
      * replay: the executor skips them), 0 when the executor issues them (the backend may record

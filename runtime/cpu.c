@@ -730,6 +730,18 @@ static int cpu_gather_shards(BackendRank *r, const CollArgs *c, void *buf) {
     return 0;
 }
 
+/* One collective step (common/collective_catalog.h), complete when it returns. */
+static int cpu_collective(BackendRank *r, const CollArgs *c, const CollPtrs *ptr) {
+    switch (c->kind) {
+    case CK_ALLREDUCE: return cpu_allreduce(r, c, ptr->buf);
+    case CK_ALLGATHER: return cpu_allgather(r, c, ptr->src, ptr->dst);
+    case CK_REDUCE_SCATTER: return cpu_reduce_scatter(r, c, ptr->buf);
+    case CK_GATHER_SHARDS: return cpu_gather_shards(r, c, ptr->buf);
+    case CK_ALLTOALL: return cpu_alltoall(r, c, ptr->src, ptr->dst, ptr->map);
+    }
+    return rfail(r, "a collective kind the CPU backend does not know (plan loader bug)");
+}
+
 static int cpu_to_host(BackendRank *r, int t, float *host) {
     const PlanTensor *pt = &r->p->tensors[t];
     int64_t n = numel(pt);
@@ -893,11 +905,8 @@ const Backend backend_cpu = {
     .gemm = cpu_gemm_step,
     .grouped_gemm = cpu_grouped_gemm,
     .kernel = cpu_kernel,
-    .allreduce = cpu_allreduce,
-    .alltoall = cpu_alltoall,
-    .allgather = cpu_allgather,
-    .reduce_scatter = cpu_reduce_scatter,
-    .gather_shards = cpu_gather_shards,
+    .coll_kinds = (1u << CK_COUNT) - 1,
+    .collective = cpu_collective,
     .to_host = cpu_to_host,
     .from_host = cpu_from_host,
     .set_i32 = cpu_set_i32,

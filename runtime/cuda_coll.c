@@ -146,14 +146,14 @@ static int world_issue(BackendRank *r, int step, const CollArgs *c, void *buf, v
     return 0;
 }
 
-int cuda_allreduce_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
+static int cuda_allreduce_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
     if (ctx_set(r, "issuing an all-reduce")) return -1;
     if (r->world) return world_issue(r, step, c, buf, NULL, NULL);
     if (!r->group || r->group->tp <= 1) return 0;
     return local_issue(r, step, c, 0);
 }
 
-int cuda_allgather_issue(BackendRank *r, int step, const CollArgs *c, void *src, void *dst) {
+static int cuda_allgather_issue(BackendRank *r, int step, const CollArgs *c, void *src, void *dst) {
     if (ctx_set(r, "issuing an all-gather")) return -1;
     if (r->world) return world_issue(r, step, c, NULL, src, dst);
     if (!r->group || r->group->tp <= 1) {   /* one rank: a copy in stream order */
@@ -183,7 +183,7 @@ int cuda_coll_wait(BackendRank *r, int step) {
  * zeros: the token side zeroes them with its own map, before sending (out: staged in ep_buf) or
  * after receiving (back). Token side: expert e at rows e*C; owner p: member q's slots of its local
  * expert j at rows (j*N + q)*C. Runs on the compute stream, in its order. */
-int cuda_alltoall(BackendRank *r, const CollArgs *c, void *src, void *dst, const void *map) {
+static int cuda_alltoall(BackendRank *r, const CollArgs *c, void *src, void *dst, const void *map) {
     if (ctx_set(r, "an all-to-all")) return -1;
     int n = r->ep > 1 ? r->ep : 1;
     int64_t E = c->experts, C = c->capacity, w = c->cols;
@@ -234,7 +234,7 @@ int cuda_alltoall(BackendRank *r, const CollArgs *c, void *src, void *dst, const
     return 0;
 }
 
-int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
+static int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
     if (r->world) {
         if (ctx_set(r, "an all-reduce")) return -1;
         if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->rank);
@@ -269,7 +269,7 @@ int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
     return rc;
 }
 
-int cuda_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst) {
+static int cuda_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst) {
     if (r->world) {
         if (ctx_set(r, "an all-gather")) return -1;
         if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->rank);
@@ -361,7 +361,7 @@ static int reduce_scatter_check(BackendRank *r) {
 
 /* The reduce-scatter, and the compute stream waits for it at once (BOOST_NO_OVERLAP=1 and
  * backends' callers without the overlap). */
-int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
+static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
     if (r->world && r->dp <= 1) return 0;
     if (reduce_scatter_check(r) || dp_begin(r) || reduce_scatter_on_comm(r, c, buf)) return -1;
     return dp_end(r, "a reduce-scatter");
@@ -371,7 +371,7 @@ int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
  * final), its end recorded in ev_done[step]; the compute stream goes on, and waits for it in
  * cuda_coll_wait before the gradient's next use (the executor puts that wait at the end of the
  * backward: the gradient norm and AdamW read it). */
-int cuda_reduce_scatter_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
+static int cuda_reduce_scatter_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
     if (r->world && r->dp <= 1) return 0;
     if (reduce_scatter_check(r)) return -1;
     CUevent ready, done;
@@ -422,7 +422,7 @@ static int gather_shards_on_comm(BackendRank *r, const CollArgs *c, void *buf) {
 
 /* The gather, and the compute stream waits for it at once (BOOST_NO_OVERLAP=1, callers without
  * the overlap). */
-int cuda_gather_shards(BackendRank *r, const CollArgs *c, void *buf) {
+static int cuda_gather_shards(BackendRank *r, const CollArgs *c, void *buf) {
     if (r->world && r->dp <= 1) return 0;
     if (gather_shards_check(r, c) || dp_begin(r) || gather_shards_on_comm(r, c, buf)) return -1;
     return dp_end(r, "gathering the updated shards");
@@ -433,7 +433,7 @@ int cuda_gather_shards(BackendRank *r, const CollArgs *c, void *buf) {
  * next pass's first step that reads the param (the executor places that wait, runtime/exec.c). The
  * dp staging is used by the collectives' stream only, so the gathers and the next backward's
  * reduce-scatters reuse it in that stream's order. */
-int cuda_gather_shards_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
+static int cuda_gather_shards_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
     if (r->world && r->dp <= 1) return 0;
     if (gather_shards_check(r, c)) return -1;
     CUevent ready, done;
@@ -445,4 +445,28 @@ int cuda_gather_shards_issue(BackendRank *r, int step, const CollArgs *c, void *
     r->comm_used = 1;
     if (r->sync_steps) return host_wait(r, r->comm, "gathering the updated shards (BOOST_CUDA_SYNC=1)");
     return 0;
+}
+
+/* One collective step (common/collective_catalog.h), complete before the next step's work. */
+int cuda_collective(BackendRank *r, const CollArgs *c, const CollPtrs *ptr) {
+    switch (c->kind) {
+    case CK_ALLREDUCE: return cuda_allreduce(r, c, ptr->buf);
+    case CK_ALLGATHER: return cuda_allgather(r, c, ptr->src, ptr->dst);
+    case CK_REDUCE_SCATTER: return cuda_reduce_scatter(r, c, ptr->buf);
+    case CK_GATHER_SHARDS: return cuda_gather_shards(r, c, ptr->buf);
+    case CK_ALLTOALL: return cuda_alltoall(r, c, ptr->src, ptr->dst, ptr->map);
+    }
+    return rfail(r, "a collective kind the CUDA backend does not know (plan loader bug)");
+}
+
+/* One collective step issued on the collectives' stream (coll_issue_kinds in cuda.c); the engine
+ * waits for it with cuda_coll_wait(step). */
+int cuda_collective_issue(BackendRank *r, int step, const CollArgs *c, const CollPtrs *ptr) {
+    switch (c->kind) {
+    case CK_ALLREDUCE: return cuda_allreduce_issue(r, step, c, ptr->buf);
+    case CK_ALLGATHER: return cuda_allgather_issue(r, step, c, ptr->src, ptr->dst);
+    case CK_REDUCE_SCATTER: return cuda_reduce_scatter_issue(r, step, c, ptr->buf);
+    case CK_GATHER_SHARDS: return cuda_gather_shards_issue(r, step, c, ptr->buf);
+    }
+    return cuda_collective(r, c, ptr);
 }

@@ -232,16 +232,9 @@ int cuda_stage_init(BackendRank **ranks, const Grid *grid, const StageLink *stag
 int pipe_world(CudaPipe *cp, char *err, size_t errlen);
 
 /* cuda_coll.c */
-int cuda_allreduce_issue(BackendRank *r, int step, const CollArgs *c, void *buf);
-int cuda_allgather_issue(BackendRank *r, int step, const CollArgs *c, void *src, void *dst);
+int cuda_collective(BackendRank *r, const CollArgs *c, const CollPtrs *ptr);
+int cuda_collective_issue(BackendRank *r, int step, const CollArgs *c, const CollPtrs *ptr);
 int cuda_coll_wait(BackendRank *r, int step);
-int cuda_alltoall(BackendRank *r, const CollArgs *c, void *src, void *dst, const void *map);
-int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf);
-int cuda_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst);
-int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf);
-int cuda_reduce_scatter_issue(BackendRank *r, int step, const CollArgs *c, void *buf);
-int cuda_gather_shards(BackendRank *r, const CollArgs *c, void *buf);
-int cuda_gather_shards_issue(BackendRank *r, int step, const CollArgs *c, void *buf);
 
 /* cuda_graph.c */
 int cuda_pass_begin(BackendRank *r, int key);

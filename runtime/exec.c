@@ -52,14 +52,14 @@ struct Engine {
     int64_t coll_bytes;
     int world;                    /* multi-process mode: 1, and this process holds rank `lead` only */
     int lead;                     /* the lowest rank this process holds (0 in local mode; its grid rank = world rank) */
-    /* overlap (backends with allreduce_issue): collective steps whose coll_wait goes right before
+    /* overlap (backends with collective_issue): collective steps whose coll_wait goes right before
      * step s are wait_list[wait_first[s] .. wait_first[s+1]); first_use[c] per collective step c
      * (bwd1 when nothing in the passes touches its memory again: waited at the end of the pass) */
     int async_colls;
     int skip_waits;               /* BOOST_TEST_SKIP_COLL_WAIT=1: leave the waits out (tests show the hazard is caught);
                                    * 2 (=gather): only those of ZeRO-1's gather_shards */
     int *first_use, *wait_first, *wait_list;
-    /* zero=1 with gather_shards_issue: the optimizer step's gathers run on the collectives' stream
+    /* zero=1 issuing gather_shards: the optimizer step's gathers run on the collectives' stream
      * into the next pass; first_use[g] of a gather step g is the first step of a pass that touches
      * its param (bwd1 when none). gather_pending[rank]: issued and not all waited for yet. */
     int gather_async;
@@ -182,6 +182,20 @@ static void engine_release(Engine *e) {
     free(e);
 }
 
+/* Refuse, at open, a plan holding a collective kind the backend does not run (its coll_kinds). */
+static int refuse_collectives(const Plan *plan, const Backend *be, char *err, size_t errlen) {
+    for (int i = 0; i < plan->nsteps; i++) {
+        const PlanStep *st = &plan->steps_[i];
+        int k = step_coll_kind(st->kind);
+        if (k < 0 || (be->collective && (be->coll_kinds >> k & 1u))) continue;
+        snprintf(err, errlen, "%.300s:%d: the %s backend cannot run %s (%s); use --backend cpu, or "
+                 "regenerate without it (alltoall: -D ep=1; reduce_scatter, gather_shards: -D zero=0)",
+                 plan->path, st->line, be->name, ccat_word(k), ccat_kind(k)->what);
+        return -1;
+    }
+    return 0;
+}
+
 static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_or_minus1, const StageLink *stage,
                            char *err, size_t errlen) {
     if (!be->rank_open || !be->tensor_ptr || !be->kernel) {
@@ -195,21 +209,13 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
         free(e);
         return NULL;
     }
-    if (plan->ep > 1 && !be->alltoall) {
-        snprintf(err, errlen, "%.300s: ep=%d: the %s backend cannot run expert-parallel plans (no all-to-all); use --backend cpu "
-                 "or regenerate with -D ep=1", plan->path, plan->ep, be->name);
+    if (refuse_collectives(plan, be, err, errlen)) {
         free(e);
         return NULL;
     }
     e->world = world_rank_or_minus1 >= 0;
     e->nranks = e->grid.world;
     e->zero = plan->zero && plan->dp > 1;
-    if (e->zero && (!be->reduce_scatter || !be->gather_shards)) {
-        snprintf(err, errlen, "%.300s: zero=1 needs a backend with reduce_scatter and gather_shards; the %s backend has none: "
-                 "use --backend cpu or regenerate with -D zero=0", plan->path, be->name);
-        free(e);
-        return NULL;
-    }
     e->lead = e->world ? world_rank_or_minus1 : 0;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv_work, NULL);
@@ -246,10 +252,11 @@ static Engine *engine_open(const Plan *plan, const Backend *be, int world_rank_o
     e->coll_bytes = plan_collective_bytes(plan);
     /* overlap: once per plan, where each collective must be waited for (BOOST_NO_OVERLAP=1: at
      * once, for comparing timings) */
-    e->async_colls = be->allreduce_issue && be->allgather_issue && be->coll_wait;
+    e->async_colls = be->collective_issue && be->coll_wait && be->coll_issue_kinds;
     if (e->async_colls) {
         e->skip_waits = test_hook_skip_coll_wait();
-        e->gather_async = e->zero && be->gather_shards_issue && !runtime_env()->no_overlap;
+        e->gather_async = e->zero && (be->coll_issue_kinds >> CK_GATHER_SHARDS & 1u) &&
+                          !runtime_env()->no_overlap;
         e->gather_pending = calloc((size_t)e->nranks, 1);
         e->first_use = malloc((size_t)(plan->nsteps + 1) * sizeof *e->first_use);
         e->wait_first = calloc((size_t)(plan->nsteps + 2), sizeof *e->wait_first);
@@ -387,9 +394,24 @@ static void *resolve(Engine *e, int rank, const Operand *op) {
 
 /* Whether run_step issues collective st (done later, on the backend's stream) or runs it all. */
 static int coll_issued(const Engine *e, const PlanStep *st) {
-    if (st->kind == ST_ALLREDUCE || st->kind == ST_ALLGATHER) return e->async_colls;
-    if (st->kind == ST_REDUCE_SCATTER) return e->async_colls && e->be->reduce_scatter_issue;
-    return st->kind == ST_GATHER_SHARDS && e->gather_async;
+    int k = step_coll_kind(st->kind);
+    if (k == CK_GATHER_SHARDS) return e->gather_async;   /* only when the next pass may overlap it */
+    return k >= 0 && e->async_colls && (e->be->coll_issue_kinds >> k & 1u);
+}
+
+/* A collective step: its operands resolved, then issued or run. */
+static int run_collective(Engine *e, int rank, const PlanStep *st) {
+    const CollArgs *c = &st->coll;
+    unsigned ops = ccat_kind(c->kind)->operands;
+    CollPtrs ptr = {
+        .buf = ops & CO_BUF ? resolve(e, rank, &c->buf) : NULL,
+        .src = ops & CO_SRC ? resolve(e, rank, &c->src) : NULL,
+        .dst = ops & CO_DST ? resolve(e, rank, &c->dst) : NULL,
+        .map = ops & CO_MAP ? resolve(e, rank, &c->map) : NULL,
+    };
+    if (coll_issued(e, st))
+        return e->be->collective_issue(e->ranks[rank], (int)(st - e->p->steps_), c, &ptr);
+    return e->be->collective(e->ranks[rank], c, &ptr);
 }
 
 static int run_step(Engine *e, int rank, const PlanStep *st) {
@@ -427,31 +449,9 @@ static int run_step(Engine *e, int rank, const PlanStep *st) {
         rc = be->kernel(R, k, ops);
         break;
     }
-    case ST_ALLREDUCE:
-        if (e->async_colls) rc = be->allreduce_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.buf));
-        else rc = be->allreduce(R, &st->coll, resolve(e, rank, &st->coll.buf));
-        break;
-    case ST_REDUCE_SCATTER:   /* overlapped like the all-reduces when the backend can issue it */
-        if (e->async_colls && be->reduce_scatter_issue)
-            rc = be->reduce_scatter_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.buf));
-        else rc = be->reduce_scatter(R, &st->coll, resolve(e, rank, &st->coll.buf));
-        break;
-    case ST_ALLTOALL:
-        rc = be->alltoall(R, &st->coll, resolve(e, rank, &st->coll.src), resolve(e, rank, &st->coll.dst),
-                          resolve(e, rank, &st->coll.map));
-        break;
-    case ST_GATHER_SHARDS:   /* overlapped with the next pass's steps up to the param's first use */
-        if (e->gather_async) rc = be->gather_shards_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.buf));
-        else rc = be->gather_shards(R, &st->coll, resolve(e, rank, &st->coll.buf));
-        break;
-    case ST_ALLGATHER:
-        if (e->async_colls)
-            rc = be->allgather_issue(R, (int)(st - e->p->steps_), &st->coll, resolve(e, rank, &st->coll.src),
-                                     resolve(e, rank, &st->coll.dst));
-        else rc = be->allgather(R, &st->coll, resolve(e, rank, &st->coll.src), resolve(e, rank, &st->coll.dst));
-        break;
     default:
-        break;   /* markers */
+        if (step_coll_kind(st->kind) >= 0) rc = run_collective(e, rank, st);
+        break;   /* else a marker */
     }
     if (!rc && !coll_issued(e, st)) flight_done(e->flight, rank, flight_id, 1);
     if (rc) {

@@ -36,9 +36,9 @@ double plan_step_flops(const Plan *p, const PlanStep *st) {
 }
 
 const char *plan_step_kind_name(int kind) {
-    static const char *names[] = {"gemm", "batched_gemm", "grouped_gemm", "kernel", "allreduce", "allgather", "save",
-                                  "recompute begin", "recompute end", "optimizer", "reduce_scatter", "gather_shards",
-                                  "alltoall"};
+    static const char *names[] = {"gemm", "batched_gemm", "grouped_gemm", "kernel", "save",
+                                  "recompute begin", "recompute end", "optimizer"};
+    if (step_coll_kind(kind) >= 0) return ccat_word(step_coll_kind(kind));
     return kind >= 0 && kind < (int)(sizeof names / sizeof names[0]) ? names[kind] : "step";
 }
 
@@ -1035,6 +1035,7 @@ static PlanStep *new_step(Loader *L, int kind) {
     PlanStep *s = &p->steps_[p->nsteps++];
     memset(s, 0, sizeof *s);
     s->kind = kind; s->section = L->section; s->line = L->line; s->marker_tensor = -1;
+    s->coll.kind = step_coll_kind(kind);
     return s;
 }
 

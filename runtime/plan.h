@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stddef.h>
 #include "common/train_settings.h"   // defines: DATA_MAX_SOURCES
+#include "common/collective_catalog.h"   // defines: COLLECTIVE_CATALOG, CK_*
 
 #define PLAN_VERSION 1
 #define PLAN_NAME_LEN 96
@@ -59,13 +60,23 @@ typedef struct {
 /* An operand: tensor index plus an element offset (which may depend on the rank). */
 typedef struct { int tensor; RankInt off; } Operand;
 
+/* Step kinds: the compute steps and markers, then one per row of the collective catalog
+ * (common/collective_catalog.h) in its order: ST_ALLREDUCE, ST_ALLGATHER, ST_REDUCE_SCATTER
+ * (a group's sum, each member keeping its shard), ST_GATHER_SHARDS (zero>0, optimizer section:
+ * each dp rank's updated shard to every rank), ST_ALLTOALL (expert parallelism). */
 enum StepKind {
-    ST_GEMM, ST_BATCHED_GEMM, ST_GROUPED_GEMM, ST_KERNEL, ST_ALLREDUCE, ST_ALLGATHER,
+    ST_GEMM, ST_BATCHED_GEMM, ST_GROUPED_GEMM, ST_KERNEL,
     ST_SAVE, ST_RECOMPUTE_BEGIN, ST_RECOMPUTE_END, ST_OPTIMIZER,
-    ST_REDUCE_SCATTER,        /* zero=1: dp gradient reduction, each dp rank receives its shard */
-    ST_GATHER_SHARDS,         /* zero=1, optimizer section: the dp ranks' updated shards to every rank */
-    ST_ALLTOALL               /* expert parallelism: routed slots to their experts' ep ranks (way=out) and back */
+#define PLAN_ST_ENUM(id, word, operands, groups, sections, phases, what) ST_##id,
+    COLLECTIVE_CATALOG(PLAN_ST_ENUM)
+#undef PLAN_ST_ENUM
+    ST_COUNT
 };
+#define ST_COLL_FIRST ST_ALLREDUCE
+/* The collective kind (CK_*) of a step kind, -1 when it is not a collective. */
+static inline int step_coll_kind(int kind) {
+    return kind >= ST_COLL_FIRST && kind < ST_COUNT ? kind - ST_COLL_FIRST : -1;
+}
 
 /* Expert parallelism: the slots of an ep all-to-all (docs/plan-format.md, "alltoall"). The token side
  * holds E*C slot rows, expert-major (expert e's C slots at rows e*C..); the owner of experts
@@ -112,6 +123,7 @@ typedef struct {
 } KernelArgs;
 
 typedef struct {
+    int kind;                 /* CK_* (common/collective_catalog.h): which collective */
     Operand buf, src, dst;    /* allreduce: buf; allgather: src, dst */
     int64_t elems;            /* allreduce */
     int64_t rows, cols, ld_src, ld_dst;   /* allgather */

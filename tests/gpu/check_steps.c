@@ -21,7 +21,6 @@ typedef struct {
     BackendRank *r;
 } Side;
 
-static const char *STEP_KIND[] = {"gemm", "batched_gemm", "grouped_gemm", "kernel", "allreduce", "allgather"};
 
 /* Operands each kernel kind writes (docs/plan-format.md, "Kernel catalog"); the rest it only reads,
  * e.g. bottleneck_act reads `stat` (the summed online-norm statistics) that online_norm_fwd writes,
@@ -123,9 +122,14 @@ static int run_step(Side *s, const Plan *p, const PlanStep *st) {
         for (int i = 0; i < st->kernel->nops; i++) ops[i] = resolve(s, p, &st->kernel->op[i]);
         return s->be->kernel(s->r, st->kernel, ops);
     }
-    case ST_ALLREDUCE: return s->be->allreduce(s->r, &st->coll, resolve(s, p, &st->coll.buf));
-    case ST_ALLGATHER:
-        return s->be->allgather(s->r, &st->coll, resolve(s, p, &st->coll.src), resolve(s, p, &st->coll.dst));
+    case ST_ALLREDUCE: {
+        CollPtrs ptr = {.buf = resolve(s, p, &st->coll.buf)};
+        return s->be->collective(s->r, &st->coll, &ptr);
+    }
+    case ST_ALLGATHER: {
+        CollPtrs ptr = {.src = resolve(s, p, &st->coll.src), .dst = resolve(s, p, &st->coll.dst)};
+        return s->be->collective(s->r, &st->coll, &ptr);
+    }
     default: return 0;
     }
 }
@@ -253,7 +257,9 @@ int main(int argc, char **argv) {
     int nsteps_run = 0;
     for (int s = 0; s < p->nsteps; s++) {
         const PlanStep *st = &p->steps_[s];
-        if (st->section > 1 || st->kind > ST_ALLGATHER) continue;
+        /* compute steps, all-reduces and all-gathers of the forward and backward */
+        if (st->section > 1 || (st->kind > ST_KERNEL && st->kind != ST_ALLREDUCE && st->kind != ST_ALLGATHER))
+            continue;
         int n = step_tensors(p, st, ts, outs, 64);
         for (int i = 0; i < n; i++) {            /* same inputs on both sides */
             if (ref.be->to_host(ref.r, ts[i], a) || dut.be->from_host(dut.r, ts[i], a)) {
@@ -265,12 +271,12 @@ int main(int argc, char **argv) {
         if (run_step(&ref, p, st)) { printf("FAIL - %s:%d: cpu: %s\n", path, st->line, ref.be->last_error(ref.r)); return 1; }
         if (run_step(&dut, p, st)) {
             printf("FAIL - %s:%d: %s %s: %s\n", path, st->line, dut.be->name,
-                   st->kind == ST_KERNEL ? st->kernel->name : STEP_KIND[st->kind], dut.be->last_error(dut.r));
+                   st->kind == ST_KERNEL ? st->kernel->name : plan_step_kind_name(st->kind), dut.be->last_error(dut.r));
             failed = 1;
             continue;
         }
         nsteps_run++;
-        const char *kind = st->kind == ST_KERNEL ? st->kernel->kind : STEP_KIND[st->kind];
+        const char *kind = st->kind == ST_KERNEL ? st->kernel->kind : plan_step_kind_name(st->kind);
         for (int i = 0; i < n; i++) {
             if (!outs[i]) continue;
             int64_t cnt = numel(p, ts[i]);

@@ -7,7 +7,7 @@
 # passes; the first one's checkpoint also resumes. A signalled mpirun (Open MPI 4) sends SIGCONT,
 # waits odls_base_sigkill_timeout seconds, sends SIGTERM, waits as long again, sends SIGKILL, and
 # exits 1 whatever its ranks said: there the ranks must still exit 143 within that time (the run
-# gives 3 s; the default 1 s is too short to save a real model). Skip line without mpirun.
+# gives 10 s; the default 1 s is too short to save a real model, and 3 s was on a loaded machine). Skip line without mpirun.
 . tests/sh/lib.sh
 if ! command -v mpirun >/dev/null; then
   ok "mpi_stop # SKIP mpirun is not installed (Debian's openmpi-bin, tools/install-deps.sh)"; exit 0
@@ -46,7 +46,7 @@ stop_case() {
   local name=$1 sig=$2 who=$3 d=$TMP/$1 want launcher_want
   want=$((128 + $(kill -l "$sig"))); launcher_want=$want
   local more=()
-  [ "$who" = launcher ] && more=(--mca odls_base_sigkill_timeout 3) && launcher_want=1
+  [ "$who" = launcher ] && more=(--mca odls_base_sigkill_timeout 10) && launcher_want=1
   "${mpi[@]}" "${more[@]}" python3 "$TMP/status.py" "$d" "$BOOST" train "${run[@]}" \
     -o "$d" --log "$d.jsonl" >"$d.out" 2>&1 &
   local launcher=$! r0= r1= t=0

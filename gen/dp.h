@@ -1,0 +1,26 @@
+/* dp.h: ZeRO memory as a backend allocates it (gen/dp.c), beside gen/ir.h's dp_bytes_per_param
+ * (the cpu backend's figures): which gradients a backend holds full size at zero=2, and the peak
+ * of the full-size gradients a ZeRO-2 step holds at once. */
+#ifndef BOOST_GEN_DP_H
+#define BOOST_GEN_DP_H
+
+#include <stdint.h>
+#include "gen/ir.h"
+
+/* How a backend holds zero=2's gradients where it cannot keep only their shards between
+ * micro-batches: the cpu backend keeps the full-size d.P and a shard accumulator beside them
+ * (ZERO2_FULL_AND_SHARD), the cuda backend the full-size d.P alone, as zero=1 does
+ * (ZERO2_AS_ZERO1). */
+enum { ZERO2_FULL_AND_SHARD, ZERO2_AS_ZERO1 };
+
+/* Weights + gradients + AdamW bytes per local parameter and dp rank at ZeRO stage zero.
+ * shards_only: the backend keeps only gradient shards between micro-batches (cpu: grad_accum 1;
+ * cuda: grad_accum 1, pp 1, no ep); else `otherwise` (ZERO2_*) says what it holds. */
+double dp_zero_bytes_per_param(int zero, int dp, int shards_only, int otherwise);
+
+/* zero=2 at grad_accum 1: the most bytes of full-size fp32 parameter gradients live at one step,
+ * each from the first step that writes it to its dp reduction (the cuda backend packs them into
+ * one buffer at least this large, runtime/cuda_zero2.c; 0 at dp = 1; -1 out of memory). */
+int64_t dp_zero2_live_grad_bytes(const Graph *g);
+
+#endif
