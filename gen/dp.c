@@ -209,7 +209,7 @@ int64_t dp_zero2_live_grad_bytes(const Graph *g) {
         if (gt < 0) continue;
         for (int s = 0; s < g->nsteps && end < 0; s++) {
             const Op *o = &g->steps[s];
-            if (o->kind == OP_ALLREDUCE && (o->group == 1 || o->group == 3) && o->buf.t == gt)
+            if (ir_dp_bucket(o) && o->buf.t == gt)
                 end = s;
             else if (first < 0 && step_writes(o, gt))
                 first = s;
