@@ -3,8 +3,10 @@
  * tokenizer.json + tokenizer_config.json. A full-rank LLaMA is written in the Hugging Face LLaMA
  * layout (model.layers.N.self_attn.q_proj.weight ..., nn.Linear's [out, in] weights), which
  * `transformers` loads as LlamaForCausalLM; BOOST's RoPE already rotates the halves of each head
- * (pairs i, i + head_dim/2) as Hugging Face's does, so no rows are permuted. A low-rank or MoE
- * model (CoLA, SVD, LaX) keeps its canonical names under "model." and the x @ W orientation
+ * (pairs i, i + head_dim/2) as Hugging Face's does, so no rows are permuted. Which layout a model
+ * gets is read from its factorization's row (gen/factor.c): the LLaMA layout when every factor has
+ * a Hugging Face name (FactorDef.hf_tensor: W -> q_proj.weight), else, as for a low-rank or MoE
+ * model (CoLA, SVD, LaX, usv), its canonical names under "model." and the x @ W orientation
  * (model.L0.q.A [d, r], norms as [d]) and gets tools/hf/modeling_boost.py beside them with an
  * auto_map, so AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True) loads it
  * (docs/import-export.md). */
@@ -16,6 +18,7 @@
 #include <unistd.h>
 #include "cli/commands.h"
 #include "cli/infer.h"
+#include "gen/factor.h"      // defines: factorization_find, factorization_factor
 #include "common/kernel_catalog.h"   // defines: kcat_find, KK_*
 #include "runtime/checkpoint.h" // defines: ckpt_reader_*
 #include "common/json.h"         // defines: json_write_string
@@ -75,9 +78,9 @@ static FILE *open_tmp(const char *outdir, const char *name, char *tmp, size_t le
     return fopen(tmp, "wb");
 }
 
-/* The output name and shape of every canon: the LLaMA layout (hf_llama) or "model." + canon. 0
- * or 2. */
-static int name_outputs(const Plan *p, int hf_llama, Out *outs) {
+/* The output name and shape of every canon: the LLaMA layout (hf_llama; a projection's factor
+ * L<i>.<proj>.<factor> under its row's hf_tensor name, transposed) or "model." + canon. 0 or 2. */
+static int name_outputs(const Plan *p, const Factorization *fz, int hf_llama, Out *outs) {
     static const char *attn[] = {"q", "k", "v", "o"}, *mlp[] = {"gate", "up", "down"};
     for (int c = 0; c < p->ncanons; c++) {
         const PlanCanon *k = &p->canons[c];
@@ -91,6 +94,7 @@ static int name_outputs(const Plan *p, int hf_llama, Out *outs) {
         if (!hf_llama) continue;
         int layer;
         char proj[32], tail[32];
+        const FactorDef *fd = NULL;
         if (!strcmp(k->name, "embed"))
             snprintf(u->name, sizeof u->name, "model.embed_tokens.weight");
         else if (!strcmp(k->name, "final_norm"))
@@ -99,7 +103,7 @@ static int name_outputs(const Plan *p, int hf_llama, Out *outs) {
             snprintf(u->name, sizeof u->name, "lm_head.weight");
             u->transpose = 1;
         } else if (sscanf(k->name, "L%d.%31[a-z_].%31s", &layer, proj, tail) == 3 &&
-                   !strcmp(tail, "W")) {
+                   (fd = factorization_factor(fz, tail)) && fd->hf_tensor) {
             const char *group = NULL;
             for (int j = 0; j < 4; j++)
                 if (!strcmp(proj, attn[j])) group = "self_attn";
@@ -110,8 +114,8 @@ static int name_outputs(const Plan *p, int hf_llama, Out *outs) {
                         k->name);
                 return 2;
             }
-            snprintf(u->name, sizeof u->name, "model.layers.%d.%s.%s_proj.weight", layer, group,
-                     proj);
+            snprintf(u->name, sizeof u->name, "model.layers.%d.%s.%s_proj.%s", layer, group,
+                     proj, fd->hf_tensor);
             u->transpose = 1;
         } else if (sscanf(k->name, "L%d.%31s", &layer, proj) == 2 &&
                    (!strcmp(proj, "attn_norm") || !strcmp(proj, "mlp_norm")))
@@ -218,8 +222,8 @@ typedef struct {
 
 /* config.json: LLaMA's fields; for BOOST's own layout the "boost" section (every tensor's shape,
  * the factorization, MoE routing) and the auto_map to modeling_boost.py. */
-static int write_config(const Plan *p, const Out *outs, int n, int hf_llama, int64_t step,
-                        const Tokens *tk, const char *outdir) {
+static int write_config(const Plan *p, const Factorization *fz, const Out *outs, int n,
+                        int hf_llama, int64_t step, const Tokens *tk, const char *outdir) {
     char tmp[1500];
     FILE *w = open_tmp(outdir, "config.json", tmp, sizeof tmp);
     if (!w) return publish(w, tmp, outdir, "config.json");
@@ -254,7 +258,7 @@ static int write_config(const Plan *p, const Out *outs, int n, int hf_llama, int
             "positions are "
             "rotated by plain RoPE (no scaling, no window) where the model was never trained\"",
             p->family, hf_llama ? "hf-llama" : "canonical", (long long)step, sigma, gate,
-            !strcmp(p->family, "lax") ? "true" : "false",
+            fz && fz->lax ? "true" : "false",
             hf_llama ? "nn.Linear [out, in]" : "x @ W [in, out]", p->seq);
     int64_t experts = first_kernel_int(p, KK_MOE_ROUTER, "experts", 0);
     if (experts > 0)
@@ -368,7 +372,8 @@ static int copy_modeling_file(const char *outdir) {
 static void export_at_dp1(InferOptions *o) {
     char dir[1200], notes[2048], err[2048], path[1300];
     if (o->ndefs >= INFER_MAX_DEFS ||
-        ckpt_resolve(o->ckpt, dir, sizeof dir, notes, sizeof notes, err, sizeof err))
+        ckpt_resolve_for(o->ckpt, CKPT_NEED_WEIGHTS, dir, sizeof dir, notes, sizeof notes, err,
+                         sizeof err))
         return;
     for (int i = 0; i < o->ndefs; i++)
         if (!strncmp(o->defs[i], "dp=", 3) || !strncmp(o->defs[i], "pp=", 3)) return;
@@ -451,7 +456,9 @@ int cmd_export(int argc, char **argv) {
         return rc;
     }
     const Plan *p = in.plan;
-    int hf_llama = !strcmp(p->family, "full") && plan_find_canon(p, "L0.router.W") < 0;
+    /* the plan's factorization row (NULL for a family this build does not know: canonical names) */
+    const Factorization *fz = factorization_find(p->family);
+    int hf_llama = fz && factorization_hf_llama(fz) && plan_find_canon(p, "L0.router.W") < 0;
     size_t dl = strlen(p->data_path);
     tk.byte_model = p->vocab == 256 && !(dl > 4 && !strcmp(p->data_path + dl - 4, ".bin"));
     Out *outs = calloc((size_t)p->ncanons, sizeof *outs);
@@ -460,10 +467,10 @@ int cmd_export(int argc, char **argv) {
         fprintf(stderr, "boost export: out of memory\n");
         rc = 1;
     }
-    if (!rc) rc = name_outputs(p, hf_llama, outs);
+    if (!rc) rc = name_outputs(p, fz, hf_llama, outs);
     char err[4096];
     CkptReader *f = NULL; // a full or a sharded checkpoint (runtime/checkpoint.h)
-    if (!rc && ckpt_reader_open(in.dir, NULL, 0, &f, err, sizeof err)) {
+    if (!rc && ckpt_reader_open_weights(in.dir, &f, err, sizeof err)) {
         fprintf(stderr, "boost export: %s\n", err);
         rc = 2;
     }
@@ -483,7 +490,7 @@ int cmd_export(int argc, char **argv) {
         rc = 1;
     }
     if (!rc) rc = write_weights(p, outs, n, f, in.st.step, outdir);
-    if (!rc) rc = write_config(p, outs, n, hf_llama, in.st.step, &tk, outdir);
+    if (!rc) rc = write_config(p, fz, outs, n, hf_llama, in.st.step, &tk, outdir);
     if (!rc) rc = write_generation_config(&tk, outdir);
     if (!rc && tk.byte_model) rc = write_byte_tokenizer(outdir);
     if (!rc && !hf_llama) rc = copy_modeling_file(outdir);

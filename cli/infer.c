@@ -76,12 +76,14 @@ int infer_open_plan(const InferOptions *o, Infer *in) {
     memset(in, 0, sizeof *in);
     in->logits_tensor = -1;
     char notes[4096];
-    if (ckpt_resolve(o->ckpt, in->dir, sizeof in->dir, notes, sizeof notes, err, sizeof err)) {
+    /* the weights alone: the AdamW moments are for resuming training (boost train --resume) */
+    if (ckpt_resolve_for(o->ckpt, CKPT_NEED_WEIGHTS, in->dir, sizeof in->dir, notes, sizeof notes,
+                         err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", o->cmd, err);
         return 2;
     }
     if (notes[0]) fprintf(stderr, "%s: warning: %s\n", o->cmd, notes);   /* newer checkpoints passed over */
-    if (ckpt_verify_advise(in->dir, err, sizeof err) == CKPT_DAMAGED) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 2; }
+    if (ckpt_verify_advise_for(in->dir, CKPT_NEED_WEIGHTS, err, sizeof err) == CKPT_DAMAGED) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 2; }
     if (ckpt_read_state(in->dir, &in->st, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 2; }
 
     // the training run's plan: the step folder's parent holds plan/plan.txt when trained with -o
@@ -220,7 +222,7 @@ int infer_start_engine(const InferOptions *o, Infer *in) {
     int64_t largest = 1;
     for (int c = 0; c < p->ncanons; c++)
         if (p->canons[c].rows * p->canons[c].cols > largest) largest = p->canons[c].rows * p->canons[c].cols;
-    if (ckpt_reader_open(in->dir, NULL, 0, &rd, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 2; }
+    if (ckpt_reader_open_weights(in->dir, &rd, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 2; }
     float *buf = malloc(sizeof(float) * (size_t)largest);
     int rc = buf ? 0 : 1;
     for (int c = 0; c < p->ncanons && !rc; c++) {

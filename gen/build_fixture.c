@@ -1,6 +1,7 @@
 /* build_fixture.c: runs built by hand in C, for tests that must not depend on the spec loader and
  * for bootstrapping: the tiny CoLA demo model (d=128, 2 layers, rank 32) in btp at tp=2. */
 #include <string.h>
+#include "gen/factor.h"
 #include "gen/ir.h"
 
 void run_tiny_cola(Run *r) {
@@ -8,12 +9,10 @@ void run_tiny_cola(Run *r) {
     strcpy(r->name, "tiny-cola");
     Model *m = &r->model;
     strcpy(m->name, "tiny-cola");
-    strcpy(m->family, "cola");
     m->hidden = 128; m->layers = 2; m->heads = 4; m->kv_heads = 4; m->head_dim = 32;
     m->ffn = 352; m->vocab = 256; m->norm_eps = 1e-5; m->rope_theta = 10000;
-    m->mlp_gate_act = ACT_NONE; m->lax = 0; m->init_std = 0.02;
-    for (int i = 0; i < m->layers; i++)
-        for (int p = 0; p < NPROJ; p++) { m->proj[i][p].factor = FACTOR_COLA; m->proj[i][p].rank = 32; m->proj[i][p].act = ACT_SILU; }
+    m->init_std = 0.02;
+    factorization_apply(factorization_find("cola"), m, 32);   /* A, SiLU, B; no gate act, no LaX */
     Gpu *g = &r->gpu;
     strcpy(g->name, "h100"); strcpy(g->arch, "sm_90");   /* specs/gpus/h100.lua's, by hand */
     g->smem_block_kib = 227; g->smem_sm_kib = 228;

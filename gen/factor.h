@@ -28,6 +28,11 @@ typedef struct {
     int init;                 /* enum Init */
     int split[NLAYOUT][NROLE];   /* enum Side tp splits, per enum Layout and enum Role;
                                     SIDE_NONE: the factorization does not run in that layout */
+    const char *hf_tensor;    /* the Hugging Face LLaMA layout's name of the factor, transposed
+                                 to nn.Linear's [out, in] (W: "weight", as in
+                                 model.layers.<i>.self_attn.q_proj.weight); NULL: none, and a row
+                                 with such a factor exports under its canonical names with
+                                 modeling_boost.py (cli/export.c) */
 } FactorDef;
 
 typedef struct {
@@ -50,6 +55,17 @@ const Factorization *model_factorization(const Model *m);
 /* The row a layout builds a model with: megatron builds every model dense (a low-rank model's
  * full-rank twin), the other layouts the model's own. */
 const Factorization *layout_factorization(const Model *m, int layout);
+/* 1 when every factor of the row has a name in the Hugging Face LLaMA layout (hf_tensor). */
+int factorization_hf_llama(const Factorization *fz);
+/* The factor of the row named `name` ("A", "W", ...), or NULL. */
+const FactorDef *factorization_factor(const Factorization *fz, const char *name);
+/* Make every projection of m's layers the row's factorization at rank `rank` (0 for a dense row)
+ * with the row's defaults: the model's family, each projection's factor and sigma, the MLP gate
+ * act and the LaX flag. */
+void factorization_apply(const Factorization *fz, Model *m, int rank);
+/* 1 when MoE experts may have the row's factorization: the row says so (moe_experts) and its
+ * factors are one dense factor or "input factor, sigma, output factor" (gen/moe.c's data flow). */
+int factorization_experts(const Factorization *fz);
 /* 1 when the row has more than one factor (a bottleneck the low-rank layouts split). */
 int factorization_lowrank(const Factorization *fz);
 /* The first factor layout (enum Layout) has no split for, or -1 when the row runs in it. */

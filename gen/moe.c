@@ -1,7 +1,9 @@
 /* moe.c: the MoE block of the btp layout: a top-k router over E low-rank gate/up/down experts in
  * place of a layer's MLP, with static shapes (C token slots per expert), its canonical and local
- * parameters and its collectives. The backward rules of the moe_* kernels are in backward.c;
- * the kernels' math is the catalog of docs/plan-format.md. */
+ * parameters and its collectives. An expert projection's factors, their names and shapes, come
+ * from the layout's factorization row (gen/factor.c): its input factor, sigma, its output factor
+ * (A, B), or one dense factor (W) under megatron. The backward rules of the moe_* kernels are in
+ * backward.c; the kernels' math is the catalog of docs/plan-format.md. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +12,30 @@
 
 
 static int is_moe(const Model *m, int i) { return m->moe_experts > 0 && m->moe_layer[i]; }
+
+/* The factors of an expert projection in a layout: the row's first (it reads the input: [d_in, r],
+ * or the dense [d_in, d_out]) and its last (it writes the output: [r, d_out]); the same factor for
+ * a dense row. moe_check refuses a row with more (an r x r core has no place in the experts). */
+typedef struct { const FactorDef *in, *out; } ExpertFactors;
+
+static ExpertFactors expert_factors(const Model *m, int layout) {
+    const Factorization *fz = layout_factorization(m, layout);
+    return (ExpertFactors){&fz->factors[0], &fz->factors[fz->nfactors - 1]};
+}
+
+/* Width of side `side` (enum Side) of an expert projection from din to dout at rank rk. */
+static int64_t expert_side(int side, int64_t din, int64_t rk, int64_t dout) {
+    return side == SIDE_IN ? din : side == SIDE_OUT ? dout : rk;
+}
+
+/* Canon `name` of factor fd of an expert projection from din to dout at rank rk, its shape and
+ * init from the row. */
+static void expert_canon(Graph *g, const char *name, const FactorDef *fd, int64_t din, int64_t rk,
+                         int64_t dout) {
+    const Model *m = &g->run->model;
+    ir_canon(g, name, expert_side(fd->rows, din, rk, dout), expert_side(fd->cols, din, rk, dout), 0,
+             factor_init_std(m, fd->init, rk, din, dout), 1);
+}
 
 int64_t moe_capacity(const Run *run) {
     const Model *m = &run->model;
@@ -37,6 +63,12 @@ int moe_check(Graph *g) {
                     return ir_error(g, "%s: layout naive shards the experts' ranks: tp=%d must divide the rank %d of '%s' in layer %d",
                                 f, g->tp, m->proj[l][p].rank, proj_name(p), l);
     if (m->lax) return ir_error(g, "%s: MoE layers do not take LaX crossings (model %s)", f, m->name);
+    const Factorization *fz = layout_factorization(m, g->layout);
+    if (!factorization_experts(fz))
+        return ir_error(g, "%s: model %s: MoE experts are one dense factor or 'input factor, sigma, "
+                        "output factor'; factorization '%s' (%d factors%s) cannot make experts: use "
+                        "lowrank = cola{...}, svd{...} or full{} for an MoE model", f, m->name,
+                        fz->family, fz->nfactors, fz->moe_experts ? "" : ", marked no experts");
     return 0;
 }
 
@@ -50,29 +82,31 @@ void moe_canons(Graph *g, int i) {
     snprintf(nm, sizeof nm, "L%d.router.W", i);
     ir_canon(g, nm, d, m->moe_experts, 0, m->init_std, 1);
     static const int ps[3] = {PROJ_GATE, PROJ_UP, PROJ_DOWN};
-    if (g->layout == LAYOUT_MEGATRON) {   /* full-rank experts (the Megatron baseline): L{i}.e{j}.{proj}.W */
+    ExpertFactors xf = expert_factors(m, g->layout);
+    if (xf.in == xf.out) {   /* full-rank experts (the Megatron baseline): L{i}.e{j}.{proj}.W */
         for (int e = 0; e < m->moe_experts; e++)
             for (int j = 0; j < 3; j++) {
-                snprintf(nm, sizeof nm, "L%d.e%d.%s.W", i, e, proj_name(ps[j]));
-                ir_canon(g, nm, j == 2 ? ff : d, j == 2 ? d : ff, 0, m->init_std, 1);
+                snprintf(nm, sizeof nm, "L%d.e%d.%s.%s", i, e, proj_name(ps[j]), xf.in->name);
+                expert_canon(g, nm, xf.in, j == 2 ? ff : d, 0, j == 2 ? d : ff);
             }
         return;
     }
-    for (int j = 0; j < 3; j++) {   /* shared factors: one canon per layer, L{i}.shared.{gate.A,up.A,down.B} */
+    /* a shared factor (gate's and up's input factor, down's output factor: MOE_SHARE_*) is one
+       canon per layer, L{i}.shared.{gate.A,up.A,down.B} */
+    for (int j = 0; j < 3; j++) {
         int64_t din = j == 2 ? ff : d, dout = j == 2 ? d : ff, rk = m->proj[i][ps[j]].rank;
-        double std = factor_init_std(m, INIT_PRODUCT, rk, din, dout);
+        const FactorDef *fd = j == 2 ? xf.out : xf.in;
         if (!shared(m, j)) continue;
-        snprintf(nm, sizeof nm, "L%d.shared.%s.%s", i, proj_name(ps[j]), j == 2 ? "B" : "A");
-        if (j == 2) ir_canon(g, nm, rk, dout, 0, std, 1); else ir_canon(g, nm, din, rk, 0, std, 1);
+        snprintf(nm, sizeof nm, "L%d.shared.%s.%s", i, proj_name(ps[j]), fd->name);
+        expert_canon(g, nm, fd, din, rk, dout);
     }
     for (int e = 0; e < m->moe_experts; e++)
         for (int j = 0; j < 3; j++) {
             int64_t din = j == 2 ? ff : d, dout = j == 2 ? d : ff, rk = m->proj[i][ps[j]].rank;
-            double std = factor_init_std(m, INIT_PRODUCT, rk, din, dout);
-            snprintf(nm, sizeof nm, "L%d.e%d.%s.A", i, e, proj_name(ps[j]));
-            if (j == 2 || !shared(m, j)) ir_canon(g, nm, din, rk, 0, std, 1);
-            snprintf(nm, sizeof nm, "L%d.e%d.%s.B", i, e, proj_name(ps[j]));
-            if (j != 2 || !shared(m, 2)) ir_canon(g, nm, rk, dout, 0, std, 1);
+            snprintf(nm, sizeof nm, "L%d.e%d.%s.%s", i, e, proj_name(ps[j]), xf.in->name);
+            if (j == 2 || !shared(m, j)) expert_canon(g, nm, xf.in, din, rk, dout);
+            snprintf(nm, sizeof nm, "L%d.e%d.%s.%s", i, e, proj_name(ps[j]), xf.out->name);
+            if (j != 2 || !shared(m, 2)) expert_canon(g, nm, xf.out, din, rk, dout);
         }
 }
 
@@ -173,17 +207,18 @@ static int rep_proj(Graph *g, int i, int in, int64_t S, int64_t C, int64_t din, 
     int64_t E = m->moe_experts;
     char nm[96];
     const char *pn = proj_name(proj);
+    ExpertFactors xf = expert_factors(m, g->layout);
     if (g->layout == LAYOUT_MEGATRON) {
-        snprintf(nm, sizeof nm, "L%d.moe.%s.W", i, pn);
+        snprintf(nm, sizeof nm, "L%d.moe.%s.%s", i, pn, xf.in->name);
         int64_t rl = colpar ? din : din / t, cl = colpar ? dout / t : dout;
-        int w = stacked_rep(g, i, nm, pn, "W", rl, cl, !colpar);
+        int w = stacked_rep(g, i, nm, pn, xf.in->name, rl, cl, !colpar);
         int out = act_t(g, colpar ? PS_SHARD1 : PS_PARTIAL, S, cl, ad, i, what);
         ir_gemm_batched(g, opnd(in, 0, rl), opnd(w, 0, cl), opnd(out, 0, cl), C, cl, rl, C * rl, rl * cl, C * cl, (int)E);
         return out;
     }
     int64_t rk = m->proj[i][proj].rank, rl = rk / t;
-    snprintf(nm, sizeof nm, "L%d.moe.%s.A", i, pn);
-    int wa = stacked_rep(g, i, nm, pn, "A", din, rl, 0);
+    snprintf(nm, sizeof nm, "L%d.moe.%s.%s", i, pn, xf.in->name);
+    int wa = stacked_rep(g, i, nm, pn, xf.in->name, din, rl, 0);
     char w2[48];
     snprintf(w2, sizeof w2, "%s_h", what);
     int hh = act_t(g, PS_SHARD1, S, rl, ad, i, w2);
@@ -200,8 +235,8 @@ static int rep_proj(Graph *g, int i, int in, int64_t S, int64_t C, int64_t din, 
     k_const(o, "ldh", (double)rl); k_const(o, "ldy", (double)rl); k_const(o, "ldz", (double)rl);
     k_const(o, "act", m->proj[i][proj].act == ACT_SILU ? 1 : 0); k_const(o, "norm", 0);
     k_const(o, "eps", m->norm_eps);
-    snprintf(nm, sizeof nm, "L%d.moe.%s.B", i, pn);
-    int wb = stacked_rep(g, i, nm, pn, "B", rl, dout, 1);
+    snprintf(nm, sizeof nm, "L%d.moe.%s.%s", i, pn, xf.out->name);
+    int wb = stacked_rep(g, i, nm, pn, xf.out->name, rl, dout, 1);
     int out = act_t(g, PS_PARTIAL, S, dout, ad, i, what);
     ir_gemm_batched(g, opnd(z, 0, rl), opnd(wb, 0, dout), opnd(out, 0, dout), C, dout, rl, C * rl, rl * dout, C * dout, (int)E);
     return out;
@@ -304,6 +339,7 @@ typedef struct {
     int i, ad;
     int64_t M, d, dl, E, K, C, S, fl, El, C2, rg, ru, rd;
     int xn, src, sel, slot, gates;   /* the normed shard [M, d/t] and the routing (moe_router) */
+    const char *fa, *fb;     /* the names of the experts' input and output factors ("A", "B") */
 } MoeBtp;
 
 /* out [S, cols] (in `state`) = for each slot, the row of x [M, cols] of the token the router put
@@ -326,6 +362,9 @@ static MoeBtp btp_shapes(const Graph *g, int i) {
     b.dl = b.d / g->tp; b.S = b.E * b.C; b.fl = m->moe_ffn / g->tp;
     b.El = b.E / g->ep; b.C2 = b.C * g->ep;
     b.rg = m->proj[i][PROJ_GATE].rank; b.ru = m->proj[i][PROJ_UP].rank; b.rd = m->proj[i][PROJ_DOWN].rank;
+    ExpertFactors xf = expert_factors(m, g->layout);
+    b.fa = xf.in->name;
+    b.fb = xf.out->name;
     return b;
 }
 
@@ -409,11 +448,11 @@ static void btp_gu_expert_A(Graph *g, const MoeBtp *b, int64_t Rn, int *zsrc, in
         snprintf(nm, sizeof nm, "L%d.moe_dispatch", i);
         xe = alltoall(g, xe, src, 0, C, i, "moe_xe_ep", nm);
     }
-    snprintf(nm, sizeof nm, "L%d.moe.gu.A", i);
+    snprintf(nm, sizeof nm, "L%d.moe.gu.%s", i, b->fa);
     int wa = ir_param(g, nm, El * dl, Rn, PS_SHARD0);
     int64_t c0 = 0;
-    if (!sg) { stacked(g, i, wa, "gate", "A", dl, rg, 1, c0); c0 += rg; }
-    if (!su) stacked(g, i, wa, "up", "A", dl, ru, 1, c0);
+    if (!sg) { stacked(g, i, wa, "gate", b->fa, dl, rg, 1, c0); c0 += rg; }
+    if (!su) stacked(g, i, wa, "up", b->fa, dl, ru, 1, c0);
     int ar = act_t(g, PS_PARTIAL, S, Rn, ad, i, "moe_gu_ar");
     ir_gemm_batched(g, opnd(xe, 0, dl), opnd(wa, 0, Rn), opnd(ar, 0, Rn), C2, Rn, dl, C2 * dl, dl * Rn, C2 * Rn, (int)El);
     snprintf(nm, sizeof nm, "L%d.moe_gu", i);
@@ -438,12 +477,12 @@ static void btp_gu_shared_A(Graph *g, const MoeBtp *b, int64_t Rs, int *zsrc, in
     int xn = b->xn, src = b->src;
     int64_t rgu[2] = {rg, ru};
     ir_chunk(g, i, "L%d.moe_gu_sA", i);
-    snprintf(nm, sizeof nm, "L%d.moe.gu.As", i);
+    snprintf(nm, sizeof nm, "L%d.moe.gu.%ss", i, b->fa);
     int was = ir_param(g, nm, dl, Rs, PS_SHARD0);
     int64_t c0 = 0;
     for (int j = 0; j < 2; j++) {
         if (!shared(m, j)) continue;
-        snprintf(nm, sizeof nm, "L%d.shared.%s.A", i, j ? "up" : "gate");
+        snprintf(nm, sizeof nm, "L%d.shared.%s.%s", i, j ? "up" : "gate", b->fa);
         ir_part(g, was, nm, rint_r(0, dl), rint_r(dl, dl), rint_c(0), rint_c(rgu[j]), 0, c0, t == 1);
         c0 += rgu[j];
     }
@@ -484,10 +523,10 @@ static int btp_gate_up(Graph *g, const MoeBtp *b) {
     if (Rn > 0) btp_gu_expert_A(g, b, Rn, zsrc, zoff, zld);
     if (Rs > 0) btp_gu_shared_A(g, b, Rs, zsrc, zoff, zld);
     int gu = act_t(g, PS_SHARD1, S, 2 * fl, ad, i, "moe_gu");
-    snprintf(nm, sizeof nm, "L%d.moe.gate.B", i);
-    int bg = stacked(g, i, ir_param(g, nm, El * rg, fl, PS_SHARD1), "gate", "B", rg, fl, 0, 0);
-    snprintf(nm, sizeof nm, "L%d.moe.up.B", i);
-    int bu = stacked(g, i, ir_param(g, nm, El * ru, fl, PS_SHARD1), "up", "B", ru, fl, 0, 0);
+    snprintf(nm, sizeof nm, "L%d.moe.gate.%s", i, b->fb);
+    int bg = stacked(g, i, ir_param(g, nm, El * rg, fl, PS_SHARD1), "gate", b->fb, rg, fl, 0, 0);
+    snprintf(nm, sizeof nm, "L%d.moe.up.%s", i, b->fb);
+    int bu = stacked(g, i, ir_param(g, nm, El * ru, fl, PS_SHARD1), "up", b->fb, ru, fl, 0, 0);
     ir_gemm_batched(g, opnd(zsrc[0], zoff[0], zld[0]), opnd(bg, 0, fl), opnd(gu, 0, 2 * fl), C2, fl, rg, C2 * zld[0], rg * fl, C2 * 2 * fl, (int)El);
     ir_gemm_batched(g, opnd(zsrc[1], zoff[1], zld[1]), opnd(bu, 0, fl), opnd(gu, fl, 2 * fl), C2, fl, ru, C2 * zld[1], ru * fl, C2 * 2 * fl, (int)El);
     int gl = act_t(g, PS_SHARD1, S, fl, ad, i, "moe_glu");
@@ -509,8 +548,8 @@ static int btp_down(Graph *g, const MoeBtp *b, int gl, int h) {
     int64_t El = b->El, C2 = b->C2, rd = b->rd;
     char nm[96];
     int src = b->src, sel = b->sel, slot = b->slot, gates = b->gates, sd = shared(m, 2);
-    snprintf(nm, sizeof nm, "L%d.moe.down.A", i);
-    int wd = stacked(g, i, ir_param(g, nm, El * fl, rd, PS_SHARD0), "down", "A", fl, rd, 1, 0);
+    snprintf(nm, sizeof nm, "L%d.moe.down.%s", i, b->fa);
+    int wd = stacked(g, i, ir_param(g, nm, El * fl, rd, PS_SHARD0), "down", b->fa, fl, rd, 1, 0);
     int ard = act_t(g, PS_PARTIAL, S, rd, ad, i, "moe_down_ar");
     ir_gemm_batched(g, opnd(gl, 0, fl), opnd(wd, 0, rd), opnd(ard, 0, rd), C2, rd, fl, C2 * fl, fl * rd, C2 * rd, (int)El);
     snprintf(nm, sizeof nm, "L%d.moe_down", i);
@@ -523,8 +562,9 @@ static int btp_down(Graph *g, const MoeBtp *b, int gl, int h) {
     int mo;
     if (!sd) {
         ir_tp_copy(g, zd, nm);
-        snprintf(nm, sizeof nm, "L%d.moe.down.B", i);
-        int bd = stacked(g, i, ir_param(g, nm, El * rd, dl, PS_SHARD1), "down", "B", rd, dl, 0, 0);
+        snprintf(nm, sizeof nm, "L%d.moe.down.%s", i, b->fb);
+        int bd = ir_param(g, nm, El * rd, dl, PS_SHARD1);
+        stacked(g, i, bd, "down", b->fb, rd, dl, 0, 0);
         int eo = act_t(g, PS_SHARD1, S, dl, ad, i, "moe_eo");
         ir_gemm_batched(g, opnd(zd, 0, rd), opnd(bd, 0, dl), opnd(eo, 0, dl), C2, dl, rd, C2 * rd, rd * dl, C2 * dl, (int)El);
         if (g->ep > 1) {
@@ -545,9 +585,9 @@ static int btp_down(Graph *g, const MoeBtp *b, int gl, int h) {
         int zc = act_t(g, PS_REPLICATED, M, rd, ad, i, "moe_down_zc");
         combine(g, zd, sel, slot, gates, zc, M, rd, K, E, C, PS_REPLICATED);
         ir_tp_copy(g, zc, nm);
-        snprintf(nm, sizeof nm, "L%d.moe.down.Bs", i);
+        snprintf(nm, sizeof nm, "L%d.moe.down.%ss", i, b->fb);
         int bs = ir_param(g, nm, rd, dl, PS_SHARD1);
-        snprintf(nm, sizeof nm, "L%d.shared.down.B", i);
+        snprintf(nm, sizeof nm, "L%d.shared.down.%s", i, b->fb);
         ir_part(g, bs, nm, rint_c(0), rint_c(rd), rint_r(0, dl), rint_r(dl, dl), 0, 0, t == 1);
         mo = act_t(g, PS_SHARD1, M, dl, ad, i, "moe_out");
         ir_gemm_batched(g, opnd(zc, 0, 0), opnd(bs, 0, 0), opnd(mo, 0, 0), M, dl, rd, 0, 0, 0, 1);
@@ -601,9 +641,14 @@ int64_t moe_dispatch_elems(const Run *run, int i, unsigned shared) {
 int64_t moe_expert_params(const Model *m, int i, unsigned shared) {
     int64_t d = m->hidden, ff = m->moe_ffn, E = m->moe_experts, n = 0;
     static const int ps[3] = {PROJ_GATE, PROJ_UP, PROJ_DOWN};
+    ExpertFactors xf = expert_factors(m, LAYOUT_BTP);
     for (int j = 0; j < 3; j++) {
         int64_t din = j == 2 ? ff : d, dout = j == 2 ? d : ff, rk = m->proj[i][ps[j]].rank;
-        int64_t outer = j == 2 ? rk * dout : din * rk, inner = j == 2 ? din * rk : rk * dout;   /* token-side, inner */
+        int64_t fin = expert_side(xf.in->rows, din, rk, dout) *
+                      expert_side(xf.in->cols, din, rk, dout);
+        int64_t fout = expert_side(xf.out->rows, din, rk, dout) *
+                       expert_side(xf.out->cols, din, rk, dout);
+        int64_t outer = j == 2 ? fout : fin, inner = j == 2 ? fin : fout;   /* token-side, inner */
         n += E * inner + (((shared >> j) & 1) ? outer : E * outer);
     }
     return n;

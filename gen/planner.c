@@ -153,7 +153,9 @@ static int enumerate(const Run *base, const PlanOpts *o, int gpus, PlanCand *out
         layouts[nl++] = LAYOUT_MEGATRON;
     else {
         layouts[nl++] = LAYOUT_BTP;
-        if (!m->moe_experts) layouts[nl++] = LAYOUT_NAIVE;
+        /* naive: when the factorization runs in it (usv's core does not) and no MoE */
+        if (!m->moe_experts && factorization_unsplit(model_factorization(m), LAYOUT_NAIVE) < 0)
+            layouts[nl++] = LAYOUT_NAIVE;
     }
     int64_t seqs = base->seq > 0 ? o->global_tokens / base->seq : 0;
     int per_node = base->gpu.gpus_per_node > 0 ? base->gpu.gpus_per_node : 1, n = 0;

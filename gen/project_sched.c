@@ -136,15 +136,11 @@ static int param_layer(const char *name) {
     return -1;
 }
 
-/* The full-rank twin: same shapes, every projection dense, SwiGLU gate, no LaX crossing. */
+/* The full-rank twin: same shapes, every projection the row megatron builds with (the dense
+ * one: W, its SwiGLU gate, no LaX crossing). */
 static void full_rank_twin(const Run *run, Run *twin) {
     *twin = *run;
-    Model *m = &twin->model;
-    for (int l = 0; l < m->layers; l++)
-        for (int p = 0; p < NPROJ; p++) { m->proj[l][p].factor = FACTOR_FULL; m->proj[l][p].rank = 0; m->proj[l][p].act = ACT_NONE; }
-    snprintf(m->family, sizeof m->family, "full");
-    m->lax = 0;
-    m->mlp_gate_act = ACT_SILU;
+    factorization_apply(layout_factorization(&run->model, LAYOUT_MEGATRON), &twin->model, 0);
     twin->layout = LAYOUT_MEGATRON;
 }
 
@@ -260,6 +256,112 @@ static int pipeline_timeline(const Graph *g, const Pricer *P, double bytes, doub
     return rc;
 }
 
+/* The last backward compute step of g (-1: none): dp buckets issued before it overlap compute. */
+static int last_backward_compute(const Graph *g) {
+    int last = -1;
+    for (int i = g->nfwd_steps; i < g->nsteps; i++) {
+        int k = g->steps[i].kind;
+        if (k == OP_GEMM || k == OP_BATCHED_GEMM || k == OP_GROUPED_GEMM || k == OP_KERNEL)
+            last = i;
+    }
+    return last;
+}
+
+/* The pipeline stage of a parameter (of its layer; embed: the first, the rest: the last). */
+static int param_stage(const char *name, int pp, int layers) {
+    int l = param_layer(name);
+    if (l >= 0) return (int)((long)l * pp / layers);
+    return !strncmp(name, "embed", 5) ? 0 : pp - 1;
+}
+
+/* Which stage a step belongs to: its layer's; layer -1 steps before the first layer step of a
+ * section are the model's front (forward: embedding, stage 0; backward: the tail's backward, last
+ * stage), those after it the other end. A dp bucket step (layer -1, tag "dp.PARAM"): the stage
+ * that holds its parameter, as for the parameter counts (not the end of the backward, which would
+ * charge every stage's reduction to one). seen_layer[bwd]: a layer's step seen in the section. */
+static int op_stage(const Op *o, int pp, int layers, int seen_layer[2]) {
+    int bwd = o->section != SEC_FWD;
+    if (ir_dp_bucket(o) && !strncmp(o->tag, "dp.", 3)) return param_stage(o->tag + 3, pp, layers);
+    if (o->layer >= 0) {
+        seen_layer[bwd] = 1;
+        return (int)((long)o->layer * pp / layers);
+    }
+    if (!bwd) return seen_layer[0] ? pp - 1 : 0;
+    return seen_layer[1] ? 0 : pp - 1;
+}
+
+/* A tp collective step of t seconds into its stage's time and bytes, and layer 0's into the
+ * per-layer figures of out: its elements in place on its buf, else src -> dst [rows, cols*tp]. */
+static void count_tp_step(const Op *o, int tp, double t, StageCost *s, Projection *out) {
+    int in_place = ccat_kind(ir_coll_kind(o))->operands & CO_BUF;
+    double bytes = (double)o->bytes;
+    double elems = in_place ? (double)o->elems : (double)o->rows * o->cols * tp;
+    s->tp_comm += t;
+    if (o->dir) s->bytes_bwd += bytes;
+    else s->bytes_fwd += bytes;
+    if (o->layer != 0) return;
+    if (o->dir) {
+        out->layer_bwd_elems += elems;
+        out->layer_bwd_bytes += bytes;
+        out->layer_bwd_count++;
+    } else {
+        out->layer_fwd_elems += elems;
+        out->layer_fwd_bytes += bytes;
+        out->layer_fwd_count++;
+    }
+}
+
+/* One micro-batch's forward + backward on a stage. */
+static double stage_seconds(const StageCost *s) {
+    return s->gemm + s->kernel + s->attn + s->recompute + s->tp_comm + s->ep_comm;
+}
+
+/* The stage that takes longest (the first of equals). */
+static int slowest_stage(const StageCost *st, int pp) {
+    int slow = 0;
+    for (int s = 1; s < pp; s++)
+        if (stage_seconds(&st[s]) > stage_seconds(&st[slow])) slow = s;
+    return slow;
+}
+
+/* dp: the emitted buckets run on the communication stream beside the rest of the backward; what
+ * the backward compute after the first bucket cannot cover, and the buckets issued after the last
+ * compute step, add to the iteration (the slowest stage's figure): out's dp_comm_s, dp_total_s,
+ * dp_hidden_s. */
+static void dp_exposed(const StageCost *st, int pp, Projection *out) {
+    for (int s = 0; s < pp; s++) {
+        double hidden = st[s].dp_early < st[s].compute_after_dp ? st[s].dp_early
+                                                                : st[s].compute_after_dp;
+        if (st[s].dp_comm - hidden > out->dp_comm_s) {
+            out->dp_comm_s = st[s].dp_comm - hidden;
+            out->dp_total_s = st[s].dp_comm;
+            out->dp_hidden_s = hidden;
+        }
+    }
+}
+
+/* The parts of out's iteration: the slowest stage S's, times the pipeline's steps (m micro-batches,
+ * pp stages of v chunks each), scaled so that they add up to the pipeline's time (the timeline's
+ * idle spread over them in proportion); then the compute and communication sums and the totals
+ * of FLOPs and tp bytes. */
+static void iteration_parts(const StageCost *S, int m, int pp, int v, double send_s,
+                            Projection *out) {
+    double scale = out->pipeline_formula_s > 0 ? out->pipeline_s / out->pipeline_formula_s : 1;
+    double steps = pp > 1 ? ((double)v * m + pp - 1) / v : m;
+    out->gemm_s = scale * steps * S->gemm;
+    out->kernel_s = scale * steps * S->kernel;
+    out->attn_s = scale * steps * S->attn;
+    out->recompute_s = scale * steps * S->recompute;
+    out->tp_comm_s = scale * steps * S->tp_comm;
+    out->ep_comm_s = scale * steps * S->ep_comm;
+    out->pp_send_s = pp > 1 ? scale * ((double)v * m + pp - 1) * 2 * send_s : 0;
+    out->compute_s = out->gemm_s + out->kernel_s + out->attn_s + out->recompute_s + out->optim_s;
+    out->comm_s = out->tp_comm_s + out->ep_comm_s + out->pp_send_s + out->dp_comm_s;
+    out->gemm_flops = m * S->flops;
+    out->tp_bytes_fwd = m * S->bytes_fwd;
+    out->tp_bytes_bwd = m * S->bytes_bwd;
+}
+
 int project_layout(const Run *run, int layout, const CostConsts *c, const GemmRates *rates,
                    Projection *out, char *err, size_t errlen) {
     return project_layout_trace(run, layout, c, rates, out, NULL, err, errlen);
@@ -297,31 +399,11 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     int ep = g->ep > 1 ? g->ep : 1, ep_in_node = (long)tp * ep <= per_node;
     double ep_bw = c->coll_eff * (ep_in_node ? gpu->nvlink_gbs : gpu->net_gbs);
     double ep_alpha = ep_in_node ? gpu->nvlink_latency_us : gpu->net_latency_us;
-    int last_compute = -1;   /* the last backward compute step: dp buckets issued before it overlap compute */
-    for (int i = g->nfwd_steps; i < g->nsteps; i++) {
-        int k = g->steps[i].kind;
-        if (k == OP_GEMM || k == OP_BATCHED_GEMM || k == OP_GROUPED_GEMM || k == OP_KERNEL) last_compute = i;
-    }
-
-    /* Which stage an op belongs to: its layer's; layer -1 ops before the first layer op of a
-       section are the model's front (forward: embedding, stage 0; backward: the tail's backward,
-       last stage), those after it the other end. */
-    int seen_layer_fwd = 0, seen_layer_bwd = 0;
+    int last_compute = last_backward_compute(g);
+    int seen_layer[2] = {0, 0};   /* forward, backward: a layer's step seen yet */
     for (int i = 0; i < g->nsteps; i++) {
         const Op *o = &g->steps[i];
-        int bwd = o->section != SEC_FWD;
-        int stage;
-        if (ir_dp_bucket(o) && !strncmp(o->tag, "dp.", 3)) {
-            /* a dp bucket step (layer -1, tag "dp.PARAM"): the stage that holds its parameter, as for
-               the parameter counts below (not the end of the backward, which would charge every
-               stage's reduction to one) */
-            int l = param_layer(o->tag + 3);
-            stage = l >= 0 ? (int)((long)l * pp / layers) : (!strncmp(o->tag + 3, "embed", 5) ? 0 : pp - 1);
-        } else if (o->layer >= 0) {
-            stage = (int)((long)o->layer * pp / layers);
-            if (bwd) seen_layer_bwd = 1; else seen_layer_fwd = 1;
-        } else if (!bwd) stage = seen_layer_fwd ? pp - 1 : 0;
-        else stage = seen_layer_bwd ? 0 : pp - 1;
+        int stage = op_stage(o, pp, layers, seen_layer);
         StageCost *s = &st[stage];
         double t = 0, flops = 0;
         int is_compute = 0;
@@ -344,18 +426,7 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
             if (cat == CAT_GEMM) s->gemm += priced ? t : 0;
             else if (cat == CAT_ATTN) s->attn += priced ? t : 0;
             else if (cat == CAT_KERNEL) s->kernel += priced ? t : 0;
-            else if (cat == CAT_TP) {
-                /* in place on its buf, else src -> dst [rows, cols*tp] */
-                int in_place = ccat_kind(ir_coll_kind(o))->operands & CO_BUF;
-                double bytes = (double)o->bytes;
-                double elems = in_place ? (double)o->elems : (double)o->rows * o->cols * tp;
-                s->tp_comm += t;
-                if (o->dir) s->bytes_bwd += bytes; else s->bytes_fwd += bytes;
-                if (o->layer == 0) {
-                    if (o->dir) { out->layer_bwd_elems += elems; out->layer_bwd_bytes += bytes; out->layer_bwd_count++; }
-                    else { out->layer_fwd_elems += elems; out->layer_fwd_bytes += bytes; out->layer_fwd_count++; }
-                }
-            }
+            else if (cat == CAT_TP) count_tp_step(o, tp, t, s, out);
         }
         if (trace && o->layer <= 0) trace_step(trace, g, o, stage, t);
         if (is_compute && o->section == SEC_RECOMPUTE) s->recompute += t;
@@ -364,19 +435,9 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     }
     for (int i = 0; i < g->nparams; i++) {
         const Param *pa = &g->params[i];
-        int l = param_layer(pa->name);
-        int stage = l >= 0 ? (int)((long)l * pp / layers) : (!strncmp(pa->name, "embed", 5) ? 0 : pp - 1);
-        st[stage].params += (double)pa->rows * pa->cols;
+        st[param_stage(pa->name, pp, layers)].params += (double)pa->rows * pa->cols;
     }
-
-    /* the slowest stage sets the pace */
-    int slow = 0;
-    double slow_t = -1;
-    for (int s = 0; s < pp; s++) {
-        double t = st[s].gemm + st[s].kernel + st[s].attn + st[s].recompute + st[s].tp_comm + st[s].ep_comm;
-        if (t > slow_t) { slow_t = t; slow = s; }
-    }
-    const StageCost *S = &st[slow];
+    const StageCost *S = &st[slowest_stage(st, pp)];   /* the slowest stage sets the pace */
     int m = r->grad_accum > 0 ? r->grad_accum : 1;
     double send_s = 0;
     if (pp > 1) {
@@ -392,18 +453,8 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     out->params_local = params;
     out->act_bytes = (double)g->arena_bytes;   /* pp > 1: the timeline sets the busiest rank's */
     out->optim_s = hbm_seconds(c, gpu, params * c->optim_bytes_per_param);
-    /* dp: the emitted buckets run on the communication stream beside the rest of the backward; what
-       the backward compute after the first bucket cannot cover, and the buckets issued after the
-       last compute step, add to the iteration (the slowest stage's figure) */
-    for (int s = 0; s < pp; s++) {
-        double hidden = st[s].dp_early < st[s].compute_after_dp ? st[s].dp_early : st[s].compute_after_dp;
-        if (st[s].dp_comm - hidden > out->dp_comm_s) {
-            out->dp_comm_s = st[s].dp_comm - hidden;
-            out->dp_total_s = st[s].dp_comm;
-            out->dp_hidden_s = hidden;
-        }
-    }
-    out->stage_s = S->gemm + S->kernel + S->attn + S->recompute + S->tp_comm + S->ep_comm;
+    dp_exposed(st, pp, out);
+    out->stage_s = stage_seconds(S);
     int v = pp > 1 && r->pp_virtual > 1 ? r->pp_virtual : 1;
     /* the formula: v m + pp - 1 steps of the slowest stage's chunk (even split of the layers) */
     out->pipeline_formula_s = pp > 1 ? pp_formula_seconds(out->stage_s / v, send_s, m, pp, v) : m * out->stage_s;
@@ -423,22 +474,7 @@ int project_layout_trace(const Run *run, int layout, const CostConsts *c, const 
     }
     out->seconds_formula = out->pipeline_formula_s + out->optim_s + out->dp_comm_s;
     out->seconds = out->pipeline_s + out->optim_s + out->dp_comm_s;
-    /* the parts: the slowest stage's, times the pipeline's steps, scaled so that they add up to the
-       pipeline's time (the timeline's idle spread over them in proportion) */
-    double scale = out->pipeline_formula_s > 0 ? out->pipeline_s / out->pipeline_formula_s : 1;
-    double steps = pp > 1 ? ((double)v * m + pp - 1) / v : m;
-    out->gemm_s = scale * steps * S->gemm;
-    out->kernel_s = scale * steps * S->kernel;
-    out->attn_s = scale * steps * S->attn;
-    out->recompute_s = scale * steps * S->recompute;
-    out->tp_comm_s = scale * steps * S->tp_comm;
-    out->ep_comm_s = scale * steps * S->ep_comm;
-    out->pp_send_s = pp > 1 ? scale * ((double)v * m + pp - 1) * 2 * send_s : 0;
-    out->compute_s = out->gemm_s + out->kernel_s + out->attn_s + out->recompute_s + out->optim_s;
-    out->comm_s = out->tp_comm_s + out->ep_comm_s + out->pp_send_s + out->dp_comm_s;
-    out->gemm_flops = m * S->flops;
-    out->tp_bytes_fwd = m * S->bytes_fwd;
-    out->tp_bytes_bwd = m * S->bytes_bwd;
+    iteration_parts(S, m, pp, v, send_s, out);
     free(st);
     graph_free(g);
     return 0;

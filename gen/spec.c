@@ -961,7 +961,7 @@ static void read_moe(Ctx *c, Obj *o, Model *m) {
     for (int l = 0; l < m->layers; l++) any |= m->moe_layer[l];
     if (!any) spec_error(c, eloc, "moe: 'every' selects no layer of the %d: drop moe{} or select a layer", m->layers);
     read_moe_shared(c, &mo, m);
-    if (!model_factorization(m)->moe_experts)
+    if (!factorization_experts(model_factorization(m)))
         spec_error(c, loc, "moe experts are low-rank (cola, svd) or full rank (full, layout megatron); model family %s is not "
                    "supported with moe (use lowrank = cola{...}, svd{...} or full{})", m->family);
     for (int l = 0; l < m->layers && factorization_lowrank(model_factorization(m)); l++) {

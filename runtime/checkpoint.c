@@ -605,12 +605,21 @@ static int file_crc(const char *path, int64_t *bytes, uint32_t *crc) {
     return 0;
 }
 
-/* Every recorded file present with its size (cheap); with full = 1 also its CRC-32C. */
-static int check_files(const char *dir, const CkptState *st, int full, char *err, size_t errlen) {
+/* Is `name` a file that `need` (CKPT_NEED_*) leaves unread: the AdamW moments of a full checkpoint
+ * when only the weights are needed? */
+static int unneeded(const char *name, int need) {
+    return need == CKPT_NEED_WEIGHTS && !strcmp(name, "optimizer.safetensors");
+}
+
+/* Every recorded file that `need` reads present with its size (cheap); with full = 1 also its
+ * CRC-32C. */
+static int check_files(const char *dir, const CkptState *st, int full, int need, char *err,
+                       size_t errlen) {
     char path[CKPT_PATH];
     if (st->nfiles == 0) {   // saved before the record existed: the two tensor files must be there
         const char *names[2] = {"model.safetensors", "optimizer.safetensors"};
         for (int i = 0; i < 2; i++) {
+            if (unneeded(names[i], need)) continue;
             snprintf(path, sizeof path, "%s/%s", dir, names[i]);
             if (access(path, R_OK) != 0) { snprintf(err, errlen, "%s: missing: %s", path, strerror(errno)); return CKPT_DAMAGED; }
         }
@@ -620,6 +629,7 @@ static int check_files(const char *dir, const CkptState *st, int full, char *err
     }
     for (int i = 0; i < st->nfiles; i++) {
         const CkptFile *cf = &st->files[i];
+        if (unneeded(cf->name, need)) continue;
         snprintf(path, sizeof path, "%s/%s", dir, cf->name);
         struct stat sb;
         if (stat(path, &sb) != 0) { snprintf(err, errlen, "%s: missing: %s", path, strerror(errno)); return CKPT_DAMAGED; }
@@ -642,7 +652,9 @@ static int check_files(const char *dir, const CkptState *st, int full, char *err
 }
 
 static int verify_index(const char *dir, const CkptState *st, char *err, size_t errlen);
-static int verify_model(const char *dir, const CkptState *st, char *err, size_t errlen);
+static int verify_model(const char *dir, const CkptState *st, int need, char *err, size_t errlen);
+static int reader_open(const char *dir, const StEntry *canons, int n, int need, CkptReader **out,
+                       char *err, size_t errlen);
 
 /* Every entry of the folder but state.json is a file the "files" record names: a file left out
  * (index.json dropped from the record, say) would be read unchecked. */
@@ -696,13 +708,13 @@ static int verify_run_plan(const char *dir, char *err, size_t errlen) {
     return CKPT_VERIFIED;
 }
 
-int ckpt_verify(const char *dir, char *err, size_t errlen) {
+int ckpt_verify_for(const char *dir, int need, char *err, size_t errlen) {
     CkptState st;
     if (ckpt_read_state(dir, &st, err, errlen)) return CKPT_DAMAGED;
-    int rc = check_files(dir, &st, 1, err, errlen);
+    int rc = check_files(dir, &st, 1, need, err, errlen);
     if (rc == CKPT_VERIFIED) rc = check_listed(dir, &st, err, errlen);
     if (rc == CKPT_VERIFIED && st.sharded) rc = verify_index(dir, &st, err, errlen);
-    if (rc == CKPT_VERIFIED) rc = verify_model(dir, &st, err, errlen);
+    if (rc == CKPT_VERIFIED) rc = verify_model(dir, &st, need, err, errlen);
     if (rc == CKPT_VERIFIED) rc = verify_run_plan(dir, err, errlen);
     if (rc == CKPT_VERIFIED && !st.state_checked) {
         snprintf(err, errlen,
@@ -716,16 +728,21 @@ int ckpt_verify(const char *dir, char *err, size_t errlen) {
     return rc;
 }
 
+int ckpt_verify(const char *dir, char *err, size_t errlen) {
+    return ckpt_verify_for(dir, CKPT_NEED_ALL, err, errlen);
+}
+
 int ckpt_complete(const char *dir) {
     CkptState st;
     char err[1600];
     if (ckpt_read_state(dir, &st, err, sizeof err)) return 0;
-    int rc = check_files(dir, &st, 0, err, sizeof err);
+    int rc = check_files(dir, &st, 0, CKPT_NEED_ALL, err, sizeof err);
     ckpt_state_free(&st);
     return rc != CKPT_DAMAGED;
 }
 
-int ckpt_newest_verified(const char *outdir, int64_t below, char *dir, size_t dirlen) {
+/* ckpt_newest_verified for what `need` reads. */
+static int newest_verified(const char *outdir, int64_t below, int need, char *dir, size_t dirlen) {
     int64_t *steps;
     int n = ckpt_list(outdir, &steps);
     char path[CKPT_PATH], err[1600];
@@ -733,14 +750,25 @@ int ckpt_newest_verified(const char *outdir, int64_t below, char *dir, size_t di
     for (int i = 0; i < n && !found; i++) {
         if (steps[i] >= below) continue;
         ckpt_step_dir(outdir, steps[i], path, sizeof path);
-        if (ckpt_verify(path, err, sizeof err) != CKPT_DAMAGED) { snprintf(dir, dirlen, "%s", path); found = 1; }
+        if (ckpt_verify_for(path, need, err, sizeof err) != CKPT_DAMAGED) {
+            snprintf(dir, dirlen, "%s", path);
+            found = 1;
+        }
     }
     free(steps);
     return found ? 0 : 1;
 }
 
+int ckpt_newest_verified(const char *outdir, int64_t below, char *dir, size_t dirlen) {
+    return newest_verified(outdir, below, CKPT_NEED_ALL, dir, dirlen);
+}
+
 int ckpt_verify_advise(const char *dir, char *err, size_t errlen) {
-    int rc = ckpt_verify(dir, err, errlen);
+    return ckpt_verify_advise_for(dir, CKPT_NEED_ALL, err, errlen);
+}
+
+int ckpt_verify_advise_for(const char *dir, int need, char *err, size_t errlen) {
+    int rc = ckpt_verify_for(dir, need, err, errlen);
     if (rc != CKPT_DAMAGED) return rc;
     // the run folder and this folder's step: from the name (state.json may be what is damaged)
     char parent[CKPT_PATH];
@@ -757,7 +785,7 @@ int ckpt_verify_advise(const char *dir, char *err, size_t errlen) {
     else snprintf(parent, sizeof parent, ".");
     char good[CKPT_PATH];
     size_t used = strlen(err);
-    if (ckpt_newest_verified(parent, step, good, sizeof good) == 0)
+    if (newest_verified(parent, step, need, good, sizeof good) == 0)
         snprintf(err + used, errlen > used ? errlen - used : 0, "; the newest earlier checkpoint that verifies is %s "
                  "(resume with --resume %s)", good, good);
     else
@@ -766,6 +794,11 @@ int ckpt_verify_advise(const char *dir, char *err, size_t errlen) {
 }
 
 int ckpt_resolve(const char *arg, char *dir, size_t dirlen, char *notes, size_t noteslen, char *err, size_t errlen) {
+    return ckpt_resolve_for(arg, CKPT_NEED_ALL, dir, dirlen, notes, noteslen, err, errlen);
+}
+
+int ckpt_resolve_for(const char *arg, int need, char *dir, size_t dirlen, char *notes,
+                     size_t noteslen, char *err, size_t errlen) {
     char probe[CKPT_PATH];
     if (notes && noteslen) notes[0] = 0;
     snprintf(probe, sizeof probe, "%s/state.json", arg);
@@ -787,7 +820,7 @@ int ckpt_resolve(const char *arg, char *dir, size_t dirlen, char *notes, size_t 
     size_t used = 0;
     for (int i = 0; i < n; i++) {
         ckpt_step_dir(arg, steps[i], path, sizeof path);
-        if (ckpt_verify(path, why, sizeof why) != CKPT_DAMAGED) {
+        if (ckpt_verify_for(path, need, why, sizeof why) != CKPT_DAMAGED) {
             snprintf(dir, dirlen, "%s", path);
             free(steps);
             return 0;
@@ -1142,6 +1175,7 @@ typedef struct { char name[200]; int slot; int64_t rows, cols; int first, nslice
 struct CkptReader {
     char dir[PATH_MAX];
     int sharded;
+    int need;                 /* CKPT_NEED_*: CKPT_NEED_WEIGHTS leaves optimizer.safetensors unopened */
     RFile *files; int nfiles;
     RTensor *t; int nt, tcap;
     RSlice *s; int ns, scap;
@@ -1391,6 +1425,7 @@ static int open_sharded(CkptReader *r, char *err, size_t errlen) {
 static int open_full(CkptReader *r, char *err, size_t errlen) {
     const char *names[2] = {"model.safetensors", "optimizer.safetensors"};
     for (int k = 0; k < 2; k++) {
+        if (unneeded(names[k], r->need)) continue;
         int fi = reader_file(r, names[k], err, errlen);
         if (fi < 0) return 2;
         const Json *h = r->files[fi].hdr;
@@ -1423,11 +1458,21 @@ static int open_full(CkptReader *r, char *err, size_t errlen) {
 }
 
 int ckpt_reader_open(const char *dir, const StEntry *canons, int n, CkptReader **out, char *err, size_t errlen) {
+    return reader_open(dir, canons, n, CKPT_NEED_ALL, out, err, errlen);
+}
+
+int ckpt_reader_open_weights(const char *dir, CkptReader **out, char *err, size_t errlen) {
+    return reader_open(dir, NULL, 0, CKPT_NEED_WEIGHTS, out, err, errlen);
+}
+
+static int reader_open(const char *dir, const StEntry *canons, int n, int need, CkptReader **out,
+                       char *err, size_t errlen) {
     *out = NULL;
     if (!path_ok(dir, "checkpoint folder", err, errlen)) return 2;
     CkptReader *r = calloc(1, sizeof *r);
     if (!r) { snprintf(err, errlen, "out of memory"); return 2; }
     snprintf(r->dir, sizeof r->dir, "%s", dir);
+    r->need = need;
     char probe[CKPT_PATH];
     snprintf(probe, sizeof probe, "%s/%s", dir, CKPT_INDEX);
     r->sharded = access(probe, F_OK) == 0;
@@ -1545,9 +1590,9 @@ int ckpt_reader_check_model(const CkptReader *r, const CkptState *st, char *err,
     return rc;
 }
 
-static int verify_model(const char *dir, const CkptState *st, char *err, size_t errlen) {
+static int verify_model(const char *dir, const CkptState *st, int need, char *err, size_t errlen) {
     CkptReader *r;
-    if (ckpt_reader_open(dir, NULL, 0, &r, err, errlen)) return CKPT_DAMAGED;
+    if (reader_open(dir, NULL, 0, need, &r, err, errlen)) return CKPT_DAMAGED;
     int rc = ckpt_reader_check_model(r, st, err, errlen) ? CKPT_DAMAGED : CKPT_VERIFIED;
     ckpt_reader_close(r);
     return rc;

@@ -71,6 +71,15 @@ int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, in
  * Returns 0, or 2 with a message (no step folders, or none of them verifies). */
 int ckpt_resolve(const char *arg, char *dir, size_t dirlen, char *notes, size_t noteslen, char *err, size_t errlen);
 
+/* What a reader of a checkpoint needs of it: everything (resuming training: the weights and the
+ * AdamW moments), or the weights alone (eval, sample, export: a full checkpoint's
+ * optimizer.safetensors is neither read nor checked, and may be absent; a sharded folder's rank
+ * files hold both, so all of them are checked either way). */
+enum { CKPT_NEED_ALL = 0, CKPT_NEED_WEIGHTS = 1 };
+/* ckpt_resolve for what `need` reads: a run folder's newest step folder that verifies for it. */
+int ckpt_resolve_for(const char *arg, int need, char *dir, size_t dirlen, char *notes,
+                     size_t noteslen, char *err, size_t errlen);
+
 /* Step folders under outdir (names step-NNNNNN exactly), newest (highest step) first, in *steps
  * (malloc'ed, free it). Returns their count; 0 when none or outdir cannot be read. */
 int ckpt_list(const char *outdir, int64_t **steps);
@@ -86,6 +95,8 @@ enum { CKPT_VERIFIED = 0, CKPT_DAMAGED = 2, CKPT_UNCHECKED = 3 };
  * CKPT_VERIFIED; CKPT_UNCHECKED (state.json has no "files" record or no checksum of its own: saved
  * before those existed); or CKPT_DAMAGED with "DIR/FILE: what is wrong" in err. */
 int ckpt_verify(const char *dir, char *err, size_t errlen);
+/* ckpt_verify of what `need` (CKPT_NEED_*) reads. */
+int ckpt_verify_for(const char *dir, int need, char *err, size_t errlen);
 
 /* The newest step folder of outdir below step `below` (INT64_MAX: any) that ckpt_verify accepts
  * (VERIFIED or UNCHECKED), in dir. Returns 0, or 1 when there is none. */
@@ -95,6 +106,7 @@ int ckpt_newest_verified(const char *outdir, int64_t below, char *dir, size_t di
  * checkpoint that verifies is OUT/step-000020 (resume with --resume OUT/step-000020)" or with
  * "; no earlier checkpoint in OUT verifies". Same return values as ckpt_verify. */
 int ckpt_verify_advise(const char *dir, char *err, size_t errlen);
+int ckpt_verify_advise_for(const char *dir, int need, char *err, size_t errlen);
 
 /* A step folder is complete when its state.json parses and every recorded file is there with its
  * recorded size (no checksums read: cheap). 1 or 0. */
@@ -190,6 +202,9 @@ typedef struct { int64_t r0, r1, c0, c1; } CkptRegion;
  * canon and both its moments must be there with the canon's shape. 0, or 2 with a message naming the
  * file at fault. */
 int ckpt_reader_open(const char *dir, const StEntry *canons, int n, CkptReader **out, char *err, size_t errlen);
+/* The same for the weights alone (CKPT_NEED_WEIGHTS): a full checkpoint's AdamW moments are not
+ * opened (slot 0 only). */
+int ckpt_reader_open_weights(const char *dir, CkptReader **out, char *err, size_t errlen);
 void ckpt_reader_close(CkptReader *r);
 int ckpt_reader_sharded(const CkptReader *r);
 int ckpt_reader_count(const CkptReader *r);
