@@ -21,17 +21,22 @@ static GroupView group_view(const BackendRank *r, int group) {
     v.n = r->gsize[group] > 0 ? r->gsize[group] : 1;
     v.me = r->gidx[group];
     /* without expert parallelism the edp group is the dp group (no edp split is made) */
-    v.comm = group == GROUP_TP ? r->nccl_comm : group == GROUP_DP ? r->dp_comm : group == GROUP_EP ? r->ep_comm
+    v.comm = group == GROUP_TP ? r->nccl_comm : group == GROUP_DP ? r->dp_comm
+           : group == GROUP_EP ? r->ep_comm
            : group == GROUP_EDP ? (r->edp_comm ? r->edp_comm : r->dp_comm) : NULL;
     return v;
 }
 
-static int64_t blocks_for(int64_t n) { int64_t b = (n + 255) / 256; return b < 1 ? 1 : b > 4096 ? 4096 : b; }
+static int64_t blocks_for(int64_t n) {
+    int64_t b = (n + 255) / 256;
+    return b < 1 ? 1 : b > 4096 ? 4096 : b;
+}
 
 /* Local mode's reduce-scatter is the tp group's all-reduce (every member then holds the whole sum;
  * the catalog leaves the rest of buf unspecified), op=avg: each member's buffer (fp32, n elements)
  * then times 1/members. */
-static int scale_members(BackendRank *r, CUstream s, const CUdeviceptr *bufs, int members, long long n) {
+static int scale_members(BackendRank *r, CUstream s, const CUdeviceptr *bufs, int members,
+                         long long n) {
     float sc = 1.0f / (float)members;
     for (int q = 0; q < members; q++) {
         CUdeviceptr x = bufs[q];
@@ -43,13 +48,15 @@ static int scale_members(BackendRank *r, CUstream s, const CUdeviceptr *bufs, in
 static int local_rs_check(BackendRank *r, const CollArgs *c) {
     const PlanTensor *B = &r->p->tensors[c->buf.tensor];
     if (c->dtype != B->dtype || (c->avg && B->dtype != PDT_FP32))
-        return rfail(r, "reduce_scatter of %s over group=tp in one process: its wire dtype must be the buffer's, and op=avg "
-                     "needs an fp32 buffer (or launch one process per GPU: BOOST_WORLD_SIZE, mpirun, srun)", B->name);
+        return rfail(r, "reduce_scatter of %s over group=tp in one process: its wire dtype must be "
+                     "the buffer's, and op=avg needs an fp32 buffer (or launch one process per "
+                     "GPU: BOOST_WORLD_SIZE, mpirun, srun)", B->name);
     return 0;
 }
 
 static int no_comm(BackendRank *r, int group) {
-    return rfail(r, "rank %d: no NCCL communicator for the %s group", r->wrank, grid_group_name(group));
+    return rfail(r, "rank %d: no NCCL communicator for the %s group", r->wrank,
+                 grid_group_name(group));
 }
 
 static int group_barrier(CudaGroup *g) {
@@ -72,10 +79,11 @@ static int world_allgather_on(BackendRank *r, CUstream s, const CollArgs *c, voi
     GroupView g = group_view(r, c->group);
     size_t es = plan_dtype_size(c->dtype), block = (size_t)(c->rows * c->cols) * es;
     if (g.n <= 1)
-        return copy_2d(r, s, (CUdeviceptr)(uintptr_t)dst, c->ld_dst * es, (CUdeviceptr)(uintptr_t)src, c->ld_src * es,
-                       c->cols * es, c->rows);
+        return copy_2d(r, s, (CUdeviceptr)(uintptr_t)dst, c->ld_dst * es,
+                       (CUdeviceptr)(uintptr_t)src, c->ld_src * es, c->cols * es, c->rows);
     if (!g.comm) return no_comm(r, c->group);
-    if (block * (g.n + 1) > r->coll_bytes) return rfail(r, "all-gather of %zu bytes exceeds the staging", block);
+    if (block * (g.n + 1) > r->coll_bytes)
+        return rfail(r, "all-gather of %zu bytes exceeds the staging", block);
     CUdeviceptr packed = r->coll_buf + block * g.n;
     if (copy_2d(r, s, packed, c->cols * es, (CUdeviceptr)(uintptr_t)src, c->ld_src * es, c->cols * es, c->rows)) return -1;
     NCCL(r, nccl.ncclAllGather((void *)(uintptr_t)packed, (void *)(uintptr_t)r->coll_buf, (size_t)(c->rows * c->cols),
@@ -122,7 +130,8 @@ static int local_issue(BackendRank *r, int step, const CollArgs *c, int gather) 
                            256, 0, args);
             CUdeviceptr bufs[CUDA_MAX_TP];
             for (int q = 0; q < g->tp; q++) bufs[q] = operand_ptr(g->ranks[q], &st->coll.buf);
-            if (!rc && c->kind == CK_REDUCE_SCATTER && c->avg) rc = scale_members(r, r0->comm, bufs, g->tp, n);
+            if (!rc && c->kind == CK_REDUCE_SCATTER && c->avg)
+                rc = scale_members(r, r0->comm, bufs, g->tp, n);
         }
         size_t es = plan_dtype_size(c->dtype);
         for (int dst = 0; !rc && gather && dst < g->tp; dst++)
@@ -135,7 +144,8 @@ static int local_issue(BackendRank *r, int step, const CollArgs *c, int gather) 
         } else if (!rc) rc = -1;
         r0->comm_used = 1;
         if (!rc && r->sync_steps && api.cuStreamSynchronize(r0->comm) != 0)
-            rc = rfail(r, "%s failed on the device (BOOST_CUDA_SYNC=1)", gather ? "all-gather" : ccat_word(c->kind));
+            rc = rfail(r, "%s failed on the device (BOOST_CUDA_SYNC=1)",
+                       gather ? "all-gather" : ccat_word(c->kind));
     }
     if (group_barrier(g)) return rc ? rc : rfail(r, "collective abandoned: another rank failed");
     return rc;
@@ -325,7 +335,8 @@ static int local_sum(BackendRank *r, const CollArgs *c, void *buf) {
         if (e == 0)
             rc = launch(r, c->dtype == PDT_FP32 ? "boost_allreduce_fp32" : "boost_allreduce_bf16", blocks, 256, 0, args);
         else rc = rfail(r, "all-reduce: pointer table upload failed: %s", cu_str(e));
-        if (rc == 0 && c->kind == CK_REDUCE_SCATTER && c->avg) rc = scale_members(r, r->stream, g->ptr, g->tp, n);
+        if (rc == 0 && c->kind == CK_REDUCE_SCATTER && c->avg)
+            rc = scale_members(r, r->stream, g->ptr, g->tp, n);
         if (rc == 0 && api.cuStreamSynchronize(r->stream) != 0) rc = rfail(r, "all-reduce kernel failed");
     }
     if (group_barrier(g)) return rfail(r, "all-reduce abandoned: another rank failed");
@@ -392,25 +403,33 @@ static int reduce_scatter_on_comm(BackendRank *r, const CollArgs *c, void *buf) 
     zero_shard(n, g.me, g.n, &lo, &hi);
     size_t es = wire16 ? 2 : 4, bes = plan_dtype_size(B->dtype);
     if ((c->dtype != B->dtype && !narrow) || (size_t)(s * g.n + s) * 4 > r->dp_bytes)
-        return rfail(r, "reduce_scatter of %s: needs a wire of the buffer's dtype (or bf16 on fp32) within the staging",
-                     B->name);
+        return rfail(r, "reduce_scatter of %s: needs a wire of the buffer's dtype (or bf16 on "
+                     "fp32) within the staging", B->name);
     if (!g.comm) return no_comm(r, c->group);
-    CUdeviceptr x = (CUdeviceptr)(uintptr_t)buf, in = r->dp_buf, out = r->dp_buf + (size_t)(s * g.n) * es;
+    CUdeviceptr x = (CUdeviceptr)(uintptr_t)buf, in = r->dp_buf;
+    CUdeviceptr out = r->dp_buf + (size_t)(s * g.n) * es;
     if (narrow) {
         void *args[] = {&x, &in, &n};
         if (launch_on(r, r->comm, "boost_fp32_to_bf16", blocks_for(n), 256, 0, args)) return -1;
-    } else if (copy_2d(r, r->comm, in, (size_t)n * bes, x, (size_t)n * bes, (size_t)n * bes, 1)) return -1;
-    NCCL(r, nccl.ncclReduceScatter((void *)(uintptr_t)in, (void *)(uintptr_t)out, (size_t)s, nccl_dtype(c->dtype),
-                                   c->avg ? NCCL_AVG_ : NCCL_SUM_, g.comm, r->comm));
+    } else if (copy_2d(r, r->comm, in, (size_t)n * bes, x, (size_t)n * bes, (size_t)n * bes, 1)) {
+        return -1;
+    }
+    int op = c->avg ? NCCL_AVG_ : NCCL_SUM_;
+    NCCL(r, nccl.ncclReduceScatter((void *)(uintptr_t)in, (void *)(uintptr_t)out, (size_t)s,
+                                   nccl_dtype(c->dtype), op, g.comm, r->comm));
     cnt = hi - lo;
-    int keep = r->gshard && B->kind == TK_GRAD && c->group == GROUP_DP;   /* zero=2: shard to gshard, buf zeroed after */
+    /* zero=2: a dp gradient's shard to gshard, buf zeroed after */
+    int keep = r->gshard && B->kind == TK_GRAD && c->group == GROUP_DP;
     if (cnt > 0) {
         CUdeviceptr dst = keep ? r->gshard + (size_t)r->state_off[B->param] * 4
                                : x + (size_t)lo * bes;
         if (narrow) {
             void *widen[] = {&out, &dst, &cnt};
             if (launch_on(r, r->comm, "boost_bf16_to_fp32", blocks_for(cnt), 256, 0, widen)) return -1;
-        } else if (copy_2d(r, r->comm, dst, (size_t)cnt * bes, out, (size_t)cnt * bes, (size_t)cnt * bes, 1)) return -1;
+        } else if (copy_2d(r, r->comm, dst, (size_t)cnt * bes, out, (size_t)cnt * bes,
+                           (size_t)cnt * bes, 1)) {
+            return -1;
+        }
     }
     if (keep) CU(r, api.cuMemsetD32Async(x, 0, (size_t)n, r->comm));
     return 0;
@@ -427,7 +446,8 @@ static int reduce_scatter_check(BackendRank *r) {
  * group's all-reduce (local_sum). */
 static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
     if (group_view(r, c->group).n <= 1) return 0;
-    if (!r->world) return ctx_set(r, "a reduce-scatter") || local_rs_check(r, c) ? -1 : local_sum(r, c, buf);
+    if (!r->world)
+        return ctx_set(r, "a reduce-scatter") || local_rs_check(r, c) ? -1 : local_sum(r, c, buf);
     if (reduce_scatter_check(r) || dp_begin(r) || reduce_scatter_on_comm(r, c, buf)) return -1;
     return dp_end(r, "a reduce-scatter");
 }
@@ -438,7 +458,9 @@ static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
  * end of the backward, where the gradient norm and AdamW read them). Local mode: local_issue. */
 static int cuda_reduce_scatter_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
     if (group_view(r, c->group).n <= 1) return 0;
-    if (!r->world) return ctx_set(r, "issuing a reduce-scatter") || local_rs_check(r, c) ? -1 : local_issue(r, step, c, 0);
+    if (!r->world)
+        return ctx_set(r, "issuing a reduce-scatter") || local_rs_check(r, c) ? -1
+               : local_issue(r, step, c, 0);
     if (reduce_scatter_check(r)) return -1;
     CUevent ready, done;
     if (step_event(r, r->ev_ready, step, &ready) || step_event(r, r->ev_done, step, &done)) return -1;

@@ -70,15 +70,19 @@ int nccl_exchange_id(const Plan *p, int rank, ncclUniqueId *id, char *path, size
  * *shards (dp_buf, on `comm`: a bf16 copy of a dp all-reduce's buffer, a reduce-scatter's input
  * padded to n*s elements and its shard s = ceil(elems/n), 4 bytes an element; a gather of updated
  * ZeRO shards, n*s), *ep (ep_buf: an out all-to-all's slots). n is the size of the step's group. */
-static void step_staging(const BackendRank *r, const PlanStep *st, size_t *gather, size_t *shards, size_t *ep) {
+static void step_staging(const BackendRank *r, const PlanStep *st, size_t *gather, size_t *shards,
+                         size_t *ep) {
     const CollArgs *c = &st->coll;
     if (step_coll_kind(st->kind) < 0 || c->group < 0 || c->group >= GROUP_COUNT) return;
-    size_t n = (size_t)r->gsize[c->group], block = (size_t)(c->rows * c->cols) * plan_dtype_size(c->dtype);
+    size_t n = (size_t)r->gsize[c->group];
+    size_t block = (size_t)(c->rows * c->cols) * plan_dtype_size(c->dtype);
     size_t sh = (size_t)((c->elems + (int64_t)n - 1) / (int64_t)n), b = 0, d = 0;
     switch (st->kind) {
     case ST_ALLTOALL: if (block > *ep) *ep = block; break;
     case ST_ALLGATHER: b = block * (n + 1); break;
-    case ST_ALLREDUCE: if (c->group == GROUP_DP && c->dtype == PDT_BF16) d = (size_t)c->elems * 2; break;
+    case ST_ALLREDUCE:
+        if (c->group == GROUP_DP && c->dtype == PDT_BF16) d = (size_t)c->elems * 2;
+        break;
     case ST_REDUCE_SCATTER: d = (sh * n + sh) * 4; break;
     case ST_GATHER_SHARDS: d = sh * n * 4; break;
     default: break;
@@ -130,7 +134,9 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
     r->nccl_comm = r->world_comm;
     r->world = 1;
     Grid g;
-    if (grid_make(&g, p->dp, 1, p->tp, err, errlen) || (p->ep > 1 && grid_set_ep(&g, p->ep, err, errlen))) return -1;
+    if (grid_make(&g, p->dp, 1, p->tp, err, errlen) ||
+        (p->ep > 1 && grid_set_ep(&g, p->ep, err, errlen)))
+        return -1;
     GridCoord gc = grid_coord(&g, rank);
     for (int k = 0; k < GROUP_COUNT; k++) { r->gsize[k] = gc.size[k]; r->gidx[k] = gc.index[k]; }
     if (p->dp > 1) {
@@ -172,7 +178,7 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
             return -1;
         }
     }
-    /* the staging, once for the largest step (freeing device memory later would wait for the device) */
+    /* the staging, for the largest step (freeing device memory later would wait for the device) */
     size_t need = 256, dp_need = 0, ep_need = 0;
     for (int s = 0; s < p->nsteps; s++) step_staging(r, &p->steps_[s], &need, &dp_need, &ep_need);
     if (api.cuMemAlloc_v2(&r->coll_buf, need) != 0) {
@@ -336,7 +342,7 @@ int cuda_group_init(BackendRank **ranks, int tp, char *err, size_t errlen) {
     for (int k = 0; k < nslots; k++) {
         for (int q = 0; q < tp; q++) point_acts(ranks[q], k);
         for (int s = 0; s < p->nsteps; s++)
-            if (p->steps_[s].kind == ST_ALLREDUCE || p->steps_[s].kind == ST_REDUCE_SCATTER)   /* both: local_sum */
+            if (p->steps_[s].kind == ST_ALLREDUCE || p->steps_[s].kind == ST_REDUCE_SCATTER)
                 for (int q = 0; q < tp; q++)
                     h[((size_t)k * p->nsteps + s) * tp + q] = operand_ptr(ranks[q], &p->steps_[s].coll.buf);
     }
