@@ -445,8 +445,9 @@ static int shard_counts(int64_t len, int n, int me, int es, int to_all, int *sc,
 
 /* The group's sum of buf[0..c->elems) over MPI, in the thread group's order: a reduce-scatter (this
  * member receives every member's part of its zero_shard and adds them with ordered_sum), then with
- * gather=1 (all-reduce) an all-gather of the summed shards into buf; gather=0 (ZeRO-1's
- * reduce_scatter) writes this member's shard of buf only. A bf16 wire sends 2-byte values. */
+ * gather=1 (all-reduce) an all-gather of the summed shards into buf; gather=0 (reduce_scatter, on
+ * any group g, me this member's index in it) writes this member's shard of buf only. A bf16 wire
+ * sends 2-byte values. */
 static int mpi_group_sum(BackendRank *r, CpuGroup *g, int me, const CollArgs *c, float *buf, int gather) {
     int n = g->n, wire16 = wire16_of(r, c), es = wire16 ? 2 : 4;
     int64_t len = c->elems, lo, hi;
@@ -458,7 +459,10 @@ static int mpi_group_sum(BackendRank *r, CpuGroup *g, int me, const CollArgs *c,
     float *parts = malloc((size_t)(n * m) * sizeof *parts + 4), *mine = malloc((size_t)m * sizeof *mine + 4);
     uint16_t *parts16 = wire16 ? malloc((size_t)(n * m) * 2 + 2) : NULL;
     int rc = -1;
-    if (!cnt || !src || !parts || !mine || (wire16 && (!wire || !parts16))) { rfail(r, "allreduce over MPI: out of memory"); goto done; }
+    if (!cnt || !src || !parts || !mine || (wire16 && (!wire || !parts16))) {
+        rfail(r, gather ? "allreduce over MPI: out of memory" : "reduce_scatter over MPI: out of memory");
+        goto done;
+    }
     if (shard_counts(len, n, me, es, 0, cnt, cnt + n, cnt + 2 * n, cnt + 3 * n)) {
         rfail(r, "allreduce over MPI: the buffer is more than 2 GiB (one MPI call's limit); use smaller dp buckets (dp_bucket_mb)");
         goto done;
@@ -481,15 +485,21 @@ done:
     return rc;
 }
 
-static int mpi_allgather(BackendRank *r, const CollArgs *c, const float *src, float *tmp) {
-    int64_t rows = c->rows, cols = c->cols, t = r->tp;
-    float *mine = malloc((size_t)(rows * cols) * sizeof *mine + 1), *all = malloc((size_t)(rows * cols * t) * sizeof *all + 1);
+/* allgather over MPI on group g of n members: src [rows, cols] (ld_src) of every member into tmp
+ * [rows, n*cols], member q's block at columns q*cols.. (the thread transport's layout). */
+static int mpi_allgather(BackendRank *r, CpuGroup *g, const CollArgs *c, const float *src,
+                         float *tmp) {
+    int64_t rows = c->rows, cols = c->cols, n = g->n;
+    float *mine = malloc((size_t)(rows * cols) * sizeof *mine + 1);
+    float *all = malloc((size_t)(rows * cols * n) * sizeof *all + 1);
     if (!mine || !all) { free(mine); free(all); return rfail(r, "allgather: out of memory"); }
-    for (int64_t i = 0; i < rows; i++) memcpy(mine + i * cols, src + i * c->ld_src, (size_t)cols * sizeof *mine);
-    int rc = comm_mpi_allgather(r->grp[GROUP_TP]->mpi, mine, all, rows * cols, COMM_F32);
-    for (int q = 0; !rc && q < t; q++)     // [t][rows][cols] -> [rows][t*cols]
+    for (int64_t i = 0; i < rows; i++)
+        memcpy(mine + i * cols, src + i * c->ld_src, (size_t)cols * sizeof *mine);
+    int rc = comm_mpi_allgather(g->mpi, mine, all, rows * cols, COMM_F32);
+    for (int q = 0; !rc && q < n; q++)     // [n][rows][cols] -> [rows][n*cols]
         for (int64_t i = 0; i < rows; i++)
-            memcpy(tmp + i * cols * t + q * cols, all + (q * rows + i) * cols, (size_t)cols * sizeof *tmp);
+            memcpy(tmp + i * cols * n + q * cols, all + (q * rows + i) * cols,
+                   (size_t)cols * sizeof *tmp);
     free(mine); free(all);
     return rc ? mpi_fail(r, "allgather") : 0;
 }
@@ -637,26 +647,38 @@ static int cpu_alltoall(BackendRank *r, const CollArgs *c, void *srcp, void *dst
     return 0;
 }
 
+/* The members of the group a collective step runs on: its CpuGroup (NULL when the ranks were
+ * never grouped, or in a group of one), via *g, and the group's size. */
+static int coll_group_size(BackendRank *r, const CollArgs *c, CpuGroup **g) {
+    *g = r->grp[c->group];
+    return *g ? (*g)->n : c->group == GROUP_TP ? r->tp : 1;
+}
+
+/* allgather on any group of n members: src [rows, cols] (ld_src) of member q becomes dst's column
+ * block q (dst [rows, n*cols], ld_dst) on every member. */
 static int cpu_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst) {
-    int64_t rows = c->rows, cols = c->cols, t = r->tp;
+    CpuGroup *g;
+    int64_t rows = c->rows, cols = c->cols, t = coll_group_size(r, c, &g);
     float *tmp = scratch(r, (size_t)(rows * cols * t));
     if (!tmp) return rfail(r, "allgather: out of memory");
-    CpuGroup *g = r->grp[GROUP_TP];
     if (t > 1 && !g) return rfail(r, "allgather: the ranks were never grouped (group_init not called)");
-    if (t > 1 && g->mpi) {
-        if (mpi_allgather(r, c, src, tmp)) return -1;
+    int mpi = t > 1 && g->mpi;
+    if (mpi) {
+        if (mpi_allgather(r, g, c, src, tmp)) return -1;
     } else if (t > 1) {
-        g->ptr[r->gidx[GROUP_TP]] = src;
+        g->ptr[r->gidx[c->group]] = src;
         if (group_barrier(r->comm, g)) return rfail(r, "allgather abandoned: another rank failed");
     }
-    for (int q = 0; q < t && !(t > 1 && g->mpi); q++) {
+    for (int q = 0; q < t && !mpi; q++) {
         const float *s = t > 1 ? g->ptr[q] : src;
         for (int64_t i = 0; i < rows; i++)
             memcpy(tmp + i * cols * t + q * cols, s + i * c->ld_src, (size_t)cols * sizeof *tmp);
     }
-    if (t > 1 && !g->mpi && group_barrier(r->comm, g)) return rfail(r, "allgather abandoned: another rank failed");
+    if (t > 1 && !mpi && group_barrier(r->comm, g))
+        return rfail(r, "allgather abandoned: another rank failed");
     float *d = dst;
-    for (int64_t i = 0; i < rows; i++) memcpy(d + i * c->ld_dst, tmp + i * cols * t, (size_t)(cols * t) * sizeof *d);
+    for (int64_t i = 0; i < rows; i++)
+        memcpy(d + i * c->ld_dst, tmp + i * cols * t, (size_t)(cols * t) * sizeof *d);
     return 0;
 }
 
@@ -676,25 +698,29 @@ static int keep_grad_shard(BackendRank *r, const CollArgs *c, void *buf) {
     return rfail(r, "reduce_scatter at zero=2: buf is not a whole parameter gradient (plan generator bug)");
 }
 
-/* ZeRO-1: average over the dp group like allreduce, but write only this member's shard (ZeRO-2:
- * then keep only that shard, keep_grad_shard). */
+/* reduce_scatter on any group of n members: the sum (op=avg: the mean) of buf over the group, as
+ * allreduce adds it, written to this member's zero_shard of buf only. ZeRO's gradient reduction
+ * (c->zero_grad, group=dp) at zero=2 then keeps only that shard (keep_grad_shard). */
 static int cpu_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
-    CpuGroup *g = r->grp[GROUP_DP];
-    if (!g || g->n == 1) return 0;
+    CpuGroup *g;
+    int n = coll_group_size(r, c, &g), me = r->gidx[c->group];
+    if (n == 1) return 0;
+    if (!g) return rfail(r, "reduce_scatter: the ranks were never grouped (group_init not called)");
+    int zero2 = c->zero_grad && r->gsh;
     if (g->mpi) {
-        int rc = mpi_group_sum(r, g, r->gidx[GROUP_DP], c, buf, 0);
-        return rc || !r->gsh ? rc : keep_grad_shard(r, c, buf);
+        int rc = mpi_group_sum(r, g, me, c, buf, 0);
+        return rc || !zero2 ? rc : keep_grad_shard(r, c, buf);
     }
     int64_t lo, hi;
-    zero_shard(c->elems, r->gidx[GROUP_DP], g->n, &lo, &hi);
+    zero_shard(c->elems, me, n, &lo, &hi);
     float *sum = scratch(r, (size_t)(hi - lo) + 1);
     if (!sum) return rfail(r, "reduce_scatter: out of memory");
-    g->ptr[r->gidx[GROUP_DP]] = buf;
+    g->ptr[me] = buf;
     if (group_barrier(r->comm, g)) return rfail(r, "reduce_scatter abandoned: another rank failed");
-    ordered_sum(sum, g->ptr, lo, g->n, hi - lo, c->avg, wire16_of(r, c));
+    ordered_sum(sum, g->ptr, lo, n, hi - lo, c->avg, wire16_of(r, c));
     if (group_barrier(r->comm, g)) return rfail(r, "reduce_scatter abandoned: another rank failed");
     memcpy((float *)buf + lo, sum, (size_t)(hi - lo) * sizeof *sum);
-    return r->gsh ? keep_grad_shard(r, c, buf) : 0;
+    return zero2 ? keep_grad_shard(r, c, buf) : 0;
 }
 
 /* ZeRO-1: every member copies the other members' shards of buf into its own buf (over MPI: this

@@ -190,13 +190,10 @@ double flight_take_busy(Flight *f, int rank) {
 int64_t flight_plan_step(Flight *f, int rank, const Plan *p, int s) {
     const PlanStep *st = &p->steps_[s];
     const CollArgs *c = &st->coll;
-    int64_t n;
-    switch (st->kind) {
-    case ST_ALLREDUCE: case ST_REDUCE_SCATTER: case ST_GATHER_SHARDS: n = c->elems; break;
-    case ST_ALLGATHER: n = c->rows * c->cols; break;
-    case ST_ALLTOALL: n = c->experts * c->capacity * c->cols; break;
-    default: return -1;
-    }
+    const CollKindRow *row = ccat_kind(step_coll_kind(st->kind));
+    if (!row) return -1;
+    /* the payload per rank: buf's elems, or src [rows, cols] (alltoall: rows = experts*capacity) */
+    int64_t n = row->operands & CO_BUF ? c->elems : c->rows * c->cols;
     return flight_begin(f, rank, s, st->line, plan_step_kind_name(st->kind),
                         grid_group_name(c->group), n * (int64_t)plan_dtype_size(c->dtype));
 }

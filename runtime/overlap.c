@@ -47,22 +47,26 @@ static int step_accesses(const Plan *p, const PlanStep *st, Access *out, int max
     return n;
 }
 
-/* The memory a collective reads and writes: an all-reduce, a reduce-scatter or a gather_shards its
- * `elems` elements at buf (read and written), an all-gather its src (read) and dst (written). */
+/* The memory a collective reads and writes, by its catalog row's operands: buf its `elems`
+ * elements (read and written), src and map read, dst written. Returns the count (<= COLL_ACCESS). */
+#define COLL_ACCESS 4
 static int coll_accesses(const Plan *p, const PlanStep *st, Access *out) {
-    if (st->kind == ST_ALLREDUCE || st->kind == ST_REDUCE_SCATTER || st->kind == ST_GATHER_SHARDS) {
-        const PlanTensor *t = &p->tensors[st->coll.buf.tensor];
+    const CollArgs *c = &st->coll;
+    unsigned ops = ccat_kind(c->kind) ? ccat_kind(c->kind)->operands : 0;
+    int n = 0;
+    if (ops & CO_BUF) {
+        const PlanTensor *t = &p->tensors[c->buf.tensor];
         int64_t es = (int64_t)plan_dtype_size(t->dtype);
-        int64_t off0 = rank_int(st->coll.buf.off, 0), off1 = rank_int(st->coll.buf.off, p->tp - 1);
+        int64_t off0 = rank_int(c->buf.off, 0), off1 = rank_int(c->buf.off, p->tp - 1);
         int64_t base = t->kind == TK_ACT ? t->offset : 0;
-        Access a = {t->kind == TK_ACT ? 0 : 1 + st->coll.buf.tensor, base + (off0 < off1 ? off0 : off1) * es,
-                    base + ((off0 > off1 ? off0 : off1) + st->coll.elems) * es, 1};
-        out[0] = a;
-        return 1;
+        Access a = {t->kind == TK_ACT ? 0 : 1 + c->buf.tensor, base + (off0 < off1 ? off0 : off1) * es,
+                    base + ((off0 > off1 ? off0 : off1) + c->elems) * es, 1};
+        out[n++] = a;
     }
-    out[0] = operand_access(p, &st->coll.src, 0);
-    out[1] = operand_access(p, &st->coll.dst, 1);
-    return 2;
+    if (ops & CO_SRC) out[n++] = operand_access(p, &c->src, 0);
+    if (ops & CO_MAP) out[n++] = operand_access(p, &c->map, 0);
+    if (ops & CO_DST) out[n++] = operand_access(p, &c->dst, 1);
+    return n;
 }
 
 static int accesses_conflict(const Access *a, int na, const Access *b, int nb) {
@@ -81,7 +85,7 @@ static int accesses_conflict(const Access *a, int na, const Access *b, int nb) {
  * next pass: its first use is the first step in [0, end) that touches its param, or `end` (with
  * no_overlap 0, the pass's first step). */
 void overlap_first_use(const Plan *p, int end, int no_overlap, int *first_use) {
-    Access ca[2], sa[MAX_ACCESS];
+    Access ca[COLL_ACCESS], sa[MAX_ACCESS];
     for (int s = 0; s < p->nsteps; s++) first_use[s] = -1;
     for (int s = 0; s < p->nsteps; s++) {
         const PlanStep *st = &p->steps_[s];
@@ -103,7 +107,7 @@ static int is_compute(const PlanStep *st) { return st->kind <= ST_KERNEL; }
  * compute step t that does not touch collective c's memory and has no read/write dependence on any
  * step in [from, t). Adds their count and GEMM FLOPs. */
 static void movable_after(const Plan *p, int c, int from, int end, int *nsteps, double *flops) {
-    Access ca[2], ta[MAX_ACCESS], ua[MAX_ACCESS];
+    Access ca[COLL_ACCESS], ta[MAX_ACCESS], ua[MAX_ACCESS];
     int nc = coll_accesses(p, &p->steps_[c], ca);
     for (int t = from + 1; t < end; t++) {
         const PlanStep *st = &p->steps_[t];
@@ -124,7 +128,7 @@ static void movable_after(const Plan *p, int c, int from, int end, int *nsteps, 
  * feed it and that nothing after them up to c depends on: they could follow the collective's issue
  * and overlap it (e.g. a weight-gradient GEMM emitted between an input gradient and its all-reduce). */
 static void movable_before(const Plan *p, int c, int *nsteps, double *flops) {
-    Access ca[2], ta[MAX_ACCESS], ua[MAX_ACCESS];
+    Access ca[COLL_ACCESS], ta[MAX_ACCESS], ua[MAX_ACCESS];
     int nc = coll_accesses(p, &p->steps_[c], ca);
     for (int t = c - 1; t >= 0 && p->steps_[t].section == p->steps_[c].section; t--) {
         const PlanStep *st = &p->steps_[t];

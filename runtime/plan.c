@@ -923,95 +923,221 @@ static int line_kernel(Loader *L, Line *ln, KernelArgs *k) {
     return check_kernel_extents(L, k);
 }
 
-static int line_collective(Loader *L, Line *ln, CollArgs *c, int gather) {
-    const Plan *p = L->p;
+static PlanStep *new_step(Loader *L, int kind);
+
+/* ---- collective lines, read by their catalog row (common/collective_catalog.h) ---- */
+
+static const char *const SECTION_NAMES[] = {"forward", "backward", "optimizer"};
+
+/* The grid group (enum GridGroup) of a catalog group (CG_*). */
+static int grid_group_of(int cg) {
+    static const int grid[CG_COUNT] = {GROUP_TP, GROUP_DP, GROUP_EP, GROUP_EDP};
+    return grid[cg];
+}
+
+/* Members of grid group `group` in this plan's run (edp: the dp ranks holding the same experts). */
+static int64_t run_group_size(const Plan *p, int group) {
+    int ep = p->ep > 0 ? p->ep : 1;
+    switch (group) {
+    case GROUP_TP: return p->tp;
+    case GROUP_DP: return p->dp;
+    case GROUP_EP: return ep;
+    case GROUP_EDP: return p->dp / ep;
+    }
+    return 1;
+}
+
+/* "tp, dp, ep or edp": the names of the groups (or sections) in `bits`, for messages. */
+static void bit_names(unsigned bits, const char *const *names, int count, char *out, size_t n) {
+    int left = 0;
+    for (int i = 0; i < count; i++)
+        left += (bits >> i) & 1u;
+    out[0] = 0;
+    for (int i = 0; i < count; i++) {
+        if (!((bits >> i) & 1u)) continue;
+        left--;
+        size_t at = strlen(out);
+        snprintf(out + at, n - at, "%s%s", names[i], left > 1 ? ", " : left == 1 ? " or " : "");
+    }
+}
+
+/* group=NAME (default: the row's first group), checked against the row: the grid group, or -1. */
+static int coll_group(Loader *L, Line *ln, int ck) {
+    const CollKindRow *row = ccat_kind(ck);
+    const char *names[CG_COUNT], *v = get(ln, "group");
+    char allowed[64];
+    for (int i = 0; i < CG_COUNT; i++)
+        names[i] = ccat_group_name(i);
+    bit_names(row->groups, names, CG_COUNT, allowed, sizeof allowed);
+    int cg = 0;
+    while (!v && !((row->groups >> cg) & 1u))
+        cg++;
+    if (v && (cg = ccat_group_find(v)) < 0)
+        return fail(L,
+                    "%s: group=%s is not tp or dp (nor ep or edp), the groups a collective runs "
+                    "on: write group=%s",
+                    row->word, v, allowed);
+    if (!ccat_allows_group(ck, cg))
+        return fail(L, "%s: group=%s: %s runs on group=%s only: write one of those", row->word, v,
+                    row->word, allowed);
+    return grid_group_of(cg);
+}
+
+/* Keys every collective line may carry: the row's operands (buf= src= dst= map=), dtype=, dir=,
+ * tag=, group=. dtype= may be left out on gather_shards (the parameter's dtype). */
+static int coll_common(Loader *L, Line *ln, int ck, CollArgs *c) {
+    const CollKindRow *row = ccat_kind(ck);
+    static const char *const keys[] = {"buf", "src", "dst", "map"};
+    Operand *ops[] = {&c->buf, &c->src, &c->dst, &c->map};
     const char *v;
-    if (need_str(L, ln, "dtype", &v)) return -1;
-    if ((c->dtype = parse_dtype(v)) < 0) return fail(L, "%s: dtype=%s is unknown", ln->tok[0], v);
+    char where[64];
+    bit_names(row->sections, SECTION_NAMES, 3, where, sizeof where);
+    if (!((row->sections >> L->section) & 1u))
+        return fail(L, "%s belongs in the %s section, not the %s section: move the line there",
+                    row->word, where, SECTION_NAMES[L->section]);
+    for (int i = 0; i < 4; i++)
+        if ((row->operands >> i) & 1u)
+            if (need_str(L, ln, keys[i], &v) || parse_operand(L, v, ops[i])) return -1;
+    c->dtype = -1;
+    if ((v = get(ln, "dtype")) || ck != CK_GATHER_SHARDS) {
+        if (need_str(L, ln, "dtype", &v)) return -1;
+        if ((c->dtype = parse_dtype(v)) < 0)
+            return fail(L, "%s: dtype=%s is unknown (fp32, bf16, ...)", row->word, v);
+    }
     c->bwd = 0;
     if ((v = get(ln, "dir"))) {
-        if (!strcmp(v, "bwd")) c->bwd = 1;
-        else if (strcmp(v, "fwd")) return fail(L, "%s: dir=%s is not fwd or bwd", ln->tok[0], v);
+        if (!strcmp(v, "bwd"))
+            c->bwd = 1;
+        else if (strcmp(v, "fwd"))
+            return fail(L, "%s: dir=%s is not fwd or bwd", row->word, v);
     }
     copy_name(c->tag, sizeof c->tag, get(ln, "tag"));
-    c->group = GROUP_TP;
-    if ((v = get(ln, "group")) && ((c->group = grid_group_parse(v)) < 0 || c->group == GROUP_PP || c->group == GROUP_EP))
-        return fail(L, "%s: group=%s is not tp or dp (or edp, the expert gradients of an ep plan)", ln->tok[0], v);
-    if (c->group == GROUP_EDP && (gather || L->section != 1))
-        return fail(L, "%s: group=edp is for the expert gradients' all-reduce in the backward section", ln->tok[0]);
+    c->bucket = -1;
+    return (c->group = coll_group(L, ln, ck)) < 0 ? -1 : 0;
+}
+
+/* micro=last, bucket=K and scale=S (allreduce, allgather, reduce_scatter). */
+static int coll_options(Loader *L, Line *ln, CollArgs *c) {
+    const char *v, *word = ln->tok[0];
     c->scale = 0;
     if (get(ln, "scale")) {
-        if (need_f64(L, ln, "scale", &c->scale) ) return -1;
-        if (!(c->scale > 0) || c->group != GROUP_EDP) return fail(L, "%s: scale=%s: a positive factor, on group=edp steps only", ln->tok[0], get(ln, "scale"));
+        if (need_f64(L, ln, "scale", &c->scale)) return -1;
+        if (!(c->scale > 0) || c->group != GROUP_EDP)
+            return fail(L, "%s: scale=%s: a positive factor, on group=edp steps only", word,
+                        get(ln, "scale"));
     }
     c->last_micro = 0;
     if ((v = get(ln, "micro"))) {
-        if (strcmp(v, "last")) return fail(L, "%s: micro=%s: the only value is micro=last", ln->tok[0], v);
+        if (strcmp(v, "last"))
+            return fail(L, "%s: micro=%s: the only value is micro=last", word, v);
         c->last_micro = 1;
     }
     int64_t bucket = -1;
     if (get(ln, "bucket") && need_i64(L, ln, "bucket", &bucket, 0)) return -1;
     c->bucket = (int)bucket;
-    if (c->group == GROUP_DP && gather) return fail(L, "allgather: group=dp is not supported (dp steps are all-reduces)");
-    if (c->group == GROUP_DP && L->section != 1)
-        return fail(L, "%s: group=dp belongs in the backward section (data-parallel gradient reduction)", ln->tok[0]);
-    if (!gather) {
-        if (need_str(L, ln, "buf", &v) || parse_operand(L, v, &c->buf) || need_i64(L, ln, "elems", &c->elems, 1)) return -1;
-        c->avg = 0;
-        if ((v = get(ln, "op")) && strcmp(v, "sum")) {
-            if (strcmp(v, "avg")) return fail(L, "allreduce: op=%s is not supported (sum or avg)", v);
-            c->avg = 1;
-        }
-        if ((c->group == GROUP_DP || c->group == GROUP_EDP) && p->tensors[c->buf.tensor].kind != TK_GRAD)
-            return fail(L, "allreduce group=dp: buf=%s is not a parameter gradient (d.NAME)", p->tensors[c->buf.tensor].name);
-        if (check_view(L, p, &c->buf, 1, c->elems, c->elems, 0, "allreduce buf") || check_live(L, p, &c->buf)) return -1;
-        /* a dp reduction of an fp32 gradient may travel as bf16 (parallel.dp_dtype) */
-        int wire_bf16 = c->group == GROUP_DP && c->dtype == PDT_BF16 && p->tensors[c->buf.tensor].dtype == PDT_FP32;
-        if (p->tensors[c->buf.tensor].dtype != c->dtype && !wire_bf16)
-            return fail(L, "allreduce: dtype does not match buffer %s's dtype", p->tensors[c->buf.tensor].name);
-        return 0;
+    return 0;
+}
+
+/* allreduce | reduce_scatter buf= elems= [op=sum|avg]: buf [elems] on any group. group=dp and
+ * group=edp all-reduces are gradient reductions (backward, d.NAME); a reduce_scatter group=dp of a
+ * parameter gradient in a zero plan is ZeRO's (zero_grad: at zero=2 the backend keeps its shard
+ * only, so buf must be the whole gradient). */
+static int coll_reduce(Loader *L, Line *ln, int ck, CollArgs *c) {
+    const Plan *p = L->p;
+    const char *v, *word = ln->tok[0];
+    if (coll_options(L, ln, c) || need_i64(L, ln, "elems", &c->elems, 1)) return -1;
+    c->avg = 0;
+    if ((v = get(ln, "op")) && strcmp(v, "sum")) {
+        if (strcmp(v, "avg")) return fail(L, "%s: op=%s is not supported (sum or avg)", word, v);
+        c->avg = 1;
     }
-    if (need_str(L, ln, "src", &v) || parse_operand(L, v, &c->src) || need_str(L, ln, "dst", &v) || parse_operand(L, v, &c->dst) ||
-        need_i64(L, ln, "rows", &c->rows, 1) || need_i64(L, ln, "cols", &c->cols, 1))
+    const PlanTensor *bt = &p->tensors[c->buf.tensor];
+    int grad = bt->kind == TK_GRAD, dp = c->group == GROUP_DP || c->group == GROUP_EDP;
+    c->zero_grad = ck == CK_REDUCE_SCATTER && c->group == GROUP_DP && p->zero && grad;
+    if (ck == CK_ALLREDUCE && dp && !grad)
+        return fail(L, "allreduce group=%s: buf=%s is not a parameter gradient (d.NAME)",
+                    grid_group_name(c->group), bt->name);
+    if ((c->zero_grad || (ck == CK_ALLREDUCE && dp)) && L->section != 1)
+        return fail(L, "%s group=%s of gradient %s belongs in the backward section", word,
+                    grid_group_name(c->group), bt->name);
+    if (c->zero_grad && p->zero == 2 &&
+        (c->elems != numel(bt) || c->buf.off.base || c->buf.off.per_rank))
+        return fail(L,
+                    "reduce_scatter group=dp at zero=2: buf=%s must be the whole gradient "
+                    "(elems=%lld, no offset): the rank keeps only its shard of it",
+                    bt->name, (long long)numel(bt));
+    if (check_view(L, p, &c->buf, 1, c->elems, c->elems, 0,
+                   ck == CK_ALLREDUCE ? "allreduce buf" : "reduce_scatter buf") ||
+        check_live(L, p, &c->buf))
         return -1;
-    c->ld_src = c->cols; c->ld_dst = c->cols * p->tp;
-    if ((get(ln, "ld_src") && need_i64(L, ln, "ld_src", &c->ld_src, 1)) || (get(ln, "ld_dst") && need_i64(L, ln, "ld_dst", &c->ld_dst, 1)))
+    /* a dp reduction of an fp32 gradient may travel as bf16 (parallel.dp_dtype) */
+    int wire_bf16 = c->group == GROUP_DP && c->dtype == PDT_BF16 && bt->dtype == PDT_FP32;
+    if (bt->dtype != c->dtype && !wire_bf16)
+        return fail(L, "%s: dtype does not match buffer %s's dtype", word, bt->name);
+    return 0;
+}
+
+/* allgather src= dst= rows= cols= [ld_src= ld_dst=]: src [rows, cols] -> dst [rows, cols*n], n the
+ * group's size in the run (tp, dp, ep, or dp/ep for edp). */
+static int coll_allgather(Loader *L, Line *ln, CollArgs *c) {
+    const Plan *p = L->p;
+    if (coll_options(L, ln, c) || need_i64(L, ln, "rows", &c->rows, 1) ||
+        need_i64(L, ln, "cols", &c->cols, 1))
+        return -1;
+    int64_t n = run_group_size(p, c->group), wide;
+    if (ck_mul(c->cols, n, &wide))
+        return fail(L, "allgather: cols=%lld x %lld ranks is out of range", (long long)c->cols,
+                    (long long)n);
+    c->ld_src = c->cols;
+    c->ld_dst = wide;
+    if ((get(ln, "ld_src") && need_i64(L, ln, "ld_src", &c->ld_src, 1)) ||
+        (get(ln, "ld_dst") && need_i64(L, ln, "ld_dst", &c->ld_dst, 1)))
         return -1;
     if (check_view(L, p, &c->src, c->rows, c->cols, c->ld_src, 0, "allgather src") ||
-        check_view(L, p, &c->dst, c->rows, c->cols * p->tp, c->ld_dst, 0, "allgather dst") ||
+        check_view(L, p, &c->dst, c->rows, wide, c->ld_dst, 0, "allgather dst") ||
         check_live(L, p, &c->src) || check_live(L, p, &c->dst))
         return -1;
     if (p->tensors[c->src.tensor].dtype != c->dtype || p->tensors[c->dst.tensor].dtype != c->dtype)
-        return fail(L, "allgather: dtype does not match the dtypes of %s and %s", p->tensors[c->src.tensor].name,
-                    p->tensors[c->dst.tensor].name);
+        return fail(L, "allgather: dtype does not match the dtypes of %s and %s",
+                    p->tensors[c->src.tensor].name, p->tensors[c->dst.tensor].name);
+    return 0;
+}
+
+/* gather_shards buf= elems= [dtype=] [group=dp]: after 'optimizer adamw' in a zero plan, buf a
+ * whole parameter. */
+static int coll_gather_shards(Loader *L, Line *ln, CollArgs *c) {
+    const Plan *p = L->p;
+    if (!L->saw_optimizer_line)
+        return fail(L, "gather_shards: belongs after the 'optimizer adamw' line: move it below");
+    if (!p->zero)
+        return fail(L,
+                    "gather_shards: only in a zero=1 or zero=2 plan (the run line has no zero=)");
+    if (need_i64(L, ln, "elems", &c->elems, 1)) return -1;
+    const PlanTensor *bt = &p->tensors[c->buf.tensor];
+    if (bt->kind != TK_PARAM || c->elems != bt->rows * bt->cols || c->buf.off.base ||
+        c->buf.off.per_rank)
+        return fail(L, "gather_shards: buf=%s must be a whole parameter (elems=%lld)", bt->name,
+                    (long long)(bt->rows * bt->cols));
+    if (c->dtype >= 0 && c->dtype != bt->dtype)
+        return fail(L, "gather_shards: dtype=%s is not %s's dtype", get(ln, "dtype"), bt->name);
+    c->dtype = bt->dtype;
     return 0;
 }
 
 /* alltoall src= dst= map= experts= capacity= cols= way=out|back dtype= group=ep dir= tag= */
-static int line_alltoall(Loader *L, Line *ln, CollArgs *c) {
+static int coll_alltoall(Loader *L, Line *ln, CollArgs *c) {
     const Plan *p = L->p;
     const char *v;
-    if (need_str(L, ln, "dtype", &v)) return -1;
-    if ((c->dtype = parse_dtype(v)) < 0) return fail(L, "alltoall: dtype=%s is unknown", v);
-    c->bwd = 0;
-    if ((v = get(ln, "dir"))) {
-        if (!strcmp(v, "bwd")) c->bwd = 1;
-        else if (strcmp(v, "fwd")) return fail(L, "alltoall: dir=%s is not fwd or bwd", v);
-    }
-    copy_name(c->tag, sizeof c->tag, get(ln, "tag"));
-    if (!(v = get(ln, "group")) || strcmp(v, "ep")) return fail(L, "alltoall: runs on group=ep only (got %s)", v ? v : "none");
-    c->group = GROUP_EP;
-    c->bucket = -1;
-    if (L->section > 1) return fail(L, "alltoall belongs in the forward or backward section");
     if (need_str(L, ln, "way", &v)) return -1;
-    if (strcmp(v, "out") && strcmp(v, "back")) return fail(L, "alltoall: way=%s is not out or back", v);
+    if (strcmp(v, "out") && strcmp(v, "back"))
+        return fail(L, "alltoall: way=%s is not out or back", v);
     c->way = v[0] == 'b';
-    if (need_str(L, ln, "src", &v) || parse_operand(L, v, &c->src) || need_str(L, ln, "dst", &v) || parse_operand(L, v, &c->dst) ||
-        need_str(L, ln, "map", &v) || parse_operand(L, v, &c->map) || need_i64(L, ln, "experts", &c->experts, 1) ||
+    if (need_i64(L, ln, "experts", &c->experts, 1) ||
         need_i64(L, ln, "capacity", &c->capacity, 1) || need_i64(L, ln, "cols", &c->cols, 1))
         return -1;
     if (c->experts % p->ep)
-        return fail(L, "alltoall: experts=%lld are not divisible by the run's ep=%d", (long long)c->experts, p->ep);
+        return fail(L, "alltoall: experts=%lld are not divisible by the run's ep=%d",
+                    (long long)c->experts, p->ep);
     if (ck_mul(c->experts, c->capacity, &c->rows) || c->rows > ((int64_t)1 << 40))
         return fail(L, "alltoall: experts=%lld x capacity=%lld is out of range",
                     (long long)c->experts, (long long)c->capacity);
@@ -1020,11 +1146,29 @@ static int line_alltoall(Loader *L, Line *ln, CollArgs *c) {
         check_view(L, p, &c->map, 1, c->rows, c->rows, 0, "alltoall map") ||
         check_live(L, p, &c->src) || check_live(L, p, &c->dst) || check_live(L, p, &c->map))
         return -1;
-    if (p->tensors[c->map.tensor].dtype != PDT_FP32) return fail(L, "alltoall: map=%s must be fp32 (the router's src)", p->tensors[c->map.tensor].name);
+    if (p->tensors[c->map.tensor].dtype != PDT_FP32)
+        return fail(L, "alltoall: map=%s must be fp32 (the router's src)",
+                    p->tensors[c->map.tensor].name);
     if (p->tensors[c->src.tensor].dtype != c->dtype || p->tensors[c->dst.tensor].dtype != c->dtype)
-        return fail(L, "alltoall: dtype does not match the dtypes of %s and %s", p->tensors[c->src.tensor].name,
-                    p->tensors[c->dst.tensor].name);
+        return fail(L, "alltoall: dtype does not match the dtypes of %s and %s",
+                    p->tensors[c->src.tensor].name, p->tensors[c->dst.tensor].name);
     return 0;
+}
+
+/* A collective line (its first word a catalog row's): the common keys, then the kind's shapes. */
+static int line_coll_step(Loader *L, Line *ln, int ck) {
+    PlanStep *s = new_step(L, ST_COLL_FIRST + ck);
+    if (!s || coll_common(L, ln, ck, &s->coll)) return -1;
+    int rc = -1;
+    switch (ck) {
+    case CK_ALLREDUCE:
+    case CK_REDUCE_SCATTER: rc = coll_reduce(L, ln, ck, &s->coll); break;
+    case CK_ALLGATHER: rc = coll_allgather(L, ln, &s->coll); break;
+    case CK_GATHER_SHARDS: rc = coll_gather_shards(L, ln, &s->coll); break;
+    case CK_ALLTOALL: rc = coll_alltoall(L, ln, &s->coll); break;
+    default: rc = fail(L, "%s: the loader has no shape rules for this collective", ln->tok[0]);
+    }
+    return rc || no_unused(L, ln, 1);
 }
 
 static PlanStep *new_step(Loader *L, int kind) {
@@ -1044,24 +1188,13 @@ static int line_step(Loader *L, Line *ln) {
     const char *w = ln->tok[0];
     if (L->pending_members && strcmp(w, "member"))
         return fail(L, "grouped_gemm: %d member line(s) missing before this line", L->pending_members);
+    int ck = ccat_find(w);
+    if (ck >= 0) {
+        int rc = line_coll_step(L, ln, ck);
+        if (L->section < 2) L->step_index++;
+        return rc ? -1 : 0;
+    }
     if (L->section == 2) {
-        if (!strcmp(w, "gather_shards")) {
-            if (!L->saw_optimizer_line) return fail(L, "gather_shards: belongs after the 'optimizer adamw' line");
-            if (!p->zero) return fail(L, "gather_shards: only in a zero=1 or zero=2 plan (the run line has no zero=)");
-            PlanStep *gs = new_step(L, ST_GATHER_SHARDS);
-            if (!gs) return -1;
-            const char *v;
-            if (need_str(L, ln, "buf", &v) || parse_operand(L, v, &gs->coll.buf) || need_i64(L, ln, "elems", &gs->coll.elems, 1))
-                return -1;
-            const PlanTensor *bt = &p->tensors[gs->coll.buf.tensor];
-            if (bt->kind != TK_PARAM || gs->coll.elems != bt->rows * bt->cols || gs->coll.buf.off.base || gs->coll.buf.off.per_rank)
-                return fail(L, "gather_shards: buf=%s must be a whole parameter (elems=%lld)", bt->name, (long long)(bt->rows * bt->cols));
-            if ((v = get(ln, "group")) && strcmp(v, "dp")) return fail(L, "gather_shards: group=%s: runs on the dp group only", v);
-            if ((v = get(ln, "dtype")) && parse_dtype(v) != bt->dtype) return fail(L, "gather_shards: dtype=%s is not %s's dtype", v, bt->name);
-            gs->coll.group = GROUP_DP;
-            gs->coll.bucket = -1;
-            return no_unused(L, ln, 1);
-        }
         if (strcmp(w, "optimizer")) return fail(L, "section optimizer holds the 'optimizer adamw' line (and gather_shards), not '%s'", w);
         if (ln->n < 2 || strcmp(ln->tok[1], "adamw")) return fail(L, "optimizer: only 'optimizer adamw' is supported");
         if (L->saw_optimizer_line) return fail(L, "optimizer line given twice");
@@ -1107,18 +1240,6 @@ static int line_step(Loader *L, Line *ln) {
         s->kernel = calloc(1, sizeof *s->kernel);
         if (!s->kernel) return fail(L, "out of memory");
         rc = line_kernel(L, ln, s->kernel);
-    } else if (!strcmp(w, "allreduce") || !strcmp(w, "allgather")) {
-        int g = w[3] == 'g';
-        if (!(s = new_step(L, g ? ST_ALLGATHER : ST_ALLREDUCE))) return -1;
-        rc = line_collective(L, ln, &s->coll, g) || no_unused(L, ln, 1);
-    } else if (!strcmp(w, "reduce_scatter")) {
-        if (!(s = new_step(L, ST_REDUCE_SCATTER))) return -1;
-        rc = line_collective(L, ln, &s->coll, 0) || no_unused(L, ln, 1);
-        if (!rc && (s->coll.group != GROUP_DP || !p->zero))
-            return fail(L, "reduce_scatter: only group=dp in a zero=1 or zero=2 plan (ZeRO gradient reduction)");
-    } else if (!strcmp(w, "alltoall")) {
-        if (!(s = new_step(L, ST_ALLTOALL))) return -1;
-        rc = line_alltoall(L, ln, &s->coll) || no_unused(L, ln, 1);
     } else if (!strcmp(w, "save")) {
         if (!(s = new_step(L, ST_SAVE))) return -1;
         const char *v;
@@ -1143,7 +1264,7 @@ static int line_step(Loader *L, Line *ln) {
 }
 
 static int line_section(Loader *L, Line *ln) {
-    static const char *names[] = {"forward", "backward", "optimizer"};
+    const char *const *names = SECTION_NAMES;
     if (ln->n != 2) return fail(L, "section: expected 'section forward|backward|optimizer'");
     if (L->pending_members) return fail(L, "grouped_gemm: %d member line(s) missing", L->pending_members);
     int want = L->section + 1;

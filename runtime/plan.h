@@ -128,8 +128,10 @@ typedef struct {
     int64_t elems;            /* allreduce */
     int64_t rows, cols, ld_src, ld_dst;   /* allgather */
     int dtype, bwd;           /* bwd: dir=bwd */
-    int group;                /* enum GridGroup (runtime/grid.h): group=tp (the default) or group=dp */
+    int group;                /* enum GridGroup (runtime/grid.h): tp (the default), dp, ep, edp */
     int avg;                  /* op=avg: the sum over the group divided by its size */
+    int zero_grad;            /* reduce_scatter group=dp of a gradient in a zero plan: ZeRO's
+                               * gradient reduction (zero=2: the rank keeps only its shard) */
     double scale;             /* scale=S (group=edp expert gradients): the sum times S; 0: none */
     Operand map;              /* ST_ALLTOALL: the token side's [1, E*C] slot -> token table (fp32, < 0: empty) */
     int64_t experts, capacity;/* ST_ALLTOALL: E and C (rows = E*C; cols = the row width) */

@@ -8,6 +8,7 @@
 #include "tests/unit/testlib.h"
 #include "tests/unit/test_plan_tiny.h"
 #include "runtime/runtime.h"
+#include "runtime/grid.h"
 
 static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -58,6 +59,88 @@ static int line_of(const char *text, const char *needle) {
     int line = 1;
     for (const char *s = text; s < at; s++) line += *s == '\n';
     return line;
+}
+
+/* The text with `from` replaced by `to` (both edits, when from2 is set), loaded; NULL with err. */
+static Plan *load_edited(const char *text, const char *from, const char *to, const char *from2,
+                         const char *to2, char *err, size_t errlen) {
+    const char *edits[2][2] = {{from, to}, {from2, to2}};
+    char *s = strdup(text);
+    for (int e = 0; e < 2 && edits[e][0]; e++) {
+        char *at = strstr(s, edits[e][0]);
+        if (!at) {
+            snprintf(err, errlen, "test setup: '%s' not in the plan", edits[e][0]);
+            free(s);
+            return NULL;
+        }
+        size_t n = strlen(s), fl = strlen(edits[e][0]), tl = strlen(edits[e][1]);
+        char *t = malloc(n - fl + tl + 1);
+        memcpy(t, s, (size_t)(at - s));
+        memcpy(t + (at - s), edits[e][1], tl);
+        memcpy(t + (at - s) + tl, at + fl, n - (size_t)(at - s) - fl + 1);
+        free(s);
+        s = t;
+    }
+    return plan_parse_text("build/tmp/plan_edited.txt", s, err, errlen); /* takes s */
+}
+
+/* Collective lines read by the catalog: reduce_scatter and allgather on any group (allgather's dst
+ * as wide as cols times the group's size), and the refusals (a group that is no collective group,
+ * a kind off its sections or groups), each naming the line. */
+static void test_collective_groups(const char *text) {
+    const char *ag = "dir=fwd tag=loss", *ar = "allreduce buf=dxn elems=64 dtype=fp32 op=sum";
+    char err[1024] = "";
+    Plan *p =
+        load_edited(text, ag, "dir=fwd group=dp tag=loss", " dp=1 ", " dp=2 ", err, sizeof err);
+    int s = p ? 4 : -1;
+    CHECK(p && p->steps_[s].kind == ST_ALLGATHER && p->steps_[s].coll.group == GROUP_DP &&
+              p->steps_[s].coll.ld_dst == 6,
+          "allgather group=dp at dp=2 (dst 3 x 2 columns) loads", "%s", p ? "wrong step" : err);
+    plan_free(p);
+    char at_line[32];
+    snprintf(at_line, sizeof at_line, ":%d: ", line_of(text, "allgather"));
+    p = load_edited(text, ag, "dir=fwd group=dp tag=loss", " dp=1 ", " dp=4 ", err, sizeof err);
+    CHECK(!p && strstr(err, "allgather dst") && strstr(err, at_line),
+          "allgather group=dp at dp=4 wants dst 3 x 4 columns: the 6-wide stats_all is refused",
+          "%s", p ? "loaded" : err);
+    plan_free(p);
+    static const char *const groups[] = {"tp", "dp", "edp", "ep"};
+    for (int g = 0; g < 4; g++) {
+        char to[128], name[128];
+        snprintf(to, sizeof to, "reduce_scatter buf=dxn elems=64 dtype=fp32 op=avg group=%s",
+                 groups[g]);
+        p = load_edited(text, ar, to, NULL, NULL, err, sizeof err);
+        int i = p ? 8 : -1;
+        snprintf(name, sizeof name, "reduce_scatter group=%s (an activation, no zero) loads",
+                 groups[g]);
+        CHECK(p && p->steps_[i].kind == ST_REDUCE_SCATTER && p->steps_[i].coll.avg &&
+                  p->steps_[i].coll.group == grid_group_parse(groups[g]) &&
+                  !p->steps_[i].coll.zero_grad,
+              name, "%s", p ? "wrong step" : err);
+        plan_free(p);
+    }
+    int ln = line_of(text, "allreduce");
+    expect_bad(text, ar, "reduce_scatter buf=dxn elems=64 dtype=fp32 group=pp",
+               "group=pp is not tp or dp", ln,
+               "reduce_scatter group=pp is refused (pp is no collective group)");
+    expect_bad(text, ag, "dir=fwd group=rows tag=loss", "group=rows is not tp or dp",
+               line_of(text, "allgather"), "allgather with an unknown group is refused");
+    expect_bad(text, ar, "gather_shards buf=head elems=64 dtype=fp32",
+               "gather_shards belongs in the optimizer section", ln,
+               "gather_shards outside the optimizer section is refused");
+    expect_bad(text, "optimizer adamw\n",
+               "optimizer adamw\ngather_shards buf=head elems=64 group=tp\n",
+               "runs on group=dp only", line_of(text, "optimizer adamw") + 1,
+               "gather_shards off group=dp is refused");
+    expect_bad(text, ar, "allreduce buf=dxn elems=64 dtype=fp32 group=dp",
+               "is not a parameter gradient", ln, "allreduce group=dp of an activation is refused");
+    expect_bad(text, "optimizer adamw\n",
+               "optimizer adamw\nallgather src=stats dst=stats_all rows=8 cols=3 dtype=fp32\n",
+               "allgather belongs in the forward or backward section",
+               line_of(text, "optimizer adamw") + 1,
+               "a collective in the optimizer section (other than gather_shards) is refused");
+    expect_bad(text, ar, "reduce_scatter buf=dxn elems=64 dtype=fp32 op=max",
+               "op=max is not supported", ln, "reduce_scatter op=max is refused");
 }
 
 int main(void) {
@@ -145,6 +228,8 @@ int main(void) {
                "not a multiple of its element size", line_of(text, "buffer dx "), "a misaligned buffer offset");
     expect_bad(text, "grouped_gemm count=2", "grouped_gemm count=3", "1 member line(s) missing", line_of(text, "allreduce"),
                "grouped_gemm with a member missing");
+
+    test_collective_groups(text);
 
     /* fuzz: truncations and byte flips give an error or a plan, never a crash */
     int loaded = 0, refused = 0, bad_msg = 0;
