@@ -389,7 +389,7 @@ static int dp_end(BackendRank *r, const char *what) {
 
 /* Multi-process mode: buf (elems n) summed (op=avg: averaged) over the step's group of size m,
  * this member (index i) receiving its shard [lo, hi) (zero_shard) in place; the rest of buf keeps
- * its local values (ZeRO-2, a dp gradient: the shard goes to gshard and buf is zeroed). NCCL's
+ * its local values (ZeRO-2, the plan's zero_grad: the shard goes to gshard, buf is zeroed). NCCL's
  * reduce-scatter needs equal blocks and gives member i the i-th: the input is staged in dp_buf
  * padded to m*s (s = ceil(n/m); the padding's results are not used), the shard comes back from
  * dp_buf[m*s ..]. The wire is the buffer's dtype, or bf16 on an fp32 buffer (staged as bf16). All
@@ -418,8 +418,7 @@ static int reduce_scatter_on_comm(BackendRank *r, const CollArgs *c, void *buf) 
     NCCL(r, nccl.ncclReduceScatter((void *)(uintptr_t)in, (void *)(uintptr_t)out, (size_t)s,
                                    nccl_dtype(c->dtype), op, g.comm, r->comm));
     cnt = hi - lo;
-    /* zero=2: a dp gradient's shard to gshard, buf zeroed after */
-    int keep = r->gshard && B->kind == TK_GRAD && c->group == GROUP_DP;
+    int keep = r->gshard && c->zero_grad;   /* zero=2: the shard to gshard, buf zeroed after */
     if (cnt > 0) {
         CUdeviceptr dst = keep ? r->gshard + (size_t)r->state_off[B->param] * 4
                                : x + (size_t)lo * bes;
@@ -470,7 +469,7 @@ static int cuda_reduce_scatter_issue(BackendRank *r, int step, const CollArgs *c
     CU(r, api.cuEventRecord(done, r->comm));
     r->comm_used = 1;
     /* zero=2: the gradient's memory goes to a later one (grad_work_layout): compute waits now */
-    if (r->gshard && c->group == GROUP_DP) CU(r, api.cuStreamWaitEvent(r->stream, done, 0));
+    if (r->gshard && c->zero_grad) CU(r, api.cuStreamWaitEvent(r->stream, done, 0));
     if (r->sync_steps) return host_wait(r, r->comm, "a reduce-scatter (BOOST_CUDA_SYNC=1)");
     return 0;
 }
