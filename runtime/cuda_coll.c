@@ -170,14 +170,15 @@ static int world_edp_allreduce_on(BackendRank *r, CUstream s, const CollArgs *c,
     return launch_on(r, s, "boost_scale_fp32", blocks, 256, 0, args);
 }
 
-/* Multi-process mode: all-reduce buf on stream s over the group the step names (group=dp: the dp
- * communicator; op=avg: ncclAvg). A bf16 wire on an fp32 buffer (parallel.dp_dtype = "bf16") goes
+/* Multi-process mode: all-reduce buf on stream s over the group the step names (its communicator,
+ * group_view; op=avg: ncclAvg). A bf16 wire on an fp32 buffer (parallel.dp_dtype = "bf16") goes
  * through dp_buf: rounded to bf16, reduced in bf16, widened back, as the CPU backend's rounding. */
 static int world_allreduce_on(BackendRank *r, CUstream s, const CollArgs *c, void *buf) {
     if (c->group == GROUP_EDP) return world_edp_allreduce_on(r, s, c, buf);
-    ncclComm_t comm = c->group == GROUP_DP ? r->dp_comm : r->nccl_comm;
-    if (c->group == GROUP_DP && r->dp <= 1) return 0;
-    if (!comm) return rfail(r, "rank %d: no NCCL communicator for the %s group", r->wrank, grid_group_name(c->group));
+    GroupView g = group_view(r, c->group);   /* group=ep too */
+    if (c->group != GROUP_TP && g.n <= 1) return 0;
+    ncclComm_t comm = g.comm;
+    if (!comm) return no_comm(r, c->group);
     int op = c->avg ? NCCL_AVG_ : NCCL_SUM_, bufdt = r->p->tensors[c->buf.tensor].dtype;
     long long n = c->elems;
     if (c->dtype == bufdt) {
