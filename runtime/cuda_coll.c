@@ -1,11 +1,63 @@
-/* cuda_coll.c: the CUDA backend's collectives: all-reduce, all-gather (local mode: a barrier and a
- * summing kernel; multi-process mode: NCCL), issued on the collectives' stream for the executor's
- * overlap or completed at once; expert parallelism's all-to-all; ZeRO-1's reduce-scatter and
- * gather of updated shards. */
+/* cuda_coll.c: the CUDA backend's collectives: all-reduce, all-gather and reduce-scatter on any
+ * group (local mode: a barrier and a summing kernel or copies; multi-process mode: NCCL on the
+ * group's communicator), issued on the collectives' stream for the executor's overlap or completed
+ * at once; expert parallelism's all-to-all; ZeRO's gather of updated shards. */
 #include "runtime/cuda_internal.h"
 
 static int dp_begin(BackendRank *r);
 static int dp_end(BackendRank *r, const char *what);
+
+/* The group a collective runs on (enum GridGroup) as this rank sees it: its size n, this rank's
+ * index in it and, in multi-process mode, its NCCL communicator. In local mode (ranks as threads of
+ * one process, dp = 1) only the tp group has more than one member. */
+typedef struct { int n, me; ncclComm_t comm; } GroupView;
+static GroupView group_view(const BackendRank *r, int group) {
+    GroupView v = {1, 0, NULL};
+    if (group < 0 || group >= GROUP_COUNT) return v;
+    if (!r->world) {
+        if (group == GROUP_TP && r->group) { v.n = r->group->tp; v.me = r->rank; }
+        return v;
+    }
+    v.n = r->gsize[group] > 0 ? r->gsize[group] : 1;
+    v.me = r->gidx[group];
+    /* without expert parallelism the edp group is the dp group (no edp split is made) */
+    v.comm = group == GROUP_TP ? r->nccl_comm : group == GROUP_DP ? r->dp_comm
+           : group == GROUP_EP ? r->ep_comm
+           : group == GROUP_EDP ? (r->edp_comm ? r->edp_comm : r->dp_comm) : NULL;
+    return v;
+}
+
+static int64_t blocks_for(int64_t n) {
+    int64_t b = (n + 255) / 256;
+    return b < 1 ? 1 : b > 4096 ? 4096 : b;
+}
+
+/* Local mode's reduce-scatter is the tp group's all-reduce (every member then holds the whole sum;
+ * the catalog leaves the rest of buf unspecified), op=avg: each member's buffer (fp32, n elements)
+ * then times 1/members. */
+static int scale_members(BackendRank *r, CUstream s, const CUdeviceptr *bufs, int members,
+                         long long n) {
+    float sc = 1.0f / (float)members;
+    for (int q = 0; q < members; q++) {
+        CUdeviceptr x = bufs[q];
+        void *args[] = {&x, &sc, &n};
+        if (launch_on(r, s, "boost_scale_fp32", blocks_for(n), 256, 0, args)) return -1;
+    }
+    return 0;
+}
+static int local_rs_check(BackendRank *r, const CollArgs *c) {
+    const PlanTensor *B = &r->p->tensors[c->buf.tensor];
+    if (c->dtype != B->dtype || (c->avg && B->dtype != PDT_FP32))
+        return rfail(r, "reduce_scatter of %s over group=tp in one process: its wire dtype must be "
+                     "the buffer's, and op=avg needs an fp32 buffer (or launch one process per "
+                     "GPU: BOOST_WORLD_SIZE, mpirun, srun)", B->name);
+    return 0;
+}
+
+static int no_comm(BackendRank *r, int group) {
+    return rfail(r, "rank %d: no NCCL communicator for the %s group", r->wrank,
+                 grid_group_name(group));
+}
 
 static int group_barrier(CudaGroup *g) {
     if (!g || g->tp <= 1) return 0;
@@ -19,17 +71,24 @@ static int group_barrier(CudaGroup *g) {
     return ab ? -1 : 0;
 }
 
-/* src [rows, cols] with row pitch ld_src -> dst [rows, tp*cols] with pitch ld_dst, rank q's block at
- * column q*cols: packed into coll_buf's last slot, gathered into slots 0..tp-1, then placed; all on
- * stream s, which must be the only one using coll_buf. */
+/* src [rows, cols] with row pitch ld_src -> dst [rows, n*cols] with pitch ld_dst over the step's
+ * group of n, member q's block at column q*cols: packed into coll_buf's last slot, gathered into
+ * slots 0..n-1 (NCCL's output is member-major), then placed; all on stream s, which must be the
+ * only one using coll_buf. A group of one: a copy. */
 static int world_allgather_on(BackendRank *r, CUstream s, const CollArgs *c, void *src, void *dst) {
+    GroupView g = group_view(r, c->group);
     size_t es = plan_dtype_size(c->dtype), block = (size_t)(c->rows * c->cols) * es;
-    if (block * (r->tp + 1) > r->coll_bytes) return rfail(r, "all-gather of %zu bytes exceeds the staging", block);
-    CUdeviceptr packed = r->coll_buf + block * r->tp;
+    if (g.n <= 1)
+        return copy_2d(r, s, (CUdeviceptr)(uintptr_t)dst, c->ld_dst * es,
+                       (CUdeviceptr)(uintptr_t)src, c->ld_src * es, c->cols * es, c->rows);
+    if (!g.comm) return no_comm(r, c->group);
+    if (block * (g.n + 1) > r->coll_bytes)
+        return rfail(r, "all-gather of %zu bytes exceeds the staging", block);
+    CUdeviceptr packed = r->coll_buf + block * g.n;
     if (copy_2d(r, s, packed, c->cols * es, (CUdeviceptr)(uintptr_t)src, c->ld_src * es, c->cols * es, c->rows)) return -1;
     NCCL(r, nccl.ncclAllGather((void *)(uintptr_t)packed, (void *)(uintptr_t)r->coll_buf, (size_t)(c->rows * c->cols),
-                               nccl_dtype(c->dtype), r->nccl_comm, s));
-    for (int q = 0; q < r->tp; q++)
+                               nccl_dtype(c->dtype), g.comm, s));
+    for (int q = 0; q < g.n; q++)
         if (copy_2d(r, s, (CUdeviceptr)(uintptr_t)dst + q * c->cols * es, c->ld_dst * es, r->coll_buf + block * q,
                     c->cols * es, c->cols * es, c->rows)) return -1;
     return 0;
@@ -69,6 +128,10 @@ static int local_issue(BackendRank *r, int step, const CollArgs *c, int gather) 
             if (blocks > 4096) blocks = 4096;
             rc = launch_on(r, r0->comm, c->dtype == PDT_FP32 ? "boost_allreduce_fp32" : "boost_allreduce_bf16", blocks,
                            256, 0, args);
+            CUdeviceptr bufs[CUDA_MAX_TP];
+            for (int q = 0; q < g->tp; q++) bufs[q] = operand_ptr(g->ranks[q], &st->coll.buf);
+            if (!rc && c->kind == CK_REDUCE_SCATTER && c->avg)
+                rc = scale_members(r, r0->comm, bufs, g->tp, n);
         }
         size_t es = plan_dtype_size(c->dtype);
         for (int dst = 0; !rc && gather && dst < g->tp; dst++)
@@ -81,7 +144,8 @@ static int local_issue(BackendRank *r, int step, const CollArgs *c, int gather) 
         } else if (!rc) rc = -1;
         r0->comm_used = 1;
         if (!rc && r->sync_steps && api.cuStreamSynchronize(r0->comm) != 0)
-            rc = rfail(r, "%s failed on the device (BOOST_CUDA_SYNC=1)", gather ? "all-gather" : "all-reduce");
+            rc = rfail(r, "%s failed on the device (BOOST_CUDA_SYNC=1)",
+                       gather ? "all-gather" : ccat_word(c->kind));
     }
     if (group_barrier(g)) return rc ? rc : rfail(r, "collective abandoned: another rank failed");
     return rc;
@@ -106,14 +170,15 @@ static int world_edp_allreduce_on(BackendRank *r, CUstream s, const CollArgs *c,
     return launch_on(r, s, "boost_scale_fp32", blocks, 256, 0, args);
 }
 
-/* Multi-process mode: all-reduce buf on stream s over the group the step names (group=dp: the dp
- * communicator; op=avg: ncclAvg). A bf16 wire on an fp32 buffer (parallel.dp_dtype = "bf16") goes
+/* Multi-process mode: all-reduce buf on stream s over the group the step names (its communicator,
+ * group_view; op=avg: ncclAvg). A bf16 wire on an fp32 buffer (parallel.dp_dtype = "bf16") goes
  * through dp_buf: rounded to bf16, reduced in bf16, widened back, as the CPU backend's rounding. */
 static int world_allreduce_on(BackendRank *r, CUstream s, const CollArgs *c, void *buf) {
     if (c->group == GROUP_EDP) return world_edp_allreduce_on(r, s, c, buf);
-    ncclComm_t comm = c->group == GROUP_DP ? r->dp_comm : r->nccl_comm;
-    if (c->group == GROUP_DP && r->dp <= 1) return 0;
-    if (!comm) return rfail(r, "rank %d: no NCCL communicator for the %s group", r->wrank, grid_group_name(c->group));
+    GroupView g = group_view(r, c->group);   /* group=ep too */
+    if (c->group != GROUP_TP && g.n <= 1) return 0;
+    ncclComm_t comm = g.comm;
+    if (!comm) return no_comm(r, c->group);
     int op = c->avg ? NCCL_AVG_ : NCCL_SUM_, bufdt = r->p->tensors[c->buf.tensor].dtype;
     long long n = c->elems;
     if (c->dtype == bufdt) {
@@ -149,14 +214,14 @@ static int world_issue(BackendRank *r, int step, const CollArgs *c, void *buf, v
 static int cuda_allreduce_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
     if (ctx_set(r, "issuing an all-reduce")) return -1;
     if (r->world) return world_issue(r, step, c, buf, NULL, NULL);
-    if (!r->group || r->group->tp <= 1) return 0;
+    if (group_view(r, c->group).n <= 1) return 0;
     return local_issue(r, step, c, 0);
 }
 
 static int cuda_allgather_issue(BackendRank *r, int step, const CollArgs *c, void *src, void *dst) {
     if (ctx_set(r, "issuing an all-gather")) return -1;
     if (r->world) return world_issue(r, step, c, NULL, src, dst);
-    if (!r->group || r->group->tp <= 1) {   /* one rank: a copy in stream order */
+    if (group_view(r, c->group).n <= 1) {   /* a group of one: a copy in stream order */
         size_t es = plan_dtype_size(c->dtype);
         return copy_2d(r, r->stream, (CUdeviceptr)(uintptr_t)dst, c->ld_dst * es, (CUdeviceptr)(uintptr_t)src,
                        c->ld_src * es, c->cols * es, c->rows);
@@ -234,6 +299,8 @@ static int cuda_alltoall(BackendRank *r, const CollArgs *c, void *src, void *dst
     return 0;
 }
 
+static int local_sum(BackendRank *r, const CollArgs *c, void *buf);
+
 static int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
     if (r->world) {
         if (ctx_set(r, "an all-reduce")) return -1;
@@ -245,9 +312,15 @@ static int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
         }
         return world_allreduce_on(r, r->stream, c, buf);
     }
-    CudaGroup *g = r->group;
-    if (!g || g->tp <= 1) return 0;
+    if (group_view(r, c->group).n <= 1) return 0;
     if (ctx_set(r, "an all-reduce")) return -1;
+    return local_sum(r, c, buf);
+}
+
+/* Local mode: the tp group's sum of buf in place on every member (a reduce-scatter's op=avg: then
+ * times 1/tp), complete when it returns. */
+static int local_sum(BackendRank *r, const CollArgs *c, void *buf) {
+    CudaGroup *g = r->group;
     g->ptr[r->rank] = (CUdeviceptr)(uintptr_t)buf;
     CU(r, api.cuStreamSynchronize(r->stream));           /* this rank's buffer is complete */
     if (group_barrier(g)) return rfail(r, "all-reduce abandoned: another rank failed");
@@ -263,6 +336,8 @@ static int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
         if (e == 0)
             rc = launch(r, c->dtype == PDT_FP32 ? "boost_allreduce_fp32" : "boost_allreduce_bf16", blocks, 256, 0, args);
         else rc = rfail(r, "all-reduce: pointer table upload failed: %s", cu_str(e));
+        if (rc == 0 && c->kind == CK_REDUCE_SCATTER && c->avg)
+            rc = scale_members(r, r->stream, g->ptr, g->tp, n);
         if (rc == 0 && api.cuStreamSynchronize(r->stream) != 0) rc = rfail(r, "all-reduce kernel failed");
     }
     if (group_barrier(g)) return rfail(r, "all-reduce abandoned: another rank failed");
@@ -276,7 +351,7 @@ static int cuda_allgather(BackendRank *r, const CollArgs *c, void *src, void *ds
         if (rank_idle(r, "the collectives before an all-gather")) return -1;   /* coll_buf is free */
         return world_allgather_on(r, r->stream, c, src, dst);
     }
-    CudaGroup *g = r->group;
+    CudaGroup *g = group_view(r, c->group).n > 1 ? r->group : NULL;   /* a group of one: a copy */
     int tp = g ? g->tp : 1;
     if (ctx_set(r, "an all-gather")) return -1;
     size_t es = plan_dtype_size(c->dtype);
@@ -313,66 +388,79 @@ static int dp_end(BackendRank *r, const char *what) {
     return 0;
 }
 
-static int64_t blocks_for(int64_t n) { int64_t b = (n + 255) / 256; return b < 1 ? 1 : b > 4096 ? 4096 : b; }
-
-/* ZeRO-1: buf (an fp32 gradient, elems n) averaged over the dp group, this member receiving its
- * shard [lo, hi) (zero_shard); the rest of buf keeps its local values (ZeRO-2: the shard goes to
- * gshard and buf is zeroed). NCCL's reduce-scatter needs
- * equal blocks: the input is staged in dp_buf padded to dp*s (s = ceil(n/dp); the padding's results
- * are not used), the shard comes back from dp_buf[dp*s ..]. A bf16 wire stages bf16. All of it on
- * the collectives' stream, after what that stream was made to wait for (the callers below). */
+/* Multi-process mode: buf (elems n) summed (op=avg: averaged) over the step's group of size m,
+ * this member (index i) receiving its shard [lo, hi) (zero_shard) in place; the rest of buf keeps
+ * its local values (ZeRO-2, the plan's zero_grad: the shard goes to gshard, buf is zeroed). NCCL's
+ * reduce-scatter needs equal blocks and gives member i the i-th: the input is staged in dp_buf
+ * padded to m*s (s = ceil(n/m); the padding's results are not used), the shard comes back from
+ * dp_buf[m*s ..]. The wire is the buffer's dtype, or bf16 on an fp32 buffer (staged as bf16). All
+ * of it on the collectives' stream, after what that stream was made to wait for (the callers). */
 static int reduce_scatter_on_comm(BackendRank *r, const CollArgs *c, void *buf) {
-    int bufdt = r->p->tensors[c->buf.tensor].dtype, wire16 = c->dtype == PDT_BF16;
-    long long n = c->elems, s = (n + r->dp - 1) / r->dp, cnt;
-    int64_t lo, hi;
-    zero_shard(n, r->dp_rank, r->dp, &lo, &hi);
-    size_t es = wire16 ? 2 : 4;
-    if (bufdt != PDT_FP32 || (c->dtype != PDT_FP32 && !wire16) || (size_t)(s * r->dp + s) * 4 > r->dp_bytes)
-        return rfail(r, "reduce_scatter of %s: needs an fp32 buffer with an fp32 or bf16 wire within the staging",
-                     r->p->tensors[c->buf.tensor].name);
-    CUdeviceptr x = (CUdeviceptr)(uintptr_t)buf, in = r->dp_buf, out = r->dp_buf + (size_t)(s * r->dp) * es;
-    if (wire16) {
-        void *narrow[] = {&x, &in, &n};
-        if (launch_on(r, r->comm, "boost_fp32_to_bf16", blocks_for(n), 256, 0, narrow)) return -1;
-    } else if (copy_2d(r, r->comm, in, (size_t)n * 4, x, (size_t)n * 4, (size_t)n * 4, 1)) return -1;
-    NCCL(r, nccl.ncclReduceScatter((void *)(uintptr_t)in, (void *)(uintptr_t)out, (size_t)s, wire16 ? NCCL_BFLOAT16_ : NCCL_FLOAT32_,
-                                   c->avg ? NCCL_AVG_ : NCCL_SUM_, r->dp_comm, r->comm));
-    cnt = hi - lo;
+    GroupView g = group_view(r, c->group);
     const PlanTensor *B = &r->p->tensors[c->buf.tensor];
-    int keep = r->gshard && B->kind == TK_GRAD;   /* zero=2: shard to gshard, buf zeroed after */
+    int wire16 = c->dtype == PDT_BF16, narrow = wire16 && B->dtype == PDT_FP32;
+    long long n = c->elems, s = (n + g.n - 1) / g.n, cnt;
+    int64_t lo, hi;
+    zero_shard(n, g.me, g.n, &lo, &hi);
+    size_t es = wire16 ? 2 : 4, bes = plan_dtype_size(B->dtype);
+    if ((c->dtype != B->dtype && !narrow) || (size_t)(s * g.n + s) * 4 > r->dp_bytes)
+        return rfail(r, "reduce_scatter of %s: needs a wire of the buffer's dtype (or bf16 on "
+                     "fp32) within the staging", B->name);
+    if (!g.comm) return no_comm(r, c->group);
+    CUdeviceptr x = (CUdeviceptr)(uintptr_t)buf, in = r->dp_buf;
+    CUdeviceptr out = r->dp_buf + (size_t)(s * g.n) * es;
+    if (narrow) {
+        void *args[] = {&x, &in, &n};
+        if (launch_on(r, r->comm, "boost_fp32_to_bf16", blocks_for(n), 256, 0, args)) return -1;
+    } else if (copy_2d(r, r->comm, in, (size_t)n * bes, x, (size_t)n * bes, (size_t)n * bes, 1)) {
+        return -1;
+    }
+    int op = c->avg ? NCCL_AVG_ : NCCL_SUM_;
+    NCCL(r, nccl.ncclReduceScatter((void *)(uintptr_t)in, (void *)(uintptr_t)out, (size_t)s,
+                                   nccl_dtype(c->dtype), op, g.comm, r->comm));
+    cnt = hi - lo;
+    int keep = r->gshard && c->zero_grad;   /* zero=2: the shard to gshard, buf zeroed after */
     if (cnt > 0) {
         CUdeviceptr dst = keep ? r->gshard + (size_t)r->state_off[B->param] * 4
-                               : x + (size_t)lo * 4;
-        if (wire16) {
+                               : x + (size_t)lo * bes;
+        if (narrow) {
             void *widen[] = {&out, &dst, &cnt};
             if (launch_on(r, r->comm, "boost_bf16_to_fp32", blocks_for(cnt), 256, 0, widen)) return -1;
-        } else if (copy_2d(r, r->comm, dst, (size_t)cnt * 4, out, (size_t)cnt * 4, (size_t)cnt * 4, 1)) return -1;
+        } else if (copy_2d(r, r->comm, dst, (size_t)cnt * bes, out, (size_t)cnt * bes,
+                           (size_t)cnt * bes, 1)) {
+            return -1;
+        }
     }
     if (keep) CU(r, api.cuMemsetD32Async(x, 0, (size_t)n, r->comm));
     return 0;
 }
 
 static int reduce_scatter_check(BackendRank *r) {
-    if (!r->world) return rfail(r, "zero=1 on the cuda backend runs one process per GPU (BOOST_WORLD_SIZE, mpirun, srun)");
     if (ctx_set(r, "a reduce-scatter")) return -1;
     if (r->dead) return rfail(r, "rank %d: NCCL was aborted after an earlier failure", r->wrank);
     return 0;
 }
 
 /* The reduce-scatter, and the compute stream waits for it at once (BOOST_NO_OVERLAP=1 and
- * backends' callers without the overlap). */
+ * backends' callers without the overlap). A group of one: nothing to do. Local mode: the tp
+ * group's all-reduce (local_sum). */
 static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
-    if (r->world && r->dp <= 1) return 0;
+    if (group_view(r, c->group).n <= 1) return 0;
+    if (!r->world)
+        return ctx_set(r, "a reduce-scatter") || local_rs_check(r, c) ? -1 : local_sum(r, c, buf);
     if (reduce_scatter_check(r) || dp_begin(r) || reduce_scatter_on_comm(r, c, buf)) return -1;
     return dp_end(r, "a reduce-scatter");
 }
 
-/* Overlapped: issued on the collectives' stream after the work issued so far (the gradient is
+/* Overlapped: issued on the collectives' stream after the work issued so far (the buffer is
  * final), its end recorded in ev_done[step]; the compute stream goes on, and waits for it in
- * cuda_coll_wait before the gradient's next use (the executor puts that wait at the end of the
- * backward: the gradient norm and AdamW read it). */
+ * cuda_coll_wait before the buffer's next use (ZeRO's gradients: the executor puts that wait at the
+ * end of the backward, where the gradient norm and AdamW read them). Local mode: local_issue. */
 static int cuda_reduce_scatter_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
-    if (r->world && r->dp <= 1) return 0;
+    if (group_view(r, c->group).n <= 1) return 0;
+    if (!r->world)
+        return ctx_set(r, "issuing a reduce-scatter") || local_rs_check(r, c) ? -1
+               : local_issue(r, step, c, 0);
     if (reduce_scatter_check(r)) return -1;
     CUevent ready, done;
     if (step_event(r, r->ev_ready, step, &ready) || step_event(r, r->ev_done, step, &done)) return -1;
@@ -382,7 +470,7 @@ static int cuda_reduce_scatter_issue(BackendRank *r, int step, const CollArgs *c
     CU(r, api.cuEventRecord(done, r->comm));
     r->comm_used = 1;
     /* zero=2: the gradient's memory goes to a later one (grad_work_layout): compute waits now */
-    if (r->gshard) CU(r, api.cuStreamWaitEvent(r->stream, done, 0));
+    if (r->gshard && c->zero_grad) CU(r, api.cuStreamWaitEvent(r->stream, done, 0));
     if (r->sync_steps) return host_wait(r, r->comm, "a reduce-scatter (BOOST_CUDA_SYNC=1)");
     return 0;
 }

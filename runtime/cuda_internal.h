@@ -39,7 +39,8 @@ typedef struct {
     CUdeviceptr ptr[CUDA_MAX_TP];
     CUdeviceptr dptrs;            /* device copy of ptr[] for the all-reduce kernel */
     BackendRank *ranks[CUDA_MAX_TP];
-    CUdeviceptr step_ptrs;        /* [slots][nsteps][tp]: every rank's buffer of each all-reduce step per arena slot, uploaded once */
+    CUdeviceptr step_ptrs;        /* [slots][nsteps][tp]: every rank's buffer of each all-reduce
+                                   * and reduce-scatter step per arena slot, uploaded once */
 } CudaGroup;
 
 struct BackendRank {
@@ -85,10 +86,14 @@ struct BackendRank {
                                    * is watched in host waits and aborted with the rank's; else NULL */
     ncclComm_t ep_comm, edp_comm; /* ep > 1: this rank's ep and edp groups, split from the world (runtime/grid.h) */
     int ep, ep_rank;              /* the ep degree and this rank's ep rank (1, 0 without expert parallelism) */
+    /* multi-process mode: each group's size (enum GridGroup) and this rank's index in it (its rank
+     * in that group's NCCL communicator) */
+    int gsize[GROUP_COUNT], gidx[GROUP_COUNT];
     CUdeviceptr ep_buf;           /* ep > 1: an out all-to-all's send staging (the token side's slots, empty ones zeroed) */
     size_t ep_bytes;
     int zero;                     /* zero=1 at dp > 1 (set at open): AdamW, its state and the gradient norm cover this dp rank's shard */
-    CUdeviceptr dp_buf;           /* dp collectives' staging (bf16 wire, shard padding), used on `comm` only */
+    CUdeviceptr dp_buf;           /* reduce-scatters' and dp steps' staging (bf16 wire, shard
+                                   * padding), used on `comm` only */
     size_t dp_bytes;
     CUevent ev_dp_ready, ev_dp_done;   /* a dp step on `comm` in the compute stream's order */
     int64_t *sq_off, *sq_n;       /* zero=1: the gradient norm's element ranges, each added (sq_sign 1) or */
@@ -99,7 +104,7 @@ struct BackendRank {
     int graphs;                   /* BOOST_CUDA_GRAPH=1 (tp=1): passes replayed as CUDA graphs */
     int graph_seen[2], capturing; /* per pass key (0 forward, 1 forward+backward): passes run so far */
     CUgraphExec graph_exec[2];
-    CUdeviceptr coll_buf;         /* multi-process mode: staging for all-gathers and host sums */
+    CUdeviceptr coll_buf;         /* multi-process mode: all-gathers' staging, host sums */
     size_t coll_bytes;
     int sync_steps;               /* BOOST_CUDA_SYNC=1: synchronise after every step */
     int opened;                   /* holds a reference on the shared module */

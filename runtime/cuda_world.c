@@ -65,6 +65,32 @@ int nccl_exchange_id(const Plan *p, int rank, ncclUniqueId *id, char *path, size
     }
 }
 
+/* The staging collective step st needs in multi-process mode, raised into the maxima: *gather
+ * (coll_buf: an all-gather over a group of n packs its [rows, cols] block and receives n of them),
+ * *shards (dp_buf, on `comm`: a bf16 copy of a dp all-reduce's buffer, a reduce-scatter's input
+ * padded to n*s elements and its shard s = ceil(elems/n), 4 bytes an element; a gather of updated
+ * ZeRO shards, n*s), *ep (ep_buf: an out all-to-all's slots). n is the size of the step's group. */
+static void step_staging(const BackendRank *r, const PlanStep *st, size_t *gather, size_t *shards,
+                         size_t *ep) {
+    const CollArgs *c = &st->coll;
+    if (step_coll_kind(st->kind) < 0 || c->group < 0 || c->group >= GROUP_COUNT) return;
+    size_t n = (size_t)r->gsize[c->group];
+    size_t block = (size_t)(c->rows * c->cols) * plan_dtype_size(c->dtype);
+    size_t sh = (size_t)((c->elems + (int64_t)n - 1) / (int64_t)n), b = 0, d = 0;
+    switch (st->kind) {
+    case ST_ALLTOALL: if (block > *ep) *ep = block; break;
+    case ST_ALLGATHER: b = block * (n + 1); break;
+    case ST_ALLREDUCE:
+        if (c->group == GROUP_DP && c->dtype == PDT_BF16) d = (size_t)c->elems * 2;
+        break;
+    case ST_REDUCE_SCATTER: d = (sh * n + sh) * 4; break;
+    case ST_GATHER_SHARDS: d = sh * n * 4; break;
+    default: break;
+    }
+    if (b > *gather) *gather = b;
+    if (d > *shards) *shards = d;
+}
+
 /* The world's communicator, and at dp > 1 its split into the rank grid's groups (runtime/grid.h: tp
  * fastest, then dp): one ncclCommSplit per group kind, colour = the group's first member, key = the
  * rank's index in it, so NCCL's rank in each group is the grid's. nccl_comm is then the tp group's. */
@@ -107,10 +133,13 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
     }
     r->nccl_comm = r->world_comm;
     r->world = 1;
+    Grid g;
+    if (grid_make(&g, p->dp, 1, p->tp, err, errlen) ||
+        (p->ep > 1 && grid_set_ep(&g, p->ep, err, errlen)))
+        return -1;
+    GridCoord gc = grid_coord(&g, rank);
+    for (int k = 0; k < GROUP_COUNT; k++) { r->gsize[k] = gc.size[k]; r->gidx[k] = gc.index[k]; }
     if (p->dp > 1) {
-        Grid g;
-        if (grid_make(&g, p->dp, 1, p->tp, err, errlen)) return -1;
-        GridCoord gc = grid_coord(&g, rank);
         r->dp_rank = gc.dp_rank;
         ncclComm_t tpc = NULL, dpc = NULL;
         rc = nccl.ncclCommSplit(r->world_comm, gc.first[GROUP_TP], gc.index[GROUP_TP], &tpc, NULL);
@@ -130,8 +159,6 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
                          rank, size, p->ep);
                 return -1;
             }
-            if (grid_set_ep(&g, p->ep, err, errlen)) return -1;
-            gc = grid_coord(&g, rank);
             r->ep = p->ep; r->ep_rank = gc.ep_rank;
             ncclComm_t epc = NULL, edpc = NULL;
             rc = nccl.ncclCommSplit(r->world_comm, gc.first[GROUP_EP], gc.index[GROUP_EP], &epc, NULL);
@@ -151,22 +178,9 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
             return -1;
         }
     }
-    /* the all-gathers' staging, once for the largest (freeing device memory later would wait for the
-     * device); at dp > 1 the dp steps' staging: a bf16 copy of an all-reduce, a reduce-scatter's
-     * padded input and output (dp*s + s elements, s = ceil(n/dp)), an all-gather's padded output */
+    /* the staging, for the largest step (freeing device memory later would wait for the device) */
     size_t need = 256, dp_need = 0, ep_need = 0;
-    for (int s = 0; s < p->nsteps; s++) {
-        const PlanStep *st = &p->steps_[s];
-        if (st->kind == ST_ALLTOALL && (size_t)(st->coll.rows * st->coll.cols) * plan_dtype_size(st->coll.dtype) > ep_need)
-            ep_need = (size_t)(st->coll.rows * st->coll.cols) * plan_dtype_size(st->coll.dtype);
-        size_t b = st->kind == ST_ALLGATHER ? (size_t)(st->coll.rows * st->coll.cols) * plan_dtype_size(st->coll.dtype) * (p->tp + 1) : 0;
-        if (b > need) need = b;
-        size_t sh = (size_t)((st->coll.elems + p->dp - 1) / p->dp), d = 0;
-        if (st->kind == ST_ALLREDUCE && st->coll.group == GROUP_DP && st->coll.dtype == PDT_BF16) d = (size_t)st->coll.elems * 2;
-        if (st->kind == ST_REDUCE_SCATTER) d = (sh * p->dp + sh) * 4;
-        if (st->kind == ST_GATHER_SHARDS) d = sh * p->dp * 4;
-        if (d > dp_need) dp_need = d;
-    }
+    for (int s = 0; s < p->nsteps; s++) step_staging(r, &p->steps_[s], &need, &dp_need, &ep_need);
     if (api.cuMemAlloc_v2(&r->coll_buf, need) != 0) {
         snprintf(err, errlen, "rank %d of %d: allocating %zu bytes for the all-gathers failed", rank, size, need);
         return -1;
@@ -313,8 +327,8 @@ int cuda_group_init(BackendRank **ranks, int tp, char *err, size_t errlen) {
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     if (ctx_set_err(err, errlen, "setting up the rank group")) { free(g); return -1; }
-    /* every rank's buffer of every all-reduce step in every arena slot, for the summing kernel: the
-     * plan is static */
+    /* every rank's buffer of every all-reduce and reduce-scatter step in every arena slot, for the
+     * summing kernel: the plan is static */
     const Plan *p = ranks[0]->p;
     int nslots = ranks[0]->nslots;
     size_t nptr = (size_t)p->nsteps * tp * nslots;
@@ -328,7 +342,7 @@ int cuda_group_init(BackendRank **ranks, int tp, char *err, size_t errlen) {
     for (int k = 0; k < nslots; k++) {
         for (int q = 0; q < tp; q++) point_acts(ranks[q], k);
         for (int s = 0; s < p->nsteps; s++)
-            if (p->steps_[s].kind == ST_ALLREDUCE)
+            if (p->steps_[s].kind == ST_ALLREDUCE || p->steps_[s].kind == ST_REDUCE_SCATTER)
                 for (int q = 0; q < tp; q++)
                     h[((size_t)k * p->nsteps + s) * tp + q] = operand_ptr(ranks[q], &p->steps_[s].coll.buf);
     }

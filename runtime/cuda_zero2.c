@@ -27,7 +27,7 @@ static int step_touches(const Plan *p, const PlanStep *st, int t) {
 }
 
 /* Param i's gradient's life [first[i], last[i]]: from the first step that touches it to its one
- * reduce_scatter over dp of the whole gradient, which must be the last step to touch it. 0, or 1
+ * ZeRO reduce_scatter (zero_grad) of the whole gradient, the last step to touch it. 0, or 1
  * when the plan does not have that shape (its gradients then stay full size). */
 static int grad_lives(const Plan *p, int64_t *first, int64_t *last) {
     for (int i = 0; i < p->nparams; i++) {
@@ -39,7 +39,7 @@ static int grad_lives(const Plan *p, int64_t *first, int64_t *last) {
             if (!step_touches(p, st, t)) continue;
             if (first[i] < 0) first[i] = s;
             touched = s;
-            if (st->kind != ST_REDUCE_SCATTER) continue;
+            if (st->kind != ST_REDUCE_SCATTER || !st->coll.zero_grad) continue;   /* ZeRO's own */
             if (last[i] >= 0 || st->coll.group != GROUP_DP ||
                 st->coll.elems != numel(&p->tensors[t]) || rank_int(st->coll.buf.off, 0) != 0 ||
                 rank_int(st->coll.buf.off, p->tp - 1) != 0)
