@@ -21,9 +21,14 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 }
 static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-/* mkdir -p for the parents of path */
+/* The longest output folder name (characters) boost gen takes: the paths of its files
+ * (DIR.tmp-PID/infer-kernels.cu and the others) then fit the PATH_LEN * 2 + 64 buffers they are
+ * written through, here and in gen/infer_plan.c. A longer one is refused up front, never cut. */
+#define OUTDIR_MAX (PATH_LEN * 2 - 64)
+
+/* mkdir -p for the parents of path (at most OUTDIR_MAX characters) */
 static int make_parents(const char *path) {
-    char buf[PATH_LEN * 2];
+    char buf[OUTDIR_MAX + 1];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
@@ -139,7 +144,14 @@ int gen_write(const Run *run, const char *outdir_arg, char *err, size_t errlen) 
 
 int gen_write_ex(const Run *run, const char *outdir_arg, int compile_kernels, char *err, size_t errlen) {
     int status = 0;
-    char outdir[PATH_LEN * 2];   /* without trailing slashes: the temporary folder sits beside it */
+    size_t len = strlen(outdir_arg);
+    if (len > OUTDIR_MAX) {
+        snprintf(err, errlen, "the output folder name %.40s... is %zu characters long; boost gen takes "
+                 "at most %d: choose a shorter -o DIR (or a folder nearer the current one)",
+                 outdir_arg, len, OUTDIR_MAX);
+        return 2;
+    }
+    char outdir[OUTDIR_MAX + 1];   /* without trailing slashes: the temporary folder sits beside it */
     snprintf(outdir, sizeof outdir, "%s", outdir_arg);
     for (size_t n = strlen(outdir); n > 1 && outdir[n - 1] == '/'; n--) outdir[n - 1] = 0;
     if (!outdir[0]) { snprintf(err, errlen, "the output folder name is empty"); return 2; }
