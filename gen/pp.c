@@ -294,9 +294,9 @@ static int check_stage_crossings(const Graph *g, const PpPlan *pl, char *err, si
             if (t == st->in || t == st->out || t == st->din || t == st->dout) continue;
             if (g->t[t].role != TR_ACT && g->t[t].role != TR_GRAD) continue;
             if (first >= 0) {
-                snprintf(err, errlen, "pipeline: %s is used by stages %d and %d, but only the residual "
-                         "stream crosses a stage boundary (pp > 1 does not support this model's "
-                         "structure yet): regenerate with -D pp=1", g->t[t].name, first, s);
+                snprintf(err, errlen, "pipeline: %s is used by stages %d and %d, but only the "
+                         "residual stream crosses a stage boundary (pp > 1 does not support this "
+                         "model's structure yet): regenerate with -D pp=1", g->t[t].name, first, s);
                 return 1;
             }
             first = s;

@@ -146,12 +146,12 @@ int gen_write_ex(const Run *run, const char *outdir_arg, int compile_kernels, ch
     int status = 0;
     size_t len = strlen(outdir_arg);
     if (len > OUTDIR_MAX) {
-        snprintf(err, errlen, "the output folder name %.40s... is %zu characters long; boost gen takes "
-                 "at most %d: choose a shorter -o DIR (or a folder nearer the current one)",
+        snprintf(err, errlen, "the output folder name %.40s... is %zu characters long; boost gen "
+                 "takes at most %d: choose a shorter -o DIR (or a folder nearer the current one)",
                  outdir_arg, len, OUTDIR_MAX);
         return 2;
     }
-    char outdir[OUTDIR_MAX + 1];   /* without trailing slashes: the temporary folder sits beside it */
+    char outdir[OUTDIR_MAX + 1];   /* no trailing slashes: the temporary folder sits beside it */
     snprintf(outdir, sizeof outdir, "%s", outdir_arg);
     for (size_t n = strlen(outdir); n > 1 && outdir[n - 1] == '/'; n--) outdir[n - 1] = 0;
     if (!outdir[0]) { snprintf(err, errlen, "the output folder name is empty"); return 2; }

@@ -14,8 +14,8 @@ if [ $rc = 0 ] && [ -s "$deep/plan.txt" ] && [ -s "$deep/kernels.cu" ] && [ -s "
    && [ "$(find "$TMP/long" -name plan.txt | wc -l)" = 1 ]; then
   ok "gen -o a ${#deep}-character folder writes it whole"
 else
-  fail "gen -o a ${#deep}-character folder" "rc $rc, plan.txt files: $(find "$TMP/long" -name plan.txt |
-    wc -l): $(tail -2 "$TMP/out")"
+  fail "gen -o a ${#deep}-character folder" \
+    "rc $rc, plan.txt files: $(find "$TMP/long" -name plan.txt | wc -l): $(tail -2 "$TMP/out")"
 fi
 [ -z "$(find "$TMP/long" -name '*.tmp-*')" ] && ok "no temporary folder left beside it" \
   || fail "no temporary folder left beside it" "$(find "$TMP/long" -name '*.tmp-*' | head -1)"
@@ -27,6 +27,7 @@ if [ $rc = 2 ] && grep -q "is ${#longer} characters long.*choose a shorter -o" "
    && [ ! -e "$TMP/longer" ]; then
   ok "gen -o a ${#longer}-character folder is refused with a message, nothing written"
 else
-  fail "gen -o a ${#longer}-character folder is refused" "rc $rc, want 2; left: $(find "$TMP/longer" \
-    -name plan.txt 2>/dev/null | head -1 | cut -c1-80)...; said: $(head -c 300 "$TMP/out")"
+  left=$(find "$TMP/longer" -name plan.txt 2>/dev/null | head -1 | cut -c1-80)
+  fail "gen -o a ${#longer}-character folder is refused" \
+    "rc $rc, want 2; left: $left...; said: $(head -c 300 "$TMP/out")"
 fi
