@@ -1,7 +1,8 @@
 /* infer.c: the checkpoint -> plan -> engine path shared by `boost eval`, `boost sample` and
  * `boost export` (cli/infer.h). The plan is the training run's own (DIR/plan/plan.txt beside the
  * step folders) when nothing asks for another; otherwise the run spec is regenerated into a
- * temporary folder, with the checkpoint's model and the training plan's seq and data as defaults. */
+ * temporary folder, with the checkpoint's model and the training plan's seq and data as defaults.
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +20,8 @@ int infer_int_arg(const char *cmd, const char *flag, const char *v, long lo, lon
     errno = 0;
     long x = strtol(v ? v : "", &end, 10);
     if (!v || end == v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "%s: %s needs a whole number in [%ld, %ld], got '%s'\n", cmd, flag, lo, hi, v ? v : "");
+        fprintf(stderr, "%s: %s needs a whole number in [%ld, %ld], got '%s'\n", cmd, flag, lo, hi,
+                v ? v : "");
         return -1;
     }
     *out = x;
@@ -193,9 +195,14 @@ int infer_start_engine(const InferOptions *o, Infer *in) {
     char err[4096];
     Plan *p = in->plan;
     for (int s = 0; s < p->nsteps && !in->xent; s++)
-        if (p->steps_[s].kind == ST_KERNEL && !strcmp(p->steps_[s].kernel->kind, "xent_fwd")) in->xent = p->steps_[s].kernel;
+        if (p->steps_[s].kind == ST_KERNEL && !strcmp(p->steps_[s].kernel->kind, "xent_fwd"))
+            in->xent = p->steps_[s].kernel;
     int op = in->xent ? kernel_op(in->xent, "logits") : -1;
-    if (op < 0) { fprintf(stderr, "%s: %s: no xent_fwd step with a logits operand\n", o->cmd, in->plan_source); return 2; }
+    if (op < 0) {
+        fprintf(stderr, "%s: %s: no xent_fwd step with a logits operand\n", o->cmd,
+                in->plan_source);
+        return 2;
+    }
     in->logits_tensor = in->xent->op[op].tensor;
     PlanTensor *t = &p->tensors[in->logits_tensor];
     if (t->kind == TK_ACT) {
@@ -219,8 +226,12 @@ int infer_start_engine(const InferOptions *o, Infer *in) {
     CkptReader *rd;
     int64_t largest = 1;
     for (int c = 0; c < p->ncanons; c++)
-        if (p->canons[c].rows * p->canons[c].cols > largest) largest = p->canons[c].rows * p->canons[c].cols;
-    if (ckpt_reader_open(in->dir, NULL, 0, &rd, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->cmd, err); return 2; }
+        if (p->canons[c].rows * p->canons[c].cols > largest)
+            largest = p->canons[c].rows * p->canons[c].cols;
+    if (ckpt_reader_open(in->dir, NULL, 0, &rd, err, sizeof err)) {
+        fprintf(stderr, "%s: %s\n", o->cmd, err);
+        return 2;
+    }
     float *buf = malloc(sizeof(float) * (size_t)largest);
     int rc = buf ? 0 : 1;
     for (int c = 0; c < p->ncanons && !rc; c++) {
@@ -228,14 +239,21 @@ int infer_start_engine(const InferOptions *o, Infer *in) {
         int i = ckpt_reader_find(rd, p->canons[c].name, 0);
         if (i >= 0) ckpt_reader_tensor(rd, i, NULL, &rows, &cols);
         if (i < 0 || rows * cols != p->canons[c].rows * p->canons[c].cols) {
-            fprintf(stderr, "%s: %s: tensor %s is %s; expected F32 with %lldx%lld elements: the checkpoint is damaged or of "
-                    "another model\n", o->cmd, in->dir, p->canons[c].name, i < 0 ? "missing" : "of another shape",
+            fprintf(stderr,
+                    "%s: %s: tensor %s is %s; expected F32 with %lldx%lld "
+                    "elements: the checkpoint is damaged or of another model\n",
+                    o->cmd, in->dir, p->canons[c].name, i < 0 ? "missing" : "of another shape",
                     (long long)p->canons[c].rows, (long long)p->canons[c].cols);
             rc = 2;
             break;
         }
-        if (ckpt_reader_read(rd, i, NULL, 0, buf, err, sizeof err)) { fprintf(stderr, "%s: %s\n", o->cmd, err); rc = 2; break; }
-        if (engine_set_canon(in->e, c, SLOT_PARAM, buf) || (in->pe && engine_set_canon(in->pe, c, SLOT_PARAM, buf))) {
+        if (ckpt_reader_read(rd, i, NULL, 0, buf, err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", o->cmd, err);
+            rc = 2;
+            break;
+        }
+        if (engine_set_canon(in->e, c, SLOT_PARAM, buf) ||
+            (in->pe && engine_set_canon(in->pe, c, SLOT_PARAM, buf))) {
             fprintf(stderr, "%s: the engine refused %s\n", o->cmd, p->canons[c].name);
             rc = 1;
         }
@@ -249,10 +267,14 @@ int infer_start_engine(const InferOptions *o, Infer *in) {
     return rc;
 }
 
-int infer_forward(Infer *in, const int32_t *tokens, const int32_t *targets, float *logits, float *loss) {
+int infer_forward(Infer *in, const int32_t *tokens, const int32_t *targets, float *logits,
+                  float *loss) {
     char err[2048];
     float l;
-    if (engine_forward(in->e, tokens, targets, &l, err, sizeof err)) { fprintf(stderr, "forward pass: %s\n", err); return 1; }
+    if (engine_forward(in->e, tokens, targets, &l, err, sizeof err)) {
+        fprintf(stderr, "forward pass: %s\n", err);
+        return 1;
+    }
     if (loss) *loss = l;
     if (!logits) return 0;
     const Plan *p = in->plan;
@@ -262,14 +284,22 @@ int infer_forward(Infer *in, const int32_t *tokens, const int32_t *targets, floa
     int64_t M = (int64_t)p->micro_batch * p->seq, V = p->vocab;
     for (int rank = 0; rank < p->tp; rank++) {
         int64_t rows = kernel_int(k, "rows", rank, -1), cols = kernel_int(k, "cols", rank, -1);
-        int64_t ld = kernel_int(k, "ldl", rank, cols), voff = kernel_int(k, "vocab_offset", rank, 0);
+        int64_t ld = kernel_int(k, "ldl", rank, cols),
+                voff = kernel_int(k, "vocab_offset", rank, 0);
         int64_t off = rank_int(k->op[op].off, rank);
-        if (rows != M || cols <= 0 || voff < 0 || voff + cols > V || off + (rows - 1) * ld + cols > t->rows * t->cols) {
-            fprintf(stderr, "forward pass: the xent_fwd step of rank %d (rows=%lld cols=%lld vocab_offset=%lld) does not "
-                    "cover [%lld, %lld] logits\n", rank, (long long)rows, (long long)cols, (long long)voff, (long long)M, (long long)V);
+        if (rows != M || cols <= 0 || voff < 0 || voff + cols > V ||
+            off + (rows - 1) * ld + cols > t->rows * t->cols) {
+            fprintf(stderr,
+                    "forward pass: the xent_fwd step of rank %d (rows=%lld cols=%lld "
+                    "vocab_offset=%lld) does not cover [%lld, %lld] logits\n",
+                    rank, (long long)rows, (long long)cols, (long long)voff, (long long)M,
+                    (long long)V);
             return 1;
         }
-        if (engine_read_tensor(in->e, rank, t->name, in->local, err, sizeof err)) { fprintf(stderr, "forward pass: %s\n", err); return 1; }
+        if (engine_read_tensor(in->e, rank, t->name, in->local, err, sizeof err)) {
+            fprintf(stderr, "forward pass: %s\n", err);
+            return 1;
+        }
         for (int64_t m = 0; m < M; m++)
             memcpy(logits + m * V + voff, in->local + off + m * ld, sizeof(float) * (size_t)cols);
     }
@@ -290,19 +320,26 @@ void infer_close(Infer *in) {
 
 int infer_max_seq(const Plan *p) {
     for (int s = 0; s < p->nsteps; s++)
-        if (p->steps_[s].kind == ST_KERNEL && !strcmp(p->steps_[s].kernel->kind, "attention_decode"))
+        if (p->steps_[s].kind == ST_KERNEL &&
+            !strcmp(p->steps_[s].kernel->kind, "attention_decode"))
             return (int)kernel_int(p->steps_[s].kernel, "max_seq", 0, 0);
     return 0;
 }
 
 int infer_prefill(Infer *in, const int32_t *tok, int n, float *logits) {
     char err[1024];
-    if (decoder_prefill(&in->dec, tok, n, logits, err, sizeof err)) { fprintf(stderr, "prefill: %s\n", err); return 1; }
+    if (decoder_prefill(&in->dec, tok, n, logits, err, sizeof err)) {
+        fprintf(stderr, "prefill: %s\n", err);
+        return 1;
+    }
     return 0;
 }
 
 int infer_decode_step(Infer *in, int32_t tok, float *logits) {
     char err[1024];
-    if (decoder_step(&in->dec, tok, logits, err, sizeof err)) { fprintf(stderr, "decode step: %s\n", err); return 1; }
+    if (decoder_step(&in->dec, tok, logits, err, sizeof err)) {
+        fprintf(stderr, "decode step: %s\n", err);
+        return 1;
+    }
     return 0;
 }
