@@ -136,10 +136,7 @@ cli/infer.c
 cli/infer.h
 cli/kernels.c
 cli/plot.c
-common/crc32c.c
-common/nvrtc.c
 common/nvrtc.h
-common/train_settings.c
 common/train_settings.h
 gen/backward.c
 gen/build.c
