@@ -165,7 +165,6 @@ gen/report.c
 gen/sandbox.c
 gen/sandbox.h
 gen/spec.c
-gen/write.c
 runtime/backend.h
 runtime/checkpoint.c
 runtime/checkpoint.h
@@ -191,9 +190,7 @@ runtime/overlap.c
 runtime/cuda_api.c
 runtime/cuda_api.h
 runtime/cuda_pipe.h
-runtime/data.c
 runtime/data.h
-runtime/decode.c
 runtime/decode.h
 runtime/exec.c
 runtime/grid.c
@@ -214,7 +211,6 @@ runtime/safetensors.c
 runtime/safetensors.h
 runtime/tokenize_files.c
 runtime/tokenize_files.h
-runtime/train.c
 runtime/train.h
 runtime/world.c
 runtime/world.h
