@@ -1596,14 +1596,9 @@ int train_with_pipeline(Pipeline *pl, const TrainOptions *opt) {
     /* -D overrides went to stage 0's plan: the others follow */
     for (int s = 1; s < pipeline_stages(pl); s++) {
         Plan *q = pipeline_stage_plan(pl, s);
-        q->steps = p->steps;
-        q->warmup = p->warmup;
-        q->eval_every = p->eval_every;
+        q->steps = p->steps; q->warmup = p->warmup; q->eval_every = p->eval_every;
         q->max_bad_steps = p->max_bad_steps;
-        q->lr = p->lr;
-        q->min_lr = p->min_lr;
-        q->beta1 = p->beta1;
-        q->beta2 = p->beta2;
+        q->lr = p->lr; q->min_lr = p->min_lr; q->beta1 = p->beta1; q->beta2 = p->beta2;
         q->adam_eps = p->adam_eps;
         q->weight_decay = p->weight_decay; q->clip = p->clip; q->val_fraction = p->val_fraction;
         memcpy(q->data_path, p->data_path, sizeof q->data_path);
