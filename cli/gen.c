@@ -11,14 +11,15 @@
 #define MAX_OV 64
 
 static void gen_usage(FILE *f) {
-    fprintf(f, "usage: boost gen RUN [-D name=value ...] [-o DIR] [--compile]\n"
-               "  RUN   a run spec: a path, or NAME for specs/runs/NAME.lua\n"
-               "  -D    override a spec setting, e.g. -D tp=4 -D layout=naive -D checkpoint=none\n"
-               "  -o    output folder (default generated/<run name>); written all or nothing\n"
-               "  --compile  also compile kernels.cu with NVRTC (no GPU needed) for the archs of the GPU\n"
-               "        specs with kernel_report = true, and add registers, shared memory and spills per\n"
-               "        kernel to report.md\n"
-               "Writes plan.txt (the schedule the runtime executes), kernels.cu and report.md.\n");
+    fprintf(f,
+        "usage: boost gen RUN [-D name=value ...] [-o DIR] [--compile]\n"
+        "  RUN   a run spec: a path, or NAME for specs/runs/NAME.lua\n"
+        "  -D    override a spec setting, e.g. -D tp=4 -D layout=naive -D checkpoint=none\n"
+        "  -o    output folder (default generated/<run name>); written all or nothing\n"
+        "  --compile  also compile kernels.cu with NVRTC (no GPU needed) for the archs of the GPU\n"
+        "        specs with kernel_report = true, and add registers, shared memory and spills per\n"
+        "        kernel to report.md\n"
+        "Writes plan.txt (the schedule the runtime executes), kernels.cu and report.md.\n");
 }
 
 static void report_usage(FILE *f) {
@@ -36,12 +37,21 @@ static int parse_args(int argc, char **argv, int is_gen, Run *run, const char **
     char err[1024];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { is_gen ? gen_usage(stdout) : report_usage(stdout); return -1; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            is_gen ? gen_usage(stdout) : report_usage(stdout);
+            return -1;
+        }
         if (!strcmp(a, "-D") || !strncmp(a, "-D", 2)) {
             const char *v = a[2] ? a : (i + 1 < argc ? argv[++i] : NULL);
             if (!v) { fprintf(stderr, "boost %s: -D needs name=value\n", argv[0]); return 2; }
-            if (nov >= MAX_OV) { fprintf(stderr, "boost %s: too many -D overrides (at most %d)\n", argv[0], MAX_OV); return 2; }
-            if (parse_override(v, &ov[nov], err, sizeof err) < 0) { fprintf(stderr, "boost %s: %s\n", argv[0], err); return 2; }
+            if (nov >= MAX_OV) {
+                fprintf(stderr, "boost %s: too many -D overrides (at most %d)\n", argv[0], MAX_OV);
+                return 2;
+            }
+            if (parse_override(v, &ov[nov], err, sizeof err) < 0) {
+                fprintf(stderr, "boost %s: %s\n", argv[0], err);
+                return 2;
+            }
             nov++;
         } else if (is_gen && !strcmp(a, "-o")) {
             if (i + 1 >= argc) { fprintf(stderr, "boost gen: -o needs a folder\n"); return 2; }
@@ -62,7 +72,10 @@ static int parse_args(int argc, char **argv, int is_gen, Run *run, const char **
         }
     }
     if (!run_arg) { is_gen ? gen_usage(stderr) : report_usage(stderr); return 2; }
-    if (spec_load_run(run_arg, ov, nov, run, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 2; }
+    if (spec_load_run(run_arg, ov, nov, run, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
     return 0;
 }
 

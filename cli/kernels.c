@@ -1,9 +1,11 @@
 /* kernels.c: `boost kernels DIR|kernels.cu [--arch ARCH,...] [--md]`: compiles a generated
- * kernels.cu with NVRTC for each arch (default: those of the GPU specs marked kernel_report) and prints one row per kernel (registers, shared memory a
- * block: static plus the dynamic bytes its launches ask for, spill bytes, and occupancy: resident
- * blocks per SM from the block size, registers and shared memory against the arch's limits). Given a folder with plan.txt, also checks that every kernel the plan launches
- * is defined and reads the dtypes the plan gives its operands. Exit 1 on a compile error (the log is
- * shown), a spill, a plan mismatch or shared memory above the arch's opt-in maximum, 2 on bad input. */
+ * kernels.cu with NVRTC for each arch (default: those of the GPU specs marked kernel_report) and
+ * prints one row per kernel (registers, shared memory a block: static plus the dynamic bytes its
+ * launches ask for, spill bytes, and occupancy: resident blocks per SM from the block size,
+ * registers and shared memory against the arch's limits). Given a folder with plan.txt, also checks
+ * that every kernel the plan launches is defined and reads the dtypes the plan gives its operands.
+ * Exit 1 on a compile error (the log is shown), a spill, a plan mismatch or shared memory above the
+ * arch's opt-in maximum, 2 on bad input. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,32 +60,39 @@ static int kernel_block(const Plan *plan, const char *src, const char *name) {
     }
     size_t nl = strlen(name);
     for (const char *p = strstr(src, name); p; p = strstr(p + 1, name)) {
-        if ((p > src && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= '0' && p[-1] <= '9'))) ||
+        if ((p > src &&
+             (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= '0' && p[-1] <= '9'))) ||
             p[nl] != '(')
             continue;   /* not the whole name, or not a definition/call */
-        const char *lb = NULL;   /* the nearest __launch_bounds__ before it, within its declaration */
+        /* the nearest __launch_bounds__ before it, within its declaration */
+        const char *lb = NULL;
         for (const char *q = src; (q = strstr(q, "__launch_bounds__(")) && q < p; q++) lb = q;
-        if (lb && p - lb < 400 && !memchr(lb, ';', (size_t)(p - lb)) && !memchr(lb, '}', (size_t)(p - lb)))
+        if (lb && p - lb < 400 && !memchr(lb, ';', (size_t)(p - lb)) &&
+            !memchr(lb, '}', (size_t)(p - lb)))
             return atoi(lb + strlen("__launch_bounds__("));
     }
     return 0;
 }
 
-/* The dynamic shared memory (bytes) a launch of kernel `name` asks for: the plan's smem= when the plan
- * launches it, else the "// boost:dynamic_smem NAME BYTES" line gen/kernels.c writes before it; 0. */
+/* The dynamic shared memory (bytes) a launch of kernel `name` asks for: the plan's smem= when the
+ * plan launches it, else the "// boost:dynamic_smem NAME BYTES" line gen/kernels.c writes before
+ * it; 0. */
 static long long kernel_dyn_smem(const Plan *plan, const char *src, const char *name) {
     for (int s = 0; plan && s < plan->nsteps; s++) {
         const PlanStep *st = &plan->steps_[s];
-        if (st->kind == ST_KERNEL && !strcmp(st->kernel->name, name)) return (long long)st->kernel->smem;
+        if (st->kind == ST_KERNEL && !strcmp(st->kernel->name, name))
+            return (long long)st->kernel->smem;
     }
     return kernels_dynamic_smem(src, name);
 }
 
 static void usage(FILE *f) {
     fprintf(f, "usage: boost kernels DIR|kernels.cu [--arch ARCH,...] [--md]\n"
-               "  compiles the kernels with NVRTC (no GPU needed) for each arch (default: those of the GPU\n"
+               "  compiles the kernels with NVRTC (no GPU needed) "
+               "for each arch (default: those of the GPU\n"
                "  specs with kernel_report = true) and reports registers, shared memory\n"
-               "  (static + dynamic), spills and blocks per SM per kernel; exit 1 on a compile error, any\n"
+               "  (static + dynamic), spills and blocks per SM "
+               "per kernel; exit 1 on a compile error, any\n"
                "  spill, a plan mismatch or shared memory above the arch's opt-in maximum\n");
 }
 
@@ -109,9 +118,10 @@ static int check_plan_kernels(const Plan *plan, const char *plan_path, const cha
         if (ps->kind != ST_KERNEL) continue;
         long long want = kernels_dynamic_smem(src, ps->kernel->name);
         if ((long long)ps->kernel->smem != want) {
-            fprintf(stderr, "%s:%d: kernel %s launches with smem=%lld but kernels.cu declares %lld B "
-                    "of dynamic shared memory for it: regenerate both with 'boost gen'\n", plan_path,
-                    ps->line, ps->kernel->name, (long long)ps->kernel->smem, want);
+            fprintf(stderr,
+                    "%s:%d: kernel %s launches with smem=%lld but kernels.cu declares %lld "
+                    "B of dynamic shared memory for it: regenerate both with 'boost gen'\n",
+                    plan_path, ps->line, ps->kernel->name, (long long)ps->kernel->smem, want);
             plan_bad++;
         }
     }

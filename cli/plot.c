@@ -1,7 +1,8 @@
 /* plot.c: `boost plot LOG [-o FILE.png] [--title TEXT]`: the loss curve (and the validation loss
  * where the log has it) of a training log in JSON lines ({"step":..,"loss":..,"val_loss":..} a
  * line), drawn with gnuplot into a PNG. The PNG is written beside its final name and renamed into
- * place, so a failure never leaves a partial picture. Not a JSON parser: it reads numeric fields. */
+ * place, so a failure never leaves a partial picture. Not a JSON parser: it reads numeric fields.
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>       // defines: FILE, fopen, popen, snprintf, rename
@@ -14,12 +15,14 @@
 #include "cli/plot_moe.h"   // defines: plot_experts, find_program, gp_quote
 
 static void plot_usage(FILE *f) {
-    fprintf(f, "usage: boost plot LOG [-o FILE.png] [--title TEXT] [--experts]\n"
-               "  LOG: a training log in JSON lines ({\"step\":N,\"loss\":X,\"val_loss\":Y} a line),\n"
-               "       as written by 'boost train ... --log LOG'\n"
-               "  -o:  the PNG to write (default: LOG with its extension replaced by .png)\n"
-               "  --experts: an MoE run's expert load over training (tokens per expert per step, one panel\n"
-               "       per MoE layer) instead of the loss (default PNG: LOG-experts.png)\n");
+    fprintf(f,
+            "usage: boost plot LOG [-o FILE.png] [--title TEXT] [--experts]\n"
+            "  LOG: a training log in JSON lines ({\"step\":N,\"loss\":X,\"val_loss\":Y} a line),\n"
+            "       as written by 'boost train ... --log LOG'\n"
+            "  -o:  the PNG to write (default: LOG with its extension replaced by .png)\n"
+            "  --experts: an MoE run's expert load over "
+            "training (tokens per expert per step, one panel\n"
+            "       per MoE layer) instead of the loss (default PNG: LOG-experts.png)\n");
 }
 
 /* Find "key" followed by ':' and a number in a JSON line: 1 and *out on success, 0 when the key

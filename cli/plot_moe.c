@@ -22,8 +22,8 @@ static double step_of(const char *line) {
     return p ? strtod(p + 1, NULL) : -1;
 }
 
-/* Parse "moe_load":[[a,b,..],[..],..] at line: per layer the counts (at most MAXE each); returns the
- * number of layers, 0 when the key is absent, -1 when malformed. */
+/* Parse "moe_load":[[a,b,..],[..],..] at line: per layer the counts (at most MAXE each); returns
+ * the number of layers, 0 when the key is absent, -1 when malformed. */
 static int parse_load(const char *line, double (*v)[MAXE], int *ne) {
     const char *p = strstr(line, "\"moe_load\"");
     if (!p) return 0;
@@ -59,8 +59,14 @@ int plot_experts(const char *log, const char *png, const char *title, const char
     char data_path[] = "/tmp/boost-plot-moe.XXXXXX";
     int fd = mkstemp(data_path);
     FILE *data = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!data) { fprintf(stderr, "boost plot: cannot create a temporary file in /tmp (%s)\n", strerror(errno)); fclose(in); return 1; }
-    /* data: one gnuplot block per layer ("step load_0 .. load_{E-1}"), so each line is read once per layer */
+    if (!data) {
+        fprintf(stderr, "boost plot: cannot create a temporary file in /tmp (%s)\n",
+                strerror(errno));
+        fclose(in);
+        return 1;
+    }
+    /* data: one gnuplot block per layer ("step load_0 .. load_{E-1}"), so each line is read once
+     * per layer */
     char *line = NULL;
     size_t cap = 0;
     FILE *blk[MAXL] = {0};
@@ -103,10 +109,13 @@ int plot_experts(const char *log, const char *png, const char *title, const char
         free(blkbuf[q]);
     }
     fclose(data);
-    if (bad) fprintf(stderr, "%s: warning: %d line(s) have a malformed moe_load and were skipped\n", log, bad);
+    if (bad)
+        fprintf(stderr, "%s: warning: %d line(s) have a malformed moe_load and were skipped\n", log,
+                bad);
     if (!npts) {
-        fprintf(stderr, "%s: no line has \"moe_load\": train an MoE model with 'boost train RUN --log %s' to record the "
-                        "expert load\n", log, log);
+        fprintf(stderr,
+                "%s: no line has \"moe_load\": train an MoE model with "
+                "'boost train RUN --log %s' to record the expert load\n", log, log);
         unlink(data_path);
         return 2;
     }
@@ -114,33 +123,48 @@ int plot_experts(const char *log, const char *png, const char *title, const char
     snprintf(tmp_png, sizeof tmp_png, "%s.tmp%ld", png, (long)getpid());
     snprintf(cmd, sizeof cmd, "'%s' 2>&1", gnuplot);
     FILE *gp = popen(cmd, "w");
-    if (!gp) { fprintf(stderr, "boost plot: cannot start %s (%s)\n", gnuplot, strerror(errno)); unlink(data_path); return 1; }
+    if (!gp) {
+        fprintf(stderr, "boost plot: cannot start %s (%s)\n", gnuplot, strerror(errno));
+        unlink(data_path);
+        return 1;
+    }
     int h = 260 * nl + 60;
-    fprintf(gp, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 900,%d } "
-                "else { set terminal png size 900,%d }\n", h, h);
+    fprintf(gp,
+            "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal "
+            "pngcairo size 900,%d } else { set terminal png size 900,%d }\n", h, h);
     fprintf(gp, "set output '%s'\n", tmp_png);
-    fprintf(gp, "set grid\nset key outside right\nset datafile missing NaN\nset xlabel 'step'\nset ylabel 'tokens'\n");
-    fprintf(gp, "set multiplot layout %d,1 title '%s: expert load (tokens routed per step, before capacity)' noenhanced\n", nl,
-            title ? title : log);
+    fprintf(gp, "set grid\nset key outside right\nset datafile missing NaN\nset xlabel 'step'\n"
+                "set ylabel 'tokens'\n");
+    fprintf(gp,
+            "set multiplot layout %d,1 title '%s: expert load "
+            "(tokens routed per step, before capacity)' noenhanced\n", nl, title ? title : log);
     char lp[64];
     for (int q = 0; q < nl; q++) {
         if (lay[q] >= 0) snprintf(lp, sizeof lp, "layer %d", lay[q]);
         else snprintf(lp, sizeof lp, "MoE layer #%d", q);
         fprintf(gp, "set title '%s'\nplot ", lp);
         for (int e = 0; e < E; e++)
-            fprintf(gp, "%s'%s' index %d using 1:%d with lines title 'e%d'", e ? ", " : "", data_path, q, e + 2, e);
+            fprintf(gp, "%s'%s' index %d using 1:%d with lines title 'e%d'", e ? ", " : "",
+                    data_path, q, e + 2, e);
         fputc('\n', gp);
     }
     fprintf(gp, "unset multiplot\nset output\n");
     int status = pclose(gp);
     unlink(data_path);
     struct stat st;
-    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || stat(tmp_png, &st) != 0 || st.st_size == 0) {
-        fprintf(stderr, "boost plot: gnuplot failed to draw %s (messages above); nothing written\n", png);
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || stat(tmp_png, &st) != 0 ||
+        st.st_size == 0) {
+        fprintf(stderr, "boost plot: gnuplot failed to draw %s (messages above); nothing written\n",
+                png);
         unlink(tmp_png);
         return 1;
     }
-    if (rename(tmp_png, png) != 0) { fprintf(stderr, "boost plot: cannot write %s (%s)\n", png, strerror(errno)); unlink(tmp_png); return 1; }
-    printf("%s: expert load of %d MoE layer(s) x %d experts at %d steps from %s\n", png, nl, E, npts, log);
+    if (rename(tmp_png, png) != 0) {
+        fprintf(stderr, "boost plot: cannot write %s (%s)\n", png, strerror(errno));
+        unlink(tmp_png);
+        return 1;
+    }
+    printf("%s: expert load of %d MoE layer(s) x %d experts at %d steps from %s\n", png, nl, E,
+           npts, log);
     return 0;
 }

@@ -1,14 +1,15 @@
-/* sample.c: `boost sample CKPT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p P]
- * [--seed S] [-D tp=N ...] [--backend cpu|cuda]`: generate a continuation from a checkpoint and print
- * it as it is produced. By default it runs the decode plan with a KV cache (infer.txt,
- * gen/infer_plan.c): the prompt fills the cache (the prefill step, prefill.txt, takes it in chunks of
- * up to 32 tokens, the last token goes through the decode step), then one decode step per token. max_seq = the training seq; when the cache is
- * full the window slides by half: the cache restarts from the last max_seq/2 tokens (re-prefilled),
- * so a token sees between max_seq/2 and max_seq-1 earlier tokens. --no-cache runs the training
- * plan's forward over the whole window of up to seq tokens per token instead (each token sees the
- * last seq). Byte-level
- * models read and write text; token models read ids and print ids, or text with --tokenizer FILE
- * (llm.c's gpt2_tokenizer.bin format). */
+/* sample.c: `boost sample CKPT [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K] [--top-p
+ * P]
+ * [--seed S] [-D tp=N ...] [--backend cpu|cuda]`: generate a continuation from a checkpoint and
+ * print it as it is produced. By default it runs the decode plan with a KV cache (infer.txt,
+ * gen/infer_plan.c): the prompt fills the cache (the prefill step, prefill.txt, takes it in chunks
+ * of up to 32 tokens, the last token goes through the decode step), then one decode step per token.
+ * max_seq = the training seq; when the cache is full the window slides by half: the cache restarts
+ * from the last max_seq/2 tokens (re-prefilled), so a token sees between max_seq/2 and max_seq-1
+ * earlier tokens. --no-cache runs the training plan's forward over the whole window of up to seq
+ * tokens per token instead (each token sees the last seq). Byte-level models read and write text;
+ * token models read ids and print ids, or text with --tokenizer FILE (llm.c's gpt2_tokenizer.bin
+ * format). */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,10 +26,13 @@
 
 static void sample_usage(FILE *f) {
     fprintf(f,
-        "usage: boost sample CKPT [--prompt TEXT | --prompt-ids \"ID ID ...\"] [--tokens N] [--temperature T]\n"
-        "                         [--top-k K] [--top-p P] [--seed S] [--tokenizer FILE] [-D name=value ...]\n"
+        "usage: boost sample CKPT [--prompt TEXT | --prompt-ids "
+        "\"ID ID ...\"] [--tokens N] [--temperature T]\n"
+        "                         [--top-k K] [--top-p P] "
+        "[--seed S] [--tokenizer FILE] [-D name=value ...]\n"
         "                         [--run RUN] [--backend cpu|cuda|auto]\n"
-        "  CKPT            a checkpoint folder (DIR/step-NNNNNN), or a run's output folder (its newest step)\n"
+        "  CKPT            a checkpoint folder (DIR/step-NNNNNN), "
+        "or a run's output folder (its newest step)\n"
         "  --prompt TEXT   the text to continue (byte-level models, and token models whose run\n"
         "                  named its tokenizer: its copy in the run's folder encodes the prompt\n"
         "                  and decodes the output; default a newline, or its separator)\n"
@@ -36,17 +40,26 @@ static void sample_usage(FILE *f) {
         "  --tokens N      tokens to generate (default 200)\n"
         "  --temperature T 0 picks the most likely token (greedy); default 0.8\n"
         "  --top-k K       sample among the K most likely tokens (default 0: all)\n"
-        "  --top-p P       sample among the most likely tokens whose probabilities add up to P, in (0, 1]\n"
+        "  --top-p P       sample among the most likely "
+        "tokens whose probabilities add up to P, in (0, 1]\n"
         "                  (default 1)\n"
         "  --seed S        the sampling seed (default 1): the same seed gives the same text\n"
-        "  --tokenizer F   an llm.c tokenizer file (gpt2_tokenizer.bin) to print text of a token model\n"
-        "  -D tp=2 ...     run another tp degree or layout of the same model (the plan is regenerated)\n"
-        "  --no-cache      recompute the forward over the whole window for every token (no KV cache)\n"
-        "How: the generator's decode step (infer.txt) keeps a KV cache of max_seq = the model's seq\n"
-        "positions per layer; the prefill step (prefill.txt) fills it with the prompt in chunks of up to 32\n"
-        "tokens, then each new token is one decode step. A prompt longer than seq is refused. When the cache is full the window slides by half:\n"
-        "the cache restarts from the last seq/2 tokens, so a token sees between seq/2 and seq-1 earlier\n"
-        "tokens. With --no-cache each token recomputes the training forward over the last seq tokens.\n"
+        "  --tokenizer F   an llm.c tokenizer file "
+        "(gpt2_tokenizer.bin) to print text of a token model\n"
+        "  -D tp=2 ...     run another tp degree or layout "
+        "of the same model (the plan is regenerated)\n"
+        "  --no-cache      recompute the forward over "
+        "the whole window for every token (no KV cache)\n"
+        "How: the generator's decode step (infer.txt) "
+        "keeps a KV cache of max_seq = the model's seq\n"
+        "positions per layer; the prefill step (prefill.txt) "
+        "fills it with the prompt in chunks of up to 32\n"
+        "tokens, then each new token is one decode step. A prompt longer than "
+        "seq is refused. When the cache is full the window slides by half:\n"
+        "the cache restarts from the last seq/2 tokens, "
+        "so a token sees between seq/2 and seq-1 earlier\n"
+        "tokens. With --no-cache each token recomputes "
+        "the training forward over the last seq tokens.\n"
         "The text goes to stdout as it is produced, notes to stderr.\n");
 }
 
@@ -66,11 +79,13 @@ static int tokenizer_load(const char *path, Tokenizer *t) {
         return 2;
     }
     uint32_t h[256];
-    int bad = fread(h, sizeof h, 1, f) != 1 || h[0] != TOKENIZER_MAGIC || (h[1] != 1 && h[1] != 2) ||
-              h[2] == 0 || h[2] > 10000000;
+    int bad = fread(h, sizeof h, 1, f) != 1 || h[0] != TOKENIZER_MAGIC ||
+              (h[1] != 1 && h[1] != 2) || h[2] == 0 || h[2] > 10000000;
     if (bad) {
-        fprintf(stderr, "boost sample: --tokenizer %s: not an llm.c tokenizer file (expected a 1024-byte header with magic "
-                "%d and version 1 or 2, as gpt2_tokenizer.bin)\n", path, TOKENIZER_MAGIC);
+        fprintf(stderr,
+                "boost sample: --tokenizer %s: not an llm.c tokenizer file (expected a "
+                "1024-byte header with magic %d and version 1 or 2, as gpt2_tokenizer.bin)\n",
+                path, TOKENIZER_MAGIC);
         fclose(f);
         return 2;
     }
@@ -80,9 +95,11 @@ static int tokenizer_load(const char *path, Tokenizer *t) {
     t->len = calloc((size_t)t->n, 1);
     for (int i = 0; i < t->n; i++) {
         unsigned char len;
-        if (fread(&len, 1, 1, f) != 1 || len == 0 || !(t->text[i] = malloc(len)) || fread(t->text[i], 1, len, f) != len) {
-            fprintf(stderr, "boost sample: --tokenizer %s: token %d of %d is cut short or empty: not an llm.c tokenizer "
-                    "file, or a damaged one\n", path, i, t->n);
+        if (fread(&len, 1, 1, f) != 1 || len == 0 || !(t->text[i] = malloc(len)) ||
+            fread(t->text[i], 1, len, f) != len) {
+            fprintf(stderr,
+                    "boost sample: --tokenizer %s: token %d of %d is cut short "
+                    "or empty: not an llm.c tokenizer file, or a damaged one\n", path, i, t->n);
             fclose(f);
             return 2;
         }
@@ -90,7 +107,12 @@ static int tokenizer_load(const char *path, Tokenizer *t) {
     }
     int extra = fgetc(f) != EOF;
     fclose(f);
-    if (extra) { fprintf(stderr, "boost sample: --tokenizer %s: bytes after the last of its %d tokens: not an llm.c tokenizer file\n", path, t->n); return 2; }
+    if (extra) {
+        fprintf(stderr,
+                "boost sample: --tokenizer %s: bytes after the last "
+                "of its %d tokens: not an llm.c tokenizer file\n", path, t->n);
+        return 2;
+    }
     return 0;
 }
 
@@ -109,11 +131,14 @@ static int cand_cmp(const void *a, const void *b) {
 }
 
 /* uniform in [0, 1) from the splitmix64 stream */
-static double uniform(uint64_t *rng) { return (double)(data_splitmix64(rng) >> 11) * (1.0 / 9007199254740992.0); }
+static double uniform(uint64_t *rng) {
+    return (double)(data_splitmix64(rng) >> 11) * (1.0 / 9007199254740992.0);
+}
 
 /* The next token from one row of logits [V]: greedy at temperature 0 (the first largest), else
  * softmax(logits / T) restricted to the top-k and then the top-p nucleus. */
-static int pick(const float *logits, int V, double temp, int topk, double topp, uint64_t *rng, Cand *c, double *prob) {
+static int pick(const float *logits, int V, double temp, int topk, double topp, uint64_t *rng,
+                Cand *c, double *prob) {
     if (temp == 0) {
         int best = 0;
         for (int i = 1; i < V; i++) if (logits[i] > logits[best]) best = i;
@@ -123,11 +148,20 @@ static int pick(const float *logits, int V, double temp, int topk, double topp, 
     qsort(c, (size_t)V, sizeof *c, cand_cmp);
     int n = topk > 0 && topk < V ? topk : V;
     double sum = 0;
-    for (int i = 0; i < n; i++) { prob[i] = exp(((double)c[i].logit - c[0].logit) / temp); sum += prob[i]; }
+    for (int i = 0; i < n; i++) {
+        prob[i] = exp(((double)c[i].logit - c[0].logit) / temp);
+        sum += prob[i];
+    }
     if (topp < 1) {
         double acc = 0;
         int keep = n;
-        for (int i = 0; i < n; i++) { acc += prob[i] / sum; if (acc >= topp) { keep = i + 1; break; } }
+        for (int i = 0; i < n; i++) {
+            acc += prob[i] / sum;
+            if (acc >= topp) {
+                keep = i + 1;
+                break;
+            }
+        }
         n = keep;
         sum = 0;
         for (int i = 0; i < n; i++) sum += prob[i];

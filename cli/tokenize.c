@@ -147,8 +147,8 @@ int cmd_tokenize(int argc, char **argv) {
         TokenizeResult r;
         rc = tokenize_files(b, inputs, ninputs, &job, &r);
         if (!rc)
-            printf("tokenize: %lld documents, %.1f MB of text -> %lld tokens (%.2f bytes/token, %s) "
-                   "in %.2f s (%.1f MB/s, %d threads) -> %s%s\n",
+            printf("tokenize: %lld documents, %.1f MB of text -> %lld tokens (%.2f bytes/token, "
+                   "%s) in %.2f s (%.1f MB/s, %d threads) -> %s%s\n",
                    (long long)r.docs, r.text_bytes / 1e6, (long long)r.tokens,
                    r.tokens ? (double)r.text_bytes / (double)r.tokens : 0, bpe_describe(b),
                    r.seconds, r.seconds > 0 ? r.text_bytes / 1e6 / r.seconds : 0, threads, out,

@@ -1,9 +1,10 @@
 /* train.c: `boost train RUN [-D name=value ...] [--backend cpu|cuda|auto] [--log FILE]
- * [--save-every N] [--keep N] [-o DIR] [--resume CKPT|auto] [--plan PLAN]`: turns the run spec into a plan (written
- * to DIR/plan/, or a temporary folder without -o), or takes a generated plan with --plan, then
- * hands it to the training loop (runtime/train.c). Exit 0 done, 1 failure while running, 2 bad input.
- * One process per GPU (a world in the environment, runtime/world.h): ranks > 0 generate their plan
- * in a private folder and print and log nothing; the ranks find each other through an NCCL id file. */
+ * [--save-every N] [--keep N] [-o DIR] [--resume CKPT|auto] [--plan PLAN]`: turns the run spec into
+ * a plan (written to DIR/plan/, or a temporary folder without -o), or takes a generated plan with
+ * --plan, then hands it to the training loop (runtime/train.c). Exit 0 done, 1 failure while
+ * running, 2 bad input. One process per GPU (a world in the environment, runtime/world.h): ranks >
+ * 0 generate their plan in a private folder and print and log nothing; the ranks find each other
+ * through an NCCL id file. */
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -27,41 +28,58 @@ static int train_locked(int argc, char **argv);
 static void train_usage(FILE *f) {
     fprintf(f,
         "usage: boost train RUN [-D name=value ...] [--backend cpu|cuda|auto] [--log FILE]\n"
-        "                       [--save-every N] [--keep N] [-o DIR] [--resume CKPT|auto] [--plan PLAN]\n"
+        "                       [--save-every N] [--keep "
+        "N] [-o DIR] [--resume CKPT|auto] [--plan PLAN]\n"
         "                       [--ckpt-format full|sharded] [--ckpt-async]\n"
         "                       [--straggler-factor X|off]\n"
         "  RUN             a run spec: a path, or a name under specs/runs/ (e.g. tiny-cola)\n"
         "  -D name=value   override a spec setting (tp=2, steps=50, lr=1e-3, data=FILE, ...)\n"
         "  --backend B     cpu, cuda or auto (cuda when a GPU is there; default auto)\n"
-        "  --log FILE      JSON lines, one per step: step, loss, val_loss, tokens_per_s, lr, grad_norm\n"
-        "  --tensorboard DIR  the same numbers (and MoE expert loads) as TensorBoard event files in DIR\n"
+        "  --log FILE      JSON lines, one per step: step, "
+        "loss, val_loss, tokens_per_s, lr, grad_norm\n"
+        "  --tensorboard DIR  the same numbers (and MoE "
+        "expert loads) as TensorBoard event files in DIR\n"
         "  -o DIR          checkpoints DIR/step-NNNNNN/ (and the generated plan in DIR/plan/)\n"
         "  --save-every N  a checkpoint every N steps (always one at the end with -o)\n"
-        "  --keep N        keep only the newest N complete checkpoints in DIR (and the last good one)\n"
-        "  --ckpt-format F full: every tensor whole in model.safetensors + optimizer.safetensors (the\n"
-        "                  default for one process); sharded: each rank writes only the slices it owns\n"
-        "                  (rank-RRRRR.safetensors + index.json; the default when several processes run)\n"
+        "  --keep N        keep only the newest N complete "
+        "checkpoints in DIR (and the last good one)\n"
+        "  --ckpt-format F full: every tensor whole in "
+        "model.safetensors + optimizer.safetensors (the\n"
+        "                  default for one process); "
+        "sharded: each rank writes only the slices it owns\n"
+        "                  (rank-RRRRR.safetensors + "
+        "index.json; the default when several processes run)\n"
         "  --ckpt-async    copy the state to host memory at the step boundary and write it on\n"
         "                  a background thread while training goes on (the next save, a stop\n"
         "                  and the end wait for it); each save's time lost by the loop is logged\n"
         "  --straggler-factor X  name a rank whose time outside collective waits is above X\n"
         "                  times the median, over the steps between progress lines (default\n"
         "                  1.5; off)\n"
-        "  --resume CKPT   continue from a checkpoint folder, or from the newest one in a run's DIR\n"
-        "                  that verifies (damaged newer ones are named and passed over); any tp and\n"
-        "                  layout of the same model. 'auto': the newest in -o DIR, or step 0 if none\n"
+        "  --resume CKPT   continue from a checkpoint "
+        "folder, or from the newest one in a run's DIR\n"
+        "                  that verifies (damaged newer "
+        "ones are named and passed over); any tp and\n"
+        "                  layout of the same model. "
+        "'auto': the newest in -o DIR, or step 0 if none\n"
         "  --plan PLAN     train a generated plan (plan.txt or its folder) instead of a run spec;\n"
         "                  -D may then change only training settings (steps, lr, data, ...)\n"
         "  --print-every N without a terminal: a progress line every N steps\n"
         "  --val-batches N validation micro-batches per evaluation (default 8)\n"
         "  --quiet         only the header, errors and the summary\n"
-        "SIGINT (Ctrl-C) or SIGTERM ends the step under way, saves a checkpoint (with -o) and stops;\n"
-        "a second one stops at once. Several processes (mpirun, srun) agree at each step boundary: a\n"
-        "signal to any of them stops all after the same step, with one checkpoint and one exit status.\n"
-        "-o DIR is locked (DIR/.lock): a second run on it refuses. Checkpoints are written atomically,\n"
-        "so a killed run loses at most the steps since its last checkpoint. state.json records each\n"
-        "file's CRC-32C, checked on resume (boost ckpt verify DIR checks one). A step whose loss or\n"
-        "gradient norm is NaN or inf is skipped; max_bad_steps of them in a row (train field, default 5)\n"
+        "SIGINT (Ctrl-C) or SIGTERM ends the step under "
+        "way, saves a checkpoint (with -o) and stops;\n"
+        "a second one stops at once. Several processes "
+        "(mpirun, srun) agree at each step boundary: a\n"
+        "signal to any of them stops all after the same "
+        "step, with one checkpoint and one exit status.\n"
+        "-o DIR is locked (DIR/.lock): a second run on it "
+        "refuses. Checkpoints are written atomically,\n"
+        "so a killed run loses at most the steps since "
+        "its last checkpoint. state.json records each\n"
+        "file's CRC-32C, checked on resume (boost ckpt "
+        "verify DIR checks one). A step whose loss or\n"
+        "gradient norm is NaN or inf is skipped; max_bad_steps "
+        "of them in a row (train field, default 5)\n"
         "stop the run with exit status 1. With spike_window=W (train field, 0: off) a step\n"
         "whose loss or gradient norm is spike_z standard deviations above the last W good\n"
         "steps' mean is skipped; spike_rollback_after of them in a row roll back to the last\n"
@@ -73,7 +91,8 @@ static int int_arg(const char *flag, const char *v, int lo, int *out) {
     errno = 0;
     long x = strtol(v ? v : "", &end, 10);
     if (!v || end == v || *end || errno || x < lo || x > 1000000000) {
-        fprintf(stderr, "boost train: %s needs a whole number >= %d, got '%s'\n", flag, lo, v ? v : "");
+        fprintf(stderr, "boost train: %s needs a whole number >= %d, got '%s'\n", flag, lo,
+                v ? v : "");
         return -1;
     }
     *out = (int)x;
@@ -129,7 +148,8 @@ static int lock_outdir(const char *dir) {
             int len = snprintf(line, sizeof line, "%ld %s\n", (long)getpid(), host);
             int ok = write(fd, line, (size_t)len) == len;
             if (close(fd) != 0 || !ok) {
-                fprintf(stderr, "boost train: %s: cannot write the lock: %s\n", path, strerror(errno));
+                fprintf(stderr, "boost train: %s: cannot write the lock: %s\n", path,
+                        strerror(errno));
                 unlink(path); free(path); return 1;
             }
             lock_path = path;
@@ -148,17 +168,21 @@ static int lock_outdir(const char *dir) {
         /* a job torn down by its launcher may take a moment to go: wait up to 3 s for it */
         for (int w = 0; attempt == 0 && here && w < 60 && pid_runs(pid); w++) usleep(50000);
         if (attempt == 0 && here && !pid_runs(pid)) {
-            fprintf(stderr, "boost train: note: %s: taking over the lock of pid %ld on %s, which no longer runs\n", path,
-                    pid, host);
+            fprintf(stderr,
+                    "boost train: note: %s: taking over the lock "
+                    "of pid %ld on %s, which no longer runs\n", path, pid, host);
             unlink(path);
             continue;
         }
         if (got == 2)
-            fprintf(stderr, "boost train: %s is in use by another run: pid %ld on host %s holds %s; wait for it to end "
-                    "or give another -o (if that run is gone, remove %s)\n", dir, pid, other, path, path);
+            fprintf(stderr,
+                    "boost train: %s is in use by another run: pid %ld on host %s holds %s; "
+                    "wait for it to end or give another -o (if that run is gone, remove %s)\n",
+                    dir, pid, other, path, path);
         else
-            fprintf(stderr, "boost train: %s is in use by another run (%s exists but names no pid and host); if no run "
-                    "writes there, remove %s\n", dir, path, path);
+            fprintf(stderr,
+                    "boost train: %s is in use by another run (%s exists but "
+                    "names no pid and host); if no run writes there, remove %s\n", dir, path, path);
         free(path);
         return 2;
     }
@@ -175,7 +199,8 @@ static void unlock_outdir(void) {
 int cmd_train(int argc, char **argv) {
     int rc = train_locked(argc, argv);
     unlock_outdir();
-    comm_mpi_finish(rc);   /* under mpirun: finalize, or stop the other ranks when this one failed */
+    /* under mpirun: finalize, or stop the other ranks when this one failed */
+    comm_mpi_finish(rc);
     return rc;
 }
 
@@ -216,8 +241,8 @@ static int train_option(TrainArgs *t, const char *a, const char *next) {
         int off = !strcmp(next, "off");
         opt->straggler_factor = off ? -1 : strtod(next, &end);
         if (!off && (*end || !(opt->straggler_factor > 1))) {
-            fprintf(stderr, "boost train: --straggler-factor %s: expected a number above 1 or off\n",
-                    next);
+            fprintf(stderr,
+                    "boost train: --straggler-factor %s: expected a number above 1 or off\n", next);
             return 2;
         }
     }

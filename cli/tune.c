@@ -37,14 +37,18 @@ static int family(const char *kind) {
     const KernelKind *kk = kcat_kind(kcat_find(kind));
     if (!kk) return FAM_ELEM;
     if (kk->launch == KL_ATTN_FWD || kk->launch == KL_ATTN_BWD) return FAM_ATTN;
-    if (kk->launch == KL_ROW || kk->launch == KL_ROW_COLS || kk->launch == KL_SINGLE) return FAM_ROW;
+    if (kk->launch == KL_ROW || kk->launch == KL_ROW_COLS || kk->launch == KL_SINGLE)
+        return FAM_ROW;
     return FAM_ELEM;
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: boost tune PLAN_DIR [--reps N] [-o FILE] [--dry-run]\n"
-               "  times the plan's kernels on the GPU under %d candidate tunings and writes the fastest\n"
-               "  per family to specs/gpus/GPU.tuning.lua (or FILE); --dry-run compiles the candidates only\n", NCAND);
+    fprintf(f,
+            "usage: boost tune PLAN_DIR [--reps N] [-o FILE] [--dry-run]\n"
+            "  times the plan's kernels on the GPU under "
+            "%d candidate tunings and writes the fastest\n"
+            "  per family to specs/gpus/GPU.tuning.lua (or "
+            "FILE); --dry-run compiles the candidates only\n", NCAND);
 }
 
 /* The plan's kernel step as the specialiser's input, with candidate c's tuning. */
@@ -78,14 +82,17 @@ static int distinct_kernels(const Plan *p, int *rep) {
     for (int s = 0; s < p->nsteps; s++) {
         if (p->steps_[s].kind != ST_KERNEL) continue;
         int seen = 0;
-        for (int j = 0; j < nk && !seen; j++) seen = !strcmp(p->steps_[rep[j]].kernel->name, p->steps_[s].kernel->name);
+        for (int j = 0; j < nk && !seen; j++)
+            seen = !strcmp(p->steps_[rep[j]].kernel->name, p->steps_[s].kernel->name);
         if (!seen) rep[nk++] = s;
     }
     return nk;
 }
 
-/* kernels.cu of the nk kernels rep[] under each candidate tuning, into srcs[c]: 0, or 2 (printed). */
-static int emit_candidates(const Plan *p, const char *path, const int *rep, int nk, char *srcs[NCAND]) {
+/* kernels.cu of the nk kernels rep[] under each candidate tuning, into srcs[c]: 0, or 2 (printed).
+ */
+static int emit_candidates(const Plan *p, const char *path, const int *rep, int nk,
+                           char *srcs[NCAND]) {
     char err[1 << 14];
     KernelInst *ks = calloc(nk + 1, sizeof *ks);
     Run *run = malloc(sizeof *run);
@@ -95,12 +102,18 @@ static int emit_candidates(const Plan *p, const char *path, const int *rep, int 
         run_for(p, c, run);
         for (int j = 0; j < nk && !status; j++) {
             inst_of(p->steps_[rep[j]].kernel, &ks[j]);
-            if (kernel_specialise(&ks[j], run, err, sizeof err)) { fprintf(stderr, "%s: %s\n", path, err); status = 2; }
+            if (kernel_specialise(&ks[j], run, err, sizeof err)) {
+                fprintf(stderr, "%s: %s\n", path, err);
+                status = 2;
+            }
         }
         if (status) break;
         size_t len = 0;
         FILE *mem = open_memstream(&srcs[c], &len);
-        if (kernels_emit(mem, ks, nk, run, err, sizeof err)) { fprintf(stderr, "%s\n", err); status = 2; }
+        if (kernels_emit(mem, ks, nk, run, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            status = 2;
+        }
         fclose(mem);
     }
     free(ks); free(run);
@@ -126,8 +139,9 @@ static int dry_run(const Plan *p, char *srcs[NCAND]) {
         if (n < 0) { fprintf(stderr, "candidate %d: %s\n", c, err); status = 1; continue; }
         int spills = 0;
         for (int i = 0; i < n; i++) spills += st[i].spill_stores > 0 || st[i].spill_loads > 0;
-        printf("candidate %d (row_block %d, elem_block %d, attention %dx%d): %d kernels for %s, %d spill\n", c,
-               ROW[c], ELEM[c], ATTN_Q[c], ATTN_K[c], n, arch, spills);
+        printf("candidate %d (row_block %d, elem_block %d, "
+               "attention %dx%d): %d kernels for %s, %d spill\n",
+               c, ROW[c], ELEM[c], ATTN_Q[c], ATTN_K[c], n, arch, spills);
         if (spills) status = 1;
     }
     free(st);
@@ -136,8 +150,8 @@ static int dry_run(const Plan *p, char *srcs[NCAND]) {
 
 /* Seconds of candidate c's module for every kernel rep[], weighted by how often the plan launches
  * it, added into total[family]: 0, or 1 (printed). */
-static int time_candidate(const Plan *p, BackendRank *r, int c, void *mod, const int *rep, int nk, int reps,
-                          double total[NFAM]) {
+static int time_candidate(const Plan *p, BackendRank *r, int c, void *mod, const int *rep, int nk,
+                          int reps, double total[NFAM]) {
     char err[1 << 14];
     Run *run = malloc(sizeof *run);
     if (!run) { fprintf(stderr, "boost tune: out of memory\n"); return 1; }
@@ -151,7 +165,8 @@ static int time_candidate(const Plan *p, BackendRank *r, int c, void *mod, const
         void *ops[PLAN_MAX_KEYS];
         for (int i = 0; i < a->nops; i++) {
             const PlanTensor *t = &p->tensors[a->op[i].tensor];
-            ops[i] = (char *)backend_cuda.tensor_ptr(r, a->op[i].tensor) + rank_int(a->op[i].off, 0) * (int64_t)plan_dtype_size(t->dtype);
+            ops[i] = (char *)backend_cuda.tensor_ptr(r, a->op[i].tensor) +
+                     rank_int(a->op[i].off, 0) * (int64_t)plan_dtype_size(t->dtype);
         }
         double sec = 0;
         if (cuda_time_kernel(r, mod, k.name, a, ops, k.grid, k.block, k.smem, reps, &sec)) {
@@ -171,14 +186,17 @@ static int time_candidate(const Plan *p, BackendRank *r, int c, void *mod, const
 
 /* Time every candidate on one rank of the plan (its memory holds the kernels' operands) into
  * total[c][family]: 0, or 1 (printed; no GPU is an error here, --dry-run needs none). */
-static int time_candidates(const Plan *p, const int *rep, int nk, int reps, char *srcs[NCAND], double total[NCAND][NFAM]) {
+static int time_candidates(const Plan *p, const int *rep, int nk, int reps, char *srcs[NCAND],
+                           double total[NCAND][NFAM]) {
     char err[1 << 14];
     BackendRank *r = backend_cuda.rank_open(p, 0, p->tp, err, sizeof err);
     if (!r) {
-        fprintf(stderr, "boost tune: %s (boost tune times kernels on a GPU; --dry-run only compiles them)\n", err);
+        fprintf(stderr, "boost tune: %s (boost tune times kernels on a GPU; --dry-run only "
+                "compiles them)\n", err);
         return 1;
     }
-    printf("timing %d kernels x %d candidates on %s, %d launches each\n", nk, NCAND, cuda_device_arch(), reps);
+    printf("timing %d kernels x %d candidates on %s, %d launches each\n", nk, NCAND,
+           cuda_device_arch(), reps);
     int status = 0;
     for (int c = 0; c < NCAND && !status; c++) {
         void *mod = cuda_module_load(srcs[c], err, sizeof err);
@@ -201,24 +219,28 @@ static void pick_fastest(double total[NCAND][NFAM], int pick[NFAM]) {
     printf("   (microseconds per forward+backward)\n");
     for (int f = 0; f < NFAM; f++) {
         printf("%-22s", FAM_NAME[f]);
-        for (int c = 0; c < NCAND; c++) printf(" %8.1f%s", total[c][f] * 1e6, c == pick[f] ? "*" : " ");
+        for (int c = 0; c < NCAND; c++)
+            printf(" %8.1f%s", total[c][f] * 1e6, c == pick[f] ? "*" : " ");
         printf("\n");
     }
 }
 
 /* specs/gpus/GPU.tuning.lua (or outp) with the picks, written to a temporary file and renamed. */
-static int write_tuning(const Plan *p, const char *dir, const char *outp, int reps, const int pick[NFAM]) {
+static int write_tuning(const Plan *p, const char *dir, const char *outp, int reps,
+                        const int pick[NFAM]) {
     char defp[1024];
     if (!outp) { snprintf(defp, sizeof defp, "specs/gpus/%s.tuning.lua", p->gpu); outp = defp; }
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", outp);
     FILE *f = fopen(tmp, "w");
     if (!f) { fprintf(stderr, "%s: cannot write: %s\n", tmp, strerror(errno)); return 1; }
-    fprintf(f, "-- %s.tuning.lua: written by `boost tune %s` on %s (%d launches per kernel); read by\n"
-               "-- `boost gen` for gpu \"%s\" over the gpu spec's tune table. Delete it to go back.\n",
+    fprintf(f,
+            "-- %s.tuning.lua: written by `boost tune %s` on %s (%d launches per kernel); read by\n"
+            "-- `boost gen` for gpu \"%s\" over the gpu spec's tune table. Delete it to go back.\n",
             p->gpu, dir, cuda_device_arch(), reps, p->gpu);
-    fprintf(f, "return tune { row_block = %d, elem_block = %d, attn_block_q = %d, attn_block_k = %d }\n",
-            ROW[pick[FAM_ROW]], ELEM[pick[FAM_ELEM]], ATTN_Q[pick[FAM_ATTN]], ATTN_K[pick[FAM_ATTN]]);
+    fprintf(f,
+        "return tune { row_block = %d, elem_block = %d, attn_block_q = %d, attn_block_k = %d }\n",
+        ROW[pick[FAM_ROW]], ELEM[pick[FAM_ELEM]], ATTN_Q[pick[FAM_ATTN]], ATTN_K[pick[FAM_ATTN]]);
     if (file_commit(f, tmp, outp)) {
         fprintf(stderr, "%s: write failed: %s\n", outp, strerror(errno));
         return 1;
@@ -236,7 +258,11 @@ int cmd_tune(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) outp = argv[++i];
         else if (argv[i][0] != '-' && !dir) dir = argv[i];
-        else { fprintf(stderr, "boost tune: unexpected argument '%s'\n", argv[i]); usage(stderr); return 2; }
+        else {
+            fprintf(stderr, "boost tune: unexpected argument '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
     }
     if (!dir || reps < 1 || reps > 10000) { usage(stderr); return 2; }
     char path[4096], err[1 << 14];
@@ -250,7 +276,10 @@ int cmd_tune(int argc, char **argv) {
     char *srcs[NCAND] = {0};
     int status = rep ? 0 : 1, nk = 0;
     if (!rep) fprintf(stderr, "boost tune: out of memory\n");
-    if (!status) { nk = distinct_kernels(p, rep); status = emit_candidates(p, path, rep, nk, srcs); }
+    if (!status) {
+        nk = distinct_kernels(p, rep);
+        status = emit_candidates(p, path, rep, nk, srcs);
+    }
     if (!status && dry) status = dry_run(p, srcs);
     else if (!status) {
         double total[NCAND][NFAM];

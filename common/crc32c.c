@@ -20,7 +20,8 @@ static void build_table(void) {
         table[0][n] = c;
     }
     for (uint32_t n = 0; n < 256; n++)
-        for (int s = 1; s < 8; s++) table[s][n] = (table[s - 1][n] >> 8) ^ table[0][table[s - 1][n] & 0xff];
+        for (int s = 1; s < 8; s++)
+            table[s][n] = (table[s - 1][n] >> 8) ^ table[0][table[s - 1][n] & 0xff];
 }
 
 uint32_t crc32c_update_table(uint32_t crc, const void *buf, size_t len) {
@@ -28,10 +29,13 @@ uint32_t crc32c_update_table(uint32_t crc, const void *buf, size_t len) {
     const unsigned char *p = buf;
     uint32_t c = ~crc;
     while (len >= 8) {   // little-endian: the low byte of the first word meets the CRC's low byte
-        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
-        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
-        c = table[7][lo & 0xff] ^ table[6][(lo >> 8) & 0xff] ^ table[5][(lo >> 16) & 0xff] ^ table[4][lo >> 24] ^
-            table[3][hi & 0xff] ^ table[2][(hi >> 8) & 0xff] ^ table[1][(hi >> 16) & 0xff] ^ table[0][hi >> 24];
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                           (uint32_t)p[3] << 24);
+        uint32_t hi =
+            (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        c = table[7][lo & 0xff] ^ table[6][(lo >> 8) & 0xff] ^ table[5][(lo >> 16) & 0xff] ^
+            table[4][lo >> 24] ^ table[3][hi & 0xff] ^ table[2][(hi >> 8) & 0xff] ^
+            table[1][(hi >> 16) & 0xff] ^ table[0][hi >> 24];
         p += 8;
         len -= 8;
     }
@@ -69,7 +73,9 @@ uint32_t crc32c_update(uint32_t crc, const void *buf, size_t len) {
 }
 #else
 int crc32c_hardware(void) { return 0; }
-uint32_t crc32c_update(uint32_t crc, const void *buf, size_t len) { return crc32c_update_table(crc, buf, len); }
+uint32_t crc32c_update(uint32_t crc, const void *buf, size_t len) {
+    return crc32c_update_table(crc, buf, len);
+}
 #endif
 
 int crc32c_file(const char *path, uint32_t *crc) {

@@ -47,10 +47,12 @@ static void nv_load(void) {
     snprintf(nv.path, sizeof nv.path, "%s", f.path);
     snprintf(nv.where, sizeof nv.where, "%s", f.where);
     cudalib_include_for(f.dir, nv.include, sizeof nv.include);
-#define NV_SYM(field, type, sym) \
-    if (!(nv.field = (type)dlsym(h, sym))) { \
-        snprintf(nv.why, sizeof nv.why, "libnvrtc has no symbol %s: NVRTC too old (need CUDA 12+)", sym); \
-        return; }
+#define NV_SYM(field, type, sym)                                                                   \
+    if (!(nv.field = (type)dlsym(h, sym))) {                                                       \
+        snprintf(nv.why, sizeof nv.why,                                                            \
+                 "libnvrtc has no symbol %s: NVRTC too old (need CUDA 12+)", sym);                 \
+        return;                                                                                    \
+    }
     NV_SYM(create, CreateFn, "nvrtcCreateProgram");
     NV_SYM(compile, CompileFn, "nvrtcCompileProgram");
     NV_SYM(log_size, SizeFn, "nvrtcGetProgramLogSize");
@@ -140,7 +142,8 @@ int nvrtc_parse_ptxas(const char *log, KernelStat *stats, int max) {
         } else if (cur && (p = strstr(buf, "bytes spill stores"))) {
             const char *q = strstr(buf, "stack frame,");
             int st = 0, ld = 0;
-            if (q && sscanf(q, "stack frame, %d bytes spill stores, %d bytes spill loads", &st, &ld) == 2) {
+            if (q && sscanf(q, "stack frame, %d bytes spill stores, %d bytes spill loads", &st,
+                            &ld) == 2) {
                 cur->spill_stores = st; cur->spill_loads = ld;
             }
         } else if (cur && (p = strstr(buf, "Used "))) {
@@ -158,7 +161,8 @@ int nvrtc_parse_ptxas(const char *log, KernelStat *stats, int max) {
     return n;
 }
 
-/* ---- the on-disk cache: compile results keyed on source, options, arch, NVRTC version, headers ---- */
+/* ---- the on-disk cache: compile results keyed on source, options, arch, NVRTC version, headers
+ * ---- */
 static uint64_t fnv1a64(uint64_t h, const void *data, size_t n) {
     const unsigned char *p = data;
     for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
@@ -168,7 +172,8 @@ static uint64_t fnv1a64(uint64_t h, const void *data, size_t n) {
 /* What every compile passes besides -arch and the include path (both hashed separately). */
 #define NVRTC_FIXED_OPTS "-default-device -std=c++17 --ptxas-options=-v -lineinfo"
 
-int nvrtc_cache_path(const char *src, const char *arch, const char *ext, char *dir, size_t dn, char *path, size_t pn) {
+int nvrtc_cache_path(const char *src, const char *arch, const char *ext, char *dir, size_t dn,
+                     char *path, size_t pn) {
     int maj = 0, min = 0;
     if (nvrtc_version(&maj, &min) != 0) return -1;
     const char *home = nv.include, *opts = NVRTC_FIXED_OPTS;   /* the headers compiled against */
@@ -201,7 +206,8 @@ void nvrtc_cache_put(const char *dir, const char *path, const void *data, size_t
     for (char *s = tmp + 1; *s; s++)
         if (*s == '/') { *s = 0; mkdir(tmp, 0755); *s = '/'; }
     if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return;       /* no cache: not an error */
-    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());  /* atomically: a temp file, then rename */
+    /* atomically: a temp file, then rename */
+    snprintf(tmp, sizeof tmp, "%s.tmp%d", path, (int)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) return;
     int ok = fwrite(data, 1, len, f) == len;
@@ -220,7 +226,9 @@ int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin
     }
     /* only the statistics: a report compiled before from the same source is read back */
     char cdir[900], cpath[1100];
-    int cacheable = !cubin && stats && nvrtc_cache_path(src, arch, ".ptxas.txt", cdir, sizeof cdir, cpath, sizeof cpath) == 0;
+    int cacheable =
+        !cubin && stats &&
+        nvrtc_cache_path(src, arch, ".ptxas.txt", cdir, sizeof cdir, cpath, sizeof cpath) == 0;
     if (cacheable) {
         char *cached = nvrtc_cache_get(cpath, NULL);
         if (cached) {
@@ -232,7 +240,8 @@ int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin
     char opt_arch[64], opt_inc[1100];
     snprintf(opt_arch, sizeof opt_arch, "-arch=%s", arch);
     snprintf(opt_inc, sizeof opt_inc, "-I%s", nv.include);
-    const char *opts[] = {opt_arch, "-default-device", "-std=c++17", opt_inc,   /* NVRTC_FIXED_OPTS */
+    /* the arch, NVRTC_FIXED_OPTS and the include folder */
+    const char *opts[] = {opt_arch, "-default-device", "-std=c++17", opt_inc,
                           "--ptxas-options=-v", "-lineinfo"};
     void *prog = NULL;
     int rc = nv.create(&prog, src, "kernels.cu", 0, NULL, NULL);
@@ -248,7 +257,8 @@ int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin
     if (!log) { nv.destroy(&prog); snprintf(err, errlen, "out of memory"); return -1; }
     if (logn && nv.log(prog, log) != 0) log[0] = 0;
     if (crc != 0) {
-        snprintf(err, errlen, "NVRTC failed to compile kernels.cu for %s (%s):\n%s", arch, nv.errstr(crc), log);
+        snprintf(err, errlen, "NVRTC failed to compile kernels.cu for %s (%s):\n%s", arch,
+                 nv.errstr(crc), log);
         free(log); nv.destroy(&prog);
         return -1;
     }
@@ -260,7 +270,8 @@ int nvrtc_compile(const char *src, const char *arch, void **cubin, size_t *cubin
         void *bin = src_ == 0 && sz ? malloc(sz) : NULL;
         if (!bin || nv.cubin(prog, bin) != 0) {
             free(bin); free(log); nv.destroy(&prog);
-            snprintf(err, errlen, "nvrtcGetCUBINSize/nvrtcGetCUBIN failed for %s (size %zu)", arch, sz);
+            snprintf(err, errlen, "nvrtcGetCUBINSize/nvrtcGetCUBIN failed for %s (size %zu)", arch,
+                     sz);
             return -1;
         }
         *cubin = bin;

@@ -1,5 +1,5 @@
-/* train_settings.c: the training settings' table and its checks (common/train_settings.h), shared by
- * the spec loader and the runtime. */
+/* train_settings.c: the training settings' table and its checks (common/train_settings.h), shared
+ * by the spec loader and the runtime. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -7,8 +7,10 @@
 #include <string.h>
 #include "common/train_settings.h"
 
-#define TRAIN_ROW(name, integer, lo, hi, open_lo, dflt, help) {#name, integer, lo, hi, open_lo, dflt, help, 0},
-#define DATA_ROW(name, integer, lo, hi, open_lo, dflt, help) {#name, integer, lo, hi, open_lo, dflt, help, 1},
+#define TRAIN_ROW(name, integer, lo, hi, open_lo, dflt, help)                                      \
+    {#name, integer, lo, hi, open_lo, dflt, help, 0},
+#define DATA_ROW(name, integer, lo, hi, open_lo, dflt, help)                                       \
+    {#name, integer, lo, hi, open_lo, dflt, help, 1},
 const TrainSetting TRAIN_SETTINGS[] = {
     TRAIN_SETTING_ROWS(TRAIN_ROW)
     DATA_SETTING_ROWS(DATA_ROW)

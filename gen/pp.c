@@ -283,6 +283,28 @@ static void mark_param(const Graph *g, PpStage *st, int tensor) {
     for (int j = p->first_part; j < p->first_part + p->nparts; j++) st->canon_used[g->parts[j].canon] = 1;
 }
 
+/* No activation (or its gradient) crosses a stage of pl but the boundary tensors (the residual
+ * stream and its gradient): 0, or 1 with err naming the first tensor two stages use. */
+static int check_stage_crossings(const Graph *g, const PpPlan *pl, char *err, size_t errlen) {
+    for (int t = 0; t < g->nt; t++) {
+        int first = -1;
+        for (int s = 0; s < pl->nv; s++) {
+            const PpStage *st = &pl->stages[s];
+            if (st->g->t[t].live0 < 0) continue;
+            if (t == st->in || t == st->out || t == st->din || t == st->dout) continue;
+            if (g->t[t].role != TR_ACT && g->t[t].role != TR_GRAD) continue;
+            if (first >= 0) {
+                snprintf(err, errlen, "pipeline: %s is used by stages %d and %d, but only the "
+                         "residual stream crosses a stage boundary (pp > 1 does not support this "
+                         "model's structure yet): regenerate with -D pp=1", g->t[t].name, first, s);
+                return 1;
+            }
+            first = s;
+        }
+    }
+    return 0;
+}
+
 PpPlan *pp_build(const Graph *g, char *err, size_t errlen) {
     const Run *run = g->run;
     int pp = run->pp, L = run->model.layers, m = run->grad_accum;
@@ -387,23 +409,7 @@ PpPlan *pp_build(const Graph *g, char *err, size_t errlen) {
             if (st->param_used[q]) st->param_elems += g->params[q].rows * g->params[q].cols;
         for (int i = 0; i < sg->nsteps; i++) st->flops += op_flops(&sg->steps[i]);
     }
-    /* no activation crosses a stage except the boundary tensors */
-    for (int t = 0; t < g->nt && !rc; t++) {
-        int first = -1;
-        for (int s = 0; s < nv && !rc; s++) {
-            const PpStage *st = &pl->stages[s];
-            if (st->g->t[t].live0 < 0) continue;
-            if (t == st->in || t == st->out || t == st->din || t == st->dout) continue;
-            if (g->t[t].role != TR_ACT && g->t[t].role != TR_GRAD) continue;
-            if (first >= 0) {
-                snprintf(err, errlen, "pipeline: %s is used by stages %d and %d, but only the residual stream crosses a stage "
-                         "boundary (pp > 1 does not support this model's structure yet): regenerate with -D pp=1",
-                         g->t[t].name, first, s);
-                rc = 1;
-            }
-            first = s;
-        }
-    }
+    if (!rc) rc = check_stage_crossings(g, pl, err, errlen);
     free(stage);
     for (int r = 0; r < pp && !rc; r++) emit_rank(pl, r);
     if (!rc) rc = pp_check_schedule(pl, 1.0, 2.0, &pl->bubble, err, errlen);

@@ -21,9 +21,14 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 }
 static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-/* mkdir -p for the parents of path */
+/* The longest output folder name (characters) boost gen takes: the paths of its files
+ * (DIR.tmp-PID/infer-kernels.cu and the others) then fit the PATH_LEN * 2 + 64 buffers they are
+ * written through, here and in gen/infer_plan.c. A longer one is refused up front, never cut. */
+#define OUTDIR_MAX (PATH_LEN * 2 - 64)
+
+/* mkdir -p for the parents of path (at most OUTDIR_MAX characters) */
 static int make_parents(const char *path) {
-    char buf[PATH_LEN * 2];
+    char buf[OUTDIR_MAX + 1];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
@@ -50,8 +55,8 @@ int gen_report_archs(const char *gpus_dir, char archs[][16], int max, char *err,
 }
 
 /* Append "## Kernels" to report.md: every kernel of kernels.cu compiled by NVRTC for the archs of
- * the GPU specs marked kernel_report (those beside the run's GPU file when it is specs/gpus/NAME.lua,
- * else the default folder), one row per kernel and arch. */
+ * the GPU specs marked kernel_report (those beside the run's GPU file when it is
+ * specs/gpus/NAME.lua, else the default folder), one row per kernel and arch. */
 static int append_kernel_table(FILE *report, const char *cu_path, const Gpu *gpu, char *err,
                                size_t errlen) {
     char *src = file_read_all(cu_path, (size_t)1 << 30, NULL, err, errlen);
@@ -67,42 +72,64 @@ static int append_kernel_table(FILE *report, const char *cu_path, const Gpu *gpu
     if (narch < 0) { free(src); return 1; }
     KernelStat *st = calloc(MAX_KERNEL_STATS, sizeof *st);
     if (!st) { free(src); snprintf(err, errlen, "out of memory"); return 1; }
-    fprintf(report, "\n## Kernels (NVRTC, registers per thread, shared memory a block: static + dynamic, spills)\n\n"
-                    "| kernel | arch | registers | smem (B) | of it dynamic (B) | spill stores/loads (B) |\n"
+    fprintf(report, "\n## Kernels (NVRTC, registers per thread, shared memory a block: static + "
+                    "dynamic, spills)\n\n"
+                    "| kernel | arch | registers | smem (B) | of it dynamic (B) | "
+                    "spill stores/loads (B) |\n"
                     "|---|---|---:|---:|---:|---:|\n");
     int spills = 0;
     for (int a = 0; a < narch; a++) {
         char log[1 << 14];
         int k = nvrtc_compile(src, archs[a], NULL, NULL, st, MAX_KERNEL_STATS, log, sizeof log);
-        if (k < 0) { snprintf(err, errlen, "%s: NVRTC (%s): %s", cu_path, archs[a], log); free(src); free(st); return 1; }
+        if (k < 0) {
+            snprintf(err, errlen, "%s: NVRTC (%s): %s", cu_path, archs[a], log);
+            free(src);
+            free(st);
+            return 1;
+        }
         for (int i = 0; i < k; i++) {
             if (!strncmp(st[i].name, "__", 2)) continue;   /* device helpers */
             spills += st[i].spill_stores || st[i].spill_loads;
             const long long dyn = kernels_dynamic_smem(src, st[i].name);
-            fprintf(report, "| `%s` | %s | %d | %lld | %lld | %d/%d |\n", st[i].name, archs[a], st[i].registers,
-                    st[i].smem_bytes + dyn, dyn, st[i].spill_stores, st[i].spill_loads);
+            fprintf(report, "| `%s` | %s | %d | %lld | %lld | %d/%d |\n", st[i].name, archs[a],
+                    st[i].registers, st[i].smem_bytes + dyn, dyn, st[i].spill_stores,
+                    st[i].spill_loads);
         }
     }
-    fprintf(report, "\n%s\n", spills ? "Some kernels spill (see the last column): lower the block size or tile in the GPU spec's tuning."
-                                       : "No kernel spills.");
+    fprintf(report, "\n%s\n",
+            spills ? "Some kernels spill (see the last column): lower the block size or tile in "
+                     "the GPU spec's tuning."
+                   : "No kernel spills.");
     free(src);
     free(st);
     return 0;
 }
 
-static int write_files(const Run *run, Graph *g, const char *dir, int compile_kernels, char *err, size_t errlen) {
+static int write_files(const Run *run, Graph *g, const char *dir, int compile_kernels, char *err,
+                       size_t errlen) {
     char path[PATH_LEN * 2 + 64];
     snprintf(path, sizeof path, "%s/plan.txt", dir);
     FILE *f = fopen(path, "w");
     if (!f) { snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
     PpPlan *pl = NULL;   /* pp > 1: one plan section per pipeline stage (gen/pp.c) */
-    if (run->pp > 1 && !(pl = pp_build(g, err, errlen))) { fclose(f); return 2; }   /* a model pp cannot split yet */
+    if (run->pp > 1 && !(pl = pp_build(g, err, errlen))) {   /* a model pp cannot split yet */
+        fclose(f);
+        return 2;
+    }
     int rc = pl ? pp_write_plan(g, pl, f) : plan_write(g, f);
-    if (fclose(f) || rc) { pp_free(pl); snprintf(err, errlen, "%s: write failed (disk full?)", path); return 1; }
+    if (fclose(f) || rc) {
+        pp_free(pl);
+        snprintf(err, errlen, "%s: write failed (disk full?)", path);
+        return 1;
+    }
 
     snprintf(path, sizeof path, "%s/kernels.cu", dir);
     f = fopen(path, "w");
-    if (!f) { pp_free(pl); snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
+    if (!f) {
+        pp_free(pl);
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        return 1;
+    }
     int nk = 0;
     for (int s = 0; s < g->nsteps; s++) nk += g->steps[s].kind == OP_KERNEL;
     KernelInst *ks = malloc((size_t)(nk + 1) * sizeof *ks);
@@ -121,7 +148,11 @@ static int write_files(const Run *run, Graph *g, const char *dir, int compile_ke
 
     snprintf(path, sizeof path, "%s/report.md", dir);
     f = fopen(path, "w");
-    if (!f) { pp_free(pl); snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
+    if (!f) {
+        pp_free(pl);
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno));
+        return 1;
+    }
     rc = report_write(run, f, 0, err, errlen);   /* with its Pipeline section when pp > 1 */
     pp_free(pl);
     if (!rc && compile_kernels) {
@@ -129,7 +160,10 @@ static int write_files(const Run *run, Graph *g, const char *dir, int compile_ke
         snprintf(cu, sizeof cu, "%s/kernels.cu", dir);
         rc = append_kernel_table(f, cu, &run->gpu, err, errlen);
     }
-    if (fclose(f) && !rc) { snprintf(err, errlen, "%s: write failed (disk full?)", path); return 1; }
+    if (fclose(f) && !rc) {
+        snprintf(err, errlen, "%s: write failed (disk full?)", path);
+        return 1;
+    }
     return rc;
 }
 
@@ -137,9 +171,17 @@ int gen_write(const Run *run, const char *outdir_arg, char *err, size_t errlen) 
     return gen_write_ex(run, outdir_arg, 0, err, errlen);
 }
 
-int gen_write_ex(const Run *run, const char *outdir_arg, int compile_kernels, char *err, size_t errlen) {
+int gen_write_ex(const Run *run, const char *outdir_arg, int compile_kernels, char *err,
+                 size_t errlen) {
     int status = 0;
-    char outdir[PATH_LEN * 2];   /* without trailing slashes: the temporary folder sits beside it */
+    size_t len = strlen(outdir_arg);
+    if (len > OUTDIR_MAX) {
+        snprintf(err, errlen, "the output folder name %.40s... is %zu characters long; boost gen "
+                 "takes at most %d: choose a shorter -o DIR (or a folder nearer the current one)",
+                 outdir_arg, len, OUTDIR_MAX);
+        return 2;
+    }
+    char outdir[OUTDIR_MAX + 1];   /* no trailing slashes: the temporary folder sits beside it */
     snprintf(outdir, sizeof outdir, "%s", outdir_arg);
     for (size_t n = strlen(outdir); n > 1 && outdir[n - 1] == '/'; n--) outdir[n - 1] = 0;
     if (!outdir[0]) { snprintf(err, errlen, "the output folder name is empty"); return 2; }
@@ -149,7 +191,8 @@ int gen_write_ex(const Run *run, const char *outdir_arg, int compile_kernels, ch
     snprintf(tmp, sizeof tmp, "%s.tmp-%d", outdir, (int)getpid());
     snprintf(old, sizeof old, "%s.old-%d", outdir, (int)getpid());
     if (make_parents(outdir) || (mkdir(tmp, 0777) && errno != EEXIST)) {
-        snprintf(err, errlen, "%s: cannot create the output folder: %s (choose another place with -o DIR)",
+        snprintf(err, errlen,
+                 "%s: cannot create the output folder: %s (choose another place with -o DIR)",
                  outdir, strerror(errno));
         graph_free(g);
         return 1;
@@ -163,7 +206,8 @@ int gen_write_ex(const Run *run, const char *outdir_arg, int compile_kernels, ch
             snprintf(err, errlen, "%s: cannot replace it: %s", outdir, strerror(errno));
             rc = 1;
         } else if (rename(tmp, outdir)) {
-            snprintf(err, errlen, "%s: cannot rename the new output into place: %s", outdir, strerror(errno));
+            snprintf(err, errlen, "%s: cannot rename the new output into place: %s", outdir,
+                     strerror(errno));
             if (had) rename(old, outdir);
             rc = 1;
         } else if (had) rm_tree(old);

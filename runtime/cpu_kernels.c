@@ -52,12 +52,15 @@ static void gemm_rm(int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha
 }
 
 /* exp in fp32 that vectorises: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial (about
- * 1 ulp), 2^n by the exponent bits; 0 below -87.3, +inf above 88.7, NaN for NaN. No libm call,
- * same bits on every thread and at every vector width. A NaN (a diverging run) is clamped like a
- * number before the float->int conversion and the shift, which would be undefined for it. */
+ * 1 ulp), 2^n by the exponent bits, in two factors 2^(n/2) 2^(n - n/2) so that n = 128 (x from
+ * 88.38 up) does not reach the infinity's exponent; 0 below -87.3, +inf above FEXP_MAX (as expf:
+ * finite up to 88.7228), NaN for NaN. No libm call, same bits on every thread and at every vector
+ * width. A NaN (a diverging run) is clamped like a number before the float->int conversion and
+ * the shift, which would be undefined for it. */
+#define FEXP_MAX 0x1.62e42ep+6f   /* 88.72283: the largest float whose exp is finite in fp32 */
 static inline float fexp(float x) {
-    float xc = x >= -87.3f ? (x <= 88.7f ? x : 88.7f) : -87.3f;   /* NaN -> -87.3 */
-    float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;     /* round to nearest */
+    float xc = x >= -87.3f ? (x <= FEXP_MAX ? x : FEXP_MAX) : -87.3f;   /* NaN -> -87.3 */
+    float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;           /* round to nearest */
     float r = xc - n * 0.693145752f;
     r = r - n * 1.42860677e-6f;
     float p = 1.0f / 720.0f;
@@ -67,11 +70,13 @@ static inline float fexp(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;   /* n in [-126, 128] */
-    float sc;
-    memcpy(&sc, &bits, sizeof sc);
-    float y = p * sc;
-    y = x > 88.7f ? INFINITY : y;   /* selects, not branches: the loops around it vectorise */
+    int32_t ni = (int32_t)n, half = ni / 2;   /* n in [-126, 128]: both halves in [-63, 64] */
+    uint32_t bits1 = (uint32_t)(half + 127) << 23, bits2 = (uint32_t)(ni - half + 127) << 23;
+    float sc1, sc2;
+    memcpy(&sc1, &bits1, sizeof sc1);
+    memcpy(&sc2, &bits2, sizeof sc2);
+    float y = p * sc1 * sc2;   /* exact products: the result is a normal number */
+    y = x > FEXP_MAX ? INFINITY : y;   /* selects, not branches: the loops around it vectorise */
     y = x != x ? x : y;
     return x < -87.3f ? 0.0f : y;
 }

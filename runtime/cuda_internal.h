@@ -171,7 +171,9 @@ void nccl_load(void);
 const char *cu_str(CUresult rc);
 
 /* cuda_jit.c: the device context and module shared by the process's ranks (under shared_mu) */
-typedef struct { char name[96]; CUfunction fn; int64_t dyn_max; } FnEntry;   /* dyn_max: its raised limit (0: 48 KiB) */
+/* one kernel of the module: its name (heap, any length), function and raised dynamic shared
+ * memory limit (dyn_max; 0: the 48 KiB every function gets) */
+typedef struct { char *name; CUfunction fn; int64_t dyn_max; } FnEntry;
 typedef struct {
     CUcontext ctx;
     CUdevice dev;

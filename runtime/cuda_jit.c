@@ -48,6 +48,23 @@ static void kernels_path(const Plan *p, char *out, size_t n) {
     snprintf(out, n, "%s/%s", dir, infer ? "infer-kernels.cu" : "kernels.cu");
 }
 
+/* Adds (name, fn) to the function cache, taking name (a heap string of any length); under
+ * shared_mu. Returns 0, or -1 (name freed) when memory ran out: the kernel is then looked up again
+ * at its next launch, nothing worse. */
+static int fn_cache_add(char *name, CUfunction fn) {
+    if (shared.nfns == shared.capfns) {
+        int cap = shared.capfns ? 2 * shared.capfns : 64;
+        FnEntry *n = realloc(shared.fns, cap * sizeof *n);
+        if (!n) { free(name); return -1; }
+        shared.fns = n;
+        shared.capfns = cap;
+    }
+    shared.fns[shared.nfns].name = name;
+    shared.fns[shared.nfns].dyn_max = 0;
+    shared.fns[shared.nfns++].fn = fn;
+    return 0;
+}
+
 /* Every `extern "C" __global__ void [__launch_bounds__(...)] NAME(` of kernels.cu looked up once
  * the module is loaded (under shared_mu), so no kernel is loaded at its first launch, possibly
  * while NCCL kernels occupy the device. A name the module lacks is left to get_fn (the launch
@@ -63,22 +80,12 @@ static void lookup_all_kernels(const char *src) {
             while (*p == ' ' || *p == '\n') p++;
         }
         size_t k = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_");
-        char name[96];
-        if (k == 0 || k >= sizeof name) continue;
-        memcpy(name, p, k);
-        name[k] = 0;
+        if (k == 0) continue;
+        char *name = strndup(p, k);
+        if (!name) return;
         CUfunction fn = NULL;
-        if (api.cuModuleGetFunction(&fn, shared.mod, name) != 0 || !fn) continue;
-        if (shared.nfns == shared.capfns) {
-            int cap = shared.capfns ? 2 * shared.capfns : 64;
-            FnEntry *n = realloc(shared.fns, cap * sizeof *n);
-            if (!n) return;
-            shared.fns = n;
-            shared.capfns = cap;
-        }
-        snprintf(shared.fns[shared.nfns].name, sizeof shared.fns[0].name, "%s", name);
-        shared.fns[shared.nfns].dyn_max = 0;
-        shared.fns[shared.nfns++].fn = fn;
+        if (api.cuModuleGetFunction(&fn, shared.mod, name) != 0 || !fn) { free(name); continue; }
+        if (fn_cache_add(name, fn)) return;
     }
 }
 
@@ -175,6 +182,7 @@ void shared_close(void) {
     pthread_mutex_lock(&shared_mu);
     if (shared.users > 0 && --shared.users == 0) {
         api.cuModuleUnload(shared.mod);
+        for (int i = 0; i < shared.nfns; i++) free(shared.fns[i].name);
         free(shared.fns); shared.fns = NULL; shared.nfns = shared.capfns = 0;
         api.cuDevicePrimaryCtxRelease(shared.dev);
     }
@@ -186,18 +194,12 @@ CUfunction get_fn(const char *name) {
     pthread_mutex_lock(&shared_mu);
     for (int i = 0; i < shared.nfns; i++)
         if (!strcmp(shared.fns[i].name, name)) { fn = shared.fns[i].fn; break; }
-    if (!fn && api.cuModuleGetFunction(&fn, shared.mod, name) == 0) {
-        if (shared.nfns == shared.capfns) {
-            int cap = shared.capfns ? 2 * shared.capfns : 64;
-            FnEntry *n = realloc(shared.fns, cap * sizeof *n);
-            if (n) { shared.fns = n; shared.capfns = cap; }
-        }
-        if (shared.nfns < shared.capfns) {
-            snprintf(shared.fns[shared.nfns].name, sizeof shared.fns[0].name, "%s", name);
-            shared.fns[shared.nfns].dyn_max = 0;
-            shared.fns[shared.nfns++].fn = fn;
-        }
-    } else if (!fn) fn = NULL;
+    CUfunction found = NULL;
+    if (!fn && api.cuModuleGetFunction(&found, shared.mod, name) == 0 && found) {
+        char *copy = strdup(name);   /* cached under its whole name, however long */
+        if (copy) fn_cache_add(copy, found);
+        fn = found;
+    }
     pthread_mutex_unlock(&shared_mu);
     return fn;
 }

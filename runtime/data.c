@@ -80,7 +80,8 @@ static unsigned char *read_whole(const char *path, size_t *len, char *err, size_
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s: not a regular file", path); fclose(f); return NULL;
     }
-    unsigned char *buf = (unsigned char *)file_read_stream(f, path, (size_t)1 << 40, len, err, errlen);
+    unsigned char *buf =
+        (unsigned char *)file_read_stream(f, path, (size_t)1 << 40, len, err, errlen);
     fclose(f);
     return buf;
 }
@@ -91,23 +92,28 @@ static int check_header(const char *path, const unsigned char *head, size_t head
                         int *width, int64_t *count, char *err, size_t errlen) {
     const size_t header_bytes = TOKEN_FILE_HEADER_INTS * sizeof(int32_t);
     if (len < 3 * sizeof(int32_t) || headlen < 3 * sizeof(int32_t)) {
-        snprintf(err, errlen, "%s: not a token file (%zu bytes; a token file starts with a %zu-byte header)",
+        snprintf(err, errlen,
+                 "%s: not a token file (%zu bytes; a token file starts with a %zu-byte header)",
                  path, len, header_bytes);
         return 2;
     }
     int32_t header[3];
     memcpy(header, head, sizeof header);
     if (header[0] != TOKEN_FILE_MAGIC) {
-        snprintf(err, errlen, "%s: not a token file (magic %d, expected %d)", path, header[0], TOKEN_FILE_MAGIC);
+        snprintf(err, errlen, "%s: not a token file (magic %d, expected %d)", path, header[0],
+                 TOKEN_FILE_MAGIC);
         return 2;
     }
     if (header[1] != TOKEN_FILE_VERSION && header[1] != TOKEN_FILE_VERSION_U32) {
-        snprintf(err, errlen, "%s: token file version %d, this reader knows versions %d (uint16 tokens) and %d (uint32)",
+        snprintf(err, errlen,
+                 "%s: token file version %d, this reader knows "
+                 "versions %d (uint16 tokens) and %d (uint32)",
                  path, header[1], TOKEN_FILE_VERSION, TOKEN_FILE_VERSION_U32);
         return 2;
     }
     if (len < header_bytes) {
-        snprintf(err, errlen, "%s: truncated: %zu bytes, shorter than the %zu-byte header", path, len, header_bytes);
+        snprintf(err, errlen, "%s: truncated: %zu bytes, shorter than the %zu-byte header", path,
+                 len, header_bytes);
         return 2;
     }
     int w = header[1] == TOKEN_FILE_VERSION ? 2 : 4;
@@ -118,12 +124,16 @@ static int check_header(const char *path, const unsigned char *head, size_t head
         return 2;
     }
     if (body < need) {
-        snprintf(err, errlen, "%s: truncated: the header says %lld tokens (%lld bytes) but only %lld bytes follow it",
+        snprintf(err, errlen,
+                 "%s: truncated: the header says %lld tokens "
+                 "(%lld bytes) but only %lld bytes follow it",
                  path, (long long)n, (long long)(w * n), (long long)body);
         return 2;
     }
     if (body > need) {
-        snprintf(err, errlen, "%s: %lld bytes follow the header but it says %lld tokens (%lld bytes): a damaged file?",
+        snprintf(err, errlen,
+                 "%s: %lld bytes follow the header but it says "
+                 "%lld tokens (%lld bytes): a damaged file?",
                  path, (long long)body, (long long)n, (long long)(w * n));
         return 2;
     }
@@ -154,7 +164,8 @@ int data_read_token_file(const char *path, TokenStream *ts, char *err, size_t er
     for (int64_t i = 0; i < count; i++) {
         uint32_t v = token_at(p, width, i);
         if (v > INT32_MAX) {
-            snprintf(err, errlen, "%s: token %u at position %lld does not fit any vocabulary", path, v, (long long)i);
+            snprintf(err, errlen, "%s: token %u at position %lld does not fit any vocabulary", path,
+                     v, (long long)i);
             free(buf); data_free(ts); return 2;
         }
         ts->tokens[i] = (int32_t)v;
@@ -165,22 +176,31 @@ int data_read_token_file(const char *path, TokenStream *ts, char *err, size_t er
     return 0;
 }
 
-int data_write_token_file(const char *path, const int32_t *tokens, int64_t n, char *err, size_t errlen) {
-    if (n < 0 || n > INT32_MAX) { snprintf(err, errlen, "%s: %lld tokens do not fit a token file", path, (long long)n); return 1; }
+int data_write_token_file(const char *path, const int32_t *tokens, int64_t n, char *err,
+                          size_t errlen) {
+    if (n < 0 || n > INT32_MAX) {
+        snprintf(err, errlen, "%s: %lld tokens do not fit a token file", path, (long long)n);
+        return 1;
+    }
     int32_t header[TOKEN_FILE_HEADER_INTS] = {TOKEN_FILE_MAGIC, TOKEN_FILE_VERSION, (int32_t)n};
     FILE *f = fopen(path, "wb");
     if (!f) { snprintf(err, errlen, "%s: cannot create: %s", path, strerror(errno)); return 1; }
     int ok = fwrite(header, sizeof header, 1, f) == 1;
     for (int64_t i = 0; ok && i < n; i++) {
         if (tokens[i] < 0 || tokens[i] > 65535) {
-            snprintf(err, errlen, "%s: token %d at %lld does not fit uint16", path, tokens[i], (long long)i);
+            snprintf(err, errlen, "%s: token %d at %lld does not fit uint16", path, tokens[i],
+                     (long long)i);
             fclose(f); remove(path); return 1;
         }
         unsigned char b[2] = {(unsigned char)(tokens[i] & 255), (unsigned char)(tokens[i] >> 8)};
         ok = fwrite(b, 2, 1, f) == 1;
     }
     if (fclose(f) != 0) ok = 0;
-    if (!ok) { snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno)); remove(path); return 1; }
+    if (!ok) {
+        snprintf(err, errlen, "%s: write failed: %s", path, strerror(errno));
+        remove(path);
+        return 1;
+    }
     return 0;
 }
 
@@ -212,9 +232,12 @@ static int has_suffix(const char *s, const char *suffix) {
 
 /* Where the plan's data path lies: "corpus" becomes build/corpus.txt (built on demand), a relative
  * path missing here is tried from the repository root. Returns 0, 2 or 1. */
-static int resolve_data_path(const char *path, char *resolved, size_t rlen, char *err, size_t errlen) {
+static int resolve_data_path(const char *path, char *resolved, size_t rlen, char *err,
+                             size_t errlen) {
     if (!path || !*path) {
-        snprintf(err, errlen, "no training data: set data in the run spec or -D data=corpus|FILE.bin|'DIR/*.bin'|FILE.txt");
+        snprintf(err, errlen,
+                 "no training data: set data in the run spec or "
+                 "-D data=corpus|FILE.bin|'DIR/*.bin'|FILE.txt");
         return 2;
     }
     char root[PATH_MAX] = "";
@@ -226,17 +249,21 @@ static int resolve_data_path(const char *path, char *resolved, size_t rlen, char
             snprintf(resolved, rlen, "%s/build/corpus.txt", root);
         if (access(resolved, R_OK) != 0) {
             if (!have_root) {
-                snprintf(err, errlen, "corpus: %s is missing and tools/corpus.sh was not found: run 'bash tools/corpus.sh' "
-                         "in the repository (or set BOOST_ROOT)", resolved);
+                snprintf(err, errlen,
+                         "corpus: %s is missing and tools/corpus.sh was not found: run "
+                         "'bash tools/corpus.sh' in the repository (or set BOOST_ROOT)", resolved);
                 return 2;
             }
-            fprintf(stderr, "building the corpus %s from Debian's fortunes (tools/corpus.sh)\n", resolved);
+            fprintf(stderr, "building the corpus %s from Debian's fortunes (tools/corpus.sh)\n",
+                    resolved);
             char cmd[3 * PATH_MAX];
             snprintf(cmd, sizeof cmd, "bash '%s/tools/corpus.sh' '%s'", root, resolved);
             int rc = system(cmd);
             if (rc != 0 || access(resolved, R_OK) != 0) {
-                snprintf(err, errlen, "corpus: tools/corpus.sh could not build %s (see above): install Debian's "
-                         "'fortunes' package (make deps) or give another data file with -D data=FILE", resolved);
+                snprintf(err, errlen,
+                         "corpus: tools/corpus.sh could not build %s (see "
+                         "above): install Debian's 'fortunes' package (make "
+                         "deps) or give another data file with -D data=FILE", resolved);
                 return 1;
             }
         }
@@ -246,7 +273,8 @@ static int resolve_data_path(const char *path, char *resolved, size_t rlen, char
     if (access(resolved, F_OK) != 0 && path[0] != '/' && have_root) {
         char alt[PATH_MAX + 600];
         snprintf(alt, sizeof alt, "%s/%s", root, path);
-        if ((access(alt, F_OK) == 0 || strpbrk(path, "*?[")) && snprintf(resolved, rlen, "%s", alt) >= (int)rlen) {
+        if ((access(alt, F_OK) == 0 || strpbrk(path, "*?[")) &&
+            snprintf(resolved, rlen, "%s", alt) >= (int)rlen) {
             snprintf(err, errlen, "%s: the path is too long", path); return 2;
         }
     }
@@ -361,11 +389,18 @@ static int add_shard(TokenSet *set, const char *path, char *err, size_t errlen) 
     ssize_t got = pread(fd, head, sizeof head, 0);
     int width;
     int64_t count;
-    if (check_header(path, head, got > 0 ? (size_t)got : 0, len, &width, &count, err, errlen)) { close(fd); return 2; }
+    if (check_header(path, head, got > 0 ? (size_t)got : 0, len, &width, &count, err, errlen)) {
+        close(fd);
+        return 2;
+    }
     void *map = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
-    if (map == MAP_FAILED) { snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno)); return 1; }
-    madvise(map, len, MADV_RANDOM);   // windows are read in a shuffled order: no read-ahead into the mapping
+    if (map == MAP_FAILED) {
+        snprintf(err, errlen, "%s: cannot map: %s", path, strerror(errno));
+        return 1;
+    }
+    // windows are read in a shuffled order: no read-ahead into the mapping
+    madvise(map, len, MADV_RANDOM);
     TokenShard *grown = realloc(set->shards, (size_t)(set->nshards + 1) * sizeof *grown);
     if (!grown) { munmap(map, len); snprintf(err, errlen, "out of memory"); return 1; }
     set->shards = grown;
@@ -416,12 +451,16 @@ static int shard_of(const TokenSet *set, int64_t pos) {
     return lo;
 }
 
-static void vocab_message(const TokenShard *sh, uint32_t v, int64_t at, int vocab, char *err, size_t errlen) {
-    snprintf(err, errlen, "%s: token %u (at position %lld of the file) is outside the model's vocabulary of %d: "
-             "this data was tokenized for another model", sh->path, v, (long long)at, vocab);
+static void vocab_message(const TokenShard *sh, uint32_t v, int64_t at, int vocab, char *err,
+                          size_t errlen) {
+    snprintf(err, errlen,
+             "%s: token %u (at position %lld of the file) is outside the model's "
+             "vocabulary of %d: this data was tokenized for another model",
+             sh->path, v, (long long)at, vocab);
 }
 
-int tokenset_read(const TokenSet *set, int64_t start, int64_t n, int vocab, int32_t *out, char *err, size_t errlen) {
+int tokenset_read(const TokenSet *set, int64_t start, int64_t n, int vocab, int32_t *out, char *err,
+                  size_t errlen) {
     int s = shard_of(set, start);
     int64_t done = 0;
     while (done < n) {
@@ -430,7 +469,10 @@ int tokenset_read(const TokenSet *set, int64_t start, int64_t n, int vocab, int3
         int64_t take = sh->ntokens - off < n - done ? sh->ntokens - off : n - done;
         for (int64_t i = 0; i < take; i++) {
             uint32_t v = token_at(sh->tokens, sh->width, off + i);
-            if (vocab > 0 && v >= (uint32_t)vocab) { vocab_message(sh, v, off + i, vocab, err, errlen); return 2; }
+            if (vocab > 0 && v >= (uint32_t)vocab) {
+                vocab_message(sh, v, off + i, vocab, err, errlen);
+                return 2;
+            }
             out[done + i] = (int32_t)v;
         }
         if (sh->map) {
@@ -438,7 +480,8 @@ int tokenset_read(const TokenSet *set, int64_t start, int64_t n, int vocab, int3
             // wide whatever the data's size (they stay in the page cache)
             uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
             uintptr_t a = (uintptr_t)(sh->tokens + off * sh->width) & ~(page - 1);
-            uintptr_t b = ((uintptr_t)(sh->tokens + (off + take) * sh->width) + page - 1) & ~(page - 1);
+            uintptr_t b =
+                ((uintptr_t)(sh->tokens + (off + take) * sh->width) + page - 1) & ~(page - 1);
             madvise((void *)a, b - a, MADV_DONTNEED);
         }
         done += take;
@@ -448,8 +491,8 @@ int tokenset_read(const TokenSet *set, int64_t start, int64_t n, int vocab, int3
 }
 
 /* Checks tokens [off, off+n) of a shard, through pread for a mapped one (nothing stays mapped). */
-static int check_block(const TokenShard *sh, int fd, int64_t off, int64_t n, int vocab, unsigned char *buf,
-                       char *err, size_t errlen) {
+static int check_block(const TokenShard *sh, int fd, int64_t off, int64_t n, int vocab,
+                       unsigned char *buf, char *err, size_t errlen) {
     const unsigned char *p;
     if (sh->map) {
         size_t bytes = (size_t)n * (size_t)sh->width;
@@ -482,7 +525,8 @@ int tokenset_check_vocab(const TokenSet *set, int vocab, char *err, size_t errle
         }
         if (!sh->map || sh->ntokens <= 2 * EDGE + NBLOCKS * BLOCK) {
             for (int64_t o = 0; o < sh->ntokens && !rc; o += EDGE)
-                rc = check_block(sh, fd, o, sh->ntokens - o < EDGE ? sh->ntokens - o : EDGE, vocab, buf, err, errlen);
+                rc = check_block(sh, fd, o, sh->ntokens - o < EDGE ? sh->ntokens - o : EDGE, vocab,
+                                 buf, err, errlen);
         } else {
             rc = check_block(sh, fd, 0, EDGE, vocab, buf, err, errlen);
             if (!rc) rc = check_block(sh, fd, sh->ntokens - EDGE, EDGE, vocab, buf, err, errlen);
@@ -528,7 +572,11 @@ static int text_to_shard(const char *text, const char *out, char *err, size_t er
     FILE *in = data_open_regular_stream(text, err, errlen);
     if (!in) return 2;
     FILE *f = fopen(tmp, "wb");
-    if (!f) { snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno)); fclose(in); return 1; }
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        fclose(in);
+        return 1;
+    }
     int32_t header[TOKEN_FILE_HEADER_INTS] = {TOKEN_FILE_MAGIC, TOKEN_FILE_VERSION, 0};
     int ok = fwrite(header, sizeof header, 1, f) == 1;
     unsigned char buf[1 << 15], pairs[2 << 15];
@@ -544,14 +592,18 @@ static int text_to_shard(const char *text, const char *out, char *err, size_t er
         ok = 0;
     }
     fclose(in);
-    if (n > INT32_MAX) { snprintf(err, errlen, "%s: %lld bytes: too large for one token shard", text, (long long)n); ok = 0; }
+    if (n > INT32_MAX) {
+        snprintf(err, errlen, "%s: %lld bytes: too large for one token shard", text, (long long)n);
+        ok = 0;
+    }
     header[2] = (int32_t)n;
     if (ok) ok = fseek(f, 0, SEEK_SET) == 0 && fwrite(header, sizeof header, 1, f) == 1;
     // on disk before the rename publishes it: a crash never leaves a cached shard of zeros
     if (ok) ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
     if (fclose(f) != 0) ok = 0;
     if (!ok || rename(tmp, out) != 0) {
-        if (!err[0]) snprintf(err, errlen, "%s: writing the token shard failed: %s", out, strerror(errno));
+        if (!err[0])
+            snprintf(err, errlen, "%s: writing the token shard failed: %s", out, strerror(errno));
         remove(tmp);
         return 1;
     }
@@ -559,7 +611,8 @@ static int text_to_shard(const char *text, const char *out, char *err, size_t er
 }
 
 /* The folders a cached shard may live in, best first: the repository's build/tokens,
- * ./build/tokens, $TMPDIR/tokens (each made when missing); a folder that cannot be made is left out. */
+ * ./build/tokens, $TMPDIR/tokens (each made when missing); a folder that cannot be made is left
+ * out. */
 static int token_cache_dirs(char dirs[3][PATH_MAX + 64]) {
     char root[PATH_MAX] = "", base[3][PATH_MAX + 32];
     const char *tmpdir = getenv("TMPDIR");
@@ -595,7 +648,9 @@ static int text_shard(const char *text, char *out, size_t outlen, char *err, siz
         err[0] = 0;
         if (text_to_shard(text, out, err, errlen) == 0) return 0;
     }
-    if (!err[0]) snprintf(err, errlen, "%s: no folder to write its token shard into (build/tokens, $TMPDIR)", text);
+    if (!err[0])
+        snprintf(err, errlen, "%s: no folder to write its token shard into (build/tokens, $TMPDIR)",
+                 text);
     return 1;
 }
 
@@ -638,11 +693,13 @@ static int bpe_text_shard(char **files, int nfiles, const Bpe *bpe, uint32_t bpe
     TokenizeResult res;
     int rc = tokenize_files(bpe, files, nfiles, &job, &res);
     if (rc) {
-        snprintf(err, errlen, "%s: tokenizing the text with %s failed (see above)", files[0], tokenizer);
+        snprintf(err, errlen, "%s: tokenizing the text with %s failed (see above)", files[0],
+                 tokenizer);
         return rc;
     }
-    printf("data: %d text file%s (%.1f MB) tokenized with %s: %lld tokens (%.2f bytes/token) in %.1f s"
-           " -> %s\n", nfiles, nfiles == 1 ? "" : "s", (double)res.text_bytes / 1e6, tokenizer,
+    printf("data: %d text file%s (%.1f MB) tokenized with %s: "
+           "%lld tokens (%.2f bytes/token) in %.1f s -> %s\n",
+           nfiles, nfiles == 1 ? "" : "s", (double)res.text_bytes / 1e6, tokenizer,
            (long long)res.tokens, res.tokens ? (double)res.text_bytes / (double)res.tokens : 0.0,
            res.seconds, out);
     fflush(stdout);
@@ -659,9 +716,10 @@ Bpe *data_load_tokenizer(const char *path, uint32_t crc, char *resolved, size_t 
         return NULL;
     }
     if (have != crc) {
-        snprintf(err, errlen, "tokenizer %s: CRC-32C 0x%08x, the plan records 0x%08x: the file changed "
-                 "since the plan was made (regenerate the plan with 'boost gen' to use it)", resolved,
-                 have, crc);
+        snprintf(err, errlen,
+                 "tokenizer %s: CRC-32C 0x%08x, the plan records 0x%08x: the file changed "
+                 "since the plan was made (regenerate the plan with 'boost gen' to use it)",
+                 resolved, have, crc);
         return NULL;
     }
     Bpe *b = bpe_load(resolved, &rc, err, errlen);
@@ -689,7 +747,8 @@ int data_open_bpe(const char *path, const Bpe *bpe, uint32_t bpe_crc, const char
     char resolved[PATH_MAX + 64];
     int rc = resolve_data_path(path, resolved, sizeof resolved, err, errlen);
     if (rc) return rc;
-    if (bpe && !has_suffix(resolved, ".bin")) {   /* text (one file or a glob) through the tokenizer */
+    /* text (one file or a glob) through the tokenizer */
+    if (bpe && !has_suffix(resolved, ".bin")) {
         glob_t g;
         int grc = glob(resolved, 0, NULL, &g);
         if (grc != 0 || g.gl_pathc == 0) {
@@ -705,12 +764,18 @@ int data_open_bpe(const char *path, const Bpe *bpe, uint32_t bpe_crc, const char
         glob_t g;
         int grc = glob(resolved, 0, NULL, &g);
         if (grc == GLOB_NOMATCH || (grc == 0 && g.gl_pathc == 0)) {
-            snprintf(err, errlen, "data %s: the glob matches no file (check the folder and the pattern)", resolved);
+            snprintf(err, errlen,
+                     "data %s: the glob matches no file (check the folder and the pattern)",
+                     resolved);
             if (grc == 0) globfree(&g);
             return 2;
         }
-        if (grc != 0) { snprintf(err, errlen, "data %s: the glob could not be read (%d)", resolved, grc); return 2; }
-        for (size_t i = 0; i < g.gl_pathc && !rc; i++) rc = add_shard(set, g.gl_pathv[i], err, errlen);
+        if (grc != 0) {
+            snprintf(err, errlen, "data %s: the glob could not be read (%d)", resolved, grc);
+            return 2;
+        }
+        for (size_t i = 0; i < g.gl_pathc && !rc; i++)
+            rc = add_shard(set, g.gl_pathv[i], err, errlen);
         globfree(&g);
         snprintf(set->source, sizeof set->source, "%s", resolved);
         if (rc) tokenset_close(set);
@@ -735,8 +800,8 @@ void batcher_free(Batcher *b) {
     b->set = NULL;
 }
 
-static int batcher_setup(Batcher *b, double val_fraction, int micro_batch, int seq, int vocab, uint64_t seed,
-                         char *err, size_t errlen) {
+static int batcher_setup(Batcher *b, double val_fraction, int micro_batch, int seq, int vocab,
+                         uint64_t seed, char *err, size_t errlen) {
     const TokenSet *set = b->set;
     int64_t nval = (int64_t)((double)set->ntokens * val_fraction);
     int64_t need = (int64_t)micro_batch * seq + 1;
@@ -751,15 +816,20 @@ static int batcher_setup(Batcher *b, double val_fraction, int micro_batch, int s
     b->train_windows = b->train_len > 1 ? (b->train_len - 1) / seq : 0;
     b->val_windows = b->val_len > 1 ? (b->val_len - 1) / seq : 0;
     if (b->train_windows < micro_batch) {
-        snprintf(err, errlen, "%s: %lld training tokens (of %lld, val_fraction %g), fewer than one batch of "
+        snprintf(err, errlen,
+                 "%s: %lld training tokens (of %lld, val_fraction %g), fewer than one batch of "
                  "micro_batch*seq+1 = %lld: give more data or a smaller micro_batch/seq",
-                 set->source, (long long)b->train_len, (long long)set->ntokens, val_fraction, (long long)need);
+                 set->source, (long long)b->train_len, (long long)set->ntokens, val_fraction,
+                 (long long)need);
         return 2;
     }
     if (val_fraction > 0 && b->val_windows < micro_batch) {
-        snprintf(err, errlen, "%s: %lld validation tokens (val_fraction %g of %lld), fewer than one batch of "
-                 "micro_batch*seq+1 = %lld: raise val_fraction, give more data, or set val_fraction=0",
-                 set->source, (long long)b->val_len, val_fraction, (long long)set->ntokens, (long long)need);
+        snprintf(err, errlen,
+                 "%s: %lld validation tokens (val_fraction %g of %lld), "
+                 "fewer than one batch of micro_batch*seq+1 = %lld: raise "
+                 "val_fraction, give more data, or set val_fraction=0",
+                 set->source, (long long)b->val_len, val_fraction, (long long)set->ntokens,
+                 (long long)need);
         return 2;
     }
     b->window = malloc((size_t)(seq + 1) * sizeof(int32_t));
@@ -768,7 +838,10 @@ static int batcher_setup(Batcher *b, double val_fraction, int micro_batch, int s
 }
 
 static int check_args(int micro_batch, int seq, double val_fraction, char *err, size_t errlen) {
-    if (micro_batch < 1 || seq < 1) { snprintf(err, errlen, "micro_batch (%d) and seq (%d) must be positive", micro_batch, seq); return 2; }
+    if (micro_batch < 1 || seq < 1) {
+        snprintf(err, errlen, "micro_batch (%d) and seq (%d) must be positive", micro_batch, seq);
+        return 2;
+    }
     if (!(val_fraction >= 0 && val_fraction < 1)) {
         snprintf(err, errlen, "val_fraction %g must be in [0, 1)", val_fraction); return 2;
     }
@@ -782,8 +855,10 @@ int batcher_init(Batcher *b, const TokenStream *ts, double val_fraction, int mic
     if (ts->max_token >= vocab) {   // in memory: the whole stream is checked
         int64_t at = 0;
         while (at < ts->ntokens && ts->tokens[at] < vocab) at++;
-        snprintf(err, errlen, "%s: token %d (at position %lld) is outside the model's vocabulary of %d: "
-                 "this data was tokenized for another model", ts->source, ts->tokens[at], (long long)at, vocab);
+        snprintf(err, errlen,
+                 "%s: token %d (at position %lld) is outside the model's "
+                 "vocabulary of %d: this data was tokenized for another model",
+                 ts->source, ts->tokens[at], (long long)at, vocab);
         return 2;
     }
     if (tokenset_view(ts, &b->own)) { snprintf(err, errlen, "out of memory"); return 1; }
@@ -833,7 +908,8 @@ int64_t batcher_window_at(const Batcher *b, int64_t k) {
 
 /* Window starting at token `start`: inputs = tokens start..start+seq-1, targets = one later. */
 static int fill_window(Batcher *b, int64_t start, int32_t *inputs, int32_t *targets) {
-    if (tokenset_read(b->set, start, b->seq + 1, b->vocab, b->window, b->err, sizeof b->err)) return 2;
+    if (tokenset_read(b->set, start, b->seq + 1, b->vocab, b->window, b->err, sizeof b->err))
+        return 2;
     memcpy(inputs, b->window, (size_t)b->seq * sizeof(int32_t));
     memcpy(targets, b->window + 1, (size_t)b->seq * sizeof(int32_t));
     return 0;
@@ -843,12 +919,14 @@ int batcher_window(Batcher *b, int64_t k, int32_t *inputs, int32_t *targets) {
     return fill_window(b, b->train_begin + batcher_window_at(b, k) * b->seq, inputs, targets);
 }
 
-int batcher_global(Batcher *b, int64_t pos, int rank, int nranks, int32_t *inputs, int32_t *targets) {
+int batcher_global(Batcher *b, int64_t pos, int rank, int nranks, int32_t *inputs,
+                   int32_t *targets) {
     (void)nranks;   // the slice of rank i is the same whatever n; n only moves batcher_next
     if (b->nsources) return mixture_global(b, pos, rank, inputs, targets);
     for (int i = 0; i < b->micro_batch; i++) {
         int64_t w = batcher_window_at(b, pos + (int64_t)rank * b->micro_batch + i);
-        if (fill_window(b, b->train_begin + w * b->seq, inputs + (size_t)i * b->seq, targets + (size_t)i * b->seq))
+        if (fill_window(b, b->train_begin + w * b->seq, inputs + (size_t)i * b->seq,
+                        targets + (size_t)i * b->seq))
             return 2;
     }
     return 0;
@@ -868,7 +946,8 @@ int batcher_val(Batcher *b, int64_t i, int32_t *inputs, int32_t *targets) {
     if (b->nsources) return mixture_val(b, i, inputs, targets);
     for (int j = 0; j < b->micro_batch; j++) {
         int64_t w = i * b->micro_batch + j;
-        if (fill_window(b, b->val_begin + w * b->seq, inputs + (size_t)j * b->seq, targets + (size_t)j * b->seq))
+        if (fill_window(b, b->val_begin + w * b->seq, inputs + (size_t)j * b->seq,
+                        targets + (size_t)j * b->seq))
             return 2;
     }
     return 0;

@@ -12,13 +12,14 @@
 
 /* ------------------------------------------------------------------ writing */
 
-int st_write_f32(const char *path, const StEntry *entries, int n, const char *const *meta, int nmeta,
-                 StFillFn fill, void *ctx, char *err, size_t errlen) {
+int st_write_f32(const char *path, const StEntry *entries, int n, const char *const *meta,
+                 int nmeta, StFillFn fill, void *ctx, char *err, size_t errlen) {
     return st_write_f32_sum(path, entries, n, meta, nmeta, fill, ctx, NULL, NULL, err, errlen);
 }
 
-int st_write_f32_sum(const char *path, const StEntry *entries, int n, const char *const *meta, int nmeta,
-                     StFillFn fill, void *ctx, uint32_t *crc, int64_t *bytes, char *err, size_t errlen) {
+int st_write_f32_sum(const char *path, const StEntry *entries, int n, const char *const *meta,
+                     int nmeta, StFillFn fill, void *ctx, uint32_t *crc, int64_t *bytes, char *err,
+                     size_t errlen) {
     // the header: built in memory first (its length goes before it)
     char *header = NULL;
     size_t header_len = 0;
@@ -41,7 +42,8 @@ int st_write_f32_sum(const char *path, const StEntry *entries, int n, const char
         if (nmeta > 0 || i) fputc(',', h);
         json_write_string(h, entries[i].name);
         fprintf(h, ":{\"dtype\":\"F32\",\"shape\":[%lld,%lld],\"data_offsets\":[%lld,%lld]}",
-                (long long)entries[i].rows, (long long)entries[i].cols, (long long)offset, (long long)(offset + bytes));
+                (long long)entries[i].rows, (long long)entries[i].cols, (long long)offset,
+                (long long)(offset + bytes));
         offset += bytes;
         if (bytes > largest) largest = bytes;
     }
@@ -52,7 +54,8 @@ int st_write_f32_sum(const char *path, const StEntry *entries, int n, const char
     float *buf = malloc(largest > 0 ? (size_t)largest : 4);
     FILE *f = buf ? fopen(path, "wb") : NULL;
     if (!f) {
-        snprintf(err, errlen, "%s: cannot create: %s", path, buf ? strerror(errno) : "out of memory");
+        snprintf(err, errlen, "%s: cannot create: %s", path,
+                 buf ? strerror(errno) : "out of memory");
         free(header); free(buf); return 1;
     }
     unsigned char len_le[8];
@@ -65,7 +68,8 @@ int st_write_f32_sum(const char *path, const StEntry *entries, int n, const char
     for (int i = 0; ok && i < n; i++) {
         size_t count = (size_t)(entries[i].rows * entries[i].cols);
         if (fill(ctx, i, buf) != 0) { ok = 0; why = "could not read the tensor"; break; }
-        ok = count == 0 || fwrite(buf, 4 * count, 1, f) == 1;   // x86-64 floats are little-endian already
+        // x86-64 floats are little-endian already
+        ok = count == 0 || fwrite(buf, 4 * count, 1, f) == 1;
         if (!ok) saved_errno = errno;
         sum = crc32c_update(sum, buf, 4 * count);
         written += 4 * (int64_t)count;
@@ -77,7 +81,9 @@ int st_write_f32_sum(const char *path, const StEntry *entries, int n, const char
     free(buf);
     if (!ok) {
         if (why) snprintf(err, errlen, "%s: %s", path, why);
-        else snprintf(err, errlen, "%s: write failed: %s", path, strerror(saved_errno ? saved_errno : EIO));
+        else
+            snprintf(err, errlen, "%s: write failed: %s", path,
+                     strerror(saved_errno ? saved_errno : EIO));
         remove(path);
         return 1;
     }
@@ -89,9 +95,23 @@ int st_write_f32_sum(const char *path, const StEntry *entries, int n, const char
 /* ------------------------------------------------------------------ reading */
 
 static int dtype_size(const char *dtype) {
-    static const struct { const char *name; int size; } sizes[] = {
-        {"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
-        {"U8", 1}, {"BOOL", 1}, {"U16", 2}, {"U32", 4}, {"U64", 8}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
+    static const struct { const char *name; int size;
+    } sizes[] = {
+        {"F64",     8},
+        {"F32",     4},
+        {"F16",     2},
+        {"BF16",    2},
+        {"I64",     8},
+        {"I32",     4},
+        {"I16",     2},
+        {"I8",      1},
+        {"U8",      1},
+        {"BOOL",    1},
+        {"U16",     2},
+        {"U32",     4},
+        {"U64",     8},
+        {"F8_E4M3", 1},
+        {"F8_E5M2", 1},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (!strcmp(dtype, sizes[i].name)) return sizes[i].size;

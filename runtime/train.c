@@ -3,9 +3,9 @@
  * full tensors or slices), then
  * per step grad_accum micro-batches, one AdamW step, validation every eval_every steps and at the
  * end, checkpoints every save_every steps and at the end (then --keep's retention). A step whose
- * loss or gradient norm is NaN/inf is skipped (no update; counted, logged); max_bad_steps of them in
- * a row stop the run (exit 1) without saving, naming the last good checkpoint (the newest one a good
- * step followed). A non-finite validation loss stops it at once. SIGINT/SIGTERM stop it after
+ * loss or gradient norm is NaN/inf is skipped (no update; counted, logged); max_bad_steps of them
+ * in a row stop the run (exit 1) without saving, naming the last good checkpoint (the newest one a
+ * good step followed). A non-finite validation loss stops it at once. SIGINT/SIGTERM stop it after
  * the step under way with a checkpoint (exit 130/143); with several processes the stop is agreed
  * at each step boundary (a sum of the stop flag over the world), so all stop together.
  * Multi-process mode (one process per rank,
@@ -40,28 +40,37 @@ typedef struct {
     Plan *plan;
     const TrainOptions *opt;
     Engine *e;
-    Pipeline *pl;             /* pp > 1: the stages' engines (then e is NULL); owned by the caller */
+    Pipeline *pl;   /* pp > 1: the stages' engines (then e is NULL); owned by the caller */
     StEntry *canons;          /* [ncanons] names and full shapes, in plan order */
     int ncanons;
     int64_t largest;          /* elements of the largest canon */
     float *buf;               /* [largest] */
     Batcher batcher;
-    int32_t *inputs, *targets;   /* [dp * micro_batch * seq] each: dp rank i's micro-batch at row i*micro_batch*seq */
-    int64_t data_seq;         /* training windows consumed by all dp ranks together (the batcher's position) */
+    /* [dp * micro_batch * seq] each: dp rank i's micro-batch at row i*micro_batch*seq */
+    int32_t *inputs, *targets;
+    /* training windows consumed by all dp ranks together (the batcher's position) */
+    int64_t data_seq;
     int step;                 /* optimizer steps done */
     float *losses;            /* [plan->steps] training loss per step (index step-1) */
     float *val_losses; int64_t *val_steps; int nval, val_cap;
     int bad_canon;            /* a non-finite parameter found while saving, or -1 */
-    int64_t skipped;          /* updates skipped (non-finite loss or gradient norm), resumed ones included */
+    /* updates skipped (non-finite loss or gradient norm), resumed ones included */
+    int64_t skipped;
     char last_ckpt[1200];     /* the newest checkpoint saved (or resumed from) */
     int last_step;            /* its step */
-    char good_ckpt[1200];     /* the newest checkpoint a good step (finite loss and gradient norm) followed, or "" */
+    /* the newest checkpoint a good step (finite loss and gradient norm) followed, or "" */
+    char good_ckpt[1200];
     int good_step;            /* its step, or -1 */
-    int follower;             /* multi-process mode, rank > 0: gathers for rank 0's checkpoints, writes nothing */
-    int my_dp;                /* multi-process mode: the one dp rank whose data this process reads; -1: all of them */
+    /* multi-process mode, rank > 0: gathers for rank 0's checkpoints, writes nothing */
+    int follower;
+    /* multi-process mode: the one dp rank whose data this process reads; -1: all of them */
+    int my_dp;
     int nprocs, proc;         /* processes of the run (1: ranks are threads) and this one's rank */
-    CkptSlice *slices; int nslices;   /* sharded checkpoints: who writes which slice (ckpt_plan_slices) */
-    float *local[3]; int local_rank[3], local_param[3], local_stage[3];   /* per slot: the rank's local param last read (during a save) */
+    CkptSlice *slices;
+    int nslices;   /* sharded checkpoints: who writes which slice (ckpt_plan_slices) */
+    float *local[3];
+    /* per slot: the rank's local param last read (during a save) */
+    int local_rank[3], local_param[3], local_stage[3];
     MoeStats moe;             /* MoE routing figures of the current step, for the log */
     double *win_loss, *win_norm;   /* [spike_window] rings: loss, norm of the latest good steps */
     int win_n, win_at;        /* values held (up to spike_window) and the next slot to write */
@@ -116,20 +125,26 @@ int train_apply_overrides(Plan *p, const TrainOverride *ov, int nov, char *err, 
         if (!s) {
             char names[400];
             train_setting_names(names, sizeof names);
-            snprintf(err, errlen, "-D %s: with --plan only training settings can change (%s, data); '%s' is fixed in "
-                     "the plan: regenerate it with 'boost gen RUN -D %s=%s'", k, names, k, k, v);
+            snprintf(err, errlen,
+                     "-D %s: with --plan only training settings can change (%s, data); '%s' "
+                     "is fixed in the plan: regenerate it with 'boost gen RUN -D %s=%s'",
+                     k, names, k, k, v);
             return 2;
         }
         double x;
         char msg[300];
-        if (train_setting_parse(s, v, &x, msg, sizeof msg)) { snprintf(err, errlen, "-D %s=%s: %s", k, v, msg); return 2; }
+        if (train_setting_parse(s, v, &x, msg, sizeof msg)) {
+            snprintf(err, errlen, "-D %s=%s: %s", k, v, msg);
+            return 2;
+        }
         plan_set_train_setting(p, k, x);
         set_min_lr |= !strcmp(k, "min_lr");
         set_lr |= !strcmp(k, "lr");
     }
     if (p->min_lr > p->lr) {   /* as the spec loader refuses it */
         snprintf(err, errlen, "min_lr (%g) must not exceed lr (%g)%s", p->min_lr, p->lr,
-                 set_lr && !set_min_lr ? ": the plan's min_lr stays as written; give -D min_lr= too" : "");
+                 set_lr && !set_min_lr ? ": the plan's min_lr stays as written; give -D min_lr= too"
+                                       : "");
         return 2;
     }
     return 0;
@@ -143,16 +158,22 @@ static int t_set_canon(Trainer *t, int c, int slot, const float *in) {
     return t->pl ? pipeline_set_canon(t->pl, c, slot, in) : engine_set_canon(t->e, c, slot, in);
 }
 static int t_forward(Trainer *t, float *l, char *err, size_t n) {
-    return t->pl ? pipeline_forward(t->pl, t->inputs, t->targets, l, err, n) : engine_forward(t->e, t->inputs, t->targets, l, err, n);
+    return t->pl ? pipeline_forward(t->pl, t->inputs, t->targets, l, err, n)
+                 : engine_forward(t->e, t->inputs, t->targets, l, err, n);
 }
-static int t_discard(Trainer *t, char *err, size_t n) { return t->pl ? pipeline_discard_grads(t->pl, err, n) : engine_discard_grads(t->e, err, n); }
+static int t_discard(Trainer *t, char *err, size_t n) {
+    return t->pl ? pipeline_discard_grads(t->pl, err, n) : engine_discard_grads(t->e, err, n);
+}
 static int t_optimizer(Trainer *t, float *norm, float *lr, char *err, size_t n) {
-    return t->pl ? pipeline_optimizer_step(t->pl, t->step, norm, lr, err, n) : engine_optimizer_step(t->e, t->step, norm, lr, err, n);
+    return t->pl ? pipeline_optimizer_step(t->pl, t->step, norm, lr, err, n)
+                 : engine_optimizer_step(t->e, t->step, norm, lr, err, n);
 }
 static const char *t_backend(Trainer *t) {
     if (!t->pl) return engine_backend_name(t->e);
-    for (int s = 0; s < pipeline_stages(t->pl); s++)   /* under mpirun a process holds its own stages only */
-        if (pipeline_stage_engine(t->pl, s)) return engine_backend_name(pipeline_stage_engine(t->pl, s));
+    /* under mpirun a process holds its own stages only */
+    for (int s = 0; s < pipeline_stages(t->pl); s++)
+        if (pipeline_stage_engine(t->pl, s))
+            return engine_backend_name(pipeline_stage_engine(t->pl, s));
     return "cpu";
 }
 
@@ -174,9 +195,14 @@ static int follow_checkpoint(Trainer *t) {
     for (int slot = 0; slot < 3; slot++)
         for (int c = 0; c < t->ncanons; c++) {
             int rc = fill_from_engine(t, slot, c, t->buf);
-            if (rc == 2) return fail(1, "checkpoint at step %d not saved: parameter %s holds NaN or inf values (the training "
-                                     "diverged)", t->step, t->canons[c].name);
-            if (rc) return fail(1, "checkpoint at step %d: gathering %s across the processes failed", t->step, t->canons[c].name);
+            if (rc == 2)
+                return fail(1,
+                            "checkpoint at step %d not saved: parameter %s "
+                            "holds NaN or inf values (the training diverged)",
+                            t->step, t->canons[c].name);
+            if (rc)
+                return fail(1, "checkpoint at step %d: gathering %s across the processes failed",
+                            t->step, t->canons[c].name);
         }
     return 0;
 }
@@ -198,13 +224,15 @@ static int fill_slice(void *ctx, const CkptSlice *s, float *out) {
         for (int k = 0; k < (t->pl ? pipeline_stages(t->pl) : 1); k++) {
             const Plan *q = t->pl ? pipeline_stage_plan(t->pl, k) : t->plan;
             for (int i = 0; i < q->nparams; i++)
-                if (q->params[i].rows * q->params[i].cols > most) most = q->params[i].rows * q->params[i].cols;
+                if (q->params[i].rows * q->params[i].cols > most)
+                    most = q->params[i].rows * q->params[i].cols;
         }
         local = t->local[s->slot] = malloc((size_t)most * sizeof(float));
         if (!local) return 1;
         t->local_rank[s->slot] = -1;
     }
-    if (t->local_rank[s->slot] != s->rank || t->local_param[s->slot] != s->param || t->local_stage[s->slot] != s->stage) {
+    if (t->local_rank[s->slot] != s->rank || t->local_param[s->slot] != s->param ||
+        t->local_stage[s->slot] != s->stage) {
         char err[1024];
         t->local_rank[s->slot] = -1;
         if (engine_read_local(e, rank, s->param, slots[s->slot], local, err, sizeof err)) {
@@ -231,7 +259,9 @@ static int world_sum(void *ctx, double *vals, int n) {
 }
 
 /* Sharded: asked for, or the default with several processes (pipelined or not). */
-static int use_sharded(const Trainer *t) { return t->opt->ckpt_format == 2 || (t->opt->ckpt_format == 0 && t->nprocs > 1); }
+static int use_sharded(const Trainer *t) {
+    return t->opt->ckpt_format == 2 || (t->opt->ckpt_format == 0 && t->nprocs > 1);
+}
 
 /* A rank > 0 records the folder rank 0 publishes, as rank 0 does: a rollback after loss spikes
  * reads it on every rank. */
@@ -340,13 +370,17 @@ static int save_checkpoint(Trainer *t, TrainLog *lg) {
         CkptShards sh;
         int64_t *bytes;
         if (shards_of_run(t, &sh, &bytes)) return 1;
-        int rc = ckpt_save_sharded(t->opt->outdir, &st, t->canons, t->ncanons, &sh, saved, sizeof saved, err, sizeof err);
+        int rc = ckpt_save_sharded(t->opt->outdir, &st, t->canons, t->ncanons, &sh, saved,
+                                   sizeof saved, err, sizeof err);
         if (!rc) shard_note_of(&sh, shard_note, sizeof shard_note);   // what each rank wrote
         free(bytes);
-        for (int k = 0; k < 3; k++) { free(t->local[k]); t->local[k] = NULL; }   // not held between saves
+        // not held between saves
+        for (int k = 0; k < 3; k++) { free(t->local[k]); t->local[k] = NULL; }
         if (rc) return save_failed(t, saved, err);
         if (t->follower) {   // rank 0 keeps the records and the retention
-            if (runtime_env()->verbose_any) fprintf(stderr, "boost train: rank %d wrote its part of %s%s\n", t->proc, saved, shard_note);
+            if (runtime_env()->verbose_any)
+                fprintf(stderr, "boost train: rank %d wrote its part of %s%s\n", t->proc, saved,
+                        shard_note);
             return followed(t, 0);
         }
     } else if (ckpt_save(t->opt->outdir, &st, t->canons, t->ncanons, fill_from_engine, t, saved,
@@ -660,16 +694,19 @@ static int open_training_data(Trainer *t, TokenSet *ts) {
 
 static int resume_from(Trainer *t, const char *arg) {
     char dir[1200], err[4096], notes[4096];
-    if (ckpt_resolve(arg, dir, sizeof dir, notes, sizeof notes, err, sizeof err)) return fail(2, "%s", err);
-    for (char *line = notes; *line; ) {   // newer folders of a run that did not verify: said, then passed over
+    if (ckpt_resolve(arg, dir, sizeof dir, notes, sizeof notes, err, sizeof err))
+        return fail(2, "%s", err);
+    // newer folders of a run that did not verify: said, then passed over
+    for (char *line = notes; *line;) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = 0;
         fprintf(stderr, "boost train: warning: %s\n", line);
         if (!nl) break;
         line = nl + 1;
     }
-    if (strcmp(dir, arg)) printf("--resume %s: the newest checkpoint that verifies is %s\n", arg, dir);
-    else {   // a step folder named by the user: verified here (a run folder's pick was verified above)
+    if (strcmp(dir, arg))
+        printf("--resume %s: the newest checkpoint that verifies is %s\n", arg, dir);
+    else {   // a step folder named by the user: verified here (a run folder's pick was above)
         int v = ckpt_verify_advise(dir, err, sizeof err);
         if (v == CKPT_DAMAGED) return fail(2, "cannot resume: %s", err);
         if (v == CKPT_UNCHECKED) printf("note: %s\n", err);
@@ -678,17 +715,19 @@ static int resume_from(Trainer *t, const char *arg) {
     if (ckpt_read_state(dir, &st, err, sizeof err)) return fail(2, "%s", err);
     uint64_t fp = ckpt_fingerprint(t->canons, t->ncanons);
     if (st.fingerprint != fp) {
-        int rc = fail(2, "%s: a checkpoint of model '%s' (%d canonical tensors, fingerprint 0x%016llx), but this run "
-                      "trains model '%s' (%d canonical tensors, fingerprint 0x%016llx): resume with the run it came from",
-                      dir, st.model, st.ncanons, (unsigned long long)st.fingerprint, t->plan->model_name, t->ncanons,
-                      (unsigned long long)fp);
+        int rc = fail(2,
+                      "%s: a checkpoint of model '%s' (%d canonical tensors, fingerprint "
+                      "0x%016llx), but this run trains model '%s' (%d canonical tensors, "
+                      "fingerprint 0x%016llx): resume with the run it came from",
+                      dir, st.model, st.ncanons, (unsigned long long)st.fingerprint,
+                      t->plan->model_name, t->ncanons, (unsigned long long)fp);
         ckpt_state_free(&st);
         return rc;
     }
     if (tokenizer_differs(t->plan, &st, dir)) { ckpt_state_free(&st); return 2; }
     if (st.step > t->plan->steps) {
-        int rc = fail(2, "%s: the checkpoint is at step %lld, past this run's %d steps: raise steps (-D steps=N)",
-                      dir, (long long)st.step, t->plan->steps);
+        int rc = fail(2, "%s: the checkpoint is at step %lld, past this run's %d steps: raise "
+                      "steps (-D steps=N)", dir, (long long)st.step, t->plan->steps);
         ckpt_state_free(&st);
         return rc;
     }
@@ -703,9 +742,13 @@ static int resume_from(Trainer *t, const char *arg) {
     int partial = t->nprocs > 1;
     int most = t->plan->nparts;
     for (int s = 0; t->pl && s < pipeline_stages(t->pl); s++)
-        if (pipeline_stage_plan(t->pl, s)->nparts > most) most = pipeline_stage_plan(t->pl, s)->nparts;
+        if (pipeline_stage_plan(t->pl, s)->nparts > most)
+            most = pipeline_stage_plan(t->pl, s)->nparts;
     CkptRegion *need = partial ? malloc((size_t)(most + 1) * sizeof *need) : NULL;
-    if (partial && !need) { ckpt_reader_close(rd); ckpt_state_free(&st); return fail(1, "out of memory"); }
+    if (partial && !need) {
+        ckpt_reader_close(rd); ckpt_state_free(&st);
+        return fail(1, "out of memory");
+    }
     const int slots[3] = {SLOT_PARAM, SLOT_ADAM_M, SLOT_ADAM_V};
     for (int c = 0; c < t->ncanons; c++) {
         int lc = c, stage = t->pl ? pipeline_canon_stage(t->pl, c, &lc) : 0;
@@ -714,15 +757,22 @@ static int resume_from(Trainer *t, const char *arg) {
         int nneed = 0, tr = t->proc % p->tp;
         for (int k = 0; need && k < p->nparts; k++)
             if (p->parts[k].canon == lc)
-                need[nneed++] = (CkptRegion){rank_int(p->parts[k].r0, tr), rank_int(p->parts[k].r1, tr),
-                                             rank_int(p->parts[k].c0, tr), rank_int(p->parts[k].c1, tr)};
+                need[nneed++] =
+                    (CkptRegion){rank_int(p->parts[k].r0, tr), rank_int(p->parts[k].r1, tr),
+                                 rank_int(p->parts[k].c0, tr), rank_int(p->parts[k].c1, tr)};
         for (int s = 0; s < 3; s++) {
-            if (need) memset(t->buf, 0, (size_t)(t->canons[c].rows * t->canons[c].cols) * sizeof(float));
-            int rc = ckpt_reader_read(rd, ckpt_reader_find(rd, t->canons[c].name, s), need, nneed, t->buf, err, sizeof err);
-            if (rc) { free(need); ckpt_reader_close(rd); ckpt_state_free(&st); return fail(2, "%s", err); }
+            if (need)
+                memset(t->buf, 0, (size_t)(t->canons[c].rows * t->canons[c].cols) * sizeof(float));
+            int rc = ckpt_reader_read(rd, ckpt_reader_find(rd, t->canons[c].name, s), need, nneed,
+                                      t->buf, err, sizeof err);
+            if (rc) {
+                free(need); ckpt_reader_close(rd); ckpt_state_free(&st);
+                return fail(2, "%s", err);
+            }
             if (t_set_canon(t, c, slots[s], t->buf) != 0) {
                 free(need); ckpt_reader_close(rd); ckpt_state_free(&st);
-                return fail(1, "%s: the engine refused tensor %s%s", dir, s == 1 ? "m." : s == 2 ? "v." : "", t->canons[c].name);
+                return fail(1, "%s: the engine refused tensor %s%s", dir,
+                            s == 1 ? "m." : s == 2 ? "v." : "", t->canons[c].name);
             }
         }
     }
@@ -732,7 +782,8 @@ static int resume_from(Trainer *t, const char *arg) {
     ckpt_reader_close(rd);
     t->step = (int)st.step;
     // older checkpoints count micro-batches of a dp=1 run only
-    t->data_seq = st.data_sequences >= 0 ? st.data_sequences : st.data_position * t->plan->micro_batch;
+    t->data_seq =
+        st.data_sequences >= 0 ? st.data_sequences : st.data_position * t->plan->micro_batch;
     resume_mixture(t, &st);
     t->skipped = st.skipped;
     for (int i = 0; i < st.nlosses && i < t->plan->steps; i++) t->losses[i] = st.losses[i];
@@ -741,13 +792,16 @@ static int resume_from(Trainer *t, const char *arg) {
         t->val_steps[t->nval] = st.val_steps[i];
         t->val_losses[t->nval++] = st.val_losses[i];
     }
-    printf("resumed from %s: step %lld, data position %lld (%lld sequences; saved at tp=%d %s, now tp=%d %s)\n", dir,
-           (long long)st.step, (long long)st.data_position, (long long)t->data_seq, st.tp, st.layout, t->plan->tp, t->plan->layout);
+    printf("resumed from %s: step %lld, data position %lld "
+           "(%lld sequences; saved at tp=%d %s, now tp=%d %s)\n",
+           dir, (long long)st.step, (long long)st.data_position, (long long)t->data_seq, st.tp,
+           st.layout, t->plan->tp, t->plan->layout);
     if (runtime_env()->verbose_any)
-        printf("  %s checkpoint: read %lld of its %lld tensor bytes\n", sharded ? "sharded" : "full", (long long)bytes_read,
-               (long long)bytes_total);
+        printf("  %s checkpoint: read %lld of its %lld tensor bytes\n",
+               sharded ? "sharded" : "full", (long long)bytes_read, (long long)bytes_total);
     if (st.seed != t->plan->seed)
-        printf("note: the checkpoint's seed 0x%llx differs from this run's 0x%llx: the data order changes from here\n",
+        printf("note: the checkpoint's seed 0x%llx differs from this "
+               "run's 0x%llx: the data order changes from here\n",
                (unsigned long long)st.seed, (unsigned long long)t->plan->seed);
     snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", dir);
     t->last_step = t->step;
@@ -833,15 +887,21 @@ static void divergence_advice(const Trainer *t, char *out, size_t n) {
     const Plan *p = t->plan;
     char where[2600], clip[96];
     if (t->good_ckpt[0])
-        snprintf(where, sizeof where, "last good checkpoint: %s (resume with --resume %s)", t->good_ckpt, t->good_ckpt);
+        snprintf(where, sizeof where, "last good checkpoint: %s (resume with --resume %s)",
+                 t->good_ckpt, t->good_ckpt);
     else if (t->last_ckpt[0])
-        snprintf(where, sizeof where, "no checkpoint was followed by a good step (the newest, %s, may hold the diverged "
-                 "weights)", t->last_ckpt);
+        snprintf(where, sizeof where,
+                 "no checkpoint was followed by a good step (the "
+                 "newest, %s, may hold the diverged weights)", t->last_ckpt);
     else
-        snprintf(where, sizeof where, "no checkpoint was saved%s", t->opt->outdir ? " yet" : " (no -o DIR)");
-    if (p->clip > 0) snprintf(clip, sizeof clip, "a tighter gradient clip (clip is %g: e.g. -D clip=%g)", p->clip, p->clip / 2);
+        snprintf(where, sizeof where, "no checkpoint was saved%s",
+                 t->opt->outdir ? " yet" : " (no -o DIR)");
+    if (p->clip > 0)
+        snprintf(clip, sizeof clip, "a tighter gradient clip (clip is %g: e.g. -D clip=%g)",
+                 p->clip, p->clip / 2);
     else snprintf(clip, sizeof clip, "gradient clipping (clip is off: e.g. -D clip=1)");
-    snprintf(out, n, "%s; try a lower learning rate (lr is %g: e.g. -D lr=%g) or %s", where, p->lr, p->lr / 10, clip);
+    snprintf(out, n, "%s; try a lower learning rate (lr is %g: e.g. -D lr=%g) or %s", where, p->lr,
+             p->lr / 10, clip);
 }
 
 /* pp > 1: the step's MoE routing rows, gathered by the pipeline over its stages (and processes),
@@ -857,7 +917,8 @@ static int pipeline_moe_stats(Trainer *t) {
         for (int d = 0; d < s->ranks; d++)
             for (int q = 0; q < s->n; q++) {
                 float *row = buf + (size_t)(d * s->n + q) * (size_t)(s->auxn + 1);
-                rows[d * s->n + q] = pipeline_moe_aux(t->pl, j, s->layer[q], d, row, s->auxn) ? NULL : row;
+                rows[d * s->n + q] =
+                    pipeline_moe_aux(t->pl, j, s->layer[q], d, row, s->auxn) ? NULL : row;
             }
         moe_stats_add_rows(s, rows);
     }
@@ -874,11 +935,13 @@ static int validate(Trainer *t, double *loss) {
     char err[1024], num[32];
     int dp = t->plan->dp;
     int64_t mbt = (int64_t)t->plan->micro_batch * t->plan->seq, groups = (n + dp - 1) / dp;
-    for (int64_t i = 0; i < groups; i++) {   /* dp batches a pass (wrapping when dp does not divide n) */
+    /* dp batches a pass (wrapping when dp does not divide n) */
+    for (int64_t i = 0; i < groups; i++) {
         float l;
         for (int d = 0; d < dp; d++)
-            if ((t->my_dp < 0 || d == t->my_dp)
-                && batcher_val(&t->batcher, (i * dp + d) % n, t->inputs + d * mbt, t->targets + d * mbt))
+            if ((t->my_dp < 0 || d == t->my_dp) &&
+                batcher_val(&t->batcher, (i * dp + d) % n, t->inputs + d * mbt,
+                            t->targets + d * mbt))
                 return fail(2, "%s", t->batcher.err);
         if (t_forward(t, &l, err, sizeof err))
             return fail(1, "validation at step %d: %s", t->step, err);
@@ -888,8 +951,8 @@ static int validate(Trainer *t, double *loss) {
     if (!isfinite(*loss)) {
         char advice[3000];
         divergence_advice(t, advice, sizeof advice);
-        return fail(1, "step %d: the validation loss is %s: training diverged; stopping without saving; %s",
-                    t->step, show(*loss, num, sizeof num), advice);
+        return fail(1, "step %d: the validation loss is %s: training diverged; stopping without "
+                    "saving; %s", t->step, show(*loss, num, sizeof num), advice);
     }
     if (t->nval < t->val_cap) {
         t->val_steps[t->nval] = t->step;
@@ -946,10 +1009,11 @@ static void catch_stop_signals(int on) {
 }
 
 /* The stop every rank takes after this step: SIGTERM if any process saw one, else SIGINT if any
- * did, else 0 (asked once a step, after the forward and backward passes, before the update). Several processes (mpirun, srun, one per GPU) sum the two flags over the world, so a
- * signal to one rank, to every rank at slightly different times or to the launcher stops them all
- * after the same step; they save together and end with the same status (comm_mpi_finish then
- * finalizes MPI instead of aborting the job). Ranks as threads share the process's flag. */
+ * did, else 0 (asked once a step, after the forward and backward passes, before the update).
+ * Several processes (mpirun, srun, one per GPU) sum the two flags over the world, so a signal to
+ * one rank, to every rank at slightly different times or to the launcher stops them all after the
+ * same step; they save together and end with the same status (comm_mpi_finish then finalizes MPI
+ * instead of aborting the job). Ranks as threads share the process's flag. */
 /* The per-rank times of the straggler check ([dp * tp], see below), or NULL when it is off. */
 static double *busy_times(Trainer *t) {
     double factor = t->opt->straggler_factor == 0 ? 1.5 : t->opt->straggler_factor;
@@ -975,7 +1039,10 @@ static int agreed_stop(Trainer *t, int *ckpt_turn) {
     seen[3] = finished;
     if (nb) engine_rank_busy(t->e, seen + 4);
     *ckpt_turn = 0;
-    if (world_sum(t, seen, 4 + nb) != 0) { free(seen); return sig; }   /* the next collective says it */
+    if (world_sum(t, seen, 4 + nb) != 0) {   /* the next collective says it */
+        free(seen);
+        return sig;
+    }
     for (int r = 0; r < nb; r++) t->busy[r] += seen[4 + r];
     *ckpt_turn = seen[2] == t->nprocs ? 1 : seen[3] == t->nprocs ? 2 : 0;
     sig = seen[0] > 0 ? SIGTERM : seen[1] > 0 ? SIGINT : 0;
@@ -1180,7 +1247,7 @@ static int run_loop(Trainer *t, TrainLog *lg) {
     int first_step = t->step;
     int streak = 0;           /* skipped updates in a row */
     int skipped_here = 0;     /* skipped updates in this process */
-    int pending_save = 0;     /* a checkpoint fell on a skipped step: saved after the next good one */
+    int pending_save = 0;   /* a checkpoint fell on a skipped step: saved after the next good one */
     int spike_streak = 0;     /* spike steps in a row */
     if (t->nval > 0) first_val = t->val_losses[0];
 
@@ -1232,7 +1299,8 @@ static int run_loop(Trainer *t, TrainLog *lg) {
                         (double)tokens_per_step / (dt > 0 ? dt : 1e-9), 0, 0, skipped, t->skipped,
                         spike};
         r.eta_s = train_time / (t->step - first_step) * (p->steps - t->step);
-        r.avg_tokens_per_s = (double)tokens_per_step * (t->step - first_step) / (train_time > 0 ? train_time : 1e-9);
+        r.avg_tokens_per_s =
+            (double)tokens_per_step * (t->step - first_step) / (train_time > 0 ? train_time : 1e-9);
         lg->extra = step_extra_json(t);
         if ((p->eval_every > 0 && t->step % p->eval_every == 0) || t->step == p->steps) {
             if (validate(t, &r.val_loss)) return 1;
@@ -1241,19 +1309,23 @@ static int run_loop(Trainer *t, TrainLog *lg) {
         trainlog_step(lg, &r);
         if (!t->pl) engine_flight_step(t->e, t->step);
         straggler_check(t, lg, lg->print_every > 0 ? lg->print_every : 1);
-        if (lg->error[0]) {   /* a full disk: said at once, not a run that looks fine with an empty log */
+        /* a full disk: said at once, not a run that looks fine with an empty log */
+        if (lg->error[0]) {
             if (t->last_ckpt[0])
-                return fail(1, "%s; stopping after step %d (the newest checkpoint: %s)", lg->error, t->step,
-                            t->last_ckpt);
-            return fail(1, "%s; stopping after step %d (no checkpoint saved yet)", lg->error, t->step);
+                return fail(1, "%s; stopping after step %d (the newest checkpoint: %s)", lg->error,
+                            t->step, t->last_ckpt);
+            return fail(1, "%s; stopping after step %d (no checkpoint saved yet)", lg->error,
+                        t->step);
         }
         if (spike) note_spike(t, lg, loss, grad_norm, loss_limit, spike_streak);
         else if (skipped) note_skipped(t, lg, loss, grad_norm, streak);
         if (streak >= p->max_bad_steps) {
             char advice[3000];
             divergence_advice(t, advice, sizeof advice);
-            return fail(1, "step %d: %d updates in a row skipped (loss %s, gradient norm %s): training diverged; "
-                        "stopping without saving; %s", t->step, streak, show(loss, num, sizeof num),
+            return fail(1,
+                        "step %d: %d updates in a row skipped (loss %s, gradient "
+                        "norm %s): training diverged; stopping without saving; %s",
+                        t->step, streak, show(loss, num, sizeof num),
                         isfinite(loss) ? show(grad_norm, err, sizeof err) : "not measured", advice);
         }
         if (p->spike_rollback_after > 0 && spike_streak >= p->spike_rollback_after) {
@@ -1272,10 +1344,12 @@ static int run_loop(Trainer *t, TrainLog *lg) {
     int done = t->step - first_step;
     note_done(t, lg, done > 0 ? (double)tokens_per_step * done / train_time : 0, done, train_time,
               first_loss, last_loss);
-    if (first_val >= 0 && last_val >= 0) trainlog_note(lg, "validation loss %.4g -> %.4g", first_val, last_val);
+    if (first_val >= 0 && last_val >= 0)
+        trainlog_note(lg, "validation loss %.4g -> %.4g", first_val, last_val);
     if (skipped_here > 0)
-        trainlog_note(lg, "%d update%s skipped (non-finite loss or gradient norm); %lld in the whole run", skipped_here,
-                      skipped_here == 1 ? " was" : "s were", (long long)t->skipped);
+        trainlog_note(
+            lg, "%d update%s skipped (non-finite loss or gradient norm); %lld in the whole run",
+            skipped_here, skipped_here == 1 ? " was" : "s were", (long long)t->skipped);
     if (t->spikes > 0)
         trainlog_note(lg, "%lld loss spike%s skipped, %d rollback%s", (long long)t->spikes,
                       t->spikes == 1 ? "" : "s", t->rollbacks, t->rollbacks == 1 ? "" : "s");
@@ -1519,10 +1593,13 @@ int train_with_plan(Plan *p, const TrainOptions *opt) { return train_run(p, NULL
 
 int train_with_pipeline(Pipeline *pl, const TrainOptions *opt) {
     Plan *p = pipeline_stage_plan(pl, 0);
-    for (int s = 1; s < pipeline_stages(pl); s++) {   /* -D overrides went to stage 0's plan: the others follow */
+    /* -D overrides went to stage 0's plan: the others follow */
+    for (int s = 1; s < pipeline_stages(pl); s++) {
         Plan *q = pipeline_stage_plan(pl, s);
-        q->steps = p->steps; q->warmup = p->warmup; q->eval_every = p->eval_every; q->max_bad_steps = p->max_bad_steps;
-        q->lr = p->lr; q->min_lr = p->min_lr; q->beta1 = p->beta1; q->beta2 = p->beta2; q->adam_eps = p->adam_eps;
+        q->steps = p->steps; q->warmup = p->warmup; q->eval_every = p->eval_every;
+        q->max_bad_steps = p->max_bad_steps;
+        q->lr = p->lr; q->min_lr = p->min_lr; q->beta1 = p->beta1; q->beta2 = p->beta2;
+        q->adam_eps = p->adam_eps;
         q->weight_decay = p->weight_decay; q->clip = p->clip; q->val_fraction = p->val_fraction;
         memcpy(q->data_path, p->data_path, sizeof q->data_path);
     }

@@ -96,13 +96,13 @@ static int build_objects(void) {
         if (!in) { snprintf(why, sizeof why, "%s: cannot read", src); return -1; }
         snprintf(path, sizeof path, "%s/k%d.cu", dir, i);
         FILE *out = fopen(path, "w");
-        char line[4096], names[512][128];
+        char line[4096], *names[512];   /* names of any length (a line holds one) */
         int nn = 0, next_is_name = 0;
         while (fgets(line, sizeof line, in)) {
             fputs(line, out);
             if (next_is_name && nn < 512) {
                 size_t k = strcspn(line, "( \t");
-                if (k > 0 && k < sizeof names[0]) { memcpy(names[nn], line, k); names[nn++][k] = 0; }
+                if (k > 0 && (names[nn] = strndup(line, k))) nn++;
             }
             next_is_name = strstr(line, "extern \"C\" __global__") != NULL;
         }
@@ -110,9 +110,11 @@ static int build_objects(void) {
                      "    unsigned s[] = {(unsigned)sizeof(P)..., 0u};\n"
                      "    for (unsigned i = 0; i < sizeof...(P); i++) out[i] = s[i];\n"
                      "    return (int)sizeof...(P);\n}\n");
-        for (int j = 0; j < nn; j++)
+        for (int j = 0; j < nn; j++) {
             fprintf(out, "EMU_ENTRY(%s)\nextern \"C\" int emusz_%s(unsigned *o) { return mock_param_sizes(%s, o); }\n",
                     names[j], names[j], names[j]);
+            free(names[j]);
+        }
         fclose(in); fclose(out);
         /* $BOOST_EMU_CACHE: objects keyed on the emitted source and the emulator header, so the
          * processes of one test run compile each kernels.cu once */
@@ -680,12 +682,15 @@ CUresult cuModuleLoadData(void **m, const void *image) {
 CUresult cuModuleUnload(void *m) { (void)m; return OK; }
 CUresult cuModuleGetFunction(void **fn, void *m, const char *name) {
     (void)m;
-    char sym[256], szsym[256];
-    snprintf(sym, sizeof sym, "emu_%s", name);
-    snprintf(szsym, sizeof szsym, "emusz_%s", name);
+    size_t n = strlen(name) + 8;   /* "emusz_" NAME: any length, as the driver takes */
+    char *sym = malloc(n), *szsym = malloc(n);
+    if (!sym || !szsym) { free(sym); free(szsym); return 2; }
+    snprintf(sym, n, "emu_%s", name);
+    snprintf(szsym, n, "emusz_%s", name);
     for (int i = 0; i < nobjs; i++) {
         void *launch = dlsym(objs[i], sym), *sizes = dlsym(objs[i], szsym);
         if (!launch || !sizes) continue;
+        free(sym); free(szsym);
         MockFn *f = malloc(sizeof *f);   /* kept for the process, like a loaded module */
         if (!f) return 2;
         *(void **)&f->launch = launch;
@@ -695,6 +700,7 @@ CUresult cuModuleGetFunction(void **fn, void *m, const char *name) {
         *fn = f;
         return OK;
     }
+    free(sym); free(szsym);
     return ERR_NOT_FOUND;
 }
 /* cuFuncSetAttribute: CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (8) raises the function's
