@@ -51,6 +51,11 @@ int spec_load_gpus(const char *gpus_dir, Gpu *out, int max, char *err, size_t er
  * (up to max), or -1 with the error. */
 int gen_report_archs(const char *gpus_dir, char archs[][16], int max, char *err, size_t errlen);
 
+/* The longest output folder name (characters) gen_write takes: the paths of the files it writes
+ * (DIR.tmp-PID/infer-kernels.cu and the others) fit GEN_OUT_PATH + 64 bytes, here and in
+ * gen/infer_plan.c; a longer one is refused up front, never cut. */
+#define GEN_OUT_PATH 4096
+#define GEN_OUTDIR_MAX (GEN_OUT_PATH - 64)
 int gen_write(const Run *run, const char *outdir, char *err, size_t errlen);
 
 /* gen_write, and with compile_kernels set also compile kernels.cu with NVRTC for the archs of the

@@ -202,7 +202,7 @@ int infer_report_write(const Run *run, FILE *f) {
 #define PREFILL_ROWS 32
 
 static int write_plan(const Graph *g, const char *dir, const char *file, char *err, size_t errlen) {
-    char path[PATH_LEN * 2 + 64];
+    char path[GEN_OUT_PATH + 64];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     FILE *f = fopen(path, "w");
     int rc = f ? plan_write(g, f) : 1;
@@ -219,7 +219,7 @@ int infer_files_write(const Run *run, const char *dir, char *err, size_t errlen)
     if (!pg) { graph_free(g); return st ? st : 1; }
     int rc = write_plan(g, dir, "infer.txt", err, errlen);
     if (!rc) rc = write_plan(pg, dir, "prefill.txt", err, errlen);
-    char path[PATH_LEN * 2 + 64];
+    char path[GEN_OUT_PATH + 64];
     snprintf(path, sizeof path, "%s/infer-kernels.cu", dir);
     FILE *f = rc ? NULL : fopen(path, "w");
     if (!rc && !f) { snprintf(err, errlen, "%s: cannot write", path); rc = 1; }

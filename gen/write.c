@@ -21,14 +21,10 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 }
 static void rm_tree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
-/* The longest output folder name (characters) boost gen takes: the paths of its files
- * (DIR.tmp-PID/infer-kernels.cu and the others) then fit the PATH_LEN * 2 + 64 buffers they are
- * written through, here and in gen/infer_plan.c. A longer one is refused up front, never cut. */
-#define OUTDIR_MAX (PATH_LEN * 2 - 64)
 
-/* mkdir -p for the parents of path (at most OUTDIR_MAX characters) */
+/* mkdir -p for the parents of path (at most GEN_OUTDIR_MAX characters) */
 static int make_parents(const char *path) {
-    char buf[OUTDIR_MAX + 1];
+    char buf[GEN_OUTDIR_MAX + 1];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
@@ -107,7 +103,7 @@ static int append_kernel_table(FILE *report, const char *cu_path, const Gpu *gpu
 
 static int write_files(const Run *run, Graph *g, const char *dir, int compile_kernels, char *err,
                        size_t errlen) {
-    char path[PATH_LEN * 2 + 64];
+    char path[GEN_OUT_PATH + 64];
     snprintf(path, sizeof path, "%s/plan.txt", dir);
     FILE *f = fopen(path, "w");
     if (!f) { snprintf(err, errlen, "%s: cannot write: %s", path, strerror(errno)); return 1; }
@@ -156,7 +152,7 @@ static int write_files(const Run *run, Graph *g, const char *dir, int compile_ke
     rc = report_write(run, f, 0, err, errlen);   /* with its Pipeline section when pp > 1 */
     pp_free(pl);
     if (!rc && compile_kernels) {
-        char cu[PATH_LEN * 2 + 64];
+        char cu[GEN_OUT_PATH + 64];
         snprintf(cu, sizeof cu, "%s/kernels.cu", dir);
         rc = append_kernel_table(f, cu, &run->gpu, err, errlen);
     }
@@ -175,19 +171,20 @@ int gen_write_ex(const Run *run, const char *outdir_arg, int compile_kernels, ch
                  size_t errlen) {
     int status = 0;
     size_t len = strlen(outdir_arg);
-    if (len > OUTDIR_MAX) {
+    if (len > GEN_OUTDIR_MAX) {
         snprintf(err, errlen, "the output folder name %.40s... is %zu characters long; boost gen "
                  "takes at most %d: choose a shorter -o DIR (or a folder nearer the current one)",
-                 outdir_arg, len, OUTDIR_MAX);
+                 outdir_arg, len, GEN_OUTDIR_MAX);
         return 2;
     }
-    char outdir[OUTDIR_MAX + 1];   /* no trailing slashes: the temporary folder sits beside it */
+    /* no trailing slashes: the temporary folder sits beside it */
+    char outdir[GEN_OUTDIR_MAX + 1];
     snprintf(outdir, sizeof outdir, "%s", outdir_arg);
     for (size_t n = strlen(outdir); n > 1 && outdir[n - 1] == '/'; n--) outdir[n - 1] = 0;
     if (!outdir[0]) { snprintf(err, errlen, "the output folder name is empty"); return 2; }
     Graph *g = graph_build(run, run->layout, run->checkpoint, err, errlen, &status);
     if (!g) return status ? status : 1;
-    char tmp[PATH_LEN * 2 + 32], old[PATH_LEN * 2 + 32];
+    char tmp[GEN_OUT_PATH + 32], old[GEN_OUT_PATH + 32];
     snprintf(tmp, sizeof tmp, "%s.tmp-%d", outdir, (int)getpid());
     snprintf(old, sizeof old, "%s.old-%d", outdir, (int)getpid());
     if (make_parents(outdir) || (mkdir(tmp, 0777) && errno != EEXIST)) {
