@@ -35,7 +35,8 @@ static void ckpt_usage(FILE *f) {
         "checksums, 2 on bad arguments.\n"
         "merge writes FILE: every parameter as one full F32 tensor under its canonical name (with\n"
         "--optimizer also the AdamW moments, m.NAME and "
-        "v.NAME), from a sharded or a full checkpoint;\n"
+        "v.NAME), from a sharded or a full checkpoint; without --optimizer a full checkpoint's\n"
+        "optimizer.safetensors is neither read nor checked (it may be missing);\n"
         "load it with safetensors.torch.load_file(FILE). "
         "Exit 0, 1 when writing fails, 2 on a damaged\n"
         "checkpoint or bad arguments.\n");
@@ -104,12 +105,14 @@ static int merge(int argc, char **argv) {
         return 2;
     }
     char dir[1200], notes[4096], err[4096];
-    if (ckpt_resolve(in, dir, sizeof dir, notes, sizeof notes, err, sizeof err)) {
+    /* without --optimizer only the weights are read, and checked (as eval and export do) */
+    int need = optimizer ? CKPT_NEED_ALL : CKPT_NEED_WEIGHTS;
+    if (ckpt_resolve_for(in, need, dir, sizeof dir, notes, sizeof notes, err, sizeof err)) {
         fprintf(stderr, "boost ckpt merge: %s\n", err);
         return 2;
     }
     if (notes[0]) fprintf(stderr, "boost ckpt merge: warning: %s\n", notes);
-    int v = ckpt_verify_advise(dir, err, sizeof err);
+    int v = ckpt_verify_advise_for(dir, need, err, sizeof err);
     if (v == CKPT_DAMAGED) { fprintf(stderr, "boost ckpt merge: %s\n", err); return 2; }
     if (v == CKPT_UNCHECKED) fprintf(stderr, "boost ckpt merge: note: %s\n", err);
     CkptState st;
@@ -118,7 +121,8 @@ static int merge(int argc, char **argv) {
         return 2;
     }
     CkptReader *r;
-    if (ckpt_reader_open(dir, NULL, 0, &r, err, sizeof err) ||
+    if ((optimizer ? ckpt_reader_open(dir, NULL, 0, &r, err, sizeof err)
+                   : ckpt_reader_open_weights(dir, &r, err, sizeof err)) ||
         (ckpt_reader_check_model(r, &st, err, sizeof err) && (ckpt_reader_close(r), 1))) {
         fprintf(stderr, "boost ckpt merge: %s\n", err);
         ckpt_state_free(&st);

@@ -33,8 +33,8 @@ static int64_t blocks_for(int64_t n) {
 }
 
 /* Local mode's reduce-scatter is the tp group's all-reduce (every member then holds the whole sum;
- * the catalog leaves the rest of buf unspecified), op=avg: each member's buffer (fp32, n elements)
- * then times 1/members. */
+ * the catalog leaves the rest of buf unspecified). op=avg (all-reduce and reduce-scatter): each
+ * member's buffer (fp32, n elements) then times 1/members. */
 static int scale_members(BackendRank *r, CUstream s, const CUdeviceptr *bufs, int members,
                          long long n) {
     float sc = 1.0f / (float)members;
@@ -45,12 +45,14 @@ static int scale_members(BackendRank *r, CUstream s, const CUdeviceptr *bufs, in
     }
     return 0;
 }
-static int local_rs_check(BackendRank *r, const CollArgs *c) {
+/* Local mode's all-reduce and reduce-scatter: the wire is the buffer's dtype, and op=avg scales an
+ * fp32 buffer only (a bf16 sum scaled after its rounding would round twice). */
+static int local_sum_check(BackendRank *r, const CollArgs *c) {
     const PlanTensor *B = &r->p->tensors[c->buf.tensor];
     if (c->dtype != B->dtype || (c->avg && B->dtype != PDT_FP32))
-        return rfail(r, "reduce_scatter of %s over group=tp in one process: its wire dtype must be "
-                     "the buffer's, and op=avg needs an fp32 buffer (or launch one process per "
-                     "GPU: BOOST_WORLD_SIZE, mpirun, srun)", B->name);
+        return rfail(r, "%s of %s over group=tp in one process: its wire dtype must be the "
+                     "buffer's, and op=avg needs an fp32 buffer (or launch one process per GPU: "
+                     "BOOST_WORLD_SIZE, mpirun, srun)", ccat_word(c->kind), B->name);
     return 0;
 }
 
@@ -130,8 +132,7 @@ static int local_issue(BackendRank *r, int step, const CollArgs *c, int gather) 
                            256, 0, args);
             CUdeviceptr bufs[CUDA_MAX_TP];
             for (int q = 0; q < g->tp; q++) bufs[q] = operand_ptr(g->ranks[q], &st->coll.buf);
-            if (!rc && c->kind == CK_REDUCE_SCATTER && c->avg)
-                rc = scale_members(r, r0->comm, bufs, g->tp, n);
+            if (!rc && c->avg) rc = scale_members(r, r0->comm, bufs, g->tp, n);
         }
         size_t es = plan_dtype_size(c->dtype);
         for (int dst = 0; !rc && gather && dst < g->tp; dst++)
@@ -215,7 +216,7 @@ static int cuda_allreduce_issue(BackendRank *r, int step, const CollArgs *c, voi
     if (ctx_set(r, "issuing an all-reduce")) return -1;
     if (r->world) return world_issue(r, step, c, buf, NULL, NULL);
     if (group_view(r, c->group).n <= 1) return 0;
-    return local_issue(r, step, c, 0);
+    return local_sum_check(r, c) ? -1 : local_issue(r, step, c, 0);
 }
 
 static int cuda_allgather_issue(BackendRank *r, int step, const CollArgs *c, void *src, void *dst) {
@@ -313,12 +314,12 @@ static int cuda_allreduce(BackendRank *r, const CollArgs *c, void *buf) {
         return world_allreduce_on(r, r->stream, c, buf);
     }
     if (group_view(r, c->group).n <= 1) return 0;
-    if (ctx_set(r, "an all-reduce")) return -1;
+    if (ctx_set(r, "an all-reduce") || local_sum_check(r, c)) return -1;
     return local_sum(r, c, buf);
 }
 
-/* Local mode: the tp group's sum of buf in place on every member (a reduce-scatter's op=avg: then
- * times 1/tp), complete when it returns. */
+/* Local mode: the tp group's sum of buf in place on every member (op=avg: then times 1/tp),
+ * complete when it returns. */
 static int local_sum(BackendRank *r, const CollArgs *c, void *buf) {
     CudaGroup *g = r->group;
     g->ptr[r->rank] = (CUdeviceptr)(uintptr_t)buf;
@@ -336,8 +337,7 @@ static int local_sum(BackendRank *r, const CollArgs *c, void *buf) {
         if (e == 0)
             rc = launch(r, c->dtype == PDT_FP32 ? "boost_allreduce_fp32" : "boost_allreduce_bf16", blocks, 256, 0, args);
         else rc = rfail(r, "all-reduce: pointer table upload failed: %s", cu_str(e));
-        if (rc == 0 && c->kind == CK_REDUCE_SCATTER && c->avg)
-            rc = scale_members(r, r->stream, g->ptr, g->tp, n);
+        if (rc == 0 && c->avg) rc = scale_members(r, r->stream, g->ptr, g->tp, n);
         if (rc == 0 && api.cuStreamSynchronize(r->stream) != 0) rc = rfail(r, "all-reduce kernel failed");
     }
     if (group_barrier(g)) return rfail(r, "all-reduce abandoned: another rank failed");
@@ -447,7 +447,7 @@ static int reduce_scatter_check(BackendRank *r) {
 static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
     if (group_view(r, c->group).n <= 1) return 0;
     if (!r->world)
-        return ctx_set(r, "a reduce-scatter") || local_rs_check(r, c) ? -1 : local_sum(r, c, buf);
+        return ctx_set(r, "a reduce-scatter") || local_sum_check(r, c) ? -1 : local_sum(r, c, buf);
     if (reduce_scatter_check(r) || dp_begin(r) || reduce_scatter_on_comm(r, c, buf)) return -1;
     return dp_end(r, "a reduce-scatter");
 }
@@ -459,7 +459,7 @@ static int cuda_reduce_scatter(BackendRank *r, const CollArgs *c, void *buf) {
 static int cuda_reduce_scatter_issue(BackendRank *r, int step, const CollArgs *c, void *buf) {
     if (group_view(r, c->group).n <= 1) return 0;
     if (!r->world)
-        return ctx_set(r, "issuing a reduce-scatter") || local_rs_check(r, c) ? -1
+        return ctx_set(r, "issuing a reduce-scatter") || local_sum_check(r, c) ? -1
                : local_issue(r, step, c, 0);
     if (reduce_scatter_check(r)) return -1;
     CUevent ready, done;

@@ -3,7 +3,8 @@
  * micro-batches a dp rank holds only its shard of each reduced gradient (BackendRank.gshard). */
 #include "runtime/cuda_internal.h"
 
-/* Whether step st reads or writes (any element of) tensor t. */
+/* Whether step st reads or writes (any element of) tensor t: a compute step's operands, or the
+ * operands of a collective's catalog row. */
 static int step_touches(const Plan *p, const PlanStep *st, int t) {
     switch (st->kind) {
     case ST_GEMM: case ST_BATCHED_GEMM:
@@ -18,12 +19,16 @@ static int step_touches(const Plan *p, const PlanStep *st, int t) {
     case ST_KERNEL:
         for (int i = 0; i < st->kernel->nops; i++) if (st->kernel->op[i].tensor == t) return 1;
         return 0;
-    case ST_ALLREDUCE: case ST_REDUCE_SCATTER: case ST_GATHER_SHARDS:
-        return st->coll.buf.tensor == t;
-    case ST_ALLGATHER: case ST_ALLTOALL:
-        return st->coll.src.tensor == t || st->coll.dst.tensor == t || st->coll.map.tensor == t;
-    default: return 0;
+    default: break;
     }
+    /* a collective: the operands its catalog row names (common/collective_catalog.h) */
+    const CollKindRow *row = ccat_kind(step_coll_kind(st->kind));
+    if (!row) return 0;
+    const CollArgs *c = &st->coll;
+    return ((row->operands & CO_BUF) && c->buf.tensor == t) ||
+           ((row->operands & CO_SRC) && c->src.tensor == t) ||
+           ((row->operands & CO_DST) && c->dst.tensor == t) ||
+           ((row->operands & CO_MAP) && c->map.tensor == t);
 }
 
 /* Param i's gradient's life [first[i], last[i]]: from the first step that touches it to its one

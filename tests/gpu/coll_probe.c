@@ -2,7 +2,8 @@
  * probe buffers (the activations named P.*) and their contents printed afterwards, for the
  * collective tests on the stand-ins (tests/sh/nvrtc_mock_groups.sh). Usage: coll_probe PLAN_DIR
  * BACKEND [direct]; direct: no pass, but the backend's `collective` (complete at once, not
- * issued) on each held rank, a thread each, for every collective step on probe buffers. Every
+ * issued) on each held rank, a thread each, for every reduce_scatter, allgather and allreduce
+ * step on probe buffers. Every
  * rank this process holds (all in one process, one under BOOST_WORLD_SIZE and BOOST_RANK) gets,
  * in probe buffer element i, the value rank*16 + i + 1 (exact in bf16); each output line is
  * "rank R NAME v0 v1 ..." with the buffer's rows*cols values. */
@@ -44,7 +45,7 @@ static void *direct_rank(void *arg) {
         const PlanStep *st = &d->p->steps_[s];
         const CollArgs *c = &st->coll;
         int k = step_coll_kind(st->kind);
-        if (k != CK_REDUCE_SCATTER && k != CK_ALLGATHER) continue;
+        if (k != CK_REDUCE_SCATTER && k != CK_ALLGATHER && k != CK_ALLREDUCE) continue;
         const Operand *first = k == CK_ALLGATHER ? &c->src : &c->buf;
         if (!is_probe(&d->p->tensors[first->tensor])) continue;
         CollPtrs ptrs = {0};
@@ -135,6 +136,14 @@ int main(int argc, char **argv) {
     else if (!rc) rc = engine_forward_backward(e, tok, tgt, &loss, err, sizeof err);
     for (int g = 0; g < nranks && !rc; g++)
         if (engine_backend_rank(e, g)) rc = probe_buffers(e, p, g, 1, vals, err, sizeof err);
+    /* direct: the processes met only in the probe's collectives, so one that is done could exit
+     * while a peer still waits for its own (a peer's exit is an NCCL error there); a sum over all
+     * of them first, after which every one has read its buffers */
+    double one = 1;
+    if (!rc && argc == 4 && engine_world_sum(e, &one, 1)) {
+        snprintf(err, sizeof err, "the closing sum over the processes failed");
+        rc = 1;
+    }
     if (rc) fprintf(stderr, "coll_probe: %s\n", err);
     engine_free(e);
     free(vals); free(tok); free(tgt);

@@ -7,6 +7,29 @@ cd "$(dirname "$0")/../.." || exit 2
 
 $BOOST gen --help >"$TMP/h" 2>&1; rc=$?
 [ $rc = 0 ] && grep -q "usage: boost gen" "$TMP/h" && ok "gen --help" || fail "gen --help" "rc $rc"
+# the -o limit that gen --help states is the one gen keeps: a name of that many characters is
+# written, one character more is refused (exit 2) and nothing is made
+lim=$(sed -n 's/.*at most \([0-9][0-9]*\) characters.*/\1/p' "$TMP/h" | head -1)
+name_of() {   # name_of N: a folder name under $TMP of exactly N characters
+  local p="$TMP/lim" need
+  need=$(($1 - ${#p}))
+  while [ $need -gt 150 ]; do p="$p/$(printf '%099d' 0)"; need=$((need - 100)); done
+  printf '%s/%s' "$p" "$(printf "%0$((need - 1))d" 0)"
+}
+if [ -z "$lim" ]; then
+  fail "gen --help states the longest -o folder name" "$(grep -- ' -o' "$TMP/h")"
+else
+  at=$(name_of "$lim"); over=$(name_of $((lim + 1)))
+  $BOOST gen tiny-cola -o "$at" >"$TMP/lim.out" 2>&1; rc=$?
+  $BOOST gen tiny-cola -o "$over" >"$TMP/over.out" 2>&1; rc2=$?
+  if [ ${#at} = "$lim" ] && [ $rc = 0 ] && [ -s "$at/plan.txt" ] && [ $rc2 = 2 ] &&
+     grep -q "choose a shorter -o" "$TMP/over.out" && [ ! -e "$over" ]; then
+    ok "gen --help's -o limit ($lim characters) is the one gen keeps"
+  else
+    fail "gen --help's -o limit ($lim characters) is the one gen keeps" \
+      "${#at} chars: rc $rc; ${#over} chars: rc $rc2: $(head -c 200 "$TMP/over.out")"
+  fi
+fi
 $BOOST report --help >"$TMP/h" 2>&1; rc=$?
 [ $rc = 0 ] && grep -q "usage: boost report" "$TMP/h" && ok "report --help" || fail "report --help" "rc $rc"
 
