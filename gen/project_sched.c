@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gen/factor.h"
-#include "gen/ir.h"        // defines: graph_build, Graph, Op, Tensor, Param
+#include "gen/ir.h"        // defines: Graph, Op, Tensor, Param
+#include "gen/pipeline.h"  // defines: graph_build
 #include "gen/project.h"
 #include "gen/project_pp.h"   // pp_timeline; gen/pp.h: pp_build, PpPlan
 
