@@ -1,5 +1,6 @@
 /* build.h: the layout builders' entry (gen/build.c): the forward tape of a run's layout, and the
- * static check of the parallel states along it. Both return 0, or 2 with g->err set on bad input. */
+ * static check of the parallel states along it. Both return 0, or 2 with g->err set on bad
+ * input. */
 #ifndef BOOST_GEN_BUILD_H
 #define BOOST_GEN_BUILD_H
 

@@ -6,7 +6,8 @@
 #include <stddef.h>
 #include "gen/ir.h"
 
-/* A finished Graph for a run and layout, or NULL with err and *status (2: bad input, 1: internal). */
+/* A finished Graph for a run and layout, or NULL with err and *status (2: bad input, 1: an
+ * internal failure). */
 Graph *graph_build(const Run *run, int layout, int checkpoint, char *err, size_t errlen,
                    int *status);
 

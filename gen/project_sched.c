@@ -1,5 +1,5 @@
-/* project_sched.c: prices the generator's schedule (gen/ir.h, graph_build) step by step with the
- * formulas of project_model.c and composes one training iteration: at pp > 1 the stage schedule
+/* project_sched.c: prices the generator's schedule (gen/pipeline.h: graph_build) step by step with
+ * the formulas of project_model.c and composes one training iteration: at pp > 1 the stage schedule
  * gen/pp.c emits, executed as a timeline (gen/project_pp.c), with the (m + pp - 1) x slowest-stage
  * formula beside it; plus the optimizer and the data-parallel gradient all-reduce.
  * docs/cost-model.md is the prose of this file. */
