@@ -19,8 +19,8 @@ typedef struct {
     int64_t local_params;     /* elements one rank holds */
 } DpFigures;
 void dp_figures(const Graph *g, DpFigures *d);
-void dp_report(const Run *run, const Graph *g, FILE *f, int json);   /* report section; nothing at
-                                                                        dp=1 */
+/* The report's dp section (json: its JSON form); nothing at dp=1 */
+void dp_report(const Run *run, const Graph *g, FILE *f, int json);
 /* Weights + gradients + AdamW bytes per local parameter and dp rank at ZeRO stage zero, as the cpu
  * backend holds them */
 double dp_bytes_per_param(int zero, int dp, int grad_accum);
