@@ -6,7 +6,7 @@
 #include <string.h>
 #include "cli/commands.h"
 #include "gen/gen.h"
-#include "gen/ir.h"
+#include "gen/report.h"
 
 #define MAX_OV 64
 

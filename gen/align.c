@@ -8,6 +8,7 @@
  * of 8). */
 #include <string.h>
 #include "gen/ir.h"
+#include "gen/align.h"
 
 #define ALIGN_BYTES 16
 #define ALIGN_ELEMS 8

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gen/ir.h"
+#include "gen/backward.h"
 #include "common/kernel_catalog.h"
 
 enum { W_NONE, W_FULL, W_MIXED };

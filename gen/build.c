@@ -9,6 +9,8 @@
 #include <string.h>
 #include "gen/builder.h"
 #include "gen/factor.h"
+#include "gen/build.h"
+#include "gen/moe.h"
 
 static int lowrank_layout(const Graph *g) { return g->layout != LAYOUT_MEGATRON; }
 

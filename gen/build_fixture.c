@@ -3,6 +3,7 @@
 #include <string.h>
 #include "gen/factor.h"
 #include "gen/ir.h"
+#include "gen/build_fixture.h"
 
 void run_tiny_cola(Run *r) {
     memset(r, 0, sizeof *r);

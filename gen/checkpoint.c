@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gen/ir.h"
+#include "gen/checkpoint.h"
 
 void checkpoint_classify(Graph *g) {
     int ckpt = g->run->checkpoint == CKPT_LOWRANK;

@@ -1,11 +1,29 @@
-/* dp.h: ZeRO memory as a backend allocates it (gen/dp.c), beside gen/ir.h's dp_bytes_per_param
- * (the cpu backend's figures): which gradients a backend holds full size at zero=2, and the peak
- * of the full-size gradients a ZeRO-2 step holds at once. */
+/* dp.h: data parallelism in the generator (gen/dp.c): the dp gradient reduction and the optimizer
+ * section of a Graph, the report's dp figures, and ZeRO memory per parameter, as the cpu backend
+ * holds it and as a backend allocates it (which gradients it holds full size at zero=2, and the
+ * peak of the full-size gradients a ZeRO-2 step holds at once). */
 #ifndef BOOST_GEN_DP_H
 #define BOOST_GEN_DP_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include "gen/ir.h"
+
+int dp_emit_reduction(Graph *g);               /* dp > 1: bucketed all-reduces (group=dp; zero > 0:
+                                                  reduce-scatters) of the param grads */
+void dp_emit_optimizer(Graph *g);              /* the optimizer section (Graph.opt) */
+typedef struct {
+    int steps, buckets;
+    int64_t bytes;            /* payload of the group=dp all-reduces per rank and optimizer step */
+    int64_t bytes_overlapped; /* of it, issued before the backward's last compute step */
+    int64_t local_params;     /* elements one rank holds */
+} DpFigures;
+void dp_figures(const Graph *g, DpFigures *d);
+/* The report's dp section (json: its JSON form); nothing at dp=1 */
+void dp_report(const Run *run, const Graph *g, FILE *f, int json);
+/* Weights + gradients + AdamW bytes per local parameter and dp rank at ZeRO stage zero, as the cpu
+ * backend holds them */
+double dp_bytes_per_param(int zero, int dp, int grad_accum);
 
 /* How a backend holds zero=2's gradients where it cannot keep only their shards between
  * micro-batches: the cpu backend keeps the full-size d.P and a shard accumulator beside them

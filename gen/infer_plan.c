@@ -14,6 +14,9 @@
 #include "gen/gen.h"
 #include "gen/factor.h"
 #include "gen/ir.h"
+#include "gen/infer_plan.h"
+#include "gen/pipeline.h"
+#include "gen/plan_write.h"
 
 static double kconst(const Op *o, const char *key, double dflt) {
     for (int i = 0; i < o->k.nconst; i++) if (!strcmp(o->k.key[i], key)) return o->k.val[i];

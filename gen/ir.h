@@ -9,7 +9,9 @@
  * OP_RC_BEGIN/OP_RC_END markers). GEMM family: g (or members) with local m, n, k, batch; FLOPs are
  * 2*m*n*k*batch per rank. Collectives: ir_coll_kind(o) >= 0 (a catalog row), bytes per rank, dir,
  * layer (-1: embedding and tail). Kernels: k.kind and k.val[] constants (rows, cols, ...). Shapes
- * are per rank; multiply by tp for model totals of sharded work. */
+ * are per rank; multiply by tp for model totals of sharded work.
+ * This header declares the IR's types and gen/ir.c's building blocks; each pass declares its entry
+ * in a header of its own (gen/build.h, gen/backward.h, ..., gen/pipeline.h: graph_build). */
 #ifndef BOOST_IR_H
 #define BOOST_IR_H
 
@@ -193,7 +195,6 @@ typedef struct {
     char err[512];
 } Graph;
 
-/* ---- ir.c: building blocks ---- */
 /* Errors: the builders and passes return 2 (bad input) or 1 with g->err set. A failure they cannot
  * return from (out of memory deep in a builder, an internal inconsistency) calls ir_fail: the
  * message goes to g->err and control goes back to graph_build (gen/pipeline.c), which frees the
@@ -235,85 +236,5 @@ Op *k_begin(Graph *g, const char *kind);
 int k_op(Graph *g, Op *o, const char *key, Opnd v, int out_state_plus1, int bwd_needed);
 int k_const(Op *o, const char *key, double v);
 int k_const_r(Op *o, const char *key, double base, double per_rank);
-
-/* ---- build.c: forward tape for the run's layout (sets g->err and returns 2 on bad input) ---- */
-int build_forward(Graph *g);
-/* The static parallel-state check over the forward tape: 0, or 2 with g->err set. */
-int check_states(Graph *g);
-
-/* ---- builder.c: the builder's vocabulary, declared in gen/builder.h ---- */
-
-/* ---- moe.c: MoE blocks (btp layout) ---- */
-int moe_check(Graph *g);                       /* 0, or 2 with g->err set */
-void moe_canons(Graph *g, int layer);          /* router and expert canons of an MoE layer */
-int moe_block(Graph *g, int layer, int h);     /* the MoE MLP on the residual shard h; returns x_{i+1} */
-void moe_tail(Graph *g);                       /* after the loss: add every layer's load-balance loss */
-int64_t moe_capacity(const Run *run);          /* C, token slots per expert per micro-batch */
-int64_t moe_dispatch_elems(const Run *run, int layer, unsigned shared);  /* ep all-to-all, fwd, per micro-batch */
-int64_t moe_expert_params(const Model *m, int layer, unsigned shared);   /* experts' canonical params of a layer */
-
-/* ---- checkpoint.c ---- */
-void checkpoint_classify(Graph *g);            /* sets Tensor.saved for every forward activation */
-int emit_forward_steps(Graph *g);              /* tape -> steps with save markers */
-
-/* ---- backward.c ---- */
-int build_backward(Graph *g);                  /* appends the backward section (with recompute) */
-
-/* ---- dp.c ---- */
-int dp_emit_reduction(Graph *g);               /* dp > 1: bucketed all-reduces (group=dp; zero > 0:
-                                                  reduce-scatters) of the param grads */
-void dp_emit_optimizer(Graph *g);              /* the optimizer section (Graph.opt) */
-typedef struct {
-    int steps, buckets;
-    int64_t bytes;            /* payload of the group=dp all-reduces per rank and optimizer step */
-    int64_t bytes_overlapped; /* of it, issued before the backward's last compute step */
-    int64_t local_params;     /* elements one rank holds */
-} DpFigures;
-void dp_figures(const Graph *g, DpFigures *d);
-void dp_report(const Run *run, const Graph *g, FILE *f, int json);   /* report section; nothing at dp=1 */
-/* Weights + gradients + AdamW bytes per local parameter and dp rank at ZeRO stage zero (gen/dp.c) */
-double dp_bytes_per_param(int zero, int dp, int grad_accum);
-
-/* ---- memplan.c ---- */
-int memplan(Graph *g);                         /* liveness, offsets, overlap check */
-
-/* ---- infer_plan.c: the decode-step graph for `rows` token rows at positions pos.. (1: a decode
- * step; more: a prefill chunk): the forward, KV-cache kernels, live ranges over the step; the
- * caches and pos sit past the training arena. *cache_bytes: the KV cache per rank. */
-Graph *infer_graph_build(const Run *run, int layout, int rows, int64_t *cache_bytes, char *err, size_t errlen, int *status);
-
-/* ---- plan_write.c ---- */
-int plan_write(const Graph *g, FILE *f);
-/* The pieces plan_write is made of (gen/pp.c writes one body per pipeline stage): the header lines
- * (boost-plan .. data), then the arena line (with slots=K when K > 1), canons and params (only
- * those marked used, NULL: all), buffers, inputs and the sections; and one step line. */
-void plan_write_header(const Graph *g, FILE *f);
-int plan_write_body(const Graph *g, FILE *f, const unsigned char *canon_used, const unsigned char *param_used, int slots);
-void plan_write_step(FILE *f, const Graph *g, const Op *o);
-
-/* ---- pipeline.c: the whole pipeline: a finished Graph for a run and layout, or NULL with err ---- */
-Graph *graph_build(const Run *run, int layout, int checkpoint, char *err, size_t errlen, int *status);
-
-/* ---- build_fixture.c: hand-made runs for tests and for bootstrapping without the spec loader ---- */
-void run_tiny_cola(Run *run);                  /* the demo model, tp=2, btp */
-
-/* ---- align.c: GEMM FLOPs (per rank, 2mnk*batch, forward + backward + recompute) that miss
- * cuBLAS's fast paths, by rule: an operand start off a 16-byte boundary, a leading dimension or
- * (batched) a batch stride that is not a multiple of 8 elements. A leading dimension that equals the operand's
- * width (a dense operand) counts as the shape's (a model dimension not a multiple of 8, which no
- * buffer layout can fix); any other as the layout's. A GEMM breaking several rules counts in each
- * rule's figure and once in misaligned (and once in layout). ---- */
-typedef struct {
-    double total, misaligned;     /* FLOPs of all GEMMs, of those breaking any rule */
-    double layout;                /* of those breaking a layout rule: start, ld or stride */
-    double start, ld, stride;     /* FLOPs of the GEMMs breaking each layout rule */
-    double shape;                 /* FLOPs of the GEMMs with a dense operand whose width is not
-                                     a multiple of 8 */
-    int ngemms_misaligned;        /* GEMM steps (grouped: members) breaking any rule */
-} GemmAlign;
-void gemm_alignment(const Graph *g, GemmAlign *a);
-
-/* ---- report.c ---- */
-int report_write(const Run *run, FILE *f, int json, char *err, size_t errlen);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gen/ir.h"
+#include "gen/memplan.h"
 
 #define ALIGN 256
 

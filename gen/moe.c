@@ -9,6 +9,7 @@
 #include <string.h>
 #include "gen/builder.h"
 #include "gen/factor.h"
+#include "gen/moe.h"
 
 
 static int is_moe(const Model *m, int i) { return m->moe_experts > 0 && m->moe_layer[i]; }

@@ -4,6 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "gen/ir.h"
+#include "gen/pipeline.h"
+#include "gen/backward.h"
+#include "gen/build.h"
+#include "gen/checkpoint.h"
+#include "gen/dp.h"
+#include "gen/memplan.h"
 
 /* 0, or 1 with g->err naming the first kernel op that had no room for an operand or a constant. */
 static int check_overflow(Graph *g, const Op *ops, int n) {

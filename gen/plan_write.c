@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "gen/ir.h"
+#include "gen/plan_write.h"
 #include "gen/factor.h"
 
 static const char *dtype_name(int d) { return d == IR_BF16 ? "bf16" : d == IR_FP32 ? "fp32" : "i32"; }

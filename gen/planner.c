@@ -10,6 +10,7 @@
 #include "gen/dp.h"         // defines: dp_zero_bytes_per_param, dp_zero2_live_grad_bytes
 #include "gen/planner.h"
 #include "gen/factor.h"
+#include "gen/pipeline.h"
 
 /* stage graphs may price a little under the whole graph: keep the bounds below */
 #define BOUND_SLACK 0.99

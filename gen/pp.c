@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gen/ir.h"
+#include "gen/memplan.h"
+#include "gen/plan_write.h"
 #include "gen/pp.h"
 
 static double kconst(const KernelInst *k, const char *key) {

@@ -1,5 +1,5 @@
-/* project_sched.c: prices the generator's schedule (gen/ir.h, graph_build) step by step with the
- * formulas of project_model.c and composes one training iteration: at pp > 1 the stage schedule
+/* project_sched.c: prices the generator's schedule (gen/pipeline.h: graph_build) step by step with
+ * the formulas of project_model.c and composes one training iteration: at pp > 1 the stage schedule
  * gen/pp.c emits, executed as a timeline (gen/project_pp.c), with the (m + pp - 1) x slowest-stage
  * formula beside it; plus the optimizer and the data-parallel gradient all-reduce.
  * docs/cost-model.md is the prose of this file. */
@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gen/factor.h"
-#include "gen/ir.h"        // defines: graph_build, Graph, Op, Tensor, Param
+#include "gen/ir.h"        // defines: Graph, Op, Tensor, Param
+#include "gen/pipeline.h"  // defines: graph_build
 #include "gen/project.h"
 #include "gen/project_pp.h"   // pp_timeline; gen/pp.h: pp_build, PpPlan
 

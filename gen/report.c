@@ -9,6 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "gen/ir.h"
+#include "gen/report.h"
+#include "gen/align.h"
+#include "gen/dp.h"
+#include "gen/moe.h"
+#include "gen/pipeline.h"
 #include "gen/factor.h"
 #include "gen/gen.h"          // defines: infer_report_write
 #include "gen/pp.h"           // defines: PpPlan, pp_build, pp_report

@@ -11,6 +11,9 @@
 #include <unistd.h>
 #include "gen/gen.h"
 #include "gen/ir.h"
+#include "gen/pipeline.h"
+#include "gen/plan_write.h"
+#include "gen/report.h"
 #include "gen/pp.h"
 #include "common/nvrtc.h"
 #include "common/files.h"   // defines: file_read_all

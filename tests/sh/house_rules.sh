@@ -2,7 +2,8 @@
 # house_rules.sh: the layout rules README.md states, checked on the built objects of gen/, runtime/,
 # common/ and cli/ (make builds them): no circle between the project's files (a file X.c with its
 # header X.h is one module; X uses Y when it includes Y.h or calls what Y.c defines), and no mutable
-# state at file or function scope (.data/.bss of an object) outside the process-wide tables below.
+# state at file or function scope (.data/.bss of an object) outside the process-wide tables below,
+# and one header per .c (X.h declares only functions X.c defines) outside the headers listed below.
 # (gen/ includes nothing of runtime/: tests/sh/gen_layers.sh.)
 cd "$(dirname "$0")/../.." || exit 2
 . tests/sh/lib.sh
@@ -154,3 +155,52 @@ for a in "${ALLOWED_STATE[@]}"; do
   grep -qxF "$key" <<<"$state" || gone="$gone ${key/ /:}"
 done
 [ -z "$gone" ] || echo "# listed but gone (delete their ALLOWED_STATE entries):$gone"
+
+# ---- headers: X.h declares only functions X.c defines; a header without a .c declares none.
+# Headers that still declare other files' functions, "header: why" (issue 22: to be split one
+# header per .c); delete the entry once the header keeps to the rule (the script says so).
+ALLOWED_HEADERS=(
+  "gen/gen.h: the generator's public API for cli/ and the tests (spec.c, write.c, infer_plan.c)"
+  "gen/project.h: the cost model's API (project_model.c, project_sched.c)"
+  "runtime/runtime.h: the runtime's public API (the engine, runtime/exec.c)"
+  "runtime/cuda_internal.h: shared by the files of the one CUDA backend (runtime/cuda_*.c)"
+  "runtime/cuda.h: the CUDA backend's offers besides backend_cuda (runtime/cuda_jit.c)"
+  "runtime/cpu.h: declares cpu_gemm.c, cpu_kernels.c and cpu_infer.c too"
+  "runtime/data.h: declares mixture.c too"
+  "runtime/bpe.h: declares bpe_train.c too"
+  "cli/commands.h: the subcommands' entry points, one per cli/*.c, for cli/main.c"
+  "cli/plot_moe.h: declares cli/plot.c's gnuplot helpers too"
+)
+# declared: "header name" for every function a header declares (gcc -aux-info; static inline
+# functions are definitions, not declarations). Standard headers come first for the few headers
+# that lean on their includer's.
+declared() {
+  local h aux=$TMP/decl.aux
+  for h in gen/*.h runtime/*.h common/*.h cli/*.h; do
+    gcc -std=gnu11 -I. -I/usr/include/lua5.4 -include stddef.h -include stdint.h -include stdio.h \
+      -fsyntax-only -aux-info "$aux" -x c "$h" 2>/dev/null || { echo "$h ?"; continue; }
+    awk -v h="$h" '{ f = $2; sub(/^\.\//, "", f); sub(/:.*/, "", f) }
+      f == h && $4 == "extern" { s = $0; sub(/^\/\*[^*]*\*\/ */, "", s); sub(/ *\(.*/, "", s)
+                                 n = split(s, w, /[ *]+/); print h, w[n] }' "$aux"
+  done
+}
+strays="" unreadable="" offenders=""
+defined=$(nm -A --defined-only "${objs[@]}" | awk '{ sub(/:.*/, "", $1); print $1, $3 }')
+while read -r h name; do
+  [ -z "$h" ] && continue
+  if [ "$name" = "?" ]; then unreadable="$unreadable $h"; continue; fi
+  grep -qxF "build/${h%.h}.o $name" <<<"$defined" && continue
+  offenders="$offenders $h"
+  for a in "${ALLOWED_HEADERS[@]}"; do [ "${a%%:*}" = "$h" ] && continue 2; done
+  strays="$strays $h:$name"
+done < <(declared)
+[ -z "$unreadable" ] || echo "# headers that do not compile on their own (not checked):$unreadable"
+[ -z "$strays" ] && ok "one header per .c (besides the ${#ALLOWED_HEADERS[@]} listed)" \
+  || fail "one header per .c" "declared in a header whose .c does not define them:$strays (X.h \
+declares what X.c defines: move each declaration into the header of the .c that defines it)"
+for a in "${ALLOWED_HEADERS[@]}"; do
+  case "$offenders " in
+    *" ${a%%:*} "*) ;;
+    *) echo "# ${a%%:*} keeps to the rule now: delete its ALLOWED_HEADERS entry" ;;
+  esac
+done

@@ -8,6 +8,10 @@
 #include <string.h>
 #include "gen/gen.h"
 #include "gen/ir.h"
+#include "gen/align.h"
+#include "gen/build_fixture.h"
+#include "gen/pipeline.h"
+#include "gen/report.h"
 #include "tests/unit/testlib.h"
 
 static Gemm mk(Opnd A, Opnd B, Opnd C, int64_t m, int64_t n, int64_t k) {

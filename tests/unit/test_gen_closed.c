@@ -13,6 +13,11 @@
 #include "tests/unit/testlib.h"
 #include "gen/gen.h"
 #include "gen/ir.h"
+#include "gen/backward.h"
+#include "gen/build.h"
+#include "gen/build_fixture.h"
+#include "gen/checkpoint.h"
+#include "gen/pipeline.h"
 
 static int64_t pin(const Model *m, int p) {
     return p == PROJ_O ? (int64_t)m->heads * m->head_dim : p == PROJ_DOWN ? m->ffn : m->hidden;

@@ -12,6 +12,12 @@
 #include "gen/builder.h"
 #include "gen/gen.h"
 #include "gen/ir.h"
+#include "gen/build.h"
+#include "gen/build_fixture.h"
+#include "gen/checkpoint.h"
+#include "gen/memplan.h"
+#include "gen/pipeline.h"
+#include "gen/plan_write.h"
 #include "tests/unit/testlib.h"
 
 /* plan_write_step's line for op o, in buf (without its newline). */

@@ -9,6 +9,9 @@
 #include <unistd.h>
 #include "tests/unit/testlib.h"
 #include "gen/ir.h"
+#include "gen/build_fixture.h"
+#include "gen/pipeline.h"
+#include "gen/plan_write.h"
 #include "runtime/runtime.h"
 
 typedef struct { int n; char names[64][96]; float *g[64]; int64_t sz[64]; float loss; } Result;

@@ -12,6 +12,8 @@
 #include "tests/unit/testlib.h"
 #include "gen/gen.h"
 #include "gen/ir.h"
+#include "gen/build_fixture.h"
+#include "gen/pipeline.h"
 
 static char *slurp(const char *path, long *len) {
     FILE *f = fopen(path, "rb");

@@ -11,6 +11,7 @@
 #include "gen/gen.h"
 #include "gen/factor.h"
 #include "gen/ir.h"
+#include "gen/pipeline.h"
 
 /* The canon named `name` in g, or NULL. */
 static const Canon *canon(const Graph *g, const char *name) {

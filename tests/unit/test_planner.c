@@ -14,6 +14,7 @@
 #include "gen/gen.h"
 #include "gen/planner.h"
 #include "gen/project.h"
+#include "gen/pipeline.h"
 #include "tests/unit/testlib.h"
 
 static int load(Run *run, const char *spec) {

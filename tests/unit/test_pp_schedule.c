@@ -8,6 +8,7 @@
 #include <string.h>
 #include "gen/gen.h"
 #include "gen/ir.h"
+#include "gen/pipeline.h"
 #include "gen/pp.h"
 #include "tests/unit/testlib.h"
 

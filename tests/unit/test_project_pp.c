@@ -9,6 +9,7 @@
 #include <string.h>
 #include "gen/gen.h"
 #include "gen/ir.h"
+#include "gen/pipeline.h"
 #include "gen/pp.h"
 #include "gen/project.h"
 #include "gen/project_pp.h"
