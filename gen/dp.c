@@ -240,7 +240,7 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
     dp_figures(g, &d);
     int dp = run->dp;
     double ring = ccat_wire_bytes(CK_ALLREDUCE, (double)d.bytes, dp);   /* 2(dp-1)/dp x payload */
-    int ga = run->pp <= 1 ? 1 : run->grad_accum;   /* zero=2 at pp 1: shards only (every micro-batch) */
+    int ga = run->pp <= 1 ? 1 : run->grad_accum;   /* zero=2 at pp 1: shards only */
     double lp = (double)d.local_params, z0 = dp_bytes_per_param(0, dp, ga) * lp;
     double z1 = dp_bytes_per_param(1, dp, ga) * lp, z2 = dp_bytes_per_param(2, dp, ga) * lp;
     if (json) {
@@ -264,16 +264,16 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
                    "ranks holding the same experts (group=edp, op=sum scale=1/dp); the rest over all dp ranks.\n",
                 g->ep, dp / g->ep);
     if (dp_zero2_every_micro(run))
-        fprintf(f, "\nzero=2 with grad_accum = %d: the reduce-scatters run on every micro-batch (no micro=last), "
-                   "%d x the payload above per optimizer step, so that only gradient shards accumulate.\n",
-                run->grad_accum, run->grad_accum);
-    fprintf(f, "\nWith grad_accum > 1 the dp steps run on the last micro-batch only (micro=last), but zero=2's at "
-               "pp = 1 on every one. zero=1 shards the fp32 "
+        fprintf(f, "\nzero=2 with grad_accum = %d: the reduce-scatters run on every micro-batch "
+                   "(no micro=last), %d x the payload above per optimizer step, so that only "
+                   "gradient shards accumulate.\n", run->grad_accum, run->grad_accum);
+    fprintf(f, "\nWith grad_accum > 1 the dp steps run on the last micro-batch only (micro=last), "
+               "but zero=2's at pp = 1 on every one. zero=1 shards the fp32 "
                "master weights and both AdamW moments over dp (6 + 12/dp bytes per local parameter); the cuda "
                "backend allocates them at shard size, plus one staging buffer of 4(dp+1)ceil(n/dp) bytes for the "
                "largest reduce_scatter of n elements. zero=2 shards the gradients too (2 + 16/dp bytes per local "
                "parameter at grad_accum = 1, plus each full-size d.P from its first write to its reduce_scatter; "
-               "and at grad_accum > 1 with pp = 1, where each micro-batch's reduce-scatter adds its shard to "
-               "the shard accumulator; at pp > 1 the full d.P accumulate until the last micro-batch: 6 + 16/dp "
-               "on the cpu backend, zero=1's memory on the cuda backend).\n");
+               "and at grad_accum > 1 with pp = 1, where each micro-batch's reduce-scatter adds "
+               "its shard to the shard accumulator; at pp > 1 the full d.P accumulate until the "
+               "last micro-batch: 6 + 16/dp on the cpu backend, zero=1's memory on cuda).\n");
 }

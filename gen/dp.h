@@ -24,7 +24,8 @@ double dp_zero_bytes_per_param(int zero, int dp, int shards_only, int otherwise)
  * grad_accum 1, at grad_accum x the reduce-scatter traffic. At pp > 1 they keep micro=last. */
 int dp_zero2_every_micro(const Run *r);
 
-/* zero=2 at grad_accum 1 (or every micro-batch, above): the most bytes of full-size fp32 parameter gradients live at one step,
+/* zero=2 at grad_accum 1 (or every micro-batch, above): the most bytes of full-size fp32
+ * parameter gradients live at one step,
  * each from the first step that writes it to its dp reduction (the cuda backend packs them into
  * one buffer at least this large, runtime/cuda_zero2.c; 0 at dp = 1; -1 out of memory). */
 int64_t dp_zero2_live_grad_bytes(const Graph *g);

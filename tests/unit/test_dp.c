@@ -40,9 +40,11 @@ static void zero2_memory(Case *c, Case *ref, const char *spec, int ga) {
     if (ga == 1 && bad < 0) *want_peak = peak;
     char what[300];
     snprintf(what, sizeof what, "%s zero=2 grad_accum=%d: each rank holds 4 ceil(n/dp) gradient bytes per param "
-             "after the step (zero=0: 4 n); peak %s", spec, ga, ga == 1 ? "below zero=0's" : "grad_accum 1's");
-    CHECK(bad < 0, what, "rank %d: %zu bytes (want %lld), zero=0 %zu (want %lld), peaks %zu vs %zu (grad_accum 1: %zu)",
-          bad, now, (long long)shard, now0, (long long)full, peak, peak0, *want_peak);
+             "after the step (zero=0: 4 n); peak %s", spec, ga,
+             ga == 1 ? "below zero=0's" : "grad_accum 1's");
+    CHECK(bad < 0, what, "rank %d: %zu bytes (want %lld), zero=0 %zu (want %lld), peaks %zu vs %zu "
+          "(grad_accum 1: %zu)", bad, now, (long long)shard, now0, (long long)full, peak, peak0,
+          *want_peak);
     printf("# %s grad_accum=%d: gradient bytes per rank, peak %zu at zero=2 vs %zu at zero=0\n", spec, ga, peak, peak0);
 }
 
@@ -70,14 +72,16 @@ static void zero_cases(const char *spec, int mb, int zero, int ga) {
             int nrs = 0, ngs = 0, nlast = 0;
             for (int s = 0; s < c.p->nsteps; s++) {
                 nrs += c.p->steps_[s].kind == ST_REDUCE_SCATTER;
-                nlast += c.p->steps_[s].kind == ST_REDUCE_SCATTER && c.p->steps_[s].coll.last_micro;
+                const PlanStep *st = &c.p->steps_[s];
+                nlast += st->kind == ST_REDUCE_SCATTER && st->coll.last_micro;
                 ngs += c.p->steps_[s].kind == ST_GATHER_SHARDS;
             }
             /* zero=2 at grad_accum > 1 reduce-scatters every micro-batch; otherwise the last only */
             int every = zero == 2 && ga > 1;
-            snprintf(what, sizeof what, "%s zero=%d grad_accum=%d: the reduce_scatters run on %s", spec, zero, ga,
-                     every ? "every micro-batch" : "the last micro-batch (micro=last)");
-            CHECK(nlast == (every ? 0 : nrs), what, "%d of %d reduce_scatter say micro=last", nlast, nrs);
+            snprintf(what, sizeof what, "%s zero=%d grad_accum=%d: the reduce_scatters run on %s",
+                     spec, zero, ga, every ? "every micro-batch" : "the last micro-batch (micro=last)");
+            CHECK(nlast == (every ? 0 : nrs), what, "%d of %d reduce_scatter say micro=last", nlast,
+                  nrs);
             snprintf(what, sizeof what, "%s zero=%d plan: a reduce_scatter per gradient, a gather_shards per param", spec, zero);
             CHECK(nrs == c.p->nparams && ngs == c.p->nparams && c.p->zero == zero, what, "%d reduce_scatter, %d gather_shards, %d params",
                   nrs, ngs, c.p->nparams);

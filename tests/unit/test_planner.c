@@ -282,8 +282,8 @@ static void zero2(void) {
         at_ga1 += x->zero == 2 && x->ga == 1;
     }
     CHECK(rc == 0 && at_pp1 > at_ga1 && at_ga1 > 0 && elsewhere == 0,
-          "zero2_searched_on_cuda_at_pp1_only", "rc %d, zero=2 candidates: %d at pp 1 (%d of them at "
-          "grad_accum 1); %d elsewhere", rc, at_pp1, at_ga1, elsewhere);
+          "zero2_searched_on_cuda_at_pp1_only", "rc %d, zero=2 candidates: %d at pp 1 (%d of them "
+          "at grad_accum 1); %d elsewhere", rc, at_pp1, at_ga1, elsewhere);
     if (!rc) planner_free(&all);
     /* one layer (pp = 1: zero=2 at grad_accum 1 is possible) and 8 sequences of 8 tokens: the
        parameters' state outweighs the activations */
@@ -369,7 +369,8 @@ static void zero2_bytes_per_backend(void) {
 /* 1 when cuda zero=2 candidate x is priced at boost project's time of its run plus the part of
  * the dp reduction project hides behind the backward (the compute stream waits for each
  * reduce-scatter at zero=2 on cuda), plus grad_accum - 1 more whole dp reductions (at grad_accum
- * > 1 the reduce-scatters run every micro-batch); *hidden counts those where that part is above 0. */
+ * > 1 the reduce-scatters run every micro-batch); *hidden counts those where that part is
+ * above 0. */
 static int zero2_time_exposed(const Run *base, const PlanCand *x, const CostConsts *c,
                               int *hidden) {
     Run *r = malloc(sizeof *r);
