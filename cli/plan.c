@@ -42,7 +42,7 @@ static void plan_usage(FILE *f) {
             "  --kv           the best candidates as 'key value' lines, for scripts\n"
             "  --brute        price every candidate with the generator (no pruning; slow)\n"
             "  --backend B    cuda (default) or cpu: the backend that trains the plan; cuda\n"
-            "                 searches zero=2 at grad_accum 1 and pp 1 only (docs/planner.md)\n"
+            "                 searches zero=2 at pp 1 only (docs/planner.md)\n"
             "  --threads N    candidates priced side by side (default 1; the result is the same)\n"
             "  --rates PATH   measured GEMM rates (default bench/results), as boost project\n");
 }
@@ -209,7 +209,7 @@ static void print_row(int rank, const PlanCand *c) {
 static void print_kv(const PlanResult *r, const PlanOpts *o, double elapsed) {
     printf("backend %s\nzero_searched 0,1,2\nzero2_searched_at %s\n",
            o->backend == PLAN_BACKEND_CPU ? "cpu" : "cuda",
-           o->backend == PLAN_BACKEND_CPU ? "any" : "grad_accum=1,pp=1");
+           o->backend == PLAN_BACKEND_CPU ? "any" : "pp=1");
     printf("candidates %d\ngenerated %d\npruned_mem %d\npruned_time %d\ntoo_big %d\ninvalid "
            "%d\nkeys %d\nelapsed_s %.3f\n",
            r->n, r->generated, r->pruned_mem, r->pruned_time, r->too_big, r->invalid, r->keys,
@@ -367,7 +367,7 @@ static void print_header(const Run *base, const PlanArgs *a, const PlanOpts *o, 
     if (o->backend == PLAN_BACKEND_CPU)
         printf("ZeRO searched: 0, 1, 2 (cpu backend: zero=2 shards the gradients too)\n");
     else
-        printf("ZeRO searched: 0, 1, and 2 at grad_accum 1 and pp 1 only: elsewhere the cuda "
+        printf("ZeRO searched: 0, 1, and 2 at pp 1 only: at pp > 1 the cuda "
                "backend runs zero=2 with zero=1's memory (full-size gradients)\n");
 }
 

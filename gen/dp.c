@@ -1,8 +1,10 @@
 /* dp.c: data-parallel gradient reduction as plan steps. After the backward is built, every local
  * parameter gradient d.P gets one all-reduce over the dp group (op=avg, fp32), grouped in buckets of
  * about run->dp_bucket_bytes in the order the backward finishes the gradients; a bucket's all-reduces
- * follow the step that writes its last gradient, so they overlap the rest of the backward. Also
- * what ZeRO keeps per rank: bytes per parameter per backend and zero=2's live gradients (dp.h). */
+ * follow the step that writes its last gradient, so they overlap the rest of the backward. They run
+ * on the last micro-batch of an optimizer step, except zero=2's reduce-scatters at grad_accum > 1
+ * and pp = 1, which run on every micro-batch (dp_zero2_every_micro). Also what ZeRO keeps per
+ * rank: bytes per parameter per backend and zero=2's live gradients (dp.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,9 +197,14 @@ double dp_zero_bytes_per_param(int zero, int dp, int shards_only, int otherwise)
     return (shards_only ? 2.0 : 6.0) + 16.0 / dp;
 }
 
-/* The cpu backend's figures: it keeps only gradient shards at grad_accum 1. */
+/* The cpu backend's figures: it keeps only gradient shards where no full-size gradient accumulates
+ * over micro-batches (grad_accum: those that do; 1 where zero=2 reduces every micro-batch). */
 double dp_bytes_per_param(int zero, int dp, int grad_accum) {
     return dp_zero_bytes_per_param(zero, dp, grad_accum <= 1, ZERO2_FULL_AND_SHARD);
+}
+
+int dp_zero2_every_micro(const Run *r) {
+    return r->zero == 2 && r->dp > 1 && r->grad_accum > 1 && r->pp <= 1;
 }
 
 int64_t dp_zero2_live_grad_bytes(const Graph *g) {
@@ -233,8 +240,9 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
     dp_figures(g, &d);
     int dp = run->dp;
     double ring = ccat_wire_bytes(CK_ALLREDUCE, (double)d.bytes, dp);   /* 2(dp-1)/dp x payload */
-    double lp = (double)d.local_params, z0 = dp_bytes_per_param(0, dp, run->grad_accum) * lp;
-    double z1 = dp_bytes_per_param(1, dp, run->grad_accum) * lp, z2 = dp_bytes_per_param(2, dp, run->grad_accum) * lp;
+    int ga = run->pp <= 1 ? 1 : run->grad_accum;   /* zero=2 at pp 1: shards only */
+    double lp = (double)d.local_params, z0 = dp_bytes_per_param(0, dp, ga) * lp;
+    double z1 = dp_bytes_per_param(1, dp, ga) * lp, z2 = dp_bytes_per_param(2, dp, ga) * lp;
     if (json) {
         fprintf(f, " \"dp\": {\"dp\": %d, \"zero\": %d, \"bucket_bytes\": %" PRId64 ", \"buckets\": %d, \"allreduce_steps\": %d, "
                    "\"bytes_per_step\": %" PRId64 ", \"bytes_issued_before_backward_end\": %" PRId64 ", \"ring_bytes_per_rank\": %.0f, "
@@ -255,11 +263,17 @@ void dp_report(const Run *run, const Graph *g, FILE *f, int json) {
         fprintf(f, "\nExpert parallelism (ep=%d): the payload includes the expert gradients, which reduce over the dp/ep = %d "
                    "ranks holding the same experts (group=edp, op=sum scale=1/dp); the rest over all dp ranks.\n",
                 g->ep, dp / g->ep);
-    fprintf(f, "\nWith grad_accum > 1 the dp steps run on the last micro-batch only (micro=last). zero=1 shards the fp32 "
+    if (dp_zero2_every_micro(run))
+        fprintf(f, "\nzero=2 with grad_accum = %d: the reduce-scatters run on every micro-batch "
+                   "(no micro=last), %d x the payload above per optimizer step, so that only "
+                   "gradient shards accumulate.\n", run->grad_accum, run->grad_accum);
+    fprintf(f, "\nWith grad_accum > 1 the dp steps run on the last micro-batch only (micro=last), "
+               "but zero=2's at pp = 1 on every one. zero=1 shards the fp32 "
                "master weights and both AdamW moments over dp (6 + 12/dp bytes per local parameter); the cuda "
                "backend allocates them at shard size, plus one staging buffer of 4(dp+1)ceil(n/dp) bytes for the "
                "largest reduce_scatter of n elements. zero=2 shards the gradients too (2 + 16/dp bytes per local "
                "parameter at grad_accum = 1, plus each full-size d.P from its first write to its reduce_scatter; "
-               "at grad_accum > 1 the full d.P accumulate until the last micro-batch: 6 + 16/dp on the cpu "
-               "backend; the cuda backend runs zero=2 with zero=1's memory there and at pp > 1).\n");
+               "and at grad_accum > 1 with pp = 1, where each micro-batch's reduce-scatter adds "
+               "its shard to the shard accumulator; at pp > 1 the full d.P accumulate until the "
+               "last micro-batch: 6 + 16/dp on the cpu backend, zero=1's memory on cuda).\n");
 }

@@ -36,7 +36,14 @@ enum { ZERO2_FULL_AND_SHARD, ZERO2_AS_ZERO1 };
  * cuda: grad_accum 1, pp 1, no ep); else `otherwise` (ZERO2_*) says what it holds. */
 double dp_zero_bytes_per_param(int zero, int dp, int shards_only, int otherwise);
 
-/* zero=2 at grad_accum 1: the most bytes of full-size fp32 parameter gradients live at one step,
+/* 1 when ZeRO-2's dp reduce-scatters run on every micro-batch (zero=2, dp > 1, grad_accum > 1,
+ * pp = 1; gen/plan_write.c writes them without micro=last): each adds its reduced shard to the
+ * rank's shard accumulator, so the full-size gradients live only within a micro-batch, as at
+ * grad_accum 1, at grad_accum x the reduce-scatter traffic. At pp > 1 they keep micro=last. */
+int dp_zero2_every_micro(const Run *r);
+
+/* zero=2 at grad_accum 1 (or every micro-batch, above): the most bytes of full-size fp32
+ * parameter gradients live at one step,
  * each from the first step that writes it to its dp reduction (the cuda backend packs them into
  * one buffer at least this large, runtime/cuda_zero2.c; 0 at dp = 1; -1 out of memory). */
 int64_t dp_zero2_live_grad_bytes(const Graph *g);

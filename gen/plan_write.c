@@ -80,7 +80,12 @@ static void pr_collective(FILE *f, const Graph *g, const Op *o) {
     if (one_group) fprintf(f, " group=%s", ccat_group_name(o->group));
     if (o->section != SEC_OPT) fprintf(f, " dir=%s", o->dir ? "bwd" : "fwd");
     if (!one_group && o->group != CG_TP) fprintf(f, " group=%s", ccat_group_name(o->group));
-    if (ir_dp_bucket(o)) fprintf(f, " micro=last bucket=%d", o->bucket);
+    /* zero=2 with grad_accum > 1 at pp = 1: ZeRO's reduce-scatters run on every micro-batch, each
+       adding its shard to the rank's shard accumulator (gen/dp.h dp_zero2_every_micro) */
+    const Run *r = g->run;
+    int every = o->kind == OP_REDUCE_SCATTER && o->group == CG_DP && r && r->zero == 2 &&
+                r->dp > 1 && r->grad_accum > 1 && r->pp <= 1;
+    if (ir_dp_bucket(o)) fprintf(f, every ? " bucket=%d" : " micro=last bucket=%d", o->bucket);
     if (o->tag[0]) fprintf(f, " tag=%s", o->tag);
 }
 

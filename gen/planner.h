@@ -70,8 +70,9 @@ void planner_free(PlanResult *res);
 void planner_run(const Run *base, const PlanCand *c, Run *out);
 
 /* 1 when o's backend keeps only gradient shards between micro-batches at zero=2 on a grid of
- * grad_accum ga, pp stages and ep (cpu: ga 1; cuda: ga 1, pp 1, ep 1); the planner searches
- * zero=2 on cuda only there. */
+ * grad_accum ga, pp stages and ep (cpu: ga 1 or pp 1; cuda: pp 1, ep 1: at pp 1 the
+ * reduce-scatters run on every micro-batch, grad_accum x the traffic, which price() charges);
+ * the planner searches zero=2 on cuda only there. */
 int planner_zero2_shards(const PlanOpts *o, int ga, int pp, int ep);
 
 /* Weights + gradients + AdamW bytes per local parameter of candidate cd as o's backend allocates

@@ -535,7 +535,8 @@ static void md_memory(const Run *run, const Report *d, FILE *f) {
     if (run->zero && run->dp > 1) {   /* masters and moments (zero=2: and gradients) of a 1/dp shard */
         fprintf(f, " |\n| weights + grads + AdamW, zero=%d (%s sharded over dp=%d) | ", run->zero,
                 run->zero == 2 ? "gradients, masters and moments" : "masters and moments", run->dp);
-        md_bytes(f, dp_bytes_per_param(run->zero, run->dp, run->grad_accum) * (double)d->local);
+        int ga = run->pp <= 1 ? 1 : run->grad_accum;   /* zero=2 at pp 1: shards only */
+        md_bytes(f, dp_bytes_per_param(run->zero, run->dp, ga) * (double)d->local);
     }
     fprintf(f, " |\n\nAssumption: bf16 weights (2 B), fp32 master copy (4 B), fp32 gradients (4 B) and two fp32 "
                "AdamW moments (8 B): 18 bytes per local parameter. Activation figures are the generated arena "

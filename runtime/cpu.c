@@ -682,8 +682,9 @@ static int cpu_allgather(BackendRank *r, const CollArgs *c, void *src, void *dst
     return 0;
 }
 
-/* zero=2: this member's shard of the reduced gradient buf into its shard accumulator; the full-size
- * buffer is freed (cpu_tensor_ptr allocates it again at the next micro-batch's first use). */
+/* zero=2: this member's shard of the reduced gradient buf added to its shard accumulator (zeroed
+ * by zero_grads: at grad_accum > 1 the plan reduces every micro-batch, and the shards sum them);
+ * the full-size buffer is freed (cpu_tensor_ptr allocates it again at its next first use). */
 static int keep_grad_shard(BackendRank *r, const CollArgs *c, void *buf) {
     const Plan *p = r->p;
     for (int i = 0; i < p->nparams; i++) {
@@ -691,7 +692,8 @@ static int keep_grad_shard(BackendRank *r, const CollArgs *c, void *buf) {
         if (r->ptr[t] != buf || numel(&p->tensors[t]) != c->elems) continue;
         int64_t lo, hi;
         own_range(r, c->elems, &lo, &hi);
-        memcpy(r->gsh[i], (float *)buf + lo, (size_t)(hi - lo) * sizeof(float));
+        const float *reduced = (const float *)buf + lo;
+        for (int64_t j = 0; j < hi - lo; j++) r->gsh[i][j] += reduced[j];
         drop_full_grad(r, t);
         return 0;
     }

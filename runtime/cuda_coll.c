@@ -390,7 +390,7 @@ static int dp_end(BackendRank *r, const char *what) {
 
 /* Multi-process mode: buf (elems n) summed (op=avg: averaged) over the step's group of size m,
  * this member (index i) receiving its shard [lo, hi) (zero_shard) in place; the rest of buf keeps
- * its local values (ZeRO-2, the plan's zero_grad: the shard goes to gshard, buf is zeroed). NCCL's
+ * its local values (ZeRO-2, the plan's zero_grad: the shard is added to gshard, buf zeroed). NCCL's
  * reduce-scatter needs equal blocks and gives member i the i-th: the input is staged in dp_buf
  * padded to m*s (s = ceil(n/m); the padding's results are not used), the shard comes back from
  * dp_buf[m*s ..]. The wire is the buffer's dtype, or bf16 on an fp32 buffer (staged as bf16). All
@@ -419,10 +419,10 @@ static int reduce_scatter_on_comm(BackendRank *r, const CollArgs *c, void *buf) 
     NCCL(r, nccl.ncclReduceScatter((void *)(uintptr_t)in, (void *)(uintptr_t)out, (size_t)s,
                                    nccl_dtype(c->dtype), op, g.comm, r->comm));
     cnt = hi - lo;
-    int keep = r->gshard && c->zero_grad;   /* zero=2: the shard to gshard, buf zeroed after */
+    int keep = r->gshard && c->zero_grad;   /* zero=2: the shard added to gshard, buf zeroed */
     if (cnt > 0) {
-        CUdeviceptr dst = keep ? r->gshard + (size_t)r->state_off[B->param] * 4
-                               : x + (size_t)lo * bes;
+        /* zero=2: staged as fp32 at dp_buf (below out: 4 cnt <= s m es, m >= 2), then added */
+        CUdeviceptr dst = keep ? r->dp_buf : x + (size_t)lo * bes;
         if (narrow) {
             void *widen[] = {&out, &dst, &cnt};
             if (launch_on(r, r->comm, "boost_bf16_to_fp32", blocks_for(cnt), 256, 0, widen)) return -1;
@@ -430,6 +430,11 @@ static int reduce_scatter_on_comm(BackendRank *r, const CollArgs *c, void *buf) 
                            (size_t)cnt * bes, 1)) {
             return -1;
         }
+        CUdeviceptr pair = r->gshard_sum + (size_t)B->param * 2 * sizeof(CUdeviceptr);
+        int two = 2;
+        void *add[] = {&pair, &two, &cnt};
+        if (keep && launch_on(r, r->comm, "boost_allreduce_fp32", blocks_for(cnt), 256, 0, add))
+            return -1;
     }
     if (keep) CU(r, api.cuMemsetD32Async(x, 0, (size_t)n, r->comm));
     return 0;

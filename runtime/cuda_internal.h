@@ -69,12 +69,14 @@ struct BackendRank {
      * param itself and stays whole. Else the same offsets and sizes as params/grads. */
     int64_t *master_off, *state_off;   /* per param: element offset in master, in adam_m/adam_v */
     int64_t nmaster, nstate;      /* elements of master, of adam_m and adam_v */
-    /* ZeRO-2 (zero=2, dp > 1, grad_accum 1; grad_work_layout): grads holds only the full-size
+    /* ZeRO-2 (zero=2, dp > 1, pp 1; grad_work_layout): grads holds only the full-size
      * gradients the backward needs at once (nwork elements; param i's at gwork_off[i]), and gshard
      * this dp rank's shard of each reduced gradient (state_off's layout, nstate elements). Else
      * gwork_off is NULL, gshard 0 and grads has param_off's layout. */
     int64_t *gwork_off, nwork;
     CUdeviceptr gshard;
+    CUdeviceptr gshard_sum;       /* zero=2: per param {its shard in gshard, dp_buf}
+                                   * (grad_shard_sum_table) */
     CUdeviceptr *tptr;            /* per tensor */
     CudaGroup *group;
     ncclComm_t nccl_comm;         /* multi-process mode: the tp group's NCCL communicator (the world's at dp = 1) */
@@ -211,6 +213,10 @@ void state_index(const BackendRank *r, int i, int64_t j, int64_t lo, int64_t *mi
 int adam_table(BackendRank *r, CUresult *cu);
 int sq_ranges(BackendRank *r);
 int grad_work_layout(BackendRank *r);
+/* zero=2, after dp_buf is allocated: gshard_sum, the two-pointer table per param with which a
+ * reduce-scatter adds the reduced shard it staged at dp_buf to the param's shard in gshard
+ * (boost_allreduce_fp32 over the two; every micro-batch's at grad_accum > 1). 0, or -1. */
+int grad_shard_sum_table(BackendRank *r);
 BackendRank *cuda_rank_open(const Plan *p, int rank, int tp, char *err, size_t errlen);
 int copy_2d(BackendRank *r, CUstream s, CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch,
                    size_t width, size_t rows);

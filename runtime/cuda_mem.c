@@ -24,7 +24,7 @@ void cuda_rank_close(BackendRank *r) {
         if (r->ev_dp_ready) api.cuEventDestroy_v2(r->ev_dp_ready);
         if (r->ev_dp_done) api.cuEventDestroy_v2(r->ev_dp_done);
         CUdeviceptr bufs[] = {r->arena, r->io, r->params, r->grads, r->master, r->adam_m, r->adam_v, r->scratch,
-                              r->gemm_ptrs, r->adam_chunks, r->gshard};
+                              r->gemm_ptrs, r->adam_chunks, r->gshard, r->gshard_sum};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) api.cuMemFree_v2(bufs[i]);
         for (int s = 0; r->ev_ready && s < r->p->nsteps; s++) {
             if (r->ev_ready[s]) api.cuEventDestroy_v2(r->ev_ready[s]);

@@ -191,6 +191,11 @@ static int world_group_init(BackendRank *r, int rank, int size, char *err, size_
         return -1;
     }
     r->dp_bytes = dp_need;
+    if (grad_shard_sum_table(r)) {
+        snprintf(err, errlen, "rank %d of %d: uploading the zero=2 gradient shard table failed",
+                 rank, size);
+        return -1;
+    }
     if (ep_need && r->ep > 1 && api.cuMemAlloc_v2(&r->ep_buf, ep_need) != 0) {
         snprintf(err, errlen, "rank %d of %d: allocating %zu bytes for the all-to-all's staging failed", rank, size, ep_need);
         return -1;

@@ -32,8 +32,9 @@ static int step_touches(const Plan *p, const PlanStep *st, int t) {
 }
 
 /* Param i's gradient's life [first[i], last[i]]: from the first step that touches it to its one
- * ZeRO reduce_scatter (zero_grad) of the whole gradient, the last step to touch it. 0, or 1
- * when the plan does not have that shape (its gradients then stay full size). */
+ * ZeRO reduce_scatter (zero_grad) of the whole gradient, the last step to touch it, run on every
+ * micro-batch (not micro=last at grad_accum > 1). 0, or 1 when the plan does not have that shape
+ * (its gradients then stay full size). */
 static int grad_lives(const Plan *p, int64_t *first, int64_t *last) {
     for (int i = 0; i < p->nparams; i++) {
         int t = p->params[i].grad;
@@ -46,6 +47,7 @@ static int grad_lives(const Plan *p, int64_t *first, int64_t *last) {
             touched = s;
             if (st->kind != ST_REDUCE_SCATTER || !st->coll.zero_grad) continue;   /* ZeRO's own */
             if (last[i] >= 0 || st->coll.group != GROUP_DP ||
+                (st->coll.last_micro && p->grad_accum > 1) ||
                 st->coll.elems != numel(&p->tensors[t]) || rank_int(st->coll.buf.off, 0) != 0 ||
                 rank_int(st->coll.buf.off, p->tp - 1) != 0)
                 return 1;
@@ -56,7 +58,8 @@ static int grad_lives(const Plan *p, int64_t *first, int64_t *last) {
     return 0;
 }
 
-/* zero=2 at dp > 1 with grad_accum 1 (without expert parallelism or pipeline stages): each
+/* zero=2 at dp > 1 (without expert parallelism or pipeline stages; at grad_accum > 1 the plan
+ * reduce-scatters every micro-batch, each adding its shard to gshard): each
  * gradient's element offset in grads (r->gwork_off, ALIGN_ELEMS-aligned, r->nwork elements in
  * all), the lowest place free of the gradients whose lives overlap its own, taken in the order
  * the gradients are first touched. The reduce-scatter zeroes a gradient's memory after keeping
@@ -64,7 +67,7 @@ static int grad_lives(const Plan *p, int64_t *first, int64_t *last) {
  * gwork_off NULL when the plan is not of this kind. 0, or -1 out of memory. */
 int grad_work_layout(BackendRank *r) {
     const Plan *p = r->p;
-    if (p->zero != 2 || p->dp <= 1 || p->grad_accum > 1 || p->ep > 1 || p->pp > 1 || !p->nparams)
+    if (p->zero != 2 || p->dp <= 1 || p->ep > 1 || p->pp > 1 || !p->nparams)
         return 0;
     int n = p->nparams;
     int64_t *first = malloc(n * sizeof *first), *last = malloc(n * sizeof *last);
@@ -102,4 +105,19 @@ int grad_work_layout(BackendRank *r) {
     r->gwork_off = off;
     r->nwork = total;
     return 0;
+}
+
+int grad_shard_sum_table(BackendRank *r) {
+    if (!r->gshard || !r->dp_buf) return 0;
+    size_t bytes = (size_t)r->p->nparams * 2 * sizeof(CUdeviceptr);
+    CUdeviceptr *table = malloc(bytes);
+    if (!table) return -1;
+    for (int i = 0; i < r->p->nparams; i++) {
+        table[2 * i] = r->gshard + (size_t)r->state_off[i] * 4;
+        table[2 * i + 1] = r->dp_buf;
+    }
+    CUresult e = api.cuMemAlloc_v2(&r->gshard_sum, bytes);
+    if (e == 0) e = api.cuMemcpyHtoD_v2(r->gshard_sum, table, bytes);
+    free(table);
+    return e ? -1 : 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mpi_grid.sh: the whole dp x tp rank grid as processes under Open MPI's mpirun (CPU backend), and
 # resuming across grids. tiny-cola at dp=2 x tp=2 under -np 4 (zero=0 and zero=1), at dp=2 x tp=1
-# under -np 2 and at dp=4 x tp=1 under -np 4 (also ZeRO-1 with a bf16 dp wire, and ZeRO-2) logs the
+# under -np 2 and at dp=4 x tp=1 under -np 4 (also ZeRO-1 with a bf16 dp wire, and ZeRO-2; and
+# ZeRO-2 at dp=2 x tp=2 with grad_accum 2, also against zero=0 and resumed mid-run) logs the
 # same losses, validation losses and gradient norms as the threaded run, bit for bit (so does the
 # MoE model at dp=2 x tp=2), and rank 0's checkpoint holds the same bytes. Bit for bit, not merely
 # close: a process runs exactly one thread rank's arithmetic, and every sum over a group (tp or dp)
@@ -44,6 +45,23 @@ else
   done
 fi
 
+# ---- zero=2 with grad_accum 2 (threads): the reduce-scatters run on both micro-batches, each
+# adding its shard to the shard accumulator; zero=0's losses within 1e-5 relative, and resumed
+# from its step-4 checkpoint the same losses as the uninterrupted run
+zdefs=(-D dp=2 -D tp=2 -D grad_accum=2 -D micro_batch=1)
+$BOOST train "${common[@]}" "${zdefs[@]}" --log "$TMP/g0.jsonl" >"$TMP/g0.out" 2>&1; rc0=$?
+$BOOST train "${common[@]}" "${zdefs[@]}" -D zero=2 --save-every 4 -o "$TMP/z" --log "$TMP/z.jsonl" >"$TMP/z.out" 2>&1
+rc=$?
+if [ $rc = 0 ] && [ $rc0 = 0 ] && close_losses "$TMP/g0.jsonl" "$TMP/z.jsonl" 1 8 1e-5; then
+  ok zero2_grad_accum2_same_losses_as_zero0
+else fail zero2_grad_accum2_same_losses_as_zero0 "exit $rc0/$rc: $(tail -2 "$TMP/z.out")"; fi
+if [ -f "$TMP/z/step-000004/state.json" ]; then
+  $BOOST train "${common[@]}" "${zdefs[@]}" -D zero=2 --resume "$TMP/z/step-000004" --log "$TMP/zr.jsonl" >"$TMP/zr.out" 2>&1
+  rc=$?
+  [ $rc = 0 ] && grep -q "resumed from .*step 4" "$TMP/zr.out" && close_losses "$TMP/z.jsonl" "$TMP/zr.jsonl" 5 8 1e-5 \
+    && ok zero2_grad_accum2_resume_at_step4 || fail zero2_grad_accum2_resume_at_step4 "exit $rc: $(tail -2 "$TMP/zr.out")"
+else fail zero2_grad_accum2_resume_at_step4 "no step-4 checkpoint: $(tail -2 "$TMP/z.out")"; fi
+
 # ---- processes ----
 if ! command -v mpirun >/dev/null; then
   ok "mpi_grid # SKIP mpirun is not installed (Debian's openmpi-bin, tools/install-deps.sh)"; exit 0
@@ -53,7 +71,7 @@ i=0
 # (dp=4: a group of more than 2, where a different order of the additions would change the bits)
 for g in "tiny-cola:4:-D dp=2 -D tp=2" "tiny-cola:4:-D dp=2 -D tp=2 -D zero=1" "tiny-cola:2:-D dp=2 -D tp=1" \
          "tiny-cola:4:-D dp=4 -D tp=1" "tiny-cola:4:-D dp=4 -D tp=1 -D zero=1 -D dp_dtype=bf16" \
-         "tiny-cola:4:-D dp=4 -D tp=1 -D zero=2" \
+         "tiny-cola:4:-D dp=4 -D tp=1 -D zero=2" "tiny-cola:4:-D dp=2 -D tp=2 -D zero=2 -D grad_accum=2" \
          "specs/runs/tiny-cola-moe.lua:4:-D dp=2 -D tp=2"; do
   run=${g%%:*}; g=${g#*:}; np=${g%%:*}; read -r -a defs <<<"${g#*:}"; i=$((i + 1))
   name="mpi_$(basename "$run" .lua)_np${np}_$(echo "${g#*:}" | sed 's/-D //g; s/ /_/g; s/=//g')"

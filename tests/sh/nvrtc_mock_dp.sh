@@ -25,6 +25,8 @@ gen d2t2 -D dp=2 -D tp=2
 gen d2t2z -D dp=2 -D tp=2 -D zero=1 -D dp_bucket_mb=0.01   # small buckets: reduce-scatters issued during the backward
 gen d2t1b -D dp=2 -D tp=1 -D dp_dtype=bf16
 gen d2t2z2 -D dp=2 -D tp=2 -D zero=2 -D dp_bucket_mb=0.01
+gen d2t2g2 -D dp=2 -D tp=2 -D grad_accum=2
+gen d2t2z2g2 -D dp=2 -D tp=2 -D zero=2 -D dp_bucket_mb=0.01 -D grad_accum=2   # reduce-scatters every micro-batch
 export BOOST_LIBCUDA="$TMP/mock_cuda.so" BOOST_LIBCUBLAS="$TMP/mock_cuda.so" BOOST_LIBNCCL="$TMP/mock_nccl.so"
 export BOOST_CACHE="${BOOST_CACHE:-$TMP/cache}" BOOST_EMU_CACHE="${BOOST_EMU_CACHE:-$TMP/emu}" BOOST_EMU_HPP="$PWD/tests/gpu/cuda_emu.hpp"
 export BOOST_NCCL_TIMEOUT=120 MOCK_NCCL_TIMEOUT=120
@@ -90,6 +92,14 @@ if [ "$rc" = 0 ] && close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z2.w.jsonl" loss 1e-5 &&
    close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z2.w.jsonl" grad_norm 1e-4 && close "$TMP/d2t2.w.jsonl" "$TMP/d2t2z2.w.jsonl" val_loss 1e-5
 then ok "zero=2 on the stand-ins matches zero=0 (loss, val_loss 1e-5, gradient norm 1e-4 relative)"
 else fail "zero=2 vs zero=0 on the stand-ins" "exit $rc: $detail $(tail -2 "$TMP/d2t2z2.w.0.out" 2>/dev/null)"; fi
+# grad_accum 2: the reduce-scatters run on both micro-batches, each adding its shard to the rank's
+# shard accumulator (the full-size gradients share memory as at grad_accum 1): zero=0's results
+fmt=sharded; world d2t2g2 4; rc_g0=$rc; world d2t2z2g2 4; fmt=full
+if [ "$rc_g0" = 0 ] && [ "$rc" = 0 ] && close "$TMP/d2t2g2.w.jsonl" "$TMP/d2t2z2g2.w.jsonl" loss 1e-5 &&
+   close "$TMP/d2t2g2.w.jsonl" "$TMP/d2t2z2g2.w.jsonl" grad_norm 1e-4 &&
+   close "$TMP/d2t2g2.w.jsonl" "$TMP/d2t2z2g2.w.jsonl" val_loss 1e-5
+then ok "zero=2 grad_accum=2 on the stand-ins matches zero=0 grad_accum=2 (loss, val_loss 1e-5, gradient norm 1e-4 relative)"
+else fail "zero=2 vs zero=0 at grad_accum=2 on the stand-ins" "exit $rc_g0/$rc: $detail $(tail -2 "$TMP/d2t2z2g2.w.0.out" 2>/dev/null)"; fi
 if grep -q '"val_loss"' "$TMP/d2t1b.w.jsonl" 2>/dev/null && [ ! -s "$TMP/d2t1b.w.1.out" ] && [ -f "$TMP/d2t1b.w/step-00000$steps/model.safetensors" ]
 then ok "dp=2 x tp=1 processes: rank 0 alone logs and writes the (full) checkpoint"
 else fail "dp=2 x tp=1 processes: output" "rank 1 wrote $(wc -c <"$TMP/d2t1b.w.1.out" 2>/dev/null) bytes; $(ls "$TMP/d2t1b.w" 2>&1 | tr '\n' ' ')"; fi
@@ -212,8 +222,10 @@ else fail "zero=1 device memory per rank" "$(tail -2 "$TMP/mem.log")"; fi
 # (n elements per local param, regions rounded up to 64) less this rank's shards (ceil(n/dp) each)
 # less the memory the full-size gradients share: a gradient lives from the first step that names
 # it to its reduce_scatter and takes the lowest place clear of the live ones placed before it,
-# in the order of first use (the same plans' buckets: the same dp staging)
-if python3 - "$TMP/d2t2z2/plan.txt" "$TMP/d2t2z.w.mem" "$TMP/d2t2z2.w.mem" >"$TMP/mem2.log" 2>&1 <<'PY'
+# in the order of first use (the same plans' buckets: the same dp staging). zero2_mem PLAN ZERO1.mem
+# ZERO2.mem; at grad_accum 2 (every micro-batch reduce-scattered) the same figure as at 1.
+zero2_mem() {
+python3 - "$@" <<'PY'
 import re, sys
 dp, size, first, last, steps, step = 1, {}, {}, {}, False, 0
 def a64(n): return -(-n // 64) * 64
@@ -252,8 +264,13 @@ print('rank 0 peak %d -> %d bytes: %d fewer, expected %d (gradients %d -> shards
       % (a[0], b[0], a[0] - b[0], expect, full, shard, 4 * work))
 sys.exit(0 if expect > 0 and worst <= 4096 else 1)
 PY
+}
+if zero2_mem "$TMP/d2t2z2/plan.txt" "$TMP/d2t2z.w.mem" "$TMP/d2t2z2.w.mem" >"$TMP/mem2.log" 2>&1
 then ok "zero=2 device memory per rank on the stand-ins: $(tail -1 "$TMP/mem2.log")"
 else fail "zero=2 device memory per rank" "$(tail -2 "$TMP/mem2.log")"; fi
+if zero2_mem "$TMP/d2t2z2g2/plan.txt" "$TMP/d2t2z.w.mem" "$TMP/d2t2z2g2.w.mem" >"$TMP/mem3.log" 2>&1
+then ok "zero=2 grad_accum=2 device memory per rank on the stand-ins, as at grad_accum 1: $(tail -1 "$TMP/mem3.log")"
+else fail "zero=2 grad_accum=2 device memory per rank" "$(tail -2 "$TMP/mem3.log")"; fi
 
 # ZeRO-1's gathers overlapped with the next pass, over several steps (dp=2 x tp=1, 2 processes):
 # gather_shards run on the collectives' stream after AdamW and the compute stream waits for each

@@ -50,14 +50,14 @@ expect2 plan_nothing_fits "smallest memory any candidate needs" plan cola-llama-
   --cluster "$TMP/small.lua" --gpus 1
 grep -q "nearest feasible: --gpus 2 " "$TMP/out" && ok plan_nothing_fits_nearest || fail plan_nothing_fits_nearest "$(cat "$TMP/out")"
 
-# ZeRO-2 per backend: cuda (the default) keeps only gradient shards at grad_accum 1 and pp 1, so it
+# ZeRO-2 per backend: cuda (the default) keeps only gradient shards at pp 1, so it
 # is searched there only and the output says so; cpu searches it everywhere; another backend is
 # refused
 $BOOST "${PLAN[@]}" --gpus 8 >"$TMP/cuda.out" 2>&1
 cuda_kv=$($BOOST "${PLAN[@]}" --gpus 8 --kv 2>&1 | grep '^zero' | tr '\n' ' ')
 cpu_kv=$($BOOST "${PLAN[@]}" --gpus 8 --kv --backend cpu 2>&1 | grep '^zero' | tr '\n' ' ')
-grep -q "ZeRO searched: 0, 1, and 2 at grad_accum 1 and pp 1 only" "$TMP/cuda.out" \
-  && [ "$cuda_kv" = "zero_searched 0,1,2 zero2_searched_at grad_accum=1,pp=1 " ] \
+grep -q "ZeRO searched: 0, 1, and 2 at pp 1 only" "$TMP/cuda.out" \
+  && [ "$cuda_kv" = "zero_searched 0,1,2 zero2_searched_at pp=1 " ] \
   && [ "$cpu_kv" = "zero_searched 0,1,2 zero2_searched_at any " ] && ok plan_zero2_per_backend \
   || fail plan_zero2_per_backend "cuda: '$cuda_kv', cpu: '$cpu_kv'; $(grep -i zero "$TMP/cuda.out" | head -2)"
 expect2 plan_backend_unknown "expected cuda or cpu" "${PLAN[@]}" --gpus 8 --backend tpu
