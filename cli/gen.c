@@ -15,12 +15,13 @@ static void gen_usage(FILE *f) {
         "usage: boost gen RUN [-D name=value ...] [-o DIR] [--compile]\n"
         "  RUN   a run spec: a path, or NAME for specs/runs/NAME.lua\n"
         "  -D    override a spec setting, e.g. -D tp=4 -D layout=naive -D checkpoint=none\n"
-        "  -o    output folder (default generated/<run name>), at most 960 characters (a longer\n"
+        "  -o    output folder (default generated/<run name>), at most %d characters (a longer\n"
         "        name is refused: choose a folder nearer the current one); written all or nothing\n"
         "  --compile  also compile kernels.cu with NVRTC (no GPU needed) for the archs of the GPU\n"
         "        specs with kernel_report = true, and add registers, shared memory and spills per\n"
         "        kernel to report.md\n"
-        "Writes plan.txt (the schedule the runtime executes), kernels.cu and report.md.\n");
+        "Writes plan.txt (the schedule the runtime executes), kernels.cu and report.md.\n",
+        GEN_OUTDIR_MAX);
 }
 
 static void report_usage(FILE *f) {
