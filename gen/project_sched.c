@@ -340,6 +340,23 @@ static void dp_exposed(const StageCost *st, int pp, Projection *out) {
     }
 }
 
+int project_cuda_zero2_shards(int grad_accum, int pp, int ep) {
+    return grad_accum <= 1 && pp <= 1 && ep <= 1;
+}
+
+double project_backend_dp_wait(const Run *run, int backend, Projection *p) {
+    if (backend != PROJECT_BACKEND_CUDA || run->zero != 2 || run->dp <= 1 ||
+        !project_cuda_zero2_shards(run->grad_accum, run->pp, run->ep))
+        return 0;
+    double waited = p->dp_hidden_s;
+    p->dp_hidden_s = 0;
+    p->dp_comm_s += waited;
+    p->comm_s += waited;
+    p->seconds += waited;
+    p->seconds_formula += waited;
+    return waited;
+}
+
 /* The parts of out's iteration: the slowest stage S's, times the pipeline's steps (m micro-batches,
  * pp stages of v chunks each), scaled so that they add up to the pipeline's time (the timeline's
  * idle spread over them in proportion); then the compute and communication sums and the totals
