@@ -2,8 +2,8 @@
 # spec that `boost gen` accepts and `boost project` prices to the printed time (also a cuda zero=2
 # candidate, its dp reduction unhidden as in plan, hidden in part with --backend cpu); the PNG is
 # drawn (or skipped with a message when gnuplot is missing); bad input exits 2 with a message: no
-# --gpus, an unknown model, a GPU count with no grid (the counts that work), nothing fitting (the smallest
-# memory and the nearest feasible GPU count), a cluster of another GPU than --gpu.
+# --gpus, an unknown model, a GPU count with no grid (the counts that work), nothing fitting (the
+# smallest memory and the nearest feasible GPU count), a cluster of another GPU than --gpu.
 source "$(dirname "$0")/lib.sh"
 for i in $(seq 60); do cp "$BOOST" "$TMP/boost" 2>/dev/null && "$TMP/boost" --help >/dev/null 2>&1 && break; sleep 1; done
 BOOST=$TMP/boost
@@ -35,7 +35,9 @@ z2=$($BOOST plan "$TMP/z2.lua" "${PLAN[@]:2}" --gpus 8 --kv --top 64 --brute 2>/
      | grep -m1 ' zero=2 ')
 field() { tr ' ' '\n' <<<"$z2" | sed -n "s/^$1=//p"; }
 defs=()
-for k in layout tp pp dp zero checkpoint micro_batch grad_accum; do defs+=(-D "$k=$(field $k)"); done
+for k in layout tp pp dp zero checkpoint micro_batch grad_accum; do
+  defs+=(-D "$k=$(field $k)")
+done
 s=$(field seconds); lay=$(field layout)
 z2kv() {   # KEY [--backend B]: the key's value for the candidate's layout
   local key=$1; shift
@@ -45,7 +47,8 @@ z2kv() {   # KEY [--backend B]: the key's value for the candidate's layout
 pc=$(z2kv seconds_per_iter); hc=$(z2kv dp_hidden_s)
 pu=$(z2kv seconds_per_iter --backend cpu); hu=$(z2kv dp_hidden_s --backend cpu)
 python3 -c "import sys; sys.exit(0 if abs($s - $pc) <= 1e-5 * $pc and $hc == 0 and $hu > 0
-  and abs($pc - $pu - $hu) <= 1e-9 * $pc else 1)" 2>/dev/null && ok plan_time_is_projects_cuda_zero2 \
+  and abs($pc - $pu - $hu) <= 1e-9 * $pc else 1)" 2>/dev/null \
+  && ok plan_time_is_projects_cuda_zero2 \
   || fail plan_time_is_projects_cuda_zero2 \
        "'$z2': plan $s s, project $pc s (hidden $hc), --backend cpu $pu s (hidden $hu)"
 $BOOST project "$TMP/win.lua" --backend gpu >/dev/null 2>"$TMP/err"; rc=$?
