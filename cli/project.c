@@ -14,6 +14,7 @@
 static void project_usage(FILE *f) {
     fprintf(f,
         "usage: boost project RUN [-D name=value ...] [--json | --kv] [--rates PATH]\n"
+        "                     [--backend cuda|cpu]\n"
         "  Projects the seconds of one training iteration (forward, backward, optimizer; all\n"
         "  micro-batches and pipeline stages) of RUN for three layouts of the same shapes:\n"
         "  megatron (the full-rank twin), naive and btp (the low-rank model).\n"
@@ -29,7 +30,10 @@ static void project_usage(FILE *f) {
         "                 default bench/results when it exists); see docs/cost-model.md\n"
         "  --steps LAYOUT also list every step of layer 0 and of the model's ends with its cost\n"
         "  --gemms        only list the distinct GEMM shapes of each layout's schedule\n"
-        "                 (\"LAYOUT m n k batch count\" lines, for bench/gemm_rates.py)\n");
+        "                 (\"LAYOUT m n k batch count\" lines, for bench/gemm_rates.py)\n"
+        "  --backend B    cuda (default) or cpu: the backend that trains the run; on cuda at\n"
+        "                 zero=2 (grad_accum 1, pp 1) compute waits for each dp reduce-scatter,\n"
+        "                 so none of the dp reduction is hidden (as `boost plan` prices it)\n");
 }
 
 /* 1 when every factored projection of every layer has the same rank (the closed forms hold). */
@@ -91,6 +95,7 @@ typedef struct {
     const char *consts_set[16];
     int nconsts;
     int json, kv, gemms;
+    int backend;                     /* PROJECT_BACKEND_*: what the dp reduction overlaps */
     Override ov[MAX_OVERRIDES];
     int nov;
 } ProjectArgs;
@@ -117,6 +122,12 @@ static int parse_project_args(ProjectArgs *pa, int argc, char **argv) {
         if (!strcmp(a, "--json")) pa->json = 1;
         else if (!strcmp(a, "--kv")) pa->kv = 1;
         else if (!strcmp(a, "--gemms")) pa->gemms = 1;
+        else if (!strcmp(a, "--backend")) {
+            const char *v = i + 1 < argc ? argv[++i] : "";
+            if (strcmp(v, "cuda") && strcmp(v, "cpu"))
+                return project_refuse("--backend '%s': expected cuda or cpu", v);
+            pa->backend = !strcmp(v, "cpu") ? PROJECT_BACKEND_CPU : PROJECT_BACKEND_CUDA;
+        }
         else if (!strcmp(a, "--const")) {
             if (i + 1 >= argc) return project_refuse("--const needs NAME=VALUE");
             if (pa->nconsts == 16) return project_refuse("more than 16 --const");
@@ -159,6 +170,7 @@ typedef struct {
     int measured;                    /* some GEMMs priced from measured rates */
     char source[160];                /* where the GEMM efficiencies came from */
     double over_naive, over_megatron;   /* btp's speedups (0: a layout not projected) */
+    int backend;                     /* PROJECT_BACKEND_* (--backend) */
 } ProjectOut;
 
 /* The pp_busy_s / pp_idle_s lists of each layout (pp > 1), as JSON members. */
@@ -205,6 +217,7 @@ static void print_projection_kv(const ProjectOut *o) {
     printf("run %s\nmodel %s\ngpu %s\ntp %d\npp %d\ndp %d\nmicro_batch %d\nseq %d\ngrad_accum %d\n"
            "gemm_rates %s\n", run->name, m->name, run->gpu.name, run->tp, run->pp, run->dp,
            run->micro_batch, run->seq, run->grad_accum, o->measured ? "measured" : "model");
+    printf("backend %s\nzero %d\n", o->backend == PROJECT_BACKEND_CPU ? "cpu" : "cuda", run->zero);
     printf("hidden %d\nffn %d\nheads %d\nkv_heads %d\nlayers %d\nvocab %d\nrank %d\n"
            "rank_uniform %d\nfamily %s\nmoe_experts %d\n", m->hidden, m->ffn, m->heads,
            m->kv_heads, m->layers, m->vocab, m->proj[0][PROJ_Q].rank, model_rank_uniform(m),
@@ -264,6 +277,10 @@ static void print_projection_details(const ProjectOut *o) {
     if (run->dp > 1) {
         printf("\ndp gradient reduction, the emitted buckets (dp-comm above is the part not "
                "hidden):\n");
+        if (o->backend == PROJECT_BACKEND_CUDA && run->zero == 2 &&
+            project_cuda_zero2_shards(run->grad_accum, run->pp, run->ep))
+            printf("  (cuda, zero=2: compute waits for each reduce-scatter, so none is hidden; "
+                   "--backend cpu overlaps it)\n");
         for (int i = 0; i < o->nl; i++) {
             const Projection *p = &o->proj[i];
             printf("  %-9s %.4f s in all, %.4f s hidden behind the rest of the backward (%.0f%%)\n",
@@ -364,6 +381,7 @@ static int project_priced(const ProjectArgs *pa, ProjectOut *o) {
         }
     int rc = project_layouts_all(pa, o, &rates);
     if (rc) { gemm_rates_free(&rates); return rc; }
+    for (int i = 0; i < o->nl; i++) project_backend_dp_wait(o->run, pa->backend, &o->proj[i]);
     for (int i = 0; i < o->nl; i++) o->measured += o->proj[i].gemms_measured;
     if (o->measured)
         snprintf(o->source, sizeof o->source,
@@ -386,6 +404,7 @@ static int project_main(Run *run, int argc, char **argv) {
     ProjectOut o;
     memset(&o, 0, sizeof o);
     o.run = run;
+    o.backend = pa.backend;
     o.nl = project_layouts(&run->model, o.layouts);   /* megatron, naive, btp; or one of them */
     int at[3] = {-1, -1, -1};   /* the index of megatron, naive, btp in o.layouts, or -1 */
     for (int i = 0; i < o.nl; i++)

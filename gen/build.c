@@ -547,7 +547,8 @@ static int naive_layer(Graph *g, int i, int x) {
 /* Norm + A side of a group reading the residual shard x [M, dl]: returns, per projection, the
  * view of its z (replicated [M, r_p]). With online norm each all-reduce buffer carries the norm's
  * statistics in the same collective: [M, w] activations (ld w: aligned GEMM operands), then the
- * M statistics (Tensor.has_stat). */
+ * M statistics (Tensor.has_stat). At tp = 1 there is no collective for the statistics to ride
+ * in or to be summed by, so the norm is the plain one naive runs (no rescale, no sumsq). */
 static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs, int np,
                   const char *gname, Opnd *zout) {
     const Model *m = &g->run->model;
@@ -555,7 +556,7 @@ static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs
     int t = g->tp, ad = ir_act_dtype(g);
     int64_t M = g->M, d = m->hidden, dl = d / t;
     char nm[96];
-    int online = r->online_rmsnorm;
+    int online = r->online_rmsnorm && t > 1;
     int gamma = ir_param(g, normname, 1, dl, PS_SHARD1);
     ir_part(g, gamma, normname, rint_c(0), rint_c(1), rint_r(0, dl), rint_r(dl, dl), 0, 0, t == 1);
     int xin = ir_act(g, PS_SHARD1, M, dl, ad, "L%d.%s_xn", i, gname);
@@ -591,13 +592,17 @@ static void btp_A(Graph *g, int i, int x, const char *normname, const int *projs
             k_const(c, "lds", (double)M); k_const(c, "ldd", (double)M); k_const(c, "acc", 0);
         }
     } else {
-        int ss = ir_act(g, PS_PARTIAL, 1, M, IR_FP32, "L%d.%s_sumsq", i, gname);
-        Op *o = k_begin(g, "sumsq");
-        k_op(g, o, "x", opnd(x, 0, 0), 0, 0);
-        k_op(g, o, "out", opnd(ss, 0, 0), OUT(PS_PARTIAL), 0);
-        k_const(o, "rows", (double)M); k_const(o, "cols", (double)dl); k_const(o, "ldx", (double)dl);
-        o->no_grad = 1;
-        ir_allreduce(g, ss, normname);
+        int ss = -1;   /* tp > 1: the row's sum of squares over the ranks' shards [M] */
+        if (t > 1) {
+            ss = ir_act(g, PS_PARTIAL, 1, M, IR_FP32, "L%d.%s_sumsq", i, gname);
+            Op *o = k_begin(g, "sumsq");
+            k_op(g, o, "x", opnd(x, 0, 0), 0, 0);
+            k_op(g, o, "out", opnd(ss, 0, 0), OUT(PS_PARTIAL), 0);
+            k_const(o, "rows", (double)M); k_const(o, "cols", (double)dl);
+            k_const(o, "ldx", (double)dl);
+            o->no_grad = 1;
+            ir_allreduce(g, ss, normname);
+        }
         int rs = ir_keep(g, ir_act(g, PS_SHARD1, 1, M, IR_FP32, "L%d.%s_rstd_n", i, gname));
         k_rmsnorm(g, x, opnd(gamma, 0, 0), xin, rs, ss, d);
     }

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include "gen/dp.h"   // defines: dp_zero2_every_micro
 #include "gen/ir.h"
 #include "gen/plan_write.h"
 #include "gen/factor.h"
@@ -83,8 +84,7 @@ static void pr_collective(FILE *f, const Graph *g, const Op *o) {
     /* zero=2 with grad_accum > 1 at pp = 1: ZeRO's reduce-scatters run on every micro-batch, each
        adding its shard to the rank's shard accumulator (gen/dp.h dp_zero2_every_micro) */
     const Run *r = g->run;
-    int every = o->kind == OP_REDUCE_SCATTER && o->group == CG_DP && r && r->zero == 2 &&
-                r->dp > 1 && r->grad_accum > 1 && r->pp <= 1;
+    int every = o->kind == OP_REDUCE_SCATTER && o->group == CG_DP && r && dp_zero2_every_micro(r);
     if (ir_dp_bucket(o)) fprintf(f, every ? " bucket=%d" : " micro=last bucket=%d", o->bucket);
     if (o->tag[0]) fprintf(f, " tag=%s", o->tag);
 }

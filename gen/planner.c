@@ -27,7 +27,7 @@ void planner_opts_default(PlanOpts *o) {
 int planner_zero2_shards(const PlanOpts *o, int ga, int pp, int ep) {
     /* at pp 1 the reduce-scatters run on every micro-batch (gen/dp.h dp_zero2_every_micro) */
     if (o->backend == PLAN_BACKEND_CPU) return ga <= 1 || pp <= 1;
-    return pp <= 1 && ep <= 1; /* runtime/cuda_zero2.c grad_work_layout */
+    return project_cuda_zero2_shards(ga, pp, ep);
 }
 
 double planner_state_bytes_per_param(const PlanOpts *o, const PlanCand *cd) {
@@ -299,19 +299,15 @@ static void price(const Run *base, const PlanOpts *o, const CostConsts *c, const
         free(r);
         return;
     }
-    /* cuda zero=2: the compute stream waits for each reduce-scatter where it is issued (its
-       gradient's memory goes to a later one, runtime/cuda_coll.c), so none of it is hidden */
+    /* cuda zero=2: none of the dp reduction hidden, as `boost project` prices it */
+    project_backend_dp_wait(r, o->backend, &p);
     int cuda_zero2 = o->backend == PLAN_BACKEND_CUDA && cd->zero == 2 && cd->dp > 1;
-    double exposed = cuda_zero2 ? p.dp_hidden_s : 0;
-    /* zero=2 reducing every micro-batch: the dp reduction grad_accum times, each as exposed as
-       the one the projection priced */
-    if (dp_zero2_every_micro(r)) exposed += (r->grad_accum - 1) * (p.dp_comm_s + exposed);
-    double seconds = p.seconds + exposed;
+    double seconds = p.seconds;
     double tokens = (double)cd->mb * cd->ga * cd->dp * base->seq;
     cd->seconds = seconds;
     cd->tok_s_gpu = tokens / seconds / o->gpus;
     cd->mfu = flops_tok * tokens / (o->gpus * base->gpu.bf16_tflops * 1e12 * seconds);
-    cd->comm_share = seconds > 0 ? (p.comm_s + exposed) / seconds : 0;
+    cd->comm_share = seconds > 0 ? p.comm_s / seconds : 0;
     cd->weight_bytes = p.params_local * planner_state_bytes_per_param(o, cd);
     if (cuda_zero2) {
         int64_t live = zero2_live_grads(r, cd, why, sizeof why);

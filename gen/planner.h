@@ -17,7 +17,7 @@
  * backend keeps only gradient shards at zero=2 with grad_accum 1, pp 1 and no ep, and runs other
  * zero=2 plans with zero=1's memory, so the planner searches zero=2 there only; the cpu backend
  * shards the gradients at any grid (at grad_accum > 1 beside the full-size ones). */
-enum { PLAN_BACKEND_CUDA, PLAN_BACKEND_CPU };
+enum { PLAN_BACKEND_CUDA = PROJECT_BACKEND_CUDA, PLAN_BACKEND_CPU = PROJECT_BACKEND_CPU };
 
 typedef struct {
     int gpus; /* N = tp * pp * dp */

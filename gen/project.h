@@ -122,6 +122,25 @@ typedef struct {
     int layer_fwd_count, layer_bwd_count;       /* how many collectives */
 } Projection;
 
+/* The backend that trains the run: how much of the dp reduction overlaps the backward depends
+ * on it (project_backend_dp_wait). */
+enum { PROJECT_BACKEND_CUDA, PROJECT_BACKEND_CPU };
+
+/* 1 when the cuda backend keeps only gradient shards at zero=2 on this grid: pp 1, no ep
+ * (runtime/cuda_zero2.c grad_work_layout; at grad_accum > 1 the reduce-scatters run every
+ * micro-batch); elsewhere it runs zero=2 as zero=1. */
+int project_cuda_zero2_shards(int grad_accum, int pp, int ep);
+
+/* Prices into p (project_layout's projection of run) what the backend does with the dp reduction:
+ * on cuda at zero=2 where only the shards are kept, the compute stream waits for each
+ * reduce-scatter where it is issued (the gradient's memory goes to a later one,
+ * runtime/cuda_coll.c), so none of it is hidden: dp_hidden_s moves into dp_comm_s; and at zero=2
+ * reducing every micro-batch (gen/dp.h dp_zero2_every_micro, any backend) grad_accum - 1 more
+ * reductions, each as exposed as the one priced. Both go into dp_comm_s, comm_s and seconds
+ * (and seconds_formula). Returns the seconds added. `boost project` and `boost plan` both price a
+ * run through this. */
+double project_backend_dp_wait(const Run *run, int backend, Projection *p);
+
 /* Project one layout of a run: layout is LAYOUT_MEGATRON (the full-rank twin of the run's model,
  * same d, d_ff, heads, layers), LAYOUT_NAIVE or LAYOUT_BTP. Returns 0, 2 (the run cannot be laid
  * out so) or 1, with a message in err. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gen/dp.h"      // defines: dp_zero2_every_micro
 #include "gen/factor.h"
 #include "gen/ir.h"        // defines: Graph, Op, Tensor, Param
 #include "gen/pipeline.h"  // defines: graph_build
@@ -339,6 +340,32 @@ static void dp_exposed(const StageCost *st, int pp, Projection *out) {
             out->dp_hidden_s = hidden;
         }
     }
+}
+
+int project_cuda_zero2_shards(int grad_accum, int pp, int ep) {
+    (void)grad_accum;   /* at grad_accum > 1 the reduce-scatters run every micro-batch */
+    return pp <= 1 && ep <= 1;
+}
+
+double project_backend_dp_wait(const Run *run, int backend, Projection *p) {
+    double waited = 0;
+    if (backend == PROJECT_BACKEND_CUDA && run->zero == 2 && run->dp > 1 &&
+        project_cuda_zero2_shards(run->grad_accum, run->pp, run->ep)) {
+        waited = p->dp_hidden_s;   /* the compute stream waits for each reduce-scatter */
+        p->dp_hidden_s = 0;
+        p->dp_comm_s += waited;
+    }
+    /* zero=2 reducing every micro-batch (gen/dp.h): grad_accum - 1 more reductions, each as
+       exposed as the one priced */
+    if (dp_zero2_every_micro(run)) {
+        double more = (run->grad_accum - 1) * p->dp_comm_s;
+        p->dp_comm_s += more;
+        waited += more;
+    }
+    p->comm_s += waited;
+    p->seconds += waited;
+    p->seconds_formula += waited;
+    return waited;
 }
 
 /* The parts of out's iteration: the slowest stage S's, times the pipeline's steps (m micro-batches,

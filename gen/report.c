@@ -471,7 +471,7 @@ static void md_overview(const Run *run, const Report *d, FILE *f) {
         md_bytes(f, (double)lf[l].layer_bwd.bytes);
         fprintf(f, " |\n");
     }
-    if (self == LAYOUT_BTP && run->online_rmsnorm)
+    if (self == LAYOUT_BTP && run->online_rmsnorm && run->tp > 1)   /* tp=1: plain norm */
         fprintf(f, "\nOnline RMSNorm: each rank's share of the mean square, s_i/d, rides in the "
                    "all-reduce buffer after its [M, r] activations (one per token, so the GEMMs keep "
                    "aligned leading dimensions) in the activation dtype (%s), so the forward carries 2 "

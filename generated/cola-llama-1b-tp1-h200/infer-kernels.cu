@@ -1,5 +1,5 @@
 // kernels.cu: the fused kernels of run cola-1b-h200 (model cola-llama-1b) for h200 (sm_90), specialised from
-// BOOST's templates/ by 'boost gen'; 30 kernels plus the runtime's own. Do not edit:
+// BOOST's templates/ by 'boost gen'; 24 kernels plus the runtime's own. Do not edit:
 // regenerate. Compiled at run time with NVRTC; every kernel is extern "C".
 #include <cuda_bf16.h>
 
@@ -289,60 +289,45 @@ embedding_fwd_r1_c2048_v32000_bf16_b256(const int *tokens, const bf16 *table, bf
     stv<8>(out + m * 2048 + j, v);
 }
 
-// online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
-// xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
-// written into the statistics after the activations of the all-reduce buffer). One block per row.
+// rmsnorm_fwd: rstd[m] = 1/sqrt(S/divisor + eps), S = sumsq[m] if given else sum_j x[m,j]^2;
+// out[m,j] = x[m,j] * rstd[m] * gamma[j]. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_fwd_r1_c2048_ldx2048_ldstat1_dv2048_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
-         bf16 *stat) {
+rmsnorm_fwd_r1_c2048_ldx2048_ldo2048_dv2048_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *out, float *rstd,
+         const float *sumsq) {
     const long long m = blockIdx.x;
     const bf16 *xr = x + m * 2048;
-    float part = 0.f;
-    for (int j = threadIdx.x * 8; j < 2048; j += 256 * 8) {
-        float a[8];
-        ldv<8>(xr + j, a);
-        for (int e = 0; e < 8; e++) part += a[e] * a[e];
+    float S;
+    if (sumsq) {
+        S = ld(sumsq + m);
+    } else {
+        float part = 0.f;
+        for (int j = threadIdx.x * 8; j < 2048; j += 256 * 8) {
+            float a[8];
+            ldv<8>(xr + j, a);
+            for (int e = 0; e < 8; e++) part += a[e] * a[e];
+        }
+        S = block_sum<256>(part);
     }
-    const float s = block_sum<256>(part);
-    const float p = sqrtf(s / (float)2048 + 1e-05f);
-    if (threadIdx.x == 0) {
-        st(rho + m, p);
-        if (stat) st(stat + m * 1, s / (float)2048);
-    }
-    const float inv = 1.f / p;
+    const float r = rsqrtf(S / (float)2048 + 1e-05f);
+    if (rstd && threadIdx.x == 0) st(rstd + m, r);
     for (int j = threadIdx.x * 8; j < 2048; j += 256 * 8) {
         float a[8], g[8];
         ldv<8>(xr + j, a);
         ldv<8>(gamma + j, g);
-        for (int e = 0; e < 8; e++) a[e] = a[e] * inv * g[e];
-        stv<8>(xhat + m * 2048 + j, a);
+        for (int e = 0; e < 8; e++) a[e] = a[e] * r * g[e];
+        stv<8>(out + m * 2048 + j, a);
     }
-}
-
-// online_norm_rescale: h[m,j] *= rho[m] (undo the local scale before the all-reduce).
-// One thread per VEC columns of a row.
-extern "C" __global__ void __launch_bounds__(256)
-online_norm_rescale_r1_c1536_ldh1536_bf16_b256(bf16 *h, const float *rho) {
-    constexpr long long CHUNKS = 1536 / 8;
-    const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
-    if (i >= 1 * CHUNKS) return;
-    const long long m = i / CHUNKS, j = (i % CHUNKS) * 8;
-    const float p = ld(rho + m);
-    float v[8];
-    ldv<8>(h + m * 1536 + j, v);
-    for (int e = 0; e < 8; e++) v[e] *= p;
-    stv<8>(h + m * 1536 + j, v);
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
 // 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
 // all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r1_c1536_ldh1536_ldy1536_ldz1536_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
+bottleneck_act_r1_c1536_ldh1536_ldy1536_ldz1536_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 1536;
     float r = 1.f;
-    if (1) {
+    if (0) {
         r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
@@ -464,30 +449,15 @@ add_r1_c2048_lda2048_ldb2048_ldo2048_bf16_b256(const bf16 *a, const bf16 *b, bf1
     stv<8>(out + m * 2048 + j, u);
 }
 
-// online_norm_rescale: h[m,j] *= rho[m] (undo the local scale before the all-reduce).
-// One thread per VEC columns of a row.
-extern "C" __global__ void __launch_bounds__(256)
-online_norm_rescale_r1_c1024_ldh1024_bf16_b256(bf16 *h, const float *rho) {
-    constexpr long long CHUNKS = 1024 / 8;
-    const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
-    if (i >= 1 * CHUNKS) return;
-    const long long m = i / CHUNKS, j = (i % CHUNKS) * 8;
-    const float p = ld(rho + m);
-    float v[8];
-    ldv<8>(h + m * 1024 + j, v);
-    for (int e = 0; e < 8; e++) v[e] *= p;
-    stv<8>(h + m * 1024 + j, v);
-}
-
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
 // 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
 // all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r1_c1024_ldh1024_ldy1024_ldz1024_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
+bottleneck_act_r1_c1024_ldh1024_ldy1024_ldz1024_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 1024;
     float r = 1.f;
-    if (1) {
+    if (0) {
         r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
@@ -513,36 +483,6 @@ glu_fwd_r1_c5472_ldg10944_ldu10944_ldo5472_id_bf16_b256(const bf16 *gate, const 
     ldv<8>(up + m * 10944 + j, u);
     for (int e = 0; e < 8; e++) g[e] = act_apply(0, g[e]) * u[e];
     stv<8>(out + m * 5472 + j, g);
-}
-
-// rmsnorm_fwd: rstd[m] = 1/sqrt(S/divisor + eps), S = sumsq[m] if given else sum_j x[m,j]^2;
-// out[m,j] = x[m,j] * rstd[m] * gamma[j]. One block per row.
-extern "C" __global__ void __launch_bounds__(256)
-rmsnorm_fwd_r1_c2048_ldx2048_ldo2048_dv2048_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *out, float *rstd,
-         const float *sumsq) {
-    const long long m = blockIdx.x;
-    const bf16 *xr = x + m * 2048;
-    float S;
-    if (sumsq) {
-        S = ld(sumsq + m);
-    } else {
-        float part = 0.f;
-        for (int j = threadIdx.x * 8; j < 2048; j += 256 * 8) {
-            float a[8];
-            ldv<8>(xr + j, a);
-            for (int e = 0; e < 8; e++) part += a[e] * a[e];
-        }
-        S = block_sum<256>(part);
-    }
-    const float r = rsqrtf(S / (float)2048 + 1e-05f);
-    if (rstd && threadIdx.x == 0) st(rstd + m, r);
-    for (int j = threadIdx.x * 8; j < 2048; j += 256 * 8) {
-        float a[8], g[8];
-        ldv<8>(xr + j, a);
-        ldv<8>(gamma + j, g);
-        for (int e = 0; e < 8; e++) a[e] = a[e] * r * g[e];
-        stv<8>(out + m * 2048 + j, a);
-    }
 }
 
 // xent_fwd: vocabulary-parallel cross-entropy, the local part over cols = the rank's vocab slice
@@ -611,60 +551,45 @@ embedding_fwd_r32_c2048_v32000_bf16_b256(const int *tokens, const bf16 *table, b
     stv<8>(out + m * 2048 + j, v);
 }
 
-// online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
-// xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
-// written into the statistics after the activations of the all-reduce buffer). One block per row.
+// rmsnorm_fwd: rstd[m] = 1/sqrt(S/divisor + eps), S = sumsq[m] if given else sum_j x[m,j]^2;
+// out[m,j] = x[m,j] * rstd[m] * gamma[j]. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_fwd_r32_c2048_ldx2048_ldstat1_dv2048_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
-         bf16 *stat) {
+rmsnorm_fwd_r32_c2048_ldx2048_ldo2048_dv2048_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *out, float *rstd,
+         const float *sumsq) {
     const long long m = blockIdx.x;
     const bf16 *xr = x + m * 2048;
-    float part = 0.f;
-    for (int j = threadIdx.x * 8; j < 2048; j += 256 * 8) {
-        float a[8];
-        ldv<8>(xr + j, a);
-        for (int e = 0; e < 8; e++) part += a[e] * a[e];
+    float S;
+    if (sumsq) {
+        S = ld(sumsq + m);
+    } else {
+        float part = 0.f;
+        for (int j = threadIdx.x * 8; j < 2048; j += 256 * 8) {
+            float a[8];
+            ldv<8>(xr + j, a);
+            for (int e = 0; e < 8; e++) part += a[e] * a[e];
+        }
+        S = block_sum<256>(part);
     }
-    const float s = block_sum<256>(part);
-    const float p = sqrtf(s / (float)2048 + 1e-05f);
-    if (threadIdx.x == 0) {
-        st(rho + m, p);
-        if (stat) st(stat + m * 1, s / (float)2048);
-    }
-    const float inv = 1.f / p;
+    const float r = rsqrtf(S / (float)2048 + 1e-05f);
+    if (rstd && threadIdx.x == 0) st(rstd + m, r);
     for (int j = threadIdx.x * 8; j < 2048; j += 256 * 8) {
         float a[8], g[8];
         ldv<8>(xr + j, a);
         ldv<8>(gamma + j, g);
-        for (int e = 0; e < 8; e++) a[e] = a[e] * inv * g[e];
-        stv<8>(xhat + m * 2048 + j, a);
+        for (int e = 0; e < 8; e++) a[e] = a[e] * r * g[e];
+        stv<8>(out + m * 2048 + j, a);
     }
-}
-
-// online_norm_rescale: h[m,j] *= rho[m] (undo the local scale before the all-reduce).
-// One thread per VEC columns of a row.
-extern "C" __global__ void __launch_bounds__(256)
-online_norm_rescale_r32_c1536_ldh1536_bf16_b256(bf16 *h, const float *rho) {
-    constexpr long long CHUNKS = 1536 / 8;
-    const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
-    if (i >= 32 * CHUNKS) return;
-    const long long m = i / CHUNKS, j = (i % CHUNKS) * 8;
-    const float p = ld(rho + m);
-    float v[8];
-    ldv<8>(h + m * 1536 + j, v);
-    for (int e = 0; e < 8; e++) v[e] *= p;
-    stv<8>(h + m * 1536 + j, v);
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
 // 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
 // all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r32_c1536_ldh1536_ldy1536_ldz1536_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
+bottleneck_act_r32_c1536_ldh1536_ldy1536_ldz1536_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 1536;
     float r = 1.f;
-    if (1) {
+    if (0) {
         r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
@@ -786,30 +711,15 @@ add_r32_c2048_lda2048_ldb2048_ldo2048_bf16_b256(const bf16 *a, const bf16 *b, bf
     stv<8>(out + m * 2048 + j, u);
 }
 
-// online_norm_rescale: h[m,j] *= rho[m] (undo the local scale before the all-reduce).
-// One thread per VEC columns of a row.
-extern "C" __global__ void __launch_bounds__(256)
-online_norm_rescale_r32_c1024_ldh1024_bf16_b256(bf16 *h, const float *rho) {
-    constexpr long long CHUNKS = 1024 / 8;
-    const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
-    if (i >= 32 * CHUNKS) return;
-    const long long m = i / CHUNKS, j = (i % CHUNKS) * 8;
-    const float p = ld(rho + m);
-    float v[8];
-    ldv<8>(h + m * 1024 + j, v);
-    for (int e = 0; e < 8; e++) v[e] *= p;
-    stv<8>(h + m * 1024 + j, v);
-}
-
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
 // 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
 // all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r32_c1024_ldh1024_ldy1024_ldz1024_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
+bottleneck_act_r32_c1024_ldh1024_ldy1024_ldz1024_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 1024;
     float r = 1.f;
-    if (1) {
+    if (0) {
         r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
@@ -835,36 +745,6 @@ glu_fwd_r32_c5472_ldg10944_ldu10944_ldo5472_id_bf16_b256(const bf16 *gate, const
     ldv<8>(up + m * 10944 + j, u);
     for (int e = 0; e < 8; e++) g[e] = act_apply(0, g[e]) * u[e];
     stv<8>(out + m * 5472 + j, g);
-}
-
-// rmsnorm_fwd: rstd[m] = 1/sqrt(S/divisor + eps), S = sumsq[m] if given else sum_j x[m,j]^2;
-// out[m,j] = x[m,j] * rstd[m] * gamma[j]. One block per row.
-extern "C" __global__ void __launch_bounds__(256)
-rmsnorm_fwd_r32_c2048_ldx2048_ldo2048_dv2048_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *out, float *rstd,
-         const float *sumsq) {
-    const long long m = blockIdx.x;
-    const bf16 *xr = x + m * 2048;
-    float S;
-    if (sumsq) {
-        S = ld(sumsq + m);
-    } else {
-        float part = 0.f;
-        for (int j = threadIdx.x * 8; j < 2048; j += 256 * 8) {
-            float a[8];
-            ldv<8>(xr + j, a);
-            for (int e = 0; e < 8; e++) part += a[e] * a[e];
-        }
-        S = block_sum<256>(part);
-    }
-    const float r = rsqrtf(S / (float)2048 + 1e-05f);
-    if (rstd && threadIdx.x == 0) st(rstd + m, r);
-    for (int j = threadIdx.x * 8; j < 2048; j += 256 * 8) {
-        float a[8], g[8];
-        ldv<8>(xr + j, a);
-        ldv<8>(gamma + j, g);
-        for (int e = 0; e < 8; e++) a[e] = a[e] * r * g[e];
-        stv<8>(out + m * 2048 + j, a);
-    }
 }
 
 // xent_fwd: vocabulary-parallel cross-entropy, the local part over cols = the rank's vocab slice

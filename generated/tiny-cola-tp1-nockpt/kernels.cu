@@ -1,5 +1,5 @@
 // kernels.cu: the fused kernels of run tiny-cola (model tiny-cola) for h100 (sm_90), specialised from
-// BOOST's templates/ by 'boost gen'; 25 kernels plus the runtime's own. Do not edit:
+// BOOST's templates/ by 'boost gen'; 22 kernels plus the runtime's own. Do not edit:
 // regenerate. Compiled at run time with NVRTC; every kernel is extern "C".
 #include <cuda_bf16.h>
 
@@ -289,60 +289,45 @@ embedding_fwd_r256_c128_v256_bf16_b256(const int *tokens, const bf16 *table, bf1
     stv<8>(out + m * 128 + j, v);
 }
 
-// online_norm_fwd: local statistics of the rank's shard: s = sum_j x^2, rho = sqrt(s/cols + eps),
-// xhat = x/rho*gamma, stat[m*ldstat] = s/divisor (the rank's share of the global mean square,
-// written into the statistics after the activations of the all-reduce buffer). One block per row.
+// rmsnorm_fwd: rstd[m] = 1/sqrt(S/divisor + eps), S = sumsq[m] if given else sum_j x[m,j]^2;
+// out[m,j] = x[m,j] * rstd[m] * gamma[j]. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_fwd_r256_c128_ldx128_ldstat1_dv128_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *xhat, float *rho,
-         bf16 *stat) {
+rmsnorm_fwd_r256_c128_ldx128_ldo128_dv128_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *out, float *rstd,
+         const float *sumsq) {
     const long long m = blockIdx.x;
     const bf16 *xr = x + m * 128;
-    float part = 0.f;
-    for (int j = threadIdx.x * 8; j < 128; j += 256 * 8) {
-        float a[8];
-        ldv<8>(xr + j, a);
-        for (int e = 0; e < 8; e++) part += a[e] * a[e];
+    float S;
+    if (sumsq) {
+        S = ld(sumsq + m);
+    } else {
+        float part = 0.f;
+        for (int j = threadIdx.x * 8; j < 128; j += 256 * 8) {
+            float a[8];
+            ldv<8>(xr + j, a);
+            for (int e = 0; e < 8; e++) part += a[e] * a[e];
+        }
+        S = block_sum<256>(part);
     }
-    const float s = block_sum<256>(part);
-    const float p = sqrtf(s / (float)128 + 1e-05f);
-    if (threadIdx.x == 0) {
-        st(rho + m, p);
-        if (stat) st(stat + m * 1, s / (float)128);
-    }
-    const float inv = 1.f / p;
+    const float r = rsqrtf(S / (float)128 + 1e-05f);
+    if (rstd && threadIdx.x == 0) st(rstd + m, r);
     for (int j = threadIdx.x * 8; j < 128; j += 256 * 8) {
         float a[8], g[8];
         ldv<8>(xr + j, a);
         ldv<8>(gamma + j, g);
-        for (int e = 0; e < 8; e++) a[e] = a[e] * inv * g[e];
-        stv<8>(xhat + m * 128 + j, a);
+        for (int e = 0; e < 8; e++) a[e] = a[e] * r * g[e];
+        stv<8>(out + m * 128 + j, a);
     }
-}
-
-// online_norm_rescale: h[m,j] *= rho[m] (undo the local scale before the all-reduce).
-// One thread per VEC columns of a row.
-extern "C" __global__ void __launch_bounds__(256)
-online_norm_rescale_r256_c96_ldh96_bf16_b256(bf16 *h, const float *rho) {
-    constexpr long long CHUNKS = 96 / 8;
-    const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
-    if (i >= 256 * CHUNKS) return;
-    const long long m = i / CHUNKS, j = (i % CHUNKS) * 8;
-    const float p = ld(rho + m);
-    float v[8];
-    ldv<8>(h + m * 96 + j, v);
-    for (int e = 0; e < 8; e++) v[e] *= p;
-    stv<8>(h + m * 96 + j, v);
 }
 
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
 // 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
 // all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r256_c96_ldh96_ldy96_ldz96_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
+bottleneck_act_r256_c96_ldh96_ldy96_ldz96_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 96;
     float r = 1.f;
-    if (1) {
+    if (0) {
         r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
@@ -542,30 +527,15 @@ add_r256_c128_lda128_ldb128_ldo128_bf16_b256(const bf16 *a, const bf16 *b, bf16 
     stv<8>(out + m * 128 + j, u);
 }
 
-// online_norm_rescale: h[m,j] *= rho[m] (undo the local scale before the all-reduce).
-// One thread per VEC columns of a row.
-extern "C" __global__ void __launch_bounds__(256)
-online_norm_rescale_r256_c64_ldh64_bf16_b256(bf16 *h, const float *rho) {
-    constexpr long long CHUNKS = 64 / 8;
-    const long long i = (long long)blockIdx.x * 256 + threadIdx.x;
-    if (i >= 256 * CHUNKS) return;
-    const long long m = i / CHUNKS, j = (i % CHUNKS) * 8;
-    const float p = ld(rho + m);
-    float v[8];
-    ldv<8>(h + m * 64 + j, v);
-    for (int e = 0; e < 8; e++) v[e] *= p;
-    stv<8>(h + m * 64 + j, v);
-}
-
 // bottleneck_act: after the all-reduce of a bottleneck's A output. norm=1: rstd[m] =
 // 1/sqrt(stat[m] + eps) (the summed online-norm statistics, which follow h's rows in the same
 // all-reduce buffer), y = h*rstd; norm=0: y = h. Then z = act(y). y may be NULL. One block per row.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_r256_c64_ldh64_ldy64_ldz64_silu_n1_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
+bottleneck_act_r256_c64_ldh64_ldy64_ldz64_silu_n0_e1em05_bf16_b256(const bf16 *h, bf16 *y, bf16 *z, float *rstd, const bf16 *stat) {
     const long long m = blockIdx.x;
     const bf16 *hr = h + m * 64;
     float r = 1.f;
-    if (1) {
+    if (0) {
         r = rsqrtf(ld(stat + m) + 1e-05f);
         if (rstd && threadIdx.x == 0) st(rstd + m, r);
     }
@@ -591,36 +561,6 @@ glu_fwd_r256_c352_ldg704_ldu704_ldo352_id_bf16_b256(const bf16 *gate, const bf16
     ldv<8>(up + m * 704 + j, u);
     for (int e = 0; e < 8; e++) g[e] = act_apply(0, g[e]) * u[e];
     stv<8>(out + m * 352 + j, g);
-}
-
-// rmsnorm_fwd: rstd[m] = 1/sqrt(S/divisor + eps), S = sumsq[m] if given else sum_j x[m,j]^2;
-// out[m,j] = x[m,j] * rstd[m] * gamma[j]. One block per row.
-extern "C" __global__ void __launch_bounds__(256)
-rmsnorm_fwd_r256_c128_ldx128_ldo128_dv128_e1em05_bf16_b256(const bf16 *x, const bf16 *gamma, bf16 *out, float *rstd,
-         const float *sumsq) {
-    const long long m = blockIdx.x;
-    const bf16 *xr = x + m * 128;
-    float S;
-    if (sumsq) {
-        S = ld(sumsq + m);
-    } else {
-        float part = 0.f;
-        for (int j = threadIdx.x * 8; j < 128; j += 256 * 8) {
-            float a[8];
-            ldv<8>(xr + j, a);
-            for (int e = 0; e < 8; e++) part += a[e] * a[e];
-        }
-        S = block_sum<256>(part);
-    }
-    const float r = rsqrtf(S / (float)128 + 1e-05f);
-    if (rstd && threadIdx.x == 0) st(rstd + m, r);
-    for (int j = threadIdx.x * 8; j < 128; j += 256 * 8) {
-        float a[8], g[8];
-        ldv<8>(xr + j, a);
-        ldv<8>(gamma + j, g);
-        for (int e = 0; e < 8; e++) a[e] = a[e] * r * g[e];
-        stv<8>(out + m * 128 + j, a);
-    }
 }
 
 // xent_fwd: vocabulary-parallel cross-entropy, the local part over cols = the rank's vocab slice
@@ -809,16 +749,16 @@ glu_bwd_r256_c352_ldg704_ldu704_ldo352_lddg704_lddu704_id_bf16_b256(const bf16 *
 // dh (+)= dy*rstd*rho and dstat[m] = -(sum_j dy*h) * rstd^3 / (2*divisor). One block per row.
 // y NULL: recomputed as h*rstd.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_bwd_r256_c64_ldh64_ldy64_ldz64_lddh64_silu_n1_dv128_acc0_bf16_b256(const bf16 *h, const bf16 *y, const float *rstd, const float *rho,
+bottleneck_act_bwd_r256_c64_ldh64_ldy64_ldz64_lddh64_silu_n0_dv128_acc0_bf16_b256(const bf16 *h, const bf16 *y, const float *rstd, const float *rho,
          const bf16 *dz, bf16 *dh, float *dstat) {
     const long long m = blockIdx.x;
-    const float r = 1 ? ld(rstd + m) : 1.f;
-    const float scale = 1 ? r * ld(rho + m) : 1.f;
+    const float r = 0 ? ld(rstd + m) : 1.f;
+    const float scale = 0 ? r * ld(rho + m) : 1.f;
     float part = 0.f;
     for (int j = threadIdx.x * 8; j < 64; j += 256 * 8) {
         float yv[8], d[8], hv[8], o[8];
         ldv<8>(dz + m * 64 + j, d);
-        if (1 || !y) ldv<8>(h + m * 64 + j, hv);
+        if (0 || !y) ldv<8>(h + m * 64 + j, hv);
         if (y) ldv<8>(y + m * 64 + j, yv);
         else for (int e = 0; e < 8; e++) yv[e] = hv[e] * r;
         if (0) ldv<8>(dh + m * 64 + j, o);
@@ -826,42 +766,59 @@ bottleneck_act_bwd_r256_c64_ldh64_ldy64_ldz64_lddh64_silu_n1_dv128_acc0_bf16_b25
         for (int e = 0; e < 8; e++) {
             const float dy = d[e] * act_grad(1, yv[e]);
             o[e] += dy * scale;
-            if (1) part += dy * hv[e];
+            if (0) part += dy * hv[e];
         }
         stv<8>(dh + m * 64 + j, o);
     }
-    if (1) {
+    if (0) {
         const float s = block_sum<256>(part);
         if (threadIdx.x == 0) st(dstat + m, -s * r * r * r / (2.f * (float)128));
     }
 }
 
-// online_norm_bwd: dx (+)= gamma*dxhat/rho + 2*x*dstat; dgamma[j] += sum_m x*dxhat/rho.
-// Blocks 0..rows-1: one row each; the blocks after them: one thread per column of dgamma,
-// walking the rows in order (deterministic).
+// rmsnorm_bwd: D[m] = sum_j dout*gamma*x (phase 2: read from dot, summed over ranks);
+// dx (+)= rstd*gamma*dout - x*rstd^3*D/divisor; dgamma[j] += sum_m dout*x*rstd.
+// Phase 1 only writes dot[m] = D_local[m]. Blocks 0..rows-1: one row each; the blocks after
+// them: one thread per column of dgamma, walking the rows in order (deterministic).
 extern "C" __global__ void __launch_bounds__(256)
-online_norm_bwd_r256_c128_ldx128_acc1_bf16_b256(const bf16 *x, const bf16 *gamma, const float *rho, const bf16 *dxhat,
-         const float *dstat, bf16 *dx, float *dgamma) {
+rmsnorm_bwd_r256_c128_ldx128_ldo128_dv128_acc1_ph0_bf16_b256(const bf16 *x, const bf16 *gamma, const float *rstd, const bf16 *dout,
+         float *dot, bf16 *dx, float *dgamma) {
     if (blockIdx.x >= 256) {
         const long long j = (long long)(blockIdx.x - 256) * 256 + threadIdx.x;
         if (j >= 128 || !dgamma) return;
         float s = 0.f;
         for (long long m = 0; m < 256; m++)
-            s += ld(x + m * 128 + j) * ld(dxhat + m * 128 + j) / ld(rho + m);
+            s += ld(dout + m * 128 + j) * ld(x + m * 128 + j) * ld(rstd + m);
         st(dgamma + j, ld(dgamma + j) + s);
         return;
     }
     const long long m = blockIdx.x;
-    const float inv = 1.f / ld(rho + m);
-    const float ds2 = dstat ? 2.f * ld(dstat + m) : 0.f;
+    const bf16 *xr = x + m * 128;
+    const bf16 *dr = dout + m * 128;
+    float D;
+    if (0 == 2) {
+        D = ld(dot + m);
+    } else {
+        float part = 0.f;
+        for (int j = threadIdx.x * 8; j < 128; j += 256 * 8) {
+            float a[8], g[8], d[8];
+            ldv<8>(xr + j, a); ldv<8>(gamma + j, g); ldv<8>(dr + j, d);
+            for (int e = 0; e < 8; e++) part += d[e] * g[e] * a[e];
+        }
+        D = block_sum<256>(part);
+        if (0 == 1) {
+            if (threadIdx.x == 0) st(dot + m, D);
+            return;
+        }
+    }
+    const float r = ld(rstd + m);
+    const float c = r * r * r * D / (float)128;
     for (int j = threadIdx.x * 8; j < 128; j += 256 * 8) {
         float a[8], g[8], d[8], o[8];
-        ldv<8>(x + m * 128 + j, a);
-        ldv<8>(gamma + j, g);
-        ldv<8>(dxhat + m * 128 + j, d);
+        ldv<8>(xr + j, a); ldv<8>(gamma + j, g); ldv<8>(dr + j, d);
         if (1) ldv<8>(dx + m * 128 + j, o);
         else for (int e = 0; e < 8; e++) o[e] = 0.f;
-        for (int e = 0; e < 8; e++) o[e] += g[e] * d[e] * inv + a[e] * ds2;
+        for (int e = 0; e < 8; e++) o[e] += r * g[e] * d[e] - a[e] * c;
         stv<8>(dx + m * 128 + j, o);
     }
 }
@@ -1102,16 +1059,16 @@ rope_r256_h4_d32_ldx384_s64_th10000_inv1_bf16_b256(bf16 *x) {
 // dh (+)= dy*rstd*rho and dstat[m] = -(sum_j dy*h) * rstd^3 / (2*divisor). One block per row.
 // y NULL: recomputed as h*rstd.
 extern "C" __global__ void __launch_bounds__(256)
-bottleneck_act_bwd_r256_c96_ldh96_ldy96_ldz96_lddh96_silu_n1_dv128_acc0_bf16_b256(const bf16 *h, const bf16 *y, const float *rstd, const float *rho,
+bottleneck_act_bwd_r256_c96_ldh96_ldy96_ldz96_lddh96_silu_n0_dv128_acc0_bf16_b256(const bf16 *h, const bf16 *y, const float *rstd, const float *rho,
          const bf16 *dz, bf16 *dh, float *dstat) {
     const long long m = blockIdx.x;
-    const float r = 1 ? ld(rstd + m) : 1.f;
-    const float scale = 1 ? r * ld(rho + m) : 1.f;
+    const float r = 0 ? ld(rstd + m) : 1.f;
+    const float scale = 0 ? r * ld(rho + m) : 1.f;
     float part = 0.f;
     for (int j = threadIdx.x * 8; j < 96; j += 256 * 8) {
         float yv[8], d[8], hv[8], o[8];
         ldv<8>(dz + m * 96 + j, d);
-        if (1 || !y) ldv<8>(h + m * 96 + j, hv);
+        if (0 || !y) ldv<8>(h + m * 96 + j, hv);
         if (y) ldv<8>(y + m * 96 + j, yv);
         else for (int e = 0; e < 8; e++) yv[e] = hv[e] * r;
         if (0) ldv<8>(dh + m * 96 + j, o);
@@ -1119,11 +1076,11 @@ bottleneck_act_bwd_r256_c96_ldh96_ldy96_ldz96_lddh96_silu_n1_dv128_acc0_bf16_b25
         for (int e = 0; e < 8; e++) {
             const float dy = d[e] * act_grad(1, yv[e]);
             o[e] += dy * scale;
-            if (1) part += dy * hv[e];
+            if (0) part += dy * hv[e];
         }
         stv<8>(dh + m * 96 + j, o);
     }
-    if (1) {
+    if (0) {
         const float s = block_sum<256>(part);
         if (threadIdx.x == 0) st(dstat + m, -s * r * r * r / (2.f * (float)128));
     }

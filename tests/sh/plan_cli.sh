@@ -1,8 +1,9 @@
 # plan_cli.sh: `boost plan` as a command on a toy model: a plan prints its table and writes a run
-# spec that `boost gen` accepts and `boost project` prices to the printed time; the PNG is drawn
-# (or skipped with a message when gnuplot is missing); bad input exits 2 with a message: no --gpus,
-# an unknown model, a GPU count with no grid (the counts that work), nothing fitting (the smallest
-# memory and the nearest feasible GPU count), a cluster of another GPU than --gpu.
+# spec that `boost gen` accepts and `boost project` prices to the printed time (also a cuda zero=2
+# candidate, its dp reduction unhidden as in plan, hidden in part with --backend cpu); the PNG is
+# drawn (or skipped with a message when gnuplot is missing); bad input exits 2 with a message: no
+# --gpus, an unknown model, a GPU count with no grid (the counts that work), nothing fitting (the
+# smallest memory and the nearest feasible GPU count), a cluster of another GPU than --gpu.
 source "$(dirname "$0")/lib.sh"
 for i in $(seq 60); do cp "$BOOST" "$TMP/boost" 2>/dev/null && "$TMP/boost" --help >/dev/null 2>&1 && break; sleep 1; done
 BOOST=$TMP/boost
@@ -24,6 +25,35 @@ lay=$(sed -n 's/.*layout = "\([a-z]*\)".*/\1/p' "$TMP/win.lua")
 p=$($BOOST project "$TMP/win.lua" --kv 2>/dev/null | awk -v k="seconds_per_iter.$lay" '$1 == k { print $2 }')
 python3 -c "import sys; sys.exit(0 if abs($s - $p) <= 1e-5 * $p else 1)" 2>/dev/null && ok plan_time_is_projects \
   || fail plan_time_is_projects "plan $s s, project $p s"
+
+# a cuda zero=2 candidate: plan's time == boost project of the spec set to its grid, where none
+# of the dp reduction is hidden (compute waits for each reduce-scatter); --backend cpu hides some
+# of it, so project's cuda time is its cpu time plus the cpu's hidden part (small dp buckets, so
+# that the backward has some of the reduction to hide)
+sed 's/zero = /dp_bucket_mb = 0.01, zero = /' "$TMP/win.lua" >"$TMP/z2.lua"
+z2=$($BOOST plan "$TMP/z2.lua" "${PLAN[@]:2}" --gpus 8 --kv --top 64 --brute 2>/dev/null \
+     | grep -m1 ' zero=2 ')
+field() { tr ' ' '\n' <<<"$z2" | sed -n "s/^$1=//p"; }
+defs=()
+for k in layout tp pp dp zero checkpoint micro_batch grad_accum; do
+  defs+=(-D "$k=$(field $k)")
+done
+s=$(field seconds); lay=$(field layout)
+z2kv() {   # KEY [--backend B]: the key's value for the candidate's layout
+  local key=$1; shift
+  $BOOST project "$TMP/z2.lua" "${defs[@]}" --kv "$@" 2>/dev/null \
+    | awk -v k="$key.$lay" '$1 == k { print $2 }'
+}
+pc=$(z2kv seconds_per_iter); hc=$(z2kv dp_hidden_s)
+pu=$(z2kv seconds_per_iter --backend cpu); hu=$(z2kv dp_hidden_s --backend cpu)
+python3 -c "import sys; sys.exit(0 if abs($s - $pc) <= 1e-5 * $pc and $hc == 0 and $hu > 0
+  and abs($pc - $pu - $hu) <= 1e-9 * $pc else 1)" 2>/dev/null \
+  && ok plan_time_is_projects_cuda_zero2 \
+  || fail plan_time_is_projects_cuda_zero2 \
+       "'$z2': plan $s s, project $pc s (hidden $hc), --backend cpu $pu s (hidden $hu)"
+$BOOST project "$TMP/win.lua" --backend gpu >/dev/null 2>"$TMP/err"; rc=$?
+[ $rc = 2 ] && grep -q "expected cuda or cpu" "$TMP/err" && ok project_bad_backend \
+  || fail project_bad_backend "exit $rc: $(cat "$TMP/err")"
 
 if command -v gnuplot >/dev/null; then
   $BOOST "${PLAN[@]}" --gpus 8 --png "$TMP/p.png" >/dev/null 2>"$TMP/err" && [ -s "$TMP/p.png" ] && ok plan_png \

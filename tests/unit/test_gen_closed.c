@@ -1,7 +1,7 @@
 /* test_gen_closed.c: the generator's schedules against closed forms, for every shipped run spec
  * (hence every shipped model) in each applicable layout at the run's tp and at tp=4 where it
  * divides the shapes: per-layer all-reduce counts, elements and bytes forward and backward
- * (megatron 2 x bsd; naive bs(q+k+v+o+gate+up+down outputs); btp bs(sum of ranks + 2) forward and
+ * (megatron 2 x bsd; naive bs(q+k+v+o+gate+up+down outputs); btp bs(sum of ranks + 2, + 0 at tp=1) forward and
  * bs(sum of ranks) backward), and parameter counts (per projection r(d_in+d_out) or d_in d_out,
  * plus r^2 for the core of U S V^T, plus norms, embedding and head); U S V^T is refused by naive.
  * Also the static checks: wrong parallel states are rejected,
@@ -56,6 +56,9 @@ static void check_layout(const char *runname, const Run *r0, int layout, int tp)
     Sum f, b;
     layer0(g, &f, &b);
     int64_t fe, be, fn, bn;
+    /* btp's norm statistics ride in the A all-reduce (online) or have their own (sync) at tp > 1;
+       at tp = 1 there is nothing to sum over and btp runs the plain norm */
+    int online = r.online_rmsnorm && tp > 1, sync = !r.online_rmsnorm && tp > 1;
     const ProjSpec *ps = m->proj[0];
     if (layout == LAYOUT_MEGATRON) {
         fn = 2; fe = 2 * bs * m->hidden; bn = 2; be = 2 * bs * m->hidden;
@@ -66,23 +69,23 @@ static void check_layout(const char *runname, const Run *r0, int layout, int tp)
     } else {
         int64_t sr = 0;
         for (int p = 0; p < NPROJ; p++) sr += ps[p].rank;
-        int norms = r.online_rmsnorm ? 2 : 0;
-        if (r.group_linears || !r.online_rmsnorm) {
+        int norms = online ? 2 : 0;
+        if (r.group_linears || !online) {
             fn = r.group_linears ? 4 : 7;
             fe = bs * (sr + norms);
         } else {   /* ungrouped online norm: every A output of a normed input carries the stat */
             fn = 7; fe = bs * (sr + 5);
         }
         bn = r.group_linears ? 4 : 7; be = bs * sr;
-        if (!r.online_rmsnorm) { fn += 2; fe += 2 * bs; bn += 2; be += 2 * bs; }   /* sync norm statistics */
+        if (sync) { fn += 2; fe += 2 * bs; bn += 2; be += 2 * bs; }   /* sync norm statistics */
     }
     snprintf(nm, sizeof nm, "%s %s tp=%d forward all-reduces per layer", runname, layout_name(layout), tp);
     int64_t fb = fe * dsz;
-    if (layout == LAYOUT_BTP && !r.online_rmsnorm) fb = (fe - 2 * bs) * dsz + 2 * bs * 4;   /* fp32 statistics */
+    if (layout == LAYOUT_BTP && sync) fb = (fe - 2 * bs) * dsz + 2 * bs * 4;   /* fp32 statistics */
     CHECK(f.n == fn && f.elems == fe && f.bytes == fb, nm, "got %lld ops, %lld elements, %lld bytes; closed form %lld, %lld, %lld",
           (long long)f.n, (long long)f.elems, (long long)f.bytes, (long long)fn, (long long)fe, (long long)fb);
     int64_t bb = be * dsz;
-    if (layout == LAYOUT_BTP && !r.online_rmsnorm) bb = (be - 2 * bs) * dsz + 2 * bs * 4;
+    if (layout == LAYOUT_BTP && sync) bb = (be - 2 * bs) * dsz + 2 * bs * 4;
     snprintf(nm, sizeof nm, "%s %s tp=%d backward all-reduces per layer", runname, layout_name(layout), tp);
     CHECK(b.n == bn && b.elems == be && b.bytes == bb, nm, "got %lld ops, %lld elements, %lld bytes; closed form %lld, %lld, %lld",
           (long long)b.n, (long long)b.elems, (long long)b.bytes, (long long)bn, (long long)be, (long long)bb);

@@ -367,11 +367,11 @@ static void zero2_bytes_per_backend(void) {
           "%g B/param, want %g", cpu_pp2, want_cpu);
 }
 
-/* 1 when cuda zero=2 candidate x is priced at boost project's time of its run plus the part of
- * the dp reduction project hides behind the backward (the compute stream waits for each
+/* 1 when cuda zero=2 candidate x is priced at project_layout's time of its run plus the part of
+ * the dp reduction it hides behind the backward (the compute stream waits for each
  * reduce-scatter at zero=2 on cuda), plus grad_accum - 1 more whole dp reductions (at grad_accum
- * > 1 the reduce-scatters run every micro-batch); *hidden counts those where that part is
- * above 0. */
+ * > 1 the reduce-scatters run every micro-batch), which is also `boost project`'s cuda time of the
+ * run (project_backend_dp_wait); *hidden counts those where that part is above 0. */
 static int zero2_time_exposed(const Run *base, const PlanCand *x, const CostConsts *c,
                               int *hidden) {
     Run *r = malloc(sizeof *r);
@@ -380,11 +380,14 @@ static int zero2_time_exposed(const Run *base, const PlanCand *x, const CostCons
     if (!r) return 0;
     planner_run(base, x, r);
     int rc = project_layout(r, x->layout, c, NULL, &p, err, sizeof err);
+    Projection q = p;   /* as `boost project` prices it on cuda */
+    if (!rc) project_backend_dp_wait(r, PROJECT_BACKEND_CUDA, &q);
     free(r);
     if (rc) return 0;
     *hidden += p.dp_hidden_s > 0;
     double want = p.seconds + p.dp_hidden_s + (x->ga - 1) * p.dp_total_s;
-    return fabs(x->seconds - want) <= 1e-9 * want;
+    return fabs(x->seconds - want) <= 1e-9 * want && q.seconds == x->seconds &&
+           q.dp_hidden_s == 0;
 }
 
 /* The live full-size gradients the planner prices for cuda zero=2 on tiny-cola at dp=2 x tp=2
