@@ -10,10 +10,11 @@
 #include "runtime/data.h"   // defines: Batcher, TokenSet, batcher_init, batcher_init_set
 
 /* ---- any batcher (one source or a mixture) ----
- * Fill rank's micro_batch*seq inputs and targets of the global micro-batch at position pos (counted
- * in windows; runtime/data.h). Returns 0, or 2 with b->err (a token outside the vocabulary: it never
- * reaches the model). */
-int batcher_global(Batcher *b, int64_t pos, int rank, int nranks, int32_t *inputs, int32_t *targets);
+ * Fill rank's micro_batch*seq inputs and targets of the global micro-batch at position pos
+ * (counted in windows; runtime/data.h). Returns 0, or 2 with b->err (a token outside the
+ * vocabulary: it never reaches the model). */
+int batcher_global(Batcher *b, int64_t pos, int rank, int nranks, int32_t *inputs,
+                   int32_t *targets);
 /* One rank alone: micro-batch `pos` (counted in micro-batches) = batcher_global(pos*micro_batch,
  * 0, 1). */
 int batcher_train(Batcher *b, int64_t pos, int32_t *inputs, int32_t *targets);

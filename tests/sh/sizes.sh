@@ -170,7 +170,6 @@ runtime/checkpoint.h
 runtime/comm_mpi.c
 runtime/comm_mpi.h
 runtime/cpu.c
-runtime/cpu.h
 runtime/cpu_infer.c
 runtime/cpu_kernels.c
 runtime/cuda.c
