@@ -132,7 +132,6 @@ tests/unit/test_torch_ref.c:run_config 156
 cli/commands.h
 cli/eval.c
 cli/infer.h
-cli/plot.c
 common/nvrtc.h
 common/train_settings.h
 gen/backward.c
