@@ -202,7 +202,6 @@ runtime/profile.h
 runtime/run_tokenizer.c
 runtime/run_tokenizer.h
 runtime/runtime.h
-runtime/safetensors.c
 runtime/safetensors.h
 runtime/tokenize_files.c
 runtime/tokenize_files.h
