@@ -1067,44 +1067,60 @@ static int publish_sharded(const char *outdir, const char *tmp, const char *fina
     return rc;
 }
 
-int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry *canons, int n, const CkptShards *sh,
-                      char *saved_dir, size_t saved_len, char *err, size_t errlen) {
-    char final[PATH_MAX], tmp[PATH_MAX], old[PATH_MAX], path[CKPT_PATH], why[2 * CKPT_PATH] = "";
-    int multi = sh->nprocs > 1, lead = sh->proc == 0, rc = 0;
-    if (!path_ok(outdir, "checkpoint folder", err, errlen)) return 1;
-    ckpt_step_dir(outdir, st_in->step, final, sizeof final);
-    if (saved_dir) snprintf(saved_dir, saved_len, "%s", final);
-    if (multi && !sh->sum) { snprintf(err, errlen, "%s: a sharded save over %d processes needs a way to sum over them", final, sh->nprocs); return 1; }
-    // 1. process 0 makes the temporary folder; its pid names it for every process
+/* ckpt_save_sharded's step 1: process 0 makes the temporary folder, and its pid names it for
+ * every process: tmp and old (the name a replaced step folder takes meanwhile) under outdir.
+ * 0, or 1 with the message in err (earlier checkpoints untouched). */
+static int sharded_tmp_folder(const char *outdir, const CkptState *st_in, const CkptShards *sh,
+                              const char *final, char *tmp, char *old, char *err, size_t errlen) {
+    char why[2 * CKPT_PATH] = "";
+    int rc = 0;
     double hello[2] = {0, 0};
-    if (lead) {
-        snprintf(tmp, sizeof tmp, "%s/.step-%06lld.tmp-%d", outdir, (long long)st_in->step, (int)getpid());
+    if (sh->proc == 0) {
+        snprintf(tmp, PATH_MAX, "%s/.step-%06lld.tmp-%d", outdir, (long long)st_in->step,
+                 (int)getpid());
         if (mkdir_p(outdir) != 0) {
-            snprintf(why, sizeof why, "%s: cannot create the checkpoint folder: %s", outdir, strerror(errno)); rc = 1;
+            snprintf(why, sizeof why, "%s: cannot create the checkpoint folder: %s", outdir,
+                     strerror(errno));
+            rc = 1;
         } else {
             clean_stale(outdir);
             ckpt_remove_tree(tmp);
-            if (mkdir(tmp, 0777) != 0) { snprintf(why, sizeof why, "cannot create %s: %s", tmp, strerror(errno)); rc = 1; }
+            if (mkdir(tmp, 0777) != 0) {
+                snprintf(why, sizeof why, "cannot create %s: %s", tmp, strerror(errno));
+                rc = 1;
+            }
         }
         hello[0] = rc;
         hello[1] = (double)getpid();
     }
-    if (multi && sh->sum(sh->ctx, hello, 2)) { snprintf(err, errlen, "%s: checkpoint not written: the processes cannot agree on it", final); return 1; }
-    if (hello[0] != 0) {
-        snprintf(err, errlen, "%s: checkpoint not written (%s); earlier checkpoints are untouched", final,
-                 why[0] ? why : "process 0 could not create the temporary folder");
+    if (sh->nprocs > 1 && sh->sum(sh->ctx, hello, 2)) {
+        snprintf(err, errlen, "%s: checkpoint not written: the processes cannot agree on it",
+                 final);
         return 1;
     }
-    snprintf(tmp, sizeof tmp, "%s/.step-%06lld.tmp-%d", outdir, (long long)st_in->step, (int)hello[1]);
-    snprintf(old, sizeof old, "%s/.step-%06lld.old-%d", outdir, (long long)st_in->step, (int)hello[1]);
+    if (hello[0] != 0) {
+        snprintf(err, errlen, "%s: checkpoint not written (%s); earlier checkpoints are untouched",
+                 final, why[0] ? why : "process 0 could not create the temporary folder");
+        return 1;
+    }
+    snprintf(tmp, PATH_MAX, "%s/.step-%06lld.tmp-%d", outdir, (long long)st_in->step,
+             (int)hello[1]);
+    snprintf(old, PATH_MAX, "%s/.step-%06lld.old-%d", outdir, (long long)st_in->step,
+             (int)hello[1]);
+    return 0;
+}
 
-    // 2. this process's rank files; sizes and CRCs go to process 0 with the barrier
-    int nv = 2 + 3 * sh->world;
-    double *vals = calloc((size_t)nv, sizeof *vals);
+/* ckpt_save_sharded's step 2: this process's rank files into tmp, each rank's written flag, size
+ * and CRC into vals[2 + 3g ..] (vals[1]: whether a parameter held NaN or inf). 0, or 1 with
+ * why. */
+static int write_rank_files(const char *tmp, const CkptState *st_in, const StEntry *canons,
+                            const CkptShards *sh, double *vals, char *why, size_t whylen) {
+    char path[CKPT_PATH];
+    int rc = 0;
     const CkptSlice **list = malloc((size_t)(sh->nslices + 1) * sizeof *list);
     StEntry *ents = calloc((size_t)(sh->nslices + 1), sizeof *ents);
     char *names = calloc((size_t)(sh->nslices + 1), 256);
-    if (!vals || !list || !ents || !names) { snprintf(why, sizeof why, "out of memory"); rc = 1; }
+    if (!list || !ents || !names) { snprintf(why, whylen, "out of memory"); rc = 1; }
     ShardFill sf = {sh, list, 0};
     for (int g = sh->first; !rc && g < sh->first + sh->count; g++) {
         int m = 0;
@@ -1124,13 +1140,17 @@ int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry 
         snprintf(step_text, sizeof step_text, "%lld", (long long)st_in->step);
         snprintf(rank_text, sizeof rank_text, "%d", g);
         snprintf(world_text, sizeof world_text, "%d", sh->world);
-        const char *meta[] = {"format", "pt", "model", st_in->model, "step", step_text, "rank", rank_text,
-                              "ranks", world_text, "writer", "boost " CKPT_FORMAT " 1 sharded"};
+        const char *meta[] = {"format", "pt", "model", st_in->model, "step", step_text,
+                              "rank", rank_text, "ranks", world_text,
+                              "writer", "boost " CKPT_FORMAT " 1 sharded"};
         snprintf(path, sizeof path, "%s/rank-%05d.safetensors", tmp, g);
         uint32_t crc = 0;
         int64_t bytes = 0;
-        if (st_write_f32_sum(path, ents, m, meta, (int)(sizeof meta / sizeof meta[0]) / 2, fill_shard, &sf, &crc, &bytes,
-                             why, sizeof why)) { rc = 1; break; }
+        if (st_write_f32_sum(path, ents, m, meta, (int)(sizeof meta / sizeof meta[0]) / 2,
+                             fill_shard, &sf, &crc, &bytes, why, whylen)) {
+            rc = 1;
+            break;
+        }
         vals[2 + 3 * g] = 1;
         vals[3 + 3 * g] = (double)bytes;
         vals[4 + 3 * g] = (double)crc;
@@ -1138,12 +1158,44 @@ int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry 
         test_sleep();
     }
     free(list); free(ents); free(names);
-    if (vals) { vals[0] = rc; vals[1] = sf.nonfinite; }
-    if (multi && vals && sh->sum(sh->ctx, vals, nv)) { snprintf(why, sizeof why, "the barrier after writing failed"); rc = 1; }
+    vals[1] = sf.nonfinite;
+    return rc;
+}
+
+int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry *canons, int n,
+                      const CkptShards *sh, char *saved_dir, size_t saved_len, char *err,
+                      size_t errlen) {
+    char final[PATH_MAX], tmp[PATH_MAX], old[PATH_MAX], why[2 * CKPT_PATH] = "";
+    int multi = sh->nprocs > 1, lead = sh->proc == 0, rc = 0;
+    if (!path_ok(outdir, "checkpoint folder", err, errlen)) return 1;
+    ckpt_step_dir(outdir, st_in->step, final, sizeof final);
+    if (saved_dir) snprintf(saved_dir, saved_len, "%s", final);
+    if (multi && !sh->sum) {
+        snprintf(err, errlen, "%s: a sharded save over %d processes needs a way to sum over them",
+                 final, sh->nprocs);
+        return 1;
+    }
+    // 1. process 0 makes the temporary folder; its pid names it for every process
+    if (sharded_tmp_folder(outdir, st_in, sh, final, tmp, old, err, errlen)) return 1;
+
+    // 2. this process's rank files; sizes and CRCs go to process 0 with the barrier
+    int nv = 2 + 3 * sh->world;
+    double *vals = calloc((size_t)nv, sizeof *vals);
+    if (!vals) { snprintf(why, sizeof why, "out of memory"); rc = 1; }
+    else {
+        rc = write_rank_files(tmp, st_in, canons, sh, vals, why, sizeof why);
+        vals[0] = rc;
+    }
+    if (multi && vals && sh->sum(sh->ctx, vals, nv)) {
+        snprintf(why, sizeof why, "the barrier after writing failed");
+        rc = 1;
+    }
     if (!rc && vals && vals[0] != 0) {
         rc = 1;
-        if (!why[0]) snprintf(why, sizeof why, "%s", vals[1] != 0 ? "a parameter holds NaN or inf values (the training diverged)"
-                                                                  : "another process failed writing its file (its message says why)");
+        if (!why[0])
+            snprintf(why, sizeof why, "%s", vals[1] != 0
+                     ? "a parameter holds NaN or inf values (the training diverged)"
+                     : "another process failed writing its file (its message says why)");
     }
 
     // 3. process 0: index.json, state.json, publish
@@ -1155,12 +1207,15 @@ int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry 
     double done[1] = {rc};
     if (multi && sh->sum(sh->ctx, done, 1)) {
         done[0] = 1;
-        if (!why[0]) snprintf(why, sizeof why, "the sum that tells every process the outcome failed (the message above says why)");
+        if (!why[0])
+            snprintf(why, sizeof why, "the sum that tells every process the outcome failed (the "
+                     "message above says why)");
     }
     free(vals);
     if (rc || done[0] != 0) {
-        snprintf(err, errlen, "%s: checkpoint not written (%s); the temporary folder was removed and earlier checkpoints "
-                 "are untouched", final, why[0] ? why : "process 0 could not publish it (its message says why)");
+        snprintf(err, errlen, "%s: checkpoint not written (%s); the temporary folder was removed "
+                 "and earlier checkpoints are untouched", final,
+                 why[0] ? why : "process 0 could not publish it (its message says why)");
         return 1;
     }
     return 0;
