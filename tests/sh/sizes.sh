@@ -162,7 +162,6 @@ gen/sandbox.c
 gen/sandbox.h
 gen/spec.c
 runtime/backend.h
-runtime/checkpoint.c
 runtime/checkpoint.h
 runtime/comm_mpi.c
 runtime/comm_mpi.h
