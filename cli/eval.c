@@ -11,7 +11,8 @@
 #include <unistd.h>
 #include "cli/commands.h"
 #include "cli/infer.h"
-#include "runtime/data.h"         // defines: data_load, batcher_*, TokenStream
+#include "runtime/data.h"         // defines: data_load, batcher_init*, TokenStream
+#include "runtime/mixture.h"      // defines: batcher_val, batcher_val_batches, batcher_free
 #include "runtime/run_tokenizer.h"  // defines: run_data_open
 #include "runtime/safetensors.h"  // defines: st_write_f32
 

@@ -128,44 +128,141 @@ static int check_plan_kernels(const Plan *plan, const char *plan_path, const cha
     return plan_bad;
 }
 
-int cmd_kernels(int argc, char **argv) {
-    const char *input = NULL, *archs = NULL;
-    int md = 0;
+/* The command line of `boost kernels`: the input (a folder or its kernels.cu), --arch and --md.
+ * -1 to go on, or the exit status (after --help, or with the message printed). */
+static int kernels_args(int argc, char **argv, const char **input, const char **archs, int *md) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
-        else if (!strcmp(argv[i], "--md")) md = 1;
+        else if (!strcmp(argv[i], "--md")) *md = 1;
         else if (!strcmp(argv[i], "--arch")) {
-            if (++i >= argc) { fprintf(stderr, "boost kernels: --arch needs a value such as sm_100a,sm_86\n"); return 2; }
-            archs = argv[i];
+            if (++i >= argc) {
+                fprintf(stderr, "boost kernels: --arch needs a value such as sm_100a,sm_86\n");
+                return 2;
+            }
+            *archs = argv[i];
         } else if (argv[i][0] == '-') {
             fprintf(stderr, "boost kernels: unknown option '%s'\n", argv[i]);
             usage(stderr);
             return 2;
-        } else if (input) {
-            fprintf(stderr, "boost kernels: one input only ('%s' and '%s')\n", input, argv[i]);
+        } else if (*input) {
+            fprintf(stderr, "boost kernels: one input only ('%s' and '%s')\n", *input, argv[i]);
             return 2;
-        } else input = argv[i];
+        } else *input = argv[i];
     }
-    if (!input) { usage(stderr); return 2; }
+    if (!*input) { usage(stderr); return 2; }
+    return -1;
+}
+
+/* plan.txt next to kernels.cu at path (its name into plan_path): loaded into *plan when it is
+ * there (else *plan = NULL). 0, or 2 with the message printed. */
+static int load_neighbour_plan(const char *path, char *plan_path, size_t plan_len, Plan **plan) {
+    char err[1 << 16];
+    snprintf(plan_path, plan_len, "%s", path);
+    char *slash = strrchr(plan_path, '/');
+    if (slash) snprintf(slash + 1, plan_path + plan_len - slash - 1, "plan.txt");
+    else snprintf(plan_path, plan_len, "plan.txt");
+    *plan = NULL;
+    if (access(plan_path, R_OK) != 0) return 0;
+    *plan = plan_load(plan_path, err, sizeof err);
+    if (!*plan) { fprintf(stderr, "%s\n", err); return 2; }
+    return 0;
+}
+
+/* What the kernel rows found, for the verdict. */
+typedef struct {
+    int failed, spilling, total, too_big;
+} KernelTally;
+
+static void print_table_head(int md) {
+    if (md)
+        printf("| kernel | arch | registers | smem (B) | spill st/ld (B) | block | blocks/SM "
+               "| of it dynamic (B) |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
+    else
+        printf("%-88s %-6s %5s %7s %-11s %5s %9s %s\n", "kernel", "arch", "regs", "smem",
+               "spill st/ld", "block", "blocks/SM", "dynamic");
+}
+
+/* One kernel's row for arch (limits: its GPU spec's), with a spill or a shared memory above what
+ * the arch allows said on stderr and counted in t. */
+static void report_kernel(const KernelStat *s, const char *arch, const Gpu *limits,
+                          const char *path, const Plan *plan, const char *src, int md,
+                          KernelTally *t) {
+    const long long optin = (long long)limits->smem_block_kib * 1024;
+    t->total++;
+    int spill = s->spill_stores || s->spill_loads;
+    if (spill) {
+        t->spilling++;
+        fflush(stdout);
+        fprintf(stderr, "%s: kernel %s spills on %s (%d bytes stored, %d loaded): lower its block "
+                "size or tile in the GPU spec's tuning\n", path, s->name, arch,
+                s->spill_stores, s->spill_loads);
+    }
+    int block = kernel_block(plan, src, s->name);
+    long long dyn = kernel_dyn_smem(plan, src, s->name), smem = s->smem_bytes + dyn;
+    if (smem > optin && (dyn > 0 || smem > KERNEL_SMEM_DEFAULT)) {
+        t->too_big++;
+        fflush(stdout);
+        fprintf(stderr, "%s: kernel %s needs %lld B of shared memory a block (%lld dynamic), above "
+                "the %lld B %s allows: generate the plan for %s (a GPU spec with that arch) or "
+                "lower its attention tiles\n", path, s->name, smem, dyn, optin, arch, arch);
+    }
+    int occ = blocks_per_sm(limits, block, s->registers, (int)smem);
+    char bs[16] = "-", os[16] = "-", sp[32];
+    if (block > 0) snprintf(bs, sizeof bs, "%d", block);
+    if (occ >= 0) snprintf(os, sizeof os, "%d", occ);
+    snprintf(sp, sizeof sp, "%d/%d", s->spill_stores, s->spill_loads);
+    if (md)
+        printf("| `%s` | %s | %d | %lld | %s | %s | %s | %lld |\n", s->name, arch, s->registers,
+               smem, sp, bs, os, dyn);
+    else
+        printf("%-88s %-6s %5d %7lld %-11s %5s %9s %lld%s\n", s->name, arch, s->registers, smem,
+               sp, bs, os, dyn, spill ? "  SPILL" : "");
+}
+
+/* The exit status and its line on stderr, after the table. */
+static int kernels_verdict(const char *path, const KernelTally *t, int plan_bad, int plan_checked) {
+    fflush(stdout);   /* the table before the verdict, also when both go to one file */
+    if (t->failed) return 1;
+    if (plan_bad) {
+        fprintf(stderr, "%s: %d mismatches between plan.txt and kernels.cu\n", path, plan_bad);
+        return 1;
+    }
+    if (t->spilling) {
+        fprintf(stderr, "%s: %d kernel builds spill\n", path, t->spilling);
+        return 1;
+    }
+    if (t->too_big) {
+        fprintf(stderr, "%s: %d kernel builds need more shared memory than their arch allows\n",
+                path, t->too_big);
+        return 1;
+    }
+    fprintf(stderr, "%s: %d kernel builds, no spills%s\n", path, t->total,
+            plan_checked ? "; plan.txt matches" : "");
+    return 0;
+}
+
+int cmd_kernels(int argc, char **argv) {
+    const char *input = NULL, *archs = NULL;
+    int md = 0;
+    int rc = kernels_args(argc, argv, &input, &archs, &md);
+    if (rc >= 0) return rc;
     char path[4096], err[1 << 16];
     struct stat sb;
-    if (stat(input, &sb) == 0 && S_ISDIR(sb.st_mode)) snprintf(path, sizeof path, "%s/kernels.cu", input);
+    if (stat(input, &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(path, sizeof path, "%s/kernels.cu", input);
     else snprintf(path, sizeof path, "%s", input);
     char *src = slurp(path, err, sizeof err);
     if (!src) { fprintf(stderr, "%s: run 'boost gen' to write it\n", err); return 2; }
-    if (!nvrtc_available(err, sizeof err)) { fprintf(stderr, "boost kernels: %s\n", err); free(src); return 1; }
+    if (!nvrtc_available(err, sizeof err)) {
+        fprintf(stderr, "boost kernels: %s\n", err);
+        free(src);
+        return 1;
+    }
 
     /* plan.txt next to kernels.cu: its kernels must exist and match (names from the first arch) */
     char plan_path[4200];
-    snprintf(plan_path, sizeof plan_path, "%s", path);
-    char *slash = strrchr(plan_path, '/');
-    if (slash) snprintf(slash + 1, plan_path + sizeof plan_path - slash - 1, "plan.txt");
-    else snprintf(plan_path, sizeof plan_path, "plan.txt");
-    Plan *plan = NULL;
-    if (access(plan_path, R_OK) == 0) {
-        plan = plan_load(plan_path, err, sizeof err);
-        if (!plan) { fprintf(stderr, "%s\n", err); free(src); return 2; }
-    }
+    Plan *plan;
+    if (load_neighbour_plan(path, plan_path, sizeof plan_path, &plan)) { free(src); return 2; }
     int plan_checked = 0, plan_bad = 0;
 
     char list[256];
@@ -176,65 +273,29 @@ int cmd_kernels(int argc, char **argv) {
         free(src);
         return 2;
     }
-    int failed = 0, spilling = 0, total = 0, too_big = 0;
-    if (md) printf("| kernel | arch | registers | smem (B) | spill st/ld (B) | block | blocks/SM | of it dynamic (B) |\n"
-                   "|---|---|---:|---:|---:|---:|---:|---:|\n");
-    else printf("%-88s %-6s %5s %7s %-11s %5s %9s %s\n", "kernel", "arch", "regs", "smem", "spill st/ld", "block", "blocks/SM",
-                "dynamic");
+    KernelTally tally = {0};
+    print_table_head(md);
     for (char *arch = strtok(list, ","); arch; arch = strtok(NULL, ",")) {
         if (strncmp(arch, "sm_", 3) || !arch[3]) {
-            fprintf(stderr, "boost kernels: arch '%s' is not of the form sm_XX (e.g. sm_86, sm_100a)\n", arch);
+            fprintf(stderr, "boost kernels: arch '%s' is not of the form sm_XX (e.g. sm_86, "
+                    "sm_100a)\n", arch);
             free(src);
             return 2;
         }
         Gpu limits;   /* the arch's opt-in and per-SM limits, from its GPU spec */
         arch_limits(arch, &limits);
-        const long long optin = (long long)limits.smem_block_kib * 1024;
         static KernelStat st[MAX_STATS];
         int n = nvrtc_compile(src, arch, NULL, NULL, st, MAX_STATS, err, sizeof err);
-        if (n < 0) { fprintf(stderr, "%s: %s\n", path, err); failed = 1; continue; }
+        if (n < 0) { fprintf(stderr, "%s: %s\n", path, err); tally.failed = 1; continue; }
         if (plan && !plan_checked) {
             plan_bad = check_plan_kernels(plan, plan_path, src, st, n);
             plan_checked = 1;
         }
-        for (int i = 0; i < n; i++) {
-            if (!strncmp(st[i].name, "__", 2)) continue;    /* device helpers, not kernels */
-            total++;
-            int spill = st[i].spill_stores || st[i].spill_loads;
-            if (spill) {
-                spilling++;
-                fflush(stdout);
-                fprintf(stderr, "%s: kernel %s spills on %s (%d bytes stored, %d loaded): lower its block "
-                        "size or tile in the GPU spec's tuning\n", path, st[i].name, arch,
-                        st[i].spill_stores, st[i].spill_loads);
-            }
-            int block = kernel_block(plan, src, st[i].name);
-            long long dyn = kernel_dyn_smem(plan, src, st[i].name), smem = st[i].smem_bytes + dyn;
-            if (smem > optin && (dyn > 0 || smem > KERNEL_SMEM_DEFAULT)) {
-                too_big++;
-                fflush(stdout);
-                fprintf(stderr, "%s: kernel %s needs %lld B of shared memory a block (%lld dynamic), above the %lld B "
-                        "%s allows: generate the plan for %s (a GPU spec with that arch) or lower its attention tiles\n",
-                        path, st[i].name, smem, dyn, optin, arch, arch);
-            }
-            int occ = blocks_per_sm(&limits, block, st[i].registers, (int)smem);
-            char bs[16] = "-", os[16] = "-", sp[32];
-            if (block > 0) snprintf(bs, sizeof bs, "%d", block);
-            if (occ >= 0) snprintf(os, sizeof os, "%d", occ);
-            snprintf(sp, sizeof sp, "%d/%d", st[i].spill_stores, st[i].spill_loads);
-            if (md) printf("| `%s` | %s | %d | %lld | %s | %s | %s | %lld |\n", st[i].name, arch, st[i].registers,
-                           smem, sp, bs, os, dyn);
-            else printf("%-88s %-6s %5d %7lld %-11s %5s %9s %lld%s\n", st[i].name, arch, st[i].registers, smem,
-                        sp, bs, os, dyn, spill ? "  SPILL" : "");
-        }
+        for (int i = 0; i < n; i++)
+            if (strncmp(st[i].name, "__", 2))   /* device helpers (__*) are not kernels */
+                report_kernel(&st[i], arch, &limits, path, plan, src, md, &tally);
     }
     free(src);
     if (plan) plan_free(plan);
-    fflush(stdout);   /* the table before the verdict, also when both go to one file */
-    if (failed) return 1;
-    if (plan_bad) { fprintf(stderr, "%s: %d mismatches between plan.txt and kernels.cu\n", path, plan_bad); return 1; }
-    if (spilling) { fprintf(stderr, "%s: %d kernel builds spill\n", path, spilling); return 1; }
-    if (too_big) { fprintf(stderr, "%s: %d kernel builds need more shared memory than their arch allows\n", path, too_big); return 1; }
-    fprintf(stderr, "%s: %d kernel builds, no spills%s\n", path, total, plan_checked ? "; plan.txt matches" : "");
-    return 0;
+    return kernels_verdict(path, &tally, plan_bad, plan_checked);
 }

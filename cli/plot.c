@@ -113,24 +113,117 @@ static int default_png_path(const char *log, int experts, char *out, size_t n) {
     return 0;
 }
 
+/* The command line of `boost plot`: LOG, -o PNG, --title T, --experts. -1 to go on, or the exit
+ * status (after --help, or with the message printed). */
+static int plot_args(int argc, char **argv, const char **log, const char **png, const char **title,
+                     int *experts) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { plot_usage(stdout); return 0; }
+        if (!strcmp(argv[i], "--experts")) { *experts = 1; continue; }
+        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--title")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "boost plot: %s needs a value\n", argv[i]);
+                return 2;
+            }
+            if (argv[i][1] == 'o') *png = argv[++i]; else *title = argv[++i];
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "boost plot: unknown option '%s'\n", argv[i]);
+            plot_usage(stderr);
+            return 2;
+        } else if (!*log) {
+            *log = argv[i];
+        } else {
+            fprintf(stderr, "boost plot: one log at a time ('%s' and '%s')\n", *log, argv[i]);
+            return 2;
+        }
+    }
+    if (!*log) { plot_usage(stderr); return 2; }
+    return -1;
+}
+
+/* gnuplot's path (GNUPLOT, else gnuplot on PATH) into out[n]: 0, or 1 with the message printed. */
+static int find_gnuplot(char *out, size_t n) {
+    const char *prog = getenv("GNUPLOT") ? getenv("GNUPLOT") : "gnuplot";
+    if (find_program(prog, out, n)) return 0;
+    fprintf(stderr, "boost plot: gnuplot not found (looked for '%s' on PATH): install it "
+                    "(Debian: apt-get install gnuplot-nox) or set GNUPLOT=/path/to/gnuplot\n",
+            prog);
+    return 1;
+}
+
+/* The log's points into a new temporary data file data_path (a mkstemp template): "step loss
+ * val_loss" with NaN for a missing value; their counts in *nloss, *nval. 0, or 1 or 2 with the
+ * message printed and no file left. */
+static int write_points(const char *log, char *data_path, int *nloss, int *nval) {
+    FILE *in = fopen(log, "r");
+    if (!in) {
+        fprintf(stderr, "%s: cannot open the log (%s): write one with 'boost train RUN --log %s'\n",
+                log, strerror(errno), log);
+        return 2;
+    }
+    int fd = mkstemp(data_path);
+    FILE *data = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!data) {
+        fprintf(stderr, "boost plot: cannot create a temporary file in /tmp (%s)\n",
+                strerror(errno));
+        if (fd >= 0) { close(fd); unlink(data_path); }
+        fclose(in);
+        return 1;
+    }
+    read_points(log, in, data, nloss, nval);
+    fclose(in);
+    if (fclose(data) != 0) {
+        fprintf(stderr, "boost plot: cannot write %s (%s)\n", data_path, strerror(errno));
+        unlink(data_path);
+        return 1;
+    }
+    if (*nloss + *nval == 0) {
+        fprintf(stderr, "%s: no line has \"step\" with \"loss\" or \"val_loss\": is this a "
+                        "training log from 'boost train --log'?\n", log);
+        unlink(data_path);
+        return 2;
+    }
+    return 0;
+}
+
+/* gnuplot draws the points of data_path into tmp_png, pclose's status in *status. 0, or 1 when
+ * gnuplot did not start (said on stderr). */
+static int draw_points(const char *gnuplot, const char *data_path, const char *tmp_png,
+                       const char *title, int nloss, int nval, int *status) {
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "'%s' 2>&1", gnuplot);
+    FILE *gp = popen(cmd, "w");
+    if (!gp) {
+        fprintf(stderr, "boost plot: cannot start %s (%s)\n", gnuplot, strerror(errno));
+        return 1;
+    }
+    /* pngcairo draws smoother lines; the libgd png terminal is the fallback. */
+    fprintf(gp, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) "
+                "{ set terminal pngcairo size 900,560 } else { set terminal png size 900,560 }\n");
+    fprintf(gp, "set output "); gp_quote(gp, tmp_png); fputc('\n', gp);
+    fprintf(gp, "set title "); gp_quote(gp, title); fprintf(gp, " noenhanced\n");
+    fprintf(gp, "set xlabel 'step'\nset ylabel 'loss'\nset grid\nset key top right\n"
+                "set datafile missing NaN\n");
+    fprintf(gp, "plot ");
+    if (nloss) {
+        gp_quote(gp, data_path);
+        fprintf(gp, " using 1:2 with lines lw 2 title 'loss'");
+    }
+    if (nloss && nval) fprintf(gp, ", ");
+    if (nval) {
+        gp_quote(gp, data_path);
+        fprintf(gp, " using 1:3 with linespoints pt 7 lw 2 title 'val loss'");
+    }
+    fprintf(gp, "\nset output\n");
+    *status = pclose(gp);
+    return 0;
+}
+
 int cmd_plot(int argc, char **argv) {
     const char *log = NULL, *png = NULL, *title = NULL;
     int experts = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { plot_usage(stdout); return 0; }
-        if (!strcmp(argv[i], "--experts")) { experts = 1; continue; }
-        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--title")) {
-            if (i + 1 >= argc) { fprintf(stderr, "boost plot: %s needs a value\n", argv[i]); return 2; }
-            if (argv[i][1] == 'o') png = argv[++i]; else title = argv[++i];
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "boost plot: unknown option '%s'\n", argv[i]); plot_usage(stderr); return 2;
-        } else if (!log) {
-            log = argv[i];
-        } else {
-            fprintf(stderr, "boost plot: one log at a time ('%s' and '%s')\n", log, argv[i]); return 2;
-        }
-    }
-    if (!log) { plot_usage(stderr); return 2; }
+    int rc = plot_args(argc, argv, &log, &png, &title, &experts);
+    if (rc >= 0) return rc;
 
     char default_png[4096];
     if (!png) {
@@ -139,87 +232,33 @@ int cmd_plot(int argc, char **argv) {
     }
     if (experts) {
         char gp[4096];
-        const char *prog = getenv("GNUPLOT") ? getenv("GNUPLOT") : "gnuplot";
         if (access(log, R_OK) != 0) {
-            fprintf(stderr, "%s: cannot open the log (%s): write one with 'boost train RUN --log %s'\n", log, strerror(errno), log);
+            fprintf(stderr, "%s: cannot open the log (%s): write one with 'boost train RUN --log "
+                    "%s'\n", log, strerror(errno), log);
             return 2;
         }
-        if (!find_program(prog, gp, sizeof gp)) {
-            fprintf(stderr, "boost plot: gnuplot not found (looked for '%s' on PATH): install it "
-                            "(Debian: apt-get install gnuplot-nox) or set GNUPLOT=/path/to/gnuplot\n", prog);
-            return 1;
-        }
+        if (find_gnuplot(gp, sizeof gp)) return 1;
         return plot_experts(log, png, title, gp);
     }
 
-    FILE *in = fopen(log, "r");
-    if (!in) {
-        fprintf(stderr, "%s: cannot open the log (%s): write one with 'boost train RUN --log %s'\n",
-                log, strerror(errno), log);
-        return 2;
-    }
-
-    /* The points go to a temporary data file: "step loss val_loss" with NaN for a missing value. */
     char data_path[] = "/tmp/boost-plot.XXXXXX";
-    int fd = mkstemp(data_path);
-    FILE *data = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!data) {
-        fprintf(stderr, "boost plot: cannot create a temporary file in /tmp (%s)\n", strerror(errno));
-        if (fd >= 0) { close(fd); unlink(data_path); }
-        fclose(in);
-        return 1;
-    }
     int nloss = 0, nval = 0;
-    read_points(log, in, data, &nloss, &nval);
-    fclose(in);
-    if (fclose(data) != 0) {
-        fprintf(stderr, "boost plot: cannot write %s (%s)\n", data_path, strerror(errno));
-        unlink(data_path);
-        return 1;
-    }
-    if (nloss + nval == 0) {
-        fprintf(stderr, "%s: no line has \"step\" with \"loss\" or \"val_loss\": is this a training log "
-                        "from 'boost train --log'?\n", log);
-        unlink(data_path);
-        return 2;
-    }
-
+    rc = write_points(log, data_path, &nloss, &nval);
+    if (rc) return rc;
     char gnuplot[4096];
-    const char *prog = getenv("GNUPLOT") ? getenv("GNUPLOT") : "gnuplot";
-    if (!find_program(prog, gnuplot, sizeof gnuplot)) {
-        fprintf(stderr, "boost plot: gnuplot not found (looked for '%s' on PATH): install it "
-                        "(Debian: apt-get install gnuplot-nox) or set GNUPLOT=/path/to/gnuplot\n", prog);
-        unlink(data_path);
-        return 1;
-    }
+    if (find_gnuplot(gnuplot, sizeof gnuplot)) { unlink(data_path); return 1; }
 
     char tmp_png[4200];
     snprintf(tmp_png, sizeof tmp_png, "%s.tmp%ld", png, (long)getpid());
-    char cmd[8400];
-    snprintf(cmd, sizeof cmd, "'%s' 2>&1", gnuplot);
-    FILE *gp = popen(cmd, "w");
-    if (!gp) {
-        fprintf(stderr, "boost plot: cannot start %s (%s)\n", gnuplot, strerror(errno));
-        unlink(data_path);
-        return 1;
-    }
-    /* pngcairo draws smoother lines; the libgd png terminal is the fallback. */
-    fprintf(gp, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 900,560 } "
-                "else { set terminal png size 900,560 }\n");
-    fprintf(gp, "set output "); gp_quote(gp, tmp_png); fputc('\n', gp);
-    fprintf(gp, "set title "); gp_quote(gp, title ? title : log); fprintf(gp, " noenhanced\n");
-    fprintf(gp, "set xlabel 'step'\nset ylabel 'loss'\nset grid\nset key top right\nset datafile missing NaN\n");
-    fprintf(gp, "plot ");
-    if (nloss) { gp_quote(gp, data_path); fprintf(gp, " using 1:2 with lines lw 2 title 'loss'"); }
-    if (nloss && nval) fprintf(gp, ", ");
-    if (nval) { gp_quote(gp, data_path); fprintf(gp, " using 1:3 with linespoints pt 7 lw 2 title 'val loss'"); }
-    fprintf(gp, "\nset output\n");
-    int status = pclose(gp);
+    int status;
+    rc = draw_points(gnuplot, data_path, tmp_png, title ? title : log, nloss, nval, &status);
     unlink(data_path);
-
+    if (rc) return rc;
     struct stat st;
-    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || stat(tmp_png, &st) != 0 || st.st_size == 0) {
-        fprintf(stderr, "boost plot: gnuplot failed to draw %s (messages above); nothing written\n", png);
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || stat(tmp_png, &st) != 0 ||
+        st.st_size == 0) {
+        fprintf(stderr, "boost plot: gnuplot failed to draw %s (messages above); nothing written\n",
+                png);
         unlink(tmp_png);
         return 1;
     }

@@ -49,15 +49,22 @@ uint64_t ckpt_fingerprint(const StEntry *canons, int n) {
     for (int i = 0; i < n; i++) order[i] = i;
     for (int i = 1; i < n; i++) {   // insertion sort by name: a few hundred canons at most
         int v = order[i], j = i - 1;
-        while (j >= 0 && strcmp(canons[order[j]].name, canons[v].name) > 0) { order[j + 1] = order[j]; j--; }
+        while (j >= 0 && strcmp(canons[order[j]].name, canons[v].name) > 0) {
+            order[j + 1] = order[j];
+            j--;
+        }
         order[j + 1] = v;
     }
     uint64_t h = 0xcbf29ce484222325ULL;
     char line[256];
     for (int i = 0; i < n; i++) {
         const StEntry *c = &canons[order[i]];
-        int len = snprintf(line, sizeof line, "%s %lld %lld\n", c->name, (long long)c->rows, (long long)c->cols);
-        for (int k = 0; k < len && k < (int)sizeof line; k++) { h ^= (unsigned char)line[k]; h *= 0x100000001b3ULL; }
+        int len = snprintf(line, sizeof line, "%s %lld %lld\n", c->name, (long long)c->rows,
+                           (long long)c->cols);
+        for (int k = 0; k < len && k < (int)sizeof line; k++) {
+            h ^= (unsigned char)line[k];
+            h *= 0x100000001b3ULL;
+        }
     }
     free(order);
     return h;
@@ -125,7 +132,8 @@ static void json_float(FILE *f, double v) {
 
 static void write_state_text(FILE *f, const CkptState *st, const CkptFile *files, int nfiles);
 
-static int write_state(const char *path, const CkptState *st, const CkptFile *files, int nfiles, char *err, size_t errlen) {
+static int write_state(const char *path, const CkptState *st, const CkptFile *files, int nfiles,
+                       char *err, size_t errlen) {
     char *text = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&text, &len);
@@ -163,14 +171,21 @@ static int write_state(const char *path, const CkptState *st, const CkptFile *fi
 
 /* The fields of state.json up to (not including) its checksum line and closing brace. */
 static void write_state_text(FILE *f, const CkptState *st, const CkptFile *files, int nfiles) {
-    fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"model\": ", CKPT_FORMAT, CKPT_VERSION);
+    fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"model\": ", CKPT_FORMAT,
+            CKPT_VERSION);
     json_write_string(f, st->model);
     fprintf(f, ",\n  \"run\": ");
     json_write_string(f, st->run);
-    fprintf(f, ",\n  \"fingerprint\": \"0x%016llx\",\n  \"canons\": %d,\n", (unsigned long long)st->fingerprint, st->ncanons);
-    fprintf(f, "  \"step\": %lld,\n  \"data_position\": %lld,\n  \"data_sequences\": %lld,\n  \"seed\": \"0x%llx\",\n",
-            (long long)st->step, (long long)st->data_position, (long long)st->data_sequences, (unsigned long long)st->seed);
-    fprintf(f, "  \"rng\": \"data order is a function of (seed, data_sequences); no other random state\",\n");
+    fprintf(f, ",\n  \"fingerprint\": \"0x%016llx\",\n  \"canons\": %d,\n",
+            (unsigned long long)st->fingerprint, st->ncanons);
+    fprintf(f,
+            "  \"step\": %lld,\n  \"data_position\": %lld,\n  \"data_sequences\": %lld,\n  "
+            "\"seed\": \"0x%llx\",\n",
+            (long long)st->step, (long long)st->data_position, (long long)st->data_sequences,
+            (unsigned long long)st->seed);
+    fprintf(f,
+            "  \"rng\": \"data order is a function of (seed, data_sequences); no other random "
+            "state\",\n");
     if (st->nsources > 0) {   /* a data mixture: where each source's order stands */
         fputs("  \"data_taken\": [", f);
         for (int i = 0; i < st->nsources; i++)
@@ -191,12 +206,14 @@ static void write_state_text(FILE *f, const CkptState *st, const CkptFile *files
         fputc(']', f);
     }
     fprintf(f, "],\n  \"skipped_updates\": %lld,\n", (long long)st->skipped);
-    if (st->has_tokenizer) fprintf(f, "  \"tokenizer_crc32c\": \"0x%08x\",\n", (unsigned)st->tokenizer_crc);
+    if (st->has_tokenizer)
+        fprintf(f, "  \"tokenizer_crc32c\": \"0x%08x\",\n", (unsigned)st->tokenizer_crc);
     fprintf(f, "  \"files\": {");
     for (int i = 0; i < nfiles; i++) {
         fprintf(f, "%s\n    ", i ? "," : "");
         json_write_string(f, files[i].name);
-        fprintf(f, ": {\"bytes\": %lld, \"crc32c\": \"0x%08x\"}", (long long)files[i].bytes, (unsigned)files[i].crc32c);
+        fprintf(f, ": {\"bytes\": %lld, \"crc32c\": \"0x%08x\"}", (long long)files[i].bytes,
+                (unsigned)files[i].crc32c);
     }
     fprintf(f, "\n  }");
 }
@@ -230,8 +247,12 @@ static void clean_stale(const char *outdir) {
 
 /* The last part of a save: fsync the temporary folder, rename it to final (an existing folder of
  * that step moved aside to old first, removed after), fsync outdir. 0, or 1 with why. */
-static int publish(const char *outdir, const char *tmp, const char *final, const char *old, char *why, size_t whylen) {
-    if (fsync_path(tmp) != 0) { snprintf(why, whylen, "%s: fsync: %s", tmp, strerror(errno)); return 1; }
+static int publish(const char *outdir, const char *tmp, const char *final, const char *old,
+                   char *why, size_t whylen) {
+    if (fsync_path(tmp) != 0) {
+        snprintf(why, whylen, "%s: fsync: %s", tmp, strerror(errno));
+        return 1;
+    }
     struct stat sb;
     int replacing = stat(final, &sb) == 0;
     if (replacing && rename(final, old) != 0) {
@@ -250,7 +271,10 @@ static int publish(const char *outdir, const char *tmp, const char *final, const
         return 1;
     }
     if (replacing) ckpt_remove_tree(old);
-    if (fsync_path(outdir) != 0) { snprintf(why, whylen, "%s: fsync: %s", outdir, strerror(errno)); return 1; }
+    if (fsync_path(outdir) != 0) {
+        snprintf(why, whylen, "%s: fsync: %s", outdir, strerror(errno));
+        return 1;
+    }
     return 0;
 }
 
@@ -262,7 +286,8 @@ static void test_sleep(void) {
 }
 
 int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, int n,
-              CkptFillFn fill, void *ctx, char *saved_dir, size_t saved_len, char *err, size_t errlen) {
+              CkptFillFn fill, void *ctx, char *saved_dir, size_t saved_len, char *err,
+              size_t errlen) {
     char final[PATH_MAX], tmp[PATH_MAX], old[PATH_MAX], path[CKPT_PATH], why[2 * CKPT_PATH] = "";
     if (!path_ok(outdir, "checkpoint folder", err, errlen)) return 1;
     ckpt_step_dir(outdir, st->step, final, sizeof final);
@@ -271,13 +296,15 @@ int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, in
     if (saved_dir) snprintf(saved_dir, saved_len, "%s", final);
 
     if (mkdir_p(outdir) != 0) {
-        snprintf(err, errlen, "%s: cannot create the checkpoint folder: %s", outdir, strerror(errno));
+        snprintf(err, errlen, "%s: cannot create the checkpoint folder: %s", outdir,
+                 strerror(errno));
         return 1;
     }
     clean_stale(outdir);
     ckpt_remove_tree(tmp);
     if (mkdir(tmp, 0777) != 0) {
-        snprintf(err, errlen, "%s: cannot create %s: %s; earlier checkpoints are untouched", final, tmp, strerror(errno));
+        snprintf(err, errlen, "%s: cannot create %s: %s; earlier checkpoints are untouched", final,
+                 tmp, strerror(errno));
         return 1;
     }
 
@@ -297,21 +324,26 @@ int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, in
     snprintf(step_text, sizeof step_text, "%lld", (long long)st->step);
     snprintf(fp_text, sizeof fp_text, "0x%016llx", (unsigned long long)st->fingerprint);
     snprintf(tp_text, sizeof tp_text, "%d", st->tp);
-    const char *meta[] = {"format", "pt", "model", st->model, "run", st->run, "step", step_text,
-                          "fingerprint", fp_text, "saved_at_tp", tp_text, "writer", "boost " CKPT_FORMAT " 1"};
+    const char *meta[] = {"format",      "pt",
+                          "model",       st->model,
+                          "run",         st->run,
+                          "step",        step_text,
+                          "fingerprint", fp_text,
+                          "saved_at_tp", tp_text,
+                          "writer",      "boost " CKPT_FORMAT " 1"};
     const int nmeta = (int)(sizeof meta / sizeof meta[0]) / 2;
     FillAdapter adapter = {fill, ctx, n, 0};
     CkptFile files[2] = {{"model.safetensors", 0, 0}, {"optimizer.safetensors", 0, 0}};
     if (!rc) {
         snprintf(path, sizeof path, "%s/%s", tmp, files[0].name);
-        rc = st_write_f32_sum(path, canons, n, meta, nmeta, fill_model, &adapter, &files[0].crc32c, &files[0].bytes,
-                              why, sizeof why);
+        rc = st_write_f32_sum(path, canons, n, meta, nmeta, fill_model, &adapter, &files[0].crc32c,
+                              &files[0].bytes, why, sizeof why);
         test_sleep();
     }
     if (!rc) {
         snprintf(path, sizeof path, "%s/%s", tmp, files[1].name);
-        rc = st_write_f32_sum(path, opt, 2 * n, meta, nmeta, fill_optimizer, &adapter, &files[1].crc32c, &files[1].bytes,
-                              why, sizeof why);
+        rc = st_write_f32_sum(path, opt, 2 * n, meta, nmeta, fill_optimizer, &adapter,
+                              &files[1].crc32c, &files[1].bytes, why, sizeof why);
     }
     if (!rc) {
         snprintf(path, sizeof path, "%s/state.json", tmp);
@@ -323,8 +355,10 @@ int ckpt_save(const char *outdir, const CkptState *st, const StEntry *canons, in
     if (!rc) data_note_checkpoint(final);
     if (rc) {
         ckpt_remove_tree(tmp);
-        snprintf(err, errlen, "%s: checkpoint not written (%s); the temporary folder was removed and earlier "
-                 "checkpoints are untouched", final, why);
+        snprintf(err, errlen,
+                 "%s: checkpoint not written (%s); the temporary folder was removed and earlier "
+                 "checkpoints are untouched",
+                 final, why);
         return 1;
     }
     return 0;
@@ -447,17 +481,23 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     const Json *format = json_get(root, "format");
     int64_t version = 0, step, pos, ncanons, tp;
     if (!format || format->type != JSON_STRING || strcmp(format->str, CKPT_FORMAT)) {
-        snprintf(err, errlen, "%s: not a boost checkpoint (format is not \"%s\")", path, CKPT_FORMAT);
+        snprintf(err, errlen, "%s: not a boost checkpoint (format is not \"%s\")", path,
+                 CKPT_FORMAT);
         json_free(root); return 2;
     }
     if (!int_field(root, "version", &version) || version != CKPT_VERSION) {
-        snprintf(err, errlen, "%s: checkpoint version %lld, this runtime reads version %d", path, (long long)version, CKPT_VERSION);
+        snprintf(err, errlen, "%s: checkpoint version %lld, this runtime reads version %d", path,
+                 (long long)version, CKPT_VERSION);
         json_free(root); return 2;
     }
-    if (!int_field(root, "step", &step) || !int_field(root, "data_position", &pos) || !int_field(root, "canons", &ncanons) ||
-        !int_field(root, "tp", &tp) || !hex_field(root, "seed", &st->seed) || !hex_field(root, "fingerprint", &st->fingerprint) ||
+    if (!int_field(root, "step", &step) || !int_field(root, "data_position", &pos) ||
+        !int_field(root, "canons", &ncanons) || !int_field(root, "tp", &tp) ||
+        !hex_field(root, "seed", &st->seed) || !hex_field(root, "fingerprint", &st->fingerprint) ||
         !str_field(root, "model", st->model, sizeof st->model)) {
-        snprintf(err, errlen, "%s: missing or bad field (needs step, data_position, canons, tp, seed, fingerprint, model)", path);
+        snprintf(err, errlen,
+                 "%s: missing or bad field (needs step, data_position, canons, tp, seed, "
+                 "fingerprint, model)",
+                 path);
         json_free(root); return 2;
     }
     st->step = step;
@@ -487,7 +527,9 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     char storage[16] = "full";
     str_field(root, "storage", storage, sizeof storage);
     if (strcmp(storage, "full") && strcmp(storage, "sharded")) {
-        snprintf(err, errlen, "%s: \"storage\" is \"%s\"; this runtime reads \"full\" and \"sharded\"", path, storage);
+        snprintf(err, errlen,
+                 "%s: \"storage\" is \"%s\"; this runtime reads \"full\" and \"sharded\"", path,
+                 storage);
         json_free(root); return 2;
     }
     st->sharded = !strcmp(storage, "sharded");
@@ -503,13 +545,17 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     if (losses && losses->type == JSON_ARRAY && losses->n > 0) {
         st->losses = malloc((size_t)losses->n * sizeof(float));
         for (int i = 0; st->losses && i < losses->n; i++)
-            st->losses[i] = losses->items[i].type == JSON_NUMBER ? (float)losses->items[i].num : NAN;
+            st->losses[i] =
+                    losses->items[i].type == JSON_NUMBER ? (float)losses->items[i].num : NAN;
         st->nlosses = st->losses ? losses->n : 0;
     }
     const Json *files = json_get(root, "files");
     if (files) {
         if (read_files_record(files, st)) {
-            snprintf(err, errlen, "%s: the \"files\" record is damaged (expected {\"NAME\": {\"bytes\": N, \"crc32c\": \"0x...\"}, ...})", path);
+            snprintf(err, errlen,
+                     "%s: the \"files\" record is damaged (expected {\"NAME\": {\"bytes\": N, "
+                     "\"crc32c\": \"0x...\"}, ...})",
+                     path);
             json_free(root); ckpt_state_free(st); return 2;
         }
     }
@@ -518,17 +564,28 @@ int ckpt_read_state(const char *dir, CkptState *st, char *err, size_t errlen) {
     return 0;
 }
 
-static int check_file(const StFile *f, const StEntry *canons, int n, const char *prefix, char *err, size_t errlen) {
+static int check_file(const StFile *f, const StEntry *canons, int n, const char *prefix, char *err,
+                      size_t errlen) {
     char name[160];
     for (int i = 0; i < n; i++) {
         snprintf(name, sizeof name, "%s%s", prefix, canons[i].name);
         const StTensor *t = st_find(f, name);
-        if (!t) { snprintf(err, errlen, "%s: tensor '%s' is missing: a checkpoint of another model?", f->path, name); return 2; }
-        if (strcmp(t->dtype, "F32")) { snprintf(err, errlen, "%s: tensor '%s' is %s, expected F32", f->path, name, t->dtype); return 2; }
-        int shape_ok = (t->ndim == 2 && t->shape[0] == canons[i].rows && t->shape[1] == canons[i].cols) ||
-                       (t->ndim == 1 && canons[i].rows == 1 && t->shape[0] == canons[i].cols);
+        if (!t) {
+            snprintf(err, errlen, "%s: tensor '%s' is missing: a checkpoint of another model?",
+                     f->path, name);
+            return 2;
+        }
+        if (strcmp(t->dtype, "F32")) {
+            snprintf(err, errlen, "%s: tensor '%s' is %s, expected F32", f->path, name, t->dtype);
+            return 2;
+        }
+        int shape_ok =
+                (t->ndim == 2 && t->shape[0] == canons[i].rows && t->shape[1] == canons[i].cols) ||
+                (t->ndim == 1 && canons[i].rows == 1 && t->shape[0] == canons[i].cols);
         if (!shape_ok) {
-            snprintf(err, errlen, "%s: tensor '%s' has another shape than the model's %lldx%lld: a checkpoint of another model?",
+            snprintf(err, errlen,
+                     "%s: tensor '%s' has another shape than the model's %lldx%lld: a checkpoint "
+                     "of another model?",
                      f->path, name, (long long)canons[i].rows, (long long)canons[i].cols);
             return 2;
         }
@@ -594,7 +651,10 @@ static int file_crc(const char *path, int64_t *bytes, uint32_t *crc) {
     uint32_t c = 0;
     int64_t n = 0;
     size_t got;
-    while ((got = fread(buf, 1, chunk, f)) > 0) { c = crc32c_update(c, buf, got); n += (int64_t)got; }
+    while ((got = fread(buf, 1, chunk, f)) > 0) {
+        c = crc32c_update(c, buf, got);
+        n += (int64_t)got;
+    }
     int bad = ferror(f);
     int saved = errno;
     free(buf);
@@ -621,10 +681,13 @@ static int check_files(const char *dir, const CkptState *st, int full, int need,
         for (int i = 0; i < 2; i++) {
             if (unneeded(names[i], need)) continue;
             snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-            if (access(path, R_OK) != 0) { snprintf(err, errlen, "%s: missing: %s", path, strerror(errno)); return CKPT_DAMAGED; }
+            if (access(path, R_OK) != 0) {
+                snprintf(err, errlen, "%s: missing: %s", path, strerror(errno));
+                return CKPT_DAMAGED;
+            }
         }
-        snprintf(err, errlen, "%s/state.json: no \"files\" record (saved before checksums were recorded): the files "
-                 "cannot be verified", dir);
+        snprintf(err, errlen, "%s/state.json: no \"files\" record (saved before checksums were "
+                 "recorded): the files cannot be verified", dir);
         return CKPT_UNCHECKED;
     }
     for (int i = 0; i < st->nfiles; i++) {
@@ -632,18 +695,26 @@ static int check_files(const char *dir, const CkptState *st, int full, int need,
         if (unneeded(cf->name, need)) continue;
         snprintf(path, sizeof path, "%s/%s", dir, cf->name);
         struct stat sb;
-        if (stat(path, &sb) != 0) { snprintf(err, errlen, "%s: missing: %s", path, strerror(errno)); return CKPT_DAMAGED; }
+        if (stat(path, &sb) != 0) {
+            snprintf(err, errlen, "%s: missing: %s", path, strerror(errno));
+            return CKPT_DAMAGED;
+        }
         if ((int64_t)sb.st_size != cf->bytes) {
-            snprintf(err, errlen, "%s: truncated or damaged: %lld bytes, state.json records %lld", path,
-                     (long long)sb.st_size, (long long)cf->bytes);
+            snprintf(err, errlen, "%s: truncated or damaged: %lld bytes, state.json records %lld",
+                     path, (long long)sb.st_size, (long long)cf->bytes);
             return CKPT_DAMAGED;
         }
         if (!full) continue;
         int64_t bytes;
         uint32_t crc;
-        if (file_crc(path, &bytes, &crc) != 0) { snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno)); return CKPT_DAMAGED; }
+        if (file_crc(path, &bytes, &crc) != 0) {
+            snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+            return CKPT_DAMAGED;
+        }
         if (bytes != cf->bytes || crc != cf->crc32c) {
-            snprintf(err, errlen, "%s: checksum mismatch (CRC-32C 0x%08x, state.json records 0x%08x): the file is damaged",
+            snprintf(err, errlen,
+                     "%s: checksum mismatch (CRC-32C 0x%08x, state.json records 0x%08x): the file "
+                     "is damaged",
                      path, (unsigned)crc, (unsigned)cf->crc32c);
             return CKPT_DAMAGED;
         }
@@ -779,21 +850,25 @@ int ckpt_verify_advise_for(const char *dir, int need, char *err, size_t errlen) 
     const char *base = slash ? slash + 1 : parent;
     long long step;
     char tail;
-    if (sscanf(base, "step-%lld%c", &step, &tail) != 1) return rc;   // not in a run folder: nothing to suggest
+    // not in a run folder: nothing to suggest
+    if (sscanf(base, "step-%lld%c", &step, &tail) != 1) return rc;
     if (slash == parent) parent[1] = 0;
     else if (slash) *slash = 0;
     else snprintf(parent, sizeof parent, ".");
     char good[CKPT_PATH];
     size_t used = strlen(err);
     if (newest_verified(parent, step, need, good, sizeof good) == 0)
-        snprintf(err + used, errlen > used ? errlen - used : 0, "; the newest earlier checkpoint that verifies is %s "
-                 "(resume with --resume %s)", good, good);
+        snprintf(err + used, errlen > used ? errlen - used : 0,
+                 "; the newest earlier checkpoint that verifies is %s (resume with --resume %s)",
+                 good, good);
     else
-        snprintf(err + used, errlen > used ? errlen - used : 0, "; no earlier checkpoint in %s verifies", parent);
+        snprintf(err + used, errlen > used ? errlen - used : 0,
+                 "; no earlier checkpoint in %s verifies", parent);
     return rc;
 }
 
-int ckpt_resolve(const char *arg, char *dir, size_t dirlen, char *notes, size_t noteslen, char *err, size_t errlen) {
+int ckpt_resolve(const char *arg, char *dir, size_t dirlen, char *notes, size_t noteslen, char *err,
+                 size_t errlen) {
     return ckpt_resolve_for(arg, CKPT_NEED_ALL, dir, dirlen, notes, noteslen, err, errlen);
 }
 
@@ -805,7 +880,8 @@ int ckpt_resolve_for(const char *arg, int need, char *dir, size_t dirlen, char *
     if (access(probe, F_OK) == 0) { snprintf(dir, dirlen, "%s", arg); return 0; }
     DIR *d = opendir(arg);
     if (!d) {
-        snprintf(err, errlen, "%s: cannot open the checkpoint: %s (give a step folder such as OUT/step-000100)",
+        snprintf(err, errlen,
+                 "%s: cannot open the checkpoint: %s (give a step folder such as OUT/step-000100)",
                  arg, strerror(errno));
         return 2;
     }
@@ -813,7 +889,8 @@ int ckpt_resolve_for(const char *arg, int need, char *dir, size_t dirlen, char *
     int64_t *steps;
     int n = ckpt_list(arg, &steps);
     if (n == 0) {
-        snprintf(err, errlen, "%s: not a checkpoint: no state.json and no step-NNNNNN folders in it", arg);
+        snprintf(err, errlen,
+                 "%s: not a checkpoint: no state.json and no step-NNNNNN folders in it", arg);
         return 2;
     }
     char path[CKPT_PATH], why[1600];
@@ -826,17 +903,20 @@ int ckpt_resolve_for(const char *arg, int need, char *dir, size_t dirlen, char *
             return 0;
         }
         if (notes && used < noteslen) {
-            int w = snprintf(notes + used, noteslen - used, "%s%s: passed over: %s", used ? "\n" : "", path, why);
+            int w = snprintf(notes + used, noteslen - used, "%s%s: passed over: %s",
+                             used ? "\n" : "", path, why);
             if (w > 0) used += (size_t)w;
         }
     }
     free(steps);
-    snprintf(err, errlen, "%s: none of its %d checkpoint folder%s verifies%s%s", arg, n, n == 1 ? "" : "s",
-             notes && notes[0] ? ":\n" : " (boost ckpt verify says why)", notes ? notes : "");
+    snprintf(err, errlen, "%s: none of its %d checkpoint folder%s verifies%s%s", arg, n,
+             n == 1 ? "" : "s", notes && notes[0] ? ":\n" : " (boost ckpt verify says why)",
+             notes ? notes : "");
     return 2;
 }
 
-int ckpt_prune(const char *outdir, int keep, int64_t saved, int64_t protect, char *removed, size_t removedlen) {
+int ckpt_prune(const char *outdir, int keep, int64_t saved, int64_t protect, char *removed,
+               size_t removedlen) {
     if (removed && removedlen) removed[0] = 0;
     if (keep < 1) return 0;
     int64_t *steps;
@@ -851,13 +931,15 @@ int ckpt_prune(const char *outdir, int keep, int64_t saved, int64_t protect, cha
         ckpt_step_dir(outdir, steps[i], path, sizeof path);
         if (!ckpt_complete(path)) continue;   // not ours to judge: left alone, not counted
         if (kept < keep) { kept++; continue; }
-        snprintf(hidden, sizeof hidden, "%s/.step-%06lld.del-%d", outdir, (long long)steps[i], (int)getpid());
+        snprintf(hidden, sizeof hidden, "%s/.step-%06lld.del-%d", outdir, (long long)steps[i],
+                 (int)getpid());
         if (rename(path, hidden) != 0) continue;
         ckpt_remove_tree(hidden);
         count++;
         if (removed && used < removedlen) {
             const char *base = strrchr(path, '/');
-            int w = snprintf(removed + used, removedlen - used, "%s%s", used ? " " : "", base ? base + 1 : path);
+            int w = snprintf(removed + used, removedlen - used, "%s%s", used ? " " : "",
+                             base ? base + 1 : path);
             if (w > 0) used += (size_t)w;
         }
     }
@@ -903,8 +985,9 @@ static int slice_add_range(SliceList *l, CkptSlice s, int64_t cols, int64_t lo, 
     return open ? slice_add(l, run) : 0;
 }
 
-/* The slices of one plan's ranks: its canon c is canon canon0 + c of the checkpoint, its grid rank g
- * (tp fastest, then dp) is grid rank rank0 + g, and its params are those of pipeline stage `stage`. */
+/* The slices of one plan's ranks: its canon c is canon canon0 + c of the checkpoint, its grid rank
+ * g (tp fastest, then dp) is grid rank rank0 + g, and its params are those of pipeline stage
+ * `stage`. */
 static int plan_slices(SliceList *l, const Plan *p, int canon0, int rank0, int stage) {
     int world = p->dp * p->tp, zero = p->zero && p->dp > 1, ep = p->ep > 1 ? p->ep : 1;
     for (int g = 0; g < world; g++) {
@@ -916,9 +999,12 @@ static int plan_slices(SliceList *l, const Plan *p, int canon0, int rank0, int s
             for (int k = 0; k < pp->nparts; k++) {
                 const PlanPart *pt = &p->parts[pp->first_part + k];
                 if (pt->rep && t != 0) continue;   // every tp rank holds it: tp rank 0 writes it
-                if (pt->ep >= 0 && d % ep != pt->ep) continue;   // expert parallelism: its ep rank's ranks hold it
-                CkptSlice s = {canon0 + pt->canon, 0, rank_int(pt->r0, t), rank_int(pt->r1, t), rank_int(pt->c0, t),
-                               rank_int(pt->c1, t), rank0 + g, q, rank_int(pt->lr, t), rank_int(pt->lc, t), stage};
+                // expert parallelism: its ep rank's ranks hold it
+                if (pt->ep >= 0 && d % ep != pt->ep) continue;
+                CkptSlice s = {canon0 + pt->canon, 0,
+                               rank_int(pt->r0, t), rank_int(pt->r1, t),
+                               rank_int(pt->c0, t), rank_int(pt->c1, t),
+                               rank0 + g, q, rank_int(pt->lr, t), rank_int(pt->lc, t), stage};
                 for (int slot = 0; slot < 3; slot++) {
                     s.slot = slot;
                     int rc = 0;
@@ -947,7 +1033,11 @@ int ckpt_pipeline_slices(Plan *const *stages, int nstages, int pp, CkptSlice **o
     int canon0 = 0;
     for (int s = 0; s < nstages; s++) {
         const Plan *p = stages[s];
-        if (plan_slices(&l, p, canon0, (s % pp) * p->dp * p->tp, s)) { free(l.v); *out = NULL; return -1; }
+        if (plan_slices(&l, p, canon0, (s % pp) * p->dp * p->tp, s)) {
+            free(l.v);
+            *out = NULL;
+            return -1;
+        }
         canon0 += p->ncanons;
     }
     *out = l.v;
@@ -957,8 +1047,8 @@ int ckpt_pipeline_slices(Plan *const *stages, int nstages, int pp, CkptSlice **o
 static const char *slot_prefix(int slot) { return slot == 1 ? "m." : slot == 2 ? "v." : ""; }
 
 static void slice_key(const StEntry *canons, const CkptSlice *s, char *out, size_t n) {
-    snprintf(out, n, "%s%s[%lld:%lld,%lld:%lld]", slot_prefix(s->slot), canons[s->canon].name, (long long)s->r0,
-             (long long)s->r1, (long long)s->c0, (long long)s->c1);
+    snprintf(out, n, "%s%s[%lld:%lld,%lld:%lld]", slot_prefix(s->slot), canons[s->canon].name,
+             (long long)s->r0, (long long)s->r1, (long long)s->c0, (long long)s->c1);
 }
 
 /* ---- sharded save ---- */
@@ -982,14 +1072,20 @@ static int cmp_slice_order(const void *a, const void *b) {
 }
 
 /* index.json: every tensor (params, then m, then v, canons in plan order) and its slices. */
-static int write_index(const char *path, const StEntry *canons, int n, const CkptShards *sh, char *err, size_t errlen) {
+static int write_index(const char *path, const StEntry *canons, int n, const CkptShards *sh,
+                       char *err, size_t errlen) {
     const CkptSlice **order = malloc((size_t)(sh->nslices + 1) * sizeof *order);
     FILE *f = order ? fopen(path, "w") : NULL;
-    if (!f) { snprintf(err, errlen, "%s: cannot create: %s", path, order ? strerror(errno) : "out of memory"); free(order); return 1; }
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot create: %s", path,
+                 order ? strerror(errno) : "out of memory");
+        free(order);
+        return 1;
+    }
     for (int i = 0; i < sh->nslices; i++) order[i] = &sh->slices[i];
     qsort(order, (size_t)sh->nslices, sizeof *order, cmp_slice_order);
-    fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": 1,\n  \"ranks\": %d,\n  \"grid\": {\"dp\": %d, ", CKPT_INDEX_FORMAT,
-            sh->world, sh->dp);
+    fprintf(f, "{\n  \"format\": \"%s\",\n  \"version\": 1,\n  \"ranks\": %d,\n"
+            "  \"grid\": {\"dp\": %d, ", CKPT_INDEX_FORMAT, sh->world, sh->dp);
     if (sh->pp > 1) fprintf(f, "\"pp\": %d, ", sh->pp);
     fprintf(f, "\"tp\": %d, \"zero\": %d},\n  \"tensors\": {", sh->tp, sh->zero);
     static const char *kinds[3] = {"param", "adam_m", "adam_v"};
@@ -1001,19 +1097,21 @@ static int write_index(const char *path, const StEntry *canons, int n, const Ckp
             fprintf(f, "%s\n    ", first ? "" : ",");
             first = 0;
             json_write_string(f, name);
-            fprintf(f, ": {\"kind\": \"%s\", \"shape\": [%lld, %lld], ", kinds[slot], (long long)canons[c].rows,
-                    (long long)canons[c].cols);
-            if (sh->pp > 1 && j < sh->nslices && order[j]->slot == slot && order[j]->canon == c)   // the stage whose files hold it
+            fprintf(f, ": {\"kind\": \"%s\", \"shape\": [%lld, %lld], ", kinds[slot],
+                    (long long)canons[c].rows, (long long)canons[c].cols);
+            // the stage whose files hold it
+            if (sh->pp > 1 && j < sh->nslices && order[j]->slot == slot && order[j]->canon == c)
                 fprintf(f, "\"stage\": %d, ", order[j]->stage);
             fprintf(f, "\"slices\": [");
-            for (int k = 0; j < sh->nslices && order[j]->slot == slot && order[j]->canon == c; j++, k++) {
+            for (int k = 0; j < sh->nslices && order[j]->slot == slot && order[j]->canon == c;
+                 j++, k++) {
                 const CkptSlice *s = order[j];
                 slice_key(canons, s, key, sizeof key);
                 snprintf(file, sizeof file, "rank-%05d.safetensors", s->rank);
                 fprintf(f, "%s\n      {\"file\": \"%s\", \"key\": ", k ? "," : "", file);
                 json_write_string(f, key);
-                fprintf(f, ", \"rows\": [%lld, %lld], \"cols\": [%lld, %lld]}", (long long)s->r0, (long long)s->r1,
-                        (long long)s->c0, (long long)s->c1);
+                fprintf(f, ", \"rows\": [%lld, %lld], \"cols\": [%lld, %lld]}", (long long)s->r0,
+                        (long long)s->r1, (long long)s->c0, (long long)s->c1);
             }
             fprintf(f, "]}");
         }
@@ -1067,44 +1165,60 @@ static int publish_sharded(const char *outdir, const char *tmp, const char *fina
     return rc;
 }
 
-int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry *canons, int n, const CkptShards *sh,
-                      char *saved_dir, size_t saved_len, char *err, size_t errlen) {
-    char final[PATH_MAX], tmp[PATH_MAX], old[PATH_MAX], path[CKPT_PATH], why[2 * CKPT_PATH] = "";
-    int multi = sh->nprocs > 1, lead = sh->proc == 0, rc = 0;
-    if (!path_ok(outdir, "checkpoint folder", err, errlen)) return 1;
-    ckpt_step_dir(outdir, st_in->step, final, sizeof final);
-    if (saved_dir) snprintf(saved_dir, saved_len, "%s", final);
-    if (multi && !sh->sum) { snprintf(err, errlen, "%s: a sharded save over %d processes needs a way to sum over them", final, sh->nprocs); return 1; }
-    // 1. process 0 makes the temporary folder; its pid names it for every process
+/* ckpt_save_sharded's step 1: process 0 makes the temporary folder, and its pid names it for
+ * every process: tmp and old (the name a replaced step folder takes meanwhile) under outdir.
+ * 0, or 1 with the message in err (earlier checkpoints untouched). */
+static int sharded_tmp_folder(const char *outdir, const CkptState *st_in, const CkptShards *sh,
+                              const char *final, char *tmp, char *old, char *err, size_t errlen) {
+    char why[2 * CKPT_PATH] = "";
+    int rc = 0;
     double hello[2] = {0, 0};
-    if (lead) {
-        snprintf(tmp, sizeof tmp, "%s/.step-%06lld.tmp-%d", outdir, (long long)st_in->step, (int)getpid());
+    if (sh->proc == 0) {
+        snprintf(tmp, PATH_MAX, "%s/.step-%06lld.tmp-%d", outdir, (long long)st_in->step,
+                 (int)getpid());
         if (mkdir_p(outdir) != 0) {
-            snprintf(why, sizeof why, "%s: cannot create the checkpoint folder: %s", outdir, strerror(errno)); rc = 1;
+            snprintf(why, sizeof why, "%s: cannot create the checkpoint folder: %s", outdir,
+                     strerror(errno));
+            rc = 1;
         } else {
             clean_stale(outdir);
             ckpt_remove_tree(tmp);
-            if (mkdir(tmp, 0777) != 0) { snprintf(why, sizeof why, "cannot create %s: %s", tmp, strerror(errno)); rc = 1; }
+            if (mkdir(tmp, 0777) != 0) {
+                snprintf(why, sizeof why, "cannot create %s: %s", tmp, strerror(errno));
+                rc = 1;
+            }
         }
         hello[0] = rc;
         hello[1] = (double)getpid();
     }
-    if (multi && sh->sum(sh->ctx, hello, 2)) { snprintf(err, errlen, "%s: checkpoint not written: the processes cannot agree on it", final); return 1; }
-    if (hello[0] != 0) {
-        snprintf(err, errlen, "%s: checkpoint not written (%s); earlier checkpoints are untouched", final,
-                 why[0] ? why : "process 0 could not create the temporary folder");
+    if (sh->nprocs > 1 && sh->sum(sh->ctx, hello, 2)) {
+        snprintf(err, errlen, "%s: checkpoint not written: the processes cannot agree on it",
+                 final);
         return 1;
     }
-    snprintf(tmp, sizeof tmp, "%s/.step-%06lld.tmp-%d", outdir, (long long)st_in->step, (int)hello[1]);
-    snprintf(old, sizeof old, "%s/.step-%06lld.old-%d", outdir, (long long)st_in->step, (int)hello[1]);
+    if (hello[0] != 0) {
+        snprintf(err, errlen, "%s: checkpoint not written (%s); earlier checkpoints are untouched",
+                 final, why[0] ? why : "process 0 could not create the temporary folder");
+        return 1;
+    }
+    snprintf(tmp, PATH_MAX, "%s/.step-%06lld.tmp-%d", outdir, (long long)st_in->step,
+             (int)hello[1]);
+    snprintf(old, PATH_MAX, "%s/.step-%06lld.old-%d", outdir, (long long)st_in->step,
+             (int)hello[1]);
+    return 0;
+}
 
-    // 2. this process's rank files; sizes and CRCs go to process 0 with the barrier
-    int nv = 2 + 3 * sh->world;
-    double *vals = calloc((size_t)nv, sizeof *vals);
+/* ckpt_save_sharded's step 2: this process's rank files into tmp, each rank's written flag, size
+ * and CRC into vals[2 + 3g ..] (vals[1]: whether a parameter held NaN or inf). 0, or 1 with
+ * why. */
+static int write_rank_files(const char *tmp, const CkptState *st_in, const StEntry *canons,
+                            const CkptShards *sh, double *vals, char *why, size_t whylen) {
+    char path[CKPT_PATH];
+    int rc = 0;
     const CkptSlice **list = malloc((size_t)(sh->nslices + 1) * sizeof *list);
     StEntry *ents = calloc((size_t)(sh->nslices + 1), sizeof *ents);
     char *names = calloc((size_t)(sh->nslices + 1), 256);
-    if (!vals || !list || !ents || !names) { snprintf(why, sizeof why, "out of memory"); rc = 1; }
+    if (!list || !ents || !names) { snprintf(why, whylen, "out of memory"); rc = 1; }
     ShardFill sf = {sh, list, 0};
     for (int g = sh->first; !rc && g < sh->first + sh->count; g++) {
         int m = 0;
@@ -1124,13 +1238,17 @@ int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry 
         snprintf(step_text, sizeof step_text, "%lld", (long long)st_in->step);
         snprintf(rank_text, sizeof rank_text, "%d", g);
         snprintf(world_text, sizeof world_text, "%d", sh->world);
-        const char *meta[] = {"format", "pt", "model", st_in->model, "step", step_text, "rank", rank_text,
-                              "ranks", world_text, "writer", "boost " CKPT_FORMAT " 1 sharded"};
+        const char *meta[] = {"format", "pt", "model", st_in->model, "step", step_text,
+                              "rank", rank_text, "ranks", world_text,
+                              "writer", "boost " CKPT_FORMAT " 1 sharded"};
         snprintf(path, sizeof path, "%s/rank-%05d.safetensors", tmp, g);
         uint32_t crc = 0;
         int64_t bytes = 0;
-        if (st_write_f32_sum(path, ents, m, meta, (int)(sizeof meta / sizeof meta[0]) / 2, fill_shard, &sf, &crc, &bytes,
-                             why, sizeof why)) { rc = 1; break; }
+        if (st_write_f32_sum(path, ents, m, meta, (int)(sizeof meta / sizeof meta[0]) / 2,
+                             fill_shard, &sf, &crc, &bytes, why, whylen)) {
+            rc = 1;
+            break;
+        }
         vals[2 + 3 * g] = 1;
         vals[3 + 3 * g] = (double)bytes;
         vals[4 + 3 * g] = (double)crc;
@@ -1138,12 +1256,44 @@ int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry 
         test_sleep();
     }
     free(list); free(ents); free(names);
-    if (vals) { vals[0] = rc; vals[1] = sf.nonfinite; }
-    if (multi && vals && sh->sum(sh->ctx, vals, nv)) { snprintf(why, sizeof why, "the barrier after writing failed"); rc = 1; }
+    vals[1] = sf.nonfinite;
+    return rc;
+}
+
+int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry *canons, int n,
+                      const CkptShards *sh, char *saved_dir, size_t saved_len, char *err,
+                      size_t errlen) {
+    char final[PATH_MAX], tmp[PATH_MAX], old[PATH_MAX], why[2 * CKPT_PATH] = "";
+    int multi = sh->nprocs > 1, lead = sh->proc == 0, rc = 0;
+    if (!path_ok(outdir, "checkpoint folder", err, errlen)) return 1;
+    ckpt_step_dir(outdir, st_in->step, final, sizeof final);
+    if (saved_dir) snprintf(saved_dir, saved_len, "%s", final);
+    if (multi && !sh->sum) {
+        snprintf(err, errlen, "%s: a sharded save over %d processes needs a way to sum over them",
+                 final, sh->nprocs);
+        return 1;
+    }
+    // 1. process 0 makes the temporary folder; its pid names it for every process
+    if (sharded_tmp_folder(outdir, st_in, sh, final, tmp, old, err, errlen)) return 1;
+
+    // 2. this process's rank files; sizes and CRCs go to process 0 with the barrier
+    int nv = 2 + 3 * sh->world;
+    double *vals = calloc((size_t)nv, sizeof *vals);
+    if (!vals) { snprintf(why, sizeof why, "out of memory"); rc = 1; }
+    else {
+        rc = write_rank_files(tmp, st_in, canons, sh, vals, why, sizeof why);
+        vals[0] = rc;
+    }
+    if (multi && vals && sh->sum(sh->ctx, vals, nv)) {
+        snprintf(why, sizeof why, "the barrier after writing failed");
+        rc = 1;
+    }
     if (!rc && vals && vals[0] != 0) {
         rc = 1;
-        if (!why[0]) snprintf(why, sizeof why, "%s", vals[1] != 0 ? "a parameter holds NaN or inf values (the training diverged)"
-                                                                  : "another process failed writing its file (its message says why)");
+        if (!why[0])
+            snprintf(why, sizeof why, "%s", vals[1] != 0
+                     ? "a parameter holds NaN or inf values (the training diverged)"
+                     : "another process failed writing its file (its message says why)");
     }
 
     // 3. process 0: index.json, state.json, publish
@@ -1155,12 +1305,15 @@ int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry 
     double done[1] = {rc};
     if (multi && sh->sum(sh->ctx, done, 1)) {
         done[0] = 1;
-        if (!why[0]) snprintf(why, sizeof why, "the sum that tells every process the outcome failed (the message above says why)");
+        if (!why[0])
+            snprintf(why, sizeof why, "the sum that tells every process the outcome failed (the "
+                     "message above says why)");
     }
     free(vals);
     if (rc || done[0] != 0) {
-        snprintf(err, errlen, "%s: checkpoint not written (%s); the temporary folder was removed and earlier checkpoints "
-                 "are untouched", final, why[0] ? why : "process 0 could not publish it (its message says why)");
+        snprintf(err, errlen, "%s: checkpoint not written (%s); the temporary folder was removed "
+                 "and earlier checkpoints are untouched", final,
+                 why[0] ? why : "process 0 could not publish it (its message says why)");
         return 1;
     }
     return 0;
@@ -1169,13 +1322,16 @@ int ckpt_save_sharded(const char *outdir, const CkptState *st_in, const StEntry 
 /* ---- reading either storage ---- */
 
 typedef struct { char name[128]; int fd; Json *hdr; int64_t data_start, size; } RFile;
-typedef struct { int file; int64_t r0, r1, c0, c1, off; } RSlice;   /* off: byte offset in the file */
+typedef struct {
+    int file;
+    int64_t r0, r1, c0, c1, off;   /* off: byte offset in the file */
+} RSlice;
 typedef struct { char name[200]; int slot; int64_t rows, cols; int first, nslices; } RTensor;
 
 struct CkptReader {
     char dir[PATH_MAX];
     int sharded;
-    int need;                 /* CKPT_NEED_*: CKPT_NEED_WEIGHTS leaves optimizer.safetensors unopened */
+    int need;   /* CKPT_NEED_*: CKPT_NEED_WEIGHTS leaves optimizer.safetensors unopened */
     RFile *files; int nfiles;
     RTensor *t; int nt, tcap;
     RSlice *s; int ns, scap;
@@ -1196,7 +1352,8 @@ int ckpt_reader_count(const CkptReader *r) { return r->nt; }
 int64_t ckpt_reader_bytes_read(const CkptReader *r) { return r->bytes_read; }
 int64_t ckpt_reader_bytes_total(const CkptReader *r) { return r->bytes_total; }
 
-const char *ckpt_reader_tensor(const CkptReader *r, int i, int *slot, int64_t *rows, int64_t *cols) {
+const char *ckpt_reader_tensor(const CkptReader *r, int i, int *slot, int64_t *rows,
+                               int64_t *cols) {
     if (i < 0 || i >= r->nt) return NULL;
     if (slot) *slot = r->t[i].slot;
     if (rows) *rows = r->t[i].rows;
@@ -1218,8 +1375,10 @@ static int reader_file(CkptReader *r, const char *name, char *err, size_t errlen
     for (int i = 0; i < r->nfiles; i++) if (!strcmp(r->files[i].name, name)) return i;
     char path[CKPT_PATH];
     snprintf(path, sizeof path, "%s/%s", r->dir, name);
-    if (!name[0] || name[0] == '.' || strchr(name, '/') || strlen(name) >= sizeof r->files[0].name) {
-        snprintf(err, errlen, "%s: a checkpoint file must be a plain file name of its folder", path);
+    if (!name[0] || name[0] == '.' || strchr(name, '/') ||
+        strlen(name) >= sizeof r->files[0].name) {
+        snprintf(err, errlen, "%s: a checkpoint file must be a plain file name of its folder",
+                 path);
         return -1;
     }
     RFile *nf = realloc(r->files, (size_t)(r->nfiles + 1) * sizeof *nf);
@@ -1245,17 +1404,26 @@ static int reader_file(CkptReader *r, const char *name, char *err, size_t errlen
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
     if (hlen == 0 || hlen > 100000000ULL || (int64_t)hlen > f->size - 8) {
-        snprintf(err, errlen, "%s: not a safetensors file or truncated (header length %llu, file %lld bytes)", path,
-                 (unsigned long long)hlen, (long long)f->size);
+        snprintf(err, errlen,
+                 "%s: not a safetensors file or truncated (header length %llu, file %lld bytes)",
+                 path, (unsigned long long)hlen, (long long)f->size);
         return -1;
     }
     char *text = malloc((size_t)hlen);
     if (!text) { snprintf(err, errlen, "%s: out of memory", path); return -1; }
-    if (pread(f->fd, text, (size_t)hlen, 8) != (ssize_t)hlen) { free(text); snprintf(err, errlen, "%s: truncated header", path); return -1; }
+    if (pread(f->fd, text, (size_t)hlen, 8) != (ssize_t)hlen) {
+        free(text);
+        snprintf(err, errlen, "%s: truncated header", path);
+        return -1;
+    }
     char jerr[200];
     f->hdr = json_parse(text, (size_t)hlen, jerr, sizeof jerr);
     free(text);
-    if (!f->hdr || f->hdr->type != JSON_OBJECT) { snprintf(err, errlen, "%s: damaged safetensors header (%s)", path, f->hdr ? "not an object" : jerr); return -1; }
+    if (!f->hdr || f->hdr->type != JSON_OBJECT) {
+        snprintf(err, errlen, "%s: damaged safetensors header (%s)", path,
+                 f->hdr ? "not an object" : jerr);
+        return -1;
+    }
     f->data_start = 8 + (int64_t)hlen;
     return r->nfiles - 1;
 }
@@ -1276,29 +1444,42 @@ static int add_tensor(CkptReader *r, const char *name, int slot, int64_t rows, i
     return 0;
 }
 
-/* Add a slice [r0,r1) x [c0,c1) of the newest tensor, found as `key` in file fi: checked to be F32 of
- * the slice's shape, inside the file and inside the tensor. 0, or 2 with a message naming the file. */
-static int add_slice(CkptReader *r, int fi, const char *key, int64_t r0, int64_t r1, int64_t c0, int64_t c1, char *err, size_t errlen) {
+/* Add a slice [r0,r1) x [c0,c1) of the newest tensor, found as `key` in file fi: checked to be F32
+ * of the slice's shape, inside the file and inside the tensor. 0, or 2 with a message naming the
+ * file. */
+static int add_slice(CkptReader *r, int fi, const char *key, int64_t r0, int64_t r1, int64_t c0,
+                     int64_t c1, char *err, size_t errlen) {
     RTensor *t = &r->t[r->nt - 1];
     const RFile *f = &r->files[fi];
     char path[CKPT_PATH];
     snprintf(path, sizeof path, "%s/%s", r->dir, f->name);
     if (r0 < 0 || c0 < 0 || r1 <= r0 || c1 <= c0 || r1 > t->rows || c1 > t->cols) {
-        snprintf(err, errlen, "%s/%s: tensor %s: the slice rows [%lld, %lld) cols [%lld, %lld) of %s does not fit the tensor's "
-                 "%lldx%lld", r->dir, CKPT_INDEX, t->name, (long long)r0, (long long)r1, (long long)c0, (long long)c1, path,
-                 (long long)t->rows, (long long)t->cols);
+        snprintf(err, errlen,
+                 "%s/%s: tensor %s: the slice rows [%lld, %lld) cols [%lld, %lld) of %s does not "
+                 "fit the tensor's %lldx%lld",
+                 r->dir, CKPT_INDEX, t->name, (long long)r0, (long long)r1, (long long)c0,
+                 (long long)c1, path, (long long)t->rows, (long long)t->cols);
         return 2;
     }
     const Json *e = json_get(f->hdr, key);
-    const Json *dt = e ? json_get(e, "dtype") : NULL, *shape = e ? json_get(e, "shape") : NULL, *off = e ? json_get(e, "data_offsets") : NULL;
-    if (!e) { snprintf(err, errlen, "%s: has no tensor '%s' (named by %s/%s): the checkpoint is damaged", path, key, r->dir, CKPT_INDEX); return 2; }
+    const Json *dt = e ? json_get(e, "dtype") : NULL, *shape = e ? json_get(e, "shape") : NULL,
+               *off = e ? json_get(e, "data_offsets") : NULL;
+    if (!e) {
+        snprintf(err, errlen, "%s: has no tensor '%s' (named by %s/%s): the checkpoint is damaged",
+                 path, key, r->dir, CKPT_INDEX);
+        return 2;
+    }
     int64_t nr = r1 - r0, nc = c1 - c0;
     int shape_ok = shape && shape->type == JSON_ARRAY &&
-                   ((shape->n == 2 && shape->items[0].num == (double)nr && shape->items[1].num == (double)nc) ||
-                    (shape->n == 1 && nr == 1 && shape->items[0].num == (double)nc));
-    if (!dt || dt->type != JSON_STRING || strcmp(dt->str, "F32") || !shape_ok || !off || off->type != JSON_ARRAY || off->n != 2) {
-        snprintf(err, errlen, "%s: tensor '%s' is not F32 of shape [%lld, %lld] as %s/%s says: the slice does not fit", path, key,
-                 (long long)nr, (long long)nc, r->dir, CKPT_INDEX);
+            ((shape->n == 2 && shape->items[0].num == (double)nr &&
+              shape->items[1].num == (double)nc) ||
+             (shape->n == 1 && nr == 1 && shape->items[0].num == (double)nc));
+    if (!dt || dt->type != JSON_STRING || strcmp(dt->str, "F32") || !shape_ok || !off ||
+        off->type != JSON_ARRAY || off->n != 2) {
+        snprintf(err, errlen,
+                 "%s: tensor '%s' is not F32 of shape [%lld, %lld] as %s/%s says: the slice does "
+                 "not fit",
+                 path, key, (long long)nr, (long long)nc, r->dir, CKPT_INDEX);
         return 2;
     }
     int64_t b, en, need; /* nr, nc: inside the tensor, whose shape is at most 2^50 elements */
@@ -1335,8 +1516,8 @@ static int check_cover(const CkptReader *r, const RTensor *t, char *err, size_t 
         for (int j = 0; j < i; j++) {
             const RSlice *b = &r->s[t->first + j];
             if (a->r0 < b->r1 && b->r0 < a->r1 && a->c0 < b->c1 && b->c0 < a->c1) {
-                snprintf(err, errlen, "%s/%s: tensor %s: slices in %s and %s overlap", r->dir, CKPT_INDEX, t->name,
-                         r->files[a->file].name, r->files[b->file].name);
+                snprintf(err, errlen, "%s/%s: tensor %s: slices in %s and %s overlap", r->dir,
+                         CKPT_INDEX, t->name, r->files[a->file].name, r->files[b->file].name);
                 return 2;
             }
         }
@@ -1373,20 +1554,31 @@ static int open_sharded(CkptReader *r, char *err, size_t errlen) {
     free(text);
     if (!root) { snprintf(err, errlen, "%s: damaged or truncated (%s)", path, jerr); return 2; }
     const Json *fmt = json_get(root, "format"), *tensors = json_get(root, "tensors");
-    if (!fmt || fmt->type != JSON_STRING || strcmp(fmt->str, CKPT_INDEX_FORMAT) || !tensors || tensors->type != JSON_OBJECT) {
-        snprintf(err, errlen, "%s: not a checkpoint index (needs \"format\": \"%s\" and \"tensors\")", path, CKPT_INDEX_FORMAT);
+    if (!fmt || fmt->type != JSON_STRING || strcmp(fmt->str, CKPT_INDEX_FORMAT) || !tensors ||
+        tensors->type != JSON_OBJECT) {
+        snprintf(err, errlen,
+                 "%s: not a checkpoint index (needs \"format\": \"%s\" and \"tensors\")", path,
+                 CKPT_INDEX_FORMAT);
         json_free(root); return 2;
     }
     int rc = 0;
     for (int i = 0; !rc && i < tensors->n; i++) {
         const char *name = tensors->keys[i];
-        const Json *e = &tensors->items[i], *kind = json_get(e, "kind"), *shape = json_get(e, "shape"), *sl = json_get(e, "slices");
+        const Json *e = &tensors->items[i], *kind = json_get(e, "kind"),
+                   *shape = json_get(e, "shape"), *sl = json_get(e, "slices");
         int64_t rows, cols;
-        int slot = !kind || kind->type != JSON_STRING ? -1 : !strcmp(kind->str, "param") ? 0 : !strcmp(kind->str, "adam_m") ? 1
-                 : !strcmp(kind->str, "adam_v") ? 2 : -1;
-        if (slot < 0 || !shape || shape->type != JSON_ARRAY || shape->n != 2 || !json_int(&shape->items[0], &rows) ||
-            !json_int(&shape->items[1], &cols) || !sl || sl->type != JSON_ARRAY) {
-            snprintf(err, errlen, "%s: tensor %s: needs kind (param, adam_m, adam_v), shape [rows, cols] and slices", path, name);
+        int slot = !kind || kind->type != JSON_STRING ? -1
+                : !strcmp(kind->str, "param")         ? 0
+                : !strcmp(kind->str, "adam_m")        ? 1
+                : !strcmp(kind->str, "adam_v")        ? 2
+                                                      : -1;
+        if (slot < 0 || !shape || shape->type != JSON_ARRAY || shape->n != 2 ||
+            !json_int(&shape->items[0], &rows) || !json_int(&shape->items[1], &cols) || !sl ||
+            sl->type != JSON_ARRAY) {
+            snprintf(err, errlen,
+                     "%s: tensor %s: needs kind (param, adam_m, adam_v), shape [rows, cols] and "
+                     "slices",
+                     path, name);
             rc = 2; break;
         }
         int at = add_tensor(r, name, slot, rows, cols);
@@ -1402,13 +1594,16 @@ static int open_sharded(CkptReader *r, char *err, size_t errlen) {
             break;
         }
         for (int k = 0; !rc && k < sl->n; k++) {
-            const Json *s = &sl->items[k], *file = json_get(s, "file"), *key = json_get(s, "key"), *rr = json_get(s, "rows"),
-                       *cc = json_get(s, "cols");
+            const Json *s = &sl->items[k], *file = json_get(s, "file"), *key = json_get(s, "key"),
+                       *rr = json_get(s, "rows"), *cc = json_get(s, "cols");
             int64_t r0, r1, c0, c1;
-            if (!file || file->type != JSON_STRING || !key || key->type != JSON_STRING || !rr || rr->type != JSON_ARRAY ||
-                rr->n != 2 || !cc || cc->type != JSON_ARRAY || cc->n != 2 || !json_int(&rr->items[0], &r0) ||
-                !json_int(&rr->items[1], &r1) || !json_int(&cc->items[0], &c0) || !json_int(&cc->items[1], &c1)) {
-                snprintf(err, errlen, "%s: tensor %s: slice %d needs file, key, rows [a, b] and cols [a, b]", path, name, k);
+            if (!file || file->type != JSON_STRING || !key || key->type != JSON_STRING || !rr ||
+                rr->type != JSON_ARRAY || rr->n != 2 || !cc || cc->type != JSON_ARRAY ||
+                cc->n != 2 || !json_int(&rr->items[0], &r0) || !json_int(&rr->items[1], &r1) ||
+                !json_int(&cc->items[0], &c0) || !json_int(&cc->items[1], &c1)) {
+                snprintf(err, errlen,
+                         "%s: tensor %s: slice %d needs file, key, rows [a, b] and cols [a, b]",
+                         path, name, k);
                 rc = 2; break;
             }
             int fi = reader_file(r, file->str, err, errlen);
@@ -1434,12 +1629,14 @@ static int open_full(CkptReader *r, char *err, size_t errlen) {
             if (!strcmp(name, "__metadata__")) continue;
             const Json *shape = json_get(&h->items[i], "shape");
             int64_t rows = 1, cols = 0;
-            int ok = shape && shape->type == JSON_ARRAY && ((shape->n == 2 && json_int(&shape->items[0], &rows) &&
-                     json_int(&shape->items[1], &cols)) || (shape->n == 1 && json_int(&shape->items[0], &cols)));
+            int ok = shape && shape->type == JSON_ARRAY &&
+                    ((shape->n == 2 && json_int(&shape->items[0], &rows) &&
+                      json_int(&shape->items[1], &cols)) ||
+                     (shape->n == 1 && json_int(&shape->items[0], &cols)));
             int slot = k == 0 ? 0 : !strncmp(name, "m.", 2) ? 1 : !strncmp(name, "v.", 2) ? 2 : -1;
             if (!ok || slot < 0) {
-                snprintf(err, errlen, "%s/%s: tensor '%s' is not a 1-D or 2-D %s", r->dir, names[k], name,
-                         k ? "AdamW moment (m.NAME or v.NAME)" : "parameter");
+                snprintf(err, errlen, "%s/%s: tensor '%s' is not a 1-D or 2-D %s", r->dir, names[k],
+                         name, k ? "AdamW moment (m.NAME or v.NAME)" : "parameter");
                 return 2;
             }
             int at = add_tensor(r, name, slot, rows, cols);
@@ -1457,7 +1654,8 @@ static int open_full(CkptReader *r, char *err, size_t errlen) {
     return 0;
 }
 
-int ckpt_reader_open(const char *dir, const StEntry *canons, int n, CkptReader **out, char *err, size_t errlen) {
+int ckpt_reader_open(const char *dir, const StEntry *canons, int n, CkptReader **out, char *err,
+                     size_t errlen) {
     return reader_open(dir, canons, n, CKPT_NEED_ALL, out, err, errlen);
 }
 
@@ -1480,14 +1678,19 @@ static int reader_open(const char *dir, const StEntry *canons, int n, int need, 
     for (int c = 0; !rc && c < n; c++)
         for (int slot = 0; slot < 3 && !rc; slot++) {
             int i = ckpt_reader_find(r, canons[c].name, slot);
-            const char *file = r->sharded ? CKPT_INDEX : slot ? "optimizer.safetensors" : "model.safetensors";
+            const char *file = r->sharded ? CKPT_INDEX
+                    : slot                ? "optimizer.safetensors"
+                                          : "model.safetensors";
             if (i < 0) {
-                snprintf(err, errlen, "%s/%s: tensor '%s%s' is missing: a checkpoint of another model?", dir, file,
-                         slot_prefix(slot), canons[c].name);
+                snprintf(err, errlen,
+                         "%s/%s: tensor '%s%s' is missing: a checkpoint of another model?", dir,
+                         file, slot_prefix(slot), canons[c].name);
                 rc = 2;
             } else if (r->t[i].rows != canons[c].rows || r->t[i].cols != canons[c].cols) {
-                snprintf(err, errlen, "%s/%s: tensor '%s' has another shape (%lldx%lld) than the model's %lldx%lld: a checkpoint of "
-                         "another model?", dir, file, r->t[i].name, (long long)r->t[i].rows, (long long)r->t[i].cols,
+                snprintf(err, errlen,
+                         "%s/%s: tensor '%s' has another shape (%lldx%lld) than the model's "
+                         "%lldx%lld: a checkpoint of another model?",
+                         dir, file, r->t[i].name, (long long)r->t[i].rows, (long long)r->t[i].cols,
                          (long long)canons[c].rows, (long long)canons[c].cols);
                 rc = 2;
             }
@@ -1501,14 +1704,22 @@ static int pread_all(int fd, void *buf, size_t n, int64_t off) {
     char *p = buf;
     while (n > 0) {
         ssize_t got = pread(fd, p, n, (off_t)off);
-        if (got <= 0) { if (got < 0 && errno == EINTR) continue; if (got == 0) errno = EIO; return -1; }
+        if (got <= 0) {
+            if (got < 0 && errno == EINTR) continue;
+            if (got == 0) errno = EIO;
+            return -1;
+        }
         p += got; n -= (size_t)got; off += got;
     }
     return 0;
 }
 
-int ckpt_reader_read(CkptReader *r, int i, const CkptRegion *need, int nneed, float *out, char *err, size_t errlen) {
-    if (i < 0 || i >= r->nt) { snprintf(err, errlen, "ckpt_reader_read: no tensor %d", i); return 2; }
+int ckpt_reader_read(CkptReader *r, int i, const CkptRegion *need, int nneed, float *out, char *err,
+                     size_t errlen) {
+    if (i < 0 || i >= r->nt) {
+        snprintf(err, errlen, "ckpt_reader_read: no tensor %d", i);
+        return 2;
+    }
     const RTensor *t = &r->t[i];
     CkptRegion all = {0, t->rows, 0, t->cols};
     if (!need) { need = &all; nneed = 1; }
@@ -1517,17 +1728,24 @@ int ckpt_reader_read(CkptReader *r, int i, const CkptRegion *need, int nneed, fl
         const RFile *f = &r->files[s->file];
         int64_t sc = s->c1 - s->c0;
         for (int j = 0; j < nneed; j++) {
-            int64_t a = need[j].r0 > s->r0 ? need[j].r0 : s->r0, b = need[j].r1 < s->r1 ? need[j].r1 : s->r1;
-            int64_t c = need[j].c0 > s->c0 ? need[j].c0 : s->c0, d = need[j].c1 < s->c1 ? need[j].c1 : s->c1;
+            int64_t a = need[j].r0 > s->r0 ? need[j].r0 : s->r0,
+                    b = need[j].r1 < s->r1 ? need[j].r1 : s->r1;
+            int64_t c = need[j].c0 > s->c0 ? need[j].c0 : s->c0,
+                    d = need[j].c1 < s->c1 ? need[j].c1 : s->c1;
             if (a >= b || c >= d) continue;
             int rc = 0;
-            if (c == s->c0 && d == s->c1 && s->c0 == 0 && s->c1 == t->cols)   // whole rows on both sides: one read
-                rc = pread_all(f->fd, out + a * t->cols, (size_t)((b - a) * sc) * sizeof(float), s->off + (a - s->r0) * sc * 4);
+            // whole rows on both sides: one read
+            if (c == s->c0 && d == s->c1 && s->c0 == 0 && s->c1 == t->cols)
+                rc = pread_all(f->fd, out + a * t->cols, (size_t)((b - a) * sc) * sizeof(float),
+                               s->off + (a - s->r0) * sc * 4);
             else
                 for (int64_t row = a; row < b && !rc; row++)
                     rc = pread_all(f->fd, out + row * t->cols + c, (size_t)(d - c) * sizeof(float),
                                    s->off + ((row - s->r0) * sc + (c - s->c0)) * 4);
-            if (rc) { snprintf(err, errlen, "%s/%s: read failed: %s", r->dir, f->name, strerror(errno)); return 2; }
+            if (rc) {
+                snprintf(err, errlen, "%s/%s: read failed: %s", r->dir, f->name, strerror(errno));
+                return 2;
+            }
             r->bytes_read += (b - a) * (d - c) * 4;
         }
     }
@@ -1542,10 +1760,12 @@ static int verify_index(const char *dir, const CkptState *st, char *err, size_t 
     int rc = CKPT_VERIFIED;
     for (int i = 0; rc == CKPT_VERIFIED && i < r->nfiles; i++) {
         int recorded = 0;
-        for (int k = 0; k < st->nfiles; k++) recorded |= !strcmp(st->files[k].name, r->files[i].name);
+        for (int k = 0; k < st->nfiles; k++)
+            recorded |= !strcmp(st->files[k].name, r->files[i].name);
         if (!recorded) {
-            snprintf(err, errlen, "%s/%s: names %s, which state.json does not record: the index is damaged", dir, CKPT_INDEX,
-                     r->files[i].name);
+            snprintf(err, errlen,
+                     "%s/%s: names %s, which state.json does not record: the index is damaged", dir,
+                     CKPT_INDEX, r->files[i].name);
             rc = CKPT_DAMAGED;
         }
     }

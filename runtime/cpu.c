@@ -15,6 +15,8 @@
 #include <time.h>
 #include "runtime/backend.h"
 #include "runtime/cpu.h"
+#include "runtime/cpu_gemm.h"      // defines: cpu_gemm, cpu_threads, cpu_threads_set
+#include "runtime/cpu_kernels.h"   // defines: cpu_kernel_run
 #include "runtime/grid.h"
 #include "runtime/comm_mpi.h"   // defines: CommMpi, comm_mpi_*
 

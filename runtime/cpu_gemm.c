@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include <cblas.h>          // defines: cblas_sgemm, openblas_set_num_threads
-#include "runtime/cpu.h"
+#include "runtime/cpu_gemm.h"
 #include "common/env.h"   // defines: runtime_env
 
 /* Threads: each of the tp ranks of this process gets cpu_threads() = BOOST_THREADS (default: the

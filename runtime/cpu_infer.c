@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "runtime/cpu.h"
+#include "runtime/cpu_infer.h"
 #include "common/kernel_catalog.h"   // defines: kcat_find, KK_*
 
 static float *op(const KernelArgs *k, void **ops, const char *key) {

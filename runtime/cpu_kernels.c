@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "runtime/cpu.h"
+#include "runtime/cpu_kernels.h"
+#include "runtime/cpu_gemm.h"    // defines: cpu_gemm, cpu_threads
+#include "runtime/cpu_infer.h"   // defines: cpu_infer_kernel_run
 #include "common/kernel_catalog.h"   // defines: kcat_find, KK_*
 
 typedef struct {

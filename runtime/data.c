@@ -792,8 +792,7 @@ int data_open_bpe(const char *path, const Bpe *bpe, uint32_t bpe_crc, const char
 
 /* ---- batches ---- */
 
-void batcher_free(Batcher *b) {
-    if (b->nsources) mixture_free(b);
+void batcher_one_free(Batcher *b) {
     if (b->set == &b->own) tokenset_close(&b->own);
     free(b->window);
     b->window = NULL;
@@ -919,10 +918,7 @@ int batcher_window(Batcher *b, int64_t k, int32_t *inputs, int32_t *targets) {
     return fill_window(b, b->train_begin + batcher_window_at(b, k) * b->seq, inputs, targets);
 }
 
-int batcher_global(Batcher *b, int64_t pos, int rank, int nranks, int32_t *inputs,
-                   int32_t *targets) {
-    (void)nranks;   // the slice of rank i is the same whatever n; n only moves batcher_next
-    if (b->nsources) return mixture_global(b, pos, rank, inputs, targets);
+int batcher_one_global(Batcher *b, int64_t pos, int rank, int32_t *inputs, int32_t *targets) {
     for (int i = 0; i < b->micro_batch; i++) {
         int64_t w = batcher_window_at(b, pos + (int64_t)rank * b->micro_batch + i);
         if (fill_window(b, b->train_begin + w * b->seq, inputs + (size_t)i * b->seq,
@@ -932,18 +928,12 @@ int batcher_global(Batcher *b, int64_t pos, int rank, int nranks, int32_t *input
     return 0;
 }
 
-int batcher_train(Batcher *b, int64_t pos, int32_t *inputs, int32_t *targets) {
-    return batcher_global(b, pos * b->micro_batch, 0, 1, inputs, targets);
-}
-
-int64_t batcher_val_batches(const Batcher *b, int64_t max_batches) {
-    if (b->nsources) return mixture_val_batches(b, max_batches);
+int64_t batcher_one_val_batches(const Batcher *b, int64_t max_batches) {
     int64_t n = b->val_windows / b->micro_batch;
     return n < max_batches ? n : max_batches;
 }
 
-int batcher_val(Batcher *b, int64_t i, int32_t *inputs, int32_t *targets) {
-    if (b->nsources) return mixture_val(b, i, inputs, targets);
+int batcher_one_val(Batcher *b, int64_t i, int32_t *inputs, int32_t *targets) {
     for (int j = 0; j < b->micro_batch; j++) {
         int64_t w = i * b->micro_batch + j;
         if (fill_window(b, b->val_begin + w * b->seq, inputs + (size_t)j * b->seq,

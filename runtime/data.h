@@ -95,7 +95,8 @@ int tokenset_read(const TokenSet *set, int64_t start, int64_t n, int vocab, int3
  * mapped). Every batch is checked again when it is read. Returns 0 or 2. */
 int tokenset_check_vocab(const TokenSet *set, int vocab, char *err, size_t errlen);
 
-/* Where the train and validation parts lie in a stream: validation is the last
+/* One source's batcher (the trainer reads through runtime/mixture.h, which also mixes sources):
+ * where the train and validation parts lie in a stream: validation is the last
  * floor(ntokens * val_fraction) tokens. Windows are seq+1 tokens starting every seq tokens.
  * A mixture (runtime/mixture.c) holds one batcher per source and reads through them. */
 typedef struct Batcher {
@@ -125,16 +126,13 @@ int batcher_init(Batcher *b, const TokenStream *ts, double val_fraction, int mic
  * on a sample here (tokenset_check_vocab) and on every batch read. Returns 0, 2 or 1. */
 int batcher_init_set(Batcher *b, const TokenSet *set, double val_fraction, int micro_batch, int seq,
                      int vocab, uint64_t seed, char *err, size_t errlen);
-void batcher_free(Batcher *b);
 
 /* The training stream is the sequence of windows of epoch 0's order, then epoch 1's, ...; each
  * epoch's order is a permutation of all train windows derived from (seed, epoch) and computed per
  * window (no table: memory does not grow with the data). A position counts windows (sequences)
  * consumed, by all dp ranks together; a global micro-batch of n dp ranks is windows
- * [pos, pos + n*micro_batch), of which dp rank i reads [pos + i*micro_batch, pos + (i+1)*micro_batch).
- * Fill rank's micro_batch*seq inputs and targets. Returns 0, or 2 with b->err (a token outside the
- * vocabulary: it never reaches the model). */
-int batcher_global(Batcher *b, int64_t pos, int rank, int nranks, int32_t *inputs, int32_t *targets);
+ * [pos, pos + n*micro_batch), of which dp rank i reads [pos + i*micro_batch,
+ * pos + (i+1)*micro_batch). */
 /* The position of the next global micro-batch of n ranks. */
 static inline int64_t batcher_next(const Batcher *b, int64_t pos, int nranks) {
     return pos + (int64_t)nranks * b->micro_batch;
@@ -144,38 +142,20 @@ int64_t batcher_window_at(const Batcher *b, int64_t k);
 /* Training window at stream position k (batcher_window_at) into one row of inputs and targets
  * (seq each). Returns 0 or 2 with b->err. */
 int batcher_window(Batcher *b, int64_t k, int32_t *inputs, int32_t *targets);
-/* One rank alone: micro-batch `pos` (counted in micro-batches) = batcher_global(pos*micro_batch, 0, 1). */
-int batcher_train(Batcher *b, int64_t pos, int32_t *inputs, int32_t *targets);
+
+/* One source alone (b->nsources == 0; runtime/mixture.h's batcher_global, batcher_val_batches,
+ * batcher_val and batcher_free call these for such a batcher):
+ * fill dp rank `rank`'s micro_batch*seq inputs and targets of the global micro-batch at pos (the
+ * slice of rank i is the same whatever the number of ranks). Returns 0, or 2 with b->err (a token
+ * outside the vocabulary: it never reaches the model). */
+int batcher_one_global(Batcher *b, int64_t pos, int rank, int32_t *inputs, int32_t *targets);
 /* Number of validation micro-batches used for one validation pass (at most max_batches). */
-int64_t batcher_val_batches(const Batcher *b, int64_t max_batches);
+int64_t batcher_one_val_batches(const Batcher *b, int64_t max_batches);
 /* Fill validation micro-batch i: consecutive windows, in order, from the start of the val part.
  * Returns 0 or 2 with b->err. */
-int batcher_val(Batcher *b, int64_t i, int32_t *inputs, int32_t *targets);
-
-/* ---- data mixtures (runtime/mixture.c) ----
- * n sources, each its own token set with its own train/validation split and its own window order
- * (seed + i * 0x9e3779b97f4a7c15 for source i: source 0 keeps the run's seed). Global training
- * sequence s goes to the source i with the smallest (taken_i + 1) / w_i, w normalised, ties to
- * the lowest index, taken_i the sequences source i gave before s; it reads that source's window at
- * position taken_i. The assignment is a function of s alone (any dp). Validation micro-batch j
- * goes to a source by the same rule over j and reads that source's next validation micro-batch. */
-
-/* The source the rule gives the next sequence: argmin (taken[i] + 1) / w[i], ties to the lowest. */
-int mixture_pick(const double *w, const int64_t *taken, int n);
-/* A mixture over n token sets (borrowed) with weights > 0 (normalised here). 0, 2 or 1 with err
- * naming the source. */
-int batcher_init_mixture(Batcher *b, const TokenSet *sets, const double *weights, int n,
-                         double val_fraction, int micro_batch, int seq, int vocab, uint64_t seed,
-                         char *err, size_t errlen);
-/* Resume at global sequence s with each source's count (taken, as saved; NULL: counted by the
- * rule from sequence 0). */
-void mixture_seek(Batcher *b, int64_t s, const int64_t *taken);
-/* The sequences each source gave before global sequence s, into taken[nsources]. */
-void mixture_taken(Batcher *b, int64_t s, int64_t *taken);
-int mixture_global(Batcher *b, int64_t pos, int rank, int32_t *inputs, int32_t *targets);
-int64_t mixture_val_batches(const Batcher *b, int64_t max_batches);
-int mixture_val(Batcher *b, int64_t i, int32_t *inputs, int32_t *targets);
-void mixture_free(Batcher *b);
+int batcher_one_val(Batcher *b, int64_t i, int32_t *inputs, int32_t *targets);
+/* Free what batcher_init or batcher_init_set allocated. */
+void batcher_one_free(Batcher *b);
 
 /* splitmix64 step, shared with the shuffle; exposed for tests. */
 uint64_t data_splitmix64(uint64_t *state);

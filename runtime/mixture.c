@@ -1,11 +1,13 @@
 /* mixture.c: training data as a weighted mixture of sources (the plan's `source` lines): one
  * batcher per source, and the rule that gives each global training sequence to a source, a
  * function of the sequence's index alone, so any dp and any resume read the same tokens.
- * The rule and the per-source window orders are described in runtime/data.h. */
+ * The rule and the per-source window orders are described in runtime/mixture.h, with the batcher
+ * calls that read either a mixture or one source (runtime/data.h's batcher_one_*). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "runtime/data.h"   // defines: Batcher, batcher_*, mixture_*
+#include "runtime/mixture.h"
+#include "runtime/data.h"   // defines: Batcher, batcher_init_set, batcher_window, batcher_one_*
 #include "common/train_settings.h"   // defines: DATA_MAX_SOURCES
 
 /* Source i's window order: the run's seed for source 0, a different one for each other source. */
@@ -24,7 +26,7 @@ int mixture_pick(const double *w, const int64_t *taken, int n) {
 }
 
 void mixture_free(Batcher *b) {
-    for (int i = 0; i < b->nsources; i++) batcher_free(&b->sources[i]);
+    for (int i = 0; i < b->nsources; i++) batcher_one_free(&b->sources[i]);
     free(b->sources); free(b->weights); free(b->taken); free(b->base_taken);
     b->sources = NULL; b->weights = NULL; b->taken = b->base_taken = NULL;
     b->nsources = 0;
@@ -115,7 +117,7 @@ int mixture_global(Batcher *b, int64_t pos, int rank, int32_t *inputs, int32_t *
 
 int64_t mixture_val_batches(const Batcher *b, int64_t max_batches) {
     int64_t n = 0;
-    for (int i = 0; i < b->nsources; i++) n += batcher_val_batches(&b->sources[i], max_batches);
+    for (int i = 0; i < b->nsources; i++) n += batcher_one_val_batches(&b->sources[i], max_batches);
     return n < max_batches ? n : max_batches;
 }
 
@@ -124,15 +126,43 @@ int mixture_val(Batcher *b, int64_t j, int32_t *inputs, int32_t *targets) {
     for (int64_t k = 0; k < j; k++) taken[mixture_pick(b->weights, taken, b->nsources)]++;
     int i = mixture_pick(b->weights, taken, b->nsources);
     Batcher *src = &b->sources[i];
-    int64_t n = batcher_val_batches(src, INT64_MAX);
+    int64_t n = batcher_one_val_batches(src, INT64_MAX);
     if (n <= 0) {
         snprintf(b->err, sizeof b->err, "%s: no validation micro-batch in this source",
                  src->set->source);
         return 2;
     }
-    if (batcher_val(src, taken[i] % n, inputs, targets)) {
+    if (batcher_one_val(src, taken[i] % n, inputs, targets)) {
         snprintf(b->err, sizeof b->err, "%s", src->err);
         return 2;
     }
     return 0;
+}
+
+/* ---- any batcher: a mixture reads through its sources, one source through runtime/data.c ---- */
+
+int batcher_global(Batcher *b, int64_t pos, int rank, int nranks, int32_t *inputs,
+                   int32_t *targets) {
+    (void)nranks;   // the slice of rank i is the same whatever n; n only moves batcher_next
+    if (b->nsources) return mixture_global(b, pos, rank, inputs, targets);
+    return batcher_one_global(b, pos, rank, inputs, targets);
+}
+
+int batcher_train(Batcher *b, int64_t pos, int32_t *inputs, int32_t *targets) {
+    return batcher_global(b, pos * b->micro_batch, 0, 1, inputs, targets);
+}
+
+int64_t batcher_val_batches(const Batcher *b, int64_t max_batches) {
+    if (b->nsources) return mixture_val_batches(b, max_batches);
+    return batcher_one_val_batches(b, max_batches);
+}
+
+int batcher_val(Batcher *b, int64_t i, int32_t *inputs, int32_t *targets) {
+    if (b->nsources) return mixture_val(b, i, inputs, targets);
+    return batcher_one_val(b, i, inputs, targets);
+}
+
+void batcher_free(Batcher *b) {
+    if (b->nsources) mixture_free(b);
+    batcher_one_free(b);
 }

@@ -17,7 +17,7 @@
 #include "runtime/pipeline.h"
 #include "runtime/world.h"
 #include "runtime/comm_mpi.h"   // defines: CommMpi, CommReq, comm_mpi_*
-#include "runtime/cpu.h"        // defines: cpu_threads_set
+#include "runtime/cpu_gemm.h"   // defines: cpu_threads_set
 #include "runtime/backend.h"    // defines: StageLink
 #include "runtime/cuda_pipe.h"  // defines: CudaPipe, CudaPipeOp, cuda_pipe_*
 #include "runtime/cuda.h"       // defines: cuda_device_present

@@ -138,60 +138,138 @@ static int st_fail(StFile *f, char *err, size_t errlen) {
     return 2;
 }
 
-int st_open(const char *path, StFile *f, char *err, size_t errlen) {
-    memset(f, 0, sizeof *f);
-    snprintf(f->path, sizeof f->path, "%s", path);
+/* Read path's header text (malloc'd into *text, hlen bytes) and its data section (into f->data,
+ * f->data_len). 0, or 2 with "PATH: what is wrong" in err and f closed. */
+static int st_read_file(const char *path, StFile *f, char **text, uint64_t *hlen, char *err,
+                        size_t errlen) {
     FILE *fp = fopen(path, "rb");
     if (!fp) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return 2; }
     struct stat st;
-    if (fstat(fileno(fp), &st) != 0) { snprintf(err, errlen, "%s: cannot stat: %s", path, strerror(errno)); fclose(fp); return 2; }
+    if (fstat(fileno(fp), &st) != 0) {
+        snprintf(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
+        fclose(fp);
+        return 2;
+    }
     int64_t size = st.st_size;
     unsigned char len_le[8];
     if (size < 8 || fread(len_le, 8, 1, fp) != 1) {
-        snprintf(err, errlen, "%s: truncated: %lld bytes, not a safetensors file", path, (long long)size);
+        snprintf(err, errlen, "%s: truncated: %lld bytes, not a safetensors file", path,
+                 (long long)size);
         fclose(fp); return 2;
     }
-    uint64_t hlen = 0;
-    for (int i = 0; i < 8; i++) hlen |= (uint64_t)len_le[i] << (8 * i);
-    if (hlen < 2 || hlen > 100000000 || (int64_t)hlen > size - 8) {
-        snprintf(err, errlen, "%s: header length %llu does not fit the %lld-byte file: truncated or not a safetensors file",
-                 path, (unsigned long long)hlen, (long long)size);
+    *hlen = 0;
+    for (int i = 0; i < 8; i++) *hlen |= (uint64_t)len_le[i] << (8 * i);
+    if (*hlen < 2 || *hlen > 100000000 || (int64_t)*hlen > size - 8) {
+        snprintf(err, errlen, "%s: header length %llu does not fit the %lld-byte file: truncated "
+                 "or not a safetensors file", path, (unsigned long long)*hlen, (long long)size);
         fclose(fp); return 2;
     }
-    char *text = malloc(hlen);
-    f->data_len = size - 8 - (int64_t)hlen;
+    *text = malloc(*hlen);
+    f->data_len = size - 8 - (int64_t)*hlen;
     f->data = malloc(f->data_len > 0 ? (size_t)f->data_len : 1);
-    if (!text || !f->data) { snprintf(err, errlen, "%s: out of memory", path); free(text); fclose(fp); return st_fail(f, err, errlen); }
-    if (fread(text, hlen, 1, fp) != 1 || (f->data_len > 0 && fread(f->data, (size_t)f->data_len, 1, fp) != 1)) {
+    if (!*text || !f->data) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        free(*text); fclose(fp); return st_fail(f, err, errlen);
+    }
+    if (fread(*text, *hlen, 1, fp) != 1 ||
+        (f->data_len > 0 && fread(f->data, (size_t)f->data_len, 1, fp) != 1)) {
         snprintf(err, errlen, "%s: read error: %s", path, strerror(errno));
-        free(text); fclose(fp); return st_fail(f, err, errlen);
+        free(*text); fclose(fp); return st_fail(f, err, errlen);
     }
     fclose(fp);
+    return 0;
+}
+
+/* Tensor t (its name set) from its header entry v: dtype, shape and data_offsets, checked against
+ * each other and against the data section's data_len bytes. 0, or 2 with the message in err. */
+static int st_tensor_entry(const char *path, const Json *v, int64_t data_len, StTensor *t,
+                           char *err, size_t errlen) {
+    const char *name = t->name;
+    const Json *dt = json_get(v, "dtype"), *shape = json_get(v, "shape");
+    const Json *off = json_get(v, "data_offsets");
+    if (!dt || dt->type != JSON_STRING || !shape || shape->type != JSON_ARRAY || shape->n > 8 ||
+        !off || off->type != JSON_ARRAY || off->n != 2) {
+        snprintf(err, errlen, "%s: tensor '%s': needs dtype, shape (at most 8 dims) and "
+                 "data_offsets [begin, end]", path, name);
+        return 2;
+    }
+    snprintf(t->dtype, sizeof t->dtype, "%s", dt->str);
+    int esize = dtype_size(t->dtype);
+    if (!esize) {
+        snprintf(err, errlen, "%s: tensor '%s': unknown dtype '%s'", path, name, dt->str);
+        return 2;
+    }
+    t->ndim = shape->n;
+    for (int d = 0; d < shape->n; d++) {
+        if (shape->items[d].type != JSON_NUMBER ||
+            ck_whole(shape->items[d].num, &t->shape[d])) {
+            snprintf(err, errlen,
+                     "%s: tensor '%s': shape item %d is not a whole number of at most 2^50",
+                     path, name, d);
+            return 2;
+        }
+    }
+    int64_t numel, need;
+    if (ck_numel(t->shape, t->ndim, &numel) || ck_mul(numel, esize, &need)) {
+        snprintf(err, errlen, "%s: tensor '%s': its shape holds more than 2^50 elements", path,
+                 name);
+        return 2;
+    }
+    if (off->items[0].type != JSON_NUMBER || off->items[1].type != JSON_NUMBER ||
+        ck_whole(off->items[0].num, &t->begin) || ck_whole(off->items[1].num, &t->end) ||
+        t->end < t->begin) {
+        snprintf(err, errlen,
+                 "%s: tensor '%s': data_offsets must be two whole numbers [begin, end] with "
+                 "begin <= end",
+                 path, name);
+        return 2;
+    }
+    if (t->end - t->begin != need) {
+        snprintf(err, errlen,
+                 "%s: tensor '%s': data_offsets span %lld bytes, its shape needs %lld", path,
+                 name, (long long)(t->end - t->begin), (long long)need);
+        return 2;
+    }
+    if (t->end > data_len) {
+        snprintf(err, errlen, "%s: truncated: tensor '%s' ends at byte %lld of a %lld-byte data "
+                 "section", path, name, (long long)t->end, (long long)data_len);
+        return 2;
+    }
+    return 0;
+}
+
+int st_open(const char *path, StFile *f, char *err, size_t errlen) {
+    memset(f, 0, sizeof *f);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    char *text = NULL;
+    uint64_t hlen;
+    int rc = st_read_file(path, f, &text, &hlen, err, errlen);
+    if (rc) return rc;
     char jerr[200];
     f->header = json_parse(text, hlen, jerr, sizeof jerr);
     free(text);
     if (!f->header || f->header->type != JSON_OBJECT) {
-        snprintf(err, errlen, "%s: the header is not a JSON object (%s): not a safetensors file or damaged", path,
-                 f->header ? "another JSON value" : jerr);
+        snprintf(err, errlen, "%s: the header is not a JSON object (%s): not a safetensors file or "
+                 "damaged", path, f->header ? "another JSON value" : jerr);
         return st_fail(f, err, errlen);
     }
     const Json *h = f->header;
     f->tensors = calloc((size_t)h->n + 1, sizeof(StTensor));
-    if (!f->tensors) { snprintf(err, errlen, "%s: out of memory", path); return st_fail(f, err, errlen); }
+    if (!f->tensors) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return st_fail(f, err, errlen);
+    }
     for (int i = 0; i < h->n; i++) {
         const char *name = h->keys[i];
         const Json *v = &h->items[i];
         if (!strcmp(name, "__metadata__")) {
             int good = v->type == JSON_OBJECT;
             for (int k = 0; good && k < v->n; k++) good = v->items[k].type == JSON_STRING;
-            if (!good) { snprintf(err, errlen, "%s: __metadata__ must map strings to strings", path); return st_fail(f, err, errlen); }
+            if (!good) {
+                snprintf(err, errlen, "%s: __metadata__ must map strings to strings", path);
+                return st_fail(f, err, errlen);
+            }
             continue;
-        }
-        const Json *dt = json_get(v, "dtype"), *shape = json_get(v, "shape"), *off = json_get(v, "data_offsets");
-        if (!dt || dt->type != JSON_STRING || !shape || shape->type != JSON_ARRAY || shape->n > 8 ||
-            !off || off->type != JSON_ARRAY || off->n != 2) {
-            snprintf(err, errlen, "%s: tensor '%s': needs dtype, shape (at most 8 dims) and data_offsets [begin, end]", path, name);
-            return st_fail(f, err, errlen);
         }
         StTensor *t = &f->tensors[f->ntensors];
         t->name = strdup(name);
@@ -200,45 +278,7 @@ int st_open(const char *path, StFile *f, char *err, size_t errlen) {
             return st_fail(f, err, errlen);
         }
         f->ntensors++;
-        snprintf(t->dtype, sizeof t->dtype, "%s", dt->str);
-        int esize = dtype_size(t->dtype);
-        if (!esize) { snprintf(err, errlen, "%s: tensor '%s': unknown dtype '%s'", path, name, dt->str); return st_fail(f, err, errlen); }
-        t->ndim = shape->n;
-        for (int d = 0; d < shape->n; d++) {
-            if (shape->items[d].type != JSON_NUMBER ||
-                ck_whole(shape->items[d].num, &t->shape[d])) {
-                snprintf(err, errlen,
-                         "%s: tensor '%s': shape item %d is not a whole number of at most 2^50",
-                         path, name, d);
-                return st_fail(f, err, errlen);
-            }
-        }
-        int64_t numel, need;
-        if (ck_numel(t->shape, t->ndim, &numel) || ck_mul(numel, esize, &need)) {
-            snprintf(err, errlen, "%s: tensor '%s': its shape holds more than 2^50 elements", path,
-                     name);
-            return st_fail(f, err, errlen);
-        }
-        if (off->items[0].type != JSON_NUMBER || off->items[1].type != JSON_NUMBER ||
-            ck_whole(off->items[0].num, &t->begin) || ck_whole(off->items[1].num, &t->end) ||
-            t->end < t->begin) {
-            snprintf(err, errlen,
-                     "%s: tensor '%s': data_offsets must be two whole numbers [begin, end] with "
-                     "begin <= end",
-                     path, name);
-            return st_fail(f, err, errlen);
-        }
-        if (t->end - t->begin != need) {
-            snprintf(err, errlen,
-                     "%s: tensor '%s': data_offsets span %lld bytes, its shape needs %lld", path,
-                     name, (long long)(t->end - t->begin), (long long)need);
-            return st_fail(f, err, errlen);
-        }
-        if (t->end > f->data_len) {
-            snprintf(err, errlen, "%s: truncated: tensor '%s' ends at byte %lld of a %lld-byte data section", path, name,
-                     (long long)t->end, (long long)f->data_len);
-            return st_fail(f, err, errlen);
-        }
+        if (st_tensor_entry(path, v, f->data_len, t, err, errlen)) return st_fail(f, err, errlen);
     }
     return 0;
 }

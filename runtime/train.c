@@ -23,7 +23,8 @@
 #include <time.h>
 #include "runtime/train.h"        // defines: TrainOptions, TrainLog, train_with_plan
 #include "runtime/runtime.h"      // defines: Engine, engine_*
-#include "runtime/data.h"         // defines: TokenSet, Batcher, data_open, batcher_*
+#include "runtime/data.h"         // defines: TokenSet, Batcher, data_open, batcher_init_set
+#include "runtime/mixture.h"      // defines: batcher_global, batcher_val, mixture_*
 #include "runtime/run_tokenizer.h"  // defines: run_data_open
 #include "runtime/checkpoint.h"   // defines: CkptState, ckpt_*
 #include "runtime/ckpt_async.h"   // defines: CkptAsync, ckpt_async_*

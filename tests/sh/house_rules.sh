@@ -9,13 +9,10 @@ cd "$(dirname "$0")/../.." || exit 2
 . tests/sh/lib.sh
 
 # Circles known today, each "module module ..." in sorted order, with why it is still allowed.
-# They are to be removed (issue 22: cpu.h and data.h to be split
-# one header per .c); delete the entry once its circle is gone (the script says so).
+# Delete an entry once its circle is gone (the script says so).
 ALLOWED_CIRCLES=(
   # one backend split by job over files that share cuda_internal.h (runtime/cuda.c's head comment)
   "runtime/cuda runtime/cuda_adamw runtime/cuda_coll runtime/cuda_gemm runtime/cuda_graph runtime/cuda_internal runtime/cuda_jit runtime/cuda_libs runtime/cuda_mem runtime/cuda_pipe runtime/cuda_world runtime/cuda_zero2"
-  "runtime/cpu runtime/cpu_gemm runtime/cpu_infer runtime/cpu_kernels"   # cpu.h declares all four
-  "runtime/data runtime/mixture"   # data.c calls mixture_*, mixture.c batcher_*; data.h declares both
 )
 
 # Mutable process-wide state allowed, "file symbol: why" (a function-scope static by its name).

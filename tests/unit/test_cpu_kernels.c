@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tests/unit/testlib.h"
-#include "runtime/cpu.h"
+#include "runtime/cpu_kernels.h"   // defines: cpu_kernel_run
+#include "runtime/cpu_gemm.h"      // defines: cpu_gemm
 
 /* ---------- helpers ---------- */
 static uint64_t rng_state = 12345;

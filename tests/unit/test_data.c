@@ -9,7 +9,8 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include "tests/unit/testlib.h"
-#include "runtime/data.h"   // defines: TokenStream, Batcher, data_*, batcher_*, tokenize_bytes
+#include "runtime/data.h"      // defines: TokenStream, Batcher, data_*, tokenize_bytes
+#include "runtime/mixture.h"   // defines: batcher_train, batcher_val, batcher_free
 
 static char dir[] = "/tmp/boost-test-data.XXXXXX";
 

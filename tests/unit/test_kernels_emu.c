@@ -22,7 +22,7 @@
 #include "tests/unit/testlib.h"
 #include "gen/kernels.h"
 #include "runtime/plan.h"
-#include "runtime/cpu.h"
+#include "runtime/cpu_kernels.h"   // defines: cpu_kernel_run
 
 /* every load and store of the kernels calls the emulator's logging hooks (cuda_emu.hpp) */
 #define EMU_RACE_FLAGS "-fsanitize=kernel-address --param asan-instrumentation-with-call-threshold=0 " \

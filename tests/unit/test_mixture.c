@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tests/unit/testlib.h"
-#include "runtime/data.h"   // defines: Batcher, TokenSet, batcher_*, mixture_*, tokenset_view
+#include "runtime/data.h"      // defines: Batcher, TokenSet, tokenset_view
+#include "runtime/mixture.h"   // defines: batcher_*, mixture_*
 
 enum { MB = 2, SEQ = 8, NTOK = 1000, VOCAB = 20000, NSEQ = 24 };
 static const uint64_t SEED = 42;

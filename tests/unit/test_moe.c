@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include "tests/unit/testlib.h"
 #include "runtime/runtime.h"
-#include "runtime/cpu.h"
+#include "runtime/cpu_kernels.h"   // defines: cpu_kernel_run
 #include "gen/kernels.h"
 #include <dlfcn.h>
 #include "common/nvrtc.h"
