@@ -162,8 +162,6 @@ ALLOWED_HEADERS=(
   "runtime/runtime.h: the runtime's public API (the engine, runtime/exec.c)"
   "runtime/cuda_internal.h: shared by the files of the one CUDA backend (runtime/cuda_*.c)"
   "runtime/cuda.h: the CUDA backend's offers besides backend_cuda (runtime/cuda_jit.c)"
-  "runtime/cpu.h: declares cpu_gemm.c, cpu_kernels.c and cpu_infer.c too"
-  "runtime/data.h: declares mixture.c too"
   "runtime/bpe.h: declares bpe_train.c too"
   "cli/commands.h: the subcommands' entry points, one per cli/*.c, for cli/main.c"
   "cli/plot_moe.h: declares cli/plot.c's gnuplot helpers too"
