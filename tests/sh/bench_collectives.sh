@@ -2,7 +2,8 @@
 # `boost project --kv` reports them (the numbers bench/run.sh tabulates), equal the closed forms for
 # every shipped model and layout: megatron 2bsd forward and backward; naive bs(5d+2d_ff) forward
 # (bs(3d+2d_kv+2d_ff) with grouped-query attention, d_kv = kv_heads*head_dim), bs(3d+d_ff)
-# backward; btp 7bsr+2bs forward (online-norm statistics), 7bsr backward; bytes = 2 x elements.
+# backward; btp 7bsr forward and backward at the tp=1 projected here (the online-norm statistics,
+# 2bs more forward, ride in the all-reduces only at tp > 1: test_gen_closed); bytes = 2 x elements.
 source "$(dirname "$0")/lib.sh"
 # a private copy of the binary, so that a rebuild in the tree while this runs cannot break it
 for i in $(seq 60); do cp "$BOOST" "$TMP/boost" 2>/dev/null && "$TMP/boost" --help >/dev/null 2>&1 && break; sleep 1; done
@@ -56,7 +57,7 @@ for mf in specs/models/*.lua; do
     case $layout in
       megatron) cf=$((2*b*s*d)); cb=$((2*b*s*d)) ;;
       naive) cf=$((b*s*(3*d+2*dkv+2*ff))); cb=$((b*s*(3*d+ff))) ;;
-      btp) cf=$((7*b*s*r+2*b*s)); cb=$((7*b*s*r)) ;;
+      btp) cf=$((7*b*s*r)); cb=$((7*b*s*r)) ;;
     esac
     if [ "$fe" = $cf ] && [ "$be" = $cb ] && [ "$fb" = $((2*cf)) ] && [ "$bb" = $((2*cb)) ]; then
       ok "collectives_${model}_$layout"
